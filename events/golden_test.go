@@ -1,0 +1,326 @@
+package events
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var update = flag.Bool("update", false, "regenerate testdata/vectors and testdata/fuzz/FuzzDecode seeds")
+
+// Fixed values so the vectors are deterministic (they document the wire
+// format in docs/wire-format.md).
+const (
+	vecTime    = int64(1767225600000) // 2026-01-01T00:00:00Z
+	vecSession = "sess_01"
+)
+
+func vecID(n int) string { return fmt.Sprintf("01KDVDNA00000000000000%04d", n) }
+
+func bp(b bool) *bool { return &b }
+
+// kv is one entry of an ordered msgpack map, for vectors that Encode would
+// not produce (older versions, other writers' key orders, malformed ones).
+type kv struct {
+	k string
+	v any
+}
+
+// encodeOrdered writes v with msgpack, keeping []kv maps in order.
+func encodeOrdered(t testing.TB, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	var walk func(v any)
+	walk = func(v any) {
+		var err error
+		switch x := v.(type) {
+		case []kv:
+			err = enc.EncodeMapLen(len(x))
+			for _, e := range x {
+				if err == nil {
+					err = enc.EncodeString(e.k)
+				}
+				walk(e.v)
+			}
+		case []any:
+			err = enc.EncodeArrayLen(len(x))
+			for _, e := range x {
+				walk(e)
+			}
+		case []string:
+			err = enc.EncodeArrayLen(len(x))
+			for _, e := range x {
+				walk(e)
+			}
+		case int:
+			err = enc.EncodeInt(int64(x))
+		case int64:
+			err = enc.EncodeInt(x)
+		default:
+			err = enc.Encode(x)
+		}
+		if err != nil {
+			t.Fatalf("encode vector: %v", err)
+		}
+	}
+	walk(v)
+	return buf.Bytes()
+}
+
+type vector struct {
+	name        string
+	description string
+	env         *Envelope // encoded with Encode
+	raw         []kv      // encoded in order, for non-Encode vectors
+	wantErr     error     // the sentinel Decode must report
+}
+
+func vectors() []vector {
+	v2 := func(n int, p Payload) *Envelope {
+		return &Envelope{ID: vecID(n), Session: vecSession, Channel: "web", Actor: "user:alice", TimeMs: vecTime + int64(n), Version: SchemaVersion, Type: p.EventType(), Payload: p}
+	}
+	header := func(n, v int, typ string) []kv {
+		return []kv{{"id", vecID(n)}, {"session", vecSession}, {"time_ms", vecTime + int64(n)}, {"v", v}, {"type", typ}}
+	}
+	with := func(h []kv, extra ...kv) []kv { return append(h, extra...) }
+	return []vector{
+		{name: "tools_toggled", description: "v2 ToolsToggled{enabled:true}", env: v2(1, ToolsToggled{Enabled: bp(true)})},
+		{name: "tools_toggled_unset", description: "v2 ToolsToggled with enabled nil: follow the profile", env: v2(2, ToolsToggled{})},
+		{name: "web_search_set", description: "v2 WebSearchSet{enabled:false}", env: v2(3, WebSearchSet{Enabled: bp(false)})},
+		{name: "preset_chosen", description: "v2 PresetChosen{preset:research}", env: v2(4, PresetChosen{Preset: "research"})},
+		{name: "tool_disabled", description: "v2 ToolDisabled{name:bash}", env: v2(5, ToolDisabled{Name: "bash"})},
+		{name: "tool_enabled", description: "v2 ToolEnabled{name:bash}", env: v2(6, ToolEnabled{Name: "bash"})},
+		{name: "tools_picked", description: "v2 ToolsPicked in the user's order", env: v2(7, ToolsPicked{Names: []string{"read_file", "grep", "web_fetch"}})},
+		{name: "tools_picked_unset", description: "v2 ToolsPicked with names nil: unset the picked list", env: v2(8, ToolsPicked{})},
+		{name: "deferred_loaded", description: "v2 DeferredLoaded in turn 3", env: v2(9, DeferredLoaded{Names: []string{"playwright_browser"}, Turn: 3})},
+		{name: "turn_started", description: "v2 TurnStarted{turn:3}", env: v2(10, TurnStarted{Turn: 3})},
+		{name: "turn_ended", description: "v2 TurnEnded{turn:3}", env: v2(11, TurnEnded{Turn: 3})},
+		{name: "checkpoint_recorded", description: "v2 CheckpointRecorded with a per-tool contract", env: v2(12, CheckpointRecorded{
+			Loaded:          []string{"playwright_browser", "send_message"},
+			ContractHash:    strings.Repeat("ab", 32),
+			RegistryVersion: "builtin-2026.12.1",
+			Turn:            3,
+			Contract:        []ContractEntry{{Name: "playwright_browser", Hash: strings.Repeat("01", 32)}, {Name: "send_message", Hash: strings.Repeat("02", 32)}},
+		})},
+		{name: "v1_tools_toggled", description: "v1 ToolsToggled: key tools_enabled, no channel/actor; upcast to enabled (R3)",
+			raw: with(header(13, 1, "ToolsToggled"), kv{"data", []kv{{"tools_enabled", false}}})},
+		{name: "v1_preset_chosen", description: "v1 PresetChosen: key toolset, no channel/actor; upcast to preset (R3)",
+			raw: with(header(14, 1, "PresetChosen"), kv{"data", []kv{{"toolset", "coding"}}})},
+		{name: "v1_checkpoint_recorded", description: "v1 CheckpointRecorded without loaded_deferred_tools: the empty set (R3, R20)",
+			raw: with(header(15, 1, "CheckpointRecorded"), kv{"data", []kv{{"contract_hash", strings.Repeat("cd", 32)}, {"registry_version", "builtin-2025.1"}, {"turn", 7}}})},
+		{name: "v2_foreign_writer", description: "v2 written by another language: other key order, extra keys at both levels are ignored",
+			raw: []kv{{"type", "ToolsPicked"}, {"v", 2}, {"data", []kv{{"names", []string{}}, {"ui_hint", "compact"}}}, {"trace_id", "abc"},
+				{"time_ms", vecTime + 16}, {"actor", "bot"}, {"channel", "slack"}, {"session", vecSession}, {"id", vecID(16)}}},
+		{name: "bad_unknown_type", description: "an unknown type: *DecodeError matching ErrUnknownType, header still reported (R26)",
+			raw: with(header(17, 2, "ToolsRenamed"), kv{"channel", "web"}, kv{"actor", "x"}, kv{"data", []kv{{"from", "a"}}}), wantErr: ErrUnknownType},
+		{name: "bad_future_version", description: "schema version 3: ErrFutureVersion",
+			raw: with(header(18, 3, "ToolsToggled"), kv{"data", []kv{{"enabled", true}}}), wantErr: ErrFutureVersion},
+		{name: "bad_tool_name", description: "a tool name outside ^[a-z][a-z0-9_-]{0,63}$: ErrMalformed",
+			raw: with(header(19, 2, "ToolDisabled"), kv{"data", []kv{{"name", "Bash Tool"}}}), wantErr: ErrMalformed},
+		{name: "bad_session", description: "a session id with a dot (two NATS tokens): ErrMalformed",
+			raw: []kv{{"id", vecID(20)}, {"session", "a.b"}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 1}}}}, wantErr: ErrMalformed},
+	}
+}
+
+func (v vector) bytes(t testing.TB) []byte {
+	if v.env != nil {
+		b, err := Encode(*v.env)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		return b
+	}
+	return encodeOrdered(t, v.raw)
+}
+
+// expected is the JSON description of a vector's decoded form.
+type expected struct {
+	Description string         `json:"description"`
+	Envelope    map[string]any `json:"envelope,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Header      map[string]any `json:"error_header,omitempty"`
+}
+
+func sentinelName(err error) string {
+	for _, s := range []struct {
+		name string
+		err  error
+	}{{"ErrUnknownType", ErrUnknownType}, {"ErrFutureVersion", ErrFutureVersion}, {"ErrMalformed", ErrMalformed}} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return fmt.Sprintf("unexpected error %v", err)
+}
+
+// describe turns a Decode result into its JSON description, through JSON so
+// that the comparison with the file is on JSON values.
+func describe(t testing.TB, desc string, e Envelope, err error) []byte {
+	t.Helper()
+	x := expected{Description: desc}
+	if err != nil {
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			t.Fatalf("error %v is not a *DecodeError", err)
+		}
+		x.Error = sentinelName(err)
+		x.Header = map[string]any{"id": de.ID, "session": de.Session, "type": de.Type, "v": de.Version}
+	} else {
+		x.Envelope = map[string]any{"id": e.ID, "session": e.Session, "channel": e.Channel, "actor": e.Actor,
+			"time_ms": e.TimeMs, "v": e.Version, "type": e.Type, "data": e.Payload}
+	}
+	b, jerr := json.MarshalIndent(x, "", "  ")
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	return append(b, '\n')
+}
+
+const vectorDir = "testdata/vectors"
+
+// R22, R3, R26: every golden vector decodes to its recorded form; v2
+// vectors re-encode to the same bytes.
+func TestGoldenVectors(t *testing.T) {
+	if *update {
+		writeVectors(t)
+	}
+	vs := vectors()
+	for _, v := range vs {
+		t.Run(v.name, func(t *testing.T) {
+			hexText, err := os.ReadFile(filepath.Join(vectorDir, v.name+".hex"))
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestGoldenVectors -update)", err)
+			}
+			b, err := hex.DecodeString(strings.TrimSpace(string(hexText)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := v.bytes(t); !bytes.Equal(b, want) {
+				t.Fatalf("vector bytes changed:\n file %x\n code %x", b, want)
+			}
+			e, derr := Decode(b)
+			if (derr != nil) != (v.wantErr != nil) || (derr != nil && !errors.Is(derr, v.wantErr)) {
+				t.Fatalf("Decode error = %v, want %v", derr, v.wantErr)
+			}
+			wantJSON, err := os.ReadFile(filepath.Join(vectorDir, v.name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			if err := json.Unmarshal(describe(t, v.description, e, derr), &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(wantJSON, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decoded form differs from %s.json:\n got %s\nwant %s", v.name, describe(t, v.description, e, derr), wantJSON)
+			}
+			if derr == nil {
+				again, err := Encode(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v.env != nil && !bytes.Equal(again, b) {
+					t.Fatalf("re-encode differs:\n got %x\nwant %x", again, b)
+				}
+				if v.env != nil && !reflect.DeepEqual(e, *v.env) {
+					t.Fatalf("decoded %+v, want %+v", e, *v.env)
+				}
+			}
+		})
+	}
+	// Every file in the directory belongs to a vector.
+	files, _ := filepath.Glob(filepath.Join(vectorDir, "*"))
+	names := map[string]bool{}
+	for _, v := range vs {
+		names[v.name+".hex"], names[v.name+".json"] = true, true
+	}
+	for _, f := range files {
+		if !names[filepath.Base(f)] {
+			t.Errorf("stray vector file %s (run -update)", f)
+		}
+	}
+}
+
+func writeVectors(t *testing.T) {
+	t.Helper()
+	if err := os.RemoveAll(vectorDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(vectorDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors() {
+		b := v.bytes(t)
+		e, err := Decode(b)
+		write(t, filepath.Join(vectorDir, v.name+".hex"), []byte(hex.EncodeToString(b)+"\n"))
+		write(t, filepath.Join(vectorDir, v.name+".json"), describe(t, v.description, e, err))
+	}
+	writeFuzzSeeds(t)
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// malformedSeeds are hand-made broken inputs for the fuzz corpus.
+func malformedSeeds(t testing.TB) map[string][]byte {
+	good := vectors()[0].bytes(t)
+	seeds := map[string][]byte{
+		"empty":          {},
+		"nil":            {0xc0},
+		"array":          {0x91, 0x01},
+		"huge_map":       {0xdf, 0xff, 0xff, 0xff, 0xff},
+		"huge_str":       {0x81, 0xdb, 0xff, 0xff, 0xff, 0xff},
+		"huge_array":     {0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff},
+		"deep":           append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 40)...),
+		"int_key":        {0x81, 0x01, 0x02},
+		"ext_value":      encodeOrdered(t, []kv{{"x", msgpack.RawMessage{0xd4, 0x05, 0x00}}}),
+		"never_used":     {0xc1},
+		"truncated":      good[:len(good)/2],
+		"trailing_bytes": append(bytes.Clone(good), 0x00),
+	}
+	return seeds
+}
+
+func writeFuzzSeeds(t *testing.T) {
+	t.Helper()
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seed := func(name string, b []byte) {
+		write(t, filepath.Join(dir, name), []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)))
+	}
+	for _, v := range vectors() {
+		seed("vector_"+v.name, v.bytes(t))
+	}
+	m := malformedSeeds(t)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		seed("malformed_"+k, m[k])
+	}
+}

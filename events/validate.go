@@ -1,0 +1,168 @@
+package events
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// ValidateSessionID reports whether s can be a session id: 1 to 128 bytes of
+// [A-Za-z0-9_-], so that it is exactly one NATS subject token (no dots, no
+// wildcards, no spaces). The error matches ErrInvalidSession.
+func ValidateSessionID(s string) error {
+	if len(s) == 0 || len(s) > 128 {
+		return fmt.Errorf("session id %q has %d bytes, want 1 to 128 of [A-Za-z0-9_-]: %w", clip(s), len(s), ErrInvalidSession)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("session id %q has byte %q at %d, use only [A-Za-z0-9_-]: %w", clip(s), c, i, ErrInvalidSession)
+		}
+	}
+	return nil
+}
+
+// ValidateToolName reports whether name matches ^[a-z][a-z0-9_-]{0,63}$, the
+// form of tool and preset names. The error matches ErrInvalidName.
+func ValidateToolName(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("name %q does not match ^[a-z][a-z0-9_-]{0,63}$, use lower-case letters, digits, '_' or '-': %w", clip(name), ErrInvalidName)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens a bad value for an error message.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	// Cut on a rune boundary so the message stays valid UTF-8.
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// Validate checks the envelope with the rules Decode applies: a valid ULID,
+// a valid session id, a known payload whose type matches Type (an empty Type
+// is accepted and means the payload's), Version 0 or SchemaVersion, bounded
+// text, and valid, bounded tool-name lists.
+func (e Envelope) Validate() error {
+	if _, err := ulid.ParseStrict(e.ID); err != nil {
+		return fmt.Errorf("event id %q is not a ULID (26 chars of Crockford base32), generate one with NewID: %w", clip(e.ID), ErrInvalidEvent)
+	}
+	if err := ValidateSessionID(e.Session); err != nil {
+		return err
+	}
+	if err := validateText("channel", e.Channel); err != nil {
+		return err
+	}
+	if err := validateText("actor", e.Actor); err != nil {
+		return err
+	}
+	if e.Version != 0 && e.Version != SchemaVersion {
+		return fmt.Errorf("envelope version %d, only version %d (or 0) can be written: %w", e.Version, SchemaVersion, ErrInvalidEvent)
+	}
+	if e.Payload == nil {
+		return fmt.Errorf("envelope %s has no payload, set Payload: %w", e.ID, ErrInvalidEvent)
+	}
+	p, ok := deref(e.Payload)
+	if !ok {
+		return fmt.Errorf("payload %T is not an events payload type (or a nil pointer): %w", e.Payload, ErrInvalidEvent)
+	}
+	if e.Type != "" && e.Type != p.EventType() {
+		return fmt.Errorf("envelope type %q does not match payload type %q, leave Type empty or make them agree: %w", e.Type, p.EventType(), ErrInvalidEvent)
+	}
+	return validatePayload(p)
+}
+
+func validateText(field, s string) error {
+	if len(s) > MaxTextLen {
+		return fmt.Errorf("%s has %d bytes, at most %d allowed: %w", field, len(s), MaxTextLen, ErrInvalidEvent)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not valid UTF-8: %w", field, clip(s), ErrInvalidEvent)
+	}
+	return nil
+}
+
+func validateNames(field string, names []string) error {
+	if len(names) > MaxListLen {
+		return fmt.Errorf("%s has %d names, at most %d allowed: %w", field, len(names), MaxListLen, ErrInvalidEvent)
+	}
+	for _, n := range names {
+		if err := ValidateToolName(n); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+	}
+	return nil
+}
+
+// validatePayload checks a payload in value form.
+func validatePayload(p Payload) error {
+	switch v := p.(type) {
+	case ToolsToggled, WebSearchSet, TurnStarted, TurnEnded:
+		return nil
+	case PresetChosen:
+		if v.Preset == "" {
+			return nil
+		}
+		if err := ValidateToolName(v.Preset); err != nil {
+			return fmt.Errorf("preset: %w", err)
+		}
+		return nil
+	case ToolDisabled:
+		if err := ValidateToolName(v.Name); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+		return nil
+	case ToolEnabled:
+		if err := ValidateToolName(v.Name); err != nil {
+			return fmt.Errorf("name: %w", err)
+		}
+		return nil
+	case ToolsPicked:
+		return validateNames("names", v.Names)
+	case DeferredLoaded:
+		return validateNames("names", v.Names)
+	case CheckpointRecorded:
+		if err := validateNames("loaded_deferred_tools", v.Loaded); err != nil {
+			return err
+		}
+		if err := validateText("contract_hash", v.ContractHash); err != nil {
+			return err
+		}
+		if err := validateText("registry_version", v.RegistryVersion); err != nil {
+			return err
+		}
+		if len(v.Contract) > MaxContractLen {
+			return fmt.Errorf("contract has %d entries, at most %d allowed: %w", len(v.Contract), MaxContractLen, ErrInvalidEvent)
+		}
+		for i, c := range v.Contract {
+			if err := ValidateToolName(c.Name); err != nil {
+				return fmt.Errorf("contract[%d].name: %w", i, err)
+			}
+			if err := validateText("contract hash", c.Hash); err != nil {
+				return fmt.Errorf("contract[%d]: %w", i, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent)
+}
