@@ -1,0 +1,258 @@
+package resolver
+
+import "sync"
+
+// Cache bounds: at most cacheSize entries holding at most maxCachedTools
+// resolved tools in all (about 23 MB of Tool values; names, descriptions and
+// schemas are shared with the registry). A request larger than
+// maxCachedNames names or maxCachedBytes bytes of strings is resolved but
+// not cached, so the cache cannot be made to hold large amounts of memory.
+const (
+	cacheSize      = 4096
+	maxCachedTools = 1 << 18
+	maxCachedNames = 256
+	maxCachedBytes = 16 << 10
+)
+
+// FNV-1a 64 parameters.
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// Tri-state values of a *bool in the cache key.
+const (
+	triUnset = iota
+	triNo
+	triYes
+)
+
+// resolveCache maps a request fingerprint to resolutions. Entries with the
+// same fingerprint are chained and compared by value, so a collision can
+// never return another request's resolution. Eviction is first-in,
+// first-out.
+type resolveCache struct {
+	mu    sync.RWMutex
+	m     map[uint64]*cacheEntry
+	ring  []*cacheEntry // circular queue of entries, oldest at head
+	head  int
+	n     int
+	tools int // resolved tools held by the entries
+}
+
+type cacheEntry struct {
+	fp   uint64
+	req  Request // deep copy, owned by the cache
+	res  *Resolution
+	err  error
+	next *cacheEntry
+}
+
+func (c *resolveCache) init() {
+	c.m = make(map[uint64]*cacheEntry)
+	c.ring = make([]*cacheEntry, cacheSize)
+}
+
+// get returns the entry of an equal request, or nil. Entries are never
+// modified once stored, so the caller may read it without the lock.
+func (c *resolveCache) get(fp uint64, req *Request) *cacheEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for e := c.m[fp]; e != nil; e = e.next {
+		if requestEqual(&e.req, req) {
+			return e
+		}
+	}
+	return nil
+}
+
+func (c *resolveCache) put(fp uint64, req *Request, res *Resolution, err error) {
+	if !cacheable(req) {
+		return
+	}
+	e := &cacheEntry{fp: fp, req: cloneRequest(req), res: res, err: err}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.init()
+	}
+	for x := c.m[fp]; x != nil; x = x.next {
+		if requestEqual(&x.req, req) {
+			return // another goroutine stored it first
+		}
+	}
+	size := 0
+	if res != nil {
+		size = len(res.Tools)
+	}
+	for c.n > 0 && (c.n == cacheSize || c.tools+size > maxCachedTools) {
+		old := c.ring[c.head]
+		c.ring[c.head] = nil
+		c.head = (c.head + 1) % cacheSize
+		c.n--
+		if old.res != nil {
+			c.tools -= len(old.res.Tools)
+		}
+		c.remove(old)
+	}
+	if size > maxCachedTools {
+		return
+	}
+	c.ring[(c.head+c.n)%cacheSize] = e
+	c.n++
+	c.tools += size
+	e.next = c.m[fp]
+	c.m[fp] = e
+}
+
+func (c *resolveCache) remove(old *cacheEntry) {
+	head := c.m[old.fp]
+	if head == old {
+		if old.next == nil {
+			delete(c.m, old.fp)
+		} else {
+			c.m[old.fp] = old.next
+		}
+		return
+	}
+	for x := head; x != nil && x.next != nil; x = x.next {
+		if x.next == old {
+			x.next = old.next
+			return
+		}
+	}
+}
+
+// len returns the number of cached entries.
+func (c *resolveCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.n
+}
+
+func cacheable(req *Request) bool {
+	names, size := 0, len(req.Profile)
+	count := func(list []string) {
+		names += len(list)
+		for _, s := range list {
+			size += len(s)
+		}
+	}
+	for _, in := range [2]*Intent{&req.Session, &req.Override.Intent} {
+		count(in.Disabled)
+		count(in.Picked)
+		size += len(in.Preset)
+	}
+	count(req.Override.Allowed)
+	count(req.Override.Names)
+	return names <= maxCachedNames && size <= maxCachedBytes
+}
+
+func tri(p *bool) uint64 {
+	switch {
+	case p == nil:
+		return triUnset
+	case *p:
+		return triYes
+	default:
+		return triNo
+	}
+}
+
+func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime64 }
+
+func fnvUint(h, v uint64) uint64 {
+	for i := 0; i < 8; i++ {
+		h = fnvByte(h, byte(v>>(8*i)))
+	}
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	h = fnvUint(h, uint64(len(s)))
+	for i := 0; i < len(s); i++ {
+		h = fnvByte(h, s[i])
+	}
+	return h
+}
+
+func fnvList(h uint64, list []string) uint64 {
+	h = fnvUint(h, uint64(len(list)))
+	for _, s := range list {
+		h = fnvString(h, s)
+	}
+	return h
+}
+
+func fnvIntent(h uint64, in *Intent) uint64 {
+	h = fnvByte(h, byte(tri(in.Enabled)<<2|tri(in.WebSearch)))
+	h = fnvString(h, in.Preset)
+	h = fnvList(h, in.Disabled)
+	return fnvList(h, in.Picked)
+}
+
+// fingerprint is an FNV-1a 64 hash over every field of a request, with
+// lengths as separators. It does not allocate.
+func fingerprint(req *Request) uint64 {
+	h := uint64(fnvOffset64)
+	h = fnvByte(h, byte(req.Override.Kind))
+	h = fnvIntent(h, &req.Override.Intent)
+	h = fnvList(h, req.Override.Allowed)
+	h = fnvList(h, req.Override.Names)
+	h = fnvIntent(h, &req.Session)
+	return fnvString(h, req.Profile)
+}
+
+func listEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func intentEqual(a, b *Intent) bool {
+	return tri(a.Enabled) == tri(b.Enabled) && tri(a.WebSearch) == tri(b.WebSearch) &&
+		a.Preset == b.Preset && listEqual(a.Disabled, b.Disabled) && listEqual(a.Picked, b.Picked)
+}
+
+// requestEqual compares requests by value: tri-states by value, nil and
+// empty lists alike (Resolve treats them alike).
+func requestEqual(a, b *Request) bool {
+	return a.Override.Kind == b.Override.Kind && a.Profile == b.Profile &&
+		intentEqual(&a.Override.Intent, &b.Override.Intent) && intentEqual(&a.Session, &b.Session) &&
+		listEqual(a.Override.Allowed, b.Override.Allowed) && listEqual(a.Override.Names, b.Override.Names)
+}
+
+func cloneTri(p *bool) *bool {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneList(list []string) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	return append([]string(nil), list...)
+}
+
+func cloneIntent(in Intent) Intent {
+	return Intent{Enabled: cloneTri(in.Enabled), WebSearch: cloneTri(in.WebSearch), Preset: in.Preset,
+		Disabled: cloneList(in.Disabled), Picked: cloneList(in.Picked)}
+}
+
+func cloneRequest(req *Request) Request {
+	return Request{
+		Override: Override{Kind: req.Override.Kind, Intent: cloneIntent(req.Override.Intent),
+			Allowed: cloneList(req.Override.Allowed), Names: cloneList(req.Override.Names)},
+		Session: cloneIntent(req.Session),
+		Profile: req.Profile,
+	}
+}

@@ -1,0 +1,189 @@
+package resolver
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Explain says why tool is or is not in Resolve(req).Tools (R25): the rule
+// of the expansion that decided, and a one-sentence Detail. Rules:
+//
+//	unknown-tool            the registry has no such tool
+//	error                   the request does not resolve (Detail is the error)
+//	override-empty          the per-turn override is an empty list
+//	override-names          named by a per-turn override list (included)
+//	not-in-override-names   a per-turn override list that does not name it
+//	enabled=false           the intent switches tools off (R6)
+//	web_search-overlay      added by web_search=true, or removed by web_search=false (R7)
+//	picked / not-picked     the intent's picked list does / does not name it
+//	preset:P / not-in-preset:P
+//	profile:P / not-in-profile:P
+//	default-tools / not-in-defaults
+//	not-allowed             filtered out of the defaults by the override's allowed list (R11)
+//	not-allowed-by-profile:P  filtered out of the defaults by the profile's allowed list (R11)
+//	disabled-by-session / disabled-by-override
+//	unavailable             selected, but not available in this deployment
+//
+// Included always agrees with Resolve. The output is deterministic.
+func (r *Registry) Explain(req Request, tool string) Explanation {
+	ex := Explanation{Tool: tool}
+	i, known := r.index[tool]
+	if !known {
+		ex.Rule = "unknown-tool"
+		ex.Detail = fmt.Sprintf("%q is not a tool of registry %s", tool, r.version)
+		return ex
+	}
+	if _, err := r.Resolve(req); err != nil {
+		ex.Rule = "error"
+		ex.Detail = err.Error()
+		return ex
+	}
+	available := r.tools[i].Available
+	switch req.Override.Kind {
+	case OverrideEmpty:
+		ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
+	case OverrideNames:
+		names := req.Override.Names
+		switch {
+		case len(names) == 0:
+			ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
+		case !slices.Contains(names, tool):
+			ex.Rule = "not-in-override-names"
+			ex.Detail = fmt.Sprintf("the per-turn override lists exactly the turn's tools (%d names) and %q is not one of them (R5)", len(names), tool)
+		case !available:
+			ex.Rule = "unavailable"
+			ex.Detail = fmt.Sprintf("%q is named by the per-turn override but is not available in registry %s; it is reported as unknown", tool, r.version)
+		default:
+			ex.Included, ex.Rule = true, "override-names"
+			ex.Detail = fmt.Sprintf("%q is named by the per-turn override list, which sets exactly the turn's tools (R5)", tool)
+		}
+	case OverrideIntent:
+		r.explainIntent(&ex, &req.Override.Intent, req.Override.Allowed, req.Profile, available, "per-turn override intent", "disabled-by-override")
+	default:
+		r.explainIntent(&ex, &req.Session, nil, req.Profile, available, "session intent", "disabled-by-session")
+	}
+	return ex
+}
+
+func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, profile string, available bool, who, disabledRule string) {
+	tool := ex.Tool
+	isWS := tool == WebSearch
+	wsOn := in.WebSearch != nil && *in.WebSearch
+	wsOff := in.WebSearch != nil && !*in.WebSearch
+	unavailable := func(why string) {
+		ex.Rule = "unavailable"
+		ex.Detail = fmt.Sprintf("%s, but %q is not available in registry %s", why, tool, r.version)
+	}
+
+	if in.Enabled != nil && !*in.Enabled {
+		if isWS && wsOn {
+			if !available {
+				unavailable("the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (R6)")
+				return
+			}
+			ex.Included, ex.Rule = true, "web_search-overlay"
+			ex.Detail = "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (R6)"
+			return
+		}
+		ex.Rule = "enabled=false"
+		ex.Detail = "the " + who + " switches tools off (enabled=false), which yields no tools (R6)"
+		if wsOn {
+			ex.Detail = "the " + who + " switches tools off (enabled=false); web_search=true keeps only web_search (R6)"
+		}
+		return
+	}
+
+	var inBase bool
+	var hitRule, hitDetail, missRule, missDetail string
+	inDefaults := func() bool {
+		for _, i := range r.defaults {
+			if r.tools[i].Name == tool {
+				return true
+			}
+		}
+		return false
+	}
+	defaultsCase := func(profileAllowed []string, label, labelDetail string) {
+		switch {
+		case !inDefaults():
+			missRule = "not-in-defaults"
+			missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
+		case len(profileAllowed) > 0 && !slices.Contains(profileAllowed, tool):
+			missRule = "not-allowed-by-profile:" + profile
+			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (R11)", tool, profile)
+		case len(allowed) > 0 && !slices.Contains(allowed, tool):
+			missRule = "not-allowed"
+			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (R11)", tool)
+		default:
+			inBase = true
+			hitRule, hitDetail = label, labelDetail
+		}
+	}
+	switch {
+	case len(in.Picked) > 0:
+		inBase = slices.Contains(in.Picked, tool)
+		hitRule = "picked"
+		hitDetail = fmt.Sprintf("the %s picks %q explicitly, in the user's order", who, tool)
+		missRule = "not-picked"
+		missDetail = fmt.Sprintf("the %s has an explicit picked list (%d names) that does not name %q", who, len(in.Picked), tool)
+	case in.Preset != "":
+		inBase = slices.Contains(r.names(r.presets[in.Preset]), tool)
+		hitRule = "preset:" + in.Preset
+		hitDetail = fmt.Sprintf("the %s chose preset %q, which includes %q in registry %s", who, in.Preset, tool, r.version)
+		missRule = "not-in-preset:" + in.Preset
+		missDetail = fmt.Sprintf("the %s chose preset %q, which does not include %q in registry %s", who, in.Preset, tool, r.version)
+	case in.Enabled == nil && profile != "":
+		e := r.profiles[profile]
+		hitRule, missRule = "profile:"+profile, "not-in-profile:"+profile
+		switch {
+		case e.tools != nil:
+			inBase = slices.Contains(e.p.Tools, tool)
+			hitDetail = fmt.Sprintf("the %s follows profile %q, whose tools include %q", who, profile, tool)
+			missDetail = fmt.Sprintf("the %s follows profile %q, whose tools do not include %q", who, profile, tool)
+		case e.p.Preset != "":
+			inBase = slices.Contains(r.names(r.presets[e.p.Preset]), tool)
+			hitDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q includes %q", who, profile, e.p.Preset, tool)
+			missDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q does not include %q", who, profile, e.p.Preset, tool)
+		default:
+			defaultsCase(e.p.Allowed, "profile:"+profile,
+				fmt.Sprintf("the %s follows profile %q, which uses DEFAULT_TOOLS of registry %s; they include %q", who, profile, r.version, tool))
+		}
+	default:
+		what := "the " + who + " is {enabled: true}, which expands DEFAULT_TOOLS"
+		if in.Enabled == nil {
+			what = "the " + who + " follows the defaults (no preset, picked list or profile), which expands DEFAULT_TOOLS"
+		}
+		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (R8)", what, r.version, tool))
+	}
+
+	if inBase && slices.Contains(in.Disabled, tool) && !(isWS && wsOn) {
+		ex.Rule = disabledRule
+		ex.Detail = fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who)
+		return
+	}
+	if isWS {
+		if wsOff && inBase {
+			ex.Rule = "web_search-overlay"
+			ex.Detail = "the " + who + " has web_search=false, which removes web_search (R7)"
+			return
+		}
+		if wsOn && (!inBase || slices.Contains(in.Disabled, tool)) {
+			if !available {
+				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
+				return
+			}
+			ex.Included, ex.Rule = true, "web_search-overlay"
+			ex.Detail = "the " + who + " has web_search=true, which adds web_search when the expansion lacks it (R7)"
+			return
+		}
+	}
+	if !inBase {
+		ex.Rule, ex.Detail = missRule, missDetail
+		return
+	}
+	if !available {
+		unavailable(hitDetail)
+		return
+	}
+	ex.Included, ex.Rule, ex.Detail = true, hitRule, hitDetail
+}

@@ -1,0 +1,70 @@
+package resolver
+
+import (
+	"strings"
+	"testing"
+)
+
+// R25: Explain names the deciding rule for each case of the expansion.
+func TestExplainRules(t *testing.T) {
+	reg := mustLoadFile(t, "small_registry.json")
+	cases := []struct {
+		name     string
+		req      Request
+		tool     string
+		included bool
+		rule     string
+		detail   string
+	}{
+		{"R25 unknown tool", Request{}, "ghost", false, "unknown-tool", `"ghost" is not a tool of registry test-1`},
+		{"R4 error", Request{Session: Intent{Preset: "nope"}}, "bash", false, "error", "unknown preset"},
+		{"R5 override empty", Request{Override: Override{Kind: OverrideEmpty}}, "bash", false, "override-empty", "empty list"},
+		{"R5 override empty names", Request{Override: Override{Kind: OverrideNames}}, "bash", false, "override-empty", "empty list"},
+		{"R5 override names", Request{Override: Override{Kind: OverrideNames, Names: []string{"bash"}}}, "bash", true, "override-names", "exactly"},
+		{"R5 not in override names", Request{Override: Override{Kind: OverrideNames, Names: []string{"bash"}}}, "read_file", false, "not-in-override-names", "1 names"},
+		{"R5 override names unavailable", Request{Override: Override{Kind: OverrideNames, Names: []string{"gpu_run"}}}, "gpu_run", false, "unavailable", "not available"},
+		{"R6 enabled=false", Request{Session: Intent{Enabled: no}}, "bash", false, "enabled=false", "switches tools off"},
+		{"R6 enabled=false keeps web_search", Request{Session: Intent{Enabled: no, WebSearch: yes}}, "web_search", true, "web_search-overlay", "exactly [web_search]"},
+		{"R6 enabled=false drops others with web_search", Request{Session: Intent{Enabled: no, WebSearch: yes}}, "bash", false, "enabled=false", "keeps only web_search"},
+		{"R1 disabled by session", Request{Session: Intent{Disabled: []string{"bash"}}}, "bash", false, "disabled-by-session", "switched off by hand"},
+		{"R1 disabled by override", Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Disabled: []string{"bash"}}}}, "bash", false, "disabled-by-override", "per-turn override intent"},
+		{"R7 overlay adds", Request{Session: Intent{WebSearch: yes}}, "web_search", true, "web_search-overlay", "adds web_search"},
+		{"R7 overlay removes", Request{Session: Intent{Preset: "research", WebSearch: no}}, "web_search", false, "web_search-overlay", "web_search=false"},
+		{"R7 overlay re-adds disabled", Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, "web_search", true, "web_search-overlay", "adds"},
+		{"R7 web_search not in defaults", Request{Session: Intent{Enabled: yes}}, "web_search", false, "not-in-defaults", "DEFAULT_TOOLS"},
+		{"R7 preset keeps web_search", Request{Session: Intent{Preset: "research", WebSearch: yes}}, "web_search", true, "preset:research", `preset "research"`},
+		{"R5 picked", Request{Session: Intent{Picked: []string{"bash"}}}, "bash", true, "picked", "picks"},
+		{"R5 not picked", Request{Session: Intent{Picked: []string{"bash"}}}, "read_file", false, "not-picked", "does not name"},
+		{"R5 picked unavailable", Request{Session: Intent{Picked: []string{"gpu_run"}}}, "gpu_run", false, "unavailable", "not available"},
+		{"R4 preset", Request{Session: Intent{Preset: "research"}}, "memory_read", true, "preset:research", "includes"},
+		{"R4 not in preset", Request{Session: Intent{Preset: "research"}}, "bash", false, "not-in-preset:research", "does not include"},
+		{"R4 preset unavailable", Request{Session: Intent{Preset: "full"}}, "gpu_run", false, "unavailable", "not available"},
+		{"R4 profile preset", Request{Profile: "coder"}, "bash", true, "profile:coder", `preset "coding"`},
+		{"R4 not in profile preset", Request{Profile: "coder"}, "web_fetch", false, "not-in-profile:coder", `preset "coding" does not include`},
+		{"R4 profile tools", Request{Profile: "researcher"}, "web_fetch", true, "profile:researcher", "tools include"},
+		{"R4 not in profile tools", Request{Profile: "silent"}, "bash", false, "not-in-profile:silent", "do not include"},
+		{"R11 profile allowed", Request{Profile: "assistant"}, "send_message", true, "profile:assistant", "DEFAULT_TOOLS"},
+		{"R11 not allowed by profile", Request{Profile: "assistant"}, "bash", false, "not-allowed-by-profile:assistant", "filters the defaults"},
+		{"R11 not allowed by override", Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, "bash", false, "not-allowed", "filters the defaults"},
+		{"R11 allowed adds nothing", Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"memory_read"}}}, "memory_read", false, "not-in-defaults", "do not include"},
+		{"R8 default tools", Request{}, "bash", true, "default-tools", "DEFAULT_TOOLS of registry test-1"},
+		{"R8 enabled default tools", Request{Session: Intent{Enabled: yes}}, "bash", true, "default-tools", "{enabled: true}"},
+		{"R4 default unavailable", Request{}, "legacy_tool", false, "unavailable", "not available"},
+		{"R4 not in defaults", Request{}, "memory_read", false, "not-in-defaults", "do not include"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := reg.Explain(tc.req, tc.tool)
+			if ex.Tool != tc.tool || ex.Included != tc.included || ex.Rule != tc.rule || !strings.Contains(ex.Detail, tc.detail) {
+				t.Fatalf("got %+v\nwant included=%v rule=%s detail~%q", ex, tc.included, tc.rule, tc.detail)
+			}
+			res, err := reg.Resolve(tc.req)
+			if in := err == nil && contains(toolNames(res.Tools), tc.tool); in != ex.Included {
+				t.Fatalf("Explain says included=%v, Resolve says %v", ex.Included, in)
+			}
+			if again := reg.Explain(tc.req, tc.tool); again != ex {
+				t.Fatalf("Explain is not deterministic")
+			}
+		})
+	}
+}

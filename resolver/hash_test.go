@@ -1,0 +1,114 @@
+package resolver
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// R11, R19, R20: the contract hash covers every contract field of every
+// tool, the tool order and the registry version.
+func TestContractHashCoversEveryField(t *testing.T) {
+	base := []Tool{
+		{Name: "a", Description: "A.", Parameters: json.RawMessage(`{"type":"object"}`), Available: true, Permission: "read"},
+		{Name: "b", Description: "B.", Parameters: json.RawMessage(`{"type":"object"}`), Available: true, Permission: "exec", Deferred: true},
+	}
+	h0 := ContractHash("v1", base)
+	if !hexSHA256.MatchString(h0) {
+		t.Fatalf("hash %q is not hex sha256", h0)
+	}
+	if ContractHash("v1", append([]Tool{}, base...)) != h0 {
+		t.Fatal("hash is not a function of its input")
+	}
+	muts := map[string]func(ts []Tool) []Tool{
+		"name":        func(ts []Tool) []Tool { ts[0].Name = "c"; return ts },
+		"description": func(ts []Tool) []Tool { ts[0].Description = "A!"; return ts },
+		"parameters": func(ts []Tool) []Tool {
+			ts[0].Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+			return ts
+		},
+		"permission": func(ts []Tool) []Tool { ts[0].Permission = "write"; return ts },
+		"available":  func(ts []Tool) []Tool { ts[0].Available = false; return ts },
+		"deferred":   func(ts []Tool) []Tool { ts[0].Deferred = true; return ts },
+		"order":      func(ts []Tool) []Tool { ts[0], ts[1] = ts[1], ts[0]; return ts },
+		"drop":       func(ts []Tool) []Tool { return ts[:1] },
+		"boundary":   func(ts []Tool) []Tool { ts[0].Name, ts[0].Description = "aA", "."; return ts },
+	}
+	for name, mut := range muts {
+		ts := mut(append([]Tool{}, base...))
+		if ContractHash("v1", ts) == h0 {
+			t.Errorf("changing %s does not change the contract hash", name)
+		}
+	}
+	if ContractHash("v2", base) == h0 {
+		t.Error("changing the registry version does not change the contract hash (R11)")
+	}
+	if ContractHash("v1", nil) == ContractHash("v2", nil) || !hexSHA256.MatchString(ContractHash("", nil)) {
+		t.Error("empty contracts of two versions collide")
+	}
+}
+
+// R20: ToolHash tells which tool changed; it ignores position.
+func TestToolHash(t *testing.T) {
+	a := Tool{Name: "a", Description: "A.", Parameters: json.RawMessage(`{"type":"object"}`), Available: true}
+	h := ToolHash(a)
+	if !hexSHA256.MatchString(h) || ToolHash(a) != h {
+		t.Fatalf("ToolHash %q", h)
+	}
+	b := a
+	b.Description = "A, changed."
+	if ToolHash(b) == h {
+		t.Fatal("ToolHash ignores the description")
+	}
+	// A tool larger than toolDigest's stack buffer hashes the same way.
+	long := a
+	long.Description = strings.Repeat("x", 600)
+	long2 := long
+	long2.Description = strings.Repeat("x", 599) + "y"
+	if ToolHash(long) == h || ToolHash(long) != ToolHash(long) || ToolHash(long) == ToolHash(long2) {
+		t.Fatal("ToolHash of a large tool")
+	}
+}
+
+// R19: a resolution's hash is ContractHash over its tools, for the default
+// registry too.
+func TestResolutionContractHash(t *testing.T) {
+	reg := Default()
+	for _, req := range []Request{{}, {Session: Intent{Enabled: no}}, {Session: Intent{Preset: "full", WebSearch: yes}}} {
+		res, err := reg.Resolve(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ContractHash != ContractHash(reg.Version(), res.Tools) {
+			t.Errorf("request %+v: hash mismatch", req)
+		}
+	}
+}
+
+// R20: a contract hash can be recomputed from its tools' ToolHash values.
+func TestContractHashFromToolHashes(t *testing.T) {
+	reg := mustLoadFile(t, "small_registry.json")
+	res, err := reg.Resolve(Request{Session: Intent{Preset: "full", WebSearch: yes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := make([]string, len(res.Tools))
+	for i, tool := range res.Tools {
+		hashes[i] = ToolHash(tool)
+	}
+	got, err := ContractHashFromToolHashes(reg.Version(), hashes)
+	if err != nil || got != res.ContractHash {
+		t.Fatalf("got %s, %v; want %s", got, err, res.ContractHash)
+	}
+	if empty, _ := ContractHashFromToolHashes("v", nil); empty != ContractHash("v", nil) {
+		t.Fatal("empty contract differs")
+	}
+	for _, bad := range []string{"", "zz", hashes[0][:63] + "g"} {
+		if _, err := ContractHashFromToolHashes("v", []string{bad}); err == nil {
+			t.Errorf("accepted tool hash %q", bad)
+		}
+	}
+}

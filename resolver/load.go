@@ -1,0 +1,450 @@
+package resolver
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+const namePatternText = `^[a-z][a-z0-9_-]{0,63}$`
+
+var topLevelKeys = []string{"version", "tools", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles"}
+var toolKeys = []string{"name", "description", "parameters", "available", "permission"}
+var profileKeys = []string{"tools", "preset", "allowed"}
+
+// loader accumulates every problem of a registry file.
+type loader struct {
+	problems []error
+	firstAt  map[string]int // tool name -> position in the file's tools array
+}
+
+func (l *loader) addf(format string, args ...any) {
+	l.problems = append(l.problems, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRegistry}, args...)...))
+}
+
+func (l *loader) unknownKeys(path string, n *jnode, known []string) {
+	for _, k := range n.keys {
+		if !slices.Contains(known, k) {
+			l.addf("%s: unknown key %q; use one of %s, or fix its spelling", path, k, strings.Join(known, ", "))
+		}
+	}
+}
+
+func (l *loader) str(path string, n *jnode) (string, bool) {
+	if n.kind != jString {
+		l.addf("%s: is %s; want a string", path, n.kind)
+		return "", false
+	}
+	return n.s, true
+}
+
+// strList reads an array of strings; null reads as an absent list.
+func (l *loader) strList(path string, n *jnode) ([]string, bool) {
+	if n.kind == jNull {
+		return nil, true
+	}
+	if n.kind != jArray {
+		l.addf("%s: is %s; want an array of tool names", path, n.kind)
+		return nil, false
+	}
+	out := make([]string, 0, len(n.elems))
+	ok := true
+	for i, e := range n.elems {
+		if e.kind != jString {
+			l.addf("%s[%d]: is %s; want a tool name string", path, i, e.kind)
+			ok = false
+			continue
+		}
+		out = append(out, e.s)
+	}
+	return out, ok
+}
+
+// refs resolves a list of tool names to indices, reporting unknown names
+// and duplicates.
+func (l *loader) refs(path string, names []string, index map[string]int32) []int32 {
+	out := make([]int32, 0, len(names))
+	for i, name := range names {
+		if j := slices.Index(names[:i], name); j >= 0 {
+			l.addf("%s[%d]: %q repeats %s[%d]; list each tool once", path, i, name, path, j)
+			continue
+		}
+		idx, ok := index[name]
+		if !ok {
+			l.addf("%s[%d]: unknown tool %q; add it to tools or remove it from the list", path, i, name)
+			continue
+		}
+		out = append(out, idx)
+	}
+	return out
+}
+
+func sortedKeys(n *jnode) []int {
+	order := make([]int, len(n.keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(n.keys[a], n.keys[b]) })
+	return order
+}
+
+func build(data []byte) (*Registry, error) {
+	root, err := parseJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRegistry, err)
+	}
+	if root.kind != jObject {
+		return nil, fmt.Errorf("%w: the document is %s; want an object with keys %s", ErrInvalidRegistry, root.kind, strings.Join(topLevelKeys, ", "))
+	}
+	l := &loader{firstAt: map[string]int{}}
+	l.unknownKeys("registry", root, topLevelKeys)
+	r := &Registry{index: map[string]int32{}}
+
+	// version
+	if n := root.get("version"); n == nil {
+		l.addf(`version: missing; set a version such as "builtin-2026.12.1" (it is part of every contract hash)`)
+	} else if v, ok := l.str("version", n); ok {
+		if !validVersion(v) {
+			l.addf("version %q: want 1 to 128 characters of A-Z a-z 0-9 . _ : + -; rename it", v)
+		} else {
+			r.version = v
+		}
+	}
+
+	// tools
+	toolsNode := root.get("tools")
+	switch {
+	case toolsNode == nil:
+		l.addf(`tools: missing; list the tools, at least {"name":"tool_search",...}`)
+	case toolsNode.kind != jArray:
+		l.addf("tools: is %s; want an array of tool objects", toolsNode.kind)
+	default:
+		for i, tn := range toolsNode.elems {
+			l.tool(r, i, tn)
+		}
+	}
+	if idx, ok := r.index[ToolSearch]; !ok {
+		l.addf("tools: no tool named %q; add it, it loads deferred tools and is always resident (R14)", ToolSearch)
+	} else if !r.tools[idx].Available {
+		l.addf("tools: %q has available=false; make it available, without it deferred tools are unreachable (R14)", ToolSearch)
+	}
+	if idx, ok := r.index[WebSearch]; ok {
+		r.webSearch = idx + 1
+	}
+
+	// default_tools
+	var defaultNames []string
+	if n := root.get("default_tools"); n == nil {
+		l.addf("default_tools: missing; list DEFAULT_TOOLS in order, including %q", ToolSearch)
+	} else if list, ok := l.strList("default_tools", n); ok {
+		defaultNames = list
+		r.defaults = l.refs("default_tools", list, r.index)
+		if !slices.Contains(list, ToolSearch) {
+			l.addf("default_tools: %q is missing; add it, the defaults must be able to load deferred tools", ToolSearch)
+		}
+		if slices.Contains(list, WebSearch) {
+			l.addf("default_tools: contains %q; remove it, the web_search overlay adds it on request (R7)", WebSearch)
+		}
+	}
+
+	// deferred_default_tools
+	if n := root.get("deferred_default_tools"); n != nil {
+		if list, ok := l.strList("deferred_default_tools", n); ok {
+			l.refs("deferred_default_tools", list, r.index)
+			for i, name := range list {
+				if name == ToolSearch {
+					l.addf("deferred_default_tools[%d]: %q can never be deferred (R14); remove it", i, name)
+				} else if defaultNames != nil && !slices.Contains(defaultNames, name) {
+					l.addf("deferred_default_tools[%d]: %q is not in default_tools; deferred defaults stay in the defaults (R13), add it there or remove it here", i, name)
+				}
+			}
+			r.deferredDefaults = list
+		}
+	}
+	if r.deferredDefaults == nil {
+		r.deferredDefaults = []string{}
+	}
+
+	// resident_tools
+	if n := root.get("resident_tools"); n != nil && n.kind != jNull {
+		if list, ok := l.strList("resident_tools", n); ok {
+			l.refs("resident_tools", list, r.index)
+			for i, name := range list {
+				if slices.Contains(r.deferredDefaults, name) {
+					l.addf("resident_tools[%d]: %q is also in deferred_default_tools; remove it from one of the two lists", i, name)
+				}
+			}
+			r.residentList = list
+		}
+	} else {
+		r.residentList = []string{}
+		for _, name := range defaultNames {
+			if !slices.Contains(r.deferredDefaults, name) && !slices.Contains(r.residentList, name) {
+				r.residentList = append(r.residentList, name)
+			}
+		}
+		if !slices.Contains(r.residentList, ToolSearch) {
+			r.residentList = append(r.residentList, ToolSearch)
+		}
+	}
+
+	// presets
+	r.presets = map[string][]int32{}
+	r.presetNames = []string{}
+	if n := root.get("presets"); n != nil && n.kind != jNull {
+		if n.kind != jObject {
+			l.addf("presets: is %s; want an object of preset name to tool list", n.kind)
+		} else {
+			for _, k := range sortedKeys(n) {
+				name := n.keys[k]
+				path := "presets." + name
+				if !validName(name) {
+					l.addf("presets: name %q must match %s; rename it", name, namePatternText)
+					continue
+				}
+				list, ok := l.strList(path, n.vals[k])
+				if !ok {
+					continue
+				}
+				if list == nil {
+					l.addf("%s: is null; want an array of tool names ([] for none)", path)
+					continue
+				}
+				r.presets[name] = l.refs(path, list, r.index)
+				r.presetNames = append(r.presetNames, name)
+			}
+		}
+	}
+
+	// profiles
+	r.profiles = map[string]*profileEntry{}
+	r.profileNames = []string{}
+	if n := root.get("profiles"); n != nil && n.kind != jNull {
+		if n.kind != jObject {
+			l.addf("profiles: is %s; want an object of profile name to profile", n.kind)
+		} else {
+			for _, k := range sortedKeys(n) {
+				l.profile(r, n.keys[k], n.vals[k], defaultNames)
+			}
+		}
+	}
+
+	if len(l.problems) > 0 {
+		return nil, errors.Join(l.problems...)
+	}
+
+	// Deferral marks: guard 1 of R14 is the explicit name check here; guard
+	// 2 is IsResident answering true for tool_search whatever the lists say.
+	r.resident = make([]bool, len(r.tools))
+	for _, name := range r.residentList {
+		r.resident[r.index[name]] = true
+	}
+	r.avail = make(bitset, (len(r.tools)+63)/64)
+	for i := range r.tools {
+		if r.tools[i].Available {
+			r.avail.set(int32(i))
+		}
+	}
+	r.digests = make([]byte, 0, len(r.tools)*sha256.Size)
+	for i := range r.tools {
+		t := &r.tools[i]
+		t.Deferred = !r.resident[i] && t.Name != ToolSearch
+		d := toolDigest(t)
+		r.digests = append(r.digests, d[:]...)
+	}
+	r.prefix = contractPrefix(r.version)
+	r.cache.init()
+	return r, nil
+}
+
+func (l *loader) tool(r *Registry, i int, tn *jnode) {
+	path := fmt.Sprintf("tools[%d]", i)
+	if tn.kind != jObject {
+		l.addf("%s: is %s; want a tool object", path, tn.kind)
+		return
+	}
+	l.unknownKeys(path, tn, toolKeys)
+	t := Tool{Available: true}
+	// A tool whose other fields are bad still gets its name indexed, so
+	// that lists naming it are not also reported as unknown; the load
+	// fails anyway.
+	nameOK := false
+	if n := tn.get("name"); n == nil {
+		l.addf("%s: name missing; add a name matching %s", path, namePatternText)
+	} else if s, good := l.str(path+".name", n); good {
+		if !validName(s) {
+			l.addf("%s: name %q must match %s; use lowercase letters, digits, '_' and '-', starting with a letter", path, s, namePatternText)
+		} else {
+			t.Name = s
+			path = fmt.Sprintf("tools[%d] %q", i, s)
+			if first, dup := l.firstAt[s]; dup {
+				l.addf("%s: duplicate tool name (first at tools[%d]); rename or remove one", path, first)
+			} else {
+				nameOK = true
+			}
+		}
+	}
+	if n := tn.get("description"); n == nil {
+		l.addf("%s: description missing; write what the tool does, the model reads it", path)
+	} else if s, good := l.str(path+".description", n); good {
+		if strings.TrimSpace(s) == "" {
+			l.addf("%s: description is empty; write what the tool does, the model reads it", path)
+		}
+		t.Description = s
+	}
+	if n := tn.get("parameters"); n == nil {
+		l.addf(`%s: parameters missing; set a JSON Schema object such as {"type":"object","properties":{}}`, path)
+	} else if l.schema(path+".parameters", n) {
+		t.Parameters = appendCanonical(nil, n)
+	}
+	if n := tn.get("available"); n != nil {
+		if n.kind != jBool {
+			l.addf("%s.available: is %s; want true or false (absent means true)", path, n.kind)
+		} else {
+			t.Available = n.b
+		}
+	}
+	if n := tn.get("permission"); n != nil {
+		if s, good := l.str(path+".permission", n); good {
+			if s != "" && !validPermission(s) {
+				l.addf(`%s.permission %q: want lowercase letters, digits and "_.:-", starting with a letter, at most 64 bytes, such as "read"`, path, s)
+			}
+			t.Permission = s
+		}
+	}
+	if !nameOK {
+		return
+	}
+	l.firstAt[t.Name] = i
+	r.index[t.Name] = int32(len(r.tools))
+	r.tools = append(r.tools, t)
+}
+
+// schema checks the shape a provider needs of a tool input schema: an
+// object with "type":"object", "properties" an object of schema objects,
+// "required" an array of property names.
+func (l *loader) schema(path string, n *jnode) bool {
+	if n.kind != jObject {
+		l.addf(`%s: is %s; want a JSON Schema object such as {"type":"object","properties":{}}`, path, n.kind)
+		return false
+	}
+	ok := true
+	if tn := n.get("type"); tn == nil {
+		l.addf(`%s: "type" missing; add "type":"object" (tool input schemas are objects)`, path)
+		ok = false
+	} else if tn.kind != jString || tn.s != "object" {
+		l.addf(`%s.type: is %s; want "object" (tool input schemas are objects)`, path, describe(tn))
+		ok = false
+	}
+	props := n.get("properties")
+	if props != nil {
+		if props.kind != jObject {
+			l.addf("%s.properties: is %s; want an object of property name to schema", path, props.kind)
+			ok = false
+			props = nil
+		} else {
+			for i, k := range props.keys {
+				if v := props.vals[i]; v.kind != jObject && v.kind != jBool {
+					l.addf("%s.properties.%s: is %s; want a schema object", path, k, v.kind)
+					ok = false
+				}
+			}
+		}
+	}
+	if req := n.get("required"); req != nil {
+		if req.kind != jArray {
+			l.addf("%s.required: is %s; want an array of property names", path, req.kind)
+			return false
+		}
+		for i, e := range req.elems {
+			switch {
+			case e.kind != jString:
+				l.addf("%s.required[%d]: is %s; want a property name string", path, i, e.kind)
+				ok = false
+			case props == nil || props.get(e.s) == nil:
+				l.addf("%s.required[%d]: %q is not in properties; add the property or remove it from required", path, i, e.s)
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+func describe(n *jnode) string {
+	if n.kind == jString {
+		return fmt.Sprintf("%q", n.s)
+	}
+	return n.kind.String()
+}
+
+func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []string) {
+	path := "profiles." + name
+	if !validName(name) {
+		l.addf("profiles: name %q must match %s; rename it", name, namePatternText)
+		return
+	}
+	if n.kind != jObject {
+		l.addf(`%s: is %s; want an object such as {"preset":"coding"}`, path, n.kind)
+		return
+	}
+	l.unknownKeys(path, n, profileKeys)
+	e := &profileEntry{p: Profile{Name: name}}
+	ok := true
+	if tn := n.get("tools"); tn != nil && tn.kind != jNull {
+		list, good := l.strList(path+".tools", tn)
+		if !good {
+			ok = false
+		} else {
+			e.p.Tools = list
+			e.tools = l.refs(path+".tools", list, r.index)
+		}
+	}
+	if pn := n.get("preset"); pn != nil {
+		if s, good := l.str(path+".preset", pn); !good {
+			ok = false
+		} else if s != "" {
+			if _, known := r.presets[s]; !known {
+				l.addf("%s.preset %q: unknown preset; use one of %s", path, s, presetChoices(r.presetNames))
+				ok = false
+			}
+			e.p.Preset = s
+		}
+	}
+	if an := n.get("allowed"); an != nil && an.kind != jNull {
+		list, good := l.strList(path+".allowed", an)
+		if !good {
+			ok = false
+		} else if len(list) > 0 {
+			e.p.Allowed = list
+			e.allowed = l.refs(path+".allowed", list, r.index)
+			for i, name := range list {
+				if _, known := r.index[name]; known && defaultNames != nil && !slices.Contains(defaultNames, name) {
+					l.addf("%s.allowed[%d]: %q is not in default_tools; allowed only filters the defaults (R11), list extra tools in \"tools\" instead", path, i, name)
+					ok = false
+				}
+			}
+		}
+	}
+	if e.p.Tools != nil && e.p.Preset != "" {
+		l.addf(`%s: sets both "tools" and "preset"; keep one (tools wins otherwise, which hides the preset)`, path)
+		ok = false
+	}
+	if e.p.Allowed != nil && (e.p.Tools != nil || e.p.Preset != "") {
+		l.addf(`%s: "allowed" filters the defaults and has no effect with "tools" or "preset" (R11); remove one`, path)
+		ok = false
+	}
+	if !ok {
+		return
+	}
+	r.profiles[name] = e
+	r.profileNames = append(r.profileNames, name)
+}
+
+func presetChoices(names []string) string {
+	if len(names) == 0 {
+		return "(none: the registry defines no presets)"
+	}
+	return strings.Join(names, ", ")
+}

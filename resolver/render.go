@@ -1,0 +1,77 @@
+package resolver
+
+// emptySchema is rendered for a tool built without parameters.
+const emptySchema = `{"properties":{},"type":"object"}`
+
+func schemaBytes(t *Tool) []byte {
+	if len(t.Parameters) == 0 {
+		return []byte(emptySchema)
+	}
+	return t.Parameters
+}
+
+func renderSize(tools []Tool, perTool int) int {
+	n := 2
+	for i := range tools {
+		n += perTool + len(tools[i].Name) + len(tools[i].Description) + len(tools[i].Parameters) + len(emptySchema)
+	}
+	return n
+}
+
+// RenderAnthropic renders tools as an Anthropic Messages API "tools" array:
+//
+//	[{"name":...,"description":...,"input_schema":{...}}, ...,
+//	 {"name":...,"description":...,"input_schema":{...},"cache_control":{"type":"ephemeral"}}]
+//
+// The cache breakpoint sits on the last tool only, so the whole array is
+// one cached prefix. Keys are in a fixed order, strings are escaped by one
+// fixed rule and parameters are written as stored (canonical for registry
+// tools), so identical input gives identical bytes (R9). A tool without
+// parameters gets {"properties":{},"type":"object"}. No tools gives [].
+func RenderAnthropic(tools []Tool) []byte {
+	b := make([]byte, 0, renderSize(tools, 96))
+	b = append(b, '[')
+	for i := range tools {
+		t := &tools[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendJSONString(b, t.Name)
+		b = append(b, `,"description":`...)
+		b = appendJSONString(b, t.Description)
+		b = append(b, `,"input_schema":`...)
+		b = append(b, schemaBytes(t)...)
+		if i == len(tools)-1 {
+			b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// RenderOpenAI renders tools as an OpenAI Responses API "tools" array:
+//
+//	[{"type":"function","name":...,"description":...,"parameters":{...},"strict":false}, ...]
+//
+// with the same byte-identity guarantees as RenderAnthropic (R9). Strict
+// mode is off because registry schemas are not written for it (strict
+// requires every property to be required and additionalProperties false).
+func RenderOpenAI(tools []Tool) []byte {
+	b := make([]byte, 0, renderSize(tools, 80))
+	b = append(b, '[')
+	for i := range tools {
+		t := &tools[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":"function","name":`...)
+		b = appendJSONString(b, t.Name)
+		b = append(b, `,"description":`...)
+		b = appendJSONString(b, t.Description)
+		b = append(b, `,"parameters":`...)
+		b = append(b, schemaBytes(t)...)
+		b = append(b, `,"strict":false}`...)
+	}
+	return append(b, ']')
+}

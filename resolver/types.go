@@ -1,0 +1,212 @@
+// Package resolver holds the live tool registry and expands a session's
+// stored intent into a concrete, ordered tool list.
+//
+// The registry (tools, presets, agent profiles, DEFAULT_TOOLS,
+// RESIDENT_TOOLS, DEFERRED_DEFAULT_TOOLS) is data, loaded from a JSON file or
+// a KV bucket, never Go literals (R11). Expansion is deterministic: the same
+// intent against the same registry version yields the same tools in the same
+// order, de-duplicated, and the same bytes when rendered (R9). No Go map
+// iteration reaches any output order.
+//
+// The package imports nothing from the project; it is pure and safe for
+// concurrent use once a Registry is built (a *Registry is immutable).
+package resolver
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// WebSearch is the name of the web-search tool that the web_search overlay
+// adds (R7). It is never part of the defaults.
+const WebSearch = "web_search"
+
+// ToolSearch is the name of the tool that loads deferred tools. It is never
+// deferred (R14).
+const ToolSearch = "tool_search"
+
+// Tool is one entry of the registry.
+type Tool struct {
+	// Name is the unique tool name, [a-z0-9_-], at most 64 bytes.
+	Name string `json:"name"`
+	// Description is sent to the provider with the schema when resident.
+	Description string `json:"description"`
+	// Parameters is the JSON Schema of the tool's input, stored in
+	// canonical (compact, key-sorted) form once loaded.
+	Parameters json.RawMessage `json:"parameters"`
+	// Available reports whether the tool can run in this deployment; tools
+	// that are not available never reach an expansion.
+	Available bool `json:"available"`
+	// Permission names the permission wrapper execution goes through
+	// ("read", "write", "exec", "network", ...). Part of the contract.
+	Permission string `json:"permission,omitempty"`
+	// Deferred is the deferral mark: true when the tool is not in
+	// RESIDENT_TOOLS (R13). It is computed at load time, never read from
+	// the file.
+	Deferred bool `json:"-"`
+}
+
+// Profile is an agent profile. When a session follows its profile (intent
+// enabled unset), the profile's tools decide the base list (R4).
+type Profile struct {
+	// Name of the profile.
+	Name string `json:"name"`
+	// Tools is the profile's explicit tool list; nil means "no opinion"
+	// (fall through to the registry defaults). An empty, non-nil list means
+	// no tools.
+	Tools []string `json:"tools,omitempty"`
+	// Preset, when set and Tools is nil, expands the named preset.
+	Preset string `json:"preset,omitempty"`
+	// Allowed, when set, filters the defaults (R11: it filters the
+	// defaults, not the full set).
+	Allowed []string `json:"allowed,omitempty"`
+}
+
+// Intent is what a session stores about its tools (R1): nothing else.
+// The zero value means "follow the profile".
+type Intent struct {
+	// Enabled is the master switch: true, false, or nil (follow profile).
+	Enabled *bool `json:"enabled,omitempty" msgpack:"enabled"`
+	// WebSearch is the web_search overlay: true, false or nil (unset).
+	WebSearch *bool `json:"web_search,omitempty" msgpack:"web_search"`
+	// Preset is the chosen preset name, "" when unset.
+	Preset string `json:"preset,omitempty" msgpack:"preset"`
+	// Disabled lists names switched off by hand, kept sorted.
+	Disabled []string `json:"disabled,omitempty" msgpack:"disabled"`
+	// Picked is an explicit, short, user-curated list in the user's order,
+	// or nil when unset.
+	Picked []string `json:"picked,omitempty" msgpack:"picked"`
+}
+
+// OverrideKind says which form a per-turn override takes (R5).
+type OverrideKind uint8
+
+const (
+	// OverrideNone means no per-turn override: the session intent applies.
+	OverrideNone OverrideKind = iota
+	// OverrideEmpty is an empty list: no tools this turn.
+	OverrideEmpty
+	// OverrideIntent is an intent, expanded live.
+	OverrideIntent
+	// OverrideNames is a non-empty list: exactly those names, in order.
+	OverrideNames
+)
+
+// Override is a per-turn override (R4, R5). It wins over the session intent.
+// Its zero value (Kind OverrideNone) means "no override".
+type Override struct {
+	// Kind selects the form; the other fields are read only for their form.
+	Kind OverrideKind `json:"kind"`
+	// Intent is expanded live when Kind is OverrideIntent.
+	Intent Intent `json:"intent,omitzero"`
+	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS when the
+	// expansion falls through to the defaults (R11: it filters the defaults,
+	// never the full set, and adds nothing). Empty means no filter.
+	Allowed []string `json:"allowed,omitempty"`
+	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
+	// the user's order (R5). An empty Names list means no tools.
+	Names []string `json:"names,omitempty"`
+}
+
+// Request is one resolution request: a per-turn override, the session's
+// stored intent and the agent profile the turn runs under.
+type Request struct {
+	// Override is the per-turn override; OverrideNone means none.
+	Override Override `json:"override,omitzero"`
+	// Session is the session's stored intent (R1).
+	Session Intent `json:"session,omitzero"`
+	// Profile names the agent profile; "" means no profile.
+	Profile string `json:"profile,omitempty"`
+}
+
+// Source values of a Resolution: which level of the R4 priority chain
+// decided the tool set.
+const (
+	SourceOverrideEmpty  = "override-empty"
+	SourceOverrideNames  = "override-names"
+	SourceOverrideIntent = "override-intent"
+	SourceSessionIntent  = "session-intent"
+	SourceProfile        = "profile"
+	SourceDefaults       = "defaults"
+)
+
+// Resolution is the expanded tool set of one request. A *Resolution
+// returned by Registry.Resolve is shared and immutable: callers must not
+// modify it or the slices it holds.
+type Resolution struct {
+	// Tools is ordered, de-duplicated and holds only available tools, each
+	// with its deferral mark set (R9, R13).
+	Tools []Tool `json:"tools"`
+	// Unknown lists the explicitly requested names (picked or override
+	// names) that are not in the registry or not available (R5), in request
+	// order, each once. Nil when there are none.
+	Unknown []string `json:"unknown,omitempty"`
+	// Source is the rule that decided: one of the Source* constants.
+	Source string `json:"source"`
+	// RegistryVersion is the version of the registry that resolved it.
+	RegistryVersion string `json:"registry_version"`
+	// ContractHash is ContractHash(RegistryVersion, Tools).
+	ContractHash string `json:"contract_hash"`
+}
+
+// Names returns the names of the resolved tools, in order, in a new slice.
+func (res *Resolution) Names() []string {
+	out := make([]string, len(res.Tools))
+	for i := range res.Tools {
+		out[i] = res.Tools[i].Name
+	}
+	return out
+}
+
+// Explanation says why one tool is or is not in a request's tool set
+// (R25). Rule is a short stable identifier, Detail a human-readable
+// sentence; both are deterministic for a given request and registry.
+type Explanation struct {
+	// Tool is the explained tool name.
+	Tool string `json:"tool"`
+	// Included reports whether the tool is in Resolve(req).Tools.
+	Included bool `json:"included"`
+	// Rule names the deciding rule, e.g. "override-empty",
+	// "disabled-by-session", "not-in-preset:research", "web_search-overlay",
+	// "profile:coder", "default-tools", "not-in-defaults", "unavailable",
+	// "unknown-tool", "enabled=false", "picked".
+	Rule string `json:"rule"`
+	// Detail explains the rule in one sentence.
+	Detail string `json:"detail"`
+}
+
+var overrideKindNames = [...]string{"none", "empty", "intent", "names"}
+
+// String returns "none", "empty", "intent" or "names", or
+// "OverrideKind(N)" for a value outside the constants.
+func (k OverrideKind) String() string {
+	if int(k) < len(overrideKindNames) {
+		return overrideKindNames[k]
+	}
+	return "OverrideKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText encodes the kind as its String name.
+func (k OverrideKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(overrideKindNames) {
+		return nil, fmt.Errorf("%w: override kind %d: use one of none, empty, intent, names", ErrInvalidRequest, k)
+	}
+	return []byte(overrideKindNames[k]), nil
+}
+
+// UnmarshalText decodes "none", "empty", "intent" or "names" ("" is none).
+func (k *OverrideKind) UnmarshalText(b []byte) error {
+	s := string(b)
+	if s == "" {
+		*k = OverrideNone
+		return nil
+	}
+	for i, n := range overrideKindNames {
+		if s == n {
+			*k = OverrideKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: override kind %q: use one of none, empty, intent, names", ErrInvalidRequest, s)
+}
