@@ -1,0 +1,98 @@
+package aggregate
+
+import (
+	"testing"
+
+	"github.com/toolintent/engine/events"
+)
+
+// benchLog is a realistic session: intent changes, then turns with loads
+// and checkpoints.
+func benchLog(b *testing.B) [][]byte {
+	var ps []events.Payload
+	ps = append(ps, events.ToolsToggled{Enabled: bp(true)}, events.WebSearchSet{Enabled: bp(true)},
+		events.ToolDisabled{Name: "bash"}, events.PresetChosen{Preset: "research"})
+	for turn := uint64(1); turn <= 24; turn++ {
+		ps = append(ps, events.TurnStarted{Turn: turn})
+		if turn%4 == 0 {
+			ps = append(ps, events.DeferredLoaded{Names: []string{"send_message"}, Turn: turn})
+		}
+		ps = append(ps, events.TurnEnded{Turn: turn})
+		if turn%8 == 0 {
+			ps = append(ps, events.CheckpointRecorded{Loaded: []string{"send_message"}, ContractHash: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", RegistryVersion: "builtin-2026.12.1", Turn: turn})
+		}
+	}
+	ps = append(ps, events.ToolsPicked{Names: []string{"read_file", "grep", "web_fetch"}}, events.ToolEnabled{Name: "bash"})
+	out := make([][]byte, len(ps))
+	for i, p := range ps {
+		raw, err := events.Encode(env(p))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = raw
+	}
+	return out
+}
+
+// R24: the cost of rebuilding a session from its log (decode + Apply per
+// event); snapshots bound how many events this runs over.
+func BenchmarkDecodeFold(b *testing.B) {
+	log := benchLog(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := State{Session: testSession}
+		for i, raw := range log {
+			e, err := events.Decode(raw)
+			if err != nil {
+				s.Skip(uint64(i + 1))
+				continue
+			}
+			s.Apply(uint64(i+1), e)
+		}
+		if s.Skipped != 0 || s.Events != uint64(len(log)) {
+			b.Fatalf("fold: %+v", s)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(log)), "ns/event")
+}
+
+// R24: Apply alone, per event.
+func BenchmarkApply(b *testing.B) {
+	log := benchLog(b)
+	envs := make([]events.Envelope, len(log))
+	for i, raw := range log {
+		e, err := events.Decode(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		envs[i] = e
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := State{Session: testSession}
+		for i, e := range envs {
+			s.Apply(uint64(i+1), e)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(envs)), "ns/event")
+}
+
+// R24: snapshot encode + decode of a folded state.
+func BenchmarkMarshalState(b *testing.B) {
+	log := benchLog(b)
+	var s State
+	for i, raw := range log {
+		e, _ := events.Decode(raw)
+		s.Apply(uint64(i+1), e)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		raw, err := MarshalState(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := UnmarshalState(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

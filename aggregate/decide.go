@@ -1,0 +1,385 @@
+package aggregate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
+)
+
+// Sentinel errors returned by Decide, matched with errors.Is.
+var (
+	// ErrMaterialized means a command tried to store an expanded tool list
+	// instead of an intent (R2): a picked list equal to a whole preset or
+	// to the defaults, or longer than Limits.MaxPicked.
+	ErrMaterialized = errors.New("expanded tool list refused")
+	// ErrInvalidCommand means a command is not valid against the state
+	// (wrong turn number, malformed names, too many disabled tools, ...).
+	ErrInvalidCommand = errors.New("invalid command")
+	// ErrUnknownTool means a command names a tool the registry does not
+	// have.
+	ErrUnknownTool = errors.New("unknown tool")
+)
+
+// Command is an event payload proposed by a caller; Decide turns it into
+// the payloads to append.
+type Command = events.Payload
+
+// Default limits used when a Limits field is zero.
+const (
+	DefaultMaxPicked   = 16
+	DefaultMaxDisabled = 64
+)
+
+// Limits bounds what a session may store. The zero value uses the defaults.
+type Limits struct {
+	// MaxPicked bounds a picked list (R2); 0 means DefaultMaxPicked.
+	MaxPicked int
+	// MaxDisabled bounds the disabled list; 0 means DefaultMaxDisabled.
+	MaxDisabled int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPicked <= 0 {
+		l.MaxPicked = DefaultMaxPicked
+	}
+	if l.MaxDisabled <= 0 {
+		l.MaxDisabled = DefaultMaxDisabled
+	}
+	return l
+}
+
+// Decide validates cmd against the state s and the live registry reg and
+// returns the payloads to append: usually cmd itself in value form, empty
+// when the command changes nothing (a no-op), normalised where noted. It is
+// pure and deterministic; it never panics.
+//
+// Rules:
+//   - ToolsToggled, WebSearchSet: always valid (WebSearchSet{true} needs a
+//     web_search tool in the registry).
+//   - PresetChosen: the preset must exist (the error names it and lists the
+//     presets, and matches resolver.ErrUnknownPreset too); "" unsets.
+//   - ToolDisabled: a known tool; at most Limits.MaxDisabled disabled.
+//   - ToolEnabled: a valid name; a no-op when it is not disabled.
+//   - ToolsPicked: nil unsets. Otherwise 1 to Limits.MaxPicked distinct,
+//     known names, and not equal as a set to a whole preset or to the
+//     defaults (with or without web_search): that is an expanded list, and
+//     ErrMaterialized says which intent to store instead (R2). An empty
+//     list is refused; ToolsToggled{enabled:false} means no tools.
+//   - DeferredLoaded: known, deferred tools; Turn 0 means s.Turn, any other
+//     value must equal s.Turn; names already loaded are dropped, so loading
+//     only loaded tools is a no-op.
+//   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
+//     s.Turn is still open, a TurnEnded for it is emitted first.
+//   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
+//     turn is already ended; an error before the first turn.
+//   - CheckpointRecorded: non-empty ContractHash and RegistryVersion; Turn
+//     0 means s.Turn, otherwise at most s.Turn; loaded names are known
+//     tools, and belong to Contract when Contract is given (R19); Loaded is
+//     emitted sorted and de-duplicated.
+func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.Payload, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("decide: registry is nil, pass the live registry: %w", ErrInvalidCommand)
+	}
+	p, ok := events.PayloadValue(cmd)
+	if !ok {
+		return nil, fmt.Errorf("decide: command %T is not an events payload, use one of %v: %w", cmd, events.Types(), ErrInvalidCommand)
+	}
+	lim = lim.withDefaults()
+	switch c := p.(type) {
+	case events.ToolsToggled:
+		if eqBool(s.Intent.Enabled, c.Enabled) {
+			return nil, nil
+		}
+		return one(events.ToolsToggled{Enabled: cloneBool(c.Enabled)}), nil
+	case events.WebSearchSet:
+		if c.Enabled != nil && *c.Enabled {
+			if _, ok := reg.Tool(resolver.WebSearch); !ok {
+				return nil, fmt.Errorf("decide WebSearchSet: registry %s has no %s tool, add it to the registry first: %w", reg.Version(), resolver.WebSearch, ErrUnknownTool)
+			}
+		}
+		if eqBool(s.Intent.WebSearch, c.Enabled) {
+			return nil, nil
+		}
+		return one(events.WebSearchSet{Enabled: cloneBool(c.Enabled)}), nil
+	case events.PresetChosen:
+		if c.Preset != "" {
+			if _, ok := reg.Preset(c.Preset); !ok {
+				return nil, fmt.Errorf("decide PresetChosen: preset %q is not in registry %s, choose one of %s: %w: %w",
+					c.Preset, reg.Version(), listNames(reg.PresetNames()), resolver.ErrUnknownPreset, ErrInvalidCommand)
+			}
+		}
+		if s.Intent.Preset == c.Preset {
+			return nil, nil
+		}
+		return one(c), nil
+	case events.ToolDisabled:
+		if err := knownTool(reg, "ToolDisabled", c.Name); err != nil {
+			return nil, err
+		}
+		if slices.Contains(s.Intent.Disabled, c.Name) {
+			return nil, nil
+		}
+		if len(s.Intent.Disabled) >= lim.MaxDisabled {
+			return nil, fmt.Errorf("decide ToolDisabled: session already disables %d tools, at most %d allowed; choose a preset or pick tools instead: %w", len(s.Intent.Disabled), lim.MaxDisabled, ErrInvalidCommand)
+		}
+		return one(c), nil
+	case events.ToolEnabled:
+		if err := events.ValidateToolName(c.Name); err != nil {
+			return nil, fmt.Errorf("decide ToolEnabled: %w: %w", err, ErrInvalidCommand)
+		}
+		if !slices.Contains(s.Intent.Disabled, c.Name) {
+			return nil, nil
+		}
+		return one(c), nil
+	case events.ToolsPicked:
+		return decidePicked(s, reg, c, lim)
+	case events.DeferredLoaded:
+		return decideLoaded(s, reg, c)
+	case events.TurnStarted:
+		want := s.Turn + 1
+		if c.Turn != 0 && c.Turn != want {
+			return nil, fmt.Errorf("decide TurnStarted: turn %d, want %d (the last started turn is %d): %w", c.Turn, want, s.Turn, ErrInvalidCommand)
+		}
+		if s.InTurn {
+			return []events.Payload{events.TurnEnded{Turn: s.Turn}, events.TurnStarted{Turn: want}}, nil
+		}
+		return one(events.TurnStarted{Turn: want}), nil
+	case events.TurnEnded:
+		if s.Turn == 0 {
+			return nil, fmt.Errorf("decide TurnEnded: no turn has started, send TurnStarted{turn:1} first: %w", ErrInvalidCommand)
+		}
+		if c.Turn != 0 && c.Turn != s.Turn {
+			return nil, fmt.Errorf("decide TurnEnded: turn %d, want the current turn %d: %w", c.Turn, s.Turn, ErrInvalidCommand)
+		}
+		if !s.InTurn {
+			return nil, nil
+		}
+		return one(events.TurnEnded{Turn: s.Turn}), nil
+	case events.CheckpointRecorded:
+		return decideCheckpoint(s, reg, c)
+	}
+	return nil, fmt.Errorf("decide: command %T is not supported: %w", p, ErrInvalidCommand)
+}
+
+func one(p events.Payload) []events.Payload { return []events.Payload{p} }
+
+func eqBool(a, b *bool) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+func knownTool(reg *resolver.Registry, op, name string) error {
+	if err := events.ValidateToolName(name); err != nil {
+		return fmt.Errorf("decide %s: %w: %w", op, err, ErrInvalidCommand)
+	}
+	if _, ok := reg.Tool(name); !ok {
+		return fmt.Errorf("decide %s: tool %q is not in registry %s, check the name: %w", op, name, reg.Version(), ErrUnknownTool)
+	}
+	return nil
+}
+
+func listNames(names []string) string {
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Limits) ([]events.Payload, error) {
+	if c.Names == nil {
+		if s.Intent.Picked == nil {
+			return nil, nil
+		}
+		return one(events.ToolsPicked{}), nil
+	}
+	presets := reg.PresetNames()
+	if len(c.Names) > events.MaxListLen {
+		return nil, tooLong(len(c.Names), lim.MaxPicked, presets)
+	}
+	if len(c.Names) == 0 {
+		return nil, fmt.Errorf("decide ToolsPicked: picked list is empty; to use no tools store ToolsToggled{enabled:false}, to unset the picked list send ToolsPicked with nil names: %w", ErrInvalidCommand)
+	}
+	seen := make(map[string]bool, len(c.Names))
+	var unknown []string
+	for _, n := range c.Names {
+		if err := events.ValidateToolName(n); err != nil {
+			return nil, fmt.Errorf("decide ToolsPicked: %w: %w", err, ErrInvalidCommand)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("decide ToolsPicked: %q is picked twice, list each tool once: %w", n, ErrInvalidCommand)
+		}
+		seen[n] = true
+		if _, ok := reg.Tool(n); !ok {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("decide ToolsPicked: %s not in registry %s, check the names: %w", listNames(unknown), reg.Version(), ErrUnknownTool)
+	}
+	// R2: a picked list that equals an expansion is that expansion frozen.
+	if sameSetModuloWebSearch(seen, availableOnly(reg, reg.DefaultTools())) {
+		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true}%s: %w",
+			webSearchHint(seen), ErrMaterialized)
+	}
+	for _, name := range presets {
+		list, _ := reg.Preset(name)
+		if sameSetModuloWebSearch(seen, list) || sameSetModuloWebSearch(seen, availableOnly(reg, list)) {
+			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (R2); store the intent instead: PresetChosen{preset:%q}%s: %w",
+				name, name, webSearchHint(seen), ErrMaterialized)
+		}
+	}
+	if len(c.Names) > lim.MaxPicked {
+		return nil, tooLong(len(c.Names), lim.MaxPicked, presets)
+	}
+	if slices.Equal(s.Intent.Picked, c.Names) {
+		return nil, nil
+	}
+	return one(events.ToolsPicked{Names: slices.Clone(c.Names)}), nil
+}
+
+func tooLong(n, max int, presets []string) error {
+	return fmt.Errorf("decide ToolsPicked: picked list has %d names, at most %d allowed; a long list is an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true} / PresetChosen{preset:%s}, then ToolDisabled for exceptions: %w",
+		n, max, presetChoice(presets), ErrMaterialized)
+}
+
+func presetChoice(presets []string) string {
+	if len(presets) == 0 {
+		return "..."
+	}
+	return strings.Join(presets, "|")
+}
+
+func webSearchHint(picked map[string]bool) string {
+	if picked[resolver.WebSearch] {
+		return " with WebSearchSet{enabled:true}"
+	}
+	return ""
+}
+
+func availableOnly(reg *resolver.Registry, names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if t, ok := reg.Tool(n); ok && t.Available {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// sameSetModuloWebSearch reports whether the picked set equals list as a
+// set, or list plus web_search (the overlay of R7 applied to it).
+func sameSetModuloWebSearch(picked map[string]bool, list []string) bool {
+	if len(list) == 0 {
+		return false
+	}
+	inList := make(map[string]bool, len(list)+1)
+	for _, n := range list {
+		inList[n] = true
+	}
+	if picked[resolver.WebSearch] {
+		inList[resolver.WebSearch] = true
+	}
+	if len(inList) != len(picked) {
+		return false
+	}
+	for n := range picked {
+		if !inList[n] {
+			return false
+		}
+	}
+	return true
+}
+
+func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]events.Payload, error) {
+	if len(c.Names) == 0 {
+		return nil, fmt.Errorf("decide DeferredLoaded: no names, list the deferred tools tool_search loaded: %w", ErrInvalidCommand)
+	}
+	if len(c.Names) > events.MaxListLen {
+		return nil, fmt.Errorf("decide DeferredLoaded: %d names, at most %d allowed: %w", len(c.Names), events.MaxListLen, ErrInvalidCommand)
+	}
+	turn := c.Turn
+	if turn == 0 {
+		turn = s.Turn
+	}
+	if turn != s.Turn {
+		return nil, fmt.Errorf("decide DeferredLoaded: turn %d, want the current turn %d: %w", c.Turn, s.Turn, ErrInvalidCommand)
+	}
+	var fresh []string
+	for _, n := range c.Names {
+		if err := knownTool(reg, "DeferredLoaded", n); err != nil {
+			return nil, err
+		}
+		t, _ := reg.Tool(n)
+		if !t.Deferred || reg.IsResident(n) {
+			return nil, fmt.Errorf("decide DeferredLoaded: tool %q is resident, not deferred, so it needs no load; list only deferred tools: %w", n, ErrInvalidCommand)
+		}
+		if _, found := slices.BinarySearch(s.Loaded, n); found || slices.Contains(fresh, n) {
+			continue
+		}
+		fresh = append(fresh, n)
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if len(s.Loaded)+len(fresh) > events.MaxListLen {
+		return nil, fmt.Errorf("decide DeferredLoaded: %d tools would be loaded, at most %d allowed: %w", len(s.Loaded)+len(fresh), events.MaxListLen, ErrInvalidCommand)
+	}
+	return one(events.DeferredLoaded{Names: fresh, Turn: turn}), nil
+}
+
+func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
+	if c.ContractHash == "" {
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash is empty, record the hash of the contract the loaded set belongs to (R19): %w", ErrInvalidCommand)
+	}
+	if c.RegistryVersion == "" {
+		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (R19): %w", ErrInvalidCommand)
+	}
+	turn := c.Turn
+	if turn == 0 {
+		turn = s.Turn
+	}
+	if turn > s.Turn {
+		return nil, fmt.Errorf("decide CheckpointRecorded: turn %d is after the last started turn %d: %w", c.Turn, s.Turn, ErrInvalidCommand)
+	}
+	if len(c.Loaded) > events.MaxListLen {
+		return nil, fmt.Errorf("decide CheckpointRecorded: %d loaded tools, at most %d allowed: %w", len(c.Loaded), events.MaxListLen, ErrInvalidCommand)
+	}
+	if len(c.Contract) > events.MaxContractLen {
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract has %d entries, at most %d allowed: %w", len(c.Contract), events.MaxContractLen, ErrInvalidCommand)
+	}
+	inContract := make(map[string]bool, len(c.Contract))
+	for i, e := range c.Contract {
+		if err := events.ValidateToolName(e.Name); err != nil {
+			return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d]: %w: %w", i, err, ErrInvalidCommand)
+		}
+		inContract[e.Name] = true
+	}
+	for _, n := range c.Loaded {
+		if c.Contract != nil {
+			if err := events.ValidateToolName(n); err != nil {
+				return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
+			}
+			if !inContract[n] {
+				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (R19): %w", n, ErrInvalidCommand)
+			}
+			continue
+		}
+		if err := knownTool(reg, "CheckpointRecorded", n); err != nil {
+			return nil, err
+		}
+	}
+	out := c
+	out.Turn = turn
+	out.Loaded = sortedSet(c.Loaded)
+	if out.Loaded == nil {
+		out.Loaded = []string{}
+	}
+	out.Contract = slices.Clone(c.Contract)
+	return one(out), nil
+}
