@@ -1,0 +1,58 @@
+package deferral
+
+import (
+	"testing"
+
+	"github.com/toolintent/engine/resolver"
+)
+
+// R15: the split runs on every provider dispatch; keep it cheap.
+func BenchmarkSplit(b *testing.B) {
+	res := resolve(b, resolver.Default(), defaultSession())
+	loaded := NewSet("send_message")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = SplitTools(res.Tools, loaded.Has)
+	}
+}
+
+// R17: the estimator runs on the request path; no tokenizer.
+func BenchmarkEstimate(b *testing.B) {
+	s := SplitTools(resolve(b, resolver.Default(), defaultSession()).Tools, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Estimate(s)
+	}
+}
+
+// R16: freezing copies the resolution once per turn.
+func BenchmarkFreeze(b *testing.B) {
+	res := resolve(b, resolver.Default(), defaultSession())
+	loaded := []string{"send_message"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Freeze(1, res, loaded)
+	}
+}
+
+// R16: each provider request of a turn splits under the turn's lock.
+func BenchmarkTurnRequest(b *testing.B) {
+	turn := Freeze(1, resolve(b, resolver.Default(), defaultSession()), []string{"send_message"})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = turn.Request()
+	}
+}
+
+// R17: the measuring stick, for comparison with BenchmarkEstimate.
+func BenchmarkCountResidentArray(b *testing.B) {
+	s := SplitTools(resolve(b, resolver.Default(), defaultSession()).Tools, nil)
+	text := string(resolver.RenderAnthropic(s.Provider))
+	if _, err := Count(text); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = Count(text)
+	}
+}
