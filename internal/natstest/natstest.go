@@ -1,0 +1,59 @@
+// Package natstest starts real nats-server instances with JetStream for
+// tests: in-process, on a random loopback port, in t.TempDir(), shut down
+// by t.Cleanup. Nothing here mocks NATS.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/jetstream"
+)
+
+// Server starts a single JetStream server and returns it.
+func Server(t testing.TB) *jetstream.Embedded {
+	t.Helper()
+	return ServerAt(t, t.TempDir())
+}
+
+// ServerAt starts a single JetStream server on the given data directory
+// (to test restarts on the same data).
+func ServerAt(t testing.TB, dir string) *jetstream.Embedded {
+	t.Helper()
+	s, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir})
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Connect opens a client connection to url, closed by t.Cleanup.
+func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// CheckFor calls f every step until it returns nil or wait has passed, and
+// fails the test with f's last error then.
+func CheckFor(t testing.TB, wait, step time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %s: %v", wait, err)
+		}
+		time.Sleep(step)
+	}
+}

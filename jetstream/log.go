@@ -1,0 +1,439 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// JetStream error codes that mean "the expected last subject sequence did
+// not hold" (see NATS-FACTS: 10071 stale sequence, 10164 write in flight).
+const (
+	codeWrongLastSeq         jetstream.ErrorCode = 10071
+	codeWrongLastSeqConstant jetstream.ErrorCode = 10164
+)
+
+// Header names used on event messages.
+const (
+	headerMsgID       = "Nats-Msg-Id"
+	headerExpectedSeq = "Nats-Expected-Last-Subject-Sequence"
+	headerBatchID     = "Nats-Batch-Id"
+	headerBatchSeq    = "Nats-Batch-Sequence"
+	headerBatchCommit = "Nats-Batch-Commit"
+	// HeaderEventType carries the event type beside the msgpack body so
+	// that operators can filter without decoding. Optional on read.
+	HeaderEventType = "Engine-Event-Type"
+)
+
+// MaxBatch is the largest multi-event append (the server's atomic batch
+// limit).
+const MaxBatch = 1000
+
+// LogConfig configures the event stream. The zero value is usable.
+type LogConfig struct {
+	// Prefix is the subject prefix: events go to <Prefix>.events.<session>.
+	// Default "tools". The stream is named <PREFIX>_EVENTS.
+	Prefix string
+	// Replicas of the stream (1 for a single server, 3 for a cluster).
+	// Default 1.
+	Replicas int
+	// Duplicates is the dedupe window for Nats-Msg-Id. Default 2 minutes.
+	Duplicates time.Duration
+	// MemoryStorage keeps the stream in memory (tests, benchmarks only).
+	MemoryStorage bool
+	// AllowDeletes allows deleting messages and purging the stream. The
+	// default denies both: the log is the audit record (R10).
+	AllowDeletes bool
+	// Timeout applies to each operation whose context has no deadline.
+	// Default 10s.
+	Timeout time.Duration
+}
+
+// Validate reports every problem of the configuration at once.
+func (c LogConfig) Validate() error {
+	var errs []error
+	if c.Prefix != "" && !validToken(c.Prefix) {
+		errs = append(errs, fmt.Errorf("log: prefix %q must be one subject token of [A-Za-z0-9_-]", c.Prefix))
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("log: replicas %d out of range 1..5", c.Replicas))
+	}
+	if c.Duplicates < 0 {
+		errs = append(errs, fmt.Errorf("log: duplicate window %s is negative", c.Duplicates))
+	}
+	return errors.Join(errs...)
+}
+
+func (c LogConfig) withDefaults() LogConfig {
+	if c.Prefix == "" {
+		c.Prefix = "tools"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = 2 * time.Minute
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	return c
+}
+
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Log is the session event log. It is safe for concurrent use; appends to
+// one session are serialized inside the process (a CAS publish to a subject
+// with a write in flight would fail), appends to different sessions run in
+// parallel.
+type Log struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	cfg      LogConfig
+	name     string
+	subjBase string // "<prefix>.events."
+	atomic   bool
+	locks    [512]sync.Mutex
+}
+
+// OpenLog creates the event stream, or verifies and updates an existing one.
+func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	l := &Log{
+		nc:       nc,
+		js:       js,
+		cfg:      cfg,
+		name:     strings.ToUpper(cfg.Prefix) + "_EVENTS",
+		subjBase: cfg.Prefix + ".events.",
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	sc := jetstream.StreamConfig{
+		Name:               l.name,
+		Description:        "session tool-intent events, one subject per session",
+		Subjects:           []string{l.subjBase + "*"},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           cfg.Replicas,
+		Duplicates:         cfg.Duplicates,
+		MaxMsgSize:         int32(events.MaxEventBytes + 4096),
+		Discard:            jetstream.DiscardOld,
+		DenyDelete:         !cfg.AllowDeletes,
+		DenyPurge:          !cfg.AllowDeletes,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+	if cfg.MemoryStorage {
+		sc.Storage = jetstream.MemoryStorage
+	}
+	stream, err := js.Stream(ctx, l.name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		stream, err = js.CreateStream(ctx, sc)
+		if err != nil {
+			return nil, fmt.Errorf("create stream %s: %w", l.name, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("look up stream %s: %w", l.name, err)
+	default:
+		have := stream.CachedInfo().Config
+		if len(have.Subjects) != 1 || have.Subjects[0] != sc.Subjects[0] {
+			return nil, fmt.Errorf("stream %s exists with subjects %v, want %v: use another --prefix or fix the stream", l.name, have.Subjects, sc.Subjects)
+		}
+		sc.Storage = have.Storage // storage cannot change
+		sc.Replicas = have.Replicas
+		if have.DenyDelete != sc.DenyDelete || have.DenyPurge != sc.DenyPurge || !have.AllowDirect ||
+			have.Duplicates != sc.Duplicates || !have.AllowAtomicPublish || have.MaxMsgSize != sc.MaxMsgSize {
+			stream, err = js.UpdateStream(ctx, sc)
+			if err != nil {
+				return nil, fmt.Errorf("update stream %s: %w", l.name, err)
+			}
+		}
+	}
+	l.stream = stream
+	l.atomic = stream.CachedInfo().Config.AllowAtomicPublish
+	return l, nil
+}
+
+func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.cfg.Timeout)
+}
+
+// StreamName is the name of the event stream.
+func (l *Log) StreamName() string { return l.name }
+
+// Prefix is the subject prefix.
+func (l *Log) Prefix() string { return l.cfg.Prefix }
+
+// Subject is the subject of a session's events.
+func (l *Log) Subject(session string) string { return l.subjBase + session }
+
+// SessionOf returns the session of an event subject, or "" when the subject
+// is not one of this log's.
+func (l *Log) SessionOf(subject string) string {
+	s, ok := strings.CutPrefix(subject, l.subjBase)
+	if !ok {
+		return ""
+	}
+	return s
+}
+
+// JetStream exposes the JetStream context (for the projection's KV and for
+// benchmarks that compare against raw publishes).
+func (l *Log) JetStream() jetstream.JetStream { return l.js }
+
+// Conn is the NATS connection the log uses.
+func (l *Log) Conn() *nats.Conn { return l.nc }
+
+// Atomic reports whether multi-event appends are possible.
+func (l *Log) Atomic() bool { return l.atomic }
+
+func (l *Log) lock(session string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(session))
+	return &l.locks[h.Sum32()%uint32(len(l.locks))]
+}
+
+// AppendResult says where an append landed.
+type AppendResult struct {
+	// First and Last are the stream sequences of the first and last event.
+	First, Last uint64
+	// Duplicate is true when the server had already stored these events
+	// (a retried publish with the same ULIDs): nothing new was written.
+	Duplicate bool
+}
+
+// Append writes events to a session, all or nothing, provided the
+// session's last stored sequence is expected (0: the session has no
+// events). A stale expectation returns a *ConflictError (errors.Is
+// ErrConflict). Each event's ULID is its Nats-Msg-Id, so a retry of the
+// same envelopes within the duplicate window stores them once and returns
+// Duplicate.
+//
+// Appends to one session are serialized within this process.
+func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return AppendResult{}, fmt.Errorf("append to %q: %w: %w", session, ErrInvalidSession, err)
+	}
+	if len(evs) == 0 {
+		return AppendResult{}, errors.New("append: no events given")
+	}
+	if len(evs) > MaxBatch {
+		return AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), MaxBatch)
+	}
+	if len(evs) > 1 && !l.atomic {
+		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
+	}
+	msgs := make([]*nats.Msg, len(evs))
+	subj := l.Subject(session)
+	for i, e := range evs {
+		if e.Session != session {
+			return AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
+		}
+		data, err := events.Encode(e)
+		if err != nil {
+			return AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
+		}
+		m := nats.NewMsg(subj)
+		m.Data = data
+		m.Header.Set(headerMsgID, e.ID)
+		m.Header.Set(HeaderEventType, string(e.Type))
+		msgs[i] = m
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	mu := l.lock(session)
+	mu.Lock()
+	defer mu.Unlock()
+	var res AppendResult
+	var err error
+	if len(msgs) == 1 {
+		res, err = l.appendOne(ctx, session, expected, msgs[0])
+	} else {
+		res, err = l.appendBatch(ctx, session, expected, msgs)
+	}
+	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
+		// The server checks the expected sequence (and, for batches, the
+		// ids) before its dedupe window, so a retry of an append that was
+		// stored fails here: look for the ids after expected.
+		if dup, ok := l.findStored(ctx, session, expected, evs); ok {
+			return dup, nil
+		}
+		if errors.Is(err, errDuplicateInBatch) {
+			return AppendResult{}, fmt.Errorf("append batch to %q: some but not all event ids are already stored: %w", session, err)
+		}
+	}
+	return res, err
+}
+
+// errDuplicateInBatch is the server's answer to a batch whose ids are
+// already in the dedupe window (error code 10201).
+var errDuplicateInBatch = errors.New("batch contains an already stored event id")
+
+const codeBatchDuplicateID jetstream.ErrorCode = 10201
+
+// findStored reports whether every event of evs is stored on the session
+// after seq expected, in order and contiguously, and where.
+func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (AppendResult, bool) {
+	var res AppendResult
+	i := 0
+	stop := errors.New("stop")
+	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
+		if r.Err != nil || r.Envelope.ID != evs[i].ID {
+			if i > 0 {
+				return stop
+			}
+			return nil
+		}
+		if i == 0 {
+			res.First = r.Seq
+		}
+		res.Last = r.Seq
+		i++
+		if i == len(evs) {
+			return stop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, stop) {
+		return AppendResult{}, false
+	}
+	res.Duplicate = true
+	return res, i == len(evs)
+}
+
+func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
+	m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
+	ack, err := l.js.PublishMsg(ctx, m)
+	if err != nil {
+		return AppendResult{}, l.publishError(ctx, session, expected, err)
+	}
+	return AppendResult{First: ack.Sequence, Last: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// batchAck is the server's reply to the commit of an atomic batch.
+type batchAck struct {
+	Stream    string              `json:"stream"`
+	Seq       uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate,omitempty"`
+	BatchID   string              `json:"batch,omitempty"`
+	Count     uint64              `json:"count,omitempty"`
+	Error     *jetstream.APIError `json:"error,omitempty"`
+}
+
+func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg) (AppendResult, error) {
+	id := msgs[0].Header.Get(headerMsgID)
+	n := len(msgs)
+	for i, m := range msgs {
+		m.Header.Set(headerBatchID, id)
+		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == 0 {
+			m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
+		}
+		if i < n-1 {
+			if err := l.nc.PublishMsg(m); err != nil {
+				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, err)
+			}
+		}
+	}
+	last := msgs[n-1]
+	last.Header.Set(headerBatchCommit, "1")
+	resp, err := l.nc.RequestMsgWithContext(ctx, last)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, jetstream.ErrNoStreamResponse)
+		}
+		return AppendResult{}, fmt.Errorf("append batch to %q: commit: %w", session, err)
+	}
+	var ack batchAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return AppendResult{}, fmt.Errorf("append batch to %q: decode ack %q: %w", session, resp.Data, err)
+	}
+	if ack.Error != nil {
+		return AppendResult{}, l.publishError(ctx, session, expected, ack.Error)
+	}
+	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+}
+
+func (l *Log) publishError(ctx context.Context, session string, expected uint64, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateID {
+		return fmt.Errorf("%w: %w", errDuplicateInBatch, err)
+	}
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
+		ce := &ConflictError{Session: session, Expected: expected}
+		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {
+			if n, perr := strconv.ParseUint(strings.TrimSpace(after), 10, 64); perr == nil {
+				ce.Actual = n
+				return ce
+			}
+		}
+		if n, lerr := l.LastSeq(ctx, session); lerr == nil {
+			ce.Actual = n
+		}
+		return ce
+	}
+	return fmt.Errorf("append to %q: %w", session, err)
+}
+
+// LastSeq returns the stream sequence of the session's last event, 0 when
+// it has none. One direct get.
+func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return 0, fmt.Errorf("last sequence of %q: %w: %w", session, ErrInvalidSession, err)
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	msg, err := l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
+	}
+	return msg.Sequence, nil
+}
+
+// LastStreamSeq returns the last sequence of the whole stream.
+func (l *Log) LastStreamSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream info %s: %w", l.name, err)
+	}
+	return info.State.LastSeq, nil
+}

@@ -1,0 +1,326 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// Record is one stored event as read back from the log. When the payload
+// cannot be decoded (R26), Err says why and Envelope holds what could be
+// read of the header; the record is still returned so the caller can
+// report and skip it.
+type Record struct {
+	Seq      uint64
+	Subject  string
+	Session  string
+	Time     time.Time
+	Data     []byte
+	Envelope events.Envelope
+	Err      error
+}
+
+func (l *Log) record(seq uint64, subject string, t time.Time, data []byte) Record {
+	r := Record{Seq: seq, Subject: subject, Session: l.SessionOf(subject), Time: t, Data: data}
+	r.Envelope, r.Err = events.Decode(data)
+	if r.Err == nil && r.Envelope.Session != r.Session {
+		r.Err = fmt.Errorf("event %s names session %q but was stored on subject %s: %w", r.Envelope.ID, r.Envelope.Session, subject, events.ErrMalformed)
+	}
+	return r
+}
+
+// readBatch is how many messages one direct-get request asks for.
+const readBatch = 256
+
+// ReadSession returns the session's events with stream sequence in
+// [from, upTo] (upTo 0: to the end), in order, using batched direct gets
+// (no consumer is created).
+func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]Record, error) {
+	var out []Record
+	err := l.ScanSession(ctx, session, from, upTo, func(r Record) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+type directGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+	Batch   int    `json:"batch,omitempty"`
+	UpTo    uint64 `json:"up_to_seq,omitempty"`
+}
+
+// ScanSession calls fn for each of the session's events with sequence in
+// [from, upTo] (upTo 0: to the end at the time of the call), in order.
+func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error {
+	if err := events.ValidateSessionID(session); err != nil {
+		return fmt.Errorf("read session %q: %w: %w", session, ErrInvalidSession, err)
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	if from == 0 {
+		from = 1
+	}
+	subj := l.Subject(session)
+	inbox := l.nc.NewRespInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("read session %q: %w", session, err)
+	}
+	defer sub.Unsubscribe()
+	apiSubj := "$JS.API.DIRECT.GET." + l.name
+	for {
+		req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subj, Batch: readBatch, UpTo: upTo})
+		if err := l.nc.PublishRequest(apiSubj, inbox, req); err != nil {
+			return fmt.Errorf("read session %q: %w", session, err)
+		}
+		got := 0
+		var last uint64
+		done := false
+		for {
+			m, err := sub.NextMsgWithContext(ctx)
+			if err != nil {
+				return fmt.Errorf("read session %q from %d: %w", session, from, err)
+			}
+			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+				// 204 EOB ends a batch; 404 means nothing (more) to read.
+				switch m.Header.Get("Status") {
+				case "204", "404":
+				default:
+					return fmt.Errorf("read session %q: direct get status %s %s", session, m.Header.Get("Status"), m.Header.Get("Description"))
+				}
+				break
+			}
+			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if err != nil {
+				return fmt.Errorf("read session %q: direct get reply without sequence: %w", session, err)
+			}
+			if upTo != 0 && seq > upTo {
+				// The server's up_to_seq does not bound next_by_subj
+				// batches: drain the rest of this batch unread.
+				done = true
+				continue
+			}
+			t, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+			if err := fn(l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Data)); err != nil {
+				return err
+			}
+			got++
+			last = seq
+		}
+		if done || got < readBatch || (upTo != 0 && last >= upTo) {
+			return nil
+		}
+		from = last + 1
+	}
+}
+
+// Replay calls fn for every event of the stream with sequence >= from, in
+// order, up to the last sequence at the time of the call, using an ordered
+// consumer.
+func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) error {
+	last, err := l.LastStreamSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if from == 0 {
+		from = 1
+	}
+	if last < from {
+		return nil
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.subjBase + "*"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return fmt.Errorf("replay from %d: %w", from, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+	if err != nil {
+		return fmt.Errorf("replay from %d: %w", from, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("replay: %w", ctx.Err())
+			}
+			return fmt.Errorf("replay: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if err := fn(l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Data())); err != nil {
+			return err
+		}
+		if md.Sequence.Stream >= last || md.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// FeedConfig configures a durable feed.
+type FeedConfig struct {
+	// Durable is the consumer name. Required.
+	Durable string
+	// MaxAckPending bounds unacknowledged events. Default 20000.
+	MaxAckPending int
+	// AckWait is how long before unacknowledged events are redelivered.
+	// Default 30s.
+	AckWait time.Duration
+}
+
+// Feed is a durable, at-least-once stream of every event, for projections.
+// Position survives restarts: the consumer resumes after the last
+// acknowledged event.
+type Feed struct {
+	log  *Log
+	cons jetstream.Consumer
+	cc   jetstream.ConsumeContext
+	ch   chan jetstream.Msg
+	done chan struct{}
+	once sync.Once
+}
+
+// Feed creates (or resumes) a durable consumer over all events.
+func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
+	if !validToken(cfg.Durable) {
+		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
+	}
+	if cfg.MaxAckPending == 0 {
+		cfg.MaxAckPending = 20000
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.name, jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "engine projection feed",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.MaxAckPending,
+		FilterSubject: l.subjBase + "*",
+		Replicas:      0,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+	}
+	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 4096), done: make(chan struct{})}
+	f.cc, err = cons.Consume(func(m jetstream.Msg) {
+		select {
+		case f.ch <- m:
+		case <-f.done:
+		}
+	},
+		jetstream.PullMaxMessages(2048),
+		jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}))
+	if err != nil {
+		return nil, fmt.Errorf("feed %s: consume: %w", cfg.Durable, err)
+	}
+	return f, nil
+}
+
+// Batch is a run of records from a feed.
+type Batch struct {
+	Records []Record
+	// Pending is the number of events the server still holds for the feed
+	// after this batch (0: caught up at the time of the last message).
+	Pending uint64
+	last    jetstream.Msg
+}
+
+// Next waits for at least one event (or ctx), then returns up to max events
+// already received, without waiting for more.
+func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
+	var b Batch
+	add := func(m jetstream.Msg) error {
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("feed: %w", err)
+		}
+		b.Records = append(b.Records, f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Data()))
+		b.Pending = md.NumPending
+		b.last = m
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return b, ctx.Err()
+	case m := <-f.ch:
+		if err := add(m); err != nil {
+			return b, err
+		}
+	}
+	for len(b.Records) < max {
+		select {
+		case m := <-f.ch:
+			if err := add(m); err != nil {
+				return b, err
+			}
+		default:
+			return b, nil
+		}
+	}
+	return b, nil
+}
+
+// Ack acknowledges every event of the batch (and all before it), and waits
+// for the server to confirm.
+func (f *Feed) Ack(ctx context.Context, b Batch) error {
+	if b.last == nil {
+		return nil
+	}
+	if err := b.last.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("feed: ack through %d: %w", b.Records[len(b.Records)-1].Seq, err)
+	}
+	return nil
+}
+
+// Pending is the number of events not yet delivered to the feed.
+func (f *Feed) Pending(ctx context.Context) (uint64, error) {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("feed info: %w", err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// Stop stops delivery. Unacknowledged events are redelivered to the next
+// feed with the same durable name.
+func (f *Feed) Stop() {
+	f.once.Do(func() {
+		close(f.done)
+		f.cc.Stop()
+	})
+}
+
+// Delivered is the last stream sequence the feed has delivered (0 for a
+// feed that has delivered nothing yet).
+func (f *Feed) Delivered(ctx context.Context) (uint64, error) {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("feed info: %w", err)
+	}
+	return info.Delivered.Stream, nil
+}

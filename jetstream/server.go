@@ -1,0 +1,165 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// SyncPolicy says when the embedded server's file store fsyncs.
+type SyncPolicy string
+
+const (
+	// SyncInterval fsyncs on the server's timer (nats-server's default
+	// sync_interval, 2 minutes). Acknowledged writes newer than the last
+	// fsync can be lost on power loss (not on a process crash).
+	SyncInterval SyncPolicy = "interval"
+	// SyncAlways fsyncs every write before it is acknowledged: nothing
+	// acknowledged is lost on power loss, at a lower append rate.
+	SyncAlways SyncPolicy = "always"
+)
+
+// EmbeddedConfig configures the embedded NATS server. The zero value is
+// usable: loopback, a random port, a temporary data directory is NOT
+// chosen for you (DataDir is required), fsync on interval.
+type EmbeddedConfig struct {
+	// DataDir holds JetStream's files. Required.
+	DataDir string
+	// Host to listen on. Default 127.0.0.1. A non-loopback host requires
+	// User and Password (the engine refuses to expose an open server).
+	Host string
+	// Port to listen on. 0 picks a random free port.
+	Port int
+	// User and Password, when set, are required of every client.
+	User, Password string
+	// Sync is the fsync policy. Default SyncInterval.
+	Sync SyncPolicy
+	// SyncEvery overrides the fsync interval for SyncInterval (default 2m).
+	SyncEvery time.Duration
+	// ServerName names the server (default "engine").
+	ServerName string
+	// ConfigFile, when set, is a nats-server configuration file whose
+	// options (accounts, users, permissions, TLS) are loaded first; the
+	// fields above override what they set.
+	ConfigFile string
+	// Logger receives the server's own log lines; nil keeps them quiet.
+	Logger server.Logger
+}
+
+// Validate reports every problem of the configuration at once.
+func (c EmbeddedConfig) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("embedded server: DataDir is empty: give a data directory (--data DIR)"))
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("embedded server: port %d out of range 0..65535", c.Port))
+	}
+	switch c.Sync {
+	case "", SyncInterval, SyncAlways:
+	default:
+		errs = append(errs, fmt.Errorf("embedded server: sync policy %q unknown: use %q or %q", c.Sync, SyncInterval, SyncAlways))
+	}
+	host := c.host()
+	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" {
+		errs = append(errs, fmt.Errorf("embedded server: host %q is not loopback and no authentication is set: set a user and password or a config file with users, or listen on 127.0.0.1", host))
+	}
+	return errors.Join(errs...)
+}
+
+func (c EmbeddedConfig) host() string {
+	if c.Host == "" {
+		return "127.0.0.1"
+	}
+	return c.Host
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Embedded is a running embedded nats-server.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
+// until it accepts connections.
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		fileOpts, err := server.ProcessConfigFile(cfg.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("load server config %s: %w", cfg.ConfigFile, err)
+		}
+		opts = fileOpts
+		if !isLoopback(cfg.host()) && len(opts.Users) == 0 && len(opts.Nkeys) == 0 && opts.Accounts == nil && cfg.User == "" {
+			return nil, fmt.Errorf("embedded server: host %q is not loopback and config %s defines no users: add users or listen on 127.0.0.1", cfg.host(), cfg.ConfigFile)
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	opts.Host = cfg.host()
+	opts.Port = cfg.Port
+	if opts.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	opts.JetStream = true
+	opts.StoreDir = filepath.Clean(cfg.DataDir)
+	opts.NoSigs = true
+	opts.NoLog = cfg.Logger == nil
+	opts.ServerName = cfg.ServerName
+	if opts.ServerName == "" {
+		opts.ServerName = "engine"
+	}
+	if cfg.User != "" {
+		opts.Username, opts.Password = cfg.User, cfg.Password
+	}
+	switch cfg.Sync {
+	case SyncAlways:
+		opts.SyncAlways = true
+	default:
+		if cfg.SyncEvery > 0 {
+			opts.SyncInterval = cfg.SyncEvery
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("create embedded server: %w", err)
+	}
+	if cfg.Logger != nil {
+		srv.SetLogger(cfg.Logger, false, false)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL is the URL clients connect to.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Server exposes the underlying server (for tests and monitoring).
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// Shutdown stops the server gracefully, flushing the file store, and waits
+// for it to finish.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
