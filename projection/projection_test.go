@@ -1,0 +1,286 @@
+package projection_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+)
+
+type env struct {
+	log *jetstream.Log
+	nc  *nats.Conn
+}
+
+func open(t *testing.T, url string) env {
+	t.Helper()
+	nc := natstest.Connect(t, url)
+	l, err := jetstream.OpenLog(context.Background(), nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{log: l, nc: nc}
+}
+
+// start runs a projection until the returned stop is called.
+func start(t *testing.T, l *jetstream.Log) (*projection.Projection, func()) {
+	t.Helper()
+	p, err := projection.Open(context.Background(), l, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("projection run: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			stop()
+		}
+	})
+	return p, stop
+}
+
+func ptr(b bool) *bool { return &b }
+
+// randomPayload draws one intent change.
+func randomPayload(r *rand.Rand) events.Payload {
+	names := []string{"bash", "grep", "read_file", "web_fetch", "playwright_browser"}
+	tri := []*bool{nil, ptr(true), ptr(false)}
+	switch r.IntN(7) {
+	case 0:
+		return events.ToolsToggled{Enabled: tri[r.IntN(3)]}
+	case 1:
+		return events.WebSearchSet{Enabled: tri[r.IntN(3)]}
+	case 2:
+		return events.PresetChosen{Preset: []string{"", "research", "coding"}[r.IntN(3)]}
+	case 3:
+		return events.ToolDisabled{Name: names[r.IntN(len(names))]}
+	case 4:
+		return events.ToolEnabled{Name: names[r.IntN(len(names))]}
+	case 5:
+		return events.DeferredLoaded{Names: []string{"playwright_browser"}, Turn: uint64(r.IntN(5))}
+	default:
+		return events.ToolsPicked{Names: []string{names[r.IntN(len(names))]}}
+	}
+}
+
+// appendRandom appends n random events over sessions and returns the last
+// stream sequence.
+func appendRandom(t *testing.T, l *jetstream.Log, r *rand.Rand, sessions, n int) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	var last uint64
+	for i := 0; i < n; i++ {
+		s := fmt.Sprintf("s%03d", r.IntN(sessions))
+		seq, err := l.LastSeq(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.Append(ctx, s, seq, events.New(s, "web", "u", randomPayload(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Last
+	}
+	return last
+}
+
+// fold rebuilds every session by folding its log from the start.
+func foldAll(t *testing.T, l *jetstream.Log) map[string]aggregate.State {
+	t.Helper()
+	out := map[string]aggregate.State{}
+	err := l.Replay(context.Background(), 0, func(r jetstream.Record) error {
+		st, ok := out[r.Session]
+		if !ok {
+			st = aggregate.State{Session: r.Session}
+		}
+		if r.Err != nil {
+			st.Skip(r.Seq)
+		} else {
+			st.Apply(r.Seq, r.Envelope)
+		}
+		out[r.Session] = st
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func assertViewsEqualFold(t *testing.T, p *projection.Projection, l *jetstream.Log) {
+	t.Helper()
+	want := foldAll(t, l)
+	got, err := p.Sessions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("projection has %d sessions, fold has %d", len(got), len(want))
+	}
+	for s, w := range want {
+		v, err := p.Read(context.Background(), s, projection.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v, w) {
+			t.Fatalf("session %s:\nview %+v\nfold %+v", s, v, w)
+		}
+	}
+}
+
+// R24: the projection equals a fresh fold of the log for random event
+// sequences over many sessions.
+func TestProjectionEqualsFold(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	r := rand.New(rand.NewPCG(1, 2))
+	p, _ := start(t, e.log)
+	last := appendRandom(t, e.log, r, 40, 800)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	assertViewsEqualFold(t, p, e.log)
+}
+
+// R24 / issue 3: a projection stopped mid-stream and restarted catches up
+// from where it stopped, and the result equals the fold.
+func TestProjectionCatchUp(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	r := rand.New(rand.NewPCG(3, 4))
+	p, stop := start(t, e.log)
+	first := appendRandom(t, e.log, r, 20, 300)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	last := appendRandom(t, e.log, r, 20, 300) // written while no projection runs
+	p2, _ := start(t, e.log)
+	if err := p2.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if f := p2.Folded(); f != last-first {
+		t.Fatalf("restarted projection folded %d events, want only the %d written while stopped", f, last-first)
+	}
+	assertViewsEqualFold(t, p2, e.log)
+}
+
+// Issue 3: the whole engine restarted on the same data directory loses
+// nothing and its projection resumes.
+func TestRestartSameDataDir(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(5, 6))
+	srv := natstest.ServerAt(t, dir)
+	e := open(t, srv.ClientURL())
+	p, stop := start(t, e.log)
+	last := appendRandom(t, e.log, r, 10, 200)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	before := foldAll(t, e.log)
+	stop()
+	e.nc.Close()
+	srv.Shutdown()
+
+	srv2 := natstest.ServerAt(t, dir)
+	e2 := open(t, srv2.ClientURL())
+	after := foldAll(t, e2.log)
+	if !reflect.DeepEqual(before, after) {
+		t.Fatal("log after restart differs from before")
+	}
+	p2, _ := start(t, e2.log)
+	more := appendRandom(t, e2.log, r, 10, 50)
+	if err := p2.WaitApplied(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	assertViewsEqualFold(t, p2, e2.log)
+}
+
+// R26: an undecodable or unknown event published straight to a session
+// subject is reported and skipped; later events still apply.
+func TestProjectionSkipsBadEvents(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	p, _ := start(t, e.log)
+	ctx := context.Background()
+	if _, err := e.log.Append(ctx, "s", 0, events.New("s", "web", "u", events.PresetChosen{Preset: "research"})); err != nil {
+		t.Fatal(err)
+	}
+	js := e.log.JetStream()
+	if _, err := js.Publish(ctx, e.log.Subject("s"), []byte{0xc1, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+	unknown := []byte("\x88\xa2id\xba01ARZ3NDEKTSV4RRFFQ69G5FAV\xa7session\xa1s\xa7channel\xa0\xa5actor\xa0\xa7time_ms\x00\xa1v\x02\xa4type\xa8Teleport\xa4data\x80")
+	if _, err := js.Publish(ctx, e.log.Subject("s"), unknown); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.log.Append(ctx, "s", 3, events.New("s", "web", "u", events.ToolDisabled{Name: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(wctx, res.Last); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Read(ctx, "s", projection.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 2 || st.Intent.Preset != "research" || !reflect.DeepEqual(st.Intent.Disabled, []string{"bash"}) || st.LastSeq != 4 {
+		t.Fatalf("state = %+v, want 2 skipped and both good events applied", st)
+	}
+	if p.Skipped() != 2 {
+		t.Fatalf("projection reported %d skipped, want 2", p.Skipped())
+	}
+}
+
+// Issue 3: reads of a session with no events return the default intent;
+// read-your-writes folds the tail the view lacks.
+func TestReadDefaultsAndReadYourWrites(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	p, err := projection.Open(context.Background(), e.log, projection.Config{}) // not running
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := p.Read(ctx, "fresh", projection.ReadOptions{})
+	if err != nil || st.Intent.Enabled != nil || st.LastSeq != 0 {
+		t.Fatalf("empty session = %+v, %v; want follow-profile default", st, err)
+	}
+	res, err := e.log.Append(ctx, "fresh", 0, events.New("fresh", "tui", "bob", events.ToolsToggled{Enabled: ptr(false)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = p.Read(ctx, "fresh", projection.ReadOptions{MinSeq: res.Last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Intent.Enabled == nil || *st.Intent.Enabled || st.LastSeq != res.Last {
+		t.Fatalf("read-your-writes = %+v, want enabled=false at %d", st, res.Last)
+	}
+}
