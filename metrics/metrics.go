@@ -1,0 +1,117 @@
+// Package metrics holds the engine's Prometheus metrics and the hooks that
+// feed them from the service and the projection.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/service"
+)
+
+// Metrics is one registry of the engine's metrics. Safe for concurrent use.
+type Metrics struct {
+	reg          *prometheus.Registry
+	appends      prometheus.Counter
+	events       prometheus.Counter
+	dedupes      prometheus.Counter
+	conflicts    *prometheus.CounterVec
+	undecodable  prometheus.Counter
+	lagEvents    prometheus.Gauge
+	lagSeconds   prometheus.Gauge
+	folded       prometheus.Counter
+	resolve      prometheus.Histogram
+	prefixChange *prometheus.CounterVec
+}
+
+// New registers the engine's metrics (and the Go and process collectors)
+// in a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		appends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_appends_total", Help: "Appends stored in the log (one per command call that wrote events).",
+		}),
+		events: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_events_appended_total", Help: "Events stored in the log by this engine.",
+		}),
+		dedupes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_dedupes_total", Help: "Appends the log had already stored (retried publishes with the same ULIDs).",
+		}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engine_conflicts_total", Help: "Optimistic-concurrency conflicts, by whether the engine retried them.",
+		}, []string{"retried"}),
+		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_undecodable_events_total", Help: "Events the projection kept in the log but could not fold (undecodable, unknown type, future version).",
+		}),
+		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_projection_lag_events", Help: "Events in the log not yet folded into the views.",
+		}),
+		lagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_projection_lag_seconds", Help: "Age of the newest event of the last folded batch when it was folded.",
+		}),
+		folded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_projection_folded_total", Help: "Events folded into the views.",
+		}),
+		resolve: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "engine_resolve_seconds", Help: "Latency of tool resolution.",
+			Buckets: []float64{1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2},
+		}),
+		prefixChange: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engine_tool_prefix_changes_total", Help: "Dispatches whose provider tools array changed from the session's previous one (a prompt-cache break), by cause.",
+		}, []string{"cause"}),
+	}
+	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.lagEvents, m.lagSeconds,
+		m.folded, m.resolve, m.prefixChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []string{"intent", "registry", "discovery"} {
+		m.prefixChange.WithLabelValues(c)
+	}
+	m.conflicts.WithLabelValues("true")
+	m.conflicts.WithLabelValues("false")
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Hooks feed the service's counters.
+func (m *Metrics) Hooks() service.Hooks {
+	return service.Hooks{
+		Appended: func(n int, dup bool) {
+			if dup {
+				m.dedupes.Inc()
+				return
+			}
+			m.appends.Inc()
+			m.events.Add(float64(n))
+		},
+		Conflict: func(retried bool) {
+			if retried {
+				m.conflicts.WithLabelValues("true").Inc()
+			} else {
+				m.conflicts.WithLabelValues("false").Inc()
+			}
+		},
+		Resolved:      func(d time.Duration) { m.resolve.Observe(d.Seconds()) },
+		PrefixChanged: func(cause string) { m.prefixChange.WithLabelValues(cause).Inc() },
+	}
+}
+
+// ProjectionConfig returns cfg with the projection's hooks set.
+func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
+	cfg.OnSkip = func(jetstream.Record) { m.undecodable.Inc() }
+	cfg.OnBatch = func(n int, lag time.Duration, pending uint64) {
+		m.folded.Add(float64(n))
+		m.lagEvents.Set(float64(pending))
+		m.lagSeconds.Set(lag.Seconds())
+	}
+	return cfg
+}

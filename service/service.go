@@ -1,0 +1,344 @@
+// Package service is the engine's use-case layer: it turns intent commands
+// into validated events appended with optimistic concurrency, reads session
+// views, resolves and splits tools for a turn, runs the turn lifecycle
+// (freeze, tool_search discovery, safe-point checkpoints), resumes after a
+// crash, and answers audit questions (history, explain).
+//
+// It wires the pure core (aggregate, resolver, deferral, checkpoint) to the
+// log (jetstream) and the views (projection). Transports (NATS micro, HTTP,
+// CLI) live in package api and cmd/engine and call only this package.
+//
+// An *Engine is safe for concurrent use.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+)
+
+// Errors callers test for. Others wrap these.
+var (
+	// ErrConflict: the session moved past the expected sequence and the
+	// command was not safe to retry (or the caller pinned a sequence).
+	ErrConflict = jetstream.ErrConflict
+	// ErrNoTurn: a turn operation on a session with no open turn.
+	ErrNoTurn = errors.New("no open turn")
+	// ErrInvalid: the request itself is wrong (bad session id, bad names).
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Hooks observe the engine, for metrics. Every field may be nil.
+type Hooks struct {
+	// Appended is called after events were stored (n events; duplicate
+	// when the server had them already).
+	Appended func(n int, duplicate bool)
+	// Conflict is called for each optimistic-concurrency conflict;
+	// retried tells whether the engine retried it.
+	Conflict func(retried bool)
+	// Resolved is called after each resolution with its duration.
+	Resolved func(d time.Duration)
+	// PrefixChanged is called when a session's provider tools array
+	// differs from its previous dispatch, with the cause: "intent",
+	// "registry" or "discovery".
+	PrefixChanged func(cause string)
+}
+
+// Config configures an Engine. The zero value is usable.
+type Config struct {
+	// Limits bound intent lists (R2). Zero fields take aggregate's
+	// defaults.
+	Limits aggregate.Limits
+	// MaxRetries bounds conflict retries of retry-safe commands and
+	// re-sends after transport errors. Default 8.
+	MaxRetries int
+	// CacheSize bounds the sessions whose last written state is cached in
+	// memory. Default 100,000.
+	CacheSize int
+	// Logger receives structured logs; the zero value logs nothing.
+	Logger zerolog.Logger
+	// Hooks observe the engine.
+	Hooks Hooks
+}
+
+// Engine serves sessions.
+type Engine struct {
+	log   *jetstream.Log
+	proj  *projection.Projection
+	reg   atomic.Pointer[resolver.Registry]
+	cfg   Config
+	clock func() time.Time
+
+	mu     sync.Mutex
+	states map[string]aggregate.State // last state this process wrote or read strongly
+	turns  map[string]*openTurn
+	last   map[string]dispatchMark
+}
+
+// New returns an engine over a log, its projection and a registry.
+func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, cfg Config) *Engine {
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = 8
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 100_000
+	}
+	e := &Engine{
+		log: log, proj: proj, cfg: cfg, clock: time.Now,
+		states: make(map[string]aggregate.State),
+		turns:  make(map[string]*openTurn),
+		last:   make(map[string]dispatchMark),
+	}
+	e.reg.Store(reg)
+	return e
+}
+
+// Registry is the live registry.
+func (e *Engine) Registry() *resolver.Registry { return e.reg.Load() }
+
+// SetRegistry swaps the live registry. Open turns keep their frozen tools
+// (R16); the next turn and every resolution outside a turn use reg.
+func (e *Engine) SetRegistry(reg *resolver.Registry) {
+	old := e.reg.Swap(reg)
+	if old.Version() != reg.Version() {
+		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")
+	}
+}
+
+// Log is the event log.
+func (e *Engine) Log() *jetstream.Log { return e.log }
+
+// Projection is the views projection.
+func (e *Engine) Projection() *projection.Projection { return e.proj }
+
+// Origin is who wrote an event: the channel (web UI, a chat channel, TUI)
+// and the actor (a user id). The transports take them from what they can
+// verify (the API subject or the connection's credentials).
+type Origin struct {
+	Channel string `json:"channel"`
+	Actor   string `json:"actor"`
+}
+
+// CommandResult is the outcome of Apply.
+type CommandResult struct {
+	// First and Last are the stream sequences of the stored events; 0
+	// when the commands were no-ops.
+	First, Last uint64
+	// Duplicate is true when the events were already stored.
+	Duplicate bool
+	// Retries counts conflicts the engine retried.
+	Retries int
+	// State is the session after the commands.
+	State aggregate.State
+}
+
+// retrySafe reports whether a command may be re-decided against a newer
+// state after a conflict without asking the caller: blind writes of one
+// intent field and set additions. Turn boundaries, checkpoints and curated
+// lists depend on what the caller saw and are returned as conflicts.
+func retrySafe(cmds []events.Payload) bool {
+	for _, c := range cmds {
+		switch c.(type) {
+		case events.ToolsToggled, events.WebSearchSet, events.PresetChosen,
+			events.ToolDisabled, events.ToolEnabled, events.DeferredLoaded:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Apply validates commands against the session's current state and the
+// live registry and appends the resulting events atomically. With expected
+// set, the session must be at that sequence (else a conflict is returned);
+// without it, retry-safe commands are re-decided and retried on conflict.
+func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expected *uint64, cmds ...events.Payload) (CommandResult, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	if len(cmds) == 0 {
+		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
+	}
+	var res CommandResult
+	strong := false
+	for attempt := 0; ; attempt++ {
+		st, err := e.current(ctx, session, strong)
+		if err != nil {
+			return res, err
+		}
+		if expected != nil && *expected != st.LastSeq {
+			if !strong {
+				strong = true // the cache may be stale: check the log
+				attempt--
+				continue
+			}
+			e.onConflict(false)
+			return res, &jetstream.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
+		}
+		envs, next, err := e.decide(st, origin, cmds)
+		if err != nil {
+			return res, err
+		}
+		if len(envs) == 0 {
+			res.State = st
+			return res, nil
+		}
+		ar, err := e.appendResend(ctx, session, st.LastSeq, envs)
+		if errors.Is(err, jetstream.ErrConflict) {
+			e.forget(session)
+			retry := expected == nil && retrySafe(cmds) && attempt < e.cfg.MaxRetries
+			e.onConflict(retry)
+			if retry {
+				res.Retries++
+				strong = true
+				continue
+			}
+			return res, err
+		}
+		if err != nil {
+			e.forget(session)
+			return res, err
+		}
+		e.onAppended(len(envs), ar.Duplicate)
+		// Fold what was stored at the sequences it got.
+		next = st.Clone()
+		for i, env := range envs {
+			next.Apply(ar.First+uint64(i), env)
+		}
+		e.remember(next)
+		res.First, res.Last, res.Duplicate, res.State = ar.First, ar.Last, ar.Duplicate, next
+		return res, nil
+	}
+}
+
+// decide runs each command through aggregate.Decide against the state as
+// the earlier commands of the same call leave it.
+func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload) ([]events.Envelope, aggregate.State, error) {
+	reg := e.Registry()
+	sim := st.Clone()
+	var envs []events.Envelope
+	for _, c := range cmds {
+		out, err := aggregate.Decide(sim, reg, c, e.cfg.Limits)
+		if err != nil {
+			return nil, st, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		for _, p := range out {
+			env := events.New(st.Session, origin.Channel, origin.Actor, p)
+			if st.Session == "" {
+				env.Session = sim.Session
+			}
+			sim.Apply(sim.LastSeq+1, env)
+			envs = append(envs, env)
+		}
+	}
+	return envs, sim, nil
+}
+
+// appendResend appends, re-sending the same envelopes (same ULIDs, so the
+// log stores them once) after transport errors such as a leader failover,
+// until the context ends or MaxRetries is spent.
+func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (jetstream.AppendResult, error) {
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ar, err := e.log.Append(actx, session, expected, envs...)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrInvalidSession) ||
+			errors.Is(err, jetstream.ErrBatchUnsupported) || ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
+			return ar, err
+		}
+		e.cfg.Logger.Warn().Str("session", session).Err(err).Int("try", try+1).Msg("append failed: re-sending the same events")
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ar, fmt.Errorf("append to %q: %w (last error: %w)", session, ctx.Err(), err)
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (e *Engine) onAppended(n int, dup bool) {
+	if f := e.cfg.Hooks.Appended; f != nil {
+		f(n, dup)
+	}
+}
+
+func (e *Engine) onConflict(retried bool) {
+	if f := e.cfg.Hooks.Conflict; f != nil {
+		f(retried)
+	}
+}
+
+// current returns the session state used to decide a command: the state
+// this process last wrote, or the view plus the log's tail (strong).
+func (e *Engine) current(ctx context.Context, session string, strong bool) (aggregate.State, error) {
+	if !strong {
+		e.mu.Lock()
+		st, ok := e.states[session]
+		e.mu.Unlock()
+		if ok {
+			return st, nil
+		}
+	}
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true})
+	if err != nil {
+		return st, err
+	}
+	st.Session = session
+	e.remember(st)
+	return st, nil
+}
+
+func (e *Engine) remember(st aggregate.State) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.states) >= e.cfg.CacheSize {
+		n := e.cfg.CacheSize / 10
+		for k := range e.states { // random order is all eviction needs
+			if n <= 0 {
+				break
+			}
+			delete(e.states, k)
+			n--
+		}
+	}
+	e.states[st.Session] = st
+}
+
+func (e *Engine) forget(session string) {
+	e.mu.Lock()
+	delete(e.states, session)
+	e.mu.Unlock()
+}
+
+// Session returns a session's view (one KV get). minSeq > 0 asks for
+// read-your-writes: the view includes every event up to minSeq.
+func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: minSeq})
+	if err != nil {
+		return st, err
+	}
+	st.Session = session
+	return st, nil
+}
+
+func sortedCopy(xs []string) []string {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
+}

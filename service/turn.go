@@ -1,0 +1,438 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+)
+
+// Providers the tools array can be rendered for.
+const (
+	ProviderAnthropic = "anthropic"
+	ProviderOpenAI    = "openai"
+)
+
+// ResolveRequest qualifies a resolution.
+type ResolveRequest struct {
+	// Profile is the agent profile; "" for none.
+	Profile string `json:"profile,omitempty"`
+	// Override is a per-turn override (R4, R5); zero for none.
+	Override resolver.Override `json:"-"`
+	// Provider selects the rendering: "anthropic" (default) or "openai".
+	Provider string `json:"provider,omitempty"`
+	// MinSeq asks for read-your-writes.
+	MinSeq uint64 `json:"min_seq,omitempty"`
+}
+
+func (r ResolveRequest) validate() error {
+	switch r.Provider {
+	case "", ProviderAnthropic, ProviderOpenAI:
+		return nil
+	}
+	return fmt.Errorf("%w: provider %q unknown: use %q or %q", ErrInvalid, r.Provider, ProviderAnthropic, ProviderOpenAI)
+}
+
+// TurnView is what a backend sends to the provider for one request: the
+// rendered tools array, the deferred catalog, and how they came about.
+type TurnView struct {
+	Session string `json:"session"`
+	// Seq is the session sequence the view was resolved at.
+	Seq uint64 `json:"seq"`
+	// Turn is the open turn's number (0 outside a turn); Frozen says the
+	// tools come from a frozen turn (R16).
+	Turn   uint64 `json:"turn"`
+	Frozen bool   `json:"frozen"`
+	// Intent is the session's stored intent.
+	Intent resolver.Intent `json:"intent"`
+	// Source names the rule that decided the base list (R4).
+	Source string `json:"source"`
+	// Tools are every available tool of the resolution, in order.
+	Tools []string `json:"tools"`
+	// Provider are the names whose schema is in the provider array.
+	Provider []string `json:"provider"`
+	// Catalog are the deferred names, and CatalogText the text sent.
+	Catalog     []string `json:"catalog"`
+	CatalogText string   `json:"catalog_text"`
+	// Unknown are requested names the registry lacks or cannot run.
+	Unknown []string `json:"unknown,omitempty"`
+	// Rendering is the provider tools array, byte-deterministic (R9).
+	Rendering json.RawMessage `json:"rendering"`
+	// RenderedFor is the provider of Rendering.
+	RenderedFor string `json:"rendered_for"`
+	// PrefixHash is the sha256 of Rendering: equal hashes, equal prompt
+	// cache prefix.
+	PrefixHash string `json:"prefix_hash"`
+	// ContractHash and RegistryVersion identify the tool contract.
+	ContractHash    string `json:"contract_hash"`
+	RegistryVersion string `json:"registry_version"`
+	// Budget is the token estimate (R17).
+	Budget deferral.Budget `json:"budget"`
+	// Classification is each tool's resident/deferred class (R21).
+	Classification []deferral.Class `json:"classification"`
+	// Loaded are the session's loaded deferred tools.
+	Loaded []string `json:"loaded"`
+}
+
+type openTurn struct {
+	turn *deferral.Turn
+	res  *resolver.Resolution
+	req  ResolveRequest
+}
+
+func (e *Engine) resolve(st aggregate.State, req ResolveRequest) (*resolver.Resolution, error) {
+	start := time.Now()
+	res, err := e.Registry().Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	if f := e.cfg.Hooks.Resolved; f != nil {
+		f(time.Since(start))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return res, nil
+}
+
+func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string) TurnView {
+	v := TurnView{
+		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
+		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
+		Catalog: split.Catalog, CatalogText: deferral.CatalogText(split.Catalog),
+		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
+		RenderedFor: provider,
+	}
+	if v.RenderedFor == "" {
+		v.RenderedFor = ProviderAnthropic
+	}
+	for _, t := range res.Tools {
+		v.Tools = append(v.Tools, t.Name)
+	}
+	for _, t := range split.Provider {
+		v.Provider = append(v.Provider, t.Name)
+	}
+	if v.RenderedFor == ProviderOpenAI {
+		v.Rendering = resolver.RenderOpenAI(split.Provider)
+	} else {
+		v.Rendering = resolver.RenderAnthropic(split.Provider)
+	}
+	sum := sha256.Sum256(v.Rendering)
+	v.PrefixHash = hex.EncodeToString(sum[:])
+	return v
+}
+
+// Resolve resolves a session's tools against the live registry, or returns
+// the frozen tools of its open turn (R16). It writes nothing.
+func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (TurnView, error) {
+	if err := req.validate(); err != nil {
+		return TurnView{}, err
+	}
+	st, err := e.Session(ctx, session, req.MinSeq)
+	if err != nil {
+		return TurnView{}, err
+	}
+	if ot := e.openTurn(session); ot != nil && req.Override.Kind == resolver.OverrideNone {
+		v := e.view(st, ot.res, ot.turn.Request(), req.Provider)
+		v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
+		return v, nil
+	}
+	res, err := e.resolve(st, req)
+	if err != nil {
+		return TurnView{}, err
+	}
+	loaded := deferral.NewSet(st.Loaded...)
+	return e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider), nil
+}
+
+func (e *Engine) openTurn(session string) *openTurn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.turns[session]
+}
+
+// BeginTurn starts the next turn: it resolves the session's tools, freezes
+// them with the loaded deferred set (R16), and appends TurnStarted (closing
+// a turn left open by a crash first).
+func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (TurnView, error) {
+	if err := req.validate(); err != nil {
+		return TurnView{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		st, err := e.current(ctx, session, attempt > 0)
+		if err != nil {
+			return TurnView{}, err
+		}
+		res, err := e.resolve(st, req)
+		if err != nil {
+			return TurnView{}, err
+		}
+		var cmds []events.Payload
+		if st.InTurn {
+			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
+		}
+		cmds = append(cmds, events.TurnStarted{Turn: st.Turn + 1})
+		expected := st.LastSeq
+		out, err := e.Apply(ctx, session, origin, &expected, cmds...)
+		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
+			continue // someone wrote in between: re-read and start again
+		}
+		if err != nil {
+			return TurnView{}, err
+		}
+		st = out.State
+		turn := deferral.Freeze(st.Turn, res, st.Loaded)
+		e.mu.Lock()
+		e.turns[session] = &openTurn{turn: turn, res: res, req: req}
+		e.mu.Unlock()
+		v := e.view(st, res, turn.Request(), req.Provider)
+		v.Turn, v.Frozen = st.Turn, true
+		return v, nil
+	}
+}
+
+// turnOf returns the session's open turn, re-freezing it from the log when
+// this process does not hold it (after a restart mid-turn).
+func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggregate.State, error) {
+	st, err := e.current(ctx, session, false)
+	if err != nil {
+		return nil, st, err
+	}
+	if ot := e.openTurn(session); ot != nil && ot.turn.Number() == st.Turn && st.InTurn {
+		return ot, st, nil
+	}
+	if !st.InTurn {
+		st, err = e.current(ctx, session, true)
+		if err != nil {
+			return nil, st, err
+		}
+		if !st.InTurn {
+			return nil, st, fmt.Errorf("session %q: %w: begin a turn first", session, ErrNoTurn)
+		}
+	}
+	res, err := e.resolve(st, ResolveRequest{})
+	if err != nil {
+		return nil, st, err
+	}
+	ot := &openTurn{turn: deferral.Freeze(st.Turn, res, st.Loaded), res: res}
+	e.mu.Lock()
+	e.turns[session] = ot
+	e.mu.Unlock()
+	return ot, st, nil
+}
+
+// DiscoverResult is what tool_search returns, and the turn afterwards.
+type DiscoverResult struct {
+	// Tools are the full schemas of the requested tools (R16).
+	Tools []resolver.Tool `json:"tools"`
+	// Loaded are the names this call loaded.
+	Loaded []string `json:"loaded"`
+	// NotInTurn are names this turn cannot load.
+	NotInTurn []string `json:"not_in_turn,omitempty"`
+	// View is the next provider request of the turn, carrying the loaded
+	// tools' schemas.
+	View TurnView `json:"view"`
+}
+
+// Discover is tool_search inside the open turn: it loads the named
+// deferred tools (recorded as DeferredLoaded) so that the next provider
+// request of the turn includes them.
+func (e *Engine) Discover(ctx context.Context, session string, origin Origin, names []string, provider string) (DiscoverResult, error) {
+	ot, st, err := e.turnOf(ctx, session)
+	if err != nil {
+		return DiscoverResult{}, err
+	}
+	sr, serr := ot.turn.Search(names...)
+	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotInTurn: sr.NotInTurn}
+	if len(sr.Loaded) > 0 {
+		res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+		if err != nil {
+			return out, err
+		}
+		st = res.State
+	}
+	out.View = e.view(st, ot.res, ot.turn.Request(), provider)
+	out.View.Turn, out.View.Frozen, out.View.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
+	if serr != nil && len(sr.Tools) == 0 {
+		return out, fmt.Errorf("%w: %w", ErrInvalid, serr)
+	}
+	return out, nil
+}
+
+// Dispatch returns the provider request for the open turn (or a live
+// resolution outside a turn) and records its resident/deferred
+// classification for inspection (R21).
+func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
+	v, err := e.Resolve(ctx, session, ResolveRequest{Provider: provider})
+	if err != nil {
+		return v, err
+	}
+	e.markDispatch(v)
+	return v, nil
+}
+
+// dispatchMark is what the last dispatch of a session looked like.
+type dispatchMark struct {
+	prefix, registry string
+	seq              uint64
+	loaded           int
+	at               time.Time
+	view             checkpoint.Dispatch
+}
+
+func (e *Engine) markDispatch(v TurnView) {
+	d := checkpoint.Dispatch{Turn: v.Turn, ContractHash: v.ContractHash, At: e.clock().UnixMilli()}
+	for _, c := range v.Classification {
+		switch {
+		case c.Loaded:
+			d.Loaded = append(d.Loaded, c.Name)
+		case c.Deferred:
+			d.Deferred = append(d.Deferred, c.Name)
+		default:
+			d.Resident = append(d.Resident, c.Name)
+		}
+	}
+	e.mu.Lock()
+	prev, seen := e.last[v.Session]
+	if len(e.last) >= e.cfg.CacheSize {
+		clear(e.last)
+	}
+	e.last[v.Session] = dispatchMark{prefix: v.PrefixHash, registry: v.RegistryVersion, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	e.mu.Unlock()
+	if !seen || prev.prefix == v.PrefixHash {
+		return
+	}
+	cause := "intent"
+	switch {
+	case prev.registry != v.RegistryVersion:
+		cause = "registry"
+	case len(v.Loaded) > prev.loaded:
+		cause = "discovery"
+	}
+	e.cfg.Logger.Debug().Str("session", v.Session).Str("cause", cause).Msg("provider tools prefix changed")
+	if f := e.cfg.Hooks.PrefixChanged; f != nil {
+		f(cause)
+	}
+}
+
+// LastDispatch returns the classification recorded by the session's last
+// dispatch in this process (R21).
+func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m, ok := e.last[session]
+	return m.view, ok
+}
+
+// CheckpointResult is a recorded safe point.
+type CheckpointResult struct {
+	Seq    uint64            `json:"seq"`
+	Record checkpoint.Record `json:"checkpoint"`
+}
+
+// Checkpoint records a safe point of the open turn: its loaded deferred
+// tools and the hash of the contract they belong to (R19).
+func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
+	return e.safePoint(ctx, session, origin, false)
+}
+
+// EndTurn ends the open turn at a safe point: TurnEnded and the checkpoint
+// are appended together, atomically.
+func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
+	return e.safePoint(ctx, session, origin, true)
+}
+
+func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (CheckpointResult, error) {
+	ot, st, err := e.turnOf(ctx, session)
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
+	if err != nil {
+		return CheckpointResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	cmds := []events.Payload{rec.Event()}
+	if end {
+		cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
+	}
+	expected := st.LastSeq
+	res, err := e.Apply(ctx, session, origin, &expected, cmds...)
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	if end {
+		e.mu.Lock()
+		delete(e.turns, session)
+		e.mu.Unlock()
+	}
+	return CheckpointResult{Seq: res.Last, Record: rec}, nil
+}
+
+// ResumeResult is the outcome of Resume.
+type ResumeResult struct {
+	// Outcome says what was restored and, when nothing was, why.
+	Outcome checkpoint.Outcome `json:"outcome"`
+	// Checkpoint is the checkpoint resumed from (nil: none recorded).
+	Checkpoint *checkpoint.Record `json:"checkpoint,omitempty"`
+	// Seq is where the resumed state was recorded (0: nothing written).
+	Seq uint64 `json:"seq"`
+}
+
+// Resume restores a session after a crash (R20): it verifies the last
+// checkpoint's contract hash against the contract the live registry now
+// gives for the session's intent, then restores the checkpoint's loaded
+// deferred tools, or nothing when the contract changed (with the reason).
+// Searches are never replayed and no tool-result text is read. The
+// restored set is recorded as a new checkpoint, so the session's loaded
+// set is exactly what was restored; the open turn, if any, is closed.
+func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req ResolveRequest) (ResumeResult, error) {
+	if err := req.validate(); err != nil {
+		return ResumeResult{}, err
+	}
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true})
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	st.Session = session
+	res, err := e.resolve(st, req)
+	if err != nil {
+		return ResumeResult{}, err
+	}
+	var rec *checkpoint.Record
+	if cp := st.Checkpoint; cp != nil {
+		rec = &checkpoint.Record{Loaded: cp.Loaded, ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion, Turn: cp.Turn, Contract: cp.Contract}
+	}
+	out := ResumeResult{Outcome: checkpoint.Resume(rec, res), Checkpoint: rec}
+	e.mu.Lock()
+	delete(e.turns, session)
+	e.mu.Unlock()
+	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
+	if err != nil {
+		return out, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	needTurnEnd := st.InTurn
+	same := !needTurnEnd && rec != nil && rec.ContractHash == res.ContractHash && slices.Equal(st.Loaded, restored.Loaded)
+	if same || (rec == nil && len(st.Loaded) == 0 && !needTurnEnd) {
+		return out, nil
+	}
+	var cmds []events.Payload
+	if needTurnEnd {
+		cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
+	}
+	cmds = append(cmds, restored.Event())
+	expected := st.LastSeq
+	ar, err := e.Apply(ctx, session, origin, &expected, cmds...)
+	if err != nil {
+		return out, err
+	}
+	out.Seq = ar.Last
+	return out, nil
+}
