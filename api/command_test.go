@@ -1,0 +1,186 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/toolintent/engine/events"
+)
+
+func TestDecodeCommand(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want events.Payload
+	}{
+		{`{"type":"ToolsToggled","enabled":true}`, events.ToolsToggled{Enabled: ptr(true)}},
+		{`{"type":"ToolsToggled","enabled":false}`, events.ToolsToggled{Enabled: ptr(false)}},
+		{`{"enabled":null,"type":"ToolsToggled"}`, events.ToolsToggled{}},
+		{`{"type":"WebSearchSet","enabled":true}`, events.WebSearchSet{Enabled: ptr(true)}},
+		{`{"type":"PresetChosen","preset":"research"}`, events.PresetChosen{Preset: "research"}},
+		{`{"type":"PresetChosen","preset":null}`, events.PresetChosen{}},
+		{`{"type":"ToolDisabled","name":"bash"}`, events.ToolDisabled{Name: "bash"}},
+		{`{"type":"ToolEnabled","name":"bash"}`, events.ToolEnabled{Name: "bash"}},
+		{`{"type":"ToolsPicked","names":["grep","read_file"]}`, events.ToolsPicked{Names: []string{"grep", "read_file"}}},
+		{`{"type":"ToolsPicked","names":null}`, events.ToolsPicked{}},
+		{`{"type":"ToolsPicked","names":[]}`, events.ToolsPicked{Names: []string{}}},
+		{`{"type":"DeferredLoaded","names":["send_message"],"turn":3}`, events.DeferredLoaded{Names: []string{"send_message"}, Turn: 3}},
+		{`{"type":"TurnStarted"}`, events.TurnStarted{}},
+		{`{"type":"TurnEnded","turn":1e1}`, events.TurnEnded{Turn: 10}},
+		{`{"type":"CheckpointRecorded","contract_hash":"h","registry_version":"v","contract":[{"name":"a","hash":"x"}]}`,
+			events.CheckpointRecorded{ContractHash: "h", RegistryVersion: "v", Contract: []events.ContractEntry{{Name: "a", Hash: "x"}}}},
+	} {
+		got, err := DecodeCommand([]byte(tc.in))
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %#v, want %#v", tc.in, got, tc.want)
+		}
+		enc, err := EncodeCommand(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeCommand(enc)
+		if err != nil || !reflect.DeepEqual(again, got) {
+			t.Errorf("%s: round trip through %s gives %#v, %v", tc.in, enc, again, err)
+		}
+	}
+}
+
+func TestDecodeCommandErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"type":"Nope"}`, `unknown command type "Nope": use one of ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled, ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded`},
+		{`{"enabled":true}`, `command has no "type"`},
+		{`{"type":3}`, `field "type" must be a string`},
+		{`{"type":"ToolsToggled"}`, `command ToolsToggled: field "enabled" is required`},
+		{`{"type":"ToolsToggled","enabled":1}`, `field "enabled" must be true, false or null, got 1`},
+		{`{"type":"ToolsToggled","enabled":true,"enabled":false}`, `field "enabled" appears twice`},
+		{`{"type":"ToolsToggled","enabled":true,"x":1}`, `command ToolsToggled: unknown field "x": its fields are enabled`},
+		{`{"type":"ToolDisabled","name":["bash"]}`, `field "name" must be a string, got ["bash"]`},
+		{`{"type":"ToolsPicked","names":"bash"}`, `field "names" must be an array of strings or null`},
+		{`{"type":"ToolsPicked","names":["a",2]}`, `field "names"[1] must be a string, got 2`},
+		{`{"type":"TurnStarted","turn":-1}`, `field "turn" must be a non-negative integer, got -1`},
+		{`{"type":"TurnStarted","turn":1.5}`, `field "turn" must be a non-negative integer, got 1.5`},
+		{`{"type":"CheckpointRecorded","contract_hash":"h","registry_version":"v","contract":[{"name":"a"}]}`, `field "contract"[0]: field "hash" is required`},
+		{`["ToolsToggled"]`, `want a JSON object`},
+		{`{"type":"ToolsToggled","enabled":true} x`, `unexpected data after the object`},
+		{`{"type":"ToolsToggled",`, `not valid JSON`},
+	} {
+		_, err := DecodeCommand([]byte(tc.in))
+		if err == nil {
+			t.Errorf("%s: no error", tc.in)
+			continue
+		}
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v does not match ErrBadRequest", tc.in, err)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestEncodeCommandEveryType(t *testing.T) {
+	for _, typ := range events.Types() {
+		if _, ok := commandFields[typ]; !ok {
+			t.Errorf("event type %s has no command fields", typ)
+		}
+	}
+	if _, err := EncodeCommand(nil); err == nil {
+		t.Error("EncodeCommand(nil) succeeded")
+	}
+	b, _ := EncodeCommand(&events.ToolDisabled{Name: "bash"})
+	if string(b) != `{"type":"ToolDisabled","name":"bash"}` {
+		t.Errorf("pointer payload encodes as %s", b)
+	}
+	b, _ = EncodeCommand(events.TurnStarted{Turn: 2})
+	if string(b) != `{"type":"TurnStarted","turn":2}` {
+		t.Errorf("TurnStarted encodes as %s", b)
+	}
+}
+
+// The command decoder never panics, refuses with ErrBadRequest and a
+// message, and what it accepts encodes back to the same payload.
+func FuzzDecodeCommand(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"ToolsToggled","enabled":true}`,
+		`{"type":"ToolsPicked","names":["read_file","grep"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := DecodeCommand(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) || err.Error() == "" {
+				t.Fatalf("error %v does not match ErrBadRequest", err)
+			}
+			return
+		}
+		if _, ok := events.PayloadValue(p); !ok {
+			t.Fatalf("decoded %T is not a payload", p)
+		}
+		enc, err := EncodeCommand(p)
+		if err != nil {
+			t.Fatalf("encode %#v: %v", p, err)
+		}
+		if !json.Valid(enc) {
+			t.Fatalf("encoding %q is not JSON", enc)
+		}
+		again, err := DecodeCommand(enc)
+		if err != nil {
+			t.Fatalf("decode own encoding %s: %v", enc, err)
+		}
+		if !reflect.DeepEqual(again, p) {
+			t.Fatalf("round trip: %#v -> %s -> %#v", p, enc, again)
+		}
+	})
+}
+
+// The seed corpus is in testdata/fuzz/FuzzDecodeCommand; every seed that
+// names a valid command must decode.
+func TestFuzzSeedsPresent(t *testing.T) {
+	files, err := filepath.Glob("testdata/fuzz/FuzzDecodeCommand/*")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("seed corpus: %d files, %v", len(files), err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.HasPrefix(string(b), "go test fuzz v1\n") {
+			t.Errorf("%s is not a fuzz corpus file: %v", f, err)
+		}
+	}
+}
+
+// R25: until takes a sequence or an RFC 3339 time.
+func TestUntilParse(t *testing.T) {
+	for in, want := range map[Until]string{
+		"":                          "{0 0001-01-01 00:00:00 +0000 UTC}",
+		"42":                        "{42 0001-01-01 00:00:00 +0000 UTC}",
+		"2025-06-01T12:00:00Z":      "{0 2025-06-01 12:00:00 +0000 UTC}",
+		"2025-06-01T12:00:00 02:00": "{0 2025-06-01 12:00:00 +0200 +0200}",
+	} {
+		got, err := in.parse()
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("parse(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []Until{"0", "abc", "2025-06-01", "-3", "99999999999999999999999"} {
+		if _, err := in.parse(); err == nil || !strings.Contains(err.Error(), "until") {
+			t.Errorf("parse(%q) = %v, want an error naming until", in, err)
+		}
+	}
+	var u Until
+	if err := json.Unmarshal([]byte(`17`), &u); err != nil || u != "17" {
+		t.Errorf("until from a JSON number: %q %v", u, err)
+	}
+	if err := json.Unmarshal([]byte(`true`), &u); err == nil {
+		t.Error("until from true: no error")
+	}
+}

@@ -1,0 +1,75 @@
+// Package api is the engine's transports: a NATS micro service
+// (StartMicro) and an HTTP/JSON gateway (Handler) over the same operations
+// of package service, and a Client for both. One operation table
+// (Operations) drives the two transports and the Client, so they cannot
+// drift.
+//
+// # Operations
+//
+// Over NATS, a request to <prefix>.<channel>.<subject> (prefix "tools.api"
+// by default) with the request object as JSON body, the session id
+// included. Over HTTP, the route below; the session id and tool come from
+// the path, the other fields from the JSON body (POST) or the query string
+// (GET).
+//
+//	operation        NATS subject suffix   HTTP route
+//	append           events.append         POST /v1/sessions/{session}/events
+//	intent           session.intent        GET  /v1/sessions/{session}
+//	resolve          session.resolve       GET|POST /v1/sessions/{session}/resolve
+//	history          session.history       GET  /v1/sessions/{session}/history?until=SEQ|RFC3339
+//	explain          session.explain       GET  /v1/sessions/{session}/explain/{tool}
+//	resume           session.resume        POST /v1/sessions/{session}/resume
+//	turn-begin       turn.begin            POST /v1/sessions/{session}/turn/begin
+//	turn-discover    turn.discover         POST /v1/sessions/{session}/turn/discover
+//	turn-dispatch    turn.dispatch         POST /v1/sessions/{session}/turn/dispatch
+//	turn-inspect     turn.inspect          GET  /v1/sessions/{session}/turn/dispatch
+//	turn-checkpoint  turn.checkpoint       POST /v1/sessions/{session}/checkpoint
+//	turn-end         turn.end              POST /v1/sessions/{session}/turn/end
+//	sessions         sessions.list         GET  /v1/sessions
+//	registry         registry.info         GET  /v1/registry
+//	budget           registry.budget       GET  /v1/budget
+//
+// Request types: AppendRequest, IntentRequest, ResolveRequest,
+// HistoryRequest, ExplainRequest, ResumeRequest, BeginTurnRequest,
+// DiscoverRequest, DispatchRequest, TurnRequest, Empty. Reply types:
+// AppendResponse, SessionView, service.TurnView, HistoryResponse,
+// service.ExplainResult, ResumeResponse, service.DiscoverResult,
+// DispatchRecord, CheckpointResponse, SessionsResponse, RegistryInfo,
+// deferral.BudgetTable. Every field name is snake_case.
+//
+// Commands are JSON objects with a "type" (see DecodeCommand), e.g.
+//
+//	curl -X POST localhost:8080/v1/sessions/s1/events \
+//	  -d '{"commands":[{"type":"ToolsToggled","enabled":true},{"type":"ToolDisabled","name":"bash"}]}'
+//	nats req tools.api.web.events.append \
+//	  '{"session":"s1","expected_seq":0,"commands":[{"type":"PresetChosen","preset":"research"}]}'
+//
+// # Errors
+//
+// Every error reply is
+//
+//	{"error":{"code":"...","message":"...","expected":N,"actual":N}}
+//
+// with a stable code, the HTTP status, and a message that names the bad
+// value: conflict 409 (with expected and actual sequences), no_turn 409,
+// invalid 400, not_found 404, method_not_allowed 405, too_large 413,
+// unavailable 503 (JetStream or NATS cannot serve now: retry), internal
+// 500. Over NATS the status is the micro error code
+// (Nats-Service-Error-Code), the code is in the Engine-Error-Code header,
+// and the envelope is the body.
+//
+// # Channels and trust
+//
+// Every event records the channel and actor that wrote it. Over NATS the
+// channel is the subject token, so NATS permissions verify it: a channel's
+// user may publish only to tools.api.<channel>.>. The actor is the
+// Engine-Actor header (or the body's "actor"). HTTP is for trusted
+// backends: the channel is the Engine-Channel header (default "http"),
+// which the engine cannot verify.
+//
+// # Formats
+//
+// Bodies are JSON; a request may be msgpack (Content-Type:
+// application/msgpack) and a reply is msgpack when the request says
+// Accept: application/msgpack, with the same keys as the JSON.
+package api

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/toolintent/engine/service"
+)
+
+// Handler returns the HTTP/JSON gateway: one route per operation (see
+// Operations), plus JSON 404 and 405 replies for everything else.
+//
+// HTTP is for trusted backends. The channel an event records comes from
+// the Engine-Channel header (default Config.HTTPChannel) and the actor
+// from Engine-Actor: the engine cannot verify either, so put the gateway
+// behind something that authenticates callers and sets (or strips) these
+// headers, or listen on loopback only. Channels that must be verified use
+// the NATS API, where the channel is the subject token that the channel's
+// NATS user is permitted to publish to.
+//
+// Request bodies are JSON (or msgpack with Content-Type:
+// application/msgpack), at most Config.MaxBodyBytes (413 beyond); replies
+// are JSON, or msgpack when Accept names application/msgpack.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, op := range operations {
+		h := a.httpOp(op)
+		for _, m := range op.Methods {
+			mux.Handle(m+" "+op.Path, h)
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		mp := wantsMsgpack(r.Header.Get("Accept"))
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+				Message: "method " + r.Method + " is not allowed on " + r.URL.Path + ": use " + strings.Join(allow, " or ")})
+			return
+		}
+		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: "no route for " + r.Method + " " + r.URL.Path + ": the API is under /v1 (GET /v1/sessions, /v1/sessions/{session}, ...)"})
+	})
+}
+
+// allowed lists the methods the mux serves on r's path.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, p := mux.Handler(probe); p != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (a *API) httpOp(op *operation) http.Handler {
+	names := pathNames(op.Path)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mp := wantsMsgpack(r.Header.Get("Accept"))
+		resp, err := a.serveHTTP(op, names, r)
+		if err != nil {
+			e := errorOf(err)
+			a.logError(op, e, err)
+			a.writeError(w, mp, e)
+			return
+		}
+		body, err := encodeReply(resp, mp)
+		if err != nil {
+			a.writeError(w, mp, errorOf(err))
+			return
+		}
+		w.Header().Set("Content-Type", contentType(mp))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+		if !mp {
+			_, _ = w.Write([]byte("\n"))
+		}
+	})
+}
+
+func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, error) {
+	req := op.newReq()
+	switch r.Method {
+	case http.MethodPost:
+		if len(r.URL.RawQuery) > 0 {
+			return nil, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
+		}
+		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge(a.cfg.MaxBodyBytes)
+			}
+			return nil, badRequest("read request body: %v", err)
+		}
+		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
+			return nil, err
+		}
+	default: // GET, HEAD
+		if err := bindQuery(req, r.URL.Query(), names); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range names {
+		if err := bindPath(req, n, r.PathValue(n)); err != nil {
+			return nil, err
+		}
+	}
+	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
+	if op.Write {
+		o.Channel = a.cfg.HTTPChannel
+		if ch := r.Header.Get(HeaderChannel); ch != "" {
+			if err := validToken(HeaderChannel+" header", ch); err != nil {
+				return nil, err
+			}
+			o.Channel = ch
+		}
+	}
+	return a.run(r.Context(), op, req, o)
+}
+
+func tooLarge(limit int64) error {
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+		Message: "request body exceeds " + byteSize(limit) + ": send fewer commands per request"}
+}
+
+func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
+	body, err := encodeReply(errorEnvelope{Error: e}, mp)
+	if err != nil {
+		http.Error(w, e.Message, e.Status)
+		return
+	}
+	w.Header().Set("Content-Type", contentType(mp))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+	if !mp {
+		_, _ = w.Write([]byte("\n"))
+	}
+}
+
+func (a *API) logError(op *operation, e *APIError, err error) {
+	ev := a.cfg.Logger.Debug()
+	if e.Code == CodeInternal || e.Code == CodeUnavailable {
+		ev = a.cfg.Logger.Warn()
+	}
+	ev.Str("op", op.Name).Str("code", e.Code).Err(err).Msg("request failed")
+}

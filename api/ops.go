@@ -1,0 +1,408 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
+)
+
+// ServiceName is the NATS micro service name (nats micro ls / info).
+const ServiceName = "tool-engine"
+
+// Version is the API version, reported as the micro service version.
+const Version = "1.0.0"
+
+// Header names.
+const (
+	// HeaderChannel names the writing channel on HTTP requests (default
+	// Config.HTTPChannel). Over NATS the channel is the subject token.
+	HeaderChannel = "Engine-Channel"
+	// HeaderActor names the writing actor (a user id) on both transports;
+	// it wins over a body "actor" field.
+	HeaderActor = "Engine-Actor"
+	// HeaderErrorCode carries the error code on NATS error replies, beside
+	// the micro Nats-Service-Error-Code (the HTTP status).
+	HeaderErrorCode = "Engine-Error-Code"
+)
+
+// Media types of request and reply bodies.
+const (
+	MIMEJSON    = "application/json"
+	MIMEMsgpack = "application/msgpack"
+)
+
+// Operation describes one operation of the API, the same over both
+// transports: over NATS a request to <prefix>.<channel>.<Subject> (micro
+// endpoint Name), over HTTP one of Methods on Path.
+type Operation struct {
+	// Name is the micro endpoint name.
+	Name string `json:"name"`
+	// Subject is the subject suffix after <prefix>.<channel>.
+	Subject string `json:"subject"`
+	// Methods and Path are the HTTP route ({session} and {tool} are path
+	// values).
+	Methods []string `json:"methods"`
+	Path    string   `json:"path"`
+	// Write is true for operations that append events: they record the
+	// channel and actor.
+	Write bool `json:"write"`
+	// Summary says what the operation does.
+	Summary string `json:"summary"`
+}
+
+// operation is an Operation with its request type and implementation.
+type operation struct {
+	Operation
+	newReq func() any
+	call   func(ctx context.Context, a *API, req any, o service.Origin) (any, error)
+}
+
+func defOp[Req, Resp any](o Operation, call func(ctx context.Context, a *API, req *Req, o service.Origin) (Resp, error)) *operation {
+	return &operation{
+		Operation: o,
+		newReq:    func() any { return new(Req) },
+		call: func(ctx context.Context, a *API, req any, org service.Origin) (any, error) {
+			return call(ctx, a, req.(*Req), org)
+		},
+	}
+}
+
+const (
+	get  = http.MethodGet
+	post = http.MethodPost
+)
+
+// operations is the one table both transports and the Client are built
+// from, so that they cannot drift.
+var operations = []*operation{
+	defOp(Operation{Name: "append", Subject: "events.append", Methods: []string{post}, Path: "/v1/sessions/{session}/events", Write: true,
+		Summary: "Append intent commands to a session, atomically, with an optional expected sequence."}, opAppend),
+	defOp(Operation{Name: "intent", Subject: "session.intent", Methods: []string{get}, Path: "/v1/sessions/{session}",
+		Summary: "Read a session's stored intent, loaded deferred tools, turn and last checkpoint."}, opIntent),
+	defOp(Operation{Name: "resolve", Subject: "session.resolve", Methods: []string{get, post}, Path: "/v1/sessions/{session}/resolve",
+		Summary: "Resolve a session's tools: provider rendering, resident array, catalog, contract hash, classification."}, opResolve),
+	defOp(Operation{Name: "history", Subject: "session.history", Methods: []string{get}, Path: "/v1/sessions/{session}/history",
+		Summary: "A session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time)."}, opHistory),
+	defOp(Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
+		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}, opExplain),
+	defOp(Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
+		Summary: "Resume after a crash: verify the checkpoint's contract hash, restore the loaded deferred tools or say why not."}, opResume),
+	defOp(Operation{Name: "turn-begin", Subject: "turn.begin", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/begin", Write: true,
+		Summary: "Begin the next turn: resolve and freeze the session's tools."}, opBeginTurn),
+	defOp(Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
+		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}, opDiscover),
+	defOp(Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
+		Summary: "The provider request of the open turn; records its resident/deferred classification."}, opDispatch),
+	defOp(Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
+		Summary: "The classification recorded by the session's last dispatch in this engine process."}, opInspect),
+	defOp(Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
+		Summary: "Record a checkpoint (safe point) of the open turn."}, opCheckpoint),
+	defOp(Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
+		Summary: "End the open turn at a safe point (turn end and checkpoint, atomically)."}, opEndTurn),
+	defOp(Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
+		Summary: "List the sessions that have a view."}, opSessions),
+	defOp(Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",
+		Summary: "The live registry: version, tools, defaults, resident and deferred tools, presets, profiles."}, opRegistry),
+	defOp(Operation{Name: "budget", Subject: "registry.budget", Methods: []string{get}, Path: "/v1/budget",
+		Summary: "The default session's per-turn token table with and without deferral, by a real BPE tokenizer."}, opBudget),
+}
+
+var opsByName = func() map[string]*operation {
+	m := make(map[string]*operation, len(operations))
+	for _, op := range operations {
+		m[op.Name] = op
+	}
+	return m
+}()
+
+// Operations returns the API's operations in a fixed order (a fresh copy).
+func Operations() []Operation {
+	out := make([]Operation, len(operations))
+	for i, op := range operations {
+		out[i] = op.Operation
+		out[i].Methods = append([]string(nil), op.Methods...)
+	}
+	return out
+}
+
+// Config configures an API. The zero value is usable.
+type Config struct {
+	// SubjectPrefix is the NATS API prefix: requests go to
+	// <SubjectPrefix>.<channel>.<op>. Default "tools.api".
+	SubjectPrefix string
+	// HTTPChannel is the channel of HTTP requests without an
+	// Engine-Channel header. Default "http".
+	HTTPChannel string
+	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	MaxBodyBytes int64
+	// RequestTimeout bounds each request whose context has no deadline.
+	// Default 30s.
+	RequestTimeout time.Duration
+	// Logger receives a line per failed request; the zero value logs
+	// nothing.
+	Logger zerolog.Logger
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SubjectPrefix != "" {
+		for _, tok := range strings.Split(c.SubjectPrefix, ".") {
+			if err := validToken("subject prefix token", tok); err != nil {
+				errs = append(errs, fmt.Errorf("api config: %v", err))
+			}
+		}
+	}
+	if c.HTTPChannel != "" {
+		if err := validToken("HTTP channel", c.HTTPChannel); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %v", err))
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("api config: MaxBodyBytes %d is negative", c.MaxBodyBytes))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("api config: RequestTimeout %s is negative", c.RequestTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.SubjectPrefix == "" {
+		c.SubjectPrefix = "tools.api"
+	}
+	if c.HTTPChannel == "" {
+		c.HTTPChannel = "http"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// API serves an engine over HTTP (Handler) and NATS micro (StartMicro).
+// It is safe for concurrent use.
+type API struct {
+	eng *service.Engine
+	cfg Config
+
+	budgetMu sync.Mutex
+	budget   *deferral.BudgetTable // of budget.RegistryVersion
+}
+
+// New returns the API of eng, or the problems of cfg (Config.Validate).
+func New(eng *service.Engine, cfg Config) (*API, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &API{eng: eng, cfg: cfg.withDefaults()}, nil
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (a *API) Config() Config { return a.cfg }
+
+// run executes op with a decoded request, under the request timeout.
+func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		defer cancel()
+	}
+	if s, ok := fieldString(req, "session"); ok {
+		if err := validSession(s); err != nil {
+			return nil, err
+		}
+	}
+	if p, ok := fieldString(req, "provider"); ok {
+		switch p {
+		case "", service.ProviderAnthropic, service.ProviderOpenAI:
+		default:
+			return nil, badRequest("provider %q is unknown: use %q or %q", clipString(p), service.ProviderAnthropic, service.ProviderOpenAI)
+		}
+	}
+	if o.Actor == "" {
+		o.Actor, _ = fieldString(req, "actor")
+	}
+	if err := validActor(o.Actor); err != nil {
+		return nil, err
+	}
+	return op.call(ctx, a, req, o)
+}
+
+func resolveRequest(profile, provider string, ov *Override, minSeq uint64) (service.ResolveRequest, error) {
+	o, err := ov.resolver()
+	if err != nil {
+		return service.ResolveRequest{}, err
+	}
+	return service.ResolveRequest{Profile: profile, Provider: provider, Override: o, MinSeq: minSeq}, nil
+}
+
+func opAppend(ctx context.Context, a *API, r *AppendRequest, o service.Origin) (AppendResponse, error) {
+	if len(r.Commands) == 0 {
+		return AppendResponse{}, badRequest(`field "commands" is required: give at least one command, e.g. {"type":"ToolsToggled","enabled":true}`)
+	}
+	res, err := a.eng.Apply(ctx, r.Session, o, r.ExpectedSeq, r.Commands...)
+	if err != nil {
+		return AppendResponse{}, err
+	}
+	st := res.State
+	st.Session = r.Session
+	return AppendResponse{Session: r.Session, FirstSeq: res.First, LastSeq: res.Last, Duplicate: res.Duplicate, Retries: res.Retries, State: viewOf(st)}, nil
+}
+
+func opIntent(ctx context.Context, a *API, r *IntentRequest, _ service.Origin) (SessionView, error) {
+	st, err := a.eng.Session(ctx, r.Session, r.MinSeq)
+	if err != nil {
+		return SessionView{}, err
+	}
+	return viewOf(st), nil
+}
+
+func opResolve(ctx context.Context, a *API, r *ResolveRequest, _ service.Origin) (service.TurnView, error) {
+	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
+	if err != nil {
+		return service.TurnView{}, err
+	}
+	return a.eng.Resolve(ctx, r.Session, rr)
+}
+
+func opHistory(ctx context.Context, a *API, r *HistoryRequest, _ service.Origin) (HistoryResponse, error) {
+	until, err := r.Until.parse()
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	entries, st, err := a.eng.History(ctx, r.Session, until, rr)
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	st.Session = r.Session
+	return historyOf(r.Session, entries, st), nil
+}
+
+func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin) (service.ExplainResult, error) {
+	if r.Tool == "" {
+		return service.ExplainResult{}, badRequest(`field "tool" is required: the tool name to explain`)
+	}
+	if err := events.ValidateToolName(r.Tool); err != nil {
+		return service.ExplainResult{}, badRequest("tool: %v", err)
+	}
+	until, err := r.Until.parse()
+	if err != nil {
+		return service.ExplainResult{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return service.ExplainResult{}, err
+	}
+	return a.eng.Explain(ctx, r.Session, r.Tool, until, rr)
+}
+
+func opResume(ctx context.Context, a *API, r *ResumeRequest, o service.Origin) (ResumeResponse, error) {
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return ResumeResponse{}, err
+	}
+	res, err := a.eng.Resume(ctx, r.Session, o, rr)
+	if err != nil {
+		return ResumeResponse{}, err
+	}
+	return resumeOf(r.Session, res), nil
+}
+
+func opBeginTurn(ctx context.Context, a *API, r *BeginTurnRequest, o service.Origin) (service.TurnView, error) {
+	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, 0)
+	if err != nil {
+		return service.TurnView{}, err
+	}
+	return a.eng.BeginTurn(ctx, r.Session, o, rr)
+}
+
+func opDiscover(ctx context.Context, a *API, r *DiscoverRequest, o service.Origin) (service.DiscoverResult, error) {
+	if len(r.Names) == 0 {
+		return service.DiscoverResult{}, badRequest(`field "names" is required: the deferred tools to load, e.g. ["send_message"]`)
+	}
+	if len(r.Names) > events.MaxListLen {
+		return service.DiscoverResult{}, badRequest(`field "names" has %d names, at most %d allowed`, len(r.Names), events.MaxListLen)
+	}
+	for _, n := range r.Names {
+		if err := events.ValidateToolName(n); err != nil {
+			return service.DiscoverResult{}, badRequest("names: %v", err)
+		}
+	}
+	return a.eng.Discover(ctx, r.Session, o, r.Names, r.Provider)
+}
+
+func opDispatch(ctx context.Context, a *API, r *DispatchRequest, _ service.Origin) (service.TurnView, error) {
+	return a.eng.Dispatch(ctx, r.Session, r.Provider)
+}
+
+func opInspect(_ context.Context, a *API, r *TurnRequest, _ service.Origin) (DispatchRecord, error) {
+	d, ok := a.eng.LastDispatch(r.Session)
+	if !ok {
+		return DispatchRecord{}, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: "session " + strconv.Quote(r.Session) + " has no dispatch recorded by this engine process: dispatch a turn first (turn.dispatch)"}
+	}
+	return dispatchOf(r.Session, d), nil
+}
+
+func opCheckpoint(ctx context.Context, a *API, r *TurnRequest, o service.Origin) (CheckpointResponse, error) {
+	res, err := a.eng.Checkpoint(ctx, r.Session, o)
+	if err != nil {
+		return CheckpointResponse{}, err
+	}
+	return CheckpointResponse{Session: r.Session, Seq: res.Seq, Checkpoint: checkpointOf(res.Record, res.Seq)}, nil
+}
+
+func opEndTurn(ctx context.Context, a *API, r *TurnRequest, o service.Origin) (CheckpointResponse, error) {
+	res, err := a.eng.EndTurn(ctx, r.Session, o)
+	if err != nil {
+		return CheckpointResponse{}, err
+	}
+	return CheckpointResponse{Session: r.Session, Seq: res.Seq, Checkpoint: checkpointOf(res.Record, res.Seq)}, nil
+}
+
+func opSessions(ctx context.Context, a *API, _ *Empty, _ service.Origin) (SessionsResponse, error) {
+	list, err := a.eng.Projection().Sessions(ctx)
+	if err != nil {
+		return SessionsResponse{}, err
+	}
+	return SessionsResponse{Sessions: nonNil(list)}, nil
+}
+
+func opRegistry(_ context.Context, a *API, _ *Empty, _ service.Origin) (RegistryInfo, error) {
+	return registryOf(a.eng.Registry()), nil
+}
+
+// opBudget measures the live registry once per registry version.
+func opBudget(_ context.Context, a *API, _ *Empty, _ service.Origin) (deferral.BudgetTable, error) {
+	reg := a.eng.Registry()
+	a.budgetMu.Lock()
+	defer a.budgetMu.Unlock()
+	if a.budget != nil && a.budget.RegistryVersion == reg.Version() {
+		return *a.budget, nil
+	}
+	t, err := deferral.Table(reg)
+	if err != nil {
+		return deferral.BudgetTable{}, err
+	}
+	a.budget = &t
+	return t, nil
+}

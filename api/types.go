@@ -1,0 +1,510 @@
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// Requests. Every request is one JSON object; over NATS it is the message
+// body (the session id included), over HTTP the session id and tool come
+// from the path, the other fields from the JSON body (POST) or the query
+// string (GET: ?profile=coder&min_seq=7; a structured value such as
+// override is JSON in the parameter). Unknown fields are refused. "actor"
+// is a fallback: the Engine-Actor header wins.
+
+// AppendRequest appends intent commands to a session (events.append).
+type AppendRequest struct {
+	Session string `json:"session"`
+	// ExpectedSeq, when set, is the sequence the session must be at (0:
+	// no events yet); otherwise retry-safe commands are retried on
+	// conflict.
+	ExpectedSeq *uint64 `json:"expected_seq,omitempty"`
+	// Commands are applied atomically, in order.
+	Commands Commands `json:"commands"`
+	Actor    string   `json:"actor,omitempty"`
+}
+
+// IntentRequest reads a session's stored intent (session.intent).
+type IntentRequest struct {
+	Session string `json:"session"`
+	// MinSeq asks for read-your-writes: pass the last_seq of an append.
+	MinSeq uint64 `json:"min_seq,omitempty"`
+}
+
+// ResolveRequest resolves a session's tools (session.resolve), outside or
+// inside (frozen) a turn.
+type ResolveRequest struct {
+	Session string `json:"session"`
+	// Profile is the agent profile ("" none).
+	Profile string `json:"profile,omitempty"`
+	// Provider is "anthropic" (default) or "openai".
+	Provider string `json:"provider,omitempty"`
+	// Override is a per-turn override (R4, R5).
+	Override *Override `json:"override,omitempty"`
+	MinSeq   uint64    `json:"min_seq,omitempty"`
+}
+
+// BeginTurnRequest starts the next turn and freezes its tools (turn.begin).
+type BeginTurnRequest struct {
+	Session  string    `json:"session"`
+	Profile  string    `json:"profile,omitempty"`
+	Provider string    `json:"provider,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+}
+
+// DiscoverRequest is tool_search in the open turn (turn.discover).
+type DiscoverRequest struct {
+	Session string `json:"session"`
+	// Names are the deferred tools to load.
+	Names    []string `json:"names"`
+	Provider string   `json:"provider,omitempty"`
+	Actor    string   `json:"actor,omitempty"`
+}
+
+// DispatchRequest returns the provider request of the open turn and
+// records its classification (turn.dispatch).
+type DispatchRequest struct {
+	Session  string `json:"session"`
+	Provider string `json:"provider,omitempty"`
+}
+
+// TurnRequest names a session for turn.inspect, turn.checkpoint and
+// turn.end.
+type TurnRequest struct {
+	Session string `json:"session"`
+	Actor   string `json:"actor,omitempty"`
+}
+
+// ResumeRequest resumes a session after a crash (session.resume).
+type ResumeRequest struct {
+	Session  string    `json:"session"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+}
+
+// HistoryRequest asks for a session's timeline (session.history).
+type HistoryRequest struct {
+	Session string `json:"session"`
+	// Until bounds the timeline: a sequence ("42") or an RFC 3339 time.
+	Until    Until     `json:"until,omitempty"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+}
+
+// ExplainRequest asks why a tool is or is not in a session's set
+// (session.explain).
+type ExplainRequest struct {
+	Session  string    `json:"session"`
+	Tool     string    `json:"tool"`
+	Until    Until     `json:"until,omitempty"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+}
+
+// Empty is the request of operations that take no parameters
+// (sessions.list, registry.info, registry.budget).
+type Empty struct{}
+
+// Override is a per-turn override (R4, R5) in JSON:
+//
+//	{"kind":"none"}                        no override
+//	{"kind":"empty"}                       no tools this turn
+//	{"kind":"intent","intent":{...},"allowed":[...]}   an intent, expanded live
+//	{"kind":"names","names":["read_file","grep"]}       exactly these tools
+//
+// intent uses resolver.Intent's field names (enabled, web_search, preset,
+// disabled, picked). A field that does not belong to the kind is refused.
+type Override struct {
+	Kind    string           `json:"kind"`
+	Intent  *resolver.Intent `json:"intent,omitempty"`
+	Allowed []string         `json:"allowed,omitempty"`
+	Names   []string         `json:"names,omitempty"`
+}
+
+// resolver converts o; nil is no override.
+func (o *Override) resolver() (resolver.Override, error) {
+	if o == nil {
+		return resolver.Override{}, nil
+	}
+	var k resolver.OverrideKind
+	if o.Kind == "" {
+		return resolver.Override{}, badRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
+	}
+	if err := k.UnmarshalText([]byte(o.Kind)); err != nil {
+		return resolver.Override{}, badRequest("override kind %q is unknown: use one of none, empty, intent, names", clipString(o.Kind))
+	}
+	out := resolver.Override{Kind: k}
+	switch k {
+	case resolver.OverrideNone, resolver.OverrideEmpty:
+		if o.Intent != nil || o.Allowed != nil || o.Names != nil {
+			return out, badRequest("override kind %q takes no other field (got intent, allowed or names)", o.Kind)
+		}
+	case resolver.OverrideIntent:
+		if o.Names != nil {
+			return out, badRequest(`override kind "intent" takes intent and allowed, not names: use kind "names" for a list`)
+		}
+		if o.Intent != nil {
+			out.Intent = *o.Intent
+		}
+		out.Allowed = o.Allowed
+	case resolver.OverrideNames:
+		if o.Intent != nil || o.Allowed != nil {
+			return out, badRequest(`override kind "names" takes names only, not intent or allowed: use kind "intent"`)
+		}
+		if len(o.Names) == 0 {
+			return out, badRequest(`override kind "names" needs at least one name: use kind "empty" for no tools`)
+		}
+		for _, n := range o.Names {
+			if err := events.ValidateToolName(n); err != nil {
+				return out, badRequest("override names: %v", err)
+			}
+		}
+		out.Names = o.Names
+	}
+	return out, nil
+}
+
+// Until bounds a history or an explanation: a stream sequence ("42", or
+// the JSON number 42) or an RFC 3339 time ("2025-06-01T12:00:00Z"). Empty
+// means now.
+type Until string
+
+// UntilSeq bounds at a sequence.
+func UntilSeq(seq uint64) Until { return Until(strconv.FormatUint(seq, 10)) }
+
+// UntilTime bounds at a time.
+func UntilTime(t time.Time) Until { return Until(t.UTC().Format(time.RFC3339Nano)) }
+
+// UnmarshalJSON accepts a string or a non-negative integer.
+func (u *Until) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*u = ""
+		return nil
+	}
+	if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
+		if _, err := strconv.ParseUint(string(b), 10, 64); err != nil {
+			return badRequest(`field "until" %s: want a sequence number or an RFC 3339 time`, clip(b))
+		}
+		*u = Until(b)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return badRequest(`field "until" must be a sequence number or an RFC 3339 time string, got %s`, clip(b))
+	}
+	*u = Until(s)
+	return nil
+}
+
+func (u Until) parse() (service.Until, error) {
+	s := strings.TrimSpace(string(u))
+	if s == "" {
+		return service.Until{}, nil
+	}
+	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return service.Until{}, badRequest("until %q: want a sequence number or an RFC 3339 time: %v", clipString(s), err)
+		}
+		if n == 0 {
+			return service.Until{}, badRequest("until 0: sequences start at 1; leave until empty for no bound")
+		}
+		return service.Until{Seq: n}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && strings.Contains(s, " ") {
+		// A "+02:00" offset in an unescaped query string arrives as " 02:00".
+		t, err = time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
+	}
+	if err != nil {
+		return service.Until{}, badRequest("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", clipString(s))
+	}
+	return service.Until{Time: t}, nil
+}
+
+// Responses. Field names are snake_case; lists are [] rather than null
+// where this package builds them.
+
+// SessionView is a session's stored state: its intent (R1), loaded
+// deferred tools, turn and last checkpoint (session.intent).
+type SessionView struct {
+	Session string `json:"session"`
+	// Seq is the stream sequence of the last event folded in.
+	Seq    uint64          `json:"seq"`
+	Intent resolver.Intent `json:"intent"`
+	Loaded []string        `json:"loaded"`
+	Turn   uint64          `json:"turn"`
+	InTurn bool            `json:"in_turn"`
+	// Events counts applied events, Skipped undecodable ones (R26).
+	Events     uint64          `json:"events"`
+	Skipped    uint64          `json:"skipped"`
+	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
+}
+
+// CheckpointView is a recorded checkpoint (R19).
+type CheckpointView struct {
+	Loaded          []string `json:"loaded_deferred_tools"`
+	ContractHash    string   `json:"contract_hash"`
+	RegistryVersion string   `json:"registry_version"`
+	Turn            uint64   `json:"turn"`
+	// Seq is the sequence of the CheckpointRecorded event (0 when not
+	// known yet).
+	Seq      uint64                 `json:"seq,omitempty"`
+	Contract []events.ContractEntry `json:"contract,omitempty"`
+}
+
+// AppendResponse is the outcome of events.append.
+type AppendResponse struct {
+	Session string `json:"session"`
+	// FirstSeq and LastSeq are the stream sequences of the stored events
+	// (0 when every command was a no-op). Pass LastSeq as min_seq to read
+	// your writes.
+	FirstSeq  uint64      `json:"first_seq"`
+	LastSeq   uint64      `json:"last_seq"`
+	Duplicate bool        `json:"duplicate"`
+	Retries   int         `json:"retries"`
+	State     SessionView `json:"state"`
+}
+
+// CheckpointResponse is the outcome of turn.checkpoint and turn.end.
+type CheckpointResponse struct {
+	Session    string         `json:"session"`
+	Seq        uint64         `json:"seq"`
+	Checkpoint CheckpointView `json:"checkpoint"`
+}
+
+// ResumeResponse is the outcome of session.resume (R20).
+type ResumeResponse struct {
+	Session string        `json:"session"`
+	Outcome ResumeOutcome `json:"outcome"`
+	// Checkpoint is the checkpoint resumed from (absent: none recorded).
+	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
+	// Seq is where the resumed state was recorded (0: nothing written).
+	Seq uint64 `json:"seq"`
+}
+
+// ResumeOutcome says what a resume restored and, when nothing, why.
+type ResumeOutcome struct {
+	Restored []string         `json:"restored"`
+	OK       bool             `json:"ok"`
+	Reason   string           `json:"reason"`
+	Changes  []ContractChange `json:"changes,omitempty"`
+}
+
+// ContractChange is one difference between a checkpoint's contract and
+// the current one.
+type ContractChange struct {
+	Tool string `json:"tool,omitempty"`
+	// Kind is removed, schema-changed, added, reordered or
+	// registry-version.
+	Kind        string `json:"kind"`
+	From        string `json:"from,omitempty"`
+	To          string `json:"to,omitempty"`
+	Description string `json:"description"`
+}
+
+// HistoryResponse is a session's timeline (session.history, R25).
+type HistoryResponse struct {
+	Session string         `json:"session"`
+	Entries []HistoryEntry `json:"entries"`
+	// State is the session after the last entry.
+	State SessionView `json:"state"`
+}
+
+// HistoryEntry is one event of a timeline with the state it left and how
+// the resolved tool set changed (see service.HistoryEntry).
+type HistoryEntry struct {
+	service.EventRef
+	// Payload is the event as a command object (absent: undecodable).
+	Payload       *Command        `json:"payload,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	Intent        resolver.Intent `json:"intent"`
+	Tools         []string        `json:"tools"`
+	Gained        []string        `json:"gained,omitempty"`
+	Lost          []string        `json:"lost,omitempty"`
+	Provider      []string        `json:"provider"`
+	Catalog       []string        `json:"catalog"`
+	Loaded        []string        `json:"loaded"`
+	PrefixHash    string          `json:"prefix_hash"`
+	PrefixChanged bool            `json:"prefix_changed"`
+	Cause         string          `json:"cause,omitempty"`
+	Turn          uint64          `json:"turn"`
+	InTurn        bool            `json:"in_turn"`
+}
+
+// SessionsResponse lists the sessions that have a view (sessions.list).
+type SessionsResponse struct {
+	Sessions []string `json:"sessions"`
+}
+
+// DispatchRecord is the classification the last dispatch of a session
+// recorded in this engine process (turn.inspect, R21).
+type DispatchRecord struct {
+	Session      string   `json:"session"`
+	Turn         uint64   `json:"turn"`
+	ContractHash string   `json:"contract_hash"`
+	Resident     []string `json:"resident"`
+	Deferred     []string `json:"deferred"`
+	Loaded       []string `json:"loaded"`
+	// AtMs is the dispatch time in unix milliseconds.
+	AtMs int64 `json:"at_ms"`
+}
+
+// RegistryInfo describes the live registry (registry.info).
+type RegistryInfo struct {
+	Version              string              `json:"version"`
+	Tools                []ToolInfo          `json:"tools"`
+	DefaultTools         []string            `json:"default_tools"`
+	ResidentTools        []string            `json:"resident_tools"`
+	DeferredDefaultTools []string            `json:"deferred_default_tools"`
+	Presets              map[string][]string `json:"presets"`
+	Profiles             []resolver.Profile  `json:"profiles"`
+}
+
+// ToolInfo is one registry tool, without its schema.
+type ToolInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Available   bool   `json:"available"`
+	Deferred    bool   `json:"deferred"`
+	Permission  string `json:"permission,omitempty"`
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+func viewOf(st aggregate.State) SessionView {
+	v := SessionView{
+		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Loaded: nonNil(st.Loaded),
+		Turn: st.Turn, InTurn: st.InTurn, Events: st.Events, Skipped: st.Skipped,
+	}
+	if cp := st.Checkpoint; cp != nil {
+		v.Checkpoint = &CheckpointView{
+			Loaded: nonNil(cp.Loaded), ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion,
+			Turn: cp.Turn, Seq: cp.Seq, Contract: cp.Contract,
+		}
+	}
+	return v
+}
+
+func checkpointOf(r checkpoint.Record, seq uint64) CheckpointView {
+	return CheckpointView{
+		Loaded: nonNil(r.Loaded), ContractHash: r.ContractHash, RegistryVersion: r.RegistryVersion,
+		Turn: r.Turn, Seq: seq, Contract: r.Contract,
+	}
+}
+
+func resumeOf(session string, r service.ResumeResult) ResumeResponse {
+	out := ResumeResponse{
+		Session: session, Seq: r.Seq,
+		Outcome: ResumeOutcome{Restored: nonNil(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason},
+	}
+	for _, c := range r.Outcome.Changes {
+		out.Outcome.Changes = append(out.Outcome.Changes, ContractChange{Tool: c.Tool, Kind: string(c.Kind), From: c.From, To: c.To, Description: c.String()})
+	}
+	if r.Checkpoint != nil {
+		cp := checkpointOf(*r.Checkpoint, 0)
+		out.Checkpoint = &cp
+	}
+	return out
+}
+
+func historyOf(session string, entries []service.HistoryEntry, st aggregate.State) HistoryResponse {
+	out := HistoryResponse{Session: session, Entries: make([]HistoryEntry, 0, len(entries)), State: viewOf(st)}
+	for _, h := range entries {
+		e := HistoryEntry{
+			EventRef: h.EventRef, Error: h.Error, Intent: h.Intent,
+			Tools: nonNil(h.Tools), Gained: h.Gained, Lost: h.Lost,
+			Provider: nonNil(h.Provider), Catalog: nonNil(h.Catalog), Loaded: nonNil(h.Loaded),
+			PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+		}
+		if h.Payload != nil {
+			e.Payload = &Command{h.Payload}
+		}
+		out.Entries = append(out.Entries, e)
+	}
+	return out
+}
+
+func dispatchOf(session string, d checkpoint.Dispatch) DispatchRecord {
+	return DispatchRecord{
+		Session: session, Turn: d.Turn, ContractHash: d.ContractHash,
+		Resident: nonNil(d.Resident), Deferred: nonNil(d.Deferred), Loaded: nonNil(d.Loaded), AtMs: d.At,
+	}
+}
+
+func registryOf(reg *resolver.Registry) RegistryInfo {
+	info := RegistryInfo{
+		Version: reg.Version(), Tools: []ToolInfo{},
+		DefaultTools: nonNil(reg.DefaultTools()), ResidentTools: nonNil(reg.ResidentTools()),
+		DeferredDefaultTools: nonNil(reg.DeferredDefaultTools()),
+		Presets:              map[string][]string{}, Profiles: []resolver.Profile{},
+	}
+	for _, t := range reg.Tools() {
+		info.Tools = append(info.Tools, ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission})
+	}
+	for _, name := range reg.PresetNames() {
+		list, _ := reg.Preset(name)
+		info.Presets[name] = nonNil(list)
+	}
+	for _, name := range reg.ProfileNames() {
+		if p, ok := reg.Profile(name); ok {
+			if p.Name == "" {
+				p.Name = name
+			}
+			info.Profiles = append(info.Profiles, p)
+		}
+	}
+	return info
+}
+
+// validSession checks a request's session id, naming it.
+func validSession(s string) error {
+	if s == "" {
+		return badRequest(`field "session" is required: a session id of 1 to 128 [A-Za-z0-9_-]`)
+	}
+	if err := events.ValidateSessionID(s); err != nil {
+		return badRequest("session %q: %v", clipString(s), err)
+	}
+	return nil
+}
+
+// validToken checks a channel name: one NATS subject token of
+// [A-Za-z0-9_-], at most 64 bytes.
+func validToken(what, s string) error {
+	if len(s) == 0 || len(s) > 64 {
+		return badRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clipString(s), len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return badRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clipString(s), c, i)
+		}
+	}
+	return nil
+}
+
+func validActor(s string) error {
+	if len(s) > events.MaxTextLen {
+		return badRequest("actor has %d bytes, at most %d allowed", len(s), events.MaxTextLen)
+	}
+	if !utf8.ValidString(s) {
+		return badRequest("actor %q is not valid UTF-8", clipString(s))
+	}
+	return nil
+}
