@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// clientFlags are shared by every subcommand that talks to a running engine.
+type clientFlags struct {
+	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http)."`
+	JSON    bool          `name:"json" help:"Print the reply as JSON instead of a table."`
+	Channel string        `name:"channel" default:"cli" help:"Channel recorded on events this command writes."`
+	Actor   string        `name:"actor" env:"USER" help:"Actor recorded on events this command writes."`
+	Timeout time.Duration `name:"timeout" default:"30s" help:"Give up after this long."`
+}
+
+func (f clientFlags) client() *api.Client {
+	actor := f.Actor
+	if actor == "" {
+		actor = "cli"
+	}
+	return api.NewClient(f.Server, api.WithChannel(f.Channel), api.WithActor(actor))
+}
+
+func (f clientFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, f.Timeout)
+}
+
+// print writes v as indented JSON when --json, else calls table.
+func (f clientFlags) print(v any, table func(w io.Writer)) error {
+	if f.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+func list(xs []string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func tri(b *bool, unset string) string {
+	if b == nil {
+		return unset
+	}
+	return strconv.FormatBool(*b)
+}
+
+func intentRows(w io.Writer, in resolver.Intent) {
+	fmt.Fprintf(w, "enabled\t%s\n", tri(in.Enabled, "unset (follow profile)"))
+	fmt.Fprintf(w, "web_search\t%s\n", tri(in.WebSearch, "unset"))
+	preset := in.Preset
+	if preset == "" {
+		preset = "unset"
+	}
+	fmt.Fprintf(w, "preset\t%s\n", preset)
+	fmt.Fprintf(w, "disabled\t%s\n", list(in.Disabled))
+	if in.Picked == nil {
+		fmt.Fprintf(w, "picked\tunset\n")
+	} else {
+		fmt.Fprintf(w, "picked\t%s\n", list(in.Picked))
+	}
+}
+
+type emitCmd struct {
+	clientFlags
+	Session  string   `arg:"" help:"Session id ([A-Za-z0-9_-], at most 128)."`
+	Change   string   `arg:"" help:"enable | disable-all | follow | web-search on|off|unset | preset NAME|unset | disable TOOL | enable-tool TOOL | pick TOOL,... | unpick | a command as JSON, e.g. '{\"type\":\"ToolDisabled\",\"name\":\"bash\"}'."`
+	Args     []string `arg:"" optional:"" help:"Argument of the change."`
+	Expected *uint64  `name:"expected" help:"Only append if the session's last sequence is this (optimistic concurrency); default: the engine retries safe changes."`
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// parseChange turns the CLI words into one command.
+func parseChange(change string, args []string) (events.Payload, error) {
+	arg := func() (string, error) {
+		if len(args) != 1 {
+			return "", fmt.Errorf("%q takes one argument, got %d", change, len(args))
+		}
+		return args[0], nil
+	}
+	switch change {
+	case "enable":
+		return events.ToolsToggled{Enabled: boolPtr(true)}, nil
+	case "disable-all":
+		return events.ToolsToggled{Enabled: boolPtr(false)}, nil
+	case "follow":
+		return events.ToolsToggled{}, nil
+	case "web-search":
+		a, err := arg()
+		if err != nil {
+			return nil, err
+		}
+		switch a {
+		case "on", "true":
+			return events.WebSearchSet{Enabled: boolPtr(true)}, nil
+		case "off", "false":
+			return events.WebSearchSet{Enabled: boolPtr(false)}, nil
+		case "unset":
+			return events.WebSearchSet{}, nil
+		}
+		return nil, fmt.Errorf("web-search %q: use on, off or unset", a)
+	case "preset":
+		a, err := arg()
+		if err != nil {
+			return nil, err
+		}
+		if a == "unset" {
+			a = ""
+		}
+		return events.PresetChosen{Preset: a}, nil
+	case "disable":
+		a, err := arg()
+		if err != nil {
+			return nil, err
+		}
+		return events.ToolDisabled{Name: a}, nil
+	case "enable-tool":
+		a, err := arg()
+		if err != nil {
+			return nil, err
+		}
+		return events.ToolEnabled{Name: a}, nil
+	case "pick":
+		a, err := arg()
+		if err != nil {
+			return nil, err
+		}
+		return events.ToolsPicked{Names: strings.Split(a, ",")}, nil
+	case "unpick":
+		return events.ToolsPicked{}, nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(change), "{") {
+		return api.DecodeCommand([]byte(change))
+	}
+	return nil, fmt.Errorf("change %q unknown: use enable, disable-all, follow, web-search, preset, disable, enable-tool, pick, unpick or a JSON command", change)
+}
+
+func (c *emitCmd) Run(ctx context.Context) error {
+	cmd, err := parseChange(c.Change, c.Args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	res, err := c.client().Append(ctx, c.Session, c.Expected, cmd)
+	if err != nil {
+		return err
+	}
+	return c.print(res, func(w io.Writer) {
+		if res.LastSeq == 0 {
+			fmt.Fprintf(w, "no change\t(the session already has this intent)\n")
+		} else {
+			fmt.Fprintf(w, "appended\tseq %d..%d%s\n", res.FirstSeq, res.LastSeq, map[bool]string{true: " (duplicate)"}[res.Duplicate])
+		}
+		intentRows(w, res.State.Intent)
+	})
+}
+
+type intentCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id."`
+	MinSeq  uint64 `name:"min-seq" help:"Read-your-writes: wait for the view to include this sequence."`
+}
+
+func (c *intentCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().Intent(ctx, c.Session, c.MinSeq)
+	if err != nil {
+		return err
+	}
+	return c.print(v, func(w io.Writer) {
+		fmt.Fprintf(w, "session\t%s (seq %d, %d events, %d skipped)\n", v.Session, v.Seq, v.Events, v.Skipped)
+		intentRows(w, v.Intent)
+		fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+		fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])
+		if cp := v.Checkpoint; cp != nil {
+			fmt.Fprintf(w, "checkpoint\tturn %d, seq %d, loaded %s, contract %s (registry %s)\n", cp.Turn, cp.Seq, list(cp.Loaded), short(cp.ContractHash), cp.RegistryVersion)
+		} else {
+			fmt.Fprintf(w, "checkpoint\tnone\n")
+		}
+	})
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+type resolveCmd struct {
+	clientFlags
+	Session  string `arg:"" help:"Session id."`
+	Profile  string `name:"profile" help:"Agent profile of the request."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
+}
+
+func viewRows(w io.Writer, v service.TurnView) {
+	fmt.Fprintf(w, "session\t%s (seq %d)%s\n", v.Session, v.Seq, frozen(v))
+	fmt.Fprintf(w, "source\t%s\n", v.Source)
+	fmt.Fprintf(w, "provider array\t%d tools: %s\n", len(v.Provider), list(v.Provider))
+	fmt.Fprintf(w, "catalog\t%d deferred: %s\n", len(v.Catalog), list(v.Catalog))
+	if len(v.Unknown) > 0 {
+		fmt.Fprintf(w, "unknown\t%s\n", list(v.Unknown))
+	}
+	fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+	fmt.Fprintf(w, "budget\t%d resident + %d catalog = %d tokens (estimate)\n", v.Budget.Resident, v.Budget.Catalog, v.Budget.Total)
+	fmt.Fprintf(w, "contract\t%s (registry %s)\n", v.ContractHash, v.RegistryVersion)
+	fmt.Fprintf(w, "prefix\t%s (%s, %d bytes)\n", v.PrefixHash, v.RenderedFor, len(v.Rendering))
+}
+
+func frozen(v service.TurnView) string {
+	if v.Frozen {
+		return fmt.Sprintf(", turn %d frozen", v.Turn)
+	}
+	return ""
+}
+
+func (c *resolveCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider})
+	if err != nil {
+		return err
+	}
+	if c.Render {
+		_, err := os.Stdout.Write(append(v.Rendering, '\n'))
+		return err
+	}
+	return c.print(v, func(w io.Writer) { viewRows(w, v) })
+}
+
+type turnCmd struct {
+	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (R16)."`
+	Search   turnSearchCmd   `cmd:"" help:"tool_search inside the open turn: load deferred tools into the next request."`
+	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (R21)."`
+	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (TurnEnded + checkpoint, atomically)."`
+}
+
+type turnBeginCmd struct {
+	clientFlags
+	Session  string `arg:"" help:"Session id."`
+	Profile  string `name:"profile" help:"Agent profile of the turn."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+}
+
+func (c *turnBeginCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider})
+	if err != nil {
+		return err
+	}
+	return c.print(v, func(w io.Writer) { viewRows(w, v) })
+}
+
+type turnSearchCmd struct {
+	clientFlags
+	Session  string   `arg:"" help:"Session id."`
+	Names    []string `arg:"" help:"Deferred tools to load."`
+	Provider string   `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+}
+
+func (c *turnSearchCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.client().Discover(ctx, c.Session, c.Provider, c.Names...)
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		fmt.Fprintf(w, "loaded\t%s\n", list(r.Loaded))
+		if len(r.NotInTurn) > 0 {
+			fmt.Fprintf(w, "not in turn\t%s\n", list(r.NotInTurn))
+		}
+		for _, t := range r.Tools {
+			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, t.Parameters)
+		}
+		viewRows(w, r.View)
+	})
+}
+
+type turnDispatchCmd struct {
+	clientFlags
+	Session  string `arg:"" help:"Session id."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+}
+
+func (c *turnDispatchCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().Dispatch(ctx, c.Session, c.Provider)
+	if err != nil {
+		return err
+	}
+	return c.print(v, func(w io.Writer) { viewRows(w, v) })
+}
+
+type turnEndCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id."`
+}
+
+func (c *turnEndCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.client().EndTurn(ctx, c.Session)
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) { checkpointRows(w, r) })
+}
+
+func checkpointRows(w io.Writer, r api.CheckpointResponse) {
+	fmt.Fprintf(w, "checkpoint\tseq %d, turn %d\n", r.Seq, r.Checkpoint.Turn)
+	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", list(r.Checkpoint.Loaded))
+	fmt.Fprintf(w, "contract\t%s (registry %s)\n", r.Checkpoint.ContractHash, r.Checkpoint.RegistryVersion)
+}
+
+type checkpointCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id (its turn must be open)."`
+}
+
+func (c *checkpointCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.client().Checkpoint(ctx, c.Session)
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) { checkpointRows(w, r) })
+}
+
+type resumeCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id."`
+	Profile string `name:"profile" help:"Agent profile the session runs with."`
+}
+
+func (c *resumeCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.client().Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		if r.Outcome.OK {
+			fmt.Fprintf(w, "resumed\trestored %s\n", list(r.Outcome.Restored))
+		} else {
+			fmt.Fprintf(w, "refused\trestored nothing\n")
+		}
+		if r.Outcome.Reason != "" {
+			fmt.Fprintf(w, "reason\t%s\n", r.Outcome.Reason)
+		}
+		for _, ch := range r.Outcome.Changes {
+			fmt.Fprintf(w, "change\t%s %s\n", ch.Kind, ch.Tool)
+		}
+	})
+}
+
+type historyCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id."`
+	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Stop at this stream sequence or RFC 3339 time (time travel)."`
+	Profile string `name:"profile" help:"Agent profile to resolve with."`
+}
+
+func parseUntil(s string) (api.Until, error) {
+	if s == "" {
+		return "", nil
+	}
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		if n == 0 {
+			return "", fmt.Errorf("--until 0: sequences start at 1")
+		}
+		return api.UntilSeq(n), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return "", fmt.Errorf("--until %q: want a sequence number or an RFC 3339 time such as 2026-12-02T10:00:00Z", s)
+	}
+	return api.UntilTime(t), nil
+}
+
+func (c *historyCmd) Run(ctx context.Context) error {
+	until, err := parseUntil(c.Until)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	h, err := c.client().History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile})
+	if err != nil {
+		return err
+	}
+	return c.print(h, func(w io.Writer) {
+		fmt.Fprintf(w, "SEQ\tTIME\tCHANNEL/ACTOR\tEVENT\tGAINED\tLOST\tPREFIX\n")
+		for _, e := range h.Entries {
+			ev := e.Type
+			if e.Error != "" {
+				ev = "SKIPPED: " + e.Error
+			} else if e.Payload != nil {
+				ev = summary(e.Payload)
+			}
+			prefix := "same"
+			if e.PrefixChanged {
+				prefix = "changed (" + e.Cause + ")"
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Channel, e.Actor, ev, list(e.Gained), list(e.Lost), prefix)
+		}
+		fmt.Fprintf(w, "\nintent at the end\t\n")
+		intentRows(w, h.State.Intent)
+	})
+}
+
+// summary is a one-line rendering of a command for tables: the JSON form,
+// with a checkpoint's per-tool contract reduced to its size.
+func summary(c *api.Command) string {
+	if cp, ok := c.Payload.(events.CheckpointRecorded); ok {
+		return fmt.Sprintf("CheckpointRecorded turn %d loaded [%s] contract %s (%d tools, registry %s)",
+			cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return string(c.Payload.EventType())
+	}
+	return string(b)
+}
+
+type explainCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id."`
+	Tool    string `arg:"" help:"Tool name."`
+	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Explain the set as it was at this sequence or time."`
+	Profile string `name:"profile" help:"Agent profile to resolve with."`
+}
+
+func (c *explainCmd) Run(ctx context.Context) error {
+	until, err := parseUntil(c.Until)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	r, err := c.client().Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		in := "OUT"
+		if r.Included {
+			in = "IN"
+		}
+		fmt.Fprintf(w, "%s\t%s (rule %s)\n", r.Tool, in, r.Rule)
+		fmt.Fprintf(w, "why\t%s\n", r.Detail)
+		if r.Event != nil {
+			fmt.Fprintf(w, "event\tseq %d %s %s by %s/%s at %s\n", r.Event.Seq, r.Event.Type, r.Event.ID, r.Event.Channel, r.Event.Actor, r.Event.Time.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "registry\t%s (session seq %d)\n", r.RegistryVersion, r.Seq)
+	})
+}
+
+type sessionsCmd struct {
+	clientFlags
+}
+
+func (c *sessionsCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	s, err := c.client().Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	return c.print(s, func(w io.Writer) {
+		for _, id := range s {
+			fmt.Fprintln(w, id)
+		}
+	})
+}

@@ -1,0 +1,59 @@
+// Command engine is the session tool-configuration engine: an
+// event-sourced store of per-session tool intent on NATS JetStream, with
+// live resolution, deferral, checkpoints and audit replay.
+//
+// Run `engine serve` for the service (an embedded NATS server by default),
+// and the other subcommands to talk to it. `engine --help` lists them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/rs/zerolog"
+)
+
+// cli is the command line. Each subcommand is a struct with a Run method.
+type cli struct {
+	LogLevel string `name:"log-level" default:"warn" enum:"trace,debug,info,warn,error,disabled" env:"ENGINE_LOG_LEVEL" help:"Log level of the structured (JSON) logs on stderr: ${enum}."`
+
+	Serve      serveCmd      `cmd:"" help:"Run the engine: embedded NATS JetStream server (or --nats URL), projection, NATS micro service and HTTP API."`
+	Emit       emitCmd       `cmd:"" help:"Append an intent change to a session (enable, disable-all, follow, web-search, preset, disable, enable-tool, pick, unpick, or raw JSON)."`
+	Intent     intentCmd     `cmd:"" help:"Show a session's stored intent, loaded deferred tools and last checkpoint."`
+	Resolve    resolveCmd    `cmd:"" help:"Resolve a session's tools for a request: provider array, deferred catalog, contract hash, budget."`
+	Turn       turnCmd       `cmd:"" help:"Drive a session's turn: begin (freeze tools), search (tool_search), dispatch, end (safe point)."`
+	History    historyCmd    `cmd:"" help:"Show a session's event timeline with the intent and tool-set changes at each event (--until for time travel)."`
+	Explain    explainCmd    `cmd:"" help:"Say why a tool is or is not in a session's tool set, naming the rule and the event responsible."`
+	Checkpoint checkpointCmd `cmd:"" help:"Record a checkpoint (safe point) of a session's open turn."`
+	Resume     resumeCmd     `cmd:"" help:"Resume a session after a crash: verify the checkpoint's contract hash, restore loaded deferred tools or say why not."`
+	Sessions   sessionsCmd   `cmd:"" help:"List sessions that have a view."`
+	Budget     budgetCmd     `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
+}
+
+func main() {
+	var c cli
+	kctx := kong.Parse(&c,
+		kong.Name("engine"),
+		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash."),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	level, err := zerolog.ParseLevel(c.LogLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "engine: --log-level %q: %v\n", c.LogLevel, err)
+		os.Exit(2)
+	}
+	logger := zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	if err := kctx.Run(logger); err != nil {
+		stop()
+		fmt.Fprintf(os.Stderr, "engine: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/metrics"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// natsFlags say how to reach an external NATS server or cluster.
+type natsFlags struct {
+	NATS         string `name:"nats" env:"ENGINE_NATS_URL" placeholder:"URL" help:"External NATS server or cluster (comma-separated URLs). Empty: start the embedded server."`
+	NATSUser     string `name:"nats-user" env:"ENGINE_NATS_USER" help:"User for --nats (or the embedded server's required user when --listen is not loopback)."`
+	NATSPassword string `name:"nats-password" env:"ENGINE_NATS_PASSWORD" help:"Password for --nats-user."`
+	NATSCreds    string `name:"nats-creds" env:"ENGINE_NATS_CREDS" type:"existingfile" help:"Credentials (JWT + nkey) file for --nats."`
+	NATSNKey     string `name:"nats-nkey" env:"ENGINE_NATS_NKEY" type:"existingfile" help:"NKey seed file for --nats."`
+	TLSCA        string `name:"tls-ca" type:"existingfile" help:"CA certificate to verify the NATS server."`
+	TLSCert      string `name:"tls-cert" type:"existingfile" help:"Client certificate for NATS (with --tls-key)."`
+	TLSKey       string `name:"tls-key" type:"existingfile" help:"Client key for NATS (with --tls-cert)."`
+}
+
+type serveCmd struct {
+	natsFlags
+	Data         string        `name:"data" default:"./engine-data" env:"ENGINE_DATA" type:"path" help:"Data directory of the embedded server's JetStream store."`
+	Listen       string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
+	ServerConfig string        `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see docs/security.md."`
+	Sync         string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	HTTP         string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
+	Registry     string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
+	Prefix       string        `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
+	Replicas     int           `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
+	ReadyFile    string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	Shutdown     time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+}
+
+// ready is what --ready-file receives.
+type ready struct {
+	NATSURL  string `json:"nats_url"`
+	HTTPAddr string `json:"http_addr"`
+	Stream   string `json:"stream"`
+	PID      int    `json:"pid"`
+}
+
+func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
+	reg := resolver.Default()
+	if c.Registry != "" {
+		r, err := resolver.LoadFile(c.Registry)
+		if err != nil {
+			return fmt.Errorf("load registry: %w", err)
+		}
+		reg = r
+	}
+	nc, url, shutdownServer, err := c.connect(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownServer()
+	defer nc.Close()
+
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
+		Logger: log.With().Str("component", "projection").Logger(),
+	}))
+	if err != nil {
+		return err
+	}
+	eng := service.New(jlog, proj, reg, service.Config{
+		Logger: log.With().Str("component", "service").Logger(),
+		Hooks:  m.Hooks(),
+	})
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	projDone := make(chan error, 1)
+	go func() { projDone <- proj.Run(runCtx) }()
+
+	a, err := api.New(eng, api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()})
+	if err != nil {
+		return err
+	}
+	stopAPI, err := startMicro(runCtx, a, nc)
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+
+	var httpSrv *http.Server
+	httpAddr := ""
+	if c.HTTP != "" {
+		ln, err := net.Listen("tcp", c.HTTP)
+		if err != nil {
+			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
+		}
+		httpAddr = ln.Addr().String()
+		httpSrv = &http.Server{Handler: httpHandler(a, eng, m, nc), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg("http server stopped")
+			}
+		}()
+	}
+	if c.ReadyFile != "" {
+		data, _ := json.Marshal(ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()})
+		tmp := c.ReadyFile + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+		if err := os.Rename(tmp, c.ReadyFile); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+	}
+	log.Info().Str("nats", url).Str("http", httpAddr).Str("stream", jlog.StreamName()).Str("registry", reg.Version()).Msg("engine serving")
+	fmt.Fprintf(os.Stderr, "engine: serving; NATS %s, HTTP %s, registry %s (Ctrl-C stops)\n", url, orNone(httpAddr), reg.Version())
+
+	select {
+	case <-ctx.Done():
+	case err := <-projDone:
+		if err != nil {
+			return fmt.Errorf("projection stopped: %w", err)
+		}
+	}
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), c.Shutdown)
+	defer cancel()
+	if httpSrv != nil {
+		_ = httpSrv.Shutdown(sctx)
+	}
+	stopAPI()
+	cancelRun() // the projection writes views before it acknowledges: stopping loses nothing
+	<-projDone
+	_ = nc.Drain()
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(off)"
+	}
+	return s
+}
+
+// connect opens the engine's NATS connection: to --nats, or to a freshly
+// started embedded server (in-process, no TCP hop).
+func (c *serveCmd) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, string, func(), error) {
+	status := func(event string, err error) {
+		ev := log.Warn().Str("event", event)
+		if err != nil {
+			ev = ev.Err(err)
+		}
+		ev.Msg("nats connection")
+	}
+	if c.NATS != "" {
+		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{
+			URL: c.NATS, User: c.NATSUser, Password: c.NATSPassword, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
+			TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, OnStatus: status,
+		})
+		return nc, c.NATS, func() {}, err
+	}
+	host, port, err := splitHostPort(c.Listen)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg := jetstream.EmbeddedConfig{
+		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
+		Sync: jetstream.SyncPolicy(c.Sync), ConfigFile: c.ServerConfig,
+	}
+	if log.GetLevel() <= zerolog.DebugLevel {
+		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
+	}
+	srv, err := jetstream.StartEmbedded(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1)}
+	if c.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	}
+	if c.ServerConfig != "" && c.NATSUser == "" {
+		if u, p := os.Getenv("ENGINE_NATS_USER"), os.Getenv("ENGINE_NATS_PASSWORD"); u != "" {
+			opts = append(opts, nats.UserInfo(u, p))
+		}
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		srv.Shutdown()
+		return nil, "", nil, fmt.Errorf("connect to embedded server: %w", err)
+	}
+	return nc, srv.ClientURL(), srv.Shutdown, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen %q: %w (want host:port, e.g. 127.0.0.1:4222)", addr, err)
+	}
+	var port int
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("--listen %q: port %q is not 0..65535", addr, p)
+	}
+	return host, port, nil
+}
+
+// natsLogger adapts zerolog to nats-server's Logger.
+type natsLogger struct{ l zerolog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Info().Msgf(format, v...) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn().Msgf(format, v...) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, v...) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }

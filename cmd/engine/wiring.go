@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/metrics"
+	"github.com/toolintent/engine/service"
+)
+
+// startMicro serves the NATS micro API; the returned func stops it.
+func startMicro(ctx context.Context, a *api.API, nc *nats.Conn) (func(), error) {
+	svc, err := a.StartMicro(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = svc.Stop() }, nil
+}
+
+// httpHandler serves the API under /v1 and the operator endpoints.
+func httpHandler(a *api.API, eng *service.Engine, m *metrics.Metrics, nc *nats.Conn) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", a.Handler())
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		status(w, nc.IsConnected(), map[string]any{"nats": nc.Status().String()})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		p := eng.Projection()
+		ok := nc.IsConnected() && p.CaughtUp()
+		status(w, ok, map[string]any{"nats": nc.Status().String(), "projection_caught_up": p.CaughtUp(), "applied_seq": p.Applied()})
+	})
+	mux.Handle("/", a.Handler())
+	return mux
+}
+
+func status(w http.ResponseWriter, ok bool, body map[string]any) {
+	body["ok"] = ok
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
