@@ -1,0 +1,148 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/internal/natstest"
+)
+
+// engineBin is the engine binary built once by TestMain from ./cmd/engine.
+var engineBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "engine-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		os.Exit(1)
+	}
+	engineBin = filepath.Join(dir, "engine")
+	build := exec.Command("go", "build", "-o", engineBin, "./cmd/engine")
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build engine:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// engineProc is a running `engine serve` process.
+type engineProc struct {
+	cmd      *exec.Cmd
+	NATSURL  string
+	HTTPURL  string
+	DataDir  string
+	Stderr   *strings.Builder
+	exited   chan struct{}
+	exitErr  error
+	killed   bool
+	stopping bool
+}
+
+// startEngine runs `engine serve` on dataDir with random ports and waits
+// until it is ready (ready file written and /readyz answering). Extra
+// args are appended. The process is killed at test cleanup if still up.
+func startEngine(t *testing.T, dataDir string, args ...string) *engineProc {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	argv := append([]string{"serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--ready-file", ready}, args...)
+	cmd := exec.Command(engineBin, argv...)
+	p := &engineProc{cmd: cmd, DataDir: dataDir, Stderr: &strings.Builder{}, exited: make(chan struct{})}
+	cmd.Stderr = p.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start engine: %v", err)
+	}
+	go func() { p.exitErr = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { p.Kill() })
+	var info struct {
+		NATSURL  string `json:"nats_url"`
+		HTTPAddr string `json:"http_addr"`
+	}
+	natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		select {
+		case <-p.exited:
+			t.Fatalf("engine exited before ready: %v\n%s", p.exitErr, p.Stderr)
+		default:
+		}
+		data, err := os.ReadFile(ready)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &info); err != nil {
+			return err
+		}
+		resp, err := http.Get("http://" + info.HTTPAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+	p.NATSURL, p.HTTPURL = info.NATSURL, "http://"+info.HTTPAddr
+	return p
+}
+
+// Client is an HTTP API client of the process.
+func (p *engineProc) Client(channel string) *api.Client {
+	return api.NewClient(p.HTTPURL, api.WithChannel(channel), api.WithActor("test"))
+}
+
+// Kill sends SIGKILL (a crash: no shutdown code runs) and waits.
+func (p *engineProc) Kill() {
+	if p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.killed = true
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Stop sends SIGTERM (graceful) and waits for the exit status.
+func (p *engineProc) Stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("engine did not stop within 30s after SIGTERM\n%s", p.Stderr)
+	}
+	if p.exitErr != nil {
+		t.Fatalf("engine exited with %v after SIGTERM\n%s", p.exitErr, p.Stderr)
+	}
+}
+
+// runCLI runs an engine subcommand against the process and returns stdout.
+func (p *engineProc) runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, engineBin, append(args, "--server", p.HTTPURL)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%v: %s", err, errb.String())
+	}
+	return out.String(), nil
+}
