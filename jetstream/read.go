@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -323,4 +324,17 @@ func (f *Feed) Delivered(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("feed info: %w", err)
 	}
 	return info.Delivered.Stream, nil
+}
+
+// ResetFeed deletes a durable feed, so that the next Feed with that name
+// starts from the first event (a projection rebuild). Deleting a feed that
+// does not exist is not an error.
+func (l *Log) ResetFeed(ctx context.Context, durable string) error {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	err := l.js.DeleteConsumer(ctx, l.name, durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("reset feed %s: %w", durable, err)
+	}
+	return nil
 }

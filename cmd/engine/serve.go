@@ -33,18 +33,24 @@ type natsFlags struct {
 	TLSKey       string `name:"tls-key" type:"existingfile" help:"Client key for NATS (with --tls-cert)."`
 }
 
-type serveCmd struct {
+// storeFlags say where the log is: an external server, or the embedded
+// server's data directory.
+type storeFlags struct {
 	natsFlags
-	Data         string        `name:"data" default:"./engine-data" env:"ENGINE_DATA" type:"path" help:"Data directory of the embedded server's JetStream store."`
-	Listen       string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
-	ServerConfig string        `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see docs/security.md."`
-	Sync         string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
-	HTTP         string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
-	Registry     string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
-	Prefix       string        `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
-	Replicas     int           `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
-	ReadyFile    string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
-	Shutdown     time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+	Data         string `name:"data" default:"./engine-data" env:"ENGINE_DATA" type:"path" help:"Data directory of the embedded server's JetStream store."`
+	ServerConfig string `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
+	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
+	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
+}
+
+type serveCmd struct {
+	storeFlags
+	Listen    string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
+	Sync      string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	HTTP      string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
+	Registry  string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
+	ReadyFile string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	Shutdown  time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
 
 // ready is what --ready-file receives.
@@ -64,7 +70,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		reg = r
 	}
-	nc, url, shutdownServer, err := c.connect(ctx, log)
+	nc, url, shutdownServer, err := c.connect(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
 	}
@@ -159,7 +165,7 @@ func orNone(s string) string {
 
 // connect opens the engine's NATS connection: to --nats, or to a freshly
 // started embedded server (in-process, no TCP hop).
-func (c *serveCmd) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, string, func(), error) {
+func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sync string) (*nats.Conn, string, func(), error) {
 	status := func(event string, err error) {
 		ev := log.Warn().Str("event", event)
 		if err != nil {
@@ -174,13 +180,13 @@ func (c *serveCmd) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn,
 		})
 		return nc, c.NATS, func() {}, err
 	}
-	host, port, err := splitHostPort(c.Listen)
+	host, port, err := splitHostPort(listen)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
-		Sync: jetstream.SyncPolicy(c.Sync), ConfigFile: c.ServerConfig,
+		Sync: jetstream.SyncPolicy(sync), ConfigFile: c.ServerConfig,
 	}
 	if log.GetLevel() <= zerolog.DebugLevel {
 		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
