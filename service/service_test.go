@@ -216,3 +216,19 @@ func changedRegistry(t *testing.T, reg *resolver.Registry, tool string) *resolve
 	}
 	return out
 }
+
+// R16: an unknown provider rendering is refused on every turn operation,
+// naming the provider.
+func TestUnknownProviderRefused(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Discover(ctx, "s", web, []string{"send_message"}, "gemini"); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
+		t.Fatalf("Discover with provider gemini: %v", err)
+	}
+	if _, err := e.Dispatch(ctx, "s", "gemini"); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("Dispatch with provider gemini: %v", err)
+	}
+}

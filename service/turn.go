@@ -246,6 +246,9 @@ type DiscoverResult struct {
 // deferred tools (recorded as DeferredLoaded) so that the next provider
 // request of the turn includes them.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, names []string, provider string) (DiscoverResult, error) {
+	if err := (ResolveRequest{Provider: provider}).validate(); err != nil {
+		return DiscoverResult{}, err
+	}
 	ot, st, err := e.turnOf(ctx, session)
 	if err != nil {
 		return DiscoverResult{}, err
