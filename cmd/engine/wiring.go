@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/inspector"
 	"github.com/toolintent/engine/metrics"
 	"github.com/toolintent/engine/service"
 )
@@ -25,6 +26,7 @@ func startMicro(ctx context.Context, a *api.API, nc *nats.Conn) (func(), error) 
 func httpHandler(a *api.API, eng *service.Engine, m *metrics.Metrics, nc *nats.Conn) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", a.Handler())
+	mux.Handle("/inspector/", inspector.Handler())
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status(w, nc.IsConnected(), map[string]any{"nats": nc.Status().String()})

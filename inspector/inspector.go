@@ -1,0 +1,72 @@
+// Package inspector serves the session inspector: a static web page (plain
+// HTML, CSS and a little JavaScript, embedded, no build step) that reads
+// the engine's HTTP API from the same origin and shows, for one session,
+// its event timeline (clickable to travel back in time), the intent at
+// that point, the resolved tools split into resident and catalog with
+// their token budget, the last checkpoint and contract hash, and why each
+// registry tool is in or out.
+//
+// Mount it on the engine's HTTP mux next to the API:
+//
+//	mux.Handle("/inspector/", inspector.Handler())
+//
+// The page calls /v1/sessions, /v1/sessions/{id}/history, .../resolve,
+// .../explain/{tool}, /v1/registry and /v1/budget, all GET: it writes
+// nothing.
+package inspector
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+// Prefix is the path the page is served under.
+const Prefix = "/inspector/"
+
+//go:embed static
+var files embed.FS
+
+// static is the page's files, rooted at static/.
+var static = func() fs.FS {
+	sub, err := fs.Sub(files, "static")
+	if err != nil {
+		panic("inspector: embedded static directory: " + err.Error())
+	}
+	return sub
+}()
+
+// Handler serves the inspector page and its assets under Prefix
+// (/inspector/ is the page, /inspector/app.js and /inspector/style.css its
+// assets); /inspector redirects to /inspector/. Only GET and HEAD are
+// allowed. Responses carry a strict same-origin Content-Security-Policy.
+func Handler() http.Handler {
+	files := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method "+r.Method+" is not allowed on "+r.URL.Path+": the inspector is read-only, use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path == strings.TrimSuffix(Prefix, "/") {
+			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
+		if !ok {
+			http.Error(w, "no inspector page at "+r.URL.Path+": open "+Prefix, http.StatusNotFound)
+			return
+		}
+		h := w.Header()
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + rest
+		r2.URL.RawPath = ""
+		files.ServeHTTP(w, r2)
+	})
+}
