@@ -65,23 +65,40 @@ func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64
 	if err := events.ValidateSessionID(session); err != nil {
 		return fmt.Errorf("read session %q: %w: %w", session, ErrInvalidSession, err)
 	}
+	if err := l.scan(ctx, l.Subject(session), from, upTo, fn); err != nil {
+		return fmt.Errorf("read session %q: %w", session, err)
+	}
+	return nil
+}
+
+// ScanRange calls fn for every event of the stream with sequence in
+// [from, upTo] (upTo 0: to the end), in order, using batched direct gets.
+func (l *Log) ScanRange(ctx context.Context, from, upTo uint64, fn func(Record) error) error {
+	if err := l.scan(ctx, l.subjBase+"*", from, upTo, fn); err != nil {
+		return fmt.Errorf("read events %d..%d: %w", from, upTo, err)
+	}
+	return nil
+}
+
+// scan reads the messages on filter with sequence in [from, upTo] by
+// batched direct gets. Errors returned by fn are returned as they are.
+func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn func(Record) error) error {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	if from == 0 {
 		from = 1
 	}
-	subj := l.Subject(session)
 	inbox := l.nc.NewRespInbox()
 	sub, err := l.nc.SubscribeSync(inbox)
 	if err != nil {
-		return fmt.Errorf("read session %q: %w", session, err)
+		return err
 	}
 	defer sub.Unsubscribe()
 	apiSubj := "$JS.API.DIRECT.GET." + l.name
 	for {
-		req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subj, Batch: readBatch, UpTo: upTo})
+		req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: filter, Batch: readBatch, UpTo: upTo})
 		if err := l.nc.PublishRequest(apiSubj, inbox, req); err != nil {
-			return fmt.Errorf("read session %q: %w", session, err)
+			return err
 		}
 		got := 0
 		var last uint64
@@ -89,20 +106,18 @@ func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64
 		for {
 			m, err := sub.NextMsgWithContext(ctx)
 			if err != nil {
-				return fmt.Errorf("read session %q from %d: %w", session, from, err)
+				return fmt.Errorf("from %d: %w", from, err)
 			}
 			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 				// 204 EOB ends a batch; 404 means nothing (more) to read.
-				switch m.Header.Get("Status") {
-				case "204", "404":
-				default:
-					return fmt.Errorf("read session %q: direct get status %s %s", session, m.Header.Get("Status"), m.Header.Get("Description"))
+				if st := m.Header.Get("Status"); st != "204" && st != "404" {
+					return fmt.Errorf("direct get status %s %s", st, m.Header.Get("Description"))
 				}
 				break
 			}
 			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 			if err != nil {
-				return fmt.Errorf("read session %q: direct get reply without sequence: %w", session, err)
+				return fmt.Errorf("direct get reply without sequence: %w", err)
 			}
 			if upTo != 0 && seq > upTo {
 				// The server's up_to_seq does not bound next_by_subj
@@ -188,6 +203,13 @@ type FeedConfig struct {
 // Feed is a durable, at-least-once stream of every event, for projections.
 // Position survives restarts: the consumer resumes after the last
 // acknowledged event.
+//
+// Acknowledgement is cumulative (AckAll): acknowledging a batch also
+// acknowledges every earlier event, including events delivered to an
+// earlier feed that stopped before processing them, and deliveries lost in
+// a consumer leader change. Event sequences are contiguous, so a consumer
+// detects such a gap by sequence and reads it with ScanRange before it
+// acknowledges (the projection does).
 type Feed struct {
 	log  *Log
 	cons jetstream.Consumer
@@ -312,6 +334,18 @@ func (f *Feed) Stop() {
 		close(f.done)
 		f.cc.Stop()
 	})
+}
+
+// AckFloor is the stream sequence up to which every event has been
+// acknowledged (0 for a new feed).
+func (f *Feed) AckFloor(ctx context.Context) (uint64, error) {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("feed info: %w", err)
+	}
+	return info.AckFloor.Stream, nil
 }
 
 // Delivered is the last stream sequence the feed has delivered (0 for a

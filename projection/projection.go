@@ -113,55 +113,110 @@ func (p *Projection) Skipped() uint64 { return p.skipped.Load() }
 // Folded counts events folded since Run started.
 func (p *Projection) Folded() uint64 { return p.folded.Load() }
 
-// Run folds events until ctx ends. It resumes after the last acknowledged
-// event of the durable feed (catch-up after a restart). It returns nil when
-// ctx is cancelled.
+// Run folds events until ctx ends, and returns nil then. It resumes after
+// the last acknowledged event of the durable feed (catch-up after a
+// restart). Transient failures (a lost connection, a leader election, a
+// view write that timed out) do not stop it: it logs them, backs off, drops
+// its in-memory state and starts again from the feed's acknowledged
+// position.
 func (p *Projection) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := p.runFeed(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.caughtUp.Store(false)
+		p.cfg.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg("projection interrupted: resuming from the acknowledged position")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// runFeed folds from one feed until an error or ctx ends.
+func (p *Projection) runFeed(ctx context.Context) error {
 	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
 	if err != nil {
 		return err
 	}
 	defer feed.Stop()
-	delivered, err := feed.Delivered(ctx)
+	floor, err := feed.AckFloor(ctx)
 	if err != nil {
 		return err
 	}
+	// State cached by an earlier feed may be ahead of the views if that
+	// feed failed mid-batch: start from the views.
 	p.cache = make(map[string]*aggregate.State)
-	// A feed that never delivered anything rebuilds every view from the
+	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten.
-	p.trustCache = delivered == 0
+	p.trustCache = floor == 0
+	p.setApplied(floor)
 	if pending, err := feed.Pending(ctx); err == nil && pending == 0 {
 		p.caughtUp.Store(true)
 	}
-	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("delivered", delivered).Msg("projection started")
+	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Msg("projection feed started")
+	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
 	for {
 		b, err := feed.Next(ctx, p.cfg.BatchSize)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
-		if err := p.fold(ctx, b); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		// Acknowledging a batch acknowledges everything before it (AckAll),
+		// including events an earlier feed received and never folded, or
+		// deliveries lost in a consumer leader change: fill such gaps from
+		// the log before folding.
+		recs, err := p.fillGaps(ctx, next, b.Records)
+
+		if err != nil {
+			return err
+		}
+		if err := p.fold(ctx, recs); err != nil {
 			return err
 		}
 		if err := feed.Ack(ctx, b); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
-		last := b.Records[len(b.Records)-1]
-		p.folded.Add(uint64(len(b.Records)))
+		if len(recs) == 0 {
+			continue // only redeliveries of folded events
+		}
+		last := recs[len(recs)-1]
+		next = last.Seq + 1
+		p.folded.Add(uint64(len(recs)))
 		p.caughtUp.Store(b.Pending == 0)
 		p.setApplied(last.Seq)
 		if p.cfg.OnBatch != nil {
-			p.cfg.OnBatch(len(b.Records), time.Since(last.Time), b.Pending)
+			p.cfg.OnBatch(len(recs), time.Since(last.Time), b.Pending)
 		}
 	}
+}
+
+// fillGaps returns the records to fold from a delivered batch, in stream
+// order from next on: redeliveries below next are dropped and missing
+// sequences are read from the log.
+func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jetstream.Record) ([]jetstream.Record, error) {
+	out := make([]jetstream.Record, 0, len(delivered))
+	for _, r := range delivered {
+		if r.Seq < next {
+			continue
+		}
+		if r.Seq > next {
+			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
+			err := p.log.ScanRange(ctx, next, r.Seq-1, func(g jetstream.Record) error {
+				out = append(out, g)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, r)
+		next = r.Seq + 1
+	}
+	return out, nil
 }
 
 func (p *Projection) setApplied(seq uint64) {
@@ -174,11 +229,11 @@ func (p *Projection) setApplied(seq uint64) {
 	p.mu.Unlock()
 }
 
-// fold applies a batch to the cached views and writes the touched ones.
-func (p *Projection) fold(ctx context.Context, b jetstream.Batch) error {
-	touched := make([]string, 0, len(b.Records))
-	seen := make(map[string]bool, len(b.Records))
-	for _, rec := range b.Records {
+// fold applies records to the cached views and writes the touched ones.
+func (p *Projection) fold(ctx context.Context, recs []jetstream.Record) error {
+	touched := make([]string, 0, len(recs))
+	seen := make(map[string]bool, len(recs))
+	for _, rec := range recs {
 		st, err := p.state(ctx, rec.Session)
 		if err != nil {
 			return err

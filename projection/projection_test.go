@@ -284,3 +284,39 @@ func TestReadDefaultsAndReadYourWrites(t *testing.T) {
 		t.Fatalf("read-your-writes = %+v, want enabled=false at %d", st, res.Last)
 	}
 }
+
+// R24: events delivered to a feed that stopped before acknowledging them are
+// not lost when a later feed's acknowledgement (AckAll) covers them: the
+// projection fills the gap from the log.
+func TestProjectionFillsUnackedGap(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	r := rand.New(rand.NewPCG(7, 8))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, stop := start(t, e.log)
+	first := appendRandom(t, e.log, r, 5, 20)
+	if err := p.WaitApplied(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	// A feed on the projection's durable receives the next events and
+	// stops without folding or acknowledging them, as a crashed
+	// projection's buffer would.
+	appendRandom(t, e.log, r, 5, 20)
+	feed, err := e.log.Feed(ctx, jetstream.FeedConfig{Durable: "views"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := feed.Next(ctx, 100)
+	if err != nil || len(b.Records) == 0 || b.Records[0].Seq != first+1 {
+		t.Fatalf("feed got %d records from %v, %v; want them from %d", len(b.Records), b.Records, err, first+1)
+	}
+	feed.Stop()
+	more := appendRandom(t, e.log, r, 5, 5)
+	p2, _ := start(t, e.log)
+	if err := p2.WaitApplied(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	assertViewsEqualFold(t, p2, e.log)
+}
