@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		prevTools = names(res.Tools)
 		prevPrefix = prefixOf(deferral.SplitTools(res.Tools, nil))
 	}
-	stop := fmt.Errorf("stop")
+	stop := errors.New("stop")
 	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
@@ -119,7 +120,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		out = append(out, h)
 		return nil
 	})
-	if err != nil && err != stop {
+	if err != nil && !errors.Is(err, stop) {
 		return out, st, err
 	}
 	return out, st, nil
@@ -193,7 +194,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	// The last event that touched each intent field.
 	var last struct{ enabled, web, preset, picked *EventRef }
 	touched := map[string]*EventRef{} // ToolDisabled / ToolEnabled per name
-	stop := fmt.Errorf("stop")
+	stop := errors.New("stop")
 	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
@@ -220,7 +221,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		}
 		return nil
 	})
-	if err != nil && err != stop {
+	if err != nil && !errors.Is(err, stop) {
 		return ExplainResult{}, err
 	}
 	ex := reg.Explain(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}, tool)
