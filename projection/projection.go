@@ -362,11 +362,32 @@ func (p *Projection) Read(ctx context.Context, session string, opts ReadOptions)
 			opts.Latest = true
 		}
 	}
-	if opts.Latest || st.LastSeq < opts.MinSeq {
-		return p.foldLog(ctx, session, st, 0)
+	if !opts.Latest && st.LastSeq >= opts.MinSeq {
+		return st, nil
 	}
-	return st, nil
+	st, err = p.foldLog(ctx, session, st, 0)
+	// On a replicated stream any replica may answer a direct get, and a
+	// follower can lag the leader for a moment: the write at MinSeq was
+	// acknowledged, so wait (bounded) for the replicas to have it.
+	deadline := time.Now().Add(readYourWritesWait)
+	for wait := 5 * time.Millisecond; err == nil && opts.MinSeq > 0 && st.LastSeq < opts.MinSeq; wait = min(wait*2, 200*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("read session %q: no replica has sequence %d after %s (the session is at %d; is that sequence this session's?): %w",
+				session, opts.MinSeq, readYourWritesWait, st.LastSeq, ErrNotCaughtUp)
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("read session %q at sequence %d (have %d): %w: %w", session, opts.MinSeq, st.LastSeq, ErrNotCaughtUp, ctx.Err())
+		case <-time.After(wait):
+		}
+		st, err = p.foldLog(ctx, session, st, 0)
+	}
+	return st, err
 }
+
+// readYourWritesWait bounds how long a read waits for a replica to have
+// the sequence it asks for.
+const readYourWritesWait = 5 * time.Second
 
 // ErrNotCaughtUp is returned by WaitApplied when ctx ends first.
 var ErrNotCaughtUp = errors.New("projection has not reached the sequence")

@@ -173,8 +173,9 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 	}
 	var res CommandResult
 	strong := false
+	var atLeast uint64 // the sequence a conflict said the session is at
 	for attempt := 0; ; attempt++ {
-		st, err := e.current(ctx, session, strong)
+		st, err := e.current(ctx, session, strong, atLeast)
 		if err != nil {
 			return res, err
 		}
@@ -198,6 +199,10 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 		ar, err := e.appendResend(ctx, session, st.LastSeq, envs)
 		if errors.Is(err, jetstream.ErrConflict) {
 			e.forget(session)
+			var ce *jetstream.ConflictError
+			if errors.As(err, &ce) {
+				atLeast = ce.Actual
+			}
 			retry := expected == nil && retrySafe(cmds) && attempt < e.cfg.MaxRetries
 			e.onConflict(retry)
 			if retry {
@@ -282,8 +287,10 @@ func (e *Engine) onConflict(retried bool) {
 }
 
 // current returns the session state used to decide a command: the state
-// this process last wrote, or the view plus the log's tail (strong).
-func (e *Engine) current(ctx context.Context, session string, strong bool) (aggregate.State, error) {
+// this process last wrote, or the view plus the log's tail (strong), which
+// includes at least sequence atLeast (a sequence the stream leader reported:
+// a replica answering direct gets may lag behind it).
+func (e *Engine) current(ctx context.Context, session string, strong bool, atLeast uint64) (aggregate.State, error) {
 	if !strong {
 		e.mu.Lock()
 		st, ok := e.states[session]
@@ -292,7 +299,7 @@ func (e *Engine) current(ctx context.Context, session string, strong bool) (aggr
 			return st, nil
 		}
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: atLeast})
 	if err != nil {
 		return st, err
 	}

@@ -167,7 +167,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		return TurnView{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		st, err := e.current(ctx, session, attempt > 0)
+		st, err := e.current(ctx, session, attempt > 0, 0)
 		if err != nil {
 			return TurnView{}, err
 		}
@@ -202,7 +202,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 // turnOf returns the session's open turn, re-freezing it from the log when
 // this process does not hold it (after a restart mid-turn).
 func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggregate.State, error) {
-	st, err := e.current(ctx, session, false)
+	st, err := e.current(ctx, session, false, 0)
 	if err != nil {
 		return nil, st, err
 	}
@@ -210,7 +210,7 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 		return ot, st, nil
 	}
 	if !st.InTurn {
-		st, err = e.current(ctx, session, true)
+		st, err = e.current(ctx, session, true, 0)
 		if err != nil {
 			return nil, st, err
 		}
