@@ -2,10 +2,13 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 )
 
 // R27: the binary serves with the embedded server by default, and a
@@ -35,4 +38,32 @@ func TestServeRestartKeepsEvents(t *testing.T) {
 	if !strings.Contains(out, "disabled    bash") {
 		t.Fatalf("engine intent printed:\n%s", out)
 	}
+}
+
+// R24, R27: a second engine on the same server (by --nats URL) runs without
+// its own projection and serves the views the first one keeps.
+func TestSecondEngineWithoutProjection(t *testing.T) {
+	a := startEngine(t, t.TempDir())
+	b := startEngine(t, t.TempDir(), "--nats", a.NATSURL, "--no-projection")
+	ctx := context.Background()
+	res, err := b.Client("tui").Append(ctx, "shared", nil, events.PresetChosen{Preset: "coding"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*engineProc{a, b} {
+		v, err := p.Client("tui").Intent(ctx, "shared", res.LastSeq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Intent.Preset != "coding" {
+			t.Fatalf("%s reads preset %q, want coding", p.HTTPURL, v.Intent.Preset)
+		}
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		s, err := b.Client("tui").Sessions(ctx)
+		if err != nil || len(s) != 1 {
+			return fmt.Errorf("sessions via b = %v, %v; want the one view a's projection wrote", s, err)
+		}
+		return nil
+	})
 }

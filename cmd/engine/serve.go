@@ -49,6 +49,7 @@ type serveCmd struct {
 	Sync      string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP      string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry  string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
+	Project   bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
 	ReadyFile string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
 	Shutdown  time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
@@ -95,8 +96,12 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-	projDone := make(chan error, 1)
-	go func() { projDone <- proj.Run(runCtx) }()
+	projDone := make(chan struct{})
+	if c.Project {
+		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends
+	} else {
+		close(projDone)
+	}
 
 	a, err := api.New(eng, api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()})
 	if err != nil {
@@ -116,7 +121,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
 		}
 		httpAddr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: httpHandler(a, eng, m, nc), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: httpHandler(a, eng, m, nc, c.Project), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
@@ -136,13 +141,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	log.Info().Str("nats", url).Str("http", httpAddr).Str("stream", jlog.StreamName()).Str("registry", reg.Version()).Msg("engine serving")
 	fmt.Fprintf(os.Stderr, "engine: serving; NATS %s, HTTP %s, registry %s (Ctrl-C stops)\n", url, orNone(httpAddr), reg.Version())
 
-	select {
-	case <-ctx.Done():
-	case err := <-projDone:
-		if err != nil {
-			return fmt.Errorf("projection stopped: %w", err)
-		}
-	}
+	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), c.Shutdown)
 	defer cancel()

@@ -23,7 +23,9 @@ func startMicro(ctx context.Context, a *api.API, nc *nats.Conn) (func(), error) 
 }
 
 // httpHandler serves the API under /v1 and the operator endpoints.
-func httpHandler(a *api.API, eng *service.Engine, m *metrics.Metrics, nc *nats.Conn) http.Handler {
+// Readiness needs the NATS connection and, when this engine runs the
+// projection, a projection that has caught up with the log.
+func httpHandler(a *api.API, eng *service.Engine, m *metrics.Metrics, nc *nats.Conn, projecting bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", a.Handler())
 	mux.Handle("/inspector/", inspector.Handler())
@@ -33,8 +35,8 @@ func httpHandler(a *api.API, eng *service.Engine, m *metrics.Metrics, nc *nats.C
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		p := eng.Projection()
-		ok := nc.IsConnected() && p.CaughtUp()
-		status(w, ok, map[string]any{"nats": nc.Status().String(), "projection_caught_up": p.CaughtUp(), "applied_seq": p.Applied()})
+		ok := nc.IsConnected() && (p.CaughtUp() || !projecting)
+		status(w, ok, map[string]any{"nats": nc.Status().String(), "projection_running": projecting, "projection_caught_up": p.CaughtUp(), "applied_seq": p.Applied()})
 	})
 	mux.Handle("/", a.Handler())
 	return mux
