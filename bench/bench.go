@@ -1,0 +1,394 @@
+// Package bench measures the engine beside raw NATS JetStream on one
+// embedded server in one run (issue 6), and prints a table of medians and
+// ratios (text or JSON).
+//
+// Every line that has a raw baseline measures both sides on the same
+// server, with the same payload bytes and the same number of clients, in
+// alternating order run by run so that drift and background noise fall on
+// both. Lines without a raw baseline (resolve, fold, split, memory) report
+// the engine figure alone.
+//
+// Ratio convention: for rates (events/s) Ratio = engine/raw; for latencies
+// (µs/op, s) Ratio = raw/engine. Either way a ratio above 1 means the
+// engine is faster than raw, and 0.9 means it reaches 90% of raw.
+//
+// Run is what `engine bench` calls; Config.Quick is the CI mode.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config says what to measure and how much. The zero value measures the
+// default sizes (under 10 minutes on 2 cores); Quick measures small sizes
+// (under a minute) to prove that every line still works. A zero size field
+// takes the default of the mode; a non-zero one is used as given.
+type Config struct {
+	// Quick selects the small sizes (CI).
+	Quick bool `json:"quick"`
+	// Runs is how many runs each line is the median of. Default 5, quick 3.
+	// Memory lines are measured once (see their note).
+	Runs int `json:"runs"`
+	// Out receives one progress line per step; nil is quiet.
+	Out io.Writer `json:"-"`
+	// DataDir is where the embedded server keeps its files: a fresh
+	// directory is made inside it (or inside the system temp directory
+	// when empty) and removed at the end.
+	DataDir string `json:"-"`
+	// ProfileDir, when set, gets one extra, unmeasured run of each line
+	// under the CPU profiler: <ProfileDir>/<line>.engine.pprof and
+	// <line>.raw.pprof (whole process: engine, client and server).
+	ProfileDir string `json:"-"`
+
+	// SyncOps is the appends per run and side of the synchronous append
+	// line (one session at a time). Default 2000, quick 300.
+	SyncOps int `json:"sync_ops"`
+	// Clients is the number of concurrent sessions (one goroutine each) of
+	// the concurrent append line. Default 64.
+	Clients int `json:"clients"`
+	// ConcurrentOps is the appends per run and side of the concurrent line
+	// (spread over Clients sessions). Default 12800, quick 2560.
+	ConcurrentOps int `json:"concurrent_ops"`
+	// ReadOps is the reads per run and side of the session read line.
+	// Default 5000, quick 500.
+	ReadOps int `json:"read_ops"`
+	// RegistrySizes are the tool counts of the resolve lines. Default 50,
+	// 500, 5000.
+	RegistrySizes []int `json:"registry_sizes"`
+	// CPUTime is the length of one run of a CPU-only line (resolve, fold,
+	// split). Default 100ms, quick 20ms.
+	CPUTime time.Duration `json:"cpu_time_ns"`
+	// ReplayEvents are added to the engine stream before the replay line
+	// (which replays the whole stream, the appends above included), spread
+	// over ReplaySessions sessions. Default 100,000 over 10,000; quick
+	// 10,000 over 1,000.
+	ReplayEvents   int `json:"replay_events"`
+	ReplaySessions int `json:"replay_sessions"`
+	// ColdEvents over ColdSessions is the data set of the cold start lines.
+	// Default 1,000,000 over 100,000; quick 20,000 over 2,000.
+	ColdEvents   int `json:"cold_events"`
+	ColdSessions int `json:"cold_sessions"`
+	// MemorySessions are the session counts of the memory lines. Default
+	// 10k, 100k, 1M; quick 1k, 5k, 10k.
+	MemorySessions []int `json:"memory_sessions"`
+	// MemorySettle is how long the memory lines wait before each heap
+	// reading, so that the server's block caches (10s expiry) are released
+	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
+	// include those caches); negative waits not at all in either mode.
+	MemorySettle time.Duration `json:"memory_settle_ns"`
+	// SkipRestart leaves out the cold start line that restarts the
+	// embedded server.
+	SkipRestart bool `json:"skip_restart"`
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, full, quick int) {
+		if *v <= 0 {
+			*v = full
+			if c.Quick {
+				*v = quick
+			}
+		}
+	}
+	def(&c.Runs, 5, 3)
+	def(&c.SyncOps, 2000, 300)
+	def(&c.Clients, 64, 64)
+	def(&c.ConcurrentOps, 12800, 2560)
+	def(&c.ReadOps, 5000, 500)
+	def(&c.ReplayEvents, 100_000, 10_000)
+	def(&c.ReplaySessions, 10_000, 1_000)
+	def(&c.ColdEvents, 1_000_000, 20_000)
+	def(&c.ColdSessions, 100_000, 2_000)
+	if len(c.RegistrySizes) == 0 {
+		c.RegistrySizes = []int{50, 500, 5000}
+	}
+	if len(c.MemorySessions) == 0 {
+		c.MemorySessions = []int{10_000, 100_000, 1_000_000}
+		if c.Quick {
+			c.MemorySessions = []int{1_000, 5_000, 10_000}
+		}
+	}
+	if c.CPUTime <= 0 {
+		c.CPUTime = 100 * time.Millisecond
+		if c.Quick {
+			c.CPUTime = 20 * time.Millisecond
+		}
+	}
+	if c.MemorySettle == 0 && !c.Quick {
+		c.MemorySettle = 11 * time.Second
+	}
+	if c.ColdSessions > c.ColdEvents {
+		c.ColdSessions = c.ColdEvents
+	}
+	if c.ReplaySessions > c.ReplayEvents {
+		c.ReplaySessions = c.ReplayEvents
+	}
+	if c.ConcurrentOps < c.Clients {
+		c.ConcurrentOps = c.Clients
+	}
+	return c
+}
+
+// Line is one row of the report.
+type Line struct {
+	// Name says what was measured.
+	Name string `json:"name"`
+	// Unit of Engine and Raw: "µs/op", "events/s", "ns/op", "s", "B/session".
+	Unit string `json:"unit"`
+	// Engine and Raw are the medians of the runs; Raw is 0 for lines
+	// without a raw baseline.
+	Engine float64 `json:"engine"`
+	Raw    float64 `json:"raw"`
+	// Ratio is engine/raw for rates and raw/engine for latencies (above 1:
+	// the engine is faster); 0 without a raw baseline.
+	Ratio float64 `json:"ratio"`
+	// Runs is the number of runs the medians are taken over.
+	Runs int `json:"runs"`
+	// Allocs is the engine's heap allocations per operation (CPU-only
+	// lines); nil elsewhere.
+	Allocs *float64 `json:"allocs_per_op,omitempty"`
+	// Target is the issue's target for this line, if any, and Met whether
+	// this run reached it.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
+	// Note says what bounds or qualifies the figure.
+	Note string `json:"note,omitempty"`
+	// EngineRuns and RawRuns are the individual runs.
+	EngineRuns []float64 `json:"engine_runs,omitempty"`
+	RawRuns    []float64 `json:"raw_runs,omitempty"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Started       time.Time `json:"started"`
+	Seconds       float64   `json:"seconds"`
+	Quick         bool      `json:"quick"`
+	Runs          int       `json:"runs"`
+	GoVersion     string    `json:"go_version"`
+	OS            string    `json:"os"`
+	Arch          string    `json:"arch"`
+	NumCPU        int       `json:"num_cpu"`
+	GOMAXPROCS    int       `json:"gomaxprocs"`
+	ServerVersion string    `json:"server_version"`
+	Config        Config    `json:"config"`
+	Lines         []Line    `json:"lines"`
+}
+
+// Line returns the line of that name.
+func (r Report) Line(name string) (Line, bool) {
+	for _, l := range r.Lines {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Line{}, false
+}
+
+// Table renders the report as an aligned text table, with the ratio
+// convention in its header.
+func (r Report) Table() string {
+	var b strings.Builder
+	mode := "default sizes"
+	if r.Quick {
+		mode = "quick sizes"
+	}
+	fmt.Fprintf(&b, "engine bench: %s, medians of %d runs, %.0f s; %s/%s, %d CPUs, GOMAXPROCS %d, %s, nats-server %s (embedded, file storage)\n",
+		mode, r.Runs, r.Seconds, r.OS, r.Arch, r.NumCPU, r.GOMAXPROCS, r.GoVersion, r.ServerVersion)
+	b.WriteString("ratio: rates (events/s) engine/raw, latencies (µs/op, s) raw/engine; above 1 the engine is faster, 0.90 = 90% of raw; - = no raw baseline\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "line\tunit\tengine\traw\tratio\tallocs/op\truns\ttarget\tmet\tnote")
+	for _, l := range r.Lines {
+		raw, ratio := "-", "-"
+		if l.Raw != 0 {
+			raw = num(l.Raw)
+			ratio = fmt.Sprintf("%.2f", l.Ratio)
+		}
+		allocs := ""
+		if l.Allocs != nil {
+			allocs = fmt.Sprintf("%.2f", *l.Allocs)
+		}
+		met := ""
+		if l.Met != nil {
+			met = "no"
+			if *l.Met {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Name, l.Unit, num(l.Engine), raw, ratio, allocs, l.Runs, l.Target, met, l.Note)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// num formats a figure with about four significant digits.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a >= 10000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.4f", v)
+	}
+}
+
+// ExpectedLines names every line Run produces for cfg, in order.
+func ExpectedLines(cfg Config) []string {
+	cfg = cfg.withDefaults()
+	var out []string
+	out = append(out,
+		nameAppendSync,
+		fmt.Sprintf(nameAppendConcurrent, cfg.Clients),
+		nameSessionRead,
+		nameSessionReadKV,
+		nameTurnResolve,
+	)
+	for _, n := range cfg.RegistrySizes {
+		out = append(out, fmt.Sprintf(nameResolveCached, n), fmt.Sprintf(nameResolveCold, n))
+	}
+	out = append(out, nameFold, nameSplitDefault, nameSplit500, nameReplay, nameColdStart)
+	for _, n := range cfg.MemorySessions {
+		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
+	}
+	for _, n := range cfg.MemorySessions {
+		out = append(out, fmt.Sprintf(nameMemServer, sessionsLabel(n)))
+	}
+	if !cfg.SkipRestart {
+		out = append(out, nameColdRestart)
+	}
+	return out
+}
+
+// Line names.
+const (
+	nameAppendSync       = "append, one session, synchronous"
+	nameAppendConcurrent = "append, %d sessions concurrently"
+	nameSessionRead      = "session read"
+	nameSessionReadKV    = "session read, engine without its projection (KV view)"
+	nameTurnResolve      = "resolve for a turn, Engine.Resolve, default registry"
+	nameResolveCached    = "resolve cached, %d tools"
+	nameResolveCold      = "resolve cold (uncached), %d tools"
+	nameFold             = "fold per event (decode + apply)"
+	nameSplitDefault     = "split per call, default registry"
+	nameSplit500         = "split per call, 500 tools"
+	nameReplay           = "replay whole stream into a fresh projection"
+	nameColdStart        = "cold start, fresh engine ready"
+	nameMemProjection    = "memory per session, projection, %s sessions"
+	nameMemServer        = "memory per session, server, %s sessions"
+	nameColdRestart      = "cold start incl. server restart"
+)
+
+func sessionsLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// Run starts one embedded server, measures every line and returns the
+// report. On an error it returns the lines measured so far with the error.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	rep := Report{
+		Started: time.Now(), Quick: cfg.Quick, Runs: cfg.Runs, Config: cfg,
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		ServerVersion: serverVersion(),
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o750); err != nil {
+			return rep, fmt.Errorf("bench: profile directory: %w", err)
+		}
+	}
+	parent := cfg.DataDir
+	if parent != "" {
+		if err := os.MkdirAll(parent, 0o750); err != nil {
+			return rep, fmt.Errorf("bench: data directory: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "engine-bench-")
+	if err != nil {
+		return rep, fmt.Errorf("bench: data directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	h := &harness{cfg: cfg, out: cfg.Out, dir: dir, started: rep.Started}
+	defer h.close()
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"start", h.start},
+		// Memory first, while nothing else on the server or in the heap
+		// expires under the measurement (block caches, per-block subject
+		// state and dedupe entries of earlier steps would make the deltas
+		// drift); the table keeps the issue's order.
+		{"memory", h.memory},
+		{"append sync", h.appendSync},
+		{"append concurrent", h.appendConcurrent},
+		{"session read", h.sessionRead},
+		{"turn resolve", h.turnResolve},
+		{"resolver", h.resolveLines},
+		{"fold and split", h.foldSplit},
+		{"replay", h.replay},
+		{"cold start", h.coldStart},
+		{"restart", h.restart},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		if err = s.fn(ctx); err != nil {
+			err = fmt.Errorf("bench %s: %w", s.name, err)
+			break
+		}
+	}
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("bench: %w", ctx.Err())
+	}
+	order := ExpectedLines(cfg)
+	slices.SortStableFunc(h.lines, func(a, b Line) int {
+		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
+	})
+	rep.Lines = h.lines
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	h.progress("done in %.1f s", rep.Seconds)
+	return rep, err
+}
+
+func serverVersion() string { return server.VERSION }
+
+// median of xs (xs is not modified).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func bptr(b bool) *bool       { return &b }
+func fptr(f float64) *float64 { return &f }

@@ -1,0 +1,384 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestQuick runs the whole harness with the quick sizes and checks that it
+// completes and that every line is there with a finite, positive engine
+// figure. It never asserts a timing or a ratio.
+func TestQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir()}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ExpectedLines(cfg)
+	if len(want) < 20 {
+		t.Fatalf("only %d expected lines: %v", len(want), want)
+	}
+	if len(rep.Lines) != len(want) {
+		t.Errorf("report has %d lines, want %d", len(rep.Lines), len(want))
+	}
+	table := rep.Table()
+	for _, name := range want {
+		l, ok := rep.Line(name)
+		if !ok {
+			t.Errorf("line %q missing", name)
+			continue
+		}
+		if math.IsNaN(l.Engine) || math.IsInf(l.Engine, 0) || l.Engine <= 0 {
+			t.Errorf("line %q: engine figure %v, want finite and positive", name, l.Engine)
+		}
+		if l.Runs < 1 || l.Unit == "" {
+			t.Errorf("line %q: runs %d unit %q", name, l.Runs, l.Unit)
+		}
+		if math.IsNaN(l.Ratio) || math.IsInf(l.Ratio, 0) || math.IsNaN(l.Raw) || math.IsInf(l.Raw, 0) {
+			t.Errorf("line %q: raw %v ratio %v, want finite", name, l.Raw, l.Ratio)
+		}
+		if !strings.Contains(table, name) {
+			t.Errorf("table lacks line %q", name)
+		}
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatalf("report does not encode as JSON: %v", err)
+	}
+	t.Log("\n" + table)
+}
+
+func TestExpectedLinesFollowConfig(t *testing.T) {
+	got := ExpectedLines(Config{RegistrySizes: []int{7}, MemorySessions: []int{3, 4}, SkipRestart: true})
+	for _, name := range []string{"resolve cached, 7 tools", "memory per session, server, 4 sessions"} {
+		found := false
+		for _, g := range got {
+			found = found || g == name
+		}
+		if !found {
+			t.Errorf("%q not in %v", name, got)
+		}
+	}
+	for _, g := range got {
+		if g == nameColdRestart {
+			t.Errorf("restart line listed with SkipRestart")
+		}
+	}
+}
+
+func TestRegistryJSONLoads(t *testing.T) {
+	for _, n := range []int{50, 500, 5000} {
+		reg, err := resolver.Load(registryJSON(n))
+		if err != nil {
+			t.Fatalf("%d tools: %v", n, err)
+		}
+		res, err := reg.Resolve(benchRequest(n))
+		if err != nil || len(res.Tools) != n-1 {
+			t.Fatalf("%d tools: resolved %d (%v), want %d", n, len(res.Tools), err, n-1)
+		}
+	}
+}
+
+// fixture is the engine and raw side of the harness, for the Go
+// benchmarks (and `go test -bench -cpuprofile`).
+func fixture(b *testing.B) *harness {
+	b.Helper()
+	ctx := context.Background()
+	h := &harness{cfg: Config{}.withDefaults(), dir: b.TempDir(), started: time.Now()}
+	if err := h.start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(h.close)
+	return h
+}
+
+// stopProjection stops the fixture's projection (for the diagnostic
+// variants that measure the engine without it).
+func (h *harness) stopProjection() {
+	if h.projCancel != nil {
+		h.projCancel()
+		<-h.projDone
+		h.projCancel = nil
+	}
+}
+
+var benchRun int
+
+func nextRun() int { benchRun++; return 1000 + benchRun }
+
+// countMsgs reports the server's client messages (in + out) and bytes per
+// operation of fn, counted until the engine's projection is caught up.
+func countMsgs(b *testing.B, h *harness, fn func()) {
+	b.Helper()
+	stats := func() (int64, int64) {
+		v, err := h.srv.Server().Varz(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return v.InMsgs + v.OutMsgs, v.InBytes + v.OutBytes
+	}
+	m0, by0 := stats()
+	fn()
+	if h.projCancel != nil {
+		if err := h.waitProjection(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m1, by1 := stats()
+	b.ReportMetric(float64(m1-m0)/float64(b.N), "msgs/op")
+	b.ReportMetric(float64(by1-by0)/float64(b.N), "wireB/op")
+}
+
+// BenchmarkAppendSync is one synchronous append: the engine (with its
+// projection running, as deployed), raw expected-sequence publish, and two
+// diagnostics: raw with the engine's three headers, and the engine with
+// its projection stopped. msgs/op counts NATS messages through the server.
+func BenchmarkAppendSync(b *testing.B) {
+	h := fixture(b)
+	ctx := context.Background()
+	engine := func(b *testing.B) {
+		s := fmt.Sprintf("bsync-e%04d", nextRun())
+		if _, err := h.eng.Apply(ctx, s, origin, nil, toggle(0)); err != nil {
+			b.Fatal(err)
+		}
+		i := 1
+		countMsgs(b, h, func() {
+			for b.Loop() {
+				if _, err := h.eng.Apply(ctx, s, origin, nil, toggle(i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+	b.Run("engine", engine)
+	b.Run("raw", func(b *testing.B) {
+		pub, err := h.rawSyncPublisher(fmt.Sprintf("bsync-r%04d", nextRun()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		last, err := pub(ctx, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := 1
+		countMsgs(b, h, func() {
+			for b.Loop() {
+				if last, err = pub(ctx, i, last); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	})
+	b.Run("raw-engine-headers", func(b *testing.B) {
+		s := fmt.Sprintf("bsync-h%04d", nextRun())
+		subj := prefixRaw + ".events." + s
+		var last uint64
+		i := 0
+		countMsgs(b, h, func() {
+			for b.Loop() {
+				data, err := envelope(s, i%2 == 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m := nats.NewMsg(subj)
+				m.Data = data
+				m.Header.Set(njs.MsgIDHeader, events.NewID())
+				m.Header.Set(jetstream.HeaderEventType, string(toggle(i).EventType()))
+				m.Header.Set(njs.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+				ack, err := h.rjs.PublishMsg(ctx, m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				last = ack.Sequence
+				i++
+			}
+		})
+	})
+	b.Run("engine-no-projection", func(b *testing.B) {
+		h.stopProjection()
+		engine(b)
+	})
+}
+
+// BenchmarkAppendConcurrent is appends from 64 goroutines, one session
+// each: the engine (projection running), raw async publish with the
+// expected header (next on ack), and the engine without its projection.
+func BenchmarkAppendConcurrent(b *testing.B) {
+	h := fixture(b)
+	ctx := context.Background()
+	const clients = 64
+	par := func(b *testing.B, prefix string, fn func(s string, i int) error) {
+		r := nextRun()
+		var mu sync.Mutex
+		g := 0
+		b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+		countMsgs(b, h, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				mu.Lock()
+				s := fmt.Sprintf("%s%04d-%03d", prefix, r, g)
+				g++
+				mu.Unlock()
+				for i := 0; pb.Next(); i++ {
+					if err := fn(s, i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+	engine := func(b *testing.B) {
+		par(b, "bconc-e", func(s string, i int) error {
+			_, err := h.eng.Apply(ctx, s, origin, nil, toggle(i))
+			return err
+		})
+	}
+	b.Run("engine", engine)
+	b.Run("raw", func(b *testing.B) {
+		var lasts sync.Map
+		par(b, "bconc-r", func(s string, i int) error {
+			data, err := envelope(s, i%2 == 0)
+			if err != nil {
+				return err
+			}
+			var last uint64
+			if v, ok := lasts.Load(s); ok {
+				last = v.(uint64)
+			}
+			m := nats.NewMsg(prefixRaw + ".events." + s)
+			m.Data = data
+			m.Header.Set(njs.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+			f, err := h.rjs.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
+			select {
+			case ack := <-f.Ok():
+				lasts.Store(s, ack.Sequence)
+				return nil
+			case err := <-f.Err():
+				return err
+			}
+		})
+	})
+	b.Run("engine-no-projection", func(b *testing.B) {
+		h.stopProjection()
+		engine(b)
+	})
+}
+
+// BenchmarkSessionRead is one engine session read, one raw KV get of the
+// same key, and one Engine.Resolve (the per-turn read path).
+func BenchmarkSessionRead(b *testing.B) {
+	h := fixture(b)
+	ctx := context.Background()
+	s := "bread-0001"
+	res, err := h.eng.Apply(ctx, s, origin, nil, toggle(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.proj.WaitApplied(ctx, res.Last); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("engine", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.eng.Session(ctx, s, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.rkv.Get(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("turn", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.eng.Resolve(ctx, s, service.ResolveRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkResolve is the cached and cold resolution of the bench
+// registries.
+func BenchmarkResolve(b *testing.B) {
+	for _, n := range []int{50, 500, 5000} {
+		reg, err := resolver.Load(registryJSON(n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := benchRequest(n)
+		b.Run(fmt.Sprintf("cached-%d", n), func(b *testing.B) {
+			_, _ = reg.Resolve(req)
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = reg.Resolve(req)
+			}
+		})
+		b.Run(fmt.Sprintf("cold-%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = reg.ResolveUncached(req)
+			}
+		})
+	}
+}
+
+// TestDefaultSizes runs the harness with the default sizes when
+// ENGINE_BENCH_FULL=1 (about 5 to 10 minutes on 2 cores): the table goes to
+// the test log, the JSON report to $ENGINE_BENCH_JSON and CPU profiles to
+// $ENGINE_BENCH_PROFILE when those are set.
+//
+//	ENGINE_BENCH_FULL=1 go test -run TestDefaultSizes -timeout 30m -v ./bench
+func TestDefaultSizes(t *testing.T) {
+	if os.Getenv("ENGINE_BENCH_FULL") != "1" {
+		t.Skip("set ENGINE_BENCH_FULL=1 to run the default sizes")
+	}
+	cfg := Config{Out: os.Stderr, ProfileDir: os.Getenv("ENGINE_BENCH_PROFILE")}
+	rep, err := Run(context.Background(), cfg)
+	t.Log("\n" + rep.Table())
+	if path := os.Getenv("ENGINE_BENCH_JSON"); path != "" {
+		b, jerr := json.MarshalIndent(rep, "", "  ")
+		if jerr != nil {
+			t.Fatal(jerr)
+		}
+		if werr := os.WriteFile(path, b, 0o644); werr != nil {
+			t.Fatal(werr)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
