@@ -272,6 +272,12 @@ type Batch struct {
 // Next waits for at least one event (or ctx), then returns up to max events
 // already received, without waiting for more.
 func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
+	return f.NextWithin(ctx, max, -1)
+}
+
+// NextWithin is Next that waits at most wait for the first event (a
+// negative wait waits for ever) and returns an empty batch when none came.
+func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Batch, error) {
 	var b Batch
 	add := func(m jetstream.Msg) error {
 		md, err := m.Metadata()
@@ -283,9 +289,17 @@ func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
 		b.last = m
 		return nil
 	}
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-ctx.Done():
 		return b, ctx.Err()
+	case <-timeout:
+		return b, nil
 	case m := <-f.ch:
 		if err := add(m); err != nil {
 			return b, err
@@ -304,13 +318,15 @@ func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
 	return b, nil
 }
 
-// Ack acknowledges every event of the batch (and all before it), and waits
-// for the server to confirm.
-func (f *Feed) Ack(ctx context.Context, b Batch) error {
+// Ack acknowledges every event of the batch and all before it. It does
+// not wait for the server: a lost acknowledgement only means the events
+// are delivered again, which a consumer must tolerate anyway (at least
+// once).
+func (f *Feed) Ack(b Batch) error {
 	if b.last == nil {
 		return nil
 	}
-	if err := b.last.DoubleAck(ctx); err != nil {
+	if err := b.last.Ack(); err != nil {
 		return fmt.Errorf("feed: ack through %d: %w", b.Records[len(b.Records)-1].Seq, err)
 	}
 	return nil

@@ -37,8 +37,15 @@ type Config struct {
 	Durable string
 	// Bucket names the views bucket (<PREFIX>_<Bucket>). Default "VIEWS".
 	Bucket string
-	// BatchSize bounds events folded per KV write round. Default 1000.
+	// BatchSize bounds the sessions whose views are written in one flush.
+	// Default 1000.
 	BatchSize int
+	// FlushInterval is the longest an event waits in memory before its
+	// view is written and it is acknowledged. Events of one session that
+	// arrive within it cost one view write. Reads that ask for their own
+	// write (MinSeq) are not delayed by it: they fold the log's tail.
+	// Default 20ms; negative flushes after every delivery.
+	FlushInterval time.Duration
 	// CacheSize bounds the views kept in memory between batches. Default
 	// 100,000. Beyond it, cached views are dropped and re-read from KV.
 	CacheSize int
@@ -65,6 +72,9 @@ func (c Config) withDefaults() Config {
 	if c.CacheSize <= 0 {
 		c.CacheSize = 100_000
 	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 20 * time.Millisecond
+	}
 	return c
 }
 
@@ -75,8 +85,10 @@ type Projection struct {
 	views *jetstream.Views
 	cfg   Config
 
-	cache      map[string]*aggregate.State // owned by Run
-	trustCache bool                        // misses are new sessions (fresh rebuild, nothing evicted)
+	// cacheMu guards cache: Run folds into it, Read copies from it.
+	cacheMu    sync.RWMutex
+	cache      map[string]*aggregate.State
+	trustCache bool // misses are new sessions (fresh rebuild, nothing evicted); Run only
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool
@@ -149,8 +161,10 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	// State cached by an earlier feed may be ahead of the views if that
-	// feed failed mid-batch: start from the views.
+	// feed failed before a flush: start from the views.
+	p.cacheMu.Lock()
 	p.cache = make(map[string]*aggregate.State)
+	p.cacheMu.Unlock()
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten.
 	p.trustCache = floor == 0
@@ -159,39 +173,95 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		p.caughtUp.Store(true)
 	}
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Msg("projection feed started")
+	u := unflushed{dirty: make(map[string]bool)}
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
 	for {
-		b, err := feed.Next(ctx, p.cfg.BatchSize)
+		wait := time.Duration(-1)
+		if u.events > 0 {
+			wait = max(0, p.cfg.FlushInterval-time.Since(u.since))
+		}
+		b, err := feed.NextWithin(ctx, p.cfg.BatchSize, wait)
 		if err != nil {
 			return err
 		}
-		// Acknowledging a batch acknowledges everything before it (AckAll),
-		// including events an earlier feed received and never folded, or
-		// deliveries lost in a consumer leader change: fill such gaps from
-		// the log before folding.
-		recs, err := p.fillGaps(ctx, next, b.Records)
-
-		if err != nil {
+		if len(b.Records) > 0 {
+			// Acknowledging acknowledges everything before (AckAll),
+			// including events an earlier feed received and never folded,
+			// or deliveries lost in a consumer leader change: fill such
+			// gaps from the log before folding.
+			recs, err := p.fillGaps(ctx, next, b.Records)
+			if err != nil {
+				return err
+			}
+			if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				next = recs[len(recs)-1].Seq + 1
+				u.last = recs[len(recs)-1]
+			}
+			if u.events == 0 && len(recs) > 0 {
+				u.since = time.Now()
+			}
+			u.events += len(recs)
+			u.batch, u.pending = b, b.Pending
+		}
+		if u.batch.Records == nil {
+			continue
+		}
+		if len(u.order) < p.cfg.BatchSize && time.Since(u.since) < p.cfg.FlushInterval && p.cfg.FlushInterval > 0 {
+			continue
+		}
+		if err := p.flush(ctx, feed, &u); err != nil {
 			return err
-		}
-		if err := p.fold(ctx, recs); err != nil {
-			return err
-		}
-		if err := feed.Ack(ctx, b); err != nil {
-			return err
-		}
-		if len(recs) == 0 {
-			continue // only redeliveries of folded events
-		}
-		last := recs[len(recs)-1]
-		next = last.Seq + 1
-		p.folded.Add(uint64(len(recs)))
-		p.caughtUp.Store(b.Pending == 0)
-		p.setApplied(last.Seq)
-		if p.cfg.OnBatch != nil {
-			p.cfg.OnBatch(len(recs), time.Since(last.Time), b.Pending)
 		}
 	}
+}
+
+// unflushed is what has been folded into the cache but not yet written to
+// the views and acknowledged.
+type unflushed struct {
+	dirty   map[string]bool
+	order   []string // dirty sessions in first-touched order
+	events  int
+	since   time.Time
+	last    jetstream.Record // last folded record
+	batch   jetstream.Batch  // last delivered batch: acknowledging it covers all
+	pending uint64
+}
+
+// flush writes the dirty views, then acknowledges everything delivered.
+func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflushed) error {
+	puts := make([]jetstream.Put, 0, len(u.order))
+	p.cacheMu.RLock()
+	for _, s := range u.order {
+		data, err := aggregate.MarshalState(*p.cache[s])
+		if err != nil {
+			p.cacheMu.RUnlock()
+			return fmt.Errorf("encode view of %q: %w", s, err)
+		}
+		puts = append(puts, jetstream.Put{Key: s, Value: data})
+	}
+	p.cacheMu.RUnlock()
+	if err := p.views.PutAll(ctx, puts); err != nil {
+		return err
+	}
+	if err := feed.Ack(u.batch); err != nil {
+		return err
+	}
+	n := u.events
+	if n > 0 {
+		p.folded.Add(uint64(n))
+		p.setApplied(u.last.Seq)
+	}
+	p.caughtUp.Store(u.pending == 0)
+	if p.cfg.OnBatch != nil && n > 0 {
+		p.cfg.OnBatch(n, time.Since(u.last.Time), u.pending)
+	}
+	clear(u.dirty)
+	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
+	p.evict()
+	return nil
 }
 
 // fillGaps returns the records to fold from a delivered batch, in stream
@@ -229,15 +299,18 @@ func (p *Projection) setApplied(seq uint64) {
 	p.mu.Unlock()
 }
 
-// fold applies records to the cached views and writes the touched ones.
-func (p *Projection) fold(ctx context.Context, recs []jetstream.Record) error {
-	touched := make([]string, 0, len(recs))
-	seen := make(map[string]bool, len(recs))
+// fold applies records to the cached views and marks the touched ones.
+func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
+	// Load the views of sessions not cached, outside the lock.
 	for _, rec := range recs {
-		st, err := p.state(ctx, rec.Session)
-		if err != nil {
+		if err := p.load(ctx, rec.Session); err != nil {
 			return err
 		}
+	}
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	for _, rec := range recs {
+		st := p.cache[rec.Session]
 		if rec.Seq <= st.LastSeq {
 			continue // redelivered: already in the view
 		}
@@ -252,37 +325,27 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record) error {
 		} else {
 			st.Apply(rec.Seq, rec.Envelope)
 		}
-		if !seen[rec.Session] {
-			seen[rec.Session] = true
-			touched = append(touched, rec.Session)
+		if !dirty[rec.Session] {
+			dirty[rec.Session] = true
+			*order = append(*order, rec.Session)
 		}
 	}
-	puts := make([]jetstream.Put, 0, len(touched))
-	for _, s := range touched {
-		data, err := aggregate.MarshalState(*p.cache[s])
-		if err != nil {
-			return fmt.Errorf("encode view of %q: %w", s, err)
-		}
-		puts = append(puts, jetstream.Put{Key: s, Value: data})
-	}
-	if err := p.views.PutAll(ctx, puts); err != nil {
-		return err
-	}
-	p.evict()
 	return nil
 }
 
-// state returns the cached state of a session, loading it from its view on
-// a miss.
-func (p *Projection) state(ctx context.Context, session string) (*aggregate.State, error) {
-	if st, ok := p.cache[session]; ok {
-		return st, nil
+// load makes sure a session's state is cached, reading its view on a miss.
+func (p *Projection) load(ctx context.Context, session string) error {
+	p.cacheMu.RLock()
+	_, ok := p.cache[session]
+	p.cacheMu.RUnlock()
+	if ok {
+		return nil
 	}
 	st := &aggregate.State{Session: session}
 	if session != "" && !p.trustCache {
 		data, err := p.views.Get(ctx, session)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if data != nil {
 			s, err := aggregate.UnmarshalState(data)
@@ -291,17 +354,23 @@ func (p *Projection) state(ctx context.Context, session string) (*aggregate.Stat
 				p.cfg.Logger.Warn().Str("session", session).Err(err).Msg("view unreadable: rebuilding from the log")
 				s, err = p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
 				if err != nil {
-					return nil, err
+					return err
 				}
 			}
 			st = &s
 		}
 	}
-	p.cache[session] = st
-	return st, nil
+	p.cacheMu.Lock()
+	if _, ok := p.cache[session]; !ok {
+		p.cache[session] = st
+	}
+	p.cacheMu.Unlock()
+	return nil
 }
 
 func (p *Projection) evict() {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
 	if len(p.cache) <= p.cfg.CacheSize {
 		return
 	}
@@ -343,25 +412,31 @@ type ReadOptions struct {
 	Latest bool
 }
 
-// Read returns a session's view: one KV get, plus a tail fold from the log
-// only when opts ask for something fresher than the view. A session with no
-// events reads as the zero state (intent: follow the profile), not an
-// error.
+// Read returns a session's view: from the memory of the projection when
+// this process runs it and holds the session (fresher than the KV view,
+// which it writes at most FlushInterval later), else one KV get; plus a
+// tail fold from the log only when opts ask for something fresher. A
+// session with no events reads as the zero state (intent: follow the
+// profile), not an error.
 func (p *Projection) Read(ctx context.Context, session string, opts ReadOptions) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("read session %q: %w", session, err)
 	}
-	data, err := p.views.Get(ctx, session)
-	if err != nil {
-		return aggregate.State{}, err
-	}
-	st := aggregate.State{Session: session}
-	if data != nil {
-		if st, err = aggregate.UnmarshalState(data); err != nil {
-			st = aggregate.State{Session: session}
-			opts.Latest = true
+	st, ok := p.cached(session)
+	if !ok {
+		data, err := p.views.Get(ctx, session)
+		if err != nil {
+			return aggregate.State{}, err
+		}
+		st = aggregate.State{Session: session}
+		if data != nil {
+			if st, err = aggregate.UnmarshalState(data); err != nil {
+				st = aggregate.State{Session: session}
+				opts.Latest = true
+			}
 		}
 	}
+	var err error
 	if !opts.Latest && st.LastSeq >= opts.MinSeq {
 		return st, nil
 	}
@@ -388,6 +463,17 @@ func (p *Projection) Read(ctx context.Context, session string, opts ReadOptions)
 // readYourWritesWait bounds how long a read waits for a replica to have
 // the sequence it asks for.
 const readYourWritesWait = 5 * time.Second
+
+// cached returns a copy of the session's state in the projection's memory.
+func (p *Projection) cached(session string) (aggregate.State, bool) {
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	st, ok := p.cache[session]
+	if !ok {
+		return aggregate.State{}, false
+	}
+	return st.Clone(), true
+}
 
 // ErrNotCaughtUp is returned by WaitApplied when ctx ends first.
 var ErrNotCaughtUp = errors.New("projection has not reached the sequence")
