@@ -5,6 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/toolintent/engine/internal/toolname"
 )
 
 // ValidateSessionID reports whether s can be a session id: 1 to 128 bytes of
@@ -32,18 +34,8 @@ func ValidateToolName(name string) error {
 	return nil
 }
 
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validName is the shared tool-name rule.
+func validName(s string) bool { return toolname.Valid(s) }
 
 // clip shortens a bad value for an error message.
 func clip(s string) string {

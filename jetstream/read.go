@@ -332,17 +332,6 @@ func (f *Feed) Ack(b Batch) error {
 	return nil
 }
 
-// Pending is the number of events not yet delivered to the feed.
-func (f *Feed) Pending(ctx context.Context) (uint64, error) {
-	ctx, cancel := f.log.withTimeout(ctx)
-	defer cancel()
-	info, err := f.cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("feed info: %w", err)
-	}
-	return info.NumPending + uint64(info.NumAckPending), nil
-}
-
 // Stop stops delivery. Unacknowledged events are redelivered to the next
 // feed with the same durable name.
 func (f *Feed) Stop() {
@@ -352,28 +341,17 @@ func (f *Feed) Stop() {
 	})
 }
 
-// AckFloor is the stream sequence up to which every event has been
-// acknowledged (0 for a new feed).
-func (f *Feed) AckFloor(ctx context.Context) (uint64, error) {
+// Position is where the feed stands: the stream sequence up to which every
+// event has been acknowledged (0 for a new feed), and how many events are
+// not yet acknowledged (delivered or not).
+func (f *Feed) Position(ctx context.Context) (ackFloor, pending uint64, err error) {
 	ctx, cancel := f.log.withTimeout(ctx)
 	defer cancel()
 	info, err := f.cons.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("feed info: %w", err)
+		return 0, 0, fmt.Errorf("feed info: %w", err)
 	}
-	return info.AckFloor.Stream, nil
-}
-
-// Delivered is the last stream sequence the feed has delivered (0 for a
-// feed that has delivered nothing yet).
-func (f *Feed) Delivered(ctx context.Context) (uint64, error) {
-	ctx, cancel := f.log.withTimeout(ctx)
-	defer cancel()
-	info, err := f.cons.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("feed info: %w", err)
-	}
-	return info.Delivered.Stream, nil
+	return info.AckFloor.Stream, info.NumPending + uint64(info.NumAckPending), nil
 }
 
 // ResetFeed deletes a durable feed, so that the next Feed with that name

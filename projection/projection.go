@@ -156,7 +156,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	defer feed.Stop()
-	floor, err := feed.AckFloor(ctx)
+	floor, pending, err := feed.Position(ctx)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// first event: existing views (of an earlier feed) are overwritten.
 	p.trustCache = floor == 0
 	p.setApplied(floor)
-	if pending, err := feed.Pending(ctx); err == nil && pending == 0 {
+	if pending == 0 {
 		p.caughtUp.Store(true)
 	}
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Msg("projection feed started")

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/toolintent/engine/internal/toolname"
 )
 
 // Registry is a loaded, validated tool registry: tools with canonical
@@ -291,19 +293,8 @@ func appendStringList(b []byte, list []string) []byte {
 	return append(b, ']')
 }
 
-// validName reports whether s matches ^[a-z][a-z0-9_-]{0,63}$.
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validName is the shared tool-name rule.
+func validName(s string) bool { return toolname.Valid(s) }
 
 // validVersion reports whether s is 1..128 bytes of [A-Za-z0-9._:+-].
 func validVersion(s string) bool {
