@@ -341,17 +341,28 @@ func (f *Feed) Stop() {
 	})
 }
 
-// Position is where the feed stands: the stream sequence up to which every
-// event has been acknowledged (0 for a new feed), and how many events are
-// not yet acknowledged (delivered or not).
-func (f *Feed) Position(ctx context.Context) (ackFloor, pending uint64, err error) {
+// FeedPosition is where a feed stands.
+type FeedPosition struct {
+	// AckFloor is the stream sequence up to which every event has been
+	// acknowledged (0 for a new feed).
+	AckFloor uint64
+	// Delivered is the last stream sequence delivered to any feed of this
+	// durable; events in (AckFloor, Delivered] that an earlier feed was
+	// handed but did not acknowledge are redelivered only after AckWait.
+	Delivered uint64
+	// Undelivered counts events not yet delivered.
+	Undelivered uint64
+}
+
+// Position asks the server where the feed stands.
+func (f *Feed) Position(ctx context.Context) (FeedPosition, error) {
 	ctx, cancel := f.log.withTimeout(ctx)
 	defer cancel()
 	info, err := f.cons.Info(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("feed info: %w", err)
+		return FeedPosition{}, fmt.Errorf("feed info: %w", err)
 	}
-	return info.AckFloor.Stream, info.NumPending + uint64(info.NumAckPending), nil
+	return FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending}, nil
 }
 
 // ResetFeed deletes a durable feed, so that the next Feed with that name

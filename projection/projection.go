@@ -156,10 +156,11 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	defer feed.Stop()
-	floor, pending, err := feed.Position(ctx)
+	pos, err := feed.Position(ctx)
 	if err != nil {
 		return err
 	}
+	floor := pos.AckFloor
 	// State cached by an earlier feed may be ahead of the views if that
 	// feed failed before a flush: start from the views.
 	p.cacheMu.Lock()
@@ -169,12 +170,48 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// first event: existing views (of an earlier feed) are overwritten.
 	p.trustCache = floor == 0
 	p.setApplied(floor)
-	if pending == 0 {
-		p.caughtUp.Store(true)
-	}
-	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Msg("projection feed started")
+	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
 	u := unflushed{dirty: make(map[string]bool)}
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
+	if pos.Delivered > floor {
+		// An earlier feed was handed these and did not acknowledge them
+		// (a crash, or a shutdown mid-window); the server redelivers them
+		// only after AckWait. Fold them from the log now: catch-up must
+		// not wait for that timer.
+		var recs []jetstream.Record
+		err := p.log.ScanRange(ctx, next, pos.Delivered, func(r jetstream.Record) error {
+			recs = append(recs, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			next = recs[len(recs)-1].Seq + 1
+			u.last, u.events, u.since = recs[len(recs)-1], len(recs), time.Now()
+		}
+		u.pending = pos.Undelivered
+		if err := p.flush(ctx, feed, &u); err != nil {
+			return err
+		}
+	}
+	if pos.Undelivered == 0 && next > pos.Delivered {
+		p.caughtUp.Store(true)
+	}
+	defer func() {
+		// On shutdown, write what was folded and acknowledge it, so a
+		// restart does not fold it again.
+		if u.events > 0 && ctx.Err() != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := p.flush(fctx, feed, &u); err != nil {
+				p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
+			}
+		}
+	}()
 	for {
 		wait := time.Duration(-1)
 		if u.events > 0 {
