@@ -78,13 +78,19 @@ type Stored struct {
 func Fold(session string, evs []Stored) State {
 	s := State{Session: session}
 	for _, ev := range evs {
-		if ev.Err != nil {
-			s.Skip(ev.Seq)
-			continue
-		}
-		s.Apply(ev.Seq, ev.Envelope)
+		s.ApplyStored(ev.Seq, ev.Envelope, ev.Err)
 	}
 	return s
+}
+
+// ApplyStored folds one event as read from the log: Apply, or Skip when
+// decodeErr says it could not be decoded (R26).
+func (s *State) ApplyStored(seq uint64, e events.Envelope, decodeErr error) {
+	if decodeErr != nil {
+		s.Skip(seq)
+		return
+	}
+	s.Apply(seq, e)
 }
 
 // Skip records that the event at seq could not be decoded: it counts it and

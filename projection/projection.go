@@ -428,11 +428,7 @@ func (p *Projection) evict() {
 // end), into st.
 func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
 	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
-		if r.Err != nil {
-			st.Skip(r.Seq)
-			return nil
-		}
-		st.Apply(r.Seq, r.Envelope)
+		st.ApplyStored(r.Seq, r.Envelope, r.Err)
 		return nil
 	})
 	return st, err

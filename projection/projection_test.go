@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -101,32 +100,9 @@ func appendRandom(t *testing.T, l *jetstream.Log, r *rand.Rand, sessions, n int)
 	return last
 }
 
-// fold rebuilds every session by folding its log from the start.
-func foldAll(t *testing.T, l *jetstream.Log) map[string]aggregate.State {
-	t.Helper()
-	out := map[string]aggregate.State{}
-	err := l.Replay(context.Background(), 0, func(r jetstream.Record) error {
-		st, ok := out[r.Session]
-		if !ok {
-			st = aggregate.State{Session: r.Session}
-		}
-		if r.Err != nil {
-			st.Skip(r.Seq)
-		} else {
-			st.Apply(r.Seq, r.Envelope)
-		}
-		out[r.Session] = st
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func assertViewsEqualFold(t *testing.T, p *projection.Projection, l *jetstream.Log) {
 	t.Helper()
-	want := foldAll(t, l)
+	want := natstest.FoldLog(t, l)
 	got, err := p.Sessions(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -200,14 +176,14 @@ func TestRestartSameDataDir(t *testing.T) {
 	if err := p.WaitApplied(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	before := foldAll(t, e.log)
+	before := natstest.FoldLog(t, e.log)
 	stop()
 	e.nc.Close()
 	srv.Shutdown()
 
 	srv2 := natstest.ServerAt(t, dir)
 	e2 := open(t, srv2.ClientURL())
-	after := foldAll(t, e2.log)
+	after := natstest.FoldLog(t, e2.log)
 	if !reflect.DeepEqual(before, after) {
 		t.Fatal("log after restart differs from before")
 	}

@@ -199,11 +199,10 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		if until.stops(r) {
 			return stop
 		}
+		st.ApplyStored(r.Seq, r.Envelope, r.Err)
 		if r.Err != nil {
-			st.Skip(r.Seq)
 			return nil
 		}
-		st.Apply(r.Seq, r.Envelope)
 		ref := refOf(r)
 		switch p := r.Envelope.Payload.(type) {
 		case events.ToolsToggled:

@@ -125,11 +125,7 @@ func clFold(recs []jetstream.Record) map[string]aggregate.State {
 		if !ok {
 			st = aggregate.State{Session: r.Session}
 		}
-		if r.Err != nil {
-			st.Skip(r.Seq)
-		} else {
-			st.Apply(r.Seq, r.Envelope)
-		}
+		st.ApplyStored(r.Seq, r.Envelope, r.Err)
 		out[r.Session] = st
 	}
 	return out

@@ -4,11 +4,13 @@
 package natstest
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -39,6 +41,26 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// FoldLog folds every session of the log from its first event, serially
+// and in log order: the reference a projection must equal.
+func FoldLog(t testing.TB, l *jetstream.Log) map[string]aggregate.State {
+	t.Helper()
+	out := map[string]aggregate.State{}
+	err := l.Replay(context.Background(), 0, func(r jetstream.Record) error {
+		st, ok := out[r.Session]
+		if !ok {
+			st = aggregate.State{Session: r.Session}
+		}
+		st.ApplyStored(r.Seq, r.Envelope, r.Err)
+		out[r.Session] = st
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("fold the log: %v", err)
+	}
+	return out
 }
 
 // CheckFor calls f every step until it returns nil or wait has passed, and
