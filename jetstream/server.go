@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -108,6 +109,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		if !isLoopback(cfg.host()) && len(opts.Users) == 0 && len(opts.Nkeys) == 0 && opts.Accounts == nil && cfg.User == "" {
 			return nil, fmt.Errorf("embedded server: host %q is not loopback and config %s defines no users: add users or listen on 127.0.0.1", cfg.host(), cfg.ConfigFile)
 		}
+	}
+	if cfg.Port != 0 {
+		// nats-server only logs a taken port and never becomes ready: say
+		// so at once instead of after the readiness timeout.
+		addr := net.JoinHostPort(cfg.host(), strconv.Itoa(cfg.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("embedded server: cannot listen on %s: %w (another engine or NATS server there? choose another --listen, or 127.0.0.1:0 for a random port)", addr, err)
+		}
+		ln.Close()
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
