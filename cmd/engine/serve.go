@@ -45,13 +45,14 @@ type storeFlags struct {
 
 type serveCmd struct {
 	storeFlags
-	Listen    string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
-	Sync      string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
-	HTTP      string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
-	Registry  string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
-	Project   bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
-	ReadyFile string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
-	Shutdown  time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
+	Sync       string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
+	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
+	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
+	Project    bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
+	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	Shutdown   time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
 
 // ready is what --ready-file receives.
@@ -89,6 +90,12 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var regStore *jetstream.RegistryStore
+	if c.RegistryKV {
+		if regStore, reg, err = registryFromKV(ctx, jlog, reg); err != nil {
+			return err
+		}
+	}
 	eng := service.New(jlog, proj, reg, service.Config{
 		Logger: log.With().Str("component", "service").Logger(),
 		Hooks:  m.Hooks(),
@@ -96,6 +103,20 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	if regStore != nil {
+		err := regStore.Watch(runCtx, func(data []byte, rev uint64) {
+			r, err := resolver.Load(data)
+			if err != nil {
+				log.Error().Err(err).Uint64("revision", rev).Msg("registry in KV is invalid: keeping the current one")
+				return
+			}
+			eng.SetRegistry(r)
+			log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
+		})
+		if err != nil {
+			return err
+		}
+	}
 	projDone := make(chan struct{})
 	if c.Project {
 		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends
@@ -153,6 +174,34 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	<-projDone
 	_ = nc.Drain()
 	return nil
+}
+
+// registryFromKV returns the registry stored in the bucket, seeding the
+// bucket with fallback when it holds none.
+func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry) (*jetstream.RegistryStore, *resolver.Registry, error) {
+	store, err := jlog.OpenRegistryStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, rev, err := store.Get(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data == nil {
+		seed, err := fallback.MarshalJSON()
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := store.Put(ctx, seed); err != nil {
+			return nil, nil, err
+		}
+		return store, fallback, nil
+	}
+	reg, err := resolver.Load(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("registry in KV (revision %d) is invalid: %w; store a valid one with engine registry push FILE", rev, err)
+	}
+	return store, reg, nil
 }
 
 func orNone(s string) string {

@@ -1,0 +1,95 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// registryKey is the key of the live registry in its bucket.
+const registryKey = "current"
+
+// RegistryStore keeps the registry file in a KV bucket (<PREFIX>_REGISTRY),
+// with the last versions as history, so every engine on the stream serves
+// the same registry and picks up a change without a restart (R11).
+type RegistryStore struct {
+	log *Log
+	kv  jetstream.KeyValue
+}
+
+// OpenRegistryStore creates or opens the registry bucket.
+func (l *Log) OpenRegistryStore(ctx context.Context) (*RegistryStore, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_REGISTRY"
+	kv, err := l.js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg := jetstream.KeyValueConfig{
+			Bucket:       bucket,
+			Description:  "engine tool registry (key current), with its last versions",
+			History:      16,
+			Replicas:     l.cfg.Replicas,
+			MaxValueSize: 4 << 20,
+		}
+		kv, err = l.js.CreateKeyValue(ctx, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open registry bucket %s: %w", bucket, err)
+	}
+	return &RegistryStore{log: l, kv: kv}, nil
+}
+
+// Get returns the stored registry file and its revision; nil when none has
+// been stored.
+func (r *RegistryStore) Get(ctx context.Context) ([]byte, uint64, error) {
+	ctx, cancel := r.log.withTimeout(ctx)
+	defer cancel()
+	e, err := r.kv.Get(ctx, registryKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get registry: %w", err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Put stores a registry file (the caller validates it first).
+func (r *RegistryStore) Put(ctx context.Context, data []byte) (uint64, error) {
+	ctx, cancel := r.log.withTimeout(ctx)
+	defer cancel()
+	rev, err := r.kv.Put(ctx, registryKey, data)
+	if err != nil {
+		return 0, fmt.Errorf("put registry: %w", err)
+	}
+	return rev, nil
+}
+
+// Watch calls fn with every registry stored after the call (not the
+// current one), until ctx ends. fn runs on one goroutine, in order.
+func (r *RegistryStore) Watch(ctx context.Context, fn func(data []byte, rev uint64)) error {
+	w, err := r.kv.Watch(ctx, registryKey, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch registry: %w", err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil && e.Operation() == jetstream.KeyValuePut {
+					fn(e.Value(), e.Revision())
+				}
+			}
+		}
+	}()
+	return nil
+}
