@@ -193,6 +193,15 @@ func encodePayload(s *sticky, p Payload) {
 // On failure the error is a *DecodeError and the returned Envelope holds the
 // header fields that could be read (Payload nil), for reporting (R26).
 func Decode(b []byte) (Envelope, error) {
+	if env, ok := decodeFast(b); ok {
+		return env, nil
+	}
+	return decodeGeneric(b)
+}
+
+// decodeGeneric is Decode through the generic map (decode); the fast path
+// (decodeFast) returns the same envelope for the inputs it accepts.
+func decodeGeneric(b []byte) (Envelope, error) {
 	env, err := decode(b)
 	if err != nil {
 		env.Payload = nil
