@@ -193,7 +193,7 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 type FeedConfig struct {
 	// Durable is the consumer name. Required.
 	Durable string
-	// MaxAckPending bounds unacknowledged events. Default 20000.
+	// MaxAckPending bounds unacknowledged events. Default 100,000.
 	MaxAckPending int
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
@@ -225,7 +225,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
 	}
 	if cfg.MaxAckPending == 0 {
-		cfg.MaxAckPending = 20000
+		cfg.MaxAckPending = 100000
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 30 * time.Second
@@ -245,14 +245,14 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
-	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 4096), done: make(chan struct{})}
+	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{})}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
 		case f.ch <- m:
 		case <-f.done:
 		}
 	},
-		jetstream.PullMaxMessages(2048),
+		jetstream.PullMaxMessages(4096),
 		jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}))
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: consume: %w", cfg.Durable, err)

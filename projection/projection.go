@@ -172,6 +172,8 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
 	u := unflushed{dirty: make(map[string]bool)}
+	var pipe flushPipe
+	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
 	if pos.Delivered > floor {
 		// An earlier feed was handed these and did not acknowledge them
@@ -194,7 +196,10 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			u.last, u.events, u.since = recs[len(recs)-1], len(recs), time.Now()
 		}
 		u.pending = pos.Undelivered
-		if err := p.flush(ctx, feed, &u); err != nil {
+		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
+			return err
+		}
+		if err := pipe.wait(); err != nil {
 			return err
 		}
 	}
@@ -207,8 +212,14 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if u.events > 0 && ctx.Err() != nil {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := p.flush(fctx, feed, &u); err != nil {
-				p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
+			if err := pipe.wait(); err == nil {
+				err = p.flush(fctx, feed, &u, &pipe)
+				if err == nil {
+					err = pipe.wait()
+				}
+				if err != nil {
+					p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
+				}
 			}
 		}
 	}()
@@ -249,7 +260,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if len(u.order) < p.cfg.BatchSize && time.Since(u.since) < p.cfg.FlushInterval && p.cfg.FlushInterval > 0 {
 			continue
 		}
-		if err := p.flush(ctx, feed, &u); err != nil {
+		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
 			return err
 		}
 	}
@@ -267,8 +278,27 @@ type unflushed struct {
 	pending uint64
 }
 
-// flush writes the dirty views, then acknowledges everything delivered.
-func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflushed) error {
+// flushPipe runs at most one flush's writes at a time in the background,
+// so folding goes on while the views of the previous window are stored;
+// acknowledgements therefore go out in order.
+type flushPipe struct {
+	done chan error // nil when no flush is in flight
+}
+
+// wait blocks until the flush in flight, if any, has finished.
+func (f *flushPipe) wait() error {
+	if f.done == nil {
+		return nil
+	}
+	err := <-f.done
+	f.done = nil
+	return err
+}
+
+// flush encodes the dirty views, resets u, and (after the previous flush
+// finished) writes them and then acknowledges everything delivered, in the
+// background.
+func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflushed, pipe *flushPipe) error {
 	puts := make([]jetstream.Put, 0, len(u.order))
 	p.cacheMu.RLock()
 	for _, s := range u.order {
@@ -280,24 +310,33 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		puts = append(puts, jetstream.Put{Key: s, Value: data})
 	}
 	p.cacheMu.RUnlock()
-	if err := p.views.PutAll(ctx, puts); err != nil {
-		return err
-	}
-	if err := feed.Ack(u.batch); err != nil {
-		return err
-	}
-	n := u.events
-	if n > 0 {
-		p.folded.Add(uint64(n))
-		p.setApplied(u.last.Seq)
-	}
-	p.caughtUp.Store(u.pending == 0)
-	if p.cfg.OnBatch != nil && n > 0 {
-		p.cfg.OnBatch(n, time.Since(u.last.Time), u.pending)
-	}
+	n, last, pending, batch := u.events, u.last, u.pending, u.batch
 	clear(u.dirty)
 	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
 	p.evict()
+	if err := pipe.wait(); err != nil {
+		return err
+	}
+	pipe.done = make(chan error, 1)
+	go func(done chan<- error) {
+		if err := p.views.PutAll(ctx, puts); err != nil {
+			done <- err
+			return
+		}
+		if err := feed.Ack(batch); err != nil {
+			done <- err
+			return
+		}
+		if n > 0 {
+			p.folded.Add(uint64(n))
+			p.setApplied(last.Seq)
+		}
+		p.caughtUp.Store(pending == 0)
+		if p.cfg.OnBatch != nil && n > 0 {
+			p.cfg.OnBatch(n, time.Since(last.Time), pending)
+		}
+		done <- nil
+	}(pipe.done)
 	return nil
 }
 
