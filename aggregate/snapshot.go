@@ -2,10 +2,14 @@ package aggregate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
@@ -30,87 +34,127 @@ var (
 	ErrStateVersion = errors.New("unsupported state schema version")
 )
 
-// Wire form of a State: a msgpack map with string keys. Field order is the
-// encoding order, so MarshalState is deterministic.
-type stateWire struct {
-	V          int             `msgpack:"v"`
-	Session    string          `msgpack:"session"`
-	Intent     intentWire      `msgpack:"intent"`
-	Loaded     []string        `msgpack:"loaded"`
-	Turn       uint64          `msgpack:"turn"`
-	InTurn     bool            `msgpack:"in_turn"`
-	LastSeq    uint64          `msgpack:"last_seq"`
-	Events     uint64          `msgpack:"events"`
-	Checkpoint *checkpointWire `msgpack:"checkpoint"`
-	Skipped    uint64          `msgpack:"skipped"`
+// Wire form of a State: a msgpack map with string keys, in this order (the
+// encoding order, so MarshalState is deterministic):
+//
+//	v, session, intent{enabled, web_search, preset, disabled, picked},
+//	loaded, turn, in_turn, last_seq, events,
+//	checkpoint{loaded_deferred_tools, contract_hash, registry_version,
+//	           turn, seq, contract[{name, hash}]} or nil,
+//	skipped
+//
+// Integers are written in their shortest form, nil slices and pointers as
+// nil, empty slices as empty arrays. This is byte for byte what
+// vmihailenco/msgpack's reflection encoder wrote for the former wire
+// structs (with UseCompactInts), and UnmarshalState accepts exactly what
+// its reflection decoder accepted for them (see snapshot_fast_test.go).
+
+type stateEncoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
 }
 
-type intentWire struct {
-	Enabled   *bool    `msgpack:"enabled"`
-	WebSearch *bool    `msgpack:"web_search"`
-	Preset    string   `msgpack:"preset"`
-	Disabled  []string `msgpack:"disabled"`
-	Picked    []string `msgpack:"picked"`
-}
-
-type checkpointWire struct {
-	Loaded          []string        `msgpack:"loaded_deferred_tools"`
-	ContractHash    string          `msgpack:"contract_hash"`
-	RegistryVersion string          `msgpack:"registry_version"`
-	Turn            uint64          `msgpack:"turn"`
-	Seq             uint64          `msgpack:"seq"`
-	Contract        []contractEntry `msgpack:"contract"`
-}
-
-type contractEntry struct {
-	Name string `msgpack:"name"`
-	Hash string `msgpack:"hash"`
-}
+var encoderPool = sync.Pool{New: func() any {
+	e := new(stateEncoder)
+	e.enc = msgpack.NewEncoder(&e.buf)
+	e.enc.UseCompactInts(true)
+	return e
+}}
 
 // MarshalState encodes s for a projection's KV value or a snapshot: one
 // msgpack map with string keys and the schema version under "v". The bytes
 // are a pure function of s, and UnmarshalState(MarshalState(s)) equals s,
 // including nil versus empty lists and unset tri-states.
 func MarshalState(s State) ([]byte, error) {
-	w := stateWire{
-		V:       StateVersion,
-		Session: s.Session,
-		Intent: intentWire{
-			Enabled:   s.Intent.Enabled,
-			WebSearch: s.Intent.WebSearch,
-			Preset:    s.Intent.Preset,
-			Disabled:  s.Intent.Disabled,
-			Picked:    s.Intent.Picked,
-		},
-		Loaded:  s.Loaded,
-		Turn:    s.Turn,
-		InTurn:  s.InTurn,
-		LastSeq: s.LastSeq,
-		Events:  s.Events,
-		Skipped: s.Skipped,
-	}
-	if c := s.Checkpoint; c != nil {
-		w.Checkpoint = &checkpointWire{
-			Loaded:          c.Loaded,
-			ContractHash:    c.ContractHash,
-			RegistryVersion: c.RegistryVersion,
-			Turn:            c.Turn,
-			Seq:             c.Seq,
-		}
-		if c.Contract != nil {
-			w.Checkpoint.Contract = make([]contractEntry, len(c.Contract))
-			for i, e := range c.Contract {
-				w.Checkpoint.Contract[i] = contractEntry(e)
-			}
-		}
-	}
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	if err := enc.Encode(&w); err != nil {
+	e := encoderPool.Get().(*stateEncoder)
+	e.buf.Reset()
+	if err := encodeState(e.enc, &s); err != nil {
+		encoderPool.Put(e)
 		return nil, fmt.Errorf("marshal state of session %q: %w", s.Session, err)
 	}
-	return buf.Bytes(), nil
+	out := make([]byte, e.buf.Len())
+	copy(out, e.buf.Bytes())
+	if e.buf.Cap() <= 64<<10 {
+		encoderPool.Put(e)
+	}
+	return out, nil
+}
+
+func encodeState(enc *msgpack.Encoder, s *State) error {
+	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
+	err := enc.EncodeMapLen(10)
+	err = errors.Join(err,
+		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
+		enc.EncodeString("session"), enc.EncodeString(s.Session),
+		enc.EncodeString("intent"), enc.EncodeMapLen(5),
+		enc.EncodeString("enabled"), encodeTri(enc, s.Intent.Enabled),
+		enc.EncodeString("web_search"), encodeTri(enc, s.Intent.WebSearch),
+		enc.EncodeString("preset"), enc.EncodeString(s.Intent.Preset),
+		enc.EncodeString("disabled"), encodeStrings(enc, s.Intent.Disabled),
+		enc.EncodeString("picked"), encodeStrings(enc, s.Intent.Picked),
+		enc.EncodeString("loaded"), encodeStrings(enc, s.Loaded),
+		enc.EncodeString("turn"), enc.EncodeUint(s.Turn),
+		enc.EncodeString("in_turn"), enc.EncodeBool(s.InTurn),
+		enc.EncodeString("last_seq"), enc.EncodeUint(s.LastSeq),
+		enc.EncodeString("events"), enc.EncodeUint(s.Events),
+		enc.EncodeString("checkpoint"), encodeCheckpoint(enc, s.Checkpoint),
+		enc.EncodeString("skipped"), enc.EncodeUint(s.Skipped),
+	)
+	return err
+}
+
+func encodeTri(enc *msgpack.Encoder, b *bool) error {
+	if b == nil {
+		return enc.EncodeNil()
+	}
+	return enc.EncodeBool(*b)
+}
+
+func encodeStrings(enc *msgpack.Encoder, ss []string) error {
+	if ss == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(ss)); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeCheckpoint(enc *msgpack.Encoder, c *Checkpoint) error {
+	if c == nil {
+		return enc.EncodeNil()
+	}
+	err := errors.Join(enc.EncodeMapLen(6),
+		enc.EncodeString("loaded_deferred_tools"), encodeStrings(enc, c.Loaded),
+		enc.EncodeString("contract_hash"), enc.EncodeString(c.ContractHash),
+		enc.EncodeString("registry_version"), enc.EncodeString(c.RegistryVersion),
+		enc.EncodeString("turn"), enc.EncodeUint(c.Turn),
+		enc.EncodeString("seq"), enc.EncodeUint(c.Seq),
+		enc.EncodeString("contract"),
+	)
+	if err != nil {
+		return err
+	}
+	if c.Contract == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(c.Contract)); err != nil {
+		return err
+	}
+	for _, e := range c.Contract {
+		if err := errors.Join(enc.EncodeMapLen(2),
+			enc.EncodeString("name"), enc.EncodeString(e.Name),
+			enc.EncodeString("hash"), enc.EncodeString(e.Hash),
+		); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UnmarshalState decodes bytes written by MarshalState. Unknown keys are
@@ -120,52 +164,588 @@ func UnmarshalState(b []byte) (State, error) {
 	if len(b) > MaxStateBytes {
 		return State{}, fmt.Errorf("unmarshal state: %d bytes, at most %d allowed: %w", len(b), MaxStateBytes, ErrMalformedState)
 	}
-	var w stateWire
-	w.V = -1
-	r := bytes.NewReader(b)
-	dec := msgpack.NewDecoder(r)
-	if err := dec.Decode(&w); err != nil {
+	d := stateDecoder{b: b, s: string(b)}
+	var s State
+	v := int64(-1)
+	if err := d.state(&s, &v); err != nil {
 		return State{}, fmt.Errorf("unmarshal state: %v: %w", err, ErrMalformedState)
 	}
-	if r.Len() != 0 {
-		return State{}, fmt.Errorf("unmarshal state: %d trailing bytes: %w", r.Len(), ErrMalformedState)
+	if rest := len(b) - d.off; rest != 0 {
+		return State{}, fmt.Errorf("unmarshal state: %d trailing bytes: %w", rest, ErrMalformedState)
 	}
 	switch {
-	case w.V == -1:
+	case v == -1:
 		return State{}, fmt.Errorf("unmarshal state: key \"v\" is missing: %w", ErrMalformedState)
-	case w.V < 1 || w.V > StateVersion:
-		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads 1 to %d, rebuild from the log: %w", w.V, StateVersion, ErrStateVersion)
-	}
-	s := State{
-		Session: w.Session,
-		Intent: resolver.Intent{
-			Enabled:   w.Intent.Enabled,
-			WebSearch: w.Intent.WebSearch,
-			Preset:    w.Intent.Preset,
-			Disabled:  w.Intent.Disabled,
-			Picked:    w.Intent.Picked,
-		},
-		Loaded:  w.Loaded,
-		Turn:    w.Turn,
-		InTurn:  w.InTurn,
-		LastSeq: w.LastSeq,
-		Events:  w.Events,
-		Skipped: w.Skipped,
-	}
-	if c := w.Checkpoint; c != nil {
-		s.Checkpoint = &Checkpoint{
-			Loaded:          c.Loaded,
-			ContractHash:    c.ContractHash,
-			RegistryVersion: c.RegistryVersion,
-			Turn:            c.Turn,
-			Seq:             c.Seq,
-		}
-		if c.Contract != nil {
-			s.Checkpoint.Contract = make([]events.ContractEntry, len(c.Contract))
-			for i, e := range c.Contract {
-				s.Checkpoint.Contract[i] = events.ContractEntry(e)
-			}
-		}
+	case v < 1 || v > StateVersion:
+		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads 1 to %d, rebuild from the log: %w", v, StateVersion, ErrStateVersion)
 	}
 	return s, nil
+}
+
+// stateDecoder reads a marshalled State straight from its bytes. It mirrors
+// the semantics of msgpack's reflection decoder for the wire structs: maps
+// or positional arrays for structs, nil as the zero value, string or bin for
+// strings, any integer form for integers, repeated keys decoding over the
+// earlier value, unknown keys skipped with msgpack's own Skip.
+type stateDecoder struct {
+	b   []byte
+	s   string // copy of b: decoded strings are its substrings
+	off int
+}
+
+var (
+	errTruncated   = errors.New("msgpack: unexpected end of input")
+	errArrayStruct = errors.New("msgpack: number of fields in array-encoded struct has changed")
+)
+
+func (d *stateDecoder) left() int { return len(d.b) - d.off }
+
+func (d *stateDecoder) code() (byte, error) {
+	if d.off >= len(d.b) {
+		return 0, errTruncated
+	}
+	c := d.b[d.off]
+	d.off++
+	return c, nil
+}
+
+// peekNil consumes the next code and reports true if it is nil; otherwise
+// it consumes nothing.
+func (d *stateDecoder) peekNil() bool {
+	if d.off < len(d.b) && d.b[d.off] == msgpcode.Nil {
+		d.off++
+		return true
+	}
+	return false
+}
+
+func (d *stateDecoder) n(k int) ([]byte, error) {
+	if k > d.left() {
+		d.off = len(d.b)
+		return nil, errTruncated
+	}
+	p := d.b[d.off : d.off+k]
+	d.off += k
+	return p, nil
+}
+
+func (d *stateDecoder) u8() (uint64, error) {
+	p, err := d.n(1)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(p[0]), nil
+}
+
+func (d *stateDecoder) u16() (uint64, error) {
+	p, err := d.n(2)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(binary.BigEndian.Uint16(p)), nil
+}
+
+func (d *stateDecoder) u32() (uint64, error) {
+	p, err := d.n(4)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(binary.BigEndian.Uint32(p)), nil
+}
+
+func (d *stateDecoder) u64() (uint64, error) {
+	p, err := d.n(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+// integer decodes like msgpack's DecodeInt64 / DecodeUint64 (the same bits:
+// signed forms are sign-extended).
+func (d *stateDecoder) integer(what string) (uint64, error) {
+	if d.off < len(d.b) && d.b[d.off] <= msgpcode.PosFixedNumHigh {
+		d.off++
+		return uint64(d.b[d.off-1]), nil
+	}
+	c, err := d.code()
+	if err != nil {
+		return 0, err
+	}
+	if c == msgpcode.Nil {
+		return 0, nil
+	}
+	if msgpcode.IsFixedNum(c) {
+		return uint64(int8(c)), nil
+	}
+	switch c {
+	case msgpcode.Uint8:
+		return d.u8()
+	case msgpcode.Int8:
+		n, err := d.u8()
+		return uint64(int8(n)), err
+	case msgpcode.Uint16:
+		return d.u16()
+	case msgpcode.Int16:
+		n, err := d.u16()
+		return uint64(int16(n)), err
+	case msgpcode.Uint32:
+		return d.u32()
+	case msgpcode.Int32:
+		n, err := d.u32()
+		return uint64(int32(n)), err
+	case msgpcode.Uint64, msgpcode.Int64:
+		return d.u64()
+	}
+	return 0, fmt.Errorf("msgpack: invalid code=%x decoding %s", c, what)
+}
+
+func (d *stateDecoder) uint(p *uint64) error {
+	n, err := d.integer("uint64")
+	if err != nil {
+		return err
+	}
+	*p = n
+	return nil
+}
+
+func (d *stateDecoder) bool(p *bool) error {
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case msgpcode.Nil, msgpcode.False:
+		*p = false
+	case msgpcode.True:
+		*p = true
+	default:
+		return fmt.Errorf("msgpack: invalid code=%x decoding bool", c)
+	}
+	return nil
+}
+
+func (d *stateDecoder) tri(p **bool) error {
+	if d.peekNil() {
+		*p = nil
+		return nil
+	}
+	if *p == nil {
+		*p = new(bool)
+	}
+	return d.bool(*p)
+}
+
+func (d *stateDecoder) bytesLen(c byte) (int, error) {
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if msgpcode.IsFixedString(c) {
+		return int(c & msgpcode.FixedStrMask), nil
+	}
+	var n uint64
+	var err error
+	switch c {
+	case msgpcode.Str8, msgpcode.Bin8:
+		n, err = d.u8()
+	case msgpcode.Str16, msgpcode.Bin16:
+		n, err = d.u16()
+	case msgpcode.Str32, msgpcode.Bin32:
+		n, err = d.u32()
+	default:
+		return 0, fmt.Errorf("msgpack: invalid code=%x decoding string/bytes length", c)
+	}
+	return int(n), err
+}
+
+// raw reads a string or bin (nil reads as empty) and returns its offset
+// and length in d.b.
+func (d *stateDecoder) raw() (int, int, error) {
+	// Fast path: a complete fixstr or str8.
+	if i := d.off; i < len(d.b) {
+		c := d.b[i]
+		at, n := -1, 0
+		if c >= msgpcode.FixedStrLow && c <= msgpcode.FixedStrHigh {
+			at, n = i+1, int(c&msgpcode.FixedStrMask)
+		} else if c == msgpcode.Str8 && i+1 < len(d.b) {
+			at, n = i+2, int(d.b[i+1])
+		}
+		if at >= 0 && n <= len(d.b)-at {
+			d.off = at + n
+			return at, n, nil
+		}
+	}
+	c, err := d.code()
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := d.bytesLen(c)
+	if err != nil || n <= 0 {
+		return 0, 0, err
+	}
+	at := d.off
+	if _, err := d.n(n); err != nil {
+		return 0, 0, err
+	}
+	return at, n, nil
+}
+
+// key reads a map key without allocating; it is valid until d.b changes.
+func (d *stateDecoder) key() (string, error) {
+	at, n, err := d.raw()
+	if err != nil || n == 0 {
+		return "", err
+	}
+	return unsafeString(d.b[at : at+n]), nil
+}
+
+func (d *stateDecoder) string(p *string) error {
+	at, n, err := d.raw()
+	if err != nil {
+		return err
+	}
+	*p = d.s[at : at+n]
+	return nil
+}
+
+func (d *stateDecoder) arrayLen(c byte) (int, error) {
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if c >= msgpcode.FixedArrayLow && c <= msgpcode.FixedArrayHigh {
+		return int(c & msgpcode.FixedArrayMask), nil
+	}
+	var n uint64
+	var err error
+	switch c {
+	case msgpcode.Array16:
+		n, err = d.u16()
+	case msgpcode.Array32:
+		n, err = d.u32()
+	default:
+		return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
+	}
+	if err == nil && int(n) > d.left() {
+		// Every element takes at least one byte.
+		return 0, errTruncated
+	}
+	return int(n), err
+}
+
+func (d *stateDecoder) array() (int, error) {
+	c, err := d.code()
+	if err != nil {
+		return 0, err
+	}
+	return d.arrayLen(c)
+}
+
+// mapLen returns the length of a map, -1 for nil; for any other code it
+// consumes nothing more and returns an error.
+func (d *stateDecoder) mapLen(c byte) (int, error) {
+	if c == msgpcode.Nil {
+		return -1, nil
+	}
+	if c >= msgpcode.FixedMapLow && c <= msgpcode.FixedMapHigh {
+		return int(c & msgpcode.FixedMapMask), nil
+	}
+	var n uint64
+	var err error
+	switch c {
+	case msgpcode.Map16:
+		n, err = d.u16()
+	case msgpcode.Map32:
+		n, err = d.u32()
+	default:
+		return 0, fmt.Errorf("msgpack: unexpected code=%x decoding map length", c)
+	}
+	if err == nil && int(n) > d.left()/2 {
+		// Every entry takes at least two bytes.
+		return 0, errTruncated
+	}
+	return int(n), err
+}
+
+// strings decodes like msgpack's []string decoder: nil leaves *p as it is.
+func (d *stateDecoder) strings(p *[]string) error {
+	n, err := d.array()
+	if err != nil || n == -1 {
+		return err
+	}
+	ss := *p
+	if ss == nil || cap(ss) < n {
+		ss = make([]string, n)
+	} else {
+		ss = ss[:n]
+	}
+	for i := range ss {
+		if err := d.string(&ss[i]); err != nil {
+			return err
+		}
+	}
+	*p = ss
+	return nil
+}
+
+// skip skips one value with msgpack's own Skip.
+func (d *stateDecoder) skip() error {
+	r := bytes.NewReader(d.b[d.off:])
+	err := msgpack.NewDecoder(r).Skip()
+	d.off = len(d.b) - r.Len()
+	return err
+}
+
+// structure decodes a struct of nfields fields like msgpack's struct
+// decoder: a map (nil: the zero value), or an array with every field in
+// order (empty: the zero value). field decodes the field named name (map
+// form) or numbered i (array form) and reports false for an unknown name.
+func (d *stateDecoder) structure(nfields int, zero func(), field func(name string, i int) (bool, error)) error {
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	n, err := d.mapLen(c)
+	if err == nil {
+		if n == -1 {
+			zero()
+			return nil
+		}
+		for range n {
+			name, err := d.key()
+			if err != nil {
+				return err
+			}
+			ok, err := field(name, -1)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := d.skip(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	n, err2 := d.arrayLen(c)
+	if err2 != nil {
+		return err
+	}
+	if n <= 0 {
+		zero()
+		return nil
+	}
+	if n != nfields {
+		return errArrayStruct
+	}
+	for i := range n {
+		if _, err := field("", i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *stateDecoder) state(s *State, v *int64) error {
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	n, err := d.mapLen(c)
+	if err == nil {
+		if n == -1 {
+			*s, *v = State{}, 0
+			return nil
+		}
+		for range n {
+			name, err := d.key()
+			if err != nil {
+				return err
+			}
+			ok, err := d.stateField(s, v, name, -1)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := d.skip(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	n, err2 := d.arrayLen(c)
+	if err2 != nil {
+		return err
+	}
+	if n <= 0 {
+		*s, *v = State{}, 0
+		return nil
+	}
+	if n != 10 {
+		return errArrayStruct
+	}
+	for i := range n {
+		if _, err := d.stateField(s, v, "", i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool, error) {
+	switch {
+	case name == "v" || i == 0:
+		n, err := d.integer("int64")
+		if err == nil {
+			*v = int64(n)
+		}
+		return true, err
+	case name == "session" || i == 1:
+		return true, d.string(&s.Session)
+	case name == "intent" || i == 2:
+		return true, d.intent(&s.Intent)
+	case name == "loaded" || i == 3:
+		return true, d.strings(&s.Loaded)
+	case name == "turn" || i == 4:
+		return true, d.uint(&s.Turn)
+	case name == "in_turn" || i == 5:
+		return true, d.bool(&s.InTurn)
+	case name == "last_seq" || i == 6:
+		return true, d.uint(&s.LastSeq)
+	case name == "events" || i == 7:
+		return true, d.uint(&s.Events)
+	case name == "checkpoint" || i == 8:
+		if d.peekNil() {
+			s.Checkpoint = nil
+			return true, nil
+		}
+		if s.Checkpoint == nil {
+			s.Checkpoint = new(Checkpoint)
+		}
+		return true, d.checkpoint(s.Checkpoint)
+	case name == "skipped" || i == 9:
+		return true, d.uint(&s.Skipped)
+	}
+	return false, nil
+}
+
+func (d *stateDecoder) intent(in *resolver.Intent) error {
+	return d.structure(5, func() { *in = resolver.Intent{} }, func(name string, i int) (bool, error) {
+		switch {
+		case name == "enabled" || i == 0:
+			return true, d.tri(&in.Enabled)
+		case name == "web_search" || i == 1:
+			return true, d.tri(&in.WebSearch)
+		case name == "preset" || i == 2:
+			return true, d.string(&in.Preset)
+		case name == "disabled" || i == 3:
+			return true, d.strings(&in.Disabled)
+		case name == "picked" || i == 4:
+			return true, d.strings(&in.Picked)
+		}
+		return false, nil
+	})
+}
+
+func (d *stateDecoder) checkpoint(c *Checkpoint) error {
+	return d.structure(6, func() { *c = Checkpoint{} }, func(name string, i int) (bool, error) {
+		switch {
+		case name == "loaded_deferred_tools" || i == 0:
+			return true, d.strings(&c.Loaded)
+		case name == "contract_hash" || i == 1:
+			return true, d.string(&c.ContractHash)
+		case name == "registry_version" || i == 2:
+			return true, d.string(&c.RegistryVersion)
+		case name == "turn" || i == 3:
+			return true, d.uint(&c.Turn)
+		case name == "seq" || i == 4:
+			return true, d.uint(&c.Seq)
+		case name == "contract" || i == 5:
+			return true, d.contract(&c.Contract)
+		}
+		return false, nil
+	})
+}
+
+// contract decodes like msgpack's generic slice decoder: nil sets nil, and
+// elements are decoded over what the backing array already holds.
+func (d *stateDecoder) contract(p *[]events.ContractEntry) error {
+	n, err := d.array()
+	if err != nil {
+		return err
+	}
+	if n == -1 {
+		*p = nil
+		return nil
+	}
+	s := *p
+	if n == 0 && s == nil {
+		*p = []events.ContractEntry{}
+		return nil
+	}
+	if cap(s) >= n {
+		s = s[:n]
+	} else {
+		s = s[:cap(s)]
+		s = append(s, make([]events.ContractEntry, n-len(s))...)
+	}
+	*p = s
+	for i := range s {
+		if err := d.contractEntry(&s[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// contractEntry is structure specialised for a contract entry (the bulk of
+// a typical State).
+func (d *stateDecoder) contractEntry(e *events.ContractEntry) error {
+	c, err := d.code()
+	if err != nil {
+		return err
+	}
+	n, err := d.mapLen(c)
+	if err == nil {
+		if n == -1 {
+			*e = events.ContractEntry{}
+			return nil
+		}
+		for range n {
+			name, err := d.key()
+			if err != nil {
+				return err
+			}
+			switch name {
+			case "name":
+				err = d.string(&e.Name)
+			case "hash":
+				err = d.string(&e.Hash)
+			default:
+				err = d.skip()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	n, err2 := d.arrayLen(c)
+	if err2 != nil {
+		return err
+	}
+	if n <= 0 {
+		*e = events.ContractEntry{}
+		return nil
+	}
+	if n != 2 {
+		return errArrayStruct
+	}
+	if err := d.string(&e.Name); err != nil {
+		return err
+	}
+	return d.string(&e.Hash)
 }
