@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -342,10 +341,4 @@ func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (ag
 	}
 	st.Session = session
 	return st, nil
-}
-
-func sortedCopy(xs []string) []string {
-	out := slices.Clone(xs)
-	slices.Sort(out)
-	return out
 }

@@ -41,15 +41,14 @@ func TestMain(m *testing.M) {
 
 // engineProc is a running `engine serve` process.
 type engineProc struct {
-	cmd      *exec.Cmd
-	NATSURL  string
-	HTTPURL  string
-	DataDir  string
-	Stderr   *strings.Builder
-	exited   chan struct{}
-	exitErr  error
-	killed   bool
-	stopping bool
+	cmd     *exec.Cmd
+	NATSURL string
+	HTTPURL string
+	DataDir string
+	Stderr  *strings.Builder
+	exited  chan struct{}
+	exitErr error
+	killed  bool
 }
 
 // startEngine runs `engine serve` on dataDir with random ports and waits
