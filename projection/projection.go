@@ -31,9 +31,12 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
+// DefaultDurable is the feed's consumer name when Config.Durable is empty.
+const DefaultDurable = "views"
+
 // Config configures a projection. The zero value is usable.
 type Config struct {
-	// Durable is the feed's consumer name. Default "views".
+	// Durable is the feed's consumer name. Default DefaultDurable.
 	Durable string
 	// Bucket names the views bucket (<PREFIX>_<Bucket>). Default "VIEWS".
 	Bucket string
@@ -61,7 +64,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Durable == "" {
-		c.Durable = "views"
+		c.Durable = DefaultDurable
 	}
 	if c.Bucket == "" {
 		c.Bucket = "VIEWS"
@@ -419,22 +422,11 @@ func (p *Projection) load(ctx context.Context, session string) error {
 	}
 	st := &aggregate.State{Session: session}
 	if session != "" && !p.trustCache {
-		data, err := p.views.Get(ctx, session)
+		s, err := p.viewOf(ctx, session)
 		if err != nil {
 			return err
 		}
-		if data != nil {
-			s, err := aggregate.UnmarshalState(data)
-			if err != nil {
-				// A view this build cannot read is rebuilt from the log.
-				p.cfg.Logger.Warn().Str("session", session).Err(err).Msg("view unreadable: rebuilding from the log")
-				s, err = p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
-				if err != nil {
-					return err
-				}
-			}
-			st = &s
-		}
+		st = &s
 	}
 	p.cacheMu.Lock()
 	if _, ok := p.cache[session]; !ok {
@@ -442,6 +434,22 @@ func (p *Projection) load(ctx context.Context, session string) error {
 	}
 	p.cacheMu.Unlock()
 	return nil
+}
+
+// viewOf reads a session's view from KV: the zero state when it has none,
+// and the fold of its whole log when the view cannot be decoded by this
+// build.
+func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
+	data, err := p.views.Get(ctx, session)
+	if err != nil || data == nil {
+		return aggregate.State{Session: session}, err
+	}
+	st, err := aggregate.UnmarshalState(data)
+	if err != nil {
+		p.cfg.Logger.Warn().Str("session", session).Err(err).Msg("view unreadable: rebuilding from the log")
+		return p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+	}
+	return st, nil
 }
 
 func (p *Projection) evict() {
@@ -496,16 +504,9 @@ func (p *Projection) Read(ctx context.Context, session string, opts ReadOptions)
 	}
 	st, ok := p.cached(session)
 	if !ok {
-		data, err := p.views.Get(ctx, session)
-		if err != nil {
+		var err error
+		if st, err = p.viewOf(ctx, session); err != nil {
 			return aggregate.State{}, err
-		}
-		st = aggregate.State{Session: session}
-		if data != nil {
-			if st, err = aggregate.UnmarshalState(data); err != nil {
-				st = aggregate.State{Session: session}
-				opts.Latest = true
-			}
 		}
 	}
 	var err error

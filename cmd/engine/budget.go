@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/toolintent/engine/deferral"
-	"github.com/toolintent/engine/resolver"
 )
 
 type budgetCmd struct {
@@ -15,13 +14,9 @@ type budgetCmd struct {
 }
 
 func (c *budgetCmd) Run() error {
-	reg := resolver.Default()
-	if c.Registry != "" {
-		r, err := resolver.LoadFile(c.Registry)
-		if err != nil {
-			return fmt.Errorf("load registry: %w", err)
-		}
-		reg = r
+	reg, err := loadRegistry(c.Registry)
+	if err != nil {
+		return err
 	}
 	t, err := deferral.Table(reg)
 	if err != nil {

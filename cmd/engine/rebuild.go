@@ -7,7 +7,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -23,22 +22,17 @@ func (c *rebuildCmd) Help() string {
 }
 
 func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	nc, _, shutdown, err := c.connect(ctx, log, "127.0.0.1:0", "interval")
+	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
 	if err != nil {
 		return err
 	}
-	defer shutdown()
-	defer nc.Close()
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
-	if err != nil {
-		return err
-	}
+	defer closeLog()
 	last, err := jlog.LastStreamSeq(ctx)
 	if err != nil {
 		return err
 	}
 	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger()}
-	if err := jlog.ResetFeed(ctx, "views"); err != nil {
+	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
 		return err
 	}
 	prog := newProgress()

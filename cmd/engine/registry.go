@@ -7,7 +7,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -29,16 +28,11 @@ func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
-	nc, _, shutdown, err := c.connect(ctx, log, "127.0.0.1:0", "interval")
+	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
 	if err != nil {
 		return err
 	}
-	defer shutdown()
-	defer nc.Close()
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
-	if err != nil {
-		return err
-	}
+	defer closeLog()
 	store, err := jlog.OpenRegistryStore(ctx)
 	if err != nil {
 		return err

@@ -64,25 +64,16 @@ type ready struct {
 }
 
 func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	reg := resolver.Default()
-	if c.Registry != "" {
-		r, err := resolver.LoadFile(c.Registry)
-		if err != nil {
-			return fmt.Errorf("load registry: %w", err)
-		}
-		reg = r
-	}
-	nc, url, shutdownServer, err := c.connect(ctx, log, c.Listen, c.Sync)
+	reg, err := loadRegistry(c.Registry)
 	if err != nil {
 		return err
 	}
-	defer shutdownServer()
-	defer nc.Close()
-
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
+	nc := jlog.Conn()
 	m := metrics.New()
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
@@ -202,6 +193,39 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 		return nil, nil, fmt.Errorf("registry in KV (revision %d) is invalid: %w; store a valid one with engine registry push FILE", rev, err)
 	}
 	return store, reg, nil
+}
+
+// loadRegistry loads the registry file at path, or returns the embedded
+// default when path is empty.
+func loadRegistry(path string) (*resolver.Registry, error) {
+	if path == "" {
+		return resolver.Default(), nil
+	}
+	reg, err := resolver.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load registry: %w", err)
+	}
+	return reg, nil
+}
+
+// openLog connects (starting the embedded server on listen when no --nats
+// is given) and opens the event stream. The returned func closes the
+// connection and shuts the embedded server down.
+func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sync string) (*jetstream.Log, string, func(), error) {
+	nc, url, shutdown, err := c.connect(ctx, log, listen, sync)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	closeLog := func() {
+		nc.Close()
+		shutdown()
+	}
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	if err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	return jlog, url, closeLog, nil
 }
 
 func orNone(s string) string {
