@@ -117,20 +117,6 @@ func clReplayAll(t *testing.T, l *jetstream.Log) []jetstream.Record {
 	return recs
 }
 
-// clFold folds records serially, per session, in log order.
-func clFold(recs []jetstream.Record) map[string]aggregate.State {
-	out := map[string]aggregate.State{}
-	for _, r := range recs {
-		st, ok := out[r.Session]
-		if !ok {
-			st = aggregate.State{Session: r.Session}
-		}
-		st.ApplyStored(r.Seq, r.Envelope, r.Err)
-		out[r.Session] = st
-	}
-	return out
-}
-
 // clStatesMatchLog checks that each returned state equals the fold of its session's
 // log up to the sequence it was returned for: what Apply reports is what
 // the log holds. want maps session → sequence → state returned there.
@@ -581,7 +567,7 @@ func TestClusterLeaderKillUnderLoad(t *testing.T) {
 
 	// Reads of one session (batched direct gets, served by any replica)
 	// agree with the replay.
-	fold := clFold(recs)
+	fold := natstest.FoldRecords(recs)
 	perSession := map[string][]string{}
 	for _, r := range recs {
 		perSession[r.Session] = append(perSession[r.Session], fmt.Sprintf("%d/%s", r.Seq, r.Envelope.ID))
@@ -930,7 +916,7 @@ func TestConcurrentHotSessions(t *testing.T) {
 	// Final views: the serial fold of each session's log (read with
 	// ReadSession) equals the replay's fold, every engine's
 	// read-your-writes view and the projection's stored view.
-	fold := clFold(recs)
+	fold := natstest.FoldRecords(recs)
 	lastSeq := recs[len(recs)-1].Seq
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -47,18 +47,27 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 // and in log order: the reference a projection must equal.
 func FoldLog(t testing.TB, l *jetstream.Log) map[string]aggregate.State {
 	t.Helper()
-	out := map[string]aggregate.State{}
+	var recs []jetstream.Record
 	err := l.Replay(context.Background(), 0, func(r jetstream.Record) error {
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("fold the log: %v", err)
+	}
+	return FoldRecords(recs)
+}
+
+// FoldRecords folds records read from the log, per session, in order.
+func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
+	out := map[string]aggregate.State{}
+	for _, r := range recs {
 		st, ok := out[r.Session]
 		if !ok {
 			st = aggregate.State{Session: r.Session}
 		}
 		st.ApplyStored(r.Seq, r.Envelope, r.Err)
 		out[r.Session] = st
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("fold the log: %v", err)
 	}
 	return out
 }
