@@ -232,3 +232,49 @@ func TestUnknownProviderRefused(t *testing.T) {
 		t.Fatalf("Dispatch with provider gemini: %v", err)
 	}
 }
+
+// R28: the engine never writes an event the fold rejects: an event records
+// its channel (required) and actor (Anonymous when none is given), and a
+// load outside a turn or a checkpoint naming a resident tool is refused.
+func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "o1", service.Origin{Actor: "a"}, nil, events.ToolsToggled{Enabled: on(true)}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("no channel: %v, want ErrInvalid", err)
+	}
+	res, err := e.Apply(ctx, "o1", service.Origin{Channel: "web"}, nil, events.ToolsToggled{Enabled: on(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := e.History(ctx, "o1", service.Until{}, service.ResolveRequest{})
+	if err != nil || len(h) != 1 || h[0].Actor != service.Anonymous || h[0].Channel != "web" || h[0].Error != "" {
+		t.Fatalf("history %+v, %v; want one applied event by web/%s", h, err, service.Anonymous)
+	}
+	if _, err := e.Apply(ctx, "o1", web, nil, events.DeferredLoaded{Names: []string{"send_message"}}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("load outside a turn: %v, want ErrInvalid", err)
+	}
+	if _, err := e.BeginTurn(ctx, "o1", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Resolve(ctx, "o1", service.ResolveRequest{MinSeq: res.Last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := e.Registry()
+	cp := events.CheckpointRecorded{Loaded: []string{"read_file"}, ContractHash: v.ContractHash, RegistryVersion: reg.Version()}
+	for _, name := range v.Tools {
+		tl, _ := reg.Tool(name)
+		cp.Contract = append(cp.Contract, events.ContractEntry{Name: name, Hash: resolver.ToolHash(tl)})
+	}
+	if _, err := e.Apply(ctx, "o1", web, nil, cp); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), `"read_file" is resident`) {
+		t.Fatalf("checkpoint naming a resident tool: %v, want refused", err)
+	}
+	cp.Loaded = []string{"send_message"}
+	if _, err := e.Apply(ctx, "o1", web, nil, cp); err != nil {
+		t.Fatalf("checkpoint of a deferred tool of the contract: %v", err)
+	}
+	st, err := e.Session(ctx, "o1", 0)
+	if err != nil || st.Rejected != 0 || st.Skipped != 0 {
+		t.Fatalf("session %+v, %v: the engine's own events were not all applied", st, err)
+	}
+}
