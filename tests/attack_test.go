@@ -245,6 +245,16 @@ func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad
 		t.Fatalf("the serving engine's view after the attack:\n got %+v\nwant %+v (the view before, nothing applied, each event reported)", got, want)
 	}
 
+	// The direct publisher learns it from the session view, over the API
+	// channel its user may read (deploy/accounts.conf).
+	bc := api.NewNATSClient(a.backend.nc, api.WithChannel("backend"))
+	if bv, err := bc.Intent(ctx, attackVictim, last); err != nil || !reflect.DeepEqual(attackReportOfView(bv), got) {
+		t.Errorf("the backend's read of the view: %+v, %v", bv, err)
+	}
+	if bh, err := bc.History(ctx, api.HistoryRequest{Session: attackVictim}); err != nil || !reflect.DeepEqual(attackReportOfView(bh.State), got) {
+		t.Errorf("the backend's read of the history: %+v, %v", bh.State, err)
+	}
+
 	// The same report from a fresh replay over direct gets (history),
 	// whose entries name the reason too.
 	h, err := a.hc.History(ctx, api.HistoryRequest{Session: attackVictim})
