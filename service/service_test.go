@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -276,5 +278,42 @@ func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
 	st, err := e.Session(ctx, "o1", 0)
 	if err != nil || st.Rejected != 0 || st.Skipped != 0 {
 		t.Fatalf("session %+v, %v: the engine's own events were not all applied", st, err)
+	}
+}
+
+// R25, R28: history and explain replay with the fold's rules: an event
+// published straight to the log that breaks one is listed as rejected with
+// its reason, changes nothing, and is never named as the reason for a tool.
+func TestHistoryAndExplainSkipRejected(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Apply(ctx, "x1", web, nil, events.ToolsToggled{Enabled: on(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := events.New("x1", "backend", "svc", events.ToolsToggled{Enabled: on(true)})
+	b, err := events.Encode(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(e.Log().Subject("x1"))
+	m.Data = b
+	m.Header.Set("Nats-Msg-Id", events.NewID()) // not the event's id
+	if _, err := e.Log().JetStream().PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h, st, err := e.History(ctx, "x1", service.Until{}, service.ResolveRequest{})
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history %+v, %v", h, err)
+	}
+	if !h[1].Rejected || !strings.Contains(h[1].Error, "Nats-Msg-Id") || *h[1].Intent.Enabled || st.Rejected != 1 || st.Events != 1 {
+		t.Fatalf("history entry of the forged event: %+v (state %+v), want rejected and nothing changed", h[1], st)
+	}
+	ex, err := e.Explain(ctx, "x1", "bash", service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Event == nil || ex.Event.Seq != res.Last || ex.Event.ID == forged.ID {
+		t.Fatalf("explain names %+v, want the applied event at %d", ex.Event, res.Last)
 	}
 }
