@@ -19,7 +19,8 @@ func benchLog(b *testing.B) [][]byte {
 		}
 		ps = append(ps, events.TurnEnded{Turn: turn})
 		if turn%8 == 0 {
-			ps = append(ps, events.CheckpointRecorded{Loaded: []string{"send_message"}, ContractHash: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", RegistryVersion: "builtin-2026.12.1", Turn: turn})
+			ps = append(ps, events.CheckpointRecorded{Loaded: []string{"send_message"}, ContractHash: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", RegistryVersion: "builtin-2026.12.1", Turn: turn,
+				Contract: []events.ContractEntry{{Name: "send_message", Hash: "89abcdef0123456789abcdef0123456789abcdef0123456789abcdef01234567"}}})
 		}
 	}
 	ps = append(ps, events.ToolsPicked{Names: []string{"read_file", "grep", "web_fetch"}}, events.ToolEnabled{Name: "bash"})
@@ -34,22 +35,27 @@ func benchLog(b *testing.B) [][]byte {
 	return out
 }
 
-// R24: the cost of rebuilding a session from its log (decode + Apply per
-// event); snapshots bound how many events this runs over.
+// R24: the cost of rebuilding a session from its log (decode + the fold's
+// rules + apply, per event, R28); snapshots bound how many events this runs
+// over.
 func BenchmarkDecodeFold(b *testing.B) {
 	log := benchLog(b)
+	ids := make([]string, len(log))
+	for i, raw := range log {
+		e, err := events.Decode(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = e.ID // the Nats-Msg-Id header of each stored event
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		s := State{Session: testSession}
 		for i, raw := range log {
 			e, err := events.Decode(raw)
-			if err != nil {
-				s.Skip(uint64(i + 1))
-				continue
-			}
-			s.Apply(uint64(i+1), e)
+			s.ApplyStored(Stored{Seq: uint64(i + 1), MsgID: ids[i], Envelope: e, Err: err})
 		}
-		if s.Skipped != 0 || s.Events != uint64(len(log)) {
+		if s.Skipped != 0 || s.Rejected != 0 || s.Events != uint64(len(log)) {
 			b.Fatalf("fold: %+v", s)
 		}
 	}

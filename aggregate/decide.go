@@ -3,6 +3,7 @@ package aggregate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -35,6 +36,8 @@ const (
 )
 
 // Limits bounds what a session may store. The zero value uses the defaults.
+// A limit above the fold's wire bound (events.MaxPicked, events.MaxListLen)
+// is lowered to it: Decide never emits an event the fold rejects (R28).
 type Limits struct {
 	// MaxPicked bounds a picked list (R2); 0 means DefaultMaxPicked.
 	MaxPicked int
@@ -49,13 +52,17 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxDisabled <= 0 {
 		l.MaxDisabled = DefaultMaxDisabled
 	}
+	l.MaxPicked = min(l.MaxPicked, events.MaxPicked)
+	l.MaxDisabled = min(l.MaxDisabled, events.MaxListLen)
 	return l
 }
 
 // Decide validates cmd against the state s and the live registry reg and
 // returns the payloads to append: usually cmd itself in value form, empty
 // when the command changes nothing (a no-op), normalised where noted. It is
-// pure and deterministic; it never panics.
+// pure and deterministic; it never panics. Every payload it returns, applied
+// in order, passes the fold's rules (State.Check, R28); on top of them it
+// checks what needs the registry.
 //
 // Rules:
 //   - ToolsToggled, WebSearchSet: always valid (WebSearchSet{true} needs a
@@ -69,17 +76,21 @@ func (l Limits) withDefaults() Limits {
 //     defaults (with or without web_search): that is an expanded list, and
 //     ErrMaterialized says which intent to store instead (R2). An empty
 //     list is refused; ToolsToggled{enabled:false} means no tools.
-//   - DeferredLoaded: known, deferred tools; Turn 0 means s.Turn, any other
-//     value must equal s.Turn; names already loaded are dropped, so loading
-//     only loaded tools is a no-op.
+//   - DeferredLoaded: inside an open turn; known, deferred tools; Turn 0
+//     means s.Turn, any other value must equal s.Turn; names already
+//     loaded are dropped, so loading only loaded tools is a no-op.
 //   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
 //     s.Turn is still open, a TurnEnded for it is emitted first.
 //   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
 //     turn is already ended; an error before the first turn.
-//   - CheckpointRecorded: non-empty ContractHash and RegistryVersion; Turn
-//     0 means s.Turn, otherwise at most s.Turn; loaded names are known
-//     tools, and belong to Contract when Contract is given (R19); Loaded is
-//     emitted sorted and de-duplicated.
+//   - CheckpointRecorded: ContractHash is a SHA-256 in lower-case hex and
+//     RegistryVersion is not empty; Turn 0 means s.Turn, otherwise at most
+//     s.Turn; loaded names belong to Contract (a checkpoint that loads
+//     tools records its contract, R19), whose entries add up to
+//     ContractHash (resolver.ContractHashFromToolHashes); when the
+//     checkpoint names the live registry's version, loaded names are
+//     deferred tools of it, not resident ones. Loaded is emitted sorted and
+//     de-duplicated.
 func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.Payload, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("decide: registry is nil, pass the live registry: %w", ErrInvalidCommand)
@@ -140,6 +151,9 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 	case events.DeferredLoaded:
 		return decideLoaded(s, reg, c)
 	case events.TurnStarted:
+		if s.Turn == math.MaxUint64 {
+			return nil, fmt.Errorf("decide TurnStarted: the session has used every turn number (the last started turn is %d): %w", s.Turn, ErrInvalidCommand)
+		}
 		want := s.Turn + 1
 		if c.Turn != 0 && c.Turn != want {
 			return nil, fmt.Errorf("decide TurnStarted: turn %d, want %d (the last started turn is %d): %w", c.Turn, want, s.Turn, ErrInvalidCommand)
@@ -303,6 +317,9 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 	if len(c.Names) > events.MaxListLen {
 		return nil, fmt.Errorf("decide DeferredLoaded: %d names, at most %d allowed: %w", len(c.Names), events.MaxListLen, ErrInvalidCommand)
 	}
+	if !s.InTurn {
+		return nil, fmt.Errorf("decide DeferredLoaded: no turn is open (the last turn, %d, has ended); tool_search loads tools inside a turn, begin one first: %w", s.Turn, ErrInvalidCommand)
+	}
 	turn := c.Turn
 	if turn == 0 {
 		turn = s.Turn
@@ -334,9 +351,6 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 }
 
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
-	if c.ContractHash == "" {
-		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash is empty, record the hash of the contract the loaded set belongs to (R19): %w", ErrInvalidCommand)
-	}
 	if c.RegistryVersion == "" {
 		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (R19): %w", ErrInvalidCommand)
 	}
@@ -360,18 +374,41 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 		}
 		inContract[e.Name] = true
 	}
+	live := c.RegistryVersion == reg.Version()
 	for _, n := range c.Loaded {
-		if c.Contract != nil {
-			if err := events.ValidateToolName(n); err != nil {
-				return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
-			}
-			if !inContract[n] {
-				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (R19): %w", n, ErrInvalidCommand)
-			}
-			continue
+		if err := events.ValidateToolName(n); err != nil {
+			return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
 		}
-		if err := knownTool(reg, "CheckpointRecorded", n); err != nil {
-			return nil, err
+		if !inContract[n] {
+			if _, known := reg.Tool(n); !known && live {
+				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in registry %s, check the name: %w", n, reg.Version(), ErrUnknownTool)
+			}
+			return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (R19): %w", n, ErrInvalidCommand)
+		}
+		if live {
+			t, _ := reg.Tool(n)
+			if !t.Deferred || reg.IsResident(n) {
+				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is resident in registry %s, not deferred, so it is never loaded; record only deferred tools: %w", n, reg.Version(), ErrInvalidCommand)
+			}
+		}
+	}
+	if !events.ValidHash(c.ContractHash) {
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (R19): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
+	}
+	if c.Contract != nil {
+		hashes := make([]string, len(c.Contract))
+		for i, e := range c.Contract {
+			if !events.ValidHash(e.Hash) {
+				return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d] (%s) hash %q is not a SHA-256 in lower-case hex: %w", i, e.Name, clipName(e.Hash), ErrInvalidCommand)
+			}
+			hashes[i] = e.Hash
+		}
+		sum, err := resolver.ContractHashFromToolHashes(c.RegistryVersion, hashes)
+		if err != nil {
+			return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
+		}
+		if sum != c.ContractHash {
+			return nil, fmt.Errorf("decide CheckpointRecorded: the contract entries of registry %s add up to %s, not contract_hash %s; record the contract the hash was computed from: %w", c.RegistryVersion, sum, c.ContractHash, ErrInvalidCommand)
 		}
 	}
 	out := c
@@ -382,4 +419,12 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 	}
 	out.Contract = slices.Clone(c.Contract)
 	return one(out), nil
+}
+
+// clipName shortens a bad value for an error message.
+func clipName(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return clipText(s, 80) + "..."
 }

@@ -2,7 +2,9 @@ package aggregate
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,11 +227,28 @@ func TestDecideTurns(t *testing.T) {
 	}
 }
 
-// R19: a checkpoint records names of its contract with a hash.
+// realContract is the contract of a resolution of reg, as the engine
+// records it.
+func realContract(t *testing.T, reg *resolver.Registry) (string, []events.ContractEntry) {
+	t.Helper()
+	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: bp(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c []events.ContractEntry
+	for _, tl := range res.Tools {
+		c = append(c, events.ContractEntry{Name: tl.Name, Hash: resolver.ToolHash(tl)})
+	}
+	return res.ContractHash, c
+}
+
+// R19, R28: a checkpoint records deferred tools of its contract, with a
+// well-formed hash the contract adds up to.
 func TestDecideCheckpoint(t *testing.T) {
 	def := resolver.Default()
-	s := Fold(testSession, stored(events.TurnStarted{Turn: 2}))
-	good := events.CheckpointRecorded{Loaded: []string{"send_message", "playwright_browser", "send_message"}, ContractHash: "abc", RegistryVersion: def.Version()}
+	s := Fold(testSession, stored(events.TurnStarted{Turn: 1}, events.TurnStarted{Turn: 2}))
+	sum, contract := realContract(t, def)
+	good := events.CheckpointRecorded{Loaded: []string{"send_message", "playwright_browser", "send_message"}, ContractHash: sum, RegistryVersion: def.Version(), Contract: contract}
 	out := decideOK(t, s, def, good)
 	got := out[0].(events.CheckpointRecorded)
 	if !reflect.DeepEqual(got.Loaded, []string{"playwright_browser", "send_message"}) || got.Turn != 2 {
@@ -238,12 +257,16 @@ func TestDecideCheckpoint(t *testing.T) {
 	if good.Loaded[0] != "send_message" {
 		t.Fatal("Decide modified the command")
 	}
-	if out := decideOK(t, s, def, events.CheckpointRecorded{ContractHash: "abc", RegistryVersion: "v"}); out[0].(events.CheckpointRecorded).Loaded == nil {
+	if out := decideOK(t, s, def, events.CheckpointRecorded{ContractHash: hash(1), RegistryVersion: "v"}); out[0].(events.CheckpointRecorded).Loaded == nil {
 		t.Fatal("empty loaded set should be written explicitly")
 	}
 	bad := good
 	bad.ContractHash = ""
-	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, "contract_hash is empty")
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, "contract_hash")
+	bad.ContractHash = "x"
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `contract_hash "x" is not a SHA-256`)
+	bad.ContractHash = hash(3)
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, "add up to")
 	bad = good
 	bad.RegistryVersion = ""
 	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, "registry_version is empty")
@@ -254,11 +277,52 @@ func TestDecideCheckpoint(t *testing.T) {
 	bad.Loaded = []string{"nope"}
 	decideErr(t, s, def, bad, Limits{}, ErrUnknownTool)
 	bad = good
-	bad.Contract = []events.ContractEntry{{Name: "playwright_browser", Hash: "1"}}
+	bad.Contract = nil
 	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `"send_message" is not in the recorded contract`)
-	withContract := good
-	withContract.Contract = []events.ContractEntry{{Name: "playwright_browser", Hash: "1"}, {Name: "send_message", Hash: "2"}}
-	decideOK(t, s, def, withContract)
+	// The API gap of issue 11 item 8: a resident tool is never loaded.
+	bad = good
+	bad.Loaded = []string{"read_file"}
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `"read_file" is resident`)
+	bad.Loaded = []string{"tool_search"}
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `"tool_search" is resident`)
+	bad = good
+	bad.Contract = slices.Clone(good.Contract)
+	bad.Contract[0].Hash = "1"
+	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, "is not a SHA-256")
+	// A checkpoint of a frozen turn under an older registry: its contract
+	// adds up, and the live registry cannot say what was deferred then.
+	old := good
+	old.RegistryVersion = "builtin-2025.1"
+	old.ContractHash, _ = resolver.ContractHashFromToolHashes(old.RegistryVersion, hashesOf(old.Contract))
+	decideOK(t, s, def, old)
+}
+
+// R2, R28: limits looser than the wire bounds are lowered to them, so
+// Decide never writes what the fold rejects.
+func TestDecideLimitsClampedToWireBounds(t *testing.T) {
+	def := resolver.Default()
+	var names []string
+	for _, tl := range def.Tools() {
+		if len(names) < events.MaxPicked+1 && tl.Name != resolver.WebSearch {
+			names = append(names, tl.Name)
+		}
+	}
+	if len(names) != events.MaxPicked+1 {
+		t.Fatalf("default registry has %d tools, want more than %d", len(names), events.MaxPicked)
+	}
+	var s State
+	decideErr(t, s, def, events.ToolsPicked{Names: names}, Limits{MaxPicked: 100}, ErrMaterialized, fmt.Sprintf("at most %d", events.MaxPicked))
+	if out, err := Decide(s, def, events.ToolsPicked{Names: names[:3]}, Limits{MaxPicked: 100}); err != nil || len(out) != 1 {
+		t.Fatalf("a short list: %v, %v", out, err)
+	}
+}
+
+// R28: tool_search loads only inside an open turn.
+func TestDecideLoadOutsideTurn(t *testing.T) {
+	def := resolver.Default()
+	decideErr(t, State{}, def, events.DeferredLoaded{Names: []string{"send_message"}}, Limits{}, ErrInvalidCommand, "no turn is open")
+	ended := Fold(testSession, stored(events.TurnStarted{Turn: 1}, events.TurnEnded{Turn: 1}))
+	decideErr(t, ended, def, events.DeferredLoaded{Names: []string{"send_message"}, Turn: 1}, Limits{}, ErrInvalidCommand, "no turn is open")
 }
 
 // R26: Decide never panics on bad input.

@@ -9,24 +9,32 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R24, R26: fold a session's log into its current intent; an undecodable
-// event is skipped and counted.
+// R24, R26, R28: fold a session's log into its current intent; an
+// undecodable event is skipped, an event that breaks a fold rule (here a
+// turn number out of order) is rejected, and both are listed.
 func ExampleFold() {
 	on := true
-	mk := func(p events.Payload) events.Envelope { return events.New("sess_01", "web", "alice", p) }
+	stored := func(seq uint64, p events.Payload) aggregate.Stored {
+		e := events.New("sess_01", "web", "alice", p)
+		return aggregate.Stored{Seq: seq, MsgID: e.ID, Envelope: e} // MsgID: the Nats-Msg-Id header
+	}
 	log := []aggregate.Stored{
-		{Seq: 1, Envelope: mk(events.ToolsToggled{Enabled: &on})},
-		{Seq: 2, Envelope: mk(events.ToolDisabled{Name: "bash"})},
+		stored(1, events.ToolsToggled{Enabled: &on}),
+		stored(2, events.ToolDisabled{Name: "bash"}),
 		{Seq: 3, Err: errors.New("undecodable")},
-		{Seq: 4, Envelope: mk(events.TurnStarted{Turn: 1})},
-		{Seq: 5, Envelope: mk(events.DeferredLoaded{Names: []string{"send_message"}, Turn: 1})},
+		stored(4, events.TurnStarted{Turn: 1}),
+		stored(5, events.DeferredLoaded{Names: []string{"send_message"}, Turn: 1}),
+		stored(6, events.TurnStarted{Turn: 1<<64 - 1}),
 	}
 	s := aggregate.Fold("sess_01", log)
 	fmt.Println(*s.Intent.Enabled, s.Intent.Disabled, s.Loaded, s.Turn, s.InTurn)
-	fmt.Println("last", s.LastSeq, "applied", s.Events, "skipped", s.Skipped)
+	fmt.Println("last", s.LastSeq, "applied", s.Events, "skipped", s.Skipped, "rejected", s.Rejected)
+	r := s.Rejections[1]
+	fmt.Println(r.Seq, r.Type, r.Kind+":", r.Reason)
 	// Output:
 	// true [bash] [send_message] 1 true
-	// last 5 applied 4 skipped 1
+	// last 6 applied 4 skipped 1 rejected 1
+	// 6 TurnStarted rejected: event rejected: TurnStarted turn 18446744073709551615, want the next turn 2: event breaks a fold rule
 }
 
 // R2: Decide refuses a picked list that is a whole preset and says which
@@ -48,7 +56,8 @@ func ExampleDecide() {
 
 // R24: a snapshot of a state for the projection's KV value.
 func ExampleMarshalState() {
-	s := aggregate.Fold("sess_01", []aggregate.Stored{{Seq: 1, Envelope: events.New("sess_01", "tui", "bob", events.PresetChosen{Preset: "research"})}})
+	e := events.New("sess_01", "tui", "bob", events.PresetChosen{Preset: "research"})
+	s := aggregate.Fold("sess_01", []aggregate.Stored{{Seq: 1, MsgID: e.ID, Envelope: e}})
 	b, _ := aggregate.MarshalState(s)
 	back, err := aggregate.UnmarshalState(b)
 	fmt.Println(back.Intent.Preset, back.LastSeq, err)

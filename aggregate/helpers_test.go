@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolintent/engine/events"
@@ -17,14 +18,19 @@ func env(p events.Payload) events.Envelope {
 	return events.Envelope{ID: events.NewID(), Session: testSession, Channel: "web", Actor: "alice", TimeMs: 1, Version: events.SchemaVersion, Type: p.EventType(), Payload: p}
 }
 
-// stored numbers payloads from seq 1.
+// stored numbers payloads from seq 1, each stored with its id as
+// Nats-Msg-Id.
 func stored(ps ...events.Payload) []Stored {
 	out := make([]Stored, len(ps))
 	for i, p := range ps {
-		out[i] = Stored{Seq: uint64(i + 1), Envelope: env(p)}
+		e := env(p)
+		out[i] = Stored{Seq: uint64(i + 1), MsgID: e.ID, Envelope: e}
 	}
 	return out
 }
+
+// hash is a well-formed SHA-256 hex string made of one repeated byte.
+func hash(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }
 
 // smallRegistryJSON is a registry small enough that its defaults fit in a
 // picked list, to exercise the R2 "picked == defaults" refusal.

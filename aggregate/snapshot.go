@@ -16,9 +16,15 @@ import (
 )
 
 // StateVersion is the schema version MarshalState writes under key "v"
-// (R3: snapshots carry a schema version). UnmarshalState reads versions 1
-// to StateVersion.
-const StateVersion = 1
+// (R3: snapshots carry a schema version). UnmarshalState reads
+// MinStateVersion to StateVersion.
+const StateVersion = 2
+
+// MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
+// were folded before the fold rules of R28: they may hold events a fold now
+// rejects, so they are refused with ErrStateVersion and rebuilt from the
+// log, like a view this build cannot read.
+const MinStateVersion = 2
 
 // MaxStateBytes bounds the size of a marshalled State accepted by
 // UnmarshalState.
@@ -41,7 +47,7 @@ var (
 //	loaded, turn, in_turn, last_seq, events,
 //	checkpoint{loaded_deferred_tools, contract_hash, registry_version,
 //	           turn, seq, contract[{name, hash}]} or nil,
-//	skipped
+//	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what
@@ -82,7 +88,7 @@ func MarshalState(s State) ([]byte, error) {
 
 func encodeState(enc *msgpack.Encoder, s *State) error {
 	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
-	err := enc.EncodeMapLen(10)
+	err := enc.EncodeMapLen(12)
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
@@ -99,8 +105,31 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("events"), enc.EncodeUint(s.Events),
 		enc.EncodeString("checkpoint"), encodeCheckpoint(enc, s.Checkpoint),
 		enc.EncodeString("skipped"), enc.EncodeUint(s.Skipped),
+		enc.EncodeString("rejected"), enc.EncodeUint(s.Rejected),
+		enc.EncodeString("rejections"), encodeRejections(enc, s.Rejections),
 	)
 	return err
+}
+
+func encodeRejections(enc *msgpack.Encoder, rs []Rejection) error {
+	if rs == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(rs)); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if err := errors.Join(enc.EncodeMapLen(5),
+			enc.EncodeString("seq"), enc.EncodeUint(r.Seq),
+			enc.EncodeString("id"), enc.EncodeString(r.ID),
+			enc.EncodeString("type"), enc.EncodeString(r.Type),
+			enc.EncodeString("kind"), enc.EncodeString(r.Kind),
+			enc.EncodeString("reason"), enc.EncodeString(r.Reason),
+		); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func encodeTri(enc *msgpack.Encoder, b *bool) error {
@@ -176,8 +205,8 @@ func UnmarshalState(b []byte) (State, error) {
 	switch {
 	case v == -1:
 		return State{}, fmt.Errorf("unmarshal state: key \"v\" is missing: %w", ErrMalformedState)
-	case v < 1 || v > StateVersion:
-		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads 1 to %d, rebuild from the log: %w", v, StateVersion, ErrStateVersion)
+	case v < MinStateVersion || v > StateVersion:
+		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads %d to %d, rebuild from the log: %w", v, MinStateVersion, StateVersion, ErrStateVersion)
 	}
 	return s, nil
 }
@@ -582,7 +611,7 @@ func (d *stateDecoder) state(s *State, v *int64) error {
 		*s, *v = State{}, 0
 		return nil
 	}
-	if n != 10 {
+	if n != 12 {
 		return errArrayStruct
 	}
 	for i := range n {
@@ -626,8 +655,58 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 		return true, d.checkpoint(s.Checkpoint)
 	case name == "skipped" || i == 9:
 		return true, d.uint(&s.Skipped)
+	case name == "rejected" || i == 10:
+		return true, d.uint(&s.Rejected)
+	case name == "rejections" || i == 11:
+		return true, d.rejections(&s.Rejections)
 	}
 	return false, nil
+}
+
+// rejections decodes like msgpack's generic slice decoder (see contract).
+func (d *stateDecoder) rejections(p *[]Rejection) error {
+	n, err := d.array()
+	if err != nil {
+		return err
+	}
+	if n == -1 {
+		*p = nil
+		return nil
+	}
+	s := *p
+	if n == 0 && s == nil {
+		*p = []Rejection{}
+		return nil
+	}
+	if cap(s) >= n {
+		s = s[:n]
+	} else {
+		s = s[:cap(s)]
+		s = append(s, make([]Rejection, n-len(s))...)
+	}
+	*p = s
+	for i := range s {
+		r := &s[i]
+		err := d.structure(5, func() { *r = Rejection{} }, func(name string, i int) (bool, error) {
+			switch {
+			case name == "seq" || i == 0:
+				return true, d.uint(&r.Seq)
+			case name == "id" || i == 1:
+				return true, d.string(&r.ID)
+			case name == "type" || i == 2:
+				return true, d.string(&r.Type)
+			case name == "kind" || i == 3:
+				return true, d.string(&r.Kind)
+			case name == "reason" || i == 4:
+				return true, d.string(&r.Reason)
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *stateDecoder) intent(in *resolver.Intent) error {

@@ -29,6 +29,16 @@ type refStateWire struct {
 	Events     uint64             `msgpack:"events"`
 	Checkpoint *refCheckpointWire `msgpack:"checkpoint"`
 	Skipped    uint64             `msgpack:"skipped"`
+	Rejected   uint64             `msgpack:"rejected"`
+	Rejections []refRejection     `msgpack:"rejections"`
+}
+
+type refRejection struct {
+	Seq    uint64 `msgpack:"seq"`
+	ID     string `msgpack:"id"`
+	Type   string `msgpack:"type"`
+	Kind   string `msgpack:"kind"`
+	Reason string `msgpack:"reason"`
 }
 
 type refIntentWire struct {
@@ -70,6 +80,14 @@ func refMarshalState(s State) ([]byte, error) {
 		LastSeq: s.LastSeq,
 		Events:  s.Events,
 		Skipped: s.Skipped,
+
+		Rejected: s.Rejected,
+	}
+	if s.Rejections != nil {
+		w.Rejections = make([]refRejection, len(s.Rejections))
+		for i, r := range s.Rejections {
+			w.Rejections[i] = refRejection(r)
+		}
 	}
 	if c := s.Checkpoint; c != nil {
 		w.Checkpoint = &refCheckpointWire{
@@ -112,8 +130,8 @@ func refUnmarshalState(b []byte) (State, error) {
 	switch {
 	case w.V == -1:
 		return State{}, fmt.Errorf("unmarshal state: key \"v\" is missing: %w", ErrMalformedState)
-	case w.V < 1 || w.V > StateVersion:
-		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads 1 to %d, rebuild from the log: %w", w.V, StateVersion, ErrStateVersion)
+	case w.V < MinStateVersion || w.V > StateVersion:
+		return State{}, fmt.Errorf("unmarshal state: version %d, this engine reads %d to %d, rebuild from the log: %w", w.V, MinStateVersion, StateVersion, ErrStateVersion)
 	}
 	s := State{
 		Session: w.Session,
@@ -130,6 +148,14 @@ func refUnmarshalState(b []byte) (State, error) {
 		LastSeq: w.LastSeq,
 		Events:  w.Events,
 		Skipped: w.Skipped,
+
+		Rejected: w.Rejected,
+	}
+	if w.Rejections != nil {
+		s.Rejections = make([]Rejection, len(w.Rejections))
+		for i, r := range w.Rejections {
+			s.Rejections[i] = Rejection(r)
+		}
 	}
 	if c := w.Checkpoint; c != nil {
 		s.Checkpoint = &Checkpoint{
@@ -278,6 +304,19 @@ func genState(t *rapid.T) State {
 		LastSeq: genUint(t, "last_seq"),
 		Events:  genUint(t, "events"),
 		Skipped: genUint(t, "skipped"),
+
+		Rejected: genUint(t, "rejected"),
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
+	case 1:
+		s.Rejections = []Rejection{}
+	case 2:
+		n := rapid.IntRange(1, MaxRejections).Draw(t, "rejections_n")
+		s.Rejections = make([]Rejection, n)
+		for i := range s.Rejections {
+			s.Rejections[i] = Rejection{Seq: genUint(t, "r_seq"), ID: genLongString(t, "r_id"), Type: genLongString(t, "r_type"),
+				Kind: rapid.SampledFrom([]string{KindSkipped, KindRejected, ""}).Draw(t, "r_kind"), Reason: genLongString(t, "r_reason")}
+		}
 	}
 	if rapid.Bool().Draw(t, "has_checkpoint") {
 		c := &Checkpoint{
@@ -384,6 +423,7 @@ var genKey = rapid.SampledFrom([]string{
 	"v", "session", "intent", "loaded", "turn", "in_turn", "last_seq", "events", "checkpoint", "skipped",
 	"enabled", "web_search", "preset", "disabled", "picked",
 	"loaded_deferred_tools", "contract_hash", "registry_version", "seq", "contract", "name", "hash",
+	"rejected", "rejections", "id", "type", "kind", "reason",
 	"", "V", "extra", "x",
 })
 
@@ -456,7 +496,7 @@ func genWire(t *rapid.T, depth int) []byte {
 					_ = enc.EncodeString(genKey.Draw(t, "key"))
 				}
 				if rapid.IntRange(0, 4).Draw(t, "version") == 0 {
-					_ = enc.EncodeUint(1)
+					_ = enc.EncodeUint(StateVersion)
 				} else {
 					gen(depth - 1)
 				}
@@ -464,11 +504,12 @@ func genWire(t *rapid.T, depth int) []byte {
 		}
 	}
 	if rapid.Bool().Draw(t, "state_like") {
-		// A map with "v": 1 and some fields, to get past the version check.
+		// A map with "v": StateVersion and some fields, to get past the
+		// version check.
 		n := rapid.IntRange(0, 12).Draw(t, "topn")
 		_ = enc.EncodeMapLen(n + 1)
 		_ = enc.EncodeString("v")
-		_ = enc.EncodeUint(1)
+		_ = enc.EncodeUint(StateVersion)
 		for range n {
 			_ = enc.EncodeString(genKey.Draw(t, "topkey"))
 			gen(depth)
@@ -483,15 +524,18 @@ func TestUnmarshalStateMatchesReference(t *testing.T) {
 	for _, b := range [][]byte{
 		nil, {0xc0}, {0x90}, {0x80}, {0x91, 0x01}, {0x9a}, {0xdc, 0, 10},
 		[]byte("\x81\xa1v\xff"), []byte("\x81\xa1v\xc0"), []byte("\x81\xa1v\xd3\xff\xff\xff\xff\xff\xff\xff\xff"),
-		[]byte("\x82\xa1v\x01\xa6loaded\xdd\xff\xff\xff\xff"),
-		[]byte("\x82\xa1v\x01\xaacheckpoint\x90"),
-		[]byte("\x83\xa1v\x01\xaacheckpoint\x81\xa8contract\x92\x80\xc0\xaacheckpoint\x81\xa8contract\x93\x82\xa4name\xa1a\xa4hash\xa1b\x92\xa1c\xa1d\x90"),
-		[]byte("\x82\xa1v\x01\xaacheckpoint\x81\xa8contract\xdd\xff\xff\xff\xff"),
+		[]byte("\x82\xa1v\x02\xa6loaded\xdd\xff\xff\xff\xff"),
+		[]byte("\x82\xa1v\x02\xaacheckpoint\x90"),
+		[]byte("\x83\xa1v\x02\xaacheckpoint\x81\xa8contract\x92\x80\xc0\xaacheckpoint\x81\xa8contract\x93\x82\xa4name\xa1a\xa4hash\xa1b\x92\xa1c\xa1d\x90"),
+		[]byte("\x82\xa1v\x02\xaacheckpoint\x81\xa8contract\xdd\xff\xff\xff\xff"),
 		// Repeated keys decode over the earlier value, element by element.
-		[]byte("\x83\xa1v\x01\xaacheckpoint\x82\xa8contract\x92\x81\xa4name\xa1a\x81\xa4name\xa1c\xa8contract\x91\x81\xa4hash\xa1b\xaacheckpoint\x81\xa8contract\x92\x80\x80"),
-		[]byte("\x83\xa1v\x01\xa6intent\x82\xa7enabled\xc3\xa6preset\xa1p\xa6intent\x81\xa8disabled\x91\xa1d"),
-		[]byte("\x82\xa1v\x01\xa6loaded\x91\xc4\x03abc"),
-		[]byte("\x83\xa1v\x01\xa6loaded\x91\xa1a\xa6loaded\xc0"),
+		[]byte("\x83\xa1v\x02\xaacheckpoint\x82\xa8contract\x92\x81\xa4name\xa1a\x81\xa4name\xa1c\xa8contract\x91\x81\xa4hash\xa1b\xaacheckpoint\x81\xa8contract\x92\x80\x80"),
+		[]byte("\x83\xa1v\x02\xa6intent\x82\xa7enabled\xc3\xa6preset\xa1p\xa6intent\x81\xa8disabled\x91\xa1d"),
+		[]byte("\x82\xa1v\x02\xa6loaded\x91\xc4\x03abc"),
+		[]byte("\x83\xa1v\x02\xa6loaded\x91\xa1a\xa6loaded\xc0"),
+		[]byte("\x82\xa1v\x01\xa6loaded\x91\xa1a"),
+		[]byte("\x83\xa1v\x02\xaarejections\x92\x85\xa3seq\x01\xa2id\xa1i\xa4type\xa1t\xa4kind\xa1k\xa6reason\xa1r\xc0\xaarejections\x91\x95\x02\xa1j\xa1u\xa1l\xa1s"),
+		[]byte("\x82\xa1v\x02\xaarejections\x91\x94\x01\xa1i\xa1t\xa1k"),
 	} {
 		sameDecode(t, b)
 	}
@@ -530,6 +574,6 @@ func TestUnmarshalStateMatchesReference(t *testing.T) {
 func FuzzUnmarshalStateMatchesReference(f *testing.F) {
 	f.Add(mustMarshalF(f, State{}))
 	f.Add(mustMarshalF(f, typicalState()))
-	f.Add([]byte("\x83\xa1v\x01\xaacheckpoint\x81\xa8contract\x92\x80\xc0\xaacheckpoint\x81\xa8contract\x93\x82\xa4name\xa1a\xa4hash\xa1b\x92\xa1c\xa1d\x90"))
+	f.Add([]byte("\x83\xa1v\x02\xaacheckpoint\x81\xa8contract\x92\x80\xc0\xaacheckpoint\x81\xa8contract\x93\x82\xa4name\xa1a\xa4hash\xa1b\x92\xa1c\xa1d\x90"))
 	f.Fuzz(func(t *testing.T, b []byte) { sameDecode(t, b) })
 }

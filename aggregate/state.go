@@ -9,14 +9,60 @@
 // everything. Apply never panics; events it cannot use are counted as
 // skipped (R26). A State is a value; its methods are not safe for concurrent
 // mutation, and Clone gives an independent copy for caching.
+//
+// Every fold applies the same rules to every event, whoever wrote it (R28):
+// an event that breaks one (see Check) is kept in the log, not applied,
+// counted in Rejected and listed in Rejections, on every engine and every
+// replay alike.
 package aggregate
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 )
+
+// Verdicts of ApplyStored and Apply for an event they did not apply.
+var (
+	// ErrSkipped: the event could not be used at all (undecodable, of an
+	// unknown type, naming another session) (R26).
+	ErrSkipped = errors.New("event skipped")
+	// ErrRejected: the event was decoded but breaks a fold rule (R28).
+	ErrRejected = errors.New("event rejected")
+)
+
+// MaxRejections bounds State.Rejections: the last events not applied.
+const MaxRejections = 8
+
+// MaxReasonLen bounds Rejection.Reason, in bytes.
+const MaxReasonLen = 256
+
+// Kinds of Rejection.
+const (
+	KindSkipped  = "skipped"
+	KindRejected = "rejected"
+)
+
+// Rejection is one event the fold kept in the log but did not apply.
+type Rejection struct {
+	// Seq is the event's stream sequence.
+	Seq uint64
+	// ID and Type are the event's id and type as read ("" when
+	// unreadable), at most 64 bytes.
+	ID   string
+	Type string
+	// Kind is KindSkipped (R26) or KindRejected (R28).
+	Kind string
+	// Reason says which rule the event broke, or why it could not be
+	// decoded; at most MaxReasonLen bytes.
+	Reason string
+}
 
 // State is one session folded from its events.
 type State struct {
@@ -43,6 +89,12 @@ type State struct {
 	// Skipped counts events that could not be applied (undecodable, of an
 	// unknown type, or naming another session) (R26).
 	Skipped uint64
+	// Rejected counts events kept in the log but not applied because they
+	// break a fold rule (R28).
+	Rejected uint64
+	// Rejections are the last MaxRejections events skipped or rejected,
+	// oldest first; nil when none.
+	Rejections []Rejection
 }
 
 // Checkpoint is the last CheckpointRecorded event of a session (R19).
@@ -61,72 +113,78 @@ type Checkpoint struct {
 	Contract []events.ContractEntry
 }
 
-// Stored is one event as read from the log: its sequence, and either the
-// decoded envelope or the decode error.
+// Stored is one event as read from the log: its sequence, its Nats-Msg-Id
+// header, and either the decoded envelope or the decode error.
 type Stored struct {
 	// Seq is the stream sequence.
 	Seq uint64
+	// MsgID is the message's Nats-Msg-Id header, "" when it has none.
+	MsgID string
 	// Envelope is the decoded event; ignored when Err is set.
 	Envelope events.Envelope
 	// Err is the decode error, if any; the event is then skipped (R26).
 	Err error
 }
 
-// Fold folds evs, in order, into a fresh State for session. Events with
-// Err != nil are skipped (counted, LastSeq advanced), and so are events
-// with a sequence at or below the previous one.
+// Fold folds evs, in order, into a fresh State for session (see
+// ApplyStored).
 func Fold(session string, evs []Stored) State {
 	s := State{Session: session}
 	for _, ev := range evs {
-		s.ApplyStored(ev.Seq, ev.Envelope, ev.Err)
+		s.ApplyStored(ev) //nolint:errcheck // the verdict is recorded in s
 	}
 	return s
 }
 
-// ApplyStored folds one event as read from the log: Apply, or Skip when
-// decodeErr says it could not be decoded (R26).
-func (s *State) ApplyStored(seq uint64, e events.Envelope, decodeErr error) {
-	if decodeErr != nil {
-		s.Skip(seq)
-		return
-	}
-	s.Apply(seq, e)
-}
-
-// Skip records that the event at seq could not be decoded: it counts it and
-// advances LastSeq, so later events keep applying (R26). Like Apply it
-// ignores seq <= LastSeq.
-func (s *State) Skip(seq uint64) {
-	if seq <= s.LastSeq {
-		return
-	}
-	s.LastSeq = seq
-	s.Skipped++
-}
-
-// Apply folds the event e stored at seq into s. It is deterministic, never
-// panics, and ignores seq <= LastSeq, so re-delivered events are harmless
-// (idempotent). An event for another session, with no payload or with a
-// payload type this package does not know is skipped (see Skip).
+// ApplyStored folds one event as read from the log. It returns nil when
+// the event was applied, or was at or below LastSeq (a redelivery, ignored,
+// so folding is idempotent). Otherwise the event is not applied: it is
+// counted (Skipped or Rejected), listed in Rejections, LastSeq advances so
+// later events keep applying, and the error, matching ErrSkipped (R26: a
+// decode error, another session) or ErrRejected (R28: see Check), is the
+// recorded reason. ApplyStored is deterministic and never panics.
 //
-// Fold rules: ToolsToggled sets Intent.Enabled; WebSearchSet sets
-// Intent.WebSearch; PresetChosen sets Intent.Preset; ToolDisabled adds to
-// Intent.Disabled and ToolEnabled removes from it; ToolsPicked sets
-// Intent.Picked (nil unsets); DeferredLoaded adds to Loaded; TurnStarted
-// sets Turn and InTurn; TurnEnded clears InTurn; CheckpointRecorded sets
-// Checkpoint and replaces Loaded by the checkpoint's set.
-func (s *State) Apply(seq uint64, e events.Envelope) {
-	if seq <= s.LastSeq {
-		return
+// Fold rules for applied events: ToolsToggled sets Intent.Enabled;
+// WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
+// ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
+// ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
+// Loaded; TurnStarted sets Turn and InTurn; TurnEnded clears InTurn;
+// CheckpointRecorded sets Checkpoint and replaces Loaded by the
+// checkpoint's set.
+func (s *State) ApplyStored(ev Stored) error {
+	if ev.Seq <= s.LastSeq {
+		return nil
 	}
+	if ev.Err != nil {
+		id, typ := ev.Envelope.ID, string(ev.Envelope.Type)
+		var de *events.DecodeError
+		if errors.As(ev.Err, &de) {
+			id, typ = de.ID, string(de.Type)
+		}
+		return s.refuse(ev.Seq, id, typ, KindSkipped, fmt.Errorf("%w: %w", ErrSkipped, ev.Err))
+	}
+	return s.apply(ev.Seq, ev.Envelope, ev.MsgID)
+}
+
+// Apply folds the event e, which this process wrote and stored at seq:
+// ApplyStored of e stored with Nats-Msg-Id equal to its id.
+func (s *State) Apply(seq uint64, e events.Envelope) error {
+	if seq <= s.LastSeq {
+		return nil
+	}
+	return s.apply(seq, e, e.ID)
+}
+
+func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
 	if s.Session != "" && e.Session != s.Session {
-		s.Skip(seq)
-		return
+		return s.refuse(seq, e.ID, string(e.Type), KindSkipped, fmt.Errorf("%w: event %s names session %q, not %q", ErrSkipped, e.ID, e.Session, s.Session))
 	}
 	p, ok := events.PayloadValue(e.Payload)
 	if !ok {
-		s.Skip(seq)
-		return
+		return s.refuse(seq, e.ID, string(e.Type), KindSkipped, fmt.Errorf("%w: event %s has no payload of a known type", ErrSkipped, e.ID))
+	}
+	if err := s.check(e, p, msgID); err != nil {
+		return s.refuse(seq, e.ID, string(e.Type), KindRejected, err)
 	}
 	switch v := p.(type) {
 	case events.ToolsToggled:
@@ -160,15 +218,122 @@ func (s *State) Apply(seq uint64, e events.Envelope) {
 			Contract:        slices.Clone(v.Contract),
 		}
 		s.Loaded = sortedSet(v.Loaded)
-	default:
-		s.Skip(seq)
-		return
 	}
 	if s.Session == "" {
 		s.Session = e.Session
 	}
 	s.LastSeq = seq
 	s.Events++
+	return nil
+}
+
+// Check reports whether the event e, stored with Nats-Msg-Id msgID ("" when
+// the message has none), may be applied to s: nil, or an error matching
+// ErrRejected (and events.ErrBrokenRule) that names the rule (R28). It
+// depends on nothing but s, e and msgID, so every engine and every replay
+// gives the same verdict. The rules are events.CheckStored's (the id
+// header, the picked-list bound, a valid checkpoint contract) and these,
+// which depend on the session:
+//
+//   - TurnStarted starts turn Turn+1, the next one;
+//   - TurnEnded ends the open turn, Turn;
+//   - DeferredLoaded loads inside the open turn, Turn, and the loaded set
+//     stays within events.MaxListLen;
+//   - ToolDisabled keeps the disabled set within events.MaxListLen;
+//   - CheckpointRecorded is taken at a turn already started (turn <= Turn).
+//
+// Rules that need the registry (a picked list equal to a preset or the
+// defaults, a loaded tool that is resident) are the API's (Decide): the
+// log does not say which registry was in force.
+func (s *State) Check(e events.Envelope, msgID string) error {
+	p, ok := events.PayloadValue(e.Payload)
+	if !ok {
+		return fmt.Errorf("%w: event %s has no payload of a known type: %w", ErrRejected, e.ID, events.ErrBrokenRule)
+	}
+	return s.check(e, p, msgID)
+}
+
+func (s *State) check(e events.Envelope, p events.Payload, msgID string) error {
+	if err := events.CheckStored(e, msgID); err != nil {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	var why string
+	switch v := p.(type) {
+	case events.TurnStarted:
+		if s.Turn == math.MaxUint64 || v.Turn != s.Turn+1 {
+			why = fmt.Sprintf("TurnStarted turn %d, want the next turn %d", v.Turn, s.Turn+1)
+		}
+	case events.TurnEnded:
+		switch {
+		case !s.InTurn:
+			why = fmt.Sprintf("TurnEnded turn %d, but no turn is open (the last turn, %d, has ended)", v.Turn, s.Turn)
+		case v.Turn != s.Turn:
+			why = fmt.Sprintf("TurnEnded turn %d, want the open turn %d", v.Turn, s.Turn)
+		}
+	case events.DeferredLoaded:
+		switch {
+		case !s.InTurn:
+			why = fmt.Sprintf("DeferredLoaded outside a turn (turn %d has ended); tool_search loads inside an open turn", v.Turn)
+		case v.Turn != s.Turn:
+			why = fmt.Sprintf("DeferredLoaded turn %d, want the open turn %d", v.Turn, s.Turn)
+		default:
+			n := len(s.Loaded)
+			for i, name := range v.Names {
+				if _, found := slices.BinarySearch(s.Loaded, name); !found && !slices.Contains(v.Names[:i], name) {
+					n++
+				}
+			}
+			if n > events.MaxListLen {
+				why = fmt.Sprintf("DeferredLoaded would load %d tools, at most %d", n, events.MaxListLen)
+			}
+		}
+	case events.ToolDisabled:
+		if _, found := slices.BinarySearch(s.Intent.Disabled, v.Name); !found && len(s.Intent.Disabled) >= events.MaxListLen {
+			why = fmt.Sprintf("ToolDisabled %q would disable %d tools, at most %d", v.Name, len(s.Intent.Disabled)+1, events.MaxListLen)
+		}
+	case events.CheckpointRecorded:
+		if v.Turn > s.Turn {
+			why = fmt.Sprintf("CheckpointRecorded at turn %d, after the last started turn %d", v.Turn, s.Turn)
+		}
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %s: %w", ErrRejected, why, events.ErrBrokenRule)
+	}
+	return nil
+}
+
+// refuse records that the event at seq was not applied: it counts it,
+// lists it in Rejections and advances LastSeq, so later events keep
+// applying. It returns err.
+func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
+	s.LastSeq = seq
+	if kind == KindRejected {
+		s.Rejected++
+	} else {
+		s.Skipped++
+	}
+	r := Rejection{Seq: seq, ID: clipText(id, 64), Type: clipText(typ, 64), Kind: kind, Reason: clipText(err.Error(), MaxReasonLen)}
+	if len(s.Rejections) >= MaxRejections {
+		// Copy-on-write, like every slice of a State.
+		s.Rejections = append(slices.Clone(s.Rejections[len(s.Rejections)-MaxRejections+1:]), r)
+	} else {
+		s.Rejections = append(slices.Clip(s.Rejections), r)
+	}
+	return err
+}
+
+// clipText makes s valid UTF-8 of at most max bytes, cut on a rune
+// boundary.
+func clipText(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\ufffd")
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Clone returns a deep copy of s: no slice, pointer or checkpoint is shared,
@@ -186,6 +351,7 @@ func (s State) Clone() State {
 		cp.Contract = slices.Clone(cp.Contract)
 		c.Checkpoint = &cp
 	}
+	c.Rejections = slices.Clone(s.Rejections)
 	return c
 }
 

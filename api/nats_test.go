@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/service"
 )
 
 // msgpackAsJSON decodes msgpack and re-encodes it as (key-sorted) JSON.
@@ -139,7 +140,8 @@ func TestMicroInfo(t *testing.T) {
 }
 
 // R22: the channel comes from the subject token (NATS) or the header
-// (HTTP), the actor from Engine-Actor or the body.
+// (HTTP), the actor from Engine-Actor or the body; R28: an event without
+// an actor records service.Anonymous, as a version-2 event names its actor.
 func TestOriginRecorded(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx := ctxT(t)
@@ -170,7 +172,7 @@ func TestOriginRecorded(t *testing.T) {
 	for _, en := range h.Entries {
 		got = append(got, en.Type+"@"+en.Channel+"/"+en.Actor)
 	}
-	want := []string{"ToolsToggled@web/alice", "ToolDisabled@tui/bob", "ToolDisabled@http/", "PresetChosen@slack/carol", "ToolEnabled@slack/dave"}
+	want := []string{"ToolsToggled@web/alice", "ToolDisabled@tui/bob", "ToolDisabled@http/" + service.Anonymous, "PresetChosen@slack/carol", "ToolEnabled@slack/dave"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("origins %v, want %v", got, want)
 	}

@@ -246,10 +246,28 @@ type SessionView struct {
 	Loaded []string        `json:"loaded"`
 	Turn   uint64          `json:"turn"`
 	InTurn bool            `json:"in_turn"`
-	// Events counts applied events, Skipped undecodable ones (R26).
+	// Events counts applied events, Skipped undecodable ones (R26),
+	// Rejected the ones kept in the log but not applied because they break
+	// a fold rule (R28).
 	Events     uint64          `json:"events"`
 	Skipped    uint64          `json:"skipped"`
+	Rejected   uint64          `json:"rejected"`
 	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
+	// Rejections are the last events not applied (skipped or rejected),
+	// oldest first: how a direct publisher learns that an acknowledged
+	// event was not applied, and why.
+	Rejections []RejectionView `json:"rejections,omitempty"`
+}
+
+// RejectionView is one event kept in the log but not applied.
+type RejectionView struct {
+	Seq  uint64 `json:"seq"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Kind is "skipped" (undecodable, R26) or "rejected" (breaks a fold
+	// rule, R28).
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
 }
 
 // CheckpointView is a recorded checkpoint (R19).
@@ -327,8 +345,12 @@ type HistoryResponse struct {
 type HistoryEntry struct {
 	service.EventRef
 	// Payload is the event as a command object (absent: undecodable).
-	Payload       *Command        `json:"payload,omitempty"`
+	Payload *Command `json:"payload,omitempty"`
+	// Error says why the event was not applied ("" when it was); Rejected
+	// is true when it broke a fold rule (R28) rather than being
+	// undecodable (R26).
 	Error         string          `json:"error,omitempty"`
+	Rejected      bool            `json:"rejected,omitempty"`
 	Intent        resolver.Intent `json:"intent"`
 	Tools         []string        `json:"tools"`
 	Gained        []string        `json:"gained,omitempty"`
@@ -391,7 +413,10 @@ func nonNil(xs []string) []string {
 func viewOf(st aggregate.State) SessionView {
 	v := SessionView{
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Loaded: nonNil(st.Loaded),
-		Turn: st.Turn, InTurn: st.InTurn, Events: st.Events, Skipped: st.Skipped,
+		Turn: st.Turn, InTurn: st.InTurn, Events: st.Events, Skipped: st.Skipped, Rejected: st.Rejected,
+	}
+	for _, r := range st.Rejections {
+		v.Rejections = append(v.Rejections, RejectionView{Seq: r.Seq, ID: r.ID, Type: r.Type, Kind: r.Kind, Reason: r.Reason})
 	}
 	if cp := st.Checkpoint; cp != nil {
 		v.Checkpoint = &CheckpointView{
@@ -428,7 +453,7 @@ func historyOf(session string, entries []service.HistoryEntry, st aggregate.Stat
 	out := HistoryResponse{Session: session, Entries: make([]HistoryEntry, 0, len(entries)), State: viewOf(st)}
 	for _, h := range entries {
 		e := HistoryEntry{
-			EventRef: h.EventRef, Error: h.Error, Intent: h.Intent,
+			EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
 			Tools: nonNil(h.Tools), Gained: h.Gained, Lost: h.Lost,
 			Provider: nonNil(h.Provider), Catalog: nonNil(h.Catalog), Loaded: nonNil(h.Loaded),
 			PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,

@@ -391,11 +391,15 @@ func generate(ctx context.Context, js njs.JetStream, prefix string, sessions []s
 	n := len(sessions) * perSession
 	return publishPipelined(ctx, js, n, 2048, func(i int) (*nats.Msg, error) {
 		round, s := i/len(sessions), sessions[i%len(sessions)]
-		data, err := events.Encode(events.New(s, "bench", "gen", genPayload(round)))
+		e := events.New(s, "bench", "gen", genPayload(round))
+		data, err := events.Encode(e)
 		if err != nil {
 			return nil, err
 		}
-		return &nats.Msg{Subject: prefix + ".events." + s, Data: data}, nil
+		m := nats.NewMsg(prefix + ".events." + s)
+		m.Data = data
+		m.Header.Set("Nats-Msg-Id", e.ID) // as docs/wire-format.md asks: without it the fold rejects the event (R28)
+		return m, nil
 	})
 }
 

@@ -188,7 +188,8 @@ func encodePayload(s *sticky, p Payload) {
 // and in the payload) are ignored; events of an older schema version are
 // upcast to SchemaVersion before the typed decode (R3), so the returned
 // envelope always has Version == SchemaVersion and a value (not pointer)
-// payload. Missing channel and actor decode as "".
+// payload. A version-2 event must name its channel and actor; version-1
+// events, which had neither, decode with both "".
 //
 // On failure the error is a *DecodeError and the returned Envelope holds the
 // header fields that could be read (Payload nil), for reporting (R26).
@@ -273,7 +274,7 @@ func decode(b []byte) (env Envelope, _ error) {
 		return fail(fmt.Errorf("data: %w", err))
 	}
 	env.Payload = p
-	if err := env.Validate(); err != nil {
+	if err := env.validate(wireVersion >= 2); err != nil {
 		return fail(fmt.Errorf("%w: %w", err, ErrMalformed))
 	}
 	return env, nil

@@ -125,6 +125,8 @@ func TestEncodeValidates(t *testing.T) {
 		{"bad contract", validEnv(CheckpointRecorded{Contract: []ContractEntry{{Name: ""}}}), ErrInvalidName},
 		{"long actor", func() Envelope { e := validEnv(TurnEnded{}); e.Actor = strings.Repeat("a", MaxTextLen+1); return e }(), ErrInvalidEvent},
 		{"bad utf8", func() Envelope { e := validEnv(TurnEnded{}); e.Channel = "\xff"; return e }(), ErrInvalidEvent},
+		{"no channel", func() Envelope { e := validEnv(TurnEnded{}); e.Channel = ""; return e }(), ErrInvalidEvent},
+		{"no actor", func() Envelope { e := validEnv(TurnEnded{}); e.Actor = ""; return e }(), ErrInvalidEvent},
 	}
 	for _, c := range cases {
 		if _, err := Encode(c.e); !errors.Is(err, c.want) {
@@ -183,6 +185,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"trailing", append(encodeOrdered(t, h(kv{"type", "TurnEnded"})), 0xc0), ErrMalformed},
 		{"huge map header", []byte{0xdf, 0xff, 0xff, 0xff, 0xff}, ErrMalformed},
 		{"deep nesting", append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 40)...), ErrMalformed},
+		// R28: version 2 names who wrote every event.
+		{"v2 without channel", encodeOrdered(t, h(kv{"type", "TurnEnded"}, kv{"actor", "a"})), ErrInvalidEvent},
+		{"v2 without actor", encodeOrdered(t, h(kv{"type", "TurnEnded"}, kv{"channel", "web"}, kv{"actor", ""})), ErrMalformed},
 	}
 	for _, c := range cases {
 		e, err := Decode(c.raw)
@@ -214,7 +219,7 @@ func TestDecodeErrors(t *testing.T) {
 // missing optional fields read back unset.
 func TestDecodeTolerant(t *testing.T) {
 	raw := encodeOrdered(t, []kv{
-		{"ext", extRaw}, {"id", vecID(1)}, {"session", "s1"}, {"time_ms", float64(42)}, {"v", 2},
+		{"ext", extRaw}, {"id", vecID(1)}, {"session", "s1"}, {"time_ms", float64(42)}, {"v", 2}, {"channel", []byte("web")}, {"actor", "a"},
 		{"type", "CheckpointRecorded"}, {"nested", []kv{{"a", []any{1, "x", nil, 1.5}}}},
 		{"data", []kv{{"contract_hash", []byte("h")}, {"future_field", true}}},
 	})
@@ -224,7 +229,7 @@ func TestDecodeTolerant(t *testing.T) {
 	}
 	want := CheckpointRecorded{ContractHash: "h"}
 	got := e.Payload.(CheckpointRecorded)
-	if got.ContractHash != want.ContractHash || got.Loaded != nil || got.Contract != nil || e.TimeMs != 42 || e.Channel != "" || e.Actor != "" {
+	if got.ContractHash != want.ContractHash || got.Loaded != nil || got.Contract != nil || e.TimeMs != 42 || e.Channel != "web" || e.Actor != "a" {
 		t.Fatalf("Decode = %+v", e)
 	}
 }

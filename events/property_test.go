@@ -12,6 +12,8 @@ var (
 	genName    = rapid.StringMatching(`[a-z][a-z0-9_-]{0,20}`)
 	genSession = rapid.StringMatching(`[A-Za-z0-9_-]{1,40}`)
 	genText    = rapid.StringN(0, 20, MaxTextLen)
+	// genOrigin draws a channel or actor: a version-2 event names both.
+	genOrigin = rapid.StringN(1, 20, MaxTextLen)
 )
 
 // genTri draws an unset, false or true tri-state.
@@ -88,8 +90,8 @@ func genEnvelope(t *rapid.T) Envelope {
 	return Envelope{
 		ID:      id.String(),
 		Session: genSession.Draw(t, "session"),
-		Channel: genText.Draw(t, "channel"),
-		Actor:   genText.Draw(t, "actor"),
+		Channel: genOrigin.Draw(t, "channel"),
+		Actor:   genOrigin.Draw(t, "actor"),
 		TimeMs:  rapid.Int64().Draw(t, "time"),
 		Version: SchemaVersion,
 		Type:    p.EventType(),

@@ -51,11 +51,17 @@ func clip(s string) string {
 	return s[:n] + "..."
 }
 
-// Validate checks the envelope with the rules Decode applies: a valid ULID,
-// a valid session id, a known payload whose type matches Type (an empty Type
-// is accepted and means the payload's), Version 0 or SchemaVersion, bounded
-// text, and valid, bounded tool-name lists.
-func (e Envelope) Validate() error {
+// Validate checks the envelope with the rules Decode applies to a
+// version-2 event: a valid ULID, a valid session id, a non-empty channel and
+// actor (version 2 records who wrote every event), a known payload whose
+// type matches Type (an empty Type is accepted and means the payload's),
+// Version 0 or SchemaVersion, bounded text, and valid, bounded tool-name
+// lists.
+func (e Envelope) Validate() error { return e.validate(true) }
+
+// validate is Validate; requireOrigin is false only for events upcast from
+// version 1, which did not record channel and actor.
+func (e Envelope) validate(requireOrigin bool) error {
 	if _, err := ulid.ParseStrict(e.ID); err != nil {
 		return fmt.Errorf("event id %q is not a ULID (26 chars of Crockford base32), generate one with NewID: %w", clip(e.ID), ErrInvalidEvent)
 	}
@@ -81,7 +87,13 @@ func (e Envelope) Validate() error {
 	if e.Type != "" && e.Type != p.EventType() {
 		return fmt.Errorf("envelope type %q does not match payload type %q, leave Type empty or make them agree: %w", e.Type, p.EventType(), ErrInvalidEvent)
 	}
-	return validatePayload(p)
+	if err := validatePayload(p); err != nil {
+		return err
+	}
+	if requireOrigin && (e.Channel == "" || e.Actor == "") {
+		return fmt.Errorf("event %s has channel %q and actor %q: a version-2 event names both (who wrote it), set them: %w", clip(e.ID), e.Channel, e.Actor, ErrInvalidEvent)
+	}
+	return nil
 }
 
 func validateText(field, s string) error {

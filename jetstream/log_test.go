@@ -310,3 +310,69 @@ func TestStreamDeniesPurge(t *testing.T) {
 		t.Fatal("delete succeeded, want it denied")
 	}
 }
+
+// R28: every read path (batched direct gets, the ordered-consumer replay,
+// the durable feed) hands the fold the Nats-Msg-Id header each message was
+// stored with: the id for the engine's appends (one at a time and atomic
+// batches), "" for a message without one, and whatever a direct publisher
+// set.
+func TestReadCarriesMsgID(t *testing.T) {
+	l, nc := openLog(t)
+	ctx := context.Background()
+	one := toggled("s")
+	if _, err := l.Append(ctx, "s", 0, one); err != nil {
+		t.Fatal(err)
+	}
+	b1, b2 := toggled("s"), toggled("s")
+	if _, err := l.Append(ctx, "s", 1, b1, b2); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := events.Encode(toggled("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Request(l.Subject("s"), raw, 5*time.Second); err != nil { // no header
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(l.Subject("s"))
+	m.Data = raw
+	m.Header.Set("Nats-Msg-Id", "someone-else")
+	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{one.ID, b1.ID, b2.ID, "", "someone-else"}
+	check := func(path string, recs []jetstream.Record) {
+		t.Helper()
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.MsgID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: Nats-Msg-Id %q, want %q", path, got, want)
+		}
+	}
+	recs, err := l.ReadSession(ctx, "s", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("direct get", recs)
+	recs = nil
+	if err := l.Replay(ctx, 0, func(r jetstream.Record) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	check("replay", recs)
+	feed, err := l.Feed(ctx, jetstream.FeedConfig{Durable: "msgid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feed.Stop()
+	recs = nil
+	for len(recs) < len(want) {
+		b, err := feed.NextWithin(ctx, 10, 10*time.Second)
+		if err != nil || len(b.Records) == 0 {
+			t.Fatalf("feed after %d records: %v", len(recs), err)
+		}
+		recs = append(recs, b.Records...)
+	}
+	check("feed", recs)
+}

@@ -19,17 +19,20 @@ import (
 // read of the header; the record is still returned so the caller can
 // report and skip it.
 type Record struct {
-	Seq      uint64
-	Subject  string
-	Session  string
-	Time     time.Time
+	Seq     uint64
+	Subject string
+	Session string
+	Time    time.Time
+	// MsgID is the message's Nats-Msg-Id header as stored, "" when it has
+	// none; the fold checks it against the envelope id (R28).
+	MsgID    string
 	Data     []byte
 	Envelope events.Envelope
 	Err      error
 }
 
-func (l *Log) record(seq uint64, subject string, t time.Time, data []byte) Record {
-	r := Record{Seq: seq, Subject: subject, Session: l.SessionOf(subject), Time: t, Data: data}
+func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data []byte) Record {
+	r := Record{Seq: seq, Subject: subject, Session: l.SessionOf(subject), Time: t, MsgID: msgID, Data: data}
 	r.Envelope, r.Err = events.Decode(data)
 	if r.Err == nil && r.Envelope.Session != r.Session {
 		r.Err = fmt.Errorf("event %s names session %q but was stored on subject %s: %w", r.Envelope.ID, r.Envelope.Session, subject, events.ErrMalformed)
@@ -126,7 +129,9 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 				continue
 			}
 			t, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
-			if err := fn(l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Data)); err != nil {
+			// A direct get reply carries the stored message's own headers
+			// (Nats-Msg-Id among them) beside the Nats-Stream ones.
+			if err := fn(l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Header.Get(headerMsgID), m.Data)); err != nil {
 				return err
 			}
 			got++
@@ -180,7 +185,7 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 		if err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
-		if err := fn(l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Data())); err != nil {
+		if err := fn(l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())); err != nil {
 			return err
 		}
 		if md.Sequence.Stream >= last || md.NumPending == 0 {
@@ -284,7 +289,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		if err != nil {
 			return fmt.Errorf("feed: %w", err)
 		}
-		b.Records = append(b.Records, f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Data()))
+		b.Records = append(b.Records, f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data()))
 		b.Pending = md.NumPending
 		b.last = m
 		return nil

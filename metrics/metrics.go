@@ -23,6 +23,7 @@ type Metrics struct {
 	dedupes      prometheus.Counter
 	conflicts    *prometheus.CounterVec
 	undecodable  prometheus.Counter
+	rejected     prometheus.Counter
 	lagEvents    prometheus.Gauge
 	lagSeconds   prometheus.Gauge
 	folded       prometheus.Counter
@@ -50,6 +51,9 @@ func New() *Metrics {
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "engine_undecodable_events_total", Help: "Events the projection kept in the log but could not fold (undecodable, unknown type, future version).",
 		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (R28).",
+		}),
 		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "engine_projection_lag_events", Help: "Events in the log not yet folded into the views.",
 		}),
@@ -67,7 +71,7 @@ func New() *Metrics {
 			Name: "engine_tool_prefix_changes_total", Help: "Dispatches whose provider tools array changed from the session's previous one (a prompt-cache break), by cause.",
 		}, []string{"cause"}),
 	}
-	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.lagEvents, m.lagSeconds,
+	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.rejected, m.lagEvents, m.lagSeconds,
 		m.folded, m.resolve, m.prefixChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"intent", "registry", "discovery"} {
 		m.prefixChange.WithLabelValues(c)
@@ -108,6 +112,7 @@ func (m *Metrics) Hooks() service.Hooks {
 // ProjectionConfig returns cfg with the projection's hooks set.
 func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
 	cfg.OnSkip = func(jetstream.Record) { m.undecodable.Inc() }
+	cfg.OnReject = func(jetstream.Record, error) { m.rejected.Inc() }
 	cfg.OnBatch = func(n int, lag time.Duration, pending uint64) {
 		m.folded.Add(float64(n))
 		m.lagEvents.Set(float64(pending))

@@ -57,6 +57,9 @@ type Config struct {
 	// OnSkip, when set, is called for each event that cannot be folded
 	// (undecodable, unknown type, future version) (R26).
 	OnSkip func(rec jetstream.Record)
+	// OnReject, when set, is called for each event the fold rejects
+	// because it breaks a fold rule, with the reason (R28).
+	OnReject func(rec jetstream.Record, reason error)
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
 	OnBatch func(n int, lag time.Duration, pending uint64)
@@ -96,6 +99,7 @@ type Projection struct {
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool
 	skipped  atomic.Uint64
+	rejected atomic.Uint64
 	folded   atomic.Uint64
 
 	mu      sync.Mutex
@@ -124,6 +128,9 @@ func (p *Projection) CaughtUp() bool { return p.caughtUp.Load() }
 
 // Skipped counts events that could not be folded (R26).
 func (p *Projection) Skipped() uint64 { return p.skipped.Load() }
+
+// Rejected counts events the fold rejected (R28).
+func (p *Projection) Rejected() uint64 { return p.rejected.Load() }
 
 // Folded counts events folded since Run started.
 func (p *Projection) Folded() uint64 { return p.folded.Load() }
@@ -393,16 +400,8 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 		if rec.Seq <= st.LastSeq {
 			continue // redelivered: already in the view
 		}
-		if rec.Err != nil {
-			st.Skip(rec.Seq)
-			p.skipped.Add(1)
-			p.cfg.Logger.Warn().Uint64("seq", rec.Seq).Str("session", rec.Session).
-				Str("id", rec.Envelope.ID).Err(rec.Err).Msg("event skipped: cannot be folded")
-			if p.cfg.OnSkip != nil {
-				p.cfg.OnSkip(rec)
-			}
-		} else {
-			st.Apply(rec.Seq, rec.Envelope)
+		if err := st.ApplyStored(stored(rec)); err != nil {
+			p.report(rec, err)
 		}
 		if !dirty[rec.Session] {
 			dirty[rec.Session] = true
@@ -410,6 +409,29 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 		}
 	}
 	return nil
+}
+
+// stored is rec as the fold takes it.
+func stored(rec jetstream.Record) aggregate.Stored {
+	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}
+}
+
+// report logs and counts an event the fold did not apply (R26, R28).
+func (p *Projection) report(rec jetstream.Record, err error) {
+	ev := p.cfg.Logger.Warn().Uint64("seq", rec.Seq).Str("session", rec.Session).Str("id", rec.Envelope.ID).Err(err)
+	if errors.Is(err, aggregate.ErrRejected) {
+		p.rejected.Add(1)
+		ev.Str("type", string(rec.Envelope.Type)).Msg("event rejected: it breaks a fold rule; kept in the log, not applied")
+		if p.cfg.OnReject != nil {
+			p.cfg.OnReject(rec, err)
+		}
+		return
+	}
+	p.skipped.Add(1)
+	ev.Msg("event skipped: cannot be folded")
+	if p.cfg.OnSkip != nil {
+		p.cfg.OnSkip(rec)
+	}
 }
 
 // load makes sure a session's state is cached, reading its view on a miss.
@@ -475,7 +497,7 @@ func (p *Projection) evict() {
 // end), into st.
 func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
 	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
-		st.ApplyStored(r.Seq, r.Envelope, r.Err)
+		st.ApplyStored(stored(r)) //nolint:errcheck // recorded in st; the projection reports
 		return nil
 	})
 	return st, err

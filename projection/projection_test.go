@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -295,4 +298,109 @@ func TestProjectionFillsUnackedGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertViewsEqualFold(t, p2, e.log)
+}
+
+// R28: events that break a fold rule, published straight to the session
+// subject, are kept in the log, not applied, reported to OnReject with the
+// reason, counted, and listed in the view with their sequence; later
+// events still apply, and the view equals a fresh fold of the log.
+func TestProjectionRejectsBrokenRules(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	var mu sync.Mutex
+	reported := map[uint64]string{}
+	p, err := projection.Open(context.Background(), e.log, projection.Config{OnReject: func(rec jetstream.Record, reason error) {
+		mu.Lock()
+		reported[rec.Seq] = reason.Error()
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	if _, err := e.log.Append(ctx, "s", 0, events.New("s", "web", "u", events.PresetChosen{Preset: "research"})); err != nil {
+		t.Fatal(err)
+	}
+	js := e.log.JetStream()
+	publish := func(env events.Envelope, msgID string) {
+		t.Helper()
+		b, err := events.Encode(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(e.log.Subject("s"))
+		m.Data = b
+		if msgID != "" {
+			m.Header.Set("Nats-Msg-Id", msgID)
+		}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrap := events.New("s", "backend", "svc", events.TurnStarted{Turn: 1<<64 - 1})
+	publish(wrap, wrap.ID)                                                                            // seq 2: turn out of order
+	publish(events.New("s", "backend", "svc", events.PresetChosen{Preset: "coding"}), events.NewID()) // seq 3: another id
+	res, err := e.log.Append(ctx, "s", 3, events.New("s", "web", "u", events.ToolDisabled{Name: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := p.WaitApplied(wctx, res.Last); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Read(ctx, "s", projection.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Rejected != 2 || st.Turn != 0 || st.Intent.Preset != "research" || !reflect.DeepEqual(st.Intent.Disabled, []string{"bash"}) || st.LastSeq != 4 || st.Events != 2 {
+		t.Fatalf("state = %+v, want 2 rejected and both good events applied", st)
+	}
+	if len(st.Rejections) != 2 || st.Rejections[0].Seq != 2 || st.Rejections[0].ID != wrap.ID || st.Rejections[1].Seq != 3 ||
+		st.Rejections[0].Kind != aggregate.KindRejected || !strings.Contains(st.Rejections[0].Reason, "want the next turn 1") ||
+		!strings.Contains(st.Rejections[1].Reason, "Nats-Msg-Id") {
+		t.Fatalf("rejections = %+v", st.Rejections)
+	}
+	mu.Lock()
+	if p.Rejected() != 2 || reported[2] != st.Rejections[0].Reason || reported[3] != st.Rejections[1].Reason {
+		t.Fatalf("reported %d: %v, want the view's reasons at 2 and 3", p.Rejected(), reported)
+	}
+	mu.Unlock()
+	assertViewsEqualFold(t, p, e.log)
+}
+
+// R28: a view written before the fold rules (state version 1) is not
+// trusted: it is rebuilt from the log, which may hold events it applied
+// and a fold now rejects.
+func TestOldViewRebuiltFromLog(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	p, err := projection.Open(ctx, e.log, projection.Config{}) // not running: reads only
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.log.Append(ctx, "s", 0, events.New("s", "web", "u", events.PresetChosen{Preset: "research"})); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := events.Encode(events.New("s", "web", "u", events.ToolsPicked{Names: []string{"grep"}}))
+	if _, err := e.log.JetStream().Publish(ctx, e.log.Subject("s"), b); err != nil { // no Nats-Msg-Id
+		t.Fatal(err)
+	}
+	// A version-1 view that applied both events.
+	v1 := []byte("\x84\xa1v\x01\xa7session\xa1s\xa6intent\x82\xa6preset\xa8research\xa6picked\x91\xa4grep\xa8last_seq\x02")
+	if err := p.Views().PutAll(ctx, []jetstream.Put{{Key: "s", Value: v1}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Read(ctx, "s", projection.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Intent.Picked != nil || st.Intent.Preset != "research" || st.Rejected != 1 || st.LastSeq != 2 {
+		t.Fatalf("state = %+v, want the old view rebuilt: picked unset, one rejection", st)
+	}
 }

@@ -44,8 +44,12 @@ type HistoryEntry struct {
 	EventRef
 	// Payload is the decoded event payload (nil when undecodable).
 	Payload events.Payload `json:"payload,omitempty"`
-	// Error says why the event was skipped (R26); "" when applied.
+	// Error says why the event was not applied: skipped (R26) or rejected
+	// (R28); "" when applied.
 	Error string `json:"error,omitempty"`
+	// Rejected is true when the event was decoded but not applied because
+	// it breaks a fold rule (R28); Error names the rule.
+	Rejected bool `json:"rejected,omitempty"`
 	// Intent is the session's intent after the event.
 	Intent resolver.Intent `json:"intent"`
 	// Tools is the resolved tool set after the event; Gained and Lost
@@ -92,12 +96,11 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 			return stop
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
-		if r.Err != nil {
-			st.Skip(r.Seq)
-			h.Error = r.Err.Error()
-		} else {
-			st.Apply(r.Seq, r.Envelope)
+		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
+		}
+		if err := st.ApplyStored(storedOf(r)); err != nil {
+			h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
 		res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
@@ -113,7 +116,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
 		}
-		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && cp.RegistryVersion != "" && cp.RegistryVersion != reg.Version() {
+		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != reg.Version() {
 			h.Cause = "registry"
 		}
 		prevTools, prevPrefix = h.Tools, h.PrefixHash
@@ -124,6 +127,11 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		return out, st, err
 	}
 	return out, st, nil
+}
+
+// storedOf is r as the fold takes it.
+func storedOf(r jetstream.Record) aggregate.Stored {
+	return aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
 }
 
 func refOf(r jetstream.Record) EventRef {
@@ -199,9 +207,8 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		if until.stops(r) {
 			return stop
 		}
-		st.ApplyStored(r.Seq, r.Envelope, r.Err)
-		if r.Err != nil {
-			return nil
+		if err := st.ApplyStored(storedOf(r)); err != nil {
+			return nil // not applied: it set nothing (R26, R28)
 		}
 		ref := refOf(r)
 		switch p := r.Envelope.Payload.(type) {

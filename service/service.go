@@ -124,7 +124,8 @@ func (e *Engine) Projection() *projection.Projection { return e.proj }
 
 // Origin is who wrote an event: the channel (web UI, a chat channel, TUI)
 // and the actor (a user id). The transports take them from what they can
-// verify (the API subject or the connection's credentials).
+// verify (the API subject or the connection's credentials). The channel is
+// required; an empty actor is recorded as Anonymous.
 type Origin struct {
 	Channel string `json:"channel"`
 	Actor   string `json:"actor"`
@@ -227,9 +228,19 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 	}
 }
 
+// Anonymous is the actor the engine records on events whose writer gave
+// none: a version-2 event always names its actor (R28).
+const Anonymous = "anonymous"
+
 // decide runs each command through aggregate.Decide against the state as
 // the earlier commands of the same call leave it.
 func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload) ([]events.Envelope, aggregate.State, error) {
+	if origin.Channel == "" {
+		return nil, st, fmt.Errorf("%w: no channel: every event records the channel that wrote it, set Origin.Channel", ErrInvalid)
+	}
+	if origin.Actor == "" {
+		origin.Actor = Anonymous
+	}
 	reg := e.Registry()
 	sim := st.Clone()
 	var envs []events.Envelope

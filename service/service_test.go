@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -230,5 +232,88 @@ func TestUnknownProviderRefused(t *testing.T) {
 	}
 	if _, err := e.Dispatch(ctx, "s", "gemini"); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("Dispatch with provider gemini: %v", err)
+	}
+}
+
+// R28: the engine never writes an event the fold rejects: an event records
+// its channel (required) and actor (Anonymous when none is given), and a
+// load outside a turn or a checkpoint naming a resident tool is refused.
+func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "o1", service.Origin{Actor: "a"}, nil, events.ToolsToggled{Enabled: on(true)}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("no channel: %v, want ErrInvalid", err)
+	}
+	res, err := e.Apply(ctx, "o1", service.Origin{Channel: "web"}, nil, events.ToolsToggled{Enabled: on(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := e.History(ctx, "o1", service.Until{}, service.ResolveRequest{})
+	if err != nil || len(h) != 1 || h[0].Actor != service.Anonymous || h[0].Channel != "web" || h[0].Error != "" {
+		t.Fatalf("history %+v, %v; want one applied event by web/%s", h, err, service.Anonymous)
+	}
+	if _, err := e.Apply(ctx, "o1", web, nil, events.DeferredLoaded{Names: []string{"send_message"}}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("load outside a turn: %v, want ErrInvalid", err)
+	}
+	if _, err := e.BeginTurn(ctx, "o1", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Resolve(ctx, "o1", service.ResolveRequest{MinSeq: res.Last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := e.Registry()
+	cp := events.CheckpointRecorded{Loaded: []string{"read_file"}, ContractHash: v.ContractHash, RegistryVersion: reg.Version()}
+	for _, name := range v.Tools {
+		tl, _ := reg.Tool(name)
+		cp.Contract = append(cp.Contract, events.ContractEntry{Name: name, Hash: resolver.ToolHash(tl)})
+	}
+	if _, err := e.Apply(ctx, "o1", web, nil, cp); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), `"read_file" is resident`) {
+		t.Fatalf("checkpoint naming a resident tool: %v, want refused", err)
+	}
+	cp.Loaded = []string{"send_message"}
+	if _, err := e.Apply(ctx, "o1", web, nil, cp); err != nil {
+		t.Fatalf("checkpoint of a deferred tool of the contract: %v", err)
+	}
+	st, err := e.Session(ctx, "o1", 0)
+	if err != nil || st.Rejected != 0 || st.Skipped != 0 {
+		t.Fatalf("session %+v, %v: the engine's own events were not all applied", st, err)
+	}
+}
+
+// R25, R28: history and explain replay with the fold's rules: an event
+// published straight to the log that breaks one is listed as rejected with
+// its reason, changes nothing, and is never named as the reason for a tool.
+func TestHistoryAndExplainSkipRejected(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Apply(ctx, "x1", web, nil, events.ToolsToggled{Enabled: on(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := events.New("x1", "backend", "svc", events.ToolsToggled{Enabled: on(true)})
+	b, err := events.Encode(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(e.Log().Subject("x1"))
+	m.Data = b
+	m.Header.Set("Nats-Msg-Id", events.NewID()) // not the event's id
+	if _, err := e.Log().JetStream().PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	h, st, err := e.History(ctx, "x1", service.Until{}, service.ResolveRequest{})
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history %+v, %v", h, err)
+	}
+	if !h[1].Rejected || !strings.Contains(h[1].Error, "Nats-Msg-Id") || *h[1].Intent.Enabled || st.Rejected != 1 || st.Events != 1 {
+		t.Fatalf("history entry of the forged event: %+v (state %+v), want rejected and nothing changed", h[1], st)
+	}
+	ex, err := e.Explain(ctx, "x1", "bash", service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Event == nil || ex.Event.Seq != res.Last || ex.Event.ID == forged.ID {
+		t.Fatalf("explain names %+v, want the applied event at %d", ex.Event, res.Last)
 	}
 }

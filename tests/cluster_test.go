@@ -127,11 +127,7 @@ func clStatesMatchLog(recs []jetstream.Record, want map[string]map[uint64]aggreg
 		if !ok {
 			st = aggregate.State{Session: r.Session}
 		}
-		if r.Err != nil {
-			st.Skip(r.Seq)
-		} else {
-			st.Apply(r.Seq, r.Envelope)
-		}
+		st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}) //nolint:errcheck // recorded in st
 		sts[r.Session] = st
 		if w, ok := want[r.Session][r.Seq]; ok {
 			checked++
@@ -930,7 +926,7 @@ func TestConcurrentHotSessions(t *testing.T) {
 		}
 		stored := make([]aggregate.Stored, len(rs))
 		for i, r := range rs {
-			stored[i] = aggregate.Stored{Seq: r.Seq, Envelope: r.Envelope, Err: r.Err}
+			stored[i] = aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
 		}
 		if serial := aggregate.Fold(s, stored); !reflect.DeepEqual(serial, w) {
 			t.Fatalf("session %s: serial fold %+v, replay fold %+v", s, serial, w)

@@ -596,7 +596,7 @@ func crashExplain(h api.HistoryResponse, view api.SessionView) string {
 	fold := func(skip int) aggregate.State {
 		st := aggregate.State{Session: h.Session}
 		for i, e := range h.Entries {
-			if i == skip || e.Payload == nil {
+			if i == skip || e.Payload == nil || e.Error != "" {
 				continue
 			}
 			st.Apply(e.Seq, events.Envelope{Session: h.Session, Type: events.Type(e.Type), Payload: e.Payload.Payload})

@@ -383,7 +383,13 @@ func TestChannelPermissions(t *testing.T) {
 	if len(msgs) != 2 || msgs[0].Header.Get("Nats-Sequence") != fmt.Sprint(seqB1) || permEnvelope(t, msgs[1])["type"] != "ToolDisabled" {
 		t.Fatalf("backend direct get of %s: %d messages", bs, len(msgs))
 	}
-	// The backend has no API subjects and cannot change the stream.
+	// The backend may read its sessions' views on the API channel
+	// "backend" (to learn whether its events were applied, R28), has no
+	// other API subject, and cannot change the stream.
+	if bv, err := api.NewNATSClient(backend.nc, api.WithChannel("backend")).Intent(ctx, bs, seqB2); err != nil || bv.Seq != seqB2 || bv.Rejected != 0 {
+		t.Fatalf("backend reading %s on tools.api.backend.session.intent: %+v, %v", bs, bv, err)
+	}
+	backend.deniedRequest(t, "tools.api.backend.events.append", []byte(`{"session":"perm-backend","commands":[{"type":"ToolsToggled","enabled":false}]}`))
 	backend.deniedRequest(t, "tools.api.web.events.append", []byte(`{"session":"perm-web","commands":[{"type":"ToolsToggled","enabled":false}]}`))
 	backend.deniedRequest(t, "$JS.API.STREAM.UPDATE.TOOLS_EVENTS", []byte(`{}`))
 

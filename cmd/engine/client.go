@@ -190,7 +190,10 @@ func (c *intentCmd) Run(ctx context.Context) error {
 		return err
 	}
 	return c.print(v, func(w io.Writer) {
-		fmt.Fprintf(w, "session\t%s (seq %d, %d events, %d skipped)\n", v.Session, v.Seq, v.Events, v.Skipped)
+		fmt.Fprintf(w, "session\t%s (seq %d, %d events, %d skipped, %d rejected)\n", v.Session, v.Seq, v.Events, v.Skipped, v.Rejected)
+		for _, r := range v.Rejections {
+			fmt.Fprintf(w, "not applied\tseq %d %s %s: %s\n", r.Seq, r.Type, r.ID, r.Reason)
+		}
 		intentRows(w, v.Intent)
 		fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
 		fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])

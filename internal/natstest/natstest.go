@@ -66,7 +66,7 @@ func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
 		if !ok {
 			st = aggregate.State{Session: r.Session}
 		}
-		st.ApplyStored(r.Seq, r.Envelope, r.Err)
+		st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}) //nolint:errcheck // recorded in st
 		out[r.Session] = st
 	}
 	return out
