@@ -14,7 +14,7 @@ import (
 //	override-names          named by a per-turn override list (included)
 //	not-in-override-names   a per-turn override list that does not name it
 //	enabled=false           the intent switches tools off (R6)
-//	web_search-overlay      added by web_search=true, or removed by web_search=false (R7)
+//	web_search-overlay      added by web_search=true (R7); the overlay never removes
 //	picked / not-picked     the intent's picked list does / does not name it
 //	preset:P / not-in-preset:P
 //	profile:P / not-in-profile:P
@@ -69,7 +69,15 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	tool := ex.Tool
 	isWS := tool == WebSearch
 	wsOn := in.WebSearch != nil && *in.WebSearch
-	wsOff := in.WebSearch != nil && !*in.WebSearch
+	// wsNote says, for web_search only, that the overlay did not add it:
+	// the overlay state is part of why web_search is out (R7).
+	wsNote := ""
+	if isWS && !wsOn {
+		wsNote = "; the web_search overlay is unset, which adds nothing (R7)"
+		if in.WebSearch != nil {
+			wsNote = "; web_search=false adds nothing and removes nothing (R7)"
+		}
+	}
 	unavailable := func(why string) {
 		ex.Rule = "unavailable"
 		ex.Detail = fmt.Sprintf("%s, but %q is not available in registry %s", why, tool, r.version)
@@ -86,7 +94,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 			return
 		}
 		ex.Rule = "enabled=false"
-		ex.Detail = "the " + who + " switches tools off (enabled=false), which yields no tools (R6)"
+		ex.Detail = "the " + who + " switches tools off (enabled=false), which yields no tools (R6)" + wsNote
 		if wsOn {
 			ex.Detail = "the " + who + " switches tools off (enabled=false); web_search=true keeps only web_search (R6)"
 		}
@@ -158,15 +166,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 
 	if inBase && slices.Contains(in.Disabled, tool) && !(isWS && wsOn) {
 		ex.Rule = disabledRule
-		ex.Detail = fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who)
+		ex.Detail = fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who) + wsNote
 		return
 	}
 	if isWS {
-		if wsOff && inBase {
-			ex.Rule = "web_search-overlay"
-			ex.Detail = "the " + who + " has web_search=false, which removes web_search (R7)"
-			return
-		}
 		if wsOn && (!inBase || slices.Contains(in.Disabled, tool)) {
 			if !available {
 				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
@@ -178,7 +181,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		}
 	}
 	if !inBase {
-		ex.Rule, ex.Detail = missRule, missDetail
+		ex.Rule, ex.Detail = missRule, missDetail+wsNote
 		return
 	}
 	if !available {

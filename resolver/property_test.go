@@ -430,9 +430,6 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 	}
 	var final []string
 	for _, n := range out {
-		if n == WebSearch && in.WebSearch != nil && !*in.WebSearch {
-			continue
-		}
 		if avail(n) && !slices.Contains(final, n) {
 			final = append(final, n)
 		}

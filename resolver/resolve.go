@@ -20,7 +20,9 @@ import (
 //     else its Preset, else DEFAULT_TOOLS filtered by its Allowed); else
 //     DEFAULT_TOOLS. Allowed lists filter only DEFAULT_TOOLS (R11).
 //  3. Disabled names are removed; WebSearch=true appends web_search when
-//     missing, WebSearch=false removes it (R7); unavailable tools are dropped
+//     missing (R7). The overlay only adds: WebSearch=false and unset add
+//     and remove nothing (a preset that lists web_search keeps it; removing
+//     it is a Disabled name). Unavailable tools are dropped
 //     (reported in Unknown when the request named them); duplicates are
 //     dropped, keeping the first occurrence.
 //
@@ -221,10 +223,8 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 			drop.set(i)
 		}
 	}
+	// R7: the overlay only adds. web_search=false is the same as unset here.
 	wsOn := in.WebSearch != nil && *in.WebSearch
-	if in.WebSearch != nil && !*in.WebSearch && ws >= 0 {
-		drop.set(ws)
-	}
 
 	out := make([]int32, 0, len(base)+1)
 	for _, i := range base {

@@ -84,9 +84,11 @@ func resolveCases() []resolveCase {
 		{name: "R7 overlay on unset intent", req: Request{Session: Intent{WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay adds web_search to a preset", req: Request{Session: Intent{Preset: "coding", WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay keeps web_search where the preset has it", req: Request{Session: Intent{Preset: "research", WebSearch: yes}}, want: research, source: SourceSessionIntent},
-		{name: "R7 web_search=false removes it from a preset", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: without(research, "web_search"), source: SourceSessionIntent},
+		{name: "R7 web_search=false keeps web_search in a preset that lists it", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: research, source: SourceSessionIntent},
+		{name: "R7 web_search=false adds nothing to the defaults", req: Request{Session: Intent{Enabled: yes, WebSearch: no}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "R7 disabled web_search removes it from a preset", req: Request{Session: Intent{Preset: "research", Disabled: []string{"web_search"}}}, want: without(research, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search"}, source: SourceSessionIntent},
-		{name: "R7 web_search=false removes picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"read_file"}, source: SourceSessionIntent},
+		{name: "R7 web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file"}, source: SourceSessionIntent},
 		{name: "R7 overlay re-adds a disabled web_search at the end", req: Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, want: with(without(research, "web_search"), "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search"}, source: SourceSessionIntent},
 
@@ -445,5 +447,54 @@ func TestResolveCacheToolBudget(t *testing.T) {
 	b, _ := reg.Resolve(req)
 	if a != b {
 		t.Fatal("newest entry was evicted")
+	}
+}
+
+// R7: the web_search overlay only adds. With the embedded registry, the
+// research preset (which lists web_search) and the researcher profile
+// (whose tools list it) resolve to the same tools whether web_search is
+// false or unset; only a ToolDisabled removes it. A UI that saves "off"
+// as its default must not break presets (issue #14, item 1).
+func TestWebSearchFalseAddsAndRemovesNothing(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		name    string
+		session Intent
+		profile string
+	}{
+		{"research preset", Intent{Preset: "research"}, ""},
+		{"researcher profile", Intent{}, "researcher"},
+		{"picked web_search", Intent{Picked: []string{"web_search", "read_file"}}, ""},
+		{"defaults", Intent{Enabled: yes}, ""},
+		{"enabled=false", Intent{Enabled: no}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			unset, err := reg.Resolve(Request{Session: tc.session, Profile: tc.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := tc.session
+			off.WebSearch = no
+			got, err := reg.Resolve(Request{Session: off, Profile: tc.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eqNames(toolNames(got.Tools), toolNames(unset.Tools)) {
+				t.Fatalf("web_search=false resolves to %q; unset resolves to %q: false must add and remove nothing", toolNames(got.Tools), toolNames(unset.Tools))
+			}
+		})
+	}
+	research, _ := reg.Resolve(Request{Session: Intent{Preset: "research", WebSearch: no}})
+	if n := len(research.Tools); n != 11 || !contains(toolNames(research.Tools), WebSearch) {
+		t.Fatalf("research with web_search=false has %d tools %q; want the preset's 11, web_search included", n, toolNames(research.Tools))
+	}
+	researcher, _ := reg.Resolve(Request{Session: Intent{WebSearch: no}, Profile: "researcher"})
+	if n := len(researcher.Tools); n != 7 || !contains(toolNames(researcher.Tools), WebSearch) {
+		t.Fatalf("researcher profile with web_search=false has %d tools %q; want its 7, web_search included", n, toolNames(researcher.Tools))
+	}
+	disabled, _ := reg.Resolve(Request{Session: Intent{Preset: "research", Disabled: []string{WebSearch}}})
+	if contains(toolNames(disabled.Tools), WebSearch) || len(disabled.Tools) != 10 {
+		t.Fatalf("research with web_search disabled = %q; want the preset without web_search", toolNames(disabled.Tools))
 	}
 }

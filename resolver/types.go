@@ -68,7 +68,9 @@ type Profile struct {
 type Intent struct {
 	// Enabled is the master switch: true, false, or nil (follow profile).
 	Enabled *bool `json:"enabled,omitempty" msgpack:"enabled"`
-	// WebSearch is the web_search overlay: true, false or nil (unset).
+	// WebSearch is the web_search overlay (R7): true adds web_search to
+	// the expansion when it lacks it; false and nil (unset) add nothing and
+	// remove nothing. A UI may store false as its "off" default.
 	WebSearch *bool `json:"web_search,omitempty" msgpack:"web_search"`
 	// Preset is the chosen preset name, "" when unset.
 	Preset string `json:"preset,omitempty" msgpack:"preset"`
