@@ -102,11 +102,14 @@ func resolveCases() []resolveCase {
 		// R11: allowed filters the defaults, not the full set.
 		{name: "R11 override allowed filters defaults and adds nothing", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file", "bash", "web_search", "memory_read", "ghost"}}}, want: []string{"read_file", "bash"}, source: SourceOverrideIntent},
 		{name: "R11 override allowed keeps defaults order", req: Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"tool_search", "read_file"}}}, want: []string{"read_file", "tool_search"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter a preset", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, want: research, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter picked", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, want: []string{"memory_read"}, source: SourceOverrideIntent},
+		{name: "R11 override allowed with a preset is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with picked is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with enabled=false is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 profile allowed filters defaults", req: Request{Profile: "assistant"}, want: []string{"read_file", "tool_search", "send_message"}, source: SourceProfile},
 		{name: "R11 profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, want: coding, source: SourceOverrideIntent},
+		{name: "R11 override allowed with a profile preset is refused", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with profile tools is refused", req: Request{Profile: "researcher", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with enabled=true beats a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file"}}}, want: []string{"read_file"}, source: SourceOverrideIntent},
 		{name: "R11 enabled=true ignores profile allowed", req: Request{Profile: "assistant", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
 		{name: "R11 disabled after allowed", req: Request{Profile: "assistant", Session: Intent{Disabled: []string{"read_file"}}}, want: []string{"tool_search", "send_message"}, source: SourceSessionIntent},
 
@@ -275,7 +278,7 @@ func TestResolveCacheReturnsSameResolution(t *testing.T) {
 func TestResolveCachedZeroAllocs(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	req := Request{Session: Intent{Enabled: yes, WebSearch: yes, Disabled: []string{"bash"}, Picked: []string{"read_file"}}, Profile: "coder",
-		Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}
+		Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes, Disabled: []string{"bash"}}, Allowed: []string{"read_file"}}}
 	if _, err := reg.Resolve(req); err != nil {
 		t.Fatal(err)
 	}
@@ -496,5 +499,28 @@ func TestWebSearchFalseAddsAndRemovesNothing(t *testing.T) {
 	disabled, _ := reg.Resolve(Request{Session: Intent{Preset: "research", Disabled: []string{WebSearch}}})
 	if contains(toolNames(disabled.Tools), WebSearch) || len(disabled.Tools) != 10 {
 		t.Fatalf("research with web_search disabled = %q; want the preset without web_search", toolNames(disabled.Tools))
+	}
+}
+
+// R11: an override's allowed list filters the defaults; where the
+// expansion does not use the defaults (a preset, a picked list,
+// enabled=false, a profile's own list) it is refused with a message that
+// names the base and the fix, never silently ignored (issue #14, item 4).
+func TestOverrideAllowedNeverIgnored(t *testing.T) {
+	reg := Default()
+	_, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}})
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("allowed with a preset: err = %v; want ErrInvalidRequest", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `preset "research"`) || !strings.Contains(msg, "drop allowed") {
+		t.Fatalf("error %q does not name the preset and the fix", msg)
+	}
+	if ex := reg.Explain(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, "grep"); ex.Rule != "error" {
+		t.Fatalf("explain of a refused request: %+v; want rule error", ex)
+	}
+	// Where the defaults are the base, allowed applies.
+	res, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"grep", "read_file", "memory_read"}}})
+	if err != nil || !eqNames(toolNames(res.Tools), []string{"read_file", "grep"}) {
+		t.Fatalf("allowed over the defaults = %v, %v; want [read_file grep]", res, err)
 	}
 }

@@ -102,9 +102,11 @@ type Override struct {
 	Kind OverrideKind `json:"kind"`
 	// Intent is expanded live when Kind is OverrideIntent.
 	Intent Intent `json:"intent,omitzero"`
-	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS when the
-	// expansion falls through to the defaults (R11: it filters the defaults,
-	// never the full set, and adds nothing). Empty means no filter.
+	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS (R11: it
+	// filters the defaults, never the full set, and adds nothing). Empty
+	// means no filter. With an intent whose base is not the defaults
+	// (enabled=false, picked, a preset, a profile's tools or preset) it is
+	// refused with ErrInvalidRequest rather than ignored.
 	Allowed []string `json:"allowed,omitempty"`
 	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
 	// the user's order (R5). An empty Names list means no tools.
