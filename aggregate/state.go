@@ -109,7 +109,8 @@ func (s *State) Skip(seq uint64) {
 // (idempotent). An event for another session, with no payload or with a
 // payload type this package does not know is skipped (see Skip).
 //
-// Fold rules: ToolsToggled sets Intent.Enabled; WebSearchSet sets
+// Fold rules: ToolsToggled sets Intent.Enabled and clears Intent.Picked
+// (whatever its value: on, off or follow the profile); WebSearchSet sets
 // Intent.WebSearch; PresetChosen sets Intent.Preset; ToolDisabled adds to
 // Intent.Disabled and ToolEnabled removes from it; ToolsPicked sets
 // Intent.Picked (nil unsets); DeferredLoaded adds to Loaded; TurnStarted
@@ -131,6 +132,7 @@ func (s *State) Apply(seq uint64, e events.Envelope) {
 	switch v := p.(type) {
 	case events.ToolsToggled:
 		s.Intent.Enabled = cloneBool(v.Enabled)
+		s.Intent.Picked = nil // a master-switch change is the user's new choice
 	case events.WebSearchSet:
 		s.Intent.WebSearch = cloneBool(v.Enabled)
 	case events.PresetChosen:

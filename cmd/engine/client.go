@@ -419,13 +419,18 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	}
 	return c.print(h, func(w io.Writer) {
 		fmt.Fprintf(w, "SEQ\tTIME\tCHANNEL/ACTOR\tEVENT\tGAINED\tLOST\tPREFIX\n")
+		var prevPicked []string
 		for _, e := range h.Entries {
 			ev := e.Type
 			if e.Error != "" {
 				ev = "SKIPPED: " + e.Error
 			} else if e.Payload != nil {
 				ev = summary(e.Payload)
+				if _, toggle := e.Payload.Payload.(events.ToolsToggled); toggle && len(prevPicked) > 0 && e.Intent.Picked == nil {
+					ev += " (clears picked " + strings.Join(prevPicked, ",") + ")"
+				}
 			}
+			prevPicked = e.Intent.Picked
 			prefix := "same"
 			if e.PrefixChanged {
 				prefix = "changed (" + e.Cause + ")"
