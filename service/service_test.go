@@ -232,3 +232,48 @@ func TestUnknownProviderRefused(t *testing.T) {
 		t.Fatalf("Dispatch with provider gemini: %v", err)
 	}
 }
+
+// R25: explain names the event that last changed the outcome or the rule
+// (issue #14, item 2): after enable, web-search on, web-search off, the
+// explanation of web_search blames the event that switched it off, not
+// the master switch; bash, switched off by hand and then on again, blames
+// the ToolEnabled.
+func TestExplainBlamesLastChange(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}, events.WebSearchSet{Enabled: on(true)},
+		events.WebSearchSet{Enabled: on(false)}, events.ToolDisabled{Name: "bash"}, events.ToolEnabled{Name: "bash"}, events.PresetChosen{Preset: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Last != 6 {
+		t.Fatalf("appended up to seq %d; want 6", res.Last)
+	}
+	ws, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{Seq: 3}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Included || ws.Event == nil || ws.Event.Seq != 3 || ws.Event.Type != "WebSearchSet" {
+		t.Fatalf("web_search at seq 3: %+v event %+v; want out, blamed on seq 3 (WebSearchSet false)", ws.Explanation, ws.Event)
+	}
+	bash, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 5}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bash.Included || bash.Event == nil || bash.Event.Seq != 5 {
+		t.Fatalf("bash at seq 5: %+v event %+v; want in, blamed on seq 5 (ToolEnabled)", bash.Explanation, bash.Event)
+	}
+	// Now the research preset lists web_search: web_search=false leaves it in.
+	now, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !now.Included || now.Rule != "preset:research" || now.Event == nil || now.Event.Seq != 6 {
+		t.Fatalf("web_search now: %+v event %+v; want in by preset:research, blamed on seq 6", now.Explanation, now.Event)
+	}
+	// A session without events: no event to blame.
+	none, err := e.Explain(ctx, "s2", "bash", service.Until{}, service.ResolveRequest{})
+	if err != nil || none.Event != nil || !none.Included {
+		t.Fatalf("fresh session: %+v %v", none, err)
+	}
+}
