@@ -294,12 +294,26 @@ type ResumeResponse struct {
 	Seq uint64 `json:"seq"`
 }
 
-// ResumeOutcome says what a resume restored and, when nothing, why.
+// ResumeOutcome says what a resume restored and why each loaded tool was
+// restored or dropped (R32). ok is true when every loaded tool came back.
 type ResumeOutcome struct {
 	Restored []string         `json:"restored"`
 	OK       bool             `json:"ok"`
 	Reason   string           `json:"reason"`
 	Changes  []ContractChange `json:"changes,omitempty"`
+	// Tools has one decision per loaded tool of the checkpoint.
+	Tools []ResumeDecision `json:"tools"`
+}
+
+// ResumeDecision is what a resume did with one loaded tool of the
+// checkpoint: kind is restored, removed, unavailable, not-permitted,
+// now-resident, changed, not-recorded, unverifiable or refused; rule is,
+// for not-permitted, the explain rule that leaves the tool out.
+type ResumeDecision struct {
+	Tool   string `json:"tool"`
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // ContractChange is one difference between a checkpoint's contract and
@@ -412,7 +426,10 @@ func checkpointOf(r checkpoint.Record, seq uint64) CheckpointView {
 func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 	out := ResumeResponse{
 		Session: session, Seq: r.Seq,
-		Outcome: ResumeOutcome{Restored: nonNil(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason},
+		Outcome: ResumeOutcome{Restored: nonNil(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason, Tools: []ResumeDecision{}},
+	}
+	for _, d := range r.Outcome.Tools {
+		out.Outcome.Tools = append(out.Outcome.Tools, ResumeDecision{Tool: d.Tool, Kind: string(d.Kind), Rule: d.Rule, Reason: d.Reason})
 	}
 	for _, c := range r.Outcome.Changes {
 		out.Outcome.Changes = append(out.Outcome.Changes, ContractChange{Tool: c.Tool, Kind: string(c.Kind), From: c.From, To: c.To, Description: c.String()})

@@ -368,9 +368,12 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
-		if r.Outcome.OK {
+		switch {
+		case r.Outcome.OK:
 			fmt.Fprintf(w, "resumed\trestored %s\n", list(r.Outcome.Restored))
-		} else {
+		case len(r.Outcome.Restored) > 0:
+			fmt.Fprintf(w, "partly resumed\trestored %s\n", list(r.Outcome.Restored))
+		default:
 			fmt.Fprintf(w, "refused\trestored nothing\n")
 		}
 		if r.Outcome.Reason != "" {
@@ -378,6 +381,9 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 		}
 		for _, ch := range r.Outcome.Changes {
 			fmt.Fprintf(w, "change\t%s %s\n", ch.Kind, ch.Tool)
+		}
+		for _, d := range r.Outcome.Tools {
+			fmt.Fprintf(w, "tool %s\t%s: %s\n", d.Tool, d.Kind, d.Reason)
 		}
 	})
 }
