@@ -83,6 +83,10 @@ type TurnView struct {
 	Classification []deferral.Class `json:"classification"`
 	// Loaded are the session's loaded deferred tools.
 	Loaded []string `json:"loaded"`
+	// NoEvents is true when the session had no events before this
+	// request: its intent is unset, so the profile or the defaults decide.
+	// Clients can warn about a mistyped session id.
+	NoEvents bool `json:"no_events,omitempty"`
 }
 
 type openTurn struct {
@@ -150,7 +154,9 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	loaded := deferral.NewSet(st.Loaded...)
-	return e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider), nil
+	v := e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider)
+	v.NoEvents = st.LastSeq == 0
+	return v, nil
 }
 
 func (e *Engine) openTurn(session string) *openTurn {
@@ -188,13 +194,14 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if err != nil {
 			return TurnView{}, err
 		}
+		fresh := st.LastSeq == 0
 		st = out.State
 		turn := deferral.Freeze(st.Turn, res, st.Loaded)
 		e.mu.Lock()
 		e.turns[session] = &openTurn{turn: turn, res: res, req: req}
 		e.mu.Unlock()
 		v := e.view(st, res, turn.Request(), req.Provider)
-		v.Turn, v.Frozen = st.Turn, true
+		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
 		return v, nil
 	}
 }

@@ -44,6 +44,7 @@ func main() {
 		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"override_help": overrideHelp},
 	)
 	level, err := zerolog.ParseLevel(c.LogLevel)
 	if err != nil {
