@@ -393,6 +393,9 @@ type ToolInfo struct {
 	Available   bool   `json:"available"`
 	Deferred    bool   `json:"deferred"`
 	Permission  string `json:"permission,omitempty"`
+	// Native lists the providers whose rendering emits the provider's
+	// built-in tool instead of a function (seed §8).
+	Native []string `json:"native,omitempty"`
 }
 
 func nonNil(xs []string) []string {
@@ -473,7 +476,14 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 		Presets:              map[string][]string{}, Profiles: []resolver.Profile{},
 	}
 	for _, t := range reg.Tools() {
-		info.Tools = append(info.Tools, ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission})
+		ti := ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission}
+		if len(t.Native.Anthropic) > 0 {
+			ti.Native = append(ti.Native, service.ProviderAnthropic)
+		}
+		if len(t.Native.OpenAI) > 0 {
+			ti.Native = append(ti.Native, service.ProviderOpenAI)
+		}
+		info.Tools = append(info.Tools, ti)
 	}
 	for _, name := range reg.PresetNames() {
 		list, _ := reg.Preset(name)

@@ -45,7 +45,26 @@ type Tool struct {
 	// RESIDENT_TOOLS (R13). It is computed at load time, never read from
 	// the file.
 	Deferred bool `json:"-"`
+	// Native holds, per provider, the provider's built-in tool that the
+	// rendering for that provider emits instead of a function (seed §8:
+	// e.g. Anthropic's server web search, OpenAI's web_search). Zero when
+	// the registry does not opt in: the tool renders as a function.
+	Native Native `json:"native,omitzero"`
 }
+
+// Native is a tool's provider-native forms, each a JSON object in
+// canonical form (compact, keys sorted), or nil when the provider renders
+// the tool as a function.
+type Native struct {
+	// Anthropic is the Messages API tool object, e.g.
+	// {"max_uses":5,"name":"web_search","type":"web_search_20250305"}.
+	Anthropic json.RawMessage `json:"anthropic,omitempty"`
+	// OpenAI is the Responses API tool object, e.g. {"type":"web_search"}.
+	OpenAI json.RawMessage `json:"openai,omitempty"`
+}
+
+// IsZero reports whether no provider has a native form.
+func (n Native) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI) == 0 }
 
 // Profile is an agent profile. When a session follows its profile (intent
 // enabled unset), the profile's tools decide the base list (R4).
