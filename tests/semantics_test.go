@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -109,5 +110,120 @@ func TestCLIOverride(t *testing.T) {
 	}
 	if v, _ := semView(t, p, "turn", "begin", "fresh_session"); v.NoEvents {
 		t.Errorf("second turn begin still says the session has no events")
+	}
+}
+
+// R33: engine import turns legacy sessions that stored a materialized list
+// into the intent that reproduces them: a dry run prints the plan and
+// writes nothing; --apply writes the events through the API (so every
+// guard applies), and only to sessions without events (issue #14, item 6).
+func TestImportLegacySessions(t *testing.T) {
+	p := startEngine(t, t.TempDir())
+	ctx := e2eCtx(t)
+	c := p.Client("cli-test")
+	reg := resolver.Default()
+	var then []string // the defaults before list_sessions and send_message
+	for _, n := range reg.DefaultTools() {
+		if n != "list_sessions" && n != "send_message" {
+			then = append(then, n)
+		}
+	}
+	research, _ := reg.Preset("research")
+	q, _ := json.Marshal(then)
+	r, _ := json.Marshal(research)
+	withWS, _ := json.Marshal(append(slices.Clone(then), "web_search"))
+	file := t.TempDir() + "/legacy.json"
+	writeFile(t, file, `{"defaults": `+string(q)+`, "sessions": [
+	  {"session": "old1", "web_search": true, "tools": `+string(withWS)+`},
+	  {"session": "old2", "tools": `+string(r)+`},
+	  {"session": "old3", "tools": {"grep": true, "read_file": true, "bash": false}},
+	  {"session": "live", "tools": ["grep", "bash"]}]}`)
+	on := true
+	if _, err := c.Append(ctx, "live", nil, events.ToolsToggled{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+
+	type report struct {
+		Applied  bool `json:"applied"`
+		Sessions []struct {
+			Session  string          `json:"session"`
+			Kind     string          `json:"kind"`
+			Intent   resolver.Intent `json:"intent"`
+			Faithful bool            `json:"faithful"`
+			Gained   []string        `json:"gained"`
+			Events   []json.RawMessage
+			Applied  *struct {
+				LastSeq uint64 `json:"last_seq"`
+				Error   string `json:"error"`
+			} `json:"applied"`
+		} `json:"sessions"`
+	}
+	out, errOut, err := semCLI(t, p, "import", file, "--json")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, errOut)
+	}
+	var dry report
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	kinds := func(r report) []string {
+		var k []string
+		for _, s := range r.Sessions {
+			k = append(k, s.Session+":"+s.Kind)
+		}
+		return k
+	}
+	if want := []string{"old1:enabled", "old2:preset", "old3:picked", "live:picked"}; !slices.Equal(kinds(dry), want) || dry.Applied {
+		t.Fatalf("dry run decisions %v; want %v", kinds(dry), want)
+	}
+	if s := dry.Sessions[0]; !s.Faithful || !slices.Equal(s.Gained, []string{"list_sessions", "send_message"}) {
+		t.Fatalf("old1: faithful %v gains %v; want the two tools added since", s.Faithful, s.Gained)
+	}
+	if v, _ := c.Resolve(ctx, api.ResolveRequest{Session: "old1"}); v.Seq != 0 {
+		t.Fatalf("the dry run wrote to old1 (seq %d)", v.Seq)
+	}
+
+	out, _, err = semCLI(t, p, "import", file, "--apply", "--json")
+	if err == nil {
+		t.Fatalf("--apply with a session that has events exited 0")
+	}
+	var applied report
+	if err := json.Unmarshal([]byte(out), &applied); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, s := range applied.Sessions {
+		switch {
+		case s.Session == "live":
+			if s.Applied == nil || !strings.Contains(s.Applied.Error, "already has events") {
+				t.Errorf("live session: %+v; want it left alone, saying why", s.Applied)
+			}
+		case s.Applied == nil || s.Applied.Error != "" || s.Applied.LastSeq == 0:
+			t.Errorf("%s: not written: %+v", s.Session, s.Applied)
+		}
+	}
+	v, err := c.Resolve(ctx, api.ResolveRequest{Session: "old1", MinSeq: applied.Sessions[0].Applied.LastSeq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(v.Tools, "send_message") || !slices.Contains(v.Tools, resolver.WebSearch) || v.Intent.Picked != nil || v.Intent.Enabled == nil || !*v.Intent.Enabled {
+		t.Fatalf("old1 after import: intent %+v tools %v; want {enabled:true, web_search:true} with send_message", v.Intent, v.Tools)
+	}
+	v, _ = c.Resolve(ctx, api.ResolveRequest{Session: "old2", MinSeq: applied.Sessions[1].Applied.LastSeq})
+	if v.Intent.Preset != "research" || len(v.Tools) != len(research) {
+		t.Fatalf("old2 after import: %+v %v", v.Intent, v.Tools)
+	}
+	// A plan against another registry than the engine's is refused.
+	other := t.TempDir() + "/reg.json"
+	data, _ := reg.MarshalJSON()
+	writeFile(t, other, strings.Replace(string(data), `"version":"`+reg.Version()+`"`, `"version":"other-1"`, 1))
+	if _, errOut, err := semCLI(t, p, "import", file, "--apply", "--registry", other); err == nil || !strings.Contains(errOut, "the engine serves "+reg.Version()) {
+		t.Fatalf("--apply against another registry: %v %s", err, errOut)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
