@@ -95,7 +95,9 @@ func TestImportDecisions(t *testing.T) {
 		{"R33 preset minus web_search is a ToolDisabled", quoteList(without(research, "web_search")), "", KindPresetMinus, "research", []string{"PresetChosen", "ToolDisabled"},
 			func(d Decision) bool { return slices.Equal(d.Intent.Disabled, []string{"web_search"}) }},
 		{"R33 a short curated list keeps its order", `["grep", "read_file", "memory_read"]`, "", KindPicked, "", []string{"ToolsPicked"},
-			func(d Decision) bool { return slices.Equal(d.Intent.Picked, []string{"grep", "read_file", "memory_read"}) }},
+			func(d Decision) bool {
+				return slices.Equal(d.Intent.Picked, []string{"grep", "read_file", "memory_read"})
+			}},
 		{"R33 empty list is all off", `[]`, "", KindOff, "", []string{"ToolsToggled"}, func(d Decision) bool { return !*d.Intent.Enabled }},
 		{"R33 only web_search is off with the overlay", `["web_search"]`, "", KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
 		{"R33 web_search flag on an empty list", `[]`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
