@@ -111,6 +111,22 @@ func TestCLIOverride(t *testing.T) {
 	if v, _ := semView(t, p, "turn", "begin", "fresh_session"); v.NoEvents {
 		t.Errorf("second turn begin still says the session has no events")
 	}
+
+	// R1: the history table says when the master switch cleared a picked
+	// list (issue #14, item 3).
+	if _, err := c.Append(ctx, "s3", nil, events.ToolsPicked{Names: []string{"read_file", "grep"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := semCLI(t, p, "emit", "s3", "enable"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := semCLI(t, p, "history", "s3")
+	if err != nil || !strings.Contains(out, "(clears picked read_file,grep)") {
+		t.Errorf("history s3: %v\n%s\nwant the toggle to say it cleared the picked list", err, out)
+	}
+	if v, _ := semView(t, p, "resolve", "s3"); len(v.Tools) != len(resolver.Default().DefaultTools()) {
+		t.Errorf("s3 after pick then enable: %d tools; want the defaults", len(v.Tools))
+	}
 }
 
 // R33: engine import turns legacy sessions that stored a materialized list
