@@ -125,6 +125,9 @@ type Empty struct{}
 //
 // intent uses resolver.Intent's field names (enabled, web_search, preset,
 // disabled, picked). A field that does not belong to the kind is refused.
+// allowed filters the default tools (R11); with an intent whose base list
+// is not the defaults (a preset, a picked list, enabled=false, a profile's
+// own list or preset) the request is refused, never silently ignored.
 type Override struct {
 	Kind    string           `json:"kind"`
 	Intent  *resolver.Intent `json:"intent,omitempty"`

@@ -52,7 +52,7 @@ func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 
 // R32: a changed schema of one loaded tool drops that tool only; the
 // unchanged loaded tool is restored, and the decisions say why per tool.
-func TestResumeSchemaChangeDropsThatTool(t *testing.T) {
+func TestR32ResumeSchemaChangeDropsThatTool(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 5, resolveAll(t, f), "send_message", "web_fetch")
 
@@ -162,7 +162,7 @@ func TestResumeReordered(t *testing.T) {
 
 // R32: a registry version bump with identical tools restores exactly the
 // recorded set, and names both versions (issue #14, item 5).
-func TestResumeRegistryVersionBumpRestores(t *testing.T) {
+func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 1, resolveAll(t, f), "web_fetch", "send_message")
 	f.Version = "test-2"
@@ -180,7 +180,7 @@ func TestResumeRegistryVersionBumpRestores(t *testing.T) {
 // explain rule that leaves it out; one the registry lost is "removed", one
 // it cannot run is "unavailable"; a name the checkpoint's contract lacks
 // is "not-recorded".
-func TestResumePerToolReasons(t *testing.T) {
+func TestR32ResumePerToolReasons(t *testing.T) {
 	rec := mustNew(t, 1, resolveAll(t, base(t)), "memory_read", "send_message", "web_fetch", "playwright_browser")
 
 	// The session now disables web_fetch and the registry dropped

@@ -57,7 +57,7 @@ func types(ps []events.Payload) []string {
 // list (of that time) plus web_search, because web_search was on, imports
 // as {enabled: true} with the web_search overlay; today it gains the tools
 // added to the defaults since (R8), and nothing is lost.
-func TestImportMaterializedDefaultsWithWebSearch(t *testing.T) {
+func TestR33ImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 	then := thenDefaults(t)
 	d := planOne(t, `{"defaults": `+quoteList(then)+`, "sessions": [{"session": "s1", "web_search": true, "tools": `+quoteList(append(then, "web_search"))+`}]}`)
 	if d.Kind != KindEnabled || !slices.Equal(types(d.Events), []string{"ToolsToggled", "WebSearchSet"}) || !d.Faithful {
@@ -73,7 +73,7 @@ func TestImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 
 // R33: each stored form imports as the intent that reproduces it, with
 // the shortest faithful intent where no whole list matches.
-func TestImportDecisions(t *testing.T) {
+func TestR33ImportDecisions(t *testing.T) {
 	reg := resolver.Default()
 	defaults := reg.DefaultTools()
 	research, _ := reg.Preset("research")
@@ -134,7 +134,7 @@ func TestImportDecisions(t *testing.T) {
 // whole list and is longer than the picked bound is imported as a preset
 // or the defaults minus a few names, or skipped with the reason; the
 // bound is the engine's (Options.Limits).
-func TestImportRespectsBounds(t *testing.T) {
+func TestR33ImportRespectsBounds(t *testing.T) {
 	reg := resolver.Default()
 	full, _ := reg.Preset("full")
 	// full minus three, plus nothing else: preset-minus.
@@ -154,7 +154,7 @@ func TestImportRespectsBounds(t *testing.T) {
 
 // R33: the file is strict: duplicate sessions, bad ids, unknown keys and
 // wrong types are refused or skipped with a message naming them.
-func TestImportFileErrors(t *testing.T) {
+func TestR33ImportFileErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`{"sessions": [{"session": "a", "tools": [], "model": "x"}]}`, `unknown key "model"`},
 		{`[{"session": "a", "tools": [1]}]`, "tools[0]"},
@@ -185,7 +185,7 @@ func TestImportFileErrors(t *testing.T) {
 
 // R33: the plan is deterministic, and every decision's events, folded
 // through the engine's rules, give the reported intent.
-func TestImportDeterministicAndFolds(t *testing.T) {
+func TestR33ImportDeterministicAndFolds(t *testing.T) {
 	reg := resolver.Default()
 	file := `{"defaults": ` + quoteList(thenDefaults(t)) + `, "presets": {"research": ["read_file", "web_search", "grep"]}, "sessions": [
 	  {"session": "a", "tools": ["read_file", "web_search", "grep"]},

@@ -239,7 +239,7 @@ func TestUnknownProviderRefused(t *testing.T) {
 // explanation of web_search blames the event that switched it off, not
 // the master switch; bash, switched off by hand and then on again, blames
 // the ToolEnabled.
-func TestExplainBlamesLastChange(t *testing.T) {
+func TestR25ExplainBlamesLastChange(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
 	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}, events.WebSearchSet{Enabled: on(true)},
@@ -284,7 +284,7 @@ func TestExplainBlamesLastChange(t *testing.T) {
 // others were dropped (issue #14, item 5). A registry version bump with
 // identical tools, or toggling web_search, changes the contract hash but
 // keeps every loaded tool, as a session that did not crash keeps them.
-func TestResumePerTool(t *testing.T) {
+func TestR32ResumePerTool(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
 	checkpointWith := func(names ...string) {

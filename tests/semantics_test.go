@@ -47,7 +47,7 @@ func semView(t *testing.T, p *engineProc, args ...string) (service.TurnView, str
 // the API's object), and resolve exactly as the API does; a session
 // without events says so on stderr instead of silently resolving the
 // defaults (issue #14, item 8).
-func TestCLIOverride(t *testing.T) {
+func TestR5CLIOverride(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
 	c := p.Client("cli-test")
@@ -133,7 +133,7 @@ func TestCLIOverride(t *testing.T) {
 // into the intent that reproduces them: a dry run prints the plan and
 // writes nothing; --apply writes the events through the API (so every
 // guard applies), and only to sessions without events (issue #14, item 6).
-func TestImportLegacySessions(t *testing.T) {
+func TestR33ImportLegacySessions(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
 	c := p.Client("cli-test")
