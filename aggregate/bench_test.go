@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
 )
 
 // benchLog is a realistic session: intent changes, then turns with loads
@@ -101,4 +102,33 @@ func BenchmarkMarshalState(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// R25: explaining one tool over a session's log: the fold plus one
+// registry explanation per event that changes the intent. Compare with
+// BenchmarkDecodeFold's fold alone (events are decoded once, outside the
+// loop, here).
+func BenchmarkBlame(b *testing.B) {
+	raw := benchLog(b)
+	envs := make([]events.Envelope, len(raw))
+	for i, r := range raw {
+		e, err := events.Decode(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		envs[i] = e
+	}
+	reg := resolver.Default()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		bl := NewBlame(reg, testSession, "bash", resolver.Override{}, "")
+		for i, e := range envs {
+			bl.Apply(Stored{Seq: uint64(i + 1), MsgID: e.ID, Envelope: e})
+		}
+		if bl.Seq() == 0 {
+			b.Fatal("no event blamed")
+		}
+	}
+	b.ReportMetric(float64(len(envs)), "events/op")
 }

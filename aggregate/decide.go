@@ -66,7 +66,9 @@ func (l Limits) withDefaults() Limits {
 //
 // Rules:
 //   - ToolsToggled, WebSearchSet: always valid (WebSearchSet{true} needs a
-//     web_search tool in the registry).
+//     web_search tool in the registry). ToolsToggled is a no-op only when
+//     Enabled already has its value and no picked list is set (it clears
+//     one).
 //   - PresetChosen: the preset must exist (the error names it and lists the
 //     presets, and matches resolver.ErrUnknownPreset too); "" unsets.
 //   - ToolDisabled: a known tool; at most Limits.MaxDisabled disabled.
@@ -102,8 +104,8 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 	lim = lim.withDefaults()
 	switch c := p.(type) {
 	case events.ToolsToggled:
-		if eqBool(s.Intent.Enabled, c.Enabled) {
-			return nil, nil
+		if eqBool(s.Intent.Enabled, c.Enabled) && s.Intent.Picked == nil {
+			return nil, nil // a no-op only when it would not clear a picked list either
 		}
 		return one(events.ToolsToggled{Enabled: cloneBool(c.Enabled)}), nil
 	case events.WebSearchSet:

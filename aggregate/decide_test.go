@@ -333,3 +333,50 @@ func TestDecideBadInput(t *testing.T) {
 	decideErr(t, State{}, def, foreign{}, Limits{}, ErrInvalidCommand)
 	decideErr(t, State{}, def, (*events.TurnStarted)(nil), Limits{}, ErrInvalidCommand)
 }
+
+// R1: "all on" after a picked list is the user's new choice. ToolsToggled
+// clears the picked list in the fold (for every replay), so pick
+// read_file,grep then enable resolves to the whole defaults, not 2 tools;
+// and Decide does not treat ToolsToggled{true} as a no-op while a picked
+// list is set, even when enabled is already true (issue #14, item 3).
+func TestR1AllOnClearsPicked(t *testing.T) {
+	reg := resolver.Default()
+	var s State
+	seq := uint64(0)
+	apply := func(cmd Command) []events.Payload {
+		t.Helper()
+		out := decideOK(t, s, reg, cmd)
+		for _, p := range out {
+			seq++
+			s.Apply(seq, env(p))
+		}
+		return out
+	}
+	apply(events.ToolsToggled{Enabled: bp(true)})
+	apply(events.ToolsPicked{Names: []string{"read_file", "grep"}})
+	res, err := reg.Resolve(resolver.Request{Session: s.Intent})
+	if err != nil || len(res.Tools) != 2 {
+		t.Fatalf("picked: %v %v; want 2 tools", res, err)
+	}
+	if out := apply(events.ToolsToggled{Enabled: bp(true)}); len(out) != 1 {
+		t.Fatalf("ToolsToggled{true} with enabled already true and a picked list: Decide = %v; want the event (it clears picked)", out)
+	}
+	if s.Intent.Picked != nil {
+		t.Fatalf("picked list survived all on: %s", describeIntent(s.Intent))
+	}
+	res, err = reg.Resolve(resolver.Request{Session: s.Intent})
+	if err != nil || len(res.Tools) != len(reg.DefaultTools()) {
+		t.Fatalf("after all on: %d tools, %v; want the %d defaults", len(res.Tools), err, len(reg.DefaultTools()))
+	}
+	if out := apply(events.ToolsToggled{Enabled: bp(true)}); len(out) != 0 {
+		t.Fatalf("ToolsToggled{true} again with nothing to clear: %v; want a no-op", out)
+	}
+	// "Follow profile" after a picked list follows the profile.
+	apply(events.ToolsPicked{Names: []string{"read_file", "grep"}})
+	apply(events.ToolsToggled{})
+	res, err = reg.Resolve(resolver.Request{Session: s.Intent, Profile: "coder"})
+	coding, _ := reg.Preset("coding")
+	if err != nil || len(res.Tools) != len(coding) {
+		t.Fatalf("follow profile after a picked list: %d tools, %v; want the coder profile's %d", len(res.Tools), err, len(coding))
+	}
+}

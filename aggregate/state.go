@@ -144,8 +144,9 @@ func Fold(session string, evs []Stored) State {
 // decode error, another session) or ErrRejected (R28: see Check), is the
 // recorded reason. ApplyStored is deterministic and never panics.
 //
-// Fold rules for applied events: ToolsToggled sets Intent.Enabled;
-// WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
+// Fold rules for applied events: ToolsToggled sets Intent.Enabled and
+// clears Intent.Picked (whatever its value: on, off or follow the
+// profile); WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
 // ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
 // ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
 // Loaded; TurnStarted sets Turn and InTurn; TurnEnded clears InTurn;
@@ -189,6 +190,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
 	switch v := p.(type) {
 	case events.ToolsToggled:
 		s.Intent.Enabled = cloneBool(v.Enabled)
+		s.Intent.Picked = nil // a master-switch change is the user's new choice
 	case events.WebSearchSet:
 		s.Intent.WebSearch = cloneBool(v.Enabled)
 	case events.PresetChosen:

@@ -33,6 +33,18 @@ func TestApplyRules(t *testing.T) {
 			func(s State) bool { return reflect.DeepEqual(s.Intent.Disabled, []string{"bash"}) }},
 		{"last enabled leaves nil", []events.Payload{events.ToolDisabled{Name: "grep"}, events.ToolEnabled{Name: "grep"}},
 			func(s State) bool { return s.Intent.Disabled == nil }},
+		{"R1 enabled true clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep", "bash"}}, events.ToolsToggled{Enabled: bp(true)}},
+			func(s State) bool { return s.Intent.Picked == nil && *s.Intent.Enabled }},
+		{"R1 enabled false clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{Enabled: bp(false)}},
+			func(s State) bool { return s.Intent.Picked == nil && !*s.Intent.Enabled }},
+		{"R1 follow profile clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{}},
+			func(s State) bool { return s.Intent.Picked == nil && s.Intent.Enabled == nil }},
+		{"R1 picked after the switch stays", []events.Payload{events.ToolsToggled{Enabled: bp(true)}, events.ToolsPicked{Names: []string{"grep"}}},
+			func(s State) bool { return reflect.DeepEqual(s.Intent.Picked, []string{"grep"}) && *s.Intent.Enabled }},
+		{"R1 the switch keeps preset, disabled and web_search", []events.Payload{events.PresetChosen{Preset: "research"}, events.ToolDisabled{Name: "grep"}, events.WebSearchSet{Enabled: bp(true)}, events.ToolsToggled{Enabled: bp(true)}},
+			func(s State) bool {
+				return s.Intent.Preset == "research" && reflect.DeepEqual(s.Intent.Disabled, []string{"grep"}) && *s.Intent.WebSearch
+			}},
 		{"picked keeps order", []events.Payload{events.ToolsPicked{Names: []string{"grep", "bash"}}},
 			func(s State) bool { return reflect.DeepEqual(s.Intent.Picked, []string{"grep", "bash"}) }},
 		{"picked nil unsets", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsPicked{}},
@@ -67,7 +79,7 @@ func TestApplyRules(t *testing.T) {
 func TestApplyCopies(t *testing.T) {
 	names := []string{"grep"}
 	on := true
-	s := Fold(testSession, stored(events.ToolsPicked{Names: names}, events.ToolsToggled{Enabled: &on}))
+	s := Fold(testSession, stored(events.ToolsToggled{Enabled: &on}, events.ToolsPicked{Names: names}))
 	names[0] = "changed"
 	on = false
 	if s.Intent.Picked[0] != "grep" || !*s.Intent.Enabled {

@@ -125,6 +125,9 @@ type Empty struct{}
 //
 // intent uses resolver.Intent's field names (enabled, web_search, preset,
 // disabled, picked). A field that does not belong to the kind is refused.
+// allowed filters the default tools (R11); with an intent whose base list
+// is not the defaults (a preset, a picked list, enabled=false, a profile's
+// own list or preset) the request is refused, never silently ignored.
 type Override struct {
 	Kind    string           `json:"kind"`
 	Intent  *resolver.Intent `json:"intent,omitempty"`
@@ -312,12 +315,26 @@ type ResumeResponse struct {
 	Seq uint64 `json:"seq"`
 }
 
-// ResumeOutcome says what a resume restored and, when nothing, why.
+// ResumeOutcome says what a resume restored and why each loaded tool was
+// restored or dropped (R32). ok is true when every loaded tool came back.
 type ResumeOutcome struct {
 	Restored []string         `json:"restored"`
 	OK       bool             `json:"ok"`
 	Reason   string           `json:"reason"`
 	Changes  []ContractChange `json:"changes,omitempty"`
+	// Tools has one decision per loaded tool of the checkpoint.
+	Tools []ResumeDecision `json:"tools"`
+}
+
+// ResumeDecision is what a resume did with one loaded tool of the
+// checkpoint: kind is restored, removed, unavailable, not-permitted,
+// now-resident, changed, not-recorded, unverifiable or refused; rule is,
+// for not-permitted, the explain rule that leaves the tool out.
+type ResumeDecision struct {
+	Tool   string `json:"tool"`
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // ContractChange is one difference between a checkpoint's contract and
@@ -401,6 +418,9 @@ type ToolInfo struct {
 	Available   bool   `json:"available"`
 	Deferred    bool   `json:"deferred"`
 	Permission  string `json:"permission,omitempty"`
+	// Native lists the providers whose rendering emits the provider's
+	// built-in tool instead of a function (seed §8).
+	Native []string `json:"native,omitempty"`
 }
 
 func nonNil(xs []string) []string {
@@ -437,7 +457,10 @@ func checkpointOf(r checkpoint.Record, seq uint64) CheckpointView {
 func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 	out := ResumeResponse{
 		Session: session, Seq: r.Seq,
-		Outcome: ResumeOutcome{Restored: nonNil(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason},
+		Outcome: ResumeOutcome{Restored: nonNil(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason, Tools: []ResumeDecision{}},
+	}
+	for _, d := range r.Outcome.Tools {
+		out.Outcome.Tools = append(out.Outcome.Tools, ResumeDecision{Tool: d.Tool, Kind: string(d.Kind), Rule: d.Rule, Reason: d.Reason})
 	}
 	for _, c := range r.Outcome.Changes {
 		out.Outcome.Changes = append(out.Outcome.Changes, ContractChange{Tool: c.Tool, Kind: string(c.Kind), From: c.From, To: c.To, Description: c.String()})
@@ -481,7 +504,14 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 		Presets:              map[string][]string{}, Profiles: []resolver.Profile{},
 	}
 	for _, t := range reg.Tools() {
-		info.Tools = append(info.Tools, ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission})
+		ti := ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission}
+		if len(t.Native.Anthropic) > 0 {
+			ti.Native = append(ti.Native, service.ProviderAnthropic)
+		}
+		if len(t.Native.OpenAI) > 0 {
+			ti.Native = append(ti.Native, service.ProviderOpenAI)
+		}
+		info.Tools = append(info.Tools, ti)
 	}
 	for _, name := range reg.PresetNames() {
 		list, _ := reg.Preset(name)

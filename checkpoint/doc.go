@@ -8,12 +8,17 @@
 // hash, its registry version and a per-tool hash list. New refuses any
 // other name. Resume verifies the recorded contract hash against the
 // current contract before it restores anything: an equal hash restores
-// exactly the recorded names; a changed contract restores nothing and says
-// what changed (tools added, removed or changed, the registry version).
-// Restoring nothing is the documented choice for a changed contract: the
-// loaded set is small and tool_search loads a tool again in one call, while
-// restoring a tool whose contract moved would hand the model a schema it
-// did not choose.
+// exactly the recorded names; a changed contract is decided per tool
+// (R32): a loaded tool whose own contract entry (its per-tool hash) is
+// unchanged and that the current resolution still has deferred is
+// restored, every other one is dropped with its reason (removed,
+// unavailable, not permitted by the intent, now resident, changed, not
+// recorded), and Changes says what changed in the whole contract (tools
+// added, removed or changed, the order, the registry version). A tool
+// whose entry moved is never restored: that would hand the model a schema
+// it did not load; tool_search loads the new one in one call. A checkpoint
+// without per-tool hashes can prove nothing of a changed contract and
+// restores nothing.
 //
 // Resume never replays completed searches and never infers load state or
 // permission from tool-result text: it reads only the Record and the

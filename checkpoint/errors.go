@@ -11,8 +11,8 @@ var (
 	// the rule against its own, unchanged contract.
 	ErrNotInContract = errors.New("loaded tool is not a deferred tool of its contract")
 	// ErrContractChanged is wrapped by Outcome.Err when the recorded
-	// contract hash differs from the current one, so nothing was restored
-	// (R20).
+	// contract hash differs from the current one and loaded tools were
+	// dropped: changed, removed, not permitted or unverifiable (R20, R32).
 	ErrContractChanged = errors.New("tool contract changed since the checkpoint")
 	// ErrNoContract is returned by New when it is given no resolution to
 	// record the loaded set against.

@@ -50,8 +50,9 @@ func ExampleNew() {
 	// true
 }
 
-// R20: resume restores the loaded set against an unchanged contract, and
-// nothing, with the reason, once a loaded tool's schema changed.
+// R20, R32: resume restores the loaded set against an unchanged contract;
+// once a loaded tool's schema changed, that tool is dropped, with the
+// reason, per tool.
 func ExampleResume() {
 	rec, _ := checkpoint.New(3, exampleResolution(exampleRegistry), []string{"send_message"})
 
@@ -62,11 +63,15 @@ func ExampleResume() {
 	out = checkpoint.Resume(&rec, exampleResolution(changed))
 	fmt.Println(out.OK, out.Restored)
 	fmt.Println(out.Reason)
+	for _, d := range out.Tools {
+		fmt.Println(d.Tool, d.Kind)
+	}
 	fmt.Println(errors.Is(out.Err(), checkpoint.ErrContractChanged))
 	// Output:
 	// true [send_message]
 	// false []
-	// contract hash changed: tool "send_message" changed (schema, description, permission, availability or deferral mark); not restored: send_message
+	// contract hash changed: tool "send_message" changed (schema, description, permission, availability or deferral mark); restored 0 of 1 loaded deferred tool(s); not restored: send_message (changed)
+	// send_message changed
 	// true
 }
 

@@ -28,6 +28,7 @@ type toolFile struct {
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Permission  string          `json:"permission,omitempty"`
+	Available   *bool           `json:"available,omitempty"`
 }
 
 // baseJSON is the test registry: read_file, bash and tool_search are

@@ -142,10 +142,11 @@ func TestPropertyNewRefusesNonDeferred(t *testing.T) {
 	})
 }
 
-// R20: a contract differing from the recorded one in any single byte of
+// R32: a contract differing from the recorded one in any single byte of
 // one of its tools (description, permission, schema, or the deferral mark)
-// restores nothing, and names exactly that tool as changed.
-func TestPropertyChangedToolRestoresNothing(t *testing.T) {
+// names exactly that tool as changed, drops that tool if it was loaded
+// (changed, or now resident), and restores every other loaded tool.
+func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
 		if len(w.res.Tools) == 0 {
@@ -191,8 +192,22 @@ func TestPropertyChangedToolRestoresNothing(t *testing.T) {
 
 		current := resolveNames(t, load(t, f), w.names...)
 		out := Resume(&rec, current)
-		if out.OK || out.Restored == nil || len(out.Restored) != 0 || !errors.Is(out.Err(), ErrContractChanged) {
-			t.Fatalf("Resume = %+v, want nothing restored", out)
+		want := slices.DeleteFunc(sortedSet(loaded), func(n string) bool { return n == target })
+		wasLoaded := slices.Contains(rec.Loaded, target)
+		if !slices.Equal(out.Restored, want) || out.OK == wasLoaded || (out.Err() != nil) != wasLoaded {
+			t.Fatalf("Resume = %+v, want %v restored (%s loaded: %v)", out, want, target, wasLoaded)
+		}
+		if wasLoaded && !errors.Is(out.Err(), ErrContractChanged) {
+			t.Fatalf("Err = %v, want ErrContractChanged", out.Err())
+		}
+		if len(out.Tools) != len(rec.Loaded) {
+			t.Fatalf("Tools = %v, want one decision per loaded tool %v", out.Tools, rec.Loaded)
+		}
+		for _, d := range out.Tools {
+			restored := d.Kind == DecisionRestored
+			if restored != (d.Tool != target) || (!restored && d.Kind != DecisionChanged && d.Kind != DecisionNowResident) {
+				t.Fatalf("decision %+v for changed tool %s", d, target)
+			}
 		}
 		if want := []Change{{Tool: target, Kind: ChangeSchema}}; !slices.Equal(kinds(out.Changes), want) {
 			t.Fatalf("Changes = %v, want %v", out.Changes, want)
@@ -216,4 +231,61 @@ func changeByte(t *rapid.T, s, alphabet string) string {
 	}
 	c := others[rapid.IntRange(0, len(others)-1).Draw(t, "new byte")]
 	return s[:p] + string(c) + s[p+1:]
+}
+
+// R32: for random registries, intents and changes, each loaded tool is
+// restored exactly when the current resolution has it, deferred, with the
+// per-tool hash its checkpoint recorded; the restored set is a subset of
+// the recorded one that a new checkpoint against the current resolution
+// accepts (R19), and every loaded tool has one decision.
+func TestR32PropertyPerToolRestore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := drawWorld(t)
+		loaded := drawLoaded(t, w.res)
+		rec, err := New(1, w.res, loaded)
+		if err != nil {
+			t.Fatalf("New(%v): %v", loaded, err)
+		}
+		// Another world: some tools edited, others made resident, the
+		// request narrowed or reordered, the version bumped.
+		f := w.file
+		f.Tools = slices.Clone(w.file.Tools)
+		for i := range f.Tools {
+			if rapid.IntRange(0, 3).Draw(t, "edit") == 0 {
+				f.Tools[i].Description += " v2"
+			}
+		}
+		if rapid.Bool().Draw(t, "bump") {
+			f.Version += "b"
+		}
+		names := rapid.Permutation(w.names).Draw(t, "new order")
+		names = names[:rapid.IntRange(0, len(names)).Draw(t, "new size")]
+		current := resolveNames(t, load(t, f), names...)
+
+		out := Resume(&rec, current)
+		recorded := map[string]string{}
+		for _, e := range rec.Contract {
+			recorded[e.Name] = e.Hash
+		}
+		var want []string
+		for _, n := range rec.Loaded {
+			for _, tool := range current.Tools {
+				if tool.Name == n && tool.Deferred && resolver.ToolHash(tool) == recorded[n] {
+					want = append(want, n)
+				}
+			}
+		}
+		if !slices.Equal(out.Restored, sortedSet(want)) {
+			t.Fatalf("Restored = %v, want %v (decisions %+v)", out.Restored, want, out.Tools)
+		}
+		if out.OK != (len(want) == len(rec.Loaded)) || len(out.Tools) != len(rec.Loaded) {
+			t.Fatalf("OK %v with %d of %d restored, %d decisions", out.OK, len(want), len(rec.Loaded), len(out.Tools))
+		}
+		if _, err := New(2, current, out.Restored); err != nil {
+			t.Fatalf("the restored set does not checkpoint against the current contract: %v", err)
+		}
+		if current.ContractHash == rec.ContractHash && !out.OK {
+			t.Fatalf("equal contract, not everything restored: %+v", out)
+		}
+	})
 }

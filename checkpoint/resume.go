@@ -62,21 +62,74 @@ func (c Change) String() string {
 	return string(c.Kind) + " " + strconv.Quote(c.Tool)
 }
 
+// DecisionKind says what Resume did with one loaded deferred tool of a
+// checkpoint (R32).
+type DecisionKind string
+
+// The kinds of Decision.
+const (
+	// DecisionRestored: the tool is loaded again.
+	DecisionRestored DecisionKind = "restored"
+	// DecisionRemoved: the registry no longer has the tool.
+	DecisionRemoved DecisionKind = "removed"
+	// DecisionUnavailable: the registry has the tool but it cannot run in
+	// this deployment.
+	DecisionUnavailable DecisionKind = "unavailable"
+	// DecisionNotPermitted: the current resolution (the session's intent,
+	// the profile, the override or the registry's lists) leaves the tool
+	// out; Rule says which rule.
+	DecisionNotPermitted DecisionKind = "not-permitted"
+	// DecisionNowResident: the tool is resident now, so it is in the
+	// provider array without loading.
+	DecisionNowResident DecisionKind = "now-resident"
+	// DecisionChanged: the tool's own contract entry differs: its schema,
+	// description, permission or availability changed, so the model's
+	// copy is stale; tool_search loads the new one.
+	DecisionChanged DecisionKind = "changed"
+	// DecisionNotRecorded: the checkpoint's per-tool contract has no entry
+	// for the tool (its writer broke R19), so nothing proves it unchanged.
+	DecisionNotRecorded DecisionKind = "not-recorded"
+	// DecisionUnverifiable: the contract changed and the checkpoint
+	// recorded no per-tool contract (an older writer), so no tool can be
+	// proved unchanged.
+	DecisionUnverifiable DecisionKind = "unverifiable"
+	// DecisionRefused: the checkpoint breaks R19 against its own,
+	// unchanged contract; none of it is trusted.
+	DecisionRefused DecisionKind = "refused"
+)
+
+// Decision is what Resume did with one loaded tool, and why.
+type Decision struct {
+	// Tool is the loaded tool's name.
+	Tool string
+	// Kind is DecisionRestored or the reason it was dropped.
+	Kind DecisionKind
+	// Rule is, for DecisionNotPermitted, the explain rule that leaves the
+	// tool out (e.g. "disabled-by-session", "not-in-preset:research");
+	// "" otherwise or when Resume had no explainer.
+	Rule string
+	// Reason says it in one sentence.
+	Reason string
+}
+
 // Outcome is the result of Resume.
 type Outcome struct {
 	// Restored is the loaded deferred set to resume with, sorted; never
-	// nil. It is empty whenever OK is false.
+	// nil.
 	Restored []string
-	// OK is true when the checkpoint was verified against the current
-	// contract (or there was none) and Restored is exactly what it
-	// recorded.
+	// OK is true when every loaded tool of the checkpoint was restored
+	// (or there was no checkpoint): Restored is exactly what it recorded.
 	OK bool
 	// Reason says in one sentence what Resume did and, when OK is false,
-	// why nothing was restored.
+	// why tools were dropped.
 	Reason string
 	// Changes lists what changed between the recorded and the current
 	// contract; nil when the hashes are equal.
 	Changes []Change
+	// Tools has one decision per loaded tool of the checkpoint, sorted by
+	// name: restored, or dropped and why (R32). Nil without a checkpoint
+	// or when nothing was loaded.
+	Tools []Decision
 
 	cause error // sentinel Err wraps when !OK
 }
@@ -92,59 +145,68 @@ func (o Outcome) Err() error {
 	if cause == nil {
 		cause = ErrContractChanged
 	}
-	return fmt.Errorf("resume checkpoint: %s; resume with no deferred tools loaded, tool_search loads them again: %w", o.Reason, cause)
+	return fmt.Errorf("resume checkpoint: %s; resume with the restored tools only, tool_search loads the others again: %w", o.Reason, cause)
 }
 
+// Explainer says why a tool is or is not in the resolution being resumed
+// against: resolver.Registry.Explain bound to the resumed request. Resume
+// uses it to tell a removed tool from an unavailable one or one the intent
+// does not permit.
+type Explainer func(tool string) resolver.Explanation
+
 // Resume restores the loaded deferred set of checkpoint rec against
-// current, the resolution of the turn being resumed (R20).
+// current, the resolution of the turn being resumed (R20, R32). It is
+// ResumeWith without an explainer.
+func Resume(rec *Record, current *resolver.Resolution) Outcome {
+	return ResumeWith(rec, current, nil)
+}
+
+// ResumeWith restores the loaded deferred set of checkpoint rec against
+// current, the resolution of the turn being resumed (R20, R32).
 //
 // It verifies the contract hash first. A nil rec (no checkpoint) restores
 // the empty set, OK. An equal hash restores exactly rec.Loaded, sorted and
 // de-duplicated; a nil rec.Loaded (an older checkpoint without
-// loaded_deferred_tools) restores the empty set. A different hash, or a nil
-// current, restores nothing: OK is false, Changes lists what changed,
-// computed from rec.Contract against current, and Reason names it (when
-// rec.Contract is empty it says the hash changed with no per-tool list
-// recorded). This is the package's documented choice: a changed contract
-// restores nothing of the loaded set, not even tools whose own hash is
-// unchanged.
+// loaded_deferred_tools) restores the empty set. A nil current restores
+// nothing.
 //
-// Resume reads only rec and current: it never replays searches and never
-// infers load state or permission from tool results. It does not modify
-// its arguments.
-func Resume(rec *Record, current *resolver.Resolution) Outcome {
+// A different hash is decided per tool (R32): a loaded tool is restored
+// when its own entry in rec.Contract has the hash (resolver.ToolHash) of
+// the same tool in current, and current still has it deferred; otherwise
+// it is dropped with its reason (removed, unavailable, not permitted by
+// the intent, now resident, changed, not recorded). A checkpoint without a
+// per-tool contract (an older writer) cannot prove any tool unchanged and
+// restores nothing. Changes lists what changed in the whole contract, and
+// Reason names it. explain, when not nil, refines why a tool is not in
+// current.
+//
+// ResumeWith reads only rec, current and explain: it never replays
+// searches and never infers load state or permission from tool results.
+// It does not modify its arguments.
+func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Outcome {
 	if rec == nil {
 		return Outcome{Restored: []string{}, OK: true, Reason: "no checkpoint recorded: resume with no deferred tools loaded"}
 	}
 	names := slices.Clone(rec.Loaded)
 	slices.Sort(names)
 	names = slices.Compact(names)
+	all := func(kind DecisionKind, reason string) []Decision {
+		var out []Decision
+		for _, n := range names {
+			out = append(out, Decision{Tool: n, Kind: kind, Reason: reason})
+		}
+		return out
+	}
 
 	if current == nil {
 		return Outcome{
 			Restored: []string{},
 			Reason:   "no current contract to verify checkpoint " + rec.ContractHash + " against" + notRestored(names),
+			Tools:    all(DecisionUnverifiable, "no current contract to verify it against"),
 		}
 	}
 	if rec.ContractHash != current.ContractHash {
-		changes := diff(rec, current)
-		var why string
-		if len(rec.Contract) == 0 {
-			why = "contract hash changed (no per-tool list recorded)"
-			if rec.RegistryVersion != current.RegistryVersion {
-				why += ", " + changes[len(changes)-1].String()
-			}
-		} else {
-			parts := make([]string, len(changes))
-			for i, c := range changes {
-				parts[i] = c.String()
-			}
-			if len(parts) == 0 {
-				parts = []string{"recorded tools and registry version match but the recorded hash does not"}
-			}
-			why = "contract hash changed: " + strings.Join(parts, ", ")
-		}
-		return Outcome{Restored: []string{}, Reason: why + notRestored(names), Changes: changes}
+		return perTool(rec, current, names, explain)
 	}
 
 	// Equal hashes mean an identical contract, so every name New accepted
@@ -160,6 +222,7 @@ func Resume(rec *Record, current *resolver.Resolution) Outcome {
 		return Outcome{
 			Restored: []string{},
 			Reason:   "checkpoint names tools that are not deferred in its own contract " + rec.ContractHash + ": " + strings.Join(bad, ", ") + notRestored(names),
+			Tools:    all(DecisionRefused, "the checkpoint names tools that are not deferred in its own contract ("+strings.Join(bad, ", ")+"), so none of it is trusted (R19)"),
 			cause:    ErrNotInContract,
 		}
 	}
@@ -170,7 +233,93 @@ func Resume(rec *Record, current *resolver.Resolution) Outcome {
 	if names == nil {
 		names = []string{}
 	}
-	return Outcome{Restored: names, OK: true, Reason: why}
+	return Outcome{Restored: names, OK: true, Reason: why, Tools: all(DecisionRestored, "the contract is unchanged")}
+}
+
+// perTool decides each loaded tool of rec against current, whose contract
+// hash differs (R32).
+func perTool(rec *Record, current *resolver.Resolution, names []string, explain Explainer) Outcome {
+	changes := diff(rec, current)
+	var why string
+	if len(rec.Contract) == 0 {
+		why = "contract hash changed (no per-tool list recorded)"
+		if rec.RegistryVersion != current.RegistryVersion {
+			why += ", " + changes[len(changes)-1].String()
+		}
+		out := Outcome{Restored: []string{}, OK: len(names) == 0, Reason: why + notRestored(names), Changes: changes}
+		for _, n := range names {
+			out.Tools = append(out.Tools, Decision{Tool: n, Kind: DecisionUnverifiable,
+				Reason: "the contract changed and the checkpoint recorded no per-tool contract, so nothing proves it unchanged"})
+		}
+		return out
+	}
+	parts := make([]string, len(changes))
+	for i, c := range changes {
+		parts[i] = c.String()
+	}
+	if len(parts) == 0 {
+		parts = []string{"recorded tools and registry version match but the recorded hash does not"}
+	}
+	why = "contract hash changed: " + strings.Join(parts, ", ")
+
+	recorded := make(map[string]string, len(rec.Contract))
+	for _, e := range rec.Contract {
+		if _, dup := recorded[e.Name]; !dup {
+			recorded[e.Name] = e.Hash
+		}
+	}
+	out := Outcome{Restored: []string{}, Changes: changes}
+	var dropped []string
+	for _, name := range names {
+		d := decide(name, recorded, current, explain)
+		out.Tools = append(out.Tools, d)
+		if d.Kind == DecisionRestored {
+			out.Restored = append(out.Restored, name)
+		} else {
+			dropped = append(dropped, name+" ("+string(d.Kind)+")")
+		}
+	}
+	out.OK = len(dropped) == 0
+	switch {
+	case len(names) == 0:
+		out.Reason = why + "; nothing was loaded"
+	case out.OK:
+		out.Reason = why + "; every loaded tool is unchanged and still permitted: restored " + strconv.Itoa(len(names)) + " loaded deferred tool(s)"
+	default:
+		out.Reason = why + "; restored " + strconv.Itoa(len(out.Restored)) + " of " + strconv.Itoa(len(names)) + " loaded deferred tool(s); not restored: " + strings.Join(dropped, ", ")
+	}
+	return out
+}
+
+// decide is the per-tool rule of R32 for one loaded name.
+func decide(name string, recorded map[string]string, current *resolver.Resolution, explain Explainer) Decision {
+	d := Decision{Tool: name}
+	t, inCurrent := find(current.Tools, name)
+	hash, wasRecorded := recorded[name]
+	switch {
+	case !inCurrent:
+		d.Kind, d.Reason = DecisionNotPermitted, "it is not in the current tool set"
+		if explain != nil {
+			ex := explain(name)
+			switch ex.Rule {
+			case "unknown-tool":
+				d.Kind, d.Reason = DecisionRemoved, "the registry no longer has it"
+			case "unavailable":
+				d.Kind, d.Reason = DecisionUnavailable, "it is not available in this deployment: "+ex.Detail
+			default:
+				d.Rule, d.Reason = ex.Rule, "the current intent does not permit it: "+ex.Detail
+			}
+		}
+	case !isDeferred(t):
+		d.Kind, d.Reason = DecisionNowResident, "it is resident now, in the provider array without loading"
+	case !wasRecorded:
+		d.Kind, d.Reason = DecisionNotRecorded, "the checkpoint's contract has no entry for it (R19), so nothing proves it unchanged"
+	case resolver.ToolHash(t) != hash:
+		d.Kind, d.Reason = DecisionChanged, "its contract entry changed (schema, description, permission or availability): tool_search loads the new one"
+	default:
+		d.Kind, d.Reason = DecisionRestored, "its contract entry is unchanged and the intent still permits it"
+	}
+	return d
 }
 
 // notRestored is the tail of a refusal reason listing the dropped names.

@@ -50,10 +50,9 @@ func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 	}
 }
 
-// R20: a changed schema of one loaded tool refuses the whole checkpoint —
-// nothing is restored, not even the unchanged loaded tool — and the reason
-// names that tool.
-func TestResumeSchemaChangeRefuses(t *testing.T) {
+// R32: a changed schema of one loaded tool drops that tool only; the
+// unchanged loaded tool is restored, and the decisions say why per tool.
+func TestR32ResumeSchemaChangeDropsThatTool(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 5, resolveAll(t, f), "send_message", "web_fetch")
 
@@ -61,14 +60,17 @@ func TestResumeSchemaChangeRefuses(t *testing.T) {
 	f.Tools[i].Parameters = json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}}}`)
 	out := Resume(&rec, resolveAll(t, f))
 
-	if out.OK || len(out.Restored) != 0 || out.Restored == nil {
-		t.Fatalf("Resume = %+v, want a refusal restoring nothing", out)
+	if out.OK || !slices.Equal(out.Restored, []string{"web_fetch"}) {
+		t.Fatalf("Resume = %+v, want web_fetch restored, send_message dropped", out)
 	}
 	want := []Change{{Tool: "send_message", Kind: ChangeSchema}}
 	if got := kinds(out.Changes); !slices.Equal(got, want) {
 		t.Errorf("Changes = %v, want %v", got, want)
 	}
-	for _, s := range []string{`tool "send_message" changed`, "not restored: send_message, web_fetch"} {
+	if got := decisionKinds(out.Tools); !slices.Equal(got, []string{"send_message:changed", "web_fetch:restored"}) {
+		t.Errorf("Tools = %v, want send_message changed, web_fetch restored", got)
+	}
+	for _, s := range []string{`tool "send_message" changed`, "restored 1 of 2", "not restored: send_message (changed)"} {
 		if !strings.Contains(out.Reason, s) {
 			t.Errorf("Reason %q does not contain %q", out.Reason, s)
 		}
@@ -79,29 +81,34 @@ func TestResumeSchemaChangeRefuses(t *testing.T) {
 	}
 }
 
-// R20: the per-tool hash covers description, permission and the deferral
-// mark as well as the schema; each change is named against its tool.
+// R32: the per-tool hash covers description, permission and the deferral
+// mark as well as the schema; each change is named against its tool, and
+// the loaded tool it concerns is dropped: changed, or now resident.
 func TestResumeOtherToolChangesNamed(t *testing.T) {
 	cases := []struct {
 		name string
 		tool string
 		edit func(f *regFile, i int)
+		kind DecisionKind
 	}{
-		{"description", "web_fetch", func(f *regFile, i int) { f.Tools[i].Description += " Follows redirects." }},
-		{"permission", "memory_read", func(f *regFile, i int) { f.Tools[i].Permission = "write" }},
-		{"made resident", "web_fetch", func(f *regFile, _ int) {
-			f.ResidentTools = []string{"read_file", "bash", "tool_search", "web_fetch"}
-		}},
+		{"description", "memory_read", func(f *regFile, i int) { f.Tools[i].Description += " Newest first." }, DecisionChanged},
+		{"permission", "memory_read", func(f *regFile, i int) { f.Tools[i].Permission = "write" }, DecisionChanged},
+		{"made resident", "memory_read", func(f *regFile, _ int) {
+			f.ResidentTools = []string{"read_file", "bash", "tool_search", "memory_read"}
+		}, DecisionNowResident},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := base(t)
-			rec := mustNew(t, 1, resolveAll(t, f), "memory_read")
+			rec := mustNew(t, 1, resolveAll(t, f), "memory_read", "web_fetch")
 			tc.edit(&f, toolIndex(t, f, tc.tool))
 			out := Resume(&rec, resolveAll(t, f))
 			want := []Change{{Tool: tc.tool, Kind: ChangeSchema}}
-			if out.OK || len(out.Restored) != 0 || !slices.Equal(kinds(out.Changes), want) {
-				t.Errorf("Resume = %+v, want nothing restored and Changes %v", out, want)
+			if out.OK || !slices.Equal(out.Restored, []string{"web_fetch"}) || !slices.Equal(kinds(out.Changes), want) {
+				t.Errorf("Resume = %+v, want web_fetch restored and Changes %v", out, want)
+			}
+			if got := decisionKinds(out.Tools); !slices.Equal(got, []string{tc.tool + ":" + string(tc.kind), "web_fetch:restored"}) {
+				t.Errorf("Tools = %v, want %s %s", got, tc.tool, tc.kind)
 			}
 			if !strings.Contains(out.Reason, `tool "`+tc.tool+`" changed`) {
 				t.Errorf("Reason %q does not name %s", out.Reason, tc.tool)
@@ -110,19 +117,20 @@ func TestResumeOtherToolChangesNamed(t *testing.T) {
 	}
 }
 
-// R20: a tool added to, or removed from, the contract is named, with its
-// per-tool hash.
+// R32: a tool added to the contract keeps every loaded tool; a loaded tool
+// removed from the contract is dropped alone. Both are named, with their
+// per-tool hashes.
 func TestResumeToolAddedRemoved(t *testing.T) {
 	reg := load(t, base(t))
-	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch"), "send_message")
+	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch"), "send_message", "web_fetch")
 
 	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
 	out := Resume(&rec, added)
-	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; out.OK || len(out.Restored) != 0 || !slices.Equal(kinds(out.Changes), want) {
-		t.Errorf("added: Resume = %+v, want nothing restored and Changes %v", out, want)
+	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("added: Resume = %+v, want both restored and Changes %v", out, want)
 	}
-	if !strings.Contains(out.Reason, `tool "memory_read" added`) {
-		t.Errorf("added: Reason %q does not name memory_read", out.Reason)
+	if !strings.Contains(out.Reason, `tool "memory_read" added`) || !strings.Contains(out.Reason, "every loaded tool is unchanged") {
+		t.Errorf("added: Reason %q does not name memory_read and the verified restore", out.Reason)
 	}
 	if out.Changes[0].To == "" || out.Changes[0].From != "" {
 		t.Errorf("added: change %+v, want only the new hash", out.Changes[0])
@@ -130,37 +138,99 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 
 	removed := resolveNames(t, reg, "read_file", "tool_search", "send_message")
 	out = Resume(&rec, removed)
-	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || len(out.Restored) != 0 || !slices.Equal(kinds(out.Changes), want) {
-		t.Errorf("removed: Resume = %+v, want nothing restored and Changes %v", out, want)
+	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("removed: Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
 	if !strings.Contains(out.Reason, `tool "web_fetch" removed`) {
 		t.Errorf("removed: Reason %q does not name web_fetch", out.Reason)
 	}
+	if got := decisionKinds(out.Tools); !slices.Equal(got, []string{"send_message:restored", "web_fetch:not-permitted"}) {
+		t.Errorf("removed: Tools = %v", got)
+	}
 }
 
-// R20 (with R9): the same tools in another order are another contract.
+// R32 (with R9): the same tools in another order are another contract,
+// but each loaded tool is unchanged, so all are restored.
 func TestResumeReordered(t *testing.T) {
 	reg := load(t, base(t))
 	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message"), "send_message")
 	out := Resume(&rec, resolveNames(t, reg, "tool_search", "read_file", "send_message"))
-	if want := []Change{{Kind: ChangeReordered}}; out.OK || len(out.Restored) != 0 || !slices.Equal(kinds(out.Changes), want) {
-		t.Errorf("Resume = %+v, want nothing restored and Changes %v", out, want)
+	if want := []Change{{Kind: ChangeReordered}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
 }
 
-// R20: a registry version change alone is named with both versions.
-func TestResumeRegistryVersionNamed(t *testing.T) {
+// R32: a registry version bump with identical tools restores exactly the
+// recorded set, and names both versions (issue #14, item 5).
+func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
 	f := base(t)
-	rec := mustNew(t, 1, resolveAll(t, f), "web_fetch")
+	rec := mustNew(t, 1, resolveAll(t, f), "web_fetch", "send_message")
 	f.Version = "test-2"
 	out := Resume(&rec, resolveAll(t, f))
 	want := []Change{{Kind: ChangeRegistryVersion, From: "test-1", To: "test-2"}}
-	if out.OK || len(out.Restored) != 0 || !slices.Equal(out.Changes, want) {
-		t.Errorf("Resume = %+v, want nothing restored and Changes %v", out, want)
+	if !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || !slices.Equal(out.Changes, want) {
+		t.Errorf("Resume = %+v, want both restored and Changes %v", out, want)
 	}
 	if !strings.Contains(out.Reason, `registry version "test-1" -> "test-2"`) {
 		t.Errorf("Reason %q does not name both versions", out.Reason)
 	}
+}
+
+// R32: a loaded tool the intent no longer permits is dropped with the
+// explain rule that leaves it out; one the registry lost is "removed", one
+// it cannot run is "unavailable"; a name the checkpoint's contract lacks
+// is "not-recorded".
+func TestR32ResumePerToolReasons(t *testing.T) {
+	rec := mustNew(t, 1, resolveAll(t, base(t)), "memory_read", "send_message", "web_fetch", "playwright_browser")
+
+	// The session now disables web_fetch and the registry dropped
+	// memory_read and made playwright_browser unavailable.
+	g := base(t)
+	g.Version = "test-2"
+	g.Tools = slices.Delete(g.Tools, toolIndex(t, g, "memory_read"), toolIndex(t, g, "memory_read")+1)
+	g.Tools[toolIndex(t, g, "playwright_browser")].Available = boolp(false)
+	g.Presets = map[string][]string{"everything": {"read_file", "bash", "tool_search", "send_message", "playwright_browser", "web_fetch"}}
+	reg2 := load(t, g)
+	req := resolver.Request{Override: resolver.Override{Kind: resolver.OverrideIntent,
+		Intent: resolver.Intent{Preset: "everything", Disabled: []string{"web_fetch"}}}}
+	cur, err := reg2.Resolve(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ResumeWith(&rec, cur, func(tool string) resolver.Explanation { return reg2.Explain(req, tool) })
+	got := decisionKinds(out.Tools)
+	want := []string{"memory_read:removed", "playwright_browser:unavailable", "send_message:restored", "web_fetch:not-permitted"}
+	if !slices.Equal(got, want) || !slices.Equal(out.Restored, []string{"send_message"}) || out.OK {
+		t.Fatalf("Tools = %v restored %v; want %v, [send_message]", got, out.Restored, want)
+	}
+	if d := out.Tools[3]; d.Rule != "disabled-by-override" || !strings.Contains(d.Reason, "switched off by hand") {
+		t.Errorf("web_fetch decision %+v; want the rule that leaves it out", d)
+	}
+
+	// A checkpoint whose contract lacks a loaded name proves nothing of it.
+	bad := rec
+	bad.Contract = slices.DeleteFunc(slices.Clone(rec.Contract), func(e events.ContractEntry) bool { return e.Name == "send_message" })
+	out = Resume(&bad, resolveAll(t, g2(t)))
+	if got := decisionKinds(out.Tools); !slices.Contains(got, "send_message:not-recorded") || slices.Contains(out.Restored, "send_message") {
+		t.Errorf("checkpoint without send_message's entry: %v restored %v", got, out.Restored)
+	}
+}
+
+// g2 is the base registry under another version, same tools.
+func g2(t tb) regFile {
+	f := base(t)
+	f.Version = "test-2"
+	return f
+}
+
+func boolp(b bool) *bool { return &b }
+
+func decisionKinds(ds []Decision) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Tool + ":" + string(d.Kind)
+	}
+	return out
 }
 
 // R20: a checkpoint of an older writer without a per-tool list can only say

@@ -14,7 +14,9 @@ import (
 //	override-names          named by a per-turn override list (included)
 //	not-in-override-names   a per-turn override list that does not name it
 //	enabled=false           the intent switches tools off (R6)
-//	web_search-overlay      added by web_search=true, or removed by web_search=false (R7)
+//	web_search-overlay      added by web_search=true (R7); the overlay never removes
+//	web_search=false        web_search is out and the overlay is false, which adds
+//	                        nothing (R7); the Detail gives the expansion's own reason
 //	picked / not-picked     the intent's picked list does / does not name it
 //	preset:P / not-in-preset:P
 //	profile:P / not-in-profile:P
@@ -69,7 +71,21 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	tool := ex.Tool
 	isWS := tool == WebSearch
 	wsOn := in.WebSearch != nil && *in.WebSearch
-	wsOff := in.WebSearch != nil && !*in.WebSearch
+	// exclude sets the rule that keeps the tool out. For web_search the
+	// overlay is part of the reason (it would add it back, R6/R7): with
+	// web_search=false the rule names the overlay, the Detail gives the
+	// expansion's own reason; unset only adds a note.
+	exclude := func(rule, detail string) {
+		switch {
+		case isWS && in.WebSearch != nil && !wsOn && available:
+			ex.Rule = "web_search=false"
+			ex.Detail = "the " + who + " has web_search=false, which adds nothing (R7), and " + detail
+		case isWS && !wsOn:
+			ex.Rule, ex.Detail = rule, detail+"; the web_search overlay is unset, which adds nothing (R7)"
+		default:
+			ex.Rule, ex.Detail = rule, detail
+		}
+	}
 	unavailable := func(why string) {
 		ex.Rule = "unavailable"
 		ex.Detail = fmt.Sprintf("%s, but %q is not available in registry %s", why, tool, r.version)
@@ -85,10 +101,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 			ex.Detail = "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (R6)"
 			return
 		}
-		ex.Rule = "enabled=false"
-		ex.Detail = "the " + who + " switches tools off (enabled=false), which yields no tools (R6)"
 		if wsOn {
-			ex.Detail = "the " + who + " switches tools off (enabled=false); web_search=true keeps only web_search (R6)"
+			exclude("enabled=false", "the "+who+" switches tools off (enabled=false); web_search=true keeps only web_search (R6)")
+		} else {
+			exclude("enabled=false", "the "+who+" switches tools off (enabled=false), which yields no tools (R6)")
 		}
 		return
 	}
@@ -157,16 +173,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	}
 
 	if inBase && slices.Contains(in.Disabled, tool) && !(isWS && wsOn) {
-		ex.Rule = disabledRule
-		ex.Detail = fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who)
+		exclude(disabledRule, fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who))
 		return
 	}
 	if isWS {
-		if wsOff && inBase {
-			ex.Rule = "web_search-overlay"
-			ex.Detail = "the " + who + " has web_search=false, which removes web_search (R7)"
-			return
-		}
 		if wsOn && (!inBase || slices.Contains(in.Disabled, tool)) {
 			if !available {
 				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
@@ -178,7 +188,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		}
 	}
 	if !inBase {
-		ex.Rule, ex.Detail = missRule, missDetail
+		exclude(missRule, missDetail)
 		return
 	}
 	if !available {

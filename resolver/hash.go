@@ -21,11 +21,18 @@ const (
 //	u32be len(name) name  u32be len(description) description
 //	u32be len(parameters) parameters  u32be len(permission) permission
 //	byte available  byte deferred
+//	[ "native" u32be len(anthropic) anthropic u32be len(openai) openai ]
 //
-// Parameters are hashed as given; tools from a Registry carry the canonical
-// bytes, so the hash does not depend on the file's formatting.
+// The native part is present only when the tool has a provider-native
+// form, so the hashes of other tools are as before; the layout stays
+// unambiguous because every field is length-prefixed. Parameters and
+// native forms are hashed as given; tools from a Registry carry the
+// canonical bytes, so the hash does not depend on the file's formatting.
 func toolDigest(t *Tool) [sha256.Size]byte {
 	n := len(toolHashDomain) + 16 + len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Permission) + 2
+	if !t.Native.IsZero() {
+		n += 6 + 8 + len(t.Native.Anthropic) + len(t.Native.OpenAI)
+	}
 	var stack [512]byte
 	b := stack[:0]
 	if n > len(stack) {
@@ -37,6 +44,11 @@ func toolDigest(t *Tool) [sha256.Size]byte {
 	b = appendField(b, string(t.Parameters))
 	b = appendField(b, t.Permission)
 	b = append(b, boolByte(t.Available), boolByte(t.Deferred))
+	if !t.Native.IsZero() {
+		b = append(b, "native"...)
+		b = appendField(b, string(t.Native.Anthropic))
+		b = appendField(b, string(t.Native.OpenAI))
+	}
 	return sha256.Sum256(b)
 }
 
@@ -53,7 +65,8 @@ func boolByte(v bool) byte {
 }
 
 // ToolHash returns the hex SHA-256 of one tool's contract: its name,
-// description, parameters, permission, availability and deferral mark. Two
+// description, parameters, permission, availability, deferral mark and
+// provider-native forms. Two
 // tools have the same ToolHash exactly when those agree, so a checkpoint can
 // say which tool of a contract changed (R20).
 func ToolHash(t Tool) string {

@@ -11,7 +11,8 @@ import (
 const namePatternText = `^[a-z][a-z0-9_-]{0,63}$`
 
 var topLevelKeys = []string{"version", "tools", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles"}
-var toolKeys = []string{"name", "description", "parameters", "available", "permission"}
+var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native"}
+var nativeKeys = []string{"anthropic", "openai"}
 var profileKeys = []string{"tools", "preset", "allowed"}
 
 // loader accumulates every problem of a registry file.
@@ -314,12 +315,74 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 			t.Permission = s
 		}
 	}
+	if n := tn.get("native"); n != nil && n.kind != jNull {
+		t.Native = l.native(path+".native", n, t.Name)
+	}
 	if !nameOK {
 		return
 	}
 	l.firstAt[t.Name] = i
 	r.index[t.Name] = int32(len(r.tools))
 	r.tools = append(r.tools, t)
+}
+
+// native reads a tool's provider-native forms (seed §8): an object of
+// provider ("anthropic", "openai") to the tool object that provider's
+// rendering emits instead of a function. Each is a JSON object with a
+// string "type" other than "function"; Anthropic's also names the tool
+// ("name" equal to the tool's name: the model calls it by that name), and
+// the engine sets the cache breakpoint itself, so "cache_control" is
+// refused.
+func (l *loader) native(path string, n *jnode, name string) Native {
+	var out Native
+	if n.kind != jObject {
+		l.addf(`%s: is %s; want an object such as {"anthropic": {"type": "web_search_20250305", "name": %q}}`, path, n.kind, name)
+		return out
+	}
+	l.unknownKeys(path, n, nativeKeys)
+	for _, provider := range nativeKeys {
+		v := n.get(provider)
+		if v == nil || v.kind == jNull {
+			continue
+		}
+		p := path + "." + provider
+		if v.kind != jObject {
+			l.addf("%s: is %s; want the provider's tool object", p, v.kind)
+			continue
+		}
+		ok := true
+		switch ty := v.get("type"); {
+		case ty == nil || ty.kind != jString || ty.s == "":
+			l.addf(`%s: "type" missing or not a string; set the provider's built-in tool type, e.g. "web_search"`, p)
+			ok = false
+		case ty.s == "function":
+			l.addf(`%s.type: "function" is the default rendering; remove the native form instead`, p)
+			ok = false
+		}
+		nm := v.get("name")
+		switch {
+		case provider == "anthropic" && (nm == nil || nm.kind != jString || nm.s != name):
+			l.addf(`%s.name: want %q, the tool's name (the model calls the server tool by it)`, p, name)
+			ok = false
+		case nm != nil && (nm.kind != jString || nm.s != name):
+			l.addf(`%s.name: want %q, the tool's name, or no name`, p, name)
+			ok = false
+		}
+		if v.get("cache_control") != nil {
+			l.addf(`%s: remove "cache_control"; the engine places the cache breakpoint on the last tool`, p)
+			ok = false
+		}
+		if !ok {
+			continue
+		}
+		b := appendCanonical(nil, v)
+		if provider == "anthropic" {
+			out.Anthropic = b
+		} else {
+			out.OpenAI = b
+		}
+	}
+	return out
 }
 
 // schema checks the shape a provider needs of a tool input schema: an

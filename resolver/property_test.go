@@ -366,6 +366,14 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 		return nil, nil, "", ErrInvalidRequest
 	}
 	wsOn := in.WebSearch != nil && *in.WebSearch
+	if len(allowed) > 0 { // R11: allowed with a base other than the defaults is refused
+		off := in.Enabled != nil && !*in.Enabled
+		p, known := m.profiles[req.Profile]
+		profileList := in.Enabled == nil && req.Profile != "" && known && (p.tools != nil || p.preset != "")
+		if off || len(in.Picked) > 0 || in.Preset != "" || profileList {
+			return nil, nil, "", ErrInvalidRequest
+		}
+	}
 	if in.Enabled != nil && !*in.Enabled {
 		if wsOn && avail(WebSearch) {
 			return []string{WebSearch}, nil, source, nil
@@ -430,9 +438,6 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 	}
 	var final []string
 	for _, n := range out {
-		if n == WebSearch && in.WebSearch != nil && !*in.WebSearch {
-			continue
-		}
 		if avail(n) && !slices.Contains(final, n) {
 			final = append(final, n)
 		}

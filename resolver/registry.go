@@ -61,6 +61,13 @@ type profileEntry struct {
 //	               "assistant": {"allowed": [...]}}
 //	}
 //
+// A tool may carry "native": {"anthropic": {...}, "openai": {...}}, the
+// provider's built-in tool that the rendering for that provider emits in
+// place of a function (seed §8), e.g. for web_search
+// {"anthropic": {"type": "web_search_20250305", "name": "web_search",
+// "max_uses": 5}, "openai": {"type": "web_search"}}. Without it a tool
+// renders as a function for every provider.
+//
 // "available" defaults to true. "resident_tools" is optional: when absent
 // it is default_tools − deferred_default_tools ∪ {tool_search}. A profile
 // sets at most one of "tools" and "preset"; "allowed" (which filters the
@@ -235,6 +242,20 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 		if t.Permission != "" {
 			b = append(b, `,"permission":`...)
 			b = appendJSONString(b, t.Permission)
+		}
+		if !t.Native.IsZero() {
+			b = append(b, `,"native":{`...)
+			sep := ""
+			if len(t.Native.Anthropic) > 0 {
+				b = append(b, `"anthropic":`...)
+				b = append(b, t.Native.Anthropic...)
+				sep = ","
+			}
+			if len(t.Native.OpenAI) > 0 {
+				b = append(b, sep+`"openai":`...)
+				b = append(b, t.Native.OpenAI...)
+			}
+			b = append(b, '}')
 		}
 		b = append(b, '}')
 	}

@@ -28,6 +28,10 @@ func renderSize(tools []Tool, perTool int) int {
 // fixed rule and parameters are written as stored (canonical for registry
 // tools), so identical input gives identical bytes (R9). A tool without
 // parameters gets {"properties":{},"type":"object"}. No tools gives [].
+// A tool with a native Anthropic form (Tool.Native, seed §8) is emitted as
+// that server tool object instead, e.g.
+// {"max_uses":5,"name":"web_search","type":"web_search_20250305"}, with the
+// cache breakpoint appended when it is last.
 func RenderAnthropic(tools []Tool) []byte {
 	b := make([]byte, 0, renderSize(tools, 96))
 	b = append(b, '[')
@@ -35,6 +39,17 @@ func RenderAnthropic(tools []Tool) []byte {
 		t := &tools[i]
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if native := t.Native.Anthropic; len(native) > 0 {
+			// The server tool object as the registry gives it (canonical),
+			// with the breakpoint added when it is last.
+			if i == len(tools)-1 {
+				b = append(b, native[:len(native)-1]...)
+				b = append(b, `,"cache_control":{"type":"ephemeral"}}`...)
+			} else {
+				b = append(b, native...)
+			}
+			continue
 		}
 		b = append(b, `{"name":`...)
 		b = appendJSONString(b, t.Name)
@@ -57,6 +72,8 @@ func RenderAnthropic(tools []Tool) []byte {
 // with the same byte-identity guarantees as RenderAnthropic (R9). Strict
 // mode is off because registry schemas are not written for it (strict
 // requires every property to be required and additionalProperties false).
+// A tool with a native OpenAI form (Tool.Native, seed §8) is emitted as that
+// built-in tool object instead, e.g. {"type":"web_search"}.
 func RenderOpenAI(tools []Tool) []byte {
 	b := make([]byte, 0, renderSize(tools, 80))
 	b = append(b, '[')
@@ -64,6 +81,10 @@ func RenderOpenAI(tools []Tool) []byte {
 		t := &tools[i]
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if native := t.Native.OpenAI; len(native) > 0 {
+			b = append(b, native...)
+			continue
 		}
 		b = append(b, `{"type":"function","name":`...)
 		b = appendJSONString(b, t.Name)

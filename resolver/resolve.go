@@ -18,9 +18,14 @@ import (
 //     in the user's order; else the Preset's list; else, when Enabled is
 //     unset and the request names a profile, the profile's tools (its Tools,
 //     else its Preset, else DEFAULT_TOOLS filtered by its Allowed); else
-//     DEFAULT_TOOLS. Allowed lists filter only DEFAULT_TOOLS (R11).
+//     DEFAULT_TOOLS. Allowed lists filter only DEFAULT_TOOLS (R11): an
+//     override's Allowed list with an intent whose base is not the defaults
+//     (enabled=false, a picked list, a preset, or a profile's tools or
+//     preset) is refused with ErrInvalidRequest, never ignored.
 //  3. Disabled names are removed; WebSearch=true appends web_search when
-//     missing, WebSearch=false removes it (R7); unavailable tools are dropped
+//     missing (R7). The overlay only adds: WebSearch=false and unset add
+//     and remove nothing (a preset that lists web_search keeps it; removing
+//     it is a Disabled name). Unavailable tools are dropped
 //     (reported in Unknown when the request named them); duplicates are
 //     dropped, keeping the first occurrence.
 //
@@ -161,6 +166,11 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 	if ws >= 0 && !r.avail.has(ws) {
 		ws = -1
 	}
+	if len(allowed) > 0 {
+		if err := r.allowedApplies(in, profile, what); err != nil {
+			return nil, nil, err
+		}
+	}
 	if in.Enabled != nil && !*in.Enabled {
 		if in.WebSearch != nil && *in.WebSearch && ws >= 0 {
 			return []int32{ws}, nil, nil // R6
@@ -221,10 +231,8 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 			drop.set(i)
 		}
 	}
+	// R7: the overlay only adds. web_search=false is the same as unset here.
 	wsOn := in.WebSearch != nil && *in.WebSearch
-	if in.WebSearch != nil && !*in.WebSearch && ws >= 0 {
-		drop.set(ws)
-	}
 
 	out := make([]int32, 0, len(base)+1)
 	for _, i := range base {
@@ -238,6 +246,35 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 		out = append(out, ws) // R7
 	}
 	return out, unknown, nil
+}
+
+// allowedApplies refuses an allowed list where the expansion does not use
+// the defaults: allowed filters DEFAULT_TOOLS only (R11, seed §8), and a
+// filter that cannot apply must not be dropped silently.
+func (r *Registry) allowedApplies(in *Intent, profile, what string) error {
+	var base string
+	switch {
+	case in.Enabled != nil && !*in.Enabled:
+		base = "enabled=false, which yields no tools"
+	case len(in.Picked) > 0:
+		base = "a picked list"
+	case in.Preset != "":
+		base = fmt.Sprintf("preset %q", in.Preset)
+	case in.Enabled == nil && profile != "":
+		e, ok := r.profiles[profile]
+		switch {
+		case !ok:
+			return nil // the profile lookup reports ErrUnknownProfile
+		case e.tools != nil:
+			base = fmt.Sprintf("profile %q, whose tools are an explicit list", profile)
+		case e.p.Preset != "":
+			base = fmt.Sprintf("profile %q, whose tools are preset %q", profile, e.p.Preset)
+		}
+	}
+	if base == "" {
+		return nil
+	}
+	return fmt.Errorf("resolve %s: %w: allowed filters the default tools (R11), but this expansion uses %s; drop allowed, or list the tools to remove in disabled", what, ErrInvalidRequest, base)
 }
 
 // allow intersects the allowed set with a request's Allowed list. It

@@ -84,9 +84,11 @@ func resolveCases() []resolveCase {
 		{name: "R7 overlay on unset intent", req: Request{Session: Intent{WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay adds web_search to a preset", req: Request{Session: Intent{Preset: "coding", WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay keeps web_search where the preset has it", req: Request{Session: Intent{Preset: "research", WebSearch: yes}}, want: research, source: SourceSessionIntent},
-		{name: "R7 web_search=false removes it from a preset", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: without(research, "web_search"), source: SourceSessionIntent},
+		{name: "R7 web_search=false keeps web_search in a preset that lists it", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: research, source: SourceSessionIntent},
+		{name: "R7 web_search=false adds nothing to the defaults", req: Request{Session: Intent{Enabled: yes, WebSearch: no}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "R7 disabled web_search removes it from a preset", req: Request{Session: Intent{Preset: "research", Disabled: []string{"web_search"}}}, want: without(research, "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search"}, source: SourceSessionIntent},
-		{name: "R7 web_search=false removes picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"read_file"}, source: SourceSessionIntent},
+		{name: "R7 web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file"}, source: SourceSessionIntent},
 		{name: "R7 overlay re-adds a disabled web_search at the end", req: Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, want: with(without(research, "web_search"), "web_search"), source: SourceSessionIntent},
 		{name: "R7 overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search"}, source: SourceSessionIntent},
 
@@ -100,11 +102,14 @@ func resolveCases() []resolveCase {
 		// R11: allowed filters the defaults, not the full set.
 		{name: "R11 override allowed filters defaults and adds nothing", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file", "bash", "web_search", "memory_read", "ghost"}}}, want: []string{"read_file", "bash"}, source: SourceOverrideIntent},
 		{name: "R11 override allowed keeps defaults order", req: Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"tool_search", "read_file"}}}, want: []string{"read_file", "tool_search"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter a preset", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, want: research, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter picked", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, want: []string{"memory_read"}, source: SourceOverrideIntent},
+		{name: "R11 override allowed with a preset is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with picked is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with enabled=false is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 profile allowed filters defaults", req: Request{Profile: "assistant"}, want: []string{"read_file", "tool_search", "send_message"}, source: SourceProfile},
 		{name: "R11 profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed does not filter a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, want: coding, source: SourceOverrideIntent},
+		{name: "R11 override allowed with a profile preset is refused", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with profile tools is refused", req: Request{Profile: "researcher", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "R11 override allowed with enabled=true beats a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file"}}}, want: []string{"read_file"}, source: SourceOverrideIntent},
 		{name: "R11 enabled=true ignores profile allowed", req: Request{Profile: "assistant", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
 		{name: "R11 disabled after allowed", req: Request{Profile: "assistant", Session: Intent{Disabled: []string{"read_file"}}}, want: []string{"tool_search", "send_message"}, source: SourceSessionIntent},
 
@@ -273,7 +278,7 @@ func TestResolveCacheReturnsSameResolution(t *testing.T) {
 func TestResolveCachedZeroAllocs(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	req := Request{Session: Intent{Enabled: yes, WebSearch: yes, Disabled: []string{"bash"}, Picked: []string{"read_file"}}, Profile: "coder",
-		Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}
+		Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes, Disabled: []string{"bash"}}, Allowed: []string{"read_file"}}}
 	if _, err := reg.Resolve(req); err != nil {
 		t.Fatal(err)
 	}
@@ -445,5 +450,77 @@ func TestResolveCacheToolBudget(t *testing.T) {
 	b, _ := reg.Resolve(req)
 	if a != b {
 		t.Fatal("newest entry was evicted")
+	}
+}
+
+// R7: the web_search overlay only adds. With the embedded registry, the
+// research preset (which lists web_search) and the researcher profile
+// (whose tools list it) resolve to the same tools whether web_search is
+// false or unset; only a ToolDisabled removes it. A UI that saves "off"
+// as its default must not break presets (issue #14, item 1).
+func TestR7WebSearchFalseAddsAndRemovesNothing(t *testing.T) {
+	reg := Default()
+	cases := []struct {
+		name    string
+		session Intent
+		profile string
+	}{
+		{"research preset", Intent{Preset: "research"}, ""},
+		{"researcher profile", Intent{}, "researcher"},
+		{"picked web_search", Intent{Picked: []string{"web_search", "read_file"}}, ""},
+		{"defaults", Intent{Enabled: yes}, ""},
+		{"enabled=false", Intent{Enabled: no}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			unset, err := reg.Resolve(Request{Session: tc.session, Profile: tc.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := tc.session
+			off.WebSearch = no
+			got, err := reg.Resolve(Request{Session: off, Profile: tc.profile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eqNames(toolNames(got.Tools), toolNames(unset.Tools)) {
+				t.Fatalf("web_search=false resolves to %q; unset resolves to %q: false must add and remove nothing", toolNames(got.Tools), toolNames(unset.Tools))
+			}
+		})
+	}
+	research, _ := reg.Resolve(Request{Session: Intent{Preset: "research", WebSearch: no}})
+	if n := len(research.Tools); n != 11 || !contains(toolNames(research.Tools), WebSearch) {
+		t.Fatalf("research with web_search=false has %d tools %q; want the preset's 11, web_search included", n, toolNames(research.Tools))
+	}
+	researcher, _ := reg.Resolve(Request{Session: Intent{WebSearch: no}, Profile: "researcher"})
+	if n := len(researcher.Tools); n != 7 || !contains(toolNames(researcher.Tools), WebSearch) {
+		t.Fatalf("researcher profile with web_search=false has %d tools %q; want its 7, web_search included", n, toolNames(researcher.Tools))
+	}
+	disabled, _ := reg.Resolve(Request{Session: Intent{Preset: "research", Disabled: []string{WebSearch}}})
+	if contains(toolNames(disabled.Tools), WebSearch) || len(disabled.Tools) != 10 {
+		t.Fatalf("research with web_search disabled = %q; want the preset without web_search", toolNames(disabled.Tools))
+	}
+}
+
+// R11: an override's allowed list filters the defaults; where the
+// expansion does not use the defaults (a preset, a picked list,
+// enabled=false, a profile's own list) it is refused with a message that
+// names the base and the fix, never silently ignored (issue #14, item 4).
+func TestR11OverrideAllowedNeverIgnored(t *testing.T) {
+	reg := Default()
+	_, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}})
+	if !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("allowed with a preset: err = %v; want ErrInvalidRequest", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `preset "research"`) || !strings.Contains(msg, "drop allowed") {
+		t.Fatalf("error %q does not name the preset and the fix", msg)
+	}
+	if ex := reg.Explain(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, "grep"); ex.Rule != "error" {
+		t.Fatalf("explain of a refused request: %+v; want rule error", ex)
+	}
+	// Where the defaults are the base, allowed applies.
+	res, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"grep", "read_file", "memory_read"}}})
+	if err != nil || !eqNames(toolNames(res.Tools), []string{"read_file", "grep"}) {
+		t.Fatalf("allowed over the defaults = %v, %v; want [read_file grep]", res, err)
 	}
 }

@@ -45,7 +45,26 @@ type Tool struct {
 	// RESIDENT_TOOLS (R13). It is computed at load time, never read from
 	// the file.
 	Deferred bool `json:"-"`
+	// Native holds, per provider, the provider's built-in tool that the
+	// rendering for that provider emits instead of a function (seed §8:
+	// e.g. Anthropic's server web search, OpenAI's web_search). Zero when
+	// the registry does not opt in: the tool renders as a function.
+	Native Native `json:"native,omitzero"`
 }
+
+// Native is a tool's provider-native forms, each a JSON object in
+// canonical form (compact, keys sorted), or nil when the provider renders
+// the tool as a function.
+type Native struct {
+	// Anthropic is the Messages API tool object, e.g.
+	// {"max_uses":5,"name":"web_search","type":"web_search_20250305"}.
+	Anthropic json.RawMessage `json:"anthropic,omitempty"`
+	// OpenAI is the Responses API tool object, e.g. {"type":"web_search"}.
+	OpenAI json.RawMessage `json:"openai,omitempty"`
+}
+
+// IsZero reports whether no provider has a native form.
+func (n Native) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI) == 0 }
 
 // Profile is an agent profile. When a session follows its profile (intent
 // enabled unset), the profile's tools decide the base list (R4).
@@ -68,7 +87,9 @@ type Profile struct {
 type Intent struct {
 	// Enabled is the master switch: true, false, or nil (follow profile).
 	Enabled *bool `json:"enabled,omitempty" msgpack:"enabled"`
-	// WebSearch is the web_search overlay: true, false or nil (unset).
+	// WebSearch is the web_search overlay (R7): true adds web_search to
+	// the expansion when it lacks it; false and nil (unset) add nothing and
+	// remove nothing. A UI may store false as its "off" default.
 	WebSearch *bool `json:"web_search,omitempty" msgpack:"web_search"`
 	// Preset is the chosen preset name, "" when unset.
 	Preset string `json:"preset,omitempty" msgpack:"preset"`
@@ -100,9 +121,11 @@ type Override struct {
 	Kind OverrideKind `json:"kind"`
 	// Intent is expanded live when Kind is OverrideIntent.
 	Intent Intent `json:"intent,omitzero"`
-	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS when the
-	// expansion falls through to the defaults (R11: it filters the defaults,
-	// never the full set, and adds nothing). Empty means no filter.
+	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS (R11: it
+	// filters the defaults, never the full set, and adds nothing). Empty
+	// means no filter. With an intent whose base is not the defaults
+	// (enabled=false, picked, a preset, a profile's tools or preset) it is
+	// refused with ErrInvalidRequest rather than ignored.
 	Allowed []string `json:"allowed,omitempty"`
 	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
 	// the user's order (R5). An empty Names list means no tools.

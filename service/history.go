@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -180,9 +179,11 @@ func diff(a, b []string) (gained, lost []string) {
 // ExplainResult says why a tool is or is not in a session's set.
 type ExplainResult struct {
 	resolver.Explanation
-	// Event is the event that set the intent field the rule rests on
-	// (nil when the rule comes from the profile, the registry or a
-	// per-turn override, or the session has no such event).
+	// Event is the event that last changed the explanation's outcome or
+	// rule: after it the tool was in or out for this rule, and no later
+	// event changed that (R25). Nil when no event did: the explanation is
+	// the one of a session without events (the profile, the registry or a
+	// per-turn override decides).
 	Event *EventRef `json:"event,omitempty"`
 	// RegistryVersion is the registry the explanation used.
 	RegistryVersion string `json:"registry_version"`
@@ -192,61 +193,31 @@ type ExplainResult struct {
 
 // Explain says why tool is or is not in the session's resolved set at
 // until (zero: now), naming the rule (preset, profile, registry rule,
-// override) and the event responsible.
+// override) and the event that last changed the outcome or the rule. It
+// replays the session's events, explaining the tool after each event that
+// changes the intent (see aggregate.Blame); every explanation uses the
+// live registry and req's profile and override.
 func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (ExplainResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	reg := e.Registry()
-	st := aggregate.State{Session: session}
-	// The last event that touched each intent field.
-	var last struct{ enabled, web, preset, picked *EventRef }
-	touched := map[string]*EventRef{} // ToolDisabled / ToolEnabled per name
+	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
+	var last *EventRef
 	stop := errors.New("stop")
 	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}
-		if err := st.ApplyStored(storedOf(r)); err != nil {
-			return nil // not applied: it set nothing (R26, R28)
-		}
-		ref := refOf(r)
-		switch p := r.Envelope.Payload.(type) {
-		case events.ToolsToggled:
-			last.enabled = &ref
-		case events.WebSearchSet:
-			last.web = &ref
-		case events.PresetChosen:
-			last.preset = &ref
-		case events.ToolsPicked:
-			last.picked = &ref
-		case events.ToolDisabled:
-			touched[p.Name] = &ref
-		case events.ToolEnabled:
-			touched[p.Name] = &ref
+		if blame.Apply(storedOf(r)) {
+			ref := refOf(r)
+			last = &ref
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
 		return ExplainResult{}, err
 	}
-	ex := reg.Explain(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}, tool)
-	out := ExplainResult{Explanation: ex, RegistryVersion: reg.Version(), Seq: st.LastSeq}
-	switch {
-	case ex.Rule == "enabled=false":
-		out.Event = last.enabled
-	case ex.Rule == "web_search-overlay":
-		out.Event = last.web
-	case ex.Rule == "picked" || ex.Rule == "not-picked":
-		out.Event = last.picked
-	case strings.HasPrefix(ex.Rule, "preset:") || strings.HasPrefix(ex.Rule, "not-in-preset:"):
-		out.Event = last.preset
-	case ex.Rule == "disabled-by-session":
-		out.Event = touched[tool]
-	case strings.HasPrefix(ex.Rule, "profile:") || strings.HasPrefix(ex.Rule, "default-tools") || ex.Rule == "not-in-defaults":
-		// Following the profile or the defaults: the event that put the
-		// master switch where it is, if any.
-		out.Event = last.enabled
-	}
-	return out, nil
+	st := blame.State()
+	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Seq: st.LastSeq}, nil
 }

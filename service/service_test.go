@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -316,4 +317,142 @@ func TestHistoryAndExplainSkipRejected(t *testing.T) {
 	if ex.Event == nil || ex.Event.Seq != res.Last || ex.Event.ID == forged.ID {
 		t.Fatalf("explain names %+v, want the applied event at %d", ex.Event, res.Last)
 	}
+}
+
+// R25: explain names the event that last changed the outcome or the rule
+// (issue #14, item 2): after enable, web-search on, web-search off, the
+// explanation of web_search blames the event that switched it off, not
+// the master switch; bash, switched off by hand and then on again, blames
+// the ToolEnabled.
+func TestR25ExplainBlamesLastChange(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}, events.WebSearchSet{Enabled: on(true)},
+		events.WebSearchSet{Enabled: on(false)}, events.ToolDisabled{Name: "bash"}, events.ToolEnabled{Name: "bash"}, events.PresetChosen{Preset: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Last != 6 {
+		t.Fatalf("appended up to seq %d; want 6", res.Last)
+	}
+	ws, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{Seq: 3}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Included || ws.Event == nil || ws.Event.Seq != 3 || ws.Event.Type != "WebSearchSet" {
+		t.Fatalf("web_search at seq 3: %+v event %+v; want out, blamed on seq 3 (WebSearchSet false)", ws.Explanation, ws.Event)
+	}
+	bash, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 5}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bash.Included || bash.Event == nil || bash.Event.Seq != 5 {
+		t.Fatalf("bash at seq 5: %+v event %+v; want in, blamed on seq 5 (ToolEnabled)", bash.Explanation, bash.Event)
+	}
+	// Now the research preset lists web_search: web_search=false leaves it in.
+	now, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !now.Included || now.Rule != "preset:research" || now.Event == nil || now.Event.Seq != 6 {
+		t.Fatalf("web_search now: %+v event %+v; want in by preset:research, blamed on seq 6", now.Explanation, now.Event)
+	}
+	// A session without events: no event to blame.
+	none, err := e.Explain(ctx, "s2", "bash", service.Until{}, service.ResolveRequest{})
+	if err != nil || none.Event != nil || !none.Included {
+		t.Fatalf("fresh session: %+v %v", none, err)
+	}
+}
+
+// R32: resume restores each loaded tool whose own contract entry is
+// unchanged and that the intent still permits, and says per tool why the
+// others were dropped (issue #14, item 5). A registry version bump with
+// identical tools, or toggling web_search, changes the contract hash but
+// keeps every loaded tool, as a session that did not crash keeps them.
+func TestR32ResumePerTool(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	checkpointWith := func(names ...string) {
+		t.Helper()
+		if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Discover(ctx, "s", web, names, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.EndTurn(ctx, "s", web); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resume := func(want ...string) service.ResumeResult {
+		t.Helper()
+		r, err := e.Resume(ctx, "s", web, service.ResolveRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Outcome.Restored, want) {
+			t.Fatalf("resume restored %v; want %v (%s)", r.Outcome.Restored, want, r.Outcome.Reason)
+		}
+		st, err := e.Session(ctx, "s", r.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(st.Loaded, want) {
+			t.Fatalf("loaded after resume %v; want the restored %v", st.Loaded, want)
+		}
+		return r
+	}
+	checkpointWith("enter_plan_mode", "send_message")
+
+	// A version bump with identical tools.
+	e.SetRegistry(renamedRegistry(t, e.Registry(), e.Registry().Version()+"-bump"))
+	r := resume("enter_plan_mode", "send_message")
+	if !r.Outcome.OK || len(r.Outcome.Changes) != 1 || r.Outcome.Changes[0].Kind != "registry-version" {
+		t.Fatalf("version bump: %+v; want OK, one registry-version change", r.Outcome)
+	}
+
+	// Toggling web_search adds a tool to the contract; the loaded ones stay.
+	if _, err := e.Apply(ctx, "s", web, nil, events.WebSearchSet{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if r = resume("enter_plan_mode", "send_message"); !r.Outcome.OK {
+		t.Fatalf("web_search on: %+v; want OK", r.Outcome)
+	}
+
+	// Disabling a loaded tool drops it, with the rule; the other stays.
+	if _, err := e.Apply(ctx, "s", web, nil, events.ToolDisabled{Name: "enter_plan_mode"}); err != nil {
+		t.Fatal(err)
+	}
+	r = resume("send_message")
+	if r.Outcome.OK || len(r.Outcome.Tools) != 2 {
+		t.Fatalf("disabled: %+v; want send_message only, two decisions", r.Outcome)
+	}
+	if d := r.Outcome.Tools[0]; d.Tool != "enter_plan_mode" || d.Kind != checkpoint.DecisionNotPermitted || d.Rule != "disabled-by-session" {
+		t.Fatalf("enter_plan_mode decision %+v; want not-permitted by disabled-by-session", d)
+	}
+
+	// A changed description drops that tool.
+	if _, err := e.Apply(ctx, "s", web, nil, events.ToolEnabled{Name: "enter_plan_mode"}); err != nil {
+		t.Fatal(err)
+	}
+	checkpointWith("enter_plan_mode")
+	e.SetRegistry(changedRegistry(t, e.Registry(), "send_message"))
+	r = resume("enter_plan_mode")
+	if d := r.Outcome.Tools[1]; d.Tool != "send_message" || d.Kind != checkpoint.DecisionChanged {
+		t.Fatalf("send_message decision %+v; want changed", d)
+	}
+}
+
+// renamedRegistry returns reg under another version, tools unchanged.
+func renamedRegistry(t *testing.T, reg *resolver.Registry, version string) *resolver.Registry {
+	t.Helper()
+	data, err := reg.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := resolver.Load([]byte(strings.Replace(string(data), `"version":"`+reg.Version()+`"`, `"version":"`+version+`"`, 1)))
+	if err != nil || out.Version() != version {
+		t.Fatalf("rename registry: %v", err)
+	}
+	return out
 }

@@ -83,6 +83,10 @@ type TurnView struct {
 	Classification []deferral.Class `json:"classification"`
 	// Loaded are the session's loaded deferred tools.
 	Loaded []string `json:"loaded"`
+	// NoEvents is true when the session had no events before this
+	// request: its intent is unset, so the profile or the defaults decide.
+	// Clients can warn about a mistyped session id.
+	NoEvents bool `json:"no_events,omitempty"`
 }
 
 type openTurn struct {
@@ -150,7 +154,9 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	loaded := deferral.NewSet(st.Loaded...)
-	return e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider), nil
+	v := e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider)
+	v.NoEvents = st.LastSeq == 0
+	return v, nil
 }
 
 func (e *Engine) openTurn(session string) *openTurn {
@@ -188,13 +194,14 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if err != nil {
 			return TurnView{}, err
 		}
+		fresh := st.LastSeq == 0
 		st = out.State
 		turn := deferral.Freeze(st.Turn, res, st.Loaded)
 		e.mu.Lock()
 		e.turns[session] = &openTurn{turn: turn, res: res, req: req}
 		e.mu.Unlock()
 		v := e.view(st, res, turn.Request(), req.Provider)
-		v.Turn, v.Frozen = st.Turn, true
+		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
 		return v, nil
 	}
 }
@@ -389,13 +396,16 @@ type ResumeResult struct {
 	Seq uint64 `json:"seq"`
 }
 
-// Resume restores a session after a crash (R20): it verifies the last
-// checkpoint's contract hash against the contract the live registry now
-// gives for the session's intent, then restores the checkpoint's loaded
-// deferred tools, or nothing when the contract changed (with the reason).
-// Searches are never replayed and no tool-result text is read. The
-// restored set is recorded as a new checkpoint, so the session's loaded
-// set is exactly what was restored; the open turn, if any, is closed.
+// Resume restores a session after a crash (R20, R32): it verifies the
+// last checkpoint's contract hash against the contract the live registry
+// now gives for the session's intent; an equal hash restores the
+// checkpoint's loaded deferred tools exactly, a different one restores
+// each loaded tool whose own contract entry is unchanged and that the
+// current resolution still has deferred, and says per tool why the others
+// were dropped. Searches are never replayed and no tool-result text is
+// read. The restored set is recorded as a new checkpoint, so the session's
+// loaded set is exactly what was restored; the open turn, if any, is
+// closed.
 func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req ResolveRequest) (ResumeResult, error) {
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
@@ -405,6 +415,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		return ResumeResult{}, err
 	}
 	st.Session = session
+	reg := e.Registry()
 	res, err := e.resolve(st, req)
 	if err != nil {
 		return ResumeResult{}, err
@@ -413,7 +424,12 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if cp := st.Checkpoint; cp != nil {
 		rec = &checkpoint.Record{Loaded: cp.Loaded, ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion, Turn: cp.Turn, Contract: cp.Contract}
 	}
-	out := ResumeResult{Outcome: checkpoint.Resume(rec, res), Checkpoint: rec}
+	var explain checkpoint.Explainer
+	if reg.Version() == res.RegistryVersion { // not swapped in between
+		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}
+		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
+	}
+	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
 	e.mu.Lock()
 	delete(e.turns, session)
 	e.mu.Unlock()

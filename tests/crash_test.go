@@ -38,7 +38,8 @@ import (
 // the same data directory. After every restart the test checks
 // what the engine acknowledged against the log, the projection against the
 // fold, and resume against the last acknowledged checkpoint. A final
-// restart with a changed registry checks that resume refuses and says why.
+// restart with a changed registry checks that resume drops the changed tool
+// alone and says why per tool (R32).
 //
 // Set CRASH_SEED to replay a run's choices (the interleaving of the two
 // goroutines and the kill timing still vary).
@@ -117,11 +118,12 @@ func (s *crashSession) ack(last uint64, types ...events.Type) error {
 
 // crashStats counts what a run covered.
 type crashStats struct {
-	kills, restarts, acked, ops       int
-	landed, lost                      int // in-flight calls whose events were / were not stored
-	restored, refused, empty, dropped int // resume outcomes; dropped: post-checkpoint discoveries not restored
-	killKinds                         map[string]int
-	catchUp                           time.Duration // longest projection catch-up seen
+	kills, restarts, acked, ops int
+	landed, lost                int // in-flight calls whose events were / were not stored
+	restored, empty, dropped    int // resume outcomes; dropped: post-checkpoint discoveries not restored
+	perToolAll, perToolSome     int // contract changed: every loaded tool kept / some dropped (R32)
+	killKinds                   map[string]int
+	catchUp                     time.Duration // longest projection catch-up seen
 }
 
 func crashFold(in resolver.Intent, cmds ...events.Payload) resolver.Intent {
@@ -191,6 +193,27 @@ func crashIntentChange(rng *rand.Rand, in resolver.Intent) []events.Payload {
 		cur = crashFold(cur, c)
 	}
 	return cmds
+}
+
+// crashPerTool is the R32 rule computed by the test with the resolver
+// library: of a checkpoint's loaded tools, recorded under registry was,
+// those that the contract reg gives the intent has deferred with the
+// per-tool hash they had then.
+func crashPerTool(was, reg *resolver.Registry, in resolver.Intent, loaded []string) []string {
+	res, err := reg.Resolve(resolver.Request{Session: in})
+	if err != nil {
+		return nil
+	}
+	out := []string{}
+	for _, n := range loaded {
+		then, ok := was.Tool(n)
+		for _, t := range res.Tools {
+			if t.Name == n && ok && t.Deferred && resolver.ToolHash(t) == resolver.ToolHash(then) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // crashContract is the contract the default registry gives an intent,
@@ -710,10 +733,11 @@ func crashResume(ctx context.Context, t *testing.T, c *api.Client, reg *resolver
 		t.Fatalf("%s: resume: %v", s.id, err)
 	}
 	o := r.Outcome
-	// R20: resume restores exactly the loaded set of the last acknowledged
-	// checkpoint when its contract hash matches the live one, the empty
-	// set without a checkpoint, and nothing (with the reason) otherwise.
-	// Discoveries after that checkpoint never come back.
+	// R20, R32: resume restores exactly the loaded set of the last
+	// acknowledged checkpoint when its contract hash matches the live one,
+	// the empty set without a checkpoint, and otherwise each loaded tool
+	// the live contract still has deferred and unchanged, with a decision
+	// per loaded tool. Discoveries after that checkpoint never come back.
 	switch {
 	case s.cp == nil:
 		st.empty++
@@ -730,10 +754,16 @@ func crashResume(ctx context.Context, t *testing.T, c *api.Client, reg *resolver
 			st.dropped++
 		}
 	default:
-		st.refused++
-		if o.OK || len(o.Restored) != 0 || o.Reason == "" || len(o.Changes) == 0 {
-			t.Errorf("%s: checkpoint contract %s, live contract %s (intent %s); resume gave ok %v restored %v changes %v (%s)",
-				s.id, s.cp.hash, cur, crashIntentString(s.intent), o.OK, o.Restored, o.Changes, o.Reason)
+		want := crashPerTool(reg, reg, s.intent, s.cp.loaded)
+		all := len(want) == len(s.cp.loaded)
+		if all {
+			st.perToolAll++
+		} else {
+			st.perToolSome++
+		}
+		if o.OK != all || !slices.Equal(crashNonNil(o.Restored), want) || o.Reason == "" || len(o.Changes) == 0 || len(o.Tools) != len(s.cp.loaded) {
+			t.Errorf("%s: checkpoint contract %s loaded %v, live contract %s (intent %s); resume gave ok %v restored %v changes %v decisions %v (%s); want %v restored",
+				s.id, s.cp.hash, s.cp.loaded, cur, crashIntentString(s.intent), o.OK, o.Restored, o.Changes, o.Tools, o.Reason, want)
 		}
 	}
 	if s.cp != nil && (r.Checkpoint == nil || !slices.Equal(crashNonNil(r.Checkpoint.Loaded), s.cp.loaded) || r.Checkpoint.ContractHash != s.cp.hash) {
@@ -834,8 +864,9 @@ func crashSeed(t *testing.T) uint64 {
 // TestCrashResume drives sessions through turns from two goroutines and
 // SIGKILLs the engine at random points, several times on one data
 // directory; after each restart it checks the log (R23), the projection
-// (R24), checkpoints (R19) and resume (R20). It ends with a registry change
-// between a stop and a restart, which resume must refuse (R20).
+// (R24), checkpoints (R19) and resume (R20, R32). It ends with a registry
+// change between a stop and a restart, after which resume drops the changed
+// tool and restores the others (R32).
 func TestCrashResume(t *testing.T) {
 	const (
 		nSessions = 8
@@ -1028,7 +1059,7 @@ func TestCrashResume(t *testing.T) {
 	for _, s := range sessions {
 		v := crashCheckLog(ctx, t, c, reg2, s, st)
 		crashCheckProjection(t, c, s, v, st)
-		crashRefuses(ctx, t, c, reg2, s, reg.Version(), "send_message")
+		crashResumesPerTool(ctx, t, c, reg, reg2, s, reg.Version(), "send_message")
 		v = crashCheckLog(ctx, t, c, reg2, s, st)
 		crashCheckProjection(t, c, s, v, st)
 	}
@@ -1036,8 +1067,8 @@ func TestCrashResume(t *testing.T) {
 		st.acked += len(s.acked)
 	}
 	t.Logf("longest projection catch-up after a restart: %v", maxCatchUp)
-	t.Logf("covered: %d SIGKILLs %v, %d restarts (the last after SIGTERM, with a changed registry), %d operations, %d acknowledged events over %d sessions; calls in flight at a kill: %d stored, %d not; resumes after a kill: %d restored a checkpoint (%d of them dropping post-checkpoint discoveries), %d refused (intent changed the contract), %d without a checkpoint; %d refused for the registry change",
-		st.kills, st.killKinds, st.restarts, st.ops, st.acked, nSessions, st.landed, st.lost, st.restored, st.dropped, st.refused, st.empty, nSessions)
+	t.Logf("covered: %d SIGKILLs %v, %d restarts (the last after SIGTERM, with a changed registry), %d operations, %d acknowledged events over %d sessions; calls in flight at a kill: %d stored, %d not; resumes after a kill: %d restored a checkpoint (%d of them dropping post-checkpoint discoveries), %d with a changed contract kept every loaded tool and %d dropped some (R32), %d without a checkpoint; %d resumed per tool after the registry change",
+		st.kills, st.killKinds, st.restarts, st.ops, st.acked, nSessions, st.landed, st.lost, st.restored, st.dropped, st.perToolAll, st.perToolSome, st.empty, nSessions)
 }
 
 // crashChangedRegistry returns the embedded default registry with tool's
@@ -1083,9 +1114,12 @@ func crashChangedRegistry(t *testing.T, tool string) ([]byte, string) {
 	return out, newVersion
 }
 
-// crashRefuses resumes s under reg2, a registry where tool changed and the
-// version went from oldV to reg2's: resume must restore nothing and say so.
-func crashRefuses(ctx context.Context, t *testing.T, c *api.Client, reg2 *resolver.Registry, s *crashSession, oldV, tool string) {
+// crashResumesPerTool resumes s under reg2, a registry where tool changed
+// and the version went from oldV to reg2's (reg is the registry its
+// checkpoint was recorded under): resume must drop tool if it was loaded,
+// restore every other loaded tool the new contract still has deferred, and
+// say so per tool (R32).
+func crashResumesPerTool(ctx context.Context, t *testing.T, c *api.Client, reg, reg2 *resolver.Registry, s *crashSession, oldV, tool string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -1095,12 +1129,12 @@ func crashRefuses(ctx context.Context, t *testing.T, c *api.Client, reg2 *resolv
 		t.Fatalf("%s: resume: %v", s.id, err)
 	}
 	o := r.Outcome
-	// R20: a changed contract restores nothing and names what changed.
-	if o.OK || len(o.Restored) != 0 {
-		t.Errorf("%s: registry changed (%s -> %s, %s edited); resume gave ok %v restored %v (%s)", s.id, oldV, newV, tool, o.OK, o.Restored, o.Reason)
+	want := crashPerTool(reg, reg2, s.intent, s.cp.loaded)
+	if slices.Contains(want, tool) || o.OK || !slices.Equal(crashNonNil(o.Restored), want) {
+		t.Errorf("%s: registry changed (%s -> %s, %s edited); resume gave ok %v restored %v (%s); want %v restored", s.id, oldV, newV, tool, o.OK, o.Restored, o.Reason, want)
 	}
 	if !strings.Contains(o.Reason, strconv.Quote(tool)) || !strings.Contains(o.Reason, strconv.Quote(newV)) || !strings.Contains(o.Reason, strconv.Quote(oldV)) {
-		t.Errorf("%s: refusal reason %q does not name tool %q and versions %q -> %q", s.id, o.Reason, tool, oldV, newV)
+		t.Errorf("%s: reason %q does not name tool %q and versions %q -> %q", s.id, o.Reason, tool, oldV, newV)
 	}
 	var schema, version bool
 	for _, ch := range o.Changes {
@@ -1111,15 +1145,25 @@ func crashRefuses(ctx context.Context, t *testing.T, c *api.Client, reg2 *resolv
 		t.Errorf("%s: changes %+v, want %s schema-changed and registry-version %s -> %s", s.id, o.Changes, tool, oldV, newV)
 	}
 	if r.Checkpoint == nil || !slices.Equal(crashNonNil(r.Checkpoint.Loaded), s.cp.loaded) || r.Checkpoint.ContractHash != s.cp.hash {
-		t.Errorf("%s: refused checkpoint %+v, want the acknowledged one loaded %v", s.id, r.Checkpoint, s.cp.loaded)
+		t.Errorf("%s: resumed checkpoint %+v, want the acknowledged one loaded %v", s.id, r.Checkpoint, s.cp.loaded)
+	}
+	decided := map[string]string{}
+	for _, d := range o.Tools {
+		decided[d.Tool] = d.Kind
 	}
 	for _, n := range s.cp.loaded {
-		if !strings.Contains(o.Reason, n) {
-			t.Errorf("%s: refusal reason %q does not list the dropped %s", s.id, o.Reason, n)
+		kind, ok := decided[n]
+		switch {
+		case !ok:
+			t.Errorf("%s: no decision for loaded %s in %+v", s.id, n, o.Tools)
+		case slices.Contains(want, n) != (kind == "restored"):
+			t.Errorf("%s: %s decided %s, want restored=%v", s.id, n, kind, slices.Contains(want, n))
+		case n == tool && kind != "changed":
+			t.Errorf("%s: the edited %s decided %s, want changed", s.id, n, kind)
 		}
 	}
 	if r.Seq == 0 {
-		t.Fatalf("%s: refusal recorded no checkpoint of the empty set", s.id)
+		t.Fatalf("%s: the resume recorded no checkpoint under the new contract", s.id)
 	}
 	if err := s.ack(r.Seq, events.TypeCheckpointRecorded); err != nil {
 		t.Error(err)
@@ -1128,15 +1172,15 @@ func crashRefuses(ctx context.Context, t *testing.T, c *api.Client, reg2 *resolv
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cp = &crashCP{loaded: []string{}, hash: hash, seq: r.Seq}
-	s.loaded = []string{}
+	s.cp = &crashCP{loaded: want, hash: hash, seq: r.Seq}
+	s.loaded = want
 	// The new checkpoint holds the new contract: resuming again is OK.
 	r2, err := c.Resume(ctx, api.ResumeRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: second resume: %v", s.id, err)
 	}
-	if !r2.Outcome.OK || len(r2.Outcome.Restored) != 0 || r2.Seq != 0 {
-		t.Errorf("%s: second resume under the new registry: ok %v restored %v seq %d (%s), want ok, empty, nothing written", s.id, r2.Outcome.OK, r2.Outcome.Restored, r2.Seq, r2.Outcome.Reason)
+	if !r2.Outcome.OK || !slices.Equal(crashNonNil(r2.Outcome.Restored), want) || r2.Seq != 0 {
+		t.Errorf("%s: second resume under the new registry: ok %v restored %v seq %d (%s), want ok, %v, nothing written", s.id, r2.Outcome.OK, r2.Outcome.Restored, r2.Seq, r2.Outcome.Reason, want)
 	}
 }
 
@@ -1197,7 +1241,8 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	// Kill right after an append returns, before the projection has
 	// folded it. R23: both appends are in the log. R20: the contract-neutral
 	// change (memory_read is not a default tool) restores the checkpoint;
-	// the one that removes notebook_edit refuses and says so.
+	// R32: the one that removes notebook_edit changes the contract, names
+	// it, and still restores both loaded tools, each unchanged.
 	c := p.Client("script")
 	neutral, changing := newCrashSession("kp-neutral"), newCrashSession("kp-changing")
 	run(c, neutral, begin, discover("send_message"), end)
@@ -1207,9 +1252,9 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	p.Kill()
 	rs := restart(nil, neutral, changing)
 	restored(rs[neutral.id], true, "send_message")
-	restored(rs[changing.id], false)
+	restored(rs[changing.id], true, "enter_plan_mode", "exit_plan_mode")
 	if r := rs[changing.id].Outcome.Reason; !strings.Contains(r, `"notebook_edit" removed`) {
-		t.Errorf("refusal reason %q does not name the removed notebook_edit", r)
+		t.Errorf("resume reason %q does not name the removed notebook_edit", r)
 	}
 
 	// Kill mid-turn: one session discovered after its checkpoint and
@@ -1223,8 +1268,8 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	rs = restart(nil, neutral, changing, mid, nocp)
 	restored(rs[mid.id], true, "send_message")
 	restored(rs[nocp.id], true)
-	restored(rs[neutral.id], true, "send_message") // resuming again after a restart restores the same
-	restored(rs[changing.id], true)                // its empty checkpoint of the new contract
+	restored(rs[neutral.id], true, "send_message")                       // resuming again after a restart restores the same
+	restored(rs[changing.id], true, "enter_plan_mode", "exit_plan_mode") // its checkpoint of the new contract
 
 	// Kill right after a checkpoint (and after an end turn). R19, R20.
 	c = p.Client("script")

@@ -392,8 +392,9 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		{"ToolsToggled", resolver.Intent{Enabled: e2eBool(true)}, nil, nil},
 		{"PresetChosen", resolver.Intent{Enabled: e2eBool(true), Preset: "research"}, []string{"web_search", "image_describe", "memory_read"}, notInResearch},
 		{"ToolDisabled", resolver.Intent{Enabled: e2eBool(true), Preset: "research", Disabled: []string{"web_fetch"}}, nil, []string{"web_fetch"}},
-		{"WebSearchSet", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Preset: "research", Disabled: []string{"web_fetch"}}, nil, []string{"web_search"}},
-		{"PresetChosen", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"web_fetch"}}, notInResearch, []string{"image_describe", "memory_read"}},
+		// web_search=false adds and removes nothing (R7): research keeps it.
+		{"WebSearchSet", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Preset: "research", Disabled: []string{"web_fetch"}}, nil, nil},
+		{"PresetChosen", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"web_fetch"}}, notInResearch, []string{"web_search", "image_describe", "memory_read"}},
 		{"ToolDisabled", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"bash", "web_fetch"}}, nil, []string{"bash"}},
 		{"WebSearchSet", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash", "web_fetch"}}, []string{"web_search"}, nil},
 		{"ToolEnabled", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}}, []string{"web_fetch"}, nil},
@@ -475,7 +476,8 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		t.Errorf("history --until before the first event: %+v", none)
 	}
 
-	// explain, by hand: (until, tool) → included, rule, event seq and type.
+	// explain, by hand: (until, tool) → included, rule, and the event
+	// after which the tool's outcome or rule last changed (R25).
 	type ex struct {
 		until    string
 		tool     string
@@ -490,29 +492,32 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		{"2", "grep", true, "preset:research", 2, "PresetChosen"},
 		{"2", "bash", false, "not-in-preset:research", 2, "PresetChosen"},
 		{"2", "web_fetch", true, "preset:research", 2, "PresetChosen"},
-		// At seq 4: web_fetch disabled by hand (event 3), web_search removed
-		// by the overlay (event 4), bash still excluded by the preset.
+		// At seq 4: web_fetch disabled by hand (event 3), web_search kept by
+		// the preset (web_search=false removes nothing, R7), bash still
+		// excluded by the preset.
 		{"4", "web_fetch", false, "disabled-by-session", 3, "ToolDisabled"},
-		{"4", "web_search", false, "web_search-overlay", 4, "WebSearchSet"},
+		{"4", "web_search", true, "preset:research", 2, "PresetChosen"},
 		{"4", "bash", false, "not-in-preset:research", 2, "PresetChosen"},
 		{cutForm, "web_fetch", false, "disabled-by-session", 3, "ToolDisabled"},
 		{cutForm, "memory_read", true, "preset:research", 2, "PresetChosen"},
-		// At seq 6: the preset is unset, defaults apply ({enabled:true}, event 1).
-		{"6", "read_file", true, "default-tools", 1, "ToolsToggled"},
+		// At seq 6: unsetting the preset (event 5) brought the defaults back.
+		{"6", "read_file", true, "default-tools", 5, "PresetChosen"},
 		{"6", "bash", false, "disabled-by-session", 6, "ToolDisabled"},
-		{"6", "memory_read", false, "not-in-defaults", 1, "ToolsToggled"},
-		{"6", "web_search", false, "not-in-defaults", 1, "ToolsToggled"},
+		{"6", "memory_read", false, "not-in-defaults", 5, "PresetChosen"},
+		{"6", "web_search", false, "web_search=false", 5, "PresetChosen"},
 		// At seq 8: web_search added by the overlay (event 7), web_fetch back.
 		{"8", "web_search", true, "web_search-overlay", 7, "WebSearchSet"},
-		{"8", "web_fetch", true, "default-tools", 1, "ToolsToggled"},
+		{"8", "web_fetch", true, "default-tools", 8, "ToolEnabled"},
 		// At seq 9: the picked list decides (event 9).
 		{"9", "grep", true, "picked", 9, "ToolsPicked"},
 		{"9", "list_dir", false, "not-picked", 9, "ToolsPicked"},
 		{"9", "web_search", true, "web_search-overlay", 7, "WebSearchSet"},
-		// Now (seq 10): defaults again; bash still disabled by event 6.
-		{"", "bash", false, "disabled-by-session", 6, "ToolDisabled"},
-		{"", "send_message", true, "default-tools", 1, "ToolsToggled"},
-		{"", "image_generate", false, "not-in-defaults", 1, "ToolsToggled"},
+		// Now (seq 10): unpicking (event 10) brought the defaults back, in
+		// which bash is still disabled (event 6 set the name, event 10 made
+		// it the deciding rule again).
+		{"", "bash", false, "disabled-by-session", 10, "ToolsPicked"},
+		{"", "send_message", true, "default-tools", 10, "ToolsPicked"},
+		{"", "image_generate", false, "not-in-defaults", 10, "ToolsPicked"},
 		{"", "no_such_tool", false, "unknown-tool", 0, ""},
 	}
 	for _, tc := range cases {
@@ -556,7 +561,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "bash") || !strings.Contains(out, "OUT (rule disabled-by-session)") || !strings.Contains(out, "seq 6 ToolDisabled") {
+	if !strings.Contains(out, "bash") || !strings.Contains(out, "OUT (rule disabled-by-session)") || !strings.Contains(out, "seq 10 ToolsPicked") {
 		t.Errorf("engine explain %s bash:\n%s", s, out)
 	}
 }

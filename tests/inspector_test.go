@@ -92,6 +92,15 @@ func TestInspectorPage(t *testing.T) {
 	// of the inspected session does not start at 1.
 	_, err := c.Append(ctx, "other-session", nil, events.ToolsToggled{Enabled: &on})
 	must("append other", err)
+	// R1: "all on" after a picked list clears it (it is not a no-op even
+	// though enabled is already true); the timeline says so.
+	_, err = c.Append(ctx, "other-session", nil, events.ToolsPicked{Names: []string{"read_file", "grep"}})
+	must("pick in other", err)
+	allOn, err := c.Append(ctx, "other-session", nil, events.ToolsToggled{Enabled: &on})
+	must("all on in other", err)
+	if allOn.LastSeq == 0 || allOn.State.Intent.Picked != nil {
+		t.Fatalf("all on after a picked list: %+v; want an event that clears picked", allOn)
+	}
 	const sid = "inspect-me"
 	enable, err := c.Append(ctx, sid, nil, events.ToolsToggled{Enabled: &on})
 	must("enable", err)
@@ -267,6 +276,14 @@ func TestInspectorPage(t *testing.T) {
 	again := waitReady(sid + "@now")
 	if again.Intent["disabled"] != "bash" || again.Total != now.Total {
 		t.Errorf("back to now: intent %q total %q", again.Intent, again.Total)
+	}
+
+	// The other session: its timeline says the master switch cleared the
+	// picked list, and the intent shows picked unset.
+	run("select the other session", chromedp.Click(chromedp.CSS(`#sessions li[data-session="other-session"] button`)))
+	other := waitReady("other-session@now")
+	if tl := text(t, bctx, "#timeline tbody"); !strings.Contains(tl, "clears picked read_file, grep") || other.Intent["picked"] != "unset" {
+		t.Errorf("other session: timeline %q, picked %q; want the toggle to say it cleared the picked list", tl, other.Intent["picked"])
 	}
 	if errs := consoleErrs(); len(errs) > 0 {
 		t.Errorf("the page logged errors: %q", errs)

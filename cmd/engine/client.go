@@ -212,8 +212,92 @@ func short(h string) string {
 	return h
 }
 
+// overrideHelp documents the --override mini-syntax: the per-turn override
+// forms of the HTTP and NATS API (R4, R5).
+const overrideHelp = `Per-turn override (wins over the session intent): "empty" (no tools), "names:a,b" (exactly these tools, in this order), "intent:{...}" (an intent expanded live, e.g. intent:{"preset":"research","disabled":["bash"]}), or the API's override object {"kind":...,"intent":...,"allowed":[...],"names":[...]}. Default: none.`
+
+// overrideFlag is the --override flag shared by the client subcommands
+// that resolve.
+type overrideFlag struct {
+	Override string `name:"override" placeholder:"FORM" help:"${override_help}"`
+}
+
+// parse reads the flag; nil means no override.
+func (f overrideFlag) parse() (*api.Override, error) {
+	return parseOverride(f.Override)
+}
+
+// parseOverride reads the --override mini-syntax into the API's override.
+// The engine validates it again like any API request.
+func parseOverride(s string) (*api.Override, error) {
+	s = strings.TrimSpace(s)
+	strict := func(what, text string, v any) error {
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return fmt.Errorf("--override %s %q: %v", what, text, err)
+		}
+		if dec.More() {
+			return fmt.Errorf("--override %s %q: trailing data after the JSON object", what, text)
+		}
+		return nil
+	}
+	switch {
+	case s == "" || s == "none":
+		return nil, nil
+	case s == "empty":
+		return &api.Override{Kind: "empty"}, nil
+	case strings.HasPrefix(s, "names:"):
+		var names []string
+		for _, n := range strings.Split(strings.TrimPrefix(s, "names:"), ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf(`--override %q names no tool: use "empty" for no tools`, s)
+		}
+		for _, n := range names {
+			if err := events.ValidateToolName(n); err != nil {
+				return nil, fmt.Errorf("--override %q: %w", s, err)
+			}
+		}
+		return &api.Override{Kind: "names", Names: names}, nil
+	case strings.HasPrefix(s, "intent:"):
+		var in resolver.Intent
+		if err := strict("intent", strings.TrimPrefix(s, "intent:"), &in); err != nil {
+			return nil, err
+		}
+		return &api.Override{Kind: "intent", Intent: &in}, nil
+	case strings.HasPrefix(s, "{"):
+		var o api.Override
+		if err := strict("object", s, &o); err != nil {
+			return nil, err
+		}
+		return &o, nil
+	}
+	return nil, fmt.Errorf(`--override %q: use "empty", "names:a,b", "intent:{...}" or an override object {"kind":...}`, s)
+}
+
+// warnNoEvents says on stderr that the session has no events, so that a
+// mistyped session id does not silently resolve the defaults.
+func warnNoEvents(v service.TurnView, profile string, o *api.Override) {
+	if !v.NoEvents {
+		return
+	}
+	what := "the defaults"
+	switch {
+	case o != nil && o.Kind != "none":
+		what = "the per-turn override"
+	case profile != "":
+		what = fmt.Sprintf("profile %q", profile)
+	}
+	fmt.Fprintf(os.Stderr, "session %s has no events yet: resolving %s\n", v.Session, what)
+}
+
 type resolveCmd struct {
 	clientFlags
+	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the request."`
 	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
@@ -242,12 +326,17 @@ func frozen(v service.TurnView) string {
 }
 
 func (c *resolveCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	v, err := c.client().Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider})
+	o, err := c.parse()
 	if err != nil {
 		return err
 	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	if err != nil {
+		return err
+	}
+	warnNoEvents(v, c.Profile, o)
 	if c.Render {
 		_, err := os.Stdout.Write(append(v.Rendering, '\n'))
 		return err
@@ -264,18 +353,24 @@ type turnCmd struct {
 
 type turnBeginCmd struct {
 	clientFlags
+	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the turn."`
 	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
 }
 
 func (c *turnBeginCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	v, err := c.client().BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider})
+	o, err := c.parse()
 	if err != nil {
 		return err
 	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	v, err := c.client().BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	if err != nil {
+		return err
+	}
+	warnNoEvents(v, c.Profile, o)
 	return c.print(v, func(w io.Writer) { viewRows(w, v) })
 }
 
@@ -359,21 +454,29 @@ func (c *checkpointCmd) Run(ctx context.Context) error {
 
 type resumeCmd struct {
 	clientFlags
+	overrideFlag
 	Session string `arg:"" help:"Session id."`
 	Profile string `name:"profile" help:"Agent profile the session runs with."`
 }
 
 func (c *resumeCmd) Run(ctx context.Context) error {
+	o, err := c.parse()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile})
+	r, err := c.client().Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
-		if r.Outcome.OK {
+		switch {
+		case r.Outcome.OK:
 			fmt.Fprintf(w, "resumed\trestored %s\n", list(r.Outcome.Restored))
-		} else {
+		case len(r.Outcome.Restored) > 0:
+			fmt.Fprintf(w, "partly resumed\trestored %s\n", list(r.Outcome.Restored))
+		default:
 			fmt.Fprintf(w, "refused\trestored nothing\n")
 		}
 		if r.Outcome.Reason != "" {
@@ -382,11 +485,15 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 		for _, ch := range r.Outcome.Changes {
 			fmt.Fprintf(w, "change\t%s %s\n", ch.Kind, ch.Tool)
 		}
+		for _, d := range r.Outcome.Tools {
+			fmt.Fprintf(w, "tool %s\t%s: %s\n", d.Tool, d.Kind, d.Reason)
+		}
 	})
 }
 
 type historyCmd struct {
 	clientFlags
+	overrideFlag
 	Session string `arg:"" help:"Session id."`
 	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Stop at this stream sequence or RFC 3339 time (time travel)."`
 	Profile string `name:"profile" help:"Agent profile to resolve with."`
@@ -414,21 +521,30 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o, err := c.parse()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	h, err := c.client().History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile})
+	h, err := c.client().History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
 	return c.print(h, func(w io.Writer) {
 		fmt.Fprintf(w, "SEQ\tTIME\tCHANNEL/ACTOR\tEVENT\tGAINED\tLOST\tPREFIX\n")
+		var prevPicked []string
 		for _, e := range h.Entries {
 			ev := e.Type
 			if e.Error != "" {
 				ev = "SKIPPED: " + e.Error
 			} else if e.Payload != nil {
 				ev = summary(e.Payload)
+				if _, toggle := e.Payload.Payload.(events.ToolsToggled); toggle && len(prevPicked) > 0 && e.Intent.Picked == nil {
+					ev += " (clears picked " + strings.Join(prevPicked, ",") + ")"
+				}
 			}
+			prevPicked = e.Intent.Picked
 			prefix := "same"
 			if e.PrefixChanged {
 				prefix = "changed (" + e.Cause + ")"
@@ -456,6 +572,7 @@ func summary(c *api.Command) string {
 
 type explainCmd struct {
 	clientFlags
+	overrideFlag
 	Session string `arg:"" help:"Session id."`
 	Tool    string `arg:"" help:"Tool name."`
 	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Explain the set as it was at this sequence or time."`
@@ -467,9 +584,13 @@ func (c *explainCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o, err := c.parse()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile})
+	r, err := c.client().Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ type cli struct {
 	Resume     resumeCmd     `cmd:"" help:"Resume a session after a crash: verify the checkpoint's contract hash, restore loaded deferred tools or say why not."`
 	Sessions   sessionsCmd   `cmd:"" help:"List sessions that have a view."`
 	Registry   registryCmd   `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
+	Import     importCmd     `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild    rebuildCmd    `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`
 	Bench      benchCmd      `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget     budgetCmd     `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
@@ -44,6 +45,7 @@ func main() {
 		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash."),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"override_help": overrideHelp},
 	)
 	level, err := zerolog.ParseLevel(c.LogLevel)
 	if err != nil {

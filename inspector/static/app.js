@@ -222,11 +222,17 @@ function renderMode() {
 
 // ---------- timeline ----------
 
-function eventSummary(e) {
+// eventSummary describes e; prev is the entry before it (null for the
+// first), so that a master-switch change can say it cleared a picked list.
+function eventSummary(e, prev) {
   const p = e.payload;
   if (!p) return e.error ? "undecodable: " + e.error : "";
   switch (e.type) {
-    case "ToolsToggled": return "enabled = " + tri(p.enabled, "true", "false", "null (follow profile)");
+    case "ToolsToggled": {
+      const was = prev && prev.intent && prev.intent.picked;
+      const cleared = was && was.length && !(e.intent && e.intent.picked) ? " · clears picked " + was.join(", ") : "";
+      return "enabled = " + tri(p.enabled, "true", "false", "null (follow profile)") + cleared;
+    }
     case "WebSearchSet": return "web_search = " + tri(p.enabled, "on", "off", "unset");
     case "PresetChosen": return p.preset ? "preset = " + p.preset : "preset cleared";
     case "ToolDisabled": case "ToolEnabled": return p.name;
@@ -259,6 +265,7 @@ function renderTimeline(h, until) {
   }
   const last = entries[entries.length - 1].seq;
   let prevDay = "";
+  let prevEntry = null;
   for (const e of entries) {
     const t = fmtTime(e.time);
     const cls = ["event"];
@@ -282,9 +289,10 @@ function renderTimeline(h, until) {
     el("td", { class: "num seq" }, e.seq),
     el("td", { class: "time", title: e.time }, t.day !== prevDay ? el("span", { class: "day" }, t.day + " ") : null, t.clock),
     el("td", { class: "who" }, el("span", { class: "channel" }, e.channel || "?"), e.actor ? el("span", { class: "actor" }, " / " + e.actor) : null),
-    el("td", { class: "what" }, el("span", { class: "type" }, e.type || "?"), " ", el("span", { class: "summary" }, eventSummary(e))),
+    el("td", { class: "what" }, el("span", { class: "type" }, e.type || "?"), " ", el("span", { class: "summary" }, eventSummary(e, prevEntry))),
     delta, prefix);
     prevDay = t.day;
+    prevEntry = e;
     tb.append(row);
   }
 }
