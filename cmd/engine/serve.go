@@ -45,6 +45,7 @@ type storeFlags struct {
 
 type serveCmd struct {
 	storeFlags
+	httpFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
@@ -65,6 +66,10 @@ type ready struct {
 
 func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	reg, err := loadRegistry(c.Registry)
+	if err != nil {
+		return err
+	}
+	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		close(projDone)
 	}
 
-	a, err := api.New(eng, api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()})
+	a, err := api.New(eng, acfg)
 	if err != nil {
 		return err
 	}
@@ -133,7 +138,8 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
 		}
 		httpAddr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: httpHandler(a, eng, m, nc, c.Project), ReadHeaderTimeout: 10 * time.Second}
+		ln = newLimitListener(ln, c.HTTPMaxConn)
+		httpSrv = newHTTPServer(a.Protect(httpHandler(a, eng, m, nc, c.Project)), a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
