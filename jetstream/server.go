@@ -38,6 +38,12 @@ type EmbeddedConfig struct {
 	Port int
 	// User and Password, when set, are required of every client.
 	User, Password string
+	// Credentials, when set (and ConfigFile is not), are the server's
+	// users instead: an engine user that may not delete, purge or update
+	// streams, and an admin (see LoadOrCreateCredentials). Without
+	// Credentials, User or ConfigFile the server lets any local client do
+	// anything: tests only.
+	Credentials *Credentials
 	// Sync is the fsync policy. Default SyncInterval.
 	Sync SyncPolicy
 	// SyncEvery overrides the fsync interval for SyncInterval (default 2m).
@@ -67,7 +73,7 @@ func (c EmbeddedConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("embedded server: sync policy %q unknown: use %q or %q", c.Sync, SyncInterval, SyncAlways))
 	}
 	host := c.host()
-	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" {
+	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" && c.Credentials == nil {
 		errs = append(errs, fmt.Errorf("embedded server: host %q is not loopback and no authentication is set: set a user and password or a config file with users, or listen on 127.0.0.1", host))
 	}
 	return errors.Join(errs...)
@@ -136,7 +142,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if opts.ServerName == "" {
 		opts.ServerName = "engine"
 	}
-	if cfg.User != "" {
+	switch {
+	case cfg.Credentials != nil && cfg.ConfigFile == "":
+		opts.Users = cfg.Credentials.users()
+	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
 	}
 	switch cfg.Sync {

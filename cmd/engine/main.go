@@ -33,6 +33,7 @@ type cli struct {
 	Sessions   sessionsCmd   `cmd:"" help:"List sessions that have a view."`
 	Registry   registryCmd   `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
 	Rebuild    rebuildCmd    `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`
+	Stream     streamCmd     `cmd:"" help:"Check and repair the event stream (admin)."`
 	Bench      benchCmd      `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget     budgetCmd     `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
 }

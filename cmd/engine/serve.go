@@ -41,6 +41,17 @@ type storeFlags struct {
 	ServerConfig string `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
+
+	admin bool // connect as the admin of the data directory's users (engine stream repair)
+}
+
+// userOf picks the user of a data directory's credentials this command
+// connects as.
+func (c *storeFlags) userOf(cr jetstream.Credentials) (string, string) {
+	if c.admin {
+		return cr.Admin.User, cr.Admin.Password
+	}
+	return cr.Engine.User, cr.Engine.Password
 }
 
 type serveCmd struct {
@@ -139,7 +150,8 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		httpAddr = ln.Addr().String()
 		ln = newLimitListener(ln, c.HTTPMaxConn)
-		httpSrv = newHTTPServer(a.Protect(httpHandler(a, eng, m, nc, c.Project)), a.Config().RequestTimeout)
+		integrity := watchIntegrity(runCtx, jlog, c.Project, 5*time.Second, log)
+		httpSrv = newHTTPServer(a.Protect(httpHandler(a, eng, m, nc, c.Project, readyInput{"log_integrity", integrity})), a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
@@ -252,8 +264,16 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 		ev.Msg("nats connection")
 	}
 	if c.NATS != "" {
+		user, password := c.NATSUser, c.NATSPassword
+		if user == "" && c.NATSCreds == "" && c.NATSNKey == "" {
+			// The embedded server of an engine on this data directory:
+			// its generated users (issue 11).
+			if cr, err := jetstream.ReadCredentials(c.Data); err == nil {
+				user, password = c.userOf(cr)
+			}
+		}
 		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{
-			URL: c.NATS, User: c.NATSUser, Password: c.NATSPassword, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
+			URL: c.NATS, User: user, Password: password, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
 			TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, OnStatus: status,
 		})
 		return nc, c.NATS, func() {}, err
@@ -269,12 +289,32 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if log.GetLevel() <= zerolog.DebugLevel {
 		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
 	}
+	var creds *jetstream.Credentials
+	if c.ServerConfig == "" {
+		// No anonymous access (issue 11): an engine user and an admin
+		// with random passwords, kept in the data directory.
+		cr, created, err := jetstream.LoadOrCreateCredentials(c.Data)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if created {
+			fmt.Fprintf(os.Stderr, "engine: created the embedded NATS server's users engine and admin in %s (mode 0600); "+
+				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>\n", jetstream.CredentialsPath(c.Data))
+		}
+		if c.NATSUser != "" {
+			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}
+		}
+		creds, cfg.Credentials, cfg.User, cfg.Password = &cr, &cr, "", ""
+	}
 	srv, err := jetstream.StartEmbedded(cfg)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1)}
-	if c.NATSUser != "" {
+	switch {
+	case creds != nil:
+		opts = append(opts, nats.UserInfo(c.userOf(*creds)))
+	case c.NATSUser != "":
 		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
 	}
 	if c.ServerConfig != "" && c.NATSUser == "" {
