@@ -99,7 +99,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	var regStore *jetstream.RegistryStore
 	if c.RegistryKV {
-		if regStore, reg, err = registryFromKV(ctx, jlog, reg); err != nil {
+		if regStore, reg, err = registryFromKV(ctx, jlog, reg, log); err != nil {
 			return err
 		}
 	}
@@ -187,7 +187,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 
 // registryFromKV returns the registry stored in the bucket, seeding the
 // bucket with fallback when it holds none.
-func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry) (*jetstream.RegistryStore, *resolver.Registry, error) {
+func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
 	store, err := jlog.OpenRegistryStore(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -207,10 +207,23 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 		return store, fallback, nil
 	}
 	reg, err := resolver.Load(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("registry in KV (revision %d) is invalid: %w; store a valid one with engine registry push FILE", rev, err)
+	if err == nil {
+		return store, reg, nil
 	}
-	return store, reg, nil
+	// An invalid revision (anything published to the bucket's subject,
+	// e.g. a JetStream ack a client sent there as its reply subject) must
+	// not stop a restart (issue 11): serve the newest valid one.
+	ev := log.Error().Err(err).Uint64("revision", rev)
+	if hist, herr := store.History(ctx); herr == nil {
+		for i := len(hist) - 1; i >= 0; i-- {
+			if r, lerr := resolver.Load(hist[i].Data); lerr == nil {
+				ev.Uint64("serving_revision", hist[i].Revision).Msg("registry in KV is invalid: serving the newest valid revision; store a valid one with engine registry push FILE")
+				return store, r, nil
+			}
+		}
+	}
+	ev.Str("serving", fallback.Version()).Msg("registry in KV is invalid and no stored revision is valid: serving the --registry file or the default; store a valid one with engine registry push FILE")
+	return store, fallback, nil
 }
 
 // loadRegistry loads the registry file at path, or returns the embedded
