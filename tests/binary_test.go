@@ -112,6 +112,16 @@ func (p *engineProc) natsAuth(t testing.TB) nats.Option {
 	return nats.UserInfo(cr.Engine.User, cr.Engine.Password)
 }
 
+// adminAuth logs in as the admin of the process's embedded server.
+func (p *engineProc) adminAuth(t testing.TB) nats.Option {
+	t.Helper()
+	cr, err := jetstream.ReadCredentials(p.DataDir)
+	if err != nil {
+		t.Fatalf("engine's NATS users: %v", err)
+	}
+	return nats.UserInfo(cr.Admin.User, cr.Admin.Password)
+}
+
 // Client is an HTTP API client of the process.
 func (p *engineProc) Client(channel string) *api.Client {
 	return api.NewClient(p.HTTPURL, api.WithChannel(channel), api.WithActor("test"))

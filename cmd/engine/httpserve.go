@@ -12,10 +12,11 @@ import (
 
 // httpFlags configure the HTTP gateway's trust boundary (issue 11).
 type httpFlags struct {
-	HTTPTokens  string   `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
-	HTTPHosts   []string `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
-	HTTPOrigins []string `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
-	HTTPMaxConn int      `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
+	HTTPTokens  string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
+	HTTPHosts   []string      `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
+	HTTPOrigins []string      `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
+	HTTPMaxConn int           `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
+	HTTPRead    time.Duration `name:"http-read-timeout" default:"15s" help:"Time a client has to send a whole request (headers and body); slower ones are cut off."`
 }
 
 // apiConfig completes an API configuration with the HTTP trust settings
@@ -55,16 +56,31 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// protect applies the API's Host and cross-origin checks to every route
+// but the probes /healthz and /readyz, which a load balancer or an
+// orchestrator calls by whatever address it has, and which show nothing
+// a page could misuse.
+func protect(a *api.API, h http.Handler) http.Handler {
+	p := a.Protect(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		p.ServeHTTP(w, r)
+	})
+}
+
 // newHTTPServer bounds what one client can hold (issue 11, item 7): the
 // whole request must arrive within ReadTimeout (a slow body is cut off),
 // the reply leave within WriteTimeout (after the API's request timeout),
 // an idle keep-alive connection closes, headers are bounded, and at most
 // maxConns connections are open.
-func newHTTPServer(h http.Handler, requestTimeout time.Duration) *http.Server {
+func newHTTPServer(h http.Handler, readTimeout, requestTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
+		ReadHeaderTimeout: min(5*time.Second, readTimeout),
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      requestTimeout + 15*time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
