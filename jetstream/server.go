@@ -39,10 +39,11 @@ type EmbeddedConfig struct {
 	// User and Password, when set, are required of every client.
 	User, Password string
 	// Credentials, when set (and ConfigFile is not), are the server's
-	// users instead: an engine user that may not delete, purge or update
-	// streams, and an admin (see LoadOrCreateCredentials). Without
-	// Credentials, User or ConfigFile the server lets any local client do
-	// anything: tests only.
+	// users instead of User: an engine user that may not delete, purge or
+	// update streams, and an admin (see LoadOrCreateCredentials); a
+	// non-loopback Host still needs User and Password (or ConfigFile) set.
+	// Without Credentials, User or ConfigFile the server lets any local
+	// client do anything: tests only.
 	Credentials *Credentials
 	// Sync is the fsync policy. Default SyncInterval.
 	Sync SyncPolicy
@@ -73,7 +74,7 @@ func (c EmbeddedConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("embedded server: sync policy %q unknown: use %q or %q", c.Sync, SyncInterval, SyncAlways))
 	}
 	host := c.host()
-	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" && c.Credentials == nil {
+	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" {
 		errs = append(errs, fmt.Errorf("embedded server: host %q is not loopback and no authentication is set: set a user and password or a config file with users, or listen on 127.0.0.1", host))
 	}
 	return errors.Join(errs...)

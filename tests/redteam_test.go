@@ -260,6 +260,13 @@ func TestAttackAuditorReconfiguresEngineConsumer(t *testing.T) {
 			t.Fatalf("auditor read seq %d, want %d", md.Sequence.Stream, by.acked[i])
 		}
 	}
+	// A durable under another name is allowed (the durable flag is in
+	// the body, out of reach of subject permissions) and harmless.
+	other, _ := json.Marshal(map[string]any{"stream_name": "TOOLS_EVENTS", "config": map[string]any{
+		"durable_name": "audit-copy", "deliver_policy": "all", "ack_policy": "none", "headers_only": true, "filter_subject": "tools.events.>"}})
+	if m, err := auditor.nc.Request("$JS.API.CONSUMER.CREATE.TOOLS_EVENTS.audit-copy.tools.events.>", other, 10*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
+		t.Fatalf("auditor's own durable: %v", err)
+	}
 	// The engine's consumer is as it made it: ready, and new events fold.
 	if st, b := rtDo(t, "GET", p.HTTPURL+"/readyz", nil); st != 200 {
 		t.Fatalf("readyz after the attack: %d %s", st, b)
@@ -439,6 +446,24 @@ func TestAttackReplyToViewsKV(t *testing.T) { rtReplyInjection(t, "$KV.TOOLS_VIE
 // Item 3: ... into the registry bucket (an engine with --registry-kv then
 // could not restart).
 func TestAttackReplyToRegistryKV(t *testing.T) { rtReplyInjection(t, "$KV.TOOLS_REGISTRY.current") }
+
+// Item 3: micro answers $SRV.PING|INFO|STATS itself, to any reply
+// subject; no user but engine and admin may publish there.
+func TestAttackServiceDiscoveryReply(t *testing.T) {
+	p, pw := rtDeploy(t)
+	by := newBystander(t, p, p.Client("web"))
+	for _, u := range []string{"web", "slack", "tui", "backend", "auditor"} {
+		c := permConnect(t, p.NATSURL, u, pw[u])
+		for _, subj := range []string{"$SRV.INFO", "$SRV.PING.tool-engine", "$SRV.STATS"} {
+			from := c.mark()
+			if err := c.nc.PublishRequest(subj, "tools.events.bystander", nil); err != nil {
+				t.Fatal(err)
+			}
+			c.violation(t, from, "Publish", subj)
+		}
+	}
+	by.check(t)
+}
 
 // Item 3: the backend's JetStream acknowledgement is sent by the server to
 // whatever reply subject the backend chose, outside every user permission.

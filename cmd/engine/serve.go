@@ -24,7 +24,7 @@ import (
 // natsFlags say how to reach an external NATS server or cluster.
 type natsFlags struct {
 	NATS         string `name:"nats" env:"ENGINE_NATS_URL" placeholder:"URL" help:"External NATS server or cluster (comma-separated URLs). Empty: start the embedded server."`
-	NATSUser     string `name:"nats-user" env:"ENGINE_NATS_USER" help:"User for --nats (or the embedded server's required user when --listen is not loopback)."`
+	NATSUser     string `name:"nats-user" env:"ENGINE_NATS_USER" help:"User for --nats. With the embedded server: the engine user's name (instead of the generated one in <data>/nats-users.json), required when --listen is not loopback."`
 	NATSPassword string `name:"nats-password" env:"ENGINE_NATS_PASSWORD" help:"Password for --nats-user."`
 	NATSCreds    string `name:"nats-creds" env:"ENGINE_NATS_CREDS" type:"existingfile" help:"Credentials (JWT + nkey) file for --nats."`
 	NATSNKey     string `name:"nats-nkey" env:"ENGINE_NATS_NKEY" type:"existingfile" help:"NKey seed file for --nats."`
@@ -317,7 +317,7 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 		if c.NATSUser != "" {
 			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}
 		}
-		creds, cfg.Credentials, cfg.User, cfg.Password = &cr, &cr, "", ""
+		creds, cfg.Credentials = &cr, &cr
 	}
 	srv, err := jetstream.StartEmbedded(cfg)
 	if err != nil {
