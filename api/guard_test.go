@@ -100,6 +100,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 	e := newEnv(t, Config{})
 	url := e.httpURL + "/v1/sessions/c1/events"
 	tools := []string{"grep", "bash", "web_fetch", "glob", "list_dir", "todo_write", "ask_user"}
+	var last uint64
 	for i, c := range []struct {
 		name    string
 		headers []string
@@ -121,8 +122,12 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 		if status != c.status || (c.code != "" && env.Error.Code != c.code) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, status, b, c.status, c.code)
 		}
+		var res AppendResponse
+		if status == 200 && json.Unmarshal(b, &res) == nil {
+			last = res.LastSeq
+		}
 	}
-	v, err := e.httpClient().Intent(context.Background(), "c1", 0)
+	v, err := e.httpClient().Intent(context.Background(), "c1", last)
 	if err != nil || len(v.Intent.Disabled) != 2 || v.Events != 2 {
 		t.Fatalf("after the refused writes: %+v %v, want the 2 accepted events only", v, err)
 	}

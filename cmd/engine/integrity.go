@@ -14,16 +14,20 @@ import (
 )
 
 // watchIntegrity checks the event stream (and, when projecting, the
-// projection's consumer) now and every interval until ctx ends (issue
-// 11): a deleted or reconfigured stream or consumer is logged as an
-// error and makes the returned readiness input fail, naming what changed.
-func watchIntegrity(ctx context.Context, jlog *jetstream.Log, projecting bool, interval time.Duration, log zerolog.Logger) func() error {
+// projection's consumer, from the time the projection first caught up:
+// before, its feed may not exist yet) now and every interval until ctx
+// ends (issue 11): a deleted or reconfigured stream or consumer is logged
+// as an error and makes the returned readiness input fail, naming what
+// changed.
+func watchIntegrity(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, projecting bool, interval time.Duration, log zerolog.Logger) func() error {
 	var last atomic.Pointer[error]
+	var feedUp bool
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		err := jlog.CheckStream(cctx)
-		if err == nil && projecting {
+		feedUp = feedUp || (projecting && proj.CaughtUp())
+		if err == nil && feedUp {
 			err = jlog.CheckFeed(cctx, projection.DefaultDurable)
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrDrift) {

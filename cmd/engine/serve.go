@@ -141,6 +141,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	defer stopAPI()
 
+	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
 	var httpSrv *http.Server
 	httpAddr := ""
 	if c.HTTP != "" {
@@ -150,7 +151,6 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		httpAddr = ln.Addr().String()
 		ln = newLimitListener(ln, c.HTTPMaxConn)
-		integrity := watchIntegrity(runCtx, jlog, c.Project, 5*time.Second, log)
 		httpSrv = newHTTPServer(protect(a, httpHandler(a, eng, m, nc, c.Project, readyInput{"log_integrity", integrity})), c.HTTPRead, a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
