@@ -465,30 +465,85 @@ func TestAttackServiceDiscoveryReply(t *testing.T) {
 	by.check(t)
 }
 
-// Item 3: the backend's JetStream acknowledgement is sent by the server to
-// whatever reply subject the backend chose, outside every user permission.
-// Sent to the KV buckets it cannot be refused; the engine survives it: a
-// view that is not a view is rebuilt from the log, an invalid registry
-// revision is passed over for the newest valid one at restart.
+// Item 3: the backend's JetStream acknowledgement is sent by the server
+// to whatever reply subject the backend chose, outside every user
+// permission: with reply $KV.TOOLS_REGISTRY.current it overwrote the
+// registry (an engine with --registry-kv could not restart). The deploy
+// config puts the backend in its own account, which reaches the stream
+// through service imports: the ack goes back into the backend's account,
+// never into the engine's log or buckets.
 func TestAttackBackendAckReplyToKV(t *testing.T) {
 	p, pw := rtDeploy(t, "--registry-kv")
 	by := newBystander(t, p, p.Client("web"))
 	reg := rtGet(t, p.HTTPURL+"/v1/registry")
+	engine := natstest.Connect(t, p.NATSURL, nats.UserInfo("engine", pw["engine"].password))
+	ejs, err := jetstream.New(engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := e2eCtx(t)
+	lastSeq := func(stream string) uint64 {
+		t.Helper()
+		s, err := ejs.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.LastSeq
+	}
+	events0, registry0 := lastSeq("TOOLS_EVENTS"), lastSeq("KV_TOOLS_REGISTRY")
 	backend := permConnect(t, p.NATSURL, "backend", pw["backend"])
-	for i, reply := range []string{"$KV.TOOLS_VIEWS.bystander", "$KV.TOOLS_REGISTRY.current"} {
-		m := nats.NewMsg("tools.events.bk" + fmt.Sprint(i))
-		m.Data = e2eWireBody(t, events.NewID(), "bk"+fmt.Sprint(i), "backend", "svc", "ToolsToggled", map[string]any{"enabled": true})
+	replies := []string{"$KV.TOOLS_VIEWS.bystander", "$KV.TOOLS_REGISTRY.current", "tools.events.bystander"}
+	for i, reply := range replies {
+		m := nats.NewMsg(fmt.Sprintf("tools.events.bk%d", i))
+		m.Data = e2eWireBody(t, events.NewID(), fmt.Sprintf("bk%d", i), "backend", "svc", "ToolsToggled", map[string]any{"enabled": true})
 		m.Reply = reply
 		if err := backend.nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := backend.nc.Flush(); err != nil {
+	// One more, acknowledged: the stream handled the three before it.
+	bjs, err := jetstream.New(backend.nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The acks landed (this is what cannot be refused).
-	engine := natstest.Connect(t, p.NATSURL, nats.UserInfo("engine", pw["engine"].password))
-	js, err := jetstream.New(engine)
+	ack, err := bjs.Publish(ctx, "tools.events.bk9", e2eWireBody(t, events.NewID(), "bk9", "backend", "svc", "ToolsToggled", map[string]any{"enabled": true}))
+	if err != nil {
+		t.Fatalf("backend's acknowledged publish: %v", err)
+	}
+	if got := lastSeq("TOOLS_EVENTS"); got != events0+4 || ack.Sequence != got {
+		t.Fatalf("events stream at %d after the backend's 4 events (ack %d), want %d: an ack was stored as an event", got, ack.Sequence, events0+4)
+	}
+	if got := lastSeq("KV_TOOLS_REGISTRY"); got != registry0 {
+		t.Fatalf("registry bucket at seq %d, was %d: an ack overwrote the registry", got, registry0)
+	}
+	kv, err := ejs.KeyValue(ctx, "TOOLS_VIEWS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, "bystander"); err == nil && len(e.Value()) > 0 && e.Value()[0] == '{' {
+		t.Fatalf("bystander's view is an ack: %s", e.Value())
+	}
+	by.check(t)
+	p.Stop(t)
+	conf, _ := filepath.Abs(permConfig)
+	p = startEngine(t, p.DataDir, "--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password, "--registry-kv")
+	by.restarted(p)
+	if got := rtGet(t, p.HTTPURL+"/v1/registry"); !bytes.Equal(got, reg) {
+		t.Fatalf("restarted engine serves another registry:\n%s\nwant\n%s", got, reg)
+	}
+	by.check(t)
+}
+
+// Item 3: whatever still writes an invalid value into the registry bucket
+// (an admin's mistake, a server configured as the issue found it), an
+// engine with --registry-kv restarts, serving the newest valid revision
+// and saying so.
+func TestAttackInvalidRegistryRevisionSurvivesRestart(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry-kv")
+	by := newBystander(t, p, p.Client("web"))
+	reg := rtGet(t, p.HTTPURL+"/v1/registry")
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,20 +552,20 @@ func TestAttackBackendAckReplyToKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for range 3 {
+		if _, err := kv.Put(ctx, "current", []byte(`{"stream":"TOOLS_EVENTS","seq":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		e, err := kv.Get(ctx, "current")
-		if err != nil || !strings.Contains(string(e.Value()), `"stream":"TOOLS_EVENTS"`) {
-			return fmt.Errorf("registry value %v: the ack has not landed", err)
+		if !strings.Contains(p.Stderr.String(), "registry in KV is invalid: keeping the current one") {
+			return fmt.Errorf("the running engine did not report the invalid registry")
 		}
 		return nil
 	})
 	by.check(t)
-	if got := rtGet(t, p.HTTPURL+"/v1/registry"); !bytes.Equal(got, reg) {
-		t.Fatal("the running engine changed its registry")
-	}
 	p.Stop(t)
-	conf, _ := filepath.Abs(permConfig)
-	p = startEngine(t, p.DataDir, "--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password, "--registry-kv")
+	p = startEngine(t, p.DataDir, "--registry-kv")
 	by.restarted(p)
 	if !strings.Contains(p.Stderr.String(), "serving the newest valid revision") {
 		t.Fatalf("restart did not report the invalid registry revision:\n%s", p.Stderr)
