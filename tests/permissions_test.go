@@ -57,7 +57,7 @@ func permUsers(t *testing.T, conf string) map[string]permUser {
 		}
 		out[u.Username] = pu
 	}
-	for _, u := range []string{"engine", "web", "slack", "tui", "backend", "auditor"} {
+	for _, u := range []string{"engine", "engine-api", "admin", "web", "slack", "tui", "backend", "auditor"} {
 		if out[u].password == "" {
 			t.Fatalf("%s defines no password for user %q (users: %v)", conf, u, slices.Sorted(maps.Keys(out)))
 		}
@@ -255,7 +255,7 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw := permUsers(t, conf)
-	p := startEngine(t, t.TempDir(), "--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password)
+	p := startEngine(t, t.TempDir(), rtDeployArgs(conf, pw)...)
 	ctx := e2eCtx(t)
 	hc := p.Client("")
 

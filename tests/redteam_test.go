@@ -44,8 +44,15 @@ func rtDeploy(t *testing.T, args ...string) (*engineProc, map[string]permUser) {
 		t.Fatal(err)
 	}
 	pw := permUsers(t, conf)
-	p := startEngine(t, t.TempDir(), append([]string{"--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password}, args...)...)
+	p := startEngine(t, t.TempDir(), append(rtDeployArgs(conf, pw), args...)...)
 	return p, pw
+}
+
+// rtDeployArgs are the documented serve flags for the deploy config: the
+// engine's login and its API connection's.
+func rtDeployArgs(conf string, pw map[string]permUser) []string {
+	return []string{"--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password,
+		"--nats-api-user", "engine-api", "--nats-api-password", pw["engine-api"].password}
 }
 
 // rtGet GETs url with headers (name, value pairs) and returns the body; a
@@ -429,11 +436,14 @@ func rtReplyInjection(t *testing.T, reply string) {
 	if after := state(); after != before {
 		t.Fatalf("the engine published into the log or a bucket: before %s, after %s", before, after)
 	}
+	// And the API's own connection may not publish there at all.
+	apiUser := permConnect(t, p.NATSURL, "engine-api", pw["engine-api"])
+	apiUser.deniedPublish(t, reply, []byte(`{"stream":"TOOLS_EVENTS","seq":1}`))
 	by.check(t)
 	// The engine restarts with --registry-kv.
 	p.Stop(t)
 	conf, _ := filepath.Abs(permConfig)
-	by.restarted(startEngine(t, p.DataDir, "--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password, "--registry-kv"))
+	by.restarted(startEngine(t, p.DataDir, append(rtDeployArgs(conf, pw), "--registry-kv")...))
 	by.check(t)
 }
 
@@ -526,7 +536,7 @@ func TestAttackBackendAckReplyToKV(t *testing.T) {
 	by.check(t)
 	p.Stop(t)
 	conf, _ := filepath.Abs(permConfig)
-	p = startEngine(t, p.DataDir, "--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password, "--registry-kv")
+	p = startEngine(t, p.DataDir, append(rtDeployArgs(conf, pw), "--registry-kv")...)
 	by.restarted(p)
 	if got := rtGet(t, p.HTTPURL+"/v1/registry"); !bytes.Equal(got, reg) {
 		t.Fatalf("restarted engine serves another registry:\n%s\nwant\n%s", got, reg)

@@ -1,14 +1,41 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/jetstream"
 )
+
+// apiConnFlags give the NATS micro service its own login (issue 11):
+// with deploy/nats-server.conf's engine-api user, whose publish rights are
+// only the users' reply inboxes, the server itself refuses a reply to any
+// other subject (the log, a KV bucket) that a request names.
+type apiConnFlags struct {
+	NATSAPIUser     string `name:"nats-api-user" env:"ENGINE_NATS_API_USER" help:"NATS user of the engine's API (micro service) connection, e.g. engine-api of deploy/nats-server.conf; default: the engine's own connection."`
+	NATSAPIPassword string `name:"nats-api-password" env:"ENGINE_NATS_API_PASSWORD" help:"Password for --nats-api-user."`
+}
+
+// serviceConn opens the API's own connection when --nats-api-user is
+// given, else returns the engine's connection nc.
+func (c *serveCmd) serviceConn(ctx context.Context, url string, nc *nats.Conn) (*nats.Conn, func(), error) {
+	if c.NATSAPIUser == "" {
+		return nc, func() {}, nil
+	}
+	apiNC, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: url, Name: "engine-api", User: c.NATSAPIUser, Password: c.NATSAPIPassword,
+		TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey})
+	if err != nil {
+		return nil, nil, fmt.Errorf("API connection as --nats-api-user %s: %w", c.NATSAPIUser, err)
+	}
+	return apiNC, func() { _ = apiNC.Drain() }, nil
+}
 
 // httpFlags configure the HTTP gateway's trust boundary (issue 11).
 type httpFlags struct {

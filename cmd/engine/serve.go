@@ -57,6 +57,7 @@ func (c *storeFlags) userOf(cr jetstream.Credentials) (string, string) {
 type serveCmd struct {
 	storeFlags
 	httpFlags
+	apiConnFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
@@ -135,7 +136,12 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	stopAPI, err := startMicro(runCtx, a, nc)
+	apiNC, closeAPINC, err := c.serviceConn(ctx, url, nc)
+	if err != nil {
+		return err
+	}
+	defer closeAPINC()
+	stopAPI, err := startMicro(runCtx, a, apiNC)
 	if err != nil {
 		return err
 	}
