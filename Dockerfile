@@ -10,4 +10,6 @@ FROM gcr.io/distroless/static-debian12
 COPY --from=build /engine /engine
 EXPOSE 7420
 ENTRYPOINT ["/engine"]
-CMD ["serve", "--http", "0.0.0.0:7420"]
+# Off loopback the HTTP API needs bearer tokens: mount a tokens file (see
+# deploy/http-tokens.json) at /etc/engine/http-tokens.json.
+CMD ["serve", "--http", "0.0.0.0:7420", "--http-tokens", "/etc/engine/http-tokens.json"]

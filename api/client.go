@@ -38,6 +38,7 @@ type clientConfig struct {
 	channel string
 	actor   string
 	prefix  string
+	token   string
 }
 
 // WithHTTPClient sets the HTTP client (default http.DefaultClient).
@@ -46,6 +47,10 @@ func WithHTTPClient(c *http.Client) ClientOption { return func(o *clientConfig) 
 // WithChannel sets the channel: the Engine-Channel header over HTTP, the
 // subject token over NATS (default "cli").
 func WithChannel(ch string) ClientOption { return func(o *clientConfig) { o.channel = ch } }
+
+// WithToken sets the bearer token of HTTP requests (an engine serving
+// with a tokens file needs one; the channel is then the token's).
+func WithToken(token string) ClientOption { return func(o *clientConfig) { o.token = token } }
 
 // WithActor sets the Engine-Actor header of every request.
 func WithActor(actor string) ClientOption { return func(o *clientConfig) { o.actor = actor } }
@@ -66,7 +71,7 @@ func newConfig(opts []ClientOption) clientConfig {
 // Engine-Channel header, so the server's default channel applies.
 func NewClient(baseURL string, opts ...ClientOption) *Client {
 	c := newConfig(opts)
-	return &Client{t: &httpTransport{base: strings.TrimSuffix(baseURL, "/"), hc: c.http, channel: c.channel}, actor: c.actor}
+	return &Client{t: &httpTransport{base: strings.TrimSuffix(baseURL, "/"), hc: c.http, channel: c.channel, token: c.token}, actor: c.actor}
 }
 
 // NewNATSClient returns a client of the NATS micro service over nc,
@@ -201,6 +206,7 @@ type httpTransport struct {
 	base    string
 	hc      *http.Client
 	channel string
+	token   string
 }
 
 func (t *httpTransport) call(ctx context.Context, op *operation, req any, actor string, out any) error {
@@ -240,6 +246,9 @@ func (t *httpTransport) call(ctx context.Context, op *operation, req any, actor 
 	}
 	if t.channel != "" {
 		hr.Header.Set(HeaderChannel, t.channel)
+	}
+	if t.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	if actor != "" {
 		hr.Header.Set(HeaderActor, actor)

@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/toolintent/engine/internal/msgpackcheck"
 )
 
 // Request structs are flat: each exported field has a json tag, which is
@@ -217,11 +219,22 @@ func encodeQuery(req any, pathNames []string) (url.Values, error) {
 	return q, nil
 }
 
+// bodyLimits bound a msgpack request body before it is decoded (issue
+// 11): a request object is a few levels deep (request, override, intent,
+// a list), its keys are strings, and it has no extension types.
+var bodyLimits = msgpackcheck.Limits{MaxDepth: 16, MaxElements: 1 << 16, StringKeys: true, NoExt: true}
+
 // decodeBody decodes a request body into *req: JSON, or msgpack when
-// contentType says so (converted to JSON first, so the same strict rules
-// apply). An empty body leaves req as is.
+// contentType says so (checked against bodyLimits, then converted to JSON,
+// so the same strict rules apply). An empty body leaves req as is.
 func decodeBody(data []byte, contentType string, req any) error {
 	if isMsgpack(contentType) && len(data) > 0 {
+		lim := bodyLimits
+		lim.MaxBytes = len(data) // the transports bound the size
+		if err := msgpackcheck.Check(data, lim); err != nil {
+			return badRequest("request body is not one msgpack object within the limits (depth %d, %d elements, string keys, no extension types): %v",
+				bodyLimits.MaxDepth, bodyLimits.MaxElements, strings.TrimPrefix(err.Error(), msgpackcheck.ErrInvalid.Error()+": "))
+		}
 		var v any
 		if err := msgpack.Unmarshal(data, &v); err != nil {
 			return badRequest("request body is not valid msgpack: %v", err)

@@ -39,7 +39,7 @@
 //
 // Commands are JSON objects with a "type" (see DecodeCommand), e.g.
 //
-//	curl -X POST localhost:8080/v1/sessions/s1/events \
+//	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Content-Type: application/json' \
 //	  -d '{"commands":[{"type":"ToolsToggled","enabled":true},{"type":"ToolDisabled","name":"bash"}]}'
 //	nats req tools.api.web.events.append \
 //	  '{"session":"s1","expected_seq":0,"commands":[{"type":"PresetChosen","preset":"research"}]}'
@@ -63,13 +63,18 @@
 // Every event records the channel and actor that wrote it. Over NATS the
 // channel is the subject token, so NATS permissions verify it: a channel's
 // user may publish only to tools.api.<channel>.>. The actor is the
-// Engine-Actor header (or the body's "actor"). HTTP is for trusted
-// backends: the channel is the Engine-Channel header (default "http"),
-// which the engine cannot verify.
+// Engine-Actor header (or the body's "actor"). Over HTTP with
+// Config.Tokens the channel is the bearer token's; without tokens it is
+// the Engine-Channel header (default "http"), which the engine cannot
+// verify (loopback only). The engine replies over NATS only to inbox
+// subjects (_INBOX., _INBOX_<user>.), and runs at most
+// Config.MaxInFlightPerChannel requests per channel at once (429 busy).
 //
 // # Formats
 //
 // Bodies are JSON; a request may be msgpack (Content-Type:
-// application/msgpack) and a reply is msgpack when the request says
-// Accept: application/msgpack, with the same keys as the JSON.
+// application/msgpack), checked against depth, element and length
+// bounds before it is decoded; a reply is msgpack when the request says
+// Accept: application/msgpack, with the same keys as the JSON. HTTP POST
+// bodies of any other type are refused (415).
 package api

@@ -43,6 +43,19 @@ const (
 	CodeUnavailable = "unavailable"
 	// CodeInternal (500): a bug or an unexpected failure.
 	CodeInternal = "internal"
+	// CodeBusy (429): the channel (or the engine) has as many requests
+	// in flight as it allows; retry later.
+	CodeBusy = "busy"
+	// CodeUnauthorized (401): HTTP without a valid bearer token when the
+	// gateway has a tokens file.
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden (403): the caller may not do this: a cross-origin
+	// browser request, a Host that is not the engine's, a write with a
+	// read-only token, or a channel its token does not name.
+	CodeForbidden = "forbidden"
+	// CodeUnsupportedMedia (415): a request body that is neither
+	// application/json nor application/msgpack.
+	CodeUnsupportedMedia = "unsupported_media_type"
 )
 
 // ErrBadRequest is matched (errors.Is) by every error the api package returns for a
@@ -195,6 +208,14 @@ func codeForStatus(status int) string {
 		return CodeMethodNotAllowed
 	case status == http.StatusRequestEntityTooLarge:
 		return CodeTooLarge
+	case status == http.StatusTooManyRequests:
+		return CodeBusy
+	case status == http.StatusUnauthorized:
+		return CodeUnauthorized
+	case status == http.StatusForbidden:
+		return CodeForbidden
+	case status == http.StatusUnsupportedMediaType:
+		return CodeUnsupportedMedia
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
 		return CodeUnavailable
 	case status >= 400 && status < 500:

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,13 +13,19 @@ import (
 // Handler returns the HTTP/JSON gateway: one route per operation (see
 // Operations), plus JSON 404 and 405 replies for everything else.
 //
-// HTTP is for trusted backends. The channel an event records comes from
-// the Engine-Channel header (default Config.HTTPChannel) and the actor
-// from Engine-Actor: the engine cannot verify either, so put the gateway
-// behind something that authenticates callers and sets (or strips) these
-// headers, or listen on loopback only. Channels that must be verified use
-// the NATS API, where the channel is the subject token that the channel's
-// NATS user is permitted to publish to.
+// With Config.Tokens every request needs Authorization: Bearer <token>
+// and the channel an event records is the token's (an Engine-Channel
+// header must be absent or equal); read-only tokens call read operations
+// only. Without tokens the channel comes from the Engine-Channel header
+// (default Config.HTTPChannel), which the engine cannot verify: listen on
+// loopback only (engine serve refuses anything else without tokens). The
+// actor is Engine-Actor (or the body's "actor"), fixed by a token that
+// names one.
+//
+// Every route is behind Protect (Host names, no cross-origin writes);
+// POST bodies must be application/json or application/msgpack (415
+// otherwise); each channel has at most Config.MaxInFlightPerChannel
+// requests in flight (429 beyond).
 //
 // Request bodies are JSON (or msgpack with Content-Type:
 // application/msgpack), at most Config.MaxBodyBytes (413 beyond); replies
@@ -31,7 +38,7 @@ func (a *API) Handler() http.Handler {
 			mux.Handle(m+" "+op.Path, h)
 		}
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
@@ -45,7 +52,7 @@ func (a *API) Handler() http.Handler {
 		}
 		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
 			Message: "no route for " + r.Method + " " + r.URL.Path + ": the API is under /v1 (GET /v1/sessions, /v1/sessions/{session}, ...)"})
-	})
+	}))
 }
 
 // allowed lists the methods the mux serves on r's path.
@@ -68,6 +75,9 @@ func (a *API) httpOp(op *operation) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mp := wantsMsgpack(r.Header.Get("Accept"))
 		resp, err := a.serveHTTP(op, names, r)
+		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == CodeUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
+		}
 		if err != nil {
 			e := errorOf(err)
 			a.logError(op, e, err)
@@ -89,6 +99,23 @@ func (a *API) httpOp(op *operation) http.Handler {
 }
 
 func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, error) {
+	tok, err := a.authenticate(op, r)
+	if err != nil {
+		return nil, err
+	}
+	channel := a.cfg.HTTPChannel
+	if tok != nil {
+		channel = tok.Channel
+	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
+		if err := validToken(HeaderChannel+" header", ch); err != nil {
+			return nil, err
+		}
+		channel = ch
+	}
+	if err := a.lim.acquire(channel); err != nil {
+		return nil, err
+	}
+	defer a.lim.release(channel)
 	req := op.newReq()
 	switch r.Method {
 	case http.MethodPost:
@@ -102,6 +129,9 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, er
 				return nil, tooLarge(a.cfg.MaxBodyBytes)
 			}
 			return nil, badRequest("read request body: %v", err)
+		}
+		if err := checkContentType(r, data); err != nil {
+			return nil, err
 		}
 		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
 			return nil, err
@@ -117,14 +147,18 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, er
 		}
 	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
-	if op.Write {
-		o.Channel = a.cfg.HTTPChannel
-		if ch := r.Header.Get(HeaderChannel); ch != "" {
-			if err := validToken(HeaderChannel+" header", ch); err != nil {
-				return nil, err
+	if tok != nil && tok.Actor != "" {
+		body, _ := fieldString(req, "actor")
+		for _, got := range []string{o.Actor, body} {
+			if got != "" && got != tok.Actor {
+				return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clipString(got), tok.Actor)}
 			}
-			o.Channel = ch
 		}
+		o.Actor = tok.Actor
+	}
+	if op.Write {
+		o.Channel = channel
 	}
 	return a.run(r.Context(), op, req, o)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -35,16 +36,28 @@ import (
 // and the error envelope as body, so that micro stats count it.
 //
 // ctx bounds every request handled (cancel it to fail requests in
-// flight); each request also gets Config.RequestTimeout. An endpoint
-// handles its requests one at a time, as micro does; run more engines in
-// the queue group to handle more at once.
+// flight); each request also gets Config.RequestTimeout. Requests run
+// concurrently, at most Config.MaxInFlightPerChannel per channel and
+// Config.MaxInFlight in all; beyond that the reply is CodeBusy (429).
+// The engine replies only to inbox subjects (_INBOX. or _INBOX_<user>.):
+// a request with any other reply subject is dropped and logged.
 func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, error) {
+	late := make(map[string]*atomic.Uint64, len(operations))
+	for _, op := range operations {
+		late[op.Name] = new(atomic.Uint64)
+	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
 		Description: "Session tool-configuration engine: intent commands, resolution, turns, checkpoints, audit replay.",
 		QueueGroup:  ServiceName,
 		Metadata:    map[string]string{"subject_prefix": a.cfg.SubjectPrefix, "channel_token": a.cfg.SubjectPrefix + ".<channel>"},
+		StatsHandler: func(e *micro.Endpoint) any {
+			if n, ok := late[e.Name]; ok {
+				return map[string]uint64{"late_errors": n.Load()}
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("add micro service %s: %w", ServiceName, err)
@@ -56,7 +69,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"write":   strconv.FormatBool(op.Write),
 			"summary": op.Summary,
 		}
-		if err := group.AddEndpoint(op.Name, a.microOp(ctx, op),
+		if err := group.AddEndpoint(op.Name, a.microOp(ctx, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
@@ -89,46 +102,79 @@ func Subject(prefix, channel, op string) (string, error) {
 	return prefix + "." + channel + "." + o.Subject, nil
 }
 
-func (a *API) microOp(ctx context.Context, op *operation) micro.Handler {
+func (a *API) microOp(ctx context.Context, op *operation, late *atomic.Uint64) micro.Handler {
 	prefix := a.cfg.SubjectPrefix + "."
 	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
+		// Never publish into the engine's own namespaces (issue 11, item
+		// 3): a request whose reply subject is not an inbox is dropped,
+		// since the only way to tell its sender is that reply.
+		if err := replyAllowed(r.Reply()); err != nil {
+			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clipString(r.Reply())).Err(err).Msg("request refused: reply subject is not an inbox")
+			return
+		}
 		mp := wantsMsgpack(r.Headers().Get("Accept"))
-		resp, err := a.serveMicro(ctx, op, r, prefix, suffix)
-		if err != nil {
+		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
 			a.respondError(r, mp, e)
-			return
 		}
-		body, err := encodeReply(resp, mp)
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
+		req, o, err := a.prepareMicro(op, r, channel)
 		if err != nil {
-			a.respondError(r, mp, errorOf(err))
+			fail(err)
 			return
 		}
-		_ = r.Respond(body, micro.WithHeaders(micro.Headers{"Content-Type": []string{contentType(mp)}}))
+		if err := a.lim.acquire(channel); err != nil {
+			fail(err)
+			return
+		}
+		// micro calls an endpoint's handler for one request at a time:
+		// run the operation on its own goroutine so that a slow request
+		// (a min_seq wait) does not hold up the next; the limiter bounds
+		// how many run. micro counts only the errors answered before
+		// this point; late counts the others (stats data "late_errors").
+		go func() {
+			defer a.lim.release(channel)
+			resp, err := a.call(ctx, op, req, o)
+			if err != nil {
+				late.Add(1)
+				fail(err)
+				return
+			}
+			body, err := encodeReply(resp, mp)
+			if err != nil {
+				late.Add(1)
+				a.respondError(r, mp, errorOf(err))
+				return
+			}
+			_ = r.Respond(body, micro.WithHeaders(micro.Headers{"Content-Type": []string{contentType(mp)}}))
+		}()
 	})
 }
 
-func (a *API) serveMicro(ctx context.Context, op *operation, r micro.Request, prefix, suffix string) (any, error) {
-	subj := r.Subject()
-	channel := strings.TrimSuffix(strings.TrimPrefix(subj, prefix), suffix)
+// prepareMicro decodes and checks a request (quick, bounded work).
+func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any, service.Origin, error) {
+	var o service.Origin
 	if err := validToken("channel (subject token)", channel); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	data := r.Data()
 	if int64(len(data)) > a.cfg.MaxBodyBytes {
-		return nil, tooLarge(a.cfg.MaxBodyBytes)
+		return nil, o, tooLarge(a.cfg.MaxBodyBytes)
 	}
 	req := op.newReq()
 	if err := decodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
-		return nil, err
+		return nil, o, err
 	}
-	o := service.Origin{Actor: r.Headers().Get(HeaderActor)}
+	o.Actor = r.Headers().Get(HeaderActor)
 	if op.Write {
 		o.Channel = channel
 	}
-	return a.run(ctx, op, req, o)
+	if err := a.check(req, &o); err != nil {
+		return nil, o, err
+	}
+	return req, o, nil
 }
 
 func (a *API) respondError(r micro.Request, mp bool, e *APIError) {

@@ -149,6 +149,24 @@ type Config struct {
 	// RequestTimeout bounds each request whose context has no deadline.
 	// Default 30s.
 	RequestTimeout time.Duration
+	// MaxInFlightPerChannel bounds the requests one channel has in flight
+	// (both transports); more get a CodeBusy (429) reply. Default 32.
+	MaxInFlightPerChannel int
+	// MaxInFlight bounds the requests in flight in total. Default 256.
+	MaxInFlight int
+	// Tokens, when set, authenticate HTTP requests: each needs
+	// Authorization: Bearer <token>, and the channel comes from the token
+	// (see LoadTokens).
+	Tokens *Tokens
+	// Hosts are the Host header values the HTTP gateway accepts (a name,
+	// or name:port); a request naming another host is refused, which
+	// stops DNS rebinding. Default: localhost, 127.0.0.1 and [::1] on any
+	// port. Set it when the gateway is reached by another name.
+	Hosts []string
+	// Origins are the origins (scheme://host[:port]) whose browser pages
+	// may send requests besides the gateway's own; any other cross-origin
+	// write is refused (CSRF).
+	Origins []string
 	// Logger receives a line per failed request; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
@@ -175,6 +193,14 @@ func (c Config) Validate() error {
 	if c.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("api config: RequestTimeout %s is negative", c.RequestTimeout))
 	}
+	if c.MaxInFlightPerChannel < 0 || c.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("api config: MaxInFlightPerChannel %d and MaxInFlight %d must not be negative", c.MaxInFlightPerChannel, c.MaxInFlight))
+	}
+	for _, o := range c.Origins {
+		if _, err := parseOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -191,6 +217,12 @@ func (c Config) withDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
+	if c.MaxInFlightPerChannel == 0 {
+		c.MaxInFlightPerChannel = 32
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
 	return c
 }
 
@@ -199,6 +231,7 @@ func (c Config) withDefaults() Config {
 type API struct {
 	eng *service.Engine
 	cfg Config
+	lim *limiter
 
 	budgetMu sync.Mutex
 	budget   *deferral.BudgetTable // of budget.RegistryVersion
@@ -209,7 +242,8 @@ func New(eng *service.Engine, cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &API{eng: eng, cfg: cfg.withDefaults()}, nil
+	cfg = cfg.withDefaults()
+	return &API{eng: eng, cfg: cfg, lim: newLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight)}, nil
 }
 
 // Config returns the configuration in use, defaults filled in.
@@ -217,28 +251,38 @@ func (a *API) Config() Config { return a.cfg }
 
 // run executes op with a decoded request, under the request timeout.
 func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
-		defer cancel()
+	if err := a.check(req, &o); err != nil {
+		return nil, err
 	}
+	return a.call(ctx, op, req, o)
+}
+
+// check validates the fields every operation shares and fills o.Actor.
+func (a *API) check(req any, o *service.Origin) error {
 	if s, ok := fieldString(req, "session"); ok {
 		if err := validSession(s); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p, ok := fieldString(req, "provider"); ok {
 		switch p {
 		case "", service.ProviderAnthropic, service.ProviderOpenAI:
 		default:
-			return nil, badRequest("provider %q is unknown: use %q or %q", clipString(p), service.ProviderAnthropic, service.ProviderOpenAI)
+			return badRequest("provider %q is unknown: use %q or %q", clipString(p), service.ProviderAnthropic, service.ProviderOpenAI)
 		}
 	}
 	if o.Actor == "" {
 		o.Actor, _ = fieldString(req, "actor")
 	}
-	if err := validActor(o.Actor); err != nil {
-		return nil, err
+	return validActor(o.Actor)
+}
+
+// call executes op with a checked request, under the request timeout.
+func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		defer cancel()
 	}
 	return op.call(ctx, a, req, o)
 }

@@ -116,6 +116,7 @@ type Log struct {
 	name     string
 	subjBase string // "<prefix>.events."
 	atomic   bool
+	want     jetstream.StreamConfig // what OpenLog made (CheckStream)
 	locks    [512]sync.Mutex
 }
 
@@ -176,12 +177,13 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 			have.Duplicates != sc.Duplicates || !have.AllowAtomicPublish || have.MaxMsgSize != sc.MaxMsgSize {
 			stream, err = js.UpdateStream(ctx, sc)
 			if err != nil {
-				return nil, fmt.Errorf("update stream %s: %w", l.name, err)
+				return nil, fmt.Errorf("update stream %s to the configuration the engine needs: %w (only an admin may update the stream: run engine stream repair as the admin user)", l.name, err)
 			}
 		}
 	}
 	l.stream = stream
 	l.atomic = stream.CachedInfo().Config.AllowAtomicPublish
+	l.want = sc
 	return l, nil
 }
 

@@ -237,16 +237,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.name, jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "engine projection feed",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: cfg.MaxAckPending,
-		FilterSubject: l.subjBase + "*",
-		Replicas:      0,
-	})
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.name, l.feedConsumerConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
@@ -289,6 +280,12 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		if err != nil {
 			return fmt.Errorf("feed: %w", err)
 		}
+		if len(m.Data()) == 0 && m.Headers().Get("Nats-Msg-Size") != "" && f.headersOnly(ctx) {
+			// A headers-only delivery: someone reconfigured the consumer.
+			// Folding it would skip a real event; fail the feed instead,
+			// and the next feed restores the consumer's configuration.
+			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", md.Sequence.Stream, ErrDrift)
+		}
 		b.Records = append(b.Records, f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data()))
 		b.Pending = md.NumPending
 		b.last = m
@@ -321,6 +318,16 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		}
 	}
 	return b, nil
+}
+
+// headersOnly asks the server whether the feed's consumer sends headers
+// only (a publisher may add a Nats-Msg-Size header to an empty event
+// itself: that alone proves nothing).
+func (f *Feed) headersOnly(ctx context.Context) bool {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	return err == nil && info.Config.HeadersOnly
 }
 
 // Ack acknowledges every event of the batch and all before it. It does

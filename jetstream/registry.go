@@ -93,3 +93,30 @@ func (r *RegistryStore) Watch(ctx context.Context, fn func(data []byte, rev uint
 	}()
 	return nil
 }
+
+// RegistryRevision is one stored version of the registry file.
+type RegistryRevision struct {
+	Data     []byte
+	Revision uint64
+}
+
+// History returns the stored versions of the registry, oldest first (the
+// bucket keeps the last 16).
+func (r *RegistryStore) History(ctx context.Context) ([]RegistryRevision, error) {
+	ctx, cancel := r.log.withTimeout(ctx)
+	defer cancel()
+	entries, err := r.kv.History(ctx, registryKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry history: %w", err)
+	}
+	out := make([]RegistryRevision, 0, len(entries))
+	for _, e := range entries {
+		if e.Operation() == jetstream.KeyValuePut {
+			out = append(out, RegistryRevision{Data: e.Value(), Revision: e.Revision()})
+		}
+	}
+	return out, nil
+}

@@ -38,6 +38,13 @@ type EmbeddedConfig struct {
 	Port int
 	// User and Password, when set, are required of every client.
 	User, Password string
+	// Credentials, when set (and ConfigFile is not), are the server's
+	// users instead of User: an engine user that may not delete, purge or
+	// update streams, and an admin (see LoadOrCreateCredentials); a
+	// non-loopback Host still needs User and Password (or ConfigFile) set.
+	// Without Credentials, User or ConfigFile the server lets any local
+	// client do anything: tests only.
+	Credentials *Credentials
 	// Sync is the fsync policy. Default SyncInterval.
 	Sync SyncPolicy
 	// SyncEvery overrides the fsync interval for SyncInterval (default 2m).
@@ -136,7 +143,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if opts.ServerName == "" {
 		opts.ServerName = "engine"
 	}
-	if cfg.User != "" {
+	switch {
+	case cfg.Credentials != nil && cfg.ConfigFile == "":
+		opts.Users = cfg.Credentials.users()
+	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
 	}
 	switch cfg.Sync {

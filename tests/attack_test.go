@@ -43,9 +43,10 @@ type attackEnv struct {
 	hc      *api.Client
 	backend *permConn
 	bjs     njs.JetStream
-	// The second engine: its own connection (the engine user), log,
-	// projection (durable "attack-b", bucket ATTACKB, folding from the
-	// first event) and service.
+	// The second engine: its own connection (as admin: the engine user may
+	// write only the engine's own buckets, and this one folds into a bucket
+	// of its own), log, projection (durable "attack-b", bucket ATTACKB,
+	// folding from the first event) and service.
 	logB  *jetstream.Log
 	projB *projection.Projection
 	engB  *service.Engine
@@ -72,7 +73,7 @@ func attackStart(t *testing.T) *attackEnv {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	nc := natstest.Connect(t, a.p.NATSURL, nats.UserInfo("engine", pw["engine"].password), nats.Name("attack-engine-b"))
+	nc := natstest.Connect(t, a.p.NATSURL, nats.UserInfo("admin", pw["admin"].password), nats.Name("attack-engine-b"))
 	if a.logB, err = jetstream.OpenLog(ctx, nc, jetstream.LogConfig{}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
 )
 
 // engineBin is the engine binary built once by TestMain from ./cmd/engine.
@@ -95,6 +98,28 @@ func startEngine(t *testing.T, dataDir string, args ...string) *engineProc {
 	})
 	p.NATSURL, p.HTTPURL = info.NATSURL, "http://"+info.HTTPAddr
 	return p
+}
+
+// natsAuth logs in as the engine user of the process's embedded server,
+// whose generated users are in its data directory (issue 11: nobody
+// connects anonymously).
+func (p *engineProc) natsAuth(t testing.TB) nats.Option {
+	t.Helper()
+	cr, err := jetstream.ReadCredentials(p.DataDir)
+	if err != nil {
+		t.Fatalf("engine's NATS users: %v", err)
+	}
+	return nats.UserInfo(cr.Engine.User, cr.Engine.Password)
+}
+
+// adminAuth logs in as the admin of the process's embedded server.
+func (p *engineProc) adminAuth(t testing.TB) nats.Option {
+	t.Helper()
+	cr, err := jetstream.ReadCredentials(p.DataDir)
+	if err != nil {
+		t.Fatalf("engine's NATS users: %v", err)
+	}
+	return nats.UserInfo(cr.Admin.User, cr.Admin.Password)
 }
 
 // Client is an HTTP API client of the process.

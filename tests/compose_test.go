@@ -108,7 +108,7 @@ func TestServerConfigParses(t *testing.T) {
 		users = append(users, u.Username)
 	}
 	slices.Sort(users)
-	want := []string{"auditor", "backend", "engine", "slack", "tui", "web"}
+	want := []string{"admin", "auditor", "backend", "engine", "engine-api", "slack", "tui", "web"}
 	if !slices.Equal(users, want) {
 		t.Fatalf("users %v, want %v", users, want)
 	}

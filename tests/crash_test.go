@@ -803,7 +803,7 @@ func crashResume(ctx context.Context, t *testing.T, c *api.Client, reg *resolver
 // on session's subject; for killBeforeProjection, any event delivered to
 // the projection's consumer.
 func crashArmKill(t *testing.T, p *engineProc, kind, session string, kill func()) error {
-	nc, err := nats.Connect(p.NATSURL, nats.NoReconnect())
+	nc, err := nats.Connect(p.NATSURL, nats.NoReconnect(), p.natsAuth(t))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", p.NATSURL, err)
 	}
@@ -1416,7 +1416,7 @@ func crashServe(t *testing.T, dir string, round int) *engineProc {
 			return nil
 		}
 		if nc == nil {
-			if nc, err = nats.Connect(info.NATSURL, nats.NoReconnect()); err != nil {
+			if nc, err = nats.Connect(info.NATSURL, nats.NoReconnect(), p.natsAuth(t)); err != nil {
 				return err
 			}
 		}

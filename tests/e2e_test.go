@@ -197,7 +197,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 
 	// (c) A plain JetStream publisher writing msgpack by hand, with an
 	// undecodable message in the middle (R26).
-	nc := natstest.Connect(t, p.NATSURL)
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
 	w := newE2EPublisher(t, nc)
 	s := "s-js"
 	w.publish(t, s, func(id string) []byte {

@@ -97,7 +97,7 @@ func TestHostileInput(t *testing.T) {
 
 	// Direct JetStream publishes of bad events: kept in the log, skipped
 	// by the fold and reported; later good events still apply.
-	nc := natstest.Connect(t, p.NATSURL)
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

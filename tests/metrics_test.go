@@ -78,7 +78,7 @@ func TestMetricsCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An undecodable event published straight to the session subject.
-	nc := natstest.Connect(t, p.NATSURL)
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
 	if _, err := nc.Request("tools.events.m1", []byte("not msgpack"), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -42,11 +42,12 @@ func changedRegistryFile(t *testing.T, tool, version string) string {
 	return path
 }
 
-// pushRegistry runs `engine registry push FILE --nats URL`.
-func pushRegistry(file, natsURL string) (string, error) {
+// pushRegistry runs `engine registry push FILE --nats URL --data DIR`
+// (the engine's NATS users are in its data directory).
+func pushRegistry(file, natsURL, dataDir string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, engineBin, "registry", "push", file, "--nats", natsURL).CombinedOutput()
+	out, err := exec.CommandContext(ctx, engineBin, "registry", "push", file, "--nats", natsURL, "--data", dataDir).CombinedOutput()
 	return string(out), err
 }
 
@@ -77,7 +78,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	const version = "builtin-2026.12.1-kv2"
-	out, err := pushRegistry(changedRegistryFile(t, "send_message", version), p.NATSURL)
+	out, err := pushRegistry(changedRegistryFile(t, "send_message", version), p.NATSURL, p.DataDir)
 	if err != nil || !strings.Contains(out, version) {
 		t.Fatalf("registry push: %v\n%s", err, out)
 	}
@@ -114,7 +115,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"version":"x","tools":[]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := pushRegistry(bad, p.NATSURL); err == nil || !strings.Contains(out, "bad.json") {
+	if out, err := pushRegistry(bad, p.NATSURL, p.DataDir); err == nil || !strings.Contains(out, "bad.json") {
 		t.Fatalf("pushing an invalid registry: %v\n%s; want a refusal naming the file", err, out)
 	}
 	p.Stop(t)

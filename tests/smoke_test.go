@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
 )
 
 // R27: the binary serves with the embedded server by default, and a
@@ -44,7 +45,11 @@ func TestServeRestartKeepsEvents(t *testing.T) {
 // its own projection and serves the views the first one keeps.
 func TestSecondEngineWithoutProjection(t *testing.T) {
 	a := startEngine(t, t.TempDir())
-	b := startEngine(t, t.TempDir(), "--nats", a.NATSURL, "--no-projection")
+	cr, err := jetstream.ReadCredentials(a.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startEngine(t, t.TempDir(), "--nats", a.NATSURL, "--nats-user", cr.Engine.User, "--nats-password", cr.Engine.Password, "--no-projection")
 	ctx := context.Background()
 	res, err := b.Client("tui").Append(ctx, "shared", nil, events.PresetChosen{Preset: "coding"})
 	if err != nil {

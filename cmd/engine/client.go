@@ -24,6 +24,7 @@ type clientFlags struct {
 	Channel string        `name:"channel" default:"cli" help:"Channel recorded on events this command writes."`
 	Actor   string        `name:"actor" env:"USER" help:"Actor recorded on events this command writes."`
 	Timeout time.Duration `name:"timeout" default:"30s" help:"Give up after this long."`
+	Token   string        `name:"token" env:"ENGINE_TOKEN" help:"Bearer token for an engine serving with --http-tokens (the channel is then the token's)."`
 }
 
 func (f clientFlags) client() *api.Client {
@@ -31,7 +32,11 @@ func (f clientFlags) client() *api.Client {
 	if actor == "" {
 		actor = "cli"
 	}
-	return api.NewClient(f.Server, api.WithChannel(f.Channel), api.WithActor(actor))
+	opts := []api.ClientOption{api.WithChannel(f.Channel), api.WithActor(actor)}
+	if f.Token != "" {
+		opts = append(opts, api.WithToken(f.Token), api.WithChannel(""))
+	}
+	return api.NewClient(f.Server, opts...)
 }
 
 func (f clientFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {

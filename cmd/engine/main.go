@@ -34,6 +34,7 @@ type cli struct {
 	Registry   registryCmd   `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
 	Import     importCmd     `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild    rebuildCmd    `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`
+	Stream     streamCmd     `cmd:"" help:"Check and repair the event stream (admin)."`
 	Bench      benchCmd      `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget     budgetCmd     `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
 }

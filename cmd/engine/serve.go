@@ -24,7 +24,7 @@ import (
 // natsFlags say how to reach an external NATS server or cluster.
 type natsFlags struct {
 	NATS         string `name:"nats" env:"ENGINE_NATS_URL" placeholder:"URL" help:"External NATS server or cluster (comma-separated URLs). Empty: start the embedded server."`
-	NATSUser     string `name:"nats-user" env:"ENGINE_NATS_USER" help:"User for --nats (or the embedded server's required user when --listen is not loopback)."`
+	NATSUser     string `name:"nats-user" env:"ENGINE_NATS_USER" help:"User for --nats. With the embedded server: the engine user's name (instead of the generated one in <data>/nats-users.json), required when --listen is not loopback."`
 	NATSPassword string `name:"nats-password" env:"ENGINE_NATS_PASSWORD" help:"Password for --nats-user."`
 	NATSCreds    string `name:"nats-creds" env:"ENGINE_NATS_CREDS" type:"existingfile" help:"Credentials (JWT + nkey) file for --nats."`
 	NATSNKey     string `name:"nats-nkey" env:"ENGINE_NATS_NKEY" type:"existingfile" help:"NKey seed file for --nats."`
@@ -41,10 +41,23 @@ type storeFlags struct {
 	ServerConfig string `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
+
+	admin bool // connect as the admin of the data directory's users (engine stream repair)
+}
+
+// userOf picks the user of a data directory's credentials this command
+// connects as.
+func (c *storeFlags) userOf(cr jetstream.Credentials) (string, string) {
+	if c.admin {
+		return cr.Admin.User, cr.Admin.Password
+	}
+	return cr.Engine.User, cr.Engine.Password
 }
 
 type serveCmd struct {
 	storeFlags
+	httpFlags
+	apiConnFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
@@ -68,6 +81,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
+	if err != nil {
+		return err
+	}
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
@@ -83,7 +100,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	var regStore *jetstream.RegistryStore
 	if c.RegistryKV {
-		if regStore, reg, err = registryFromKV(ctx, jlog, reg); err != nil {
+		if regStore, reg, err = registryFromKV(ctx, jlog, reg, log); err != nil {
 			return err
 		}
 	}
@@ -115,16 +132,22 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		close(projDone)
 	}
 
-	a, err := api.New(eng, api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()})
+	a, err := api.New(eng, acfg)
 	if err != nil {
 		return err
 	}
-	stopAPI, err := startMicro(runCtx, a, nc)
+	apiNC, closeAPINC, err := c.serviceConn(ctx, url, nc)
+	if err != nil {
+		return err
+	}
+	defer closeAPINC()
+	stopAPI, err := startMicro(runCtx, a, apiNC)
 	if err != nil {
 		return err
 	}
 	defer stopAPI()
 
+	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
 	var httpSrv *http.Server
 	httpAddr := ""
 	if c.HTTP != "" {
@@ -133,7 +156,8 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
 		}
 		httpAddr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: httpHandler(a, eng, m, nc, c.Project), ReadHeaderTimeout: 10 * time.Second}
+		ln = newLimitListener(ln, c.HTTPMaxConn)
+		httpSrv = newHTTPServer(protect(a, httpHandler(a, eng, m, nc, c.Project, readyInput{"log_integrity", integrity})), c.HTTPRead, a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
@@ -169,7 +193,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 
 // registryFromKV returns the registry stored in the bucket, seeding the
 // bucket with fallback when it holds none.
-func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry) (*jetstream.RegistryStore, *resolver.Registry, error) {
+func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
 	store, err := jlog.OpenRegistryStore(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -189,10 +213,23 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 		return store, fallback, nil
 	}
 	reg, err := resolver.Load(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("registry in KV (revision %d) is invalid: %w; store a valid one with engine registry push FILE", rev, err)
+	if err == nil {
+		return store, reg, nil
 	}
-	return store, reg, nil
+	// An invalid revision (anything published to the bucket's subject,
+	// e.g. a JetStream ack a client sent there as its reply subject) must
+	// not stop a restart (issue 11): serve the newest valid one.
+	ev := log.Error().Err(err).Uint64("revision", rev)
+	if hist, herr := store.History(ctx); herr == nil {
+		for i := len(hist) - 1; i >= 0; i-- {
+			if r, lerr := resolver.Load(hist[i].Data); lerr == nil {
+				ev.Uint64("serving_revision", hist[i].Revision).Msg("registry in KV is invalid: serving the newest valid revision; store a valid one with engine registry push FILE")
+				return store, r, nil
+			}
+		}
+	}
+	ev.Str("serving", fallback.Version()).Msg("registry in KV is invalid and no stored revision is valid: serving the --registry file or the default; store a valid one with engine registry push FILE")
+	return store, fallback, nil
 }
 
 // loadRegistry loads the registry file at path, or returns the embedded
@@ -246,8 +283,16 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 		ev.Msg("nats connection")
 	}
 	if c.NATS != "" {
+		user, password := c.NATSUser, c.NATSPassword
+		if user == "" && c.NATSCreds == "" && c.NATSNKey == "" {
+			// The embedded server of an engine on this data directory:
+			// its generated users (issue 11).
+			if cr, err := jetstream.ReadCredentials(c.Data); err == nil {
+				user, password = c.userOf(cr)
+			}
+		}
 		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{
-			URL: c.NATS, User: c.NATSUser, Password: c.NATSPassword, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
+			URL: c.NATS, User: user, Password: password, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
 			TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, OnStatus: status,
 		})
 		return nc, c.NATS, func() {}, err
@@ -263,12 +308,32 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if log.GetLevel() <= zerolog.DebugLevel {
 		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
 	}
+	var creds *jetstream.Credentials
+	if c.ServerConfig == "" {
+		// No anonymous access (issue 11): an engine user and an admin
+		// with random passwords, kept in the data directory.
+		cr, created, err := jetstream.LoadOrCreateCredentials(c.Data)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if created {
+			fmt.Fprintf(os.Stderr, "engine: created the embedded NATS server's users engine and admin in %s (mode 0600); "+
+				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>\n", jetstream.CredentialsPath(c.Data))
+		}
+		if c.NATSUser != "" {
+			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}
+		}
+		creds, cfg.Credentials = &cr, &cr
+	}
 	srv, err := jetstream.StartEmbedded(cfg)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1)}
-	if c.NATSUser != "" {
+	switch {
+	case creds != nil:
+		opts = append(opts, nats.UserInfo(c.userOf(*creds)))
+	case c.NATSUser != "":
 		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
 	}
 	if c.ServerConfig != "" && c.NATSUser == "" {

@@ -55,8 +55,20 @@ function chips(names, cls = "") {
   return el("span", { class: "chips" }, names.map((n) => el("code", { class: "chip " + cls }, n)));
 }
 
-async function getJSON(path) {
-  const r = await fetch(API + path, { headers: { Accept: "application/json" } });
+// An engine serving with --http-tokens needs a bearer token: asked once
+// on the first 401, kept for the tab's life (sessionStorage).
+async function getJSON(path, retried = false) {
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem("engine-token");
+  if (token) headers.Authorization = "Bearer " + token;
+  const r = await fetch(API + path, { headers });
+  if (r.status === 401 && !retried) {
+    const t = window.prompt("This engine needs a bearer token (a read-only one is enough):");
+    if (t) {
+      sessionStorage.setItem("engine-token", t.trim());
+      return getJSON(path, true);
+    }
+  }
   let body = null;
   try { body = await r.json(); } catch (_) { /* not JSON */ }
   if (!r.ok) {

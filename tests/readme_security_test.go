@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Issue 11: every item of README's Security section names the tests that
+// check it, and each named test exists in the repository.
+func TestReadmeSecurity(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	start := strings.Index(readme, "\n## Security\n")
+	if start < 0 {
+		t.Fatal("README has no ## Security section")
+	}
+	section := readme[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	// Every test and fuzz function of the repository.
+	defined := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)[A-Za-z0-9_]+)\(`)
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != ".." {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, "_test.go") {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+				defined[m[1]] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`\b(?:Test|Fuzz)[A-Z][A-Za-z0-9_]*`)
+	items := strings.Split(section, "\n- ")[1:]
+	if len(items) < 10 {
+		t.Fatalf("Security section has %d items, want one per statement", len(items))
+	}
+	for _, item := range items {
+		if i := strings.Index(item, "\n\n"); i >= 0 {
+			item = item[:i]
+		}
+		tests := named.FindAllString(item, -1)
+		if len(tests) == 0 {
+			t.Errorf("Security item names no test: %q", item)
+		}
+		for _, name := range tests {
+			if !defined[name] {
+				t.Errorf("Security item names %s, which no test file defines: %q", name, item)
+			}
+		}
+	}
+}
