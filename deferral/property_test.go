@@ -177,7 +177,17 @@ func TestSplitProperties(t *testing.T) {
 		if slices.Contains(s.Catalog, resolver.ToolSearch) {
 			t.Fatalf("tool_search in Catalog")
 		}
-		if !isSubsequence(prov, resolved) || !isSubsequence(s.Catalog, resolved) {
+		// Resident tools first, then loaded ones, each part in resolution
+		// order (R30: a load never moves a resident tool).
+		var residentPart, loadedPart []string
+		for _, c := range s.Classification {
+			if c.Resident {
+				residentPart = append(residentPart, c.Name)
+			} else if c.Loaded {
+				loadedPart = append(loadedPart, c.Name)
+			}
+		}
+		if !slices.Equal(prov, append(slices.Clone(residentPart), loadedPart...)) || !isSubsequence(s.Catalog, resolved) {
 			t.Fatalf("order not preserved: %v / %v from %v", prov, s.Catalog, resolved)
 		}
 		if len(s.Classification) != len(res.Tools) {
@@ -254,7 +264,7 @@ func TestTurnProperties(t *testing.T) {
 		prev := turn.Loaded()
 		steps := rapid.IntRange(0, 6).Draw(t, "steps")
 		for range steps {
-			_, _ = turn.Search(subset(t, "search", pool)...)
+			_ = turn.Load(subset(t, "search", pool)...)
 			s := turn.Request()
 			if len(s.Provider)+len(s.Catalog) != len(res.Tools) {
 				t.Fatalf("tool lost: %v + %v vs %v", names(s.Provider), s.Catalog, names(res.Tools))

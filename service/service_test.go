@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -139,7 +140,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 	if v.Turn != 1 || !v.Frozen || slices.Contains(v.Provider, "send_message") {
 		t.Fatalf("begin turn: %+v", v)
 	}
-	d, err := e.Discover(ctx, "s", web, []string{"send_message"}, "")
+	d, err := e.Discover(ctx, "s", web, deferral.SearchRequest{Names: []string{"send_message"}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestUnknownProviderRefused(t *testing.T) {
 	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Discover(ctx, "s", web, []string{"send_message"}, "gemini"); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
+	if _, err := e.Discover(ctx, "s", web, deferral.SearchRequest{Names: []string{"send_message"}}, "gemini"); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
 		t.Fatalf("Discover with provider gemini: %v", err)
 	}
 	if _, err := e.Dispatch(ctx, "s", "gemini"); !errors.Is(err, service.ErrInvalid) {

@@ -92,15 +92,23 @@ type openTurn struct {
 }
 
 func (e *Engine) resolve(st aggregate.State, req ResolveRequest) (*resolver.Resolution, error) {
+	res, _, err := e.resolveWith(st, req)
+	return res, err
+}
+
+// resolveWith is resolve that also returns the registry that resolved, so
+// that a frozen turn searches the index of that very registry.
+func (e *Engine) resolveWith(st aggregate.State, req ResolveRequest) (*resolver.Resolution, *resolver.Registry, error) {
 	start := time.Now()
-	res, err := e.Registry().Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	reg := e.Registry()
+	res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
 	if f := e.cfg.Hooks.Resolved; f != nil {
 		f(time.Since(start))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return res, nil
+	return res, reg, nil
 }
 
 func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string) TurnView {
@@ -171,7 +179,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if err != nil {
 			return TurnView{}, err
 		}
-		res, err := e.resolve(st, req)
+		res, reg, err := e.resolveWith(st, req)
 		if err != nil {
 			return TurnView{}, err
 		}
@@ -189,7 +197,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		st = out.State
-		turn := deferral.Freeze(st.Turn, res, st.Loaded)
+		turn := deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg))
 		e.mu.Lock()
 		e.turns[session] = &openTurn{turn: turn, res: res, req: req}
 		e.mu.Unlock()
@@ -218,11 +226,11 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 			return nil, st, fmt.Errorf("session %q: %w: begin a turn first", session, ErrNoTurn)
 		}
 	}
-	res, err := e.resolve(st, ResolveRequest{})
+	res, reg, err := e.resolveWith(st, ResolveRequest{})
 	if err != nil {
 		return nil, st, err
 	}
-	ot := &openTurn{turn: deferral.Freeze(st.Turn, res, st.Loaded), res: res}
+	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg)), res: res}
 	e.mu.Lock()
 	e.turns[session] = ot
 	e.mu.Unlock()
@@ -231,30 +239,47 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 
 // DiscoverResult is what tool_search returns, and the turn afterwards.
 type DiscoverResult struct {
-	// Tools are the full schemas of the requested tools (R16).
+	// Tools are the full schemas of the tools found (R16): the requested
+	// names in this turn's set, then the query and regex matches.
 	Tools []resolver.Tool `json:"tools"`
 	// Loaded are the names this call loaded.
 	Loaded []string `json:"loaded"`
-	// NotInTurn are names this turn cannot load.
-	NotInTurn []string `json:"not_in_turn,omitempty"`
+	// NotFound are requested names this turn cannot load: a soft result,
+	// the call succeeds (R29).
+	NotFound []string `json:"not_found,omitempty"`
+	// Matches are the ranked query and regex results.
+	Matches []deferral.Match `json:"matches,omitempty"`
+	// Note tells the model what went unanswered, if anything.
+	Note string `json:"note,omitempty"`
+	// Output is the tool result to send back to the model for this
+	// tool_search call, byte-deterministic.
+	Output json.RawMessage `json:"output"`
 	// View is the next provider request of the turn, carrying the loaded
 	// tools' schemas.
 	View TurnView `json:"view"`
 }
 
-// Discover is tool_search inside the open turn: it loads the named
-// deferred tools (recorded as DeferredLoaded) so that the next provider
-// request of the turn includes them.
-func (e *Engine) Discover(ctx context.Context, session string, origin Origin, names []string, provider string) (DiscoverResult, error) {
+// Discover is tool_search inside the open turn (R16, R29): it finds tools
+// by exact name, keyword query or regex, loads the deferred ones
+// (recorded as DeferredLoaded) so that the next provider request of the
+// turn includes them, and reports unknown names as not found without
+// failing. Only a request outside the tool_search schema is ErrInvalid.
+func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req deferral.SearchRequest, provider string) (DiscoverResult, error) {
 	if err := (ResolveRequest{Provider: provider}).validate(); err != nil {
 		return DiscoverResult{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	ot, st, err := e.turnOf(ctx, session)
 	if err != nil {
 		return DiscoverResult{}, err
 	}
-	sr, serr := ot.turn.Search(names...)
-	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotInTurn: sr.NotInTurn}
+	sr, err := ot.turn.Search(req)
+	if err != nil {
+		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: sr.Output()}
 	if len(sr.Loaded) > 0 {
 		res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
 		if err != nil {
@@ -264,9 +289,6 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, na
 	}
 	out.View = e.view(st, ot.res, ot.turn.Request(), provider)
 	out.View.Turn, out.View.Frozen, out.View.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
-	if serr != nil && len(sr.Tools) == 0 {
-		return out, fmt.Errorf("%w: %w", ErrInvalid, serr)
-	}
 	return out, nil
 }
 
