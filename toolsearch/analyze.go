@@ -1,6 +1,7 @@
 package toolsearch
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -180,11 +181,56 @@ func stem(w string) string {
 	case strings.HasSuffix(w, "ed") && len(w)-2 >= 3 && hasVowel(w[:len(w)-2]) && !strings.HasSuffix(w, "eed"):
 		w = undouble(w[:len(w)-2])
 	}
-	if len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee") {
+	switch {
+	case strings.HasSuffix(w, "ee") && len(w)-2 >= 5:
+		w = w[:len(w)-2] // "assignee" → "assign", "employee" → "employ"
+	case len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee"):
 		w = w[:len(w)-1]
 	}
 	return w
 }
+
+// synonymGroups are words a tool request and a tool description often use
+// for the same thing: the generic verbs of tool APIs and the common
+// abbreviations of developer tooling. A query term brings its group's
+// other words in with a lower weight (weightSynonym).
+var synonymGroups = [][]string{
+	{"search", "find", "lookup", "query"},
+	{"create", "add", "new", "make"},
+	{"delete", "remove", "drop", "destroy"},
+	{"update", "edit", "modify", "change"},
+	{"get", "fetch", "read", "retrieve", "show"},
+	{"list", "show"},
+	{"send", "post", "message"},
+	{"run", "execute", "trigger", "invoke"},
+	{"cancel", "stop", "abort"},
+	{"issue", "ticket", "bug"},
+	{"pr", "pull"},
+	{"repo", "repository"},
+	{"k8s", "kubernetes"},
+	{"email", "mail"},
+	{"doc", "docs", "documentation"},
+	{"meeting", "event"},
+}
+
+// synonyms maps a stemmed term to the stemmed other words of its groups.
+var synonyms = func() map[string][]string {
+	m := map[string][]string{}
+	for _, g := range synonymGroups {
+		stems := make([]string, len(g))
+		for i, w := range g {
+			stems[i] = stem(w)
+		}
+		for i, a := range stems {
+			for j, b := range stems {
+				if i != j && a != b && !slices.Contains(m[a], b) {
+					m[a] = append(m[a], b)
+				}
+			}
+		}
+	}
+	return m
+}()
 
 // undouble drops one of a doubled final consonant ("running" → "run"),
 // except for l, s and z ("calling" stays "call").

@@ -44,6 +44,7 @@ func TestStemFoldsInflections(t *testing.T) {
 		{"message", "messages", "messaging"},
 		{"run", "running", "runs"},
 		{"process", "processes"},
+		{"assignee", "assigned", "assign"},
 	}
 	for _, g := range groups {
 		for _, w := range g[1:] {
@@ -121,10 +122,11 @@ func TestKeywordRanking(t *testing.T) {
 		{"slack message", "mcp__slack__post_message"},
 		{"jira new issue", "mcp__jira__createIssue"},
 		{"take a screenshot of the page", "playwright_browser"},
-		{"closed issues", "mcp__github__list_issues"},     // enum value
-		{"repository owner", "mcp__github__create_issue"}, // parameter description
-		{"projectKey", "mcp__jira__createIssue"},          // parameter name, camelCase
-		{"send_message", "send_message"},                  // exact name first
+		{"closed issues", "mcp__github__list_issues"},              // enum value
+		{"repository owner", "mcp__github__create_issue"},          // parameter description
+		{"projectKey", "mcp__jira__createIssue"},                   // parameter name, camelCase
+		{"send_message", "send_message"},                           // exact name first
+		{"find pull requests", "mcp__github__create_pull_request"}, // "find" brings "search" in, "pull" matches
 	}
 	for _, c := range cases {
 		hits := ix.Keyword(c.query, 5, nil)
@@ -145,6 +147,31 @@ func TestKeywordRanking(t *testing.T) {
 	}
 	if hits := ix.Keyword("issue", 2, nil); len(hits) != 2 {
 		t.Errorf("k=2: %d hits", len(hits))
+	}
+}
+
+// R29: a query term brings its synonyms in at a lower weight, and the
+// tool's group description (Context) is searchable at a low weight.
+func TestSynonymsAndContext(t *testing.T) {
+	docs := []Doc{
+		{Name: "search_pages", Description: "Search pages by title.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "create_element", Description: "Create a shape on the canvas.", Parameters: []byte(`{"type":"object"}`), Context: "Excalidraw whiteboard diagrams."},
+		{Name: "find_pages", Description: "Find pages.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	ix := Build(docs, nil)
+	hits := ix.Keyword("find pages", 5, nil)
+	if got := hitNames(hits); !slices.Equal(got, []string{"find_pages", "search_pages"}) {
+		t.Errorf("find pages = %v: want the literal match first, the synonym match after it", got)
+	}
+	if got := hitNames(ix.Keyword("draw on a whiteboard", 5, nil)); !slices.Equal(got, []string{"create_element"}) {
+		t.Errorf("whiteboard = %v: want the tool whose group mentions it", got)
+	}
+	for _, g := range synonymGroups {
+		for _, w := range g {
+			if syn := synonyms[stem(w)]; len(syn) == 0 && len(g) > 1 && stem(g[0]) != stem(g[1]) {
+				t.Errorf("%q has no synonyms", w)
+			}
+		}
 	}
 }
 
