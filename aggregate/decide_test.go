@@ -177,7 +177,7 @@ func TestDecideDisabled(t *testing.T) {
 	if out := decideOK(t, s, def, events.ToolEnabled{Name: "glob"}); len(out) != 0 {
 		t.Fatalf("enable not disabled = %+v", out)
 	}
-	decideErr(t, s, def, events.ToolEnabled{Name: "A"}, Limits{}, ErrInvalidCommand)
+	decideErr(t, s, def, events.ToolEnabled{Name: "a b"}, Limits{}, ErrInvalidCommand)
 }
 
 // R15, R16: DeferredLoaded names deferred tools of the current turn;

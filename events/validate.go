@@ -25,11 +25,12 @@ func ValidateSessionID(s string) error {
 	return nil
 }
 
-// ValidateToolName reports whether name matches ^[a-z][a-z0-9_-]{0,63}$, the
-// form of tool and preset names. The error matches ErrInvalidName.
+// ValidateToolName reports whether name matches toolname.Pattern
+// (^[A-Za-z][A-Za-z0-9_-]{0,63}$), the form of tool and preset names. The
+// error matches ErrInvalidName.
 func ValidateToolName(name string) error {
 	if !validName(name) {
-		return fmt.Errorf("name %q does not match ^[a-z][a-z0-9_-]{0,63}$, use lower-case letters, digits, '_' or '-': %w", clip(name), ErrInvalidName)
+		return fmt.Errorf("name %q does not match %s, use letters, digits, '_' or '-', starting with a letter: %w", clip(name), toolname.Pattern, ErrInvalidName)
 	}
 	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/toolintent/engine/internal/toolname"
 )
 
-const namePatternText = `^[a-z][a-z0-9_-]{0,63}$`
+const namePatternText = toolname.Pattern
 
 var topLevelKeys = []string{"version", "tools", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles"}
 var toolKeys = []string{"name", "description", "parameters", "available", "permission"}
@@ -275,7 +277,7 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 		l.addf("%s: name missing; add a name matching %s", path, namePatternText)
 	} else if s, good := l.str(path+".name", n); good {
 		if !validName(s) {
-			l.addf("%s: name %q must match %s; use lowercase letters, digits, '_' and '-', starting with a letter", path, s, namePatternText)
+			l.addf("%s: name %q must match %s; use letters, digits, '_' and '-', starting with a letter, at most 64 bytes", path, s, namePatternText)
 		} else {
 			t.Name = s
 			path = fmt.Sprintf("tools[%d] %q", i, s)

@@ -67,7 +67,7 @@ type profileEntry struct {
 // defaults, R11) only when it sets neither.
 //
 // Load rejects: malformed JSON, duplicate object keys, unknown keys,
-// duplicate tool names, names not matching ^[a-z][a-z0-9_-]{0,63}$, empty
+// duplicate tool names, names not matching ^[A-Za-z][A-Za-z0-9_-]{0,63}$, empty
 // descriptions, parameters that are not a JSON Schema object with
 // "type":"object" (properties an object of schemas, required naming
 // properties), a list naming an unknown tool or naming one twice, a profile

@@ -28,7 +28,8 @@ const ToolSearch = "tool_search"
 
 // Tool is one entry of the registry.
 type Tool struct {
-	// Name is the unique tool name, [a-z0-9_-], at most 64 bytes.
+	// Name is the unique tool name: letters, digits, '_' and '-', starting
+	// with a letter, at most 64 bytes (toolname.Pattern).
 	Name string `json:"name"`
 	// Description is sent to the provider with the schema when resident.
 	Description string `json:"description"`
