@@ -23,6 +23,8 @@ import (
 //	not-allowed-by-profile:P  filtered out of the defaults by the profile's allowed list (R11)
 //	disabled-by-session / disabled-by-override
 //	unavailable             selected, but not available in this deployment
+//	tool_search-guard       tool_search added because deferred tools are in the set (R14)
+//	deferred-without-tool_search  a deferred tool left out because tool_search is disabled (R14)
 //
 // Included always agrees with Resolve. The output is deterministic.
 func (r *Registry) Explain(req Request, tool string) Explanation {
@@ -62,6 +64,7 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 	default:
 		r.explainIntent(&ex, &req.Session, nil, req.Profile, available, "session intent", "disabled-by-session")
 	}
+	r.explainReach(&ex, req) // R14
 	return ex
 }
 

@@ -135,6 +135,9 @@ func build(data []byte) (*Registry, error) {
 	if idx, ok := r.index[WebSearch]; ok {
 		r.webSearch = idx + 1
 	}
+	if idx, ok := r.index[ToolSearch]; ok {
+		r.toolSearch = idx + 1
+	}
 
 	// default_tools
 	var defaultNames []string

@@ -36,7 +36,8 @@ type Registry struct {
 	profiles     map[string]*profileEntry
 	profileNames []string // sorted
 
-	webSearch int32 // index+1 of web_search; 0 when absent (zero Registry is safe)
+	webSearch  int32 // index+1 of web_search; 0 when absent (zero Registry is safe)
+	toolSearch int32 // index+1 of tool_search; 0 only in a zero Registry
 
 	cache resolveCache
 }

@@ -85,6 +85,7 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, _ = r.reach(out, func(k int) bool { return r.tools[out[k]].Deferred }, effectiveIntent(req)) // R14
 	res.Tools = make([]Tool, len(out))
 	prefix := r.prefix
 	if prefix == nil { // zero Registry
