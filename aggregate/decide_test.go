@@ -269,3 +269,20 @@ func TestDecideBadInput(t *testing.T) {
 	decideErr(t, State{}, def, foreign{}, Limits{}, ErrInvalidCommand)
 	decideErr(t, State{}, def, (*events.TurnStarted)(nil), Limits{}, ErrInvalidCommand)
 }
+
+// R1, issue #15: disabled and picked lists take name patterns that match
+// registry tools; a pattern that matches none is an unknown tool, a
+// malformed one an invalid command.
+func TestDecidePatterns(t *testing.T) {
+	def := resolver.Default()
+	s := State{Session: "s"}
+	if got := decideOK(t, s, def, events.ToolDisabled{Name: "*_plan_mode"}); len(got) != 1 {
+		t.Errorf("disable a pattern: %v", got)
+	}
+	decideErr(t, s, def, events.ToolDisabled{Name: "mcp__nope__*"}, Limits{}, ErrUnknownTool, "matches no tool")
+	decideErr(t, s, def, events.ToolDisabled{Name: "mcp.*"}, Limits{}, ErrInvalidCommand)
+	if got := decideOK(t, s, def, events.ToolsPicked{Names: []string{"read_file", "*_plan_mode"}}); len(got) != 1 {
+		t.Errorf("pick a pattern: %v", got)
+	}
+	decideErr(t, s, def, events.ToolsPicked{Names: []string{"read_file", "ghost_*"}}, Limits{}, ErrUnknownTool, "ghost_*")
+}

@@ -35,6 +35,17 @@ func ValidateToolName(name string) error {
 	return nil
 }
 
+// ValidateToolPattern reports whether s is a tool name or a name pattern
+// (toolname.ValidPattern): the entries of the disabled and picked lists,
+// which may say mcp__github__* for every tool of a server. The error
+// matches ErrInvalidName.
+func ValidateToolPattern(s string) error {
+	if !toolname.ValidPattern(s) {
+		return fmt.Errorf("name %q is not %s: %w", clip(s), toolname.PatternRule, ErrInvalidName)
+	}
+	return nil
+}
+
 // validName is the shared tool-name rule.
 func validName(s string) bool { return toolname.Valid(s) }
 
@@ -121,17 +132,25 @@ func validatePayload(p Payload) error {
 		}
 		return nil
 	case ToolDisabled:
-		if err := ValidateToolName(v.Name); err != nil {
+		if err := ValidateToolPattern(v.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 		return nil
 	case ToolEnabled:
-		if err := ValidateToolName(v.Name); err != nil {
+		if err := ValidateToolPattern(v.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 		return nil
 	case ToolsPicked:
-		return validateNames("names", v.Names)
+		if len(v.Names) > MaxListLen {
+			return fmt.Errorf("names has %d names, at most %d allowed: %w", len(v.Names), MaxListLen, ErrInvalidEvent)
+		}
+		for _, n := range v.Names {
+			if err := ValidateToolPattern(n); err != nil {
+				return fmt.Errorf("names: %w", err)
+			}
+		}
+		return nil
 	case DeferredLoaded:
 		return validateNames("names", v.Names)
 	case CheckpointRecorded:

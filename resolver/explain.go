@@ -49,7 +49,7 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 		switch {
 		case len(names) == 0:
 			ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
-		case !slices.Contains(names, tool):
+		case !containsMatch(names, tool):
 			ex.Rule = "not-in-override-names"
 			ex.Detail = fmt.Sprintf("the per-turn override lists exactly the turn's tools (%d names) and %q is not one of them (R5)", len(names), tool)
 		case !available:
@@ -111,10 +111,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		case !inDefaults():
 			missRule = "not-in-defaults"
 			missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
-		case len(profileAllowed) > 0 && !slices.Contains(profileAllowed, tool):
+		case len(profileAllowed) > 0 && !containsMatch(profileAllowed, tool):
 			missRule = "not-allowed-by-profile:" + profile
 			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (R11)", tool, profile)
-		case len(allowed) > 0 && !slices.Contains(allowed, tool):
+		case len(allowed) > 0 && !containsMatch(allowed, tool):
 			missRule = "not-allowed"
 			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (R11)", tool)
 		default:
@@ -124,7 +124,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	}
 	switch {
 	case len(in.Picked) > 0:
-		inBase = slices.Contains(in.Picked, tool)
+		inBase = containsMatch(in.Picked, tool)
 		hitRule = "picked"
 		hitDetail = fmt.Sprintf("the %s picks %q explicitly, in the user's order", who, tool)
 		missRule = "not-picked"
@@ -159,7 +159,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (R8)", what, r.version, tool))
 	}
 
-	if inBase && slices.Contains(in.Disabled, tool) && !(isWS && wsOn) {
+	if inBase && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
 		ex.Rule = disabledRule
 		ex.Detail = fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who)
 		return
@@ -170,7 +170,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 			ex.Detail = "the " + who + " has web_search=false, which removes web_search (R7)"
 			return
 		}
-		if wsOn && (!inBase || slices.Contains(in.Disabled, tool)) {
+		if wsOn && (!inBase || containsMatch(in.Disabled, tool)) {
 			if !available {
 				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
 				return

@@ -149,6 +149,11 @@ type Resolution struct {
 	RegistryVersion string `json:"registry_version"`
 	// ContractHash is ContractHash(RegistryVersion, Tools).
 	ContractHash string `json:"contract_hash"`
+	// Namespaces are the namespaces (MCP servers) of the tools, sorted by
+	// name, with their descriptions; nil when no tool is namespaced.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// CatalogMaxTokens is the registry's catalog budget (R15).
+	CatalogMaxTokens int `json:"-"`
 }
 
 // Names returns the names of the resolved tools, in order, in a new slice.

@@ -36,3 +36,27 @@ func NameByte(c byte) bool {
 }
 
 func letter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// PatternRule describes the name patterns ValidPattern accepts, for error
+// messages.
+const PatternRule = "a tool name, or a glob of letters, digits, '_', '-' and the wildcards '*' and '?' (at most 64 bytes), such as mcp__github__*"
+
+// ValidPattern reports whether s is a valid name or a valid name pattern:
+// at most MaxLen bytes of name bytes and the wildcards '*' (any run) and
+// '?' (any one byte), starting with a letter or a wildcard. A pattern
+// stands for every tool name it matches (disabled, picked and allowed
+// lists take them).
+func ValidPattern(s string) bool {
+	if len(s) == 0 || len(s) > MaxLen {
+		return false
+	}
+	if !letter(s[0]) && s[0] != '*' && s[0] != '?' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !NameByte(s[i]) && s[i] != '*' && s[i] != '?' {
+			return false
+		}
+	}
+	return true
+}

@@ -31,3 +31,23 @@ func TestMCPNames(t *testing.T) {
 		}
 	}
 }
+
+// R1, issue #15: patterns take the name bytes and the wildcards; every
+// valid name is a valid pattern.
+func TestValidPattern(t *testing.T) {
+	for _, s := range []string{"mcp__github__*", "*", "*_search", "tool_?earch", "bash", "mcp__*__create_*"} {
+		if !ValidPattern(s) {
+			t.Errorf("ValidPattern(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"", "mcp.*", "a b*", "1*", "_*", strings.Repeat("*", 65), "[a]"} {
+		if ValidPattern(s) {
+			t.Errorf("ValidPattern(%q) = true", s)
+		}
+	}
+	for _, s := range []string{"a", "read_file", "mcp__jira__createJiraIssue"} {
+		if Valid(s) != ValidPattern(s) {
+			t.Errorf("%q: a valid name must be a valid pattern", s)
+		}
+	}
+}
