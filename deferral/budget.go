@@ -46,7 +46,8 @@ func EstimateDeferred(name string) int {
 
 // Estimate estimates both halves of a split (R17): the provider array
 // (EstimateTool per tool plus the array wrapper) and the catalog text
-// (EstimateDeferred per name plus the header line).
+// (EstimateDeferred per name plus the header line, or the estimate of the
+// grouped catalog RenderCatalog wrote).
 func Estimate(s Split) Budget {
 	b := Budget{ResidentTools: len(s.Provider), DeferredTools: len(s.Catalog)}
 	if len(s.Provider) > 0 {
@@ -55,7 +56,10 @@ func Estimate(s Split) Budget {
 			b.Resident += EstimateTool(s.Provider[i])
 		}
 	}
-	if len(s.Catalog) > 0 {
+	switch {
+	case s.CatalogGrouped:
+		b.Catalog = s.catalogTokens
+	case len(s.Catalog) > 0:
 		b.Catalog = catalogHeaderTokens
 		for _, name := range s.Catalog {
 			b.Catalog += EstimateDeferred(name)

@@ -25,6 +25,13 @@ type Split struct {
 	// resident/deferred classification of this dispatch, kept for
 	// inspection (R21).
 	Classification []Class
+	// CatalogText is the catalog as sent in the system prompt: the bare
+	// names (CatalogText), or, above the registry's catalog budget, the
+	// namespaces with counts (RenderCatalog); "" when Catalog is empty.
+	CatalogText string
+	// CatalogGrouped reports that CatalogText lists namespaces, not names.
+	CatalogGrouped bool
+	catalogTokens  int // estimate of a grouped CatalogText
 }
 
 // Class is the classification of one tool in one dispatch (R21).
@@ -61,6 +68,12 @@ func SplitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 	if len(tools) == 0 {
 		return Split{}
 	}
+	s := splitTools(tools, loaded)
+	s.CatalogText = CatalogText(s.Catalog)
+	return s
+}
+
+func splitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 	class := make([]Class, len(tools))
 	nProvider := 0
 	for i := range tools {

@@ -36,6 +36,9 @@ type Turn struct {
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
 
+	namespaces []resolver.Namespace // of the frozen resolution, for the catalog
+	catalogMax int                  // the registry's catalog budget
+
 	index      *Index // the registry's index given to FreezeIndexed, or nil
 	searchOnce sync.Once
 	search     *toolsearch.Index  // the index searches use
@@ -62,6 +65,8 @@ func FreezeIndexed(turn uint64, res *resolver.Resolution, loaded []string, idx *
 	}
 	t.registryVersion = res.RegistryVersion
 	t.contractHash = res.ContractHash
+	t.namespaces = slices.Clone(res.Namespaces)
+	t.catalogMax = res.CatalogMaxTokens
 	t.tools = make([]resolver.Tool, len(res.Tools))
 	t.byName = make(map[string]int, len(res.Tools))
 	size := 0
@@ -128,22 +133,22 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 func (t *Turn) Request() Split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := SplitTools(t.tools, t.wasLoaded)
-	if len(t.discovered) == 0 {
-		return s
-	}
-	for _, name := range t.discovered {
-		i := t.byName[name]
-		s.Provider = append(s.Provider, t.tools[i])
-		s.Classification[i].Loaded = true
-	}
-	catalog := s.Catalog[:0:0]
-	for _, name := range s.Catalog {
-		if _, ok := t.loaded[name]; !ok {
-			catalog = append(catalog, name)
+	s := splitTools(t.tools, t.wasLoaded)
+	if len(t.discovered) > 0 {
+		for _, name := range t.discovered {
+			i := t.byName[name]
+			s.Provider = append(s.Provider, t.tools[i])
+			s.Classification[i].Loaded = true
 		}
+		catalog := s.Catalog[:0:0]
+		for _, name := range s.Catalog {
+			if _, ok := t.loaded[name]; !ok {
+				catalog = append(catalog, name)
+			}
+		}
+		s.Catalog = catalog
 	}
-	s.Catalog = catalog
+	s.renderCatalog(t.namespaces, t.catalogMax)
 	return s
 }
 

@@ -115,7 +115,7 @@ func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferr
 	v := TurnView{
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
-		Catalog: split.Catalog, CatalogText: deferral.CatalogText(split.Catalog),
+		Catalog: split.Catalog, CatalogText: split.CatalogText,
 		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
 		RenderedFor: provider,
 	}
@@ -158,7 +158,7 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	loaded := deferral.NewSet(st.Loaded...)
-	return e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider), nil
+	return e.view(st, res, deferral.SplitResolution(res, loaded.Has), req.Provider), nil
 }
 
 func (e *Engine) openTurn(session string) *openTurn {
