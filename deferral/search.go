@@ -292,7 +292,7 @@ func IndexFor(reg *resolver.Registry) *Index {
 	if len(indexCache.entries) > 0 {
 		prev = indexCache.entries[0].ix
 	}
-	x := &Index{reg: reg, ix: toolsearch.Build(docsOf(reg.Tools()), prev)}
+	x := &Index{reg: reg, ix: toolsearch.Build(docsOf(reg.Tools(), reg.Namespaces()), prev)}
 	if len(indexCache.entries) < indexCacheSize {
 		indexCache.entries = append(indexCache.entries, nil)
 	}
@@ -308,13 +308,20 @@ func NewIndex(tools []resolver.Tool, prev *Index) *Index {
 	if prev != nil {
 		p = prev.ix
 	}
-	return &Index{ix: toolsearch.Build(docsOf(tools), p)}
+	return &Index{ix: toolsearch.Build(docsOf(tools, nil), p)}
 }
 
-func docsOf(tools []resolver.Tool) []toolsearch.Doc {
+// docsOf turns tools into search documents; a namespaced tool's context is
+// its namespace's description.
+func docsOf(tools []resolver.Tool, namespaces []resolver.Namespace) []toolsearch.Doc {
 	docs := make([]toolsearch.Doc, len(tools))
 	for i := range tools {
 		docs[i] = toolsearch.Doc{Name: tools[i].Name, Description: tools[i].Description, Parameters: tools[i].Parameters}
+		if ns, _, ok := resolver.NamespaceOf(tools[i].Name); ok {
+			if j, found := slices.BinarySearchFunc(namespaces, ns, func(n resolver.Namespace, name string) int { return strings.Compare(n.Name, name) }); found {
+				docs[i].Context = namespaces[j].Description
+			}
+		}
 	}
 	return docs
 }

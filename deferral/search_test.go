@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
 // R29: a keyword query loads the best matching deferred tools of the turn,
@@ -131,5 +132,49 @@ func TestIndexFor(t *testing.T) {
 	res, _ := turn.Search(SearchRequest{Query: "browser"})
 	if !slices.Equal(res.Loaded, []string{"browser"}) {
 		t.Errorf("query on an indexed turn loaded %v", res.Loaded)
+	}
+}
+
+// Issue #15, R29: the engine's own search path (a registry imported from
+// the MCP corpus, its index, a frozen turn, tool_search with a query)
+// ranks as the index does on its own: recall@5 >= 0.95 and MRR >= 0.8 on
+// the 171 labelled queries.
+func TestTurnSearchQuality(t *testing.T) {
+	servers, err := searcheval.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]resolver.MCPServer, len(servers))
+	for i, s := range servers {
+		in[i] = resolver.MCPServer{Name: s.Name, Description: s.Description, ToolsList: s.Raw}
+	}
+	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := resolver.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := FreezeIndexed(1, resolve(t, reg, defaultSession()), nil, IndexFor(reg))
+	search := func(q string, k int) []string {
+		res, err := turn.Search(SearchRequest{Query: q, MaxResults: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, len(res.Matches))
+		for i, m := range res.Matches {
+			out[i] = m.Name
+		}
+		return out
+	}
+	qs, err := searcheval.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := searcheval.Evaluate(search, qs, "")
+	t.Logf("engine path: %d queries, recall@5 %.3f, MRR %.3f", q.Queries, q.Recall, q.MRR)
+	if q.Recall < 0.95 || q.MRR < 0.8 {
+		t.Errorf("recall@5 %.3f, MRR %.3f; want at least 0.95 and 0.8", q.Recall, q.MRR)
 	}
 }

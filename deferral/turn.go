@@ -318,7 +318,7 @@ func (t *Turn) searchIndex() (*toolsearch.Index, *toolsearch.Filter) {
 				return
 			}
 		}
-		t.search = toolsearch.Build(docsOf(deferred), nil) // holds only deferred tools: no filter
+		t.search = toolsearch.Build(docsOf(deferred, t.namespaces), nil) // holds only deferred tools: no filter
 	})
 	return t.search, t.filter
 }
