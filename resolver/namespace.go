@@ -313,11 +313,22 @@ func (r *Registry) namespacesOf(tools []Tool) []Namespace {
 	if len(r.namespaceNames) == 0 && !r.hasNamespaced {
 		return nil
 	}
+	return namespacesIn(tools, func(name string) *Namespace { return r.namespaces[name] })
+}
+
+// namespacesIn returns the namespaces of the namespaced tools, sorted by
+// name, each as lookup gives it (or with its name alone).
+func namespacesIn(tools []Tool, lookup func(string) *Namespace) []Namespace {
 	var names []string
+	seen := map[string]bool{}
+	last := ""
 	for i := range tools {
-		if ns, _, ok := NamespaceOf(tools[i].Name); ok && !slices.Contains(names, ns) {
-			names = append(names, ns)
+		ns, _, ok := NamespaceOf(tools[i].Name)
+		if !ok || ns == last || seen[ns] { // tools of a server are usually adjacent
+			continue
 		}
+		seen[ns], last = true, ns
+		names = append(names, ns)
 	}
 	if len(names) == 0 {
 		return nil
@@ -325,7 +336,7 @@ func (r *Registry) namespacesOf(tools []Tool) []Namespace {
 	slices.Sort(names)
 	out := make([]Namespace, len(names))
 	for k, n := range names {
-		if e := r.namespaces[n]; e != nil {
+		if e := lookup(n); e != nil {
 			out[k] = *e
 		} else {
 			out[k] = Namespace{Name: n}
