@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,12 +228,8 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 			return nil, err
 		}
 	}
-	if p, ok := fieldString(req, "provider"); ok {
-		switch p {
-		case "", service.ProviderAnthropic, service.ProviderOpenAI:
-		default:
-			return nil, badRequest("provider %q is unknown: use %q or %q", clipString(p), service.ProviderAnthropic, service.ProviderOpenAI)
-		}
+	if p, ok := fieldString(req, "provider"); ok && p != "" && !slices.Contains(service.Providers, p) {
+		return nil, badRequest("provider %q is unknown: use one of %s", clipString(p), strings.Join(service.Providers, ", "))
 	}
 	if o.Actor == "" {
 		o.Actor, _ = fieldString(req, "actor")
@@ -354,7 +351,7 @@ func opDiscover(ctx context.Context, a *API, r *DiscoverRequest, o service.Origi
 	default:
 		return service.DiscoverResult{}, badRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
-	return a.eng.Discover(ctx, r.Session, o, req, r.Provider)
+	return a.eng.Discover(ctx, r.Session, o, service.DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
 }
 
 func opDispatch(ctx context.Context, a *API, r *DispatchRequest, _ service.Origin) (service.TurnView, error) {

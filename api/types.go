@@ -74,7 +74,10 @@ type DiscoverRequest struct {
 	// Names are exact names to load, without a model input.
 	Names    []string `json:"names,omitempty"`
 	Provider string   `json:"provider,omitempty"`
-	Actor    string   `json:"actor,omitempty"`
+	// CallID is the provider's id of the tool_search call, written into
+	// the openai-native tool_search_output item.
+	CallID string `json:"call_id,omitempty"`
+	Actor  string `json:"actor,omitempty"`
 }
 
 // DispatchRequest returns the provider request of the open turn and

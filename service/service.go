@@ -50,9 +50,17 @@ type Hooks struct {
 	// Resolved is called after each resolution with its duration.
 	Resolved func(d time.Duration)
 	// PrefixChanged is called when a session's provider tools array
-	// differs from its previous dispatch, with the cause: "intent",
-	// "registry" or "discovery".
+	// breaks the prompt-cache prefix of its previous dispatch (a byte of
+	// the previous array changed), with the cause: "intent", "registry",
+	// "discovery" or "turn" (a new turn reorders the loaded tools).
 	PrefixChanged func(cause string)
+	// PrefixExtended is called when the array only appends tools after the
+	// previous one (a discovery in the engine-catalog renderings): the
+	// cached prefix holds. Same causes.
+	PrefixExtended func(cause string)
+	// CatalogChanged is called when the catalog text of the system prompt
+	// differs from the previous dispatch's. Same causes.
+	CatalogChanged func(cause string)
 }
 
 // Config configures an Engine. The zero value is usable.

@@ -215,7 +215,7 @@ type resolveCmd struct {
 	clientFlags
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the request."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
 }
 
@@ -265,7 +265,7 @@ type turnBeginCmd struct {
 	clientFlags
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the turn."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnBeginCmd) Run(ctx context.Context) error {
@@ -286,7 +286,7 @@ type turnSearchCmd struct {
 	Regex      string   `name:"regex" help:"Regular expression (RE2, case-insensitive) over deferred tools' names, descriptions and parameters."`
 	MaxResults int      `name:"max-results" help:"At most this many tools from --query and --regex (1-20; default 5)."`
 	Input      string   `name:"input" help:"The model's tool_search input object as JSON, sent as is (instead of names and flags)."`
-	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnSearchCmd) Run(ctx context.Context) error {
@@ -327,7 +327,7 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 type turnDispatchCmd struct {
 	clientFlags
 	Session  string `arg:"" help:"Session id."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnDispatchCmd) Run(ctx context.Context) error {
