@@ -36,6 +36,9 @@ func RenderCatalog(names []string, namespaces []resolver.Namespace, maxTokens in
 	tokens = catalogHeaderTokens
 	for _, n := range names {
 		tokens += EstimateDeferred(n)
+		if maxTokens > 0 && tokens > maxTokens {
+			break // over the budget: grouped
+		}
 	}
 	if maxTokens <= 0 || tokens <= maxTokens {
 		return CatalogText(names), false, tokens
@@ -47,22 +50,30 @@ func RenderCatalog(names []string, namespaces []resolver.Namespace, maxTokens in
 	}
 	var groups []group
 	var others []string
+	at := map[string]int{}
+	last, lastAt := "", -1
 	for _, n := range names {
 		ns, _, ok := resolver.NamespaceOf(n)
 		if !ok {
 			others = append(others, n)
 			continue
 		}
-		i := slices.IndexFunc(groups, func(g group) bool { return g.name == ns })
-		if i < 0 {
-			desc := ""
-			if j := slices.IndexFunc(namespaces, func(x resolver.Namespace) bool { return x.Name == ns }); j >= 0 {
-				desc = oneLine(namespaces[j].Description)
+		i := lastAt
+		if ns != last { // a server's tools are usually adjacent
+			var seen bool
+			if i, seen = at[ns]; !seen {
+				i = len(groups)
+				at[ns] = i
+				groups = append(groups, group{name: ns})
 			}
-			groups = append(groups, group{name: ns, desc: desc})
-			i = len(groups) - 1
+			last, lastAt = ns, i
 		}
 		groups[i].count++
+	}
+	for i := range groups {
+		if j, found := slices.BinarySearchFunc(namespaces, groups[i].name, func(x resolver.Namespace, name string) int { return strings.Compare(x.Name, name) }); found {
+			groups[i].desc = oneLine(namespaces[j].Description)
+		}
 	}
 	slices.SortFunc(groups, func(a, b group) int { return strings.Compare(a.name, b.name) })
 

@@ -20,6 +20,7 @@ var profileKeys = []string{"tools", "preset", "allowed"}
 type loader struct {
 	problems []error
 	firstAt  map[string]int // tool name -> position in the file's tools array
+	sorted   []int32        // tool indices by name, for pattern expansion
 }
 
 func (l *loader) addf(format string, args ...any) {
@@ -125,7 +126,7 @@ func (l *loader) expand(r *Registry, path string, list []string, within []string
 			continue
 		}
 		matched := false
-		for j := range r.tools {
+		for _, j := range l.candidates(r, s) {
 			name := r.tools[j].Name
 			if !matchName(s, name) || inside != nil && !inside[name] {
 				continue
@@ -140,6 +141,32 @@ func (l *loader) expand(r *Registry, path string, list []string, within []string
 			l.addf("%s[%d]: pattern %q matches no tool; fix it or remove it", path, i, s)
 		}
 	}
+	return out
+}
+
+// candidates returns, in registry order, the indices of the tools whose
+// names start with the literal prefix of pattern (the part before its
+// first wildcard): a binary search in the names sorted once per load, so
+// that expanding many mcp__<server>__* patterns stays near linear.
+func (l *loader) candidates(r *Registry, pattern string) []int32 {
+	if len(l.sorted) != len(r.tools) {
+		l.sorted = make([]int32, len(r.tools))
+		for i := range l.sorted {
+			l.sorted[i] = int32(i)
+		}
+		slices.SortFunc(l.sorted, func(a, b int32) int { return strings.Compare(r.tools[a].Name, r.tools[b].Name) })
+	}
+	prefix := pattern
+	if i := strings.IndexAny(pattern, "*?"); i >= 0 {
+		prefix = pattern[:i]
+	}
+	lo, _ := slices.BinarySearchFunc(l.sorted, prefix, func(i int32, p string) int { return strings.Compare(r.tools[i].Name, p) })
+	hi := lo
+	for hi < len(l.sorted) && strings.HasPrefix(r.tools[l.sorted[hi]].Name, prefix) {
+		hi++
+	}
+	out := slices.Clone(l.sorted[lo:hi])
+	slices.Sort(out)
 	return out
 }
 

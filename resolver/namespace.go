@@ -87,6 +87,12 @@ func (l *loader) namespaces(r *Registry, n *jnode) {
 		l.addf(`namespaces: is %s; want an object of namespace name to {"description":..., "defer":...}`, n.kind)
 		return
 	}
+	present := map[string]bool{}
+	for i := range r.tools {
+		if ns, _, ok := NamespaceOf(r.tools[i].Name); ok {
+			present[ns] = true
+		}
+	}
 	for _, k := range sortedKeys(n) {
 		name, v := n.keys[k], n.vals[k]
 		path := "namespaces." + name
@@ -113,14 +119,7 @@ func (l *loader) namespaces(r *Registry, n *jnode) {
 				ns.Defer = &b
 			}
 		}
-		has := false
-		for i := range r.tools {
-			if s, _, ok := NamespaceOf(r.tools[i].Name); ok && s == name {
-				has = true
-				break
-			}
-		}
-		if !has {
+		if !present[name] {
 			l.addf("%s: no tool is named %s%s__...; fix the name or remove it", path, MCPPrefix, name)
 			continue
 		}
