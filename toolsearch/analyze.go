@@ -40,6 +40,10 @@ type analyzer struct {
 	dst  []string
 	word []rune // the current run of letters and digits (not CJK)
 	cjk  []rune // the current run of CJK characters
+	// cache, when set, maps a lower-cased word to its term ("" for a stop
+	// word), so that an index build analyses and allocates each distinct
+	// word once.
+	cache map[string]string
 }
 
 func (a *analyzer) run(s string) {
@@ -130,11 +134,25 @@ func (a *analyzer) emit(part []rune) {
 			b = b[:len(b)-1]
 		}
 	}
-	t := string(b)
-	if stopWords[t] {
-		return
+	if a.cache != nil {
+		if t, ok := a.cache[string(b)]; ok {
+			if t != "" {
+				a.dst = append(a.dst, t)
+			}
+			return
+		}
 	}
-	a.dst = append(a.dst, stem(t))
+	t := string(b)
+	term := ""
+	if !stopWords[t] {
+		term = stem(t)
+	}
+	if a.cache != nil {
+		a.cache[t] = term
+	}
+	if term != "" {
+		a.dst = append(a.dst, term)
+	}
 }
 
 // isCJK reports whether r is a Han, Hiragana, Katakana or Hangul character.

@@ -147,7 +147,8 @@ func Build(docs []Doc, prev *Index) *Index {
 		docs:   make([]analyzed, len(docs)),
 		byName: make(map[string]int32, len(docs)),
 	}
-	var terms []string // scratch
+	an := &analyzer{cache: make(map[string]string, 4096)}
+	tf := make(map[string]float32, 64)
 	var total float64
 	for i, d := range docs {
 		ix.names[i], ix.descs[i], ix.ctxs[i], ix.params[i] = d.Name, d.Description, d.Context, d.Parameters
@@ -161,7 +162,7 @@ func Build(docs []Doc, prev *Index) *Index {
 				continue
 			}
 		}
-		ix.docs[i], terms = analyze(d, terms)
+		ix.docs[i] = analyze(d, an, tf)
 		total += float64(ix.docs[i].length)
 	}
 
@@ -212,12 +213,14 @@ func Build(docs []Doc, prev *Index) *Index {
 }
 
 // analyze computes the weighted terms of one document.
-func analyze(d Doc, scratch []string) (analyzed, []string) {
-	tf := make(map[string]float32, 32)
+func analyze(d Doc, a *analyzer, tf map[string]float32) analyzed {
+	clear(tf)
 	var length float32
 	add := func(text string, w64 float64) {
 		w := float32(w64)
-		scratch = appendTerms(scratch[:0], text)
+		a.dst = a.dst[:0]
+		a.run(text)
+		scratch := a.dst
 		for _, t := range scratch {
 			tf[t] += w
 			length += w
@@ -235,15 +238,15 @@ func analyze(d Doc, scratch []string) (analyzed, []string) {
 	if d.Context != "" {
 		add(d.Context, weightContext)
 	}
-	a := analyzed{terms: make([]termTF, 0, len(tf)), length: length}
+	out := analyzed{terms: make([]termTF, 0, len(tf)), length: length}
 	for t, f := range tf {
-		a.terms = append(a.terms, termTF{term: t, tf: f})
+		out.terms = append(out.terms, termTF{term: t, tf: f})
 	}
-	sortTerms(a.terms)
+	sortTerms(out.terms)
 	if len(pnames)+len(ptexts) > 0 {
-		a.ptext = strings.Join(pnames, " ") + "\n" + strings.Join(ptexts, "\n")
+		out.ptext = strings.Join(pnames, " ") + "\n" + strings.Join(ptexts, "\n")
 	}
-	return a, scratch
+	return out
 }
 
 // sortTerms sorts by term (insertion sort: documents have tens of terms).
