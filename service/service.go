@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -109,6 +110,7 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 		last:   make(map[string]dispatchMark),
 	}
 	e.reg.Store(reg)
+	go deferral.IndexFor(reg) // warm tool_search's index off the first turn's path
 	return e
 }
 
@@ -119,6 +121,7 @@ func (e *Engine) Registry() *resolver.Registry { return e.reg.Load() }
 // (R16); the next turn and every resolution outside a turn use reg.
 func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
+	go deferral.IndexFor(reg) // built from the previous index: changed tools only
 	if old.Version() != reg.Version() {
 		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")
 	}
