@@ -141,7 +141,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		}
 		return one(c), nil
 	case events.ToolEnabled:
-		if err := events.ValidateToolName(c.Name); err != nil {
+		if err := events.ValidateToolPattern(c.Name); err != nil {
 			return nil, fmt.Errorf("decide ToolEnabled: %w: %w", err, ErrInvalidCommand)
 		}
 		if !slices.Contains(s.Intent.Disabled, c.Name) {
@@ -191,13 +191,26 @@ func eqBool(a, b *bool) bool {
 }
 
 func knownTool(reg *resolver.Registry, op, name string) error {
-	if err := events.ValidateToolName(name); err != nil {
+	if err := events.ValidateToolPattern(name); err != nil {
 		return fmt.Errorf("decide %s: %w: %w", op, err, ErrInvalidCommand)
 	}
-	if _, ok := reg.Tool(name); !ok {
+	if !knownName(reg, name) {
+		if resolver.IsPattern(name) {
+			return fmt.Errorf("decide %s: pattern %q matches no tool of registry %s, check it: %w", op, name, reg.Version(), ErrUnknownTool)
+		}
 		return fmt.Errorf("decide %s: tool %q is not in registry %s, check the name: %w", op, name, reg.Version(), ErrUnknownTool)
 	}
 	return nil
+}
+
+// knownName reports whether the registry has the named tool, or a tool
+// the pattern matches.
+func knownName(reg *resolver.Registry, name string) bool {
+	if resolver.IsPattern(name) {
+		return len(reg.Matches(name)) > 0
+	}
+	_, ok := reg.Tool(name)
+	return ok
 }
 
 func listNames(names []string) string {
@@ -224,14 +237,14 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 	seen := make(map[string]bool, len(c.Names))
 	var unknown []string
 	for _, n := range c.Names {
-		if err := events.ValidateToolName(n); err != nil {
+		if err := events.ValidateToolPattern(n); err != nil {
 			return nil, fmt.Errorf("decide ToolsPicked: %w: %w", err, ErrInvalidCommand)
 		}
 		if seen[n] {
 			return nil, fmt.Errorf("decide ToolsPicked: %q is picked twice, list each tool once: %w", n, ErrInvalidCommand)
 		}
 		seen[n] = true
-		if _, ok := reg.Tool(n); !ok {
+		if !knownName(reg, n) {
 			unknown = append(unknown, n)
 		}
 	}

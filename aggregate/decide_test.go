@@ -179,7 +179,7 @@ func TestDecideDisabled(t *testing.T) {
 	if out := decideOK(t, s, def, events.ToolEnabled{Name: "glob"}); len(out) != 0 {
 		t.Fatalf("enable not disabled = %+v", out)
 	}
-	decideErr(t, s, def, events.ToolEnabled{Name: "A"}, Limits{}, ErrInvalidCommand)
+	decideErr(t, s, def, events.ToolEnabled{Name: "a b"}, Limits{}, ErrInvalidCommand)
 }
 
 // R15, R16: DeferredLoaded names deferred tools of the current turn;
@@ -379,4 +379,21 @@ func TestR1AllOnClearsPicked(t *testing.T) {
 	if err != nil || len(res.Tools) != len(coding) {
 		t.Fatalf("follow profile after a picked list: %d tools, %v; want the coder profile's %d", len(res.Tools), err, len(coding))
 	}
+}
+
+// R1, issue #15: disabled and picked lists take name patterns that match
+// registry tools; a pattern that matches none is an unknown tool, a
+// malformed one an invalid command.
+func TestDecidePatterns(t *testing.T) {
+	def := resolver.Default()
+	s := State{Session: "s"}
+	if got := decideOK(t, s, def, events.ToolDisabled{Name: "*_plan_mode"}); len(got) != 1 {
+		t.Errorf("disable a pattern: %v", got)
+	}
+	decideErr(t, s, def, events.ToolDisabled{Name: "mcp__nope__*"}, Limits{}, ErrUnknownTool, "matches no tool")
+	decideErr(t, s, def, events.ToolDisabled{Name: "mcp.*"}, Limits{}, ErrInvalidCommand)
+	if got := decideOK(t, s, def, events.ToolsPicked{Names: []string{"read_file", "*_plan_mode"}}); len(got) != 1 {
+		t.Errorf("pick a pattern: %v", got)
+	}
+	decideErr(t, s, def, events.ToolsPicked{Names: []string{"read_file", "ghost_*"}}, Limits{}, ErrUnknownTool, "ghost_*")
 }

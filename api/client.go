@@ -153,10 +153,19 @@ func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (service.T
 	return out, err
 }
 
-// Discover is tool_search in the open turn.
+// Discover is tool_search in the open turn, for exact names.
 func (c *Client) Discover(ctx context.Context, session, provider string, names ...string) (service.DiscoverResult, error) {
 	var out service.DiscoverResult
 	err := c.do(ctx, "turn-discover", &DiscoverRequest{Session: session, Names: names, Provider: provider}, &out)
+	return out, err
+}
+
+// ToolSearch is tool_search in the open turn with the model's input object
+// as it wrote it: {"names":[...]}, {"query":"..."}, {"regex":"..."},
+// "max_results".
+func (c *Client) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (service.DiscoverResult, error) {
+	var out service.DiscoverResult
+	err := c.do(ctx, "turn-discover", &DiscoverRequest{Session: session, Input: input, Provider: provider}, &out)
 	return out, err
 }
 

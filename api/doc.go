@@ -37,6 +37,17 @@
 // DispatchRecord, CheckpointResponse, SessionsResponse, RegistryInfo,
 // deferral.BudgetTable. Every field name is snake_case.
 //
+// turn-discover takes the model's tool_search call as it was written, in
+// "input" (exact "names", a keyword "query", a "regex", "max_results"),
+// and answers unknown names and unmatched searches softly (not_found,
+// note); "output" is the tool result to hand back to the model in the
+// provider's form, and "call_id" goes into an openai-native
+// tool_search_output. Every operation with a "provider" takes anthropic,
+// openai, anthropic-native, anthropic-native-server or openai-native.
+//
+//	curl -X POST localhost:8080/v1/sessions/s1/turn/discover \
+//	  -d '{"input":{"query":"github create issue","max_results":3},"provider":"anthropic-native"}'
+//
 // Commands are JSON objects with a "type" (see DecodeCommand), e.g.
 //
 //	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Content-Type: application/json' \

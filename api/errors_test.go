@@ -91,9 +91,9 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 				return err
 			}, []string{`"yesterday"`, "RFC 3339"}},
 			{"bad tool name", func() error {
-				_, err := c.Explain(ctx, ExplainRequest{Session: "s1", Tool: "Bash"})
+				_, err := c.Explain(ctx, ExplainRequest{Session: "s1", Tool: "1bash"})
 				return err
-			}, []string{`"Bash"`}},
+			}, []string{`"1bash"`}},
 			{"no commands", func() error {
 				_, err := c.Append(ctx, "s1", nil)
 				return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,12 +265,8 @@ func (a *API) check(req any, o *service.Origin) error {
 			return err
 		}
 	}
-	if p, ok := fieldString(req, "provider"); ok {
-		switch p {
-		case "", service.ProviderAnthropic, service.ProviderOpenAI:
-		default:
-			return badRequest("provider %q is unknown: use %q or %q", clipString(p), service.ProviderAnthropic, service.ProviderOpenAI)
-		}
+	if p, ok := fieldString(req, "provider"); ok && p != "" && !slices.Contains(service.Providers, p) {
+		return badRequest("provider %q is unknown: use one of %s", clipString(p), strings.Join(service.Providers, ", "))
 	}
 	if o.Actor == "" {
 		o.Actor, _ = fieldString(req, "actor")
@@ -380,18 +377,25 @@ func opBeginTurn(ctx context.Context, a *API, r *BeginTurnRequest, o service.Ori
 }
 
 func opDiscover(ctx context.Context, a *API, r *DiscoverRequest, o service.Origin) (service.DiscoverResult, error) {
-	if len(r.Names) == 0 {
-		return service.DiscoverResult{}, badRequest(`field "names" is required: the deferred tools to load, e.g. ["send_message"]`)
-	}
-	if len(r.Names) > events.MaxListLen {
-		return service.DiscoverResult{}, badRequest(`field "names" has %d names, at most %d allowed`, len(r.Names), events.MaxListLen)
-	}
-	for _, n := range r.Names {
-		if err := events.ValidateToolName(n); err != nil {
+	var req deferral.SearchRequest
+	switch {
+	case len(r.Input) > 0 && len(r.Names) > 0:
+		return service.DiscoverResult{}, badRequest(`give "input" (the tool_search call's input object) or "names", not both`)
+	case len(r.Input) > 0:
+		sr, err := deferral.ParseSearchInput(r.Input)
+		if err != nil {
+			return service.DiscoverResult{}, badRequest("input: %v", err)
+		}
+		req = sr
+	case len(r.Names) > 0:
+		req = deferral.SearchRequest{Names: r.Names}
+		if err := req.Validate(); err != nil {
 			return service.DiscoverResult{}, badRequest("names: %v", err)
 		}
+	default:
+		return service.DiscoverResult{}, badRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
-	return a.eng.Discover(ctx, r.Session, o, r.Names, r.Provider)
+	return a.eng.Discover(ctx, r.Session, o, service.DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
 }
 
 func opDispatch(ctx context.Context, a *API, r *DispatchRequest, _ service.Origin) (service.TurnView, error) {

@@ -62,13 +62,22 @@ type BeginTurnRequest struct {
 	Actor    string    `json:"actor,omitempty"`
 }
 
-// DiscoverRequest is tool_search in the open turn (turn.discover).
+// DiscoverRequest is tool_search in the open turn (turn.discover). Give
+// Input, the tool_search call's input object exactly as the model wrote it
+// ({"names":[...]}, {"query":"..."}, {"regex":"..."}, "max_results"), or,
+// for a backend that knows the names, Names alone.
 type DiscoverRequest struct {
 	Session string `json:"session"`
-	// Names are the deferred tools to load.
-	Names    []string `json:"names"`
+	// Input is the model's tool_search input, checked against the
+	// tool_search schema by the engine (R29).
+	Input json.RawMessage `json:"input,omitempty"`
+	// Names are exact names to load, without a model input.
+	Names    []string `json:"names,omitempty"`
 	Provider string   `json:"provider,omitempty"`
-	Actor    string   `json:"actor,omitempty"`
+	// CallID is the provider's id of the tool_search call, written into
+	// the openai-native tool_search_output item.
+	CallID string `json:"call_id,omitempty"`
+	Actor  string `json:"actor,omitempty"`
 }
 
 // DispatchRequest returns the provider request of the open turn and

@@ -261,7 +261,9 @@ func ExpectedLines(cfg Config) []string {
 	for _, n := range cfg.RegistrySizes {
 		out = append(out, fmt.Sprintf(nameResolveCached, n), fmt.Sprintf(nameResolveCold, n))
 	}
-	out = append(out, nameFold, nameSplitDefault, nameSplit500, nameReplay, nameColdStart)
+	out = append(out, nameFold, nameSplitDefault, nameSplit500)
+	out = append(out, searchLineNames()...)
+	out = append(out, nameReplay, nameColdStart)
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
 	}
@@ -348,6 +350,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"turn resolve", h.turnResolve},
 		{"resolver", h.resolveLines},
 		{"fold and split", h.foldSplit},
+		{"tool search", h.searchLines},
 		{"replay", h.replay},
 		{"cold start", h.coldStart},
 		{"restart", h.restart},

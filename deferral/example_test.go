@@ -1,7 +1,6 @@
 package deferral_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -49,7 +48,8 @@ func ExampleFreeze() {
 	fmt.Println("provider:", providerNames(s))
 	fmt.Print(deferral.CatalogText(s.Catalog))
 
-	found, err := turn.Search("playwright_browser") // the model calls tool_search
+	// The model calls tool_search with {"query": "browser"}.
+	found, err := turn.Search(deferral.SearchRequest{Query: "browser"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -57,11 +57,11 @@ func ExampleFreeze() {
 	fmt.Println("loaded:", found.Loaded, "schema:", string(found.Tools[0].Parameters))
 
 	s = turn.Request()
-	fmt.Println("provider:", providerNames(s))
+	fmt.Println("provider:", providerNames(s)) // appended after the frozen array
 	fmt.Println("catalog:", s.Catalog)
 
-	_, err = turn.Search("web_search")
-	fmt.Println(errors.Is(err, deferral.ErrNotInTurn))
+	missing := turn.Load("web_search") // not in this turn: a soft "not found"
+	fmt.Println("not found:", missing.NotFound)
 
 	exec, _ := turn.Lookup("playwright_browser")
 	fmt.Println("execute with permission:", exec.Permission, "discovered:", turn.Discovered())
@@ -71,9 +71,9 @@ func ExampleFreeze() {
 	// playwright_browser
 	// send_message
 	// loaded: [playwright_browser] schema: {"properties":{"url":{"type":"string"}},"type":"object"}
-	// provider: read_file playwright_browser tool_search
+	// provider: read_file tool_search playwright_browser
 	// catalog: [send_message]
-	// true
+	// not found: [web_search]
 	// execute with permission: network discovered: [playwright_browser]
 }
 
@@ -93,7 +93,7 @@ func ExampleSplitTools() {
 		fmt.Printf("%s resident=%v deferred=%v loaded=%v\n", c.Name, c.Resident, c.Deferred, c.Loaded)
 	}
 	// Output:
-	// provider: read_file send_message tool_search
+	// provider: read_file tool_search send_message
 	// catalog: [playwright_browser]
 	// read_file resident=true deferred=false loaded=false
 	// playwright_browser resident=false deferred=true loaded=false

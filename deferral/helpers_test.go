@@ -1,15 +1,21 @@
 package deferral
 
 import (
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
 // shapedRegistries are the differently shaped test registries in testdata/
-// (tiny descriptions, huge schemas, long prose) next to the default one.
-var shapedRegistries = []string{"tiny_descriptions.json", "huge_schemas.json", "long_prose.json"}
+// next to the default one: tiny descriptions, huge schemas, long prose,
+// Chinese descriptions, and MCP-style names (285 tools of 12 servers,
+// snake_case, camelCase and API-post-search names, all deferred, with a
+// catalog budget high enough to list every name).
+var shapedRegistries = []string{"tiny_descriptions.json", "huge_schemas.json", "long_prose.json", "cjk_descriptions.json", "mcp_names.json"}
 
 // loadTestRegistry loads testdata/name.
 func loadTestRegistry(t testing.TB, name string) *resolver.Registry {
@@ -17,6 +23,41 @@ func loadTestRegistry(t testing.TB, name string) *resolver.Registry {
 	reg, err := resolver.LoadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatalf("load testdata/%s: %v", name, err)
+	}
+	return reg
+}
+
+// tenK is the 10k-tool shape: the default registry plus the MCP corpus of
+// toolsearch/searcheval imported ten times (numbered server names), every
+// server deferred, so that the catalog is over its budget and grouped.
+var tenK = sync.OnceValues(func() (*resolver.Registry, error) {
+	servers, err := searcheval.Servers()
+	if err != nil {
+		return nil, err
+	}
+	var in []resolver.MCPServer
+	for copyN := 1; copyN <= 10; copyN++ {
+		for _, s := range servers {
+			name := s.Name
+			if copyN > 1 {
+				name = fmt.Sprint(s.Name, copyN)
+			}
+			in = append(in, resolver.MCPServer{Name: name, Description: s.Description, ToolsList: s.Raw})
+		}
+	}
+	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{Version: "test-10k-1"})
+	if err != nil {
+		return nil, err
+	}
+	return resolver.Load(data)
+})
+
+// tenKRegistry returns the 10k-tool shape or fails the test.
+func tenKRegistry(t testing.TB) *resolver.Registry {
+	t.Helper()
+	reg, err := tenK()
+	if err != nil {
+		t.Fatalf("10k registry: %v", err)
 	}
 	return reg
 }

@@ -177,7 +177,17 @@ func TestSplitProperties(t *testing.T) {
 		if slices.Contains(s.Catalog, resolver.ToolSearch) {
 			t.Fatalf("tool_search in Catalog")
 		}
-		if !isSubsequence(prov, resolved) || !isSubsequence(s.Catalog, resolved) {
+		// Resident tools first, then loaded ones, each part in resolution
+		// order (R30: a load never moves a resident tool).
+		var residentPart, loadedPart []string
+		for _, c := range s.Classification {
+			if c.Resident {
+				residentPart = append(residentPart, c.Name)
+			} else if c.Loaded {
+				loadedPart = append(loadedPart, c.Name)
+			}
+		}
+		if !slices.Equal(prov, append(slices.Clone(residentPart), loadedPart...)) || !isSubsequence(s.Catalog, resolved) {
 			t.Fatalf("order not preserved: %v / %v from %v", prov, s.Catalog, resolved)
 		}
 		if len(s.Classification) != len(res.Tools) {
@@ -254,7 +264,7 @@ func TestTurnProperties(t *testing.T) {
 		prev := turn.Loaded()
 		steps := rapid.IntRange(0, 6).Draw(t, "steps")
 		for range steps {
-			_, _ = turn.Search(subset(t, "search", pool)...)
+			_ = turn.Load(subset(t, "search", pool)...)
 			s := turn.Request()
 			if len(s.Provider)+len(s.Catalog) != len(res.Tools) {
 				t.Fatalf("tool lost: %v + %v vs %v", names(s.Provider), s.Catalog, names(res.Tools))
@@ -288,4 +298,46 @@ func isSubsequence(sub, seq []string) bool {
 		}
 	}
 	return i == len(sub)
+}
+
+// R14, issue #15: never unreachable. For random registries and intents
+// (presets, picked lists, overrides, hand-disabled names), every name in
+// the catalog can be loaded by the tool set sent with it: tool_search is
+// in the provider array, and a search for the name loads it into the next
+// request. When the intent disabled tool_search, the catalog is empty.
+func TestCatalogAlwaysLoadable(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		data, all := genRegistry(t)
+		reg, err := resolver.Load(data)
+		if err != nil {
+			t.Fatalf("generated registry rejected: %v", err)
+		}
+		req := genRequest(t, all)
+		if rapid.Bool().Draw(t, "disable_tool_search") {
+			req.Session.Disabled = append(req.Session.Disabled, resolver.ToolSearch)
+		}
+		res, err := reg.Resolve(req)
+		if err != nil {
+			t.Fatalf("generated request not resolvable: %v", err)
+		}
+		loaded := subset(t, "loaded", all)
+		turn := Freeze(1, res, loaded)
+		s := turn.Request()
+		if len(s.Catalog) == 0 {
+			return
+		}
+		if !slices.Contains(names(s.Provider), resolver.ToolSearch) {
+			t.Fatalf("catalog %v sent without tool_search: provider %v (request %+v)", s.Catalog, names(s.Provider), req)
+		}
+		if req.Override.Kind == resolver.OverrideNone && slices.Contains(req.Session.Disabled, resolver.ToolSearch) {
+			t.Fatalf("tool_search disabled by hand, yet catalog %v", s.Catalog)
+		}
+		name := rapid.SampledFrom(s.Catalog).Draw(t, "search")
+		if got := turn.Load(name); !slices.Equal(got.Loaded, []string{name}) {
+			t.Fatalf("searching catalog name %s loaded %v", name, got.Loaded)
+		}
+		if !slices.Contains(names(turn.Request().Provider), name) {
+			t.Fatalf("%s not in the next request after loading it", name)
+		}
+	})
 }

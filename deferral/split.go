@@ -10,10 +10,13 @@ import (
 // Split is one provider dispatch's view of a resolved tool set (R12, R15).
 // Every input tool is in exactly one of Provider and Catalog.
 type Split struct {
-	// Provider holds, in resolution order, the tools whose full schema goes
-	// into the provider tools array: resident tools, tool_search, and
-	// deferred tools that are loaded. The tools share their Parameters
-	// bytes with the input; treat them as read-only.
+	// Provider holds the tools whose full schema goes into the provider
+	// tools array: first the resident tools (tool_search among them), in
+	// resolution order, then the deferred tools that are loaded, in
+	// resolution order. Loading a tool therefore never moves a resident
+	// one, so the resident part of the array keeps its bytes (R30). The
+	// tools share their Parameters bytes with the input; treat them as
+	// read-only.
 	Provider []resolver.Tool
 	// Catalog holds, in resolution order, the names of deferred tools that
 	// are not loaded. Render it with CatalogText.
@@ -22,6 +25,13 @@ type Split struct {
 	// resident/deferred classification of this dispatch, kept for
 	// inspection (R21).
 	Classification []Class
+	// CatalogText is the catalog as sent in the system prompt: the bare
+	// names (CatalogText), or, above the registry's catalog budget, the
+	// namespaces with counts (RenderCatalog); "" when Catalog is empty.
+	CatalogText string
+	// CatalogGrouped reports that CatalogText lists namespaces, not names.
+	CatalogGrouped bool
+	catalogTokens  int // estimate of a grouped CatalogText
 }
 
 // Class is the classification of one tool in one dispatch (R21).
@@ -45,9 +55,10 @@ func (c Class) InProvider() bool { return c.Resident || c.Loaded }
 
 // SplitTools splits resolved tools for one provider dispatch (R12, R15):
 // a tool goes to Provider when it is resident, or deferred and loaded;
-// otherwise (deferred and not loaded) its name goes to Catalog. Order is the
-// input order in both halves. tool_search always goes to Provider whatever
-// its mark (guard 2 of R14).
+// otherwise (deferred and not loaded) its name goes to Catalog. Provider
+// holds the resident tools in input order, then the loaded deferred ones in
+// input order; Catalog is in input order. tool_search always goes to
+// Provider whatever its mark (guard 2 of R14).
 //
 // loaded reports whether a deferred tool is loaded in this session; nil
 // means nothing is loaded. Use Set.Has for a fixed set of names. loaded is
@@ -57,6 +68,12 @@ func SplitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 	if len(tools) == 0 {
 		return Split{}
 	}
+	s := splitTools(tools, loaded)
+	s.CatalogText = CatalogText(s.Catalog)
+	return s
+}
+
+func splitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 	class := make([]Class, len(tools))
 	nProvider := 0
 	for i := range tools {
@@ -79,15 +96,24 @@ func SplitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 	if n := len(tools) - nProvider; n > 0 {
 		s.Catalog = make([]string, 0, n)
 	}
+	loadedAfter := false
 	for i := range tools {
-		if class[i].InProvider() {
+		switch {
+		case class[i].Resident:
 			t := tools[i]
-			if class[i].Resident {
-				t.Deferred = false // tool_search carrying a stray mark
-			}
+			t.Deferred = false // tool_search carrying a stray mark
 			s.Provider = append(s.Provider, t)
-		} else {
+		case class[i].Loaded:
+			loadedAfter = true
+		default:
 			s.Catalog = append(s.Catalog, tools[i].Name)
+		}
+	}
+	if loadedAfter {
+		for i := range tools {
+			if class[i].Loaded {
+				s.Provider = append(s.Provider, tools[i])
+			}
 		}
 	}
 	return s

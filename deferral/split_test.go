@@ -21,8 +21,9 @@ func tool(name string, deferred bool) resolver.Tool {
 	}
 }
 
-// R12, R15: resident or loaded → Provider, deferred and not loaded →
-// Catalog, both in resolution order; one Class per tool.
+// R12, R15: resident or loaded → Provider (resident tools first, then the
+// loaded ones, each in resolution order, R30), deferred and not loaded →
+// Catalog in resolution order; one Class per tool.
 func TestSplitToolsRoutesEachToolOnce(t *testing.T) {
 	tools := []resolver.Tool{
 		tool("read_file", false),
@@ -34,7 +35,7 @@ func TestSplitToolsRoutesEachToolOnce(t *testing.T) {
 	}
 	s := SplitTools(tools, NewSet("plan", "read_file", "nonexistent").Has)
 
-	if got, want := names(s.Provider), []string{"read_file", "bash", "plan", resolver.ToolSearch}; !slices.Equal(got, want) {
+	if got, want := names(s.Provider), []string{"read_file", "bash", resolver.ToolSearch, "plan"}; !slices.Equal(got, want) {
 		t.Errorf("Provider = %v, want %v", got, want)
 	}
 	if got, want := s.Catalog, []string{"browser", "send_message"}; !slices.Equal(got, want) {
@@ -51,8 +52,8 @@ func TestSplitToolsRoutesEachToolOnce(t *testing.T) {
 	if !reflect.DeepEqual(s.Classification, want) {
 		t.Errorf("Classification = %+v\nwant %+v", s.Classification, want)
 	}
-	if s.Provider[2].Description != "The plan tool." || string(s.Provider[2].Parameters) != `{"type":"object"}` {
-		t.Errorf("loaded tool lost its schema: %+v", s.Provider[2])
+	if s.Provider[3].Description != "The plan tool." || string(s.Provider[3].Parameters) != `{"type":"object"}` {
+		t.Errorf("loaded tool lost its schema: %+v", s.Provider[3])
 	}
 }
 

@@ -39,8 +39,11 @@ type BudgetTable struct {
 	WithoutDeferral Tokens `json:"without_deferral"`
 	// WithDeferral is the provider array with deferral (Split.Provider).
 	WithDeferral Tokens `json:"with_deferral"`
-	// Catalog is the catalog text with deferral (CatalogText).
+	// Catalog is the catalog text with deferral, as sent (RenderCatalog).
 	Catalog Tokens `json:"catalog"`
+	// CatalogGrouped says the catalog lists namespaces with counts, the
+	// deferred names being over the registry's catalog budget.
+	CatalogGrouped bool `json:"catalog_grouped,omitempty"`
 	// Reduction is the percentage by which deferral shrinks the provider
 	// array, by the real tokenizer: 100 * (1 - WithDeferral/WithoutDeferral).
 	Reduction float64 `json:"reduction_percent"`
@@ -79,7 +82,7 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 		all[i].Deferred = false // the "without deferral" baseline: all resident
 	}
 	without := SplitTools(all, nil)
-	with := SplitTools(res.Tools, nil)
+	with := SplitResolution(res, nil)
 
 	t := BudgetTable{
 		RegistryVersion: res.RegistryVersion,
@@ -99,7 +102,8 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 	if t.WithDeferral.Real, err = countTools(with.Provider); err != nil {
 		return BudgetTable{}, err
 	}
-	if t.Catalog.Real, err = Count(CatalogText(with.Catalog)); err != nil {
+	t.CatalogGrouped = with.CatalogGrouped
+	if t.Catalog.Real, err = Count(with.CatalogText); err != nil {
 		return BudgetTable{}, fmt.Errorf("measure catalog: %w", err)
 	}
 	t.Reduction = percentLess(t.WithDeferral.Real, t.WithoutDeferral.Real)
@@ -153,7 +157,15 @@ func (t BudgetTable) String() string {
 	fmt.Fprintf(&b, "%-34s %7.1f%% %7.1f%%\n", "reduction of the resident array", t.EstimatedReduction, t.Reduction)
 	fmt.Fprintf(&b, "%-34s %8s %7.1f%%\n", "net reduction (catalog counted)", "", t.NetReduction)
 	if len(t.Deferred) > 0 {
-		fmt.Fprintf(&b, "deferred: %s\n", strings.Join(t.Deferred, ", "))
+		shown := t.Deferred
+		more := ""
+		if len(shown) > 12 {
+			shown, more = shown[:12], fmt.Sprintf(" and %d more", len(t.Deferred)-12)
+		}
+		fmt.Fprintf(&b, "deferred: %s%s\n", strings.Join(shown, ", "), more)
+	}
+	if t.CatalogGrouped {
+		b.WriteString("catalog: over its budget, it lists servers with counts instead of names\n")
 	}
 	if t.Reachable() {
 		b.WriteString("reachable: every default tool is resident or in the catalog\n")

@@ -1,19 +1,15 @@
 package deferral
 
 import (
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/toolsearch"
 )
-
-// ErrNotInTurn reports tool_search names that this turn cannot load: names
-// not in the turn's frozen tool set (unknown, disabled, or added to the
-// registry after the turn started). Match it with errors.Is.
-var ErrNotInTurn = errors.New("tool not in this turn's tool set")
 
 // Turn is one turn's frozen tool set and its loaded deferred set (R16).
 //
@@ -33,11 +29,20 @@ type Turn struct {
 	registryVersion string
 	contractHash    string
 	tools           []resolver.Tool // frozen copies, resolution order
-	index           map[string]int  // name → position in tools; lookups only
+	byName          map[string]int  // name → position in tools; lookups only
 
 	mu         sync.Mutex
+	initial    map[string]struct{} // deferred tools loaded when the turn was frozen
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
+
+	namespaces []resolver.Namespace // of the frozen resolution, for the catalog
+	catalogMax int                  // the registry's catalog budget
+
+	index      *Index // the registry's index given to FreezeIndexed, or nil
+	searchOnce sync.Once
+	search     *toolsearch.Index  // the index searches use
+	filter     *toolsearch.Filter // the turn's deferred tools in search
 }
 
 // Freeze starts turn number turn from a resolution and the session's loaded
@@ -46,14 +51,24 @@ type Turn struct {
 // this turn, gone from the registry, or resident) have no effect on this
 // turn and are not reported by Loaded. A nil res freezes an empty turn.
 func Freeze(turn uint64, res *resolver.Resolution, loaded []string) *Turn {
-	t := &Turn{number: turn, loaded: make(map[string]struct{}, len(loaded))}
+	return FreezeIndexed(turn, res, loaded, nil)
+}
+
+// FreezeIndexed is Freeze with the search index of the registry that
+// resolved res (IndexFor), so that a search of a large registry costs no
+// index build. idx must come from that same registry; nil builds a small
+// index of the turn's own deferred tools on the first search.
+func FreezeIndexed(turn uint64, res *resolver.Resolution, loaded []string, idx *Index) *Turn {
+	t := &Turn{number: turn, loaded: make(map[string]struct{}, len(loaded)), index: idx}
 	if res == nil {
 		return t
 	}
 	t.registryVersion = res.RegistryVersion
 	t.contractHash = res.ContractHash
+	t.namespaces = slices.Clone(res.Namespaces)
+	t.catalogMax = res.CatalogMaxTokens
 	t.tools = make([]resolver.Tool, len(res.Tools))
-	t.index = make(map[string]int, len(res.Tools))
+	t.byName = make(map[string]int, len(res.Tools))
 	size := 0
 	for i := range res.Tools {
 		size += len(res.Tools[i].Parameters)
@@ -69,15 +84,16 @@ func Freeze(turn uint64, res *resolver.Resolution, loaded []string) *Turn {
 			tool.Parameters = buf[start:len(buf):len(buf)]
 		}
 		t.tools[i] = tool
-		if _, dup := t.index[tool.Name]; !dup {
-			t.index[tool.Name] = i
+		if _, dup := t.byName[tool.Name]; !dup {
+			t.byName[tool.Name] = i
 		}
 	}
 	for _, name := range loaded {
-		if i, ok := t.index[name]; ok && t.tools[i].Deferred {
+		if i, ok := t.byName[name]; ok && t.tools[i].Deferred {
 			t.loaded[name] = struct{}{}
 		}
 	}
+	t.initial = maps.Clone(t.loaded)
 	return t
 }
 
@@ -99,26 +115,46 @@ func (t *Turn) Tools() []resolver.Tool { return slices.Clone(t.tools) }
 // (R16). A deferred tool that is not loaded is still found: whether the
 // model may call it is the provider array's business, not the executor's.
 func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
-	i, ok := t.index[name]
+	i, ok := t.byName[name]
 	if !ok {
 		return resolver.Tool{}, false
 	}
 	return t.tools[i], true
 }
 
-// Request returns the split for the next provider request of this turn:
-// the frozen tools with the current loaded set (R15, R16). Its
+// Request returns the split for the next provider request of this turn
+// (R15, R16, R30): the frozen split (resident tools, then the deferred
+// tools loaded when the turn was frozen), followed by the tools Search
+// loaded in this turn, in load order. A discovered tool is appended after
+// the frozen array, never sorted into it, so the array sent before it is a
+// prefix of the array sent after it; it leaves the catalog. Its
 // Classification is the record R21 asks for. Without a Search in between,
 // two Requests give equal Splits, so the provider array stays stable.
 func (t *Turn) Request() Split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return SplitTools(t.tools, t.isLoaded)
+	s := splitTools(t.tools, t.wasLoaded)
+	if len(t.discovered) > 0 {
+		for _, name := range t.discovered {
+			i := t.byName[name]
+			s.Provider = append(s.Provider, t.tools[i])
+			s.Classification[i].Loaded = true
+		}
+		catalog := s.Catalog[:0:0]
+		for _, name := range s.Catalog {
+			if _, ok := t.loaded[name]; !ok {
+				catalog = append(catalog, name)
+			}
+		}
+		s.Catalog = catalog
+	}
+	s.renderCatalog(t.namespaces, t.catalogMax)
+	return s
 }
 
-// isLoaded is the SplitTools callback; t.mu must be held.
-func (t *Turn) isLoaded(name string) bool {
-	_, ok := t.loaded[name]
+// wasLoaded is the SplitTools callback: loaded when the turn was frozen.
+func (t *Turn) wasLoaded(name string) bool {
+	_, ok := t.initial[name]
 	return ok
 }
 
@@ -143,74 +179,148 @@ func (t *Turn) Discovered() []string {
 	return slices.Clone(t.discovered)
 }
 
-// SearchResult is what tool_search returns to the model.
-type SearchResult struct {
-	// Tools holds the full tools (description and parameter schema) of
-	// every requested name that is in this turn's set, in request order,
-	// de-duplicated: newly loaded, already loaded, or resident.
-	Tools []resolver.Tool
-	// Loaded lists the names this call loaded, in request order; names
-	// already loaded or resident are not repeated here.
-	Loaded []string
-	// NotInTurn lists the requested names this turn cannot load, in
-	// request order; the error names them too.
-	NotInTurn []string
-}
-
-// Search is tool_search (R16): it loads the named deferred tools of this
-// turn's frozen set and returns their full parameter schemas. The next
-// Request includes them in Provider and drops them from Catalog. Loading a
-// loaded or resident tool is a no-op that still returns its schema.
+// Search is tool_search (R16, R29): it finds tools of this turn's frozen
+// set by exact name, by a keyword query ranked by BM25, or by a regular
+// expression (any combination; names first), loads the deferred ones
+// among them and returns their full parameter schemas. Queries and regexes
+// search only the turn's deferred tools (loaded or not); names may also
+// name resident tools, whose schemas are returned without loading
+// anything. The next Request appends the newly loaded tools after the
+// frozen array and drops them from Catalog. Loading a loaded tool is a
+// no-op that still returns its schema.
 //
-// Names not in the frozen set are not loaded and are reported in
-// NotInTurn and by an error wrapping ErrNotInTurn that names them; the
-// valid names of the same call are loaded anyway. An empty call returns an
-// empty result.
-func (t *Turn) Search(names ...string) (SearchResult, error) {
+// Names not in the frozen set are reported in NotFound and are not an
+// error; a query that matches nothing or a regex that does not compile is
+// a Note. Only a request outside the tool_search schema is an error
+// (ErrInvalidSearch), and then nothing is loaded.
+func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
+	if err := req.Validate(); err != nil {
+		return SearchResult{}, err
+	}
 	var res SearchResult
-	seen := make(map[string]struct{}, len(names))
-	t.mu.Lock()
-	for _, name := range names {
+	var notes []string
+	seen := make(map[string]struct{}, len(req.Names)+req.limit())
+	var picked []int // positions in t.tools, in result order
+	for _, name := range req.Names {
 		if _, dup := seen[name]; dup {
 			continue
 		}
 		seen[name] = struct{}{}
-		i, ok := t.index[name]
+		i, ok := t.byName[name]
 		if !ok {
-			res.NotInTurn = append(res.NotInTurn, name)
+			res.NotFound = append(res.NotFound, name)
 			continue
 		}
+		picked = append(picked, i)
+	}
+	if req.Query != "" || req.Regex != "" {
+		ix, filter := t.searchIndex()
+		k := req.limit()
+		var hits []toolsearch.Hit
+		var via []string
+		if req.Query != "" {
+			qh := ix.Keyword(req.Query, k, filter)
+			hits = append(hits, qh...)
+			for range qh {
+				via = append(via, "query")
+			}
+			if len(qh) == 0 {
+				notes = append(notes, fmt.Sprintf("no deferred tool matched the query %q; try other keywords, or a regex", req.Query))
+			}
+		}
+		if req.Regex != "" {
+			rh, err := ix.Regex(req.Regex, k, filter)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("regex not used: %v", err))
+			} else if len(rh) == 0 {
+				notes = append(notes, fmt.Sprintf("no deferred tool matched the regex %q", req.Regex))
+			}
+			hits = append(hits, rh...)
+			for range rh {
+				via = append(via, "regex")
+			}
+		}
+		matched := 0
+		for j, h := range hits {
+			if matched == k {
+				break
+			}
+			if _, dup := seen[h.Name]; dup {
+				continue
+			}
+			i, ok := t.byName[h.Name]
+			if !ok {
+				continue
+			}
+			seen[h.Name] = struct{}{}
+			matched++
+			picked = append(picked, i)
+			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: h.Score})
+		}
+	}
+	if len(req.Names) == 0 && req.Query == "" && req.Regex == "" {
+		notes = append(notes, "nothing to search: pass names from the catalog, a query of keywords, or a regex")
+	}
+	if len(res.NotFound) > 0 {
+		notes = append(notes, fmt.Sprintf("not found in this turn's tools: %s; load only names from the deferred-tool catalog, or search with a query", quoteList(res.NotFound)))
+	}
+	res.Note = strings.Join(notes, "; ")
+
+	t.mu.Lock()
+	for _, i := range picked {
 		tool := t.tools[i]
 		res.Tools = append(res.Tools, tool)
 		if !tool.Deferred {
 			continue
 		}
-		if _, was := t.loaded[name]; !was {
-			t.loaded[name] = struct{}{}
-			t.discovered = append(t.discovered, name)
-			res.Loaded = append(res.Loaded, name)
+		if _, was := t.loaded[tool.Name]; !was {
+			t.loaded[tool.Name] = struct{}{}
+			t.discovered = append(t.discovered, tool.Name)
+			res.Loaded = append(res.Loaded, tool.Name)
 		}
 	}
 	t.mu.Unlock()
-	if len(res.NotInTurn) > 0 {
-		return res, fmt.Errorf("search tools %s: %w; load only names from the deferred-tool catalog: %s",
-			quoteList(res.NotInTurn), ErrNotInTurn, t.catalogHint())
-	}
 	return res, nil
 }
 
-// catalogHint lists the deferred tools of this turn for an error message.
-func (t *Turn) catalogHint() string {
-	var names []string
-	for i := range t.tools {
-		if t.tools[i].Deferred {
-			names = append(names, t.tools[i].Name)
+// Load is Search for exact names only.
+func (t *Turn) Load(names ...string) SearchResult {
+	if len(names) > MaxSearchNames {
+		names = names[:MaxSearchNames]
+	}
+	res, _ := t.Search(SearchRequest{Names: names})
+	return res
+}
+
+// searchIndex returns the index searches use and the filter admitting the
+// turn's deferred tools, built once per turn.
+func (t *Turn) searchIndex() (*toolsearch.Index, *toolsearch.Filter) {
+	t.searchOnce.Do(func() {
+		var deferred []resolver.Tool
+		var names []string
+		for i := range t.tools {
+			if t.tools[i].Deferred {
+				deferred = append(deferred, t.tools[i])
+				names = append(names, t.tools[i].Name)
+			}
 		}
-	}
-	if len(names) == 0 {
-		return "(none: this turn defers no tools)"
-	}
-	return strings.Join(names, ", ")
+		if t.index != nil {
+			ix := t.index.ix
+			complete := true
+			for _, n := range names {
+				if _, ok := ix.Lookup(n); !ok {
+					complete = false
+					break
+				}
+			}
+			if complete {
+				t.search, t.filter = ix, ix.NewFilter(names)
+				return
+			}
+		}
+		t.search = toolsearch.Build(docsOf(deferred, t.namespaces), nil) // holds only deferred tools: no filter
+	})
+	return t.search, t.filter
 }
 
 // quoteList renders names as "a", "b".

@@ -1,7 +1,6 @@
 package deferral
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,16 +54,18 @@ func TestSearchLoadsIntoNextRequest(t *testing.T) {
 		t.Errorf("two requests without a search differ")
 	}
 
-	res, err := turn.Search("browser")
-	if err != nil {
-		t.Fatalf("Search(browser): %v", err)
-	}
-	if !slices.Equal(res.Loaded, []string{"browser"}) || len(res.NotInTurn) != 0 {
+	res := turn.Load("browser")
+	if !slices.Equal(res.Loaded, []string{"browser"}) || len(res.NotFound) != 0 {
 		t.Errorf("Search result = %+v", res)
 	}
 	next := turn.Request()
-	if got, want := names(next.Provider), []string{"read_file", "bash", "browser", "tool_search"}; !slices.Equal(got, want) {
+	// R30: appended after the frozen array, never sorted into it.
+	if got, want := names(next.Provider), []string{"read_file", "bash", "tool_search", "browser"}; !slices.Equal(got, want) {
 		t.Errorf("next Provider = %v, want %v", got, want)
+	}
+	before := string(resolver.RenderOpenAI(first.Provider))
+	if after := string(resolver.RenderOpenAI(next.Provider)); !strings.HasPrefix(after, before[:len(before)-1]+",") {
+		t.Errorf("the array before the search is not a prefix of the array after it:\n%s\n%s", before, after)
 	}
 	if got, want := next.Catalog, []string{"send_message"}; !slices.Equal(got, want) {
 		t.Errorf("next Catalog = %v, want %v", got, want)
@@ -88,10 +89,7 @@ func TestSearchLoadsIntoNextRequest(t *testing.T) {
 func TestSearchReturnsFullSchemaAndLookupKeepsPermission(t *testing.T) {
 	reg := smallReg(t, 1, 100, "network")
 	turn := Freeze(1, resolve(t, reg, defaultSession()), nil)
-	res, err := turn.Search("browser")
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := turn.Load("browser")
 	want, _ := reg.Tool("browser")
 	if len(res.Tools) != 1 || res.Tools[0].Description != want.Description ||
 		string(res.Tools[0].Parameters) != string(want.Parameters) {
@@ -137,33 +135,34 @@ func TestFreezeIsolatesTurnFromLaterChanges(t *testing.T) {
 	if b, _ := turn.Lookup("browser"); b.Permission != "network" || b.Parameters[0] != '{' {
 		t.Errorf("frozen browser changed: %+v", b)
 	}
-	if _, err := turn.Search("browser"); err != nil {
-		t.Errorf("Search on frozen turn: %v", err)
+	if res := turn.Load("browser"); !slices.Equal(res.Loaded, []string{"browser"}) {
+		t.Errorf("Search on frozen turn: %+v", res)
 	}
 	if turn.ContractHash() != res.ContractHash || turn.RegistryVersion() != res.RegistryVersion {
 		t.Errorf("turn contract = %s/%s, want %s/%s", turn.RegistryVersion(), turn.ContractHash(), res.RegistryVersion, res.ContractHash)
 	}
 }
 
-// R16: only deferred tools of this turn's frozen set may be loaded; other
-// names are reported with ErrNotInTurn, valid names of the call still load.
-func TestSearchReportsNamesNotInTurn(t *testing.T) {
+// R16, R29: only tools of this turn's frozen set may be loaded; other
+// names are a soft "not found" (no error), valid names of the call still
+// load, and the note names the missing ones.
+func TestSearchReportsNamesNotFound(t *testing.T) {
 	reg := smallReg(t, 1, 100, "network")
 	// browser is disabled in this session, so it is not in the turn.
 	on := true
 	res := resolve(t, reg, resolver.Request{Session: resolver.Intent{Enabled: &on, Disabled: []string{"browser"}}})
 	turn := Freeze(1, res, nil)
-	got, err := turn.Search("nope", "send_message", "browser", "send_message")
-	if !errors.Is(err, ErrNotInTurn) {
-		t.Fatalf("err = %v, want ErrNotInTurn", err)
+	got, err := turn.Search(SearchRequest{Names: []string{"nope", "send_message", "browser", "send_message"}})
+	if err != nil {
+		t.Fatalf("Search with unknown names: %v, want a soft result", err)
 	}
-	for _, name := range []string{`"nope"`, `"browser"`, "send_message"} {
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("error %q does not name %s (the bad names and the catalog)", err, name)
+	for _, name := range []string{`"nope"`, `"browser"`} {
+		if !strings.Contains(got.Note, name) {
+			t.Errorf("note %q does not name %s", got.Note, name)
 		}
 	}
-	if !slices.Equal(got.NotInTurn, []string{"nope", "browser"}) {
-		t.Errorf("NotInTurn = %v", got.NotInTurn)
+	if !slices.Equal(got.NotFound, []string{"nope", "browser"}) {
+		t.Errorf("NotFound = %v", got.NotFound)
 	}
 	if !slices.Equal(got.Loaded, []string{"send_message"}) || !slices.Equal(names(got.Tools), []string{"send_message"}) {
 		t.Errorf("valid name not loaded: %+v", got)
@@ -171,24 +170,26 @@ func TestSearchReportsNamesNotInTurn(t *testing.T) {
 	if s := turn.Request(); slices.Contains(names(s.Provider), "browser") || slices.Contains(s.Catalog, "browser") {
 		t.Errorf("disabled tool reached the request: %v / %v", names(s.Provider), s.Catalog)
 	}
+	// All names unknown: still a successful, empty result.
+	got, err = turn.Search(SearchRequest{Names: []string{"ghost"}})
+	if err != nil || len(got.Tools)+len(got.Loaded) != 0 || !slices.Equal(got.NotFound, []string{"ghost"}) {
+		t.Errorf("all unknown = %+v, %v", got, err)
+	}
 }
 
 // R16: searching a resident or already loaded tool is a no-op that still
 // returns the schema; an empty search does nothing.
 func TestSearchIsIdempotent(t *testing.T) {
 	turn := Freeze(1, resolve(t, smallReg(t, 1, 100, "network"), defaultSession()), []string{"browser"})
-	got, err := turn.Search("browser", "read_file", "tool_search")
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := turn.Load("browser", "read_file", "tool_search")
 	if len(got.Loaded) != 0 || !slices.Equal(names(got.Tools), []string{"browser", "read_file", "tool_search"}) {
 		t.Errorf("Search = %+v", got)
 	}
 	if d := turn.Discovered(); len(d) != 0 {
 		t.Errorf("Discovered = %v, want none (browser came loaded)", d)
 	}
-	if got, err := turn.Search(); err != nil || len(got.Tools)+len(got.Loaded)+len(got.NotInTurn) != 0 {
-		t.Errorf("empty Search = %+v, %v", got, err)
+	if got, err := turn.Search(SearchRequest{}); err != nil || len(got.Tools)+len(got.Loaded)+len(got.NotFound) != 0 || got.Note == "" {
+		t.Errorf("empty Search = %+v, %v; want nothing loaded and a note", got, err)
 	}
 	if l := turn.Loaded(); !slices.Equal(l, []string{"browser"}) {
 		t.Errorf("Loaded = %v", l)
@@ -219,8 +220,8 @@ func TestFreezeNilResolution(t *testing.T) {
 	if s := turn.Request(); len(s.Provider)+len(s.Catalog) != 0 {
 		t.Errorf("empty turn Request = %+v", s)
 	}
-	if _, err := turn.Search("browser"); !errors.Is(err, ErrNotInTurn) {
-		t.Errorf("Search on empty turn: %v", err)
+	if res := turn.Load("browser"); !slices.Equal(res.NotFound, []string{"browser"}) {
+		t.Errorf("Search on empty turn: %+v", res)
 	}
 	if _, ok := turn.Lookup("browser"); ok || len(turn.Loaded()) != 0 || len(turn.Tools()) != 0 {
 		t.Errorf("empty turn not empty")
@@ -236,7 +237,7 @@ func TestTurnConcurrentSearchAndRequest(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				if i%2 == 0 {
-					_, _ = turn.Search("browser", "send_message")
+					_ = turn.Load("browser", "send_message")
 				} else {
 					s := turn.Request()
 					if len(s.Provider)+len(s.Catalog) != 5 {

@@ -23,7 +23,7 @@ var (
 	// ^[A-Za-z0-9_-]{1,128}$.
 	ErrInvalidSession = errors.New("invalid session id")
 	// ErrInvalidName means a tool or preset name does not match
-	// ^[a-z][a-z0-9_-]{0,63}$.
+	// ^[A-Za-z][A-Za-z0-9_-]{0,63}$.
 	ErrInvalidName = errors.New("invalid tool name")
 	// ErrInvalidEvent means an envelope or payload breaks a rule other than
 	// the ones above (bad id, mismatched type, list too long, ...).

@@ -194,22 +194,24 @@ type PresetChosen struct {
 	Preset string `msgpack:"preset" json:"preset"`
 }
 
-// ToolDisabled switches one tool off by hand.
+// ToolDisabled switches one tool off by hand, or every tool a name
+// pattern matches (mcp__github__*).
 type ToolDisabled struct {
-	// Name is the tool name.
+	// Name is the tool name or pattern.
 	Name string `msgpack:"name" json:"name"`
 }
 
-// ToolEnabled undoes a ToolDisabled for one tool.
+// ToolEnabled undoes a ToolDisabled for one name or pattern.
 type ToolEnabled struct {
-	// Name is the tool name.
+	// Name is the tool name or pattern, as disabled.
 	Name string `msgpack:"name" json:"name"`
 }
 
 // ToolsPicked sets the explicit, user-curated tool list.
 type ToolsPicked struct {
-	// Names is the list in the user's order; nil unsets it, an empty
-	// non-nil list picks no tools.
+	// Names is the list in the user's order, of names or patterns (a
+	// pattern picks every tool it matches, in registry order); nil unsets
+	// it, an empty non-nil list picks no tools.
 	Names []string `msgpack:"names" json:"names"`
 }
 

@@ -29,8 +29,8 @@ func TestValidateSessionID(t *testing.T) {
 
 // R22: tool names in payloads match the registry's name pattern.
 func TestValidateToolName(t *testing.T) {
-	good := []string{"a", "read_file", "web-search2", "a" + strings.Repeat("b", 63)}
-	bad := []string{"", "Read", "1abc", "_a", "a.b", "a b", "a" + strings.Repeat("b", 64)}
+	good := []string{"a", "read_file", "web-search2", "a" + strings.Repeat("b", 63), "Read", "mcp__github__create_issue", "mcp__jira__createJiraIssue"}
+	bad := []string{"", "1abc", "_a", "a.b", "a b", "a/b", "a" + strings.Repeat("b", 64)}
 	for _, s := range good {
 		if err := ValidateToolName(s); err != nil {
 			t.Errorf("ValidateToolName(%q) = %v", s, err)
@@ -117,7 +117,7 @@ func TestEncodeValidates(t *testing.T) {
 		{"type mismatch", func() Envelope { e := validEnv(TurnEnded{}); e.Type = TypeTurnStarted; return e }(), ErrInvalidEvent},
 		{"old version", func() Envelope { e := validEnv(TurnEnded{}); e.Version = 1; return e }(), ErrInvalidEvent},
 		{"no payload", validEnv(nil), ErrInvalidEvent},
-		{"bad name", validEnv(ToolDisabled{Name: "Bad"}), ErrInvalidName},
+		{"bad name", validEnv(ToolDisabled{Name: "Bad name"}), ErrInvalidName},
 		{"empty name", validEnv(ToolEnabled{}), ErrInvalidName},
 		{"bad preset", validEnv(PresetChosen{Preset: "Full Set"}), ErrInvalidName},
 		{"long list", validEnv(ToolsPicked{Names: long}), ErrInvalidEvent},
@@ -179,7 +179,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"names not list", encodeOrdered(t, h(kv{"type", "ToolsPicked"}, kv{"data", []kv{{"names", "a"}}})), ErrMalformed},
 		{"name not string", encodeOrdered(t, h(kv{"type", "ToolsPicked"}, kv{"data", []kv{{"names", []any{1}}}})), ErrMalformed},
 		{"list too long", encodeOrdered(t, h(kv{"type", "ToolsPicked"}, kv{"data", []kv{{"names", long}}})), ErrMalformed},
-		{"bad name", encodeOrdered(t, h(kv{"type", "ToolDisabled"}, kv{"data", []kv{{"name", "A"}}})), ErrInvalidName},
+		{"bad name", encodeOrdered(t, h(kv{"type", "ToolDisabled"}, kv{"data", []kv{{"name", "a.b"}}})), ErrInvalidName},
 		{"missing name", encodeOrdered(t, h(kv{"type", "ToolDisabled"}, kv{"data", []kv{}})), ErrMalformed},
 		{"duplicate key", encodeOrdered(t, h(kv{"type", "TurnEnded"}, kv{"type", "TurnEnded"})), ErrMalformed},
 		{"trailing", append(encodeOrdered(t, h(kv{"type", "TurnEnded"})), 0xc0), ErrMalformed},

@@ -25,11 +25,23 @@ func ValidateSessionID(s string) error {
 	return nil
 }
 
-// ValidateToolName reports whether name matches ^[a-z][a-z0-9_-]{0,63}$, the
-// form of tool and preset names. The error matches ErrInvalidName.
+// ValidateToolName reports whether name matches toolname.Pattern
+// (^[A-Za-z][A-Za-z0-9_-]{0,63}$), the form of tool and preset names. The
+// error matches ErrInvalidName.
 func ValidateToolName(name string) error {
 	if !validName(name) {
-		return fmt.Errorf("name %q does not match ^[a-z][a-z0-9_-]{0,63}$, use lower-case letters, digits, '_' or '-': %w", clip(name), ErrInvalidName)
+		return fmt.Errorf("name %q does not match %s, use letters, digits, '_' or '-', starting with a letter: %w", clip(name), toolname.Pattern, ErrInvalidName)
+	}
+	return nil
+}
+
+// ValidateToolPattern reports whether s is a tool name or a name pattern
+// (toolname.ValidPattern): the entries of the disabled and picked lists,
+// which may say mcp__github__* for every tool of a server. The error
+// matches ErrInvalidName.
+func ValidateToolPattern(s string) error {
+	if !toolname.ValidPattern(s) {
+		return fmt.Errorf("name %q is not %s: %w", clip(s), toolname.PatternRule, ErrInvalidName)
 	}
 	return nil
 }
@@ -132,17 +144,25 @@ func validatePayload(p Payload) error {
 		}
 		return nil
 	case ToolDisabled:
-		if err := ValidateToolName(v.Name); err != nil {
+		if err := ValidateToolPattern(v.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 		return nil
 	case ToolEnabled:
-		if err := ValidateToolName(v.Name); err != nil {
+		if err := ValidateToolPattern(v.Name); err != nil {
 			return fmt.Errorf("name: %w", err)
 		}
 		return nil
 	case ToolsPicked:
-		return validateNames("names", v.Names)
+		if len(v.Names) > MaxListLen {
+			return fmt.Errorf("names has %d names, at most %d allowed: %w", len(v.Names), MaxListLen, ErrInvalidEvent)
+		}
+		for _, n := range v.Names {
+			if err := ValidateToolPattern(n); err != nil {
+				return fmt.Errorf("names: %w", err)
+			}
+		}
+		return nil
 	case DeferredLoaded:
 		return validateNames("names", v.Names)
 	case CheckpointRecorded:

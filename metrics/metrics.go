@@ -17,18 +17,20 @@ import (
 
 // Metrics is one registry of the engine's metrics. Safe for concurrent use.
 type Metrics struct {
-	reg          *prometheus.Registry
-	appends      prometheus.Counter
-	events       prometheus.Counter
-	dedupes      prometheus.Counter
-	conflicts    *prometheus.CounterVec
-	undecodable  prometheus.Counter
-	rejected     prometheus.Counter
-	lagEvents    prometheus.Gauge
-	lagSeconds   prometheus.Gauge
-	folded       prometheus.Counter
-	resolve      prometheus.Histogram
-	prefixChange *prometheus.CounterVec
+	reg           *prometheus.Registry
+	appends       prometheus.Counter
+	events        prometheus.Counter
+	dedupes       prometheus.Counter
+	conflicts     *prometheus.CounterVec
+	undecodable   prometheus.Counter
+	rejected      prometheus.Counter
+	lagEvents     prometheus.Gauge
+	lagSeconds    prometheus.Gauge
+	folded        prometheus.Counter
+	resolve       prometheus.Histogram
+	prefixChange  *prometheus.CounterVec
+	prefixExtend  *prometheus.CounterVec
+	catalogChange *prometheus.CounterVec
 }
 
 // New registers the engine's metrics (and the Go and process collectors)
@@ -68,13 +70,21 @@ func New() *Metrics {
 			Buckets: []float64{1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2},
 		}),
 		prefixChange: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_tool_prefix_changes_total", Help: "Dispatches whose provider tools array changed from the session's previous one (a prompt-cache break), by cause.",
+			Name: "engine_tool_prefix_changes_total", Help: "Dispatches whose provider tools array changed a byte of the session's previous one (a prompt-cache break), by cause.",
+		}, []string{"cause"}),
+		prefixExtend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engine_tool_prefix_extensions_total", Help: "Dispatches whose provider tools array only appended tools after the session's previous one (the cached prefix holds), by cause.",
+		}, []string{"cause"}),
+		catalogChange: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engine_catalog_changes_total", Help: "Dispatches whose deferred-tool catalog text differs from the session's previous one, by cause.",
 		}, []string{"cause"}),
 	}
 	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.rejected, m.lagEvents, m.lagSeconds,
-		m.folded, m.resolve, m.prefixChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, c := range []string{"intent", "registry", "discovery"} {
+		m.folded, m.resolve, m.prefixChange, m.prefixExtend, m.catalogChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []string{"intent", "registry", "discovery", "turn"} {
 		m.prefixChange.WithLabelValues(c)
+		m.prefixExtend.WithLabelValues(c)
+		m.catalogChange.WithLabelValues(c)
 	}
 	m.conflicts.WithLabelValues("true")
 	m.conflicts.WithLabelValues("false")
@@ -104,8 +114,10 @@ func (m *Metrics) Hooks() service.Hooks {
 				m.conflicts.WithLabelValues("false").Inc()
 			}
 		},
-		Resolved:      func(d time.Duration) { m.resolve.Observe(d.Seconds()) },
-		PrefixChanged: func(cause string) { m.prefixChange.WithLabelValues(cause).Inc() },
+		Resolved:       func(d time.Duration) { m.resolve.Observe(d.Seconds()) },
+		PrefixChanged:  func(cause string) { m.prefixChange.WithLabelValues(cause).Inc() },
+		PrefixExtended: func(cause string) { m.prefixExtend.WithLabelValues(cause).Inc() },
+		CatalogChanged: func(cause string) { m.catalogChange.WithLabelValues(cause).Inc() },
 	}
 }
 

@@ -34,7 +34,7 @@ func ExampleRegistry_Resolve() {
 	for _, req := range []resolver.Request{
 		{Session: resolver.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}},
 		{Profile: "reader"},
-		{Session: resolver.Intent{Enabled: &off, WebSearch: &on}},
+		{Session: resolver.Intent{Enabled: &off, WebSearch: &on}}, // web_search is deferred here: tool_search comes with it (R14)
 		{Override: resolver.Override{Kind: resolver.OverrideNames, Names: []string{"bash", "ghost"}}},
 	} {
 		res, err := reg.Resolve(req)
@@ -49,7 +49,7 @@ func ExampleRegistry_Resolve() {
 	// Output:
 	// session-intent [read_file tool_search send_message web_search] unknown: []
 	// profile [read_file tool_search] unknown: []
-	// session-intent [web_search] unknown: []
+	// session-intent [web_search tool_search] unknown: []
 	// override-names [bash] unknown: [ghost]
 	// send_message deferred: true
 }

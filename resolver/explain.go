@@ -25,6 +25,8 @@ import (
 //	not-allowed-by-profile:P  filtered out of the defaults by the profile's allowed list (R11)
 //	disabled-by-session / disabled-by-override
 //	unavailable             selected, but not available in this deployment
+//	tool_search-guard       tool_search added because deferred tools are in the set (R14)
+//	deferred-without-tool_search  a deferred tool left out because tool_search is disabled (R14)
 //
 // Included always agrees with Resolve. The output is deterministic.
 func (r *Registry) Explain(req Request, tool string) Explanation {
@@ -49,7 +51,7 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 		switch {
 		case len(names) == 0:
 			ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
-		case !slices.Contains(names, tool):
+		case !containsMatch(names, tool):
 			ex.Rule = "not-in-override-names"
 			ex.Detail = fmt.Sprintf("the per-turn override lists exactly the turn's tools (%d names) and %q is not one of them (R5)", len(names), tool)
 		case !available:
@@ -64,6 +66,7 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 	default:
 		r.explainIntent(&ex, &req.Session, nil, req.Profile, available, "session intent", "disabled-by-session")
 	}
+	r.explainReach(&ex, req) // R14
 	return ex
 }
 
@@ -124,10 +127,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		case !inDefaults():
 			missRule = "not-in-defaults"
 			missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
-		case len(profileAllowed) > 0 && !slices.Contains(profileAllowed, tool):
+		case len(profileAllowed) > 0 && !containsMatch(profileAllowed, tool):
 			missRule = "not-allowed-by-profile:" + profile
 			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (R11)", tool, profile)
-		case len(allowed) > 0 && !slices.Contains(allowed, tool):
+		case len(allowed) > 0 && !containsMatch(allowed, tool):
 			missRule = "not-allowed"
 			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (R11)", tool)
 		default:
@@ -137,7 +140,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	}
 	switch {
 	case len(in.Picked) > 0:
-		inBase = slices.Contains(in.Picked, tool)
+		inBase = containsMatch(in.Picked, tool)
 		hitRule = "picked"
 		hitDetail = fmt.Sprintf("the %s picks %q explicitly, in the user's order", who, tool)
 		missRule = "not-picked"
@@ -172,12 +175,12 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (R8)", what, r.version, tool))
 	}
 
-	if inBase && slices.Contains(in.Disabled, tool) && !(isWS && wsOn) {
+	if inBase && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
 		exclude(disabledRule, fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who))
 		return
 	}
 	if isWS {
-		if wsOn && (!inBase || slices.Contains(in.Disabled, tool)) {
+		if wsOn && (!inBase || containsMatch(in.Disabled, tool)) {
 			if !available {
 				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
 				return

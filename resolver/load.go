@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/toolintent/engine/internal/toolname"
 )
 
-const namePatternText = `^[a-z][a-z0-9_-]{0,63}$`
+const namePatternText = toolname.Pattern
 
-var topLevelKeys = []string{"version", "tools", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles"}
-var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native"}
+var topLevelKeys = []string{"version", "tools", "namespaces", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles", "auto_defer", "catalog_max_tokens"}
+var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native", "defer"}
 var nativeKeys = []string{"anthropic", "openai"}
 var profileKeys = []string{"tools", "preset", "allowed"}
 
@@ -19,6 +21,7 @@ var profileKeys = []string{"tools", "preset", "allowed"}
 type loader struct {
 	problems []error
 	firstAt  map[string]int // tool name -> position in the file's tools array
+	sorted   []int32        // tool indices by name, for pattern expansion
 }
 
 func (l *loader) addf(format string, args ...any) {
@@ -67,11 +70,13 @@ func (l *loader) strList(path string, n *jnode) ([]string, bool) {
 // and duplicates.
 func (l *loader) refs(path string, names []string, index map[string]int32) []int32 {
 	out := make([]int32, 0, len(names))
+	first := make(map[string]int, len(names))
 	for i, name := range names {
-		if j := slices.Index(names[:i], name); j >= 0 {
+		if j, dup := first[name]; dup {
 			l.addf("%s[%d]: %q repeats %s[%d]; list each tool once", path, i, name, path, j)
 			continue
 		}
+		first[name] = i
 		idx, ok := index[name]
 		if !ok {
 			l.addf("%s[%d]: unknown tool %q; add it to tools or remove it from the list", path, i, name)
@@ -80,6 +85,99 @@ func (l *loader) refs(path string, names []string, index map[string]int32) []int
 		out = append(out, idx)
 	}
 	return out
+}
+
+// expand replaces each name pattern of a registry list (mcp__github__*) by
+// the tools it matches, in registry order, leaving out names the list
+// already holds; within is non-nil for lists that may only name those
+// tools (allowed filters the defaults). A pattern that matches nothing is
+// a problem: a typo must not silently select nothing.
+func (l *loader) expand(r *Registry, path string, list []string, within []string) []string {
+	hasPattern := false
+	for _, s := range list {
+		if IsPattern(s) {
+			hasPattern = true
+			break
+		}
+	}
+	if !hasPattern {
+		return list
+	}
+	out := make([]string, 0, len(list))
+	have := make(map[string]bool, len(list)) // names listed plainly or already added
+	for _, s := range list {
+		if !IsPattern(s) {
+			have[s] = true
+		}
+	}
+	var inside map[string]bool
+	if within != nil {
+		inside = make(map[string]bool, len(within))
+		for _, s := range within {
+			inside[s] = true
+		}
+	}
+	for i, s := range list {
+		if !IsPattern(s) {
+			out = append(out, s)
+			continue
+		}
+		if !toolname.ValidPattern(s) {
+			l.addf("%s[%d]: %q is not %s", path, i, s, toolname.PatternRule)
+			continue
+		}
+		matched := false
+		for _, j := range l.candidates(r, s) {
+			name := r.tools[j].Name
+			if !matchName(s, name) || inside != nil && !inside[name] {
+				continue
+			}
+			matched = true
+			if !have[name] {
+				have[name] = true
+				out = append(out, name)
+			}
+		}
+		if !matched {
+			l.addf("%s[%d]: pattern %q matches no tool; fix it or remove it", path, i, s)
+		}
+	}
+	return out
+}
+
+// candidates returns, in registry order, the indices of the tools whose
+// names start with the literal prefix of pattern (the part before its
+// first wildcard): a binary search in the names sorted once per load, so
+// that expanding many mcp__<server>__* patterns stays near linear.
+func (l *loader) candidates(r *Registry, pattern string) []int32 {
+	if len(l.sorted) != len(r.tools) {
+		l.sorted = make([]int32, len(r.tools))
+		for i := range l.sorted {
+			l.sorted[i] = int32(i)
+		}
+		slices.SortFunc(l.sorted, func(a, b int32) int { return strings.Compare(r.tools[a].Name, r.tools[b].Name) })
+	}
+	prefix := pattern
+	if i := strings.IndexAny(pattern, "*?"); i >= 0 {
+		prefix = pattern[:i]
+	}
+	lo, _ := slices.BinarySearchFunc(l.sorted, prefix, func(i int32, p string) int { return strings.Compare(r.tools[i].Name, p) })
+	hi := lo
+	for hi < len(l.sorted) && strings.HasPrefix(r.tools[l.sorted[hi]].Name, prefix) {
+		hi++
+	}
+	out := slices.Clone(l.sorted[lo:hi])
+	slices.Sort(out)
+	return out
+}
+
+// setOf returns the set of names.
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 func sortedKeys(n *jnode) []int {
@@ -134,12 +232,18 @@ func build(data []byte) (*Registry, error) {
 	if idx, ok := r.index[WebSearch]; ok {
 		r.webSearch = idx + 1
 	}
+	if idx, ok := r.index[ToolSearch]; ok {
+		r.toolSearch = idx + 1
+	}
+	l.namespaces(r, root.get("namespaces"))
+	l.autoDeferConfig(r, root)
 
 	// default_tools
 	var defaultNames []string
 	if n := root.get("default_tools"); n == nil {
 		l.addf("default_tools: missing; list DEFAULT_TOOLS in order, including %q", ToolSearch)
 	} else if list, ok := l.strList("default_tools", n); ok {
+		list = l.expand(r, "default_tools", list, nil)
 		defaultNames = list
 		r.defaults = l.refs("default_tools", list, r.index)
 		if !slices.Contains(list, ToolSearch) {
@@ -153,11 +257,13 @@ func build(data []byte) (*Registry, error) {
 	// deferred_default_tools
 	if n := root.get("deferred_default_tools"); n != nil {
 		if list, ok := l.strList("deferred_default_tools", n); ok {
+			list = l.expand(r, "deferred_default_tools", list, nil)
 			l.refs("deferred_default_tools", list, r.index)
+			isDefault := setOf(defaultNames)
 			for i, name := range list {
 				if name == ToolSearch {
 					l.addf("deferred_default_tools[%d]: %q can never be deferred (R14); remove it", i, name)
-				} else if defaultNames != nil && !slices.Contains(defaultNames, name) {
+				} else if defaultNames != nil && !isDefault[name] {
 					l.addf("deferred_default_tools[%d]: %q is not in default_tools; deferred defaults stay in the defaults (R13), add it there or remove it here", i, name)
 				}
 			}
@@ -169,11 +275,15 @@ func build(data []byte) (*Registry, error) {
 	}
 
 	// resident_tools
+	explicitResident := false
 	if n := root.get("resident_tools"); n != nil && n.kind != jNull {
+		explicitResident = true
 		if list, ok := l.strList("resident_tools", n); ok {
+			list = l.expand(r, "resident_tools", list, nil)
 			l.refs("resident_tools", list, r.index)
+			isDeferred := setOf(r.deferredDefaults)
 			for i, name := range list {
-				if slices.Contains(r.deferredDefaults, name) {
+				if isDeferred[name] {
 					l.addf("resident_tools[%d]: %q is also in deferred_default_tools; remove it from one of the two lists", i, name)
 				}
 			}
@@ -181,8 +291,10 @@ func build(data []byte) (*Registry, error) {
 		}
 	} else {
 		r.residentList = []string{}
+		isDeferred, listed := setOf(r.deferredDefaults), map[string]bool{}
 		for _, name := range defaultNames {
-			if !slices.Contains(r.deferredDefaults, name) && !slices.Contains(r.residentList, name) {
+			if !isDeferred[name] && !listed[name] {
+				listed[name] = true
 				r.residentList = append(r.residentList, name)
 			}
 		}
@@ -208,6 +320,9 @@ func build(data []byte) (*Registry, error) {
 				list, ok := l.strList(path, n.vals[k])
 				if !ok {
 					continue
+				}
+				if list != nil {
+					list = l.expand(r, path, list, nil)
 				}
 				if list == nil {
 					l.addf("%s: is null; want an array of tool names ([] for none)", path)
@@ -236,12 +351,10 @@ func build(data []byte) (*Registry, error) {
 		return nil, errors.Join(l.problems...)
 	}
 
-	// Deferral marks: guard 1 of R14 is the explicit name check here; guard
-	// 2 is IsResident answering true for tool_search whatever the lists say.
-	r.resident = make([]bool, len(r.tools))
-	for _, name := range r.residentList {
-		r.resident[r.index[name]] = true
-	}
+	// Deferral marks: guard 1 of R14 is the explicit name check in
+	// markDeferral; guard 2 is IsResident answering true for tool_search
+	// whatever the lists say.
+	r.markDeferral(explicitResident)
 	r.avail = make(bitset, (len(r.tools)+63)/64)
 	for i := range r.tools {
 		if r.tools[i].Available {
@@ -251,7 +364,6 @@ func build(data []byte) (*Registry, error) {
 	r.digests = make([]byte, 0, len(r.tools)*sha256.Size)
 	for i := range r.tools {
 		t := &r.tools[i]
-		t.Deferred = !r.resident[i] && t.Name != ToolSearch
 		d := toolDigest(t)
 		r.digests = append(r.digests, d[:]...)
 	}
@@ -276,7 +388,7 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 		l.addf("%s: name missing; add a name matching %s", path, namePatternText)
 	} else if s, good := l.str(path+".name", n); good {
 		if !validName(s) {
-			l.addf("%s: name %q must match %s; use lowercase letters, digits, '_' and '-', starting with a letter", path, s, namePatternText)
+			l.addf("%s: name %q must match %s; use letters, digits, '_' and '-', starting with a letter, at most 64 bytes", path, s, namePatternText)
 		} else {
 			t.Name = s
 			path = fmt.Sprintf("tools[%d] %q", i, s)
@@ -318,12 +430,26 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 	if n := tn.get("native"); n != nil && n.kind != jNull {
 		t.Native = l.native(path+".native", n, t.Name)
 	}
+	var flag int8
+	if n := tn.get("defer"); n != nil {
+		if n.kind != jBool {
+			l.addf("%s.defer: is %s; want true (deferred) or false (resident)", path, n.kind)
+		} else if n.b {
+			flag = 1
+		} else {
+			flag = -1
+		}
+	}
 	if !nameOK {
 		return
+	}
+	if flag > 0 && t.Name == ToolSearch {
+		l.addf("%s.defer: %q can never be deferred (R14); remove the flag", path, ToolSearch)
 	}
 	l.firstAt[t.Name] = i
 	r.index[t.Name] = int32(len(r.tools))
 	r.tools = append(r.tools, t)
+	r.toolFlag = append(r.toolFlag, flag)
 }
 
 // native reads a tool's provider-native forms (seed §8): an object of
@@ -460,6 +586,9 @@ func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []stri
 		if !good {
 			ok = false
 		} else {
+			if list != nil {
+				list = l.expand(r, path+".tools", list, nil)
+			}
 			e.p.Tools = list
 			e.tools = l.refs(path+".tools", list, r.index)
 		}
@@ -477,6 +606,9 @@ func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []stri
 	}
 	if an := n.get("allowed"); an != nil && an.kind != jNull {
 		list, good := l.strList(path+".allowed", an)
+		if good {
+			list = l.expand(r, path+".allowed", list, defaultNames) // allowed filters the defaults: a pattern allows its matches among them
+		}
 		if !good {
 			ok = false
 		} else if len(list) > 0 {

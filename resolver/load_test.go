@@ -91,8 +91,12 @@ func TestLoadRejects(t *testing.T) {
 		{name: "missing version", mod: func(d *tDoc) { d.Version = "" }, want: []string{`version "": want 1 to 128`}},
 		{name: "bad version", mod: func(d *tDoc) { d.Version = "has space" }, want: []string{`version "has space"`}},
 		{name: "duplicate tool names", mod: func(d *tDoc) { d.Tools = append(d.Tools, d.Tools[0]) }, want: []string{`tools[4] "read_file": duplicate tool name (first at tools[0])`}},
-		{name: "bad tool name", mod: func(d *tDoc) { d.Tools[0].Name = "Read"; d.DefaultTools[0] = "Read"; d.Presets["full"][0] = "Read" }, want: []string{`name "Read" must match`}},
-		{name: "long tool name", mod: func(d *tDoc) { d.Tools[2].Name = strings.Repeat("a", 65); d.Presets = nil }, want: []string{"must match ^[a-z][a-z0-9_-]{0,63}$"}},
+		{name: "bad tool name", mod: func(d *tDoc) {
+			d.Tools[0].Name = "read.file"
+			d.DefaultTools[0] = "read.file"
+			d.Presets["full"][0] = "read.file"
+		}, want: []string{`name "read.file" must match`}},
+		{name: "long tool name", mod: func(d *tDoc) { d.Tools[2].Name = strings.Repeat("a", 65); d.Presets = nil }, want: []string{"must match ^[A-Za-z][A-Za-z0-9_-]{0,63}$"}},
 		{name: "empty tool name", mod: func(d *tDoc) { d.Tools[2].Name = ""; d.Presets = nil }, want: []string{`name "" must match`}},
 		{name: "parameters string", mod: func(d *tDoc) { d.Tools[0].Parameters = json.RawMessage(`"{"`) }, want: []string{`tools[0] "read_file".parameters: is a string`}},
 		{name: "parameters array", mod: func(d *tDoc) { d.Tools[0].Parameters = json.RawMessage(`[]`) }, want: []string{"parameters: is an array"}},
@@ -117,7 +121,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "tool not object", raw: `{"version":"v","tools":[1],"default_tools":[]}`, want: []string{"tools[0]: is a number"}},
 		{name: "preset unknown tool", mod: func(d *tDoc) { d.Presets["full"] = append(d.Presets["full"], "ghost") }, want: []string{`presets.full[4]: unknown tool "ghost"`}},
 		{name: "preset duplicate", mod: func(d *tDoc) { d.Presets["full"] = append(d.Presets["full"], "read_file") }, want: []string{`presets.full[4]: "read_file" repeats presets.full[0]`}},
-		{name: "preset bad name", mod: func(d *tDoc) { d.Presets["Full"] = []string{} }, want: []string{`presets: name "Full"`}},
+		{name: "preset bad name", mod: func(d *tDoc) { d.Presets["Full set"] = []string{} }, want: []string{`presets: name "Full set"`}},
 		{name: "preset null", raw: strings.Replace(string(baseDoc().bytes(t)), `"presets":{`, `"presets":{"none":null,`, 1), want: []string{"presets.none: is null"}},
 		{name: "preset not list", raw: strings.Replace(string(baseDoc().bytes(t)), `"presets":{`, `"presets":{"none":"read_file",`, 1), want: []string{"presets.none: is a string"}},
 		{name: "preset element not string", raw: strings.Replace(string(baseDoc().bytes(t)), `"presets":{`, `"presets":{"none":[1],`, 1), want: []string{"presets.none[0]: is a number"}},
@@ -144,7 +148,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "profile allowed with preset", mod: func(d *tDoc) { d.Profiles["x"] = map[string]any{"allowed": []string{"read_file"}, "preset": "full"} }, want: []string{`profiles.x: "allowed" filters the defaults and has no effect`}},
 		{name: "profile allowed not a default", mod: func(d *tDoc) { d.Profiles["x"] = map[string]any{"allowed": []string{"web_search"}} }, want: []string{`profiles.x.allowed[0]: "web_search" is not in default_tools`}},
 		{name: "profile unknown key", mod: func(d *tDoc) { d.Profiles["x"] = map[string]any{"toolset": "full"} }, want: []string{`profiles.x: unknown key "toolset"`}},
-		{name: "profile bad name", mod: func(d *tDoc) { d.Profiles["X"] = map[string]any{} }, want: []string{`profiles: name "X"`}},
+		{name: "profile bad name", mod: func(d *tDoc) { d.Profiles["x.y"] = map[string]any{} }, want: []string{`profiles: name "x.y"`}},
 		{name: "profile not object", mod: func(d *tDoc) { d.Profiles["x"] = nil }, want: []string{"profiles.x: is null"}},
 		{name: "profile preset not string", mod: func(d *tDoc) { d.Profiles["x"] = map[string]any{"preset": 3} }, want: []string{"profiles.x.preset: is a number; want a string"}},
 		{name: "every problem is reported", mod: func(d *tDoc) {

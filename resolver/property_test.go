@@ -49,6 +49,32 @@ func (m *regModel) tool(name string) (mTool, bool) {
 	return mTool{}, false
 }
 
+// isDeferred is the contract's deferral mark: not in RESIDENT_TOOLS (as
+// given, or derived as default_tools − deferred_default_tools), never
+// tool_search (R13, R14).
+func (m *regModel) isDeferred(name string) bool {
+	if name == ToolSearch {
+		return false
+	}
+	if m.resident != nil {
+		return !slices.Contains(m.resident, name)
+	}
+	return !slices.Contains(m.defaults, name) || slices.Contains(m.deferred, name)
+}
+
+// refReach is R14 written literally: a set with a deferred tool also
+// holds tool_search, unless the intent disabled tool_search, which drops
+// the deferred tools instead.
+func refReach(m *regModel, names []string, in *Intent) []string {
+	if slices.Contains(names, ToolSearch) || !slices.ContainsFunc(names, m.isDeferred) {
+		return names
+	}
+	if in != nil && slices.Contains(in.Disabled, ToolSearch) {
+		return slices.DeleteFunc(slices.Clone(names), m.isDeferred)
+	}
+	return append(names, ToolSearch)
+}
+
 func (m *regModel) names() []string {
 	out := make([]string, len(m.tools))
 	for i, t := range m.tools {
@@ -351,7 +377,7 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 				list = append(list, n)
 			}
 		}
-		return list, unknown, SourceOverrideNames, nil
+		return refReach(m, list, nil), unknown, SourceOverrideNames, nil
 	case OverrideIntent:
 		in, allowed, source = &req.Override.Intent, req.Override.Allowed, SourceOverrideIntent
 	case OverrideNone:
@@ -376,7 +402,7 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 	}
 	if in.Enabled != nil && !*in.Enabled {
 		if wsOn && avail(WebSearch) {
-			return []string{WebSearch}, nil, source, nil
+			return refReach(m, []string{WebSearch}, in), nil, source, nil
 		}
 		return nil, nil, source, nil
 	}
@@ -442,7 +468,7 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 			final = append(final, n)
 		}
 	}
-	return final, unknown, source, nil
+	return refReach(m, final, in), unknown, source, nil
 }
 
 func loadModel(t *rapid.T, m *regModel, shuffle bool) *Registry {

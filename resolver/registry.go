@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -36,7 +37,17 @@ type Registry struct {
 	profiles     map[string]*profileEntry
 	profileNames []string // sorted
 
-	webSearch int32 // index+1 of web_search; 0 when absent (zero Registry is safe)
+	webSearch  int32 // index+1 of web_search; 0 when absent (zero Registry is safe)
+	toolSearch int32 // index+1 of tool_search; 0 only in a zero Registry
+
+	toolFlag         []int8 // per tool: its own "defer" flag, +1 defer, -1 resident, 0 none
+	namespaces       map[string]*Namespace
+	namespaceNames   []string // sorted
+	autoDefer        AutoDefer
+	catalogMaxTokens int
+	eligible         bitset  // per tool: auto_defer may defer it
+	cost             []int32 // per tool: EstimateToolTokens
+	hasNamespaced    bool    // some tool is named mcp__<ns>__<tool>
 
 	cache resolveCache
 }
@@ -68,13 +79,24 @@ type profileEntry struct {
 // "max_uses": 5}, "openai": {"type": "web_search"}}. Without it a tool
 // renders as a function for every provider.
 //
+// Optional parts: a tool's "defer" (true defers it, false keeps it
+// resident, over the lists); "namespaces" {"github": {"description":
+// "...", "defer": true}} for the tools named mcp__github__... (the flag
+// applies to those without their own); "auto_defer" {"context_window":
+// 200000, "max_share": 0.1} defers, per resolution, the largest tools
+// without an explicit decision while the resident ones exceed that share;
+// "catalog_max_tokens" (default 2000), above which a catalog lists
+// namespaces with counts. Every list (default_tools, resident_tools,
+// deferred_default_tools, presets, profile tools and allowed) may hold
+// name patterns such as "mcp__github__*", expanded in registry order.
+//
 // "available" defaults to true. "resident_tools" is optional: when absent
 // it is default_tools − deferred_default_tools ∪ {tool_search}. A profile
 // sets at most one of "tools" and "preset"; "allowed" (which filters the
 // defaults, R11) only when it sets neither.
 //
 // Load rejects: malformed JSON, duplicate object keys, unknown keys,
-// duplicate tool names, names not matching ^[a-z][a-z0-9_-]{0,63}$, empty
+// duplicate tool names, names not matching ^[A-Za-z][A-Za-z0-9_-]{0,63}$, empty
 // descriptions, parameters that are not a JSON Schema object with
 // "type":"object" (properties an object of schemas, required naming
 // properties), a list naming an unknown tool or naming one twice, a profile
@@ -166,14 +188,17 @@ func (r *Registry) ResidentTools() []string { return slices.Clone(r.residentList
 // that stay in the defaults but are not resident (R13).
 func (r *Registry) DeferredDefaultTools() []string { return slices.Clone(r.deferredDefaults) }
 
-// IsResident reports whether name is in RESIDENT_TOOLS. It is always true
-// for tool_search (R14) and false for names not in the registry.
+// IsResident reports whether the tool is resident by the registry's
+// marks: in RESIDENT_TOOLS, or kept resident by its own or its
+// namespace's defer flag. It is always true for tool_search (R14) and
+// false for names not in the registry. (auto_defer may still defer a
+// resident tool in a resolution whose resident tools exceed the budget.)
 func (r *Registry) IsResident(name string) bool {
 	if name == ToolSearch {
 		return true
 	}
 	i, ok := r.index[name]
-	return ok && r.resident[i]
+	return ok && !r.tools[i].Deferred
 }
 
 // Preset returns the named preset's tool names in order, unavailable ones
@@ -257,9 +282,45 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 			}
 			b = append(b, '}')
 		}
+		switch r.toolFlag[i] {
+		case 1:
+			b = append(b, `,"defer":true`...)
+		case -1:
+			b = append(b, `,"defer":false`...)
+		}
 		b = append(b, '}')
 	}
-	b = append(b, `],"default_tools":`...)
+	b = append(b, ']')
+	if len(r.namespaceNames) > 0 {
+		b = append(b, `,"namespaces":{`...)
+		for k, name := range r.namespaceNames {
+			ns := r.namespaces[name]
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, name)
+			b = append(b, `:{"description":`...)
+			b = appendJSONString(b, ns.Description)
+			if ns.Defer != nil {
+				b = append(b, `,"defer":`...)
+				b = strconv.AppendBool(b, *ns.Defer)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	if a := r.autoDefer; a.Budget() > 0 {
+		b = append(b, `,"auto_defer":{"context_window":`...)
+		b = strconv.AppendInt(b, int64(a.ContextWindow), 10)
+		b = append(b, `,"max_share":`...)
+		b = strconv.AppendFloat(b, a.MaxShare, 'g', -1, 64)
+		b = append(b, '}')
+	}
+	if r.catalogMaxTokens != 0 && r.catalogMaxTokens != DefaultCatalogMaxTokens {
+		b = append(b, `,"catalog_max_tokens":`...)
+		b = strconv.AppendInt(b, int64(r.catalogMaxTokens), 10)
+	}
+	b = append(b, `,"default_tools":`...)
 	b = appendStringList(b, r.names(r.defaults))
 	b = append(b, `,"resident_tools":`...)
 	b = appendStringList(b, r.residentList)

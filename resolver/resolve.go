@@ -90,12 +90,18 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 	if err != nil {
 		return nil, err
 	}
+	auto := r.budgetDefer(out)                                                                                                           // auto_defer: deferral by token budget
+	out, _ = r.reach(out, func(k int) bool { return r.tools[out[k]].Deferred || auto != nil && auto.has(out[k]) }, effectiveIntent(req)) // R14
 	res.Tools = make([]Tool, len(out))
 	prefix := r.prefix
 	if prefix == nil { // zero Registry
 		prefix = contractPrefix(r.version)
 	}
 	h := newContractHash(prefix, len(out))
+	if auto != nil {
+		r.copyBudgeted(res.Tools, out, auto, h)
+		out = nil // copied
+	}
 	for k := 0; k < len(out); {
 		// Copy runs of consecutive registry indices at once.
 		i, run := out[k], 1
@@ -107,6 +113,8 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 		k += run
 	}
 	res.ContractHash = hexSum(h)
+	res.Namespaces = r.namespacesOf(res.Tools)
+	res.CatalogMaxTokens = r.CatalogMaxTokens()
 	return res, nil
 }
 
@@ -146,15 +154,14 @@ func (r *Registry) named(names []string) ([]int32, []string) {
 	seen, _, _ := bitsets(buf[:], len(r.tools))
 	out := make([]int32, 0, len(names))
 	var unknown []string
+	var picked []int32
 	for _, name := range names {
-		i, ok := r.lookupAvailable(name)
-		if !ok {
-			unknown = append(unknown, name)
-			continue
-		}
-		if !seen.has(i) {
-			seen.set(i)
-			out = append(out, i)
+		picked, unknown = r.appendAvailable(picked[:0], unknown, name)
+		for _, i := range picked {
+			if !seen.has(i) {
+				seen.set(i)
+				out = append(out, i)
+			}
 		}
 	}
 	return out, dedupeStrings(unknown)
@@ -187,12 +194,7 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 	case len(in.Picked) > 0:
 		base = make([]int32, 0, len(in.Picked))
 		for _, name := range in.Picked {
-			i, ok := r.lookupAvailable(name)
-			if !ok {
-				unknown = append(unknown, name)
-				continue
-			}
-			base = append(base, i)
+			base, unknown = r.appendAvailable(base, unknown, name) // a pattern picks its matches
 		}
 		unknown = dedupeStrings(unknown)
 	case in.Preset != "":
@@ -227,9 +229,7 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 	}
 
 	for _, name := range in.Disabled {
-		if i, ok := r.index[name]; ok {
-			drop.set(i)
-		}
+		r.setMatches(drop, name) // a pattern disables its matches
 	}
 	// R7: the overlay only adds. web_search=false is the same as unset here.
 	wsOn := in.WebSearch != nil && *in.WebSearch
@@ -285,9 +285,7 @@ func (r *Registry) allow(set bitset, allowed []string, filtering bool) bool {
 	}
 	if !filtering {
 		for _, name := range allowed {
-			if i, ok := r.index[name]; ok {
-				set.set(i)
-			}
+			r.setMatches(set, name)
 		}
 		return true
 	}
@@ -295,9 +293,7 @@ func (r *Registry) allow(set bitset, allowed []string, filtering bool) bool {
 	var buf [stackWords]uint64
 	req, _, _ := bitsets(buf[:], len(r.tools))
 	for _, name := range allowed {
-		if i, ok := r.index[name]; ok {
-			req.set(i)
-		}
+		r.setMatches(req, name)
 	}
 	for w := range set {
 		set[w] &= req[w]

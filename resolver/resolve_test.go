@@ -63,7 +63,7 @@ func resolveCases() []resolveCase {
 
 		// R5: override forms.
 		{name: "R5 names in user order, unknown and unavailable reported", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"bash", "read_file", "nope", "gpu_run", "bash", "nope"}}}, want: []string{"bash", "read_file"}, unknown: []string{"nope", "gpu_run"}, source: SourceOverrideNames},
-		{name: "R5 names ignore the intent and web_search overlay", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"web_search", "memory_read"}, Intent: Intent{WebSearch: no, Disabled: []string{"memory_read"}}}}, want: []string{"web_search", "memory_read"}, source: SourceOverrideNames},
+		{name: "R5 names ignore the intent and web_search overlay", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"web_search", "memory_read"}, Intent: Intent{WebSearch: no, Disabled: []string{"memory_read"}}}}, want: []string{"web_search", "memory_read", "tool_search"}, source: SourceOverrideNames}, // R14: both are deferred here
 		{name: "R5 empty names list means no tools", req: Request{Override: Override{Kind: OverrideNames, Names: []string{}}}, want: nil, source: SourceOverrideEmpty},
 		{name: "R5 empty override", req: Request{Override: Override{Kind: OverrideEmpty, Names: []string{"bash"}}}, want: nil, source: SourceOverrideEmpty},
 		{name: "R5 picked in user order with unknown reported", req: Request{Session: Intent{Picked: []string{"web_fetch", "ghost", "read_file", "ghost"}}}, want: []string{"web_fetch", "read_file"}, unknown: []string{"ghost"}, source: SourceSessionIntent},
@@ -72,11 +72,11 @@ func resolveCases() []resolveCase {
 
 		// R6: enabled=false.
 		{name: "R6 enabled=false yields nothing", req: Request{Session: Intent{Enabled: no}}, want: nil, source: SourceSessionIntent},
-		{name: "R6 enabled=false with web_search=true yields exactly web_search", req: Request{Session: Intent{Enabled: no, WebSearch: yes}}, want: []string{"web_search"}, source: SourceSessionIntent},
-		{name: "R6 enabled=false wins over preset and picked", req: Request{Profile: "coder", Session: Intent{Enabled: no, WebSearch: yes, Preset: "full", Picked: []string{"bash"}, Disabled: []string{"web_search"}}}, want: []string{"web_search"}, source: SourceSessionIntent},
+		{name: "R6 enabled=false with web_search=true yields exactly web_search (R14: and tool_search, web_search is deferred here)", req: Request{Session: Intent{Enabled: no, WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
+		{name: "R6 enabled=false wins over preset and picked", req: Request{Profile: "coder", Session: Intent{Enabled: no, WebSearch: yes, Preset: "full", Picked: []string{"bash"}, Disabled: []string{"web_search"}}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
 		{name: "R6 enabled=false with web_search=false", req: Request{Session: Intent{Enabled: no, WebSearch: no}}, want: nil, source: SourceSessionIntent},
 		{name: "R6 enabled=false does not need a valid preset", req: Request{Session: Intent{Enabled: no, Preset: "nope"}}, want: nil, source: SourceSessionIntent},
-		{name: "R6 override intent enabled=false", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no, WebSearch: yes}}}, want: []string{"web_search"}, source: SourceOverrideIntent},
+		{name: "R6 override intent enabled=false", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no, WebSearch: yes}}}, want: []string{"web_search", "tool_search"}, source: SourceOverrideIntent},
 
 		// R7: web_search overlay.
 		{name: "R7 defaults never include web_search", req: Request{Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
@@ -87,10 +87,10 @@ func resolveCases() []resolveCase {
 		{name: "R7 web_search=false keeps web_search in a preset that lists it", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: research, source: SourceSessionIntent},
 		{name: "R7 web_search=false adds nothing to the defaults", req: Request{Session: Intent{Enabled: yes, WebSearch: no}}, want: smallDefaults, source: SourceSessionIntent},
 		{name: "R7 disabled web_search removes it from a preset", req: Request{Session: Intent{Preset: "research", Disabled: []string{"web_search"}}}, want: without(research, "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search"}, source: SourceSessionIntent},
-		{name: "R7 web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file"}, source: SourceSessionIntent},
+		{name: "R7 overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search", "tool_search"}, source: SourceSessionIntent},
+		{name: "R7 web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file", "tool_search"}, source: SourceSessionIntent},
 		{name: "R7 overlay re-adds a disabled web_search at the end", req: Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, want: with(without(research, "web_search"), "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search"}, source: SourceSessionIntent},
+		{name: "R7 overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
 
 		// R1 disabled list, availability and de-duplication (R9).
 		{name: "R1 disabled removes names, unknown disabled ignored", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"bash", "nope"}}}, want: without(smallDefaults, "bash"), source: SourceSessionIntent},
@@ -106,12 +106,22 @@ func resolveCases() []resolveCase {
 		{name: "R11 override allowed with picked is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 override allowed with enabled=false is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 profile allowed filters defaults", req: Request{Profile: "assistant"}, want: []string{"read_file", "tool_search", "send_message"}, source: SourceProfile},
-		{name: "R11 profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message"}, source: SourceOverrideIntent},
+		{name: "R11 profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message", "tool_search"}, source: SourceOverrideIntent},
 		{name: "R11 override allowed with a profile preset is refused", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 override allowed with profile tools is refused", req: Request{Profile: "researcher", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
 		{name: "R11 override allowed with enabled=true beats a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file"}}}, want: []string{"read_file"}, source: SourceOverrideIntent},
 		{name: "R11 enabled=true ignores profile allowed", req: Request{Profile: "assistant", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
 		{name: "R11 disabled after allowed", req: Request{Profile: "assistant", Session: Intent{Disabled: []string{"read_file"}}}, want: []string{"tool_search", "send_message"}, source: SourceSessionIntent},
+
+		// R14: no tool becomes unreachable. In this registry web_search,
+		// memory_read and send_message are deferred.
+		{name: "R14 picked deferred tool brings tool_search", req: Request{Session: Intent{Picked: []string{"send_message", "bash"}}}, want: []string{"send_message", "bash", "tool_search"}, source: SourceSessionIntent},
+		{name: "R14 preset without tool_search gets it", req: Request{Session: Intent{Preset: "no_search"}}, want: []string{"bash", "send_message", "tool_search"}, source: SourceSessionIntent},
+		{name: "R14 override names of deferred tools get tool_search", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"memory_read"}}}, want: []string{"memory_read", "tool_search"}, source: SourceOverrideNames},
+		{name: "R14 resident-only picks get no tool_search", req: Request{Session: Intent{Picked: []string{"bash"}}}, want: []string{"bash"}, source: SourceSessionIntent},
+		{name: "R14 disabled tool_search drops deferred tools", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"tool_search"}}}, want: without(smallDefaults, "tool_search", "send_message"), source: SourceSessionIntent},
+		{name: "R14 disabled tool_search drops picked deferred tools", req: Request{Session: Intent{Picked: []string{"send_message", "bash", "tool_search"}, Disabled: []string{"tool_search"}}}, want: []string{"bash"}, source: SourceSessionIntent},
+		{name: "R14 override intent disabling tool_search", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "full", Disabled: []string{"tool_search"}}}}, want: []string{"read_file", "write_file", "bash", "web_fetch"}, source: SourceOverrideIntent},
 
 		// Errors.
 		{name: "R4 unknown session preset", req: Request{Session: Intent{Preset: "nope"}}, err: ErrUnknownPreset},
@@ -172,7 +182,7 @@ func TestResolveRules(t *testing.T) {
 func TestResolveErrorMessages(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	_, err := reg.Resolve(Request{Session: Intent{Preset: "nope"}})
-	if msg := fmt.Sprint(err); !strings.Contains(msg, `"nope"`) || !strings.Contains(msg, "coding, empty, full, research") {
+	if msg := fmt.Sprint(err); !strings.Contains(msg, `"nope"`) || !strings.Contains(msg, "coding, empty, full, no_search, research") {
 		t.Errorf("preset error %q does not name the value and the choices", msg)
 	}
 	_, err = reg.Resolve(Request{Profile: "ghost"})

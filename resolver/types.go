@@ -28,7 +28,8 @@ const ToolSearch = "tool_search"
 
 // Tool is one entry of the registry.
 type Tool struct {
-	// Name is the unique tool name, [a-z0-9_-], at most 64 bytes.
+	// Name is the unique tool name: letters, digits, '_' and '-', starting
+	// with a letter, at most 64 bytes (toolname.Pattern).
 	Name string `json:"name"`
 	// Description is sent to the provider with the schema when resident.
 	Description string `json:"description"`
@@ -171,6 +172,11 @@ type Resolution struct {
 	RegistryVersion string `json:"registry_version"`
 	// ContractHash is ContractHash(RegistryVersion, Tools).
 	ContractHash string `json:"contract_hash"`
+	// Namespaces are the namespaces (MCP servers) of the tools, sorted by
+	// name, with their descriptions; nil when no tool is namespaced.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// CatalogMaxTokens is the registry's catalog budget (R15).
+	CatalogMaxTokens int `json:"-"`
 }
 
 // Names returns the names of the resolved tools, in order, in a new slice.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -42,7 +43,7 @@ func ExampleEngine() {
 	}
 	turn, _ := eng.BeginTurn(ctx, "s1", web, service.ResolveRequest{})
 	fmt.Println("turn", turn.Turn, "resident", len(turn.Provider), "deferred", turn.Catalog)
-	found, _ := eng.Discover(ctx, "s1", web, []string{"send_message"}, "")
+	found, _ := eng.Discover(ctx, "s1", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	fmt.Println("loaded", found.Loaded, "now resident", len(found.View.Provider))
 	cp, _ := eng.EndTurn(ctx, "s1", web)
 	fmt.Println("checkpoint", cp.Record.Loaded)

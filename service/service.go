@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -50,9 +51,17 @@ type Hooks struct {
 	// Resolved is called after each resolution with its duration.
 	Resolved func(d time.Duration)
 	// PrefixChanged is called when a session's provider tools array
-	// differs from its previous dispatch, with the cause: "intent",
-	// "registry" or "discovery".
+	// breaks the prompt-cache prefix of its previous dispatch (a byte of
+	// the previous array changed), with the cause: "intent", "registry",
+	// "discovery" or "turn" (a new turn reorders the loaded tools).
 	PrefixChanged func(cause string)
+	// PrefixExtended is called when the array only appends tools after the
+	// previous one (a discovery in the engine-catalog renderings): the
+	// cached prefix holds. Same causes.
+	PrefixExtended func(cause string)
+	// CatalogChanged is called when the catalog text of the system prompt
+	// differs from the previous dispatch's. Same causes.
+	CatalogChanged func(cause string)
 }
 
 // Config configures an Engine. The zero value is usable.
@@ -101,6 +110,7 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 		last:   make(map[string]dispatchMark),
 	}
 	e.reg.Store(reg)
+	go deferral.IndexFor(reg) // warm tool_search's index off the first turn's path
 	return e
 }
 
@@ -111,6 +121,7 @@ func (e *Engine) Registry() *resolver.Registry { return e.reg.Load() }
 // (R16); the next turn and every resolution outside a turn use reg.
 func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
+	go deferral.IndexFor(reg) // built from the previous index: changed tools only
 	if old.Version() != reg.Version() {
 		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -21,6 +22,11 @@ import (
 )
 
 func newEngine(t *testing.T) *service.Engine {
+	t.Helper()
+	return newEngineWith(t, service.Config{})
+}
+
+func newEngineWith(t *testing.T, cfg service.Config) *service.Engine {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := natstest.Server(t)
@@ -36,7 +42,7 @@ func newEngine(t *testing.T) *service.Engine {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = proj.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return service.New(log, proj, resolver.Default(), service.Config{})
+	return service.New(log, proj, resolver.Default(), cfg)
 }
 
 func on(b bool) *bool { return &b }
@@ -142,7 +148,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 	if v.Turn != 1 || !v.Frozen || slices.Contains(v.Provider, "send_message") {
 		t.Fatalf("begin turn: %+v", v)
 	}
-	d, err := e.Discover(ctx, "s", web, []string{"send_message"}, "")
+	d, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +234,7 @@ func TestUnknownProviderRefused(t *testing.T) {
 	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Discover(ctx, "s", web, []string{"send_message"}, "gemini"); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
+	if _, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}, Provider: "gemini"}); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
 		t.Fatalf("Discover with provider gemini: %v", err)
 	}
 	if _, err := e.Dispatch(ctx, "s", "gemini"); !errors.Is(err, service.ErrInvalid) {
@@ -377,7 +383,7 @@ func TestR32ResumePerTool(t *testing.T) {
 		if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Discover(ctx, "s", web, names, ""); err != nil {
+		if _, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: names}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.EndTurn(ctx, "s", web); err != nil {

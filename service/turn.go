@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -18,11 +20,41 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Providers the tools array can be rendered for.
+// Providers the tools array can be rendered for, and how deferred tools
+// reach them (R30):
+//
+//   - anthropic, openai: the engine's catalog. The array holds the resident
+//     tools and the loaded ones; a discovered tool is appended after the
+//     frozen array (the cached prefix holds, the catalog text changes);
+//     tool_search's result is the full schemas as JSON.
+//   - anthropic-native, openai-native: provider-native deferral. The array
+//     holds every tool of the turn once, deferred ones with defer_loading,
+//     and never changes within a turn; tool_search's result is
+//     tool_reference blocks (Anthropic) or a tool_search_output item
+//     (OpenAI) that loads the tools into the context after the cached
+//     prefix.
+//   - anthropic-native-server: as anthropic-native, with Anthropic's server
+//     search tool (tool_search_tool_bm25_20251119) in place of the engine's
+//     tool_search; Anthropic runs the searches.
 const (
-	ProviderAnthropic = "anthropic"
-	ProviderOpenAI    = "openai"
+	ProviderAnthropic       = "anthropic"
+	ProviderOpenAI          = "openai"
+	ProviderAnthropicNative = "anthropic-native"
+	ProviderAnthropicServer = "anthropic-native-server"
+	ProviderOpenAINative    = "openai-native"
 )
+
+// Providers lists the provider values, in a fixed order.
+var Providers = []string{ProviderAnthropic, ProviderOpenAI, ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative}
+
+// nativeProvider reports whether provider renders provider-native deferral.
+func nativeProvider(provider string) bool {
+	switch provider {
+	case ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative:
+		return true
+	}
+	return false
+}
 
 // ResolveRequest qualifies a resolution.
 type ResolveRequest struct {
@@ -30,18 +62,22 @@ type ResolveRequest struct {
 	Profile string `json:"profile,omitempty"`
 	// Override is a per-turn override (R4, R5); zero for none.
 	Override resolver.Override `json:"-"`
-	// Provider selects the rendering: "anthropic" (default) or "openai".
+	// Provider selects the rendering: one of Providers ("anthropic" by
+	// default).
 	Provider string `json:"provider,omitempty"`
 	// MinSeq asks for read-your-writes.
 	MinSeq uint64 `json:"min_seq,omitempty"`
 }
 
 func (r ResolveRequest) validate() error {
-	switch r.Provider {
-	case "", ProviderAnthropic, ProviderOpenAI:
+	return validProvider(r.Provider)
+}
+
+func validProvider(p string) error {
+	if p == "" || slices.Contains(Providers, p) {
 		return nil
 	}
-	return fmt.Errorf("%w: provider %q unknown: use %q or %q", ErrInvalid, r.Provider, ProviderAnthropic, ProviderOpenAI)
+	return fmt.Errorf("%w: provider %q unknown: use one of %s", ErrInvalid, p, strings.Join(Providers, ", "))
 }
 
 // TurnView is what a backend sends to the provider for one request: the
@@ -87,31 +123,60 @@ type TurnView struct {
 	// request: its intent is unset, so the profile or the defaults decide.
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
+
+	prefix deferral.Prefix // of Rendering, for the prompt-cache metrics
 }
 
 type openTurn struct {
 	turn *deferral.Turn
 	res  *resolver.Resolution
 	req  ResolveRequest
+
+	mu     sync.Mutex
+	native map[string]*nativeView // per native provider: constant for the turn
+}
+
+// nativeView is a native rendering with what the view needs of it; it
+// does not change within a turn, so it is computed once.
+type nativeView struct {
+	rendering   []byte
+	prefix      deferral.Prefix
+	hash        string
+	catalogText string
+	budget      deferral.Budget
 }
 
 func (e *Engine) resolve(st aggregate.State, req ResolveRequest) (*resolver.Resolution, error) {
+	res, _, err := e.resolveWith(st, req)
+	return res, err
+}
+
+// resolveWith is resolve that also returns the registry that resolved, so
+// that a frozen turn searches the index of that very registry.
+func (e *Engine) resolveWith(st aggregate.State, req ResolveRequest) (*resolver.Resolution, *resolver.Registry, error) {
 	start := time.Now()
-	res, err := e.Registry().Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	reg := e.Registry()
+	res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
 	if f := e.cfg.Hooks.Resolved; f != nil {
 		f(time.Since(start))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return res, nil
+	return res, reg, nil
 }
 
 func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string) TurnView {
+	return e.viewOf(st, res, split, provider, nil)
+}
+
+// viewOf builds a view; ot, when not nil, caches native renderings for the
+// turn.
+func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string, ot *openTurn) TurnView {
 	v := TurnView{
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
-		Catalog: split.Catalog, CatalogText: deferral.CatalogText(split.Catalog),
+		Catalog: split.Catalog, CatalogText: split.CatalogText,
 		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
 		RenderedFor: provider,
 	}
@@ -120,6 +185,15 @@ func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferr
 	}
 	for _, t := range res.Tools {
 		v.Tools = append(v.Tools, t.Name)
+	}
+	if nativeProvider(v.RenderedFor) {
+		nv := nativeRender(res, v.RenderedFor, ot)
+		v.Provider = v.Tools // every tool is in the array, deferred ones marked
+		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
+		v.CatalogText = nv.catalogText
+		v.Budget = nv.budget
+		v.Budget.ResidentTools = len(split.Provider)
+		return v
 	}
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
@@ -131,7 +205,42 @@ func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferr
 	}
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
+	v.prefix = deferral.PrefixOf(v.Rendering)
 	return v
+}
+
+// nativeRender renders res for a native provider, once per turn when ot is
+// given: the array holds every tool and does not change within the turn.
+func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nativeView {
+	if ot != nil {
+		ot.mu.Lock()
+		defer ot.mu.Unlock()
+		if nv := ot.native[provider]; nv != nil {
+			return nv
+		}
+	}
+	nv := &nativeView{}
+	mode := deferral.ModeAnthropicNative
+	switch provider {
+	case ProviderOpenAINative:
+		mode = deferral.ModeOpenAINative
+		nv.rendering = resolver.RenderOpenAINative(res.Tools, res.Namespaces)
+	case ProviderAnthropicServer:
+		nv.rendering = resolver.RenderAnthropicNative(res.Tools, resolver.AnthropicSearchBM25)
+	default:
+		nv.rendering = resolver.RenderAnthropicNative(res.Tools, "")
+	}
+	nv.catalogText, nv.budget = deferral.NativeContext(mode, res)
+	sum := sha256.Sum256(nv.rendering)
+	nv.hash = hex.EncodeToString(sum[:])
+	nv.prefix = deferral.PrefixOf(nv.rendering)
+	if ot != nil {
+		if ot.native == nil {
+			ot.native = map[string]*nativeView{}
+		}
+		ot.native[provider] = nv
+	}
+	return nv
 }
 
 // Resolve resolves a session's tools against the live registry, or returns
@@ -145,7 +254,7 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	if ot := e.openTurn(session); ot != nil && req.Override.Kind == resolver.OverrideNone {
-		v := e.view(st, ot.res, ot.turn.Request(), req.Provider)
+		v := e.viewOf(st, ot.res, ot.turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
 		return v, nil
 	}
@@ -154,7 +263,7 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	loaded := deferral.NewSet(st.Loaded...)
-	v := e.view(st, res, deferral.SplitTools(res.Tools, loaded.Has), req.Provider)
+	v := e.view(st, res, deferral.SplitResolution(res, loaded.Has), req.Provider)
 	v.NoEvents = st.LastSeq == 0
 	return v, nil
 }
@@ -177,7 +286,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if err != nil {
 			return TurnView{}, err
 		}
-		res, err := e.resolve(st, req)
+		res, reg, err := e.resolveWith(st, req)
 		if err != nil {
 			return TurnView{}, err
 		}
@@ -196,11 +305,12 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		}
 		fresh := st.LastSeq == 0
 		st = out.State
-		turn := deferral.Freeze(st.Turn, res, st.Loaded)
+		turn := deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg))
+		ot := &openTurn{turn: turn, res: res, req: req}
 		e.mu.Lock()
-		e.turns[session] = &openTurn{turn: turn, res: res, req: req}
+		e.turns[session] = ot
 		e.mu.Unlock()
-		v := e.view(st, res, turn.Request(), req.Provider)
+		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
 		return v, nil
 	}
@@ -225,11 +335,11 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 			return nil, st, fmt.Errorf("session %q: %w: begin a turn first", session, ErrNoTurn)
 		}
 	}
-	res, err := e.resolve(st, ResolveRequest{})
+	res, reg, err := e.resolveWith(st, ResolveRequest{})
 	if err != nil {
 		return nil, st, err
 	}
-	ot := &openTurn{turn: deferral.Freeze(st.Turn, res, st.Loaded), res: res}
+	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg)), res: res}
 	e.mu.Lock()
 	e.turns[session] = ot
 	e.mu.Unlock()
@@ -238,30 +348,61 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 
 // DiscoverResult is what tool_search returns, and the turn afterwards.
 type DiscoverResult struct {
-	// Tools are the full schemas of the requested tools (R16).
+	// Tools are the full schemas of the tools found (R16): the requested
+	// names in this turn's set, then the query and regex matches.
 	Tools []resolver.Tool `json:"tools"`
 	// Loaded are the names this call loaded.
 	Loaded []string `json:"loaded"`
-	// NotInTurn are names this turn cannot load.
-	NotInTurn []string `json:"not_in_turn,omitempty"`
+	// NotFound are requested names this turn cannot load: a soft result,
+	// the call succeeds (R29).
+	NotFound []string `json:"not_found,omitempty"`
+	// Matches are the ranked query and regex results.
+	Matches []deferral.Match `json:"matches,omitempty"`
+	// Note tells the model what went unanswered, if anything.
+	Note string `json:"note,omitempty"`
+	// Output is the tool result to send back to the model for this
+	// tool_search call, byte-deterministic.
+	Output json.RawMessage `json:"output"`
 	// View is the next provider request of the turn, carrying the loaded
 	// tools' schemas.
 	View TurnView `json:"view"`
 }
 
-// Discover is tool_search inside the open turn: it loads the named
-// deferred tools (recorded as DeferredLoaded) so that the next provider
-// request of the turn includes them.
-func (e *Engine) Discover(ctx context.Context, session string, origin Origin, names []string, provider string) (DiscoverResult, error) {
-	if err := (ResolveRequest{Provider: provider}).validate(); err != nil {
+// DiscoverRequest is one tool_search call inside the open turn.
+type DiscoverRequest struct {
+	// Search is the model's tool_search input (deferral.ParseSearchInput).
+	Search deferral.SearchRequest
+	// Provider selects the rendering of the view and of Output.
+	Provider string
+	// CallID is the provider's id of the tool_search call, written into
+	// an OpenAI tool_search_output item ("" leaves it out).
+	CallID string
+}
+
+// Discover is tool_search inside the open turn (R16, R29): it finds tools
+// by exact name, keyword query or regex, loads the deferred ones
+// (recorded as DeferredLoaded) so that the next provider request of the
+// turn includes them, and reports unknown names as not found without
+// failing. Output is the tool result for the provider: the full schemas
+// (anthropic, openai), tool_reference blocks (anthropic-native), or a
+// tool_search_output item (openai-native). Only a request outside the
+// tool_search schema is ErrInvalid.
+func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+	if err := validProvider(req.Provider); err != nil {
 		return DiscoverResult{}, err
+	}
+	if err := req.Search.Validate(); err != nil {
+		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	ot, st, err := e.turnOf(ctx, session)
 	if err != nil {
 		return DiscoverResult{}, err
 	}
-	sr, serr := ot.turn.Search(names...)
-	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotInTurn: sr.NotInTurn}
+	sr, err := ot.turn.Search(req.Search)
+	if err != nil {
+		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
 	if len(sr.Loaded) > 0 {
 		res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
 		if err != nil {
@@ -269,12 +410,34 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, na
 		}
 		st = res.State
 	}
-	out.View = e.view(st, ot.res, ot.turn.Request(), provider)
+	out.View = e.viewOf(st, ot.res, ot.turn.Request(), req.Provider, ot)
 	out.View.Turn, out.View.Frozen, out.View.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
-	if serr != nil && len(sr.Tools) == 0 {
-		return out, fmt.Errorf("%w: %w", ErrInvalid, serr)
-	}
 	return out, nil
+}
+
+// discoverOutput renders the tool result of a search for the provider.
+func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req DiscoverRequest) json.RawMessage {
+	var deferred []resolver.Tool
+	for _, t := range sr.Tools {
+		if t.Deferred {
+			deferred = append(deferred, t)
+		}
+	}
+	switch req.Provider {
+	case ProviderAnthropicNative, ProviderAnthropicServer:
+		names := make([]string, len(deferred))
+		for i, t := range deferred {
+			names[i] = t.Name
+		}
+		note := sr.Note
+		if len(names) == 0 && note == "" {
+			note = "the tools found are already loaded; call them directly"
+		}
+		return resolver.RenderToolReferences(names, note)
+	case ProviderOpenAINative:
+		return resolver.RenderToolSearchOutput(req.CallID, deferred, res.Namespaces)
+	}
+	return sr.Output()
 }
 
 // Dispatch returns the provider request for the open turn (or a live
@@ -291,13 +454,20 @@ func (e *Engine) Dispatch(ctx context.Context, session string, provider string) 
 
 // dispatchMark is what the last dispatch of a session looked like.
 type dispatchMark struct {
-	prefix, registry string
-	seq              uint64
-	loaded           int
-	at               time.Time
-	view             checkpoint.Dispatch
+	prefix   deferral.Prefix
+	catalog  [sha256.Size]byte
+	registry string
+	turn     uint64
+	seq      uint64
+	loaded   int
+	at       time.Time
+	view     checkpoint.Dispatch
 }
 
+// markDispatch records a dispatch's classification (R21) and measures what
+// it did to the session's prompt cache (R30): the tools array against the
+// previous dispatch (same, extended by appended tools, or broken) and the
+// catalog text, each reported with its cause to the hooks.
 func (e *Engine) markDispatch(v TurnView) {
 	d := checkpoint.Dispatch{Turn: v.Turn, ContractHash: v.ContractHash, At: e.clock().UnixMilli()}
 	for _, c := range v.Classification {
@@ -310,14 +480,20 @@ func (e *Engine) markDispatch(v TurnView) {
 			d.Resident = append(d.Resident, c.Name)
 		}
 	}
+	catalog := sha256.Sum256([]byte(v.CatalogText))
 	e.mu.Lock()
 	prev, seen := e.last[v.Session]
 	if len(e.last) >= e.cfg.CacheSize {
 		clear(e.last)
 	}
-	e.last[v.Session] = dispatchMark{prefix: v.PrefixHash, registry: v.RegistryVersion, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	e.last[v.Session] = dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	e.mu.Unlock()
-	if !seen || prev.prefix == v.PrefixHash {
+	if !seen {
+		return
+	}
+	change := prev.prefix.Compare(v.Rendering)
+	catalogChanged := prev.catalog != catalog
+	if change == deferral.PrefixSame && !catalogChanged {
 		return
 	}
 	cause := "intent"
@@ -326,10 +502,24 @@ func (e *Engine) markDispatch(v TurnView) {
 		cause = "registry"
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
+	case prev.turn != v.Turn:
+		cause = "turn"
 	}
-	e.cfg.Logger.Debug().Str("session", v.Session).Str("cause", cause).Msg("provider tools prefix changed")
-	if f := e.cfg.Hooks.PrefixChanged; f != nil {
-		f(cause)
+	e.cfg.Logger.Debug().Str("session", v.Session).Str("cause", cause).Str("tools", change.String()).Bool("catalog_changed", catalogChanged).Msg("provider request changed")
+	switch change {
+	case deferral.PrefixBroken:
+		if f := e.cfg.Hooks.PrefixChanged; f != nil {
+			f(cause)
+		}
+	case deferral.PrefixExtended:
+		if f := e.cfg.Hooks.PrefixExtended; f != nil {
+			f(cause)
+		}
+	}
+	if catalogChanged {
+		if f := e.cfg.Hooks.CatalogChanged; f != nil {
+			f(cause)
+		}
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 )
 
 type budgetCmd struct {
-	Registry string `name:"registry" type:"existingfile" help:"Registry file to measure (default: the embedded default registry)."`
-	JSON     bool   `name:"json" help:"Print JSON instead of a table."`
+	Registry string   `name:"registry" type:"existingfile" help:"Registry file to measure (default: the embedded default registry)."`
+	Load     []string `name:"load" help:"Tools the simulated discoveries load, one per discovery (default: the first, middle and last name of the catalog)."`
+	JSON     bool     `name:"json" help:"Print JSON instead of a table."`
 }
 
 func (c *budgetCmd) Run() error {
@@ -22,11 +23,21 @@ func (c *budgetCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	rows, loaded, err := deferral.ModeTable(reg, c.Load)
+	if err != nil {
+		return err
+	}
 	if c.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(t)
+		return enc.Encode(struct {
+			deferral.BudgetTable
+			Modes  []deferral.ModeRow `json:"modes"`
+			Loaded []string           `json:"discoveries"`
+		}{t, rows, loaded})
 	}
 	fmt.Print(t.String())
+	fmt.Println()
+	fmt.Print(deferral.ModeTableString(rows, loaded))
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -305,7 +307,7 @@ type resolveCmd struct {
 	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the request."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
 }
 
@@ -361,7 +363,7 @@ type turnBeginCmd struct {
 	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the turn."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnBeginCmd) Run(ctx context.Context) error {
@@ -381,22 +383,42 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 
 type turnSearchCmd struct {
 	clientFlags
-	Session  string   `arg:"" help:"Session id."`
-	Names    []string `arg:"" help:"Deferred tools to load."`
-	Provider string   `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Session    string   `arg:"" help:"Session id."`
+	Names      []string `arg:"" optional:"" help:"Exact names of tools to load."`
+	Query      string   `name:"query" short:"q" help:"Keywords: load the best matching deferred tools (BM25 over names, descriptions, parameters)."`
+	Regex      string   `name:"regex" help:"Regular expression (RE2, case-insensitive) over deferred tools' names, descriptions and parameters."`
+	MaxResults int      `name:"max-results" help:"At most this many tools from --query and --regex (1-20; default 5)."`
+	Input      string   `name:"input" help:"The model's tool_search input object as JSON, sent as is (instead of names and flags)."`
+	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnSearchCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Discover(ctx, c.Session, c.Provider, c.Names...)
+	input := []byte(c.Input)
+	if c.Input == "" {
+		var err error
+		input, err = json.Marshal(deferral.SearchRequest{Names: c.Names, Query: c.Query, Regex: c.Regex, MaxResults: c.MaxResults})
+		if err != nil {
+			return err
+		}
+	} else if len(c.Names)+len(c.Query)+len(c.Regex)+c.MaxResults > 0 {
+		return errors.New("give --input alone, or names and flags without --input")
+	}
+	r, err := c.client().ToolSearch(ctx, c.Session, c.Provider, input)
 	if err != nil {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
 		fmt.Fprintf(w, "loaded\t%s\n", list(r.Loaded))
-		if len(r.NotInTurn) > 0 {
-			fmt.Fprintf(w, "not in turn\t%s\n", list(r.NotInTurn))
+		for _, m := range r.Matches {
+			fmt.Fprintf(w, "match %s\t%s %.3f\n", m.Name, m.Via, m.Score)
+		}
+		if len(r.NotFound) > 0 {
+			fmt.Fprintf(w, "not found\t%s\n", list(r.NotFound))
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "note\t%s\n", r.Note)
 		}
 		for _, t := range r.Tools {
 			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, t.Parameters)
@@ -408,7 +430,7 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 type turnDispatchCmd struct {
 	clientFlags
 	Session  string `arg:"" help:"Session id."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai" help:"Rendering: ${enum}."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
 }
 
 func (c *turnDispatchCmd) Run(ctx context.Context) error {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -11,7 +14,97 @@ import (
 )
 
 type registryCmd struct {
-	Push registryPushCmd `cmd:"" help:"Validate a registry file and store it in the registry KV bucket; engines serving with --registry-kv switch to it at once."`
+	Push   registryPushCmd   `cmd:"" help:"Validate a registry file and store it in the registry KV bucket; engines serving with --registry-kv switch to it at once."`
+	Import registryImportCmd `cmd:"" help:"Add MCP servers' tools/list results (JSON) to a registry file: tools named mcp__<server>__<tool>, one namespace per server."`
+}
+
+type registryImportCmd struct {
+	Servers     []string          `arg:"" help:"SERVER=FILE (a tools/list result, or the JSON-RPC response holding one), or a directory of SERVER.json files (with an optional servers.json of descriptions)."`
+	Base        string            `name:"base" type:"existingfile" help:"Registry file to add to (default: the embedded default registry)."`
+	Out         string            `name:"out" short:"o" help:"Write the registry here (default: standard output)."`
+	Version     string            `name:"version" help:"Version of the new registry (default: the base's, +mcp)."`
+	Describe    map[string]string `name:"describe" help:"SERVER=TEXT: one-line description of a server (shown for its namespace and searched)."`
+	Resident    bool              `name:"resident" help:"Mark the servers resident instead of deferred."`
+	AutoContext int               `name:"auto-defer-context" help:"Context window in tokens for auto_defer (with --auto-defer-share)."`
+	AutoShare   float64           `name:"auto-defer-share" help:"Share of the context window resident tools may take (auto_defer); with it, servers get no defer flag and the budget decides."`
+	NotDefaults bool              `name:"not-defaults" help:"Keep the imported tools out of default_tools."`
+}
+
+func (c *registryImportCmd) Run() error {
+	base := resolver.DefaultRegistryJSON()
+	if c.Base != "" {
+		b, err := os.ReadFile(c.Base)
+		if err != nil {
+			return err
+		}
+		base = b
+	}
+	var servers []resolver.MCPServer
+	for _, arg := range c.Servers {
+		got, err := readMCPArg(arg)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, got...)
+	}
+	for i := range servers {
+		if d, ok := c.Describe[servers[i].Name]; ok {
+			servers[i].Description = d
+		}
+	}
+	out, rep, err := resolver.ImportMCP(base, servers, resolver.ImportOptions{
+		Version: c.Version, Resident: c.Resident, NotDefaults: c.NotDefaults,
+		AutoDefer: resolver.AutoDefer{ContextWindow: c.AutoContext, MaxShare: c.AutoShare},
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(os.Stderr, "note:", n)
+	}
+	fmt.Fprintf(os.Stderr, "imported %d tools from %d servers\n", rep.Tools, rep.Servers)
+	if c.Out == "" {
+		_, err = os.Stdout.Write(out)
+		return err
+	}
+	return os.WriteFile(c.Out, out, 0o644)
+}
+
+// readMCPArg reads SERVER=FILE, or a directory of SERVER.json files whose
+// servers.json, if present, maps server names to {"description": ...}.
+func readMCPArg(arg string) ([]resolver.MCPServer, error) {
+	if name, file, ok := strings.Cut(arg, "="); ok {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		return []resolver.MCPServer{{Name: name, ToolsList: b}}, nil
+	}
+	entries, err := os.ReadDir(arg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want SERVER=FILE or a directory of SERVER.json files: %w", arg, err)
+	}
+	var meta map[string]struct {
+		Description string `json:"description"`
+	}
+	if b, err := os.ReadFile(filepath.Join(arg, "servers.json")); err == nil {
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(arg, "servers.json"), err)
+		}
+	}
+	var out []resolver.MCPServer
+	for _, e := range entries { // ReadDir sorts by name
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if e.IsDir() || !ok || name == "servers" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(arg, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resolver.MCPServer{Name: name, Description: meta[name].Description, ToolsList: b})
+	}
+	return out, nil
 }
 
 type registryPushCmd struct {

@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/toolsearch"
+	"github.com/toolintent/engine/toolsearch/searcheval"
+)
+
+// Line names of the tool_search step (issue #15).
+const (
+	nameSearchRecall     = "tool_search recall@5, keyword, 171 queries, 1,065 MCP tools"
+	nameSearchMRR        = "tool_search MRR, keyword, 171 queries, 1,065 MCP tools"
+	nameSearchP50        = "tool_search keyword p50, %s tools"
+	nameSearchP99        = "tool_search keyword p99, %s tools"
+	nameSearchRegexP50   = "tool_search regex p50, %s tools"
+	nameIndexBuild       = "search index build, %s tools"
+	nameIndexIncremental = "search index rebuild after 1%% of tools changed, %s tools"
+	nameResolveSplit10k  = "resolve cold + split + catalog, %s MCP tools"
+	nameResolveCached10k = "resolve cached, %s MCP tools"
+)
+
+// searchSizes are the registry sizes of the search latency lines.
+var searchSizes = []int{1_000, 10_000}
+
+func searchLineNames() []string {
+	out := []string{nameSearchRecall, nameSearchMRR}
+	for _, n := range searchSizes {
+		out = append(out, fmt.Sprintf(nameSearchP50, sessionsLabel(n)), fmt.Sprintf(nameSearchP99, sessionsLabel(n)))
+	}
+	big := sessionsLabel(searchSizes[len(searchSizes)-1])
+	return append(out, fmt.Sprintf(nameSearchRegexP50, big), fmt.Sprintf(nameIndexBuild, big), fmt.Sprintf(nameIndexIncremental, big),
+		fmt.Sprintf(nameResolveSplit10k, big), fmt.Sprintf(nameResolveCached10k, big))
+}
+
+// mcpRegistry is the default registry plus the labelled MCP corpus,
+// repeated with numbered server names until it holds at least n tools,
+// every server deferred.
+func mcpRegistry(n int) (*resolver.Registry, error) {
+	servers, err := searcheval.Servers()
+	if err != nil {
+		return nil, err
+	}
+	var in []resolver.MCPServer
+	tools := 0
+	for copyN := 1; tools < n; copyN++ {
+		for _, s := range servers {
+			if tools >= n {
+				break
+			}
+			name := s.Name
+			if copyN > 1 {
+				name = fmt.Sprint(s.Name, copyN)
+			}
+			in = append(in, resolver.MCPServer{Name: name, Description: s.Description, ToolsList: s.Raw})
+			tools += len(s.Tools)
+		}
+	}
+	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{Version: fmt.Sprintf("bench-mcp-%d", n)})
+	if err != nil {
+		return nil, err
+	}
+	return resolver.Load(data)
+}
+
+// searchLines: quality of the keyword mode on the labelled queries,
+// latency of tool_search through a frozen turn at 1k and 10k tools, index
+// builds, and resolution at 10k MCP tools.
+func (h *harness) searchLines(ctx context.Context) error {
+	qs, err := searcheval.Queries()
+	if err != nil {
+		return err
+	}
+	docs, err := searcheval.Docs()
+	if err != nil {
+		return err
+	}
+	ix := toolsearch.Build(docs, nil)
+	all := searcheval.Evaluate(searcheval.KeywordSearch(ix), qs, "")
+	dev := searcheval.Evaluate(searcheval.KeywordSearch(ix), qs, "dev")
+	hold := searcheval.Evaluate(searcheval.KeywordSearch(ix), qs, "holdout")
+	note := fmt.Sprintf("dev %d queries %.3f / MRR %.3f, holdout %d queries %.3f / MRR %.3f (ranking changes were judged on dev only)",
+		dev.Queries, dev.Recall, dev.MRR, hold.Queries, hold.Recall, hold.MRR)
+	h.add(Line{Name: nameSearchRecall, Unit: "share", Engine: all.Recall, Runs: 1, Target: ">= 0.95", Met: bptr(all.Recall >= 0.95), Note: note})
+	h.add(Line{Name: nameSearchMRR, Unit: "share", Engine: all.MRR, Runs: 1, Target: ">= 0.8", Met: bptr(all.MRR >= 0.8), Note: note})
+
+	var big *resolver.Registry
+	for _, n := range searchSizes {
+		reg, err := mcpRegistry(n)
+		if err != nil {
+			return fmt.Errorf("registry of %d MCP tools: %w", n, err)
+		}
+		big = reg
+		on := true
+		res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &on}})
+		if err != nil {
+			return err
+		}
+		idx := deferral.IndexFor(reg)
+		var p99s []float64
+		label := sessionsLabel(n)
+		l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
+			turn := deferral.FreezeIndexed(1, res, nil, idx)
+			var lat []float64
+			for pass := 0; pass < 5; pass++ {
+				for _, q := range qs {
+					start := time.Now()
+					if _, err := turn.Search(deferral.SearchRequest{Query: q.Query}); err != nil {
+						return 0, err
+					}
+					lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
+				}
+			}
+			slices.Sort(lat)
+			p99s = append(p99s, lat[len(lat)*99/100])
+			return lat[len(lat)/2], nil
+		})
+		if err != nil {
+			return err
+		}
+		deferred := 0
+		for _, t := range res.Tools {
+			if t.Deferred {
+				deferred++
+			}
+		}
+		l.Note = fmt.Sprintf("Turn.Search with a query (top 5, loaded), %d deferred tools, the 171 labelled queries x 5 per run; the first search of a turn builds its filter", deferred)
+		if n >= 10_000 {
+			l.Target, l.Met = "< 200 µs", bptr(l.Engine < 200)
+		}
+		h.add(l)
+		p99 := Line{Name: fmt.Sprintf(nameSearchP99, label), Unit: "µs", Engine: median(p99s), Runs: len(p99s), EngineRuns: p99s, Note: "same searches as the p50 line"}
+		if n >= 10_000 {
+			p99.Target, p99.Met = "< 1 ms", bptr(p99.Engine < 1000)
+		}
+		h.add(p99)
+	}
+
+	label := sessionsLabel(searchSizes[len(searchSizes)-1])
+	on := true
+	req := resolver.Request{Session: resolver.Intent{Enabled: &on}}
+	res, err := big.Resolve(req)
+	if err != nil {
+		return err
+	}
+	idx := deferral.IndexFor(big)
+	regexes := []string{"^mcp__github__", "pull.?request", "issue", "slack.*message", "(create|update)_", "kubernetes|k8s", "invoice", "calendar"}
+	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
+		turn := deferral.FreezeIndexed(1, res, nil, idx)
+		var lat []float64
+		for pass := 0; pass < 3; pass++ {
+			for _, re := range regexes {
+				start := time.Now()
+				if _, err := turn.Search(deferral.SearchRequest{Regex: re}); err != nil {
+					return 0, err
+				}
+				lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
+			}
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2], nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Note = "Turn.Search with a regex over names, descriptions and parameters: a scan of every deferred tool (Go regexp), no index"
+	h.add(l)
+
+	tools := big.Tools()
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	l, err = h.single(ctx, fmt.Sprintf(nameIndexBuild, label), "ms", func(ctx context.Context, _ int) (float64, error) {
+		start := time.Now()
+		if x := deferral.NewIndex(tools, nil); x.Search().Len() != len(tools) {
+			return 0, fmt.Errorf("index of %d tools holds %d", len(tools), x.Search().Len())
+		}
+		return ms(time.Since(start)), nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Target, l.Met = "< 200 ms", bptr(l.Engine < 200)
+	l.Note = fmt.Sprintf("%d tools: analysis of names, descriptions and schemas, postings", len(tools))
+	h.add(l)
+
+	changed := slices.Clone(tools)
+	for i := 0; i < len(changed); i += 100 {
+		changed[i].Description += " Changed."
+	}
+	base := deferral.NewIndex(tools, nil)
+	l, err = h.single(ctx, fmt.Sprintf(nameIndexIncremental, label), "ms", func(ctx context.Context, _ int) (float64, error) {
+		start := time.Now()
+		deferral.NewIndex(changed, base)
+		return ms(time.Since(start)), nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Note = "the next registry version's index from the previous one: only changed tools are analysed again"
+	h.add(l)
+
+	l, err = h.micro(ctx, fmt.Sprintf(nameResolveSplit10k, label), 1, func() error {
+		r, err := big.ResolveUncached(req)
+		if err != nil {
+			return err
+		}
+		if s := deferral.SplitResolution(r, nil); !s.CatalogGrouped {
+			return fmt.Errorf("catalog of %d deferred tools not grouped", len(s.Catalog))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Target, l.Met = "< 5 ms", bptr(l.Engine < 5e6)
+	l.Note = fmt.Sprintf("Registry.ResolveUncached + deferral.SplitResolution (bounded catalog) of %d tools", len(res.Tools))
+	h.add(l)
+
+	if _, err := big.Resolve(req); err != nil {
+		return err
+	}
+	l, err = h.micro(ctx, fmt.Sprintf(nameResolveCached10k, label), 1, func() error {
+		_, err := big.Resolve(req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	l.Target, l.Met = "< 1 µs, 0 allocs", bptr(l.Engine < 1000 && *l.Allocs < 0.005)
+	l.Note = "Registry.Resolve, repeated request"
+	h.add(l)
+	return nil
+}

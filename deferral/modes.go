@@ -1,0 +1,86 @@
+package deferral
+
+import (
+	"github.com/toolintent/engine/resolver"
+)
+
+// Mode is how deferred tools reach a provider (R30).
+type Mode string
+
+const (
+	// ModeEngine is the engine's catalog: deferred names in the system
+	// prompt, loaded tools appended to the provider array.
+	ModeEngine Mode = "engine"
+	// ModeAnthropicNative sends every tool to Anthropic, deferred ones
+	// with defer_loading; a search answers with tool_reference blocks.
+	ModeAnthropicNative Mode = "anthropic-native"
+	// ModeOpenAINative sends every tool to OpenAI, deferred ones with
+	// defer_loading inside namespaces; a search answers with a
+	// tool_search_output item.
+	ModeOpenAINative Mode = "openai-native"
+)
+
+// Estimated context cost of the metadata OpenAI shows for a deferred
+// function or a namespace: its name and description, plus this wrapper.
+const nativeEntryTokens = 4
+
+// NativeContext returns, for a native mode, the catalog text to put in
+// the system prompt and the estimated context cost of a turn at its start
+// (R17): Resident is the tools whose definitions enter the context (those
+// not deferred, tool_search among them); Catalog is what stands for the
+// deferred ones. For Anthropic the catalog is the engine's, of every
+// deferred tool, and it does not change within the turn (a loaded tool
+// arrives through a tool_reference in the messages, after the cached
+// prefix); OpenAI shows the name and description of each deferred function
+// outside namespaces and of each namespace itself, and no catalog is
+// needed. Loaded tools' definitions, inserted into the messages by the
+// provider, are not counted here.
+func NativeContext(mode Mode, res *resolver.Resolution) (string, Budget) {
+	var b Budget
+	if res == nil {
+		return "", b
+	}
+	var deferred []string
+	for i := range res.Tools {
+		t := &res.Tools[i]
+		if t.Deferred {
+			deferred = append(deferred, t.Name)
+			continue
+		}
+		b.ResidentTools++
+		b.Resident += resolver.EstimateToolTokens(t)
+	}
+	if b.ResidentTools > 0 {
+		b.Resident += arrayWrapperTokens
+	}
+	b.DeferredTools = len(deferred)
+	text := ""
+	switch mode {
+	case ModeOpenAINative:
+		seen := map[string]bool{}
+		for i := range res.Tools {
+			t := &res.Tools[i]
+			if !t.Deferred {
+				continue
+			}
+			if ns, _, ok := resolver.NamespaceOf(t.Name); ok {
+				if !seen[ns] {
+					seen[ns] = true
+					desc := ""
+					for _, n := range res.Namespaces {
+						if n.Name == ns {
+							desc = n.Description
+						}
+					}
+					b.Catalog += resolver.NameTokens(ns) + resolver.EstimateTextTokens(desc) + nativeEntryTokens
+				}
+				continue
+			}
+			b.Catalog += resolver.NameTokens(t.Name) + resolver.EstimateTextTokens(t.Description) + nativeEntryTokens
+		}
+	default:
+		text, _, b.Catalog = RenderCatalog(deferred, res.Namespaces, res.CatalogMaxTokens)
+	}
+	b.Total = b.Resident + b.Catalog
+	return text, b
+}

@@ -1,0 +1,272 @@
+package toolsearch
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Terms returns the search terms of s, in order, duplicates kept: the
+// analysis applied alike to indexed text and to queries.
+//
+//   - Words are split at every character that is not a letter or a digit
+//     (so at '_', '-', '.', '/', spaces and punctuation), at camelCase
+//     boundaries ("createIssue" → create, issue; "HTTPServer" → http,
+//     server) and between letters and digits ("ec2" → ec, 2). A word that
+//     mixes letters and digits is also kept whole ("ec2"), so a query for
+//     the whole word matches it directly.
+//   - Letters are lower-cased; Chinese, Japanese and Korean text, which has
+//     no spaces, becomes overlapping character bigrams (one character alone
+//     stays a unigram).
+//   - A short list of English stop words is dropped, and a light suffix
+//     stemmer folds plurals and -ing/-ed forms ("issues", "creating",
+//     "created" → issu, creat, creat).
+//
+// Terms is pure and deterministic.
+func Terms(s string) []string {
+	return appendTerms(nil, s)
+}
+
+// appendTerms appends the terms of s to dst.
+func appendTerms(dst []string, s string) []string {
+	var a analyzer
+	a.dst = dst
+	a.run(s)
+	return a.dst
+}
+
+type analyzer struct {
+	dst  []string
+	word []rune // the current run of letters and digits (not CJK)
+	cjk  []rune // the current run of CJK characters
+	// cache, when set, maps a lower-cased word to its term ("" for a stop
+	// word), so that an index build analyses and allocates each distinct
+	// word once.
+	cache map[string]string
+}
+
+func (a *analyzer) run(s string) {
+	for _, r := range s {
+		switch {
+		case isCJK(r):
+			a.flushWord()
+			a.cjk = append(a.cjk, r)
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			a.flushCJK()
+			a.word = append(a.word, r)
+		default:
+			a.flushWord()
+			a.flushCJK()
+		}
+	}
+	a.flushWord()
+	a.flushCJK()
+}
+
+// flushCJK emits the CJK run as bigrams (a single character as itself).
+func (a *analyzer) flushCJK() {
+	if len(a.cjk) == 0 {
+		return
+	}
+	if len(a.cjk) == 1 {
+		a.dst = append(a.dst, string(a.cjk))
+	}
+	for i := 0; i+1 < len(a.cjk); i++ {
+		a.dst = append(a.dst, string(a.cjk[i:i+2]))
+	}
+	a.cjk = a.cjk[:0]
+}
+
+// flushWord splits the word at case and letter/digit boundaries and emits
+// its parts.
+func (a *analyzer) flushWord() {
+	w := a.word
+	if len(w) == 0 {
+		return
+	}
+	a.word = a.word[:0]
+	hasDigit, hasLetter := false, false
+	for _, r := range w {
+		if unicode.IsDigit(r) {
+			hasDigit = true
+		} else {
+			hasLetter = true
+		}
+	}
+	start := 0
+	for i := 1; i <= len(w); i++ {
+		if i < len(w) && !boundary(w, i) {
+			continue
+		}
+		a.emit(w[start:i])
+		start = i
+	}
+	if hasDigit && hasLetter {
+		a.emit(w)
+	}
+}
+
+// boundary reports whether a new part starts at w[i] (0 < i < len(w)).
+func boundary(w []rune, i int) bool {
+	prev, cur := w[i-1], w[i]
+	switch {
+	case unicode.IsDigit(prev) != unicode.IsDigit(cur):
+		return true
+	case unicode.IsLower(prev) && unicode.IsUpper(cur):
+		return true
+	case unicode.IsUpper(prev) && unicode.IsUpper(cur) && i+1 < len(w) && unicode.IsLower(w[i+1]):
+		return true // "HTTPServer": the S starts "Server"
+	}
+	return false
+}
+
+// emit lower-cases, filters and stems one part.
+func (a *analyzer) emit(part []rune) {
+	var buf [64]byte
+	b := buf[:0]
+	for _, r := range part {
+		b = utf8.AppendRune(b, unicode.ToLower(r))
+	}
+	if len(b) > 64 {
+		b = b[:64] // a run-away token; its prefix is as good as any
+		for len(b) > 0 && !utf8.Valid(b) {
+			b = b[:len(b)-1]
+		}
+	}
+	if a.cache != nil {
+		if t, ok := a.cache[string(b)]; ok {
+			if t != "" {
+				a.dst = append(a.dst, t)
+			}
+			return
+		}
+	}
+	t := string(b)
+	term := ""
+	if !stopWords[t] {
+		term = stem(t)
+	}
+	if a.cache != nil {
+		a.cache[t] = term
+	}
+	if term != "" {
+		a.dst = append(a.dst, term)
+	}
+}
+
+// isCJK reports whether r is a Han, Hiragana, Katakana or Hangul character.
+func isCJK(r rune) bool {
+	return r >= 0x2E80 && (unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) ||
+		unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r))
+}
+
+// stopWords are dropped from text and queries: words that carry no
+// meaning about what a tool does.
+var stopWords = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true,
+	"for": true, "from": true, "in": true, "into": true, "is": true, "it": true, "its": true, "of": true,
+	"on": true, "or": true, "that": true, "the": true, "this": true, "to": true, "with": true,
+	"i": true, "me": true, "my": true, "you": true, "your": true, "we": true, "our": true,
+	"can": true, "do": true, "does": true, "how": true, "what": true, "which": true, "will": true,
+	"want": true, "need": true, "please": true, "some": true, "there": true, "their": true,
+	"if": true, "when": true, "than": true, "then": true, "so": true, "was": true, "were": true,
+	"has": true, "have": true, "had": true, "been": true, "not": true, "no": true, "but": true,
+}
+
+// stem folds common English inflections with a few conservative suffix
+// rules (an S-stemmer plus -ing, -ed and a final -e), applied alike to
+// documents and queries so that "issues", "creating" and "created" meet
+// "issue" and "create". Words of up to three letters and words with
+// digits or non-ASCII letters are left alone.
+func stem(w string) string {
+	if len(w) <= 3 || !asciiLetters(w) {
+		return w
+	}
+	switch {
+	case strings.HasSuffix(w, "ies") && len(w) > 4 && !strings.HasSuffix(w, "eies") && !strings.HasSuffix(w, "aies"):
+		w = w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "sses"), strings.HasSuffix(w, "xes"), strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "shes"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "es") && !strings.HasSuffix(w, "aes") && !strings.HasSuffix(w, "ees") && !strings.HasSuffix(w, "oes"):
+		w = w[:len(w)-1] // "files" → "file", then the -e rule below
+	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "is"):
+		w = w[:len(w)-1]
+	}
+	switch {
+	case strings.HasSuffix(w, "ing") && len(w)-3 >= 3 && hasVowel(w[:len(w)-3]):
+		w = undouble(w[:len(w)-3])
+	case strings.HasSuffix(w, "ed") && len(w)-2 >= 3 && hasVowel(w[:len(w)-2]) && !strings.HasSuffix(w, "eed"):
+		w = undouble(w[:len(w)-2])
+	}
+	switch {
+	case strings.HasSuffix(w, "ee") && len(w)-2 >= 5:
+		w = w[:len(w)-2] // "assignee" → "assign", "employee" → "employ"
+	case len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee"):
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+// synonymGroups are words a tool request and a tool description often use
+// for the same thing: the generic verbs of tool APIs and the common
+// abbreviations of developer tooling. A query term brings its group's
+// other words in with a lower weight (weightSynonym).
+var synonymGroups = [][]string{
+	{"search", "find", "lookup", "query"},
+	{"create", "add", "new", "make"},
+	{"delete", "remove", "drop", "destroy"},
+	{"update", "edit", "modify", "change"},
+	{"get", "fetch", "read", "retrieve", "show"},
+	{"list", "show"},
+	{"send", "post", "message"},
+	{"run", "execute", "trigger", "invoke"},
+	{"cancel", "stop", "abort"},
+	{"issue", "ticket", "bug"},
+	{"pr", "pull"},
+	{"repo", "repository"},
+	{"k8s", "kubernetes"},
+	{"email", "mail"},
+	{"doc", "docs", "documentation"},
+	{"meeting", "event"},
+}
+
+// synonyms maps a stemmed term to the stemmed other words of its groups.
+var synonyms = func() map[string][]string {
+	m := map[string][]string{}
+	for _, g := range synonymGroups {
+		stems := make([]string, len(g))
+		for i, w := range g {
+			stems[i] = stem(w)
+		}
+		for i, a := range stems {
+			for j, b := range stems {
+				if i != j && a != b && !slices.Contains(m[a], b) {
+					m[a] = append(m[a], b)
+				}
+			}
+		}
+	}
+	return m
+}()
+
+// undouble drops one of a doubled final consonant ("running" → "run"),
+// except for l, s and z ("calling" stays "call").
+func undouble(w string) string {
+	n := len(w)
+	if n >= 2 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouylsz", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+func hasVowel(w string) bool { return strings.ContainsAny(w, "aeiouy") }
+
+func asciiLetters(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'a' || w[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}

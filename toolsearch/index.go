@@ -1,0 +1,450 @@
+// Package toolsearch is the search behind tool_search (SPEC R29): an
+// immutable index over tool definitions that answers exact names, keyword
+// queries ranked by BM25, and regular expressions.
+//
+// Text analysis (Terms) splits tool names the way MCP servers write them
+// (mcp__github__create_issue, createIssue, kube.pods-list) and indexes, per
+// tool, four fields with their own weights: the name, the description, the
+// parameter names and the parameter descriptions (found by walking the
+// JSON Schema, SchemaText). Ranking is BM25 over the weighted term
+// frequencies (BM25F-style), ties broken by name, so equal inputs give
+// equal results in the same order.
+//
+// An Index is immutable and safe for concurrent use. Build reuses the
+// analysis of every tool a previous index already holds unchanged, so a
+// registry change costs the analysis of the changed tools only.
+//
+// The package imports nothing from the project.
+package toolsearch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// Field weights of the ranking: a term in a tool's name counts three times
+// a term in its description; parameter names count like the description,
+// parameter descriptions (and enum values) and the tool's group (server)
+// description half. A synonym a query brings in (synonymGroups) counts
+// half of a word the query has. These are the weights the index was first
+// written with; on the dev half of the labelled queries (searcheval) a
+// grid around them (name 1.5-4, parameter text and group 0.25-1) moved
+// recall@5 by at most 0.03, so they were kept.
+const (
+	weightName        = 3.0
+	weightDescription = 1.0
+	weightParamName   = 1.0
+	weightParamText   = 0.5
+	weightContext     = 0.5
+	weightSynonym     = float32(0.5)
+)
+
+// BM25 parameters (the usual defaults).
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// Bounds of a search.
+const (
+	// MaxPatternLen is the longest regular expression Regex accepts, in
+	// bytes.
+	MaxPatternLen = 256
+	// maxQueryTerms bounds the distinct terms of a keyword query that are
+	// scored; later ones are ignored.
+	maxQueryTerms = 32
+)
+
+// ErrPattern reports a regular expression Regex cannot use: too long, or
+// not valid RE2 syntax. Match it with errors.Is.
+var ErrPattern = errors.New("unusable regular expression")
+
+// Doc is one searchable tool definition.
+type Doc struct {
+	// Name is the tool name, unique in an index (a later duplicate is
+	// indexed but Lookup finds the first).
+	Name string
+	// Description is the tool's description.
+	Description string
+	// Parameters is the tool's input JSON Schema.
+	Parameters []byte
+	// Context describes the group the tool belongs to (its MCP server or
+	// namespace), indexed with a low weight; "" for none.
+	Context string
+}
+
+// Hit is one search result.
+type Hit struct {
+	// Name is the tool name.
+	Name string `json:"name"`
+	// Score is the ranking score (higher is better); scores are comparable
+	// within one search only.
+	Score float64 `json:"score"`
+	doc   int32
+}
+
+// Doc returns the hit's position in the index (the order of Build's docs).
+func (h Hit) Doc() int { return int(h.doc) }
+
+// termTF is one term of a document with its weighted frequency.
+type termTF struct {
+	term string
+	tf   float32
+}
+
+// analyzed is the analysis of one document, kept so that the next Build
+// can reuse it.
+type analyzed struct {
+	terms  []termTF // sorted by term
+	length float32  // weighted length
+	ptext  string   // parameter names and descriptions, for Regex
+}
+
+type posting struct {
+	doc int32
+	tf  float32
+}
+
+// Index is an immutable search index over tool definitions.
+type Index struct {
+	names  []string
+	descs  []string
+	ctxs   []string
+	params [][]byte
+	docs   []analyzed
+	byName map[string]int32
+
+	dict map[string]int32 // term → id
+	offs []int32          // postings of term t: post[offs[t]:offs[t+1]]
+	post []posting
+	idf  []float32
+	norm []float32 // per doc: k1 * (1 - b + b*len/avgLen)
+
+	pool sync.Pool // *scoreBuf
+}
+
+type scoreBuf struct {
+	score   []float32
+	touched []int32
+}
+
+// Build indexes docs, in order. When prev is not nil, the analysis of each
+// doc that prev holds with the same name, description and parameters is
+// reused instead of recomputed (the incremental path of a registry
+// change). Build keeps references to the docs' strings and bytes: treat
+// them as immutable.
+func Build(docs []Doc, prev *Index) *Index {
+	ix := &Index{
+		names:  make([]string, len(docs)),
+		descs:  make([]string, len(docs)),
+		ctxs:   make([]string, len(docs)),
+		params: make([][]byte, len(docs)),
+		docs:   make([]analyzed, len(docs)),
+		byName: make(map[string]int32, len(docs)),
+	}
+	an := &analyzer{cache: make(map[string]string, 4096)}
+	tf := make(map[string]float32, 64)
+	var total float64
+	for i, d := range docs {
+		ix.names[i], ix.descs[i], ix.ctxs[i], ix.params[i] = d.Name, d.Description, d.Context, d.Parameters
+		if _, dup := ix.byName[d.Name]; !dup {
+			ix.byName[d.Name] = int32(i)
+		}
+		if prev != nil {
+			if j, ok := prev.byName[d.Name]; ok && prev.descs[j] == d.Description && prev.ctxs[j] == d.Context && bytes.Equal(prev.params[j], d.Parameters) {
+				ix.docs[i] = prev.docs[j]
+				total += float64(ix.docs[i].length)
+				continue
+			}
+		}
+		ix.docs[i] = analyze(d, an, tf)
+		total += float64(ix.docs[i].length)
+	}
+
+	// Dictionary and document frequencies, then postings in CSR form.
+	ix.dict = make(map[string]int32, len(docs)*8)
+	var df []int32
+	for i := range ix.docs {
+		for _, t := range ix.docs[i].terms {
+			id, ok := ix.dict[t.term]
+			if !ok {
+				id = int32(len(df))
+				ix.dict[t.term] = id
+				df = append(df, 0)
+			}
+			df[id]++
+		}
+	}
+	ix.offs = make([]int32, len(df)+1)
+	for t, n := range df {
+		ix.offs[t+1] = ix.offs[t] + n
+	}
+	ix.post = make([]posting, ix.offs[len(df)])
+	fill := make([]int32, len(df))
+	copy(fill, ix.offs[:len(df)])
+	for i := range ix.docs {
+		for _, t := range ix.docs[i].terms {
+			id := ix.dict[t.term]
+			ix.post[fill[id]] = posting{doc: int32(i), tf: t.tf}
+			fill[id]++
+		}
+	}
+	n := float64(len(docs))
+	ix.idf = make([]float32, len(df))
+	for t, d := range df {
+		ix.idf[t] = float32(math.Log(1 + (n-float64(d)+0.5)/(float64(d)+0.5)))
+	}
+	avg := 1.0
+	if len(docs) > 0 && total > 0 {
+		avg = total / n
+	}
+	ix.norm = make([]float32, len(docs))
+	for i := range ix.docs {
+		ix.norm[i] = float32(bm25K1 * (1 - bm25B + bm25B*float64(ix.docs[i].length)/avg))
+	}
+	size := len(docs)
+	ix.pool.New = func() any { return &scoreBuf{score: make([]float32, size)} }
+	return ix
+}
+
+// analyze computes the weighted terms of one document.
+func analyze(d Doc, a *analyzer, tf map[string]float32) analyzed {
+	clear(tf)
+	var length float32
+	add := func(text string, w64 float64) {
+		w := float32(w64)
+		a.dst = a.dst[:0]
+		a.run(text)
+		scratch := a.dst
+		for _, t := range scratch {
+			tf[t] += w
+			length += w
+		}
+	}
+	add(d.Name, weightName)
+	add(d.Description, weightDescription)
+	pnames, ptexts := SchemaText(d.Parameters)
+	for _, p := range pnames {
+		add(p, weightParamName)
+	}
+	for _, p := range ptexts {
+		add(p, weightParamText)
+	}
+	if d.Context != "" {
+		add(d.Context, weightContext)
+	}
+	out := analyzed{terms: make([]termTF, 0, len(tf)), length: length}
+	for t, f := range tf {
+		out.terms = append(out.terms, termTF{term: t, tf: f})
+	}
+	sortTerms(out.terms)
+	if len(pnames)+len(ptexts) > 0 {
+		out.ptext = strings.Join(pnames, " ") + "\n" + strings.Join(ptexts, "\n")
+	}
+	return out
+}
+
+// sortTerms sorts by term (insertion sort: documents have tens of terms).
+func sortTerms(ts []termTF) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && ts[j].term < ts[j-1].term; j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}
+
+// Len returns the number of indexed documents.
+func (ix *Index) Len() int { return len(ix.names) }
+
+// Terms returns the number of distinct terms in the index.
+func (ix *Index) Terms() int { return len(ix.idf) }
+
+// Name returns the name of document i.
+func (ix *Index) Name(i int) string { return ix.names[i] }
+
+// Lookup returns the position of the document named name.
+func (ix *Index) Lookup(name string) (int, bool) {
+	i, ok := ix.byName[name]
+	return int(i), ok
+}
+
+// Filter is a set of document positions a search is restricted to. The
+// zero Filter (nil) admits every document.
+type Filter struct {
+	bits []uint64
+}
+
+// NewFilter returns the filter admitting the named documents; names the
+// index does not hold are ignored.
+func (ix *Index) NewFilter(names []string) *Filter {
+	f := &Filter{bits: make([]uint64, (len(ix.names)+63)/64)}
+	for _, n := range names {
+		if i, ok := ix.byName[n]; ok {
+			f.bits[i>>6] |= 1 << (uint(i) & 63)
+		}
+	}
+	return f
+}
+
+// Has reports whether the filter admits document i. A nil filter admits
+// every document.
+func (f *Filter) Has(i int) bool {
+	if f == nil {
+		return true
+	}
+	return i>>6 < len(f.bits) && f.bits[i>>6]&(1<<(uint(i)&63)) != 0
+}
+
+// Keyword ranks the documents admitted by f against a keyword query by
+// BM25 over their weighted fields and returns the best k, best first, ties
+// broken by name. A query that is exactly an admitted document's name
+// ranks that document first. A query without any indexed term returns no
+// hits. Its score buffer is pooled: a search allocates the query's terms
+// and the returned slice only.
+func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
+	if k <= 0 || len(ix.names) == 0 {
+		return nil
+	}
+	var idsArr [maxQueryTerms]int32
+	var wArr [maxQueryTerms]float32
+	ids, ws := idsArr[:0], wArr[:0]
+	var termArr [maxQueryTerms]string
+	terms := appendTerms(termArr[:0], query)
+	addTerm := func(t string, w float32) {
+		id, ok := ix.dict[t]
+		if !ok || len(ids) == maxQueryTerms {
+			return
+		}
+		for i, x := range ids {
+			if x == id {
+				ws[i] = max(ws[i], w)
+				return
+			}
+		}
+		ids, ws = append(ids, id), append(ws, w)
+	}
+	for _, t := range terms {
+		addTerm(t, 1)
+	}
+	for _, t := range terms {
+		for _, syn := range synonyms[t] {
+			addTerm(syn, weightSynonym)
+		}
+	}
+	exact, hasExact := ix.byName[strings.TrimSpace(query)]
+	if hasExact && !f.Has(int(exact)) {
+		hasExact = false
+	}
+	if len(ids) == 0 && !hasExact {
+		return nil
+	}
+	buf := ix.pool.Get().(*scoreBuf)
+	sc := buf.score
+	touched := buf.touched[:0]
+	for j, id := range ids {
+		w := ws[j] * ix.idf[id] * (bm25K1 + 1)
+		for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
+			if f != nil && !f.Has(int(p.doc)) {
+				continue
+			}
+			if sc[p.doc] == 0 {
+				touched = append(touched, p.doc)
+			}
+			sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
+		}
+	}
+	top := make([]Hit, 0, min(k, len(touched)+1))
+	if hasExact {
+		top = append(top, Hit{Name: ix.names[exact], Score: math.Inf(1), doc: exact})
+	}
+	for _, d := range touched {
+		if hasExact && d == exact {
+			continue
+		}
+		top = ix.offer(top, k, Hit{Name: ix.names[d], Score: float64(sc[d]), doc: d})
+	}
+	for _, d := range touched {
+		sc[d] = 0
+	}
+	buf.touched = touched
+	ix.pool.Put(buf)
+	return top
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// offer inserts h into top (sorted best first, at most k long) when it
+// belongs there.
+func (ix *Index) offer(top []Hit, k int, h Hit) []Hit {
+	pos := len(top)
+	for pos > 0 && better(h, top[pos-1]) {
+		pos--
+	}
+	if pos >= k {
+		return top
+	}
+	if len(top) < k {
+		top = append(top, Hit{})
+	}
+	copy(top[pos+1:], top[pos:len(top)-1])
+	top[pos] = h
+	return top
+}
+
+// better orders hits: higher score first, then name.
+func better(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Name < b.Name
+}
+
+// Regex returns the best k documents admitted by f whose name,
+// description or parameter text matches the regular expression (RE2
+// syntax, case-insensitive). A match in the name ranks above one in the
+// description, which ranks above one in the parameters only; ties are
+// broken by name. The pattern is at most MaxPatternLen bytes; an
+// unusable pattern returns an error wrapping ErrPattern.
+func (ix *Index) Regex(pattern string, k int, f *Filter) ([]Hit, error) {
+	if len(pattern) > MaxPatternLen {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d allowed; use a shorter pattern", ErrPattern, len(pattern), MaxPatternLen)
+	}
+	re, err := regexp.Compile("(?i)" + pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPattern, err)
+	}
+	if k <= 0 {
+		return nil, nil
+	}
+	var top []Hit
+	for i := range ix.names {
+		if !f.Has(i) {
+			continue
+		}
+		score := 0.0
+		switch {
+		case re.MatchString(ix.names[i]):
+			score = 3
+		case re.MatchString(ix.descs[i]):
+			score = 2
+		case ix.docs[i].ptext != "" && re.MatchString(ix.docs[i].ptext):
+			score = 1
+		}
+		if score > 0 {
+			top = ix.offer(top, k, Hit{Name: ix.names[i], Score: score, doc: int32(i)})
+		}
+	}
+	return top, nil
+}
