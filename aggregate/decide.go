@@ -160,10 +160,14 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if c.Turn != 0 && c.Turn != want {
 			return nil, fmt.Errorf("decide TurnStarted: turn %d, want %d (the last started turn is %d): %w", c.Turn, want, s.Turn, ErrInvalidCommand)
 		}
-		if s.InTurn {
-			return []events.Payload{events.TurnEnded{Turn: s.Turn}, events.TurnStarted{Turn: want}}, nil
+		if o := c.Override; o != nil && len(o.Names) > lim.MaxPicked {
+			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (R2); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
 		}
-		return one(events.TurnStarted{Turn: want}), nil
+		c.Turn = want // the recorded request (R31) goes with it
+		if s.InTurn {
+			return []events.Payload{events.TurnEnded{Turn: s.Turn}, c}, nil
+		}
+		return one(c), nil
 	case events.TurnEnded:
 		if s.Turn == 0 {
 			return nil, fmt.Errorf("decide TurnEnded: no turn has started, send TurnStarted{turn:1} first: %w", ErrInvalidCommand)

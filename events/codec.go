@@ -149,9 +149,7 @@ func encodePayload(s *sticky, p Payload) {
 		s.str("turn")
 		s.uint(v.Turn)
 	case TurnStarted:
-		s.mapLen(1)
-		s.str("turn")
-		s.uint(v.Turn)
+		encodeTurnStarted(s, v)
 	case TurnEnded:
 		s.mapLen(1)
 		s.str("turn")
@@ -337,9 +335,7 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 		p.Turn, err = uintField(m, "turn")
 		return p, err
 	case TypeTurnStarted:
-		var p TurnStarted
-		p.Turn, err = uintField(m, "turn")
-		return p, err
+		return decodeTurnStarted(m)
 	case TypeTurnEnded:
 		var p TurnEnded
 		p.Turn, err = uintField(m, "turn")

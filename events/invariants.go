@@ -32,7 +32,10 @@ var ErrBrokenRule = errors.New("event breaks a fold rule")
 //     contract entry's hash are HashLen lower-case hex digits, the
 //     registry version is not empty, and every loaded tool is an entry of
 //     the contract (so a checkpoint that loads tools without a contract is
-//     refused) (R19).
+//     refused) (R19);
+//   - TurnStarted's recorded request is well formed (see checkTurnStarted):
+//     registry version and contract hash together, a valid hash, an
+//     override of one form, curated lists within MaxPicked (R2, R31).
 //
 // The rules that depend on the session (turn order, set bounds) are
 // checked by the fold itself (package aggregate). CheckStored is pure and
@@ -58,6 +61,8 @@ func CheckStored(e Envelope, msgID string) error {
 		}
 	case CheckpointRecorded:
 		return checkCheckpoint(v)
+	case TurnStarted:
+		return checkTurnStarted(v)
 	}
 	return nil
 }
