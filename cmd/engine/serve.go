@@ -109,6 +109,17 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		Hooks:  m.Hooks(),
 	})
 
+	// Every registry version served stays addressable, so any engine
+	// rebuilds a turn frozen against it (R31).
+	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
+		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
+	} else {
+		eng.SetRegistryHistory(hist)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+	}
+
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	if regStore != nil {
@@ -119,6 +130,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 				return
 			}
 			eng.SetRegistry(r)
+			if err := eng.RecordRegistry(runCtx); err != nil {
+				log.Warn().Err(err).Msg("record the registry in its history")
+			}
 			log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
 		})
 		if err != nil {
