@@ -267,7 +267,7 @@ type TurnIntent struct {
 	// Disabled are names (or patterns) switched off by hand.
 	Disabled []string `msgpack:"disabled" json:"disabled,omitempty"`
 	// Picked is the user-curated list, nil when unset.
-	Picked []string `msgpack:"picked" json:"picked,omitempty"`
+	Picked []string `msgpack:"picked" json:"picked"`
 }
 
 // Override kinds of TurnOverride.Kind (R5); no override is a nil

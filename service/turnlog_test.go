@@ -258,3 +258,84 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// R25, R21, #13 done-when 3: the history of a past turn, after a registry
+// push, gives that turn's tools and classification against the registry
+// version it was frozen with, not today's; a fresh engine that only serves
+// the pushed registry replays the same history from the log and the
+// registry history. Explain inside the past turn uses that version too.
+func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, _ := engineAt(t, url, resolver.Default(), true)
+	if err := a.RecordRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	found, err := a.Discover(ctx, "audit", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn1 := found.View
+	end1, err := a.EndTurn(ctx, "audit", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := pushedRegistry(t, "pushed-2", "pushed_tool")
+	a.SetRegistry(pushed)
+	if err := a.RecordRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	turn2, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(turn2.Tools, "pushed_tool") || slices.Contains(turn1.Tools, "pushed_tool") {
+		t.Fatalf("turn 1 tools %v, turn 2 tools %v: want pushed_tool only in turn 2", turn1.Tools, turn2.Tools)
+	}
+	fresh, _ := engineAt(t, url, pushed, false)
+	for name, e := range map[string]*service.Engine{"serving engine": a, "fresh engine": fresh} {
+		hist, _, err := e.History(ctx, "audit", service.Until{}, service.ResolveRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sawSearch bool
+		for _, h := range hist {
+			if !h.InTurn {
+				continue
+			}
+			switch h.Turn {
+			case 1:
+				if h.RegistryVersion != resolver.Default().Version() || slices.Contains(h.Tools, "pushed_tool") || !slices.Equal(h.Tools, turn1.Tools) {
+					t.Fatalf("%s: history of turn 1 at seq %d: registry %s tools %v; want %s and the turn's own tools %v",
+						name, h.Seq, h.RegistryVersion, h.Tools, resolver.Default().Version(), turn1.Tools)
+				}
+				if h.Dispatch == nil {
+					t.Fatalf("%s: no dispatch classification at seq %d of turn 1 (R21)", name, h.Seq)
+				}
+				if _, ok := h.Payload.(events.DeferredLoaded); ok {
+					sawSearch = true
+					if !slices.Equal(h.Dispatch.Loaded, []string{"send_message"}) || h.PrefixHash != turn1.PrefixHash {
+						t.Fatalf("%s: after the search: classification %+v prefix %s; the turn dispatched loaded [send_message] with prefix %s", name, h.Dispatch, h.PrefixHash, turn1.PrefixHash)
+					}
+				}
+			case 2:
+				if h.RegistryVersion != "pushed-2" || !slices.Contains(h.Tools, "pushed_tool") {
+					t.Fatalf("%s: history of turn 2: registry %s tools %v", name, h.RegistryVersion, h.Tools)
+				}
+			}
+		}
+		if !sawSearch {
+			t.Fatalf("%s: history shows no search in turn 1", name)
+		}
+		ex, err := e.Explain(ctx, "audit", "pushed_tool", service.Until{Seq: end1.Seq - 2}, service.ResolveRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.RegistryVersion != resolver.Default().Version() || ex.Included {
+			t.Fatalf("%s: explain pushed_tool inside turn 1: registry %s included %v; want %s, not included", name, ex.RegistryVersion, ex.Included, resolver.Default().Version())
+		}
+	}
+}

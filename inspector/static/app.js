@@ -400,6 +400,7 @@ function renderTools(view, b, point, until) {
     el("div", { class: "budget-notes" },
       el("span", {}, "prefix ", el("code", { class: "hash", title: until ? point.prefix_hash : view.prefix_hash }, short(until ? point.prefix_hash : view.prefix_hash, 16))),
       el("span", {}, " · contract ", el("code", { class: "hash", title: view.contract_hash }, short(view.contract_hash, 16))),
+      el("span", { id: "budget-registry" }, " · registry ", el("code", {}, until && point && point.registry_version ? point.registry_version : view.registry_version)),
       b.exact ? null : el("span", { class: "warn-text" }, " · catalog estimate leaves out " +
         (b.movedSince.length ? b.movedSince.join(", ") + " (loaded since)" : "nothing, but today's loaded set renders the provider array differently"))));
   // Widths via CSSOM (the page's CSP allows no inline style attributes).
