@@ -240,7 +240,20 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
 	}
-	st, err := e.latest(ctx, session, req.MinSeq)
+	return e.resolveView(ctx, session, req, false)
+}
+
+// resolveView is Resolve; latest reads the session from the log first
+// (a dispatch: the turn's discoveries on any engine count), else the
+// view is read, and the log too when the session is in a turn.
+func (e *Engine) resolveView(ctx context.Context, session string, req ResolveRequest, latest bool) (TurnView, error) {
+	var st aggregate.State
+	var err error
+	if latest {
+		st, err = e.latest(ctx, session, req.MinSeq)
+	} else if st, err = e.Session(ctx, session, req.MinSeq); err == nil && (st.InTurn || e.holdsTurn(session)) {
+		st, err = e.latest(ctx, session, req.MinSeq)
+	}
 	if err != nil {
 		return TurnView{}, err
 	}
@@ -259,6 +272,13 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 	v := e.view(st, res, deferral.SplitResolution(res, loaded.Has), req.Provider)
 	v.NoEvents = st.LastSeq == 0
 	return v, nil
+}
+
+// holdsTurn reports whether this engine holds an open turn of session
+// (the view may not show it yet).
+func (e *Engine) holdsTurn(session string) bool {
+	_, ok := e.ts.turns.get(session)
+	return ok
 }
 
 // frozenView is the view of the open turn ot of st.
@@ -288,7 +308,9 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		if err := e.recordRegistry(ctx, reg); err != nil {
-			return TurnView{}, err
+			// The turn still works here; another engine can rebuild it
+			// only if it holds this registry version.
+			e.cfg.Logger.Error().Err(err).Str("registry", reg.Version()).Msg("registry not stored in the registry history")
 		}
 		var cmds []events.Payload
 		if st.InTurn {
@@ -440,7 +462,11 @@ func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req Disc
 // resolution outside a turn) and records its resident/deferred
 // classification for inspection (R21).
 func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
-	v, err := e.Resolve(ctx, session, ResolveRequest{Provider: provider})
+	req := ResolveRequest{Provider: provider}
+	if err := req.validate(); err != nil {
+		return TurnView{}, err
+	}
+	v, err := e.resolveView(ctx, session, req, true)
 	if err != nil {
 		return v, err
 	}
