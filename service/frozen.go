@@ -346,8 +346,17 @@ func load(turn *deferral.Turn, names []string) {
 }
 
 // catchUp folds into ot the tools loaded after ot.applied, up to
-// st.LastSeq.
+// st.LastSeq. It waits for a tool_search of the turn in flight: that
+// search has loaded tools the log may not hold yet, in an order the log
+// may not keep.
 func (e *Engine) catchUp(ctx context.Context, ot *openTurn, st aggregate.State) error {
+	ot.search.Lock()
+	defer ot.search.Unlock()
+	return e.catchUpLocked(ctx, ot, st)
+}
+
+// catchUpLocked is catchUp for the holder of ot.search.
+func (e *Engine) catchUpLocked(ctx context.Context, ot *openTurn, st aggregate.State) error {
 	ot.mu.Lock()
 	defer ot.mu.Unlock()
 	if ot.applied >= st.LastSeq {
@@ -383,4 +392,43 @@ func (e *Engine) settled(session string, ot *openTurn, first, last uint64) bool 
 // when (R25).
 func (e *Engine) RecordRegistry(ctx context.Context) error {
 	return e.recordRegistry(ctx, e.Registry())
+}
+
+// withTurn runs fn with the session's open turn exactly as the log holds
+// it at st.LastSeq: no tool_search of the turn is in flight on this
+// engine (its loads may not be stored yet), the cache still holds the
+// turn (a search whose append was not contiguous drops it), and the turn
+// has folded the log up to st.LastSeq and no further. st is re-read from
+// the log when a search stored more meanwhile. fn runs under the turn's
+// search lock, so it may search and append itself.
+func (e *Engine) withTurn(ctx context.Context, st aggregate.State, fn func(ot *openTurn, st aggregate.State) error) error {
+	for attempt := 0; ; attempt++ {
+		if !st.InTurn {
+			return fmt.Errorf("session %q: %w: begin a turn first", st.Session, ErrNoTurn)
+		}
+		ot, err := e.frozenTurn(ctx, st)
+		if err != nil {
+			return err
+		}
+		ot.search.Lock()
+		cur, held := e.ts.turns.get(st.Session)
+		if held && cur == ot {
+			if err := e.catchUpLocked(ctx, ot, st); err != nil {
+				ot.search.Unlock()
+				return err
+			}
+			ot.mu.Lock()
+			exact := ot.applied == st.LastSeq
+			ot.mu.Unlock()
+			if exact || attempt >= e.cfg.MaxRetries {
+				err := fn(ot, st)
+				ot.search.Unlock()
+				return err
+			}
+		}
+		ot.search.Unlock()
+		if st, err = e.latest(ctx, st.Session, 0); err != nil {
+			return err
+		}
+	}
 }

@@ -258,11 +258,12 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 		return TurnView{}, err
 	}
 	if st.InTurn && req.Override.Kind == resolver.OverrideNone {
-		ot, err := e.frozenTurn(ctx, st)
-		if err != nil {
-			return TurnView{}, err
-		}
-		return e.frozenView(st, ot, req.Provider), nil
+		var v TurnView
+		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+			v = e.frozenView(st, ot, req.Provider)
+			return nil
+		})
+		return v, err
 	}
 	res, err := e.resolve(st, req)
 	if err != nil {
@@ -337,20 +338,6 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 	}
 }
 
-// turnOf returns the session's open turn as the log holds it now,
-// rebuilt from the log when this engine does not hold it (R31).
-func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggregate.State, error) {
-	st, err := e.latest(ctx, session, 0)
-	if err != nil {
-		return nil, st, err
-	}
-	if !st.InTurn {
-		return nil, st, fmt.Errorf("session %q: %w: begin a turn first", session, ErrNoTurn)
-	}
-	ot, err := e.frozenTurn(ctx, st)
-	return ot, st, err
-}
-
 // DiscoverResult is what tool_search returns, and the turn afterwards.
 type DiscoverResult struct {
 	// Tools are the full schemas of the tools found (R16): the requested
@@ -399,38 +386,44 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, re
 	if err := req.Search.Validate(); err != nil {
 		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ot, st, err := e.turnOf(ctx, session)
+	st, err := e.latest(ctx, session, 0)
 	if err != nil {
 		return DiscoverResult{}, err
 	}
+	var out DiscoverResult
+	settled := true
 	// One search at a time per turn, so that the turn loads in the order
 	// the log stores the loads.
-	ot.search.Lock()
-	defer ot.search.Unlock()
-	if err := e.catchUp(ctx, ot, st); err != nil {
-		return DiscoverResult{}, err
-	}
-	sr, err := ot.turn.Search(req.Search)
-	if err != nil {
-		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
-	if len(sr.Loaded) > 0 {
-		res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
+		st = now
+		sr, err := ot.turn.Search(req.Search)
 		if err != nil {
-			e.ts.turns.remove(session) // the turn loaded what the log may not hold
-			return out, err
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		st = res.State
-		if !e.settled(session, ot, res.First, res.Last) {
-			// Another engine wrote in between: the log's order wins.
-			if ot, err = e.frozenTurn(ctx, st); err != nil {
-				return out, err
+		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
+		if len(sr.Loaded) > 0 {
+			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+			if err != nil {
+				e.ts.turns.remove(session) // the turn loaded what the log may not hold
+				return err
 			}
+			st = res.State
+			settled = e.settled(session, ot, res.First, res.Last)
 		}
+		if settled {
+			out.View = e.frozenView(st, ot, req.Provider)
+		}
+		return nil
+	})
+	if err != nil || settled {
+		return out, err
 	}
-	out.View = e.frozenView(st, ot, req.Provider)
-	return out, nil
+	// Another engine wrote in between: the log's order wins.
+	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+		out.View = e.frozenView(st, ot, req.Provider)
+		return nil
+	})
+	return out, err
 }
 
 // discoverOutput renders the tool result of a search for the provider.
@@ -571,32 +564,37 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (Ch
 // from the log, so this is safe).
 func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (CheckpointResult, error) {
 	for attempt := 0; ; attempt++ {
-		ot, st, err := e.turnOf(ctx, session)
+		st, err := e.latest(ctx, session, 0)
 		if err != nil {
 			return CheckpointResult{}, err
 		}
-		rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
-		if err != nil {
-			return CheckpointResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		cmds := []events.Payload{rec.Event()}
-		if end {
-			cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
-		}
-		expected := st.LastSeq
-		res, err := e.Apply(ctx, session, origin, &expected, cmds...)
+		var out CheckpointResult
+		err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+			rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			cmds := []events.Payload{rec.Event()}
+			if end {
+				cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
+			}
+			expected := st.LastSeq
+			res, err := e.Apply(ctx, session, origin, &expected, cmds...)
+			if err != nil {
+				return err
+			}
+			if end {
+				e.ts.turns.remove(session)
+			} else {
+				e.settled(session, ot, res.First, res.Last)
+			}
+			out = CheckpointResult{Seq: res.Last, Record: rec}
+			return nil
+		})
 		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
 			continue
 		}
-		if err != nil {
-			return CheckpointResult{}, err
-		}
-		if end {
-			e.ts.turns.remove(session)
-		} else {
-			e.settled(session, ot, res.First, res.Last)
-		}
-		return CheckpointResult{Seq: res.Last, Record: rec}, nil
+		return out, err
 	}
 }
 

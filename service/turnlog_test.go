@@ -204,6 +204,37 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 				}
 				return true
 			}
+			// A second client dispatches the same session at the same
+			// time, on either engine, while the turns go on.
+			var frozenOf sync.Map // turn → its frozen provider array
+			stop := make(chan struct{})
+			var side sync.WaitGroup
+			side.Add(1)
+			go func() {
+				defer side.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					v, err := engines[i%2].Dispatch(ctx, session, "")
+					if err != nil {
+						continue // no turn open yet
+					}
+					if f, ok := frozenOf.Load(v.Turn); ok && v.Frozen {
+						st, disc := oracle(session, v.Seq)
+						if st.Turn != v.Turn || !st.InTurn {
+							continue
+						}
+						if want := append(slices.Clone(f.([]string)), disc...); !slices.Equal(v.Provider, want) {
+							t.Errorf("%s concurrent dispatch at seq %d: provider %v; the log folds to %v", session, v.Seq, v.Provider, want)
+							return
+						}
+					}
+				}
+			}()
+			defer func() { close(stop); side.Wait() }()
 			for turn := 0; turn < 4; turn++ {
 				begun, err := pick().BeginTurn(ctx, session, web, service.ResolveRequest{})
 				if err != nil {
@@ -211,6 +242,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 					return
 				}
 				frozen := slices.Clone(begun.Provider)
+				frozenOf.Store(begun.Turn, frozen)
 				for step := 0; step < 6; step++ {
 					e := pick()
 					if rng.IntN(2) == 0 {
