@@ -164,6 +164,9 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (R2); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
 		}
 		c.Turn = want // the recorded request (R31) goes with it
+		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
+			return nil, fmt.Errorf("decide TurnStarted: %w: %w", err, ErrInvalidCommand)
+		}
 		if s.InTurn {
 			return []events.Payload{events.TurnEnded{Turn: s.Turn}, c}, nil
 		}

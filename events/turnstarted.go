@@ -174,11 +174,18 @@ func validateTurnStarted(v TurnStarted) error {
 		if err := validateTurnIntent("override.intent", o.Intent); err != nil {
 			return err
 		}
-		if err := validateNames("override.allowed", o.Allowed); err != nil {
-			return err
-		}
-		if err := validateNames("override.names", o.Names); err != nil {
-			return err
+		for _, list := range [...]struct {
+			name  string
+			names []string
+		}{{"override.allowed", o.Allowed}, {"override.names", o.Names}} {
+			if len(list.names) > MaxListLen {
+				return fmt.Errorf("%s has %d names, at most %d allowed: %w", list.name, len(list.names), MaxListLen, ErrInvalidEvent)
+			}
+			for _, n := range list.names {
+				if err := ValidateToolPattern(n); err != nil {
+					return fmt.Errorf("%s: %w", list.name, err)
+				}
+			}
 		}
 	}
 	return nil
