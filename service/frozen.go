@@ -25,9 +25,6 @@ import (
 // holds after the cached turn, so that a discovery made on another engine
 // is in the next request served here.
 
-// DefaultTurnCache bounds the open turns an engine keeps rebuilt in memory.
-const DefaultTurnCache = 100_000
-
 // ErrRegistryUnavailable: a turn or a past point names a registry version
 // that neither this engine nor the registry history holds.
 var ErrRegistryUnavailable = errors.New("registry version unavailable")
