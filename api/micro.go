@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -68,6 +69,10 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"http":    strings.Join(op.Methods, "|") + " " + op.Path,
 			"write":   strconv.FormatBool(op.Write),
 			"summary": op.Summary,
+			// JSON Schemas of the request and the reply, shown by
+			// `nats micro info` (docs/api.md lists the same).
+			"request_schema":  schemaJSON(schemaOf(op.reqType, nil)),
+			"response_schema": schemaJSON(schemaOf(op.respType, nil)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
@@ -201,4 +206,12 @@ func byteSize(n int64) string {
 		s += " (" + strconv.FormatInt(n>>10, 10) + " KiB)"
 	}
 	return s
+}
+
+func schemaJSON(s Schema) string {
+	b, err := json.Marshal(s)
+	if err != nil { // a Schema holds only maps, slices, strings and numbers
+		return "{}"
+	}
+	return string(b)
 }

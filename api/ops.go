@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,14 +66,18 @@ type Operation struct {
 // operation is an Operation with its request type and implementation.
 type operation struct {
 	Operation
-	newReq func() any
-	call   func(ctx context.Context, a *API, req any, o service.Origin) (any, error)
+	newReq   func() any
+	reqType  reflect.Type
+	respType reflect.Type
+	call     func(ctx context.Context, a *API, req any, o service.Origin) (any, error)
 }
 
 func defOp[Req, Resp any](o Operation, call func(ctx context.Context, a *API, req *Req, o service.Origin) (Resp, error)) *operation {
 	return &operation{
 		Operation: o,
 		newReq:    func() any { return new(Req) },
+		reqType:   reflect.TypeFor[Req](),
+		respType:  reflect.TypeFor[Resp](),
 		call: func(ctx context.Context, a *API, req any, org service.Origin) (any, error) {
 			return call(ctx, a, req.(*Req), org)
 		},
