@@ -54,7 +54,7 @@ func New() *Metrics {
 			Name: "engine_undecodable_events_total", Help: "Events the projection kept in the log but could not fold (undecodable, unknown type, future version).",
 		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (R28).",
+			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (see docs/semantics.md#events-the-engine-does-not-apply).",
 		}),
 		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "engine_projection_lag_events", Help: "Events in the log not yet folded into the views.",

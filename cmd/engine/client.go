@@ -352,9 +352,9 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 }
 
 type turnCmd struct {
-	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (R16)."`
+	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (see docs/semantics.md#turns)."`
 	Search   turnSearchCmd   `cmd:"" help:"tool_search inside the open turn: load deferred tools into the next request."`
-	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (R21)."`
+	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (see docs/semantics.md#turns)."`
 	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (TurnEnded + checkpoint, atomically)."`
 }
 
