@@ -21,24 +21,43 @@ import (
 
 // clientFlags are shared by every subcommand that talks to a running engine.
 type clientFlags struct {
-	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http)."`
+	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http); the scheme may be left out."`
 	JSON    bool          `name:"json" help:"Print the reply as JSON instead of a table."`
 	Channel string        `name:"channel" default:"cli" help:"Channel recorded on events this command writes."`
 	Actor   string        `name:"actor" env:"USER" help:"Actor recorded on events this command writes."`
 	Timeout time.Duration `name:"timeout" default:"30s" help:"Give up after this long."`
 	Token   string        `name:"token" env:"ENGINE_TOKEN" help:"Bearer token for an engine serving with --http-tokens (the channel is then the token's)."`
+	clientNATSFlags
 }
 
-func (f clientFlags) client() *api.Client {
+// client returns the API client: over NATS with --nats, NATS_URL or
+// --context, else over HTTP at --server. A NATS connection lives until
+// the process exits.
+func (f clientFlags) client(ctx context.Context) (*api.Client, error) {
 	actor := f.Actor
 	if actor == "" {
 		actor = "cli"
 	}
 	opts := []api.ClientOption{api.WithChannel(f.Channel), api.WithActor(actor)}
+	if f.clientNATSFlags.wanted() {
+		nc, err := f.clientNATSFlags.connect(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		return api.NewNATSClient(nc, opts...), nil
+	}
 	if f.Token != "" {
 		opts = append(opts, api.WithToken(f.Token), api.WithChannel(""))
 	}
-	return api.NewClient(f.Server, opts...)
+	return api.NewClient(withScheme(f.Server), opts...), nil
+}
+
+// address is where the client talks to, for error messages.
+func (f clientFlags) address() string {
+	if f.NATS != "" {
+		return f.NATS
+	}
+	return withScheme(f.Server)
 }
 
 func (f clientFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {
@@ -169,7 +188,11 @@ func (c *emitCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	res, err := c.client().Append(ctx, c.Session, c.Expected, cmd)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Append(ctx, c.Session, c.Expected, cmd)
 	if err != nil {
 		return err
 	}
@@ -192,7 +215,11 @@ type intentCmd struct {
 func (c *intentCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Intent(ctx, c.Session, c.MinSeq)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Intent(ctx, c.Session, c.MinSeq)
 	if err != nil {
 		return err
 	}
@@ -339,7 +366,11 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -373,7 +404,11 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -405,7 +440,11 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	} else if len(c.Names)+len(c.Query)+len(c.Regex)+c.MaxResults > 0 {
 		return errors.New("give --input alone, or names and flags without --input")
 	}
-	r, err := c.client().ToolSearch(ctx, c.Session, c.Provider, input)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.ToolSearch(ctx, c.Session, c.Provider, input)
 	if err != nil {
 		return err
 	}
@@ -436,7 +475,11 @@ type turnDispatchCmd struct {
 func (c *turnDispatchCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Dispatch(ctx, c.Session, c.Provider)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Dispatch(ctx, c.Session, c.Provider)
 	if err != nil {
 		return err
 	}
@@ -451,7 +494,11 @@ type turnEndCmd struct {
 func (c *turnEndCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().EndTurn(ctx, c.Session)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.EndTurn(ctx, c.Session)
 	if err != nil {
 		return err
 	}
@@ -472,7 +519,11 @@ type checkpointCmd struct {
 func (c *checkpointCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Checkpoint(ctx, c.Session)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Checkpoint(ctx, c.Session)
 	if err != nil {
 		return err
 	}
@@ -493,7 +544,11 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -554,7 +609,11 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	h, err := c.client().History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := cl.History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -617,7 +676,11 @@ func (c *explainCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -642,7 +705,11 @@ type sessionsCmd struct {
 func (c *sessionsCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	s, err := c.client().Sessions(ctx)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := cl.Sessions(ctx)
 	if err != nil {
 		return err
 	}

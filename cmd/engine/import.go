@@ -71,7 +71,10 @@ func (c *importCmd) Run(ctx context.Context) error {
 	if c.Apply {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		cl := c.client()
+		cl, err := c.client(ctx)
+		if err != nil {
+			return err
+		}
 		info, err := cl.Registry(ctx)
 		if err != nil {
 			return err

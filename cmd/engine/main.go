@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -37,29 +38,69 @@ type cli struct {
 	Stream     streamCmd     `cmd:"" help:"Check and repair the event stream (admin)."`
 	Bench      benchCmd      `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget     budgetCmd     `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
+	Events     eventsCmd     `cmd:"" help:"Print a session's events from the stream, decoded, one JSON object per line (--follow: live)."`
+	Tail       tailCmd       `cmd:"" help:"Print every session's new events from the stream as they are appended, decoded, one JSON object per line."`
+	Version    versionCmd    `cmd:"" help:"Print the engine's version: module version, commit, Go, nats-server and API versions."`
 }
+
+// timeFormat is RFC 3339 with milliseconds, the time of every log line.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func main() {
 	var c cli
-	kctx := kong.Parse(&c,
+	parser, err := kong.New(&c,
 		kong.Name("engine"),
 		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash."),
-		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Vars{"override_help": overrideHelp},
 	)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "engine: %v\n", err)
+		os.Exit(1)
+	}
+	kctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		// A usage error: one short line and where the help is, exit 2.
+		fmt.Fprintf(os.Stderr, "engine: %v\n%s\n", err, helpHint(err))
+		os.Exit(2)
+	}
 	level, err := zerolog.ParseLevel(c.LogLevel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "engine: --log-level %q: %v\n", c.LogLevel, err)
 		os.Exit(2)
 	}
+	zerolog.TimeFieldFormat = timeFormat
 	logger := zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	if err := kctx.Run(logger); err != nil {
 		stop()
-		fmt.Fprintf(os.Stderr, "engine: %v\n", err)
+		fmt.Fprintf(os.Stderr, "engine: %v\n", explainUnreachable(err, serverOf(kctx)))
 		os.Exit(1)
 	}
+}
+
+// helpHint names the --help of the command a usage error is about.
+func helpHint(err error) string {
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if cmd := pe.Context.Selected(); cmd != nil {
+			return "Run 'engine " + cmd.Path() + " --help' for usage."
+		}
+	}
+	return "Run 'engine --help' for usage."
+}
+
+// serverOf is the address a client command talks to ("" for others).
+func serverOf(kctx *kong.Context) string {
+	for _, p := range kctx.Path {
+		if p.Command == nil {
+			continue
+		}
+		if a, ok := p.Command.Target.Addr().Interface().(interface{ address() string }); ok {
+			return a.address()
+		}
+	}
+	return ""
 }
