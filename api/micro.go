@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -118,13 +119,15 @@ func (a *API) microOp(ctx context.Context, op *operation, late *atomic.Uint64) m
 			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clipString(r.Reply())).Err(err).Msg("request refused: reply subject is not an inbox")
 			return
 		}
+		start := time.Now()
 		mp := wantsMsgpack(r.Headers().Get("Accept"))
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
 			a.respondError(r, mp, e)
+			a.observe(op, channel, err, start)
 		}
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		req, o, err := a.prepareMicro(op, r, channel)
 		if err != nil {
 			fail(err)
@@ -151,9 +154,11 @@ func (a *API) microOp(ctx context.Context, op *operation, late *atomic.Uint64) m
 			if err != nil {
 				late.Add(1)
 				a.respondError(r, mp, errorOf(err))
+				a.observe(op, channel, err, start)
 				return
 			}
 			_ = r.Respond(body, micro.WithHeaders(micro.Headers{"Content-Type": []string{contentType(mp)}}))
+			a.observe(op, channel, nil, start)
 		}()
 	})
 }

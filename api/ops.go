@@ -176,6 +176,11 @@ type Config struct {
 	// Logger receives a line per failed request; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
+	// Observe, when set, is called once per request answered, on both
+	// transports, with the operation name, the channel ("" when the
+	// request was refused before its channel was known), the outcome
+	// ("ok" or the error code) and the time taken (metrics).
+	Observe func(op, channel, outcome string, took time.Duration)
 }
 
 // Validate reports every problem of c.
@@ -458,4 +463,16 @@ func opBudget(_ context.Context, a *API, _ *Empty, _ service.Origin) (deferral.B
 	}
 	a.budget = &t
 	return t, nil
+}
+
+// observe reports one answered request to Config.Observe.
+func (a *API) observe(op *operation, channel string, err error, start time.Time) {
+	if a.cfg.Observe == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = errorOf(err).Code
+	}
+	a.cfg.Observe(op.Name, channel, outcome, time.Since(start))
 }

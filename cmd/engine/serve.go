@@ -92,6 +92,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer closeLog()
 	nc := jlog.Conn()
 	m := metrics.New()
+	acfg.Observe = m.ObserveRequest
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
 	}))
