@@ -75,10 +75,11 @@ func decodeLine(seq uint64, subject string, stored time.Time, body []byte) event
 	return l
 }
 
-// stream prints the events on filter from start; with follow it keeps
-// waiting for new ones until ctx ends, otherwise it stops at the last
-// event present when it started.
-func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, start uint64, follow bool) error {
+// stream prints the events on filter from start (0: the first, or with
+// tail, the stream's last tail.n events); with follow it
+// keeps waiting for new ones until ctx ends, otherwise it stops at the
+// last event present when it started.
+func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, start uint64, tail *uint64, follow bool) error {
 	nc, err := f.connect(ctx, "nats://127.0.0.1:4222")
 	if err != nil {
 		return err
@@ -92,6 +93,15 @@ func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, star
 	stream, err := js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", name, err)
+	}
+	if start == 0 && tail != nil {
+		last := stream.CachedInfo().State.LastSeq
+		start = last + 1 // only new events
+		if *tail >= last {
+			start = 1
+		} else if *tail > 0 {
+			start = last - *tail + 1
+		}
 	}
 	cfg := natsjs.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: natsjs.DeliverAllPolicy}
 	if start > 0 {
@@ -155,34 +165,9 @@ func (c *eventsCmd) Run(ctx context.Context) error {
 	if err := events.ValidateSessionID(c.Session); err != nil {
 		return fmt.Errorf("session %q: %w", c.Session, err)
 	}
-	return c.stream(ctx, os.Stdout, c.Prefix+".events."+c.Session, c.From, c.Follow)
+	return c.stream(ctx, os.Stdout, c.Prefix+".events."+c.Session, c.From, nil, c.Follow)
 }
 
 func (c *tailCmd) Run(ctx context.Context) error {
-	start := c.From
-	if start == 0 {
-		// The last N events of the whole stream.
-		nc, err := c.connect(ctx, "nats://127.0.0.1:4222")
-		if err != nil {
-			return err
-		}
-		js, err := natsjs.New(nc)
-		if err == nil {
-			var s natsjs.Stream
-			if s, err = js.Stream(ctx, strings.ToUpper(c.Prefix)+"_EVENTS"); err == nil {
-				last := s.CachedInfo().State.LastSeq
-				start = last + 1
-				if c.Last < last {
-					start = last - c.Last + 1
-				} else if c.Last > 0 {
-					start = 1
-				}
-			}
-		}
-		nc.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return c.stream(ctx, os.Stdout, c.Prefix+".events.*", start, true)
+	return c.stream(ctx, os.Stdout, c.Prefix+".events.*", c.From, &c.Last, true)
 }
