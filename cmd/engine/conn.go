@@ -121,7 +121,7 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // naming the address.
 func explainUnreachable(err error, server string) error {
 	var ue *unreachableError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || server == "" { // "" : not a client command
 		return err
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
