@@ -221,3 +221,27 @@ func (f *follower) ready(t *testing.T) {
 		}
 	}
 }
+
+// #17 item 5: the CLI's tables fit 120 columns (long lists wrap under
+// their value column, or are cut in a wide table's cells), for the seed
+// walk-through of the README.
+func TestCLITablesFit120Columns(t *testing.T) {
+	p := startEngine(t, t.TempDir())
+	steps := [][]string{
+		{"emit", "w1", "enable"}, {"emit", "w1", "web-search", "on"}, {"emit", "w1", "disable", "bash"},
+		{"resolve", "w1"}, {"turn", "begin", "w1"}, {"turn", "search", "w1", "send_message"}, {"turn", "end", "w1"},
+		{"intent", "w1"}, {"history", "w1"}, {"explain", "w1", "bash"}, {"resume", "w1"}, {"sessions"},
+		{"resolve", "w1", "--override", "intent:{\"preset\":\"research\"}"},
+	}
+	for _, args := range steps {
+		r := runBin(t, nil, append(args, "--server", p.HTTPURL)...)
+		if r.code != 0 {
+			t.Fatalf("engine %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if n := len([]rune(line)); n > 120 {
+				t.Errorf("engine %v: a line of %d columns:\n%s", args, n, line)
+			}
+		}
+	}
+}

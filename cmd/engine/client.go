@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -83,6 +84,109 @@ func list(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
+// valueWidth is the widest value of a key/value table row: with a key
+// column of at most 24 columns, tables fit 120 columns.
+const valueWidth = 94
+
+// wrapList is lead followed by xs as list does, broken into lines of at
+// most valueWidth columns after a comma; a continuation line starts with a
+// tab, so tabwriter puts it under the value column of a key\tvalue row.
+func wrapList(lead string, xs []string) string {
+	if len(xs) == 0 {
+		return lead + "-"
+	}
+	var b strings.Builder
+	b.WriteString(lead)
+	n := len(lead)
+	for i, x := range xs {
+		sep := ""
+		if i > 0 {
+			sep = ", "
+		}
+		if i > 0 && n+len(sep)+len(x) > valueWidth {
+			b.WriteString(",\n\t")
+			n, sep = 0, ""
+		}
+		b.WriteString(sep)
+		b.WriteString(x)
+		n += len(sep) + len(x)
+	}
+	return b.String()
+}
+
+// cut shortens s to at most n runes for a table cell ("..." at the end).
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
+}
+
+// toolChange is a history row's tool-set change for a 36-column cell:
+// +gained -lost, cut with how many more (--json has them all).
+func toolChange(gained, lost []string) string {
+	var parts []string
+	for _, g := range gained {
+		parts = append(parts, "+"+g)
+	}
+	for _, l := range lost {
+		parts = append(parts, "−"+l)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	out := ""
+	for i, p := range parts {
+		more := ""
+		if i+1 < len(parts) {
+			more = fmt.Sprintf(" (+%d more)", len(parts)-i-1)
+		}
+		next := strings.TrimSpace(out + " " + p)
+		if len([]rune(next+more)) > 36 && out != "" {
+			return out + fmt.Sprintf(" (+%d more)", len(parts)-i)
+		}
+		out = next
+	}
+	return out
+}
+
+// wrapText breaks s into lines of at most width runes, at a space or
+// after a comma when it can, joining them with sep.
+func wrapText(s string, width int, sep string) string {
+	var lines []string
+	for r := []rune(s); len(r) > 0; {
+		if len(r) <= width {
+			lines = append(lines, string(r))
+			break
+		}
+		at := width
+		for i := width; i > width/2; i-- {
+			if r[i] == ' ' || r[i-1] == ',' {
+				at = i
+				break
+			}
+		}
+		lines = append(lines, strings.TrimRight(string(r[:at]), " "))
+		r = []rune(strings.TrimLeft(string(r[at:]), " "))
+	}
+	return strings.Join(lines, sep)
+}
+
+// paramNames lists the properties of a JSON Schema object, sorted.
+func paramNames(schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 func tri(b *bool, unset string) string {
 	if b == nil {
 		return unset
@@ -98,11 +202,11 @@ func intentRows(w io.Writer, in resolver.Intent) {
 		preset = "unset"
 	}
 	fmt.Fprintf(w, "preset\t%s\n", preset)
-	fmt.Fprintf(w, "disabled\t%s\n", list(in.Disabled))
+	fmt.Fprintf(w, "disabled\t%s\n", wrapList("", in.Disabled))
 	if in.Picked == nil {
 		fmt.Fprintf(w, "picked\tunset\n")
 	} else {
-		fmt.Fprintf(w, "picked\t%s\n", list(in.Picked))
+		fmt.Fprintf(w, "picked\t%s\n", wrapList("", in.Picked))
 	}
 }
 
@@ -229,7 +333,7 @@ func (c *intentCmd) Run(ctx context.Context) error {
 			fmt.Fprintf(w, "not applied\tseq %d %s %s: %s\n", r.Seq, r.Type, r.ID, r.Reason)
 		}
 		intentRows(w, v.Intent)
-		fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
 		fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])
 		if cp := v.Checkpoint; cp != nil {
 			fmt.Fprintf(w, "checkpoint\tturn %d, seq %d, loaded %s, contract %s (registry %s)\n", cp.Turn, cp.Seq, list(cp.Loaded), short(cp.ContractHash), cp.RegistryVersion)
@@ -341,12 +445,12 @@ type resolveCmd struct {
 func viewRows(w io.Writer, v service.TurnView) {
 	fmt.Fprintf(w, "session\t%s (seq %d)%s\n", v.Session, v.Seq, frozen(v))
 	fmt.Fprintf(w, "source\t%s\n", v.Source)
-	fmt.Fprintf(w, "provider array\t%d tools: %s\n", len(v.Provider), list(v.Provider))
-	fmt.Fprintf(w, "catalog\t%d deferred: %s\n", len(v.Catalog), list(v.Catalog))
+	fmt.Fprintf(w, "provider array\t%s\n", wrapList(fmt.Sprintf("%d tools: ", len(v.Provider)), v.Provider))
+	fmt.Fprintf(w, "catalog\t%s\n", wrapList(fmt.Sprintf("%d deferred: ", len(v.Catalog)), v.Catalog))
 	if len(v.Unknown) > 0 {
-		fmt.Fprintf(w, "unknown\t%s\n", list(v.Unknown))
+		fmt.Fprintf(w, "unknown\t%s\n", wrapList("", v.Unknown))
 	}
-	fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+	fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
 	fmt.Fprintf(w, "budget\t%d resident + %d catalog = %d tokens (estimate)\n", v.Budget.Resident, v.Budget.Catalog, v.Budget.Total)
 	fmt.Fprintf(w, "contract\t%s (registry %s)\n", v.ContractHash, v.RegistryVersion)
 	fmt.Fprintf(w, "prefix\t%s (%s, %d bytes)\n", v.PrefixHash, v.RenderedFor, len(v.Rendering))
@@ -449,18 +553,21 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
-		fmt.Fprintf(w, "loaded\t%s\n", list(r.Loaded))
+		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", r.Loaded))
 		for _, m := range r.Matches {
 			fmt.Fprintf(w, "match %s\t%s %.3f\n", m.Name, m.Via, m.Score)
 		}
 		if len(r.NotFound) > 0 {
-			fmt.Fprintf(w, "not found\t%s\n", list(r.NotFound))
+			fmt.Fprintf(w, "not found\t%s\n", wrapList("", r.NotFound))
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "note\t%s\n", r.Note)
+			fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
 		}
 		for _, t := range r.Tools {
-			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, t.Parameters)
+			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, wrapList("parameters: ", paramNames(t.Parameters)))
+		}
+		if len(r.Tools) > 0 {
+			fmt.Fprintf(w, "\t(--json prints the full schemas)\n")
 		}
 		viewRows(w, r.View)
 	})
@@ -507,7 +614,7 @@ func (c *turnEndCmd) Run(ctx context.Context) error {
 
 func checkpointRows(w io.Writer, r api.CheckpointResponse) {
 	fmt.Fprintf(w, "checkpoint\tseq %d, turn %d\n", r.Seq, r.Checkpoint.Turn)
-	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", list(r.Checkpoint.Loaded))
+	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", wrapList("", r.Checkpoint.Loaded))
 	fmt.Fprintf(w, "contract\t%s (registry %s)\n", r.Checkpoint.ContractHash, r.Checkpoint.RegistryVersion)
 }
 
@@ -555,9 +662,9 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 	return c.print(r, func(w io.Writer) {
 		switch {
 		case r.Outcome.OK:
-			fmt.Fprintf(w, "resumed\trestored %s\n", list(r.Outcome.Restored))
+			fmt.Fprintf(w, "resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
 		case len(r.Outcome.Restored) > 0:
-			fmt.Fprintf(w, "partly resumed\trestored %s\n", list(r.Outcome.Restored))
+			fmt.Fprintf(w, "partly resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
 		default:
 			fmt.Fprintf(w, "refused\trestored nothing\n")
 		}
@@ -617,8 +724,11 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One row per event (who, when, the tool-set change, the prompt-cache
+	// prefix), the event itself on the lines below it: 120 columns.
 	return c.print(h, func(w io.Writer) {
-		fmt.Fprintf(w, "SEQ\tTIME\tCHANNEL/ACTOR\tEVENT\tGAINED\tLOST\tPREFIX\n")
+		rows := [][]string{{"SEQ", "TIME", "CHANNEL/ACTOR", "TOOLS", "PREFIX"}}
+		var evs []string
 		var prevPicked []string
 		for _, e := range h.Entries {
 			ev := e.Type
@@ -635,7 +745,30 @@ func (c *historyCmd) Run(ctx context.Context) error {
 			if e.PrefixChanged {
 				prefix = "changed (" + e.Cause + ")"
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Channel, e.Actor, ev, list(e.Gained), list(e.Lost), prefix)
+			rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339), cut(e.Channel+"/"+e.Actor, 24), toolChange(e.Gained, e.Lost), prefix})
+			evs = append(evs, ev)
+		}
+		// Aligned by hand: the event lines under each row would split
+		// tabwriter's column blocks.
+		widths := make([]int, len(rows[0]))
+		for _, r := range rows {
+			for i, c := range r {
+				widths[i] = max(widths[i], len([]rune(c)))
+			}
+		}
+		indent := strings.Repeat(" ", widths[0]+2)
+		for i, r := range rows {
+			var line strings.Builder
+			for j, c := range r {
+				line.WriteString(c)
+				if j < len(r)-1 {
+					line.WriteString(strings.Repeat(" ", widths[j]-len([]rune(c))+2))
+				}
+			}
+			fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
+			if i > 0 {
+				fmt.Fprintln(w, indent+wrapText(evs[i-1], 110, "\n"+indent))
+			}
 		}
 		fmt.Fprintf(w, "\nintent at the end\t\n")
 		intentRows(w, h.State.Intent)
