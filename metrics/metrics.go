@@ -4,16 +4,14 @@ package metrics
 
 import (
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolintent/engine/internal/buildinfo"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
@@ -116,18 +114,10 @@ func New() *Metrics {
 // buildInfo is the constant engine_build_info gauge: 1, with the module
 // version, VCS commit, Go and nats-server versions as labels.
 func buildInfo() prometheus.Collector {
-	version, commit := "(unknown)", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
-			}
-		}
-	}
+	b := buildinfo.Read()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "engine_build_info", Help: "The engine's build: version and commit of the module, Go and embedded nats-server versions (value 1).",
-		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": runtime.Version(), "nats_server": server.VERSION},
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "goversion": b.Go, "nats_server": b.NATSServer},
 	})
 	g.Set(1)
 	return g

@@ -5,68 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/internal/buildinfo"
 )
-
-// commit may be set at link time (-ldflags "-X main.commit=$(git
-// rev-parse HEAD)") for builds without VCS stamping (-buildvcs=false).
-var commit string
 
 // versionCmd prints what this binary is.
 type versionCmd struct {
 	JSON bool `name:"json" help:"Print as JSON."`
 }
 
-// buildVersion describes the binary: module version and VCS commit from
-// the build info, the Go, nats-server and API versions.
+// buildVersion is the build with the API's version and service name.
 type buildVersion struct {
-	Module      string `json:"module"`
-	Version     string `json:"version"`
-	Commit      string `json:"commit,omitempty"`
-	CommitTime  string `json:"commit_time,omitempty"`
-	Modified    bool   `json:"modified,omitempty"`
-	Go          string `json:"go"`
-	Platform    string `json:"platform"`
-	NATSServer  string `json:"nats_server"`
-	NATSClient  string `json:"nats_go"`
+	buildinfo.Info
 	APIVersion  string `json:"api_version"`
 	ServiceName string `json:"service_name"`
 }
 
-func readBuildVersion() buildVersion {
-	v := buildVersion{Module: "github.com/toolintent/engine", Version: "(unknown)", Go: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, NATSServer: server.VERSION, APIVersion: api.Version, ServiceName: api.ServiceName}
-	v.Commit = commit
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	v.Module, v.Version = bi.Main.Path, bi.Main.Version
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/nats-io/nats.go" {
-			v.NATSClient = d.Version
-		}
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Commit = s.Value
-		case "vcs.time":
-			v.CommitTime = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
-}
-
 func (c *versionCmd) Run(context.Context) error {
-	v := readBuildVersion()
+	v := buildVersion{Info: buildinfo.Read(), APIVersion: api.Version, ServiceName: api.ServiceName}
 	if c.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
