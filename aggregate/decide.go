@@ -260,13 +260,13 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 	}
 	// R2: a picked list that equals an expansion is that expansion frozen.
 	if sameSetModuloWebSearch(seen, availableOnly(reg, reg.DefaultTools())) {
-		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true}%s: %w",
+		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true}%s: %w",
 			webSearchHint(seen), ErrMaterialized)
 	}
 	for _, name := range presets {
 		list, _ := reg.Preset(name)
 		if sameSetModuloWebSearch(seen, list) || sameSetModuloWebSearch(seen, availableOnly(reg, list)) {
-			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (R2); store the intent instead: PresetChosen{preset:%q}%s: %w",
+			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: PresetChosen{preset:%q}%s: %w",
 				name, name, webSearchHint(seen), ErrMaterialized)
 		}
 	}
@@ -280,7 +280,7 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 }
 
 func tooLong(n, max int, presets []string) error {
-	return fmt.Errorf("decide ToolsPicked: picked list has %d names, at most %d allowed; a long list is an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true} / PresetChosen{preset:%s}, then ToolDisabled for exceptions: %w",
+	return fmt.Errorf("decide ToolsPicked: picked list has %d names, at most %d allowed; a long list is an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true} / PresetChosen{preset:%s}, then ToolDisabled for exceptions: %w",
 		n, max, presetChoice(presets), ErrMaterialized)
 }
 
@@ -374,7 +374,7 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
 	if c.RegistryVersion == "" {
-		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (R19): %w", ErrInvalidCommand)
+		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (see docs/semantics.md#checkpoints): %w", ErrInvalidCommand)
 	}
 	turn := c.Turn
 	if turn == 0 {
@@ -405,7 +405,7 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 			if _, known := reg.Tool(n); !known && live {
 				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in registry %s, check the name: %w", n, reg.Version(), ErrUnknownTool)
 			}
-			return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (R19): %w", n, ErrInvalidCommand)
+			return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (see docs/semantics.md#checkpoints): %w", n, ErrInvalidCommand)
 		}
 		if live {
 			t, _ := reg.Tool(n)
@@ -415,7 +415,7 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 		}
 	}
 	if !events.ValidHash(c.ContractHash) {
-		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (R19): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
 	}
 	if c.Contract != nil {
 		hashes := make([]string, len(c.Contract))

@@ -92,6 +92,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer closeLog()
 	nc := jlog.Conn()
 	m := metrics.New()
+	acfg.Observe = m.ObserveRequest
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
 	}))
@@ -188,8 +189,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("write ready file: %w", err)
 		}
 	}
-	log.Info().Str("nats", url).Str("http", httpAddr).Str("stream", jlog.StreamName()).Str("registry", reg.Version()).Msg("engine serving")
-	fmt.Fprintf(os.Stderr, "engine: serving; NATS %s, HTTP %s, registry %s (Ctrl-C stops)\n", url, orNone(httpAddr), reg.Version())
+	// Shown at every log level but "disabled", as JSON like every other
+	// line (#17 item 6).
+	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", jlog.StreamName()).
+		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
 
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
@@ -291,6 +294,9 @@ func orNone(s string) string {
 func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sync string) (*nats.Conn, string, func(), error) {
 	status := func(event string, err error) {
 		ev := log.Warn().Str("event", event)
+		if event == "closed" { // the engine closes it on a normal exit
+			ev = log.Info().Str("event", event)
+		}
 		if err != nil {
 			ev = ev.Err(err)
 		}
@@ -331,8 +337,8 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 			return nil, "", nil, err
 		}
 		if created {
-			fmt.Fprintf(os.Stderr, "engine: created the embedded NATS server's users engine and admin in %s (mode 0600); "+
-				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>\n", jetstream.CredentialsPath(c.Data))
+			log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600): " +
+				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>")
 		}
 		if c.NATSUser != "" {
 			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}
