@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -57,6 +56,9 @@ type EmbeddedConfig struct {
 	ConfigFile string
 	// Logger receives the server's own log lines; nil keeps them quiet.
 	Logger server.Logger
+	// Command names this process in DataDir's lock file (e.g. "engine
+	// serve"); default the program and its first argument.
+	Command string
 }
 
 // Validate reports every problem of the configuration at once.
@@ -97,7 +99,8 @@ func isLoopback(host string) bool {
 
 // Embedded is a running embedded nats-server.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	lock *DataLock
 }
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
@@ -117,18 +120,22 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, fmt.Errorf("embedded server: host %q is not loopback and config %s defines no users: add users or listen on 127.0.0.1", cfg.host(), cfg.ConfigFile)
 		}
 	}
+	// One owner per data directory (issue 12, item 1): a second server
+	// on a live store forks the log.
+	lock, err := LockDataDir(cfg.DataDir, cfg.Command)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Port != 0 {
 		// nats-server only logs a taken port and never becomes ready: say
 		// so at once instead of after the readiness timeout.
 		addr := net.JoinHostPort(cfg.host(), strconv.Itoa(cfg.Port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
+			lock.Release()
 			return nil, fmt.Errorf("embedded server: cannot listen on %s: %w (another engine or NATS server there? choose another --listen, or 127.0.0.1:0 for a random port)", addr, err)
 		}
 		ln.Close()
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	opts.Host = cfg.host()
 	opts.Port = cfg.Port
@@ -159,6 +166,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
 	if cfg.Logger != nil {
@@ -167,9 +175,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
+		lock.Release()
 		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
 	}
-	return &Embedded{srv: srv}, nil
+	return &Embedded{srv: srv, lock: lock}, nil
 }
 
 // ClientURL is the URL clients connect to.
@@ -183,4 +192,5 @@ func (e *Embedded) Server() *server.Server { return e.srv }
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.Release()
 }

@@ -18,10 +18,11 @@ type rebuildCmd struct {
 func (c *rebuildCmd) Help() string {
 	return "Deletes the projection's durable feed and folds the whole log into the session views again, from the first event, then exits. " +
 		"Views are only ever derived from the log, so this is safe; run it with no engine serving the same data directory " +
-		"(the embedded server's store is locked) or, against --nats, with the engines' projections stopped. Progress is shown on a terminal."
+		"(the data directory is locked: rebuild refuses while an engine serves it, and refuses a directory without the event stream) or, against --nats, with the engines' projections stopped. Progress is shown on a terminal."
 }
 
 func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
+	c.needStore = true
 	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,8 @@ type storeFlags struct {
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
-	admin bool // connect as the admin of the data directory's users (engine stream repair)
+	admin     bool // connect as the admin of the data directory's users (engine stream repair)
+	needStore bool // refuse a data directory without the event stream instead of creating one (issue 12)
 }
 
 // userOf picks the user of a data directory's credentials this command
@@ -300,6 +302,9 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	host, port, err := splitHostPort(listen)
 	if err != nil {
 		return nil, "", nil, err
+	}
+	if c.needStore && !jetstream.HasStore(c.Data, strings.ToUpper(c.Prefix)+"_EVENTS") {
+		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
 	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
