@@ -334,7 +334,7 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if err != nil {
 		return nil, "", nil, err
 	}
-	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
 	switch {
 	case creds != nil:
 		opts = append(opts, nats.UserInfo(c.userOf(*creds)))
