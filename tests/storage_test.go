@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 )
 
 // runEngine runs an engine subcommand to its end with a deadline and
@@ -73,5 +75,20 @@ func TestDataDirOneOwner(t *testing.T) {
 	out, err, _ = runEngine(t, "registry", "push", "--data", dir, filepath.Join("..", "resolver", "default_registry.json"))
 	if err == nil || !strings.Contains(out, "needs --nats") {
 		t.Fatalf("registry push without --nats: err %v\n%s", err, out)
+	}
+}
+
+// #12 item 5: with NATS down, liveness stays ok (an orchestrator must not
+// restart the engine for a NATS blip) while readiness fails naming the
+// NATS check.
+func TestProbesNATSDown(t *testing.T) {
+	srv := natstest.Server(t)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL())
+	srv.Shutdown()
+	body := rtReady(t, p, http.StatusServiceUnavailable, `"nats":{"ok":false,"error":"NATS connection is`)
+	t.Logf("readyz with NATS down: %s", body)
+	st, live := rtDo(t, "GET", p.HTTPURL+"/healthz", nil)
+	if st != http.StatusOK {
+		t.Fatalf("healthz with NATS down: %d %s, want 200", st, live)
 	}
 }

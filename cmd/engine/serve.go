@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/metrics"
 	"github.com/toolintent/engine/projection"
@@ -67,6 +68,7 @@ type serveCmd struct {
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
 	Project    bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
 	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	MaxLag     uint64        `name:"max-projection-lag" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
 	Shutdown   time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
 
@@ -159,7 +161,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		httpAddr = ln.Addr().String()
 		ln = newLimitListener(ln, c.HTTPMaxConn)
-		httpSrv = newHTTPServer(protect(a, httpHandler(a, eng, m, nc, c.Project, readyInput{"log_integrity", integrity})), c.HTTPRead, a.Config().RequestTimeout)
+		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, projecting: c.Project, maxLag: c.MaxLag,
+			extra: []health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}})
+		httpSrv = newHTTPServer(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))), c.HTTPRead, a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
