@@ -58,6 +58,9 @@ type LogConfig struct {
 	// Timeout applies to each operation whose context has no deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// Guard, when set, is asked before each append; its error refuses the
+	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
+	Guard func() error
 }
 
 // Validate reports every problem of the configuration at once.
@@ -258,6 +261,11 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	}
 	if len(evs) > 1 && !l.atomic {
 		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
+	}
+	if l.cfg.Guard != nil {
+		if err := l.cfg.Guard(); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+		}
 	}
 	msgs := make([]*nats.Msg, len(evs))
 	subj := l.Subject(session)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,5 +182,39 @@ func TestAppendOutcomeUnknown(t *testing.T) {
 	res, err := l.Append(ctx, "unknown-s1", 0, env)
 	if err != nil || !res.Duplicate || res.First != 1 {
 		t.Fatalf("re-sent append: %+v, %v; want the stored duplicate at 1", res, err)
+	}
+}
+
+// #12 item 4: below the free-space floor an append is refused at once
+// with ErrStorageFull naming the free and needed bytes, nothing written;
+// when space returns appends go through again, without a restart.
+func TestAppendDiskFull(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	guard := &jetstream.DiskGuard{Dir: "/data", MinFree: 64 << 20, Every: -1,
+		Free: func(string) (uint64, error) { return free.Load(), nil }}
+	l, err := jetstream.OpenLog(context.Background(), nc, jetstream.LogConfig{Guard: guard.Check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Append(ctx, "disk-s1", 0, toggled("disk-s1")); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(10 << 20)
+	start := time.Now()
+	_, err = l.Append(ctx, "disk-s1", 1, toggled("disk-s1"))
+	if !errors.Is(err, jetstream.ErrStorageFull) || !strings.Contains(err.Error(), "disk full: 10485760 bytes free under /data, need --min-free 67108864") {
+		t.Fatalf("append on a full disk: %v", err)
+	}
+	t.Logf("disk full refused in %v: %v", time.Since(start).Round(time.Microsecond), err)
+	if seq, _ := l.LastSeq(ctx, "disk-s1"); seq != 1 {
+		t.Fatalf("refused append stored: session at %d", seq)
+	}
+	free.Store(1 << 30)
+	if _, err := l.Append(ctx, "disk-s1", 1, toggled("disk-s1")); err != nil {
+		t.Fatalf("append after space returned: %v", err)
 	}
 }

@@ -101,6 +101,7 @@ func isLoopback(host string) bool {
 type Embedded struct {
 	srv  *server.Server
 	lock *DataLock
+	js   server.JetStreamConfig // as started, to re-enable JetStream
 }
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
@@ -178,7 +179,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Release()
 		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
 	}
-	return &Embedded{srv: srv, lock: lock}, nil
+	e := &Embedded{srv: srv, lock: lock}
+	if jc := srv.JetStreamConfig(); jc != nil {
+		e.js = *jc
+	}
+	return e, nil
 }
 
 // ClientURL is the URL clients connect to.
@@ -186,6 +191,24 @@ func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
 
 // Server exposes the underlying server (for tests and monitoring).
 func (e *Embedded) Server() *server.Server { return e.srv }
+
+// JetStreamEnabled reports whether JetStream runs: the server disables it
+// by itself when a write fails for lack of space.
+func (e *Embedded) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
+
+// ReenableJetStream enables JetStream again, with the configuration it
+// started with, after the server disabled it (a full disk whose space has
+// returned: issue 12, item 4). It does nothing when JetStream runs.
+func (e *Embedded) ReenableJetStream() error {
+	if e.srv.JetStreamEnabled() {
+		return nil
+	}
+	cfg := e.js
+	if err := e.srv.EnableJetStream(&cfg); err != nil {
+		return fmt.Errorf("re-enable JetStream: %w", err)
+	}
+	return nil
+}
 
 // Shutdown stops the server gracefully, flushing the file store, and waits
 // for it to finish.

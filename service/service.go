@@ -289,8 +289,8 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 			errors.As(err, &unknown)
 		}
 		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrInvalidSession) ||
-			errors.Is(err, jetstream.ErrBatchUnsupported) {
-			return ar, err
+			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) {
+			return ar, stillUnknownUnlessStored(unknown, err)
 		}
 		if ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
 			return ar, stillUnknown(unknown, err)
@@ -312,6 +312,16 @@ func stillUnknown(unknown *jetstream.OutcomeUnknownError, err error) error {
 		return err
 	}
 	return &jetstream.OutcomeUnknownError{Session: unknown.Session, AfterSeq: unknown.AfterSeq, Err: err}
+}
+
+// stillUnknownUnlessStored is stillUnknown for a definite answer: a
+// conflict or success settles an earlier unknown try (the log looks for
+// the events' ids on a conflict); a disk-full refusal does not.
+func stillUnknownUnlessStored(unknown *jetstream.OutcomeUnknownError, err error) error {
+	if errors.Is(err, jetstream.ErrStorageFull) {
+		return stillUnknown(unknown, err)
+	}
+	return err
 }
 
 func (e *Engine) onAppended(n int, dup bool) {

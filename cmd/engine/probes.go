@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
@@ -69,4 +74,72 @@ func liveInfo(nc *nats.Conn, proj *projection.Projection) func() map[string]any 
 	return func() map[string]any {
 		return map[string]any{"nats": nc.Status().String(), "applied_seq": proj.Applied()}
 	}
+}
+
+// diskChecks are the readiness checks of the embedded server's disk
+// (issue 12, item 4): free space above --min-free, and JetStream running.
+// While the disk has space again and the server had disabled JetStream
+// (a write that hit ENOSPC), a watcher enables it again: no restart.
+func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.Embedded, log zerolog.Logger) []health.Check {
+	if disk == nil || srv == nil {
+		return nil
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		full := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := disk.Check()
+			switch {
+			case err != nil && !full:
+				log.Error().Err(err).Msg("disk full: appends refused until space returns")
+			case err == nil && full:
+				log.Warn().Msg("disk has space again: appends accepted")
+			}
+			full = err != nil
+			if err == nil && !srv.JetStreamEnabled() {
+				if rerr := srv.ReenableJetStream(); rerr != nil {
+					log.Error().Err(rerr).Msg("JetStream disabled by the server (out of space?): cannot enable it again")
+				} else {
+					log.Warn().Msg("JetStream had been disabled by the server (out of space?): enabled again")
+				}
+			}
+		}
+	}()
+	return []health.Check{
+		{Name: "disk", Fn: func(context.Context) error { return disk.Check() }},
+		{Name: "jetstream", Fn: func(context.Context) error {
+			if !srv.JetStreamEnabled() {
+				return errors.New("JetStream is disabled on the embedded server (out of space or resources); the engine enables it again when the disk has space")
+			}
+			return nil
+		}},
+	}
+}
+
+// parseBytes reads a size: a number with an optional B, KiB, MiB, GiB,
+// KB, MB or GB suffix.
+func parseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 1GiB, 0)", s)
+	}
+	return n * mult, nil
 }

@@ -44,8 +44,10 @@ type storeFlags struct {
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
-	admin     bool // connect as the admin of the data directory's users (engine stream repair)
-	needStore bool // refuse a data directory without the event stream instead of creating one (issue 12)
+	admin     bool                // connect as the admin of the data directory's users (engine stream repair)
+	guard     func() error        // asked before each append (serve's disk guard)
+	embedded  *jetstream.Embedded // the embedded server connect started, if any
+	needStore bool                // refuse a data directory without the event stream instead of creating one (issue 12)
 }
 
 // userOf picks the user of a data directory's credentials this command
@@ -68,6 +70,7 @@ type serveCmd struct {
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
 	Project    bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
 	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	MinFree    string        `name:"min-free" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
 	MaxLag     uint64        `name:"max-projection-lag" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
 	Shutdown   time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
@@ -88,6 +91,15 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
 	if err != nil {
 		return err
+	}
+	var disk *jetstream.DiskGuard
+	if c.NATS == "" {
+		minFree, err := parseBytes(c.MinFree)
+		if err != nil {
+			return fmt.Errorf("--min-free: %w", err)
+		}
+		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: minFree}
+		c.guard = disk.Check
 	}
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
@@ -152,6 +164,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer stopAPI()
 
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
+	diskReady := diskChecks(runCtx, disk, c.embedded, log)
 	var httpSrv *http.Server
 	httpAddr := ""
 	if c.HTTP != "" {
@@ -162,7 +175,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		httpAddr = ln.Addr().String()
 		ln = newLimitListener(ln, c.HTTPMaxConn)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, projecting: c.Project, maxLag: c.MaxLag,
-			extra: []health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}})
+			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
 		httpSrv = newHTTPServer(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))), c.HTTPRead, a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -263,7 +276,7 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 		nc.Close()
 		shutdown()
 	}
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard})
 	if err != nil {
 		closeLog()
 		return nil, "", nil, err
@@ -338,6 +351,7 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if err != nil {
 		return nil, "", nil, err
 	}
+	c.embedded = srv
 	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
 	switch {
 	case creds != nil:
