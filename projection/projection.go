@@ -63,6 +63,10 @@ type Config struct {
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
 	OnBatch func(n int, lag time.Duration, pending uint64)
+	// AcceptGaps folds past sequences that cannot be read from the log,
+	// logging them, instead of stopping with ErrDamagedLog (engine
+	// rebuild, which accepts the loss).
+	AcceptGaps bool
 }
 
 func (c Config) withDefaults() Config {
@@ -89,7 +93,10 @@ func (c Config) withDefaults() Config {
 type Projection struct {
 	log   *jetstream.Log
 	views *jetstream.Views
+	meta  *jetstream.Meta
 	cfg   Config
+
+	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
 
 	// cacheMu guards cache: Run folds into it, Read copies from it.
 	cacheMu    sync.RWMutex
@@ -113,7 +120,63 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	return &Projection{log: log, views: views, cfg: cfg, advance: make(chan struct{})}, nil
+	meta, err := log.OpenMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Projection{log: log, views: views, meta: meta, cfg: cfg, advance: make(chan struct{})}, nil
+}
+
+// Meta is the projection's bucket of watermark, damage record and runner
+// lease.
+func (p *Projection) Meta() *jetstream.Meta { return p.meta }
+
+// Damaged returns the log damage this projection detected or found
+// recorded (matching jetstream.ErrDamagedLog), or nil: the engine must not
+// report ready then (issue 12, item 3). It asks the meta bucket, so an
+// engine that does not run the projection sees what the runner recorded.
+func (p *Projection) Damaged(ctx context.Context) error {
+	if e := p.damaged.Load(); e != nil {
+		return *e
+	}
+	msg, err := p.meta.Damage(ctx)
+	if err != nil || msg == "" {
+		return nil // the stream and NATS checks report an unreachable server
+	}
+	return fmt.Errorf("%w: %s", jetstream.ErrDamagedLog, msg)
+}
+
+// setDamaged records damage (once per message) and logs it at error.
+func (p *Projection) setDamaged(ctx context.Context, msg string) error {
+	err := fmt.Errorf("%w: %s", jetstream.ErrDamagedLog, msg)
+	if prev := p.damaged.Load(); prev == nil || (*prev).Error() != err.Error() {
+		p.cfg.Logger.Error().Err(err).Msg("log damaged: acknowledged events are missing; not ready until restored or rebuilt (engine rebuild)")
+	}
+	p.damaged.Store(&err)
+	if rerr := p.meta.SetDamage(ctx, msg); rerr != nil {
+		p.cfg.Logger.Error().Err(rerr).Msg("cannot record the log damage")
+	}
+	return err
+}
+
+// checkLog compares the stream with the watermark: a stream whose last
+// sequence is below what the views have folded lost acknowledged events.
+func (p *Projection) checkLog(ctx context.Context) error {
+	if err := p.Damaged(ctx); err != nil {
+		return err
+	}
+	w, err := p.meta.Watermark(ctx)
+	if err != nil {
+		return err
+	}
+	last, err := p.log.LastStreamSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if last < w {
+		return p.setDamaged(ctx, fmt.Sprintf("stream last seq %d < folded %d: %d acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", last, w, w-last))
+	}
+	return nil
 }
 
 // Views is the KV bucket the projection writes.
@@ -161,6 +224,9 @@ func (p *Projection) Run(ctx context.Context) error {
 
 // runFeed folds from one feed until an error or ctx ends.
 func (p *Projection) runFeed(ctx context.Context) error {
+	if err := p.checkLog(ctx); err != nil {
+		return err
+	}
 	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
 	if err != nil {
 		return err
@@ -333,6 +399,14 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			done <- err
 			return
 		}
+		if n > 0 {
+			// The watermark, written before the acknowledgement: a log
+			// found behind it on a later start lost acknowledged events.
+			if err := p.meta.SetWatermark(ctx, last.Seq); err != nil {
+				done <- err
+				return
+			}
+		}
 		if err := feed.Ack(batch); err != nil {
 			done <- err
 			return
@@ -361,18 +435,50 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 		}
 		if r.Seq > next {
 			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
-			err := p.log.ScanRange(ctx, next, r.Seq-1, func(g jetstream.Record) error {
-				out = append(out, g)
-				return nil
-			})
+			gap, err := p.readGap(ctx, next, r.Seq-1)
 			if err != nil {
 				return nil, err
 			}
+			out = append(out, gap...)
 		}
 		out = append(out, r)
 		next = r.Seq + 1
 	}
 	return out, nil
+}
+
+// readGap reads the events [from, to] the feed did not deliver. The
+// stream's sequences are contiguous (deletes are denied), so a sequence
+// that cannot be read is damage: reported (ErrDamagedLog), not skipped,
+// unless AcceptGaps. A replica may lag a moment behind the leader: the
+// read is tried again for about two seconds first.
+func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.Record, error) {
+	var out []jetstream.Record
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		out = out[:0]
+		err := p.log.ScanRange(ctx, from, to, func(g jetstream.Record) error {
+			out = append(out, g)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(out)) == to-from+1 {
+			return out, nil
+		}
+		if p.cfg.AcceptGaps {
+			p.cfg.Logger.Warn().Uint64("from", from).Uint64("to", to).Int("readable", len(out)).Msg("damaged log: unreadable sequences skipped (rebuild accepts the loss)")
+			return out, nil
+		}
+		if wait > time.Second {
+			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (p *Projection) setApplied(seq uint64) {
@@ -463,8 +569,18 @@ func (p *Projection) load(ctx context.Context, session string) error {
 // build.
 func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
 	data, err := p.views.Get(ctx, session)
-	if err != nil || data == nil {
+	if err != nil {
 		return aggregate.State{Session: session}, err
+	}
+	if data == nil {
+		// No view: a new session, or a view lost with a damaged views
+		// file. Never serve the defaults for a session with events: fold
+		// its log (issue 12, item 3).
+		st, err := p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		if err == nil && st.LastSeq > 0 {
+			p.cfg.Logger.Warn().Str("session", session).Uint64("seq", st.LastSeq).Msg("view missing: refolded from the log")
+		}
+		return st, err
 	}
 	st, err := aggregate.UnmarshalState(data)
 	if err != nil {

@@ -45,6 +45,9 @@ func newProbes(d probeDeps) *health.Checker {
 			return err
 		}},
 	}
+	// Acknowledged events missing from the log (issue 12, item 3): what
+	// this engine's projection found, or the runner recorded.
+	checks = append(checks, health.Check{Name: "log_damage", Fn: d.proj.Damaged})
 	if d.projecting {
 		checks = append(checks, health.Check{Name: "projection", Fn: func(ctx context.Context) error {
 			if d.proj.CaughtUp() {

@@ -32,7 +32,9 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger()}
+	// Rebuild folds the log as it now is: it accepts sequences a damaged
+	// store lost (logging them) and forgets recorded damage (issue 12).
+	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger(), AcceptGaps: true}
 	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
 		return err
 	}
@@ -48,11 +50,14 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := p.Meta().ClearDamage(ctx); err != nil {
+		return err
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(runCtx) }()
-	waitErr := p.WaitApplied(ctx, last)
+	waitErr := waitRebuilt(ctx, p, last, 10*time.Second)
 	cancel()
 	if err := <-errc; err != nil {
 		return err
@@ -64,4 +69,30 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))
 	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (R28)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
 	return nil
+}
+
+// waitRebuilt waits until the projection has folded the stream as it was
+// when the rebuild began: up to last, or until it has caught up with the
+// feed (the stream's last sequences may be unreadable in a damaged
+// store), or it has made no progress for stall. It always returns.
+func waitRebuilt(ctx context.Context, p *projection.Projection, last uint64, stall time.Duration) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	seen, since := p.Applied(), time.Now()
+	for {
+		if p.Applied() >= last || (p.CaughtUp() && p.Folded() > 0) {
+			return nil
+		}
+		if a := p.Applied(); a != seen {
+			seen, since = a, time.Now()
+		}
+		if time.Since(since) > stall {
+			return fmt.Errorf("no progress for %s: sequences after %d cannot be read (damaged log?)", stall, seen)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
