@@ -82,24 +82,31 @@ func (m *Meta) get(ctx context.Context, key string) ([]byte, uint64, error) {
 }
 
 // Watermark is the highest stream sequence the projection has folded into
-// the views (0 when none is recorded).
-func (m *Meta) Watermark(ctx context.Context) (uint64, error) {
+// the views, and the views bucket's stream sequence after those views
+// were written (0, 0 when none is recorded).
+func (m *Meta) Watermark(ctx context.Context) (folded, viewsSeq uint64, err error) {
 	v, _, err := m.get(ctx, metaWatermark)
 	if err != nil || v == nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n, err := strconv.ParseUint(string(v), 10, 64)
+	a, b, _ := strings.Cut(string(v), " ")
+	folded, err = strconv.ParseUint(a, 10, 64)
+	if err == nil && b != "" {
+		viewsSeq, err = strconv.ParseUint(b, 10, 64)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("watermark in %s is %q: %w", m.bucket, v, err)
+		return 0, 0, fmt.Errorf("watermark in %s is %q: %w", m.bucket, v, err)
 	}
-	return n, nil
+	return folded, viewsSeq, nil
 }
 
-// SetWatermark records seq as the highest folded sequence.
-func (m *Meta) SetWatermark(ctx context.Context, seq uint64) error {
+// SetWatermark records folded as the highest folded sequence and viewsSeq
+// as the views bucket's sequence once its views are stored.
+func (m *Meta) SetWatermark(ctx context.Context, folded, viewsSeq uint64) error {
 	ctx, cancel := m.log.withTimeout(ctx)
 	defer cancel()
-	if _, err := m.kv.Put(ctx, metaWatermark, []byte(strconv.FormatUint(seq, 10))); err != nil {
+	val := strconv.FormatUint(folded, 10) + " " + strconv.FormatUint(viewsSeq, 10)
+	if _, err := m.kv.Put(ctx, metaWatermark, []byte(val)); err != nil {
 		return fmt.Errorf("put watermark: %w", err)
 	}
 	return nil

@@ -77,35 +77,61 @@ type Put struct {
 // every one of them; on error some may have been written (each value is
 // whole: a view is replaced, never half-written).
 func (v *Views) PutAll(ctx context.Context, puts []Put) error {
+	_, err := v.PutAllSeq(ctx, puts)
+	return err
+}
+
+// PutAllSeq is PutAll that also returns the highest sequence of the
+// bucket's stream it stored (0 when puts is empty).
+func (v *Views) PutAllSeq(ctx context.Context, puts []Put) (uint64, error) {
 	if len(puts) == 0 {
-		return nil
+		return 0, nil
 	}
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()
 	if len(puts) == 1 {
-		if _, err := v.kv.Put(ctx, puts[0].Key, puts[0].Value); err != nil {
-			return fmt.Errorf("put view %s: %w", puts[0].Key, err)
+		rev, err := v.kv.Put(ctx, puts[0].Key, puts[0].Value)
+		if err != nil {
+			return 0, fmt.Errorf("put view %s: %w", puts[0].Key, err)
 		}
-		return nil
+		return rev, nil
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(puts))
 	for _, p := range puts {
 		f, err := v.log.js.PublishAsync(v.subj+p.Key, p.Value)
 		if err != nil {
-			return fmt.Errorf("put view %s: %w", p.Key, err)
+			return 0, fmt.Errorf("put view %s: %w", p.Key, err)
 		}
 		futures = append(futures, f)
 	}
+	var top uint64
 	for i, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			top = max(top, ack.Sequence)
 		case err := <-f.Err():
-			return fmt.Errorf("put view %s: %w", puts[i].Key, err)
+			return 0, fmt.Errorf("put view %s: %w", puts[i].Key, err)
 		case <-ctx.Done():
-			return fmt.Errorf("put views: %w", ctx.Err())
+			return 0, fmt.Errorf("put views: %w", ctx.Err())
 		}
 	}
-	return nil
+	return top, nil
+}
+
+// LastSeq is the last sequence of the bucket's stream: below what the
+// projection recorded writing, the views file lost values (issue 12).
+func (v *Views) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := v.log.withTimeout(ctx)
+	defer cancel()
+	s, err := v.log.js.Stream(ctx, "KV_"+v.bucket)
+	if err != nil {
+		return 0, fmt.Errorf("views bucket %s: %w", v.bucket, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("views bucket %s: %w", v.bucket, err)
+	}
+	return info.State.LastSeq, nil
 }
 
 // Keys lists the sessions that have a view, sorted.

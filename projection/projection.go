@@ -165,7 +165,7 @@ func (p *Projection) checkLog(ctx context.Context) error {
 	if err := p.Damaged(ctx); err != nil {
 		return err
 	}
-	w, err := p.meta.Watermark(ctx)
+	w, wv, err := p.meta.Watermark(ctx)
 	if err != nil {
 		return err
 	}
@@ -175,6 +175,23 @@ func (p *Projection) checkLog(ctx context.Context) error {
 	}
 	if last < w {
 		return p.setDamaged(ctx, fmt.Sprintf("stream last seq %d < folded %d: %d acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", last, w, w-last))
+	}
+	vlast, err := p.views.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if vlast < wv {
+		// The views file lost values: views may be missing or older than
+		// the log. They are derived data: fold every view again from the
+		// first event (a feed that never acknowledged anything).
+		p.cfg.Logger.Error().Uint64("views_last_seq", vlast).Uint64("views_written_seq", wv).
+			Msg("views damaged: the views bucket lost values; refolding every view from the log")
+		if err := p.log.ResetFeed(ctx, p.cfg.Durable); err != nil {
+			return err
+		}
+		if err := p.meta.SetWatermark(ctx, w, 0); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -395,14 +412,16 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 	}
 	pipe.done = make(chan error, 1)
 	go func(done chan<- error) {
-		if err := p.views.PutAll(ctx, puts); err != nil {
+		viewsSeq, err := p.views.PutAllSeq(ctx, puts)
+		if err != nil {
 			done <- err
 			return
 		}
 		if n > 0 {
 			// The watermark, written before the acknowledgement: a log
-			// found behind it on a later start lost acknowledged events.
-			if err := p.meta.SetWatermark(ctx, last.Seq); err != nil {
+			// (or views bucket) found behind it on a later start lost
+			// what it held.
+			if err := p.meta.SetWatermark(ctx, last.Seq, viewsSeq); err != nil {
 				done <- err
 				return
 			}
