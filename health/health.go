@@ -155,5 +155,7 @@ func write(w http.ResponseWriter, ok bool, body any) {
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	_ = json.NewEncoder(w).Encode(body)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "stream last seq 45 < folded 90" reads as written
+	_ = enc.Encode(body)
 }
