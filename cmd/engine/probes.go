@@ -50,6 +50,22 @@ func newProbes(d probeDeps) *health.Checker {
 	checks = append(checks, health.Check{Name: "log_damage", Fn: d.proj.Damaged})
 	if d.projecting {
 		checks = append(checks, health.Check{Name: "projection", Fn: func(ctx context.Context) error {
+			if !d.proj.Runner() {
+				// Standing by (issue 12, item 7): ready while the runner,
+				// in another engine, keeps the views within maxLag.
+				w, _, err := d.proj.Meta().Watermark(ctx)
+				if err != nil {
+					return err
+				}
+				last, err := d.log.LastStreamSeq(ctx)
+				if err != nil {
+					return nil // the stream check says so
+				}
+				if last > w && last-w > d.maxLag {
+					return fmt.Errorf("standing by: the projection runner has folded %d of %d events, more than %d behind (is a runner alive?)", w, last, d.maxLag)
+				}
+				return nil
+			}
 			if d.proj.CaughtUp() {
 				caughtUp.Store(true)
 				return nil

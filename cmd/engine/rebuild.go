@@ -34,10 +34,9 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	// Rebuild folds the log as it now is: it accepts sequences a damaged
 	// store lost (logging them) and forgets recorded damage (issue 12).
-	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger(), AcceptGaps: true}
-	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
-		return err
-	}
+	// It folds as the projection runner (issue 12, item 7): it refuses
+	// while an engine's projection holds the lease.
+	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger(), AcceptGaps: true, Elect: true, Owner: c.leaseOwner()}
 	prog := newProgress()
 	start := time.Now()
 	var p *projection.Projection
@@ -48,6 +47,12 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	p, err = projection.Open(ctx, jlog, cfg)
 	if err != nil {
+		return err
+	}
+	if _, err := p.Meta().Acquire(ctx, p.Owner(), 5*time.Second); err != nil {
+		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", jlog.StreamName(), err)
+	}
+	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
 		return err
 	}
 	if err := p.Meta().ClearDamage(ctx); err != nil {

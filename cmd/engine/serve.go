@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,6 +51,23 @@ type storeFlags struct {
 	needStore bool                // refuse a data directory without the event stream instead of creating one (issue 12)
 }
 
+// leaseOwner names this process in the projection runner's lease. With
+// the embedded server the data directory's lock already makes the process
+// the only one on it, so the name is the directory's: a restart after a
+// crash takes its own lease back at once instead of waiting for it to
+// expire. Against --nats: host, pid and a random part (the default).
+func (c *storeFlags) leaseOwner() string {
+	if c.NATS != "" {
+		return ""
+	}
+	abs, err := filepath.Abs(c.Data)
+	if err != nil {
+		abs = c.Data
+	}
+	host, _ := os.Hostname()
+	return "engine@" + host + ":" + abs
+}
+
 // userOf picks the user of a data directory's credentials this command
 // connects as.
 func (c *storeFlags) userOf(cr jetstream.Credentials) (string, string) {
@@ -68,7 +86,7 @@ type serveCmd struct {
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
-	Project    bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
+	Project    bool          `name:"projection" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
 	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
 	MinFree    string        `name:"min-free" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
 	MaxLag     uint64        `name:"max-projection-lag" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
@@ -110,6 +128,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	m := metrics.New()
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
+		Elect:  true, Owner: c.leaseOwner(), // one runner per stream (issue 12, item 7)
 	}))
 	if err != nil {
 		return err
