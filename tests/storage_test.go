@@ -315,3 +315,67 @@ func TestDamagedStore(t *testing.T) {
 		t.Fatalf("rebuild took %v", took)
 	}
 }
+
+// healthInfo reads /healthz's info.
+func healthInfo(t *testing.T, p *engineProc) (runner bool, applied uint64) {
+	t.Helper()
+	var live struct {
+		Info struct {
+			Runner  bool   `json:"projection_runner"`
+			Applied uint64 `json:"applied_seq"`
+		} `json:"info"`
+	}
+	_, body := rtDo(t, "GET", p.HTTPURL+"/healthz", nil)
+	if err := json.Unmarshal(body, &live); err != nil {
+		t.Fatalf("healthz %s: %v", body, err)
+	}
+	return live.Info.Runner, live.Info.Applied
+}
+
+// #12 item 7 against the built binary: two engines on one stream elect
+// one projection runner; SIGKILL it and the other takes over within
+// seconds and folds what is appended after, with no engine told to run
+// or not run the projection.
+func TestRunnerTakeoverBinary(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL())
+	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL())
+	var runner, standby *engineProc
+	natstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		ra, _ := healthInfo(t, a)
+		rb, _ := healthInfo(t, b)
+		switch {
+		case ra && !rb:
+			runner, standby = a, b
+		case rb && !ra:
+			runner, standby = b, a
+		default:
+			return fmt.Errorf("runners: a %v, b %v; want exactly one", ra, rb)
+		}
+		return nil
+	})
+	c := standby.Client("elect")
+	if _, err := c.Append(ctx, "elect-s1", nil, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	runner.Kill()
+	killed := time.Now()
+	natstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if r, _ := healthInfo(t, standby); !r {
+			return errors.New("the standby has not taken over")
+		}
+		return nil
+	})
+	t.Logf("took over %v after SIGKILL of the runner", time.Since(killed).Round(time.Millisecond))
+	res, err := c.Append(ctx, "elect-s1", nil, events.ToolDisabled{Name: "grep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if _, applied := healthInfo(t, standby); applied < res.LastSeq {
+			return fmt.Errorf("new runner folded up to %d, want %d", applied, res.LastSeq)
+		}
+		return nil
+	})
+}

@@ -91,7 +91,7 @@ func newProbes(d probeDeps) *health.Checker {
 // makes liveness fail.
 func liveInfo(nc *nats.Conn, proj *projection.Projection) func() map[string]any {
 	return func() map[string]any {
-		return map[string]any{"nats": nc.Status().String(), "applied_seq": proj.Applied()}
+		return map[string]any{"nats": nc.Status().String(), "applied_seq": proj.Applied(), "projection_runner": proj.Runner()}
 	}
 }
 
