@@ -896,3 +896,51 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
 	return p.views.Keys(ctx)
 }
+
+// Reconcile checks every stored view against the log, after a rebuild
+// of a damaged store: a view that claims a later sequence than its
+// session has in the log (its events were lost with the store) is
+// refolded from what the log holds (the zero view when it holds nothing), so
+// that the session does not refuse every append as a conflict. It
+// returns how many views it corrected. Run it with the projection
+// stopped.
+func (p *Projection) Reconcile(ctx context.Context) (int, error) {
+	keys, err := p.views.Keys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	fixed := 0
+	for _, s := range keys {
+		if events.ValidateSessionID(s) != nil {
+			continue
+		}
+		v, err := p.viewOf(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		last, err := p.log.LastSeq(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		if v.LastSeq <= last {
+			continue
+		}
+		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
+		if err != nil {
+			return fixed, err
+		}
+		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
+		// A session the log holds nothing of gets the zero view (no KV
+		// delete: a tombstone would hide the key's revision from the
+		// conditional writes).
+		data, err := aggregate.MarshalState(st)
+		if err == nil {
+			err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
+		}
+		if err != nil {
+			return fixed, err
+		}
+		fixed++
+	}
+	return fixed, nil
+}

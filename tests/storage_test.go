@@ -271,6 +271,15 @@ func TestDamagedStore(t *testing.T) {
 		}
 		last = max(last, r.LastSeq)
 	}
+	// A session whose every event is at the end of the block: the damage
+	// takes all of them.
+	for _, tool := range []string{"bash", "grep"} {
+		r, err := c.Append(ctx, "dmg-late", nil, events.ToolDisabled{Name: tool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.LastSeq
+	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		var live struct {
 			Info struct {
@@ -304,6 +313,22 @@ func TestDamagedStore(t *testing.T) {
 	}
 	t.Logf("rebuild of the truncated store took %v: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
 	p = startEngine(t, dir) // ready again: the loss was accepted
+	// Sessions that lost events take appends again (their views no
+	// longer claim sequences the log lost: no 409 on every append).
+	c = p.Client("damage")
+	for i := range 31 {
+		s := fmt.Sprintf("dmg-%d", i)
+		if i == 30 {
+			s = "dmg-late"
+		}
+		r, err := c.Append(ctx, s, nil, events.ToolDisabled{Name: "web_fetch"})
+		if err != nil {
+			t.Fatalf("append to %s after the rebuild: %v", s, err)
+		}
+		if r.LastSeq == 0 {
+			t.Fatalf("append to %s after the rebuild stored nothing: %+v", s, r)
+		}
+	}
 	p.Stop(t)
 
 	// The stream's last sequence unreadable (its index intact): rebuild

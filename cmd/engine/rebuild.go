@@ -70,6 +70,15 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if waitErr != nil {
 		return fmt.Errorf("rebuild stopped at sequence %d of %d: %w", p.Applied(), last, waitErr)
 	}
+	// Views of sessions whose events a damaged store lost claim sequences
+	// the log no longer has: correct them (issue 12).
+	fixed, err := p.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if fixed > 0 {
+		fmt.Printf("corrected %d views that were ahead of the log (events lost with the damaged store)\n", fixed)
+	}
 	el := time.Since(start)
 	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))
 	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (R28)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
