@@ -6,6 +6,8 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -99,9 +101,10 @@ func isLoopback(host string) bool {
 
 // Embedded is a running embedded nats-server.
 type Embedded struct {
-	srv  *server.Server
-	lock *DataLock
-	js   server.JetStreamConfig // as started, to re-enable JetStream
+	srv        *server.Server
+	lock       *DataLock
+	js         server.JetStreamConfig // as started, to re-enable JetStream
+	writeFault atomic.Pointer[string] // the store's last write error (a full disk), until JetStream restarts
 }
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
@@ -146,7 +149,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)
 	opts.NoSigs = true
-	opts.NoLog = cfg.Logger == nil
+	opts.NoLog = false // the fault watch below reads the server's errors
 	opts.ServerName = cfg.ServerName
 	if opts.ServerName == "" {
 		opts.ServerName = "engine"
@@ -170,16 +173,17 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLogger(cfg.Logger, false, false)
-	}
+	e := &Embedded{lock: lock}
+	// A file store that fails a write (ENOSPC) refuses every later write
+	// until it is loaded again: watch for it (issue 12, item 4).
+	srv.SetLogger(faultWatch{inner: cfg.Logger, fault: &e.writeFault}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
 		lock.Release()
 		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
 	}
-	e := &Embedded{srv: srv, lock: lock}
+	e.srv = srv
 	if jc := srv.JetStreamConfig(); jc != nil {
 		e.js = *jc
 	}
@@ -196,18 +200,83 @@ func (e *Embedded) Server() *server.Server { return e.srv }
 // by itself when a write fails for lack of space.
 func (e *Embedded) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
 
-// ReenableJetStream enables JetStream again, with the configuration it
-// started with, after the server disabled it (a full disk whose space has
-// returned: issue 12, item 4). It does nothing when JetStream runs.
+// WriteFault is the store's last write error (e.g. "no space left on
+// device") since JetStream (re)started, or "": after one, the file store
+// refuses every write until JetStream is restarted.
+func (e *Embedded) WriteFault() string {
+	if p := e.writeFault.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// ReenableJetStream restarts JetStream, with the configuration it started
+// with, after the server disabled it or its store hit a write error (a
+// full disk whose space has returned: issue 12, item 4): the streams are
+// loaded again from disk and accept writes. It does nothing when neither
+// happened.
 func (e *Embedded) ReenableJetStream() error {
-	if e.srv.JetStreamEnabled() {
+	if e.srv.JetStreamEnabled() && e.WriteFault() == "" {
 		return nil
+	}
+	if e.srv.JetStreamEnabled() {
+		if err := e.srv.ShutdownJetStream(); err != nil {
+			return fmt.Errorf("restart JetStream: %w", err)
+		}
 	}
 	cfg := e.js
 	if err := e.srv.EnableJetStream(&cfg); err != nil {
 		return fmt.Errorf("re-enable JetStream: %w", err)
 	}
+	e.writeFault.Store(nil)
 	return nil
+}
+
+// faultWatch passes the server's log lines on (when inner is set) and
+// records a store write error.
+type faultWatch struct {
+	inner server.Logger
+	fault *atomic.Pointer[string]
+}
+
+func (f faultWatch) Noticef(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Noticef(format, v...)
+	}
+}
+func (f faultWatch) Warnf(format string, v ...any) {
+	f.watch(format, v...)
+	if f.inner != nil {
+		f.inner.Warnf(format, v...)
+	}
+}
+func (f faultWatch) Fatalf(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Fatalf(format, v...)
+	}
+}
+func (f faultWatch) Errorf(format string, v ...any) {
+	f.watch(format, v...)
+	if f.inner != nil {
+		f.inner.Errorf(format, v...)
+	}
+}
+func (f faultWatch) Debugf(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Debugf(format, v...)
+	}
+}
+func (f faultWatch) Tracef(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Tracef(format, v...)
+	}
+}
+
+func (f faultWatch) watch(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "write error") || strings.Contains(msg, "no space left") || strings.Contains(msg, "out of resources") {
+		f.fault.Store(&msg)
+	}
 }
 
 // Shutdown stops the server gracefully, flushing the file store, and waits

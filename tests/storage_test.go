@@ -167,6 +167,15 @@ func TestDiskFull(t *testing.T) {
 	var refused time.Duration
 	n := 0
 	fresh := func() string { n++; return fmt.Sprintf("disk-fresh-%d", n) } // a new session: always an event to append
+	acked := map[string]uint64{}
+	appendFresh := func(actx context.Context) error {
+		s := fresh()
+		r, err := c.Append(actx, s, nil, events.ToolDisabled{Name: "bash"})
+		if err == nil {
+			acked[s] = r.LastSeq
+		}
+		return err
+	}
 	natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
 		_, err := c.Append(ctx, fresh(), nil, events.ToolDisabled{Name: "bash"})
 		var ae *api.APIError
@@ -183,13 +192,48 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := c.Append(ctx, fresh(), nil, events.ToolDisabled{Name: "bash"})
-		return err
-	})
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error { return appendFresh(ctx) })
 	t.Logf("appends accepted %v after space returned", time.Since(freed).Round(time.Millisecond))
 	rtReady(t, p, http.StatusOK, `"disk":{"ok":true}`)
 	t.Logf("ready %v after space returned", time.Since(freed).Round(time.Millisecond))
+
+	// Without the floor (--min-free 0) the store itself hits ENOSPC and
+	// its file store refuses every later write: readiness names it, and
+	// the engine restarts JetStream once space returns, no restart of
+	// the engine.
+	p.Stop(t)
+	p = startEngine(t, dir, "--min-free", "0")
+	c = p.Client("disk")
+	filler = fillDisk(t, dir, 0)
+	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := appendFresh(actx); err == nil {
+			return errors.New("append on a disk without a byte free succeeded (the store's page had room)")
+		}
+		return nil
+	})
+	body := rtReady(t, p, http.StatusServiceUnavailable, `"jetstream":{"ok":false,"error":"the store failed a write`)
+	t.Logf("ENOSPC in the store: %s", body)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed = time.Now()
+	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return appendFresh(actx)
+	})
+	t.Logf("after ENOSPC: appends accepted %v after space returned (JetStream restarted in-process)", time.Since(freed).Round(time.Millisecond))
+	rtReady(t, p, http.StatusOK, `"jetstream":{"ok":true}`)
+	// Nothing acknowledged was lost on the way.
+	for s, seq := range acked {
+		v, err := c.Intent(ctx, s, seq)
+		if err != nil || v.Seq != seq {
+			t.Fatalf("acknowledged append to %s at %d: read %+v, %v", s, seq, v, err)
+		}
+	}
+	t.Logf("%d acknowledged appends all readable", len(acked))
 }
 
 // startEngineUnready starts `engine serve` and waits for its ready file

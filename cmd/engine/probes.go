@@ -99,14 +99,18 @@ func liveInfo(nc *nats.Conn, proj *projection.Projection) func() map[string]any 
 // (issue 12, item 4): free space above --min-free, and JetStream running.
 // While the disk has space again and the server had disabled JetStream
 // (a write that hit ENOSPC), a watcher enables it again: no restart.
-func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.Embedded, log zerolog.Logger) []health.Check {
+func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.Embedded, jlog *jetstream.Log, log zerolog.Logger) []health.Check {
 	if disk == nil || srv == nil {
 		return nil
 	}
+	// Restarting JetStream loads every stream from disk again: only with
+	// room to do so (else a stream fails to load), and again until the
+	// event stream answers.
+	room := max(disk.MinFree, 16<<20)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		full := false
+		full, restart := false, false
 		for {
 			select {
 			case <-ctx.Done():
@@ -121,12 +125,29 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 				log.Warn().Msg("disk has space again: appends accepted")
 			}
 			full = err != nil
-			if err == nil && !srv.JetStreamEnabled() {
-				if rerr := srv.ReenableJetStream(); rerr != nil {
-					log.Error().Err(rerr).Msg("JetStream disabled by the server (out of space?): cannot enable it again")
-				} else {
-					log.Warn().Msg("JetStream had been disabled by the server (out of space?): enabled again")
-				}
+			fault := srv.WriteFault()
+			if fault != "" || !srv.JetStreamEnabled() {
+				restart = true
+			}
+			if !restart {
+				continue
+			}
+			if free, ferr := jetstream.StatfsFree(disk.Dir); ferr != nil || free < room {
+				continue
+			}
+			if rerr := srv.ReenableJetStream(); rerr != nil {
+				log.Error().Err(rerr).Str("fault", fault).Msg("the store failed a write (out of space?): cannot restart JetStream")
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, serr := jlog.LastStreamSeq(cctx)
+			cancel()
+			if serr == nil {
+				restart = false
+				log.Warn().Str("fault", fault).Msg("the store had failed a write (out of space?): JetStream restarted, appends accepted again")
+			} else {
+				log.Error().Err(serr).Msg("JetStream restarted after a write fault but the event stream does not answer yet: trying again")
+				_ = srv.Server().ShutdownJetStream()
 			}
 		}
 	}()
@@ -135,6 +156,9 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 		{Name: "jetstream", Fn: func(context.Context) error {
 			if !srv.JetStreamEnabled() {
 				return errors.New("JetStream is disabled on the embedded server (out of space or resources); the engine enables it again when the disk has space")
+			}
+			if f := srv.WriteFault(); f != "" {
+				return fmt.Errorf("the store failed a write (%s): appends fail until the disk has space again, when the engine restarts JetStream", f)
 			}
 			return nil
 		}},

@@ -183,7 +183,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer stopAPI()
 
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
-	diskReady := diskChecks(runCtx, disk, c.embedded, log)
+	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
 	var httpSrv *http.Server
 	httpAddr := ""
 	if c.HTTP != "" {
