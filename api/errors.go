@@ -41,6 +41,14 @@ const (
 	// CodeUnavailable (503): JetStream (or the NATS connection) cannot
 	// serve the request now; retry later.
 	CodeUnavailable = "unavailable"
+	// CodeOutcomeUnknown (503): the write was sent but its
+	// acknowledgement never came (a timeout, a lost connection): it may or
+	// may not be stored. Not a refusal: read the session after the
+	// sequence the message names before writing again.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeStorageFull (507): the engine's store has less free space than
+	// it needs (--min-free); nothing was written. Retry when space is back.
+	CodeStorageFull = "storage_full"
 	// CodeInternal (500): a bug or an unexpected failure.
 	CodeInternal = "internal"
 	// CodeBusy (429): the channel (or the engine) has as many requests
@@ -121,6 +129,10 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == CodeConflict
 	case service.ErrNoTurn:
 		return e.Code == CodeNoTurn
+	case jetstream.ErrOutcomeUnknown:
+		return e.Code == CodeOutcomeUnknown
+	case jetstream.ErrStorageFull:
+		return e.Code == CodeStorageFull
 	case ErrBadRequest, service.ErrInvalid:
 		return e.Code == CodeInvalid
 	}
@@ -148,6 +160,10 @@ func errorOf(err error) *APIError {
 		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: msg}
 	case errors.Is(err, service.ErrNoTurn):
 		return &APIError{Status: http.StatusConflict, Code: CodeNoTurn, Message: msg}
+	case errors.Is(err, jetstream.ErrOutcomeUnknown):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Message: msg}
+	case errors.Is(err, jetstream.ErrStorageFull):
+		return &APIError{Status: http.StatusInsufficientStorage, Code: CodeStorageFull, Message: msg}
 	case invalid(err):
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: msg}
 	case unavailable(err):
@@ -177,7 +193,7 @@ func invalid(err error) bool {
 func unavailable(err error) bool {
 	for _, target := range []error{
 		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
-		nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers,
+		nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers, jetstream.ErrNotSent,
 		natsjs.ErrNoStreamResponse, natsjs.ErrJetStreamNotEnabled, natsjs.ErrJetStreamNotEnabledForAccount,
 		natsjs.ErrServerShutdown, projection.ErrNotCaughtUp,
 		context.DeadlineExceeded, context.Canceled,
@@ -216,6 +232,8 @@ func codeForStatus(status int) string {
 		return CodeForbidden
 	case status == http.StatusUnsupportedMediaType:
 		return CodeUnsupportedMedia
+	case status == http.StatusInsufficientStorage:
+		return CodeStorageFull
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
 		return CodeUnavailable
 	case status >= 400 && status < 500:

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 )
 
@@ -292,6 +294,11 @@ func TestErrorOfMapping(t *testing.T) {
 		{events.ErrInvalidSession, 400, CodeInvalid},
 		{service.ErrNoTurn, 409, CodeNoTurn},
 		{service.ErrConflict, 409, CodeConflict},
+		// #12 items 2 and 4: outcome unknown and disk full are their own
+		// codes, distinct from refusals and from "unavailable".
+		{fmt.Errorf("append: %w", &jetstream.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, CodeOutcomeUnknown},
+		{fmt.Errorf("append: %w", jetstream.ErrNotSent), 503, CodeUnavailable},
+		{fmt.Errorf("append: %w", jetstream.ErrStorageFull), 507, CodeStorageFull},
 	} {
 		if e := errorOf(tc.err); e.Status != tc.status || e.Code != tc.code {
 			t.Errorf("errorOf(%v) = %d %s, want %d %s", tc.err, e.Status, e.Code, tc.status, tc.code)

@@ -79,6 +79,10 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(false),
+		// No publish is buffered across a reconnect (issue 12): a write
+		// reported as failed must not be stored later. While disconnected
+		// a publish fails at once with nats.ErrReconnectBufExceeded.
+		nats.ReconnectBufSize(-1),
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))

@@ -34,3 +34,36 @@ func (e *ConflictError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// ErrOutcomeUnknown is matched (errors.Is) by an append whose request may
+// have reached the server but whose acknowledgement never came (a timeout
+// or a connection lost after sending): the events may or may not be
+// stored. It is not a refusal: read the session to learn which (issue 12).
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// OutcomeUnknownError says an append's outcome is unknown and where to
+// look: the session's events after AfterSeq hold the answer (the events'
+// ids are their Nats-Msg-Id, so re-sending them stores them at most once).
+type OutcomeUnknownError struct {
+	Session  string
+	AfterSeq uint64
+	Err      error // the transport error that left the outcome open
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("outcome unknown: the append to session %q may or may not be stored (%v): read the session at seq %d", e.Session, e.Err, e.AfterSeq)
+}
+
+// Unwrap makes errors.Is(err, ErrOutcomeUnknown) and the transport error
+// match.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
+
+// ErrNotSent is matched by an append that never left the process because
+// the NATS connection was down: nothing was stored (no publish is buffered
+// across a reconnect). Retry when the connection is back.
+var ErrNotSent = errors.New("not sent: the NATS connection is down, nothing was stored")
+
+// ErrStorageFull is matched by an append refused because the store's disk
+// has less free space than the engine needs: nothing was written (issue
+// 12, item 4).
+var ErrStorageFull = errors.New("disk full")

@@ -58,6 +58,9 @@ type LogConfig struct {
 	// Timeout applies to each operation whose context has no deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// Guard, when set, is asked before each append; its error refuses the
+	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
+	Guard func() error
 }
 
 // Validate reports every problem of the configuration at once.
@@ -259,6 +262,11 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	if len(evs) > 1 && !l.atomic {
 		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
 	}
+	if l.cfg.Guard != nil {
+		if err := l.cfg.Guard(); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+		}
+	}
 	msgs := make([]*nats.Msg, len(evs))
 	subj := l.Subject(session)
 	for i, e := range evs {
@@ -367,7 +375,8 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 		}
 		if i < n-1 {
 			if err := l.nc.PublishMsg(m); err != nil {
-				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, err)
+				// Nothing is committed before the last message.
+				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, notSent(err))
 			}
 		}
 	}
@@ -378,7 +387,7 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 		if errors.Is(err, nats.ErrNoResponders) {
 			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, jetstream.ErrNoStreamResponse)
 		}
-		return AppendResult{}, fmt.Errorf("append batch to %q: commit: %w", session, err)
+		return AppendResult{}, transportError(session, expected, fmt.Errorf("commit: %w", err))
 	}
 	var ack batchAck
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
@@ -408,7 +417,33 @@ func (l *Log) publishError(ctx context.Context, session string, expected uint64,
 		}
 		return ce
 	}
+	return transportError(session, expected, err)
+}
+
+// transportError classifies an append's failure that is not the server's
+// answer: a publish that never left (the connection was down: no publish
+// is buffered across a reconnect) stored nothing; one that left and got
+// no acknowledgement may have been stored (issue 12, item 2).
+func transportError(session string, expected uint64, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		return fmt.Errorf("append to %q: %w", session, err)
+	case errors.Is(err, nats.ErrReconnectBufExceeded):
+		return fmt.Errorf("append to %q: %w", session, notSent(err))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
+		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+	}
 	return fmt.Errorf("append to %q: %w", session, err)
+}
+
+// notSent marks a publish refused before it left the process.
+func notSent(err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		return fmt.Errorf("%w (%w)", ErrNotSent, err)
+	}
+	return err
 }
 
 // LastSeq returns the stream sequence of the session's last event, 0 when

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -57,6 +58,9 @@ type EmbeddedConfig struct {
 	ConfigFile string
 	// Logger receives the server's own log lines; nil keeps them quiet.
 	Logger server.Logger
+	// Command names this process in DataDir's lock file (e.g. "engine
+	// serve"); default the program and its first argument.
+	Command string
 }
 
 // Validate reports every problem of the configuration at once.
@@ -97,7 +101,10 @@ func isLoopback(host string) bool {
 
 // Embedded is a running embedded nats-server.
 type Embedded struct {
-	srv *server.Server
+	srv        *server.Server
+	lock       *DataLock
+	js         server.JetStreamConfig // as started, to re-enable JetStream
+	writeFault atomic.Pointer[string] // the store's last write error (a full disk), until JetStream restarts
 }
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
@@ -117,18 +124,22 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, fmt.Errorf("embedded server: host %q is not loopback and config %s defines no users: add users or listen on 127.0.0.1", cfg.host(), cfg.ConfigFile)
 		}
 	}
+	// One owner per data directory (issue 12, item 1): a second server
+	// on a live store forks the log.
+	lock, err := LockDataDir(cfg.DataDir, cfg.Command)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Port != 0 {
 		// nats-server only logs a taken port and never becomes ready: say
 		// so at once instead of after the readiness timeout.
 		addr := net.JoinHostPort(cfg.host(), strconv.Itoa(cfg.Port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
+			lock.Release()
 			return nil, fmt.Errorf("embedded server: cannot listen on %s: %w (another engine or NATS server there? choose another --listen, or 127.0.0.1:0 for a random port)", addr, err)
 		}
 		ln.Close()
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	opts.Host = cfg.host()
 	opts.Port = cfg.Port
@@ -138,7 +149,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)
 	opts.NoSigs = true
-	opts.NoLog = cfg.Logger == nil
+	opts.NoLog = false // the fault watch below reads the server's errors
 	opts.ServerName = cfg.ServerName
 	if opts.ServerName == "" {
 		opts.ServerName = "engine"
@@ -159,17 +170,24 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLogger(cfg.Logger, false, false)
-	}
+	e := &Embedded{lock: lock}
+	// A file store that fails a write (ENOSPC) refuses every later write
+	// until it is loaded again: watch for it (issue 12, item 4).
+	srv.SetLogger(faultWatch{inner: cfg.Logger, fault: &e.writeFault}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
+		lock.Release()
 		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
 	}
-	return &Embedded{srv: srv}, nil
+	e.srv = srv
+	if jc := srv.JetStreamConfig(); jc != nil {
+		e.js = *jc
+	}
+	return e, nil
 }
 
 // ClientURL is the URL clients connect to.
@@ -178,9 +196,93 @@ func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
 // Server exposes the underlying server (for tests and monitoring).
 func (e *Embedded) Server() *server.Server { return e.srv }
 
+// JetStreamEnabled reports whether JetStream runs: the server disables it
+// by itself when a write fails for lack of space.
+func (e *Embedded) JetStreamEnabled() bool { return e.srv.JetStreamEnabled() }
+
+// WriteFault is the store's last write error (e.g. "no space left on
+// device") since JetStream (re)started, or "": after one, the file store
+// refuses every write until JetStream is restarted.
+func (e *Embedded) WriteFault() string {
+	if p := e.writeFault.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// ReenableJetStream restarts JetStream, with the configuration it started
+// with, after the server disabled it or its store hit a write error (a
+// full disk whose space has returned: issue 12, item 4): the streams are
+// loaded again from disk and accept writes. It does nothing when neither
+// happened.
+func (e *Embedded) ReenableJetStream() error {
+	if e.srv.JetStreamEnabled() && e.WriteFault() == "" {
+		return nil
+	}
+	if e.srv.JetStreamEnabled() {
+		if err := e.srv.ShutdownJetStream(); err != nil {
+			return fmt.Errorf("restart JetStream: %w", err)
+		}
+	}
+	cfg := e.js
+	if err := e.srv.EnableJetStream(&cfg); err != nil {
+		return fmt.Errorf("re-enable JetStream: %w", err)
+	}
+	e.writeFault.Store(nil)
+	return nil
+}
+
+// faultWatch passes the server's log lines on (when inner is set) and
+// records a store write error.
+type faultWatch struct {
+	inner server.Logger
+	fault *atomic.Pointer[string]
+}
+
+func (f faultWatch) Noticef(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Noticef(format, v...)
+	}
+}
+func (f faultWatch) Warnf(format string, v ...any) {
+	f.watch(format, v...)
+	if f.inner != nil {
+		f.inner.Warnf(format, v...)
+	}
+}
+func (f faultWatch) Fatalf(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Fatalf(format, v...)
+	}
+}
+func (f faultWatch) Errorf(format string, v ...any) {
+	f.watch(format, v...)
+	if f.inner != nil {
+		f.inner.Errorf(format, v...)
+	}
+}
+func (f faultWatch) Debugf(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Debugf(format, v...)
+	}
+}
+func (f faultWatch) Tracef(format string, v ...any) {
+	if f.inner != nil {
+		f.inner.Tracef(format, v...)
+	}
+}
+
+func (f faultWatch) watch(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "write error") || strings.Contains(msg, "no space left") || strings.Contains(msg, "out of resources") {
+		f.fault.Store(&msg)
+	}
+}
+
 // Shutdown stops the server gracefully, flushing the file store, and waits
 // for it to finish.
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.Release()
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -71,41 +73,93 @@ func (v *Views) Get(ctx context.Context, key string) ([]byte, error) {
 type Put struct {
 	Key   string
 	Value []byte
+	// Cond makes the write conditional: it is stored only if the key's
+	// revision is still Rev (0: the key has no value), so that two
+	// projection runners cannot overwrite each other's views (issue 12,
+	// item 7). A failed condition fails PutAll with ErrViewChanged.
+	Cond bool
+	Rev  uint64
+}
+
+// ErrViewChanged is matched by a conditional view write whose key had
+// another revision: someone else (another projection runner) wrote it.
+var ErrViewChanged = errors.New("view changed under the projection")
+
+// GetRev returns a key's value and revision (nil, 0 when there is none).
+func (v *Views) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
+	ctx, cancel := v.log.withTimeout(ctx)
+	defer cancel()
+	e, err := v.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get view %s: %w", key, err)
+	}
+	return e.Value(), e.Revision(), nil
 }
 
 // PutAll writes the values pipelined and waits until the server has stored
 // every one of them; on error some may have been written (each value is
 // whole: a view is replaced, never half-written).
 func (v *Views) PutAll(ctx context.Context, puts []Put) error {
+	_, err := v.PutAllSeq(ctx, puts)
+	return err
+}
+
+// PutAllSeq is PutAll that also returns the bucket stream's sequence
+// (the new revision) of each put, in order.
+func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 	if len(puts) == 0 {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()
-	if len(puts) == 1 {
-		if _, err := v.kv.Put(ctx, puts[0].Key, puts[0].Value); err != nil {
-			return fmt.Errorf("put view %s: %w", puts[0].Key, err)
-		}
-		return nil
-	}
 	futures := make([]jetstream.PubAckFuture, 0, len(puts))
 	for _, p := range puts {
-		f, err := v.log.js.PublishAsync(v.subj+p.Key, p.Value)
+		m := nats.NewMsg(v.subj + p.Key)
+		m.Data = p.Value
+		if p.Cond {
+			m.Header.Set(headerExpectedSeq, strconv.FormatUint(p.Rev, 10))
+		}
+		f, err := v.log.js.PublishMsgAsync(m)
 		if err != nil {
-			return fmt.Errorf("put view %s: %w", p.Key, err)
+			return nil, fmt.Errorf("put view %s: %w", p.Key, err)
 		}
 		futures = append(futures, f)
 	}
+	revs := make([]uint64, len(puts))
 	for i, f := range futures {
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			revs[i] = ack.Sequence
 		case err := <-f.Err():
-			return fmt.Errorf("put view %s: %w", puts[i].Key, err)
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastSeq {
+				return nil, fmt.Errorf("put view %s at revision %d: %w: %w", puts[i].Key, puts[i].Rev, ErrViewChanged, err)
+			}
+			return nil, fmt.Errorf("put view %s: %w", puts[i].Key, err)
 		case <-ctx.Done():
-			return fmt.Errorf("put views: %w", ctx.Err())
+			return nil, fmt.Errorf("put views: %w", ctx.Err())
 		}
 	}
-	return nil
+	return revs, nil
+}
+
+// LastSeq is the last sequence of the bucket's stream: below what the
+// projection recorded writing, the views file lost values (issue 12).
+func (v *Views) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := v.log.withTimeout(ctx)
+	defer cancel()
+	s, err := v.log.js.Stream(ctx, "KV_"+v.bucket)
+	if err != nil {
+		return 0, fmt.Errorf("views bucket %s: %w", v.bucket, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("views bucket %s: %w", v.bucket, err)
+	}
+	return info.State.LastSeq, nil
 }
 
 // Keys lists the sessions that have a view, sorted.

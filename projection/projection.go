@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +65,22 @@ type Config struct {
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
 	OnBatch func(n int, lag time.Duration, pending uint64)
+	// AcceptGaps folds past sequences that cannot be read from the log,
+	// logging them, instead of stopping with ErrDamagedLog (engine
+	// rebuild, which accepts the loss).
+	AcceptGaps bool
+	// Elect makes Run take the runner lease in the meta bucket before it
+	// folds (issue 12, item 7): of the engines on one stream exactly one
+	// folds at a time; the others stand by and take over within about
+	// LeaseTTL when it dies. Without it, Run folds at once (one engine).
+	Elect bool
+	// Owner names this runner in the lease. Default host:pid:random.
+	Owner string
+	// LeaseTTL is how long a lease lasts without renewal. Default 5s.
+	LeaseTTL time.Duration
+	// RenewEvery is how often the runner renews its lease and a standby
+	// tries to take it. Default LeaseTTL*3/10.
+	RenewEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +99,16 @@ func (c Config) withDefaults() Config {
 	if c.FlushInterval == 0 {
 		c.FlushInterval = 20 * time.Millisecond
 	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.RenewEvery <= 0 {
+		c.RenewEvery = c.LeaseTTL * 3 / 10
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s:%d:%x", host, os.Getpid(), rand.Uint32())
+	}
 	return c
 }
 
@@ -89,12 +117,17 @@ func (c Config) withDefaults() Config {
 type Projection struct {
 	log   *jetstream.Log
 	views *jetstream.Views
+	meta  *jetstream.Meta
 	cfg   Config
+
+	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
 
 	// cacheMu guards cache: Run folds into it, Read copies from it.
 	cacheMu    sync.RWMutex
 	cache      map[string]*aggregate.State
-	trustCache bool // misses are new sessions (fresh rebuild, nothing evicted); Run only
+	revs       map[string]uint64 // KV revision of each cached view as read or written; absent: unknown (write unconditionally)
+	trustCache bool              // misses are new sessions (fresh rebuild, nothing evicted); Run only
+	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool
@@ -113,7 +146,80 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	return &Projection{log: log, views: views, cfg: cfg, advance: make(chan struct{})}, nil
+	meta, err := log.OpenMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Projection{log: log, views: views, meta: meta, cfg: cfg, advance: make(chan struct{})}, nil
+}
+
+// Meta is the projection's bucket of watermark, damage record and runner
+// lease.
+func (p *Projection) Meta() *jetstream.Meta { return p.meta }
+
+// Damaged returns the log damage this projection detected or found
+// recorded (matching jetstream.ErrDamagedLog), or nil: the engine must not
+// report ready then (issue 12, item 3). It asks the meta bucket, so an
+// engine that does not run the projection sees what the runner recorded.
+func (p *Projection) Damaged(ctx context.Context) error {
+	if e := p.damaged.Load(); e != nil {
+		return *e
+	}
+	msg, err := p.meta.Damage(ctx)
+	if err != nil || msg == "" {
+		return nil // the stream and NATS checks report an unreachable server
+	}
+	return fmt.Errorf("%w: %s", jetstream.ErrDamagedLog, msg)
+}
+
+// setDamaged records damage (once per message) and logs it at error.
+func (p *Projection) setDamaged(ctx context.Context, msg string) error {
+	err := fmt.Errorf("%w: %s", jetstream.ErrDamagedLog, msg)
+	if prev := p.damaged.Load(); prev == nil || (*prev).Error() != err.Error() {
+		p.cfg.Logger.Error().Err(err).Msg("log damaged: acknowledged events are missing; not ready until restored or rebuilt (engine rebuild)")
+	}
+	p.damaged.Store(&err)
+	if rerr := p.meta.SetDamage(ctx, msg); rerr != nil {
+		p.cfg.Logger.Error().Err(rerr).Msg("cannot record the log damage")
+	}
+	return err
+}
+
+// checkLog compares the stream with the watermark: a stream whose last
+// sequence is below what the views have folded lost acknowledged events.
+func (p *Projection) checkLog(ctx context.Context) error {
+	if err := p.Damaged(ctx); err != nil {
+		return err
+	}
+	w, wv, err := p.meta.Watermark(ctx)
+	if err != nil {
+		return err
+	}
+	last, err := p.log.LastStreamSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if last < w {
+		return p.setDamaged(ctx, fmt.Sprintf("stream last seq %d < folded %d: %d acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", last, w, w-last))
+	}
+	vlast, err := p.views.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if vlast < wv {
+		// The views file lost values: views may be missing or older than
+		// the log. They are derived data: fold every view again from the
+		// first event (a feed that never acknowledged anything).
+		p.cfg.Logger.Error().Uint64("views_last_seq", vlast).Uint64("views_written_seq", wv).
+			Msg("views damaged: the views bucket lost values; refolding every view from the log")
+		if err := p.log.ResetFeed(ctx, p.cfg.Durable); err != nil {
+			return err
+		}
+		if err := p.meta.SetWatermark(ctx, w, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Views is the KV bucket the projection writes.
@@ -135,13 +241,110 @@ func (p *Projection) Rejected() uint64 { return p.rejected.Load() }
 // Folded counts events folded since Run started.
 func (p *Projection) Folded() uint64 { return p.folded.Load() }
 
+// Runner reports whether this projection folds now: it holds the runner
+// lease (Config.Elect), or runs without election.
+func (p *Projection) Runner() bool { return p.runner.Load() }
+
+// Owner is this projection's name in the runner lease.
+func (p *Projection) Owner() string { return p.cfg.Owner }
+
 // Run folds events until ctx ends, and returns nil then. It resumes after
 // the last acknowledged event of the durable feed (catch-up after a
 // restart). Transient failures (a lost connection, a leader election, a
 // view write that timed out) do not stop it: it logs them, backs off, drops
 // its in-memory state and starts again from the feed's acknowledged
-// position.
+// position. With Config.Elect it folds only while it holds the runner
+// lease, and stands by otherwise.
 func (p *Projection) Run(ctx context.Context) error {
+	if !p.cfg.Elect {
+		p.runner.Store(true)
+		defer p.runner.Store(false)
+		return p.runLoop(ctx)
+	}
+	for {
+		lease, err := p.acquire(ctx)
+		if err != nil {
+			return nil // ctx ended
+		}
+		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: holding the lease, folding")
+		lctx, cancel := context.WithCancel(ctx)
+		kept := make(chan jetstream.Lease, 1)
+		go func() { kept <- p.keepLease(lctx, lease, cancel) }()
+		p.runner.Store(true)
+		_ = p.runLoop(lctx)
+		cancel()
+		lease = <-kept
+		p.runner.Store(false)
+		p.caughtUp.Store(false)
+		p.cacheMu.Lock()
+		p.cache, p.revs = nil, nil // a standby reads the views the runner writes
+		p.cacheMu.Unlock()
+		if ctx.Err() != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := p.meta.Release(rctx, lease); err == nil {
+				p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: lease released")
+			}
+			rcancel()
+			return nil
+		}
+		p.cfg.Logger.Warn().Str("owner", p.cfg.Owner).Msg("projection runner: lease lost, standing by")
+	}
+}
+
+// acquire waits until this projection holds the runner lease, or ctx ends.
+func (p *Projection) acquire(ctx context.Context) (jetstream.Lease, error) {
+	logged := false
+	for {
+		lease, err := p.meta.Acquire(ctx, p.cfg.Owner, p.cfg.LeaseTTL)
+		if err == nil {
+			return lease, nil
+		}
+		if !logged {
+			ev := p.cfg.Logger.Info()
+			if !errors.Is(err, jetstream.ErrLeaseHeld) {
+				ev = p.cfg.Logger.Warn()
+			}
+			ev.Err(err).Str("owner", p.cfg.Owner).Msg("projection runner: standing by")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return jetstream.Lease{}, ctx.Err()
+		case <-time.After(p.cfg.RenewEvery):
+		}
+	}
+}
+
+// keepLease renews the lease every RenewEvery until ctx ends; when a
+// renewal fails (someone else took the lease, or NATS cannot be reached)
+// it cancels the folding at once: a runner that cannot renew must stop
+// before its lease expires and another takes over. It returns the lease
+// as last renewed.
+func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cancel context.CancelFunc) jetstream.Lease {
+	t := time.NewTicker(p.cfg.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return lease
+		case <-t.C:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, p.cfg.RenewEvery)
+		next, err := p.meta.Renew(rctx, lease, p.cfg.LeaseTTL)
+		rcancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				p.cfg.Logger.Warn().Err(err).Str("owner", p.cfg.Owner).Msg("projection runner: cannot renew the lease: stopping folding")
+			}
+			cancel()
+			return lease
+		}
+		lease = next
+	}
+}
+
+// runLoop folds from the feed until ctx ends, restarting after failures.
+func (p *Projection) runLoop(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := p.runFeed(ctx)
@@ -161,6 +364,9 @@ func (p *Projection) Run(ctx context.Context) error {
 
 // runFeed folds from one feed until an error or ctx ends.
 func (p *Projection) runFeed(ctx context.Context) error {
+	if err := p.checkLog(ctx); err != nil {
+		return err
+	}
 	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
 	if err != nil {
 		return err
@@ -175,6 +381,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// feed failed before a flush: start from the views.
 	p.cacheMu.Lock()
 	p.cache = make(map[string]*aggregate.State)
+	p.revs = make(map[string]uint64)
 	p.cacheMu.Unlock()
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten.
@@ -323,15 +530,44 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 	n, last, pending, batch := u.events, u.last, u.pending, u.batch
 	clear(u.dirty)
 	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
-	p.evict()
 	if err := pipe.wait(); err != nil {
 		return err
 	}
+	// Each view is written only over the revision this runner read or
+	// wrote (issue 12, item 7): a runner that lost its lease cannot
+	// overwrite the views of the one that took over.
+	p.cacheMu.RLock()
+	for i := range puts {
+		if rev, ok := p.revs[puts[i].Key]; ok {
+			puts[i].Cond, puts[i].Rev = true, rev
+		}
+	}
+	p.cacheMu.RUnlock()
+	p.evict(puts)
 	pipe.done = make(chan error, 1)
 	go func(done chan<- error) {
-		if err := p.views.PutAll(ctx, puts); err != nil {
+		revs, err := p.views.PutAllSeq(ctx, puts)
+		if err != nil {
 			done <- err
 			return
+		}
+		var viewsSeq uint64
+		p.cacheMu.Lock()
+		for i, rev := range revs {
+			viewsSeq = max(viewsSeq, rev)
+			if _, cached := p.cache[puts[i].Key]; cached {
+				p.revs[puts[i].Key] = rev
+			}
+		}
+		p.cacheMu.Unlock()
+		if n > 0 {
+			// The watermark, written before the acknowledgement: a log
+			// (or views bucket) found behind it on a later start lost
+			// what it held.
+			if err := p.meta.SetWatermark(ctx, last.Seq, viewsSeq); err != nil {
+				done <- err
+				return
+			}
 		}
 		if err := feed.Ack(batch); err != nil {
 			done <- err
@@ -361,18 +597,50 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 		}
 		if r.Seq > next {
 			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
-			err := p.log.ScanRange(ctx, next, r.Seq-1, func(g jetstream.Record) error {
-				out = append(out, g)
-				return nil
-			})
+			gap, err := p.readGap(ctx, next, r.Seq-1)
 			if err != nil {
 				return nil, err
 			}
+			out = append(out, gap...)
 		}
 		out = append(out, r)
 		next = r.Seq + 1
 	}
 	return out, nil
+}
+
+// readGap reads the events [from, to] the feed did not deliver. The
+// stream's sequences are contiguous (deletes are denied), so a sequence
+// that cannot be read is damage: reported (ErrDamagedLog), not skipped,
+// unless AcceptGaps. A replica may lag a moment behind the leader: the
+// read is tried again for about two seconds first.
+func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.Record, error) {
+	var out []jetstream.Record
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		out = out[:0]
+		err := p.log.ScanRange(ctx, from, to, func(g jetstream.Record) error {
+			out = append(out, g)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(out)) == to-from+1 {
+			return out, nil
+		}
+		if p.cfg.AcceptGaps {
+			p.cfg.Logger.Warn().Uint64("from", from).Uint64("to", to).Int("readable", len(out)).Msg("damaged log: unreadable sequences skipped (rebuild accepts the loss)")
+			return out, nil
+		}
+		if wait > time.Second {
+			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (p *Projection) setApplied(seq uint64) {
@@ -443,38 +711,62 @@ func (p *Projection) load(ctx context.Context, session string) error {
 		return nil
 	}
 	st := &aggregate.State{Session: session}
+	var rev uint64
+	known := false
 	if session != "" && !p.trustCache {
-		s, err := p.viewOf(ctx, session)
+		s, r, err := p.viewRev(ctx, session)
 		if err != nil {
 			return err
 		}
-		st = &s
+		st, rev, known = &s, r, true
 	}
 	p.cacheMu.Lock()
 	if _, ok := p.cache[session]; !ok {
 		p.cache[session] = st
+		if known {
+			p.revs[session] = rev
+		}
 	}
 	p.cacheMu.Unlock()
 	return nil
 }
 
-// viewOf reads a session's view from KV: the zero state when it has none,
-// and the fold of its whole log when the view cannot be decoded by this
-// build.
+// viewOf reads a session's view (see viewRev).
 func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
-	data, err := p.views.Get(ctx, session)
-	if err != nil || data == nil {
-		return aggregate.State{Session: session}, err
+	st, _, err := p.viewRev(ctx, session)
+	return st, err
+}
+
+// viewRev reads a session's view from KV and its revision: the fold of
+// its log when it has none (a new session reads as the zero state) or the
+// view cannot be decoded by this build.
+func (p *Projection) viewRev(ctx context.Context, session string) (aggregate.State, uint64, error) {
+	data, rev, err := p.views.GetRev(ctx, session)
+	if err != nil {
+		return aggregate.State{Session: session}, 0, err
+	}
+	if data == nil {
+		// No view: a new session, or a view lost with a damaged views
+		// file. Never serve the defaults for a session with events: fold
+		// its log (issue 12, item 3).
+		st, err := p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		if err == nil && st.LastSeq > 0 {
+			p.cfg.Logger.Warn().Str("session", session).Uint64("seq", st.LastSeq).Msg("view missing: refolded from the log")
+		}
+		return st, 0, err
 	}
 	st, err := aggregate.UnmarshalState(data)
 	if err != nil {
 		p.cfg.Logger.Warn().Str("session", session).Err(err).Msg("view unreadable: rebuilding from the log")
-		return p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		st, err = p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		return st, rev, err
 	}
-	return st, nil
+	return st, rev, nil
 }
 
-func (p *Projection) evict() {
+// evict drops cached views beyond CacheSize, but not those being written
+// (inflight): read back before their write lands, they would be stale.
+func (p *Projection) evict(inflight []jetstream.Put) {
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
 	if len(p.cache) <= p.cfg.CacheSize {
@@ -483,11 +775,19 @@ func (p *Projection) evict() {
 	// Drop about a tenth; map order is random, which is all eviction
 	// needs (no output depends on it).
 	n := len(p.cache) - p.cfg.CacheSize + p.cfg.CacheSize/10
+	keep := make(map[string]bool, len(inflight))
+	for _, put := range inflight {
+		keep[put.Key] = true
+	}
 	for k := range p.cache {
 		if n == 0 {
 			break
 		}
+		if keep[k] {
+			continue
+		}
 		delete(p.cache, k)
+		delete(p.revs, k)
 		n--
 	}
 	p.trustCache = false
@@ -595,4 +895,52 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 // Sessions lists the sessions that have a view, sorted.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
 	return p.views.Keys(ctx)
+}
+
+// Reconcile checks every stored view against the log, after a rebuild
+// of a damaged store: a view that claims a later sequence than its
+// session has in the log (its events were lost with the store) is
+// refolded from what the log holds (the zero view when it holds nothing), so
+// that the session does not refuse every append as a conflict. It
+// returns how many views it corrected. Run it with the projection
+// stopped.
+func (p *Projection) Reconcile(ctx context.Context) (int, error) {
+	keys, err := p.views.Keys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	fixed := 0
+	for _, s := range keys {
+		if events.ValidateSessionID(s) != nil {
+			continue
+		}
+		v, err := p.viewOf(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		last, err := p.log.LastSeq(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		if v.LastSeq <= last {
+			continue
+		}
+		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
+		if err != nil {
+			return fixed, err
+		}
+		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
+		// A session the log holds nothing of gets the zero view (no KV
+		// delete: a tombstone would hide the key's revision from the
+		// conditional writes).
+		data, err := aggregate.MarshalState(st)
+		if err == nil {
+			err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
+		}
+		if err != nil {
+			return fixed, err
+		}
+		fixed++
+	}
+	return fixed, nil
 }

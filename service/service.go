@@ -279,22 +279,51 @@ func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload
 // until the context ends or MaxRetries is spent.
 func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (jetstream.AppendResult, error) {
 	backoff := 50 * time.Millisecond
+	// A try whose outcome is unknown stays unknown until a later try
+	// learns it (stored, or a conflict: the session moved on without
+	// these events): issue 12, item 2.
+	var unknown *jetstream.OutcomeUnknownError
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ar, err := e.log.Append(actx, session, expected, envs...)
 		cancel()
+		if unknown == nil {
+			errors.As(err, &unknown)
+		}
 		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrInvalidSession) ||
-			errors.Is(err, jetstream.ErrBatchUnsupported) || ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
-			return ar, err
+			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) {
+			return ar, stillUnknownUnlessStored(unknown, err)
+		}
+		if ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
+			return ar, stillUnknown(unknown, err)
 		}
 		e.cfg.Logger.Warn().Str("session", session).Err(err).Int("try", try+1).Msg("append failed: re-sending the same events")
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return ar, fmt.Errorf("append to %q: %w (last error: %w)", session, ctx.Err(), err)
+			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, ctx.Err(), err))
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// stillUnknown returns err, as an outcome-unknown error when an earlier
+// try's outcome was never learnt.
+func stillUnknown(unknown *jetstream.OutcomeUnknownError, err error) error {
+	if unknown == nil || errors.Is(err, jetstream.ErrOutcomeUnknown) {
+		return err
+	}
+	return &jetstream.OutcomeUnknownError{Session: unknown.Session, AfterSeq: unknown.AfterSeq, Err: err}
+}
+
+// stillUnknownUnlessStored is stillUnknown for a definite answer: a
+// conflict or success settles an earlier unknown try (the log looks for
+// the events' ids on a conflict); a disk-full refusal does not.
+func stillUnknownUnlessStored(unknown *jetstream.OutcomeUnknownError, err error) error {
+	if errors.Is(err, jetstream.ErrStorageFull) {
+		return stillUnknown(unknown, err)
+	}
+	return err
 }
 
 func (e *Engine) onAppended(n int, dup bool) {

@@ -18,10 +18,11 @@ type rebuildCmd struct {
 func (c *rebuildCmd) Help() string {
 	return "Deletes the projection's durable feed and folds the whole log into the session views again, from the first event, then exits. " +
 		"Views are only ever derived from the log, so this is safe; run it with no engine serving the same data directory " +
-		"(the embedded server's store is locked) or, against --nats, with the engines' projections stopped. Progress is shown on a terminal."
+		"(the data directory is locked: rebuild refuses while an engine serves it, and refuses a directory without the event stream) or, against --nats, with the engines' projections stopped. Progress is shown on a terminal."
 }
 
 func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
+	c.needStore = true
 	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
 	if err != nil {
 		return err
@@ -31,10 +32,11 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger()}
-	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
-		return err
-	}
+	// Rebuild folds the log as it now is: it accepts sequences a damaged
+	// store lost (logging them) and forgets recorded damage (issue 12).
+	// It folds as the projection runner (issue 12, item 7): it refuses
+	// while an engine's projection holds the lease.
+	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger(), AcceptGaps: true, Elect: true, Owner: c.leaseOwner()}
 	prog := newProgress()
 	start := time.Now()
 	var p *projection.Projection
@@ -47,11 +49,20 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if _, err := p.Meta().Acquire(ctx, p.Owner(), 5*time.Second); err != nil {
+		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", jlog.StreamName(), err)
+	}
+	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
+		return err
+	}
+	if err := p.Meta().ClearDamage(ctx); err != nil {
+		return err
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(runCtx) }()
-	waitErr := p.WaitApplied(ctx, last)
+	waitErr := waitRebuilt(ctx, p, last, 10*time.Second)
 	cancel()
 	if err := <-errc; err != nil {
 		return err
@@ -59,8 +70,43 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if waitErr != nil {
 		return fmt.Errorf("rebuild stopped at sequence %d of %d: %w", p.Applied(), last, waitErr)
 	}
+	// Views of sessions whose events a damaged store lost claim sequences
+	// the log no longer has: correct them (issue 12).
+	fixed, err := p.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	if fixed > 0 {
+		fmt.Printf("corrected %d views that were ahead of the log (events lost with the damaged store)\n", fixed)
+	}
 	el := time.Since(start)
 	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))
 	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (see docs/semantics.md#events-the-engine-does-not-apply)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
 	return nil
+}
+
+// waitRebuilt waits until the projection has folded the stream as it was
+// when the rebuild began: up to last, or until it has caught up with the
+// feed (the stream's last sequences may be unreadable in a damaged
+// store), or it has made no progress for stall. It always returns.
+func waitRebuilt(ctx context.Context, p *projection.Projection, last uint64, stall time.Duration) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	seen, since := p.Applied(), time.Now()
+	for {
+		if p.Applied() >= last || (p.CaughtUp() && p.Folded() > 0) {
+			return nil
+		}
+		if a := p.Applied(); a != seen {
+			seen, since = a, time.Now()
+		}
+		if time.Since(since) > stall {
+			return fmt.Errorf("no progress for %s: sequences after %d cannot be read (damaged log?)", stall, seen)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }

@@ -8,12 +8,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/metrics"
 	"github.com/toolintent/engine/projection"
@@ -42,7 +45,27 @@ type storeFlags struct {
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
-	admin bool // connect as the admin of the data directory's users (engine stream repair)
+	admin     bool                // connect as the admin of the data directory's users (engine stream repair)
+	guard     func() error        // asked before each append (serve's disk guard)
+	embedded  *jetstream.Embedded // the embedded server connect started, if any
+	needStore bool                // refuse a data directory without the event stream instead of creating one (issue 12)
+}
+
+// leaseOwner names this process in the projection runner's lease. With
+// the embedded server the data directory's lock already makes the process
+// the only one on it, so the name is the directory's: a restart after a
+// crash takes its own lease back at once instead of waiting for it to
+// expire. Against --nats: host, pid and a random part (the default).
+func (c *storeFlags) leaseOwner() string {
+	if c.NATS != "" {
+		return ""
+	}
+	abs, err := filepath.Abs(c.Data)
+	if err != nil {
+		abs = c.Data
+	}
+	host, _ := os.Hostname()
+	return "engine@" + host + ":" + abs
 }
 
 // userOf picks the user of a data directory's credentials this command
@@ -63,8 +86,10 @@ type serveCmd struct {
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
-	Project    bool          `name:"projection" default:"true" negatable:"" help:"Run the projection that folds the log into the views. With several engines on one stream, run it in exactly one (--no-projection in the others): they all read the same views."`
+	Project    bool          `name:"projection" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
 	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	MinFree    string        `name:"min-free" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
+	MaxLag     uint64        `name:"max-projection-lag" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
 	Shutdown   time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
 
@@ -85,6 +110,15 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var disk *jetstream.DiskGuard
+	if c.NATS == "" {
+		minFree, err := parseBytes(c.MinFree)
+		if err != nil {
+			return fmt.Errorf("--min-free: %w", err)
+		}
+		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: minFree}
+		c.guard = disk.Check
+	}
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
@@ -95,6 +129,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	acfg.Observe = m.ObserveRequest
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
+		Elect:  true, Owner: c.leaseOwner(), // one runner per stream (issue 12, item 7)
 	}))
 	if err != nil {
 		return err
@@ -163,6 +198,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer stopAPI()
 
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
+	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
 	var httpSrv *http.Server
 	httpAddr := ""
 	if c.HTTP != "" {
@@ -172,7 +208,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		httpAddr = ln.Addr().String()
 		ln = newLimitListener(ln, c.HTTPMaxConn)
-		httpSrv = newHTTPServer(protect(a, httpHandler(a, eng, m, nc, c.Project, readyInput{"log_integrity", integrity})), c.HTTPRead, a.Config().RequestTimeout)
+		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, projecting: c.Project, maxLag: c.MaxLag,
+			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
+		httpSrv = newHTTPServer(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))), c.HTTPRead, a.Config().RequestTimeout)
 		go func() {
 			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
@@ -274,7 +312,7 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 		nc.Close()
 		shutdown()
 	}
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard})
 	if err != nil {
 		closeLog()
 		return nil, "", nil, err
@@ -321,6 +359,9 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if err != nil {
 		return nil, "", nil, err
 	}
+	if c.needStore && !jetstream.HasStore(c.Data, strings.ToUpper(c.Prefix)+"_EVENTS") {
+		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
+	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
 		Sync: jetstream.SyncPolicy(sync), ConfigFile: c.ServerConfig,
@@ -349,7 +390,8 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if err != nil {
 		return nil, "", nil, err
 	}
-	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1)}
+	c.embedded = srv
+	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
 	switch {
 	case creds != nil:
 		opts = append(opts, nats.UserInfo(c.userOf(*creds)))

@@ -1,0 +1,226 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrDamagedLog is matched (errors.Is) when the event stream holds less
+// than the projection has already folded (a damaged or truncated store),
+// or a sequence the projection must fold cannot be read: acknowledged
+// events are gone, and the engine must say so instead of serving (issue
+// 12, item 3).
+var ErrDamagedLog = errors.New("damaged log")
+
+// ErrLeaseHeld is returned by Meta.Acquire when another owner holds a
+// live lease.
+var ErrLeaseHeld = errors.New("lease held by another owner")
+
+// Meta is the projection's own bucket <PREFIX>_PROJECTION: the watermark
+// (the highest stream sequence folded into the views), a sticky record of
+// detected log damage, and the projection runner's lease. It is a bucket
+// of its own, apart from the views, so that damage to one leaves the
+// other.
+type Meta struct {
+	log    *Log
+	kv     jetstream.KeyValue
+	bucket string
+}
+
+// Keys of the meta bucket.
+const (
+	metaWatermark = "watermark"
+	metaDamaged   = "damaged"
+	metaRunner    = "runner"
+)
+
+// OpenMeta creates or opens the projection's meta bucket.
+func (l *Log) OpenMeta(ctx context.Context) (*Meta, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_PROJECTION"
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "engine projection: watermark, log damage, runner lease",
+		History:     1,
+		Replicas:    l.cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	}
+	if l.cfg.MemoryStorage {
+		cfg.Storage = jetstream.MemoryStorage
+	}
+	kv, err := l.js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = l.js.CreateKeyValue(ctx, cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open projection bucket %s: %w", bucket, err)
+	}
+	return &Meta{log: l, kv: kv, bucket: bucket}, nil
+}
+
+// Bucket is the bucket's name.
+func (m *Meta) Bucket() string { return m.bucket }
+
+func (m *Meta) get(ctx context.Context, key string) ([]byte, uint64, error) {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	e, err := m.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s/%s: %w", m.bucket, key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Watermark is the highest stream sequence the projection has folded into
+// the views, and the views bucket's stream sequence after those views
+// were written (0, 0 when none is recorded).
+func (m *Meta) Watermark(ctx context.Context) (folded, viewsSeq uint64, err error) {
+	v, _, err := m.get(ctx, metaWatermark)
+	if err != nil || v == nil {
+		return 0, 0, err
+	}
+	a, b, _ := strings.Cut(string(v), " ")
+	folded, err = strconv.ParseUint(a, 10, 64)
+	if err == nil && b != "" {
+		viewsSeq, err = strconv.ParseUint(b, 10, 64)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("watermark in %s is %q: %w", m.bucket, v, err)
+	}
+	return folded, viewsSeq, nil
+}
+
+// SetWatermark records folded as the highest folded sequence and viewsSeq
+// as the views bucket's sequence once its views are stored.
+func (m *Meta) SetWatermark(ctx context.Context, folded, viewsSeq uint64) error {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	val := strconv.FormatUint(folded, 10) + " " + strconv.FormatUint(viewsSeq, 10)
+	if _, err := m.kv.Put(ctx, metaWatermark, []byte(val)); err != nil {
+		return fmt.Errorf("put watermark: %w", err)
+	}
+	return nil
+}
+
+// Damage returns the recorded log damage ("" when none).
+func (m *Meta) Damage(ctx context.Context) (string, error) {
+	v, _, err := m.get(ctx, metaDamaged)
+	return string(v), err
+}
+
+// SetDamage records log damage: it stays recorded, across restarts, until
+// ClearDamage (engine rebuild).
+func (m *Meta) SetDamage(ctx context.Context, msg string) error {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	if _, err := m.kv.Put(ctx, metaDamaged, []byte(msg)); err != nil {
+		return fmt.Errorf("record log damage: %w", err)
+	}
+	return nil
+}
+
+// ClearDamage forgets recorded damage and the watermark (a rebuild that
+// folds the log as it now is).
+func (m *Meta) ClearDamage(ctx context.Context) error {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	for _, k := range []string{metaDamaged, metaWatermark} {
+		if err := m.kv.Delete(ctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("clear %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// Lease is a held runner lease.
+type Lease struct {
+	Owner    string
+	Revision uint64
+	Expires  time.Time
+}
+
+// leaseValue is "<owner> <unix-nanos expiry>".
+func leaseValue(owner string, exp time.Time) []byte {
+	return []byte(owner + " " + strconv.FormatInt(exp.UnixNano(), 10))
+}
+
+func parseLease(v []byte, rev uint64) Lease {
+	owner, exp, _ := strings.Cut(string(v), " ")
+	n, _ := strconv.ParseInt(exp, 10, 64)
+	return Lease{Owner: owner, Revision: rev, Expires: time.Unix(0, n)}
+}
+
+// Acquire takes the runner lease for owner for ttl when nobody holds a
+// live one (or owner does), with compare-and-set on the key's revision
+// so that two engines cannot both win. It returns ErrLeaseHeld (wrapped,
+// naming the holder) when another owner's lease has not expired.
+func (m *Meta) Acquire(ctx context.Context, owner string, ttl time.Duration) (Lease, error) {
+	v, rev, err := m.get(ctx, metaRunner)
+	if err != nil {
+		return Lease{}, err
+	}
+	now := time.Now()
+	if v != nil {
+		cur := parseLease(v, rev)
+		if cur.Owner != owner && now.Before(cur.Expires) {
+			return cur, fmt.Errorf("%w: %s until %s", ErrLeaseHeld, cur.Owner, cur.Expires.Format(time.RFC3339Nano))
+		}
+	}
+	exp := now.Add(ttl)
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	var nrev uint64
+	if v == nil {
+		nrev, err = m.kv.Create(ctx, metaRunner, leaseValue(owner, exp))
+	} else {
+		nrev, err = m.kv.Update(ctx, metaRunner, leaseValue(owner, exp), rev)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("%w: lost the race for the lease: %w", ErrLeaseHeld, err)
+	}
+	return Lease{Owner: owner, Revision: nrev, Expires: exp}, nil
+}
+
+// Renew extends a held lease (compare-and-set on its revision); an error
+// means the lease is lost (someone else took it after it expired).
+func (m *Meta) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	exp := time.Now().Add(ttl)
+	rev, err := m.kv.Update(ctx, metaRunner, leaseValue(l.Owner, exp), l.Revision)
+	if err != nil {
+		return l, fmt.Errorf("renew lease: %w", err)
+	}
+	return Lease{Owner: l.Owner, Revision: rev, Expires: exp}, nil
+}
+
+// Release gives a held lease up, so that another engine takes over at
+// once instead of after its expiry.
+func (m *Meta) Release(ctx context.Context, l Lease) error {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	_, err := m.kv.Update(ctx, metaRunner, leaseValue("", time.Time{}), l.Revision)
+	return err
+}
+
+// LastSeqRange reports the stream's first and last sequence and its
+// message count.
+func (l *Log) LastSeqRange(ctx context.Context) (first, last, msgs uint64, err error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("stream info %s: %w", l.name, err)
+	}
+	return info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, nil
+}

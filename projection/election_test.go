@@ -1,0 +1,176 @@
+package projection_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+)
+
+// elected runs an electing projection on its own connection; kill closes
+// the connection first (a dead process: the lease is not released) and
+// then ends Run.
+func elected(t *testing.T, url, owner string) (p *projection.Projection, kill func()) {
+	t.Helper()
+	e := open(t, url)
+	p, err := projection.Open(context.Background(), e.log, projection.Config{
+		Elect: true, Owner: owner, LeaseTTL: time.Second, RenewEvery: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			e.nc.Close()
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(kill)
+	return p, kill
+}
+
+// #12 item 7: two engines on one stream elect one projection runner; the
+// other takes over within seconds when the runner dies without releasing
+// its lease, never both fold at once, and every view in KV then equals a
+// serial fold of the log.
+func TestRunnerElectionTakeover(t *testing.T) {
+	srv := natstest.Server(t)
+	w := open(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pa, killA := elected(t, srv.ClientURL(), "engine-a")
+	pb, killB := elected(t, srv.ClientURL(), "engine-b")
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if pa.Runner() == pb.Runner() {
+			return errors.New("not exactly one runner")
+		}
+		return nil
+	})
+	var both atomic.Int64
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if pa.Runner() && pb.Runner() {
+				both.Add(1)
+			}
+		}
+	}()
+	r := rand.New(rand.NewPCG(7, 12))
+	first := appendRandom(t, w.log, r, 30, 300)
+	runner, standby, kill := pa, pb, killA
+	if pb.Runner() {
+		runner, standby, kill = pb, pa, killB
+	}
+	if err := runner.WaitApplied(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// Appends go on while the runner dies.
+	var wg sync.WaitGroup
+	var mid uint64
+	wg.Go(func() {
+		r := rand.New(rand.NewPCG(7, 13))
+		for range 300 {
+			s := fmt.Sprintf("s%03d", r.IntN(30))
+			seq, err := w.log.LastSeq(ctx, s)
+			if err == nil {
+				var res jetstream.AppendResult
+				res, err = w.log.Append(ctx, s, seq, events.New(s, "web", "u", randomPayload(r)))
+				mid = max(mid, res.Last)
+			}
+			if err != nil {
+				t.Errorf("append during the takeover: %v", err)
+				return
+			}
+		}
+	})
+	killed := time.Now()
+	kill()
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !standby.Runner() {
+			return errors.New("the standby has not taken over")
+		}
+		return nil
+	})
+	t.Logf("%s took over %v after %s died without releasing its lease", standby.Owner(), time.Since(killed).Round(time.Millisecond), runner.Owner())
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	last := appendRandom(t, w.log, r, 30, 100)
+	if err := standby.WaitApplied(ctx, max(mid, last)); err != nil {
+		t.Fatal(err)
+	}
+	close(stopWatch)
+	<-watched
+	if n := both.Load(); n > 0 {
+		t.Fatalf("both projections were runners at once (%d samples)", n)
+	}
+	want := natstest.FoldLog(t, w.log)
+	views, err := w.log.OpenViews(ctx, "VIEWS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, fold := range want {
+		data, err := views.Get(ctx, s)
+		if err != nil || data == nil {
+			t.Fatalf("view of %s: %v (missing: %v)", s, err, data == nil)
+		}
+		v, err := aggregate.UnmarshalState(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v, fold) {
+			t.Fatalf("view of %s in KV after takeover:\nview %+v\nfold %+v", s, v, fold)
+		}
+	}
+}
+
+// #12 item 7: a view write conditional on a revision that moved (another
+// runner wrote the view) is refused, so a runner that lost its lease
+// cannot overwrite the new runner's views.
+func TestConditionalViewWrite(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	views, err := e.log.OpenViews(ctx, "VIEWS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs, err := views.PutAllSeq(ctx, []jetstream.Put{{Key: "s1", Value: []byte("a"), Cond: true, Rev: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := views.PutAllSeq(ctx, []jetstream.Put{{Key: "s1", Value: []byte("b"), Cond: true, Rev: revs[0]}}); err != nil {
+		t.Fatalf("write at the current revision: %v", err)
+	}
+	_, err = views.PutAllSeq(ctx, []jetstream.Put{{Key: "s1", Value: []byte("stale"), Cond: true, Rev: revs[0]}})
+	if !errors.Is(err, jetstream.ErrViewChanged) {
+		t.Fatalf("write at a stale revision: %v, want ErrViewChanged", err)
+	}
+	if data, _ := views.Get(ctx, "s1"); string(data) != "b" {
+		t.Fatalf("view is %q after the refused stale write, want b", data)
+	}
+}
