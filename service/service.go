@@ -206,6 +206,14 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 			return res, err
 		}
 		if len(envs) == 0 {
+			if expected != nil && !strong {
+				// Nothing to write, so no CAS will check the expectation:
+				// check it against the log, not a cached state that may
+				// be behind it (a stale expectation must be a conflict).
+				strong = true
+				attempt--
+				continue
+			}
 			res.State = st
 			return res, nil
 		}
