@@ -118,6 +118,9 @@ type Log struct {
 	atomic   bool
 	want     jetstream.StreamConfig // what OpenLog made (CheckStream)
 	locks    [512]sync.Mutex
+
+	rcMu sync.Mutex
+	rc   chan struct{} // closed (and replaced) when the connection reconnects
 }
 
 // OpenLog creates the event stream, or verifies and updates an existing one.
@@ -184,6 +187,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	l.stream = stream
 	l.atomic = stream.CachedInfo().Config.AllowAtomicPublish
 	l.want = sc
+	l.watchReconnects()
 	return l, nil
 }
 
@@ -280,13 +284,12 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	mu := l.lock(session)
 	mu.Lock()
 	defer mu.Unlock()
-	var res AppendResult
-	var err error
-	if len(msgs) == 1 {
-		res, err = l.appendOne(ctx, session, expected, msgs[0])
-	} else {
-		res, err = l.appendBatch(ctx, session, expected, msgs)
-	}
+	res, err := l.resendOnReconnect(ctx, func(ctx context.Context) (AppendResult, error) {
+		if len(msgs) == 1 {
+			return l.appendOne(ctx, session, expected, msgs[0])
+		}
+		return l.appendBatch(ctx, session, expected, msgs)
+	})
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		// The server checks the expected sequence (and, for batches, the
 		// ids) before its dedupe window, so a retry of an append that was
@@ -299,6 +302,67 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		}
 	}
 	return res, err
+}
+
+// errReconnected cancels an append attempt whose connection reconnected
+// while it waited for the server's reply.
+var errReconnected = errors.New("connection reconnected: re-sending")
+
+// maxResends bounds the re-sends of one append after reconnects (each
+// needs a reconnect, so a flapping connection cannot spin).
+const maxResends = 16
+
+// watchReconnects starts following the connection's status: each
+// reconnect closes the current l.rc. It stops when the connection closes.
+func (l *Log) watchReconnects() {
+	l.rc = make(chan struct{})
+	ch := l.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	go func() {
+		defer l.nc.RemoveStatusListener(ch)
+		for st := range ch {
+			if st == nats.CLOSED {
+				return
+			}
+			l.rcMu.Lock()
+			close(l.rc)
+			l.rc = make(chan struct{})
+			l.rcMu.Unlock()
+		}
+	}()
+}
+
+// reconnected returns a channel closed at the connection's next reconnect.
+func (l *Log) reconnected() <-chan struct{} {
+	l.rcMu.Lock()
+	defer l.rcMu.Unlock()
+	return l.rc
+}
+
+// resendOnReconnect runs attempt and, when the connection reconnects
+// before its reply came, cancels it and runs it again at once: the request
+// went out on the old connection, so no reply is coming, and waiting out
+// the attempt's timeout would stall the append for nothing (#20 item 3).
+// The re-sent messages carry the same ids and expected sequence: if the
+// first ones were stored, the server deduplicates them or reports the
+// expected sequence stale, and Append finds them stored.
+func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
+	for n := 0; ; n++ {
+		rc := l.reconnected()
+		actx, cancel := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-rc:
+				cancel(errReconnected)
+			case <-actx.Done():
+			}
+		}()
+		res, err := attempt(actx)
+		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
+		cancel(nil)
+		if !resend {
+			return res, err
+		}
+	}
 }
 
 // errDuplicateInBatch is the server's answer to a batch whose ids are
