@@ -43,6 +43,9 @@ type storeFlags struct {
 	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
 	admin bool // connect as the admin of the data directory's users (engine stream repair)
+	// waitNATS makes openLog wait for an external cluster that is not
+	// there yet (serve, #20 item 1) instead of failing.
+	waitNATS bool
 }
 
 // userOf picks the user of a data directory's credentials this command
@@ -85,6 +88,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	c.waitNATS = true
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
@@ -92,9 +96,14 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer closeLog()
 	nc := jlog.Conn()
 	m := metrics.New()
-	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
-		Logger: log.With().Str("component", "projection").Logger(),
-	}))
+	var proj *projection.Projection
+	err = waitForNATS(ctx, log, "open the views", func(actx context.Context) error {
+		var err error
+		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
+			Logger: log.With().Str("component", "projection").Logger(),
+		}))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -249,6 +258,9 @@ func loadRegistry(path string) (*resolver.Registry, error) {
 // is given) and opens the event stream. The returned func closes the
 // connection and shuts the embedded server down.
 func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sync string) (*jetstream.Log, string, func(), error) {
+	if c.NATS != "" && c.waitNATS {
+		return c.openLogWaiting(ctx, log)
+	}
 	nc, url, shutdown, err := c.connect(ctx, log, listen, sync)
 	if err != nil {
 		return nil, "", nil, err
@@ -263,6 +275,34 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 		return nil, "", nil, err
 	}
 	return jlog, url, closeLog, nil
+}
+
+// openLogWaiting connects to --nats and opens the event stream, waiting
+// (with back-off, saying why) while no node listens or JetStream cannot
+// answer yet: a supervisor may start the engine before the cluster
+// (#20 item 1). It returns early only on a permanent error or when ctx
+// ends.
+func (c *storeFlags) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+	var nc *nats.Conn
+	err := waitForNATS(ctx, log, "connect to "+c.NATS, func(actx context.Context) error {
+		var err error
+		nc, _, _, err = c.connect(actx, log, "", "")
+		return err
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var jlog *jetstream.Log
+	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
+		var err error
+		jlog, err = jetstream.OpenLog(actx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+		return err
+	})
+	if err != nil {
+		nc.Close()
+		return nil, "", nil, err
+	}
+	return jlog, c.NATS, nc.Close, nil
 }
 
 func orNone(s string) string {

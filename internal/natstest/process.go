@@ -108,6 +108,19 @@ type procNode struct {
 // otherwise each node logs to server.log in its directory.
 func StartProcessCluster(t testing.TB, opts ProcessOptions) *ProcessCluster {
 	t.Helper()
+	c := NewProcessCluster(t, opts)
+	for i := range c.nodes {
+		c.Start(i)
+	}
+	c.WaitFormed(clusterFormWait)
+	return c
+}
+
+// NewProcessCluster prepares a cluster (binary, directories, ports, route
+// links) without starting any node: its URLs are known before anything
+// listens on them. Start the nodes with Start.
+func NewProcessCluster(t testing.TB, opts ProcessOptions) *ProcessCluster {
+	t.Helper()
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
@@ -148,10 +161,6 @@ func StartProcessCluster(t testing.TB, opts ProcessOptions) *ProcessCluster {
 			c.links[[2]int{a, b}] = l
 		}
 	}
-	for i := range c.nodes {
-		c.Start(i)
-	}
-	c.WaitFormed(clusterFormWait)
 	return c
 }
 
