@@ -146,6 +146,9 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, er
 			return nil, err
 		}
 	}
+	if err := bindIdempotencyKey(req, r.Header.Get(HeaderIdempotencyKey)); err != nil {
+		return nil, err
+	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
 	if tok != nil && tok.Actor != "" {
 		body, _ := fieldString(req, "actor")
