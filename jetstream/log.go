@@ -294,7 +294,26 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		// The server checks the expected sequence (and, for batches, the
 		// ids) before its dedupe window, so a retry of an append that was
 		// stored fails here: look for the ids after expected.
-		if dup, ok := l.findStored(ctx, session, expected, evs); ok {
+		var atLeast uint64 // the leader's last sequence of the session
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			atLeast = ce.Actual
+		}
+		dup, ok, seen := l.findStored(ctx, session, expected, evs)
+		// Direct gets may be answered by a replica that lags the leader
+		// (after a partition heals, say) and miss our own events stored
+		// by an earlier attempt: read again until the replies reach the
+		// sequence the leader reported. Answering "conflict" for a stored
+		// append would tell the caller nothing was written.
+		for wait := 5 * time.Millisecond; !ok && seen < atLeast; wait = min(wait*2, 200*time.Millisecond) {
+			select {
+			case <-ctx.Done():
+				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, ctx.Err())
+			case <-time.After(wait):
+			}
+			dup, ok, seen = l.findStored(ctx, session, expected, evs)
+		}
+		if ok {
 			return dup, nil
 		}
 		if errors.Is(err, errDuplicateInBatch) {
@@ -372,16 +391,18 @@ var errDuplicateInBatch = errors.New("batch contains an already stored event id"
 const codeBatchDuplicateID jetstream.ErrorCode = 10201
 
 // findStored reports whether every event of evs is stored on the session
-// after seq expected, in order and contiguously, and where.
-func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (AppendResult, bool) {
-	var res AppendResult
+// after seq expected, in order and contiguously, and where; seen is the
+// highest sequence of the session the read reached.
+func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res AppendResult, found bool, seen uint64) {
 	i := 0
-	stop := errors.New("stop")
+	broken := false // a foreign event between two of ours: not ours as a whole
 	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
+		seen = r.Seq
+		if broken || i == len(evs) {
+			return nil
+		}
 		if r.Err != nil || r.Envelope.ID != evs[i].ID {
-			if i > 0 {
-				return stop
-			}
+			broken = i > 0
 			return nil
 		}
 		if i == 0 {
@@ -389,16 +410,13 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 		}
 		res.Last = r.Seq
 		i++
-		if i == len(evs) {
-			return stop
-		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, stop) {
-		return AppendResult{}, false
+	if err != nil {
+		return AppendResult{}, false, seen
 	}
 	res.Duplicate = true
-	return res, i == len(evs)
+	return res, !broken && i == len(evs), seen
 }
 
 func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
