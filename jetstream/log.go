@@ -384,6 +384,22 @@ func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Contex
 	}
 }
 
+// retryRead runs an idempotent read and asks again, at once, when the
+// connection reconnects before it answered or no answer came within
+// readIdle (a request to a node that died is never answered), while ctx
+// lasts.
+func (l *Log) retryRead(ctx context.Context, read func(context.Context) error) error {
+	for {
+		w := newBatchWait(ctx, l.reconnected())
+		err := read(w.ctx)
+		again := err != nil && errors.Is(context.Cause(w.ctx), errReadAgain) && ctx.Err() == nil
+		w.stop()
+		if !again {
+			return err
+		}
+	}
+}
+
 // errDuplicateInBatch is the server's answer to a batch whose ids are
 // already in the dedupe window (error code 10201).
 var errDuplicateInBatch = errors.New("batch contains an already stored event id")

@@ -576,7 +576,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 func pcReadOp(h *pcHistory, eng *clEngine, w int, s string, known map[string]uint64) {
 	op := pcOp{Client: w, Session: s, Kind: pcRead, Call: h.now()}
 	req, _ := json.Marshal(map[string]string{"last_by_subj": eng.log.Subject(s)})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	m, err := eng.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+eng.log.StreamName(), req)
 	cancel()
 	op.Return = h.now()
