@@ -430,8 +430,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 	pl := c.WaitLeaderOf(stream, waitBound)
 	mark("partition-stream-leader", pl)
 	c.Partition(pl)
-	waitAcks("after partitioning the stream leader", last(), 20)
-	time.Sleep(time.Until(last().Add(max(hold, 10*time.Second))))
+	settle("after partitioning the stream leader") // the majority elected a leader
 	mark("heal", pl)
 	c.Heal(pl)
 	waitCurrent("after healing the partition")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -100,6 +101,7 @@ type procNode struct {
 	cmd         *exec.Cmd
 	exited      chan struct{}
 	partitioned bool
+	started     bool // has run once: its client and cluster ports are fixed
 }
 
 // StartProcessCluster builds nats-server if needed, starts the nodes and
@@ -252,28 +254,71 @@ func (c *ProcessCluster) Running(i int) bool {
 
 // Start starts node i's process (on its ports and store) and waits until
 // it accepts client connections. It does not wait for the node to rejoin:
-// see WaitFormed.
+// see WaitFormed. Ports are picked free but can be taken by another
+// process before the node binds them: a node that never ran then gets new
+// ports, a restarted one a new monitoring port (its client and cluster
+// ports are its identity) or another try.
 func (c *ProcessCluster) Start(i int) {
 	c.t.Helper()
 	if c.Running(i) {
 		c.t.Fatalf("natstest: Start(%d): node is running", i)
 	}
 	nd := c.nodes[i]
+	for try := 1; ; try++ {
+		log, taken := c.startOnce(i)
+		if log == "" {
+			nd.started = true
+			return
+		}
+		if !taken || try == 5 {
+			c.t.Fatalf("natstest: %s exited at start: %s", nd.name, log)
+		}
+		ports, err := freePorts(3)
+		if err != nil {
+			c.t.Fatalf("natstest: pick ports: %v", err)
+		}
+		switch {
+		case !nd.started:
+			nd.clientPort, nd.clusterPort, nd.httpPort = ports[0], ports[1], ports[2]
+			target := net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.clusterPort))
+			for j := range c.nodes {
+				if j != i {
+					c.links[[2]int{j, i}].setTarget(target)
+				}
+			}
+		case strings.Contains(log, "monitor"):
+			nd.httpPort = ports[2]
+		default:
+			time.Sleep(200 * time.Millisecond) // the old process's port, being released
+		}
+	}
+}
+
+// startOnce starts node i's process and waits until it accepts clients.
+// It returns "" then, or the end of the node's log when it exited, and
+// whether it exited because a port was taken.
+func (c *ProcessCluster) startOnce(i int) (string, bool) {
+	c.t.Helper()
+	nd := c.nodes[i]
 	conf := filepath.Join(nd.dir, "server.conf")
 	if err := os.WriteFile(conf, []byte(c.config(i)), 0o644); err != nil {
 		c.t.Fatalf("natstest: write %s: %v", conf, err)
 	}
+	logPath := filepath.Join(nd.dir, "server.log")
 	cmd := exec.Command(c.bin, "-c", conf)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var from int64 // this start's part of the log
+	if fi, err := os.Stat(logPath); err == nil {
+		from = fi.Size()
+	}
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatalf("natstest: open log of %s: %v", nd.name, err)
+	}
+	defer f.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = f, f
 	if os.Getenv("NATSTEST_LOG") != "" {
-		cmd.Stdout, cmd.Stderr = prefixWriter(nd.name), prefixWriter(nd.name)
-	} else {
-		f, err := os.OpenFile(filepath.Join(nd.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			c.t.Fatalf("natstest: open log of %s: %v", nd.name, err)
-		}
-		cmd.Stdout, cmd.Stderr = f, f
-		defer f.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(f, prefixWriter(nd.name)), io.MultiWriter(f, prefixWriter(nd.name))
 	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("natstest: start %s: %v", nd.name, err)
@@ -285,16 +330,20 @@ func (c *ProcessCluster) Start(i int) {
 	c.mu.Unlock()
 	deadline := time.Now().Add(nodeReadyWait)
 	for {
+		select {
+		case <-exited:
+			c.mu.Lock()
+			nd.cmd = nil
+			c.mu.Unlock()
+			log, _ := os.ReadFile(logPath)
+			log = log[min(from, int64(len(log))):]
+			return tail(log, 2000), strings.Contains(string(log), "address already in use")
+		default:
+		}
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.clientPort)), time.Second)
 		if err == nil {
 			_ = conn.Close()
-			return
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(nd.dir, "server.log"))
-			c.t.Fatalf("natstest: %s exited at start (port taken?): %s", nd.name, tail(log, 2000))
-		default:
+			return "", false
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("natstest: %s does not accept clients after %s: %v", nd.name, nodeReadyWait, err)
@@ -540,6 +589,12 @@ func (c *ProcessCluster) StreamBlocks(i int, stream string) ([]string, error) {
 }
 
 func (c *ProcessCluster) shutdown() {
+	if c.t.Failed() { // the servers' side of the story
+		for _, nd := range c.nodes {
+			log, _ := os.ReadFile(filepath.Join(nd.dir, "server.log"))
+			c.t.Logf("natstest: end of %s's log:\n%s", nd.name, tail(log, 4000))
+		}
+	}
 	if c.nc != nil {
 		c.nc.Close()
 	}
