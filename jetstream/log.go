@@ -375,6 +375,14 @@ func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Contex
 			case <-actx.Done():
 			}
 		}()
+		if n > 0 {
+			// Right after a reconnect the reply may still be lost: the
+			// servers learn the new connection's reply interest over
+			// their routes asynchronously. Ask again soon (the resend
+			// is deduplicated) rather than wait out the whole attempt.
+			t := time.AfterFunc(resendWait, func() { cancel(errReconnected) })
+			defer t.Stop()
+		}
 		res, err := attempt(actx)
 		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
 		cancel(nil)
@@ -383,6 +391,10 @@ func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Contex
 		}
 	}
 }
+
+// resendWait is how long an append re-sent after a reconnect waits for
+// its reply before it is sent again.
+const resendWait = time.Second
 
 // retryRead runs an idempotent read and asks again, at once, when the
 // connection reconnects before it answered or no answer came within
