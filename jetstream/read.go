@@ -178,7 +178,7 @@ var errReadAgain = errors.New("direct get batch interrupted")
 
 // readIdle is how long a direct-get batch may go without a reply before
 // it is asked again: a replica that dies mid-batch never finishes it.
-const readIdle = 2 * time.Second
+const readIdle = time.Second
 
 // batchWait bounds the wait for one direct-get batch's replies: it ends
 // (errReadAgain) when no reply came for readIdle or the connection
