@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/events"
@@ -265,6 +266,11 @@ func TestBodyTooLarge(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	e := newEnv(t, Config{RequestTimeout: 2 * time.Second})
 	e.engNC.Close()
+	// Close returns before the server has dropped the connection's
+	// subscriptions; a request published meanwhile reaches the dead
+	// subscription and waits for its timeout instead of "no responders".
+	// Wait for the server to see the service gone (it failed under load).
+	waitNoInterest(t, e.srv.Server().GlobalAccount(), "tools.api.cli.session.resolve")
 	_, err := e.httpClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 	_, err = e.httpClient().Append(ctxT(t), "s1", nil, events.ToolsToggled{Enabled: ptr(true)})
@@ -306,5 +312,17 @@ func TestConflictEnvelopeAlwaysHasSequences(t *testing.T) {
 	_, _, b = rawHTTP(t, "GET", e.httpURL+"/v1/sessions/a.b", "")
 	if strings.Contains(string(b), "expected") {
 		t.Fatalf("non-conflict reply carries sequences: %s", b)
+	}
+}
+
+// waitNoInterest waits, bounded, until no subscription on acc matches subject.
+func waitNoInterest(t *testing.T, acc *server.Account, subject string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for acc.Interest(subject) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still has %d subscribers 10 s after the connection closed", subject, acc.Interest(subject))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
