@@ -226,6 +226,9 @@ func pcSmallest(hist []porcupine.Operation, info porcupine.LinearizationInfo) st
 	return b.String()
 }
 
+// pcChannels are the writers' channels (#12 item 6: load from several).
+var pcChannels = []string{"web", "slack", "tui"}
+
 // pcFault is one fault and when it was injected.
 type pcFault struct {
 	name string
@@ -320,7 +323,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 				exp := known[s]
 				op := pcOp{Client: w, Session: s, Kind: pcAppend, Actor: actor, Expected: exp, Call: h.now()}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				res, err := eng.eng.Apply(ctx, s, service.Origin{Channel: "web", Actor: actor}, &exp, cmd)
+				res, err := eng.eng.Apply(ctx, s, service.Origin{Channel: pcChannels[w%len(pcChannels)], Actor: actor}, &exp, cmd)
 				cancel()
 				op.Return = h.now()
 				switch {
