@@ -152,7 +152,7 @@ func normalize(t *testing.T, v any) any {
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case map[string]any:
-			for _, k := range []string{"session", "seq", "first_seq", "last_seq", "id", "time", "at_ms", "channel", "actor"} {
+			for _, k := range []string{"session", "seq", "first_seq", "last_seq", "id", "event_ids", "time", "at_ms", "channel", "actor"} {
 				delete(x, k)
 			}
 			for k, e := range x {

@@ -76,7 +76,15 @@ A write (the operations marked "writes events") appends events to the session's 
 stream with optimistic concurrency. ` + "`append`" + ` takes ` + "`expected_seq`" + `: the session's last
 sequence must be exactly that (0: no events yet) or the reply is ` + "`conflict`" + ` (409) with
 ` + "`expected`" + ` and ` + "`actual`" + `; without it the engine retries intent changes that are safe to
-retry. Its reply carries ` + "`first_seq`" + ` and ` + "`last_seq`" + `.
+retry. Its reply carries ` + "`first_seq`" + `, ` + "`last_seq`" + ` and the stored events' ids (` + "`event_ids`" + `).
+
+To retry an ` + "`append`" + ` whose reply was lost (a timeout, a dropped connection, an engine that
+died) without writing it twice, give it an idempotency key: a ULID you generate, as the
+` + "`Idempotency-Key`" + ` header (HTTP, or a NATS message header) or the ` + "`event_id`" + ` field. The first
+stored event gets it as its id (further events of the same append the key plus 1, 2, ...). A
+retry with the same key returns the original ` + "`first_seq`" + `, ` + "`last_seq`" + ` and ` + "`event_ids`" + ` with
+` + "`duplicate`" + ` true and writes nothing, however long after the first call. A key that is not a
+ULID, or a header and a field that differ, is ` + "`invalid`" + ` (400).
 
 Reads come from a projection that folds the log shortly after each append. To read your own
 write, pass the ` + "`last_seq`" + ` of the append as ` + "`min_seq`" + ` (on ` + "`intent`" + ` and ` + "`resolve`" + `): the

@@ -98,6 +98,15 @@ func (c *Client) do(ctx context.Context, name string, req, out any) error {
 	return c.t.call(ctx, op, req, c.actor, out)
 }
 
+// AppendKeyed is Append with an idempotency key (a ULID, see "Safe
+// retries" in the package doc): a retry with the same key returns the
+// original sequences and writes nothing.
+func (c *Client) AppendKeyed(ctx context.Context, session, key string, expected *uint64, cmds ...events.Payload) (AppendResponse, error) {
+	var out AppendResponse
+	err := c.do(ctx, "append", &AppendRequest{Session: session, ExpectedSeq: expected, Commands: cmds, EventID: key}, &out)
+	return out, err
+}
+
 // Append appends commands to a session; expected, when not nil, is the
 // sequence the session must be at.
 func (c *Client) Append(ctx context.Context, session string, expected *uint64, cmds ...events.Payload) (AppendResponse, error) {

@@ -55,6 +55,26 @@
 //	nats req tools.api.web.events.append \
 //	  '{"session":"s1","expected_seq":0,"commands":[{"type":"PresetChosen","preset":"research"}]}'
 //
+// # Safe retries
+//
+// An append's reply names the stored events' ids ("event_ids", ULIDs)
+// beside their sequences. To retry an append whose reply was lost (a
+// timeout, the engine died, the connection dropped) without writing it
+// twice, give it an idempotency key: a ULID the client generates, as the
+// Idempotency-Key header (HTTP, or a NATS message header) or the body's
+// "event_id". The first stored event gets the key as its id (further
+// events of the same commands key+1, key+2, ... as 128-bit numbers). A
+// retry with the same key returns the original first_seq, last_seq and
+// event_ids with "duplicate":true and writes nothing, however long after
+// the first call (the engine searches the session for the key; the log's
+// own dedupe window is 2 minutes). A key that is not a ULID, or a header
+// and a field that differ, is refused (invalid 400).
+//
+//	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Idempotency-Key: 01JD3J8Q6X6B9N6W3F4T2K8V5M' \
+//	  -d '{"commands":[{"type":"ToolDisabled","name":"bash"}]}'
+//	nats req tools.api.web.events.append -H 'Idempotency-Key:01JD3J8Q6X6B9N6W3F4T2K8V5M' \
+//	  '{"session":"s1","commands":[{"type":"ToolDisabled","name":"bash"}]}'
+//
 // # Errors
 //
 // Every error reply is

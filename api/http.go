@@ -151,6 +151,9 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 			return nil, channel, err
 		}
 	}
+	if err := bindIdempotencyKey(req, r.Header.Get(HeaderIdempotencyKey)); err != nil {
+		return nil, channel, err
+	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
 	if tok != nil && tok.Actor != "" {
 		body, _ := fieldString(req, "actor")

@@ -177,6 +177,9 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	if err := decodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}
+	if err := bindIdempotencyKey(req, r.Headers().Get(HeaderIdempotencyKey)); err != nil {
+		return nil, o, err
+	}
 	o.Actor = r.Headers().Get(HeaderActor)
 	if op.Write {
 		o.Channel = channel

@@ -33,6 +33,9 @@ const (
 	// HeaderActor names the writing actor (a user id) on both transports;
 	// it wins over a body "actor" field.
 	HeaderActor = "Engine-Actor"
+	// HeaderIdempotencyKey carries an append's idempotency key (a ULID) on
+	// both transports, as the body's event_id does.
+	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderErrorCode carries the error code on NATS error replies, beside
 	// the micro Nats-Service-Error-Code (the HTTP status).
 	HeaderErrorCode = "Engine-Error-Code"
@@ -306,13 +309,28 @@ func opAppend(ctx context.Context, a *API, r *AppendRequest, o service.Origin) (
 	if len(r.Commands) == 0 {
 		return AppendResponse{}, badRequest(`field "commands" is required: give at least one command, e.g. {"type":"ToolsToggled","enabled":true}`)
 	}
-	res, err := a.eng.Apply(ctx, r.Session, o, r.ExpectedSeq, r.Commands...)
+	res, err := a.eng.ApplyKeyed(ctx, r.Session, o, r.ExpectedSeq, r.EventID, r.Commands...)
 	if err != nil {
 		return AppendResponse{}, err
 	}
 	st := res.State
 	st.Session = r.Session
-	return AppendResponse{Session: r.Session, FirstSeq: res.First, LastSeq: res.Last, Duplicate: res.Duplicate, Retries: res.Retries, State: viewOf(st)}, nil
+	return AppendResponse{Session: r.Session, FirstSeq: res.First, LastSeq: res.Last, Duplicate: res.Duplicate, Retries: res.Retries,
+		EventIDs: res.EventIDs, State: viewOf(st)}, nil
+}
+
+// bindIdempotencyKey sets an append's event_id from the Idempotency-Key
+// header; a header and a body field that differ are refused.
+func bindIdempotencyKey(req any, key string) error {
+	r, ok := req.(*AppendRequest)
+	if !ok || key == "" {
+		return nil
+	}
+	if r.EventID != "" && r.EventID != key {
+		return badRequest("%s header %q differs from the body's event_id %q: send one of them", HeaderIdempotencyKey, clipString(key), clipString(r.EventID))
+	}
+	r.EventID = key
+	return nil
 }
 
 func opIntent(ctx context.Context, a *API, r *IntentRequest, _ service.Origin) (SessionView, error) {

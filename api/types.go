@@ -31,6 +31,13 @@ type AppendRequest struct {
 	// Commands are applied atomically, in order.
 	Commands Commands `json:"commands"`
 	Actor    string   `json:"actor,omitempty"`
+	// EventID is the client's idempotency key, a ULID: the first stored
+	// event gets it as its id (further events of the same commands key+1,
+	// key+2, ...). A retry with the same event_id returns the original
+	// sequences and ids (duplicate true) and writes nothing, also after
+	// the log's dedupe window. The Idempotency-Key header (HTTP and NATS)
+	// sets it too.
+	EventID string `json:"event_id,omitempty"`
 }
 
 // IntentRequest reads a session's stored intent (session.intent).
@@ -300,11 +307,13 @@ type AppendResponse struct {
 	// FirstSeq and LastSeq are the stream sequences of the stored events
 	// (0 when every command was a no-op). Pass LastSeq as min_seq to read
 	// your writes.
-	FirstSeq  uint64      `json:"first_seq"`
-	LastSeq   uint64      `json:"last_seq"`
-	Duplicate bool        `json:"duplicate"`
-	Retries   int         `json:"retries"`
-	State     SessionView `json:"state"`
+	FirstSeq  uint64 `json:"first_seq"`
+	LastSeq   uint64 `json:"last_seq"`
+	Duplicate bool   `json:"duplicate"`
+	Retries   int    `json:"retries"`
+	// EventIDs are the ids (ULIDs) of the stored events, in order.
+	EventIDs []string    `json:"event_ids,omitempty"`
+	State    SessionView `json:"state"`
 }
 
 // CheckpointResponse is the outcome of turn.checkpoint and turn.end.

@@ -16,6 +16,10 @@ type AppendRequest struct {
 	ExpectedSeq *uint64   `json:"expected_seq,omitempty"`
 	Commands    []Command `json:"commands"`
 	Actor       string    `json:"actor,omitempty"`
+	// EventID is an idempotency key (a ULID the caller generates): a
+	// retry with the same EventID returns the original sequences and
+	// writes nothing.
+	EventID string `json:"event_id,omitempty"`
 }
 
 // IntentRequest reads a session; MinSeq (an append's LastSeq) reads your
@@ -159,12 +163,14 @@ func Unpick() Command { return Command{"type": "ToolsPicked", "names": nil} }
 // AppendReply is the outcome of Append: pass LastSeq as MinSeq to read
 // your writes.
 type AppendReply struct {
-	Session   string  `json:"session"`
-	FirstSeq  uint64  `json:"first_seq"`
-	LastSeq   uint64  `json:"last_seq"`
-	Duplicate bool    `json:"duplicate"`
-	Retries   int     `json:"retries"`
-	State     Session `json:"state"`
+	Session   string `json:"session"`
+	FirstSeq  uint64 `json:"first_seq"`
+	LastSeq   uint64 `json:"last_seq"`
+	Duplicate bool   `json:"duplicate"`
+	Retries   int    `json:"retries"`
+	// EventIDs are the stored events' ids.
+	EventIDs []string `json:"event_ids,omitempty"`
+	State    Session  `json:"state"`
 }
 
 // Session is a session's stored state.

@@ -121,6 +121,9 @@ type Log struct {
 	atomic   bool
 	want     jetstream.StreamConfig // what OpenLog made (CheckStream)
 	locks    [512]sync.Mutex
+
+	rcMu sync.Mutex
+	rc   chan struct{} // closed (and replaced) when the connection reconnects
 }
 
 // OpenLog creates the event stream, or verifies and updates an existing one.
@@ -187,6 +190,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	l.stream = stream
 	l.atomic = stream.CachedInfo().Config.AllowAtomicPublish
 	l.want = sc
+	l.watchReconnects()
 	return l, nil
 }
 
@@ -288,18 +292,36 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	mu := l.lock(session)
 	mu.Lock()
 	defer mu.Unlock()
-	var res AppendResult
-	var err error
-	if len(msgs) == 1 {
-		res, err = l.appendOne(ctx, session, expected, msgs[0])
-	} else {
-		res, err = l.appendBatch(ctx, session, expected, msgs)
-	}
+	res, err := l.resendOnReconnect(ctx, func(ctx context.Context) (AppendResult, error) {
+		if len(msgs) == 1 {
+			return l.appendOne(ctx, session, expected, msgs[0])
+		}
+		return l.appendBatch(ctx, session, expected, msgs)
+	})
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		// The server checks the expected sequence (and, for batches, the
 		// ids) before its dedupe window, so a retry of an append that was
 		// stored fails here: look for the ids after expected.
-		if dup, ok := l.findStored(ctx, session, expected, evs); ok {
+		var atLeast uint64 // the leader's last sequence of the session
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			atLeast = ce.Actual
+		}
+		dup, ok, seen := l.findStored(ctx, session, expected, evs)
+		// Direct gets may be answered by a replica that lags the leader
+		// (after a partition heals, say) and miss our own events stored
+		// by an earlier attempt: read again until the replies reach the
+		// sequence the leader reported. Answering "conflict" for a stored
+		// append would tell the caller nothing was written.
+		for wait := 5 * time.Millisecond; !ok && seen < atLeast; wait = min(wait*2, 200*time.Millisecond) {
+			select {
+			case <-ctx.Done():
+				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, ctx.Err())
+			case <-time.After(wait):
+			}
+			dup, ok, seen = l.findStored(ctx, session, expected, evs)
+		}
+		if ok {
 			return dup, nil
 		}
 		if errors.Is(err, errDuplicateInBatch) {
@@ -309,6 +331,95 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	return res, err
 }
 
+// errReconnected cancels an append attempt whose connection reconnected
+// while it waited for the server's reply.
+var errReconnected = errors.New("connection reconnected: re-sending")
+
+// maxResends bounds the re-sends of one append after reconnects (each
+// needs a reconnect, so a flapping connection cannot spin).
+const maxResends = 16
+
+// watchReconnects starts following the connection's status: each
+// reconnect closes the current l.rc. It stops when the connection closes.
+func (l *Log) watchReconnects() {
+	l.rc = make(chan struct{})
+	ch := l.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	go func() {
+		defer l.nc.RemoveStatusListener(ch)
+		for st := range ch {
+			if st == nats.CLOSED {
+				return
+			}
+			l.rcMu.Lock()
+			close(l.rc)
+			l.rc = make(chan struct{})
+			l.rcMu.Unlock()
+		}
+	}()
+}
+
+// reconnected returns a channel closed at the connection's next reconnect.
+func (l *Log) reconnected() <-chan struct{} {
+	l.rcMu.Lock()
+	defer l.rcMu.Unlock()
+	return l.rc
+}
+
+// resendOnReconnect runs attempt and, when the connection reconnects
+// before its reply came, cancels it and runs it again at once: the request
+// went out on the old connection, so no reply is coming, and waiting out
+// the attempt's timeout would stall the append for nothing (#20 item 3).
+// The re-sent messages carry the same ids and expected sequence: if the
+// first ones were stored, the server deduplicates them or reports the
+// expected sequence stale, and Append finds them stored.
+func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
+	for n := 0; ; n++ {
+		rc := l.reconnected()
+		actx, cancel := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-rc:
+				cancel(errReconnected)
+			case <-actx.Done():
+			}
+		}()
+		if n > 0 {
+			// Right after a reconnect the reply may still be lost: the
+			// servers learn the new connection's reply interest over
+			// their routes asynchronously. Ask again soon (the resend
+			// is deduplicated) rather than wait out the whole attempt.
+			t := time.AfterFunc(resendWait, func() { cancel(errReconnected) })
+			defer t.Stop()
+		}
+		res, err := attempt(actx)
+		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
+		cancel(nil)
+		if !resend {
+			return res, err
+		}
+	}
+}
+
+// resendWait is how long an append re-sent after a reconnect waits for
+// its reply before it is sent again.
+const resendWait = time.Second
+
+// retryRead runs an idempotent read and asks again, at once, when the
+// connection reconnects before it answered or no answer came within
+// readIdle (a request to a node that died is never answered), while ctx
+// lasts.
+func (l *Log) retryRead(ctx context.Context, read func(context.Context) error) error {
+	for {
+		w := newBatchWait(ctx, l.reconnected())
+		err := read(w.ctx)
+		again := err != nil && errors.Is(context.Cause(w.ctx), errReadAgain) && ctx.Err() == nil
+		w.stop()
+		if !again {
+			return err
+		}
+	}
+}
+
 // errDuplicateInBatch is the server's answer to a batch whose ids are
 // already in the dedupe window (error code 10201).
 var errDuplicateInBatch = errors.New("batch contains an already stored event id")
@@ -316,16 +427,18 @@ var errDuplicateInBatch = errors.New("batch contains an already stored event id"
 const codeBatchDuplicateID jetstream.ErrorCode = 10201
 
 // findStored reports whether every event of evs is stored on the session
-// after seq expected, in order and contiguously, and where.
-func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (AppendResult, bool) {
-	var res AppendResult
+// after seq expected, in order and contiguously, and where; seen is the
+// highest sequence of the session the read reached.
+func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res AppendResult, found bool, seen uint64) {
 	i := 0
-	stop := errors.New("stop")
+	broken := false // a foreign event between two of ours: not ours as a whole
 	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
+		seen = r.Seq
+		if broken || i == len(evs) {
+			return nil
+		}
 		if r.Err != nil || r.Envelope.ID != evs[i].ID {
-			if i > 0 {
-				return stop
-			}
+			broken = i > 0
 			return nil
 		}
 		if i == 0 {
@@ -333,16 +446,13 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 		}
 		res.Last = r.Seq
 		i++
-		if i == len(evs) {
-			return stop
-		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, stop) {
-		return AppendResult{}, false
+	if err != nil {
+		return AppendResult{}, false, seen
 	}
 	res.Duplicate = true
-	return res, i == len(evs)
+	return res, !broken && i == len(evs), seen
 }
 
 func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
@@ -91,23 +92,40 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 	if from == 0 {
 		from = 1
 	}
-	inbox := l.nc.NewRespInbox()
-	sub, err := l.nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
+	var sub *nats.Subscription
+	defer func() {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+	}()
 	apiSubj := "$JS.API.DIRECT.GET." + l.name
+	var seen uint64 // the last sequence handed to fn
 	for {
+		// A fresh inbox per request: the replies of a request given up
+		// on (see below) cannot mix with the next one's.
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		inbox := l.nc.NewRespInbox()
+		var err error
+		if sub, err = l.nc.SubscribeSync(inbox); err != nil {
+			return err
+		}
+		rc := l.reconnected()
 		req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: filter, Batch: readBatch, UpTo: upTo})
 		if err := l.nc.PublishRequest(apiSubj, inbox, req); err != nil {
 			return err
 		}
 		got := 0
 		var last uint64
-		done := false
+		done, again := false, false
+		w := newBatchWait(ctx, rc)
 		for {
-			m, err := sub.NextMsgWithContext(ctx)
+			m, err := w.next(sub)
+			if errors.Is(err, errReadAgain) {
+				again = true // the replica or the connection went away mid-batch
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("from %d: %w", from, err)
 			}
@@ -128,20 +146,79 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 				done = true
 				continue
 			}
+			got++
+			last = seq
+			if seq <= seen {
+				continue // handed over already
+			}
+			seen = seq
 			t, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
 			// A direct get reply carries the stored message's own headers
 			// (Nats-Msg-Id among them) beside the Nats-Stream ones.
 			if err := fn(l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Header.Get(headerMsgID), m.Data)); err != nil {
 				return err
 			}
-			got++
-			last = seq
+		}
+		w.stop()
+		if again {
+			if last > 0 {
+				from = last + 1
+			}
+			continue
 		}
 		if done || got < readBatch || (upTo != 0 && last >= upTo) {
 			return nil
 		}
 		from = last + 1
 	}
+}
+
+// errReadAgain: a direct-get batch stopped arriving; ask again.
+var errReadAgain = errors.New("direct get batch interrupted")
+
+// readIdle is how long a direct-get batch may go without a reply before
+// it is asked again: a replica that dies mid-batch never finishes it.
+const readIdle = time.Second
+
+// batchWait bounds the wait for one direct-get batch's replies: it ends
+// (errReadAgain) when no reply came for readIdle or the connection
+// reconnected (the request went out on the old connection).
+type batchWait struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+func newBatchWait(ctx context.Context, rc <-chan struct{}) *batchWait {
+	wctx, cancel := context.WithCancelCause(ctx)
+	w := &batchWait{ctx: wctx, cancel: cancel}
+	w.timer = time.AfterFunc(readIdle, func() { cancel(errReadAgain) })
+	go func() {
+		select {
+		case <-rc:
+			cancel(errReadAgain)
+		case <-wctx.Done():
+		}
+	}()
+	return w
+}
+
+// next waits for the next reply.
+func (w *batchWait) next(sub *nats.Subscription) (*nats.Msg, error) {
+	m, err := sub.NextMsgWithContext(w.ctx)
+	if err != nil {
+		if errors.Is(context.Cause(w.ctx), errReadAgain) {
+			return nil, errReadAgain
+		}
+		return nil, err
+	}
+	w.timer.Reset(readIdle)
+	return m, nil
+}
+
+func (w *batchWait) stop() {
+	w.timer.Stop()
+	w.cancel(nil)
 }
 
 // Replay calls fn for every event of the stream with sequence >= from, in

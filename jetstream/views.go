@@ -59,7 +59,12 @@ func (v *Views) KV() jetstream.KeyValue { return v.kv }
 func (v *Views) Get(ctx context.Context, key string) ([]byte, error) {
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()
-	e, err := v.kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err := v.log.retryRead(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = v.kv.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}

@@ -153,6 +153,9 @@ type CommandResult struct {
 	Duplicate bool
 	// Retries counts conflicts the engine retried.
 	Retries int
+	// EventIDs are the ids (ULIDs) of the stored events, in order; empty
+	// when the commands were no-ops.
+	EventIDs []string
 	// State is the session after the commands.
 	State aggregate.State
 }
@@ -178,6 +181,12 @@ func retrySafe(cmds []events.Payload) bool {
 // set, the session must be at that sequence (else a conflict is returned);
 // without it, retry-safe commands are re-decided and retried on conflict.
 func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expected *uint64, cmds ...events.Payload) (CommandResult, error) {
+	return e.apply(ctx, session, origin, expected, nil, cmds)
+}
+
+// apply is Apply; ids, when set, names the i-th event decided (a client's
+// idempotency key, see ApplyKeyed).
+func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
@@ -217,6 +226,11 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 			res.State = st
 			return res, nil
 		}
+		if ids != nil {
+			for i := range envs {
+				envs[i].ID = ids(i)
+			}
+		}
 		ar, err := e.appendResend(ctx, session, st.LastSeq, envs)
 		if errors.Is(err, jetstream.ErrConflict) {
 			e.forget(session)
@@ -245,6 +259,9 @@ func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expec
 		}
 		e.remember(next)
 		res.First, res.Last, res.Duplicate, res.State = ar.First, ar.Last, ar.Duplicate, next
+		for _, env := range envs {
+			res.EventIDs = append(res.EventIDs, env.ID)
+		}
 		return res, nil
 	}
 }

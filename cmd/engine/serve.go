@@ -49,6 +49,9 @@ type storeFlags struct {
 	guard     func() error        // asked before each append (serve's disk guard)
 	embedded  *jetstream.Embedded // the embedded server connect started, if any
 	needStore bool                // refuse a data directory without the event stream instead of creating one (issue 12)
+	// waitNATS makes openLog wait for an external cluster that is not
+	// there yet (serve, #20 item 1) instead of failing.
+	waitNATS bool
 }
 
 // leaseOwner names this process in the projection runner's lease. With
@@ -119,6 +122,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: minFree}
 		c.guard = disk.Check
 	}
+	c.waitNATS = true
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
 		return err
@@ -127,10 +131,15 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	nc := jlog.Conn()
 	m := metrics.New()
 	acfg.Observe = m.ObserveRequest
-	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
-		Logger: log.With().Str("component", "projection").Logger(),
-		Elect:  true, Owner: c.leaseOwner(), // one runner per stream (issue 12, item 7)
-	}))
+	var proj *projection.Projection
+	err = waitForNATS(ctx, log, "open the views", func(actx context.Context) error {
+		var err error
+		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
+			Logger: log.With().Str("component", "projection").Logger(),
+			Elect:  true, Owner: c.leaseOwner(), // one runner per stream (issue 12, item 7)
+		}))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -304,6 +313,9 @@ func loadRegistry(path string) (*resolver.Registry, error) {
 // is given) and opens the event stream. The returned func closes the
 // connection and shuts the embedded server down.
 func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sync string) (*jetstream.Log, string, func(), error) {
+	if c.NATS != "" && c.waitNATS {
+		return c.openLogWaiting(ctx, log)
+	}
 	nc, url, shutdown, err := c.connect(ctx, log, listen, sync)
 	if err != nil {
 		return nil, "", nil, err
@@ -318,6 +330,34 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 		return nil, "", nil, err
 	}
 	return jlog, url, closeLog, nil
+}
+
+// openLogWaiting connects to --nats and opens the event stream, waiting
+// (with back-off, saying why) while no node listens or JetStream cannot
+// answer yet: a supervisor may start the engine before the cluster
+// (#20 item 1). It returns early only on a permanent error or when ctx
+// ends.
+func (c *storeFlags) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+	var nc *nats.Conn
+	err := waitForNATS(ctx, log, "connect to "+c.NATS, func(actx context.Context) error {
+		var err error
+		nc, _, _, err = c.connect(actx, log, "", "")
+		return err
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var jlog *jetstream.Log
+	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
+		var err error
+		jlog, err = jetstream.OpenLog(actx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+		return err
+	})
+	if err != nil {
+		nc.Close()
+		return nil, "", nil, err
+	}
+	return jlog, c.NATS, nc.Close, nil
 }
 
 func orNone(s string) string {
