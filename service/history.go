@@ -90,7 +90,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		prevPrefix = prefixOf(deferral.SplitTools(res.Tools, nil))
 	}
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}
@@ -205,7 +205,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
 	var last *EventRef
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}

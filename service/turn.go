@@ -131,6 +131,7 @@ type openTurn struct {
 	turn *deferral.Turn
 	res  *resolver.Resolution
 	req  ResolveRequest
+	seq  uint64 // the session sequence the tools were frozen at
 
 	mu     sync.Mutex
 	native map[string]*nativeView // per native provider: constant for the turn
@@ -254,6 +255,14 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 		return TurnView{}, err
 	}
 	if ot := e.openTurn(session); ot != nil && req.Override.Kind == resolver.OverrideNone {
+		if st.LastSeq < ot.seq {
+			// The turn was frozen after the view read: the reply carries
+			// the state at (or after) the sequence of its tools, never a
+			// stale intent next to frozen tools (#19).
+			if st, err = e.Session(ctx, session, ot.seq); err != nil {
+				return TurnView{}, err
+			}
+		}
 		v := e.viewOf(st, ot.res, ot.turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
 		return v, nil
@@ -306,7 +315,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		fresh := st.LastSeq == 0
 		st = out.State
 		turn := deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg))
-		ot := &openTurn{turn: turn, res: res, req: req}
+		ot := &openTurn{turn: turn, res: res, req: req, seq: st.LastSeq}
 		e.mu.Lock()
 		e.turns[session] = ot
 		e.mu.Unlock()
@@ -339,7 +348,7 @@ func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggrega
 	if err != nil {
 		return nil, st, err
 	}
-	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg)), res: res}
+	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg)), res: res, seq: st.LastSeq}
 	e.mu.Lock()
 	e.turns[session] = ot
 	e.mu.Unlock()
@@ -600,7 +609,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
 	if err != nil {
 		return ResumeResult{}, err
 	}
