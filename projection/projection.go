@@ -102,6 +102,9 @@ type Projection struct {
 	rejected atomic.Uint64
 	folded   atomic.Uint64
 
+	interrupted atomic.Uint64 // feeds that failed and were started again
+	lastErr     atomic.Pointer[error]
+
 	mu      sync.Mutex
 	advance chan struct{} // closed and replaced whenever applied moves
 }
@@ -135,6 +138,18 @@ func (p *Projection) Rejected() uint64 { return p.rejected.Load() }
 // Folded counts events folded since Run started.
 func (p *Projection) Folded() uint64 { return p.folded.Load() }
 
+// Interruptions counts the times Run's feed failed (a lost connection, a
+// leader election, a view write that timed out) and Run started it again
+// from the acknowledged position, and returns the last such error (nil
+// when there was none). Run itself only returns when its context ends.
+func (p *Projection) Interruptions() (uint64, error) {
+	var err error
+	if e := p.lastErr.Load(); e != nil {
+		err = *e
+	}
+	return p.interrupted.Load(), err
+}
+
 // Run folds events until ctx ends, and returns nil then. It resumes after
 // the last acknowledged event of the durable feed (catch-up after a
 // restart). Transient failures (a lost connection, a leader election, a
@@ -149,6 +164,8 @@ func (p *Projection) Run(ctx context.Context) error {
 			return nil
 		}
 		p.caughtUp.Store(false)
+		p.interrupted.Add(1)
+		p.lastErr.Store(&err)
 		p.cfg.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg("projection interrupted: resuming from the acknowledged position")
 		select {
 		case <-ctx.Done():
