@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/service"
 )
 
@@ -269,7 +271,16 @@ func TestUnavailable(t *testing.T) {
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 	_, err = e.httpClient().Append(ctxT(t), "s1", nil, events.ToolsToggled{Enabled: ptr(true)})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
-	// The micro service went with the connection: no responders.
+	// The micro service went with the connection: no responders, once the
+	// server has dropped the closed connection's subscriptions (#19: wait
+	// for that event; a request sent before it reaches a dead subscriber).
+	subj := "tools.api.cli.session.resolve"
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if e.srv.Server().GlobalAccount().SubscriptionInterest(subj) {
+			return fmt.Errorf("the server still has interest in %s", subj)
+		}
+		return nil
+	})
 	_, err = e.natsClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 }
