@@ -160,10 +160,17 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if c.Turn != 0 && c.Turn != want {
 			return nil, fmt.Errorf("decide TurnStarted: turn %d, want %d (the last started turn is %d): %w", c.Turn, want, s.Turn, ErrInvalidCommand)
 		}
-		if s.InTurn {
-			return []events.Payload{events.TurnEnded{Turn: s.Turn}, events.TurnStarted{Turn: want}}, nil
+		if o := c.Override; o != nil && len(o.Names) > lim.MaxPicked {
+			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (R2); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
 		}
-		return one(events.TurnStarted{Turn: want}), nil
+		c.Turn = want // the recorded request (R31) goes with it
+		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
+			return nil, fmt.Errorf("decide TurnStarted: %w: %w", err, ErrInvalidCommand)
+		}
+		if s.InTurn {
+			return []events.Payload{events.TurnEnded{Turn: s.Turn}, c}, nil
+		}
+		return one(c), nil
 	case events.TurnEnded:
 		if s.Turn == 0 {
 			return nil, fmt.Errorf("decide TurnEnded: no turn has started, send TurnStarted{turn:1} first: %w", ErrInvalidCommand)
@@ -253,13 +260,13 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 	}
 	// R2: a picked list that equals an expansion is that expansion frozen.
 	if sameSetModuloWebSearch(seen, availableOnly(reg, reg.DefaultTools())) {
-		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true}%s: %w",
+		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true}%s: %w",
 			webSearchHint(seen), ErrMaterialized)
 	}
 	for _, name := range presets {
 		list, _ := reg.Preset(name)
 		if sameSetModuloWebSearch(seen, list) || sameSetModuloWebSearch(seen, availableOnly(reg, list)) {
-			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (R2); store the intent instead: PresetChosen{preset:%q}%s: %w",
+			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: PresetChosen{preset:%q}%s: %w",
 				name, name, webSearchHint(seen), ErrMaterialized)
 		}
 	}
@@ -273,7 +280,7 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 }
 
 func tooLong(n, max int, presets []string) error {
-	return fmt.Errorf("decide ToolsPicked: picked list has %d names, at most %d allowed; a long list is an expanded tool list, which a session never stores (R2); store the intent instead: ToolsToggled{enabled:true} / PresetChosen{preset:%s}, then ToolDisabled for exceptions: %w",
+	return fmt.Errorf("decide ToolsPicked: picked list has %d names, at most %d allowed; a long list is an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true} / PresetChosen{preset:%s}, then ToolDisabled for exceptions: %w",
 		n, max, presetChoice(presets), ErrMaterialized)
 }
 
@@ -367,7 +374,7 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
 	if c.RegistryVersion == "" {
-		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (R19): %w", ErrInvalidCommand)
+		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (see docs/semantics.md#checkpoints): %w", ErrInvalidCommand)
 	}
 	turn := c.Turn
 	if turn == 0 {
@@ -398,7 +405,7 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 			if _, known := reg.Tool(n); !known && live {
 				return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in registry %s, check the name: %w", n, reg.Version(), ErrUnknownTool)
 			}
-			return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (R19): %w", n, ErrInvalidCommand)
+			return nil, fmt.Errorf("decide CheckpointRecorded: loaded tool %q is not in the recorded contract; every loaded name must belong to it (see docs/semantics.md#checkpoints): %w", n, ErrInvalidCommand)
 		}
 		if live {
 			t, _ := reg.Tool(n)
@@ -408,7 +415,7 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 		}
 	}
 	if !events.ValidHash(c.ContractHash) {
-		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (R19): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
 	}
 	if c.Contract != nil {
 		hashes := make([]string, len(c.Contract))

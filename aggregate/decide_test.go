@@ -51,7 +51,7 @@ func TestDecideMaterializationGuard(t *testing.T) {
 		rev[i], rev[j] = rev[j], rev[i]
 	}
 	decideErr(t, s, def, events.ToolsPicked{Names: rev}, Limits{}, ErrMaterialized,
-		"store the intent instead", `PresetChosen{preset:"minimal"}`, "R2")
+		"store the intent instead", `PresetChosen{preset:"minimal"}`, "docs/semantics.md#picked-lists")
 
 	// Equal to the preset plus the web_search overlay: store both intents.
 	decideErr(t, s, small, events.ToolsPicked{Names: []string{"tool_search", "read_file", "web_search"}}, Limits{}, ErrMaterialized,

@@ -50,7 +50,7 @@ func ExampleDecide() {
 	fmt.Printf("%+v %v\n", out, err)
 	// Output:
 	// true
-	// decide ToolsPicked: picked list equals the whole preset "minimal", an expanded tool list, which a session never stores (R2); store the intent instead: PresetChosen{preset:"minimal"}: expanded tool list refused
+	// decide ToolsPicked: picked list equals the whole preset "minimal", an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: PresetChosen{preset:"minimal"}: expanded tool list refused
 	// [{Preset:minimal}] <nil>
 }
 

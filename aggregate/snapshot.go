@@ -47,7 +47,8 @@ var (
 //	loaded, turn, in_turn, last_seq, events,
 //	checkpoint{loaded_deferred_tools, contract_hash, registry_version,
 //	           turn, seq, contract[{name, hash}]} or nil,
-//	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil
+//	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil,
+//	turn_seq (absent in views written before it: 0)
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what
@@ -88,7 +89,7 @@ func MarshalState(s State) ([]byte, error) {
 
 func encodeState(enc *msgpack.Encoder, s *State) error {
 	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
-	err := enc.EncodeMapLen(12)
+	err := enc.EncodeMapLen(13)
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
@@ -107,6 +108,7 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("skipped"), enc.EncodeUint(s.Skipped),
 		enc.EncodeString("rejected"), enc.EncodeUint(s.Rejected),
 		enc.EncodeString("rejections"), encodeRejections(enc, s.Rejections),
+		enc.EncodeString("turn_seq"), enc.EncodeUint(s.TurnSeq),
 	)
 	return err
 }
@@ -611,7 +613,7 @@ func (d *stateDecoder) state(s *State, v *int64) error {
 		*s, *v = State{}, 0
 		return nil
 	}
-	if n != 12 {
+	if n != 13 {
 		return errArrayStruct
 	}
 	for i := range n {
@@ -659,6 +661,8 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 		return true, d.uint(&s.Rejected)
 	case name == "rejections" || i == 11:
 		return true, d.rejections(&s.Rejections)
+	case name == "turn_seq" || i == 12:
+		return true, d.uint(&s.TurnSeq)
 	}
 	return false, nil
 }

@@ -31,6 +31,7 @@ type refStateWire struct {
 	Skipped    uint64             `msgpack:"skipped"`
 	Rejected   uint64             `msgpack:"rejected"`
 	Rejections []refRejection     `msgpack:"rejections"`
+	TurnSeq    uint64             `msgpack:"turn_seq"`
 }
 
 type refRejection struct {
@@ -82,6 +83,7 @@ func refMarshalState(s State) ([]byte, error) {
 		Skipped: s.Skipped,
 
 		Rejected: s.Rejected,
+		TurnSeq:  s.TurnSeq,
 	}
 	if s.Rejections != nil {
 		w.Rejections = make([]refRejection, len(s.Rejections))
@@ -150,6 +152,7 @@ func refUnmarshalState(b []byte) (State, error) {
 		Skipped: w.Skipped,
 
 		Rejected: w.Rejected,
+		TurnSeq:  w.TurnSeq,
 	}
 	if w.Rejections != nil {
 		s.Rejections = make([]Rejection, len(w.Rejections))
@@ -306,6 +309,7 @@ func genState(t *rapid.T) State {
 		Skipped: genUint(t, "skipped"),
 
 		Rejected: genUint(t, "rejected"),
+		TurnSeq:  genUint(t, "turn_seq"),
 	}
 	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
 	case 1:
@@ -509,7 +513,7 @@ var genKey = rapid.SampledFrom([]string{
 	"v", "session", "intent", "loaded", "turn", "in_turn", "last_seq", "events", "checkpoint", "skipped",
 	"enabled", "web_search", "preset", "disabled", "picked",
 	"loaded_deferred_tools", "contract_hash", "registry_version", "seq", "contract", "name", "hash",
-	"rejected", "rejections", "id", "type", "kind", "reason",
+	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq",
 	"", "V", "extra", "x",
 })
 

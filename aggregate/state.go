@@ -80,6 +80,10 @@ type State struct {
 	Turn uint64
 	// InTurn reports whether turn Turn has started and not ended.
 	InTurn bool
+	// TurnSeq is the stream sequence of the TurnStarted of turn Turn, 0
+	// before the first turn (and in views folded before it was kept): an
+	// engine rebuilds the frozen turn from that event (R31).
+	TurnSeq uint64
 	// LastSeq is the stream sequence of the last applied or skipped event.
 	LastSeq uint64
 	// Events counts applied events.
@@ -149,7 +153,7 @@ func Fold(session string, evs []Stored) State {
 // profile); WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
 // ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
 // ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
-// Loaded; TurnStarted sets Turn and InTurn; TurnEnded clears InTurn;
+// Loaded; TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
 // checkpoint's set.
 func (s *State) ApplyStored(ev Stored) error {
@@ -208,6 +212,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
 	case events.TurnStarted:
 		s.Turn = v.Turn
 		s.InTurn = true
+		s.TurnSeq = seq
 	case events.TurnEnded:
 		s.InTurn = false
 	case events.CheckpointRecorded:

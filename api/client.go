@@ -21,7 +21,9 @@ import (
 )
 
 // Client calls the API, over HTTP (NewClient) or NATS (NewNATSClient),
-// with one method per operation. Errors from the engine are *APIError
+// for programs that already link the engine; a backend that only talks to
+// the engine should import the light package client instead (it links
+// neither nats-server nor the tokenizer). One method per operation. Errors from the engine are *APIError
 // (errors.Is matches service.ErrConflict, service.ErrNoTurn and
 // ErrBadRequest); transport failures are wrapped as they come. A Client is
 // safe for concurrent use.
@@ -67,7 +69,7 @@ func newConfig(opts []ClientOption) clientConfig {
 }
 
 // NewClient returns a client of the HTTP gateway at baseURL (e.g.
-// "http://127.0.0.1:8080"). Without WithChannel it sends no
+// "http://127.0.0.1:7420", the default of engine serve). Without WithChannel it sends no
 // Engine-Channel header, so the server's default channel applies.
 func NewClient(baseURL string, opts ...ClientOption) *Client {
 	c := newConfig(opts)

@@ -21,6 +21,8 @@ const (
 	kindNames                           // [string] or null
 	kindUint                            // a non-negative integer
 	kindContract                        // [{"name":string,"hash":string}] or null
+	kindTurnIntent                      // an events.TurnIntent object or null
+	kindTurnOverride                    // an events.TurnOverride object or null
 )
 
 func (k fieldKind) want() string {
@@ -37,6 +39,10 @@ func (k fieldKind) want() string {
 		return "a non-negative integer"
 	case kindContract:
 		return `an array of {"name":string,"hash":string} or null`
+	case kindTurnIntent:
+		return `an intent object {"enabled","web_search","preset","disabled","picked"} or null`
+	case kindTurnOverride:
+		return `an override object {"kind","intent","allowed","names"} or null`
 	}
 	return "?"
 }
@@ -56,8 +62,11 @@ var commandFields = map[events.Type][]commandField{
 	events.TypeToolEnabled:    {{"name", kindString, true}},
 	events.TypeToolsPicked:    {{"names", kindNames, true}},
 	events.TypeDeferredLoaded: {{"names", kindNames, true}, {"turn", kindUint, false}},
-	events.TypeTurnStarted:    {{"turn", kindUint, false}},
-	events.TypeTurnEnded:      {{"turn", kindUint, false}},
+	events.TypeTurnStarted: {
+		{"turn", kindUint, false}, {"intent", kindTurnIntent, false}, {"profile", kindString, false},
+		{"override", kindTurnOverride, false}, {"registry_version", kindString, false}, {"contract_hash", kindString, false},
+	},
+	events.TypeTurnEnded: {{"turn", kindUint, false}},
 	events.TypeCheckpointRecorded: {
 		{"loaded_deferred_tools", kindNames, false}, {"contract_hash", kindString, true},
 		{"registry_version", kindString, true}, {"turn", kindUint, false}, {"contract", kindContract, false},
@@ -92,7 +101,9 @@ func fieldNames(fs []commandField) string {
 //	{"type":"ToolEnabled","name":"bash"}              name: string
 //	{"type":"ToolsPicked","names":["read_file"]}      names: [string] or null (null unsets)
 //	{"type":"DeferredLoaded","names":["send_message"],"turn":3}   turn optional
-//	{"type":"TurnStarted","turn":4}                   turn optional (0: next)
+//	{"type":"TurnStarted","turn":4}                   turn optional (0: next); the engine
+//	                                                  records intent, profile, override,
+//	                                                  registry_version, contract_hash (R31)
 //	{"type":"TurnEnded","turn":4}                     turn optional (0: current)
 //	{"type":"CheckpointRecorded","loaded_deferred_tools":[...],"contract_hash":"...",
 //	 "registry_version":"...","turn":4,"contract":[{"name":"...","hash":"..."}]}
@@ -163,6 +174,8 @@ type values struct {
 	names    map[string][]string
 	uints    map[string]uint64
 	contract []events.ContractEntry
+	intent   *events.TurnIntent
+	override *events.TurnOverride
 }
 
 func (v *values) set(f commandField, raw json.RawMessage) error {
@@ -237,6 +250,23 @@ func (v *values) set(f commandField, raw json.RawMessage) error {
 			v.uints = map[string]uint64{}
 		}
 		v.uints[f.name] = n
+	case kindTurnIntent, kindTurnOverride:
+		if null {
+			return nil
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var err error
+		if f.kind == kindTurnIntent {
+			v.intent = new(events.TurnIntent)
+			err = dec.Decode(v.intent)
+		} else {
+			v.override = new(events.TurnOverride)
+			err = dec.Decode(v.override)
+		}
+		if err != nil || raw[0] != '{' {
+			return bad()
+		}
 	case kindContract:
 		if null {
 			return nil
@@ -300,7 +330,8 @@ func (v *values) payload() events.Payload {
 	case events.TypeDeferredLoaded:
 		return events.DeferredLoaded{Names: v.names["names"], Turn: v.uints["turn"]}
 	case events.TypeTurnStarted:
-		return events.TurnStarted{Turn: v.uints["turn"]}
+		return events.TurnStarted{Turn: v.uints["turn"], Intent: v.intent, Profile: v.strs["profile"], Override: v.override,
+			RegistryVersion: v.strs["registry_version"], ContractHash: v.strs["contract_hash"]}
 	case events.TypeTurnEnded:
 		return events.TurnEnded{Turn: v.uints["turn"]}
 	case events.TypeCheckpointRecorded:

@@ -45,12 +45,12 @@
 // tool_search_output. Every operation with a "provider" takes anthropic,
 // openai, anthropic-native, anthropic-native-server or openai-native.
 //
-//	curl -X POST localhost:8080/v1/sessions/s1/turn/discover \
+//	curl -X POST 127.0.0.1:7420/v1/sessions/s1/turn/discover \
 //	  -d '{"input":{"query":"github create issue","max_results":3},"provider":"anthropic-native"}'
 //
 // Commands are JSON objects with a "type" (see DecodeCommand), e.g.
 //
-//	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Content-Type: application/json' \
+//	curl -X POST 127.0.0.1:7420/v1/sessions/s1/events -H 'Content-Type: application/json' \
 //	  -d '{"commands":[{"type":"ToolsToggled","enabled":true},{"type":"ToolDisabled","name":"bash"}]}'
 //	nats req tools.api.web.events.append \
 //	  '{"session":"s1","expected_seq":0,"commands":[{"type":"PresetChosen","preset":"research"}]}'

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/toolintent/engine/service"
 )
@@ -74,7 +75,9 @@ func (a *API) httpOp(op *operation) http.Handler {
 	names := pathNames(op.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mp := wantsMsgpack(r.Header.Get("Accept"))
-		resp, err := a.serveHTTP(op, names, r)
+		start := time.Now()
+		resp, channel, err := a.serveHTTP(op, names, r)
+		defer func() { a.observe(op, channel, err, start) }()
 		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == CodeUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
 		}
@@ -98,52 +101,54 @@ func (a *API) httpOp(op *operation) http.Handler {
 	})
 }
 
-func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, error) {
+// serveHTTP answers one request; it also returns the channel ("" when
+// refused before it was known).
+func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, string, error) {
 	tok, err := a.authenticate(op, r)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	channel := a.cfg.HTTPChannel
 	if tok != nil {
 		channel = tok.Channel
 	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
 		if err := validToken(HeaderChannel+" header", ch); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		channel = ch
 	}
 	if err := a.lim.acquire(channel); err != nil {
-		return nil, err
+		return nil, channel, err
 	}
 	defer a.lim.release(channel)
 	req := op.newReq()
 	switch r.Method {
 	case http.MethodPost:
 		if len(r.URL.RawQuery) > 0 {
-			return nil, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
+			return nil, channel, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
 		}
 		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, tooLarge(a.cfg.MaxBodyBytes)
+				return nil, channel, tooLarge(a.cfg.MaxBodyBytes)
 			}
-			return nil, badRequest("read request body: %v", err)
+			return nil, channel, badRequest("read request body: %v", err)
 		}
 		if err := checkContentType(r, data); err != nil {
-			return nil, err
+			return nil, channel, err
 		}
 		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
-			return nil, err
+			return nil, channel, err
 		}
 	default: // GET, HEAD
 		if err := bindQuery(req, r.URL.Query(), names); err != nil {
-			return nil, err
+			return nil, channel, err
 		}
 	}
 	for _, n := range names {
 		if err := bindPath(req, n, r.PathValue(n)); err != nil {
-			return nil, err
+			return nil, channel, err
 		}
 	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
@@ -151,7 +156,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, er
 		body, _ := fieldString(req, "actor")
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
-				return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+				return nil, channel, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
 					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clipString(got), tok.Actor)}
 			}
 		}
@@ -160,7 +165,8 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, er
 	if op.Write {
 		o.Channel = channel
 	}
-	return a.run(r.Context(), op, req, o)
+	resp, err := a.run(r.Context(), op, req, o)
+	return resp, channel, err
 }
 
 func tooLarge(limit int64) error {

@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -68,6 +70,10 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"http":    strings.Join(op.Methods, "|") + " " + op.Path,
 			"write":   strconv.FormatBool(op.Write),
 			"summary": op.Summary,
+			// JSON Schemas of the request and the reply, shown by
+			// `nats micro info` (docs/api.md lists the same).
+			"request_schema":  schemaJSON(schemaOf(op.reqType, nil)),
+			"response_schema": schemaJSON(schemaOf(op.respType, nil)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
@@ -113,13 +119,15 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clipString(r.Reply())).Err(err).Msg("request refused: reply subject is not an inbox")
 			return
 		}
+		start := time.Now()
 		mp := wantsMsgpack(r.Headers().Get("Accept"))
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
 			a.respondError(r, mp, e)
+			a.observe(op, channel, err, start)
 		}
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		req, o, err := a.prepareMicro(op, r, channel)
 		if err != nil {
 			fail(err)
@@ -146,15 +154,18 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 				e := errorOf(err)
 				a.logError(op, e, err)
 				_ = nc.PublishMsg(errorMsg(reply, mp, e))
+				a.observe(op, channel, err, start)
 				return
 			}
 			body, err := encodeReply(resp, mp)
 			if err != nil {
 				late.Add(1)
 				_ = nc.PublishMsg(errorMsg(reply, mp, errorOf(err)))
+				a.observe(op, channel, err, start)
 				return
 			}
 			_ = nc.PublishMsg(&nats.Msg{Subject: reply, Data: body, Header: nats.Header{"Content-Type": []string{contentType(mp)}}})
+			a.observe(op, channel, nil, start)
 		}()
 	})
 }
@@ -226,4 +237,12 @@ func byteSize(n int64) string {
 		s += " (" + strconv.FormatInt(n>>10, 10) + " KiB)"
 	}
 	return s
+}
+
+func schemaJSON(s Schema) string {
+	b, err := json.Marshal(s)
+	if err != nil { // a Schema holds only maps, slices, strings and numbers
+		return "{}"
+	}
+	return string(b)
 }

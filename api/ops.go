@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,14 +66,18 @@ type Operation struct {
 // operation is an Operation with its request type and implementation.
 type operation struct {
 	Operation
-	newReq func() any
-	call   func(ctx context.Context, a *API, req any, o service.Origin) (any, error)
+	newReq   func() any
+	reqType  reflect.Type
+	respType reflect.Type
+	call     func(ctx context.Context, a *API, req any, o service.Origin) (any, error)
 }
 
 func defOp[Req, Resp any](o Operation, call func(ctx context.Context, a *API, req *Req, o service.Origin) (Resp, error)) *operation {
 	return &operation{
 		Operation: o,
 		newReq:    func() any { return new(Req) },
+		reqType:   reflect.TypeFor[Req](),
+		respType:  reflect.TypeFor[Resp](),
 		call: func(ctx context.Context, a *API, req any, org service.Origin) (any, error) {
 			return call(ctx, a, req.(*Req), org)
 		},
@@ -171,6 +176,11 @@ type Config struct {
 	// Logger receives a line per failed request; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
+	// Observe, when set, is called once per request answered, on both
+	// transports, with the operation name, the channel ("" when the
+	// request was refused before its channel was known), the outcome
+	// ("ok" or the error code) and the time taken (metrics).
+	Observe func(op, channel, outcome string, took time.Duration)
 }
 
 // Validate reports every problem of c.
@@ -453,4 +463,16 @@ func opBudget(_ context.Context, a *API, _ *Empty, _ service.Origin) (deferral.B
 	}
 	a.budget = &t
 	return t, nil
+}
+
+// observe reports one answered request to Config.Observe.
+func (a *API) observe(op *operation, channel string, err error, start time.Time) {
+	if a.cfg.Observe == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = errorOf(err).Code
+	}
+	a.cfg.Observe(op.Name, channel, outcome, time.Since(start))
 }

@@ -389,6 +389,12 @@ type HistoryEntry struct {
 	Cause         string          `json:"cause,omitempty"`
 	Turn          uint64          `json:"turn"`
 	InTurn        bool            `json:"in_turn"`
+	// RegistryVersion is the registry this point resolved against: the
+	// open turn's, else the one in force when the event was stored (R25).
+	RegistryVersion string `json:"registry_version"`
+	// Dispatch is, inside a turn, the classification a provider dispatch
+	// at this point records (R21), derived from the log.
+	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
 }
 
 // SessionsResponse lists the sessions that have a view (sessions.list).
@@ -489,6 +495,11 @@ func historyOf(session string, entries []service.HistoryEntry, st aggregate.Stat
 			Tools: nonNil(h.Tools), Gained: h.Gained, Lost: h.Lost,
 			Provider: nonNil(h.Provider), Catalog: nonNil(h.Catalog), Loaded: nonNil(h.Loaded),
 			PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+			RegistryVersion: h.RegistryVersion,
+		}
+		if h.Dispatch != nil {
+			d := dispatchOf(session, *h.Dispatch)
+			e.Dispatch = &d
 		}
 		if h.Payload != nil {
 			e.Payload = &Command{h.Payload}

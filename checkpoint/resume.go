@@ -222,7 +222,7 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 		return Outcome{
 			Restored: []string{},
 			Reason:   "checkpoint names tools that are not deferred in its own contract " + rec.ContractHash + ": " + strings.Join(bad, ", ") + notRestored(names),
-			Tools:    all(DecisionRefused, "the checkpoint names tools that are not deferred in its own contract ("+strings.Join(bad, ", ")+"), so none of it is trusted (R19)"),
+			Tools:    all(DecisionRefused, "the checkpoint names tools that are not deferred in its own contract ("+strings.Join(bad, ", ")+"), so none of it is trusted (see docs/semantics.md#checkpoints)"),
 			cause:    ErrNotInContract,
 		}
 	}
@@ -313,7 +313,7 @@ func decide(name string, recorded map[string]string, current *resolver.Resolutio
 	case !isDeferred(t):
 		d.Kind, d.Reason = DecisionNowResident, "it is resident now, in the provider array without loading"
 	case !wasRecorded:
-		d.Kind, d.Reason = DecisionNotRecorded, "the checkpoint's contract has no entry for it (R19), so nothing proves it unchanged"
+		d.Kind, d.Reason = DecisionNotRecorded, "the checkpoint's contract has no entry for it (see docs/semantics.md#checkpoints), so nothing proves it unchanged"
 	case resolver.ToolHash(t) != hash:
 		d.Kind, d.Reason = DecisionChanged, "its contract entry changed (schema, description, permission or availability): tool_search loads the new one"
 	default:

@@ -25,19 +25,13 @@ import (
 // takes no lock. Returned tools share the Turn's Parameters bytes; treat
 // them as read-only.
 type Turn struct {
-	number          uint64
-	registryVersion string
-	contractHash    string
-	tools           []resolver.Tool // frozen copies, resolution order
-	byName          map[string]int  // name → position in tools; lookups only
+	number uint64
+	*frozen
 
 	mu         sync.Mutex
 	initial    map[string]struct{} // deferred tools loaded when the turn was frozen
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
-
-	namespaces []resolver.Namespace // of the frozen resolution, for the catalog
-	catalogMax int                  // the registry's catalog budget
 
 	index      *Index // the registry's index given to FreezeIndexed, or nil
 	searchOnce sync.Once
@@ -61,39 +55,18 @@ func Freeze(turn uint64, res *resolver.Resolution, loaded []string) *Turn {
 func FreezeIndexed(turn uint64, res *resolver.Resolution, loaded []string, idx *Index) *Turn {
 	t := &Turn{number: turn, loaded: make(map[string]struct{}, len(loaded)), index: idx}
 	if res == nil {
+		t.frozen = &frozen{}
 		return t
 	}
-	t.registryVersion = res.RegistryVersion
-	t.contractHash = res.ContractHash
-	t.namespaces = slices.Clone(res.Namespaces)
-	t.catalogMax = res.CatalogMaxTokens
-	t.tools = make([]resolver.Tool, len(res.Tools))
-	t.byName = make(map[string]int, len(res.Tools))
-	size := 0
-	for i := range res.Tools {
-		size += len(res.Tools[i].Parameters)
-	}
-	buf := make([]byte, 0, size) // one backing array for every schema
-	for i, tool := range res.Tools {
-		if tool.Name == resolver.ToolSearch {
-			tool.Deferred = false // guard 2 of R14
-		}
-		if tool.Parameters != nil {
-			start := len(buf)
-			buf = append(buf, tool.Parameters...)
-			tool.Parameters = buf[start:len(buf):len(buf)]
-		}
-		t.tools[i] = tool
-		if _, dup := t.byName[tool.Name]; !dup {
-			t.byName[tool.Name] = i
-		}
-	}
+	t.frozen = freezeShared(res)
 	for _, name := range loaded {
 		if i, ok := t.byName[name]; ok && t.tools[i].Deferred {
 			t.loaded[name] = struct{}{}
 		}
 	}
-	t.initial = maps.Clone(t.loaded)
+	if len(t.loaded) > 0 {
+		t.initial = maps.Clone(t.loaded)
+	}
 	return t
 }
 

@@ -149,9 +149,7 @@ func encodePayload(s *sticky, p Payload) {
 		s.str("turn")
 		s.uint(v.Turn)
 	case TurnStarted:
-		s.mapLen(1)
-		s.str("turn")
-		s.uint(v.Turn)
+		encodeTurnStarted(s, v)
 	case TurnEnded:
 		s.mapLen(1)
 		s.str("turn")
@@ -337,9 +335,7 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 		p.Turn, err = uintField(m, "turn")
 		return p, err
 	case TypeTurnStarted:
-		var p TurnStarted
-		p.Turn, err = uintField(m, "turn")
-		return p, err
+		return decodeTurnStarted(m)
 	case TypeTurnEnded:
 		var p TurnEnded
 		p.Turn, err = uintField(m, "turn")
@@ -663,7 +659,17 @@ func (p *parser) value(depth int) (any, error) {
 		}
 		return m, nil
 	case msgpcode.IsExt(c):
-		if err := p.d.Skip(); err != nil {
+		// Read the header and check the claimed length against the bytes
+		// left before skipping: the library's Skip allocates a buffer of
+		// the claimed length first (13 input bytes made it allocate 1 MB).
+		_, n, err := p.d.DecodeExtHeader()
+		if err != nil {
+			return nil, p.malformed(err)
+		}
+		if n < 0 || n > p.r.Len() {
+			return nil, fmt.Errorf("extension of %d bytes in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
+		}
+		if _, err := p.r.Seek(int64(n), io.SeekCurrent); err != nil {
 			return nil, p.malformed(err)
 		}
 		return extValue{}, nil

@@ -224,9 +224,71 @@ type DeferredLoaded struct {
 }
 
 // TurnStarted marks the start of a turn; the tool set is frozen (R16).
+//
+// It records what any engine needs to rebuild the frozen turn byte for
+// byte (R31): the resolution request (the session's intent at the start,
+// the agent profile and the per-turn override, each as intent, never an
+// expanded tool list, R2), the registry version it was resolved against
+// and the resulting contract hash. Events written before these fields
+// existed carry only Turn: they decode with the others empty, and an
+// engine rebuilding such a turn uses the session's current intent and its
+// live registry.
 type TurnStarted struct {
 	// Turn is the turn number, starting at 1.
 	Turn uint64 `msgpack:"turn" json:"turn"`
+	// Intent is the session's stored intent when the turn started; nil
+	// when not recorded (older events).
+	Intent *TurnIntent `msgpack:"intent" json:"intent,omitempty"`
+	// Profile is the agent profile of the turn; "" for none.
+	Profile string `msgpack:"profile" json:"profile,omitempty"`
+	// Override is the per-turn override; nil for none.
+	Override *TurnOverride `msgpack:"override" json:"override,omitempty"`
+	// RegistryVersion is the version of the registry the turn was
+	// resolved against; "" when not recorded.
+	RegistryVersion string `msgpack:"registry_version" json:"registry_version,omitempty"`
+	// ContractHash is the contract hash of the frozen resolution; set
+	// together with RegistryVersion.
+	ContractHash string `msgpack:"contract_hash" json:"contract_hash,omitempty"`
+}
+
+// Recorded reports whether the event records its request (RegistryVersion
+// set): a turn an engine can rebuild exactly. Older events do not.
+func (t TurnStarted) Recorded() bool { return t.RegistryVersion != "" }
+
+// TurnIntent is an intent as a TurnStarted records it: the fields of a
+// session's stored intent (R1), nothing else.
+type TurnIntent struct {
+	// Enabled is the master switch: true, false or nil (follow profile).
+	Enabled *bool `msgpack:"enabled" json:"enabled,omitempty"`
+	// WebSearch is the web_search overlay: true, false or nil.
+	WebSearch *bool `msgpack:"web_search" json:"web_search,omitempty"`
+	// Preset is the preset name, "" when unset.
+	Preset string `msgpack:"preset" json:"preset,omitempty"`
+	// Disabled are names (or patterns) switched off by hand.
+	Disabled []string `msgpack:"disabled" json:"disabled,omitempty"`
+	// Picked is the user-curated list, nil when unset.
+	Picked []string `msgpack:"picked" json:"picked"`
+}
+
+// Override kinds of TurnOverride.Kind (R5); no override is a nil
+// *TurnOverride.
+const (
+	OverrideEmpty  = "empty"
+	OverrideIntent = "intent"
+	OverrideNames  = "names"
+)
+
+// TurnOverride is a per-turn override as a TurnStarted records it (R5).
+type TurnOverride struct {
+	// Kind is OverrideEmpty, OverrideIntent or OverrideNames.
+	Kind string `msgpack:"kind" json:"kind"`
+	// Intent is the override intent (Kind OverrideIntent).
+	Intent *TurnIntent `msgpack:"intent" json:"intent,omitempty"`
+	// Allowed filters the defaults (Kind OverrideIntent).
+	Allowed []string `msgpack:"allowed" json:"allowed,omitempty"`
+	// Names are the user's names, in order (Kind OverrideNames): a short
+	// curated list, bounded like a picked list (R2).
+	Names []string `msgpack:"names" json:"names,omitempty"`
 }
 
 // TurnEnded marks the end of a turn.

@@ -591,6 +591,9 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 			string(k) == "loaded_deferred_tools" && t == TypeCheckpointRecorded:
 			bit = seenNames
 			p.names, ok = r.strs()
+		case t == TypeTurnStarted && string(k) != "turn":
+			// A recorded request (R31): the generic decoder reads it.
+			return false
 		case string(k) == "turn" && (t == TypeDeferredLoaded || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
 			bit = seenTurn
 			p.turn, ok = r.uintOrNil()

@@ -114,24 +114,39 @@ func vectors() []vector {
 			Turn:            3,
 			Contract:        []ContractEntry{{Name: "playwright_browser", Hash: strings.Repeat("01", 32)}, {Name: "send_message", Hash: strings.Repeat("02", 32)}},
 		})},
-		{name: "v1_tools_toggled", description: "v1 ToolsToggled: key tools_enabled, no channel/actor; upcast to enabled (R3)",
+		{name: "v1_tools_toggled", description: "v1 ToolsToggled: key tools_enabled, no channel/actor; read as v2 with enabled",
 			raw: with(header(13, 1, "ToolsToggled"), kv{"data", []kv{{"tools_enabled", false}}})},
-		{name: "v1_preset_chosen", description: "v1 PresetChosen: key toolset, no channel/actor; upcast to preset (R3)",
+		{name: "v1_preset_chosen", description: "v1 PresetChosen: key toolset, no channel/actor; read as v2 with preset",
 			raw: with(header(14, 1, "PresetChosen"), kv{"data", []kv{{"toolset", "coding"}}})},
-		{name: "v1_checkpoint_recorded", description: "v1 CheckpointRecorded without loaded_deferred_tools: the empty set (R3, R20)",
+		{name: "v1_checkpoint_recorded", description: "v1 CheckpointRecorded without loaded_deferred_tools: read as v2 with the empty set",
 			raw: with(header(15, 1, "CheckpointRecorded"), kv{"data", []kv{{"contract_hash", strings.Repeat("cd", 32)}, {"registry_version", "builtin-2025.1"}, {"turn", 7}}})},
 		{name: "v2_foreign_writer", description: "v2 written by another language: other key order, extra keys at both levels are ignored",
 			raw: []kv{{"type", "ToolsPicked"}, {"v", 2}, {"data", []kv{{"names", []string{}}, {"ui_hint", "compact"}}}, {"trace_id", "abc"},
 				{"time_ms", vecTime + 16}, {"actor", "bot"}, {"channel", "slack"}, {"session", vecSession}, {"id", vecID(16)}}},
-		{name: "bad_unknown_type", description: "an unknown type: *DecodeError matching ErrUnknownType, header still reported (R26)",
+		{name: "turn_started_recorded", description: "v2 TurnStarted recording its request: the session's intent, the profile, an override intent, the registry version and the contract hash", env: v2(22, TurnStarted{
+			Turn:            4,
+			Intent:          &TurnIntent{Enabled: bp(true), Preset: "research", Disabled: []string{"bash"}},
+			Profile:         "coder",
+			Override:        &TurnOverride{Kind: OverrideIntent, Intent: &TurnIntent{WebSearch: bp(true)}},
+			RegistryVersion: "builtin-2026.12.1",
+			ContractHash:    strings.Repeat("ef", 32),
+		})},
+		{name: "turn_started_override_names", description: "v2 TurnStarted with an override of names, a short user-curated list", env: v2(23, TurnStarted{
+			Turn:            5,
+			Intent:          &TurnIntent{},
+			Override:        &TurnOverride{Kind: OverrideNames, Names: []string{"read_file", "grep"}},
+			RegistryVersion: "builtin-2026.12.1",
+			ContractHash:    strings.Repeat("0f", 32),
+		})},
+		{name: "bad_unknown_type", description: "an unknown type: kept in the log and skipped; the header is still reported",
 			raw: with(header(17, 2, "ToolsRenamed"), kv{"channel", "web"}, kv{"actor", "x"}, kv{"data", []kv{{"from", "a"}}}), wantErr: ErrUnknownType},
-		{name: "bad_future_version", description: "schema version 3: ErrFutureVersion",
+		{name: "bad_future_version", description: "schema version 3 (newer than this reader): kept in the log and skipped",
 			raw: with(header(18, 3, "ToolsToggled"), kv{"data", []kv{{"enabled", true}}}), wantErr: ErrFutureVersion},
-		{name: "bad_tool_name", description: "a tool name outside ^[a-z][a-z0-9_-]{0,63}$: ErrMalformed",
+		{name: "bad_tool_name", description: "a tool name outside ^[A-Za-z][A-Za-z0-9_-]{0,63}$: malformed, kept in the log and skipped",
 			raw: with(header(19, 2, "ToolDisabled"), kv{"data", []kv{{"name", "Bash Tool"}}}), wantErr: ErrMalformed},
-		{name: "bad_no_actor", description: "a v2 event without an actor (v2 names who wrote every event): ErrMalformed",
+		{name: "bad_no_actor", description: "a v2 event without an actor (v2 names who wrote every event): malformed, kept in the log and skipped",
 			raw: with(header(21, 2, "ToolsToggled"), kv{"channel", "web"}, kv{"actor", ""}, kv{"data", []kv{{"enabled", true}}}), wantErr: ErrMalformed},
-		{name: "bad_session", description: "a session id with a dot (two NATS tokens): ErrMalformed",
+		{name: "bad_session", description: "a session id with a dot (two NATS tokens): malformed, kept in the log and skipped",
 			raw: []kv{{"id", vecID(20)}, {"session", "a.b"}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 1}}}}, wantErr: ErrMalformed},
 	}
 }
@@ -155,11 +170,13 @@ type expected struct {
 	Header      map[string]any `json:"error_header,omitempty"`
 }
 
+// sentinelName is the wire-level name of a decode error in the vector
+// files (no Go identifiers there: foreign clients read them, #17 item 3).
 func sentinelName(err error) string {
 	for _, s := range []struct {
 		name string
 		err  error
-	}{{"ErrUnknownType", ErrUnknownType}, {"ErrFutureVersion", ErrFutureVersion}, {"ErrMalformed", ErrMalformed}} {
+	}{{"unknown_type", ErrUnknownType}, {"future_version", ErrFutureVersion}, {"malformed", ErrMalformed}} {
 		if errors.Is(err, s.err) {
 			return s.name
 		}

@@ -32,7 +32,10 @@ var ErrBrokenRule = errors.New("event breaks a fold rule")
 //     contract entry's hash are HashLen lower-case hex digits, the
 //     registry version is not empty, and every loaded tool is an entry of
 //     the contract (so a checkpoint that loads tools without a contract is
-//     refused) (R19).
+//     refused) (R19);
+//   - TurnStarted's recorded request is well formed (see checkTurnStarted):
+//     registry version and contract hash together, a valid hash, an
+//     override of one form, curated lists within MaxPicked (R2, R31).
 //
 // The rules that depend on the session (turn order, set bounds) are
 // checked by the fold itself (package aggregate). CheckStored is pure and
@@ -49,7 +52,7 @@ func CheckStored(e Envelope, msgID string) error {
 	switch v := p.(type) {
 	case ToolsPicked:
 		if len(v.Names) > MaxPicked {
-			return fmt.Errorf("ToolsPicked has %d names, at most %d: a long list is an expanded tool list (R2); store ToolsToggled or PresetChosen and ToolDisabled exceptions instead: %w", len(v.Names), MaxPicked, ErrBrokenRule)
+			return fmt.Errorf("ToolsPicked has %d names, at most %d: a long list is an expanded tool list (see docs/semantics.md#picked-lists); store ToolsToggled or PresetChosen and ToolDisabled exceptions instead: %w", len(v.Names), MaxPicked, ErrBrokenRule)
 		}
 		for i, n := range v.Names {
 			if slices.Contains(v.Names[:i], n) {
@@ -58,6 +61,8 @@ func CheckStored(e Envelope, msgID string) error {
 		}
 	case CheckpointRecorded:
 		return checkCheckpoint(v)
+	case TurnStarted:
+		return checkTurnStarted(v)
 	}
 	return nil
 }
@@ -77,9 +82,9 @@ func checkCheckpoint(v CheckpointRecorded) error {
 	for _, n := range v.Loaded {
 		if !slices.ContainsFunc(v.Contract, func(c ContractEntry) bool { return c.Name == n }) {
 			if len(v.Contract) == 0 {
-				return fmt.Errorf("CheckpointRecorded loads %q but records no contract; a checkpoint that loads tools lists the contract they belong to (R19): %w", n, ErrBrokenRule)
+				return fmt.Errorf("CheckpointRecorded loads %q but records no contract; a checkpoint that loads tools lists the contract they belong to (see docs/semantics.md#checkpoints): %w", n, ErrBrokenRule)
 			}
-			return fmt.Errorf("CheckpointRecorded loads %q, which is not in its contract; a loaded tool belongs to the contract (R19): %w", n, ErrBrokenRule)
+			return fmt.Errorf("CheckpointRecorded loads %q, which is not in its contract; a loaded tool belongs to the contract (see docs/semantics.md#checkpoints): %w", n, ErrBrokenRule)
 		}
 	}
 	return nil

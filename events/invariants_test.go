@@ -29,6 +29,11 @@ func TestCheckStored(t *testing.T) {
 		cp(func(c *CheckpointRecorded) { c.Loaded, c.Contract = nil, nil }),        // an older writer's empty checkpoint
 		cp(func(c *CheckpointRecorded) { c.Loaded, c.Contract = []string{}, nil }), // empty set, no contract
 		TurnStarted{Turn: 1<<64 - 1}, // the turn order is the session's rule (package aggregate)
+		// R31: a recorded request.
+		TurnStarted{Turn: 2, Intent: &TurnIntent{Picked: seventeen[:MaxPicked]}, Profile: "coder", RegistryVersion: "v1", ContractHash: h("ab"),
+			Override: &TurnOverride{Kind: OverrideNames, Names: []string{"read_file"}}},
+		TurnStarted{Turn: 2, Override: &TurnOverride{Kind: OverrideEmpty}, RegistryVersion: "v1", ContractHash: h("ab")},
+		TurnStarted{Turn: 2, Override: &TurnOverride{Kind: OverrideIntent, Intent: &TurnIntent{Preset: "research"}, Allowed: []string{"bash"}}, RegistryVersion: "v1", ContractHash: h("ab")},
 	}
 	for _, p := range ok {
 		e := validEnv(p)
@@ -52,6 +57,18 @@ func TestCheckStored(t *testing.T) {
 		{"no registry version", cp(func(c *CheckpointRecorded) { c.RegistryVersion = "" }), vecID(1), "no registry_version"},
 		{"tool hash", cp(func(c *CheckpointRecorded) { c.Contract[0].Hash = "1" }), vecID(1), "contract[0] (read_file) hash"},
 		{"loaded without contract", cp(func(c *CheckpointRecorded) { c.Contract = nil }), vecID(1), "records no contract"},
+		// R31, R2: a TurnStarted's recorded request.
+		{"turn hash without version", TurnStarted{Turn: 1, ContractHash: h("ab")}, vecID(1), "record both"},
+		{"turn version without hash", TurnStarted{Turn: 1, RegistryVersion: "v1"}, vecID(1), "record both"},
+		{"turn hash x", TurnStarted{Turn: 1, RegistryVersion: "v1", ContractHash: "x"}, vecID(1), `TurnStarted contract_hash "x"`},
+		{"turn picked expanded", TurnStarted{Turn: 1, Intent: &TurnIntent{Picked: seventeen}}, vecID(1), "intent.picked has 17 names"},
+		{"turn override names expanded", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideNames, Names: seventeen}}, vecID(1), "override.names has 17 names"},
+		{"turn override names twice", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideNames, Names: []string{"a", "a"}}}, vecID(1), `names "a" twice`},
+		{"turn override kind", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: "all"}}, vecID(1), `override kind "all"`},
+		{"turn override empty with names", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideEmpty, Names: []string{"a"}}}, vecID(1), "an empty override has none"},
+		{"turn override names none", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideNames}}, vecID(1), "needs names"},
+		{"turn override intent with names", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideIntent, Names: []string{"a"}}}, vecID(1), "carries names"},
+		{"turn override picked expanded", TurnStarted{Turn: 1, Override: &TurnOverride{Kind: OverrideIntent, Intent: &TurnIntent{Picked: seventeen}}}, vecID(1), "override.intent.picked has 17"},
 		{"loaded outside contract", cp(func(c *CheckpointRecorded) { c.Loaded = []string{"bash"} }), vecID(1), `loads "bash", which is not in its contract`},
 	}
 	for _, c := range bad {

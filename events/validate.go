@@ -133,8 +133,10 @@ func validateNames(field string, names []string) error {
 // validatePayload checks a payload in value form.
 func validatePayload(p Payload) error {
 	switch v := p.(type) {
-	case ToolsToggled, WebSearchSet, TurnStarted, TurnEnded:
+	case ToolsToggled, WebSearchSet, TurnEnded:
 		return nil
+	case TurnStarted:
+		return validateTurnStarted(v)
 	case PresetChosen:
 		if v.Preset == "" {
 			return nil

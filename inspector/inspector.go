@@ -10,6 +10,11 @@
 //
 //	mux.Handle("/inspector/", inspector.Handler())
 //
+// A link opens one session: /inspector/?session=ID (or #session=ID), with
+// &until=SEQ for a point in the past. The view of "now" follows the
+// session live: the page polls the session's sequence every 1.5 s and
+// re-renders when it moved.
+//
 // The page calls /v1/sessions, /v1/sessions/{id}/history, .../resolve,
 // .../explain/{tool}, /v1/registry and /v1/budget, all GET: it writes
 // nothing.

@@ -215,7 +215,7 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 		c := candidate{kind: KindOff, cmds: overlay([]events.Payload{events.ToolsToggled{Enabled: on(false)}}, false),
 			note: "the session stored false: all off"}
 		if flagOn {
-			c.kind, c.note = KindOffWebSearch, "the session stored false with web_search on: exactly [web_search] (R6)"
+			c.kind, c.note = KindOffWebSearch, "the session stored false with web_search on: exactly [web_search] (see docs/semantics.md#master-switch)"
 		}
 		return finish(reg, d, c, nil, lim)
 	}
@@ -248,7 +248,7 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 		return finish(reg, d, candidate{kind: KindOffWebSearch,
 			cmds:   []events.Payload{events.ToolsToggled{Enabled: on(false)}, events.WebSearchSet{Enabled: on(true)}},
 			expand: []string{resolver.WebSearch},
-			note:   "the stored list is exactly [web_search]: tools off with the web_search overlay (R6)" + note}, target, lim)
+			note:   "the stored list is exactly [web_search]: tools off with the web_search overlay (see docs/semantics.md#master-switch)" + note}, target, lim)
 	}
 	hasWS := slices.Contains(target, resolver.WebSearch)
 	base := without(target, resolver.WebSearch)

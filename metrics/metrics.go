@@ -4,12 +4,14 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolintent/engine/internal/buildinfo"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
@@ -31,7 +33,16 @@ type Metrics struct {
 	prefixChange  *prometheus.CounterVec
 	prefixExtend  *prometheus.CounterVec
 	catalogChange *prometheus.CounterVec
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+
+	chMu     sync.Mutex
+	channels map[string]bool // channel label values in use, at most maxChannels
 }
+
+// maxChannels bounds the channel label's values: an HTTP caller names its
+// channel in a header, so beyond this many the others count as "other".
+const maxChannels = 64
 
 // New registers the engine's metrics (and the Go and process collectors)
 // in a fresh registry.
@@ -54,7 +65,7 @@ func New() *Metrics {
 			Name: "engine_undecodable_events_total", Help: "Events the projection kept in the log but could not fold (undecodable, unknown type, future version).",
 		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (R28).",
+			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (see docs/semantics.md#events-the-engine-does-not-apply).",
 		}),
 		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "engine_projection_lag_events", Help: "Events in the log not yet folded into the views.",
@@ -79,6 +90,15 @@ func New() *Metrics {
 			Name: "engine_catalog_changes_total", Help: "Dispatches whose deferred-tool catalog text differs from the session's previous one, by cause.",
 		}, []string{"cause"}),
 	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engine_api_requests_total", Help: "API requests answered (NATS and HTTP), by operation, channel and outcome (ok or the error code).",
+	}, []string{"op", "channel", "outcome"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "engine_api_request_seconds", Help: "Time to answer an API request (NATS and HTTP), by operation, channel and outcome.",
+		Buckets: []float64{1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5, 30},
+	}, []string{"op", "channel", "outcome"})
+	m.channels = map[string]bool{}
+	m.reg.MustRegister(m.requests, m.latency, buildInfo())
 	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.rejected, m.lagEvents, m.lagSeconds,
 		m.folded, m.resolve, m.prefixChange, m.prefixExtend, m.catalogChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []string{"intent", "registry", "discovery", "turn"} {
@@ -89,6 +109,38 @@ func New() *Metrics {
 	m.conflicts.WithLabelValues("true")
 	m.conflicts.WithLabelValues("false")
 	return m
+}
+
+// buildInfo is the constant engine_build_info gauge: 1, with the module
+// version, VCS commit, Go and nats-server versions as labels.
+func buildInfo() prometheus.Collector {
+	b := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "engine_build_info", Help: "The engine's build: version and commit of the module, Go and embedded nats-server versions (value 1).",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": b.Commit, "goversion": b.Go, "nats_server": b.NATSServer},
+	})
+	g.Set(1)
+	return g
+}
+
+// ObserveRequest counts one answered API request and its latency, by
+// operation, channel ("" is "unknown") and outcome ("ok" or the error
+// code); use it as api.Config.Observe.
+func (m *Metrics) ObserveRequest(op, channel, outcome string, took time.Duration) {
+	if channel == "" {
+		channel = "unknown"
+	}
+	m.chMu.Lock()
+	if !m.channels[channel] {
+		if len(m.channels) >= maxChannels {
+			channel = "other"
+		} else {
+			m.channels[channel] = true
+		}
+	}
+	m.chMu.Unlock()
+	m.requests.WithLabelValues(op, channel, outcome).Inc()
+	m.latency.WithLabelValues(op, channel, outcome).Observe(took.Seconds())
 }
 
 // Handler serves /metrics.

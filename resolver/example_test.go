@@ -91,7 +91,7 @@ func ExampleLoad() {
 	fmt.Println(err)
 	// Output:
 	// load registry: invalid registry: default_tools[1]: unknown tool "web_search"; add it to tools or remove it from the list
-	// invalid registry: default_tools: contains "web_search"; remove it, the web_search overlay adds it on request (R7)
+	// invalid registry: default_tools: contains "web_search"; remove it, the web_search overlay adds it on request (see docs/semantics.md#overlay)
 	// invalid registry: presets.full[1]: unknown tool "ghost"; add it to tools or remove it from the list
 }
 

@@ -45,21 +45,21 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 	available := r.tools[i].Available
 	switch req.Override.Kind {
 	case OverrideEmpty:
-		ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
+		ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (see docs/semantics.md#overrides)"
 	case OverrideNames:
 		names := req.Override.Names
 		switch {
 		case len(names) == 0:
-			ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (R5)"
+			ex.Rule, ex.Detail = "override-empty", "the per-turn override is an empty list: no tools this turn (see docs/semantics.md#overrides)"
 		case !containsMatch(names, tool):
 			ex.Rule = "not-in-override-names"
-			ex.Detail = fmt.Sprintf("the per-turn override lists exactly the turn's tools (%d names) and %q is not one of them (R5)", len(names), tool)
+			ex.Detail = fmt.Sprintf("the per-turn override lists exactly the turn's tools (%d names) and %q is not one of them (see docs/semantics.md#overrides)", len(names), tool)
 		case !available:
 			ex.Rule = "unavailable"
 			ex.Detail = fmt.Sprintf("%q is named by the per-turn override but is not available in registry %s; it is reported as unknown", tool, r.version)
 		default:
 			ex.Included, ex.Rule = true, "override-names"
-			ex.Detail = fmt.Sprintf("%q is named by the per-turn override list, which sets exactly the turn's tools (R5)", tool)
+			ex.Detail = fmt.Sprintf("%q is named by the per-turn override list, which sets exactly the turn's tools (see docs/semantics.md#overrides)", tool)
 		}
 	case OverrideIntent:
 		r.explainIntent(&ex, &req.Override.Intent, req.Override.Allowed, req.Profile, available, "per-turn override intent", "disabled-by-override")
@@ -82,9 +82,9 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		switch {
 		case isWS && in.WebSearch != nil && !wsOn && available:
 			ex.Rule = "web_search=false"
-			ex.Detail = "the " + who + " has web_search=false, which adds nothing (R7), and " + detail
+			ex.Detail = "the " + who + " has web_search=false, which adds nothing (see docs/semantics.md#overlay), and " + detail
 		case isWS && !wsOn:
-			ex.Rule, ex.Detail = rule, detail+"; the web_search overlay is unset, which adds nothing (R7)"
+			ex.Rule, ex.Detail = rule, detail+"; the web_search overlay is unset, which adds nothing (see docs/semantics.md#overlay)"
 		default:
 			ex.Rule, ex.Detail = rule, detail
 		}
@@ -97,17 +97,17 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	if in.Enabled != nil && !*in.Enabled {
 		if isWS && wsOn {
 			if !available {
-				unavailable("the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (R6)")
+				unavailable("the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (see docs/semantics.md#master-switch)")
 				return
 			}
 			ex.Included, ex.Rule = true, "web_search-overlay"
-			ex.Detail = "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (R6)"
+			ex.Detail = "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (see docs/semantics.md#master-switch)"
 			return
 		}
 		if wsOn {
-			exclude("enabled=false", "the "+who+" switches tools off (enabled=false); web_search=true keeps only web_search (R6)")
+			exclude("enabled=false", "the "+who+" switches tools off (enabled=false); web_search=true keeps only web_search (see docs/semantics.md#master-switch)")
 		} else {
-			exclude("enabled=false", "the "+who+" switches tools off (enabled=false), which yields no tools (R6)")
+			exclude("enabled=false", "the "+who+" switches tools off (enabled=false), which yields no tools (see docs/semantics.md#master-switch)")
 		}
 		return
 	}
@@ -129,10 +129,10 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 			missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
 		case len(profileAllowed) > 0 && !containsMatch(profileAllowed, tool):
 			missRule = "not-allowed-by-profile:" + profile
-			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (R11)", tool, profile)
+			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool, profile)
 		case len(allowed) > 0 && !containsMatch(allowed, tool):
 			missRule = "not-allowed"
-			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (R11)", tool)
+			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool)
 		default:
 			inBase = true
 			hitRule, hitDetail = label, labelDetail
@@ -172,7 +172,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		if in.Enabled == nil {
 			what = "the " + who + " follows the defaults (no preset, picked list or profile), which expands DEFAULT_TOOLS"
 		}
-		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (R8)", what, r.version, tool))
+		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (see docs/semantics.md#defaults-and-allowed)", what, r.version, tool))
 	}
 
 	if inBase && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
@@ -182,11 +182,11 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	if isWS {
 		if wsOn && (!inBase || containsMatch(in.Disabled, tool)) {
 			if !available {
-				unavailable("the " + who + " has web_search=true, which adds web_search (R7)")
+				unavailable("the " + who + " has web_search=true, which adds web_search (see docs/semantics.md#overlay)")
 				return
 			}
 			ex.Included, ex.Rule = true, "web_search-overlay"
-			ex.Detail = "the " + who + " has web_search=true, which adds web_search when the expansion lacks it (R7)"
+			ex.Detail = "the " + who + " has web_search=true, which adds web_search when the expansion lacks it (see docs/semantics.md#overlay)"
 			return
 		}
 	}

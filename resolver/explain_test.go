@@ -30,7 +30,7 @@ func TestExplainRules(t *testing.T) {
 		{"R1 disabled by override", Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Disabled: []string{"bash"}}}}, "bash", false, "disabled-by-override", "per-turn override intent"},
 		{"R7 overlay adds", Request{Session: Intent{WebSearch: yes}}, "web_search", true, "web_search-overlay", "adds web_search"},
 		{"R7 web_search=false keeps a preset's web_search", Request{Session: Intent{Preset: "research", WebSearch: no}}, "web_search", true, "preset:research", `preset "research"`},
-		{"R7 web_search=false adds nothing", Request{Session: Intent{Enabled: yes, WebSearch: no}}, "web_search", false, "web_search=false", "adds nothing (R7), and the session intent falls back to DEFAULT_TOOLS"},
+		{"R7 web_search=false adds nothing", Request{Session: Intent{Enabled: yes, WebSearch: no}}, "web_search", false, "web_search=false", "adds nothing (see docs/semantics.md#overlay), and the session intent falls back to DEFAULT_TOOLS"},
 		{"R7 web_search=false with a disabled web_search", Request{Session: Intent{Preset: "research", WebSearch: no, Disabled: []string{"web_search"}}}, "web_search", false, "web_search=false", "switched off by hand"},
 		{"R6 web_search=false with enabled=false", Request{Session: Intent{Enabled: no, WebSearch: no}}, "web_search", false, "web_search=false", "switches tools off"},
 		{"R6 enabled=false unset overlay", Request{Session: Intent{Enabled: no}}, "web_search", false, "enabled=false", "overlay is unset"},

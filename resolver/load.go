@@ -225,9 +225,9 @@ func build(data []byte) (*Registry, error) {
 		}
 	}
 	if idx, ok := r.index[ToolSearch]; !ok {
-		l.addf("tools: no tool named %q; add it, it loads deferred tools and is always resident (R14)", ToolSearch)
+		l.addf("tools: no tool named %q; add it, it loads deferred tools and is always resident (see docs/semantics.md#deferral)", ToolSearch)
 	} else if !r.tools[idx].Available {
-		l.addf("tools: %q has available=false; make it available, without it deferred tools are unreachable (R14)", ToolSearch)
+		l.addf("tools: %q has available=false; make it available, without it deferred tools are unreachable (see docs/semantics.md#deferral)", ToolSearch)
 	}
 	if idx, ok := r.index[WebSearch]; ok {
 		r.webSearch = idx + 1
@@ -250,7 +250,7 @@ func build(data []byte) (*Registry, error) {
 			l.addf("default_tools: %q is missing; add it, the defaults must be able to load deferred tools", ToolSearch)
 		}
 		if slices.Contains(list, WebSearch) {
-			l.addf("default_tools: contains %q; remove it, the web_search overlay adds it on request (R7)", WebSearch)
+			l.addf("default_tools: contains %q; remove it, the web_search overlay adds it on request (see docs/semantics.md#overlay)", WebSearch)
 		}
 	}
 
@@ -262,9 +262,9 @@ func build(data []byte) (*Registry, error) {
 			isDefault := setOf(defaultNames)
 			for i, name := range list {
 				if name == ToolSearch {
-					l.addf("deferred_default_tools[%d]: %q can never be deferred (R14); remove it", i, name)
+					l.addf("deferred_default_tools[%d]: %q can never be deferred (see docs/semantics.md#deferral); remove it", i, name)
 				} else if defaultNames != nil && !isDefault[name] {
-					l.addf("deferred_default_tools[%d]: %q is not in default_tools; deferred defaults stay in the defaults (R13), add it there or remove it here", i, name)
+					l.addf("deferred_default_tools[%d]: %q is not in default_tools; deferred defaults stay in the defaults (see docs/semantics.md#deferral), add it there or remove it here", i, name)
 				}
 			}
 			r.deferredDefaults = list
@@ -444,7 +444,7 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 		return
 	}
 	if flag > 0 && t.Name == ToolSearch {
-		l.addf("%s.defer: %q can never be deferred (R14); remove the flag", path, ToolSearch)
+		l.addf("%s.defer: %q can never be deferred (see docs/semantics.md#deferral); remove the flag", path, ToolSearch)
 	}
 	l.firstAt[t.Name] = i
 	r.index[t.Name] = int32(len(r.tools))
@@ -616,7 +616,7 @@ func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []stri
 			e.allowed = l.refs(path+".allowed", list, r.index)
 			for i, name := range list {
 				if _, known := r.index[name]; known && defaultNames != nil && !slices.Contains(defaultNames, name) {
-					l.addf("%s.allowed[%d]: %q is not in default_tools; allowed only filters the defaults (R11), list extra tools in \"tools\" instead", path, i, name)
+					l.addf("%s.allowed[%d]: %q is not in default_tools; allowed only filters the defaults (see docs/semantics.md#defaults-and-allowed), list extra tools in \"tools\" instead", path, i, name)
 					ok = false
 				}
 			}
@@ -627,7 +627,7 @@ func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []stri
 		ok = false
 	}
 	if e.p.Allowed != nil && (e.p.Tools != nil || e.p.Preset != "") {
-		l.addf(`%s: "allowed" filters the defaults and has no effect with "tools" or "preset" (R11); remove one`, path)
+		l.addf(`%s: "allowed" filters the defaults and has no effect with "tools" or "preset" (see docs/semantics.md#defaults-and-allowed); remove one`, path)
 		ok = false
 	}
 	if !ok {

@@ -96,7 +96,7 @@ func (r *Registry) explainReach(ex *Explanation, req Request) {
 	}
 	switch {
 	case in && !ex.Included && ex.Tool == ToolSearch:
-		ex.Detail = fmt.Sprintf("%s was not chosen (%s: %s), but %d deferred tools are in the set and %s is the only way to load them, so it is added (R14)",
+		ex.Detail = fmt.Sprintf("%s was not chosen (%s: %s), but %d deferred tools are in the set and %s is the only way to load them, so it is added (see docs/semantics.md#deferral)",
 			ToolSearch, ex.Rule, ex.Detail, deferredInSet, ToolSearch)
 		ex.Included, ex.Rule = true, RuleToolSearchGuard
 	case !in && ex.Included:
@@ -105,6 +105,6 @@ func (r *Registry) explainReach(ex *Explanation, req Request) {
 			who = "per-turn override intent"
 		}
 		ex.Included, ex.Rule = false, RuleDeferredWithoutSearch
-		ex.Detail = fmt.Sprintf("%q is deferred and the %s disabled %s, the only tool that could load it, so it is left out rather than listed unreachable (R14)", ex.Tool, who, ToolSearch)
+		ex.Detail = fmt.Sprintf("%q is deferred and the %s disabled %s, the only tool that could load it, so it is left out rather than listed unreachable (see docs/semantics.md#deferral)", ex.Tool, who, ToolSearch)
 	}
 }

@@ -274,7 +274,7 @@ func (r *Registry) allowedApplies(in *Intent, profile, what string) error {
 	if base == "" {
 		return nil
 	}
-	return fmt.Errorf("resolve %s: %w: allowed filters the default tools (R11), but this expansion uses %s; drop allowed, or list the tools to remove in disabled", what, ErrInvalidRequest, base)
+	return fmt.Errorf("resolve %s: %w: allowed filters the default tools (see docs/semantics.md#defaults-and-allowed), but this expansion uses %s; drop allowed, or list the tools to remove in disabled", what, ErrInvalidRequest, base)
 }
 
 // allow intersects the allowed set with a request's Allowed list. It

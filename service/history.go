@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
@@ -52,7 +54,8 @@ type HistoryEntry struct {
 	// Intent is the session's intent after the event.
 	Intent resolver.Intent `json:"intent"`
 	// Tools is the resolved tool set after the event; Gained and Lost
-	// compare it with the set before.
+	// compare it with the set before. Inside a turn it is the turn's
+	// frozen set, rebuilt from its TurnStarted (R16, R31).
 	Tools  []string `json:"tools"`
 	Gained []string `json:"gained,omitempty"`
 	Lost   []string `json:"lost,omitempty"`
@@ -63,32 +66,122 @@ type HistoryEntry struct {
 	Loaded []string `json:"loaded"`
 	// PrefixHash is the sha256 of the rendered provider array;
 	// PrefixChanged says whether it differs from before the event, and
-	// Cause why: "intent", "discovery", "checkpoint", "resume" or
-	// "registry" (the checkpoint recorded another registry version).
+	// Cause why: "intent", "discovery", "checkpoint", "resume", "turn" or
+	// "registry" (another registry version was in force, or the checkpoint
+	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
 	PrefixChanged bool   `json:"prefix_changed"`
 	Cause         string `json:"cause,omitempty"`
 	// Turn and InTurn are the turn state after the event.
 	Turn   uint64 `json:"turn"`
 	InTurn bool   `json:"in_turn"`
+	// RegistryVersion is the registry this point resolved against: the
+	// open turn's (recorded in its TurnStarted), else the version in
+	// force when the event was stored (the registry history's timeline),
+	// else the live one (R25).
+	RegistryVersion string `json:"registry_version"`
+	// Dispatch is, inside a turn, the resident/deferred classification a
+	// provider dispatch at this point records (R21): derived from the log,
+	// for any past turn.
+	Dispatch *checkpoint.Dispatch `json:"dispatch,omitempty"`
+}
+
+// registriesAt answers "which registry was in force" for one replay: the
+// registry history's timeline read once, versions loaded once.
+type registriesAt struct {
+	e     *Engine
+	live  *resolver.Registry
+	marks []jetstream.RegistryMark
+	byVer map[string]*resolver.Registry
+}
+
+func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
+	r := &registriesAt{e: e, live: e.Registry(), byVer: map[string]*resolver.Registry{}}
+	if h := e.history(); h != nil {
+		if marks, err := h.Timeline(ctx); err == nil {
+			r.marks = marks
+		} else {
+			e.cfg.Logger.Warn().Err(err).Msg("registry timeline unavailable: history resolves against the live registry")
+		}
+	}
+	return r
+}
+
+// version returns the registry of version v, or nil when no engine and
+// no history holds it.
+func (r *registriesAt) version(ctx context.Context, v string) *resolver.Registry {
+	if reg, ok := r.byVer[v]; ok {
+		return reg
+	}
+	reg, err := r.e.registryOf(ctx, v, nil)
+	if err != nil {
+		reg = nil
+	}
+	r.byVer[v] = reg
+	return reg
+}
+
+// at returns the registry in force at t: the last one recorded at or
+// before t, or the live one when the history has none (or t is zero).
+func (r *registriesAt) at(ctx context.Context, t time.Time) *resolver.Registry {
+	if t.IsZero() {
+		return r.live
+	}
+	i := sort.Search(len(r.marks), func(i int) bool { return r.marks[i].Time.After(t) })
+	if i == 0 {
+		return r.live
+	}
+	if reg := r.version(ctx, r.marks[i-1].Version); reg != nil {
+		return reg
+	}
+	return r.live
+}
+
+// replayedTurn is an open turn as a replay rebuilds it.
+type replayedTurn struct {
+	turn *deferral.Turn
+	res  *resolver.Resolution
+}
+
+// startTurn rebuilds the turn a TurnStarted stored at t opened, for a
+// replay: against its recorded request and registry version, or, for an
+// older event, against req and the registry in force at t.
+func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.TurnStarted, before aggregate.State, t time.Time, req ResolveRequest) (*replayedTurn, error) {
+	var res *resolver.Resolution
+	var err error
+	if ts.Recorded() {
+		res, _, _, err = e.replayTurn(ctx, ts, before)
+	} else {
+		res, err = regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: before.Intent, Profile: req.Profile})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.Loaded), res: res}, nil
 }
 
 // History replays a session's events up to until and returns its timeline:
 // at each event the intent it left, the tools it resolved to and what
-// changed. Resolutions use the live registry (with req's profile); an entry
-// whose checkpoint names another registry version says so.
+// changed. Inside a turn the tools are the turn's, rebuilt from its
+// TurnStarted against the registry version it recorded, with the tools
+// loaded so far in it, and the entry carries the classification a
+// dispatch would record (R21). Outside a turn the intent resolves, with
+// req's profile and override, against the registry in force when the
+// event was stored. Each entry names the registry version it used.
 func (e *Engine) History(ctx context.Context, session string, until Until, req ResolveRequest) ([]HistoryEntry, aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return nil, aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	reg := e.Registry()
+	regs := e.registriesAt(ctx)
 	st := aggregate.State{Session: session}
 	var out []HistoryEntry
-	prevTools, prevPrefix := []string(nil), ""
-	if res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}); err == nil {
+	prevTools, prevPrefix, prevVersion := []string(nil), "", ""
+	if res, err := regs.live.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}); err == nil {
 		prevTools = names(res.Tools)
 		prevPrefix = prefixOf(deferral.SplitTools(res.Tools, nil))
+		prevVersion = res.RegistryVersion
 	}
+	var turn *replayedTurn
 	stop := errors.New("stop")
 	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
@@ -98,27 +191,59 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
 		}
+		before := st.Clone()
+		applied := true
 		if err := st.ApplyStored(storedOf(r)); err != nil {
 			h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
+			applied = false
+		}
+		if applied {
+			switch p := h.Payload.(type) {
+			case events.TurnStarted:
+				t, err := e.startTurn(ctx, regs, p, before, r.Time, req)
+				if err != nil {
+					h.Error = err.Error()
+				}
+				turn = t
+			case events.DeferredLoaded:
+				if turn != nil {
+					load(turn.turn, discoveries([]jetstream.Record{r}, st))
+				}
+			}
+		}
+		if !st.InTurn {
+			turn = nil
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
-		res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
-		if err == nil {
-			split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
-			h.Tools, h.Provider, h.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-			h.PrefixHash = prefixOf(split)
-		} else if h.Error == "" {
-			h.Error = err.Error()
+		if turn != nil {
+			split := turn.turn.Request()
+			h.Tools, h.Provider, h.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
+			h.PrefixHash, h.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
+			d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
+			h.Dispatch = &d
+		} else {
+			reg := regs.at(ctx, r.Time)
+			res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+			if err == nil {
+				split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
+				h.Tools, h.Provider, h.Catalog = names(res.Tools), names(split.Provider), split.Catalog
+				h.PrefixHash, h.RegistryVersion = prefixOf(split), res.RegistryVersion
+			} else if h.Error == "" {
+				h.Error = err.Error()
+			}
 		}
 		h.Gained, h.Lost = diff(prevTools, h.Tools)
 		h.PrefixChanged = h.PrefixHash != prevPrefix
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
+			if h.RegistryVersion != prevVersion && prevVersion != "" {
+				h.Cause = "registry"
+			}
 		}
-		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != reg.Version() {
+		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
-		prevTools, prevPrefix = h.Tools, h.PrefixHash
+		prevTools, prevPrefix, prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
 		out = append(out, h)
 		return nil
 	})
@@ -126,6 +251,22 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		return out, st, err
 	}
 	return out, st, nil
+}
+
+// dispatchOfSplit is the classification a dispatch of split records (R21).
+func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) checkpoint.Dispatch {
+	d := checkpoint.Dispatch{Turn: turn, ContractHash: contractHash}
+	for _, c := range split.Classification {
+		switch {
+		case c.Loaded:
+			d.Loaded = append(d.Loaded, c.Name)
+		case c.Deferred:
+			d.Deferred = append(d.Deferred, c.Name)
+		default:
+			d.Resident = append(d.Resident, c.Name)
+		}
+	}
+	return d
 }
 
 // storedOf is r as the fold takes it.
@@ -143,6 +284,8 @@ func causeOf(r jetstream.Record) string {
 		return "discovery"
 	case events.CheckpointRecorded:
 		return "checkpoint"
+	case events.TurnStarted, events.TurnEnded:
+		return "turn"
 	}
 	return "intent"
 }
@@ -195,29 +338,54 @@ type ExplainResult struct {
 // until (zero: now), naming the rule (preset, profile, registry rule,
 // override) and the event that last changed the outcome or the rule. It
 // replays the session's events, explaining the tool after each event that
-// changes the intent (see aggregate.Blame); every explanation uses the
-// live registry and req's profile and override.
+// changes the intent (see aggregate.Blame), with req's profile and
+// override, against the registry in force at that point: the open turn's
+// recorded version when until falls inside a turn, else the version in
+// force when the last event explained was stored, else (until zero and
+// outside a turn) the live registry. RegistryVersion says which.
 func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (ExplainResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	reg := e.Registry()
-	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
-	var last *EventRef
+	var recs []jetstream.Record
+	st := aggregate.State{Session: session}
+	version := ""
 	stop := errors.New("stop")
 	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}
-		if blame.Apply(storedOf(r)) {
-			ref := refOf(r)
-			last = &ref
+		recs = append(recs, r)
+		if st.ApplyStored(storedOf(r)) == nil {
+			if p, ok := r.Envelope.Payload.(events.TurnStarted); ok {
+				version = p.RegistryVersion
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
 		return ExplainResult{}, err
 	}
-	st := blame.State()
-	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Seq: st.LastSeq}, nil
+	regs := e.registriesAt(ctx)
+	reg := regs.live
+	switch {
+	case st.InTurn && version != "":
+		if r := regs.version(ctx, version); r != nil {
+			reg = r
+		}
+	case !until.Time.IsZero():
+		reg = regs.at(ctx, until.Time)
+	case until.Seq != 0 && len(recs) > 0:
+		reg = regs.at(ctx, recs[len(recs)-1].Time)
+	}
+	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
+	var last *EventRef
+	for _, r := range recs {
+		if blame.Apply(storedOf(r)) {
+			ref := refOf(r)
+			last = &ref
+		}
+	}
+	bst := blame.State()
+	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Seq: bst.LastSeq}, nil
 }

@@ -72,8 +72,9 @@ type Config struct {
 	// MaxRetries bounds conflict retries of retry-safe commands and
 	// re-sends after transport errors. Default 8.
 	MaxRetries int
-	// CacheSize bounds the sessions whose last written state is cached in
-	// memory. Default 100,000.
+	// CacheSize bounds each per-session cache in memory: the last written
+	// states, the open turns rebuilt from the log and the last dispatches.
+	// Default 100,000.
 	CacheSize int
 	// Logger receives structured logs; the zero value logs nothing.
 	Logger zerolog.Logger
@@ -91,10 +92,9 @@ type Engine struct {
 
 	mu     sync.Mutex
 	states map[string]aggregate.State // last state this process wrote or read strongly
-	turns  map[string]*openTurn
-	last   map[string]dispatchMark
 
-	marks *marks // per session: the highest sequence acknowledged or served (#19)
+	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
+	marks *marks    // per session: the highest sequence acknowledged or served (#19)
 }
 
 // New returns an engine over a log, its projection and a registry.
@@ -108,11 +108,11 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 	e := &Engine{
 		log: log, proj: proj, cfg: cfg, clock: time.Now,
 		states: make(map[string]aggregate.State),
-		turns:  make(map[string]*openTurn),
-		last:   make(map[string]dispatchMark),
+		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
 	}
 	e.reg.Store(reg)
+	e.keepRegistry(reg)
 	go deferral.IndexFor(reg) // warm tool_search's index off the first turn's path
 	return e
 }
@@ -124,6 +124,7 @@ func (e *Engine) Registry() *resolver.Registry { return e.reg.Load() }
 // (R16); the next turn and every resolution outside a turn use reg.
 func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
+	e.keepRegistry(reg)       // open turns of either version rebuild without the history
 	go deferral.IndexFor(reg) // built from the previous index: changed tools only
 	if old.Version() != reg.Version() {
 		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")

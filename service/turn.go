@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -127,16 +126,6 @@ type TurnView struct {
 	prefix deferral.Prefix // of Rendering, for the prompt-cache metrics
 }
 
-type openTurn struct {
-	turn *deferral.Turn
-	res  *resolver.Resolution
-	req  ResolveRequest
-	seq  uint64 // the session sequence the tools were frozen at
-
-	mu     sync.Mutex
-	native map[string]*nativeView // per native provider: constant for the turn
-}
-
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.
 type nativeView struct {
@@ -245,27 +234,36 @@ func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nati
 }
 
 // Resolve resolves a session's tools against the live registry, or returns
-// the frozen tools of its open turn (R16). It writes nothing.
+// the frozen tools of its open turn (R16), as rebuilt from the log by any
+// engine (R31). It writes nothing.
 func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
 	}
-	st, err := e.Session(ctx, session, req.MinSeq)
+	return e.resolveView(ctx, session, req, false)
+}
+
+// resolveView is Resolve; latest reads the session from the log first
+// (a dispatch: the turn's discoveries on any engine count), else the
+// view is read, and the log too when the session is in a turn.
+func (e *Engine) resolveView(ctx context.Context, session string, req ResolveRequest, latest bool) (TurnView, error) {
+	var st aggregate.State
+	var err error
+	if latest {
+		st, err = e.latest(ctx, session, req.MinSeq)
+	} else if st, err = e.Session(ctx, session, req.MinSeq); err == nil && (st.InTurn || e.holdsTurn(session)) {
+		st, err = e.latest(ctx, session, req.MinSeq)
+	}
 	if err != nil {
 		return TurnView{}, err
 	}
-	if ot := e.openTurn(session); ot != nil && req.Override.Kind == resolver.OverrideNone {
-		if st.LastSeq < ot.seq {
-			// The turn was frozen after the view read: the reply carries
-			// the state at (or after) the sequence of its tools, never a
-			// stale intent next to frozen tools (#19).
-			if st, err = e.Session(ctx, session, ot.seq); err != nil {
-				return TurnView{}, err
-			}
-		}
-		v := e.viewOf(st, ot.res, ot.turn.Request(), req.Provider, ot)
-		v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
-		return v, nil
+	if st.InTurn && req.Override.Kind == resolver.OverrideNone {
+		var v TurnView
+		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+			v = e.frozenView(st, ot, req.Provider)
+			return nil
+		})
+		return v, err
 	}
 	res, err := e.resolve(st, req)
 	if err != nil {
@@ -277,15 +275,26 @@ func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest
 	return v, nil
 }
 
-func (e *Engine) openTurn(session string) *openTurn {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.turns[session]
+// holdsTurn reports whether this engine holds an open turn of session
+// (the view may not show it yet).
+func (e *Engine) holdsTurn(session string) bool {
+	_, ok := e.ts.turns.get(session)
+	return ok
+}
+
+// frozenView is the view of the open turn ot of st.
+func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) TurnView {
+	v := e.viewOf(st, ot.res, ot.turn.Request(), provider, ot)
+	v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
+	return v
 }
 
 // BeginTurn starts the next turn: it resolves the session's tools, freezes
 // them with the loaded deferred set (R16), and appends TurnStarted (closing
-// a turn left open by a crash first).
+// a turn left open by a crash first). TurnStarted records the request, the
+// registry version and the contract hash, so that any engine rebuilds the
+// turn from the log (R31); the registry is stored in the registry history
+// first.
 func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
@@ -299,11 +308,16 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if err != nil {
 			return TurnView{}, err
 		}
+		if err := e.recordRegistry(ctx, reg); err != nil {
+			// The turn still works here; another engine can rebuild it
+			// only if it holds this registry version.
+			e.cfg.Logger.Error().Err(err).Str("registry", reg.Version()).Msg("registry not stored in the registry history")
+		}
 		var cmds []events.Payload
 		if st.InTurn {
 			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 		}
-		cmds = append(cmds, events.TurnStarted{Turn: st.Turn + 1})
+		cmds = append(cmds, turnStarted(st.Turn+1, st, req, res))
 		expected := st.LastSeq
 		out, err := e.Apply(ctx, session, origin, &expected, cmds...)
 		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
@@ -313,46 +327,15 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
+		loaded := st.Loaded
 		st = out.State
-		turn := deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg))
-		ot := &openTurn{turn: turn, res: res, req: req, seq: st.LastSeq}
-		e.mu.Lock()
-		e.turns[session] = ot
-		e.mu.Unlock()
+		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
+		ot := &openTurn{turn: turn, res: res, req: req, seq: st.TurnSeq, applied: out.Last}
+		e.ts.turns.put(session, ot)
 		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
 		return v, nil
 	}
-}
-
-// turnOf returns the session's open turn, re-freezing it from the log when
-// this process does not hold it (after a restart mid-turn).
-func (e *Engine) turnOf(ctx context.Context, session string) (*openTurn, aggregate.State, error) {
-	st, err := e.current(ctx, session, false, 0)
-	if err != nil {
-		return nil, st, err
-	}
-	if ot := e.openTurn(session); ot != nil && ot.turn.Number() == st.Turn && st.InTurn {
-		return ot, st, nil
-	}
-	if !st.InTurn {
-		st, err = e.current(ctx, session, true, 0)
-		if err != nil {
-			return nil, st, err
-		}
-		if !st.InTurn {
-			return nil, st, fmt.Errorf("session %q: %w: begin a turn first", session, ErrNoTurn)
-		}
-	}
-	res, reg, err := e.resolveWith(st, ResolveRequest{})
-	if err != nil {
-		return nil, st, err
-	}
-	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, st.Loaded, deferral.IndexFor(reg)), res: res, seq: st.LastSeq}
-	e.mu.Lock()
-	e.turns[session] = ot
-	e.mu.Unlock()
-	return ot, st, nil
 }
 
 // DiscoverResult is what tool_search returns, and the turn afterwards.
@@ -403,25 +386,44 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, re
 	if err := req.Search.Validate(); err != nil {
 		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ot, st, err := e.turnOf(ctx, session)
+	st, err := e.latest(ctx, session, 0)
 	if err != nil {
 		return DiscoverResult{}, err
 	}
-	sr, err := ot.turn.Search(req.Search)
-	if err != nil {
-		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	out := DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
-	if len(sr.Loaded) > 0 {
-		res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+	var out DiscoverResult
+	settled := true
+	// One search at a time per turn, so that the turn loads in the order
+	// the log stores the loads.
+	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
+		st = now
+		sr, err := ot.turn.Search(req.Search)
 		if err != nil {
-			return out, err
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		st = res.State
+		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
+		if len(sr.Loaded) > 0 {
+			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+			if err != nil {
+				e.ts.turns.remove(session) // the turn loaded what the log may not hold
+				return err
+			}
+			st = res.State
+			settled = e.settled(session, ot, res.First, res.Last)
+		}
+		if settled {
+			out.View = e.frozenView(st, ot, req.Provider)
+		}
+		return nil
+	})
+	if err != nil || settled {
+		return out, err
 	}
-	out.View = e.viewOf(st, ot.res, ot.turn.Request(), req.Provider, ot)
-	out.View.Turn, out.View.Frozen, out.View.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
-	return out, nil
+	// Another engine wrote in between: the log's order wins.
+	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+		out.View = e.frozenView(st, ot, req.Provider)
+		return nil
+	})
+	return out, err
 }
 
 // discoverOutput renders the tool result of a search for the provider.
@@ -453,7 +455,11 @@ func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req Disc
 // resolution outside a turn) and records its resident/deferred
 // classification for inspection (R21).
 func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
-	v, err := e.Resolve(ctx, session, ResolveRequest{Provider: provider})
+	req := ResolveRequest{Provider: provider}
+	if err := req.validate(); err != nil {
+		return TurnView{}, err
+	}
+	v, err := e.resolveView(ctx, session, req, true)
 	if err != nil {
 		return v, err
 	}
@@ -490,13 +496,8 @@ func (e *Engine) markDispatch(v TurnView) {
 		}
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
-	e.mu.Lock()
-	prev, seen := e.last[v.Session]
-	if len(e.last) >= e.cfg.CacheSize {
-		clear(e.last)
-	}
-	e.last[v.Session] = dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
-	e.mu.Unlock()
+	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	prev, seen := e.ts.last.swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
 	}
@@ -535,9 +536,7 @@ func (e *Engine) markDispatch(v TurnView) {
 // LastDispatch returns the classification recorded by the session's last
 // dispatch in this process (R21).
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m, ok := e.last[session]
+	m, ok := e.ts.last.get(session)
 	return m.view, ok
 }
 
@@ -559,30 +558,44 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (Ch
 	return e.safePoint(ctx, session, origin, true)
 }
 
+// safePoint records the open turn's loaded set, as the log holds it, at
+// the session's last sequence; when another writer moves the session in
+// between, it reads the log again and retries (the checkpoint is derived
+// from the log, so this is safe).
 func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (CheckpointResult, error) {
-	ot, st, err := e.turnOf(ctx, session)
-	if err != nil {
-		return CheckpointResult{}, err
+	for attempt := 0; ; attempt++ {
+		st, err := e.latest(ctx, session, 0)
+		if err != nil {
+			return CheckpointResult{}, err
+		}
+		var out CheckpointResult
+		err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+			rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			cmds := []events.Payload{rec.Event()}
+			if end {
+				cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
+			}
+			expected := st.LastSeq
+			res, err := e.Apply(ctx, session, origin, &expected, cmds...)
+			if err != nil {
+				return err
+			}
+			if end {
+				e.ts.turns.remove(session)
+			} else {
+				e.settled(session, ot, res.First, res.Last)
+			}
+			out = CheckpointResult{Seq: res.Last, Record: rec}
+			return nil
+		})
+		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
+			continue
+		}
+		return out, err
 	}
-	rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
-	if err != nil {
-		return CheckpointResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	cmds := []events.Payload{rec.Event()}
-	if end {
-		cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
-	}
-	expected := st.LastSeq
-	res, err := e.Apply(ctx, session, origin, &expected, cmds...)
-	if err != nil {
-		return CheckpointResult{}, err
-	}
-	if end {
-		e.mu.Lock()
-		delete(e.turns, session)
-		e.mu.Unlock()
-	}
-	return CheckpointResult{Seq: res.Last, Record: rec}, nil
 }
 
 // ResumeResult is the outcome of Resume.
@@ -629,9 +642,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
 	}
 	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
-	e.mu.Lock()
-	delete(e.turns, session)
-	e.mu.Unlock()
+	e.ts.turns.remove(session)
 	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", ErrInvalid, err)

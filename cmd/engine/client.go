@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,24 +22,43 @@ import (
 
 // clientFlags are shared by every subcommand that talks to a running engine.
 type clientFlags struct {
-	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http)."`
+	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http); the scheme may be left out."`
 	JSON    bool          `name:"json" help:"Print the reply as JSON instead of a table."`
 	Channel string        `name:"channel" default:"cli" help:"Channel recorded on events this command writes."`
 	Actor   string        `name:"actor" env:"USER" help:"Actor recorded on events this command writes."`
 	Timeout time.Duration `name:"timeout" default:"30s" help:"Give up after this long."`
 	Token   string        `name:"token" env:"ENGINE_TOKEN" help:"Bearer token for an engine serving with --http-tokens (the channel is then the token's)."`
+	clientNATSFlags
 }
 
-func (f clientFlags) client() *api.Client {
+// client returns the API client: over NATS with --nats, NATS_URL or
+// --context, else over HTTP at --server. A NATS connection lives until
+// the process exits.
+func (f clientFlags) client(ctx context.Context) (*api.Client, error) {
 	actor := f.Actor
 	if actor == "" {
 		actor = "cli"
 	}
 	opts := []api.ClientOption{api.WithChannel(f.Channel), api.WithActor(actor)}
+	if f.clientNATSFlags.wanted() {
+		nc, err := f.clientNATSFlags.connect(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		return api.NewNATSClient(nc, opts...), nil
+	}
 	if f.Token != "" {
 		opts = append(opts, api.WithToken(f.Token), api.WithChannel(""))
 	}
-	return api.NewClient(f.Server, opts...)
+	return api.NewClient(withScheme(f.Server), opts...), nil
+}
+
+// address is where the client talks to, for error messages.
+func (f clientFlags) address() string {
+	if f.NATS != "" {
+		return f.NATS
+	}
+	return withScheme(f.Server)
 }
 
 func (f clientFlags) ctx(parent context.Context) (context.Context, context.CancelFunc) {
@@ -64,6 +84,109 @@ func list(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
+// valueWidth is the widest value of a key/value table row: with a key
+// column of at most 24 columns, tables fit 120 columns.
+const valueWidth = 94
+
+// wrapList is lead followed by xs as list does, broken into lines of at
+// most valueWidth columns after a comma; a continuation line starts with a
+// tab, so tabwriter puts it under the value column of a key\tvalue row.
+func wrapList(lead string, xs []string) string {
+	if len(xs) == 0 {
+		return lead + "-"
+	}
+	var b strings.Builder
+	b.WriteString(lead)
+	n := len(lead)
+	for i, x := range xs {
+		sep := ""
+		if i > 0 {
+			sep = ", "
+		}
+		if i > 0 && n+len(sep)+len(x) > valueWidth {
+			b.WriteString(",\n\t")
+			n, sep = 0, ""
+		}
+		b.WriteString(sep)
+		b.WriteString(x)
+		n += len(sep) + len(x)
+	}
+	return b.String()
+}
+
+// cut shortens s to at most n runes for a table cell ("..." at the end).
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
+}
+
+// toolChange is a history row's tool-set change for a 36-column cell:
+// +gained -lost, cut with how many more (--json has them all).
+func toolChange(gained, lost []string) string {
+	var parts []string
+	for _, g := range gained {
+		parts = append(parts, "+"+g)
+	}
+	for _, l := range lost {
+		parts = append(parts, "−"+l)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	out := ""
+	for i, p := range parts {
+		more := ""
+		if i+1 < len(parts) {
+			more = fmt.Sprintf(" (+%d more)", len(parts)-i-1)
+		}
+		next := strings.TrimSpace(out + " " + p)
+		if len([]rune(next+more)) > 36 && out != "" {
+			return out + fmt.Sprintf(" (+%d more)", len(parts)-i)
+		}
+		out = next
+	}
+	return out
+}
+
+// wrapText breaks s into lines of at most width runes, at a space or
+// after a comma when it can, joining them with sep.
+func wrapText(s string, width int, sep string) string {
+	var lines []string
+	for r := []rune(s); len(r) > 0; {
+		if len(r) <= width {
+			lines = append(lines, string(r))
+			break
+		}
+		at := width
+		for i := width; i > width/2; i-- {
+			if r[i] == ' ' || r[i-1] == ',' {
+				at = i
+				break
+			}
+		}
+		lines = append(lines, strings.TrimRight(string(r[:at]), " "))
+		r = []rune(strings.TrimLeft(string(r[at:]), " "))
+	}
+	return strings.Join(lines, sep)
+}
+
+// paramNames lists the properties of a JSON Schema object, sorted.
+func paramNames(schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 func tri(b *bool, unset string) string {
 	if b == nil {
 		return unset
@@ -79,11 +202,11 @@ func intentRows(w io.Writer, in resolver.Intent) {
 		preset = "unset"
 	}
 	fmt.Fprintf(w, "preset\t%s\n", preset)
-	fmt.Fprintf(w, "disabled\t%s\n", list(in.Disabled))
+	fmt.Fprintf(w, "disabled\t%s\n", wrapList("", in.Disabled))
 	if in.Picked == nil {
 		fmt.Fprintf(w, "picked\tunset\n")
 	} else {
-		fmt.Fprintf(w, "picked\t%s\n", list(in.Picked))
+		fmt.Fprintf(w, "picked\t%s\n", wrapList("", in.Picked))
 	}
 }
 
@@ -169,7 +292,11 @@ func (c *emitCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	res, err := c.client().Append(ctx, c.Session, c.Expected, cmd)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Append(ctx, c.Session, c.Expected, cmd)
 	if err != nil {
 		return err
 	}
@@ -192,7 +319,11 @@ type intentCmd struct {
 func (c *intentCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Intent(ctx, c.Session, c.MinSeq)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Intent(ctx, c.Session, c.MinSeq)
 	if err != nil {
 		return err
 	}
@@ -202,7 +333,7 @@ func (c *intentCmd) Run(ctx context.Context) error {
 			fmt.Fprintf(w, "not applied\tseq %d %s %s: %s\n", r.Seq, r.Type, r.ID, r.Reason)
 		}
 		intentRows(w, v.Intent)
-		fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
 		fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])
 		if cp := v.Checkpoint; cp != nil {
 			fmt.Fprintf(w, "checkpoint\tturn %d, seq %d, loaded %s, contract %s (registry %s)\n", cp.Turn, cp.Seq, list(cp.Loaded), short(cp.ContractHash), cp.RegistryVersion)
@@ -314,12 +445,12 @@ type resolveCmd struct {
 func viewRows(w io.Writer, v service.TurnView) {
 	fmt.Fprintf(w, "session\t%s (seq %d)%s\n", v.Session, v.Seq, frozen(v))
 	fmt.Fprintf(w, "source\t%s\n", v.Source)
-	fmt.Fprintf(w, "provider array\t%d tools: %s\n", len(v.Provider), list(v.Provider))
-	fmt.Fprintf(w, "catalog\t%d deferred: %s\n", len(v.Catalog), list(v.Catalog))
+	fmt.Fprintf(w, "provider array\t%s\n", wrapList(fmt.Sprintf("%d tools: ", len(v.Provider)), v.Provider))
+	fmt.Fprintf(w, "catalog\t%s\n", wrapList(fmt.Sprintf("%d deferred: ", len(v.Catalog)), v.Catalog))
 	if len(v.Unknown) > 0 {
-		fmt.Fprintf(w, "unknown\t%s\n", list(v.Unknown))
+		fmt.Fprintf(w, "unknown\t%s\n", wrapList("", v.Unknown))
 	}
-	fmt.Fprintf(w, "loaded\t%s\n", list(v.Loaded))
+	fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
 	fmt.Fprintf(w, "budget\t%d resident + %d catalog = %d tokens (estimate)\n", v.Budget.Resident, v.Budget.Catalog, v.Budget.Total)
 	fmt.Fprintf(w, "contract\t%s (registry %s)\n", v.ContractHash, v.RegistryVersion)
 	fmt.Fprintf(w, "prefix\t%s (%s, %d bytes)\n", v.PrefixHash, v.RenderedFor, len(v.Rendering))
@@ -339,7 +470,11 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -352,9 +487,9 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 }
 
 type turnCmd struct {
-	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (R16)."`
+	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (see docs/semantics.md#turns)."`
 	Search   turnSearchCmd   `cmd:"" help:"tool_search inside the open turn: load deferred tools into the next request."`
-	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (R21)."`
+	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (see docs/semantics.md#turns)."`
 	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (TurnEnded + checkpoint, atomically)."`
 }
 
@@ -373,7 +508,11 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -405,23 +544,30 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	} else if len(c.Names)+len(c.Query)+len(c.Regex)+c.MaxResults > 0 {
 		return errors.New("give --input alone, or names and flags without --input")
 	}
-	r, err := c.client().ToolSearch(ctx, c.Session, c.Provider, input)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.ToolSearch(ctx, c.Session, c.Provider, input)
 	if err != nil {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
-		fmt.Fprintf(w, "loaded\t%s\n", list(r.Loaded))
+		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", r.Loaded))
 		for _, m := range r.Matches {
 			fmt.Fprintf(w, "match %s\t%s %.3f\n", m.Name, m.Via, m.Score)
 		}
 		if len(r.NotFound) > 0 {
-			fmt.Fprintf(w, "not found\t%s\n", list(r.NotFound))
+			fmt.Fprintf(w, "not found\t%s\n", wrapList("", r.NotFound))
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "note\t%s\n", r.Note)
+			fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
 		}
 		for _, t := range r.Tools {
-			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, t.Parameters)
+			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, wrapList("parameters: ", paramNames(t.Parameters)))
+		}
+		if len(r.Tools) > 0 {
+			fmt.Fprintf(w, "\t(--json prints the full schemas)\n")
 		}
 		viewRows(w, r.View)
 	})
@@ -436,7 +582,11 @@ type turnDispatchCmd struct {
 func (c *turnDispatchCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	v, err := c.client().Dispatch(ctx, c.Session, c.Provider)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cl.Dispatch(ctx, c.Session, c.Provider)
 	if err != nil {
 		return err
 	}
@@ -451,7 +601,11 @@ type turnEndCmd struct {
 func (c *turnEndCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().EndTurn(ctx, c.Session)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.EndTurn(ctx, c.Session)
 	if err != nil {
 		return err
 	}
@@ -460,7 +614,7 @@ func (c *turnEndCmd) Run(ctx context.Context) error {
 
 func checkpointRows(w io.Writer, r api.CheckpointResponse) {
 	fmt.Fprintf(w, "checkpoint\tseq %d, turn %d\n", r.Seq, r.Checkpoint.Turn)
-	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", list(r.Checkpoint.Loaded))
+	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", wrapList("", r.Checkpoint.Loaded))
 	fmt.Fprintf(w, "contract\t%s (registry %s)\n", r.Checkpoint.ContractHash, r.Checkpoint.RegistryVersion)
 }
 
@@ -472,7 +626,11 @@ type checkpointCmd struct {
 func (c *checkpointCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Checkpoint(ctx, c.Session)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Checkpoint(ctx, c.Session)
 	if err != nil {
 		return err
 	}
@@ -493,16 +651,20 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
 	return c.print(r, func(w io.Writer) {
 		switch {
 		case r.Outcome.OK:
-			fmt.Fprintf(w, "resumed\trestored %s\n", list(r.Outcome.Restored))
+			fmt.Fprintf(w, "resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
 		case len(r.Outcome.Restored) > 0:
-			fmt.Fprintf(w, "partly resumed\trestored %s\n", list(r.Outcome.Restored))
+			fmt.Fprintf(w, "partly resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
 		default:
 			fmt.Fprintf(w, "refused\trestored nothing\n")
 		}
@@ -554,12 +716,19 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	h, err := c.client().History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
 	if err != nil {
 		return err
 	}
+	h, err := cl.History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
+	if err != nil {
+		return err
+	}
+	// One row per event (who, when, the tool-set change, the prompt-cache
+	// prefix), the event itself on the lines below it: 120 columns.
 	return c.print(h, func(w io.Writer) {
-		fmt.Fprintf(w, "SEQ\tTIME\tCHANNEL/ACTOR\tEVENT\tGAINED\tLOST\tPREFIX\n")
+		rows := [][]string{{"SEQ", "TIME", "CHANNEL/ACTOR", "TOOLS", "PREFIX"}}
+		var evs []string
 		var prevPicked []string
 		for _, e := range h.Entries {
 			ev := e.Type
@@ -576,7 +745,30 @@ func (c *historyCmd) Run(ctx context.Context) error {
 			if e.PrefixChanged {
 				prefix = "changed (" + e.Cause + ")"
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Channel, e.Actor, ev, list(e.Gained), list(e.Lost), prefix)
+			rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339), cut(e.Channel+"/"+e.Actor, 24), toolChange(e.Gained, e.Lost), prefix})
+			evs = append(evs, ev)
+		}
+		// Aligned by hand: the event lines under each row would split
+		// tabwriter's column blocks.
+		widths := make([]int, len(rows[0]))
+		for _, r := range rows {
+			for i, c := range r {
+				widths[i] = max(widths[i], len([]rune(c)))
+			}
+		}
+		indent := strings.Repeat(" ", widths[0]+2)
+		for i, r := range rows {
+			var line strings.Builder
+			for j, c := range r {
+				line.WriteString(c)
+				if j < len(r)-1 {
+					line.WriteString(strings.Repeat(" ", widths[j]-len([]rune(c))+2))
+				}
+			}
+			fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
+			if i > 0 {
+				fmt.Fprintln(w, indent+wrapText(evs[i-1], 110, "\n"+indent))
+			}
 		}
 		fmt.Fprintf(w, "\nintent at the end\t\n")
 		intentRows(w, h.State.Intent)
@@ -617,7 +809,11 @@ func (c *explainCmd) Run(ctx context.Context) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	r, err := c.client().Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -642,7 +838,11 @@ type sessionsCmd struct {
 func (c *sessionsCmd) Run(ctx context.Context) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	s, err := c.client().Sessions(ctx)
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := cl.Sessions(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ type importCmd struct {
 	File        string `arg:"" type:"existingfile" help:"Legacy session configs (JSON): [{\"session\": \"s1\", \"tools\": [names] | {name: true|false} | true | false | null, \"web_search\": true}, ...], or {\"defaults\": [DEFAULT_TOOLS of that time], \"presets\": {...}, \"sessions\": [...]}."`
 	Apply       bool   `name:"apply" help:"Write the events through the engine's API (every guard applies); default: a dry run that prints the plan."`
 	Registry    string `name:"registry" type:"existingfile" help:"The registry the engine serves (default: the embedded default); --apply checks its version against the engine's."`
-	MaxPicked   int    `name:"max-picked" default:"16" help:"The engine's picked-list bound (R2)."`
+	MaxPicked   int    `name:"max-picked" default:"16" help:"The engine's picked-list bound (see docs/semantics.md#picked-lists)."`
 	MaxDisabled int    `name:"max-disabled" default:"64" help:"The engine's disabled-list bound."`
 }
 
@@ -71,7 +71,10 @@ func (c *importCmd) Run(ctx context.Context) error {
 	if c.Apply {
 		ctx, cancel := c.ctx(ctx)
 		defer cancel()
-		cl := c.client()
+		cl, err := c.client(ctx)
+		if err != nil {
+			return err
+		}
 		info, err := cl.Registry(ctx)
 		if err != nil {
 			return err

@@ -61,6 +61,6 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	el := time.Since(start)
 	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))
-	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (R28)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
+	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (see docs/semantics.md#events-the-engine-does-not-apply)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
 	return nil
 }

@@ -92,6 +92,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	defer closeLog()
 	nc := jlog.Conn()
 	m := metrics.New()
+	acfg.Observe = m.ObserveRequest
 	proj, err := projection.Open(ctx, jlog, m.ProjectionConfig(projection.Config{
 		Logger: log.With().Str("component", "projection").Logger(),
 	}))
@@ -109,6 +110,17 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		Hooks:  m.Hooks(),
 	})
 
+	// Every registry version served stays addressable, so any engine
+	// rebuilds a turn frozen against it (R31).
+	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
+		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
+	} else {
+		eng.SetRegistryHistory(hist)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+	}
+
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	if regStore != nil {
@@ -119,6 +131,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 				return
 			}
 			eng.SetRegistry(r)
+			if err := eng.RecordRegistry(runCtx); err != nil {
+				log.Warn().Err(err).Msg("record the registry in its history")
+			}
 			log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
 		})
 		if err != nil {
@@ -174,8 +189,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("write ready file: %w", err)
 		}
 	}
-	log.Info().Str("nats", url).Str("http", httpAddr).Str("stream", jlog.StreamName()).Str("registry", reg.Version()).Msg("engine serving")
-	fmt.Fprintf(os.Stderr, "engine: serving; NATS %s, HTTP %s, registry %s (Ctrl-C stops)\n", url, orNone(httpAddr), reg.Version())
+	// Shown at every log level but "disabled", as JSON like every other
+	// line (#17 item 6).
+	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", jlog.StreamName()).
+		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
 
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
@@ -277,6 +294,9 @@ func orNone(s string) string {
 func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sync string) (*nats.Conn, string, func(), error) {
 	status := func(event string, err error) {
 		ev := log.Warn().Str("event", event)
+		if event == "closed" { // the engine closes it on a normal exit
+			ev = log.Info().Str("event", event)
+		}
 		if err != nil {
 			ev = ev.Err(err)
 		}
@@ -317,8 +337,8 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 			return nil, "", nil, err
 		}
 		if created {
-			fmt.Fprintf(os.Stderr, "engine: created the embedded NATS server's users engine and admin in %s (mode 0600); "+
-				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>\n", jetstream.CredentialsPath(c.Data))
+			log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600): " +
+				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>")
 		}
 		if c.NATSUser != "" {
 			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}

@@ -1,12 +1,17 @@
 // Session inspector: reads the engine's HTTP API (same origin, GET only)
 // and renders one session. The selection lives in the URL fragment,
 // #session=ID or #session=ID&until=SEQ, so a view can be linked and
-// reloaded. When every part of a view has rendered, <body data-ready>
-// is set to "ID@now" or "ID@SEQ" (tests wait on it).
+// reloaded; a link may also use the query string, ?session=ID&until=SEQ
+// (the fragment wins when both name a session). When every part of a
+// view has rendered, <body data-ready> is set to "ID@now" or "ID@SEQ"
+// (tests wait on it). The live view ("now") follows the session: every
+// POLL_MS the page reads the session's sequence and re-renders when it
+// moved (<body data-seq> is the sequence shown).
 "use strict";
 
 const API = "/v1";
 const EXPLAIN_CONCURRENCY = 6;
+const POLL_MS = 1500;
 
 const state = {
   registry: null,      // GET /v1/registry
@@ -15,6 +20,7 @@ const state = {
   session: "",
   until: 0,            // 0: now
   full: null,          // full history of state.session (the timeline)
+  seq: 0,              // the session's sequence the live view shows
   gen: 0,              // bumps on every load; stale responses are dropped
   explainFilter: "all",
 };
@@ -95,7 +101,8 @@ function clearError() {
 // ---------- routing ----------
 
 function parseHash() {
-  const p = new URLSearchParams(location.hash.replace(/^#/, ""));
+  let p = new URLSearchParams(location.hash.replace(/^#/, ""));
+  if (!p.get("session")) p = new URLSearchParams(location.search);
   const until = parseInt(p.get("until") || "0", 10);
   return { session: p.get("session") || "", until: Number.isFinite(until) && until > 0 ? until : 0 };
 }
@@ -184,6 +191,10 @@ async function load() {
     const [full, at] = await Promise.all([fullP, atP]);
     if (gen !== state.gen) return;
     state.full = full;
+    if (!until) {
+      state.seq = full.state.seq;
+      document.body.dataset.seq = String(full.state.seq);
+    }
     renderTimeline(full, until);
     const point = at.entries.length ? at.entries[at.entries.length - 1] : null;
     renderIntent(at.state, point);
@@ -400,6 +411,7 @@ function renderTools(view, b, point, until) {
     el("div", { class: "budget-notes" },
       el("span", {}, "prefix ", el("code", { class: "hash", title: until ? point.prefix_hash : view.prefix_hash }, short(until ? point.prefix_hash : view.prefix_hash, 16))),
       el("span", {}, " · contract ", el("code", { class: "hash", title: view.contract_hash }, short(view.contract_hash, 16))),
+      el("span", { id: "budget-registry" }, " · registry ", el("code", {}, until && point && point.registry_version ? point.registry_version : view.registry_version)),
       b.exact ? null : el("span", { class: "warn-text" }, " · catalog estimate leaves out " +
         (b.movedSince.length ? b.movedSince.join(", ") + " (loaded since)" : "nothing, but today's loaded set renders the provider array differently"))));
   // Widths via CSSOM (the page's CSP allows no inline style attributes).
@@ -518,6 +530,29 @@ function applyExplainFilter() {
   for (const b of document.querySelectorAll("#explain-filter button")) b.classList.toggle("on", b.dataset.filter === f);
 }
 
+// ---------- live refresh ----------
+
+// poll re-renders the live view when the session's sequence moved, and
+// refreshes the session list; it skips a hidden tab, a view in the past
+// and a view still loading.
+let polling = false;
+async function poll() {
+  if (polling || document.hidden) return;
+  polling = true;
+  try {
+    await loadSessions();
+    const { session, until } = parseHash();
+    if (!session || until || session !== state.session || !document.body.dataset.ready) return;
+    const gen = state.gen;
+    const v = await getJSON("/sessions/" + enc(session));
+    if (gen === state.gen && v.seq !== state.seq) load();
+  } catch (e) {
+    // the next poll tries again; a view error shows on load
+  } finally {
+    polling = false;
+  }
+}
+
 // ---------- start ----------
 
 function start() {
@@ -531,6 +566,7 @@ function start() {
   budgetOnce();
   registryOnce().then(renderRegistry, showError);
   loadSessions().then(load);
+  setInterval(poll, POLL_MS);
 }
 
 start();

@@ -1,0 +1,376 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Default addresses of `engine serve`.
+const (
+	// DefaultURL is the engine's default HTTP address.
+	DefaultURL = "http://127.0.0.1:7420"
+	// DefaultNATSURL is the embedded NATS server's default address.
+	DefaultNATSURL = "nats://127.0.0.1:4222"
+	// DefaultSubjectPrefix is the default prefix of the API's subjects.
+	DefaultSubjectPrefix = "tools.api"
+	// DefaultChannel is the channel of a NATS client without WithChannel.
+	DefaultChannel = "client"
+	// DefaultTimeout bounds a request whose context has no deadline.
+	DefaultTimeout = 30 * time.Second
+)
+
+// op is one operation of the API (docs/api.md): its NATS subject suffix
+// and its HTTP method and path.
+type op struct {
+	name, subject, method, path string
+}
+
+// The operations, as in docs/api.md (a test checks them against the
+// engine's table).
+var (
+	opAppend     = op{"append", "events.append", http.MethodPost, "/v1/sessions/{session}/events"}
+	opIntent     = op{"intent", "session.intent", http.MethodGet, "/v1/sessions/{session}"}
+	opResolve    = op{"resolve", "session.resolve", http.MethodPost, "/v1/sessions/{session}/resolve"}
+	opHistory    = op{"history", "session.history", http.MethodGet, "/v1/sessions/{session}/history"}
+	opExplain    = op{"explain", "session.explain", http.MethodGet, "/v1/sessions/{session}/explain/{tool}"}
+	opResume     = op{"resume", "session.resume", http.MethodPost, "/v1/sessions/{session}/resume"}
+	opBeginTurn  = op{"turn-begin", "turn.begin", http.MethodPost, "/v1/sessions/{session}/turn/begin"}
+	opDiscover   = op{"turn-discover", "turn.discover", http.MethodPost, "/v1/sessions/{session}/turn/discover"}
+	opDispatch   = op{"turn-dispatch", "turn.dispatch", http.MethodPost, "/v1/sessions/{session}/turn/dispatch"}
+	opInspect    = op{"turn-inspect", "turn.inspect", http.MethodGet, "/v1/sessions/{session}/turn/dispatch"}
+	opCheckpoint = op{"turn-checkpoint", "turn.checkpoint", http.MethodPost, "/v1/sessions/{session}/checkpoint"}
+	opEndTurn    = op{"turn-end", "turn.end", http.MethodPost, "/v1/sessions/{session}/turn/end"}
+	opSessions   = op{"sessions", "sessions.list", http.MethodGet, "/v1/sessions"}
+	opRegistry   = op{"registry", "registry.info", http.MethodGet, "/v1/registry"}
+	opBudget     = op{"budget", "registry.budget", http.MethodGet, "/v1/budget"}
+)
+
+var allOps = []op{opAppend, opIntent, opResolve, opHistory, opExplain, opResume, opBeginTurn, opDiscover,
+	opDispatch, opInspect, opCheckpoint, opEndTurn, opSessions, opRegistry, opBudget}
+
+// Client calls the engine's API over HTTP (NewHTTP) or NATS (NewNATS).
+type Client struct {
+	t       transport
+	actor   string
+	timeout time.Duration
+}
+
+type transport interface {
+	call(ctx context.Context, o op, req, out any, actor string) error
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	hc      *http.Client
+	channel string
+	actor   string
+	token   string
+	prefix  string
+	timeout time.Duration
+}
+
+// WithHTTPClient sets the HTTP client (default http.DefaultClient).
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.hc = hc } }
+
+// WithChannel sets the writing channel: the Engine-Channel header over
+// HTTP (default: none, the server's default channel), the subject token
+// over NATS (default DefaultChannel).
+func WithChannel(ch string) Option { return func(c *config) { c.channel = ch } }
+
+// WithActor sets the Engine-Actor header of every request: the user the
+// events this client writes record.
+func WithActor(actor string) Option { return func(c *config) { c.actor = actor } }
+
+// WithToken sets the bearer token of HTTP requests, for an engine serving
+// with --http-tokens; the channel is then the token's.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithSubjectPrefix sets the NATS subject prefix (default
+// DefaultSubjectPrefix).
+func WithSubjectPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithTimeout bounds each request whose context has no deadline (default
+// DefaultTimeout).
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+func newConfig(opts []Option) config {
+	c := config{hc: http.DefaultClient, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// NewHTTP returns a client of the HTTP API at baseURL ("" is DefaultURL;
+// a URL without a scheme gets http://).
+func NewHTTP(baseURL string, opts ...Option) *Client {
+	c := newConfig(opts)
+	if baseURL == "" {
+		baseURL = DefaultURL
+	}
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	return &Client{t: &httpTransport{base: strings.TrimSuffix(baseURL, "/"), hc: c.hc, channel: c.channel, token: c.token},
+		actor: c.actor, timeout: c.timeout}
+}
+
+// NewNATS returns a client of the engine's NATS micro service over nc.
+func NewNATS(nc *nats.Conn, opts ...Option) *Client {
+	c := newConfig(opts)
+	if c.channel == "" {
+		c.channel = DefaultChannel
+	}
+	if c.prefix == "" {
+		c.prefix = DefaultSubjectPrefix
+	}
+	return &Client{t: &natsTransport{nc: nc, prefix: c.prefix, channel: c.channel}, actor: c.actor, timeout: c.timeout}
+}
+
+func (c *Client) do(ctx context.Context, o op, req, out any) error {
+	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	return c.t.call(ctx, o, req, out, c.actor)
+}
+
+// Append appends intent commands to a session, atomically.
+func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendReply, error) {
+	var out AppendReply
+	return out, c.do(ctx, opAppend, &req, &out)
+}
+
+// Intent reads a session's stored intent, loaded tools, turn and last
+// checkpoint; MinSeq reads your writes.
+func (c *Client) Intent(ctx context.Context, req IntentRequest) (Session, error) {
+	var out Session
+	return out, c.do(ctx, opIntent, &req, &out)
+}
+
+// Resolve resolves a session's tools for a provider request.
+func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, error) {
+	var out TurnView
+	return out, c.do(ctx, opResolve, &req, &out)
+}
+
+// History returns a session's event timeline.
+func (c *Client) History(ctx context.Context, req HistoryRequest) (History, error) {
+	var out History
+	return out, c.do(ctx, opHistory, &req, &out)
+}
+
+// Explain says why a tool is or is not in a session's set.
+func (c *Client) Explain(ctx context.Context, req ExplainRequest) (Explanation, error) {
+	var out Explanation
+	return out, c.do(ctx, opExplain, &req, &out)
+}
+
+// Resume resumes a session after a crash from its last checkpoint.
+func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeReply, error) {
+	var out ResumeReply
+	return out, c.do(ctx, opResume, &req, &out)
+}
+
+// BeginTurn begins the session's next turn and freezes its tools.
+func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (TurnView, error) {
+	var out TurnView
+	return out, c.do(ctx, opBeginTurn, &req, &out)
+}
+
+// Discover is tool_search in the open turn: pass the model's input object
+// as Input, or Names.
+func (c *Client) Discover(ctx context.Context, req DiscoverRequest) (DiscoverReply, error) {
+	var out DiscoverReply
+	return out, c.do(ctx, opDiscover, &req, &out)
+}
+
+// Dispatch returns the provider request of the open turn and records its
+// classification.
+func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (TurnView, error) {
+	var out TurnView
+	return out, c.do(ctx, opDispatch, &req, &out)
+}
+
+// LastDispatch returns the classification of the session's last dispatch
+// in the engine process that served it.
+func (c *Client) LastDispatch(ctx context.Context, req TurnRequest) (DispatchRecord, error) {
+	var out DispatchRecord
+	return out, c.do(ctx, opInspect, &req, &out)
+}
+
+// Checkpoint records a checkpoint of the session's open turn.
+func (c *Client) Checkpoint(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
+	var out CheckpointReply
+	return out, c.do(ctx, opCheckpoint, &req, &out)
+}
+
+// EndTurn ends the open turn at a safe point (turn end and checkpoint).
+func (c *Client) EndTurn(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
+	var out CheckpointReply
+	return out, c.do(ctx, opEndTurn, &req, &out)
+}
+
+// Sessions lists the sessions that have a view.
+func (c *Client) Sessions(ctx context.Context) (SessionList, error) {
+	var out SessionList
+	return out, c.do(ctx, opSessions, &struct{}{}, &out)
+}
+
+// Registry describes the live registry.
+func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
+	var out RegistryInfo
+	return out, c.do(ctx, opRegistry, &struct{}{}, &out)
+}
+
+// Budget returns the live registry's per-turn token table.
+func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
+	var out BudgetTable
+	return out, c.do(ctx, opBudget, &struct{}{}, &out)
+}
+
+// fields returns a request's JSON object as a map.
+func fields(req any) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+type httpTransport struct {
+	base, channel, token string
+	hc                   *http.Client
+}
+
+func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor string) error {
+	m, err := fields(req)
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", o.name, err)
+	}
+	path := o.path
+	for _, name := range []string{"session", "tool"} {
+		if !strings.Contains(path, "{"+name+"}") {
+			continue
+		}
+		var v string
+		if raw, ok := m[name]; ok {
+			_ = json.Unmarshal(raw, &v)
+		}
+		if v == "" {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid", Message: o.name + ": field " + strconv.Quote(name) + " is required"}
+		}
+		path = strings.Replace(path, "{"+name+"}", url.PathEscape(v), 1)
+		delete(m, name)
+	}
+	var body io.Reader
+	if o.method == http.MethodPost {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("%s: encode request: %w", o.name, err)
+		}
+		body = bytes.NewReader(b)
+	} else if len(m) > 0 {
+		q := url.Values{}
+		for k, raw := range m {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				s = string(raw) // numbers, booleans and objects as JSON text
+			}
+			q.Set(k, s)
+		}
+		path += "?" + q.Encode()
+	}
+	hr, err := http.NewRequestWithContext(ctx, o.method, t.base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.name, err)
+	}
+	hr.Header.Set("Accept", "application/json")
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if t.channel != "" && t.token == "" {
+		hr.Header.Set("Engine-Channel", t.channel)
+	}
+	if t.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	if actor != "" {
+		hr.Header.Set("Engine-Actor", actor)
+	}
+	resp, err := t.hc.Do(hr)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", o.method, t.base+path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read reply: %w", o.method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return replyError(resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decode reply: %w", o.method, path, err)
+	}
+	return nil
+}
+
+type natsTransport struct {
+	nc              *nats.Conn
+	prefix, channel string
+}
+
+func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor string) error {
+	subj := t.prefix + "." + t.channel + "." + o.subject
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", o.name, err)
+	}
+	msg := nats.NewMsg(subj)
+	msg.Data = b
+	msg.Header.Set("Content-Type", "application/json")
+	if actor != "" {
+		msg.Header.Set("Engine-Actor", actor)
+	}
+	resp, err := t.nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Message: "no engine answers on " + subj + ": is `engine serve` running, and may this user publish there?"}
+	}
+	if err != nil {
+		return fmt.Errorf("request %s: %w", subj, err)
+	}
+	if code := resp.Header.Get("Nats-Service-Error-Code"); code != "" {
+		status, _ := strconv.Atoi(code)
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		if len(resp.Data) == 0 {
+			return &Error{Status: status, Code: resp.Header.Get("Engine-Error-Code"), Message: resp.Header.Get("Nats-Service-Error")}
+		}
+		return replyError(status, resp.Data)
+	}
+	if err := json.Unmarshal(resp.Data, out); err != nil {
+		return fmt.Errorf("request %s: decode reply: %w", subj, err)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Error is an error reply of the engine (docs/api.md, "Error codes").
+// Status is the HTTP status (over NATS, Nats-Service-Error-Code); Code is
+// stable, Message is for people. Expected and Actual are the sequences of
+// a conflict.
+type Error struct {
+	Status   int    `json:"-"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Expected uint64 `json:"expected,omitempty"`
+	Actual   uint64 `json:"actual,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Code == "conflict" {
+		return fmt.Sprintf("%d %s: %s (expected %d, actual %d)", e.Status, e.Code, e.Message, e.Expected, e.Actual)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is matches another *Error by code: errors.Is(err, client.ErrConflict).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for errors.Is, one per error code of docs/api.md.
+var (
+	ErrConflict         = &Error{Code: "conflict"}
+	ErrInvalid          = &Error{Code: "invalid"}
+	ErrNoTurn           = &Error{Code: "no_turn"}
+	ErrNotFound         = &Error{Code: "not_found"}
+	ErrMethodNotAllowed = &Error{Code: "method_not_allowed"}
+	ErrTooLarge         = &Error{Code: "too_large"}
+	ErrUnavailable      = &Error{Code: "unavailable"}
+	ErrInternal         = &Error{Code: "internal"}
+	ErrBusy             = &Error{Code: "busy"}
+	ErrUnauthorized     = &Error{Code: "unauthorized"}
+	ErrForbidden        = &Error{Code: "forbidden"}
+	ErrUnsupportedMedia = &Error{Code: "unsupported_media_type"}
+)
+
+// replyError decodes an error reply, or makes one from the status when
+// the body is not the engine's envelope (a proxy in between).
+func replyError(status int, data []byte) error {
+	var env struct {
+		Error *Error `json:"error"`
+	}
+	if err := json.Unmarshal(data, &env); err == nil && env.Error != nil && env.Error.Code != "" {
+		env.Error.Status = status
+		return env.Error
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	code := "internal"
+	switch {
+	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
+		code = "unavailable"
+	case status == http.StatusNotFound:
+		code = "not_found"
+	case status == http.StatusTooManyRequests:
+		code = "busy"
+	case status == http.StatusUnauthorized:
+		code = "unauthorized"
+	case status == http.StatusForbidden:
+		code = "forbidden"
+	case status >= 400 && status < 500:
+		code = "invalid"
+	}
+	return &Error{Status: status, Code: code, Message: msg}
+}

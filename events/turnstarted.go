@@ -1,0 +1,283 @@
+package events
+
+import (
+	"fmt"
+	"slices"
+)
+
+// TurnStarted on the wire (R31): a msgpack map whose keys are written in
+// this order, each only when set, so that an event without a recorded
+// request is byte for byte the older form {"turn"}:
+//
+//	turn, intent{enabled, web_search, preset, disabled, picked}, profile,
+//	override{kind, intent{...}, allowed, names}, registry_version,
+//	contract_hash
+
+func encodeTurnStarted(s *sticky, v TurnStarted) {
+	n := 1
+	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != ""} {
+		if set {
+			n++
+		}
+	}
+	s.mapLen(n)
+	s.str("turn")
+	s.uint(v.Turn)
+	if v.Intent != nil {
+		s.str("intent")
+		encodeTurnIntent(s, v.Intent)
+	}
+	if v.Profile != "" {
+		s.str("profile")
+		s.str(v.Profile)
+	}
+	if o := v.Override; o != nil {
+		s.str("override")
+		m := 1
+		for _, set := range [...]bool{o.Intent != nil, o.Allowed != nil, o.Names != nil} {
+			if set {
+				m++
+			}
+		}
+		s.mapLen(m)
+		s.str("kind")
+		s.str(o.Kind)
+		if o.Intent != nil {
+			s.str("intent")
+			encodeTurnIntent(s, o.Intent)
+		}
+		if o.Allowed != nil {
+			s.str("allowed")
+			s.strs(o.Allowed)
+		}
+		if o.Names != nil {
+			s.str("names")
+			s.strs(o.Names)
+		}
+	}
+	if v.RegistryVersion != "" {
+		s.str("registry_version")
+		s.str(v.RegistryVersion)
+	}
+	if v.ContractHash != "" {
+		s.str("contract_hash")
+		s.str(v.ContractHash)
+	}
+}
+
+func encodeTurnIntent(s *sticky, in *TurnIntent) {
+	s.mapLen(5)
+	s.str("enabled")
+	s.boolPtr(in.Enabled)
+	s.str("web_search")
+	s.boolPtr(in.WebSearch)
+	s.str("preset")
+	s.str(in.Preset)
+	s.str("disabled")
+	s.strs(in.Disabled)
+	s.str("picked")
+	s.strs(in.Picked)
+}
+
+func decodeTurnStarted(m map[string]any) (Payload, error) {
+	var p TurnStarted
+	var err error
+	if p.Turn, err = uintField(m, "turn"); err != nil {
+		return nil, err
+	}
+	if p.Intent, err = turnIntentField(m, "intent"); err != nil {
+		return nil, err
+	}
+	if p.Profile, err = strField(m, "profile", false); err != nil {
+		return nil, err
+	}
+	if p.RegistryVersion, err = strField(m, "registry_version", false); err != nil {
+		return nil, err
+	}
+	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
+		return nil, err
+	}
+	om, err := mapField(m, "override")
+	if err != nil || om == nil {
+		return p, err
+	}
+	o := &TurnOverride{}
+	if o.Kind, err = strField(om, "kind", true); err != nil {
+		return nil, fmt.Errorf("override: %w", err)
+	}
+	if o.Intent, err = turnIntentField(om, "intent"); err != nil {
+		return nil, fmt.Errorf("override: %w", err)
+	}
+	if o.Allowed, err = strsField(om, "allowed", MaxListLen); err != nil {
+		return nil, fmt.Errorf("override: %w", err)
+	}
+	if o.Names, err = strsField(om, "names", MaxListLen); err != nil {
+		return nil, fmt.Errorf("override: %w", err)
+	}
+	p.Override = o
+	return p, nil
+}
+
+// mapField reads a nested map; absent or nil is nil.
+func mapField(m map[string]any, key string) (map[string]any, error) {
+	raw, ok := m[key]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	out, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("key %q holds %s, want a map: %w", key, kind(raw), ErrMalformed)
+	}
+	return out, nil
+}
+
+func turnIntentField(m map[string]any, key string) (*TurnIntent, error) {
+	im, err := mapField(m, key)
+	if err != nil || im == nil {
+		return nil, err
+	}
+	in := &TurnIntent{}
+	if in.Enabled, err = boolPtrField(im, "enabled"); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if in.WebSearch, err = boolPtrField(im, "web_search"); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if in.Preset, err = strField(im, "preset", false); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if in.Disabled, err = strsField(im, "disabled", MaxListLen); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if in.Picked, err = strsField(im, "picked", MaxListLen); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return in, nil
+}
+
+// validateTurnStarted checks the shape of a TurnStarted's recorded request:
+// names and patterns well formed, texts bounded.
+func validateTurnStarted(v TurnStarted) error {
+	if err := validateText("profile", v.Profile); err != nil {
+		return err
+	}
+	if err := validateText("registry_version", v.RegistryVersion); err != nil {
+		return err
+	}
+	if err := validateText("contract_hash", v.ContractHash); err != nil {
+		return err
+	}
+	if err := validateTurnIntent("intent", v.Intent); err != nil {
+		return err
+	}
+	if o := v.Override; o != nil {
+		if err := validateTurnIntent("override.intent", o.Intent); err != nil {
+			return err
+		}
+		for _, list := range [...]struct {
+			name  string
+			names []string
+		}{{"override.allowed", o.Allowed}, {"override.names", o.Names}} {
+			if len(list.names) > MaxListLen {
+				return fmt.Errorf("%s has %d names, at most %d allowed: %w", list.name, len(list.names), MaxListLen, ErrInvalidEvent)
+			}
+			for _, n := range list.names {
+				if err := ValidateToolPattern(n); err != nil {
+					return fmt.Errorf("%s: %w", list.name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func validateTurnIntent(field string, in *TurnIntent) error {
+	if in == nil {
+		return nil
+	}
+	if in.Preset != "" {
+		if err := ValidateToolName(in.Preset); err != nil {
+			return fmt.Errorf("%s.preset: %w", field, err)
+		}
+	}
+	for _, list := range [...]struct {
+		name  string
+		names []string
+	}{{"disabled", in.Disabled}, {"picked", in.Picked}} {
+		if len(list.names) > MaxListLen {
+			return fmt.Errorf("%s.%s has %d names, at most %d allowed: %w", field, list.name, len(list.names), MaxListLen, ErrInvalidEvent)
+		}
+		for _, n := range list.names {
+			if err := ValidateToolPattern(n); err != nil {
+				return fmt.Errorf("%s.%s: %w", field, list.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkTurnStarted is the fold rule of a TurnStarted's recorded request
+// (R28, R2, R31): the registry version and the contract hash come
+// together, the hash is a SHA-256 in hex, the override is one of its
+// forms with only its own fields, and no list in it is an expanded tool
+// list (a picked list or override names longer than MaxPicked, or naming
+// a tool twice).
+func checkTurnStarted(v TurnStarted) error {
+	if (v.RegistryVersion == "") != (v.ContractHash == "") {
+		return fmt.Errorf("TurnStarted records registry_version %q and contract_hash %q: record both (the request's registry and its contract) or neither: %w", clip(v.RegistryVersion), clip(v.ContractHash), ErrBrokenRule)
+	}
+	if v.ContractHash != "" && !ValidHash(v.ContractHash) {
+		return fmt.Errorf("TurnStarted contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip(v.ContractHash), HashLen, ErrBrokenRule)
+	}
+	if err := checkCurated("TurnStarted intent.picked", v.Intent.picked()); err != nil {
+		return err
+	}
+	o := v.Override
+	if o == nil {
+		return nil
+	}
+	switch o.Kind {
+	case OverrideEmpty:
+		if o.Intent != nil || o.Allowed != nil || o.Names != nil {
+			return fmt.Errorf("TurnStarted override kind %q carries intent, allowed or names; an empty override has none: %w", o.Kind, ErrBrokenRule)
+		}
+	case OverrideIntent:
+		if o.Names != nil {
+			return fmt.Errorf("TurnStarted override kind %q carries names; names belong to kind %q: %w", o.Kind, OverrideNames, ErrBrokenRule)
+		}
+		if err := checkCurated("TurnStarted override.intent.picked", o.Intent.picked()); err != nil {
+			return err
+		}
+	case OverrideNames:
+		if o.Intent != nil || o.Allowed != nil || len(o.Names) == 0 {
+			return fmt.Errorf("TurnStarted override kind %q needs names and nothing else: %w", o.Kind, ErrBrokenRule)
+		}
+		if err := checkCurated("TurnStarted override.names", o.Names); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("TurnStarted override kind %q is not %q, %q or %q: %w", clip(o.Kind), OverrideEmpty, OverrideIntent, OverrideNames, ErrBrokenRule)
+	}
+	return nil
+}
+
+func (in *TurnIntent) picked() []string {
+	if in == nil {
+		return nil
+	}
+	return in.Picked
+}
+
+// checkCurated is the rule of a user-curated list: at most MaxPicked
+// names, each once (a longer list is an expanded tool list, R2).
+func checkCurated(field string, names []string) error {
+	if len(names) > MaxPicked {
+		return fmt.Errorf("%s has %d names, at most %d: a long list is an expanded tool list (R2); record the intent instead: %w", field, len(names), MaxPicked, ErrBrokenRule)
+	}
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("%s names %q twice; list each tool once: %w", field, n, ErrBrokenRule)
+		}
+	}
+	return nil
+}
