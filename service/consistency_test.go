@@ -103,11 +103,14 @@ func TestMonotonicReadsWithinOneEngine(t *testing.T) {
 		}
 	}
 	// Across engines the contract is min_seq: b's write is not a's mark.
-	// A sequence no replica has within the bound is a 503, not a stale read.
+	// A sequence no replica has within the bound is an error (503 over the
+	// API), not a stale read: the wait ends at the bound (ErrNotCaughtUp)
+	// or at the caller's deadline, whichever comes first; under load the
+	// deadline can end a log read inside the wait.
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := a.Session(sctx, "s", w.Last+100); !errors.Is(err, projection.ErrNotCaughtUp) {
-		t.Fatalf("read at a sequence the log lacks: %v, want ErrNotCaughtUp", err)
+	if st, err := a.Session(sctx, "s", w.Last+100); !errors.Is(err, projection.ErrNotCaughtUp) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read at a sequence the log lacks: at %d, err %v; want ErrNotCaughtUp or the deadline", st.LastSeq, err)
 	}
 }
 
