@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 )
@@ -268,16 +268,20 @@ func TestBodyTooLarge(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	e := newEnv(t, Config{RequestTimeout: 2 * time.Second})
 	e.engNC.Close()
-	// Close returns before the server has dropped the connection's
-	// subscriptions; a request published meanwhile reaches the dead
-	// subscription and waits for its timeout instead of "no responders".
-	// Wait for the server to see the service gone (it failed under load).
-	waitNoInterest(t, e.srv.Server().GlobalAccount(), "tools.api.cli.session.resolve")
 	_, err := e.httpClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 	_, err = e.httpClient().Append(ctxT(t), "s1", nil, events.ToolsToggled{Enabled: ptr(true)})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
-	// The micro service went with the connection: no responders.
+	// The micro service went with the connection: no responders, once the
+	// server has dropped the closed connection's subscriptions (#19: wait
+	// for that event; a request sent before it reaches a dead subscriber).
+	subj := "tools.api.cli.session.resolve"
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if e.srv.Server().GlobalAccount().SubscriptionInterest(subj) {
+			return fmt.Errorf("the server still has interest in %s", subj)
+		}
+		return nil
+	})
 	_, err = e.natsClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 }
@@ -319,17 +323,5 @@ func TestConflictEnvelopeAlwaysHasSequences(t *testing.T) {
 	_, _, b = rawHTTP(t, "GET", e.httpURL+"/v1/sessions/a.b", "")
 	if strings.Contains(string(b), "expected") {
 		t.Fatalf("non-conflict reply carries sequences: %s", b)
-	}
-}
-
-// waitNoInterest waits, bounded, until no subscription on acc matches subject.
-func waitNoInterest(t *testing.T, acc *server.Account, subject string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for acc.Interest(subject) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still has %d subscribers 10 s after the connection closed", subject, acc.Interest(subject))
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

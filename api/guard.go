@@ -23,7 +23,7 @@ func replyAllowed(subject string) error {
 		return fmt.Errorf("reply subject %q is not an inbox: use a reply subject under _INBOX. or _INBOX_<user>. (nats.go's default, or nats.CustomInboxPrefix)", clipString(subject))
 	}
 	if first != "_INBOX" && first != "_R_" && !strings.HasPrefix(first, "_INBOX_") {
-		return fmt.Errorf("reply subject %q is not an inbox: the engine replies only to subjects under _INBOX. or _INBOX_<user>.", clipString(subject))
+		return fmt.Errorf("reply subject %q is not an inbox: the engine replies only to subjects under _INBOX.> or _INBOX_<user>.>", clipString(subject))
 	}
 	for _, tok := range strings.Split(rest, ".") {
 		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {

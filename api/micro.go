@@ -75,7 +75,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"request_schema":  schemaJSON(schemaOf(op.reqType, nil)),
 			"response_schema": schemaJSON(schemaOf(op.respType, nil)),
 		}
-		if err := group.AddEndpoint(op.Name, a.microOp(ctx, op, late[op.Name]),
+		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
@@ -108,7 +108,7 @@ func Subject(prefix, channel, op string) (string, error) {
 	return prefix + "." + channel + "." + o.Subject, nil
 }
 
-func (a *API) microOp(ctx context.Context, op *operation, late *atomic.Uint64) micro.Handler {
+func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *atomic.Uint64) micro.Handler {
 	prefix := a.cfg.SubjectPrefix + "."
 	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
@@ -142,22 +142,29 @@ func (a *API) microOp(ctx context.Context, op *operation, late *atomic.Uint64) m
 		// (a min_seq wait) does not hold up the next; the limiter bounds
 		// how many run. micro counts only the errors answered before
 		// this point; late counts the others (stats data "late_errors").
+		// The goroutine answers on the connection, not through r: micro
+		// reads r's error state once the handler returns, and r's
+		// Respond and Error write it (a data race under -race).
+		reply := r.Reply()
 		go func() {
 			defer a.lim.release(channel)
 			resp, err := a.call(ctx, op, req, o)
 			if err != nil {
 				late.Add(1)
-				fail(err)
+				e := errorOf(err)
+				a.logError(op, e, err)
+				_ = nc.PublishMsg(errorMsg(reply, mp, e))
+				a.observe(op, channel, err, start)
 				return
 			}
 			body, err := encodeReply(resp, mp)
 			if err != nil {
 				late.Add(1)
-				a.respondError(r, mp, errorOf(err))
+				_ = nc.PublishMsg(errorMsg(reply, mp, errorOf(err)))
 				a.observe(op, channel, err, start)
 				return
 			}
-			_ = r.Respond(body, micro.WithHeaders(micro.Headers{"Content-Type": []string{contentType(mp)}}))
+			_ = nc.PublishMsg(&nats.Msg{Subject: reply, Data: body, Header: nats.Header{"Content-Type": []string{contentType(mp)}}})
 			a.observe(op, channel, nil, start)
 		}()
 	})
@@ -195,14 +202,33 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 	if err != nil {
 		body = nil
 	}
-	msg := oneLine(e.Message)
-	if msg == "" {
-		msg = http.StatusText(e.Status)
-	}
-	_ = r.Error(strconv.Itoa(e.Status), msg, body, micro.WithHeaders(micro.Headers{
+	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(micro.Headers{
 		"Content-Type":  []string{contentType(mp)},
 		HeaderErrorCode: []string{e.Code},
 	}))
+}
+
+// errorMsg is the error reply respondError sends, as a message to reply:
+// the same body and headers (micro's error headers included).
+func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
+	body, err := encodeReply(errorEnvelope{Error: e}, mp)
+	if err != nil {
+		body = nil
+	}
+	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{
+		micro.ErrorHeader:     []string{errorDescription(e)},
+		micro.ErrorCodeHeader: []string{strconv.Itoa(e.Status)},
+		"Content-Type":        []string{contentType(mp)},
+		HeaderErrorCode:       []string{e.Code},
+	}}
+}
+
+// errorDescription is the one-line text of micro's error header.
+func errorDescription(e *APIError) string {
+	if msg := oneLine(e.Message); msg != "" {
+		return msg
+	}
+	return http.StatusText(e.Status)
 }
 
 func byteSize(n int64) string {

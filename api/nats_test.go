@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -196,9 +194,14 @@ func TestHistoryUntilTime(t *testing.T) {
 		t.Fatalf("history: %v %d", err, len(h.Entries))
 	}
 	cut := h.Entries[0].Time
-	time.Sleep(20 * time.Millisecond)
-	if _, err := c.Append(ctx, "tt", nil, events.PresetChosen{Preset: "research"}); err != nil {
+	w, err := c.Append(ctx, "tt", nil, events.PresetChosen{Preset: "research"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The second event must be stored after the cut for the test to mean
+	// anything (#19: a precondition checked, not a sleep).
+	if h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
+		t.Fatalf("precondition: the second event stored after %s: %v %+v", cut, err, h.Entries)
 	}
 	transports(t, e, func(t *testing.T, c *Client) {
 		h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: UntilTime(cut)})
@@ -240,13 +243,13 @@ func TestChannelPermissions(t *testing.T) {
 	t.Cleanup(cancel)
 	e := newEnvOn(t, ctx, srv, srv.ClientURL(), Config{}, nats.UserInfo("engine", "engine-secret"))
 
-	var mu sync.Mutex
-	var asyncErrs []error
+	asyncErrs := make(chan error, 64)
 	web, err := nats.Connect(srv.ClientURL(), nats.UserInfo("web", "web-secret"),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			mu.Lock()
-			asyncErrs = append(asyncErrs, err)
-			mu.Unlock()
+			select {
+			case asyncErrs <- err:
+			default: // the test has what it needs
+			}
 		}))
 	if err != nil {
 		t.Fatal(err)
@@ -269,13 +272,18 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = web.Flush()
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	joined := errors.Join(asyncErrs...)
-	mu.Unlock()
-	if joined == nil || !strings.Contains(joined.Error(), "Permissions Violation for Publish to \"tools.api.tui.events.append\"") ||
-		!strings.Contains(joined.Error(), "tools.events.perm") {
-		t.Fatalf("async errors %v, want publish permission violations", joined)
+	// The server reports both violations asynchronously: wait for them
+	// (#21: the error callback, not a fixed sleep).
+	want := []string{"Permissions Violation for Publish to \"tools.api.tui.events.append\"", "Permissions Violation for Publish to \"tools.events.perm\""}
+	var got strings.Builder
+	deadline := time.After(10 * time.Second)
+	for slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(got.String(), w) }) {
+		select {
+		case err := <-asyncErrs:
+			got.WriteString(err.Error() + "\n")
+		case <-deadline:
+			t.Fatalf("async errors %q, want publish permission violations %q", got.String(), want)
+		}
 	}
 	h, err := e.httpClient().History(ctxT(t), HistoryRequest{Session: "perm"})
 	if err != nil {

@@ -135,6 +135,9 @@ type Projection struct {
 	rejected atomic.Uint64
 	folded   atomic.Uint64
 
+	interrupted atomic.Uint64 // feeds that failed and were started again
+	lastErr     atomic.Pointer[error]
+
 	mu      sync.Mutex
 	advance chan struct{} // closed and replaced whenever applied moves
 }
@@ -248,6 +251,18 @@ func (p *Projection) Runner() bool { return p.runner.Load() }
 // Owner is this projection's name in the runner lease.
 func (p *Projection) Owner() string { return p.cfg.Owner }
 
+// Interruptions counts the times Run's feed failed (a lost connection, a
+// leader election, a view write that timed out) and Run started it again
+// from the acknowledged position, and returns the last such error (nil
+// when there was none). Run itself only returns when its context ends.
+func (p *Projection) Interruptions() (uint64, error) {
+	var err error
+	if e := p.lastErr.Load(); e != nil {
+		err = *e
+	}
+	return p.interrupted.Load(), err
+}
+
 // Run folds events until ctx ends, and returns nil then. It resumes after
 // the last acknowledged event of the durable feed (catch-up after a
 // restart). Transient failures (a lost connection, a leader election, a
@@ -352,6 +367,8 @@ func (p *Projection) runLoop(ctx context.Context) error {
 			return nil
 		}
 		p.caughtUp.Store(false)
+		p.interrupted.Add(1)
+		p.lastErr.Store(&err)
 		p.cfg.Logger.Warn().Err(err).Dur("retry_in", backoff).Msg("projection interrupted: resuming from the acknowledged position")
 		select {
 		case <-ctx.Done():

@@ -404,3 +404,45 @@ func TestOldViewRebuiltFromLog(t *testing.T) {
 		t.Fatalf("state = %+v, want the old view rebuilt: picked unset, one rejection", st)
 	}
 }
+
+// #21: Run survives a failed feed (here a view write fails: the views
+// bucket was deleted behind its back): it starts the feed again from the
+// acknowledged position, Interruptions counts the failure with its error,
+// and once the bucket is back the events after it are folded and
+// acknowledged (the views the deleted bucket held are gone, as deleted).
+func TestRunCountsInterruptions(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	r := rand.New(rand.NewPCG(9, 10))
+	p, _ := start(t, e.log)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(ctx, appendRandom(t, e.log, r, 5, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Interruptions(); n != 0 || err != nil {
+		t.Fatalf("before any failure: %d interruptions, last %v", n, err)
+	}
+	bucket := p.Views().Bucket()
+	if err := e.log.JetStream().DeleteKeyValue(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	// A failed view write is reported at the next flush: keep writing.
+	var last uint64
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		last = appendRandom(t, e.log, r, 5, 1)
+		if n, _ := p.Interruptions(); n == 0 {
+			return fmt.Errorf("no interruption counted after view writes into a deleted bucket")
+		}
+		return nil
+	})
+	if _, err := p.Interruptions(); err == nil {
+		t.Fatal("interruption counted without its error")
+	}
+	if _, err := e.log.OpenViews(ctx, strings.TrimPrefix(bucket, strings.ToUpper(e.log.Prefix())+"_")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitApplied(ctx, last); err != nil {
+		t.Fatalf("after the interruption: %v", err)
+	}
+}

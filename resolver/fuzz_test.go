@@ -2,8 +2,12 @@ package resolver
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -14,6 +18,11 @@ import (
 // testdata/fuzz/FuzzLoad.
 func FuzzLoad(f *testing.F) {
 	f.Add(DefaultRegistryJSON())
+	if native, err := os.ReadFile("testdata/native_web_search_registry.json"); err == nil {
+		f.Add(native) // tools with provider-native forms: the hash's optional part
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Load(data)
 		if err != nil {
@@ -46,12 +55,76 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.ContractHash != ContractHash(r.Version(), res.Tools) {
-			t.Fatal("contract hash mismatch")
+		// #21: the contract hash equals an independent implementation of
+		// its documented byte layout (refContractHash), not itself.
+		if want := refContractHash(r.Version(), res.Tools); res.ContractHash != want {
+			t.Fatalf("contract hash %s, the documented layout gives %s", res.ContractHash, want)
+		}
+		for _, tool := range res.Tools {
+			if got, want := ToolHash(tool), refToolHash(tool); got != want {
+				t.Fatalf("%s: tool hash %s, the documented layout gives %s", tool.Name, got, want)
+			}
 		}
 		all := r.Tools()
 		if !json.Valid(RenderAnthropic(all)) || !json.Valid(RenderOpenAI(all)) {
 			t.Fatal("rendering is not valid JSON")
 		}
 	})
+}
+
+// refToolHash is the tool hash written out from its documented layout
+// (toolDigest's comment), sharing no code with it: the reference the fuzz
+// oracle compares against.
+func refToolHash(t Tool) string {
+	var b bytes.Buffer
+	field := func(s string) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
+		b.Write(n[:])
+		b.WriteString(s)
+	}
+	flag := func(v bool) {
+		if v {
+			b.WriteByte(1)
+		} else {
+			b.WriteByte(0)
+		}
+	}
+	b.WriteString("toolintent/tool/v1\x00")
+	field(t.Name)
+	field(t.Description)
+	field(string(t.Parameters))
+	field(t.Permission)
+	flag(t.Available)
+	flag(t.Deferred)
+	if len(t.Native.Anthropic) > 0 || len(t.Native.OpenAI) > 0 {
+		b.WriteString("native")
+		field(string(t.Native.Anthropic))
+		field(string(t.Native.OpenAI))
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// refContractHash is the contract hash written out from its documented
+// layout (ContractHash's comment): domain, version, tool count, then each
+// tool's digest in order.
+func refContractHash(version string, tools []Tool) string {
+	var b bytes.Buffer
+	b.WriteString("toolintent/contract/v1\x00")
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(version)))
+	b.Write(n[:])
+	b.WriteString(version)
+	binary.BigEndian.PutUint32(n[:], uint32(len(tools)))
+	b.Write(n[:])
+	for _, t := range tools {
+		d, err := hex.DecodeString(refToolHash(t))
+		if err != nil {
+			panic(err)
+		}
+		b.Write(d)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:])
 }

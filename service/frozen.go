@@ -245,17 +245,19 @@ func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, st aggre
 	return res, reg, req, nil
 }
 
-// latest reads the session as the log holds it now (at least minSeq).
+// latest reads the session as the log holds it now (at least minSeq and
+// the session's mark, #19).
 func (e *Engine) latest(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: minSeq})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, minSeq)})
 	if err != nil {
 		return st, err
 	}
 	st.Session = session
 	e.remember(st) // commands decided next start from the log, not an older cache
+	e.marks.raise(session, st.LastSeq)
 	return st, nil
 }
 

@@ -183,7 +183,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 	}
 	var turn *replayedTurn
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}
@@ -351,7 +351,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	st := aggregate.State{Session: session}
 	version := ""
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 1, until.Seq, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}

@@ -93,7 +93,8 @@ type Engine struct {
 	mu     sync.Mutex
 	states map[string]aggregate.State // last state this process wrote or read strongly
 
-	ts turnState // bounded caches of open turns, dispatches, registries (frozen.go)
+	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
+	marks *marks    // per session: the highest sequence acknowledged or served (#19)
 }
 
 // New returns an engine over a log, its projection and a registry.
@@ -108,6 +109,7 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 		log: log, proj: proj, cfg: cfg, clock: time.Now,
 		states: make(map[string]aggregate.State),
 		ts:     newTurnState(cfg.CacheSize),
+		marks:  newMarks(cfg.CacheSize),
 	}
 	e.reg.Store(reg)
 	e.keepRegistry(reg)
@@ -223,6 +225,7 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 				attempt--
 				continue
 			}
+			e.marks.raise(session, st.LastSeq)
 			res.State = st
 			return res, nil
 		}
@@ -258,6 +261,7 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 			next.Apply(ar.First+uint64(i), env)
 		}
 		e.remember(next)
+		e.marks.raise(session, ar.Last) // acknowledged: reads through this engine include it
 		res.First, res.Last, res.Duplicate, res.State = ar.First, ar.Last, ar.Duplicate, next
 		for _, env := range envs {
 			res.EventIDs = append(res.EventIDs, env.ID)
@@ -366,22 +370,23 @@ func (e *Engine) onConflict(retried bool) {
 // current returns the session state used to decide a command: the state
 // this process last wrote, or the view plus the log's tail (strong), which
 // includes at least sequence atLeast (a sequence the stream leader reported:
-// a replica answering direct gets may lag behind it).
+// a replica answering direct gets may lag behind it) and the session's mark.
 func (e *Engine) current(ctx context.Context, session string, strong bool, atLeast uint64) (aggregate.State, error) {
 	if !strong {
 		e.mu.Lock()
 		st, ok := e.states[session]
 		e.mu.Unlock()
-		if ok {
+		if ok && st.LastSeq >= e.floor(session, atLeast) {
 			return st, nil
 		}
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: atLeast})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, atLeast)})
 	if err != nil {
 		return st, err
 	}
 	st.Session = session
 	e.remember(st)
+	e.marks.raise(session, st.LastSeq)
 	return st, nil
 }
 
@@ -407,16 +412,23 @@ func (e *Engine) forget(session string) {
 	e.mu.Unlock()
 }
 
-// Session returns a session's view (one KV get). minSeq > 0 asks for
-// read-your-writes: the view includes every event up to minSeq.
+// Session returns a session's view (one KV get, or the projection's
+// memory). The view includes every event up to minSeq (read-your-writes
+// across engines), every event this engine acknowledged for the session,
+// and is never older than a view this engine already served for it
+// (read-your-writes and monotonic reads within one engine, #19). When the
+// stored view is behind that floor the log's tail is folded onto it; when
+// the log cannot be read up to it within a bound, the error wraps
+// projection.ErrNotCaughtUp.
 func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: minSeq})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: e.floor(session, minSeq)})
 	if err != nil {
 		return st, err
 	}
 	st.Session = session
+	e.marks.raise(session, st.LastSeq)
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -96,42 +97,81 @@ func TestApplyRefusesMaterialized(t *testing.T) {
 }
 
 // R23: an expected sequence that is stale is a conflict; without one, retry-
-// safe commands from two racing channels are all applied.
+// safe commands from two engines on one log are retried on conflict and all
+// applied (#21 item 3: two engines, and the retry is asserted).
 func TestApplyConflictAndRetry(t *testing.T) {
-	e := newEngine(t)
+	var mu sync.Mutex
+	conflicts := map[bool]int{}
+	cfg := service.Config{Hooks: service.Hooks{Conflict: func(r bool) {
+		mu.Lock()
+		conflicts[r]++
+		mu.Unlock()
+	}}}
+	es := stalledEngines(t, 2, cfg)
+	a, b := es[0], es[1]
 	ctx := context.Background()
-	if _, err := e.Apply(ctx, "s", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+	if _, err := a.Apply(ctx, "s", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
 		t.Fatal(err)
 	}
 	stale := uint64(0)
-	_, err := e.Apply(ctx, "s", web, &stale, events.PresetChosen{Preset: "research"})
+	_, err := a.Apply(ctx, "s", web, &stale, events.PresetChosen{Preset: "research"})
 	var ce *jetstream.ConflictError
 	if !errors.As(err, &ce) || ce.Actual != 1 {
 		t.Fatalf("error = %v, want conflict at 1", err)
 	}
-	// Two engines on one log race to disable different tools.
-	names := []string{"bash", "grep", "glob", "list_dir", "web_fetch", "todo_write"}
+	// b caches the session at 2; a writes 3; b's next write is decided on
+	// its stale cache, conflicts, and is retried against the log.
+	var retries atomic.Int64 // every Apply's reported retries
+	for _, w := range []struct {
+		e   *service.Engine
+		cmd events.Payload
+	}{{b, events.WebSearchSet{Enabled: on(true)}}, {a, events.ToolDisabled{Name: "bash"}}} {
+		r, err := w.e.Apply(ctx, "s", web, nil, w.cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retries.Add(int64(r.Retries))
+	}
+	res, err := b.Apply(ctx, "s", web, nil, events.ToolDisabled{Name: "grep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Retries != 1 || res.First != 4 || !slices.Equal(res.State.Intent.Disabled, []string{"bash", "grep"}) {
+		t.Fatalf("b's write on a stale cache: %d retries, at %d, disabled %v; want 1 retry, at 4, bash and grep", res.Retries, res.First, res.State.Intent.Disabled)
+	}
+	retries.Add(int64(res.Retries))
+	// Both engines race to disable different tools.
+	names := []string{"glob", "list_dir", "web_fetch", "todo_write", "bash_output", "kill_shell"}
 	var wg sync.WaitGroup
+	before := retries.Load()
 	for i, n := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			o := service.Origin{Channel: []string{"web", "tui"}[i%2], Actor: "u"}
-			if _, err := e.Apply(ctx, "s", o, nil, events.ToolDisabled{Name: n}); err != nil {
+			r, err := es[i%2].Apply(ctx, "s", o, nil, events.ToolDisabled{Name: n})
+			if err != nil {
 				t.Error(err)
 			}
+			retries.Add(int64(r.Retries))
 		}()
 	}
 	wg.Wait()
-	st, err := e.Session(ctx, "s", 7)
+	st, err := a.Session(ctx, "s", 4+uint64(len(names)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := slices.Clone(names)
+	want := append(slices.Clone(names), "bash", "grep")
 	slices.Sort(want)
 	if !slices.Equal(st.Intent.Disabled, want) {
 		t.Fatalf("disabled = %v, want %v (no lost update)", st.Intent.Disabled, want)
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conflicts[false] != 1 || int64(conflicts[true]) != retries.Load() {
+		t.Fatalf("conflict hooks: %d returned, %d retried; want 1 returned (the stale expected sequence) and the %d retries the results report", conflicts[false], conflicts[true], retries.Load())
+	}
+	t.Logf("the race of %d writes on two engines retried %d conflicts", len(names), retries.Load()-before)
 }
 
 // R16, R19, R20: a turn freezes its tools; tool_search loads a deferred tool

@@ -622,7 +622,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true})
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
 	if err != nil {
 		return ResumeResult{}, err
 	}

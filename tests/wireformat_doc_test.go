@@ -94,18 +94,26 @@ func TestDocsHaveNoGoIdentifiers(t *testing.T) {
 	goNames := map[string]bool{}
 	camel := regexp.MustCompile(`^[A-Z][a-z0-9]+[A-Z]`)
 	for _, dir := range []string{"../events", "../jetstream", "../api", "../resolver", "../service"} {
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range pkgs {
-			for _, f := range p.Files {
-				for name, obj := range f.Scope.Objects {
-					// Only names no English sentence uses: camel case
-					// (LogConfig, DecodeError) or Err-prefixed sentinels.
-					if ast.IsExported(name) && obj.Kind != ast.Bad && camel.MatchString(name) {
-						goNames[name] = true
-					}
+		fset := token.NewFileSet()
+		for _, fn := range files {
+			if strings.HasSuffix(fn, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, fn, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The package-level names: types, constants, variables and
+			// functions (methods are not names a sentence would use alone).
+			for _, name := range topLevelNames(f) {
+				// Only names no English sentence uses: camel case
+				// (LogConfig, DecodeError) or Err-prefixed sentinels.
+				if ast.IsExported(name) && camel.MatchString(name) {
+					goNames[name] = true
 				}
 			}
 		}
@@ -170,4 +178,30 @@ func TestSemanticsLinksResolve(t *testing.T) {
 	if n < 20 {
 		t.Errorf("only %d links to docs/semantics.md sections found", n)
 	}
+}
+
+// topLevelNames lists the names f declares at package level: types,
+// constants, variables and functions without a receiver.
+func topLevelNames(f *ast.File) []string {
+	var out []string
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				out = append(out, d.Name.Name)
+			}
+		case *ast.GenDecl:
+			for _, sp := range d.Specs {
+				switch sp := sp.(type) {
+				case *ast.TypeSpec:
+					out = append(out, sp.Name.Name)
+				case *ast.ValueSpec:
+					for _, n := range sp.Names {
+						out = append(out, n.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
 }

@@ -376,15 +376,6 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	return top
 }
 
-func containsID(ids []int32, id int32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // offer inserts h into top (sorted best first, at most k long) when it
 // belongs there.
 func (ix *Index) offer(top []Hit, k int, h Hit) []Hit {

@@ -1,0 +1,137 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+)
+
+// Consistency within one engine (#19): a read through an engine sees every
+// write that engine acknowledged for the session (read-your-writes), and
+// never a state older than one it already served for the session
+// (monotonic reads), without the caller passing a sequence. The engine
+// keeps, per session, the highest sequence it acknowledged or served (its
+// mark); every read asks the projection for at least max(min_seq, mark).
+// The projection serves its view when that view has reached the sequence,
+// and otherwise folds the log's tail after the view (waiting, bounded, for
+// a replica that lags): a read is never served from a stale view. When the
+// sequence cannot be read within the bound, the read fails with
+// projection.ErrNotCaughtUp (503 over the API) rather than answer stale.
+//
+// Marks are bounded (Config.CacheSize sessions): a session not touched for
+// that many others loses its mark, and its next read is the projection's
+// view as it is (as if it were read through another engine). Across
+// engines, pass min_seq.
+
+// marks holds the per-session sequence floors of reads, bounded by two
+// generations of maps: lookups see both, writes go to the current one, and
+// when the current one is full it becomes the previous one. Memory holds at
+// most 2×half entries and keeps at least the half most recently written.
+type marks struct {
+	mu   sync.Mutex
+	half int
+	cur  map[string]uint64
+	prev map[string]uint64
+}
+
+func newMarks(size int) *marks {
+	half := max(size/2, 1)
+	return &marks{half: half, cur: make(map[string]uint64), prev: make(map[string]uint64)}
+}
+
+// get returns the session's mark (0: none).
+func (m *marks) get(session string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.cur[session]; ok {
+		return v
+	}
+	return m.prev[session]
+}
+
+// raise moves the session's mark up to seq (never down).
+func (m *marks) raise(session string, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.cur[session]
+	if !ok {
+		v = m.prev[session]
+	}
+	if ok && v >= seq {
+		return
+	}
+	if !ok && len(m.cur) >= m.half {
+		m.prev, m.cur = m.cur, make(map[string]uint64, m.half)
+	}
+	m.cur[session] = max(v, seq)
+}
+
+// len is the number of sessions with a mark (for tests of the bound).
+func (m *marks) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.cur)
+	for k := range m.prev {
+		if _, ok := m.cur[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// floor is the sequence a read of session must include: the caller's
+// minSeq or the engine's mark, whichever is higher.
+func (e *Engine) floor(session string, minSeq uint64) uint64 {
+	return max(minSeq, e.marks.get(session))
+}
+
+// readWait bounds how long a log scan waits for a replica to have the
+// sequence this engine acknowledged (as projection.Read does for views).
+const readWait = 5 * time.Second
+
+// scanSession calls fn for the session's events from the first up to upTo
+// (0: the end), in order. A scan that ends below the session's mark (a
+// replica answering direct gets lags the leader) goes on after the last
+// event it saw until it reaches the mark, bounded by readWait; then it
+// fails with projection.ErrNotCaughtUp rather than return a short history
+// (#19). An error of fn ends the scan and is returned wrapped.
+func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, fn func(jetstream.Record) error) error {
+	var last uint64
+	scan := func(from uint64) error {
+		return e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+			last = r.Seq
+			return fn(r)
+		})
+	}
+	if err := scan(1); err != nil {
+		return err
+	}
+	want := e.marks.get(session)
+	if upTo != 0 && upTo < want {
+		// The session's events up to upTo need not end at upTo: a scan
+		// that ends below it is not evidence of a lagging replica.
+		return nil
+	}
+	deadline := time.Now().Add(readWait)
+	for wait := 5 * time.Millisecond; last < want; wait = min(wait*2, 200*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("read session %q: the log answered up to sequence %d, not %d, after %s: %w", session, last, want, readWait, projection.ErrNotCaughtUp)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("read session %q up to %d (have %d): %w: %w", session, want, last, projection.ErrNotCaughtUp, ctx.Err())
+		case <-time.After(wait):
+		}
+		if err := scan(last + 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
