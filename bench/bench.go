@@ -263,7 +263,7 @@ func ExpectedLines(cfg Config) []string {
 	}
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
-	out = append(out, nameReplay, nameColdStart)
+	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
 	}
@@ -280,8 +280,8 @@ func ExpectedLines(cfg Config) []string {
 const (
 	nameAppendSync       = "append, one session, synchronous"
 	nameAppendConcurrent = "append, %d sessions concurrently"
-	nameSessionRead      = "session read"
-	nameSessionReadKV    = "session read, engine without its projection (KV view)"
+	nameSessionRead      = "session read, in memory (process running the projection)"
+	nameSessionReadKV    = "session read, remote (engine without its projection, KV view)"
 	nameTurnResolve      = "resolve for a turn, Engine.Resolve, default registry"
 	nameResolveCached    = "resolve cached, %d tools"
 	nameResolveCold      = "resolve cold (uncached), %d tools"
@@ -289,9 +289,10 @@ const (
 	nameSplitDefault     = "split per call, default registry"
 	nameSplit500         = "split per call, 500 tools"
 	nameReplay           = "replay whole stream into a fresh projection"
+	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
 	nameColdStart        = "cold start, fresh engine ready"
-	nameMemProjection    = "memory per session, projection, %s sessions"
-	nameMemServer        = "memory per session, server, %s sessions"
+	nameMemProjection    = "memory per cached session, projection, %s sessions"
+	nameMemServer        = "memory per session subject, server, %s sessions"
 	nameColdRestart      = "cold start incl. server restart"
 )
 

@@ -596,3 +596,11 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
 	return p.views.Keys(ctx)
 }
+
+// Cached is the number of sessions whose state the projection holds in
+// memory (at most Config.CacheSize after each flush).
+func (p *Projection) Cached() int {
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	return len(p.cache)
+}
