@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
