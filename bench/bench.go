@@ -254,8 +254,10 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out,
 		nameAppendSync,
 		fmt.Sprintf(nameAppendConcurrent, cfg.Clients),
+		fmt.Sprintf(nameProjectionLag, cfg.Clients),
 		nameSessionRead,
 		nameSessionReadKV,
+		nameColdLoad,
 		nameTurnResolve,
 	)
 	for _, n := range cfg.RegistrySizes {
@@ -280,8 +282,10 @@ func ExpectedLines(cfg Config) []string {
 const (
 	nameAppendSync       = "append, one session, synchronous"
 	nameAppendConcurrent = "append, %d sessions concurrently"
+	nameProjectionLag    = "projection lag p99, ack to view, under the %d-session load"
 	nameSessionRead      = "session read, in memory (process running the projection)"
 	nameSessionReadKV    = "session read, remote (engine without its projection, KV view)"
+	nameColdLoad         = "session load, cold engine without projection, 2k events (snapshot + tail)"
 	nameTurnResolve      = "resolve for a turn, Engine.Resolve, default registry"
 	nameResolveCached    = "resolve cached, %d tools"
 	nameResolveCold      = "resolve cold (uncached), %d tools"
@@ -348,6 +352,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"append sync", h.appendSync},
 		{"append concurrent", h.appendConcurrent},
 		{"session read", h.sessionRead},
+		{"cold session load", h.coldLoad},
 		{"turn resolve", h.turnResolve},
 		{"resolver", h.resolveLines},
 		{"fold and split", h.foldSplit},
