@@ -266,6 +266,9 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
 	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
+	for k := 1; k <= 3; k++ {
+		out = append(out, fmt.Sprintf(nameScaleOut, k))
+	}
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
 	}
@@ -294,6 +297,7 @@ const (
 	nameSplit500         = "split per call, 500 tools"
 	nameReplay           = "replay whole stream into a fresh projection"
 	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
+	nameScaleOut         = "scale-out, %d engine(s), 3-node R3 cluster"
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"
 	nameMemServer        = "memory per session subject, server, %s sessions"
@@ -359,6 +363,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"tool search", h.searchLines},
 		{"replay", h.replay},
 		{"cold start", h.coldStart},
+		{"scale-out", h.scaleOut},
 		{"restart", h.restart},
 	}
 	for _, s := range steps {
@@ -384,6 +389,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 func serverVersion() string { return server.VERSION }
+
+func cpuCount() int { return runtime.NumCPU() }
 
 // median of xs (xs is not modified).
 func median(xs []float64) float64 {
