@@ -90,6 +90,15 @@ type Config struct {
 	// SkipRestart leaves out the cold start line that restarts the
 	// embedded server.
 	SkipRestart bool `json:"skip_restart"`
+	// Only, when not empty, runs only the steps named (see Steps), to
+	// measure one lever at a time; the report then lacks the other lines.
+	Only []string `json:"only,omitempty"`
+}
+
+// Steps names the steps of a run, in order, for Config.Only.
+func Steps() []string {
+	return []string{"memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
+		"fold-and-split", "tool-search", "replay", "cold-start", "scale-out", "restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -369,6 +378,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			break
+		}
+		if len(cfg.Only) > 0 && s.name != "start" && !slices.Contains(cfg.Only, strings.ReplaceAll(s.name, " ", "-")) {
+			continue
 		}
 		if err = s.fn(ctx); err != nil {
 			err = fmt.Errorf("bench %s: %w", s.name, err)

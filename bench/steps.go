@@ -198,6 +198,9 @@ func (h *harness) sessionRead(ctx context.Context) error {
 		return err
 	}
 	keys := h.readKeys
+	if len(keys) == 0 {
+		return errors.New("session read needs the sessions of append-concurrent")
+	}
 	n := h.cfg.ReadOps
 	// The same decoded states in a plain map.
 	var mu sync.RWMutex
@@ -289,6 +292,9 @@ func (h *harness) sessionRead(ctx context.Context) error {
 // rendering, sha256 prefix hash.
 func (h *harness) turnResolve(ctx context.Context) error {
 	keys := h.readKeys
+	if len(keys) == 0 {
+		return errors.New("turn resolve needs the sessions of append-concurrent")
+	}
 	n := max(h.cfg.ReadOps/2, 1)
 	var tools int
 	l, err := h.single(ctx, nameTurnResolve, "µs/op", func(ctx context.Context, _ int) (float64, error) {
@@ -918,8 +924,8 @@ func (h *harness) rss() int64 {
 // restarted on the data directory first (it recovers every stream of the
 // run, the cold one included).
 func (h *harness) restart(ctx context.Context) error {
-	if h.cfg.SkipRestart {
-		return nil
+	if h.cfg.SkipRestart || len(h.coldProbe) == 0 {
+		return nil // without cold-start there is nothing to probe
 	}
 	h.close()
 	dir := filepath.Join(h.dir, "server")
