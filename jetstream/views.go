@@ -88,25 +88,43 @@ func (v *Views) PutAll(ctx context.Context, puts []Put) error {
 		}
 		return nil
 	}
-	futures := make([]jetstream.PubAckFuture, 0, len(puts))
-	for _, p := range puts {
-		f, err := v.log.js.PublishAsync(v.subj+p.Key, p.Value)
-		if err != nil {
-			return fmt.Errorf("put view %s: %w", p.Key, err)
-		}
-		futures = append(futures, f)
-	}
-	for i, f := range futures {
+	// A sliding window of async puts: at most putWindow unacknowledged,
+	// so that a large flush neither stalls the client's async publisher
+	// (4,000 pending by default) nor waits window by window.
+	futures := make([]jetstream.PubAckFuture, putWindow)
+	wait := func(i int) error {
+		f := futures[i%putWindow]
 		select {
 		case <-f.Ok():
+			return nil
 		case err := <-f.Err():
 			return fmt.Errorf("put view %s: %w", puts[i].Key, err)
 		case <-ctx.Done():
 			return fmt.Errorf("put views: %w", ctx.Err())
 		}
 	}
+	for i, p := range puts {
+		if i >= putWindow {
+			if err := wait(i - putWindow); err != nil {
+				return err
+			}
+		}
+		f, err := v.log.js.PublishAsync(v.subj+p.Key, p.Value)
+		if err != nil {
+			return fmt.Errorf("put view %s: %w", p.Key, err)
+		}
+		futures[i%putWindow] = f
+	}
+	for i := max(0, len(puts)-putWindow); i < len(puts); i++ {
+		if err := wait(i); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// putWindow bounds the unacknowledged puts of PutAll.
+const putWindow = 2048
 
 // Keys lists the sessions that have a view, sorted.
 func (v *Views) Keys(ctx context.Context) ([]string, error) {
