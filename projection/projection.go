@@ -398,6 +398,7 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 		}
 		if r.Seq > next {
 			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
+			before := len(out)
 			err := p.log.ScanRange(ctx, next, r.Seq-1, func(g jetstream.Record) error {
 				out = append(out, g)
 				return nil
@@ -405,11 +406,26 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 			if err != nil {
 				return nil, err
 			}
+			if err := gapFilled(next, r.Seq-1, out[before:]); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, r)
 		next = r.Seq + 1
 	}
 	return out, nil
+}
+
+// gapFilled checks that a gap read from the log holds every sequence of
+// [from, to]: a replica answering the direct gets may lag the leader, and
+// folding past a hole would lose its events for good (the acknowledgement
+// covers them). An incomplete read fails the feed, which resumes from the
+// acknowledged position.
+func gapFilled(from, to uint64, got []jetstream.Record) error {
+	if uint64(len(got)) == to-from+1 && (len(got) == 0 || got[0].Seq == from && got[len(got)-1].Seq == to) {
+		return nil
+	}
+	return fmt.Errorf("projection: filling the delivery gap %d..%d read %d events from the log (a lagging replica?): resuming from the acknowledged position", from, to, len(got))
 }
 
 func (p *Projection) setApplied(seq uint64) {
