@@ -71,7 +71,7 @@ func TestQuick(t *testing.T) {
 
 func TestExpectedLinesFollowConfig(t *testing.T) {
 	got := ExpectedLines(Config{RegistrySizes: []int{7}, MemorySessions: []int{3, 4}, SkipRestart: true})
-	for _, name := range []string{"resolve cached, 7 tools", "memory per session, server, 4 sessions"} {
+	for _, name := range []string{"resolve cached, 7 tools", "memory per session subject, server, 4 sessions"} {
 		found := false
 		for _, g := range got {
 			found = found || g == name
