@@ -203,13 +203,6 @@ type FeedConfig struct {
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
 	AckWait time.Duration
-	// PollInterval, when positive, has the feed fetch what the server
-	// holds once per interval (one pull request answered in one burst,
-	// repeated while bursts come back full) instead of having each event
-	// pushed as soon as it is stored: a busy writer on the same machine
-	// then pays one wake-up per burst, not one per event. Events wait at
-	// most PollInterval longer. Zero: push as stored.
-	PollInterval time.Duration
 }
 
 // Feed is a durable, at-least-once stream of every event, for projections.
@@ -223,50 +216,12 @@ type FeedConfig struct {
 // detects such a gap by sequence and reads it with ScanRange before it
 // acknowledges (the projection does).
 type Feed struct {
-	log    *Log
-	cons   jetstream.Consumer
-	cc     jetstream.ConsumeContext // nil when polling
-	ch     chan jetstream.Msg
-	done   chan struct{}
-	polled chan struct{} // closed when the poll loop has returned; nil when pushed
-	once   sync.Once
-}
-
-// pollBatch is how many events one poll request asks for.
-const pollBatch = 4096
-
-// poll fetches what the server holds every interval, until Stop. A failed
-// fetch is tried again at the next tick (the consumer is durable; nothing
-// is lost, and the projection fills gaps by sequence).
-func (f *Feed) poll(every time.Duration) {
-	defer close(f.polled)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		for {
-			b, err := f.cons.FetchNoWait(pollBatch)
-			if err != nil {
-				break
-			}
-			n := 0
-			for m := range b.Messages() {
-				select {
-				case f.ch <- m:
-					n++
-				case <-f.done:
-					return
-				}
-			}
-			if n < pollBatch {
-				break
-			}
-		}
-		select {
-		case <-f.done:
-			return
-		case <-t.C:
-		}
-	}
+	log  *Log
+	cons jetstream.Consumer
+	cc   jetstream.ConsumeContext
+	ch   chan jetstream.Msg
+	done chan struct{}
+	once sync.Once
 }
 
 // Feed creates (or resumes) a durable consumer over all events.
@@ -287,11 +242,6 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
 	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{})}
-	if cfg.PollInterval > 0 {
-		f.polled = make(chan struct{})
-		go f.poll(cfg.PollInterval)
-		return f, nil
-	}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
 		case f.ch <- m:
@@ -399,12 +349,7 @@ func (f *Feed) Ack(b Batch) error {
 func (f *Feed) Stop() {
 	f.once.Do(func() {
 		close(f.done)
-		if f.cc != nil {
-			f.cc.Stop()
-		}
-		if f.polled != nil {
-			<-f.polled
-		}
+		f.cc.Stop()
 	})
 }
 

@@ -161,7 +161,7 @@ func (p *Projection) Run(ctx context.Context) error {
 
 // runFeed folds from one feed until an error or ctx ends.
 func (p *Projection) runFeed(ctx context.Context) error {
-	feed, err := p.log.Feed(ctx, p.feedConfig())
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if u.batch.Records == nil {
 			continue
 		}
-		if !p.flushDue(&u, &pipe) {
+		if !p.flushDue(&u) {
 			continue
 		}
 		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
@@ -303,30 +303,14 @@ func (p *Projection) flushInterval(u *unflushed) time.Duration {
 }
 
 // flushDue reports whether the folded window should be written now.
-func (p *Projection) flushDue(u *unflushed, pipe *flushPipe) bool {
+func (p *Projection) flushDue(u *unflushed) bool {
 	if p.cfg.FlushInterval <= 0 || time.Since(u.since) >= p.flushInterval(u) {
 		return true
 	}
 	if u.catchingUp() {
 		return u.events >= catchUpEvents || len(u.order) >= max(p.cfg.BatchSize, catchUpSessions)
 	}
-	// A polled feed has already gathered an interval's events: write them
-	// as soon as the previous write is done; until then keep folding into
-	// this window (the wait above bounds it to one interval).
-	return !pipe.busy()
-}
-
-// feedConfig polls the feed once per flush interval: the events of an
-// interval arrive in one burst, are folded, and their views written at
-// once (see flushDue), so an event waits at most about one interval, as
-// when pushed; and a burst per interval costs the writers on this machine
-// far less than a wake-up per event.
-func (p *Projection) feedConfig() jetstream.FeedConfig {
-	fc := jetstream.FeedConfig{Durable: p.cfg.Durable}
-	if p.cfg.FlushInterval > 0 {
-		fc.PollInterval = p.cfg.FlushInterval
-	}
-	return fc
+	return len(u.order) >= p.cfg.BatchSize
 }
 
 // unflushed is what has been folded into the cache but not yet written to
@@ -346,35 +330,16 @@ type unflushed struct {
 // acknowledgements therefore go out in order.
 type flushPipe struct {
 	done chan error // nil when no flush is in flight
-	err  error      // of a finished flush that busy saw, for wait
 }
 
 // wait blocks until the flush in flight, if any, has finished.
 func (f *flushPipe) wait() error {
-	if err := f.err; err != nil {
-		f.err = nil
-		return err
-	}
 	if f.done == nil {
 		return nil
 	}
 	err := <-f.done
 	f.done = nil
 	return err
-}
-
-// busy reports, without blocking, whether a flush is still in flight.
-func (f *flushPipe) busy() bool {
-	if f.done == nil {
-		return false
-	}
-	select {
-	case f.err = <-f.done:
-		f.done = nil
-		return false
-	default:
-		return true
-	}
 }
 
 // flush encodes the dirty views, resets u, and (after the previous flush
