@@ -143,6 +143,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 
 	// Raw side: one connection per node, the raw stream at R3.
 	var rawJS []njs.JetStream
+	var rawStream []njs.Stream
 	for i := 0; i < nodes; i++ {
 		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: cl.url(i), Name: fmt.Sprintf("bench-raw-%d", i)})
 		if err != nil {
@@ -159,6 +160,11 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			return err
 		}
 		rawJS = append(rawJS, js)
+		st, err := js.Stream(ctx, strings.ToUpper(prefixRaw)+"_EVENTS")
+		if err != nil {
+			return err
+		}
+		rawStream = append(rawStream, st)
 	}
 	// Engines: one per node.
 	var engines []*clusterEngine
@@ -252,11 +258,23 @@ func (h *harness) scaleOut(ctx context.Context) error {
 				lasts[g], err = ws[g].publishAsync(ctx, rawJS[g%k], 0, 0)
 				return err
 			}, func(g int) error {
-				var err error
 				for i := 1; i <= per; i++ {
-					if lasts[g], err = ws[g].publishAsync(ctx, rawJS[g%k], i, lasts[g]); err != nil {
+					last, err := ws[g].publishAsync(ctx, rawJS[g%k], i, lasts[g])
+					var apiErr *njs.APIError
+					if errors.As(err, &apiErr) && apiErr.ErrorCode == njs.JSErrCodeStreamWrongLastSequence {
+						// The client re-sent a publish the stream had stored
+						// (an ack lost in a leader change): read where the
+						// session is, as the engine's append does.
+						m, gerr := rawStream[g%k].GetLastMsgForSubject(ctx, ws[g].subj)
+						if gerr != nil {
+							return errors.Join(err, gerr)
+						}
+						last, err = m.Sequence, nil
+					}
+					if err != nil {
 						return err
 					}
+					lasts[g] = last
 				}
 				return nil
 			})
