@@ -90,6 +90,15 @@ type Config struct {
 	// SkipRestart leaves out the cold start line that restarts the
 	// embedded server.
 	SkipRestart bool `json:"skip_restart"`
+	// Only, when not empty, runs only the steps named (see Steps), to
+	// measure one lever at a time; the report then lacks the other lines.
+	Only []string `json:"only,omitempty"`
+}
+
+// Steps names the steps of a run, in order, for Config.Only.
+func Steps() []string {
+	return []string{"memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
+		"fold-and-split", "tool-search", "replay", "cold-start", "scale-out", "restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -254,8 +263,10 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out,
 		nameAppendSync,
 		fmt.Sprintf(nameAppendConcurrent, cfg.Clients),
+		fmt.Sprintf(nameProjectionLag, cfg.Clients),
 		nameSessionRead,
 		nameSessionReadKV,
+		nameColdLoad,
 		nameTurnResolve,
 	)
 	for _, n := range cfg.RegistrySizes {
@@ -263,7 +274,10 @@ func ExpectedLines(cfg Config) []string {
 	}
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
-	out = append(out, nameReplay, nameColdStart)
+	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
+	for k := 1; k <= 3; k++ {
+		out = append(out, fmt.Sprintf(nameScaleOut, k))
+	}
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
 	}
@@ -280,8 +294,10 @@ func ExpectedLines(cfg Config) []string {
 const (
 	nameAppendSync       = "append, one session, synchronous"
 	nameAppendConcurrent = "append, %d sessions concurrently"
-	nameSessionRead      = "session read"
-	nameSessionReadKV    = "session read, engine without its projection (KV view)"
+	nameProjectionLag    = "projection lag p99, ack to view, under the %d-session load"
+	nameSessionRead      = "session read, in memory (process running the projection)"
+	nameSessionReadKV    = "session read, remote (engine without its projection, KV view)"
+	nameColdLoad         = "session load, cold engine without projection, 2k events (snapshot + tail)"
 	nameTurnResolve      = "resolve for a turn, Engine.Resolve, default registry"
 	nameResolveCached    = "resolve cached, %d tools"
 	nameResolveCold      = "resolve cold (uncached), %d tools"
@@ -289,9 +305,11 @@ const (
 	nameSplitDefault     = "split per call, default registry"
 	nameSplit500         = "split per call, 500 tools"
 	nameReplay           = "replay whole stream into a fresh projection"
+	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
+	nameScaleOut         = "scale-out, %d engine(s), 3-node R3 cluster"
 	nameColdStart        = "cold start, fresh engine ready"
-	nameMemProjection    = "memory per session, projection, %s sessions"
-	nameMemServer        = "memory per session, server, %s sessions"
+	nameMemProjection    = "memory per cached session, projection, %s sessions"
+	nameMemServer        = "memory per session subject, server, %s sessions"
 	nameColdRestart      = "cold start incl. server restart"
 )
 
@@ -347,17 +365,22 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"append sync", h.appendSync},
 		{"append concurrent", h.appendConcurrent},
 		{"session read", h.sessionRead},
+		{"cold session load", h.coldLoad},
 		{"turn resolve", h.turnResolve},
 		{"resolver", h.resolveLines},
 		{"fold and split", h.foldSplit},
 		{"tool search", h.searchLines},
 		{"replay", h.replay},
 		{"cold start", h.coldStart},
+		{"scale-out", h.scaleOut},
 		{"restart", h.restart},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			break
+		}
+		if len(cfg.Only) > 0 && s.name != "start" && !slices.Contains(cfg.Only, strings.ReplaceAll(s.name, " ", "-")) {
+			continue
 		}
 		if err = s.fn(ctx); err != nil {
 			err = fmt.Errorf("bench %s: %w", s.name, err)
@@ -378,6 +401,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 func serverVersion() string { return server.VERSION }
+
+func cpuCount() int { return runtime.NumCPU() }
 
 // median of xs (xs is not modified).
 func median(xs []float64) float64 {

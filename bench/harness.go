@@ -295,7 +295,7 @@ func metSuffix(l Line) string {
 
 // ratioTarget sets a "ratio >= min" target on l.
 func ratioTarget(l *Line, min float64) {
-	l.Target = fmt.Sprintf("ratio >= %.1f", min)
+	l.Target = fmt.Sprintf("ratio >= %g", min)
 	l.Met = bptr(l.Ratio >= min)
 }
 

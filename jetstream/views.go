@@ -120,8 +120,33 @@ func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 	}
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()
-	futures := make([]jetstream.PubAckFuture, 0, len(puts))
-	for _, p := range puts {
+	// A sliding window of async puts: at most putWindow unacknowledged,
+	// so that a large flush neither stalls the client's async publisher
+	// (4,000 pending by default) nor waits window by window.
+	futures := make([]jetstream.PubAckFuture, min(len(puts), putWindow))
+	revs := make([]uint64, len(puts))
+	wait := func(i int) error {
+		f := futures[i%putWindow]
+		select {
+		case ack := <-f.Ok():
+			revs[i] = ack.Sequence
+			return nil
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastSeq {
+				return fmt.Errorf("put view %s at revision %d: %w: %w", puts[i].Key, puts[i].Rev, ErrViewChanged, err)
+			}
+			return fmt.Errorf("put view %s: %w", puts[i].Key, err)
+		case <-ctx.Done():
+			return fmt.Errorf("put views: %w", ctx.Err())
+		}
+	}
+	for i, p := range puts {
+		if i >= putWindow {
+			if err := wait(i - putWindow); err != nil {
+				return nil, err
+			}
+		}
 		m := nats.NewMsg(v.subj + p.Key)
 		m.Data = p.Value
 		if p.Cond {
@@ -131,21 +156,11 @@ func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("put view %s: %w", p.Key, err)
 		}
-		futures = append(futures, f)
+		futures[i%putWindow] = f
 	}
-	revs := make([]uint64, len(puts))
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			revs[i] = ack.Sequence
-		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastSeq {
-				return nil, fmt.Errorf("put view %s at revision %d: %w: %w", puts[i].Key, puts[i].Rev, ErrViewChanged, err)
-			}
-			return nil, fmt.Errorf("put view %s: %w", puts[i].Key, err)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("put views: %w", ctx.Err())
+	for i := max(0, len(puts)-putWindow); i < len(puts); i++ {
+		if err := wait(i); err != nil {
+			return nil, err
 		}
 	}
 	return revs, nil
@@ -166,6 +181,9 @@ func (v *Views) LastSeq(ctx context.Context) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
+
+// putWindow bounds the unacknowledged puts of PutAll.
+const putWindow = 2048
 
 // Keys lists the sessions that have a view, sorted.
 func (v *Views) Keys(ctx context.Context) ([]string, error) {

@@ -460,7 +460,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	for {
 		wait := time.Duration(-1)
 		if u.events > 0 {
-			wait = max(0, p.cfg.FlushInterval-time.Since(u.since))
+			wait = max(0, p.flushInterval(&u)-time.Since(u.since))
 		}
 		b, err := feed.NextWithin(ctx, p.cfg.BatchSize, wait)
 		if err != nil {
@@ -491,13 +491,50 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if u.batch.Records == nil {
 			continue
 		}
-		if len(u.order) < p.cfg.BatchSize && time.Since(u.since) < p.cfg.FlushInterval && p.cfg.FlushInterval > 0 {
+		if !p.flushDue(&u) {
 			continue
 		}
 		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
 			return err
 		}
 	}
+}
+
+// Catch-up windows: while the feed is far behind (a replay, a restart
+// after downtime), a window folds up to catchUpEvents events or
+// catchUpSessions sessions, or for catchUpInterval, before its views are
+// written, so a session touched many times in the backlog is written once
+// per window, not once per BatchSize sessions. catchUpEvents stays well
+// under the feed's MaxAckPending (100,000), or delivery would stop before
+// the window is acknowledged.
+const (
+	catchUpPending  = 4096
+	catchUpEvents   = 50_000
+	catchUpSessions = 20_000
+	catchUpInterval = 250 * time.Millisecond
+)
+
+// catchingUp reports whether the last delivery left a backlog large
+// enough for catch-up windows.
+func (u *unflushed) catchingUp() bool { return u.pending >= catchUpPending }
+
+// flushInterval is how long folded events may wait for their view write.
+func (p *Projection) flushInterval(u *unflushed) time.Duration {
+	if u.catchingUp() && p.cfg.FlushInterval > 0 {
+		return max(p.cfg.FlushInterval, catchUpInterval)
+	}
+	return p.cfg.FlushInterval
+}
+
+// flushDue reports whether the folded window should be written now.
+func (p *Projection) flushDue(u *unflushed) bool {
+	if p.cfg.FlushInterval <= 0 || time.Since(u.since) >= p.flushInterval(u) {
+		return true
+	}
+	if u.catchingUp() {
+		return u.events >= catchUpEvents || len(u.order) >= max(p.cfg.BatchSize, catchUpSessions)
+	}
+	return len(u.order) >= p.cfg.BatchSize
 }
 
 // unflushed is what has been folded into the cache but not yet written to
@@ -960,4 +997,12 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 		fixed++
 	}
 	return fixed, nil
+}
+
+// Cached is the number of sessions whose state the projection holds in
+// memory (at most Config.CacheSize after each flush).
+func (p *Projection) Cached() int {
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	return len(p.cache)
 }

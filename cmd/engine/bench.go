@@ -10,11 +10,12 @@ import (
 )
 
 type benchCmd struct {
-	Quick   bool   `name:"quick" help:"Small sizes: proves the harness works, in under a minute (CI runs this)."`
-	Runs    int    `name:"runs" help:"Runs per line; each line prints the median (default 5, quick 3)."`
-	JSON    bool   `name:"json" help:"Print the report as JSON instead of a table."`
-	Data    string `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
-	Profile string `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
+	Quick   bool     `name:"quick" help:"Small sizes: proves the harness works, in under a minute (CI runs this)."`
+	Runs    int      `name:"runs" help:"Runs per line; each line prints the median (default 5, quick 3)."`
+	JSON    bool     `name:"json" help:"Print the report as JSON instead of a table."`
+	Data    string   `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
+	Profile string   `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
+	Only    []string `name:"only" help:"Run only these steps (comma-separated): memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, replay, cold-start, scale-out, restart."`
 }
 
 // Help is kong's long help of the subcommand.
@@ -26,7 +27,7 @@ func (c *benchCmd) Help() string {
 }
 
 func (c *benchCmd) Run(ctx context.Context) error {
-	cfg := bench.Config{Quick: c.Quick, Runs: c.Runs, DataDir: c.Data, ProfileDir: c.Profile, Out: newProgress().Writer()}
+	cfg := bench.Config{Quick: c.Quick, Runs: c.Runs, DataDir: c.Data, ProfileDir: c.Profile, Only: c.Only, Out: newProgress().Writer()}
 	rep, err := bench.Run(ctx, cfg)
 	if c.JSON {
 		enc := json.NewEncoder(os.Stdout)

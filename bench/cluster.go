@@ -1,0 +1,347 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// benchCluster is a 3-node JetStream cluster in this process, on loopback,
+// file storage under the run's data directory, every node routed to every
+// other.
+type benchCluster struct {
+	srvs []*server.Server
+}
+
+func startCluster(dir string, n int) (*benchCluster, error) {
+	c := &benchCluster{}
+	name := fmt.Sprintf("bench%d", time.Now().UnixNano()%100000)
+	// JetStream clustering wants configured routes on every node: reserve
+	// the cluster ports first.
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	for i := 0; i < n; i++ {
+		var routes []*url.URL
+		for j, p := range ports {
+			if j != i {
+				routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+			}
+		}
+		opts := &server.Options{
+			ServerName: fmt.Sprintf("b%d", i),
+			Host:       "127.0.0.1",
+			Port:       server.RANDOM_PORT,
+			NoLog:      true,
+			NoSigs:     true,
+			JetStream:  true,
+			StoreDir:   filepath.Join(dir, fmt.Sprintf("cluster-n%d", i)),
+			Cluster:    server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[i]},
+			Routes:     routes,
+		}
+		srv, err := server.NewServer(opts)
+		if err != nil {
+			c.shutdown()
+			return nil, err
+		}
+		srv.Start()
+		if !srv.ReadyForConnections(20 * time.Second) {
+			srv.Shutdown()
+			c.shutdown()
+			return nil, fmt.Errorf("cluster node %d not ready", i)
+		}
+		c.srvs = append(c.srvs, srv)
+	}
+	return c, nil
+}
+
+func (c *benchCluster) url(i int) string { return c.srvs[i%len(c.srvs)].ClientURL() }
+
+func (c *benchCluster) shutdown() {
+	for _, s := range c.srvs {
+		s.Shutdown()
+	}
+	for _, s := range c.srvs {
+		s.WaitForShutdown()
+	}
+}
+
+// openLogRetry opens a replicated log, retrying while the cluster's
+// JetStream meta leader is being elected (up to a minute).
+func openLogRetry(ctx context.Context, nc *nats.Conn, cfg jetstream.LogConfig) (*jetstream.Log, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		// Each attempt has its own deadline: a request sent before the meta
+		// leader is known may get no answer at all.
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := jetstream.OpenLog(actx, nc, cfg)
+		cancel()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// clusterEngine is one engine process on the cluster: its connection
+// (to one node), log, projection and service.
+type clusterEngine struct {
+	nc   *nats.Conn
+	log  *jetstream.Log
+	proj *projection.Projection
+	eng  *service.Engine
+	stop func()
+}
+
+func (e *clusterEngine) close() {
+	if e.stop != nil {
+		e.stop()
+	}
+	e.nc.Close()
+}
+
+// scaleOut: 1, 2 and 3 engines, each connected to its own node of a
+// 3-node R3 cluster, each with 32 goroutines appending to disjoint
+// sessions; engine 0 also runs the projection (one per stream), the others
+// are writers (serve --no-projection). Raw: as many connections, one per
+// node, with as many goroutines doing the fair raw async publish.
+func (h *harness) scaleOut(ctx context.Context) error {
+	const nodes = 3
+	start := time.Now()
+	cl, err := startCluster(h.dir, nodes)
+	if err != nil {
+		return err
+	}
+	defer cl.shutdown()
+	perEngineClients := max(1, h.cfg.Clients/2)
+	per := max(1, h.cfg.ConcurrentOps/4/perEngineClients)
+
+	// Raw side: one connection per node, the raw stream at R3.
+	var rawJS []njs.JetStream
+	var rawStream []njs.Stream
+	for i := 0; i < nodes; i++ {
+		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: cl.url(i), Name: fmt.Sprintf("bench-raw-%d", i)})
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if i == 0 {
+			if _, err := openLogRetry(ctx, nc, jetstream.LogConfig{Prefix: prefixRaw, Replicas: 3}); err != nil {
+				return fmt.Errorf("raw stream on the cluster: %w", err)
+			}
+		}
+		js, err := njs.New(nc)
+		if err != nil {
+			return err
+		}
+		rawJS = append(rawJS, js)
+		st, err := js.Stream(ctx, strings.ToUpper(prefixRaw)+"_EVENTS")
+		if err != nil {
+			return err
+		}
+		rawStream = append(rawStream, st)
+	}
+	// Engines: one per node.
+	var engines []*clusterEngine
+	defer func() {
+		for _, e := range engines {
+			e.close()
+		}
+	}()
+	for i := 0; i < nodes; i++ {
+		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: cl.url(i), Name: fmt.Sprintf("bench-engine-%d", i)})
+		if err != nil {
+			return err
+		}
+		e := &clusterEngine{nc: nc}
+		engines = append(engines, e)
+		if e.log, err = openLogRetry(ctx, nc, jetstream.LogConfig{Prefix: prefixEngine, Replicas: 3}); err != nil {
+			return fmt.Errorf("engine stream on the cluster: %w", err)
+		}
+		if e.proj, err = projection.Open(ctx, e.log, projection.Config{}); err != nil {
+			return err
+		}
+		if i == 0 {
+			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan error, 1)
+			p := e.proj
+			go func() { done <- p.Run(rctx) }()
+			e.stop = func() { cancel(); <-done }
+		}
+		e.eng = service.New(e.log, e.proj, resolver.Default(), service.Config{})
+	}
+	// The same topology for both sides: every stream's leader on node 0.
+	for _, stream := range []string{engines[0].log.StreamName(), strings.ToUpper(prefixRaw) + "_EVENTS", "KV_" + engines[0].proj.Views().Bucket()} {
+		if err := leaderOn(ctx, engines[0].nc, stream, "b0"); err != nil {
+			return err
+		}
+	}
+	h.progress("scale-out: 3-node R3 cluster formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
+
+	parallel := func(n int, warm, loop func(g int) error) (time.Duration, error) {
+		var ready, done sync.WaitGroup
+		gate := make(chan struct{})
+		errs := make([]error, n)
+		for g := 0; g < n; g++ {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				errs[g] = warm(g)
+				ready.Done()
+				<-gate
+				if errs[g] == nil {
+					errs[g] = loop(g)
+				}
+			}()
+		}
+		ready.Wait()
+		t := time.Now()
+		close(gate)
+		done.Wait()
+		return time.Since(t), errors.Join(errs...)
+	}
+	var first float64
+	for k := 1; k <= nodes; k++ {
+		n := k * perEngineClients
+		total := n * per
+		engine := func(ctx context.Context, r int) (float64, error) {
+			name := func(g int) string { return fmt.Sprintf("scale%d-e%03d-%03d", k, r, g) }
+			eng := func(g int) *service.Engine { return engines[g%k].eng }
+			el, err := parallel(n, func(g int) error {
+				_, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(0))
+				return err
+			}, func(g int) error {
+				for i := 1; i <= per; i++ {
+					if _, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(i)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			return float64(total) / el.Seconds(), nil
+		}
+		raw := func(ctx context.Context, r int) (float64, error) {
+			ws := make([]*rawWriter, n)
+			lasts := make([]uint64, n)
+			el, err := parallel(n, func(g int) error {
+				ws[g] = newRawWriter(fmt.Sprintf("scale%d-r%03d-%03d", k, r, g))
+				var err error
+				lasts[g], err = ws[g].publishAsync(ctx, rawJS[g%k], 0, 0)
+				return err
+			}, func(g int) error {
+				for i := 1; i <= per; i++ {
+					last, err := ws[g].publishAsync(ctx, rawJS[g%k], i, lasts[g])
+					var apiErr *njs.APIError
+					if errors.As(err, &apiErr) && apiErr.ErrorCode == njs.JSErrCodeStreamWrongLastSequence {
+						// The client re-sent a publish the stream had stored
+						// (an ack lost in a leader change): read where the
+						// session is, as the engine's append does.
+						m, gerr := rawStream[g%k].GetLastMsgForSubject(ctx, ws[g].subj)
+						if gerr != nil {
+							return errors.Join(err, gerr)
+						}
+						last, err = m.Sequence, nil
+					}
+					if err != nil {
+						return err
+					}
+					lasts[g] = last
+				}
+				return nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			return float64(total) / el.Seconds(), nil
+		}
+		l, err := h.pair(ctx, fmt.Sprintf(nameScaleOut, k), "events/s", true, engine, raw)
+		if err != nil {
+			return err
+		}
+		if k == 1 {
+			first = l.Engine
+		}
+		scale := ""
+		if k > 1 && first > 0 {
+			scale = fmt.Sprintf("; %.2fx the 1-engine figure", l.Engine/first)
+		}
+		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views R3, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack%s",
+			cpuCount(), k, nodeList(k), perEngineClients, total, k, scale)
+		h.add(l)
+	}
+	return nil
+}
+
+func nodeList(k int) string {
+	s := make([]string, k)
+	for i := range s {
+		s[i] = fmt.Sprint(i)
+	}
+	return strings.Join(s, ",")
+}
+
+// leaderOn moves a stream's leader to the named server (a stepdown with a
+// preferred placement) and waits until it is there.
+func leaderOn(ctx context.Context, nc *nats.Conn, stream, name string) error {
+	js, err := njs.New(nc)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := js.Stream(actx, stream)
+		var leader string
+		if err == nil {
+			var info *njs.StreamInfo
+			if info, err = st.Info(actx); err == nil && info.Cluster != nil {
+				leader = info.Cluster.Leader
+			}
+		}
+		if leader == name {
+			cancel()
+			return nil
+		}
+		if leader != "" {
+			_, err = nc.RequestWithContext(actx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(`{"placement":{"preferred":"`+name+`"}}`))
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stream %s: leader %q, not %s, after a minute (%v)", stream, leader, name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// rawData is the body of every event type of the bench as a plain msgpack
+// struct: what a raw client that knows the wire format (docs/wire-format.md)
+// would declare.
+type rawData struct {
+	Name    string   `msgpack:"name,omitempty"`
+	Names   []string `msgpack:"names,omitempty"`
+	Enabled *bool    `msgpack:"enabled,omitempty"`
+	Preset  string   `msgpack:"preset,omitempty"`
+	Turn    uint64   `msgpack:"turn,omitempty"`
+}
+
+// rawEvent is the envelope as a raw client declares it: the same keys in
+// the same order as events.Encode writes them.
+type rawEvent struct {
+	ID      string  `msgpack:"id"`
+	Session string  `msgpack:"session"`
+	Channel string  `msgpack:"channel"`
+	Actor   string  `msgpack:"actor"`
+	TimeMs  int64   `msgpack:"time_ms"`
+	V       int     `msgpack:"v"`
+	Type    string  `msgpack:"type"`
+	Data    rawData `msgpack:"data"`
+}
+
+// rawWriter is the fair raw side of an append: for each message a fresh
+// ULID (also its Nats-Msg-Id), a fresh msgpack/v5 encode of a
+// ToolDisabled/ToolEnabled event of the same size as the engine's, the
+// event-type header and the expected-last-subject-sequence header (CAS).
+// One rawWriter per goroutine.
+type rawWriter struct {
+	session string
+	subj    string
+	buf     bytes.Buffer
+	enc     *msgpack.Encoder
+}
+
+func newRawWriter(session string) *rawWriter {
+	w := &rawWriter{session: session, subj: prefixRaw + ".events." + session}
+	w.enc = msgpack.NewEncoder(&w.buf)
+	w.enc.UseCompactInts(true)
+	return w
+}
+
+// encode returns the msgpack bytes of toggle event i, freshly encoded.
+func (w *rawWriter) encode(id string, i int) ([]byte, string, error) {
+	typ := string(toggle(i).EventType())
+	ev := rawEvent{ID: id, Session: w.session, Channel: origin.Channel, Actor: origin.Actor,
+		TimeMs: time.Now().UnixMilli(), V: events.SchemaVersion, Type: typ, Data: rawData{Name: "bash"}}
+	w.buf.Reset()
+	if err := w.enc.Encode(&ev); err != nil {
+		return nil, "", err
+	}
+	return bytes.Clone(w.buf.Bytes()), typ, nil
+}
+
+// msg builds toggle event i of the session expecting the session at last.
+func (w *rawWriter) msg(i int, last uint64) (*nats.Msg, error) {
+	id := events.NewID()
+	data, typ, err := w.encode(id, i)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(w.subj)
+	m.Data = data
+	m.Header.Set(njs.MsgIDHeader, id)
+	m.Header.Set(jetstream.HeaderEventType, typ)
+	m.Header.Set(njs.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	return m, nil
+}
+
+// publishSync publishes event i synchronously and returns its sequence.
+func (w *rawWriter) publishSync(ctx context.Context, js njs.JetStream, i int, last uint64) (uint64, error) {
+	m, err := w.msg(i, last)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, fmt.Errorf("raw publish to %s at %d: %w", w.subj, last, err)
+	}
+	return ack.Sequence, nil
+}
+
+// publishAsync publishes event i with PublishMsgAsync and waits for its
+// ack (one append in flight per session, as CAS allows).
+func (w *rawWriter) publishAsync(ctx context.Context, js njs.JetStream, i int, last uint64) (uint64, error) {
+	m, err := w.msg(i, last)
+	if err != nil {
+		return 0, err
+	}
+	f, err := js.PublishMsgAsync(m)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case ack := <-f.Ok():
+		return ack.Sequence, nil
+	case err := <-f.Err():
+		return 0, fmt.Errorf("raw async publish to %s at %d: %w", w.subj, last, err)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// rawDecode decodes one stored event with msgpack/v5 into rawEvent: the
+// minimal useful work of a raw consumer.
+func rawDecode(data []byte, ev *rawEvent) error {
+	*ev = rawEvent{}
+	return msgpack.Unmarshal(data, ev)
+}
+
+// sameSize checks that the raw encode of a toggle event is exactly as
+// large as the engine's, and returns that size.
+func sameSize() (int, error) {
+	eng, err := envelope("sync-e000", true)
+	if err != nil {
+		return 0, err
+	}
+	raw, _, err := newRawWriter("sync-r000").encode(events.NewID(), 0)
+	if err != nil {
+		return 0, err
+	}
+	if len(raw) != len(eng) {
+		return 0, fmt.Errorf("raw event is %d B, the engine's %d B: the baseline would not be fair", len(raw), len(eng))
+	}
+	return len(eng), nil
+}
