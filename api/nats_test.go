@@ -67,8 +67,7 @@ func TestMsgpackReply(t *testing.T) {
 		t.Fatalf("msgpack and JSON differ:\njson    %s\nmsgpack %s", a, b)
 	}
 	// Over HTTP too, errors included.
-	// min_seq: a read without it may see the view before the append (eventually consistent).
-	_, h, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/mp/resolve?min_seq=1", "", "Accept", MIMEMsgpack)
+	_, h, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/mp/resolve", "", "Accept", MIMEMsgpack)
 	if h.Get("Content-Type") != MIMEMsgpack || !strings.Contains(msgpackAsJSON(t, body), `"source":"session-intent"`) {
 		t.Fatalf("HTTP msgpack reply: %s", msgpackAsJSON(t, body))
 	}
