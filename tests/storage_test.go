@@ -23,14 +23,14 @@ import (
 )
 
 // runEngine runs an engine subcommand to its end with a deadline and
-// returns its combined output and error.
-func runEngine(t *testing.T, args ...string) (string, error, time.Duration) {
+// returns its combined output, how long it ran and its error.
+func runEngine(t *testing.T, args ...string) (string, time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, engineBin, args...).CombinedOutput()
-	return string(out), err, time.Since(start)
+	return string(out), time.Since(start), err
 }
 
 // #12 item 1: a second process on a live data directory (serve, rebuild,
@@ -51,7 +51,7 @@ func TestDataDirOneOwner(t *testing.T) {
 		{"rebuild", "--data", dir},
 		{"stream", "repair", "--data", dir},
 	} {
-		out, err, took := runEngine(t, args...)
+		out, took, err := runEngine(t, args...)
 		if err == nil {
 			t.Fatalf("%v on a live data dir succeeded:\n%s", args, out)
 		}
@@ -68,19 +68,19 @@ func TestDataDirOneOwner(t *testing.T) {
 	p.Stop(t)
 
 	// Once stopped, the directory is free again.
-	if out, err, _ := runEngine(t, "rebuild", "--data", dir); err != nil {
+	if out, _, err := runEngine(t, "rebuild", "--data", dir); err != nil {
 		t.Fatalf("rebuild of a stopped engine's dir: %v\n%s", err, out)
 	}
 
 	empty := filepath.Join(t.TempDir(), "wrong-dir")
-	out, err, _ := runEngine(t, "rebuild", "--data", empty)
+	out, _, err := runEngine(t, "rebuild", "--data", empty)
 	if err == nil || !strings.Contains(out, "holds no event stream") {
 		t.Fatalf("rebuild of a dir without a store: err %v\n%s", err, out)
 	}
 	if matches, _ := filepath.Glob(filepath.Join(empty, "jetstream", "*", "streams", "*")); len(matches) > 0 {
 		t.Fatalf("rebuild created streams in a dir without a store: %v", matches)
 	}
-	out, err, _ = runEngine(t, "registry", "push", "--data", dir, filepath.Join("..", "resolver", "default_registry.json"))
+	out, _, err = runEngine(t, "registry", "push", "--data", dir, filepath.Join("..", "resolver", "default_registry.json"))
 	if err == nil || !strings.Contains(out, "needs --nats") {
 		t.Fatalf("registry push without --nats: err %v\n%s", err, out)
 	}
@@ -351,7 +351,7 @@ func TestDamagedStore(t *testing.T) {
 	})
 	p.Stop(t)
 
-	out, err, took := runEngine(t, "rebuild", "--data", dir)
+	out, took, err := runEngine(t, "rebuild", "--data", dir)
 	if err != nil {
 		t.Fatalf("rebuild of the damaged store: %v\n%s", err, out)
 	}
@@ -378,7 +378,7 @@ func TestDamagedStore(t *testing.T) {
 	// The stream's last sequence unreadable (its index intact): rebuild
 	// used to wait for it forever.
 	damageBlock(t, dir, 1, false)
-	out, err, took = runEngine(t, "rebuild", "--data", dir)
+	out, took, err = runEngine(t, "rebuild", "--data", dir)
 	t.Logf("rebuild with the last sequence unreadable: %v in %v: %s", err, took.Round(time.Millisecond), strings.TrimSpace(out))
 	if took > 45*time.Second {
 		t.Fatalf("rebuild took %v", took)
