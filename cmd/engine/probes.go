@@ -40,6 +40,7 @@ const (
 	writeProbeEvery   = time.Second
 	writeProbeTimeout = 2 * time.Second
 	writeProbeStale   = 3 * time.Second
+	writeProbeHold    = 500 * time.Millisecond
 )
 
 // writeProbe caches whether the event stream can take an append now: it
@@ -88,8 +89,17 @@ func (p *writeProbe) probe(ctx context.Context) {
 	}
 }
 
+// appended records an acknowledged append: the stream took a write now,
+// which answers the question as well as a probe (and sooner, after a
+// stall).
+func (p *writeProbe) appended() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err, p.noLeader, p.lastOK = nil, false, p.now()
+}
+
 // check is the "stream" readiness check: the stream has a leader and
-// answered within writeProbeStale.
+// answered, or took an append, within writeProbeStale.
 func (p *writeProbe) check(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -139,7 +149,9 @@ func newProbes(d probeDeps) *health.Checker {
 			}
 			return nil
 		}},
-		{Name: "stream", Fn: d.write.check},
+		// A leader that answered is definite: recover after writeProbeHold,
+		// not the checker's 2 s.
+		{Name: "stream", Fn: d.write.check, Hold: writeProbeHold},
 	}
 	// Acknowledged events missing from the log (issue 12, item 3): what
 	// this engine's projection found, or the runner recorded.

@@ -174,9 +174,17 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return err
 		}
 	}
+	// An acknowledged append tells readiness the stream takes writes.
+	wp := newWriteProbe(jlog)
+	hooks := m.Hooks()
+	if counted := hooks.Appended; counted != nil {
+		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
+	} else {
+		hooks.Appended = func(int, bool) { wp.appended() }
+	}
 	eng := service.New(jlog, proj, reg, service.Config{
 		Logger: log.With().Str("component", "service").Logger(),
-		Hooks:  m.Hooks(),
+		Hooks:  hooks,
 	})
 
 	// Every registry version served stays addressable, so any engine
@@ -234,7 +242,6 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
 	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
 	if httpSrv != nil {
-		wp := newWriteProbe(jlog)
 		go wp.run(runCtx)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: c.Project, maxLag: c.MaxLag,
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
