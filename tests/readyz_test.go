@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -285,4 +286,70 @@ func TestProcessClusterReadyzLeaderKill(t *testing.T) {
 	if first503.IsZero() || !first503.Before(resumed) {
 		t.Errorf("#20 item 2: /readyz did not answer 503 while appends stalled (stall ends %s, first 503 %s)", rel(resumed), rel(first503))
 	}
+}
+
+// #20 items 1 and 2: while `engine serve` waits for its cluster, its
+// HTTP listener already answers: /healthz 200 (the process works) and
+// /readyz 503 naming the wait ("waiting for NATS: connect to ..."); once
+// the cluster runs, /readyz answers 200.
+func TestReadyzNamesStartupWait(t *testing.T) {
+	c := natstest.NewProcessCluster(t, natstest.ProcessOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(engineBin, "serve", "--nats", c.URLs(), "--replicas", "3", "--data", t.TempDir(), "--http", addr)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	var body string
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		select {
+		case <-exited:
+			t.Fatalf("engine exited while waiting: %s", stderr.String())
+		default:
+		}
+		code, b, err := get("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable || !strings.Contains(b, "waiting for NATS") {
+			return fmt.Errorf("/readyz %d %s", code, b)
+		}
+		body = b
+		return nil
+	})
+	if code, b, err := get("/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz while waiting: %d %s %v, want 200", code, b, err)
+	}
+	t.Logf("readyz-startup: %s", strings.TrimSpace(body))
+	for i := 0; i < c.N(); i++ {
+		c.Start(i)
+	}
+	natstest.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
+		code, b, err := get("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("/readyz %d %s", code, b)
+		}
+		return nil
+	})
 }
