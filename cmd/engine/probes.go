@@ -48,15 +48,33 @@ const (
 type writeProbe struct {
 	log *jetstream.Log
 	now func() time.Time
+	// watermark, when set, is the standing-by engine's question (what the
+	// projection runner has folded), asked with the probe.
+	watermark func(ctx context.Context) (folded uint64, standing bool, err error)
 
 	mu       sync.Mutex
 	lastOK   time.Time // last answer with a leader
 	lastSeq  uint64
 	err      error // last probe's failure, nil when it succeeded
 	noLeader bool  // last answer said the stream has no leader
+	folded   uint64
+	foldKnow bool // folded was asked while standing by
+	foldErr  error
 }
 
 func newWriteProbe(l *jetstream.Log) *writeProbe { return &writeProbe{log: l, now: time.Now} }
+
+// watchRunner makes the probe also ask, while this engine stands by, how
+// far the projection runner has folded.
+func (p *writeProbe) watchRunner(proj *projection.Projection) {
+	p.watermark = func(ctx context.Context) (uint64, bool, error) {
+		if proj.Runner() {
+			return 0, false, nil
+		}
+		w, _, err := proj.Meta().Watermark(ctx)
+		return w, true, err
+	}
+}
 
 // run probes until ctx ends.
 func (p *writeProbe) run(ctx context.Context) {
@@ -76,8 +94,22 @@ func (p *writeProbe) probe(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
 	last, leader, single, err := p.log.StreamLeader(cctx)
 	cancel()
+	var folded uint64
+	var standing bool
+	var foldErr error
+	if p.watermark != nil {
+		cctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
+		folded, standing, foldErr = p.watermark(cctx)
+		cancel()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.watermark != nil {
+		p.folded, p.foldKnow, p.foldErr = folded, standing && foldErr == nil, foldErr
+		if !standing {
+			p.foldErr = nil
+		}
+	}
 	p.noLeader = err == nil && !single && leader == ""
 	switch {
 	case err != nil:
@@ -124,6 +156,14 @@ func (p *writeProbe) last() (uint64, bool) {
 	return p.lastSeq, !p.lastOK.IsZero()
 }
 
+// runnerFolded is the runner's watermark at the last probe; known is
+// false until a probe asked it while this engine stood by.
+func (p *writeProbe) runnerFolded() (folded uint64, known bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.folded, p.foldKnow, p.foldErr
+}
+
 // startupCheck fails while serve waits for NATS, saying why (#20 items
 // 1 and 2).
 func startupCheck(context.Context) error {
@@ -162,11 +202,11 @@ func newProbes(d probeDeps) *health.Checker {
 			if !d.proj.Runner() {
 				// Standing by (issue 12, item 7): ready while the runner,
 				// in another engine, keeps the views within maxLag.
-				w, _, err := d.proj.Meta().Watermark(ctx)
+				w, wKnown, err := d.write.runnerFolded()
 				if err != nil {
 					return err
 				}
-				if known && last > w && last-w > d.maxLag {
+				if known && wKnown && last > w && last-w > d.maxLag {
 					return fmt.Errorf("standing by: the projection runner has folded %d of %d events, more than %d behind (is a runner alive?)", w, last, d.maxLag)
 				}
 				return nil

@@ -242,6 +242,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
 	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
 	if httpSrv != nil {
+		if c.Project {
+			wp.watchRunner(proj)
+		}
 		go wp.run(runCtx)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: c.Project, maxLag: c.MaxLag,
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
