@@ -286,6 +286,47 @@ func TestProcessClusterReadyzLeaderKill(t *testing.T) {
 	if first503.IsZero() || !first503.Before(resumed) {
 		t.Errorf("#20 item 2: /readyz did not answer 503 while appends stalled (stall ends %s, first 503 %s)", rel(resumed), rel(first503))
 	}
+
+	// The killed leader back, then a follower killed: appends pause
+	// briefly; how long /readyz says 503 is logged (the issue saw ~10 s
+	// of 503 while writes succeeded after a non-leader node died).
+	c.Start(leader)
+	c.WaitFormed(45 * time.Second)
+	natstest.CheckFor(t, 45*time.Second, 100*time.Millisecond, func() error {
+		if !c.StreamCurrent(info.Stream) {
+			return fmt.Errorf("stream replicas not current")
+		}
+		return nil
+	})
+	follower := (c.WaitLeaderOf(info.Stream, 45*time.Second) + 1) % c.N()
+	at2 := time.Now()
+	c.Kill(follower)
+	natstest.CheckFor(t, 45*time.Second, 50*time.Millisecond, func() error {
+		ts := load.times()
+		if len(ts) == 0 || ts[len(ts)-1].Before(at2.Add(3*time.Second)) {
+			return fmt.Errorf("appends not acknowledged 3 s after the follower kill")
+		}
+		s := poll.snapshot()
+		if last := s[len(s)-1]; !last.at.After(at2.Add(3*time.Second)) || last.code != http.StatusOK {
+			return fmt.Errorf("not ready 3 s after the follower kill: %d %s", last.code, last.body)
+		}
+		return nil
+	})
+	ts = load.times()
+	fstall, _ := clMaxGap(ts, at2, ts[len(ts)-1])
+	var notReady time.Duration
+	var why string
+	samples = poll.snapshot()
+	for i := 1; i < len(samples); i++ {
+		if samples[i-1].at.Before(at2) || samples[i-1].code == http.StatusOK {
+			continue
+		}
+		notReady += samples[i].at.Sub(samples[i-1].at)
+		if why == "" {
+			why = strings.TrimSpace(samples[i-1].body)
+		}
+	}
+	t.Logf("readyz-follower-kill: n%d killed, longest append pause %.2fs, /readyz 503 for %.2fs %s", follower, fstall.Seconds(), notReady.Seconds(), why)
 }
 
 // #20 items 1 and 2: while `engine serve` waits for its cluster, its
