@@ -22,6 +22,10 @@ import (
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Hold, when set, replaces Config.Hold for this check (negative: no
+	// hold): a check whose passing answer is definite (the stream has a
+	// leader that answered) recovers sooner than one that may come and go.
+	Hold time.Duration
 }
 
 // Config configures a Checker. The zero value is usable.
@@ -108,7 +112,7 @@ func (c *Checker) Ready(ctx context.Context) Report {
 		case errs[i] != nil:
 			st.lastFail, st.lastErr = now, errs[i].Error()
 			r = Result{Error: st.lastErr}
-		case !st.lastFail.IsZero() && now.Sub(st.lastFail) < c.cfg.Hold:
+		case !st.lastFail.IsZero() && now.Sub(st.lastFail) < c.hold(ch):
 			r = Result{Error: st.lastErr, Recovering: true}
 		}
 		if !r.OK {
@@ -117,6 +121,13 @@ func (c *Checker) Ready(ctx context.Context) Report {
 		rep.Checks[ch.Name] = r
 	}
 	return rep
+}
+
+func (c *Checker) hold(ch Check) time.Duration {
+	if ch.Hold != 0 {
+		return ch.Hold
+	}
+	return c.cfg.Hold
 }
 
 // ReadyHandler serves /readyz: 200 with the report when ready, else 503.

@@ -54,3 +54,25 @@ func TestReadyHysteresisAndLiveness(t *testing.T) {
 		}
 	}
 }
+
+// #20 item 2: a check with its own Hold recovers after it, not after the
+// checker's.
+func TestReadyPerCheckHold(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var err error
+	c := New(Config{Hold: 2 * time.Second, Now: func() time.Time { return now }},
+		Check{Name: "stream", Hold: 500 * time.Millisecond, Fn: func(context.Context) error { return err }})
+	err = errors.New("no leader")
+	if rep := c.Ready(context.Background()); rep.OK {
+		t.Fatalf("failing check: %+v", rep)
+	}
+	err = nil
+	now = now.Add(300 * time.Millisecond)
+	if rep := c.Ready(context.Background()); rep.OK || !rep.Checks["stream"].Recovering {
+		t.Fatalf("0.3s after: %+v, want recovering", rep)
+	}
+	now = now.Add(300 * time.Millisecond)
+	if rep := c.Ready(context.Background()); !rep.OK {
+		t.Fatalf("0.6s after: %+v, want ready (own hold 0.5s)", rep)
+	}
+}

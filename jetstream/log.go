@@ -574,6 +574,24 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	return msg.Sequence, nil
 }
 
+// StreamLeader asks the stream for its last sequence and its leader: the
+// readiness probe's cheap question (#20 item 2). leader is "" on a
+// clustered stream without a leader (appends stall); single reports a
+// stream without a cluster (an embedded single server), whose leader is
+// the server itself.
+func (l *Log) StreamLeader(ctx context.Context) (last uint64, leader string, single bool, err error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, "", false, fmt.Errorf("stream info %s: %w", l.name, err)
+	}
+	if info.Cluster == nil || (info.Cluster.Leader == "" && len(info.Cluster.Replicas) == 0 && info.Config.Replicas <= 1) {
+		return info.State.LastSeq, "", true, nil
+	}
+	return info.State.LastSeq, info.Cluster.Leader, false, nil
+}
+
 // LastStreamSeq returns the last sequence of the whole stream.
 func (l *Log) LastStreamSeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := l.withTimeout(ctx)

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -148,4 +151,37 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// swapHandler serves the handler last set: the start-up answers, then
+// the engine's routes.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// startingHandler answers while serve starts (#20 items 1, 2): /healthz
+// 200 (the process works), /readyz 503 naming the start-up wait, every
+// other route 503.
+func startingHandler() http.Handler {
+	probes := health.New(health.Config{Hold: -1},
+		health.Check{Name: "startup", Fn: func(ctx context.Context) error {
+			if err := startupCheck(ctx); err != nil {
+				return err
+			}
+			return errors.New("engine starting: opening the views and the API")
+		}})
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", probes.LiveHandler(func() map[string]any {
+		return map[string]any{"startup": engineStartup.String()}
+	}))
+	mux.Handle("GET /readyz", probes.ReadyHandler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "engine starting: "+engineStartup.String(), http.StatusServiceUnavailable)
+	})
+	return mux
 }

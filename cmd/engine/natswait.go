@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -120,7 +121,10 @@ func waitForNATS(ctx context.Context, log zerolog.Logger, what string, attempt f
 			engineStartup.done()
 			return err
 		}
-		reason := what + ": " + err.Error()
+		reason := err.Error()
+		if !strings.HasPrefix(reason, what+": ") { // "connect to X: connect to X: ..." reads once
+			reason = what + ": " + reason
+		}
 		engineStartup.set(reason)
 		d := wait/2 + rand.N(wait) // [wait/2, 1.5·wait)
 		log.Warn().Err(err).Int("attempt", n).Dur("retry_in", d).Msgf("waiting for NATS: %s", what)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,46 +23,190 @@ type probeDeps struct {
 	nc         *nats.Conn
 	log        *jetstream.Log
 	proj       *projection.Projection
+	write      *writeProbe
 	projecting bool
 	maxLag     uint64 // events the projection may be behind once caught up
 	extra      []health.Check
 }
 
+// Write probe timing (#20 item 2). The probe asks the stream for its
+// leader every writeProbeEvery in the background; /readyz only reads the
+// cached answer, so a slow NATS under load never makes a request time
+// out. A stream without a leader fails at once (appends stall: the
+// answer is definite); a probe that times out fails readiness only once
+// no probe has succeeded for writeProbeStale, so one slow answer under
+// CPU load does not flip it, while a stall that lasts does.
+const (
+	writeProbeEvery   = time.Second
+	writeProbeTimeout = 2 * time.Second
+	writeProbeStale   = 3 * time.Second
+	writeProbeHold    = 500 * time.Millisecond
+)
+
+// writeProbe caches whether the event stream can take an append now: it
+// has a leader and answered recently.
+type writeProbe struct {
+	log *jetstream.Log
+	now func() time.Time
+	// watermark, when set, is the standing-by engine's question (what the
+	// projection runner has folded), asked with the probe.
+	watermark func(ctx context.Context) (folded uint64, standing bool, err error)
+
+	mu       sync.Mutex
+	lastOK   time.Time // last answer with a leader
+	lastSeq  uint64
+	err      error // last probe's failure, nil when it succeeded
+	noLeader bool  // last answer said the stream has no leader
+	folded   uint64
+	foldKnow bool // folded was asked while standing by
+	foldErr  error
+}
+
+func newWriteProbe(l *jetstream.Log) *writeProbe { return &writeProbe{log: l, now: time.Now} }
+
+// watchRunner makes the probe also ask, while this engine stands by, how
+// far the projection runner has folded.
+func (p *writeProbe) watchRunner(proj *projection.Projection) {
+	p.watermark = func(ctx context.Context) (uint64, bool, error) {
+		if proj.Runner() {
+			return 0, false, nil
+		}
+		w, _, err := proj.Meta().Watermark(ctx)
+		return w, true, err
+	}
+}
+
+// run probes until ctx ends.
+func (p *writeProbe) run(ctx context.Context) {
+	t := time.NewTicker(writeProbeEvery)
+	defer t.Stop()
+	for {
+		p.probe(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *writeProbe) probe(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
+	last, leader, single, err := p.log.StreamLeader(cctx)
+	cancel()
+	var folded uint64
+	var standing bool
+	var foldErr error
+	if p.watermark != nil {
+		cctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
+		folded, standing, foldErr = p.watermark(cctx)
+		cancel()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watermark != nil {
+		p.folded, p.foldKnow, p.foldErr = folded, standing && foldErr == nil, foldErr
+		if !standing {
+			p.foldErr = nil
+		}
+	}
+	p.noLeader = err == nil && !single && leader == ""
+	switch {
+	case err != nil:
+		p.err = err
+	case p.noLeader:
+		p.err = errors.New("the event stream has no leader: appends stall until one is elected")
+	default:
+		p.err, p.lastOK, p.lastSeq = nil, p.now(), last
+	}
+}
+
+// appended records an acknowledged append: the stream took a write now,
+// which answers the question as well as a probe (and sooner, after a
+// stall).
+func (p *writeProbe) appended() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err, p.noLeader, p.lastOK = nil, false, p.now()
+}
+
+// check is the "stream" readiness check: the stream has a leader and
+// answered, or took an append, within writeProbeStale.
+func (p *writeProbe) check(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.noLeader:
+		return p.err
+	case p.lastOK.IsZero() && p.err != nil:
+		return p.err
+	case p.lastOK.IsZero():
+		return errors.New("the event stream has not answered yet")
+	}
+	if age := p.now().Sub(p.lastOK); age > writeProbeStale {
+		return fmt.Errorf("the event stream's leader has not answered for %s (appends stall): %v", age.Round(100*time.Millisecond), p.err)
+	}
+	return nil
+}
+
+// last is the stream's last sequence at the last good probe.
+func (p *writeProbe) last() (uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeq, !p.lastOK.IsZero()
+}
+
+// runnerFolded is the runner's watermark at the last probe; known is
+// false until a probe asked it while this engine stood by.
+func (p *writeProbe) runnerFolded() (folded uint64, known bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.folded, p.foldKnow, p.foldErr
+}
+
+// startupCheck fails while serve waits for NATS, saying why (#20 items
+// 1 and 2).
+func startupCheck(context.Context) error {
+	if s := engineStartup.String(); s != "" {
+		return errors.New(s)
+	}
+	return nil
+}
+
 // newProbes builds the checker behind /healthz and /readyz (issue 12,
-// item 5): readiness is the NATS connection, the stream, the projection
-// caught up (then within maxLag), plus the extra checks (log integrity,
-// disk, ...), each named in the reply.
+// item 5; #20 item 2): ready means an append and a read succeed now — no
+// start-up wait, the NATS connection up, the event stream with a leader
+// that answered within writeProbeStale (cached, probed in the
+// background), the projection caught up (then within maxLag), plus the
+// extra checks (log integrity, disk, ...), each named in the reply.
 func newProbes(d probeDeps) *health.Checker {
 	var caughtUp atomic.Bool
 	checks := []health.Check{
+		{Name: "startup", Fn: startupCheck},
 		{Name: "nats", Fn: func(context.Context) error {
 			if !d.nc.IsConnected() {
 				return fmt.Errorf("NATS connection is %s", d.nc.Status())
 			}
 			return nil
 		}},
-		{Name: "stream", Fn: func(ctx context.Context) error {
-			_, err := d.log.LastStreamSeq(ctx)
-			return err
-		}},
+		// A leader that answered is definite: recover after writeProbeHold,
+		// not the checker's 2 s.
+		{Name: "stream", Fn: d.write.check, Hold: writeProbeHold},
 	}
 	// Acknowledged events missing from the log (issue 12, item 3): what
 	// this engine's projection found, or the runner recorded.
 	checks = append(checks, health.Check{Name: "log_damage", Fn: d.proj.Damaged})
 	if d.projecting {
 		checks = append(checks, health.Check{Name: "projection", Fn: func(ctx context.Context) error {
+			last, known := d.write.last()
 			if !d.proj.Runner() {
 				// Standing by (issue 12, item 7): ready while the runner,
 				// in another engine, keeps the views within maxLag.
-				w, _, err := d.proj.Meta().Watermark(ctx)
+				w, wKnown, err := d.write.runnerFolded()
 				if err != nil {
 					return err
 				}
-				last, err := d.log.LastStreamSeq(ctx)
-				if err != nil {
-					return nil // the stream check says so
-				}
-				if last > w && last-w > d.maxLag {
+				if known && wKnown && last > w && last-w > d.maxLag {
 					return fmt.Errorf("standing by: the projection runner has folded %d of %d events, more than %d behind (is a runner alive?)", w, last, d.maxLag)
 				}
 				return nil
@@ -74,11 +219,7 @@ func newProbes(d probeDeps) *health.Checker {
 			if !caughtUp.Load() {
 				return fmt.Errorf("projection catching up: folded up to sequence %d", applied)
 			}
-			last, err := d.log.LastStreamSeq(ctx)
-			if err != nil {
-				return nil // the stream check says so
-			}
-			if last > applied && last-applied > d.maxLag {
+			if known && last > applied && last-applied > d.maxLag {
 				return fmt.Errorf("projection %d events behind the log (folded %d of %d), more than %d", last-applied, applied, last, d.maxLag)
 			}
 			return nil

@@ -122,6 +122,31 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: minFree}
 		c.guard = disk.Check
 	}
+	// The HTTP listener opens first (#20 item 2): while serve waits for
+	// NATS, /healthz answers and /readyz says 503 and why.
+	var httpSrv *http.Server
+	var httpSwap swapHandler
+	httpAddr := ""
+	if c.HTTP != "" {
+		ln, err := net.Listen("tcp", c.HTTP)
+		if err != nil {
+			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
+		}
+		httpAddr = ln.Addr().String()
+		ln = newLimitListener(ln, c.HTTPMaxConn)
+		httpSwap.set(startingHandler())
+		rt := acfg.RequestTimeout
+		if rt == 0 {
+			rt = 30 * time.Second
+		}
+		httpSrv = newHTTPServer(&httpSwap, c.HTTPRead, rt)
+		defer func() { _ = httpSrv.Close() }()
+		go func() {
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg("http server stopped")
+			}
+		}()
+	}
 	c.waitNATS = true
 	jlog, url, closeLog, err := c.openLog(ctx, log, c.Listen, c.Sync)
 	if err != nil {
@@ -149,9 +174,17 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return err
 		}
 	}
+	// An acknowledged append tells readiness the stream takes writes.
+	wp := newWriteProbe(jlog)
+	hooks := m.Hooks()
+	if counted := hooks.Appended; counted != nil {
+		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
+	} else {
+		hooks.Appended = func(int, bool) { wp.appended() }
+	}
 	eng := service.New(jlog, proj, reg, service.Config{
 		Logger: log.With().Str("component", "service").Logger(),
-		Hooks:  m.Hooks(),
+		Hooks:  hooks,
 	})
 
 	// Every registry version served stays addressable, so any engine
@@ -208,23 +241,14 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 
 	integrity := watchIntegrity(runCtx, jlog, proj, c.Project, 5*time.Second, log)
 	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
-	var httpSrv *http.Server
-	httpAddr := ""
-	if c.HTTP != "" {
-		ln, err := net.Listen("tcp", c.HTTP)
-		if err != nil {
-			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", c.HTTP, err)
+	if httpSrv != nil {
+		if c.Project {
+			wp.watchRunner(proj)
 		}
-		httpAddr = ln.Addr().String()
-		ln = newLimitListener(ln, c.HTTPMaxConn)
-		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, projecting: c.Project, maxLag: c.MaxLag,
+		go wp.run(runCtx)
+		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: c.Project, maxLag: c.MaxLag,
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
-		httpSrv = newHTTPServer(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))), c.HTTPRead, a.Config().RequestTimeout)
-		go func() {
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Msg("http server stopped")
-			}
-		}()
+		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
 	}
 	if c.ReadyFile != "" {
 		data, _ := json.Marshal(ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()})
