@@ -71,7 +71,12 @@ func (m *Meta) Bucket() string { return m.bucket }
 func (m *Meta) get(ctx context.Context, key string) ([]byte, uint64, error) {
 	ctx, cancel := m.log.withTimeout(ctx)
 	defer cancel()
-	e, err := m.kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err := m.log.retryRead(ctx, func(ctx context.Context) error { // asked again, see Views.GetRev
+		var err error
+		e, err = m.kv.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}

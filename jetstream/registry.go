@@ -47,7 +47,12 @@ func (l *Log) OpenRegistryStore(ctx context.Context) (*RegistryStore, error) {
 func (r *RegistryStore) Get(ctx context.Context) ([]byte, uint64, error) {
 	ctx, cancel := r.log.withTimeout(ctx)
 	defer cancel()
-	e, err := r.kv.Get(ctx, registryKey)
+	var e jetstream.KeyValueEntry
+	err := r.log.retryRead(ctx, func(ctx context.Context) error { // asked again, see Views.GetRev
+		var err error
+		e, err = r.kv.Get(ctx, registryKey)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}

@@ -94,7 +94,17 @@ var ErrViewChanged = errors.New("view changed under the projection")
 func (v *Views) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()
-	e, err := v.kv.Get(ctx, key)
+	// Asked again like Get: a direct get answered by a replica that is
+	// cut off or dies after taking the request is never answered, and the
+	// projection (the engine's view reads) would wait out its whole
+	// deadline (#20: writers on the majority stalled 30 s after the stream
+	// leader was partitioned).
+	var e jetstream.KeyValueEntry
+	err := v.log.retryRead(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = v.kv.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
