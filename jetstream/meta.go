@@ -42,12 +42,22 @@ const (
 
 // OpenMeta creates or opens the projection's meta bucket.
 func (l *Log) OpenMeta(ctx context.Context) (*Meta, error) {
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_PROJECTION"
+	kv, err := l.openBucket(ctx, bucket, "engine projection: watermark, log damage, runner lease")
+	if err != nil {
+		return nil, fmt.Errorf("open projection bucket %s: %w", bucket, err)
+	}
+	return &Meta{log: l, kv: kv, bucket: bucket}, nil
+}
+
+// openBucket opens the KV bucket, creating it (one value of history, the
+// log's replicas and storage) when it does not exist.
+func (l *Log) openBucket(ctx context.Context, bucket, description string) (jetstream.KeyValue, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	bucket := strings.ToUpper(l.cfg.Prefix) + "_PROJECTION"
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      bucket,
-		Description: "engine projection: watermark, log damage, runner lease",
+		Description: description,
 		History:     1,
 		Replicas:    l.cfg.Replicas,
 		Storage:     jetstream.FileStorage,
@@ -59,10 +69,7 @@ func (l *Log) OpenMeta(ctx context.Context) (*Meta, error) {
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = l.js.CreateKeyValue(ctx, cfg)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("open projection bucket %s: %w", bucket, err)
-	}
-	return &Meta{log: l, kv: kv, bucket: bucket}, nil
+	return kv, err
 }
 
 // Bucket is the bucket's name.

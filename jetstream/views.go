@@ -26,23 +26,8 @@ func (l *Log) OpenViews(ctx context.Context, name string) (*Views, error) {
 	if !validToken(name) {
 		return nil, fmt.Errorf("views: bucket name %q must be one token of [A-Za-z0-9_-]", name)
 	}
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
 	bucket := strings.ToUpper(l.cfg.Prefix) + "_" + name
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "engine projection: current view per session",
-		History:     1,
-		Replicas:    l.cfg.Replicas,
-		Storage:     jetstream.FileStorage,
-	}
-	if l.cfg.MemoryStorage {
-		cfg.Storage = jetstream.MemoryStorage
-	}
-	kv, err := l.js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = l.js.CreateKeyValue(ctx, cfg)
-	}
+	kv, err := l.openBucket(ctx, bucket, "engine projection: current view per session")
 	if err != nil {
 		return nil, fmt.Errorf("open views bucket %s: %w", bucket, err)
 	}
