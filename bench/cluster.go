@@ -203,29 +203,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 	}
 	h.progress("scale-out: 3-node R3 cluster formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
 
-	parallel := func(n int, warm, loop func(g int) error) (time.Duration, error) {
-		var ready, done sync.WaitGroup
-		gate := make(chan struct{})
-		errs := make([]error, n)
-		for g := 0; g < n; g++ {
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				errs[g] = warm(g)
-				ready.Done()
-				<-gate
-				if errs[g] == nil {
-					errs[g] = loop(g)
-				}
-			}()
-		}
-		ready.Wait()
-		t := time.Now()
-		close(gate)
-		done.Wait()
-		return time.Since(t), errors.Join(errs...)
-	}
+	parallel := gated
 	var first float64
 	for k := 1; k <= nodes; k++ {
 		n := k * perEngineClients
@@ -344,4 +322,31 @@ func leaderOn(ctx context.Context, nc *nats.Conn, stream, name string) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// gated runs n goroutines: each runs warm(g), then all wait at one gate
+// and run loop(g) (skipped where warm failed). It returns the time from
+// the gate opening to the last loop's end and the goroutines' errors.
+func gated(n int, warm, loop func(g int) error) (time.Duration, error) {
+	var ready, done sync.WaitGroup
+	gate := make(chan struct{})
+	errs := make([]error, n)
+	for g := 0; g < n; g++ {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			errs[g] = warm(g)
+			ready.Done()
+			<-gate
+			if errs[g] == nil {
+				errs[g] = loop(g)
+			}
+		}()
+	}
+	ready.Wait()
+	t := time.Now()
+	close(gate)
+	done.Wait()
+	return time.Since(t), errors.Join(errs...)
 }

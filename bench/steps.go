@@ -91,28 +91,8 @@ func (h *harness) appendConcurrent(ctx context.Context) error {
 		if err := h.waitProjection(ctx); err != nil {
 			return 0, err
 		}
-		var ready, done sync.WaitGroup
-		gate := make(chan struct{})
-		errs := make([]error, c)
-		for g := 0; g < c; g++ {
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				errs[g] = warm(g)
-				ready.Done()
-				<-gate
-				if errs[g] == nil {
-					errs[g] = loop(g)
-				}
-			}()
-		}
-		ready.Wait()
-		start := time.Now()
-		close(gate)
-		done.Wait()
-		el := time.Since(start)
-		if err := errors.Join(errs...); err != nil {
+		el, err := gated(c, warm, loop)
+		if err != nil {
 			return 0, err
 		}
 		return float64(total) / el.Seconds(), nil
