@@ -504,7 +504,6 @@ func newLink() (*link, error) {
 }
 
 func (l *link) addr() string { return l.ln.Addr().String() }
-func (l *link) port() int    { return l.ln.Addr().(*net.TCPAddr).Port }
 
 func (l *link) setTarget(target string) {
 	l.mu.Lock()
