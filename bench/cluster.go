@@ -233,22 +233,11 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			el, err := parallel(n, func(g int) error {
 				ws[g] = newRawWriter(fmt.Sprintf("scale%d-r%03d-%03d", k, r, g))
 				var err error
-				lasts[g], err = ws[g].publishAsync(ctx, rawJS[g%k], 0, 0)
+				lasts[g], err = ws[g].publishNext(ctx, rawJS[g%k], rawStream[g%k], 0, 0)
 				return err
 			}, func(g int) error {
 				for i := 1; i <= per; i++ {
-					last, err := ws[g].publishAsync(ctx, rawJS[g%k], i, lasts[g])
-					var apiErr *njs.APIError
-					if errors.As(err, &apiErr) && apiErr.ErrorCode == njs.JSErrCodeStreamWrongLastSequence {
-						// The client re-sent a publish the stream had stored
-						// (an ack lost in a leader change): read where the
-						// session is, as the engine's append does.
-						m, gerr := rawStream[g%k].GetLastMsgForSubject(ctx, ws[g].subj)
-						if gerr != nil {
-							return errors.Join(err, gerr)
-						}
-						last, err = m.Sequence, nil
-					}
+					last, err := ws[g].publishNext(ctx, rawJS[g%k], rawStream[g%k], i, lasts[g])
 					if err != nil {
 						return err
 					}

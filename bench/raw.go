@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -116,6 +117,34 @@ func (w *rawWriter) publishAsync(ctx context.Context, js njs.JetStream, i int, l
 		return 0, fmt.Errorf("raw async publish to %s at %d: %w", w.subj, last, err)
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	}
+}
+
+// publishNext is publishAsync for a writer whose client may re-send a
+// publish (nats.go retries an async publish that met no responders during
+// a leader change): when the stream refuses the CAS header, with 10071
+// (the re-sent copy's original was stored) or 10164 (it is still in
+// flight on a replicated stream), the event is the writer's own, so it
+// reads where the session is, as the engine's append does, waiting until
+// the subject has moved past last. It returns the session's new last
+// sequence.
+func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.Stream, i int, last uint64) (uint64, error) {
+	seq, err := w.publishAsync(ctx, js, i, last)
+	if err == nil || !jetstream.IsCASConflict(err) {
+		return seq, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		m, gerr := st.GetLastMsgForSubject(wctx, w.subj)
+		if gerr == nil && m.Sequence > last {
+			return m.Sequence, nil
+		}
+		select {
+		case <-wctx.Done():
+			return 0, errors.Join(err, gerr, fmt.Errorf("%s did not move past %d: %w", w.subj, last, wctx.Err()))
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrConflict is the sentinel for an optimistic-concurrency conflict: the
@@ -67,3 +69,15 @@ var ErrNotSent = errors.New("not sent: the NATS connection is down, nothing was 
 // has less free space than the engine needs: nothing was written (issue
 // 12, item 4).
 var ErrStorageFull = errors.New("disk full")
+
+// IsCASConflict reports whether err is JetStream's refusal of an
+// expected-last-sequence header: 10071 (the subject or stream has moved
+// on) or 10164 (a replicated stream's leader refuses a CAS publish to a
+// subject that already has a write in flight). Both mean "read again and
+// retry"; a replicated stream or KV bucket answers 10164 where a single
+// server answers 10071, so matching one code alone misses conflicts on a
+// cluster.
+func IsCASConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant)
+}

@@ -127,8 +127,7 @@ func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 			revs[i] = ack.Sequence
 			return nil
 		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastSeq {
+			if IsCASConflict(err) { // 10164 on a replicated bucket
 				return fmt.Errorf("put view %s at revision %d: %w: %w", puts[i].Key, puts[i].Rev, ErrViewChanged, err)
 			}
 			return fmt.Errorf("put view %s: %w", puts[i].Key, err)
