@@ -77,13 +77,13 @@ func (r *Registries) At(ctx context.Context, t time.Time) (*resolver.Registry, e
 // refresh re-reads the timeline when the history grew.
 func (r *Registries) refresh(ctx context.Context) error {
 	now := time.Now()
-	stream, err := r.log.JetStream().Stream(ctx, r.hist.StreamName())
+	stream, err := r.log.JetStream().Stream(ctx, r.hist.StreamName()) // one stream info request
 	if err != nil {
 		return fmt.Errorf("registry in force: %w", err)
 	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("registry in force: %w", err)
+	info := stream.CachedInfo()
+	if !info.TimeStamp.IsZero() {
+		now = info.TimeStamp // the server's clock, which stamps the events too
 	}
 	if info.State.LastSeq != r.lastSeq || r.readAt.IsZero() {
 		marks, err := r.hist.Timeline(ctx)
