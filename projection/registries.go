@@ -13,12 +13,6 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// freshMargin is how far behind the moment the timeline was last read an
-// event must have been stored for the cached timeline to answer for it
-// without asking the history again: covers clock skew between the servers
-// that store the events and the history (a cluster's stream leaders).
-const freshMargin = 2 * time.Second
-
 // Registries answers, for every fold, which registry was in force when an
 // event was stored, so that the rules that need the registry (a picked
 // list that materialises a preset or the defaults, a loaded tool that is
@@ -41,7 +35,7 @@ type Registries struct {
 	mu      sync.Mutex
 	marks   []jetstream.RegistryMark // oldest first
 	lastSeq uint64                   // the history's last sequence when marks were read
-	readAt  time.Time                // when marks were last known complete
+	readAt  time.Time                // the history server's time when marks were last known complete
 	byVer   map[string]*resolver.Registry
 }
 
@@ -62,7 +56,11 @@ func OpenRegistries(ctx context.Context, log *jetstream.Log) (*Registries, error
 func (r *Registries) At(ctx context.Context, t time.Time) (*resolver.Registry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !t.Before(r.readAt.Add(-freshMargin)) {
+	// Every version recorded at or before readAt is in marks: an event
+	// stored by then is answered from them (a catch-up asks nothing; a
+	// live fold asks once per batch, whose events were all stored before
+	// it asks).
+	if r.readAt.IsZero() || t.After(r.readAt) {
 		if err := r.refresh(ctx); err != nil {
 			return nil, err
 		}
@@ -74,7 +72,12 @@ func (r *Registries) At(ctx context.Context, t time.Time) (*resolver.Registry, e
 	return r.version(ctx, r.marks[i-1].Version)
 }
 
-// refresh re-reads the timeline when the history grew.
+// refresh re-reads the timeline when the history grew. The timeline is
+// complete up to the history server's clock when it answered, which also
+// stamps what it records next; an event stamped later than that by
+// another server's clock (a cluster's skew, milliseconds) is judged by the
+// timeline as read, which can differ from a later replay only if a
+// registry was recorded within that skew of the event.
 func (r *Registries) refresh(ctx context.Context) error {
 	now := time.Now()
 	stream, err := r.log.JetStream().Stream(ctx, r.hist.StreamName()) // one stream info request
