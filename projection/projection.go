@@ -154,11 +154,7 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	regs, err := OpenRegistries(ctx, log)
-	if err != nil {
-		return nil, err
-	}
-	return &Projection{log: log, views: views, meta: meta, regs: regs, cfg: cfg, advance: make(chan struct{})}, nil
+	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, advance: make(chan struct{})}, nil
 }
 
 // Registries answers which registry was in force when an event was

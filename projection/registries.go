@@ -39,14 +39,34 @@ type Registries struct {
 	byVer   map[string]*resolver.Registry
 }
 
-// OpenRegistries opens the registry history of log's stream (creating it
-// when missing) for the fold.
+// NewRegistries answers from the registry history of log's stream, which
+// it opens (creating it when missing) when a fold first needs it.
+func NewRegistries(log *jetstream.Log) *Registries {
+	return &Registries{log: log, byVer: map[string]*resolver.Registry{}}
+}
+
+// OpenRegistries is NewRegistries, opening the history now.
 func OpenRegistries(ctx context.Context, log *jetstream.Log) (*Registries, error) {
-	h, err := log.OpenRegistryHistory(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("open the registry history for the fold: %w", err)
+	r := NewRegistries(log)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.open(ctx); err != nil {
+		return nil, err
 	}
-	return &Registries{hist: h, log: log, byVer: map[string]*resolver.Registry{}}, nil
+	return r, nil
+}
+
+// open opens the history once.
+func (r *Registries) open(ctx context.Context) error {
+	if r.hist != nil {
+		return nil
+	}
+	h, err := r.log.OpenRegistryHistory(ctx)
+	if err != nil {
+		return fmt.Errorf("open the registry history for the fold: %w", err)
+	}
+	r.hist = h
+	return nil
 }
 
 // At returns the registry in force at t, a stream timestamp: nil when no
@@ -79,6 +99,9 @@ func (r *Registries) At(ctx context.Context, t time.Time) (*resolver.Registry, e
 // timeline as read, which can differ from a later replay only if a
 // registry was recorded within that skew of the event.
 func (r *Registries) refresh(ctx context.Context) error {
+	if err := r.open(ctx); err != nil {
+		return err
+	}
 	now := time.Now()
 	stream, err := r.log.JetStream().Stream(ctx, r.hist.StreamName()) // one stream info request
 	if err != nil {
