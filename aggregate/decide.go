@@ -259,16 +259,13 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 		return nil, fmt.Errorf("decide ToolsPicked: %s not in registry %s, check the names: %w", listNames(unknown), reg.Version(), ErrUnknownTool)
 	}
 	// R2: a picked list that equals an expansion is that expansion frozen.
-	if sameSetModuloWebSearch(seen, availableOnly(reg, reg.DefaultTools())) {
-		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true}%s: %w",
-			webSearchHint(seen), ErrMaterialized)
-	}
-	for _, name := range presets {
-		list, _ := reg.Preset(name)
-		if sameSetModuloWebSearch(seen, list) || sameSetModuloWebSearch(seen, availableOnly(reg, list)) {
-			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: PresetChosen{preset:%q}%s: %w",
-				name, name, webSearchHint(seen), ErrMaterialized)
+	if preset, ok := materializes(reg, seen); ok {
+		if preset == "" {
+			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true}%s: %w",
+				webSearchHint(seen), ErrMaterialized)
 		}
+		return nil, fmt.Errorf("decide ToolsPicked: picked list equals the whole preset %q, an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: PresetChosen{preset:%q}%s: %w",
+			preset, preset, webSearchHint(seen), ErrMaterialized)
 	}
 	if len(c.Names) > lim.MaxPicked {
 		return nil, tooLong(len(c.Names), lim.MaxPicked, presets)
@@ -277,6 +274,39 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 		return nil, nil
 	}
 	return one(events.ToolsPicked{Names: slices.Clone(c.Names)}), nil
+}
+
+// materializes reports whether the picked set equals, as a set (with or
+// without web_search), the defaults of reg (preset "") or a whole preset
+// of reg (its name): the materialization guard of R2, which Decide applies
+// against the live registry and every fold against the registry in force
+// when the event was stored (State.Check).
+func materializes(reg *resolver.Registry, picked map[string]bool) (preset string, ok bool) {
+	if sameSetModuloWebSearch(picked, availableOnly(reg, reg.DefaultTools())) {
+		return "", true
+	}
+	for _, name := range reg.PresetNames() {
+		list, _ := reg.Preset(name)
+		if sameSetModuloWebSearch(picked, list) || sameSetModuloWebSearch(picked, availableOnly(reg, list)) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// deferredIn reports whether reg has the tool name and loads it on demand
+// (deferred, not resident): the loaded-tool rule, which Decide applies
+// against the live registry and every fold against the registry in force
+// when the event was stored. why says what is wrong when it does not.
+func deferredIn(reg *resolver.Registry, name string) (why string, ok bool) {
+	t, known := reg.Tool(name)
+	if !known {
+		return fmt.Sprintf("tool %q is not in registry %s", name, reg.Version()), false
+	}
+	if !t.Deferred || reg.IsResident(name) {
+		return fmt.Sprintf("tool %q is resident in registry %s, not deferred, so it is never loaded", name, reg.Version()), false
+	}
+	return "", true
 }
 
 func tooLong(n, max int, presets []string) error {
@@ -354,8 +384,7 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 		if err := knownTool(reg, "DeferredLoaded", n); err != nil {
 			return nil, err
 		}
-		t, _ := reg.Tool(n)
-		if !t.Deferred || reg.IsResident(n) {
+		if _, ok := deferredIn(reg, n); !ok {
 			return nil, fmt.Errorf("decide DeferredLoaded: tool %q is resident, not deferred, so it needs no load; list only deferred tools: %w", n, ErrInvalidCommand)
 		}
 		if _, found := slices.BinarySearch(s.Loaded, n); found || slices.Contains(fresh, n) {

@@ -299,7 +299,9 @@ func hashesOf(c []events.ContractEntry) []string {
 
 // R28: Decide never emits an event the fold rejects. For any state and
 // command, and any limits (even looser than the wire bounds), every event
-// Decide returns, applied in order as stored by the engine, is applied.
+// Decide returns, applied in order as stored by the engine and folded
+// against the registry Decide used as the one in force (#24 row 11), is
+// applied.
 func TestPropertyDecideEmitsOnlyFoldable(t *testing.T) {
 	regs := []*resolver.Registry{resolver.Default(), smallRegistry(t)}
 	rapid.Check(t, func(t *rapid.T) {
@@ -313,7 +315,7 @@ func TestPropertyDecideEmitsOnlyFoldable(t *testing.T) {
 			}
 			for _, p := range out {
 				e := env(p)
-				if err := s.ApplyStored(Stored{Seq: s.LastSeq + 1, MsgID: e.ID, Envelope: e}); err != nil {
+				if err := s.ApplyStored(Stored{Seq: s.LastSeq + 1, MsgID: e.ID, Envelope: e, Registry: reg}); err != nil {
 					t.Fatalf("Decide emitted %#v, which the fold rejects: %v", p, err)
 				}
 			}

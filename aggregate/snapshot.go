@@ -18,13 +18,15 @@ import (
 // StateVersion is the schema version MarshalState writes under key "v"
 // (R3: snapshots carry a schema version). UnmarshalState reads
 // MinStateVersion to StateVersion.
-const StateVersion = 2
+const StateVersion = 3
 
 // MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
-// were folded before the fold rules of R28: they may hold events a fold now
-// rejects, so they are refused with ErrStateVersion and rebuilt from the
-// log, like a view this build cannot read.
-const MinStateVersion = 2
+// were folded before the fold rules of R28, version 2 views before the
+// rules that need the registry in force (State.CheckAt, #24 row 11): they
+// may hold events a fold now rejects, so they are refused with
+// ErrStateVersion and rebuilt from the log, like a view this build cannot
+// read.
+const MinStateVersion = 3
 
 // MaxStateBytes bounds the size of a marshalled State accepted by
 // UnmarshalState.

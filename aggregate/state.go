@@ -128,6 +128,27 @@ type Stored struct {
 	Envelope events.Envelope
 	// Err is the decode error, if any; the event is then skipped (R26).
 	Err error
+	// Registry is the registry in force when the event was stored (the
+	// registry history's last version recorded at or before the event's
+	// stream timestamp, see projection.Registries), for the rules that need
+	// one (see Check); nil when no version was recorded by then, and those
+	// rules are then not checked. Set it only for events NeedsRegistry
+	// names; it is ignored for the others.
+	Registry *resolver.Registry
+}
+
+// NeedsRegistry reports whether the fold's verdict on e depends on the
+// registry in force when it was stored (Stored.Registry): a ToolsPicked
+// that sets a list, or a DeferredLoaded.
+func NeedsRegistry(e events.Envelope) bool {
+	p, _ := events.PayloadValue(e.Payload)
+	switch v := p.(type) {
+	case events.ToolsPicked:
+		return len(v.Names) > 0
+	case events.DeferredLoaded:
+		return len(v.Names) > 0
+	}
+	return false
 }
 
 // Fold folds evs, in order, into a fresh State for session (see
@@ -168,19 +189,21 @@ func (s *State) ApplyStored(ev Stored) error {
 		}
 		return s.refuse(ev.Seq, id, typ, KindSkipped, fmt.Errorf("%w: %w", ErrSkipped, ev.Err))
 	}
-	return s.apply(ev.Seq, ev.Envelope, ev.MsgID)
+	return s.apply(ev.Seq, ev.Envelope, ev.MsgID, ev.Registry)
 }
 
 // Apply folds the event e, which this process wrote and stored at seq:
-// ApplyStored of e stored with Nats-Msg-Id equal to its id.
+// ApplyStored of e stored with Nats-Msg-Id equal to its id. The rules that
+// need the registry are not checked: this process decided e against its
+// live registry (Decide).
 func (s *State) Apply(seq uint64, e events.Envelope) error {
 	if seq <= s.LastSeq {
 		return nil
 	}
-	return s.apply(seq, e, e.ID)
+	return s.apply(seq, e, e.ID, nil)
 }
 
-func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
+func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver.Registry) error {
 	if s.Session != "" && e.Session != s.Session {
 		return s.refuse(seq, e.ID, string(e.Type), KindSkipped, fmt.Errorf("%w: event %s names session %q, not %q", ErrSkipped, e.ID, e.Session, s.Session))
 	}
@@ -188,7 +211,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
 	if !ok {
 		return s.refuse(seq, e.ID, string(e.Type), KindSkipped, fmt.Errorf("%w: event %s has no payload of a known type", ErrSkipped, e.ID))
 	}
-	if err := s.check(e, p, msgID); err != nil {
+	if err := s.check(e, p, msgID, reg); err != nil {
 		return s.refuse(seq, e.ID, string(e.Type), KindRejected, err)
 	}
 	switch v := p.(type) {
@@ -249,18 +272,34 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string) error {
 //   - ToolDisabled keeps the disabled set within events.MaxListLen;
 //   - CheckpointRecorded is taken at a turn already started (turn <= Turn).
 //
-// Rules that need the registry (a picked list equal to a preset or the
-// defaults, a loaded tool that is resident) are the API's (Decide): the
-// log does not say which registry was in force.
+// CheckAt adds the rules that need the registry in force when the event
+// was stored, the API's rules (Decide) applied to every event whoever
+// published it (R2, R28).
 func (s *State) Check(e events.Envelope, msgID string) error {
+	return s.CheckAt(e, msgID, nil)
+}
+
+// CheckAt is Check plus, when reg (the registry in force when e was
+// stored, see Stored.Registry) is not nil, the rules that need it:
+//
+//   - ToolsPicked does not equal, as a set (with or without web_search),
+//     the defaults or a whole preset of reg: that is an expanded tool list
+//     (R2), the frozen list of the design's §1.3;
+//   - DeferredLoaded names only tools of reg that are deferred, not
+//     resident (a loaded tool is one tool_search can load).
+//
+// The verdict depends on nothing but s, e, msgID and reg, and reg on the
+// log and the registry history, so every engine and every replay gives
+// the same one.
+func (s *State) CheckAt(e events.Envelope, msgID string, reg *resolver.Registry) error {
 	p, ok := events.PayloadValue(e.Payload)
 	if !ok {
 		return fmt.Errorf("%w: event %s has no payload of a known type: %w", ErrRejected, e.ID, events.ErrBrokenRule)
 	}
-	return s.check(e, p, msgID)
+	return s.check(e, p, msgID, reg)
 }
 
-func (s *State) check(e events.Envelope, p events.Payload, msgID string) error {
+func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *resolver.Registry) error {
 	if err := events.CheckStored(e, msgID); err != nil {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
@@ -303,10 +342,44 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string) error {
 			why = fmt.Sprintf("CheckpointRecorded at turn %d, after the last started turn %d", v.Turn, s.Turn)
 		}
 	}
+	if why == "" && reg != nil {
+		why = registryRule(p, reg)
+	}
 	if why != "" {
 		return fmt.Errorf("%w: %s: %w", ErrRejected, why, events.ErrBrokenRule)
 	}
 	return nil
+}
+
+// registryRule returns why p breaks a rule that needs reg, the registry in
+// force when it was stored, or "".
+func registryRule(p events.Payload, reg *resolver.Registry) string {
+	switch v := p.(type) {
+	case events.ToolsPicked:
+		if len(v.Names) == 0 {
+			return ""
+		}
+		picked := make(map[string]bool, len(v.Names))
+		for _, n := range v.Names {
+			picked[n] = true
+		}
+		preset, ok := materializes(reg, picked)
+		switch {
+		case !ok:
+			return ""
+		case preset == "":
+			return fmt.Sprintf("ToolsPicked equals the defaults of registry %s (in force when it was stored), an expanded tool list (R2); store ToolsToggled{enabled:true}%s instead", reg.Version(), webSearchHint(picked))
+		default:
+			return fmt.Sprintf("ToolsPicked equals the whole preset %q of registry %s (in force when it was stored), an expanded tool list (R2); store PresetChosen{preset:%q}%s instead", preset, reg.Version(), preset, webSearchHint(picked))
+		}
+	case events.DeferredLoaded:
+		for _, n := range v.Names {
+			if why, ok := deferredIn(reg, n); !ok {
+				return "DeferredLoaded: " + why + " (in force when it was stored); tool_search loads only deferred tools of the registry"
+			}
+		}
+	}
+	return ""
 }
 
 // refuse records that the event at seq was not applied: it counts it,

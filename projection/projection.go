@@ -118,6 +118,7 @@ type Projection struct {
 	log   *jetstream.Log
 	views *jetstream.Views
 	meta  *jetstream.Meta
+	regs  *Registries
 	cfg   Config
 
 	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
@@ -153,7 +154,17 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	return &Projection{log: log, views: views, meta: meta, cfg: cfg, advance: make(chan struct{})}, nil
+	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, advance: make(chan struct{})}, nil
+}
+
+// Registries answers which registry was in force when an event was
+// stored; every fold of this projection, and any replay that must give
+// the same verdicts (history, explain), takes events through its Stored.
+func (p *Projection) Registries() *Registries {
+	if p == nil {
+		return nil
+	}
+	return p.regs
 }
 
 // Meta is the projection's bucket of watermark, damage record and runner
@@ -709,20 +720,26 @@ func (p *Projection) setApplied(seq uint64) {
 
 // fold applies records to the cached views and marks the touched ones.
 func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
-	// Load the views of sessions not cached, outside the lock.
-	for _, rec := range recs {
+	// Load the views of sessions not cached, and the registries in force
+	// for the events whose verdict needs one, outside the lock.
+	evs := make([]aggregate.Stored, len(recs))
+	for i, rec := range recs {
 		if err := p.load(ctx, rec.Session); err != nil {
+			return err
+		}
+		var err error
+		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
 			return err
 		}
 	}
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
-	for _, rec := range recs {
+	for i, rec := range recs {
 		st := p.cache[rec.Session]
 		if rec.Seq <= st.LastSeq {
 			continue // redelivered: already in the view
 		}
-		if err := st.ApplyStored(stored(rec)); err != nil {
+		if err := st.ApplyStored(evs[i]); err != nil {
 			p.report(rec, err)
 		}
 		if !dirty[rec.Session] {
@@ -733,7 +750,8 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	return nil
 }
 
-// stored is rec as the fold takes it.
+// stored is rec as the fold takes it, without a registry (see
+// Registries.Stored).
 func stored(rec jetstream.Record) aggregate.Stored {
 	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}
 }
@@ -851,7 +869,11 @@ func (p *Projection) evict(inflight []jetstream.Put) {
 // end), into st.
 func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
 	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
-		st.ApplyStored(stored(r)) //nolint:errcheck // recorded in st; the projection reports
+		ev, err := p.regs.Stored(ctx, r)
+		if err != nil {
+			return err
+		}
+		st.ApplyStored(ev) //nolint:errcheck // recorded in st; the projection reports
 		return nil
 	})
 	return st, err

@@ -193,7 +193,11 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		}
 		before := st.Clone()
 		applied := true
-		if err := st.ApplyStored(storedOf(r)); err != nil {
+		ev, err := e.storedOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := st.ApplyStored(ev); err != nil {
 			h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
 			applied = false
 		}
@@ -269,9 +273,11 @@ func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) che
 	return d
 }
 
-// storedOf is r as the fold takes it.
-func storedOf(r jetstream.Record) aggregate.Stored {
-	return aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
+// storedOf is r as the fold takes it: with the registry in force when it
+// was stored, as the projection folds it, so a replay gives the
+// projection's verdicts (R28).
+func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.Stored, error) {
+	return e.proj.Registries().Stored(ctx, r)
 }
 
 func refOf(r jetstream.Record) EventRef {
@@ -348,6 +354,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	var recs []jetstream.Record
+	var evs []aggregate.Stored
 	st := aggregate.State{Session: session}
 	version := ""
 	stop := errors.New("stop")
@@ -355,8 +362,13 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		if until.stops(r) {
 			return stop
 		}
+		ev, err := e.storedOf(ctx, r)
+		if err != nil {
+			return err
+		}
 		recs = append(recs, r)
-		if st.ApplyStored(storedOf(r)) == nil {
+		evs = append(evs, ev)
+		if st.ApplyStored(ev) == nil {
 			if p, ok := r.Envelope.Payload.(events.TurnStarted); ok {
 				version = p.RegistryVersion
 			}
@@ -380,8 +392,8 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	}
 	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
 	var last *EventRef
-	for _, r := range recs {
-		if blame.Apply(storedOf(r)) {
+	for i, r := range recs {
+		if blame.Apply(evs[i]) {
 			ref := refOf(r)
 			last = &ref
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 )
 
 // Server starts a single JetStream server and returns it.
@@ -44,21 +45,37 @@ func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 }
 
 // FoldLog folds every session of the log from its first event, serially
-// and in log order: the reference a projection must equal.
+// and in log order, each event with the registry in force when it was
+// stored (projection.Registries): the reference a projection must equal.
 func FoldLog(t testing.TB, l *jetstream.Log) map[string]aggregate.State {
 	t.Helper()
-	var recs []jetstream.Record
-	err := l.Replay(context.Background(), 0, func(r jetstream.Record) error {
-		recs = append(recs, r)
+	ctx := context.Background()
+	regs, err := projection.OpenRegistries(ctx, l)
+	if err != nil {
+		t.Fatalf("fold the log: %v", err)
+	}
+	out := map[string]aggregate.State{}
+	err = l.Replay(ctx, 0, func(r jetstream.Record) error {
+		ev, err := regs.Stored(ctx, r)
+		if err != nil {
+			return err
+		}
+		st, ok := out[r.Session]
+		if !ok {
+			st = aggregate.State{Session: r.Session}
+		}
+		st.ApplyStored(ev) //nolint:errcheck // recorded in st
+		out[r.Session] = st
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("fold the log: %v", err)
 	}
-	return FoldRecords(recs)
+	return out
 }
 
-// FoldRecords folds records read from the log, per session, in order.
+// FoldRecords folds records read from the log, per session, in order,
+// without a registry (the rules that need one are not checked).
 func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
 	out := map[string]aggregate.State{}
 	for _, r := range recs {
