@@ -231,6 +231,24 @@ func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64,
 	return fmt.Errorf("settle idempotency key %s at %d: the claim keeps changing", key, first)
 }
 
+// Advance moves a pending claim's After to after: a search read the
+// session up to it and found nothing of the key, so later searches start
+// there (a replica that answers holds every message of the stream up to
+// the last it returned). It does nothing when the claim changed meanwhile.
+func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	if !c.Pending() || after <= c.After {
+		return nil
+	}
+	c.After = after
+	v, _ := json.Marshal(c)
+	if _, err := k.kv.Update(ctx, key, v, c.rev); err != nil {
+		return fmt.Errorf("advance idempotency key %s to %d: %w", key, after, err)
+	}
+	return nil
+}
+
 // Release drops a pending claim whose append certainly stored nothing (it
 // was refused), so that the key is free again. It does nothing when the
 // claim changed meanwhile.

@@ -65,7 +65,7 @@ func clip(s string) string {
 // Two calls with one key that race each other are settled by the log: the
 // loser's append fails its expected sequence or is deduplicated, and the
 // winner's events are returned to both.
-func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, expected *uint64, key string, cmds ...events.Payload) (CommandResult, error) {
+func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, expected *uint64, key string, cmds ...events.Payload) (res CommandResult, err error) {
 	if key == "" {
 		return e.Apply(ctx, session, origin, expected, cmds...)
 	}
@@ -96,19 +96,28 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	case !claimed && claim.Channel != "" && claim.Channel != origin.Channel:
 		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session, Channel: origin.Channel}
 	case !claimed:
-		res, found, err := e.findClaimed(ctx, keys, session, key, claim)
-		if err != nil || found {
-			return res, err
+		stored, found, seen, ferr := e.findClaimed(ctx, keys, session, key, claim)
+		if ferr != nil || found {
+			return stored, ferr
 		}
 		// Pending and not stored: the first call is in flight, was
 		// refused, or its engine died. Append with the same ids: the log
 		// deduplicates a twin still in flight (or fails its expected
 		// sequence and finds it stored).
+		defer func() {
+			if len(res.EventIDs) == 0 && seen > claim.After {
+				// Still nothing stored: later retries need read only
+				// what comes after what this one read.
+				if aerr := keys.Advance(ctx, key, claim, seen); aerr != nil {
+					e.cfg.Logger.Debug().Str("session", session).Str("key", key).Err(aerr).Msg("pending idempotency key not advanced")
+				}
+			}
+		}()
 	default:
 		// A key older than the index may be stored without an entry.
 		kid, _ := ulid.ParseStrict(key)
 		if upTo := keys.Legacy(ulid.Time(kid.Time())); upTo > 0 {
-			res, found, err := e.findKeyed(ctx, session, key, 0, upTo)
+			res, found, _, err := e.findKeyed(ctx, session, key, 0, upTo)
 			if err != nil {
 				return res, err
 			}
@@ -122,7 +131,7 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 		out, _ := KeyedIDs(key, i+1) // valid: checked above
 		return out[i]
 	}
-	res, err := e.apply(ctx, session, origin, expected, ids, cmds)
+	res, err = e.apply(ctx, session, origin, expected, ids, cmds)
 	switch {
 	case err == nil && len(res.EventIDs) > 0:
 		e.settle(ctx, keys, session, key, claim, res)
@@ -156,35 +165,38 @@ func (e *Engine) settle(ctx context.Context, keys *jetstream.Keys, session, key 
 
 // findClaimed returns the events of a claim of this session: where a
 // settled claim says (checked against the log), or, for a pending claim,
-// looked for after the sequence it was claimed at.
-func (e *Engine) findClaimed(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim) (CommandResult, bool, error) {
+// looked for after the sequence it was claimed at (seen: the last
+// sequence of the session that search read).
+func (e *Engine) findClaimed(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
 	if claim.Pending() {
-		res, found, err := e.findKeyed(ctx, session, key, claim.After+1, 0)
+		res, found, seen, err = e.findKeyed(ctx, session, key, claim.After+1, 0)
 		if err == nil && found {
 			e.settle(ctx, keys, session, key, claim, res)
 		}
-		return res, found, err
+		return res, found, seen, err
 	}
 	ids, _ := KeyedIDs(key, claim.Count) // valid: checked by the caller
 	ok, err := e.log.StoredAt(ctx, session, claim.First, ids)
 	if err != nil {
-		return CommandResult{}, false, fmt.Errorf("idempotency key %s: read its events at sequence %d: %w", key, claim.First, err)
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: read its events at sequence %d: %w", key, claim.First, err)
 	}
 	if !ok {
-		return CommandResult{}, false, fmt.Errorf("idempotency key %s: the index says session %q holds it at sequence %d, the log does not: %w", key, session, claim.First, jetstream.ErrDamagedLog)
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: the index says session %q holds it at sequence %d, the log does not: %w", key, session, claim.First, jetstream.ErrDamagedLog)
 	}
-	res := CommandResult{First: claim.First, Last: claim.First + uint64(claim.Count) - 1, EventIDs: ids}
-	return e.duplicate(ctx, session, res)
+	res = CommandResult{First: claim.First, Last: claim.First + uint64(claim.Count) - 1, EventIDs: ids}
+	res, found, err = e.duplicate(ctx, session, res)
+	return res, found, 0, err
 }
 
 // findKeyed looks for the events stored under key on the session between
 // sequences from and upTo (0: the end): the event whose id is key and
-// those right after it with ids key+1, key+2...
-func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo uint64) (CommandResult, bool, error) {
-	var res CommandResult
+// those right after it with ids key+1, key+2... seen is the last sequence
+// read.
+func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
 	next := key
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+	err = e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+		seen = r.Seq
 		id := r.MsgID
 		if r.Err == nil {
 			id = r.Envelope.ID
@@ -205,12 +217,13 @@ func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo 
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return res, false, fmt.Errorf("look for idempotency key %s on session %q: %w", key, session, err)
+		return res, false, seen, fmt.Errorf("look for idempotency key %s on session %q: %w", key, session, err)
 	}
 	if res.First == 0 {
-		return res, false, nil
+		return res, false, seen, nil
 	}
-	return e.duplicate(ctx, session, res)
+	res, found, err = e.duplicate(ctx, session, res)
+	return res, found, seen, err
 }
 
 // duplicate completes the result of a stored keyed append with the

@@ -343,4 +343,26 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	if err != nil || len(recs) != 52 {
 		t.Fatalf("session holds %d events (%v), want 52: nothing written by the retries", len(recs), err)
 	}
+
+	// A call that claimed its key and died before appending: a retry whose
+	// command is refused stores nothing and moves the claim's search start
+	// past what it read; the next retry stores the events, once.
+	lost := events.NewID()
+	if _, claimed, err := keys.Claim(ctx, lost, jetstream.KeyClaim{Session: s, Channel: web.Channel, After: 1}); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	if _, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolDisabled{Name: "no-such-tool"}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("refused retry: %v, want ErrInvalid", err)
+	}
+	if c, _, err := keys.Get(ctx, lost); err != nil || !c.Pending() || c.After != recs[len(recs)-1].Seq {
+		t.Fatalf("claim after a refused retry: %+v %v, want pending after %d", c, err, recs[len(recs)-1].Seq)
+	}
+	res, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolEnabled{Name: "grep"})
+	if err != nil || res.Duplicate || len(res.EventIDs) != 1 || res.EventIDs[0] != lost {
+		t.Fatalf("retry of a key whose call died before appending: %+v %v, want its event stored", res, err)
+	}
+	again, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolEnabled{Name: "grep"})
+	if err != nil || !again.Duplicate || again.First != res.First {
+		t.Fatalf("and again: %+v %v, want duplicate at %d", again, err, res.First)
+	}
 }
