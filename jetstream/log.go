@@ -610,6 +610,7 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
+	l.msgsRead.Add(1)
 	return msg.Sequence, nil
 }
 
