@@ -61,6 +61,10 @@ const (
 	// browser request, a Host that is not the engine's, a write with a
 	// read-only token, or a channel its token does not name.
 	CodeForbidden = "forbidden"
+	// CodeKeyInUse (422): the idempotency key (Idempotency-Key or
+	// event_id) was already used on another session or by another
+	// channel; nothing was written. Generate a new key.
+	CodeKeyInUse = "idempotency_key_in_use"
 	// CodeUnsupportedMedia (415): a request body that is neither
 	// application/json nor application/msgpack.
 	CodeUnsupportedMedia = "unsupported_media_type"
@@ -133,6 +137,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == CodeOutcomeUnknown
 	case jetstream.ErrStorageFull:
 		return e.Code == CodeStorageFull
+	case jetstream.ErrKeyInUse:
+		return e.Code == CodeKeyInUse
 	case ErrBadRequest, service.ErrInvalid:
 		return e.Code == CodeInvalid
 	}
@@ -164,6 +170,12 @@ func errorOf(err error) *APIError {
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Message: msg}
 	case errors.Is(err, jetstream.ErrStorageFull):
 		return &APIError{Status: http.StatusInsufficientStorage, Code: CodeStorageFull, Message: msg}
+	case errors.Is(err, jetstream.ErrKeyInUse):
+		var ke *jetstream.KeyInUseError
+		if errors.As(err, &ke) {
+			msg = ke.Error() // the reason only: nothing of the session that holds the key
+		}
+		return &APIError{Status: http.StatusUnprocessableEntity, Code: CodeKeyInUse, Message: msg}
 	case invalid(err):
 		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: msg}
 	case unavailable(err):
@@ -232,6 +244,8 @@ func codeForStatus(status int) string {
 		return CodeForbidden
 	case status == http.StatusUnsupportedMediaType:
 		return CodeUnsupportedMedia
+	case status == http.StatusUnprocessableEntity:
+		return CodeKeyInUse
 	case status == http.StatusInsufficientStorage:
 		return CodeStorageFull
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolintent/engine/events"
@@ -87,5 +89,38 @@ func TestAppendIdempotencyKey(t *testing.T) {
 				t.Fatalf("key not a ULID: %d %s, want 400", st, b)
 			}
 		})
+	}
+}
+
+// #24 row 4: on the wire, a key used on one session and sent on another
+// is 422 with code idempotency_key_in_use over HTTP (status) and NATS
+// (Nats-Service-Error-Code), its message naming the key and not the
+// session that holds it; the other session then reads and appends.
+func TestAppendIdempotencyKeyOtherSession(t *testing.T) {
+	e := newEnv(t, Config{})
+	key := events.NewID()
+	body := `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`
+	if st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/holder/events", body, HeaderIdempotencyKey, key); st != http.StatusOK {
+		t.Fatalf("first append %d %s", st, b)
+	}
+	check := func(via string, status string, data []byte) {
+		t.Helper()
+		var env struct {
+			Error APIError `json:"error"`
+		}
+		if err := json.Unmarshal(data, &env); err != nil || status != "422" || env.Error.Code != CodeKeyInUse ||
+			!strings.Contains(env.Error.Message, key) || strings.Contains(env.Error.Message, "holder") {
+			t.Fatalf("%s: %s %s, want 422 %s naming the key only", via, status, data, CodeKeyInUse)
+		}
+	}
+	st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/other/events", body, HeaderIdempotencyKey, key)
+	check("http", strconv.Itoa(st), b)
+	msg := rawNATS(t, e.nc, "tools.api.slack.events.append", `{"session":"other","event_id":"`+key+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`)
+	check("nats", msg.Header.Get("Nats-Service-Error-Code"), msg.Data)
+	if st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/other/events", body); st != http.StatusOK {
+		t.Fatalf("other appends after the refusals: %d %s", st, b)
+	}
+	if st, _, b := rawHTTP(t, http.MethodGet, e.httpURL+"/v1/sessions/other?min_seq=2", ""); st != http.StatusOK {
+		t.Fatalf("other reads its write: %d %s", st, b)
 	}
 }

@@ -47,6 +47,9 @@ var (
 	ErrUnauthorized     = &Error{Code: "unauthorized"}
 	ErrForbidden        = &Error{Code: "forbidden"}
 	ErrUnsupportedMedia = &Error{Code: "unsupported_media_type"}
+	// ErrKeyInUse (422): the idempotency key (EventID) was already used
+	// on another session or by another channel; nothing was written.
+	ErrKeyInUse = &Error{Code: "idempotency_key_in_use"}
 )
 
 // replyError decodes an error reply, or makes one from the status when

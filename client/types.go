@@ -18,7 +18,8 @@ type AppendRequest struct {
 	Actor       string    `json:"actor,omitempty"`
 	// EventID is an idempotency key (a ULID the caller generates): a
 	// retry with the same EventID returns the original sequences and
-	// writes nothing.
+	// writes nothing. A key belongs to the session and channel it was
+	// first used by: elsewhere it is ErrKeyInUse (422).
 	EventID string `json:"event_id,omitempty"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -124,7 +125,15 @@ type Log struct {
 
 	rcMu sync.Mutex
 	rc   chan struct{} // closed (and replaced) when the connection reconnects
+
+	keys     keysOnce      // the idempotency-key index, opened on first use
+	msgsRead atomic.Uint64 // messages read back by scans and direct gets
 }
+
+// MessagesRead counts the messages this log has read back from the stream
+// (session scans and single direct gets): what a look-up costs, in
+// messages, whatever the machine's speed.
+func (l *Log) MessagesRead() uint64 { return l.msgsRead.Load() }
 
 // OpenLog creates the event stream, or verifies and updates an existing one.
 func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
@@ -325,10 +334,40 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 			return dup, nil
 		}
 		if errors.Is(err, errDuplicateInBatch) {
-			return AppendResult{}, fmt.Errorf("append batch to %q: some but not all event ids are already stored: %w", session, err)
+			// The ids are in the dedupe window but not on this session
+			// after expected: another session's events hold them.
+			return AppendResult{}, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
 		}
 	}
+	if err == nil && res.Duplicate {
+		return l.checkDuplicate(ctx, session, res, evs)
+	}
 	return res, err
+}
+
+// checkDuplicate verifies the server's "duplicate" answer: the dedupe
+// window is stream-wide (Nats-Msg-Id), so the sequences it names may hold
+// another session's events with these ids. Only when the messages there
+// are this session's events with these ids are they this append's;
+// otherwise the append is refused (ErrKeyInUse) and nothing is returned
+// for the caller to fold (#24 row 4: handing another session's sequence
+// to the session's state wedged it).
+func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResult, evs []events.Envelope) (AppendResult, error) {
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	if res.Last-res.First+1 != uint64(len(evs)) {
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+	}
+	ok, err := l.StoredAt(ctx, session, res.First, ids)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append to %q: the server says event %s is stored at sequence %d: %w", session, ids[0], res.First, err)
+	}
+	if !ok {
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+	}
+	return res, nil
 }
 
 // errReconnected cancels an append attempt whose connection reconnected
@@ -571,6 +610,7 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
+	l.msgsRead.Add(1)
 	return msg.Sequence, nil
 }
 

@@ -152,6 +152,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 				continue // handed over already
 			}
 			seen = seq
+			l.msgsRead.Add(1)
 			t, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
 			// A direct get reply carries the stored message's own headers
 			// (Nats-Msg-Id among them) beside the Nats-Stream ones.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 
 	"github.com/oklog/ulid/v2"
 
@@ -46,13 +48,24 @@ func clip(s string) string {
 // same commands get key+1, key+2, ...). A retry with the same key after
 // the first call stored its events returns where they are (Duplicate,
 // the original sequences and ids) and writes nothing, whether the
-// retry comes within the log's dedupe window or long after it: the
-// session's events are searched for the key. An empty key is Apply.
+// retry comes within the log's dedupe window or long after it. An empty
+// key is Apply.
+//
+// A key belongs to the session and the channel it was first used by (#24
+// row 4): sent on another session, or by another channel, it is refused
+// (jetstream.ErrKeyInUse) and nothing of the session that holds it is
+// returned or folded.
+//
+// The key is found through the index (jetstream.Keys, one get: #24 row
+// 5), never by reading the session from its start. The key is claimed
+// there before the append and settled after it, so that an engine dying
+// in between leaves a claim naming the sequence after which the events,
+// if stored, are: a later retry reads only the events after it.
 //
 // Two calls with one key that race each other are settled by the log: the
 // loser's append fails its expected sequence or is deduplicated, and the
 // winner's events are returned to both.
-func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, expected *uint64, key string, cmds ...events.Payload) (CommandResult, error) {
+func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, expected *uint64, key string, cmds ...events.Payload) (res CommandResult, err error) {
 	if key == "" {
 		return e.Apply(ctx, session, origin, expected, cmds...)
 	}
@@ -62,24 +75,128 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if err := events.ValidateSessionID(session); err != nil {
 		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	res, found, err := e.findKeyed(ctx, session, key)
-	if err != nil || found {
-		return res, err
+	if len(cmds) == 0 {
+		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
+	}
+	keys, err := e.log.Keys(ctx)
+	if err != nil {
+		return CommandResult{}, err
+	}
+	after, err := e.log.LastSeq(ctx, session)
+	if err != nil {
+		return CommandResult{}, err
+	}
+	claim, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: session, Channel: origin.Channel, After: after})
+	if err != nil {
+		return CommandResult{}, err
+	}
+	switch {
+	case !claimed && claim.Session != session:
+		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session}
+	case !claimed && claim.Channel != "" && claim.Channel != origin.Channel:
+		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session, Channel: origin.Channel}
+	case !claimed:
+		stored, found, seen, ferr := e.findClaimed(ctx, keys, session, key, claim)
+		if ferr != nil || found {
+			return stored, ferr
+		}
+		// Pending and not stored: the first call is in flight, was
+		// refused, or its engine died. Append with the same ids: the log
+		// deduplicates a twin still in flight (or fails its expected
+		// sequence and finds it stored).
+		defer func() {
+			if len(res.EventIDs) == 0 && seen > claim.After {
+				// Still nothing stored: later retries need read only
+				// what comes after what this one read.
+				if aerr := keys.Advance(ctx, key, claim, seen); aerr != nil {
+					e.cfg.Logger.Debug().Str("session", session).Str("key", key).Err(aerr).Msg("pending idempotency key not advanced")
+				}
+			}
+		}()
+	default:
+		// A key older than the index may be stored without an entry.
+		kid, _ := ulid.ParseStrict(key)
+		if upTo := keys.Legacy(ulid.Time(kid.Time())); upTo > 0 {
+			res, found, _, err := e.findKeyed(ctx, session, key, 0, upTo)
+			if err != nil {
+				return res, err
+			}
+			if found {
+				e.settle(ctx, keys, session, key, claim, res)
+				return res, nil
+			}
+		}
 	}
 	ids := func(i int) string {
 		out, _ := KeyedIDs(key, i+1) // valid: checked above
 		return out[i]
 	}
-	return e.apply(ctx, session, origin, expected, ids, cmds)
+	res, err = e.apply(ctx, session, origin, expected, ids, cmds)
+	switch {
+	case err == nil && len(res.EventIDs) > 0:
+		e.settle(ctx, keys, session, key, claim, res)
+	case claimed && (err == nil || refused(err)):
+		// Nothing stored: the key is free again (another session may
+		// use it). Only the call that claimed it releases it, and only
+		// while the claim is as it made it.
+		if rerr := keys.Release(ctx, key, claim); rerr != nil {
+			e.cfg.Logger.Debug().Str("session", session).Str("key", key).Err(rerr).Msg("idempotency key not released")
+		}
+	}
+	return res, err
 }
 
-// findKeyed looks for the events stored under key on the session: the
-// event whose id is key and those right after it with ids key+1, key+2...
-func (e *Engine) findKeyed(ctx context.Context, session, key string) (CommandResult, bool, error) {
-	var res CommandResult
+// refused reports an append error that certainly stored nothing.
+func refused(err error) bool {
+	if errors.Is(err, jetstream.ErrOutcomeUnknown) {
+		return false
+	}
+	return errors.Is(err, ErrInvalid) || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrKeyInUse) ||
+		errors.Is(err, jetstream.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
+}
+
+// settle records where the key's events are; a failure leaves the claim
+// pending, which a later retry resolves by reading the events after it.
+func (e *Engine) settle(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim, res CommandResult) {
+	if err := keys.Settle(ctx, key, claim, res.First, len(res.EventIDs)); err != nil {
+		e.cfg.Logger.Warn().Str("session", session).Str("key", key).Err(err).Msg("idempotency key stored but its index entry left pending: a retry reads the session after it")
+	}
+}
+
+// findClaimed returns the events of a claim of this session: where a
+// settled claim says (checked against the log), or, for a pending claim,
+// looked for after the sequence it was claimed at (seen: the last
+// sequence of the session that search read).
+func (e *Engine) findClaimed(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
+	if claim.Pending() {
+		res, found, seen, err = e.findKeyed(ctx, session, key, claim.After+1, 0)
+		if err == nil && found {
+			e.settle(ctx, keys, session, key, claim, res)
+		}
+		return res, found, seen, err
+	}
+	ids, _ := KeyedIDs(key, claim.Count) // valid: checked by the caller
+	ok, err := e.log.StoredAt(ctx, session, claim.First, ids)
+	if err != nil {
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: read its events at sequence %d: %w", key, claim.First, err)
+	}
+	if !ok {
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: the index says session %q holds it at sequence %d, the log does not: %w", key, session, claim.First, jetstream.ErrDamagedLog)
+	}
+	res = CommandResult{First: claim.First, Last: claim.First + uint64(claim.Count) - 1, EventIDs: ids}
+	res, found, err = e.duplicate(ctx, session, res)
+	return res, found, 0, err
+}
+
+// findKeyed looks for the events stored under key on the session between
+// sequences from and upTo (0: the end): the event whose id is key and
+// those right after it with ids key+1, key+2... seen is the last sequence
+// read.
+func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
 	next := key
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
+	err = e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+		seen = r.Seq
 		id := r.MsgID
 		if r.Err == nil {
 			id = r.Envelope.ID
@@ -100,11 +217,18 @@ func (e *Engine) findKeyed(ctx context.Context, session, key string) (CommandRes
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return res, false, fmt.Errorf("look for idempotency key %s on session %q: %w", key, session, err)
+		return res, false, seen, fmt.Errorf("look for idempotency key %s on session %q: %w", key, session, err)
 	}
 	if res.First == 0 {
-		return res, false, nil
+		return res, false, seen, nil
 	}
+	res, found, err = e.duplicate(ctx, session, res)
+	return res, found, seen, err
+}
+
+// duplicate completes the result of a stored keyed append with the
+// session's state, which includes it.
+func (e *Engine) duplicate(ctx context.Context, session string, res CommandResult) (CommandResult, bool, error) {
 	res.Duplicate = true
 	st, err := e.current(ctx, session, true, res.Last)
 	if err != nil {
@@ -112,4 +236,35 @@ func (e *Engine) findKeyed(ctx context.Context, session, key string) (CommandRes
 	}
 	res.State = st
 	return res, true, nil
+}
+
+// writeLocks serializes, within this process, apply's read-decide-append
+// of one session: writers of this engine then never fail each other's
+// expected sequence, so a retry-safe write sent without one is not
+// starved into a conflict by a busier writer of the same session (#24
+// row 5: a keyed writer beside an unkeyed one got 409s it did not ask
+// for). Writers of other engines still conflict, and are retried. The log
+// serializes appends per session anyway; this holds the lock over the
+// state read and the decision too. The zero value is ready.
+type writeLocks struct {
+	once  sync.Once
+	slots [512]chan struct{}
+}
+
+// lock takes the session's slot, or gives up when ctx ends.
+func (w *writeLocks) lock(ctx context.Context, session string) (unlock func(), err error) {
+	w.once.Do(func() {
+		for i := range w.slots {
+			w.slots[i] = make(chan struct{}, 1)
+		}
+	})
+	h := fnv.New32a()
+	h.Write([]byte(session))
+	slot := w.slots[h.Sum32()%uint32(len(w.slots))]
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

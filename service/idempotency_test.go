@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +96,275 @@ func TestApplyKeyedRetry(t *testing.T) {
 	// A key that is not a ULID is refused.
 	if _, err := e.ApplyKeyed(ctx, "idem", web, nil, "not-a-ulid", events.ToolDisabled{Name: "bash"}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("bad key: %v, want ErrInvalid", err)
+	}
+}
+
+// keyedEngine is an engine on its own server whose log has the given
+// dedupe window, with the server's URL for independent readers.
+func keyedEngine(t *testing.T, window time.Duration) (*service.Engine, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Duplicates: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = proj.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return service.New(log, proj, resolver.Default(), service.Config{}), srv.ClientURL()
+}
+
+// #24 row 4: a key whose event the index does not know (stored by a
+// direct publisher, or by an engine without the index) but the log's
+// dedupe window does, sent on another session: the log answers
+// "duplicate" with the other session's sequence; the engine refuses it
+// (ErrKeyInUse) and folds nothing, so the session is not wedged: it reads
+// at once and appends (before: the append returned the other session's
+// sequence as this one's and every later read waited for it, 503).
+func TestApplyKeyedForeignDuplicateDoesNotWedge(t *testing.T) {
+	e, _ := keyedEngine(t, time.Minute)
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "victim", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another session's event, stored past the engine, after the victim's.
+	other := events.New("other", "slack", "bob", events.ToolDisabled{Name: "bash"})
+	if _, err := e.Log().Append(ctx, "other", 0, other); err != nil {
+		t.Fatal(err)
+	}
+	for try := range 2 { // the refusal releases the claim it made: the second claims again
+		_, err := e.ApplyKeyed(ctx, "victim", web, nil, other.ID, events.ToolDisabled{Name: "bash"})
+		if !errors.Is(err, jetstream.ErrKeyInUse) {
+			t.Fatalf("try %d: key of another session's event: %v, want ErrKeyInUse", try, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := e.Session(rctx, "victim", 0)
+	if err != nil || st.LastSeq != 1 {
+		t.Fatalf("victim after the refusal: seq %d %v, want its own view at 1", st.LastSeq, err)
+	}
+	res, err := e.Apply(rctx, "victim", web, nil, events.ToolDisabled{Name: "bash"})
+	if err != nil || res.First != 3 {
+		t.Fatalf("victim appends after the refusal: %+v %v, want seq 3", res, err)
+	}
+	if st, err := e.Session(rctx, "victim", res.Last); err != nil || st.LastSeq != 3 {
+		t.Fatalf("victim reads its write: seq %d %v", st.LastSeq, err)
+	}
+}
+
+// bulk appends n events to session s, 1,000 at a time, past the engine.
+func bulk(t *testing.T, e *service.Engine, s string, n int) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	last, err := e.Log().LastSeq(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n > 0 {
+		evs := make([]events.Envelope, min(n, jetstream.MaxBatch))
+		for i := range evs {
+			evs[i] = events.New(s, "web", "alice", events.ToolsToggled{Enabled: on(i%2 == 0)})
+		}
+		res, err := e.Log().Append(ctx, s, last, evs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, n = res.Last, n-len(evs)
+	}
+	return last
+}
+
+// #24 row 5: a keyed append, and a keyed retry, read the same number of
+// messages from the log whatever the session's length (the index is one
+// get; before, the session was read from its first event: 3.7-5.2 s at
+// 100k events). The cost is asserted in messages read; times are logged.
+func TestApplyKeyedCostFlat(t *testing.T) {
+	e, _ := keyedEngine(t, time.Minute)
+	ctx := context.Background()
+	if _, err := e.Log().Keys(ctx); err != nil { // the index begins before the sessions
+		t.Fatal(err)
+	}
+	reads := map[int][2]uint64{}
+	for _, n := range []int{1000, 20000} {
+		s := "cost-" + strconv.Itoa(n)
+		last := bulk(t, e, s, n)
+		natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			_, err := e.Session(ctx, s, last) // the projection folded them
+			return err
+		})
+		key := events.NewID()
+		before, t0 := e.Log().MessagesRead(), time.Now()
+		first, err := e.ApplyKeyed(ctx, s, web, nil, key, events.ToolDisabled{Name: "bash"})
+		if err != nil || first.Duplicate {
+			t.Fatal(first, err)
+		}
+		mid, t1 := e.Log().MessagesRead(), time.Now()
+		again, err := e.ApplyKeyed(ctx, s, web, nil, key, events.ToolDisabled{Name: "bash"})
+		if err != nil || !again.Duplicate || again.First != first.First {
+			t.Fatalf("retry: %+v %v, want duplicate at %d", again, err, first.First)
+		}
+		reads[n] = [2]uint64{mid - before, e.Log().MessagesRead() - mid}
+		t.Logf("%d events: keyed append %v (%d messages read), keyed retry %v (%d messages read)", n, t1.Sub(t0), reads[n][0], time.Since(t1), reads[n][1])
+	}
+	// A few messages may be read when the projection has not folded the
+	// last append yet; never a number that grows with the session.
+	for n, r := range reads {
+		if r[0] > 4 || r[1] > 4 {
+			t.Errorf("at %d events a keyed append read %d messages and its retry %d: want at most 4 each", n, r[0], r[1])
+		}
+	}
+}
+
+// #24 row 5: a keyed writer and an unkeyed writer on one hot session: the
+// keyed writer, sending no expected sequence, never gets a conflict; each
+// key is stored exactly once (counted by an independent reader), and each
+// keyed append retried at once returns its original sequences.
+func TestApplyKeyedHotSession(t *testing.T) {
+	e, url := keyedEngine(t, time.Minute)
+	ctx := context.Background()
+	const n = 40
+	const s = "hot"
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	unkeyed := 0
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var c events.Payload = events.ToolDisabled{Name: "grep"}
+			if i%2 == 1 {
+				c = events.ToolEnabled{Name: "grep"}
+			}
+			if _, err := e.Apply(ctx, s, web, nil, c); err != nil {
+				t.Errorf("unkeyed append %d: %v", i, err)
+				return
+			}
+			unkeyed++
+		}
+	})
+	keys := make([]string, n)
+	for i := range n {
+		keys[i] = events.NewID()
+		var c events.Payload = events.ToolDisabled{Name: "bash"}
+		if i%2 == 1 {
+			c = events.ToolEnabled{Name: "bash"}
+		}
+		first, err := e.ApplyKeyed(ctx, s, web, nil, keys[i], c)
+		if err != nil || len(first.EventIDs) != 1 {
+			t.Fatalf("keyed append %d: %+v %v, want one event stored", i, first, err)
+		}
+		again, err := e.ApplyKeyed(ctx, s, web, nil, keys[i], c)
+		if err != nil || !again.Duplicate || again.First != first.First {
+			t.Fatalf("keyed retry %d: %+v %v, want duplicate at %d", i, again, err, first.First)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d keyed appends (each retried once) beside %d unkeyed ones", n, unkeyed)
+	other, err := jetstream.OpenLog(ctx, natstest.Connect(t, url), jetstream.LogConfig{Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := other.ReadSession(ctx, s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range recs {
+		count[r.MsgID]++
+	}
+	for i, k := range keys {
+		if count[k] != 1 {
+			t.Errorf("key %d (%s) stored %d times, want once", i, k, count[k])
+		}
+	}
+	if len(recs) != n+unkeyed {
+		t.Errorf("session holds %d events, %d acknowledged", len(recs), n+unkeyed)
+	}
+}
+
+// #24 row 5: a keyed retry long after the dedupe window returns the
+// original sequences through the index, and so does one whose first call
+// stored its events but died before settling the index entry (a pending
+// claim): the retry reads only the events after the claim, finds them,
+// settles the entry, and writes nothing.
+func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
+	const window = 200 * time.Millisecond
+	e, _ := keyedEngine(t, window)
+	ctx := context.Background()
+	const s = "late"
+	settled := events.NewID()
+	first, err := e.ApplyKeyed(ctx, s, web, nil, settled, events.ToolDisabled{Name: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call that claimed its key and stored its events, then died.
+	keys, err := e.Log().Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := events.NewID()
+	after, _ := e.Log().LastSeq(ctx, s)
+	if _, claimed, err := keys.Claim(ctx, crashed, jetstream.KeyClaim{Session: s, Channel: web.Channel, After: after}); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	env := events.New(s, web.Channel, web.Actor, events.ToolDisabled{Name: "grep"})
+	env.ID = crashed
+	stored, err := e.Log().Append(ctx, s, after, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The session moves on; the dedupe window passes.
+	bulk(t, e, s, 50)
+	time.Sleep(3 * window) // the window is time: let it pass
+	for key, want := range map[string]uint64{settled: first.First, crashed: stored.First} {
+		for try := range 2 {
+			before := e.Log().MessagesRead()
+			got, err := e.ApplyKeyed(ctx, s, web, nil, key, events.ToolDisabled{Name: "read_file"})
+			if err != nil || !got.Duplicate || got.First != want || got.Last != want || len(got.EventIDs) != 1 || got.EventIDs[0] != key {
+				t.Fatalf("retry %d of %s after the window: %+v %v, want duplicate at %d", try, key, got, err, want)
+			}
+			t.Logf("retry %d of %s: %d messages read", try, key, e.Log().MessagesRead()-before)
+		}
+		c, found, err := keys.Get(ctx, key)
+		if err != nil || !found || c.Pending() || c.First != want || c.Count != 1 || c.Session != s {
+			t.Fatalf("index entry of %s: %+v %v %v, want settled at %d", key, c, found, err, want)
+		}
+	}
+	recs, err := e.Log().ReadSession(ctx, s, 0, 0)
+	if err != nil || len(recs) != 52 {
+		t.Fatalf("session holds %d events (%v), want 52: nothing written by the retries", len(recs), err)
+	}
+
+	// A call that claimed its key and died before appending: a retry whose
+	// command is refused stores nothing and moves the claim's search start
+	// past what it read; the next retry stores the events, once.
+	lost := events.NewID()
+	if _, claimed, err := keys.Claim(ctx, lost, jetstream.KeyClaim{Session: s, Channel: web.Channel, After: 1}); err != nil || !claimed {
+		t.Fatal(claimed, err)
+	}
+	if _, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolDisabled{Name: "no-such-tool"}); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("refused retry: %v, want ErrInvalid", err)
+	}
+	if c, _, err := keys.Get(ctx, lost); err != nil || !c.Pending() || c.After != recs[len(recs)-1].Seq {
+		t.Fatalf("claim after a refused retry: %+v %v, want pending after %d", c, err, recs[len(recs)-1].Seq)
+	}
+	res, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolEnabled{Name: "grep"})
+	if err != nil || res.Duplicate || len(res.EventIDs) != 1 || res.EventIDs[0] != lost {
+		t.Fatalf("retry of a key whose call died before appending: %+v %v, want its event stored", res, err)
+	}
+	again, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolEnabled{Name: "grep"})
+	if err != nil || !again.Duplicate || again.First != res.First {
+		t.Fatalf("and again: %+v %v, want duplicate at %d", again, err, res.First)
 	}
 }

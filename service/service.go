@@ -95,6 +95,8 @@ type Engine struct {
 
 	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
 	marks *marks    // per session: the highest sequence acknowledged or served (#19)
+
+	writes writeLocks // serialize apply's decide-and-append per session (#24 row 5)
 }
 
 // New returns an engine over a log, its projection and a registry.
@@ -196,6 +198,11 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
 	}
 	var res CommandResult
+	unlock, err := e.writes.lock(ctx, session)
+	if err != nil {
+		return res, fmt.Errorf("append to %q: wait for the session's other writes: %w", session, err)
+	}
+	defer unlock()
 	strong := false
 	var atLeast uint64 // the sequence a conflict said the session is at
 	for attempt := 0; ; attempt++ {
@@ -320,7 +327,8 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 			errors.As(err, &unknown)
 		}
 		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrInvalidSession) ||
-			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) {
+			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) ||
+			errors.Is(err, jetstream.ErrKeyInUse) {
 			return ar, stillUnknownUnlessStored(unknown, err)
 		}
 		if ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {

@@ -1,0 +1,40 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/toolintent/engine/client"
+)
+
+// #24 row 4: over both transports, an idempotency key used on one session
+// and sent on another comes back as client.ErrKeyInUse (422), and the
+// second session still appends and reads.
+func TestKeyInUse(t *testing.T) {
+	for name, c := range clients(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			key := ulid.Make().String()
+			a, b := "key-a-"+name, "key-b-"+name
+			if _, err := c.Append(ctx, client.AppendRequest{Session: a, EventID: key, Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Append(ctx, client.AppendRequest{Session: b, EventID: key, Commands: []client.Command{client.DisableTool("bash")}})
+			if e := (*client.Error)(nil); !errors.Is(err, client.ErrKeyInUse) || !errors.As(err, &e) || e.Status != 422 {
+				t.Fatalf("key of %s on %s: %v, want 422 %s", a, b, err, client.ErrKeyInUse.Code)
+			}
+			app, err := c.Append(ctx, client.AppendRequest{Session: b, Commands: []client.Command{client.DisableTool("grep")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := c.Intent(ctx, client.IntentRequest{Session: b, MinSeq: app.LastSeq}); err != nil || st.Seq != app.LastSeq {
+				t.Fatalf("%s after the refusal: %+v %v", b, st, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,298 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrKeyInUse is matched (errors.Is) by an append whose idempotency key
+// (its first event's id, a Nats-Msg-Id) is already used by an event of
+// another session, or claimed for another session (#24 row 4). Nothing was
+// written and nothing of the other session is returned.
+var ErrKeyInUse = errors.New("idempotency key already used on another session")
+
+// KeyInUseError names the key refused and the session it was sent on (never
+// the session that holds it). Channel is set when the key is this
+// session's but was used by another channel than the one sending it.
+type KeyInUseError struct {
+	Key     string
+	Session string
+	Channel string
+}
+
+func (e *KeyInUseError) Error() string {
+	if e.Channel != "" {
+		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; generate a new ULID for this append", e.Key, e.Session, e.Channel)
+	}
+	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; generate a new ULID for this append", e.Key, e.Session)
+}
+
+// Unwrap makes errors.Is(err, ErrKeyInUse) true.
+func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
+
+// KeyClaim is the index entry of an idempotency key in the bucket
+// <PREFIX>_KEYS: the session the key belongs to and, once the append was
+// acknowledged, where its events are. A claim is written before the append
+// (pending: Count 0) and settled after it, so that a crash in between
+// leaves a claim that names the session and the sequence after which its
+// events, if stored, are.
+type KeyClaim struct {
+	// Session owns the key, sent by Channel ("" in entries that did not
+	// record it).
+	Session string `json:"session"`
+	Channel string `json:"channel,omitempty"`
+	// After is a sequence of the stream the session had reached before the
+	// append: its events, if stored, come after it.
+	After uint64 `json:"after"`
+	// First is the stream sequence of the first event, Count how many
+	// events; 0 while the claim is pending.
+	First uint64 `json:"first,omitempty"`
+	Count int    `json:"count,omitempty"`
+	rev   uint64
+}
+
+// Pending reports a claim whose append was not settled (in flight, failed,
+// or the engine died before it settled it).
+func (c KeyClaim) Pending() bool { return c.Count == 0 }
+
+// Keys is the idempotency-key index: one KV entry per key, claimed with a
+// create (atomic across engines), so a look-up costs one get, whatever the
+// session's length (#24 row 5).
+type Keys struct {
+	log    *Log
+	kv     jetstream.KeyValue
+	bucket string
+	// Keys whose ULID time is before legacyTime may have been stored by an
+	// engine that kept no index: they are searched in the session's events
+	// up to legacyUpTo (0: the stream was empty when the index began).
+	legacyUpTo uint64
+	legacyTime time.Time
+}
+
+// keysLegacy is the entry recording where the index began: the events
+// stream's last sequence and the time when the bucket was created. It is
+// not a ULID, so no key can collide with it.
+const keysLegacy = "index-began"
+
+type keysBegan struct {
+	UpTo uint64    `json:"up_to"`
+	Time time.Time `json:"time"`
+}
+
+// keysOnce opens the keys bucket on first use: only keyed appends need
+// it, and users that open the log for reading only may not create it.
+type keysOnce struct {
+	mu   sync.Mutex
+	keys *Keys
+}
+
+// Keys opens (creating it on first use) the idempotency-key index.
+func (l *Log) Keys(ctx context.Context) (*Keys, error) {
+	l.keys.mu.Lock()
+	defer l.keys.mu.Unlock()
+	if l.keys.keys != nil {
+		return l.keys.keys, nil
+	}
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_KEYS"
+	kv, err := l.openBucket(ctx, bucket, "engine idempotency keys: the session and sequences of each keyed append")
+	if err != nil {
+		return nil, fmt.Errorf("open idempotency key bucket %s: %w", bucket, err)
+	}
+	k := &Keys{log: l, kv: kv, bucket: bucket}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	e, err := kv.Get(ctx, keysLegacy)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		last, lerr := l.LastStreamSeq(ctx)
+		if lerr != nil {
+			return nil, fmt.Errorf("open idempotency key bucket %s: %w", bucket, lerr)
+		}
+		v, _ := json.Marshal(keysBegan{UpTo: last, Time: time.Now().UTC()})
+		if _, err = kv.Create(ctx, keysLegacy, v); errors.Is(err, jetstream.ErrKeyExists) {
+			err = nil // another engine began it meanwhile
+		}
+		if err == nil {
+			e, err = kv.Get(ctx, keysLegacy)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", bucket, keysLegacy, err)
+	}
+	var b keysBegan
+	if err := json.Unmarshal(e.Value(), &b); err != nil {
+		return nil, fmt.Errorf("read %s/%s: %q: %w", bucket, keysLegacy, e.Value(), err)
+	}
+	k.legacyUpTo, k.legacyTime = b.UpTo, b.Time
+	l.keys.keys = k
+	return k, nil
+}
+
+// Bucket is the bucket's name.
+func (k *Keys) Bucket() string { return k.bucket }
+
+// Legacy returns the last sequence an index-less engine may have stored a
+// key of time t at (0 when none can have been).
+func (k *Keys) Legacy(t time.Time) uint64 {
+	if k.legacyUpTo == 0 || t.After(k.legacyTime) {
+		return 0
+	}
+	return k.legacyUpTo
+}
+
+// Claim claims key for c.Session. When the key is claimed already, it
+// returns the existing claim and claimed false; the caller decides (another
+// session: refuse; this one: look where the events are).
+func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim, claimed bool, err error) {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	v, _ := json.Marshal(c)
+	for range 3 {
+		rev, err := k.kv.Create(ctx, key, v)
+		if err == nil {
+			c.rev = rev
+			return c, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return got, false, fmt.Errorf("claim idempotency key %s: %w", key, err)
+		}
+		var found bool
+		if got, found, err = k.Get(ctx, key); err != nil || found {
+			return got, false, err
+		}
+		// Released between the create and the get: claim it again.
+	}
+	return got, false, fmt.Errorf("claim idempotency key %s: released and claimed again repeatedly", key)
+}
+
+// Get returns the claim of key; found is false when there is none.
+func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err error) {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	var e jetstream.KeyValueEntry
+	err = k.log.retryRead(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = k.kv.Get(ctx, key)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return c, false, nil
+	}
+	if err != nil {
+		return c, false, fmt.Errorf("get idempotency key %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), &c); err != nil || c.Session == "" {
+		return c, false, fmt.Errorf("idempotency key %s: damaged index entry %q in %s (%v)", key, e.Value(), k.bucket, err)
+	}
+	c.rev = e.Revision()
+	return c, true, nil
+}
+
+// Settle records where the claimed key's events are (first, count). A
+// settled claim is final. When the claim changed since c was read (a twin
+// call settled or released it), Settle reads it again: settled for the
+// session already, it is done; pending, it settles it; gone, it claims
+// the key settled.
+func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64, count int) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	session := c.Session
+	for range 3 {
+		c.First, c.Count = first, count
+		v, _ := json.Marshal(c)
+		var err error
+		if c.rev == 0 {
+			_, err = k.kv.Create(ctx, key, v)
+		} else {
+			_, err = k.kv.Update(ctx, key, v, c.rev)
+		}
+		if err == nil {
+			return nil
+		}
+		var found bool
+		c, found, err = k.Get(ctx, key)
+		switch {
+		case err != nil:
+			return fmt.Errorf("settle idempotency key %s at %d: %w", key, first, err)
+		case !found:
+			c = KeyClaim{Session: session}
+		case c.Session != session:
+			return fmt.Errorf("settle idempotency key %s at %d: %w", key, first, &KeyInUseError{Key: key, Session: session})
+		case !c.Pending():
+			return nil
+		}
+	}
+	return fmt.Errorf("settle idempotency key %s at %d: the claim keeps changing", key, first)
+}
+
+// Advance moves a pending claim's After to after: a search read the
+// session up to it and found nothing of the key, so later searches start
+// there (a replica that answers holds every message of the stream up to
+// the last it returned). It does nothing when the claim changed meanwhile.
+func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	if !c.Pending() || after <= c.After {
+		return nil
+	}
+	c.After = after
+	v, _ := json.Marshal(c)
+	if _, err := k.kv.Update(ctx, key, v, c.rev); err != nil {
+		return fmt.Errorf("advance idempotency key %s to %d: %w", key, after, err)
+	}
+	return nil
+}
+
+// Release drops a pending claim whose append certainly stored nothing (it
+// was refused), so that the key is free again. It does nothing when the
+// claim changed meanwhile.
+func (k *Keys) Release(ctx context.Context, key string, c KeyClaim) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	if err := k.kv.Delete(ctx, key, jetstream.LastRevision(c.rev)); err != nil {
+		return fmt.Errorf("release idempotency key %s: %w", key, err)
+	}
+	return nil
+}
+
+// StoredAt reports whether the messages at sequences first, first+1, ...
+// are the events ids, in order, on the session's subject: one direct get
+// per id. A message on another subject, or with another id, is not. A
+// sequence that cannot be read (a replica behind the leader, say) is an
+// error, not an answer.
+func (l *Log) StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error) {
+	subj := l.Subject(session)
+	for i, id := range ids {
+		m, err := l.msgAt(ctx, first+uint64(i))
+		if err != nil {
+			return false, fmt.Errorf("read event %s at sequence %d: %w", id, first+uint64(i), err)
+		}
+		if m.Subject != subj || m.Header.Get(headerMsgID) != id {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// msgAt reads the message at seq by a direct get (asked again after a
+// reconnect or a silent replica).
+func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	var m *jetstream.RawStreamMsg
+	err := l.retryRead(ctx, func(ctx context.Context) error {
+		var err error
+		m, err = l.stream.GetMsg(ctx, seq)
+		return err
+	})
+	if err == nil {
+		l.msgsRead.Add(1)
+	}
+	return m, err
+}

@@ -1,0 +1,66 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// #24 row 4: the stream's dedupe window is stream-wide, so an event id
+// already stored on session A, appended to session B, makes the server
+// answer "duplicate" with A's sequence. The log checks that answer: it is
+// refused (ErrKeyInUse, naming the id, not A) and nothing is stored on B,
+// for one event and for an atomic batch; a retry of A's own append is
+// still a duplicate at A's sequences.
+func TestAppendDuplicateOfAnotherSession(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	one := toggled("a")
+	two := []events.Envelope{toggled("a"), events.New("a", "web", "alice", events.ToolDisabled{Name: "bash"})}
+	ra1, err := l.Append(ctx, "a", 0, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra2, err := l.Append(ctx, "a", ra1.Last, two...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, "b", 0, toggled("b")); err != nil {
+		t.Fatal(err)
+	}
+	onB := func(evs ...events.Envelope) []events.Envelope {
+		out := make([]events.Envelope, len(evs))
+		for i, e := range evs {
+			e.Session = "b"
+			out[i] = e
+		}
+		return out
+	}
+	for name, evs := range map[string][]events.Envelope{"one event": onB(one), "batch": onB(two...)} {
+		res, err := l.Append(ctx, "b", 4, evs...)
+		if !errors.Is(err, jetstream.ErrKeyInUse) {
+			t.Fatalf("%s: A's ids on B: %+v %v, want ErrKeyInUse", name, res, err)
+		}
+		if !strings.Contains(err.Error(), evs[0].ID) || strings.Contains(err.Error(), `"a"`) {
+			t.Fatalf("%s: %q must name the id %s, not session a", name, err, evs[0].ID)
+		}
+	}
+	if last, err := l.LastSeq(ctx, "b"); err != nil || last != 4 {
+		t.Fatalf("b's last sequence %d %v, want 4 (its one event)", last, err)
+	}
+	recs, err := l.ReadSession(ctx, "b", 0, 0)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("b holds %d events (%v), want 1", len(recs), err)
+	}
+	// A's own retries: duplicates at A's sequences.
+	if got, err := l.Append(ctx, "a", 0, one); err != nil || !got.Duplicate || got.First != ra1.First {
+		t.Fatalf("retry on a: %+v %v, want duplicate at %d", got, err, ra1.First)
+	}
+	if got, err := l.Append(ctx, "a", ra1.Last, two...); err != nil || !got.Duplicate || got.First != ra2.First || got.Last != ra2.Last {
+		t.Fatalf("batch retry on a: %+v %v, want duplicate at %d..%d", got, err, ra2.First, ra2.Last)
+	}
+}
