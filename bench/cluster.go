@@ -227,8 +227,16 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			}
 			return float64(total) / el.Seconds(), nil
 		}
+		casRetries := 0
 		raw := func(ctx context.Context, r int) (float64, error) {
 			ws := make([]*rawWriter, n)
+			defer func() {
+				for _, w := range ws {
+					if w != nil {
+						casRetries += w.casRetries
+					}
+				}
+			}()
 			lasts := make([]uint64, n)
 			el, err := parallel(n, func(g int) error {
 				ws[g] = newRawWriter(fmt.Sprintf("scale%d-r%03d-%03d", k, r, g))
@@ -261,8 +269,8 @@ func (h *harness) scaleOut(ctx context.Context) error {
 		if k > 1 && first > 0 {
 			scale = fmt.Sprintf("; %.2fx the 1-engine figure", l.Engine/first)
 		}
-		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views R3, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack%s",
-			cpuCount(), k, nodeList(k), perEngineClients, total, k, scale)
+		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views R3, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack, the same event sent again after a CAS refusal of its own write (%d times over all runs: the R3 leader answers 10164 while its previous write to the subject is still counted in flight)%s",
+			cpuCount(), k, nodeList(k), perEngineClients, total, k, casRetries, scale)
 		h.add(l)
 	}
 	return nil

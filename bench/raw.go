@@ -50,6 +50,9 @@ type rawWriter struct {
 	subj    string
 	buf     bytes.Buffer
 	enc     *msgpack.Encoder
+	// casRetries counts publishNext's CAS refusals of the writer's own
+	// event (re-sent or refused while the previous write was in flight).
+	casRetries int
 }
 
 func newRawWriter(session string) *rawWriter {
@@ -106,6 +109,11 @@ func (w *rawWriter) publishAsync(ctx context.Context, js njs.JetStream, i int, l
 	if err != nil {
 		return 0, err
 	}
+	return w.sendAsync(ctx, js, m, last)
+}
+
+// sendAsync publishes m with PublishMsgAsync and waits for its ack.
+func (w *rawWriter) sendAsync(ctx context.Context, js njs.JetStream, m *nats.Msg, last uint64) (uint64, error) {
 	f, err := js.PublishMsgAsync(m)
 	if err != nil {
 		return 0, err
@@ -120,30 +128,37 @@ func (w *rawWriter) publishAsync(ctx context.Context, js njs.JetStream, i int, l
 	}
 }
 
-// publishNext is publishAsync for a writer whose client may re-send a
-// publish (nats.go retries an async publish that met no responders during
-// a leader change): when the stream refuses the CAS header, with 10071
-// (the re-sent copy's original was stored) or 10164 (it is still in
-// flight on a replicated stream), the event is the writer's own, so it
-// reads where the session is, as the engine's append does, waiting until
-// the subject has moved past last. It returns the session's new last
-// sequence.
+// publishNext is publishAsync for a writer on a replicated stream, where
+// a CAS refusal does not always mean another writer: 10071 comes back when
+// nats.go re-sent a publish (no responders during a leader change) whose
+// first copy was stored, and 10164 when the leader still counts a write to
+// the subject in flight, even the writer's own previous one whose ack has
+// already arrived. The writer is the subject's only one, so it does what
+// the engine's append does: it reads where the session is and, if the
+// event is not there, sends the same message again (same Nats-Msg-Id, so
+// it is stored at most once) until it is acknowledged or the subject moved
+// past last. It returns the session's new last sequence.
 func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.Stream, i int, last uint64) (uint64, error) {
-	seq, err := w.publishAsync(ctx, js, i, last)
-	if err == nil || !jetstream.IsCASConflict(err) {
-		return seq, err
+	m, err := w.msg(i, last)
+	if err != nil {
+		return 0, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
-		m, gerr := st.GetLastMsgForSubject(wctx, w.subj)
-		if gerr == nil && m.Sequence > last {
-			return m.Sequence, nil
+	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
+		seq, err := w.sendAsync(wctx, js, m, last)
+		if err == nil || !jetstream.IsCASConflict(err) {
+			return seq, err
+		}
+		w.casRetries++
+		got, gerr := st.GetLastMsgForSubject(wctx, w.subj)
+		if gerr == nil && got.Sequence > last {
+			return got.Sequence, nil
 		}
 		select {
 		case <-wctx.Done():
 			return 0, errors.Join(err, gerr, fmt.Errorf("%s did not move past %d: %w", w.subj, last, wctx.Err()))
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(backoff):
 		}
 	}
 }
