@@ -28,6 +28,9 @@ type ConflictError struct {
 	Session  string
 	Expected uint64
 	Actual   uint64
+	// InFlight: the server refused the expected sequence because a write
+	// to the session was in flight (10164), not by naming another one.
+	InFlight bool
 }
 
 func (e *ConflictError) Error() string {

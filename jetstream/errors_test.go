@@ -28,3 +28,23 @@ func TestIsCASConflict(t *testing.T) {
 		}
 	}
 }
+
+// TestInFlightRefusal: only a 10164 refusal that left the session at the
+// expected sequence is sent again; a session that moved is a conflict.
+func TestInFlightRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
+		{fmt.Errorf("append: %w", &ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}), true},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
+		{ErrConflict, false},
+		{nil, false},
+	} {
+		if got := inFlightRefusal(tc.err, 7); got != tc.want {
+			t.Errorf("inFlightRefusal(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -301,12 +301,29 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	mu := l.lock(session)
 	mu.Lock()
 	defer mu.Unlock()
-	res, err := l.resendOnReconnect(ctx, func(ctx context.Context) (AppendResult, error) {
+	publish := func(ctx context.Context) (AppendResult, error) {
 		if len(msgs) == 1 {
 			return l.appendOne(ctx, session, expected, msgs[0])
 		}
 		return l.appendBatch(ctx, session, expected, msgs)
-	})
+	}
+	res, err := l.resendOnReconnect(ctx, publish)
+	// A replicated stream's leader acknowledges a write before it stops
+	// counting it in flight (nats-server 2.15 applies the entry, acks,
+	// then clears the subject's in-flight mark), so the session's next
+	// CAS publish can be refused with 10164 although the session is still
+	// at expected: nothing was stored and nobody else wrote. Send the
+	// same messages again (their ids dedupe) a few times before calling
+	// it a conflict; a real conflict moves the session past expected.
+	for wait := time.Millisecond; inFlightRefusal(err, expected) && wait <= 64*time.Millisecond; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			res, err = l.resendOnReconnect(ctx, publish)
+			continue
+		}
+		break
+	}
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		// The server checks the expected sequence (and, for batches, the
 		// ids) before its dedupe window, so a retry of an append that was
@@ -548,13 +565,22 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
 
+// inFlightRefusal reports a CAS refusal after which the session is still
+// at the expected sequence: the leader refused the publish because a write
+// to the subject was still in flight (10164), not because the session
+// moved.
+func inFlightRefusal(err error, expected uint64) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.Actual == expected && ce.InFlight
+}
+
 func (l *Log) publishError(ctx context.Context, session string, expected uint64, err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateID {
 		return fmt.Errorf("%w: %w", errDuplicateInBatch, err)
 	}
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
-		ce := &ConflictError{Session: session, Expected: expected}
+		ce := &ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
 		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {
 			if n, perr := strconv.ParseUint(strings.TrimSpace(after), 10, 64); perr == nil {
 				ce.Actual = n
