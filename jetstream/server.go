@@ -103,6 +103,7 @@ func isLoopback(host string) bool {
 type Embedded struct {
 	srv        *server.Server
 	lock       *DataLock
+	dataDir    string                 // as configured: the server adds "jetstream" itself
 	js         server.JetStreamConfig // as started, to re-enable JetStream
 	writeFault atomic.Pointer[string] // the store's last write error (a full disk), until JetStream restarts
 }
@@ -173,7 +174,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
-	e := &Embedded{lock: lock}
+	e := &Embedded{lock: lock, dataDir: opts.StoreDir}
 	// A file store that fails a write (ENOSPC) refuses every later write
 	// until it is loaded again: watch for it (issue 12, item 4).
 	srv.SetLogger(faultWatch{inner: cfg.Logger, fault: &e.writeFault}, false, false)
@@ -224,7 +225,12 @@ func (e *Embedded) ReenableJetStream() error {
 			return fmt.Errorf("restart JetStream: %w", err)
 		}
 	}
+	// The running configuration's StoreDir is <data>/jetstream, and
+	// EnableJetStream appends "jetstream" to what it is given: handing it
+	// back moved the store to <data>/jetstream/jetstream, and the next
+	// start served an empty stream (#24 row 1). Give the data directory.
 	cfg := e.js
+	cfg.StoreDir = e.dataDir
 	if err := e.srv.EnableJetStream(&cfg); err != nil {
 		return fmt.Errorf("re-enable JetStream: %w", err)
 	}
