@@ -131,6 +131,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The store an old in-process restart moved away (#24 row 1): the
+	// server would start an empty one beside it.
+	if err := nestedStore(cfg.DataDir); err != nil {
+		lock.Release()
+		return nil, err
+	}
 	if cfg.Port != 0 {
 		// nats-server only logs a taken port and never becomes ready: say
 		// so at once instead of after the readiness timeout.
@@ -291,4 +297,20 @@ func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 	e.lock.Release()
+}
+
+// ConfigLogin reads a nats-server configuration file and returns the
+// users it defines and whether a client must log in as one of them (users
+// or nkeys and no no_auth_user): the engine then needs its user named
+// (#24 row 12(d): connecting without one failed as "io: read/write on
+// closed pipe").
+func ConfigLogin(path string) (users []string, needsLogin bool, err error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("load server config %s: %w", path, err)
+	}
+	for _, u := range opts.Users {
+		users = append(users, u.Username)
+	}
+	return users, (len(opts.Users) > 0 || len(opts.Nkeys) > 0) && opts.NoAuthUser == "", nil
 }
