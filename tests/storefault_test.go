@@ -341,3 +341,62 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	}
 	t.Logf("%d appends on the full store: all 507, slowest %v", n, slowest.Round(time.Millisecond))
 }
+
+// #24 row 10: `engine rebuild --data D` on a directory served with
+// --server-config (the store in the config's account TOOLS), run without
+// that config, is refused: it names the stream it looked for and the
+// streams it found, exits non-zero and creates no store; with the same
+// --server-config and login it rebuilds the real store. Before, it
+// created an empty $G store beside the real one and printed "rebuilt
+// views from 0 events", exit 0.
+func TestRebuildRefusesForeignStore(t *testing.T) {
+	conf, err := filepath.Abs(permConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := permUsers(t, conf)
+	dir := t.TempDir()
+	login := []string{"--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password}
+	p := startEngine(t, dir, login...)
+	for i := range 5 {
+		if _, err := p.Client("web").Append(context.Background(), fmt.Sprintf("foreign-%d", i), nil, events.ToolDisabled{Name: "bash"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Stop(t)
+
+	out, _, err := runEngine(t, "rebuild", "--data", dir)
+	if err == nil || !strings.Contains(out, "no event stream TOOLS_EVENTS") || !strings.Contains(out, "TOOLS/TOOLS_EVENTS") || !strings.Contains(out, "--server-config") {
+		t.Fatalf("rebuild without the store's --server-config: %v, want a refusal naming TOOLS_EVENTS and what was found:\n%s", err, out)
+	}
+	t.Logf("refused: %s", out[strings.Index(out, "data dir "):])
+	if m, _ := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", "*")); len(m) > 0 {
+		t.Fatalf("the refused rebuild created streams %v", m)
+	}
+	out, _, err = runEngine(t, append([]string{"rebuild", "--data", dir}, login...)...)
+	if err != nil || !strings.Contains(out, "rebuilt views from 5 events") {
+		t.Fatalf("rebuild with the store's --server-config: %v\n%s", err, out)
+	}
+}
+
+// #24 row 12(d): --server-config without --nats-user is refused before
+// anything starts, naming the flag and the config's users; before it died
+// with "io: read/write on closed pipe".
+func TestServerConfigNeedsUser(t *testing.T) {
+	conf, err := filepath.Abs(permConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, took, err := runEngineWithin(t, 20*time.Second, "serve", "--data", t.TempDir(), "--server-config", conf, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	if err == nil || !strings.Contains(out, "--nats-user and --nats-password") || !strings.Contains(out, "engine") || strings.Contains(out, "closed pipe") {
+		t.Fatalf("serve --server-config without --nats-user: %v\n%s", err, out)
+	}
+	t.Logf("refused in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
+	// A wrong password names the user and the config.
+	out, took, err = runEngineWithin(t, 30*time.Second, "serve", "--data", t.TempDir(), "--server-config", conf, "--nats-user", "engine", "--nats-password", "wrong",
+		"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	if err == nil || !strings.Contains(out, `embedded server of --server-config `+conf+` as user "engine"`) {
+		t.Fatalf("serve --server-config with a wrong password: %v\n%s", err, out)
+	}
+	t.Logf("wrong password, refused in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
+}
