@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,5 +66,32 @@ func TestReenableJetStreamKeepsStoreDir(t *testing.T) {
 	}
 	if seq != 2 {
 		t.Fatalf("after a normal restart the stream ends at %d, want 2 (both acknowledged appends)", seq)
+	}
+}
+
+// #24 (the TestDiskFull flake): JetStream that (re)started moments ago
+// is not shut down again: API workers EnableJetStream starts that first
+// run after a shutdown keep a nil JetStream and crash the process on the
+// next request (nats-server v2.15.2 jetstream_api.go:1069). The restart
+// is refused as settling, and JetStream keeps running.
+func TestRestartJetStreamSettles(t *testing.T) {
+	e, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	err = e.RestartJetStream()
+	if !errors.Is(err, jetstream.ErrJetStreamSettling) {
+		t.Fatalf("restart right after the start: %v, want ErrJetStreamSettling", err)
+	}
+	if !e.JetStreamEnabled() {
+		t.Fatal("the refused restart shut JetStream down")
+	}
+	// A JetStream the server shut down itself starts again at once.
+	if err := e.Server().ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RestartJetStream(); err != nil || !e.JetStreamEnabled() {
+		t.Fatalf("start of a disabled JetStream: %v (enabled %v)", err, e.JetStreamEnabled())
 	}
 }
