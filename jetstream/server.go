@@ -103,9 +103,27 @@ func isLoopback(host string) bool {
 type Embedded struct {
 	srv        *server.Server
 	lock       *DataLock
+	dataDir    string                 // as configured: the server adds "jetstream" itself
 	js         server.JetStreamConfig // as started, to re-enable JetStream
 	writeFault atomic.Pointer[string] // the store's last write error (a full disk), until JetStream restarts
+	enabledAt  atomic.Int64           // unix nanos of the last (re)start of JetStream
 }
+
+// jetStreamSettle is how long after (re)starting JetStream the engine
+// waits before it shuts JetStream down again. EnableJetStream starts API
+// workers that read the server's JetStream pointer when they first run:
+// one that first runs after a shutdown keeps nil and the next API
+// request crashes the process with a nil dereference (nats-server
+// v2.15.2 jetstream_api.go:1069, processJSAPIRoutedRequests). That
+// killed the engine in the TestDiskFull flake (#24): the restart after
+// ENOSPC found no stream (row 1's nested directory), shut JetStream down
+// at once and enabled it again.
+const jetStreamSettle = 5 * time.Second
+
+// ErrJetStreamSettling is matched by RestartJetStream and
+// ReenableJetStream when a running JetStream (re)started less than 5 s
+// ago would have to be shut down: try again later.
+var ErrJetStreamSettling = errors.New("JetStream restarted moments ago")
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
 // until it accepts connections.
@@ -128,6 +146,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	// on a live store forks the log.
 	lock, err := LockDataDir(cfg.DataDir, cfg.Command)
 	if err != nil {
+		return nil, err
+	}
+	// The store an old in-process restart moved away (#24 row 1): the
+	// server would start an empty one beside it.
+	if err := nestedStore(cfg.DataDir); err != nil {
+		lock.Release()
 		return nil, err
 	}
 	if cfg.Port != 0 {
@@ -173,7 +197,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
-	e := &Embedded{lock: lock}
+	e := &Embedded{lock: lock, dataDir: opts.StoreDir}
 	// A file store that fails a write (ENOSPC) refuses every later write
 	// until it is loaded again: watch for it (issue 12, item 4).
 	srv.SetLogger(faultWatch{inner: cfg.Logger, fault: &e.writeFault}, false, false)
@@ -184,6 +208,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded server on %s:%d not ready after 30s (is the port taken or the data directory %s locked by another engine?)", opts.Host, cfg.Port, cfg.DataDir)
 	}
 	e.srv = srv
+	e.enabledAt.Store(time.Now().UnixNano())
 	if jc := srv.JetStreamConfig(); jc != nil {
 		e.js = *jc
 	}
@@ -219,12 +244,30 @@ func (e *Embedded) ReenableJetStream() error {
 	if e.srv.JetStreamEnabled() && e.WriteFault() == "" {
 		return nil
 	}
+	return e.RestartJetStream()
+}
+
+// RestartJetStream shuts JetStream down (when it runs) and starts it
+// again with the configuration it started with, loading every stream
+// from disk. It does not shut down a JetStream (re)started less than 5 s
+// ago: it then does nothing and returns an error matching
+// ErrJetStreamSettling (see jetStreamSettle).
+func (e *Embedded) RestartJetStream() error {
 	if e.srv.JetStreamEnabled() {
+		if since := time.Since(time.Unix(0, e.enabledAt.Load())); since < jetStreamSettle {
+			return fmt.Errorf("restart JetStream: %w (%s ago): not before %s", ErrJetStreamSettling, since.Round(time.Millisecond), jetStreamSettle)
+		}
 		if err := e.srv.ShutdownJetStream(); err != nil {
 			return fmt.Errorf("restart JetStream: %w", err)
 		}
 	}
+	// The running configuration's StoreDir is <data>/jetstream, and
+	// EnableJetStream appends "jetstream" to what it is given: handing it
+	// back moved the store to <data>/jetstream/jetstream, and the next
+	// start served an empty stream (#24 row 1). Give the data directory.
 	cfg := e.js
+	cfg.StoreDir = e.dataDir
+	e.enabledAt.Store(time.Now().UnixNano())
 	if err := e.srv.EnableJetStream(&cfg); err != nil {
 		return fmt.Errorf("re-enable JetStream: %w", err)
 	}
@@ -285,4 +328,20 @@ func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 	e.lock.Release()
+}
+
+// ConfigLogin reads a nats-server configuration file and returns the
+// users it defines and whether a client must log in as one of them (users
+// or nkeys and no no_auth_user): the engine then needs its user named
+// (#24 row 12(d): connecting without one failed as "io: read/write on
+// closed pipe").
+func ConfigLogin(path string) (users []string, needsLogin bool, err error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("load server config %s: %w", path, err)
+	}
+	for _, u := range opts.Users {
+		users = append(users, u.Username)
+	}
+	return users, (len(opts.Users) > 0 || len(opts.Nkeys) > 0) && opts.NoAuthUser == "", nil
 }

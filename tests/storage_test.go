@@ -26,7 +26,14 @@ import (
 // returns its combined output, how long it ran and its error.
 func runEngine(t *testing.T, args ...string) (string, time.Duration, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runEngineWithin(t, 60*time.Second, args...)
+}
+
+// runEngineWithin is runEngine with its own deadline (a command expected
+// to exit at once: a serve that keeps serving is killed after d).
+func runEngineWithin(t *testing.T, d time.Duration, args ...string) (string, time.Duration, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, engineBin, args...).CombinedOutput()
@@ -114,21 +121,36 @@ func diskFullTmpfs(t *testing.T, size int) string {
 }
 
 // fillDisk allocates a file under dir leaving about leave bytes free,
-// and returns its path.
+// and returns its path. The engine writes meanwhile, so an allocation
+// that no longer fits is retried with what is free then, then halved.
 func fillDisk(t *testing.T, dir string, leave uint64) string {
 	t.Helper()
-	free, err := jetstream.StatfsFree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "filler")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if free > leave {
-		if err := syscall.Fallocate(int(f.Fd()), 0, 0, int64(free-leave)); err != nil {
+	var off int64
+	shift := 0 // halvings after allocations that did not fit
+	for range 256 {
+		free, err := jetstream.StatfsFree(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free <= leave {
+			break
+		}
+		n := max(int64(free-leave)>>shift, 4096)
+		err = syscall.Fallocate(int(f.Fd()), 0, off, n)
+		switch {
+		case err == nil:
+			off += n
+		case errors.Is(err, syscall.ENOSPC) && n <= 4096:
+			return path
+		case errors.Is(err, syscall.ENOSPC):
+			shift++
+		default:
 			t.Fatalf("fill %s: %v", dir, err)
 		}
 	}
@@ -158,6 +180,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	dir := diskFullTmpfs(t, 256<<20)
 	p := startEngine(t, dir, "--min-free", "32MiB")
+	stderrOnFailure(t, p)
 	c := p.Client("disk")
 	if _, err := c.Append(ctx, "disk-s1", nil, events.ToolDisabled{Name: "bash"}); err != nil {
 		t.Fatal(err)
@@ -203,6 +226,7 @@ func TestDiskFull(t *testing.T) {
 	// the engine.
 	p.Stop(t)
 	p = startEngine(t, dir, "--min-free", "0")
+	stderrOnFailure(t, p)
 	c = p.Client("disk")
 	filler = fillDisk(t, dir, 0)
 	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
@@ -234,6 +258,24 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged appends all readable", len(acked))
+}
+
+// stderrOnFailure logs the engine's stderr (with its exit status, if it
+// exited) when the test fails: a crash under a fault is otherwise
+// only "connection refused" (#24, the TestDiskFull flake).
+func stderrOnFailure(t *testing.T, p *engineProc) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Logf("engine (pid %d) exited: %v (killed by the test: %v); its stderr:\n%s", p.cmd.Process.Pid, p.exitErr, p.killed, p.Stderr)
+		default:
+			t.Logf("engine (pid %d) still running; its stderr:\n%s", p.cmd.Process.Pid, p.Stderr)
+		}
+	})
 }
 
 // startEngineUnready starts `engine serve` and waits for its ready file

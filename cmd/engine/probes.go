@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/health"
@@ -251,7 +252,7 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		full, restart := false, false
+		full, restart, unanswered := false, false, false
 		for {
 			select {
 			case <-ctx.Done():
@@ -277,18 +278,32 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 				continue
 			}
 			if rerr := srv.ReenableJetStream(); rerr != nil {
-				log.Error().Err(rerr).Str("fault", fault).Msg("the store failed a write (out of space?): cannot restart JetStream")
+				if !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
+					log.Error().Err(rerr).Str("fault", fault).Msg("the store failed a write (out of space?): cannot restart JetStream")
+				}
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, serr := jlog.LastStreamSeq(cctx)
 			cancel()
-			if serr == nil {
-				restart = false
+			switch {
+			case serr == nil:
+				restart, unanswered = false, false
 				log.Warn().Str("fault", fault).Msg("the store had failed a write (out of space?): JetStream restarted, appends accepted again")
-			} else {
-				log.Error().Err(serr).Msg("JetStream restarted after a write fault but the event stream does not answer yet: trying again")
-				_ = srv.Server().ShutdownJetStream()
+			case errors.Is(serr, natsjs.ErrStreamNotFound):
+				// The stream did not load: start JetStream again, once it
+				// has settled (a shutdown right after a start crashes
+				// the server: jetStreamSettle in jetstream/server.go).
+				log.Error().Err(serr).Msg("JetStream restarted after a write fault without the event stream: restarting it again")
+				if rerr := srv.RestartJetStream(); rerr != nil && !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
+					log.Error().Err(rerr).Msg("cannot restart JetStream")
+				}
+			default:
+				// Slow, not gone (CPU load): ask again at the next tick.
+				if !unanswered {
+					log.Warn().Err(serr).Msg("JetStream restarted after a write fault but the event stream does not answer yet: asking again")
+				}
+				unanswered = true
 			}
 		}
 	}()

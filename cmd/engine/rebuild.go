@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -78,6 +79,18 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	if fixed > 0 {
 		fmt.Printf("corrected %d views that were ahead of the log (events lost with the damaged store)\n", fixed)
+	}
+	if c.embedded != nil {
+		// The operator accepts the log as it is (#24 row 1): serve
+		// compares the stream with this record from now on.
+		before, now, err := acceptWatermark(ctx, c.Data, jlog)
+		if err != nil {
+			return err
+		}
+		if before.LastSeq > now.LastSeq || before.Messages > now.Messages {
+			fmt.Printf("accepted the loss: the engine had acknowledged up to sequence %d (%d messages); the log now ends at %d with %d messages (recorded in %s)\n",
+				before.LastSeq, before.Messages, now.LastSeq, now.Messages, jetstream.WatermarkPath(c.Data))
+		}
 	}
 	el := time.Since(start)
 	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))

@@ -48,6 +48,7 @@ type storeFlags struct {
 	admin     bool                // connect as the admin of the data directory's users (engine stream repair)
 	guard     func() error        // asked before each append (serve's disk guard)
 	embedded  *jetstream.Embedded // the embedded server connect started, if any
+	acked     *ackWatermark       // serve's record of what the embedded store held (#24 row 1)
 	needStore bool                // refuse a data directory without the event stream instead of creating one (issue 12)
 	// waitNATS makes openLog wait for an external cluster that is not
 	// there yet (serve, #20 item 1) instead of failing.
@@ -120,7 +121,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 			return fmt.Errorf("--min-free: %w", err)
 		}
 		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: minFree}
-		c.guard = disk.Check
+		c.guard = c.appendGuard(disk)
 	}
 	// The HTTP listener opens first (#20 item 2): while serve waits for
 	// NATS, /healthz answers and /readyz says 503 and why.
@@ -153,6 +154,9 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer closeLog()
+	if err := c.watchAcked(ctx, jlog, log); err != nil {
+		return err
+	}
 	nc := jlog.Conn()
 	m := metrics.New()
 	acfg.Observe = m.ObserveRequest
@@ -247,7 +251,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		go wp.run(runCtx)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: c.Project, maxLag: c.MaxLag,
-			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}}, diskReady...)})
+			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})
 		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
 	}
 	if c.ReadyFile != "" {
@@ -275,6 +279,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	stopAPI()
 	cancelRun() // the projection writes views before it acknowledges: stopping loses nothing
 	<-projDone
+	c.acked.flush(sctx)
 	_ = nc.Drain()
 	return nil
 }
@@ -347,6 +352,10 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 	closeLog := func() {
 		nc.Close()
 		shutdown()
+	}
+	if err := c.requireStream(ctx, nc); err != nil {
+		closeLog()
+		return nil, "", nil, err
 	}
 	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard})
 	if err != nil {
@@ -426,6 +435,9 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if c.needStore && !jetstream.HasStore(c.Data, strings.ToUpper(c.Prefix)+"_EVENTS") {
 		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
 	}
+	if err := c.checkConfigLogin(); err != nil {
+		return nil, "", nil, err
+	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
 		Sync: jetstream.SyncPolicy(sync), ConfigFile: c.ServerConfig,
@@ -470,7 +482,7 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	nc, err := nats.Connect(srv.ClientURL(), opts...)
 	if err != nil {
 		srv.Shutdown()
-		return nil, "", nil, fmt.Errorf("connect to embedded server: %w", err)
+		return nil, "", nil, c.embeddedConnectError(err)
 	}
 	return nc, srv.ClientURL(), srv.Shutdown, nil
 }
