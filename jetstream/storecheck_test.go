@@ -1,0 +1,253 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// storeWithBlocks writes msgs messages of about 60 KB on the event
+// stream (OpenLog's configuration: append-only) of a fresh embedded
+// server, with a durable consumer, stops the server and returns its data
+// directory and the stream's msgs directory. 8 MiB blocks: 300 messages
+// make three.
+func storeWithBlocks(t *testing.T, msgs int) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("x", 60_000))
+	for i := range msgs {
+		if _, err := js.Publish(ctx, fmt.Sprintf("tools.events.s%d", i%20), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := l.Feed(ctx, jetstream.FeedConfig{Durable: "views"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Stop()
+	nc.Close()
+	srv.Shutdown()
+	mdir := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "msgs")
+	blks, _ := filepath.Glob(filepath.Join(mdir, "*.blk"))
+	if len(blks) < 3 {
+		t.Fatalf("%d blocks, want 3 or more", len(blks))
+	}
+	if _, err := os.Stat(filepath.Join(mdir, "index.db")); err != nil {
+		t.Fatalf("no index.db after a clean shutdown: %v", err)
+	}
+	return dir, mdir
+}
+
+// copyStore copies a stopped data directory.
+func copyStore(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return dst, filepath.Join(dst, "jetstream", "$G", "streams", "TOOLS_EVENTS", "msgs")
+}
+
+func mustDamage(t *testing.T, dir string, want ...string) jetstream.StoreReport {
+	t.Helper()
+	rep, err := jetstream.CheckStore(context.Background(), dir, jetstream.StoreCheckConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	derr := rep.Err()
+	if !errors.Is(derr, jetstream.ErrStoreDamaged) {
+		t.Fatalf("no damage found (%d blocks, %d records)", rep.Blocks, rep.Records)
+	}
+	for _, w := range want {
+		if !strings.Contains(derr.Error(), w) {
+			t.Fatalf("damage report %q does not say %q", derr, w)
+		}
+	}
+	t.Logf("found: %v", derr)
+	return rep
+}
+
+// #24 rows 2 and 3: damage to a stopped store with index.db in place is
+// found by reading the blocks: a block cut to half, a block deleted, one
+// bit flipped in a message, 2 KB of bytes flipped mid-block, a garbage
+// consumer state file; an intact store passes.
+func TestCheckStoreFindsDamage(t *testing.T) {
+	ctx := context.Background()
+	orig, _ := storeWithBlocks(t, 300)
+	rep, err := jetstream.CheckStore(ctx, orig, jetstream.StoreCheckConfig{})
+	if err != nil || rep.Err() != nil {
+		t.Fatalf("intact store: %v, %v", err, rep.Err())
+	}
+	if rep.Records < 300 || rep.Blocks < 3 {
+		t.Fatalf("intact store: %d records in %d blocks, want 300 in 3 or more", rep.Records, rep.Blocks)
+	}
+	t.Logf("intact: %d streams, %d blocks, %d records, %d bytes", rep.Streams, rep.Blocks, rep.Records, rep.Bytes)
+
+	t.Run("block cut to half", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		blk := filepath.Join(mdir, "2.blk")
+		fi, err := os.Stat(blk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(blk, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		mustDamage(t, dir, "2.blk", "cut short", "are gone")
+	})
+	t.Run("last block cut on a record boundary", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		blks, _ := filepath.Glob(filepath.Join(mdir, "*.blk"))
+		last := blks[len(blks)-1]
+		offs := recordOffsets(t, last)
+		if err := os.Truncate(last, offs[len(offs)-2]); err != nil {
+			t.Fatal(err)
+		}
+		mustDamage(t, dir, filepath.Base(last), "index.db says")
+	})
+	t.Run("middle block deleted", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		if err := os.Remove(filepath.Join(mdir, "2.blk")); err != nil {
+			t.Fatal(err)
+		}
+		mustDamage(t, dir, "2.blk", "missing")
+	})
+	t.Run("first block deleted, index.db gone too", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		_ = os.Remove(filepath.Join(mdir, "1.blk"))
+		_ = os.Remove(filepath.Join(mdir, "index.db"))
+		mustDamage(t, dir, "2.blk", "not 1")
+	})
+	t.Run("one bit flipped in a message", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		flip(t, filepath.Join(mdir, "1.blk"), 100_000, 1)
+		rep := mustDamage(t, dir, "1.blk", "checksum mismatch")
+		if d := rep.Damage[0]; d.Offset <= 0 || d.Offset > 100_000 {
+			t.Fatalf("damage at offset %d, want the record holding byte 100000", d.Offset)
+		}
+	})
+	t.Run("2 KB flipped mid-block", func(t *testing.T) {
+		dir, mdir := copyStore(t, orig)
+		flip(t, filepath.Join(mdir, "2.blk"), 4<<20, 2048)
+		mustDamage(t, dir, "2.blk")
+	})
+	t.Run("garbage consumer state", func(t *testing.T) {
+		dir, _ := copyStore(t, orig)
+		odat := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "views", "o.dat")
+		if err := os.WriteFile(odat, []byte("garbage, not a consumer state"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		rep := mustDamage(t, dir, "o.dat", "consumer state unreadable")
+		if rep.Damage[0].Consumer != "views" {
+			t.Fatalf("damage names consumer %q, want views", rep.Damage[0].Consumer)
+		}
+	})
+}
+
+// recordOffsets lists where each record of a block starts.
+func recordOffsets(t *testing.T, file string) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for off := 0; off+22 <= len(b); {
+		offs = append(offs, int64(off))
+		off += int(binary.LittleEndian.Uint32(b[off:]) &^ (1 << 31))
+	}
+	return offs
+}
+
+// flip xors n bytes of file from off with 0xff (n == 1: one bit).
+func flip(t *testing.T, file string, off, n int) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off+n > len(b) {
+		t.Fatalf("%s has %d bytes, want %d", file, len(b), off+n)
+	}
+	if n == 1 {
+		b[off] ^= 0x10
+	} else {
+		for i := off; i < off+n; i++ {
+			b[i] ^= 0xff
+		}
+	}
+	if err := os.WriteFile(file, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// #24 rows 2 and 12(c): accepting the damage makes the store loadable and
+// clean for later checks: the bad block is cut at its first bad record (a
+// copy kept aside), the stream's state is rebuilt from the blocks, the
+// damaged consumer is moved aside, and the gap left is recorded as
+// accepted.
+func TestAcceptStoreDamage(t *testing.T) {
+	ctx := context.Background()
+	orig, _ := storeWithBlocks(t, 300)
+	dir, mdir := copyStore(t, orig)
+	flip(t, filepath.Join(mdir, "2.blk"), 4<<20, 2048)
+	odat := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "views", "o.dat")
+	if err := os.WriteFile(odat, []byte{0xde, 0xad}, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	rep := mustDamage(t, dir, "2.blk", "o.dat")
+	aside, err := jetstream.AcceptStoreDamage(ctx, dir, rep, time.Now())
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(aside, "TOOLS_EVENTS", "2.blk")); err != nil {
+		t.Fatalf("no copy of the damaged block aside: %v", err)
+	}
+	again, err := jetstream.CheckStore(ctx, dir, jetstream.StoreCheckConfig{})
+	if err != nil || again.Err() != nil {
+		t.Fatalf("after accepting: %v, %v", err, again.Err())
+	}
+	srv := natstest.ServerAt(t, dir)
+	nc := natstest.Connect(t, srv.ClientURL())
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "TOOLS_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.CachedInfo().State
+	if st.LastSeq != 300 || st.Msgs >= 300 || st.Msgs == 0 {
+		t.Fatalf("stream after accepting: %+v, want last 300 with fewer messages", st)
+	}
+	t.Logf("stream after accepting: %d messages, last %d, %d deleted", st.Msgs, st.LastSeq, st.NumDeleted)
+	if _, err := js.Consumer(ctx, "TOOLS_EVENTS", "views"); !errors.Is(err, natsjs.ErrConsumerNotFound) {
+		t.Fatalf("damaged consumer: %v, want it gone (moved aside)", err)
+	}
+}
