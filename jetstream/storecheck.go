@@ -68,6 +68,10 @@ type StoreDamage struct {
 	// Consumer names the consumer whose state file is damaged ("" for
 	// message blocks).
 	Consumer string
+	// Corrupt is true when a record's bytes are wrong (checksum or
+	// framing) but the block goes on: the records after it may be intact,
+	// and cutting the block there (AcceptStoreDamage) loses them.
+	Corrupt bool
 	// Gap is true when the damage is only a run of sequences missing
 	// between intact blocks (or before the first): once accepted
 	// (AcceptStoreDamage) it is no longer reported.
@@ -85,7 +89,10 @@ func (d StoreDamage) String() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(d.What)
-	if d.LostTo > 0 {
+	switch {
+	case d.LostTo > 0 && d.Corrupt:
+		fmt.Fprintf(&b, "; sequences %d..%d (%d messages) are in or after the bad record, to the block's end", d.LostFrom, d.LostTo, d.LostTo-d.LostFrom+1)
+	case d.LostTo > 0:
 		fmt.Fprintf(&b, "; sequences %d..%d (%d messages) are gone", d.LostFrom, d.LostTo, d.LostTo-d.LostFrom+1)
 	}
 	return b.String()
@@ -297,7 +304,7 @@ func (c *checker) stream(dir string) error {
 		}
 		if idxOK && strict && listed && bs.last >= bs.first && bs.first > 0 {
 			got := last
-			if bad != nil {
+			if bad != nil && !bad.Gap {
 				got = bad.Seq
 			}
 			if got < bs.last {
@@ -382,6 +389,9 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 	fail := func(what string, args ...any) (uint64, uint64, *StoreDamage, error) {
 		return first, last, &StoreDamage{Offset: off, Seq: last, What: fmt.Sprintf(what, args...)}, nil
 	}
+	corrupt := func(what string, args ...any) (uint64, uint64, *StoreDamage, error) {
+		return first, last, &StoreDamage{Offset: off, Seq: last, Corrupt: true, What: fmt.Sprintf(what, args...)}, nil
+	}
 	defer func() {
 		c.rep.Bytes += off
 		if c.progress != nil {
@@ -409,7 +419,7 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 		}
 		dlen := int(rl) - recHdrSize
 		if rl > recMaxLen || dlen < 0 || shlen > dlen-recHashSize {
-			return fail("bad record framing (length %d, subject length %d)", rl, slen)
+			return corrupt("bad record framing (length %d, subject length %d)", rl, slen)
 		}
 		if cap(c.buf) < dlen {
 			c.buf = make([]byte, dlen)
@@ -422,7 +432,7 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 			return first, last, nil, fmt.Errorf("check store: read %s: %w", file, rerr)
 		}
 		if !recordSumOK(hh, hdr[:], data, slen, hasHdrs, &sum) {
-			return fail("record checksum mismatch (flipped bits)")
+			return corrupt("record checksum mismatch (flipped bits)")
 		}
 		seq := le.Uint64(hdr[4:])
 		if seq&recTombBit == 0 {
