@@ -150,7 +150,8 @@ type refusal struct {
 }
 
 // startOnDamage starts `engine serve` on dir and waits (up to 90 s) for
-// it to exit, reading its peak RSS (VmHWM) while it runs; above killKB it
+// it to exit or to serve (write its ready file: it is then killed),
+// reading its peak RSS (VmHWM) while it runs; above killKB it
 // is killed (the memory guard: a damaged store must not take the
 // machine).
 func startOnDamage(t *testing.T, dir string, killKB int64, args ...string) refusal {
@@ -177,6 +178,12 @@ func startOnDamage(t *testing.T, dir string, killKB int64, args ...string) refus
 			r.ready = err == nil
 			return r
 		case <-tick.C:
+			if _, err := os.Stat(readyFile); err == nil {
+				// It serves the damaged store: stop it, the caller fails.
+				_ = cmd.Process.Kill()
+				r.err, r.took, r.stderr, r.ready = <-done, time.Since(start), stderr.String(), true
+				return r
+			}
 			if kb := vmHWM(cmd.Process.Pid); kb > r.peakKB {
 				r.peakKB = kb
 			}
@@ -365,4 +372,51 @@ func garbleMidBlock(t *testing.T, dir string) {
 	if err := os.WriteFile(last, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// #24 row 12(c) against the built binary: a garbage state file of the
+// projection's consumer (obs/views/o.dat) used to leave /readyz at
+// "projection catching up: folded up to sequence 0" for ever while
+// nats-server logged "error creating store for consumer". The start-up
+// check finds it, moves the consumer aside and says so at error level;
+// the projection folds every view again from the log, and the engine is
+// ready with every acknowledged append readable.
+func TestDamagedConsumerState(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := startEngine(t, dir)
+	c := p.Client("damage")
+	acked := map[string]uint64{}
+	for i := range 40 {
+		s := fmt.Sprintf("cs-%d", i%8)
+		r, err := c.Append(ctx, s, nil, events.ToolDisabled{Name: []string{"bash", "grep", "web_fetch"}[i/8%3]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[s] = max(acked[s], r.LastSeq)
+	}
+	p.Stop(t)
+	odat := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "views", "o.dat")
+	if _, err := os.Stat(odat); err != nil {
+		t.Fatalf("the projection's consumer state: %v", err)
+	}
+	if err := os.WriteFile(odat, []byte("\x16\x02garbage that is not a consumer state"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p = startEngine(t, dir) // waits for /readyz 200
+	t.Logf("ready %v after the start on a garbage consumer state", time.Since(start).Round(time.Millisecond))
+	for _, w := range []string{`"level":"error"`, "o.dat", "consumer state unreadable", "moved aside", "folds every view again"} {
+		if !strings.Contains(p.Stderr.String(), w) {
+			t.Fatalf("engine's log does not say %q:\n%s", w, tail(p.Stderr.String()))
+		}
+	}
+	c = p.Client("damage")
+	for s, seq := range acked {
+		v, err := c.Intent(ctx, s, seq)
+		if err != nil || v.Seq != seq {
+			t.Fatalf("%s after the refold: %+v, %v; want seq %d", s, v, err, seq)
+		}
+	}
+	p.Stop(t)
 }
