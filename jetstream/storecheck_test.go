@@ -99,14 +99,23 @@ func mustDamage(t *testing.T, dir string, want ...string) jetstream.StoreReport 
 func TestCheckStoreFindsDamage(t *testing.T) {
 	ctx := context.Background()
 	orig, _ := storeWithBlocks(t, 300)
-	rep, err := jetstream.CheckStore(ctx, orig, jetstream.StoreCheckConfig{})
+	var calls int
+	var done, total int64
+	start := time.Now()
+	rep, err := jetstream.CheckStore(ctx, orig, jetstream.StoreCheckConfig{Progress: func(d, tot int64) { calls, done, total = calls+1, d, tot }})
+	took := time.Since(start)
 	if err != nil || rep.Err() != nil {
 		t.Fatalf("intact store: %v, %v", err, rep.Err())
 	}
 	if rep.Records < 300 || rep.Blocks < 3 {
 		t.Fatalf("intact store: %d records in %d blocks, want 300 in 3 or more", rep.Records, rep.Blocks)
 	}
-	t.Logf("intact: %d streams, %d blocks, %d records, %d bytes", rep.Streams, rep.Blocks, rep.Records, rep.Bytes)
+	// Progress after each block, ending at the whole store.
+	if calls != rep.Blocks || done != total || total != rep.Bytes {
+		t.Fatalf("progress: %d calls, last %d of %d; want %d calls ending at %d of %d", calls, done, total, rep.Blocks, rep.Bytes, rep.Bytes)
+	}
+	t.Logf("intact: %d streams, %d blocks, %d records, %d bytes checked in %v (%.0f MiB/s)", rep.Streams, rep.Blocks, rep.Records, rep.Bytes,
+		took.Round(time.Millisecond), float64(rep.Bytes)/(1<<20)/took.Seconds())
 
 	t.Run("block cut to half", func(t *testing.T) {
 		dir, mdir := copyStore(t, orig)
