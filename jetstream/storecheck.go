@@ -371,6 +371,11 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 	}
 	defer f.Close()
 	c.rep.Blocks++
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("check store: %w", err)
+	}
+	size := fi.Size()
 	key := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", stream, index)))
 	hh, err := highwayhash.New64(key[:])
 	if err != nil {
@@ -420,6 +425,9 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 		dlen := int(rl) - recHdrSize
 		if rl > recMaxLen || dlen < 0 || shlen > dlen-recHashSize {
 			return corrupt("bad record framing (length %d, subject length %d)", rl, slen)
+		}
+		if off+int64(rl) > size {
+			return fail("the block ends inside a record (%d of %d bytes): cut short", size-off, rl)
 		}
 		if cap(c.buf) < dlen {
 			c.buf = make([]byte, dlen)
