@@ -139,6 +139,37 @@ func TestCheckStoreFindsDamage(t *testing.T) {
 		}
 		mustDamage(t, dir, filepath.Base(last), "index.db says")
 	})
+	t.Run("torn tail record is not damage", func(t *testing.T) {
+		// A write interrupted before its acknowledgement (a crash, a full
+		// disk) leaves part of a record at the stream's end that no index
+		// counts: nats-server drops it at load, nothing acknowledged is
+		// lost, so it must not stop a start.
+		dir, mdir := copyStore(t, orig)
+		blks, _ := filepath.Glob(filepath.Join(mdir, "*.blk"))
+		last := blks[len(blks)-1]
+		offs := recordOffsets(t, last)
+		b, _ := os.ReadFile(last)
+		f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail := b[offs[len(offs)-1]:][:100] // the head of a record like the last one
+		if _, err := f.Write(tail); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		rep, err := jetstream.CheckStore(ctx, dir, jetstream.StoreCheckConfig{})
+		if err != nil || rep.Err() != nil || len(rep.TornTails) != 1 {
+			t.Fatalf("torn tail: %v, %v, torn tails %v", err, rep.Err(), rep.TornTails)
+		}
+		t.Logf("torn tail: %s", rep.TornTails[0])
+		// And the last block cut to half is still damage: index.db counts
+		// what it lost.
+		if err := os.Truncate(last, int64(len(b)/2)); err != nil {
+			t.Fatal(err)
+		}
+		mustDamage(t, dir, filepath.Base(last), "are gone")
+	})
 	t.Run("middle block deleted", func(t *testing.T) {
 		dir, mdir := copyStore(t, orig)
 		if err := os.Remove(filepath.Join(mdir, "2.blk")); err != nil {
