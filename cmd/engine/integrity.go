@@ -124,7 +124,7 @@ func (c *storeFlags) checkStore(ctx context.Context, log zerolog.Logger) error {
 	}
 	took := time.Since(start)
 	for _, tt := range rep.TornTails {
-		log.Warn().Str("file", tt).Msg("store check: the stream's last record was cut by an interrupted write (a crash or a full disk) before it was acknowledged; nats-server drops it at load")
+		log.Warn().Str("where", tt).Msg("store check: the stream's last record was cut by an interrupted write (a crash or a full disk) before it was acknowledged; nats-server drops it at load")
 	}
 	for _, u := range rep.Unverified {
 		log.Warn().Str("stream", u).Msg("store check: the stream's blocks are encrypted or compressed: not verified")
