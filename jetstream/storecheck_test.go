@@ -310,3 +310,48 @@ func TestAcceptStoreDamage(t *testing.T) {
 		t.Fatalf("damaged consumer: %v, want it gone (moved aside)", err)
 	}
 }
+
+// #24 rows 2, 3 and 12(c): CheckStore reads untrusted bytes (a block,
+// index.db, a consumer's o.dat): whatever they hold it returns, without
+// panicking, and a block it reads whole is never reported damaged when
+// it holds no record.
+func FuzzCheckStore(f *testing.F) {
+	rec := func(seq uint64, subj, body string) []byte {
+		b := make([]byte, 22, 22+len(subj)+len(body)+8)
+		binary.LittleEndian.PutUint32(b, uint32(22+len(subj)+len(body)+8))
+		binary.LittleEndian.PutUint64(b[4:], seq)
+		binary.LittleEndian.PutUint16(b[20:], uint16(len(subj)))
+		b = append(b, subj...)
+		b = append(b, body...)
+		return append(b, make([]byte, 8)...)
+	}
+	f.Add(rec(1, "tools.events.a", "x"), []byte{11, 4, 0}, []byte{22, 2, 1, 1, 1, 1, 0, 0})
+	f.Add(append(rec(1, "a", "b"), rec(1<<36, "a", "b")...), []byte{}, []byte{22, 1, 0xff, 0xff})
+	f.Add([]byte{0xff, 0xff, 0xff, 0x7f, 1, 2, 3}, make([]byte, 40), []byte("garbage"))
+	f.Fuzz(func(t *testing.T, blk, idx, odat []byte) {
+		dir := t.TempDir()
+		sdir := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS")
+		if err := os.MkdirAll(filepath.Join(sdir, "msgs"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(sdir, "obs", "views"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		meta := `{"name":"TOOLS_EVENTS","deny_delete":true,"deny_purge":true,"max_msgs":-1,"max_bytes":-1,"max_msgs_per_subject":-1}`
+		for name, data := range map[string][]byte{
+			"meta.inf": []byte(meta), "msgs/1.blk": blk, "msgs/index.db": idx, "obs/views/o.dat": odat,
+		} {
+			if err := os.WriteFile(filepath.Join(sdir, name), data, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := jetstream.CheckStore(context.Background(), dir, jetstream.StoreCheckConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Bytes > int64(len(blk)) {
+			t.Fatalf("read %d bytes of a %d-byte block", rep.Bytes, len(blk))
+		}
+		_ = rep.Err()
+	})
+}
