@@ -226,8 +226,15 @@ func CheckStore(ctx context.Context, dataDir string, cfg StoreCheckConfig) (Stor
 	return rep, nil
 }
 
+// maxSeqJump bounds how far a record's sequence may be beyond the one
+// before it (or index.db's last): no stream takes 2^32 messages between
+// two records of a block, and a larger jump makes nats-server allocate up
+// to it.
+const maxSeqJump = 1 << 32
+
 type checker struct {
 	ctx      context.Context
+	idxLast  uint64 // the stream's last sequence in index.db (0: unknown)
 	rep      *StoreReport
 	total    int64
 	progress func(done, total int64)
@@ -264,6 +271,7 @@ func (c *checker) stream(dir string) error {
 	before := len(c.rep.Damage)
 	mdir := filepath.Join(dir, "msgs")
 	index, lastBlk, lastSeq, idxOK := readStreamState(filepath.Join(mdir, "index.db"), name)
+	c.idxLast = lastSeq
 
 	blocks, err := blockIndexes(mdir)
 	if err != nil {
@@ -467,6 +475,9 @@ func (c *checker) block(file, stream string, index uint32, strict bool, prevLast
 				// an erased placeholder
 			case seq <= prev && prev > 0:
 				return fail("sequence %d after %d: sequences go backwards", seq, prev)
+			case seq > max(prev, c.idxLast)+maxSeqJump:
+				// nats-server would fill a hole up to it in memory (#24 row 3).
+				return corrupt("sequence %d is far beyond the stream's last (%d): garbage", seq, max(prev, c.idxLast))
 			case strict && first > 0 && seq != prev+1:
 				return fail("sequence %d after %d: %d sequences missing", seq, prev, seq-prev-1)
 			default:

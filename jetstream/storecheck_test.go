@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/highwayhash"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/internal/natstest"
@@ -215,6 +217,24 @@ func TestCheckStoreFindsDamage(t *testing.T) {
 		flip(t, filepath.Join(mdir, "2.blk"), 4<<20, 2048)
 		mustDamage(t, dir, "2.blk")
 	})
+	t.Run("garbage sequence with a valid checksum", func(t *testing.T) {
+		// Not what a bad disk makes, but what would make nats-server fill
+		// a hole up to it: a record of a stream that is not append-only
+		// (a KV bucket) whose sequence jumps by 2^36, its checksum right.
+		dir, _ := copyStore(t, orig)
+		kv := filepath.Join(dir, "jetstream", "$G", "streams", "KV_GARBAGE", "msgs")
+		if err := os.MkdirAll(kv, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(kv), "meta.inf"), []byte(`{"name":"KV_GARBAGE"}`), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		blk := append(signedRecord(t, "KV_GARBAGE", 1, 1), signedRecord(t, "KV_GARBAGE", 1, 2+1<<36)...)
+		if err := os.WriteFile(filepath.Join(kv, "1.blk"), blk, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		mustDamage(t, dir, "KV_GARBAGE", "far beyond the stream's last")
+	})
 	t.Run("garbage consumer state", func(t *testing.T) {
 		dir, _ := copyStore(t, orig)
 		odat := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "views", "o.dat")
@@ -354,4 +374,28 @@ func FuzzCheckStore(f *testing.F) {
 		}
 		_ = rep.Err()
 	})
+}
+
+// signedRecord is a block record of stream's block index with a valid
+// checksum, as nats-server writes it.
+func signedRecord(t *testing.T, stream string, index uint32, seq uint64) []byte {
+	t.Helper()
+	subj, body := "$KV.GARBAGE.k", []byte("v")
+	rl := 22 + len(subj) + len(body) + 8
+	b := make([]byte, 22, rl)
+	binary.LittleEndian.PutUint32(b, uint32(rl))
+	binary.LittleEndian.PutUint64(b[4:], seq)
+	binary.LittleEndian.PutUint64(b[12:], uint64(time.Now().UnixNano()))
+	binary.LittleEndian.PutUint16(b[20:], uint16(len(subj)))
+	b = append(b, subj...)
+	b = append(b, body...)
+	key := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", stream, index)))
+	hh, err := highwayhash.New64(key[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh.Write(b[4:20])
+	hh.Write([]byte(subj))
+	hh.Write(body)
+	return hh.Sum(b)
 }
