@@ -61,8 +61,8 @@ func readAcceptedLoss(dataDir string) (acceptedLosses, error) {
 // damaged consumer aside (its owner creates it again: the engine's
 // projection then folds every view again from the first event), and
 // records the sequence runs then missing in AcceptedLossFile. It checks
-// the store again and fails unless it is then clean. The store must not
-// be in use.
+// the store's blocks again and fails unless they are then clean. The
+// store must not be in use.
 func AcceptStoreDamage(ctx context.Context, dataDir string, rep StoreReport, now time.Time) (aside string, err error) {
 	if len(rep.Damage) == 0 {
 		return "", nil
@@ -122,6 +122,7 @@ func AcceptStoreDamage(ctx context.Context, dataDir string, rep StoreReport, now
 	if err != nil {
 		return aside, err
 	}
+	again.Damage = blockDamage(again.Damage)
 	for _, d := range again.Damage {
 		if !d.Gap {
 			return aside, fmt.Errorf("accept store damage: still damaged after the repair: %w", again.Err())
@@ -138,10 +139,23 @@ func AcceptStoreDamage(ctx context.Context, dataDir string, rep StoreReport, now
 	if err != nil {
 		return aside, err
 	}
+	final.Damage = blockDamage(final.Damage)
 	if err := final.Err(); err != nil {
 		return aside, fmt.Errorf("accept store damage: still damaged after the repair: %w", err)
 	}
 	return aside, nil
+}
+
+// blockDamage keeps the damage to message blocks: the consumers rep
+// named are gone, and others' state is not what the repair is judged by.
+func blockDamage(ds []StoreDamage) []StoreDamage {
+	var out []StoreDamage
+	for _, d := range ds {
+		if d.Consumer == "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func copyFile(src, dst string) error {

@@ -421,7 +421,8 @@ func garbleMidBlock(t *testing.T, dir string) {
 // nats-server logged "error creating store for consumer". The start-up
 // check finds it, moves the consumer aside and says so at error level;
 // the projection folds every view again from the log, and the engine is
-// ready with every acknowledged append readable.
+// ready with every acknowledged append readable. Another consumer's
+// damaged state is named with its fix and does not stop the engine.
 func TestDamagedConsumerState(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -436,7 +437,21 @@ func TestDamagedConsumerState(t *testing.T) {
 		}
 		acked[s] = max(acked[s], r.LastSeq)
 	}
+	// Another durable consumer on the stream (an auditor's).
+	nc := natstest.Connect(t, p.NATSURL, p.adminAuth(t))
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, "TOOLS_EVENTS", natsjs.ConsumerConfig{Durable: "auditor", AckPolicy: natsjs.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
 	p.Stop(t)
+	other := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "auditor", "o.dat")
+	if err := os.WriteFile(other, []byte("not a consumer state either"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	odat := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "obs", "views", "o.dat")
 	if _, err := os.Stat(odat); err != nil {
 		t.Fatalf("the projection's consumer state: %v", err)
@@ -447,7 +462,10 @@ func TestDamagedConsumerState(t *testing.T) {
 	start := time.Now()
 	p = startEngine(t, dir) // waits for /readyz 200
 	t.Logf("ready %v after the start on a garbage consumer state", time.Since(start).Round(time.Millisecond))
-	for _, w := range []string{`"level":"error"`, "o.dat", "consumer state unreadable", "moved aside", "folds every view again"} {
+	// The other consumer's damage is named with its fix; it does not
+	// stop the engine.
+	for _, w := range []string{`"level":"error"`, "o.dat", "consumer state unreadable", "moved aside", "folds every view again",
+		"auditor", "its owner must create it again"} {
 		if !strings.Contains(p.Stderr.String(), w) {
 			t.Fatalf("engine's log does not say %q:\n%s", w, tail(p.Stderr.String()))
 		}

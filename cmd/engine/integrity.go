@@ -181,7 +181,7 @@ func (c *storeFlags) checkStore(ctx context.Context, log zerolog.Logger) error {
 	}
 	for _, d := range feed {
 		log.Error().Str("file", d.File).Str("moved_to", aside).
-			Msg("store check: " + d.String() + ": the projection's consumer was moved aside; the projection folds every view again from the first event (the log is intact)")
+			Msg("store check: " + d.String() + ": the projection's consumer was moved aside; the projection folds every view again from the first event of the log")
 	}
 	if c.AcceptStoreDamage && len(blocks) > 0 {
 		log.Error().Str("copies", aside).Str("accepted", jetstream.AcceptedLossFile).
