@@ -40,6 +40,7 @@ type natsFlags struct {
 // server's data directory.
 type storeFlags struct {
 	natsFlags
+	storeCheckFlags
 	Data         string `name:"data" default:"./engine-data" env:"ENGINE_DATA" type:"path" help:"Data directory of the embedded server's JetStream store."`
 	ServerConfig string `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
 	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
@@ -436,6 +437,10 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
 	}
 	if err := c.checkConfigLogin(); err != nil {
+		return nil, "", nil, err
+	}
+	// Damage is found before the server loads the store (issue 24).
+	if err := c.checkStore(ctx, log); err != nil {
 		return nil, "", nil, err
 	}
 	cfg := jetstream.EmbeddedConfig{
