@@ -248,6 +248,9 @@ func decodeBody(data []byte, contentType string, req any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
+	if err := duplicateKey(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {
@@ -263,6 +266,74 @@ func decodeBody(data []byte, contentType string, req any) error {
 		return badRequest("request body: unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// duplicateKey refuses a JSON body in which an object names a key twice
+// (#24 row 12(b)): encoding/json keeps the last value, so {"session":"a",
+// "session":"b"} would act on a session that a proxy or a log that reads
+// the first one never saw. Keys are compared case-insensitively too, as
+// encoding/json matches struct fields. It walks the tokens without
+// building values; a syntax error is left to the decoder, which names it.
+func duplicateKey(data []byte) error {
+	type frame struct {
+		path string
+		obj  bool
+		keys map[string]string // folded key -> key as sent
+		last string            // the key whose value comes next
+		next int               // array index
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		if len(stack) > 0 && expectKey {
+			top := stack[len(stack)-1]
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+				continue
+			}
+			k, _ := tok.(string)
+			fold := strings.ToLower(k)
+			if prev, dup := top.keys[fold]; dup {
+				if prev == k {
+					return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), top.path)
+				}
+				return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), top.path)
+			}
+			top.keys[fold] = k
+			top.last = k
+			expectKey = false
+			continue
+		}
+		// A value: in an object after its key, in an array, or the top.
+		path := "the top-level object"
+		if len(stack) > 0 {
+			top := stack[len(stack)-1]
+			if top.obj {
+				path = fmt.Sprintf("object %q", clipString(top.last))
+				expectKey = true
+			} else {
+				path = fmt.Sprintf("element %d of %s", top.next, top.path)
+				top.next++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: path, obj: true, keys: map[string]string{}})
+			expectKey = true
+		case json.Delim('['):
+			stack = append(stack, &frame{path: path})
+			expectKey = false
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+		}
+	}
 }
 
 // jsonMessage turns a json decoding error into a message naming the field.
