@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -181,7 +182,27 @@ func startingHandler() http.Handler {
 	mux.Handle("GET /readyz", probes.ReadyHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "engine starting: "+engineStartup.String(), http.StatusServiceUnavailable)
+		writeStartingError(w, engineStartup.String())
 	})
 	return mux
+}
+
+// writeStartingError answers a request that came before the API was
+// ready with the API's own error envelope (#24 row 12(a)): 503, code
+// "unavailable", so that clients parse it like any other error.
+func writeStartingError(w http.ResponseWriter, state string) {
+	msg := "engine starting: opening the views and the API; retry in a second (see /readyz)"
+	if state != "" {
+		msg = "engine starting: " + state + "; retry in a second (see /readyz)"
+	}
+	body, err := json.Marshal(struct {
+		Error *api.APIError `json:"error"`
+	}{&api.APIError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: msg}})
+	if err != nil { // an APIError always marshals
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", api.MIMEJSON)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(append(body, '\n'))
 }
