@@ -163,6 +163,11 @@ type Config struct {
 	MaxInFlightPerChannel int
 	// MaxInFlight bounds the requests in flight in total. Default 256.
 	MaxInFlight int
+	// HTTPChannels are the Engine-Channel values the HTTP gateway trusts
+	// without tokens, besides HTTPChannel: each has its own in-flight
+	// budget and metrics label; every other channel shares one budget and
+	// the label "other" (#24 row 6). With Tokens, the tokens' channels.
+	HTTPChannels []string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
 	// (see LoadTokens).
@@ -209,6 +214,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightPerChannel < 0 || c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxInFlightPerChannel %d and MaxInFlight %d must not be negative", c.MaxInFlightPerChannel, c.MaxInFlight))
+	}
+	for _, ch := range c.HTTPChannels {
+		if err := validToken("HTTP channel", ch); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %v", err))
+		}
 	}
 	for _, o := range c.Origins {
 		if _, err := parseOrigin(o); err != nil {
