@@ -168,24 +168,54 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 // dispatch would record (R21). Outside a turn the intent resolves, with
 // req's profile and override, against the registry in force when the
 // event was stored. Each entry names the registry version it used.
+//
+// History holds the whole timeline in memory: a server answers with
+// HistoryPage, whose memory is bounded by the page.
 func (e *Engine) History(ctx context.Context, session string, until Until, req ResolveRequest) ([]HistoryEntry, aggregate.State, error) {
+	var out []HistoryEntry
+	st, _, err := e.HistoryPage(ctx, session, until, req, 0, func(h HistoryEntry) bool {
+		out = append(out, h)
+		return true
+	})
+	return out, st, err
+}
+
+// HistoryPage is one page of History (#24 row 7): it folds the events up
+// to after (without resolving them: only their state is carried) and
+// passes each later entry, in order, to emit, until emit returns false or
+// until ends. more reports whether the session has an event after the last
+// one emitted (within until): the next page starts after that entry's
+// Seq. st is the state after the last entry emitted (or after the events
+// folded, when none was). Memory is bounded by the entries emit keeps, not
+// by the session's length; the time is linear in the events up to the
+// page's end.
+func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return nil, aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+		return aggregate.State{}, false, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	regs := e.registriesAt(ctx)
-	st := aggregate.State{Session: session}
-	var out []HistoryEntry
-	prevTools, prevPrefix, prevVersion := []string(nil), "", ""
-	if res, err := regs.live.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}); err == nil {
-		prevTools = names(res.Tools)
-		prevPrefix = prefixOf(deferral.SplitTools(res.Tools, nil))
-		prevVersion = res.RegistryVersion
-	}
+	st = aggregate.State{Session: session}
+	var prevTools []string
+	var prevPrefix, prevVersion string
+	primed, full := false, false
+	var lastTime time.Time // of the last event folded
 	var turn *replayedTurn
 	stop := errors.New("stop")
-	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
+	err = e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
+		}
+		if full {
+			more = true
+			return stop
+		}
+		show := r.Seq > after
+		if show && !primed {
+			// The point before this page: what the last folded event left
+			// (or, for a page from the start, the session without events).
+			p := e.pointOf(ctx, regs, st, turn, lastTime, req)
+			prevTools, prevPrefix, prevVersion = p.Tools, p.PrefixHash, p.RegistryVersion
+			primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
 		if r.Err == nil {
@@ -214,24 +244,17 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 		if !st.InTurn {
 			turn = nil
 		}
-		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
-		if turn != nil {
-			split := turn.turn.Request()
-			h.Tools, h.Provider, h.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
-			h.PrefixHash, h.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
-			d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
-			h.Dispatch = &d
-		} else {
-			reg := regs.at(ctx, r.Time)
-			res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
-			if err == nil {
-				split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
-				h.Tools, h.Provider, h.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-				h.PrefixHash, h.RegistryVersion = prefixOf(split), res.RegistryVersion
-			} else if h.Error == "" {
-				h.Error = err.Error()
-			}
+		lastTime = r.Time
+		if !show {
+			return nil
 		}
+		p := e.pointOf(ctx, regs, st, turn, r.Time, req)
+		if h.Error == "" {
+			h.Error = p.Error
+		}
+		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
+		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
+		h.PrefixHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.RegistryVersion, p.Dispatch
 		h.Gained, h.Lost = diff(prevTools, h.Tools)
 		h.PrefixChanged = h.PrefixHash != prevPrefix
 		if h.PrefixChanged {
@@ -244,13 +267,46 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 			h.Cause = "registry"
 		}
 		prevTools, prevPrefix, prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
-		out = append(out, h)
+		full = !emit(h)
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return out, st, err
+		return st, false, err
 	}
-	return out, st, nil
+	return st, more, nil
+}
+
+// point is what a history entry shows of the tools at one point of a
+// replay.
+type point struct {
+	Tools, Provider, Catalog    []string
+	PrefixHash, RegistryVersion string
+	Dispatch                    *checkpoint.Dispatch
+	Error                       string
+}
+
+// pointOf is the tool set of st at a point of a replay stored at t: the
+// open turn's when there is one, else st's intent resolved against the
+// registry in force at t (the live one for a zero t).
+func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.State, turn *replayedTurn, t time.Time, req ResolveRequest) point {
+	var p point
+	if turn != nil {
+		split := turn.turn.Request()
+		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
+		p.PrefixHash, p.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
+		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
+		p.Dispatch = &d
+		return p
+	}
+	res, err := regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
+	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
+	p.PrefixHash, p.RegistryVersion = prefixOf(split), res.RegistryVersion
+	return p
 }
 
 // dispatchOfSplit is the classification a dispatch of split records (R21).
