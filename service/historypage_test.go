@@ -55,14 +55,30 @@ func TestHistoryPagesEqualWhole(t *testing.T) {
 	if len(whole) < 8 {
 		t.Fatalf("history has %d entries, want at least 8", len(whole))
 	}
+	// Pages from one engine continue where the previous page ended (its
+	// remembered replay); alternating with a fresh engine on the same log
+	// makes every page after the first replay the session from its start.
+	fresh, _ := engineAt(t, url, e.Registry(), false)
+	type run struct {
+		size    int
+		engines []*service.Engine
+	}
+	var runs []run
 	for _, size := range []int{1, 2, 3, 5, len(whole) - 1, len(whole), len(whole) + 1} {
+		runs = append(runs, run{size, []*service.Engine{e}})
+	}
+	for _, size := range []int{1, 2, 3} {
+		runs = append(runs, run{size, []*service.Engine{e, fresh}})
+	}
+	for _, rn := range runs {
+		size := rn.size
 		var got []service.HistoryEntry
 		var st = wst
 		after, pages := uint64(0), 0
 		for {
 			n := 0
 			var more bool
-			st, more, err = e.HistoryPage(ctx, "hp", service.Until{}, service.ResolveRequest{}, after, func(h service.HistoryEntry) bool {
+			st, more, err = rn.engines[pages%len(rn.engines)].HistoryPage(ctx, "hp", service.Until{}, service.ResolveRequest{}, after, func(h service.HistoryEntry) bool {
 				got = append(got, h)
 				n++
 				return n < size
@@ -88,7 +104,7 @@ func TestHistoryPagesEqualWhole(t *testing.T) {
 		if !reflect.DeepEqual(st, wst) {
 			t.Fatalf("page size %d: state after the last page %+v, want %+v", size, st, wst)
 		}
-		t.Logf("page size %d: %d pages", size, pages)
+		t.Logf("page size %d on %d engine(s): %d pages", size, len(rn.engines), pages)
 	}
 	// A page after the last event is empty and says no more.
 	last := whole[len(whole)-1].Seq
