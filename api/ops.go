@@ -102,7 +102,7 @@ var operations = []*operation{
 	defOp(Operation{Name: "resolve", Subject: "session.resolve", Methods: []string{get, post}, Path: "/v1/sessions/{session}/resolve",
 		Summary: "Resolve a session's tools: provider rendering, resident array, catalog, contract hash, classification."}, opResolve),
 	defOp(Operation{Name: "history", Subject: "session.history", Methods: []string{get}, Path: "/v1/sessions/{session}/history",
-		Summary: "A session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time)."}, opHistory),
+		Summary: "A page of a session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time; after_seq, limit)."}, opHistory),
 	defOp(Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
 		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}, opExplain),
 	defOp(Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
@@ -360,20 +360,7 @@ func opResolve(ctx context.Context, a *API, r *ResolveRequest, _ service.Origin)
 }
 
 func opHistory(ctx context.Context, a *API, r *HistoryRequest, _ service.Origin) (HistoryResponse, error) {
-	until, err := r.Until.parse()
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	entries, st, err := a.eng.History(ctx, r.Session, until, rr)
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	st.Session = r.Session
-	return historyOf(r.Session, entries, st), nil
+	return a.history(ctx, r) // paged: see types.go (#24 row 7)
 }
 
 func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin) (service.ExplainResult, error) {
