@@ -44,7 +44,7 @@ func (c *serveCmd) serviceConn(ctx context.Context, url string, nc *nats.Conn) (
 // httpFlags configure the HTTP gateway's trust boundary (issue 11).
 type httpFlags struct {
 	HTTPTokens   string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
-	HTTPChannels []string      `name:"http-channel" env:"ENGINE_HTTP_CHANNELS" help:"Engine-Channel values the HTTP API trusts without --http-tokens, each with its own in-flight budget and metrics label (besides the default channel http); every other channel named by the header shares one budget and the label \"other\"."`
+	HTTPChannels []string      `name:"http-channel" env:"ENGINE_HTTP_CHANNELS" help:"Engine-Channel values the HTTP API trusts without --http-tokens, each with its own in-flight budget and metrics label (besides the default channel http and the CLI's cli); every other channel named by the header shares one budget and the label \"other\"."`
 	HTTPHosts    []string      `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
 	HTTPOrigins  []string      `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
 	HTTPMaxConn  int           `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
@@ -77,7 +77,9 @@ func (f httpFlags) apiConfig(cfg api.Config, addr string) (api.Config, error) {
 		cfg.Hosts = append([]string{"localhost", "127.0.0.1", "[::1]"}, f.HTTPHosts...)
 	}
 	cfg.Origins = f.HTTPOrigins
-	cfg.HTTPChannels = f.HTTPChannels
+	// cli is the channel the engine's own CLI sends (its --channel
+	// default): known, like the default channel http.
+	cfg.HTTPChannels = append([]string{"cli"}, f.HTTPChannels...)
 	return cfg, nil
 }
 
