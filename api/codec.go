@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/internal/msgpackcheck"
 )
@@ -235,6 +236,9 @@ func decodeBody(data []byte, contentType string, req any) error {
 			return badRequest("request body is not one msgpack object within the limits (depth %d, %d elements, string keys, no extension types): %v",
 				bodyLimits.MaxDepth, bodyLimits.MaxElements, strings.TrimPrefix(err.Error(), msgpackcheck.ErrInvalid.Error()+": "))
 		}
+		if err := msgpackDuplicateKey(data); err != nil {
+			return err
+		}
 		var v any
 		if err := msgpack.Unmarshal(data, &v); err != nil {
 			return badRequest("request body is not valid msgpack: %v", err)
@@ -334,6 +338,66 @@ func duplicateKey(data []byte) error {
 			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
 		}
 	}
+}
+
+// msgpackDuplicateKey is duplicateKey for a msgpack body (checked
+// against bodyLimits first, so the recursion is at most MaxDepth deep): a
+// map naming a key twice would otherwise collapse to its last value when
+// converted to JSON. A malformed body is left to the decoder.
+func msgpackDuplicateKey(data []byte) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	errMalformed := errors.New("malformed")
+	var walk func(path string) error
+	walk = func(path string) error {
+		c, err := dec.PeekCode()
+		if err != nil {
+			return errMalformed
+		}
+		switch {
+		case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+			n, err := dec.DecodeMapLen()
+			if err != nil {
+				return errMalformed
+			}
+			seen := make(map[string]string, max(n, 0))
+			for range n {
+				k, err := dec.DecodeString()
+				if err != nil {
+					return errMalformed
+				}
+				fold := strings.ToLower(k)
+				if prev, dup := seen[fold]; dup {
+					if prev == k {
+						return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), path)
+					}
+					return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), path)
+				}
+				seen[fold] = k
+				if err := walk(fmt.Sprintf("object %q", clipString(k))); err != nil {
+					return err
+				}
+			}
+		case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+			n, err := dec.DecodeArrayLen()
+			if err != nil {
+				return errMalformed
+			}
+			for i := range n {
+				if err := walk(fmt.Sprintf("element %d of %s", i, path)); err != nil {
+					return err
+				}
+			}
+		default:
+			if dec.Skip() != nil {
+				return errMalformed
+			}
+		}
+		return nil
+	}
+	if err := walk("the top-level object"); err != nil && !errors.Is(err, errMalformed) {
+		return err
+	}
+	return nil
 }
 
 // jsonMessage turns a json decoding error into a message naming the field.

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestDuplicateJSONKeysRefused: a request body naming a key twice (or two
@@ -36,5 +39,37 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 	// A body without duplicates still works.
 	if status, _, b := rawHTTP(t, "POST", e.httpURL+"/v1/sessions/dk1/events", `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`); status != http.StatusOK {
 		t.Fatalf("clean body: %d %s", status, b)
+	}
+}
+
+// TestDuplicateMsgpackKeysRefused: the same for a msgpack body, whose map
+// would otherwise collapse to the last value when converted (#24 row
+// 12(b)).
+func TestDuplicateMsgpackKeysRefused(t *testing.T) {
+	e := newEnv(t, Config{})
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	for _, err := range []error{
+		enc.EncodeMapLen(3),
+		enc.EncodeString("session"), enc.EncodeString("dm1"),
+		enc.EncodeString("session"), enc.EncodeString("dm2"),
+		enc.EncodeString("commands"), enc.Encode([]map[string]string{{"type": "ToolDisabled", "name": "bash"}}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, _, b := rawHTTP(t, "POST", e.httpURL+"/v1/sessions/dm1/events", buf.String(), "Content-Type", MIMEMsgpack)
+	if status != http.StatusBadRequest || !strings.Contains(apiError(t, b).Message, `key "session" appears twice`) {
+		t.Errorf("HTTP msgpack: %d %s, want 400 naming the key", status, b)
+	}
+	m := rawNATS(t, e.nc, "tools.api.cli.events.append", buf.String(), "Content-Type", MIMEMsgpack)
+	if got := m.Header.Get(HeaderErrorCode); got != CodeInvalid || !strings.Contains(apiError(t, m.Data).Message, `key "session" appears twice`) {
+		t.Errorf("NATS msgpack: %s %s, want %s naming the key", got, m.Data, CodeInvalid)
+	}
+	for _, s := range []string{"dm1", "dm2"} {
+		if v, err := e.httpClient().Intent(ctxT(t), s, 0); err != nil || v.Seq != 0 {
+			t.Errorf("%s after refused requests = %+v, %v; want no events", s, v, err)
+		}
 	}
 }
