@@ -688,7 +688,7 @@ type historyCmd struct {
 	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Stop at this stream sequence or RFC 3339 time (time travel)."`
 	Profile string `name:"profile" help:"Agent profile to resolve with."`
 	After   uint64 `name:"after" placeholder:"SEQ" help:"Start after this stream sequence (the next_after_seq a page names)."`
-	Limit   int    `name:"limit" help:"Entries per request (default 100, at most 1000)."`
+	Limit   int    `name:"limit" help:"Entries per request (at most 1000; default 1000, or the engine's 100 with --page)."`
 	Page    bool   `name:"page" help:"Print one page (from --after) and the sequence to go on from, instead of the whole timeline."`
 }
 
@@ -728,7 +728,11 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	req := api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o, AfterSeq: c.After, Limit: c.Limit}
+	limit := c.Limit
+	if limit == 0 && !c.Page {
+		limit = api.MaxHistoryPage // fewer round trips; a page still ends at MaxHistoryPageBytes
+	}
+	req := api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o, AfterSeq: c.After, Limit: limit}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	var tbl historyTable
