@@ -186,7 +186,8 @@ type Config struct {
 	Logger zerolog.Logger
 	// Observe, when set, is called once per request answered, on both
 	// transports, with the operation name, the channel ("" when the
-	// request was refused before its channel was known), the outcome
+	// request was refused before its channel was known, OtherChannels
+	// for an HTTP channel the engine does not know), the outcome
 	// ("ok" or the error code) and the time taken (metrics).
 	Observe func(op, channel, outcome string, took time.Duration)
 }
