@@ -26,7 +26,7 @@ import (
 // NATS channel) are served during the flood, and /metrics has one label
 // value "other" for all the made-up ones.
 func TestFairnessMadeUpHTTPChannels(t *testing.T) {
-	p := startEngine(t, t.TempDir())
+	p := startEngine(t, t.TempDir(), "--http-channel", "web")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	web := p.Client("web")
@@ -106,7 +106,7 @@ func TestFairnessMadeUpHTTPChannels(t *testing.T) {
 			t.Errorf("/metrics has a series for the made-up channel %q", ch)
 		}
 	}
-	if !labels["other"] || series > 10 {
-		t.Errorf("engine_api_requests_total: %d series, channels %v; want at most 10, the made-up channels as %q", series, labels, "other")
+	if !labels[api.OtherChannels] || series > 10 {
+		t.Errorf("engine_api_requests_total: %d series, channels %v; want at most 10, the made-up channels as %q", series, labels, api.OtherChannels)
 	}
 }
