@@ -129,11 +129,57 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (service.TurnV
 	return out, err
 }
 
-// History returns a session's timeline up to req.Until.
-func (c *Client) History(ctx context.Context, req HistoryRequest) (HistoryResponse, error) {
+// HistoryPage returns one page of a session's timeline: the entries after
+// req.AfterSeq, at most req.Limit (default DefaultHistoryPage); when More
+// is set, the next page is after NextAfterSeq.
+func (c *Client) HistoryPage(ctx context.Context, req HistoryRequest) (HistoryResponse, error) {
 	var out HistoryResponse
 	err := c.do(ctx, "history", &req, &out)
 	return out, err
+}
+
+// HistoryPages calls fn with each page of a session's timeline up to
+// req.Until, from the one after req.AfterSeq to the last; it stops at the
+// first error of a call or of fn. Memory is one page at a time.
+func (c *Client) HistoryPages(ctx context.Context, req HistoryRequest, fn func(HistoryResponse) error) error {
+	for {
+		page, err := c.HistoryPage(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+		if !page.More {
+			return nil
+		}
+		if page.NextAfterSeq <= req.AfterSeq {
+			return fmt.Errorf("history of %q: the page after sequence %d says more but its next_after_seq is %d", req.Session, req.AfterSeq, page.NextAfterSeq)
+		}
+		req.AfterSeq = page.NextAfterSeq
+	}
+}
+
+// History returns a session's whole timeline up to req.Until (from after
+// req.AfterSeq), reading it page by page (HistoryPages): every entry, and
+// the state after the last one; More is false. It holds the whole timeline
+// in memory: for a long session use HistoryPages.
+func (c *Client) History(ctx context.Context, req HistoryRequest) (HistoryResponse, error) {
+	var out HistoryResponse
+	err := c.HistoryPages(ctx, req, func(page HistoryResponse) error {
+		entries := append(out.Entries, page.Entries...)
+		out = page
+		out.Entries = entries
+		return nil
+	})
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	out.More, out.NextAfterSeq = false, 0
+	if out.Entries == nil {
+		out.Entries = []HistoryEntry{}
+	}
+	return out, nil
 }
 
 // Explain says why req.Tool is or is not in the session's set.

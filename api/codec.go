@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/internal/msgpackcheck"
 )
@@ -235,6 +236,9 @@ func decodeBody(data []byte, contentType string, req any) error {
 			return badRequest("request body is not one msgpack object within the limits (depth %d, %d elements, string keys, no extension types): %v",
 				bodyLimits.MaxDepth, bodyLimits.MaxElements, strings.TrimPrefix(err.Error(), msgpackcheck.ErrInvalid.Error()+": "))
 		}
+		if err := msgpackDuplicateKey(data); err != nil {
+			return err
+		}
 		var v any
 		if err := msgpack.Unmarshal(data, &v); err != nil {
 			return badRequest("request body is not valid msgpack: %v", err)
@@ -247,6 +251,9 @@ func decodeBody(data []byte, contentType string, req any) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
+	}
+	if err := duplicateKey(data); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -261,6 +268,134 @@ func decodeBody(data []byte, contentType string, req any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// duplicateKey refuses a JSON body in which an object names a key twice
+// (#24 row 12(b)): encoding/json keeps the last value, so {"session":"a",
+// "session":"b"} would act on a session that a proxy or a log that reads
+// the first one never saw. Keys are compared case-insensitively too, as
+// encoding/json matches struct fields. It walks the tokens without
+// building values; a syntax error is left to the decoder, which names it.
+func duplicateKey(data []byte) error {
+	type frame struct {
+		path string
+		obj  bool
+		keys map[string]string // folded key -> key as sent
+		last string            // the key whose value comes next
+		next int               // array index
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		if len(stack) > 0 && expectKey {
+			top := stack[len(stack)-1]
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+				continue
+			}
+			k, _ := tok.(string)
+			fold := strings.ToLower(k)
+			if prev, dup := top.keys[fold]; dup {
+				if prev == k {
+					return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), top.path)
+				}
+				return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), top.path)
+			}
+			top.keys[fold] = k
+			top.last = k
+			expectKey = false
+			continue
+		}
+		// A value: in an object after its key, in an array, or the top.
+		path := "the top-level object"
+		if len(stack) > 0 {
+			top := stack[len(stack)-1]
+			if top.obj {
+				path = fmt.Sprintf("object %q", clipString(top.last))
+				expectKey = true
+			} else {
+				path = fmt.Sprintf("element %d of %s", top.next, top.path)
+				top.next++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: path, obj: true, keys: map[string]string{}})
+			expectKey = true
+		case json.Delim('['):
+			stack = append(stack, &frame{path: path})
+			expectKey = false
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+		}
+	}
+}
+
+// msgpackDuplicateKey is duplicateKey for a msgpack body (checked
+// against bodyLimits first, so the recursion is at most MaxDepth deep): a
+// map naming a key twice would otherwise collapse to its last value when
+// converted to JSON. A malformed body is left to the decoder.
+func msgpackDuplicateKey(data []byte) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	errMalformed := errors.New("malformed")
+	var walk func(path string) error
+	walk = func(path string) error {
+		c, err := dec.PeekCode()
+		if err != nil {
+			return errMalformed
+		}
+		switch {
+		case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+			n, err := dec.DecodeMapLen()
+			if err != nil {
+				return errMalformed
+			}
+			seen := make(map[string]string, max(n, 0))
+			for range n {
+				k, err := dec.DecodeString()
+				if err != nil {
+					return errMalformed
+				}
+				fold := strings.ToLower(k)
+				if prev, dup := seen[fold]; dup {
+					if prev == k {
+						return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), path)
+					}
+					return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), path)
+				}
+				seen[fold] = k
+				if err := walk(fmt.Sprintf("object %q", clipString(k))); err != nil {
+					return err
+				}
+			}
+		case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+			n, err := dec.DecodeArrayLen()
+			if err != nil {
+				return errMalformed
+			}
+			for i := range n {
+				if err := walk(fmt.Sprintf("element %d of %s", i, path)); err != nil {
+					return err
+				}
+			}
+		default:
+			if dec.Skip() != nil {
+				return errMalformed
+			}
+		}
+		return nil
+	}
+	if err := walk("the top-level object"); err != nil && !errors.Is(err, errMalformed) {
+		return err
 	}
 	return nil
 }

@@ -100,6 +100,16 @@
 // verify (loopback only). The engine replies over NATS only to inbox
 // subjects (_INBOX., _INBOX_<user>.), and runs at most
 // Config.MaxInFlightPerChannel requests per channel at once (429 busy).
+// Without tokens only the default HTTP channel and Config.HTTPChannels
+// have a budget of their own: every other Engine-Channel shares one, and
+// counts as channel "other" in Config.Observe (#24 row 6).
+//
+// # History pages
+//
+// session.history answers one page: the entries after after_seq, at most
+// limit (DefaultHistoryPage, at most MaxHistoryPage, and about
+// MaxHistoryPageBytes of JSON); more and next_after_seq say where the
+// next page starts. Client.History reads every page.
 //
 // # Formats
 //

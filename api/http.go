@@ -26,7 +26,9 @@ import (
 // Every route is behind Protect (Host names, no cross-origin writes);
 // POST bodies must be application/json or application/msgpack (415
 // otherwise); each channel has at most Config.MaxInFlightPerChannel
-// requests in flight (429 beyond).
+// requests in flight (429 beyond). Without tokens only HTTPChannel and
+// Config.HTTPChannels are channels of their own: every other
+// Engine-Channel shares one such budget (and the metrics label "other").
 //
 // Request bodies are JSON (or msgpack with Content-Type:
 // application/msgpack), at most Config.MaxBodyBytes (413 beyond); replies
@@ -101,8 +103,9 @@ func (a *API) httpOp(op *operation) http.Handler {
 	})
 }
 
-// serveHTTP answers one request; it also returns the channel ("" when
-// refused before it was known).
+// serveHTTP answers one request; it also returns the channel's metrics
+// label: "" when refused before the channel was known, OtherChannels for
+// an unknown HTTP channel (see httpLimitKey).
 func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, string, error) {
 	tok, err := a.authenticate(op, r)
 	if err != nil {
@@ -117,49 +120,55 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		}
 		channel = ch
 	}
-	if err := a.lim.acquire(channel); err != nil {
-		return nil, channel, err
+	// From here on the request counts under its limiter key: the channel,
+	// or the one key of every unknown HTTP channel, whose label is
+	// "other" (#24 row 6: a made-up Engine-Channel neither gets a budget
+	// of its own nor a metrics series).
+	key := a.httpLimitKey(tok, channel)
+	label := channelLabel(key)
+	if err := a.lim.acquire(key, channel); err != nil {
+		return nil, label, err
 	}
-	defer a.lim.release(channel)
+	defer a.lim.release(key)
 	req := op.newReq()
 	switch r.Method {
 	case http.MethodPost:
 		if len(r.URL.RawQuery) > 0 {
-			return nil, channel, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
+			return nil, label, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
 		}
 		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, channel, tooLarge(a.cfg.MaxBodyBytes)
+				return nil, label, tooLarge(a.cfg.MaxBodyBytes)
 			}
-			return nil, channel, badRequest("read request body: %v", err)
+			return nil, label, badRequest("read request body: %v", err)
 		}
 		if err := checkContentType(r, data); err != nil {
-			return nil, channel, err
+			return nil, label, err
 		}
 		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
-			return nil, channel, err
+			return nil, label, err
 		}
 	default: // GET, HEAD
 		if err := bindQuery(req, r.URL.Query(), names); err != nil {
-			return nil, channel, err
+			return nil, label, err
 		}
 	}
 	for _, n := range names {
 		if err := bindPath(req, n, r.PathValue(n)); err != nil {
-			return nil, channel, err
+			return nil, label, err
 		}
 	}
 	if err := bindIdempotencyKey(req, r.Header.Get(HeaderIdempotencyKey)); err != nil {
-		return nil, channel, err
+		return nil, label, err
 	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
 	if tok != nil && tok.Actor != "" {
 		body, _ := fieldString(req, "actor")
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
-				return nil, channel, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+				return nil, label, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
 					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clipString(got), tok.Actor)}
 			}
 		}
@@ -169,7 +178,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		o.Channel = channel
 	}
 	resp, err := a.run(r.Context(), op, req, o)
-	return resp, channel, err
+	return resp, label, err
 }
 
 func tooLarge(limit int64) error {

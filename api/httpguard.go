@@ -121,6 +121,19 @@ func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
 	return &e, nil
 }
 
+// httpLimitKey is the limiter key of an HTTP request of channel (#24 row
+// 6): the channel itself when the engine knows it (a token's channel, the
+// default HTTPChannel, or one of Config.HTTPChannels), else
+// unknownChannels, one budget that every made-up Engine-Channel shares.
+// Without tokens the header is the caller's word: a client that sends
+// many channel names gets no more than one channel's share.
+func (a *API) httpLimitKey(tok *Token, channel string) string {
+	if tok != nil || channel == a.cfg.HTTPChannel || slices.Contains(a.cfg.HTTPChannels, channel) {
+		return channel
+	}
+	return unknownChannels
+}
+
 // checkContentType refuses a body that is neither JSON nor msgpack (issue
 // 11, item 5): a form or text/plain body is what a cross-site <form> or
 // no-cors fetch sends, and must never be read as a command.

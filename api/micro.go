@@ -133,7 +133,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 			fail(err)
 			return
 		}
-		if err := a.lim.acquire(channel); err != nil {
+		if err := a.lim.acquire(channel, channel); err != nil {
 			fail(err)
 			return
 		}

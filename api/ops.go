@@ -102,7 +102,7 @@ var operations = []*operation{
 	defOp(Operation{Name: "resolve", Subject: "session.resolve", Methods: []string{get, post}, Path: "/v1/sessions/{session}/resolve",
 		Summary: "Resolve a session's tools: provider rendering, resident array, catalog, contract hash, classification."}, opResolve),
 	defOp(Operation{Name: "history", Subject: "session.history", Methods: []string{get}, Path: "/v1/sessions/{session}/history",
-		Summary: "A session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time)."}, opHistory),
+		Summary: "A page of a session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time; after_seq, limit)."}, opHistory),
 	defOp(Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
 		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}, opExplain),
 	defOp(Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
@@ -163,6 +163,11 @@ type Config struct {
 	MaxInFlightPerChannel int
 	// MaxInFlight bounds the requests in flight in total. Default 256.
 	MaxInFlight int
+	// HTTPChannels are the Engine-Channel values the HTTP gateway trusts
+	// without tokens, besides HTTPChannel: each has its own in-flight
+	// budget and metrics label; every other channel shares one budget and
+	// the label "other" (#24 row 6). With Tokens, the tokens' channels.
+	HTTPChannels []string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
 	// (see LoadTokens).
@@ -181,7 +186,8 @@ type Config struct {
 	Logger zerolog.Logger
 	// Observe, when set, is called once per request answered, on both
 	// transports, with the operation name, the channel ("" when the
-	// request was refused before its channel was known), the outcome
+	// request was refused before its channel was known, OtherChannels
+	// for an HTTP channel the engine does not know), the outcome
 	// ("ok" or the error code) and the time taken (metrics).
 	Observe func(op, channel, outcome string, took time.Duration)
 }
@@ -209,6 +215,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlightPerChannel < 0 || c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxInFlightPerChannel %d and MaxInFlight %d must not be negative", c.MaxInFlightPerChannel, c.MaxInFlight))
+	}
+	for _, ch := range c.HTTPChannels {
+		if err := validToken("HTTP channel", ch); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %v", err))
+		}
 	}
 	for _, o := range c.Origins {
 		if _, err := parseOrigin(o); err != nil {
@@ -350,20 +361,7 @@ func opResolve(ctx context.Context, a *API, r *ResolveRequest, _ service.Origin)
 }
 
 func opHistory(ctx context.Context, a *API, r *HistoryRequest, _ service.Origin) (HistoryResponse, error) {
-	until, err := r.Until.parse()
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	entries, st, err := a.eng.History(ctx, r.Session, until, rr)
-	if err != nil {
-		return HistoryResponse{}, err
-	}
-	st.Session = r.Session
-	return historyOf(r.Session, entries, st), nil
+	return a.history(ctx, r) // paged: see types.go (#24 row 7)
 }
 
 func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin) (service.ExplainResult, error) {

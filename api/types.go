@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -109,14 +110,33 @@ type ResumeRequest struct {
 	Actor    string    `json:"actor,omitempty"`
 }
 
-// HistoryRequest asks for a session's timeline (session.history).
+// HistoryRequest asks for one page of a session's timeline
+// (session.history): the entries after AfterSeq, at most Limit.
 type HistoryRequest struct {
 	Session string `json:"session"`
 	// Until bounds the timeline: a sequence ("42") or an RFC 3339 time.
 	Until    Until     `json:"until,omitempty"`
 	Profile  string    `json:"profile,omitempty"`
 	Override *Override `json:"override,omitempty"`
+	// AfterSeq starts the page after this stream sequence: 0 (or absent)
+	// for the first page, then the previous reply's next_after_seq.
+	AfterSeq uint64 `json:"after_seq,omitempty"`
+	// Limit bounds the page's entries: 1 to MaxHistoryPage, default
+	// DefaultHistoryPage. A page also ends once its entries pass
+	// MaxHistoryPageBytes of JSON.
+	Limit int `json:"limit,omitempty"`
 }
+
+// History pages (#24 row 7): a reply holds at most this many entries.
+const (
+	// DefaultHistoryPage is the page size of a request without limit.
+	DefaultHistoryPage = 100
+	// MaxHistoryPage is the largest limit a request may give.
+	MaxHistoryPage = 1000
+	// MaxHistoryPageBytes ends a page once its entries pass this many
+	// bytes of JSON (the NATS server's default max_payload is 1 MiB).
+	MaxHistoryPageBytes = 512 << 10
+)
 
 // ExplainRequest asks why a tool is or is not in a session's set
 // (session.explain).
@@ -367,12 +387,20 @@ type ContractChange struct {
 	Description string `json:"description"`
 }
 
-// HistoryResponse is a session's timeline (session.history, R25).
+// HistoryResponse is one page of a session's timeline (session.history,
+// R25), in stream order.
 type HistoryResponse struct {
 	Session string         `json:"session"`
 	Entries []HistoryEntry `json:"entries"`
-	// State is the session after the last entry.
+	// State is the session after the last entry of this page (after the
+	// whole timeline on its last page).
 	State SessionView `json:"state"`
+	// More is true when the session has events after this page (within
+	// Until): ask again with after_seq = NextAfterSeq.
+	More bool `json:"more"`
+	// NextAfterSeq is the Seq of this page's last entry when More, else
+	// absent.
+	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
 }
 
 // HistoryEntry is one event of a timeline with the state it left and how
@@ -496,26 +524,61 @@ func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 	return out
 }
 
-func historyOf(session string, entries []service.HistoryEntry, st aggregate.State) HistoryResponse {
-	out := HistoryResponse{Session: session, Entries: make([]HistoryEntry, 0, len(entries)), State: viewOf(st)}
-	for _, h := range entries {
-		e := HistoryEntry{
-			EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
-			Tools: nonNil(h.Tools), Gained: h.Gained, Lost: h.Lost,
-			Provider: nonNil(h.Provider), Catalog: nonNil(h.Catalog), Loaded: nonNil(h.Loaded),
-			PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
-			RegistryVersion: h.RegistryVersion,
-		}
-		if h.Dispatch != nil {
-			d := dispatchOf(session, *h.Dispatch)
-			e.Dispatch = &d
-		}
-		if h.Payload != nil {
-			e.Payload = &Command{h.Payload}
+// history answers session.history with one page (#24 row 7): memory and
+// reply size are bounded by the page, not by the session's length.
+func (a *API) history(ctx context.Context, r *HistoryRequest) (HistoryResponse, error) {
+	until, err := r.Until.parse()
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return HistoryResponse{}, err
+	}
+	limit := r.Limit
+	if limit < 0 || limit > MaxHistoryPage {
+		return HistoryResponse{}, badRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, MaxHistoryPage, DefaultHistoryPage)
+	}
+	if limit == 0 {
+		limit = DefaultHistoryPage
+	}
+	out := HistoryResponse{Session: r.Session, Entries: []HistoryEntry{}}
+	size := 0
+	st, more, err := a.eng.HistoryPage(ctx, r.Session, until, rr, r.AfterSeq, func(h service.HistoryEntry) bool {
+		e := historyEntryOf(r.Session, h)
+		if b, err := json.Marshal(e); err == nil {
+			size += len(b) + 1
 		}
 		out.Entries = append(out.Entries, e)
+		return len(out.Entries) < limit && size < MaxHistoryPageBytes
+	})
+	if err != nil {
+		return HistoryResponse{}, err
 	}
-	return out
+	st.Session = r.Session
+	out.State, out.More = viewOf(st), more
+	if more && len(out.Entries) > 0 {
+		out.NextAfterSeq = out.Entries[len(out.Entries)-1].Seq
+	}
+	return out, nil
+}
+
+func historyEntryOf(session string, h service.HistoryEntry) HistoryEntry {
+	e := HistoryEntry{
+		EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
+		Tools: nonNil(h.Tools), Gained: h.Gained, Lost: h.Lost,
+		Provider: nonNil(h.Provider), Catalog: nonNil(h.Catalog), Loaded: nonNil(h.Loaded),
+		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+		RegistryVersion: h.RegistryVersion,
+	}
+	if h.Dispatch != nil {
+		d := dispatchOf(session, *h.Dispatch)
+		e.Dispatch = &d
+	}
+	if h.Payload != nil {
+		e.Payload = &Command{h.Payload}
+	}
+	return e
 }
 
 func dispatchOf(session string, d checkpoint.Dispatch) DispatchRecord {

@@ -168,10 +168,37 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, err
 	return out, c.do(ctx, opResolve, &req, &out)
 }
 
-// History returns a session's event timeline.
-func (c *Client) History(ctx context.Context, req HistoryRequest) (History, error) {
+// HistoryPage returns one page of a session's event timeline: the
+// entries after req.AfterSeq, at most req.Limit; when More is set the next
+// page is after NextAfterSeq.
+func (c *Client) HistoryPage(ctx context.Context, req HistoryRequest) (History, error) {
 	var out History
 	return out, c.do(ctx, opHistory, &req, &out)
+}
+
+// History returns a session's whole event timeline, read page by page
+// (each call within the client's timeout); the state is the one after the
+// last entry.
+func (c *Client) History(ctx context.Context, req HistoryRequest) (History, error) {
+	var all []HistoryEntry
+	for {
+		page, err := c.HistoryPage(ctx, req)
+		if err != nil {
+			return History{}, err
+		}
+		all = append(all, page.Entries...)
+		if !page.More {
+			page.Entries = all
+			if page.Entries == nil {
+				page.Entries = []HistoryEntry{}
+			}
+			return page, nil
+		}
+		if page.NextAfterSeq <= req.AfterSeq {
+			return History{}, fmt.Errorf("history of %q: the page after sequence %d says more but its next_after_seq is %d", req.Session, req.AfterSeq, page.NextAfterSeq)
+		}
+		req.AfterSeq = page.NextAfterSeq
+	}
 }
 
 // Explain says why a tool is or is not in a session's set.

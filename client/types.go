@@ -47,6 +47,11 @@ type HistoryRequest struct {
 	Until    string    `json:"until,omitempty"`
 	Profile  string    `json:"profile,omitempty"`
 	Override *Override `json:"override,omitempty"`
+	// AfterSeq starts the page after this sequence (0: the first page);
+	// Limit bounds its entries (0: the engine's default, 100; at most
+	// 1000). History pages through by itself; HistoryPage reads one.
+	AfterSeq uint64 `json:"after_seq,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
 }
 
 // ExplainRequest asks why Tool is or is not in a session's set.
@@ -262,6 +267,10 @@ type History struct {
 	Session string         `json:"session"`
 	Entries []HistoryEntry `json:"entries"`
 	State   Session        `json:"state"`
+	// More says a page is not the last: the next one is after
+	// NextAfterSeq.
+	More         bool   `json:"more"`
+	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
 }
 
 // HistoryEntry is one event of a timeline with the state it left.

@@ -103,14 +103,19 @@ const readWait = 5 * time.Second
 // fails with projection.ErrNotCaughtUp rather than return a short history
 // (#19). An error of fn ends the scan and is returned wrapped.
 func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, fn func(jetstream.Record) error) error {
-	var last uint64
+	return e.scanSessionFrom(ctx, session, 1, upTo, fn)
+}
+
+// scanSessionFrom is scanSession from stream sequence start on.
+func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
+	last := start - 1
 	scan := func(from uint64) error {
 		return e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
 			last = r.Seq
 			return fn(r)
 		})
 	}
-	if err := scan(1); err != nil {
+	if err := scan(start); err != nil {
 		return err
 	}
 	want := e.marks.get(session)

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -168,39 +170,73 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 // dispatch would record (R21). Outside a turn the intent resolves, with
 // req's profile and override, against the registry in force when the
 // event was stored. Each entry names the registry version it used.
+//
+// History holds the whole timeline in memory: a server answers with
+// HistoryPage, whose memory is bounded by the page.
 func (e *Engine) History(ctx context.Context, session string, until Until, req ResolveRequest) ([]HistoryEntry, aggregate.State, error) {
+	var out []HistoryEntry
+	st, _, err := e.HistoryPage(ctx, session, until, req, 0, func(h HistoryEntry) bool {
+		out = append(out, h)
+		return true
+	})
+	return out, st, err
+}
+
+// HistoryPage is one page of History (#24 row 7): it folds the events up
+// to after (without resolving them: only their state is carried) and
+// passes each later entry, in order, to emit, until emit returns false or
+// until ends. more reports whether the session has an event after the last
+// one emitted (within until): the next page starts after that entry's
+// Seq. st is the state after the last entry emitted (or after the events
+// folded, when none was). Memory is bounded by the entries emit keeps, not
+// by the session's length. Where a page ended with more is remembered for
+// a while (see historyPages), so that the next page continues there: a
+// client paging through a session costs time linear in its length.
+func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return nil, aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+		return aggregate.State{}, false, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	regs := e.registriesAt(ctx)
-	st := aggregate.State{Session: session}
-	var out []HistoryEntry
-	prevTools, prevPrefix, prevVersion := []string(nil), "", ""
-	if res, err := regs.live.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}); err == nil {
-		prevTools = names(res.Tools)
-		prevPrefix = prefixOf(deferral.SplitTools(res.Tools, nil))
-		prevVersion = res.RegistryVersion
+	rp := e.pages.take(session, after, until, req, e.clock())
+	from := after + 1
+	if rp == nil {
+		rp = &historyResume{until: until, req: req, st: aggregate.State{Session: session}}
+		from = 1
 	}
-	var turn *replayedTurn
+	full := false
+	var last uint64 // the last entry emitted
 	stop := errors.New("stop")
-	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
+	err = e.scanSessionFrom(ctx, session, from, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
+		}
+		if full {
+			more = true
+			return stop
+		}
+		show := r.Seq > after
+		if show && !rp.primed {
+			// The point before this page: what the last folded event left
+			// (or, for a page from the start, the session without events).
+			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, req)
+			rp.prevTools, rp.prevPrefix, rp.prevVersion = p.Tools, p.PrefixHash, p.RegistryVersion
+			rp.primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
 		}
-		before := st.Clone()
+		before := rp.st.Clone()
 		applied := true
 		ev, err := e.storedOf(ctx, r)
 		if err != nil {
 			return err
 		}
-		if err := st.ApplyStored(ev); err != nil {
+		if err := rp.st.ApplyStored(ev); err != nil {
 			h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
 			applied = false
 		}
+		st := rp.st
 		if applied {
 			switch p := h.Payload.(type) {
 			case events.TurnStarted:
@@ -208,53 +244,163 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 				if err != nil {
 					h.Error = err.Error()
 				}
-				turn = t
+				rp.turn = t
 			case events.DeferredLoaded:
-				if turn != nil {
-					load(turn.turn, discoveries([]jetstream.Record{r}, st))
+				if rp.turn != nil {
+					load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
 				}
 			}
 		}
 		if !st.InTurn {
-			turn = nil
+			rp.turn = nil
+		}
+		rp.lastTime = r.Time
+		if !show {
+			return nil
+		}
+		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, req)
+		if h.Error == "" {
+			h.Error = p.Error
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
-		if turn != nil {
-			split := turn.turn.Request()
-			h.Tools, h.Provider, h.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
-			h.PrefixHash, h.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
-			d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
-			h.Dispatch = &d
-		} else {
-			reg := regs.at(ctx, r.Time)
-			res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
-			if err == nil {
-				split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
-				h.Tools, h.Provider, h.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-				h.PrefixHash, h.RegistryVersion = prefixOf(split), res.RegistryVersion
-			} else if h.Error == "" {
-				h.Error = err.Error()
-			}
-		}
-		h.Gained, h.Lost = diff(prevTools, h.Tools)
-		h.PrefixChanged = h.PrefixHash != prevPrefix
+		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
+		h.PrefixHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.RegistryVersion, p.Dispatch
+		h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
+		h.PrefixChanged = h.PrefixHash != rp.prevPrefix
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
-			if h.RegistryVersion != prevVersion && prevVersion != "" {
+			if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
 				h.Cause = "registry"
 			}
 		}
 		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
-		prevTools, prevPrefix, prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
-		out = append(out, h)
+		rp.prevTools, rp.prevPrefix, rp.prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
+		last = r.Seq
+		full = !emit(h)
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return out, st, err
+		return rp.st, false, err
 	}
-	return out, st, nil
+	if more {
+		e.pages.put(session, last, rp, e.clock())
+	}
+	return rp.st, more, nil
+}
+
+// historyPages remembers where recent history pages ended (#24 row 7):
+// the state, open turn and previous tool set after a page's last entry,
+// so that the page after it continues from there instead of folding the
+// session again from its first event. An entry is taken by the one page
+// that continues it (a replayed turn is not shared), lives
+// historyResumeTTL, and at most historyResumeMax are kept; a page whose
+// entry is gone replays from the start, with the same result. The zero
+// value is ready to use; it is safe for concurrent use.
+type historyPages struct {
+	mu sync.Mutex
+	m  map[historyKey]*historyResume
+}
+
+const (
+	historyResumeMax = 64
+	historyResumeTTL = time.Minute
+)
+
+type historyKey struct {
+	session string
+	after   uint64
+}
+
+// historyResume is a replay stopped after an entry.
+type historyResume struct {
+	until    Until
+	req      ResolveRequest
+	stored   time.Time
+	primed   bool // prev* hold the last entry's tools
+	st       aggregate.State
+	turn     *replayedTurn
+	lastTime time.Time
+
+	prevTools               []string
+	prevPrefix, prevVersion string
+}
+
+// take removes and returns the replay stopped after sequence after of
+// session, when it was made for the same until and request.
+func (p *historyPages) take(session string, after uint64, until Until, req ResolveRequest, now time.Time) *historyResume {
+	if after == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := historyKey{session, after}
+	rp, ok := p.m[k]
+	if !ok {
+		return nil
+	}
+	delete(p.m, k)
+	if now.Sub(rp.stored) > historyResumeTTL || rp.until.Seq != until.Seq || !rp.until.Time.Equal(until.Time) || !reflect.DeepEqual(rp.req, req) {
+		return nil
+	}
+	return rp
+}
+
+// put keeps rp as the replay stopped after sequence after of session,
+// dropping expired entries and, when full, the oldest.
+func (p *historyPages) put(session string, after uint64, rp *historyResume, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[historyKey]*historyResume{}
+	}
+	var oldest historyKey
+	for k, v := range p.m {
+		if now.Sub(v.stored) > historyResumeTTL {
+			delete(p.m, k)
+		} else if o, ok := p.m[oldest]; !ok || v.stored.Before(o.stored) {
+			oldest = k
+		}
+	}
+	if len(p.m) >= historyResumeMax {
+		delete(p.m, oldest)
+	}
+	rp.stored = now
+	p.m[historyKey{session, after}] = rp
+}
+
+// point is what a history entry shows of the tools at one point of a
+// replay.
+type point struct {
+	Tools, Provider, Catalog    []string
+	PrefixHash, RegistryVersion string
+	Dispatch                    *checkpoint.Dispatch
+	Error                       string
+}
+
+// pointOf is the tool set of st at a point of a replay stored at t: the
+// open turn's when there is one, else st's intent resolved against the
+// registry in force at t (the live one for a zero t).
+func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.State, turn *replayedTurn, t time.Time, req ResolveRequest) point {
+	var p point
+	if turn != nil {
+		split := turn.turn.Request()
+		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
+		p.PrefixHash, p.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
+		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
+		p.Dispatch = &d
+		return p
+	}
+	res, err := regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
+	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
+	p.PrefixHash, p.RegistryVersion = prefixOf(split), res.RegistryVersion
+	return p
 }
 
 // dispatchOfSplit is the classification a dispatch of split records (R21).

@@ -96,7 +96,8 @@ type Engine struct {
 	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
 	marks *marks    // per session: the highest sequence acknowledged or served (#19)
 
-	writes writeLocks // serialize apply's decide-and-append per session (#24 row 5)
+	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
+	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
 
 // New returns an engine over a log, its projection and a registry.

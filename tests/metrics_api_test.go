@@ -16,7 +16,8 @@ import (
 // counters and latency histograms by channel and outcome, fed by both
 // transports.
 func TestMetricsPerOperation(t *testing.T) {
-	p := startEngine(t, t.TempDir())
+	// web is a known HTTP channel; an unknown one counts as "other" (#24 row 6).
+	p := startEngine(t, t.TempDir(), "--http-channel", "web")
 	ctx := context.Background()
 	web := p.Client("web")
 	on := true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -686,6 +687,9 @@ type historyCmd struct {
 	Session string `arg:"" help:"Session id."`
 	Until   string `name:"until" placeholder:"SEQ|TIME" help:"Stop at this stream sequence or RFC 3339 time (time travel)."`
 	Profile string `name:"profile" help:"Agent profile to resolve with."`
+	After   uint64 `name:"after" placeholder:"SEQ" help:"Start after this stream sequence (the next_after_seq a page names)."`
+	Limit   int    `name:"limit" help:"Entries per request (at most 1000; default 1000, or the engine's 100 with --page)."`
+	Page    bool   `name:"page" help:"Print one page (from --after) and the sequence to go on from, instead of the whole timeline."`
 }
 
 func parseUntil(s string) (api.Until, error) {
@@ -705,6 +709,10 @@ func parseUntil(s string) (api.Until, error) {
 	return api.UntilTime(t), nil
 }
 
+// Run prints the timeline page by page as the engine sends it (#24 row
+// 7): memory is one page, whatever the session's length; each request
+// gets --timeout. With --json each page is one JSON object (a session of
+// one page prints exactly one).
 func (c *historyCmd) Run(ctx context.Context) error {
 	until, err := parseUntil(c.Until)
 	if err != nil {
@@ -714,65 +722,129 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
+	cctx, cancel := c.ctx(ctx)
+	cl, err := c.client(cctx)
+	cancel()
 	if err != nil {
 		return err
 	}
-	h, err := cl.History(ctx, api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o})
-	if err != nil {
-		return err
+	limit := c.Limit
+	if limit == 0 && !c.Page {
+		limit = api.MaxHistoryPage // fewer round trips; a page still ends at MaxHistoryPageBytes
 	}
-	// One row per event (who, when, the tool-set change, the prompt-cache
-	// prefix), the event itself on the lines below it: 120 columns.
-	return c.print(h, func(w io.Writer) {
-		rows := [][]string{{"SEQ", "TIME", "CHANNEL/ACTOR", "TOOLS", "PREFIX"}}
-		var evs []string
-		var prevPicked []string
-		for _, e := range h.Entries {
-			ev := e.Type
-			if e.Error != "" {
-				ev = "SKIPPED: " + e.Error
-			} else if e.Payload != nil {
-				ev = summary(e.Payload)
-				if _, toggle := e.Payload.Payload.(events.ToolsToggled); toggle && len(prevPicked) > 0 && e.Intent.Picked == nil {
-					ev += " (clears picked " + strings.Join(prevPicked, ",") + ")"
-				}
-			}
-			prevPicked = e.Intent.Picked
-			prefix := "same"
-			if e.PrefixChanged {
-				prefix = "changed (" + e.Cause + ")"
-			}
-			rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339), cut(e.Channel+"/"+e.Actor, 24), toolChange(e.Gained, e.Lost), prefix})
-			evs = append(evs, ev)
+	req := api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o, AfterSeq: c.After, Limit: limit}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	var tbl historyTable
+	for {
+		pctx, cancel := c.ctx(ctx)
+		page, err := cl.HistoryPage(pctx, req)
+		cancel()
+		if err != nil {
+			return err
 		}
-		// Aligned by hand: the event lines under each row would split
-		// tabwriter's column blocks.
-		widths := make([]int, len(rows[0]))
-		for _, r := range rows {
-			for i, c := range r {
-				widths[i] = max(widths[i], len([]rune(c)))
+		if c.JSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(page); err != nil {
+				return err
+			}
+		} else {
+			tbl.write(out, page)
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		if !page.More || c.Page {
+			if !c.JSON {
+				tbl.end(out, page, c.Page)
+			}
+			return nil
+		}
+		if page.NextAfterSeq <= req.AfterSeq {
+			return fmt.Errorf("history of %q: the page after sequence %d says more but names no later sequence (%d)", c.Session, req.AfterSeq, page.NextAfterSeq)
+		}
+		req.AfterSeq = page.NextAfterSeq
+	}
+}
+
+// historyTable prints history pages as one table: one row per event
+// (who, when, the tool-set change, the prompt-cache prefix), the event
+// itself on the lines below it, in 120 columns. Columns are aligned by
+// hand (the event lines under each row would split tabwriter's column
+// blocks), page by page: a column only widens.
+type historyTable struct {
+	widths     []int
+	prevPicked []string
+	rows       int
+}
+
+func (t *historyTable) write(w io.Writer, h api.HistoryResponse) {
+	header := []string{"SEQ", "TIME", "CHANNEL/ACTOR", "TOOLS", "PREFIX"}
+	var rows [][]string
+	var evs []string
+	for _, e := range h.Entries {
+		ev := e.Type
+		if e.Error != "" {
+			ev = "SKIPPED: " + e.Error
+		} else if e.Payload != nil {
+			ev = summary(e.Payload)
+			if _, toggle := e.Payload.Payload.(events.ToolsToggled); toggle && len(t.prevPicked) > 0 && e.Intent.Picked == nil {
+				ev += " (clears picked " + strings.Join(t.prevPicked, ",") + ")"
 			}
 		}
-		indent := strings.Repeat(" ", widths[0]+2)
-		for i, r := range rows {
-			var line strings.Builder
-			for j, c := range r {
-				line.WriteString(c)
-				if j < len(r)-1 {
-					line.WriteString(strings.Repeat(" ", widths[j]-len([]rune(c))+2))
-				}
-			}
-			fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
-			if i > 0 {
-				fmt.Fprintln(w, indent+wrapText(evs[i-1], 110, "\n"+indent))
+		t.prevPicked = e.Intent.Picked
+		prefix := "same"
+		if e.PrefixChanged {
+			prefix = "changed (" + e.Cause + ")"
+		}
+		rows = append(rows, []string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339), cut(e.Channel+"/"+e.Actor, 24), toolChange(e.Gained, e.Lost), prefix})
+		evs = append(evs, ev)
+	}
+	if t.widths == nil {
+		t.widths = make([]int, len(header))
+		rows = append([][]string{header}, rows...)
+		evs = append([]string{""}, evs...)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			t.widths[i] = max(t.widths[i], len([]rune(c)))
+		}
+	}
+	indent := strings.Repeat(" ", t.widths[0]+2)
+	for i, r := range rows {
+		var line strings.Builder
+		for j, c := range r {
+			line.WriteString(c)
+			if j < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", t.widths[j]-len([]rune(c))+2))
 			}
 		}
-		fmt.Fprintf(w, "\nintent at the end\t\n")
-		intentRows(w, h.State.Intent)
-	})
+		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
+		if r[0] != header[0] {
+			fmt.Fprintln(w, indent+wrapText(evs[i], 110, "\n"+indent))
+			t.rows++
+		}
+	}
+}
+
+// end closes the table with the intent after the last row printed, and
+// with --page the sequence the next page starts after.
+func (t *historyTable) end(w io.Writer, h api.HistoryResponse, onePage bool) {
+	if t.widths == nil {
+		t.write(w, h) // the header of an empty timeline
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	if onePage && h.More {
+		fmt.Fprintf(tw, "\nmore after\t%d (engine history %s --page --after %d)\n", h.NextAfterSeq, h.Session, h.NextAfterSeq)
+	}
+	if onePage && h.More {
+		fmt.Fprintf(tw, "\nintent after sequence %d\t\n", h.State.Seq)
+	} else {
+		fmt.Fprintf(tw, "\nintent at the end\t\n")
+	}
+	intentRows(tw, h.State.Intent)
+	_ = tw.Flush()
 }
 
 // summary is a one-line rendering of a command for tables: the JSON form,

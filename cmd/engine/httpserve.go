@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -42,11 +43,12 @@ func (c *serveCmd) serviceConn(ctx context.Context, url string, nc *nats.Conn) (
 
 // httpFlags configure the HTTP gateway's trust boundary (issue 11).
 type httpFlags struct {
-	HTTPTokens  string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
-	HTTPHosts   []string      `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
-	HTTPOrigins []string      `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
-	HTTPMaxConn int           `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
-	HTTPRead    time.Duration `name:"http-read-timeout" default:"15s" help:"Time a client has to send a whole request (headers and body); slower ones are cut off."`
+	HTTPTokens   string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
+	HTTPChannels []string      `name:"http-channel" env:"ENGINE_HTTP_CHANNELS" help:"Engine-Channel values the HTTP API trusts without --http-tokens, each with its own in-flight budget and metrics label (besides the default channel http and the CLI's cli); every other channel named by the header shares one budget and the label \"other\"."`
+	HTTPHosts    []string      `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
+	HTTPOrigins  []string      `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
+	HTTPMaxConn  int           `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
+	HTTPRead     time.Duration `name:"http-read-timeout" default:"15s" help:"Time a client has to send a whole request (headers and body); slower ones are cut off."`
 }
 
 // apiConfig completes an API configuration with the HTTP trust settings
@@ -75,6 +77,9 @@ func (f httpFlags) apiConfig(cfg api.Config, addr string) (api.Config, error) {
 		cfg.Hosts = append([]string{"localhost", "127.0.0.1", "[::1]"}, f.HTTPHosts...)
 	}
 	cfg.Origins = f.HTTPOrigins
+	// cli is the channel the engine's own CLI sends (its --channel
+	// default): known, like the default channel http.
+	cfg.HTTPChannels = append([]string{"cli"}, f.HTTPChannels...)
 	return cfg, nil
 }
 
@@ -181,7 +186,27 @@ func startingHandler() http.Handler {
 	mux.Handle("GET /readyz", probes.ReadyHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "engine starting: "+engineStartup.String(), http.StatusServiceUnavailable)
+		writeStartingError(w, engineStartup.String())
 	})
 	return mux
+}
+
+// writeStartingError answers a request that came before the API was
+// ready with the API's own error envelope (#24 row 12(a)): 503, code
+// "unavailable", so that clients parse it like any other error.
+func writeStartingError(w http.ResponseWriter, state string) {
+	msg := "engine starting: opening the views and the API; retry in a second (see /readyz)"
+	if state != "" {
+		msg = "engine starting: " + state + "; retry in a second (see /readyz)"
+	}
+	body, err := json.Marshal(struct {
+		Error *api.APIError `json:"error"`
+	}{&api.APIError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: msg}})
+	if err != nil { // an APIError always marshals
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", api.MIMEJSON)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(append(body, '\n'))
 }

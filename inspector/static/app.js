@@ -158,6 +158,41 @@ function budgetOnce() {
   return budgetP;
 }
 
+// HISTORY_PAGE is the page size the inspector asks for (the engine's
+// maximum; a page also ends at about 512 KiB).
+const HISTORY_PAGE = 1000;
+
+// getHistory reads a session's timeline after sequence after (0: from the
+// start), page by page, appending to prior (a timeline read before, or
+// null): {session, entries, state} with the state after the last page.
+async function getHistory(s, after, prior) {
+  const entries = prior ? prior.entries.slice() : [];
+  let page;
+  for (;;) {
+    page = await getJSON("/sessions/" + s + "/history?limit=" + HISTORY_PAGE + (after ? "&after_seq=" + after : ""));
+    entries.push(...page.entries);
+    if (!page.more) break;
+    if (!(page.next_after_seq > after)) throw new Error("history of " + s + ": no progress after sequence " + after);
+    after = page.next_after_seq;
+  }
+  return { session: page.session, entries, state: page.state };
+}
+
+// moreHistory brings a timeline up to date: the pages after its last entry.
+function moreHistory(s, full) {
+  const last = full.entries.length ? full.entries[full.entries.length - 1].seq : 0;
+  return getHistory(s, last, full);
+}
+
+// historyAt is the history at sequence until: the one-entry page of the
+// timeline's last event at or before it, whose state is the session then.
+function historyAt(s, full, until) {
+  let i = full.entries.length - 1;
+  while (i >= 0 && full.entries[i].seq > until) i--;
+  const after = i >= 0 ? full.entries[i].seq - 1 : 0;
+  return getJSON("/sessions/" + s + "/history?until=" + until + "&limit=1" + (after ? "&after_seq=" + after : ""));
+}
+
 async function load() {
   const { session, until } = parseHash();
   const gen = ++state.gen;
@@ -182,11 +217,15 @@ async function load() {
     const registry = await registryOnce();
     renderRegistry();
     // The timeline is always the whole history, so that one can travel
-    // forward again; the state at the cursor comes from ?until=. Moving
-    // the cursor within a session reuses the timeline; "now" reloads it.
-    const fullP = !changed && until && state.full
-      ? Promise.resolve(state.full) : getJSON("/sessions/" + s + "/history");
-    const atP = until ? getJSON("/sessions/" + s + "/history?until=" + until) : fullP;
+    // forward again, read page by page (the engine pages history, #24 row
+    // 7). Moving the cursor within a session reuses the timeline; "now"
+    // and the live view read only the pages after its last entry. The
+    // state at the cursor is the one-entry page of the last event at or
+    // before it.
+    const fullP = !changed && state.full
+      ? (until ? Promise.resolve(state.full) : moreHistory(s, state.full))
+      : getHistory(s, 0, null);
+    const atP = until ? fullP.then((full) => historyAt(s, full, until)) : fullP;
     const explainP = loadExplain(gen, registry, until);
     const [full, at] = await Promise.all([fullP, atP]);
     if (gen !== state.gen) return;
