@@ -84,7 +84,9 @@ died) without writing it twice, give it an idempotency key: a ULID you generate,
 stored event gets it as its id (further events of the same append the key plus 1, 2, ...). A
 retry with the same key returns the original ` + "`first_seq`" + `, ` + "`last_seq`" + ` and ` + "`event_ids`" + ` with
 ` + "`duplicate`" + ` true and writes nothing, however long after the first call. A key that is not a
-ULID, or a header and a field that differ, is ` + "`invalid`" + ` (400).
+ULID, or a header and a field that differ, is ` + "`invalid`" + ` (400). A key belongs to the session
+and the channel that first used it: sent on another session or by another channel it is
+` + "`idempotency_key_in_use`" + ` (422) and nothing is written; generate a new key.
 
 Reads come from a projection that folds the log shortly after each append. To read your own
 write, pass the ` + "`last_seq`" + ` of the append as ` + "`min_seq`" + ` (on ` + "`intent`" + ` and ` + "`resolve`" + `): the
