@@ -45,18 +45,7 @@ func watchIntegrity(ctx context.Context, jlog *jetstream.Log, proj *projection.P
 		}
 	}
 	check()
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				check()
-			}
-		}
-	}()
+	every(ctx, interval, check)
 	return func() error {
 		if p := last.Load(); p != nil {
 			return *p

@@ -45,18 +45,7 @@ func startWatermark(ctx context.Context, dir string, jlog *jetstream.Log, log ze
 	}
 	a := &ackWatermark{dir: dir, jlog: jlog, log: log, w: w}
 	a.record(ctx)
-	go func() {
-		t := time.NewTicker(watermarkEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				a.record(ctx)
-			}
-		}
-	}()
+	every(ctx, watermarkEvery, func() { a.record(ctx) })
 	return a, nil
 }
 
