@@ -526,32 +526,8 @@ func readStreamState(file, stream string) (blocks map[uint32]blockState, lastBlk
 		return nil, 0, 0, false
 	}
 	version := body[1]
-	bi := 2
-	u := func() uint64 {
-		if bi < 0 || bi >= len(body) {
-			bi = -1
-			return 0
-		}
-		v, n := binary.Uvarint(body[bi:])
-		if n <= 0 {
-			bi = -1
-			return 0
-		}
-		bi += n
-		return v
-	}
-	i := func() {
-		if bi < 0 || bi >= len(body) {
-			bi = -1
-			return
-		}
-		_, n := binary.Varint(body[bi:])
-		if n <= 0 {
-			bi = -1
-			return
-		}
-		bi += n
-	}
+	r := &varints{b: body, at: 2}
+	u, i := r.u, r.skipVarint
 	u()           // msgs
 	u()           // bytes
 	u()           // first seq
@@ -559,12 +535,11 @@ func readStreamState(file, stream string) (blocks map[uint32]blockState, lastBlk
 	lastSeq = u() // last seq
 	i()           // last time
 	nsubj := u()
-	for k := uint64(0); k < nsubj && bi >= 0; k++ {
+	for k := uint64(0); k < nsubj && r.ok(); k++ {
 		l := u()
-		if bi < 0 || l > uint64(len(body)-bi) {
+		if !r.skip(l) {
 			return nil, 0, 0, false
 		}
-		bi += int(l)
 		total := u()
 		u() // first block
 		if total > 1 || version >= 4 {
@@ -572,11 +547,11 @@ func readStreamState(file, stream string) (blocks map[uint32]blockState, lastBlk
 		}
 	}
 	nblk := u()
-	if bi < 0 || nblk > uint64(len(body)) {
+	if !r.ok() || nblk > uint64(len(body)) {
 		return nil, 0, 0, false
 	}
 	blocks = make(map[uint32]blockState, nblk)
-	for k := uint64(0); k < nblk && bi >= 0; k++ {
+	for k := uint64(0); k < nblk && r.ok(); k++ {
 		idx := uint32(u())
 		u() // bytes
 		first := u()
@@ -590,20 +565,19 @@ func readStreamState(file, stream string) (blocks map[uint32]blockState, lastBlk
 		if version >= 3 {
 			u() // schedules
 		}
-		if bi < 0 {
+		if !r.ok() {
 			return nil, 0, 0, false
 		}
 		if ndel > 0 {
-			_, n, err := avl.Decode(body[bi:])
-			if err != nil {
+			_, n, err := avl.Decode(r.rest())
+			if err != nil || !r.skip(uint64(n)) {
 				return nil, 0, 0, false
 			}
-			bi += n
 		}
 		blocks[idx] = blockState{first: first, last: last}
 	}
 	lastBlk = uint32(u())
-	if bi < 0 {
+	if !r.ok() {
 		return nil, 0, 0, false
 	}
 	return blocks, lastBlk, lastSeq, true
@@ -646,37 +620,13 @@ func consumerStateProblem(buf []byte) string {
 	if version != 1 && version != 2 {
 		return fmt.Sprintf("unsupported version %d", version)
 	}
-	bi := 2
-	u := func() uint64 {
-		if bi < 0 || bi >= len(buf) {
-			bi = -1
-			return 0
-		}
-		v, n := binary.Uvarint(buf[bi:])
-		if n <= 0 {
-			bi = -1
-			return 0
-		}
-		bi += n
-		return v
-	}
-	ts := func() {
-		if bi < 0 || bi >= len(buf) {
-			bi = -1
-			return
-		}
-		_, n := binary.Varint(buf[bi:])
-		if n <= 0 {
-			bi = -1
-			return
-		}
-		bi += n
-	}
+	r := &varints{b: buf, at: 2}
+	u, ts := r.u, r.skipVarint
 	u()
 	ackStream := u()
 	u()
 	delStream := u()
-	if bi < 0 {
+	if !r.ok() {
 		return "truncated sequences"
 	}
 	const hbit = 1 << 63
@@ -691,7 +641,7 @@ func consumerStateProblem(buf []byte) string {
 				u()
 			}
 			ts()
-			if bi < 0 {
+			if !r.ok() {
 				return "truncated pending list"
 			}
 			if sseq+ackStream == 0 {
@@ -700,4 +650,62 @@ func consumerStateProblem(buf []byte) string {
 		}
 	}
 	return ""
+}
+
+// varints reads the varint fields of nats-server's state files (index.db,
+// a consumer's o.dat) from at on; a read past the end or a malformed
+// varint breaks it for good (ok false), so a decoder checks once after a
+// run of reads.
+type varints struct {
+	b  []byte
+	at int // -1 once broken
+}
+
+func (r *varints) ok() bool { return r.at >= 0 }
+
+// u reads an unsigned varint (0 once broken).
+func (r *varints) u() uint64 {
+	if r.at < 0 || r.at >= len(r.b) {
+		r.at = -1
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.at:])
+	if n <= 0 {
+		r.at = -1
+		return 0
+	}
+	r.at += n
+	return v
+}
+
+// skipVarint passes over a signed varint (a time).
+func (r *varints) skipVarint() {
+	if r.at < 0 || r.at >= len(r.b) {
+		r.at = -1
+		return
+	}
+	_, n := binary.Varint(r.b[r.at:])
+	if n <= 0 {
+		r.at = -1
+		return
+	}
+	r.at += n
+}
+
+// skip passes over n bytes, reporting whether they were there.
+func (r *varints) skip(n uint64) bool {
+	if r.at < 0 || n > uint64(len(r.b)-r.at) {
+		r.at = -1
+		return false
+	}
+	r.at += int(n)
+	return true
+}
+
+// rest is what is left to read (nil once broken).
+func (r *varints) rest() []byte {
+	if r.at < 0 {
+		return nil
+	}
+	return r.b[r.at:]
 }
