@@ -2,7 +2,6 @@ package deferral
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +28,7 @@ type Turn struct {
 	*frozen
 
 	mu         sync.Mutex
-	initial    map[string]struct{} // deferred tools loaded when the turn was frozen
+	initial    []string            // deferred tools loaded when the turn was frozen, in the given order
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
 
@@ -40,10 +39,13 @@ type Turn struct {
 }
 
 // Freeze starts turn number turn from a resolution and the session's loaded
-// deferred tools (R16). The tools are deep-copied. Of loaded, only names of
-// deferred tools in the frozen set are kept; other names (a tool disabled
-// this turn, gone from the registry, or resident) have no effect on this
-// turn and are not reported by Loaded. A nil res freezes an empty turn.
+// deferred tools (R16), in the order they were loaded (#26 item 1: the
+// request renders them in this order, so a turn begins with the array the
+// previous turn ended with). The tools are deep-copied. Of loaded, only
+// names of deferred tools in the frozen set are kept; other names (a tool
+// disabled this turn, gone from the registry, or resident) have no effect
+// on this turn and are not reported by Loaded. A nil res freezes an empty
+// turn.
 func Freeze(turn uint64, res *resolver.Resolution, loaded []string) *Turn {
 	return FreezeIndexed(turn, res, loaded, nil)
 }
@@ -61,11 +63,11 @@ func FreezeIndexed(turn uint64, res *resolver.Resolution, loaded []string, idx *
 	t.frozen = freezeShared(res)
 	for _, name := range loaded {
 		if i, ok := t.byName[name]; ok && t.tools[i].Deferred {
-			t.loaded[name] = struct{}{}
+			if _, dup := t.loaded[name]; !dup {
+				t.loaded[name] = struct{}{}
+				t.initial = append(t.initial, name)
+			}
 		}
-	}
-	if len(t.loaded) > 0 {
-		t.initial = maps.Clone(t.loaded)
 	}
 	return t
 }
@@ -96,9 +98,10 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 }
 
 // Request returns the split for the next provider request of this turn
-// (R15, R16, R30): the frozen split (resident tools, then the deferred
-// tools loaded when the turn was frozen), followed by the tools Search
-// loaded in this turn, in load order. A discovered tool is appended after
+// (R15, R16, R30): the frozen split (resident tools in resolution order,
+// then the deferred tools loaded when the turn was frozen, in the order
+// given to Freeze), followed by the tools Search loaded in this turn, in
+// load order. A discovered tool is appended after
 // the frozen array, never sorted into it, so the array sent before it is a
 // prefix of the array sent after it; it leaves the catalog. Its
 // Classification is the record R21 asks for. Without a Search in between,
@@ -106,12 +109,14 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 func (t *Turn) Request() Split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := splitTools(t.tools, t.wasLoaded)
-	if len(t.discovered) > 0 {
-		for _, name := range t.discovered {
-			i := t.byName[name]
-			s.Provider = append(s.Provider, t.tools[i])
-			s.Classification[i].Loaded = true
+	s := splitTools(t.tools, nil)
+	if len(t.initial)+len(t.discovered) > 0 {
+		for _, names := range [2][]string{t.initial, t.discovered} {
+			for _, name := range names {
+				i := t.byName[name]
+				s.Provider = append(s.Provider, t.tools[i])
+				s.Classification[i].Loaded = true
+			}
 		}
 		catalog := s.Catalog[:0:0]
 		for _, name := range s.Catalog {
@@ -123,12 +128,6 @@ func (t *Turn) Request() Split {
 	}
 	s.renderCatalog(t.namespaces, t.catalogMax)
 	return s
-}
-
-// wasLoaded is the SplitTools callback: loaded when the turn was frozen.
-func (t *Turn) wasLoaded(name string) bool {
-	_, ok := t.initial[name]
-	return ok
 }
 
 // Loaded returns the loaded deferred tools of this turn, sorted, as a fresh

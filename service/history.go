@@ -157,7 +157,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 	if err != nil {
 		return nil, err
 	}
-	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.Loaded), res: res}, nil
+	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res}, nil
 }
 
 // History replays a session's events up to until and returns its timeline:
@@ -229,7 +229,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 			reg := regs.at(ctx, r.Time)
 			res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
 			if err == nil {
-				split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
+				split := deferral.SplitInLoadOrder(res, st.InLoadOrder())
 				h.Tools, h.Provider, h.Catalog = names(res.Tools), names(split.Provider), split.Catalog
 				h.PrefixHash, h.RegistryVersion = prefixOf(split), res.RegistryVersion
 			} else if h.Error == "" {

@@ -269,8 +269,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	if err != nil {
 		return TurnView{}, err
 	}
-	loaded := deferral.NewSet(st.Loaded...)
-	v := e.view(st, res, deferral.SplitResolution(res, loaded.Has), req.Provider)
+	v := e.view(st, res, deferral.SplitInLoadOrder(res, st.InLoadOrder()), req.Provider)
 	v.NoEvents = st.LastSeq == 0
 	return v, nil
 }
@@ -327,7 +326,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
-		loaded := st.Loaded
+		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with
 		st = out.State
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
 		ot := &openTurn{turn: turn, res: res, req: req, seq: st.TurnSeq, applied: out.Last}

@@ -1,0 +1,144 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// hookedEngineAt is engineAt with cfg (hooks), without the registry
+// history (every engine here serves the default registry).
+func hookedEngineAt(t *testing.T, url string, cfg service.Config, project bool) (*service.Engine, *jetstream.Log) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nc := natstest.Connect(t, url)
+	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	if project {
+		go func() { defer close(done); _ = proj.Run(ctx) }()
+	} else {
+		close(done)
+	}
+	t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	return service.New(log, proj, resolver.Default(), cfg), log
+}
+
+// foldLog folds a session from the log alone, as a fresh projection does.
+func foldLog(t *testing.T, log *jetstream.Log, session string, last uint64) aggregate.State {
+	t.Helper()
+	recs, err := log.ReadSession(context.Background(), session, 1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := aggregate.State{Session: session}
+	for _, r := range recs {
+		st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}) //nolint:errcheck // recorded in st
+	}
+	return st
+}
+
+// #26 item 1: with the intent and the registry unchanged, a turn begins
+// with exactly the tools array of the previous turn's last request, in
+// every rendering: the loaded deferred tools keep the order in which they
+// were discovered (memory_read, then send_message, although the registry
+// lists send_message first), the prefix hash and the bytes are equal, the
+// prefix-change metric does not count a "turn" cause, and the order comes
+// from the log: a second engine, and a fold of the log alone, give the
+// same order and the same bytes. Outside a turn the live view renders the
+// same array too.
+func TestTurnBoundaryKeepsArray(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	c := &counts{m: map[string]int{}}
+	a, log := hookedEngineAt(t, url, service.Config{Hooks: service.Hooks{
+		PrefixChanged: c.hook("broken"), PrefixExtended: c.hook("extended"), CatalogChanged: c.hook("catalog"),
+	}}, true)
+	b, _ := hookedEngineAt(t, url, service.Config{}, false)
+	for _, provider := range service.Providers {
+		session := "order-" + provider
+		if _, err := a.Apply(ctx, session, web, nil, events.PresetChosen{Preset: "full"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.BeginTurn(ctx, session, web, service.ResolveRequest{Provider: provider}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"memory_read", "send_message"} {
+			d, err := a.Discover(ctx, session, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}, Provider: provider})
+			if err != nil || !slices.Equal(d.Loaded, []string{name}) {
+				t.Fatalf("%s: discover %s: %+v, %v", provider, name, d.Loaded, err)
+			}
+		}
+		last, err := a.Dispatch(ctx, session, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		native := provider != service.ProviderAnthropic && provider != service.ProviderOpenAI
+		if !native && !slices.Equal(last.Provider[len(last.Provider)-2:], []string{"memory_read", "send_message"}) {
+			t.Fatalf("%s: the turn's array ends %v, want memory_read, send_message (discovery order)", provider, last.Provider)
+		}
+		if _, err := a.EndTurn(ctx, session, web); err != nil {
+			t.Fatal(err)
+		}
+		between, err := a.Resolve(ctx, session, service.ResolveRequest{Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(between.Rendering, last.Rendering) {
+			t.Errorf("%s: between turns the array is\n%v, the last request's was\n%v", provider, between.Provider, last.Provider)
+		}
+		before := map[string]int{"broken:turn": c.get("broken:turn"), "extended:turn": c.get("extended:turn"), "catalog:turn": c.get("catalog:turn")}
+		begun, err := a.BeginTurn(ctx, session, web, service.ResolveRequest{Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := a.Dispatch(ctx, session, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, v := range map[string]service.TurnView{"the new turn's view": begun, "the new turn's dispatch": next} {
+			if v.PrefixHash != last.PrefixHash || !bytes.Equal(v.Rendering, last.Rendering) || v.CatalogText != last.CatalogText {
+				t.Errorf("%s: %s differs from the previous turn's last request:\n got %v hash %.12s\nwant %v hash %.12s",
+					provider, what, v.Provider, v.PrefixHash, last.Provider, last.PrefixHash)
+			}
+		}
+		for key, n := range before {
+			if got := c.get(key); got != n {
+				t.Errorf("%s: %s moved from %d to %d across the turn boundary", provider, key, n, got)
+			}
+		}
+		// Another engine, with nothing in memory, serves the same bytes.
+		other, err := b.Dispatch(ctx, session, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.PrefixHash != last.PrefixHash || !bytes.Equal(other.Rendering, last.Rendering) {
+			t.Errorf("%s: engine B serves %v, engine A served %v", provider, other.Provider, last.Provider)
+		}
+		// The order is the log's: a fold of the log alone has it.
+		st := foldLog(t, log, session, next.Seq)
+		if !slices.Equal(st.LoadOrder, []string{"memory_read", "send_message"}) || !slices.Equal(st.Loaded, []string{"memory_read", "send_message"}) {
+			t.Errorf("%s: the log folds to load order %v (loaded %v), want memory_read, send_message", provider, st.LoadOrder, st.Loaded)
+		}
+		t.Logf("%s: turn 1 last request and turn 2 first request: prefix %.12s", provider, last.PrefixHash)
+		if _, err := a.EndTurn(ctx, session, web); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

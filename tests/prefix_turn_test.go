@@ -1,0 +1,68 @@
+package tests
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+)
+
+// #26 item 1, against the built binary over HTTP: preset full, a turn that
+// discovers memory_read then send_message, its end, and the next turn: the
+// new turn's first request is byte for byte the last request of the
+// previous turn (same prefix hash), engine_tool_prefix_changes_total for
+// cause "turn" stays 0, and a second engine on the same stream, with no
+// projection of its own, serves the same bytes.
+func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
+	ctx := e2eCtx(t)
+	srv := natstest.Server(t)
+	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL())
+	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--no-projection")
+	ca, cb := a.Client("web"), b.Client("web")
+	if _, err := ca.Append(ctx, "c1", nil, events.PresetChosen{Preset: "full"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"memory_read", "send_message"} {
+		if d, err := ca.Discover(ctx, "c1", "", name); err != nil || !slices.Equal(d.Loaded, []string{name}) {
+			t.Fatalf("discover %s: %v, %v", name, d.Loaded, err)
+		}
+	}
+	last, err := ca.Dispatch(ctx, "c1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(last.Provider); n < 2 || !slices.Equal(last.Provider[n-2:], []string{"memory_read", "send_message"}) {
+		t.Fatalf("turn 1 array ends %v, want memory_read, send_message", last.Provider)
+	}
+	if _, err := ca.EndTurn(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := ca.Dispatch(ctx, "c1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PrefixHash != last.PrefixHash || !bytes.Equal(next.Rendering, last.Rendering) {
+		t.Errorf("turn 2 begins with %v (prefix %.12s), turn 1 ended with %v (prefix %.12s)", next.Provider, next.PrefixHash, last.Provider, last.PrefixHash)
+	}
+	other, err := cb.Dispatch(ctx, "c1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.PrefixHash != last.PrefixHash || !bytes.Equal(other.Rendering, last.Rendering) {
+		t.Errorf("engine B serves %v (prefix %.12s), engine A %v (prefix %.12s)", other.Provider, other.PrefixHash, last.Provider, last.PrefixHash)
+	}
+	m := scrape(t, a.HTTPURL)
+	if got := m[`engine_tool_prefix_changes_total{cause="turn"}`]; got != 0 {
+		t.Errorf(`engine_tool_prefix_changes_total{cause="turn"} = %v across an unchanged turn boundary, want 0`, got)
+	}
+	t.Logf("prefix %.12s kept across the turn boundary, on engines A and B", last.PrefixHash)
+}
