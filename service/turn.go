@@ -378,7 +378,24 @@ type DiscoverRequest struct {
 // (anthropic, openai), tool_reference blocks (anthropic-native), or a
 // tool_search_output item (openai-native). Only a request outside the
 // tool_search schema is ErrInvalid.
+//
+// A search never loads a tool the session has disabled, even one the turn
+// froze before it was disabled (#26 item 4): it is reported not found, and
+// a disable stored between the search and its DeferredLoaded makes the
+// engine search again. A keyword query loads only its confident matches
+// (deferral.ConfidentShare), at most max_results.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := e.discover(ctx, session, origin, req)
+		if errors.Is(err, aggregate.ErrToolDisabled) && attempt < e.cfg.MaxRetries {
+			continue // disabled meanwhile: the turn was dropped, search the log's turn again
+		}
+		return out, err
+	}
+}
+
+// discover is one attempt of Discover.
+func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
 	if err := validProvider(req.Provider); err != nil {
 		return DiscoverResult{}, err
 	}
@@ -395,7 +412,7 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, re
 	// the log stores the loads.
 	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
 		st = now
-		sr, err := ot.turn.Search(req.Search)
+		sr, err := ot.turn.SearchExcluding(req.Search, now.Intent.Disabled)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

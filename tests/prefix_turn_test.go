@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -65,4 +66,37 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 		t.Errorf(`engine_tool_prefix_changes_total{cause="turn"} = %v across an unchanged turn boundary, want 0`, got)
 	}
 	t.Logf("prefix %.12s kept across the turn boundary, on engines A and B", last.PrefixHash)
+}
+
+// #26 item 4, against the built binary over HTTP: a tool disabled in the
+// middle of a turn is not loaded by a search of it in that turn, and the
+// query "plan mode" loads the plan-mode tools, not the weak match
+// memory_write.
+func TestSearchLoadsBinary(t *testing.T) {
+	ctx := e2eCtx(t)
+	p := startEngine(t, t.TempDir())
+	c := p.Client("web")
+	if _, err := c.Append(ctx, "c4", nil, events.PresetChosen{Preset: "full"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c4"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, "c4", nil, events.ToolDisabled{Name: "send_message"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Discover(ctx, "c4", "", "send_message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Loaded) != 0 || slices.Contains(d.View.Provider, "send_message") || !slices.Equal(d.NotFound, []string{"send_message"}) {
+		t.Errorf("search of the disabled send_message: loaded %v, not found %v, provider %v", d.Loaded, d.NotFound, d.View.Provider)
+	}
+	d, err = c.ToolSearch(ctx, "c4", "", json.RawMessage(`{"query":"plan mode"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(d.Loaded)); !slices.Equal(got, []string{"enter_plan_mode", "exit_plan_mode"}) {
+		t.Errorf("query 'plan mode' loaded %v (matches %+v), want the two plan-mode tools only", d.Loaded, d.Matches)
+	}
 }
