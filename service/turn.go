@@ -550,10 +550,57 @@ func (e *Engine) markDispatch(v TurnView) {
 }
 
 // LastDispatch returns the classification recorded by the session's last
-// dispatch in this process (R21).
+// dispatch in this process (R21). LastDispatchOf also answers after a
+// crash, from the log.
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 	m, ok := e.ts.last.get(session)
 	return m.view, ok
+}
+
+// LastDispatchOf returns the classification of the session's last
+// dispatch (R21, #26 item 6), whichever engine served it and whether or
+// not it has crashed since: the one this process recorded while the log
+// still holds the session as it was then, otherwise the classification a
+// dispatch of the session's last turn gives as the log holds it (its
+// frozen tools and the tools loaded in it, rebuilt from the log like any
+// request of the turn), stamped with the time of the session's last event.
+// It reports false for a session that has never started a turn.
+func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint.Dispatch, bool, error) {
+	st, err := e.latest(ctx, session, 0)
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	if m, ok := e.ts.last.get(session); ok && m.turn == st.Turn && m.seq == st.LastSeq {
+		return m.view, true, nil
+	}
+	if st.Turn == 0 || st.TurnSeq == 0 {
+		return checkpoint.Dispatch{}, false, nil
+	}
+	var d checkpoint.Dispatch
+	if st.InTurn {
+		err = e.withTurn(ctx, st, func(ot *openTurn, _ aggregate.State) error {
+			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+			return nil
+		})
+	} else {
+		// The last turn has ended: rebuild it from its TurnStarted and the
+		// loads of it that the log holds.
+		var ot *openTurn
+		if ot, err = e.rebuildTurn(ctx, st); err == nil {
+			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+		}
+	}
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	recs, err := e.log.ReadSession(ctx, session, st.LastSeq, st.LastSeq)
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	if len(recs) > 0 {
+		d.At = recs[len(recs)-1].Time.UnixMilli()
+	}
+	return d, true, nil
 }
 
 // CheckpointResult is a recorded safe point.

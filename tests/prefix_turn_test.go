@@ -100,3 +100,60 @@ func TestSearchLoadsBinary(t *testing.T) {
 		t.Errorf("query 'plan mode' loaded %v (matches %+v), want the two plan-mode tools only", d.Loaded, d.Matches)
 	}
 }
+
+// #26 item 6 (R21), against the built binary: the classification of the
+// last dispatch of a turn is answered after the engine is SIGKILLed and
+// restarted on its data, by the new process, from the log: the open
+// turn's (with the tool discovered in it), and after the turn ended and
+// the engine was killed again, the ended turn's.
+func TestLastDispatchAfterKill(t *testing.T) {
+	ctx := e2eCtx(t)
+	dir := t.TempDir()
+	p := startEngine(t, dir)
+	c := p.Client("web")
+	if _, err := c.Append(ctx, "c6", nil, events.PresetChosen{Preset: "full"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c6"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Discover(ctx, "c6", "", "memory_read"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Dispatch(ctx, "c6", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.LastDispatch(ctx, "c6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Turn != 1 || !slices.Equal(before.Loaded, []string{"memory_read"}) || before.ContractHash != v.ContractHash {
+		t.Fatalf("last dispatch before the kill: %+v", before)
+	}
+	same := func(what string, got api.DispatchRecord) {
+		t.Helper()
+		if got.Turn != before.Turn || got.ContractHash != before.ContractHash || !slices.Equal(got.Resident, before.Resident) ||
+			!slices.Equal(got.Deferred, before.Deferred) || !slices.Equal(got.Loaded, before.Loaded) || got.AtMs == 0 {
+			t.Errorf("%s: last dispatch %+v, want %+v", what, got, before)
+		}
+	}
+	p.Kill()
+	p = startEngine(t, dir)
+	c = p.Client("web")
+	got, err := c.LastDispatch(ctx, "c6")
+	if err != nil {
+		t.Fatalf("last dispatch of the open turn after kill -9 and restart: %v", err)
+	}
+	same("open turn, after kill -9", got)
+	if _, err := c.EndTurn(ctx, "c6"); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	p = startEngine(t, dir)
+	got, err = p.Client("web").LastDispatch(ctx, "c6")
+	if err != nil {
+		t.Fatalf("last dispatch of the ended turn after kill -9 and restart: %v", err)
+	}
+	same("ended turn, after kill -9", got)
+}
