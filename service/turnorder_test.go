@@ -57,8 +57,9 @@ func foldLog(t *testing.T, log *jetstream.Log, session string, last uint64) aggr
 // #26 item 1: with the intent and the registry unchanged, a turn begins
 // with exactly the tools array of the previous turn's last request, in
 // every rendering: the loaded deferred tools keep the order in which they
-// were discovered (memory_read, then send_message, although the registry
-// lists send_message first), the prefix hash and the bytes are equal, the
+// were discovered (memory_read, send_message, memory_write: neither the
+// registry's order nor the sorted one), the prefix hash and the bytes are
+// equal, the
 // prefix-change metric does not count a "turn" cause, and the order comes
 // from the log: a second engine, and a fold of the log alone, give the
 // same order and the same bytes. Outside a turn the live view renders the
@@ -79,7 +80,10 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		if _, err := a.BeginTurn(ctx, session, web, service.ResolveRequest{Provider: provider}); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"memory_read", "send_message"} {
+		// Neither the registry's order (send_message, memory_read,
+		// memory_write) nor the sorted one.
+		order := []string{"memory_read", "send_message", "memory_write"}
+		for _, name := range order {
 			d, err := a.Discover(ctx, session, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}, Provider: provider})
 			if err != nil || !slices.Equal(d.Loaded, []string{name}) {
 				t.Fatalf("%s: discover %s: %+v, %v", provider, name, d.Loaded, err)
@@ -90,8 +94,8 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 			t.Fatal(err)
 		}
 		native := provider != service.ProviderAnthropic && provider != service.ProviderOpenAI
-		if !native && !slices.Equal(last.Provider[len(last.Provider)-2:], []string{"memory_read", "send_message"}) {
-			t.Fatalf("%s: the turn's array ends %v, want memory_read, send_message (discovery order)", provider, last.Provider)
+		if !native && !slices.Equal(last.Provider[len(last.Provider)-3:], order) {
+			t.Fatalf("%s: the turn's array ends %v, want %v (discovery order)", provider, last.Provider, order)
 		}
 		if _, err := a.EndTurn(ctx, session, web); err != nil {
 			t.Fatal(err)
@@ -133,8 +137,25 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		}
 		// The order is the log's: a fold of the log alone has it.
 		st := foldLog(t, log, session, next.Seq)
-		if !slices.Equal(st.LoadOrder, []string{"memory_read", "send_message"}) || !slices.Equal(st.Loaded, []string{"memory_read", "send_message"}) {
-			t.Errorf("%s: the log folds to load order %v (loaded %v), want memory_read, send_message", provider, st.LoadOrder, st.Loaded)
+		if !slices.Equal(st.LoadOrder, order) || !slices.Equal(st.Loaded, slices.Sorted(slices.Values(order))) {
+			t.Errorf("%s: the log folds to load order %v (loaded %v), want %v", provider, st.LoadOrder, st.Loaded, order)
+		}
+		if provider == service.ProviderAnthropic {
+			// A replay of the log (history) renders the same arrays: no
+			// prefix change at the turn boundary, and the last entry's
+			// array is the dispatched one.
+			hist, _, err := a.History(ctx, session, service.Until{}, service.ResolveRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hist {
+				if _, ok := h.Payload.(events.TurnStarted); ok && h.Turn == 2 && h.PrefixChanged {
+					t.Errorf("history: turn 2's TurnStarted changed the prefix (cause %q)", h.Cause)
+				}
+			}
+			if h := hist[len(hist)-1]; h.PrefixHash != last.PrefixHash {
+				t.Errorf("history's last entry has prefix %.12s, the dispatches %.12s", h.PrefixHash, last.PrefixHash)
+			}
 		}
 		t.Logf("%s: turn 1 last request and turn 2 first request: prefix %.12s", provider, last.PrefixHash)
 		if _, err := a.EndTurn(ctx, session, web); err != nil {
