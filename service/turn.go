@@ -488,6 +488,7 @@ type dispatchMark struct {
 	prefix   deferral.Prefix
 	catalog  [sha256.Size]byte
 	registry string
+	contract string
 	turn     uint64
 	seq      uint64
 	loaded   int
@@ -512,7 +513,7 @@ func (e *Engine) markDispatch(v TurnView) {
 		}
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
-	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	prev, seen := e.ts.last.swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
@@ -522,10 +523,16 @@ func (e *Engine) markDispatch(v TurnView) {
 	if change == deferral.PrefixSame && !catalogChanged {
 		return
 	}
+	// The resolved tools (the contract) change with the intent, the
+	// profile or an override, not with loads; a new turn over the same
+	// contract keeps the array (#26 item 1), so "turn" is left for what
+	// else a turn boundary may change (a resume that dropped loaded tools).
 	cause := "intent"
 	switch {
 	case prev.registry != v.RegistryVersion:
 		cause = "registry"
+	case prev.contract != v.ContractHash:
+		cause = "intent"
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
 	case prev.turn != v.Turn:

@@ -163,3 +163,42 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		}
 	}
 }
+
+// #26 item 1: a prefix change across a turn boundary is counted by its
+// cause: an intent change between the turns is "intent", not "turn".
+func TestTurnBoundaryCountsIntentChange(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	c := &counts{m: map[string]int{}}
+	e, _ := hookedEngineAt(t, url, service.Config{Hooks: service.Hooks{PrefixChanged: c.hook("broken")}}, true)
+	const s = "turn-intent"
+	if _, err := e.Apply(ctx, s, web, nil, events.PresetChosen{Preset: "full"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.Dispatch(ctx, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EndTurn(ctx, s, web); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := e.Dispatch(ctx, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PrefixHash == first.PrefixHash {
+		t.Fatalf("disabling grep did not change the array")
+	}
+	if got, turn := c.get("broken:intent"), c.get("broken:turn"); got != 1 || turn != 0 {
+		t.Errorf("prefix changes: intent %d, turn %d; want 1 and 0", got, turn)
+	}
+}
