@@ -84,7 +84,9 @@ func (l Limits) withDefaults() Limits {
 //     list is refused; ToolsToggled{enabled:false} means no tools.
 //   - DeferredLoaded: inside an open turn; known, deferred tools that the
 //     session has not disabled (ErrToolDisabled: a tool disabled in the
-//     middle of a turn is not loaded by a later search of it); Turn 0
+//     middle of a turn is not loaded by a later search of it; an API
+//     rule, not a fold rule, since logs written before it may hold such
+//     loads and must fold as they did); Turn 0
 //     means s.Turn, any other value must equal s.Turn; names already
 //     loaded are dropped, so loading only loaded tools is a no-op.
 //   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
