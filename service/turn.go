@@ -577,10 +577,10 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 	if err != nil {
 		return checkpoint.Dispatch{}, false, err
 	}
-	if m, ok := e.ts.last.get(session); ok && m.turn == st.Turn && m.seq == st.LastSeq {
-		return m.view, true, nil
+	if m, ok := e.ts.last.get(session); ok && m.seq == st.LastSeq {
+		return m.view, true, nil // nothing written since: exactly what was sent
 	}
-	if st.Turn == 0 || st.TurnSeq == 0 {
+	if st.Turn == 0 {
 		return checkpoint.Dispatch{}, false, nil
 	}
 	var d checkpoint.Dispatch
