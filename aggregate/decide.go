@@ -23,6 +23,10 @@ var (
 	// ErrUnknownTool means a command names a tool the registry does not
 	// have.
 	ErrUnknownTool = errors.New("unknown tool")
+	// ErrToolDisabled means a DeferredLoaded names a tool the session has
+	// disabled (#26 item 4: a search never loads a disabled tool); it
+	// matches ErrInvalidCommand too.
+	ErrToolDisabled = errors.New("tool disabled in this session")
 )
 
 // Command is an event payload proposed by a caller; Decide turns it into
@@ -78,7 +82,11 @@ func (l Limits) withDefaults() Limits {
 //     defaults (with or without web_search): that is an expanded list, and
 //     ErrMaterialized says which intent to store instead (R2). An empty
 //     list is refused; ToolsToggled{enabled:false} means no tools.
-//   - DeferredLoaded: inside an open turn; known, deferred tools; Turn 0
+//   - DeferredLoaded: inside an open turn; known, deferred tools that the
+//     session has not disabled (ErrToolDisabled: a tool disabled in the
+//     middle of a turn is not loaded by a later search of it; an API
+//     rule, not a fold rule, since logs written before it may hold such
+//     loads and must fold as they did); Turn 0
 //     means s.Turn, any other value must equal s.Turn; names already
 //     loaded are dropped, so loading only loaded tools is a no-op.
 //   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
@@ -389,6 +397,9 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 		}
 		if _, found := slices.BinarySearch(s.Loaded, n); found || slices.Contains(fresh, n) {
 			continue
+		}
+		if _, off := slices.BinarySearch(s.Intent.Disabled, n); off {
+			return nil, fmt.Errorf("decide DeferredLoaded: tool %q is disabled in this session; enable it (ToolEnabled) before loading it: %w: %w", n, ErrToolDisabled, ErrInvalidCommand)
 		}
 		fresh = append(fresh, n)
 	}

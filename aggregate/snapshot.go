@@ -18,15 +18,16 @@ import (
 // StateVersion is the schema version MarshalState writes under key "v"
 // (R3: snapshots carry a schema version). UnmarshalState reads
 // MinStateVersion to StateVersion.
-const StateVersion = 3
+const StateVersion = 4
 
 // MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
 // were folded before the fold rules of R28, version 2 views before the
 // rules that need the registry in force (State.CheckAt, #24 row 11): they
 // may hold events a fold now rejects, so they are refused with
 // ErrStateVersion and rebuilt from the log, like a view this build cannot
-// read.
-const MinStateVersion = 3
+// read. Version 3 views lack the load order (State.LoadOrder, #26 item 1),
+// which only a fold of the log recovers, so they are rebuilt too.
+const MinStateVersion = 4
 
 // MaxStateBytes bounds the size of a marshalled State accepted by
 // UnmarshalState.
@@ -50,7 +51,8 @@ var (
 //	checkpoint{loaded_deferred_tools, contract_hash, registry_version,
 //	           turn, seq, contract[{name, hash}]} or nil,
 //	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil,
-//	turn_seq (absent in views written before it: 0)
+//	turn_seq (absent in views written before it: 0),
+//	load_order (version 4 on)
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what
@@ -91,7 +93,7 @@ func MarshalState(s State) ([]byte, error) {
 
 func encodeState(enc *msgpack.Encoder, s *State) error {
 	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
-	err := enc.EncodeMapLen(13)
+	err := enc.EncodeMapLen(14)
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
@@ -111,6 +113,7 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("rejected"), enc.EncodeUint(s.Rejected),
 		enc.EncodeString("rejections"), encodeRejections(enc, s.Rejections),
 		enc.EncodeString("turn_seq"), enc.EncodeUint(s.TurnSeq),
+		enc.EncodeString("load_order"), encodeStrings(enc, s.LoadOrder),
 	)
 	return err
 }
@@ -615,7 +618,7 @@ func (d *stateDecoder) state(s *State, v *int64) error {
 		*s, *v = State{}, 0
 		return nil
 	}
-	if n != 13 {
+	if n != 14 {
 		return errArrayStruct
 	}
 	for i := range n {
@@ -665,6 +668,8 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 		return true, d.rejections(&s.Rejections)
 	case name == "turn_seq" || i == 12:
 		return true, d.uint(&s.TurnSeq)
+	case name == "load_order" || i == 13:
+		return true, d.strings(&s.LoadOrder)
 	}
 	return false, nil
 }

@@ -32,6 +32,7 @@ type refStateWire struct {
 	Rejected   uint64             `msgpack:"rejected"`
 	Rejections []refRejection     `msgpack:"rejections"`
 	TurnSeq    uint64             `msgpack:"turn_seq"`
+	LoadOrder  []string           `msgpack:"load_order"`
 }
 
 type refRejection struct {
@@ -82,8 +83,9 @@ func refMarshalState(s State) ([]byte, error) {
 		Events:  s.Events,
 		Skipped: s.Skipped,
 
-		Rejected: s.Rejected,
-		TurnSeq:  s.TurnSeq,
+		Rejected:  s.Rejected,
+		TurnSeq:   s.TurnSeq,
+		LoadOrder: s.LoadOrder,
 	}
 	if s.Rejections != nil {
 		w.Rejections = make([]refRejection, len(s.Rejections))
@@ -151,8 +153,9 @@ func refUnmarshalState(b []byte) (State, error) {
 		Events:  w.Events,
 		Skipped: w.Skipped,
 
-		Rejected: w.Rejected,
-		TurnSeq:  w.TurnSeq,
+		Rejected:  w.Rejected,
+		TurnSeq:   w.TurnSeq,
+		LoadOrder: w.LoadOrder,
 	}
 	if w.Rejections != nil {
 		s.Rejections = make([]Rejection, len(w.Rejections))
@@ -308,8 +311,9 @@ func genState(t *rapid.T) State {
 		Events:  genUint(t, "events"),
 		Skipped: genUint(t, "skipped"),
 
-		Rejected: genUint(t, "rejected"),
-		TurnSeq:  genUint(t, "turn_seq"),
+		Rejected:  genUint(t, "rejected"),
+		TurnSeq:   genUint(t, "turn_seq"),
+		LoadOrder: genStrings(t, "load_order"),
 	}
 	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
 	case 1:
@@ -513,7 +517,7 @@ var genKey = rapid.SampledFrom([]string{
 	"v", "session", "intent", "loaded", "turn", "in_turn", "last_seq", "events", "checkpoint", "skipped",
 	"enabled", "web_search", "preset", "disabled", "picked",
 	"loaded_deferred_tools", "contract_hash", "registry_version", "seq", "contract", "name", "hash",
-	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq",
+	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq", "load_order",
 	"", "V", "extra", "x",
 })
 

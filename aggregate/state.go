@@ -76,6 +76,14 @@ type State struct {
 	// Loaded is the set of deferred tools loaded in this session, sorted,
 	// de-duplicated, nil when empty.
 	Loaded []string
+	// LoadOrder holds the names of Loaded in the order the log loaded
+	// them (#26 item 1): a DeferredLoaded appends the names it newly
+	// loads; a CheckpointRecorded keeps the order of the names it keeps
+	// and appends the ones it adds in the order it lists them. Nil when
+	// Loaded is empty. The next turn renders its loaded tools in this
+	// order, so that it begins with the tools array the previous turn's
+	// last request ended with. Use InLoadOrder.
+	LoadOrder []string
 	// Turn is the number of the last started turn, 0 before the first.
 	Turn uint64
 	// InTurn reports whether turn Turn has started and not ended.
@@ -174,9 +182,9 @@ func Fold(session string, evs []Stored) State {
 // profile); WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
 // ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
 // ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
-// Loaded; TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
+// Loaded (and appends to LoadOrder); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
-// checkpoint's set.
+// checkpoint's set (LoadOrder keeps the order of the names it keeps).
 func (s *State) ApplyStored(ev Stored) error {
 	if ev.Seq <= s.LastSeq {
 		return nil
@@ -230,7 +238,10 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		s.Intent.Picked = slices.Clone(v.Names)
 	case events.DeferredLoaded:
 		for _, n := range v.Names {
-			s.Loaded = insertSorted(s.Loaded, n)
+			if _, found := slices.BinarySearch(s.Loaded, n); !found {
+				s.Loaded = insertSorted(s.Loaded, n)
+				s.LoadOrder = append(slices.Clip(s.LoadOrder), n)
+			}
 		}
 	case events.TurnStarted:
 		s.Turn = v.Turn
@@ -247,6 +258,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 			Seq:             seq,
 			Contract:        slices.Clone(v.Contract),
 		}
+		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
 		s.Loaded = sortedSet(v.Loaded)
 	}
 	if s.Session == "" {
@@ -425,6 +437,7 @@ func (s State) Clone() State {
 	c.Intent.Disabled = slices.Clone(s.Intent.Disabled)
 	c.Intent.Picked = slices.Clone(s.Intent.Picked)
 	c.Loaded = slices.Clone(s.Loaded)
+	c.LoadOrder = slices.Clone(s.LoadOrder)
 	if s.Checkpoint != nil {
 		cp := *s.Checkpoint
 		cp.Loaded = slices.Clone(cp.Loaded)
@@ -433,6 +446,43 @@ func (s State) Clone() State {
 	}
 	c.Rejections = slices.Clone(s.Rejections)
 	return c
+}
+
+// InLoadOrder returns the loaded deferred tools in the order the log
+// loaded them (LoadOrder), or Loaded when a State built by hand has no
+// LoadOrder for it. The slice is shared: treat it as read-only.
+func (s State) InLoadOrder() []string {
+	if len(s.LoadOrder) == len(s.Loaded) {
+		return s.LoadOrder
+	}
+	return s.Loaded
+}
+
+// reorder is the load order after a checkpoint that sets the loaded set
+// to next: the names of order that next keeps, in order, then the names
+// next adds, in next's order, each once; nil when next is empty.
+func reorder(order, next []string) []string {
+	if len(next) == 0 {
+		return nil
+	}
+	keep := make(map[string]bool, len(next))
+	for _, n := range next {
+		keep[n] = true
+	}
+	out := make([]string, 0, len(keep))
+	for _, n := range order {
+		if keep[n] {
+			out = append(out, n)
+			delete(keep, n)
+		}
+	}
+	for _, n := range next {
+		if keep[n] {
+			out = append(out, n)
+			delete(keep, n)
+		}
+	}
+	return out
 }
 
 func cloneBool(b *bool) *bool {

@@ -245,10 +245,11 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		{"version 0", []byte("\x81\xa1v\x00"), ErrStateVersion},
 		{"version 1 (folded before R28)", []byte("\x81\xa1v\x01"), ErrStateVersion},
 		{"version 2 (folded before the registry rules, #24 row 11)", []byte("\x81\xa1v\x02"), ErrStateVersion},
-		{"future version", []byte("\x81\xa1v\x04"), ErrStateVersion},
+		{"version 3 (folded before the load order, #26 item 1)", []byte("\x81\xa1v\x03"), ErrStateVersion},
+		{"future version", []byte("\x81\xa1v\x05"), ErrStateVersion},
 		{"trailing", append(mustMarshal(t, State{}), 0xc0), ErrMalformedState},
-		{"wrong field type", []byte("\x82\xa1v\x03\xa4turn\xa1x"), ErrMalformedState},
-		{"wrong rejection type", []byte("\x82\xa1v\x03\xaarejections\x91\x81\xa3seq\xa1x"), ErrMalformedState},
+		{"wrong field type", []byte("\x82\xa1v\x04\xa4turn\xa1x"), ErrMalformedState},
+		{"wrong rejection type", []byte("\x82\xa1v\x04\xaarejections\x91\x81\xa3seq\xa1x"), ErrMalformedState},
 		{"too large", make([]byte, MaxStateBytes+1), ErrMalformedState},
 	}
 	for _, c := range cases {
@@ -257,7 +258,7 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		}
 	}
 	// Unknown keys are ignored (a newer writer of the same version).
-	s, err := UnmarshalState([]byte("\x83\xa1v\x03\xa5extra\x93\x01\x02\x03\xa7session\xa1s"))
+	s, err := UnmarshalState([]byte("\x83\xa1v\x04\xa5extra\x93\x01\x02\x03\xa7session\xa1s"))
 	if err != nil || s.Session != "s" {
 		t.Fatalf("unknown key: %+v, %v", s, err)
 	}
@@ -268,7 +269,7 @@ func FuzzUnmarshalState(f *testing.F) {
 	f.Add(mustMarshalF(f, State{}))
 	f.Add(mustMarshalF(f, Fold(testSession, stored(events.ToolsPicked{Names: []string{"a"}}, events.CheckpointRecorded{Loaded: []string{"b"}, Contract: []events.ContractEntry{{Name: "b"}}}))))
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte("\x82\xa1v\x03\xa6loaded\xdd\xff\xff\xff\xff"))
+	f.Add([]byte("\x82\xa1v\x04\xa6loaded\xdd\xff\xff\xff\xff"))
 	f.Add([]byte("\x82\xa1v\x03\xaarejections\x91\x85\xa3seq\x01\xa2id\xa1i\xa4type\xa1t\xa4kind\xa1k\xa6reason\xa1r"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := UnmarshalState(b)

@@ -428,11 +428,14 @@ func opDispatch(ctx context.Context, a *API, r *DispatchRequest, _ service.Origi
 	return a.eng.Dispatch(ctx, r.Session, r.Provider)
 }
 
-func opInspect(_ context.Context, a *API, r *TurnRequest, _ service.Origin) (DispatchRecord, error) {
-	d, ok := a.eng.LastDispatch(r.Session)
+func opInspect(ctx context.Context, a *API, r *TurnRequest, _ service.Origin) (DispatchRecord, error) {
+	d, ok, err := a.eng.LastDispatchOf(ctx, r.Session)
+	if err != nil {
+		return DispatchRecord{}, err
+	}
 	if !ok {
 		return DispatchRecord{}, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
-			Message: "session " + strconv.Quote(r.Session) + " has no dispatch recorded by this engine process: dispatch a turn first (turn.dispatch)"}
+			Message: "session " + strconv.Quote(r.Session) + " has started no turn: begin and dispatch a turn first (turn.begin, turn.dispatch)"}
 	}
 	return dispatchOf(r.Session, d), nil
 }

@@ -348,6 +348,8 @@ type Match struct {
 	Name  string  `json:"name"`
 	Score float64 `json:"score"`
 	Via   string  `json:"via"`
+	// Weak marks a query match too far below the best one to be loaded.
+	Weak bool `json:"weak,omitempty"`
 }
 
 // DispatchRecord is the classification of a session's last dispatch.

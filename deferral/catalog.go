@@ -148,3 +148,45 @@ func SplitResolution(res *resolver.Resolution, loaded func(name string) bool) Sp
 func (s *Split) renderCatalog(namespaces []resolver.Namespace, maxTokens int) {
 	s.CatalogText, s.CatalogGrouped, s.catalogTokens = RenderCatalog(s.Catalog, namespaces, maxTokens)
 }
+
+// SplitInLoadOrder is SplitResolution with the loaded deferred tools
+// given in the order they were loaded (aggregate.State.InLoadOrder): the
+// provider array holds the resident tools in resolution order, then the
+// loaded deferred tools in that order, exactly as a turn frozen with the
+// same loaded tools renders its first request (Turn.Request, #26 item 1).
+// Names that are not deferred tools of res are ignored.
+func SplitInLoadOrder(res *resolver.Resolution, loaded []string) Split {
+	if res == nil {
+		return Split{}
+	}
+	s := splitTools(res.Tools, nil)
+	if len(loaded) > 0 {
+		pos := make(map[string]int, len(res.Tools))
+		for i := range res.Tools {
+			if _, dup := pos[res.Tools[i].Name]; !dup {
+				pos[res.Tools[i].Name] = i
+			}
+		}
+		in := make(map[string]bool, len(loaded))
+		for _, name := range loaded {
+			i, ok := pos[name]
+			if !ok || !s.Classification[i].Deferred || in[name] {
+				continue
+			}
+			in[name] = true
+			s.Provider = append(s.Provider, res.Tools[i])
+			s.Classification[i].Loaded = true
+		}
+		if len(in) > 0 {
+			catalog := s.Catalog[:0:0]
+			for _, name := range s.Catalog {
+				if !in[name] {
+					catalog = append(catalog, name)
+				}
+			}
+			s.Catalog = catalog
+		}
+	}
+	s.renderCatalog(res.Namespaces, res.CatalogMaxTokens)
+	return s
+}

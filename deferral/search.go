@@ -231,6 +231,9 @@ type Match struct {
 	Via string `json:"via"`
 	// Score is the ranking score within its search.
 	Score float64 `json:"score"`
+	// Weak marks a query match below ConfidentShare of the best one: it
+	// is listed, not loaded.
+	Weak bool `json:"weak,omitempty"`
 }
 
 // SearchResult is what tool_search returns to the model.
@@ -238,7 +241,8 @@ type SearchResult struct {
 	// Tools holds the full tools (description and parameter schema) that
 	// the call found: the requested names that are in this turn's set, in
 	// request order (newly loaded, already loaded, or resident), then the
-	// query and regex matches, best first; each tool once.
+	// query and regex matches that are not Weak, best first; each tool
+	// once.
 	Tools []resolver.Tool
 	// Loaded lists the names this call loaded, in order; tools already
 	// loaded or resident are not repeated here.
@@ -248,7 +252,8 @@ type SearchResult struct {
 	// started), in request order. They are a soft result: the call
 	// succeeds (R29).
 	NotFound []string
-	// Matches are the query and regex results, ranked, with their scores.
+	// Matches are the query and regex results, ranked, with their scores;
+	// the Weak ones were not loaded (ConfidentShare).
 	Matches []Match
 	// Note is a sentence for the model when something needs saying: an
 	// empty call, a query that matched nothing, a regex that does not

@@ -174,6 +174,25 @@ func TestTurnSearchQuality(t *testing.T) {
 	}
 	q := searcheval.Evaluate(search, qs, "")
 	t.Logf("engine path: %d queries, recall@5 %.3f, MRR %.3f", q.Queries, q.Recall, q.MRR)
+	// #26 item 4: what a query loads (its confident matches) against
+	// what it ranks.
+	res1 := resolve(t, reg, defaultSession())
+	calls, total, ranked := 0, 0, 0
+	loaded := func(q string, k int) []string {
+		fresh := FreezeIndexed(1, res1, nil, IndexFor(reg)) // nothing loaded yet
+		res, err := fresh.Search(SearchRequest{Query: q, MaxResults: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls, total, ranked = calls+1, total+len(res.Loaded), ranked+len(res.Matches)
+		return res.Loaded
+	}
+	l := searcheval.Evaluate(loaded, qs, "")
+	t.Logf("loaded (matches >= %.1f of the best score): recall@5 %.3f, MRR %.3f; %.2f tools loaded per query, of %.2f ranked",
+		ConfidentShare, l.Recall, l.MRR, float64(total)/float64(max(calls, 1)), float64(ranked)/float64(max(calls, 1)))
+	if l.Recall < 0.95 {
+		t.Errorf("the confident matches a query loads hold the expected tool in %.3f of the queries, want at least 0.95", l.Recall)
+	}
 	if q.Recall < 0.95 || q.MRR < 0.8 {
 		t.Errorf("recall@5 %.3f, MRR %.3f; want at least 0.95 and 0.8", q.Recall, q.MRR)
 	}

@@ -2,7 +2,6 @@ package deferral
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +28,7 @@ type Turn struct {
 	*frozen
 
 	mu         sync.Mutex
-	initial    map[string]struct{} // deferred tools loaded when the turn was frozen
+	initial    []string            // deferred tools loaded when the turn was frozen, in the given order
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
 
@@ -40,10 +39,13 @@ type Turn struct {
 }
 
 // Freeze starts turn number turn from a resolution and the session's loaded
-// deferred tools (R16). The tools are deep-copied. Of loaded, only names of
-// deferred tools in the frozen set are kept; other names (a tool disabled
-// this turn, gone from the registry, or resident) have no effect on this
-// turn and are not reported by Loaded. A nil res freezes an empty turn.
+// deferred tools (R16), in the order they were loaded (#26 item 1: the
+// request renders them in this order, so a turn begins with the array the
+// previous turn ended with). The tools are deep-copied. Of loaded, only
+// names of deferred tools in the frozen set are kept; other names (a tool
+// disabled this turn, gone from the registry, or resident) have no effect
+// on this turn and are not reported by Loaded. A nil res freezes an empty
+// turn.
 func Freeze(turn uint64, res *resolver.Resolution, loaded []string) *Turn {
 	return FreezeIndexed(turn, res, loaded, nil)
 }
@@ -61,11 +63,11 @@ func FreezeIndexed(turn uint64, res *resolver.Resolution, loaded []string, idx *
 	t.frozen = freezeShared(res)
 	for _, name := range loaded {
 		if i, ok := t.byName[name]; ok && t.tools[i].Deferred {
-			t.loaded[name] = struct{}{}
+			if _, dup := t.loaded[name]; !dup {
+				t.loaded[name] = struct{}{}
+				t.initial = append(t.initial, name)
+			}
 		}
-	}
-	if len(t.loaded) > 0 {
-		t.initial = maps.Clone(t.loaded)
 	}
 	return t
 }
@@ -96,9 +98,10 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 }
 
 // Request returns the split for the next provider request of this turn
-// (R15, R16, R30): the frozen split (resident tools, then the deferred
-// tools loaded when the turn was frozen), followed by the tools Search
-// loaded in this turn, in load order. A discovered tool is appended after
+// (R15, R16, R30): the frozen split (resident tools in resolution order,
+// then the deferred tools loaded when the turn was frozen, in the order
+// given to Freeze), followed by the tools Search loaded in this turn, in
+// load order. A discovered tool is appended after
 // the frozen array, never sorted into it, so the array sent before it is a
 // prefix of the array sent after it; it leaves the catalog. Its
 // Classification is the record R21 asks for. Without a Search in between,
@@ -106,12 +109,14 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 func (t *Turn) Request() Split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := splitTools(t.tools, t.wasLoaded)
-	if len(t.discovered) > 0 {
-		for _, name := range t.discovered {
-			i := t.byName[name]
-			s.Provider = append(s.Provider, t.tools[i])
-			s.Classification[i].Loaded = true
+	s := splitTools(t.tools, nil)
+	if len(t.initial)+len(t.discovered) > 0 {
+		for _, names := range [2][]string{t.initial, t.discovered} {
+			for _, name := range names {
+				i := t.byName[name]
+				s.Provider = append(s.Provider, t.tools[i])
+				s.Classification[i].Loaded = true
+			}
 		}
 		catalog := s.Catalog[:0:0]
 		for _, name := range s.Catalog {
@@ -123,12 +128,6 @@ func (t *Turn) Request() Split {
 	}
 	s.renderCatalog(t.namespaces, t.catalogMax)
 	return s
-}
-
-// wasLoaded is the SplitTools callback: loaded when the turn was frozen.
-func (t *Turn) wasLoaded(name string) bool {
-	_, ok := t.initial[name]
-	return ok
 }
 
 // Loaded returns the loaded deferred tools of this turn, sorted, as a fresh
@@ -155,7 +154,9 @@ func (t *Turn) Discovered() []string {
 // Search is tool_search (R16, R29): it finds tools of this turn's frozen
 // set by exact name, by a keyword query ranked by BM25, or by a regular
 // expression (any combination; names first), loads the deferred ones
-// among them and returns their full parameter schemas. Queries and regexes
+// among them and returns their full parameter schemas; of a query's
+// matches only the confident ones (ConfidentShare) are loaded and
+// returned, the others are listed as Weak. Queries and regexes
 // search only the turn's deferred tools (loaded or not); names may also
 // name resident tools, whose schemas are returned without loading
 // anything. The next Request appends the newly loaded tools after the
@@ -167,11 +168,35 @@ func (t *Turn) Discovered() []string {
 // a Note. Only a request outside the tool_search schema is an error
 // (ErrInvalidSearch), and then nothing is loaded.
 func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
+	return t.SearchExcluding(req, nil)
+}
+
+// ConfidentShare is the share of the best keyword score a query match
+// needs to be loaded (#26 item 4): a query loads its best match and every
+// match scoring at least ConfidentShare of it, at most max_results; the
+// weaker matches are listed in Matches with Weak set and named in the
+// Note, so the model can load one by name, but they are neither loaded
+// nor returned. The rule depends only on the scores, so it is
+// deterministic. Regex matches are not ranked by relevance and all load.
+const ConfidentShare = 0.7
+
+// SearchExcluding is Search that never returns or loads a tool named in
+// excluded, a sorted set (the session's disabled tools, #26 item 4): a
+// requested name in it is reported in NotFound with a note, and query and
+// regex matches skip it. A tool loaded before it was excluded stays
+// loaded for the rest of the turn (the turn is frozen); it is only not
+// found again.
+func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResult, error) {
 	if err := req.Validate(); err != nil {
 		return SearchResult{}, err
 	}
+	isExcluded := func(name string) bool {
+		_, found := slices.BinarySearch(excluded, name)
+		return found
+	}
 	var res SearchResult
 	var notes []string
+	var disabled []string
 	seen := make(map[string]struct{}, len(req.Names)+req.limit())
 	var picked []int // positions in t.tools, in result order
 	for _, name := range req.Names {
@@ -180,29 +205,36 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 		}
 		seen[name] = struct{}{}
 		i, ok := t.byName[name]
-		if !ok {
+		if !ok || isExcluded(name) {
 			res.NotFound = append(res.NotFound, name)
+			if ok {
+				disabled = append(disabled, name)
+			}
 			continue
 		}
 		picked = append(picked, i)
 	}
+	var weak []string
 	if req.Query != "" || req.Regex != "" {
 		ix, filter := t.searchIndex()
 		k := req.limit()
 		var hits []toolsearch.Hit
 		var via []string
+		var isWeak []bool
 		if req.Query != "" {
-			qh := ix.Keyword(req.Query, k, filter)
-			hits = append(hits, qh...)
-			for range qh {
+			qh := withoutExcluded(ix.Keyword(req.Query, k+len(excluded), filter), isExcluded)
+			for j, h := range qh {
+				hits = append(hits, h)
 				via = append(via, "query")
+				isWeak = append(isWeak, j > 0 && h.Score < ConfidentShare*qh[0].Score)
 			}
 			if len(qh) == 0 {
 				notes = append(notes, fmt.Sprintf("no deferred tool matched the query %q; try other keywords, or a regex", req.Query))
 			}
 		}
 		if req.Regex != "" {
-			rh, err := ix.Regex(req.Regex, k, filter)
+			rh, err := ix.Regex(req.Regex, k+len(excluded), filter)
+			rh = withoutExcluded(rh, isExcluded)
 			if err != nil {
 				notes = append(notes, fmt.Sprintf("regex not used: %v", err))
 			} else if len(rh) == 0 {
@@ -211,6 +243,7 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 			hits = append(hits, rh...)
 			for range rh {
 				via = append(via, "regex")
+				isWeak = append(isWeak, false)
 			}
 		}
 		matched := 0
@@ -227,15 +260,31 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 			}
 			seen[h.Name] = struct{}{}
 			matched++
+			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: h.Score, Weak: isWeak[j]})
+			if isWeak[j] {
+				weak = append(weak, h.Name)
+				continue
+			}
 			picked = append(picked, i)
-			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: h.Score})
 		}
 	}
 	if len(req.Names) == 0 && req.Query == "" && req.Regex == "" {
 		notes = append(notes, "nothing to search: pass names from the catalog, a query of keywords, or a regex")
 	}
-	if len(res.NotFound) > 0 {
-		notes = append(notes, fmt.Sprintf("not found in this turn's tools: %s; load only names from the deferred-tool catalog, or search with a query", quoteList(res.NotFound)))
+	if len(disabled) > 0 {
+		notes = append(notes, fmt.Sprintf("disabled in this session: %s; it cannot be loaded until the user enables it", quoteList(disabled)))
+	}
+	if len(res.NotFound) > len(disabled) {
+		var missing []string
+		for _, n := range res.NotFound {
+			if !slices.Contains(disabled, n) {
+				missing = append(missing, n)
+			}
+		}
+		notes = append(notes, fmt.Sprintf("not found in this turn's tools: %s; load only names from the deferred-tool catalog, or search with a query", quoteList(missing)))
+	}
+	if len(weak) > 0 {
+		notes = append(notes, fmt.Sprintf("also matched, less closely, and not loaded: %s; load one by name if it is needed", quoteList(weak)))
 	}
 	res.Note = strings.Join(notes, "; ")
 
@@ -254,6 +303,11 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 	}
 	t.mu.Unlock()
 	return res, nil
+}
+
+// withoutExcluded drops the hits of excluded names (in place).
+func withoutExcluded(hits []toolsearch.Hit, excluded func(string) bool) []toolsearch.Hit {
+	return slices.DeleteFunc(hits, func(h toolsearch.Hit) bool { return excluded(h.Name) })
 }
 
 // Load is Search for exact names only.

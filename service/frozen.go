@@ -306,7 +306,7 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 	}
 	discovered := discoveries(recs[start+1:], st)
 	initial := make([]string, 0, len(st.Loaded))
-	for _, n := range st.Loaded {
+	for _, n := range st.InLoadOrder() {
 		if !slices.Contains(discovered, n) {
 			initial = append(initial, n)
 		}

@@ -159,7 +159,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 	if err != nil {
 		return nil, err
 	}
-	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.Loaded), res: res}, nil
+	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res}, nil
 }
 
 // History replays a session's events up to until and returns its timeline:
@@ -397,7 +397,7 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 		p.Error = err.Error()
 		return p
 	}
-	split := deferral.SplitTools(res.Tools, deferral.NewSet(st.Loaded...).Has)
+	split := deferral.SplitInLoadOrder(res, st.InLoadOrder())
 	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
 	p.PrefixHash, p.RegistryVersion = prefixOf(split), res.RegistryVersion
 	return p

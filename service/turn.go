@@ -269,8 +269,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	if err != nil {
 		return TurnView{}, err
 	}
-	loaded := deferral.NewSet(st.Loaded...)
-	v := e.view(st, res, deferral.SplitResolution(res, loaded.Has), req.Provider)
+	v := e.view(st, res, deferral.SplitInLoadOrder(res, st.InLoadOrder()), req.Provider)
 	v.NoEvents = st.LastSeq == 0
 	return v, nil
 }
@@ -327,7 +326,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
-		loaded := st.Loaded
+		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with
 		st = out.State
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
 		ot := &openTurn{turn: turn, res: res, req: req, seq: st.TurnSeq, applied: out.Last}
@@ -379,7 +378,24 @@ type DiscoverRequest struct {
 // (anthropic, openai), tool_reference blocks (anthropic-native), or a
 // tool_search_output item (openai-native). Only a request outside the
 // tool_search schema is ErrInvalid.
+//
+// A search never loads a tool the session has disabled, even one the turn
+// froze before it was disabled (#26 item 4): it is reported not found, and
+// a disable stored between the search and its DeferredLoaded makes the
+// engine search again. A keyword query loads only its confident matches
+// (deferral.ConfidentShare), at most max_results.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := e.discover(ctx, session, origin, req)
+		if errors.Is(err, aggregate.ErrToolDisabled) && attempt < e.cfg.MaxRetries {
+			continue // disabled meanwhile: the turn was dropped, search the log's turn again
+		}
+		return out, err
+	}
+}
+
+// discover is one attempt of Discover.
+func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
 	if err := validProvider(req.Provider); err != nil {
 		return DiscoverResult{}, err
 	}
@@ -396,7 +412,7 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, re
 	// the log stores the loads.
 	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
 		st = now
-		sr, err := ot.turn.Search(req.Search)
+		sr, err := ot.turn.SearchExcluding(req.Search, now.Intent.Disabled)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -472,6 +488,7 @@ type dispatchMark struct {
 	prefix   deferral.Prefix
 	catalog  [sha256.Size]byte
 	registry string
+	contract string
 	turn     uint64
 	seq      uint64
 	loaded   int
@@ -496,7 +513,7 @@ func (e *Engine) markDispatch(v TurnView) {
 		}
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
-	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	prev, seen := e.ts.last.swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
@@ -506,10 +523,16 @@ func (e *Engine) markDispatch(v TurnView) {
 	if change == deferral.PrefixSame && !catalogChanged {
 		return
 	}
+	// The resolved tools (the contract) change with the intent, the
+	// profile or an override, not with loads; a new turn over the same
+	// contract keeps the array (#26 item 1), so "turn" is left for what
+	// else a turn boundary may change (a resume that dropped loaded tools).
 	cause := "intent"
 	switch {
 	case prev.registry != v.RegistryVersion:
 		cause = "registry"
+	case prev.contract != v.ContractHash:
+		cause = "intent"
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
 	case prev.turn != v.Turn:
@@ -534,10 +557,57 @@ func (e *Engine) markDispatch(v TurnView) {
 }
 
 // LastDispatch returns the classification recorded by the session's last
-// dispatch in this process (R21).
+// dispatch in this process (R21). LastDispatchOf also answers after a
+// crash, from the log.
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 	m, ok := e.ts.last.get(session)
 	return m.view, ok
+}
+
+// LastDispatchOf returns the classification of the session's last
+// dispatch (R21, #26 item 6), whichever engine served it and whether or
+// not it has crashed since: the one this process recorded while the log
+// still holds the session as it was then, otherwise the classification a
+// dispatch of the session's last turn gives as the log holds it (its
+// frozen tools and the tools loaded in it, rebuilt from the log like any
+// request of the turn), stamped with the time of the session's last event.
+// It reports false for a session that has never started a turn.
+func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint.Dispatch, bool, error) {
+	st, err := e.latest(ctx, session, 0)
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	if m, ok := e.ts.last.get(session); ok && m.seq == st.LastSeq {
+		return m.view, true, nil // nothing written since: exactly what was sent
+	}
+	if st.Turn == 0 {
+		return checkpoint.Dispatch{}, false, nil
+	}
+	var d checkpoint.Dispatch
+	if st.InTurn {
+		err = e.withTurn(ctx, st, func(ot *openTurn, _ aggregate.State) error {
+			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+			return nil
+		})
+	} else {
+		// The last turn has ended: rebuild it from its TurnStarted and the
+		// loads of it that the log holds.
+		var ot *openTurn
+		if ot, err = e.rebuildTurn(ctx, st); err == nil {
+			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+		}
+	}
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	recs, err := e.log.ReadSession(ctx, session, st.LastSeq, st.LastSeq)
+	if err != nil {
+		return checkpoint.Dispatch{}, false, err
+	}
+	if len(recs) > 0 {
+		d.At = recs[len(recs)-1].Time.UnixMilli()
+	}
+	return d, true, nil
 }
 
 // CheckpointResult is a recorded safe point.
