@@ -53,7 +53,9 @@ type Hooks struct {
 	// PrefixChanged is called when a session's provider tools array
 	// breaks the prompt-cache prefix of its previous dispatch (a byte of
 	// the previous array changed), with the cause: "intent", "registry",
-	// "discovery" or "turn" (a new turn reorders the loaded tools).
+	// "discovery" or "turn" (a turn boundary that changed the loaded set
+	// without a discovery, such as a resume that dropped tools; a turn
+	// with the same intent and registry keeps every byte).
 	PrefixChanged func(cause string)
 	// PrefixExtended is called when the array only appends tools after the
 	// previous one (a discovery in the engine-catalog renderings): the
