@@ -72,10 +72,16 @@ func TestServeWaitsForCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &lineLog{}
-	exited := make(chan error, 1)
+	// exited is closed (never sent on) once the engine is gone, so the
+	// checks below and the clean-up can all see it: a value sent once
+	// and taken by a check left the clean-up waiting for ever (a CI run
+	// hung 20 minutes here).
+	exited := make(chan struct{})
+	var exitErr error
 	go func() {
 		logs.follow(bufio.NewScanner(stderr))
-		exited <- cmd.Wait()
+		exitErr = cmd.Wait()
+		close(exited)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -86,8 +92,8 @@ func TestServeWaitsForCluster(t *testing.T) {
 		var at int
 		natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
 			select {
-			case err := <-exited:
-				t.Fatalf("engine exited while %s: %v\n%s", what, err, logs)
+			case <-exited:
+				t.Fatalf("engine exited while %s: %v\n%s", what, exitErr, logs)
 			default:
 			}
 			if at, _ = logs.find(from, parts...); at < 0 {
@@ -119,8 +125,8 @@ func TestServeWaitsForCluster(t *testing.T) {
 	}
 	natstest.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
 		select {
-		case err := <-exited:
-			t.Fatalf("engine exited while the cluster formed: %v\n%s", err, logs)
+		case <-exited:
+			t.Fatalf("engine exited while the cluster formed: %v\n%s", exitErr, logs)
 		default:
 		}
 		data, err := os.ReadFile(ready)

@@ -22,6 +22,7 @@ func TestTransientNATS(t *testing.T) {
 		{fmt.Errorf("look up stream TOOLS_EVENTS: %w", context.DeadlineExceeded), true},
 		{&natsjs.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{fmt.Errorf("create stream: %w", &natsjs.APIError{Code: 500, ErrorCode: 10023, Description: "insufficient resources"}), true},
+		{fmt.Errorf("create stream TOOLS_EVENTS: %w", &natsjs.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}), true},
 		{fmt.Errorf("connect: %w", nats.ErrAuthorization), false},
 		{errors.New("stream TOOLS_EVENTS exists with subjects [x], want [y]"), false},
 		{&natsjs.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
