@@ -321,7 +321,7 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 			}
 		}
 		if faulted = l.faults(); isClosed(faulted) {
-			return AppendResult{}, fmt.Errorf("append to %q: %w: %w: nothing was sent; retry when the disk has space again", session, ErrStorageFull, errStoreFault)
+			return AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, ErrStorageFull)
 		}
 	default:
 	}
