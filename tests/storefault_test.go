@@ -307,7 +307,8 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	clientTimeout := 10 * time.Second
 	// The append whose write meets the full disk gets no reply from the
 	// server (stream.go: an I/O error is not answered): its outcome is
-	// unknown, and the engine says so within the client's timeout.
+	// unknown, and the engine says so as soon as the store's fault is
+	// recorded (TestAppendsInFlightOnENOSPCAnswer), not after its try.
 	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		actx, cancel := context.WithTimeout(ctx, clientTimeout)
 		defer cancel()
