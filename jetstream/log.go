@@ -62,6 +62,13 @@ type LogConfig struct {
 	// Guard, when set, is asked before each append; its error refuses the
 	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
 	Guard func() error
+	// Faults, when set, returns a channel closed when the store fails a
+	// write or JetStream is disabled (an embedded server's Faults), or
+	// already closed while such a fault stands. An append waiting for its
+	// acknowledgement then stops waiting (nats-server never answers a
+	// publish whose write failed) and answers at once: stored when its
+	// events are found in the stream, else outcome unknown (#24 row 8).
+	Faults func() <-chan struct{}
 }
 
 // Validate reports every problem of the configuration at once.
@@ -275,6 +282,9 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	if len(evs) > 1 && !l.atomic {
 		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
 	}
+	// Asked before the guard: a fault recorded after the guard passed
+	// closes this channel.
+	faulted := l.faults()
 	if l.cfg.Guard != nil {
 		if err := l.cfg.Guard(); err != nil {
 			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
@@ -301,13 +311,30 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	mu := l.lock(session)
 	mu.Lock()
 	defer mu.Unlock()
+	select {
+	case <-faulted:
+		// The store faulted while this append waited for the session:
+		// nothing is sent yet, so a refusal is definite.
+		if l.cfg.Guard != nil {
+			if err := l.cfg.Guard(); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+			}
+		}
+		if faulted = l.faults(); isClosed(faulted) {
+			return AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, ErrStorageFull)
+		}
+	default:
+	}
 	publish := func(ctx context.Context) (AppendResult, error) {
 		if len(msgs) == 1 {
 			return l.appendOne(ctx, session, expected, msgs[0])
 		}
 		return l.appendBatch(ctx, session, expected, msgs)
 	}
-	res, err := l.resendOnReconnect(ctx, publish)
+	res, err := l.resendOnReconnect(ctx, faulted, publish)
+	if errors.Is(err, errStoreFault) {
+		return l.afterFault(ctx, session, expected, evs, err)
+	}
 	// A replicated stream's leader acknowledges a write before it stops
 	// counting it in flight (nats-server 2.15 applies the entry, acks,
 	// then clears the subject's in-flight mark), so the session's next
@@ -319,7 +346,10 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
-			res, err = l.resendOnReconnect(ctx, publish)
+			res, err = l.resendOnReconnect(ctx, faulted, publish)
+			if errors.Is(err, errStoreFault) {
+				return l.afterFault(ctx, session, expected, evs, err)
+			}
 			continue
 		}
 		break
@@ -387,6 +417,67 @@ func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResu
 	return res, nil
 }
 
+// errStoreFault cancels an append attempt whose store failed a write or
+// whose JetStream was disabled while it waited for the server's reply:
+// nats-server never answers the publish whose write failed.
+var errStoreFault = errors.New("the store failed a write or JetStream was disabled while the append waited for its acknowledgement")
+
+// faultReadWait bounds the read with which an append cut short by a store
+// fault looks for its events: the answer comes well within a client's
+// timeout, however the store fares.
+const faultReadWait = time.Second
+
+func (l *Log) faults() <-chan struct{} {
+	if l.cfg.Faults == nil {
+		return nil
+	}
+	return l.cfg.Faults()
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// afterFault answers an append whose wait for an acknowledgement a store
+// fault cut short (#24 row 8). The publish was sent, so whether it was
+// stored is not known from the server's side: the session is read after
+// expected for the append's ids.
+//
+//   - Found at or below the stream's last sequence (stream info, from the
+//     file store's state, which counts a message only once its write
+//     succeeded): stored, as durable as any acknowledged append: success.
+//   - Found above it, or the stream info unreadable: a message whose
+//     write failed can still sit in the server's block cache (nats-server
+//     accounts it in the block before the write, and reads may find it
+//     there) but is not on disk and is gone when JetStream reloads the
+//     store: not a success.
+//   - Not found: the fault may be another stream's (the views bucket on
+//     the same disk) and the publish still queued in the server, to be
+//     stored after this read; only the answer "unknown" is true.
+//
+// Either of the last two answers outcome unknown (503, "read the session
+// at seq N"), at once instead of after the whole try.
+func (l *Log) afterFault(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (AppendResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, faultReadWait)
+	defer cancel()
+	if res, found, _ := l.findStored(rctx, session, expected, evs); found {
+		if last, lerr := l.LastStreamSeq(rctx); lerr == nil && res.Last <= last {
+			res.Duplicate = false // this append's own write stored them
+			return res, nil
+		}
+	}
+	var ou *OutcomeUnknownError
+	if errors.As(err, &ou) {
+		err = fmt.Errorf("%w: %w", errStoreFault, ou.Err) // not "outcome unknown" twice
+	}
+	return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+}
+
 // errReconnected cancels an append attempt whose connection reconnected
 // while it waited for the server's reply.
 var errReconnected = errors.New("connection reconnected: re-sending")
@@ -428,7 +519,10 @@ func (l *Log) reconnected() <-chan struct{} {
 // The re-sent messages carry the same ids and expected sequence: if the
 // first ones were stored, the server deduplicates them or reports the
 // expected sequence stale, and Append finds them stored.
-func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
+//
+// A store fault (faulted closed) cancels the attempt too, and the error
+// returned then matches errStoreFault.
+func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
 	for n := 0; ; n++ {
 		rc := l.reconnected()
 		actx, cancel := context.WithCancelCause(ctx)
@@ -436,6 +530,8 @@ func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Contex
 			select {
 			case <-rc:
 				cancel(errReconnected)
+			case <-faulted:
+				cancel(errStoreFault)
 			case <-actx.Done():
 			}
 		}()
@@ -448,6 +544,10 @@ func (l *Log) resendOnReconnect(ctx context.Context, attempt func(context.Contex
 			defer t.Stop()
 		}
 		res, err := attempt(actx)
+		if err != nil && errors.Is(context.Cause(actx), errStoreFault) && ctx.Err() == nil {
+			cancel(nil)
+			return res, fmt.Errorf("%w: %w", errStoreFault, err)
+		}
 		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
 		cancel(nil)
 		if !resend {

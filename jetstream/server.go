@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,7 +108,13 @@ type Embedded struct {
 	js         server.JetStreamConfig // as started, to re-enable JetStream
 	writeFault atomic.Pointer[string] // the store's last write error (a full disk), until JetStream restarts
 	enabledAt  atomic.Int64           // unix nanos of the last (re)start of JetStream
+
+	faultMu sync.Mutex
+	faultCh chan struct{} // closed (and replaced) when a write fault is recorded
 }
+
+// closedCh is returned by Faults while a fault stands.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // jetStreamSettle is how long after (re)starting JetStream the engine
 // waits before it shuts JetStream down again. EnableJetStream starts API
@@ -197,10 +204,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Release()
 		return nil, fmt.Errorf("create embedded server: %w", err)
 	}
-	e := &Embedded{lock: lock, dataDir: opts.StoreDir}
+	e := &Embedded{lock: lock, dataDir: opts.StoreDir, faultCh: make(chan struct{})}
 	// A file store that fails a write (ENOSPC) refuses every later write
 	// until it is loaded again: watch for it (issue 12, item 4).
-	srv.SetLogger(faultWatch{inner: cfg.Logger, fault: &e.writeFault}, false, false)
+	srv.SetLogger(faultWatch{inner: cfg.Logger, record: e.recordFault}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -233,6 +240,30 @@ func (e *Embedded) WriteFault() string {
 		return *p
 	}
 	return ""
+}
+
+// Faults returns a channel closed when the store records a write fault
+// or the server disables JetStream (out of space or resources), or
+// already closed while one stands (until JetStream restarts). An append
+// waiting for its acknowledgement then stops waiting: nats-server never
+// answers a publish whose write failed (#24 row 8).
+func (e *Embedded) Faults() <-chan struct{} {
+	e.faultMu.Lock()
+	defer e.faultMu.Unlock()
+	if e.writeFault.Load() != nil || !e.srv.JetStreamEnabled() {
+		return closedCh
+	}
+	return e.faultCh
+}
+
+// recordFault records the store's write error and wakes the waiters of
+// Faults.
+func (e *Embedded) recordFault(msg string) {
+	e.faultMu.Lock()
+	defer e.faultMu.Unlock()
+	e.writeFault.Store(&msg)
+	close(e.faultCh)
+	e.faultCh = make(chan struct{})
 }
 
 // ReenableJetStream restarts JetStream, with the configuration it started
@@ -276,10 +307,11 @@ func (e *Embedded) RestartJetStream() error {
 }
 
 // faultWatch passes the server's log lines on (when inner is set) and
-// records a store write error.
+// records a store write error, or JetStream disabled for lack of space
+// or permission.
 type faultWatch struct {
-	inner server.Logger
-	fault *atomic.Pointer[string]
+	inner  server.Logger
+	record func(msg string)
 }
 
 func (f faultWatch) Noticef(format string, v ...any) {
@@ -317,8 +349,9 @@ func (f faultWatch) Tracef(format string, v ...any) {
 
 func (f faultWatch) watch(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
-	if strings.Contains(msg, "write error") || strings.Contains(msg, "no space left") || strings.Contains(msg, "out of resources") {
-		f.fault.Store(&msg)
+	if strings.Contains(msg, "write error") || strings.Contains(msg, "no space left") || strings.Contains(msg, "out of resources") ||
+		strings.Contains(msg, "will be DISABLED") || strings.Contains(msg, "disabling JetStream") {
+		f.record(msg)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,7 +307,8 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	clientTimeout := 10 * time.Second
 	// The append whose write meets the full disk gets no reply from the
 	// server (stream.go: an I/O error is not answered): its outcome is
-	// unknown, and the engine says so within the client's timeout.
+	// unknown, and the engine says so as soon as the store's fault is
+	// recorded (TestAppendsInFlightOnENOSPCAnswer), not after its try.
 	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
 		actx, cancel := context.WithTimeout(ctx, clientTimeout)
 		defer cancel()
@@ -399,4 +401,111 @@ func TestServerConfigNeedsUser(t *testing.T) {
 		t.Fatalf("serve --server-config with a wrong password: %v\n%s", err, out)
 	}
 	t.Logf("wrong password, refused in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
+}
+
+// #24 row 8: writers in parallel on a store whose disk fills (--min-free
+// 0: the store's own write meets ENOSPC) each get an answer within the
+// client's 2 s timeout, the appends in flight when the write fails
+// included: nats-server never answers the publish whose write failed, and
+// the engine used to wait its whole try (5 s) for it. Every acknowledged
+// append is in the stream once space returns (an independent reader).
+func TestAppendsInFlightOnENOSPCAnswer(t *testing.T) {
+	ctx := context.Background()
+	if os.Geteuid() != 0 {
+		t.Log("not root: no tmpfs to fill; the refusal below --min-free is TestAppendsOnFullStoreFail507's")
+		return
+	}
+	dir := diskFullTmpfs(t, 64<<20)
+	p := startEngine(t, dir, "--min-free", "0")
+	stderrOnFailure(t, p)
+	const writers = 6
+	const clientTimeout = 2 * time.Second
+	var (
+		mu        sync.Mutex
+		acked     = ackedLog{}
+		slowest   time.Duration
+		firstFail time.Duration // time to answer of the first append refused or left unknown
+		slowUnk   time.Duration // the slowest outcome_unknown: an append in flight when the write failed
+		unknown   int
+		refused   int
+		failures  []string
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := p.Client("row8")
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := fmt.Sprintf("inflight-%d-%d", w, i)
+				actx, cancel := context.WithTimeout(ctx, clientTimeout)
+				start := time.Now()
+				r, err := c.Append(actx, s, nil, events.ToolDisabled{Name: "bash"})
+				took := time.Since(start)
+				cancel()
+				var ae *api.APIError
+				mu.Lock()
+				slowest = max(slowest, took)
+				switch {
+				case err == nil:
+					acked[r.LastSeq] = s
+				case errors.As(err, &ae) && (ae.Code == api.CodeStorageFull || ae.Code == api.CodeOutcomeUnknown):
+					if unknown+refused == 0 {
+						firstFail = took
+					}
+					if ae.Code == api.CodeOutcomeUnknown {
+						unknown++
+						slowUnk = max(slowUnk, took)
+					} else {
+						refused++
+					}
+				default:
+					failures = append(failures, fmt.Sprintf("append to %s: %v after %v", s, err, took.Round(time.Millisecond)))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // writers under way before the disk fills
+	filler := fillDisk(t, dir, 0)
+	// Until every writer has met the full store a few times.
+	natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused < 5*writers {
+			return fmt.Errorf("%d refusals so far", refused)
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	t.Logf("%d writers: %d acked, %d 507, %d outcome_unknown (slowest %v); first refused or unknown answered in %v, slowest answer %v",
+		writers, len(acked), refused, unknown, slowUnk.Round(time.Millisecond), firstFail.Round(time.Millisecond), slowest.Round(time.Millisecond))
+	if len(failures) > 0 {
+		t.Fatalf("%d appends got no answer within the client's %v or a wrong one, e.g. %s", len(failures), clientTimeout, failures[0])
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Client("row8")
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, clientTimeout)
+		defer cancel()
+		r, err := c.Append(actx, "inflight-after", nil, events.ToolDisabled{Name: "bash"})
+		if err == nil {
+			acked[r.LastSeq] = "inflight-after"
+		}
+		return err
+	})
+	n, missing := acked.present(t, p, p.adminAuth(t))
+	t.Logf("after space returned: acked %d, present %d", len(acked), n)
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d acknowledged appends missing from the stream (e.g. seq %d)", len(missing), len(acked), missing[0])
+	}
 }

@@ -358,7 +358,7 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 		closeLog()
 		return nil, "", nil, err
 	}
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard})
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults})
 	if err != nil {
 		closeLog()
 		return nil, "", nil, err

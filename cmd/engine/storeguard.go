@@ -43,6 +43,17 @@ func (c *storeFlags) appendGuard(disk *jetstream.DiskGuard) func() error {
 	}
 }
 
+// storeFaults is the embedded store's fault signal for the log's appends
+// (#24 row 8): an append in flight when the store fails a write answers
+// at once instead of waiting for an acknowledgement that never comes.
+// Against --nats there is none (nil: never closed).
+func (c *storeFlags) storeFaults() <-chan struct{} {
+	if c.embedded == nil {
+		return nil
+	}
+	return c.embedded.Faults()
+}
+
 // watchAcked starts the acknowledged-watermark record of the embedded
 // store's data directory (#24 row 1); nothing against --nats (the data
 // directory is the server's, elsewhere).
