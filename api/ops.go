@@ -112,7 +112,7 @@ var operations = []*operation{
 	defOp(Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
 		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}, opDiscover),
 	defOp(Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
-		Summary: "The provider request of the open turn; records its resident/deferred classification."}, opDispatch),
+		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}, opDispatch),
 	defOp(Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
 		Summary: "The classification recorded by the session's last dispatch in this engine process."}, opInspect),
 	defOp(Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
