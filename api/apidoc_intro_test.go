@@ -59,6 +59,7 @@ A request body is at most 1 MiB (` + "`too_large`" + `, 413) and holds at most `
 | ` + "`Nats-Service-Error-Code`" + ` | NATS error reply | the HTTP status of the error as a decimal string (` + "`\"409\"`" + `), set by NATS micro; its stats count these replies |
 | ` + "`Nats-Service-Error`" + ` | NATS error reply | the error message on one line |
 | ` + "`Engine-Error-Code`" + ` | NATS error reply | the error code (` + "`conflict`" + `, ` + "`invalid`" + `, ...), the same as the body's ` + "`error.code`" + ` |
+| ` + "`Retry-After`" + ` | 429 and 503 replies, both | the seconds to wait before retrying (` + strconv.Itoa(RetryAfterSeconds) + `); an HTTP header, and a NATS message header on the error reply |
 | ` + "`Allow`" + ` | HTTP 405 reply | the methods the route takes |
 | ` + "`WWW-Authenticate`" + ` | HTTP 401 reply | ` + "`Bearer realm=\"engine\"`" + ` |
 
@@ -112,7 +113,7 @@ No operation pages today. ` + "`sessions`" + ` returns every session that has a 
 ` + "`history`" + ` returns the whole timeline, bounded by ` + "`until`" + ` (a sequence or an RFC 3339 time)
 to look at an earlier point; ` + "`registry`" + ` returns every tool without its schema. Each
 channel has at most 32 requests in flight and the engine 256; beyond that the reply is ` + "`busy`" + `
-(429): retry after a moment.
+(429): retry after the reply's ` + "`Retry-After`" + ` seconds.
 
 ## Overrides and commands
 

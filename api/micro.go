@@ -212,10 +212,14 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 	if err != nil {
 		body = nil
 	}
-	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(micro.Headers{
+	h := micro.Headers{
 		"Content-Type":  []string{contentType(mp)},
 		HeaderErrorCode: []string{e.Code},
-	}))
+	}
+	if ra := retryAfter(e); ra != "" {
+		h[HeaderRetryAfter] = []string{ra}
+	}
+	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(h))
 }
 
 // errorMsg is the error reply respondError sends, as a message to reply:
@@ -225,12 +229,16 @@ func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
 	if err != nil {
 		body = nil
 	}
-	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{
+	h := nats.Header{
 		micro.ErrorHeader:     []string{errorDescription(e)},
 		micro.ErrorCodeHeader: []string{strconv.Itoa(e.Status)},
 		"Content-Type":        []string{contentType(mp)},
 		HeaderErrorCode:       []string{e.Code},
-	}}
+	}
+	if ra := retryAfter(e); ra != "" {
+		h[HeaderRetryAfter] = []string{ra}
+	}
+	return &nats.Msg{Subject: reply, Data: body, Header: h}
 }
 
 // errorDescription is the one-line text of micro's error header.
