@@ -139,8 +139,10 @@ are the stream's, counted across every session: a new session's first event may 
 them only for order within a session; ` + "`expected_seq`" + ` is the session's last sequence as a
 reply reported it (0: the session has no events yet).
 
-` + "`resume`" + `'s ` + "`seq`" + ` is the sequence of the event resume wrote; 0 means it wrote none (for
-example the session had no checkpoint, or nothing to restore).
+` + "`resume`" + `'s ` + "`seq`" + ` is the sequence of the last event resume wrote (it ends an open turn and
+records the restored state as a checkpoint); 0 means it wrote none: the session was already as
+its last checkpoint says (no open turn, the same contract and loaded tools), or it had no
+checkpoint and nothing loaded.
 
 ## Deadlines and ` + "`min_seq`" + `
 
