@@ -2,9 +2,12 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is an error reply of the engine (docs/api.md, "Error codes").
@@ -17,6 +20,10 @@ type Error struct {
 	Message  string `json:"message"`
 	Expected uint64 `json:"expected,omitempty"`
 	Actual   uint64 `json:"actual,omitempty"`
+	// RetryAfter is the reply's Retry-After (busy 429 and unavailable 503
+	// replies carry it, over both transports): how long to wait before
+	// retrying. 0 when the reply had none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Error implements error.
@@ -106,4 +113,16 @@ func replyError(status int, data []byte) error {
 		code = "internal"
 	}
 	return &Error{Status: status, Code: code, Message: msg}
+}
+
+// withRetryAfter sets the Retry-After (delay-seconds) of an error reply.
+func withRetryAfter(err error, header string) error {
+	var e *Error
+	if header == "" || !errors.As(err, &e) {
+		return err
+	}
+	if n, perr := strconv.Atoi(strings.TrimSpace(header)); perr == nil && n >= 0 {
+		e.RetryAfter = time.Duration(n) * time.Second
+	}
+	return err
 }
