@@ -32,6 +32,11 @@ nats req tools.api.cli.session.resolve '{"session":"s1"}'
 nats micro info tool-engine       # every endpoint with its request_schema and response_schema
 ` + "```" + `
 
+A request to a subject under ` + "`tools.api.<channel>.`" + ` that names no operation gets the error
+envelope with ` + "`not_found`" + ` (404) listing the operations, not "no responders": the service has one
+more endpoint, ` + "`" + unknownOpEndpoint + "`" + `, in a queue group of its own, that sees every request and
+answers only those.
+
 **HTTP.** The same operation is a route under ` + "`/v1`" + ` on the engine's HTTP address (default
 ` + "`http://127.0.0.1:7420`" + `). The session id (and the tool of explain) is in the path; a GET takes
 the other fields as query parameters (a structured value such as ` + "`override`" + ` is JSON in the

@@ -151,6 +151,9 @@ func TestReadOnlyTokenAsDocumented(t *testing.T) {
 // the error envelope (404 not_found naming the operations), not "no
 // responders"; the known operations still answer once.
 func TestUnknownNATSOperationGetsEnvelope(t *testing.T) {
+	if !strings.Contains(readAPIDoc(t), "names no operation gets the error\nenvelope with `not_found` (404)") {
+		t.Errorf("docs/api.md does not say what an unknown operation answers over NATS")
+	}
 	env := newEnv(t, Config{})
 	for _, subj := range []string{"tools.api.web.session.nope", "tools.api.web.frobnicate"} {
 		msg := rawNATS(t, env.nc, subj, `{"session":"u1"}`)
