@@ -448,7 +448,7 @@ func encodeReply(v any, msgpackReply bool) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(withArrays(v)); err != nil {
 		return nil, fmt.Errorf("encode reply: %w", err)
 	}
 	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))

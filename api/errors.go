@@ -29,7 +29,8 @@ const (
 	// CodeInvalid (400): the request is wrong; the message names the bad
 	// value (session id, preset, command type, field, ...).
 	CodeInvalid = "invalid"
-	// CodeNoTurn (409): a turn operation on a session with no open turn.
+	// CodeNoTurn (409): turn-discover, turn-checkpoint or turn-end on a
+	// session with no open turn (turn-dispatch answers outside a turn).
 	CodeNoTurn = "no_turn"
 	// CodeNotFound (404): no such route, or nothing recorded to show.
 	CodeNotFound = "not_found"

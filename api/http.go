@@ -187,6 +187,9 @@ func tooLarge(limit int64) error {
 }
 
 func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
+	if ra := retryAfter(e); ra != "" {
+		w.Header().Set(HeaderRetryAfter, ra)
+	}
 	body, err := encodeReply(errorEnvelope{Error: e}, mp)
 	if err != nil {
 		http.Error(w, e.Message, e.Status)

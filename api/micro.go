@@ -81,6 +81,16 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			return nil, fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
 		}
 	}
+	// A request to an operation the engine does not have gets the error
+	// envelope (not_found), not "no responders" (#29 row 6). The endpoint
+	// has a queue group of its own, so it also sees the requests of the
+	// known operations and leaves them to their endpoints.
+	if err := svc.AddEndpoint(unknownOpEndpoint, a.unknownOp(), micro.WithEndpointSubject(a.cfg.SubjectPrefix+".*.>"),
+		micro.WithEndpointQueueGroup(ServiceName+"-unknown"),
+		micro.WithEndpointMetadata(map[string]string{"summary": "Answers requests to an unknown operation with a not_found error envelope."})); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("add micro endpoint %s: %w", unknownOpEndpoint, err)
+	}
 	// Make sure the server has every subscription before callers send
 	// requests (no "no responders" right after start).
 	fctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
@@ -202,10 +212,14 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 	if err != nil {
 		body = nil
 	}
-	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(micro.Headers{
+	h := micro.Headers{
 		"Content-Type":  []string{contentType(mp)},
 		HeaderErrorCode: []string{e.Code},
-	}))
+	}
+	if ra := retryAfter(e); ra != "" {
+		h[HeaderRetryAfter] = []string{ra}
+	}
+	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(h))
 }
 
 // errorMsg is the error reply respondError sends, as a message to reply:
@@ -215,12 +229,16 @@ func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
 	if err != nil {
 		body = nil
 	}
-	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{
+	h := nats.Header{
 		micro.ErrorHeader:     []string{errorDescription(e)},
 		micro.ErrorCodeHeader: []string{strconv.Itoa(e.Status)},
 		"Content-Type":        []string{contentType(mp)},
 		HeaderErrorCode:       []string{e.Code},
-	}}
+	}
+	if ra := retryAfter(e); ra != "" {
+		h[HeaderRetryAfter] = []string{ra}
+	}
+	return &nats.Msg{Subject: reply, Data: body, Header: h}
 }
 
 // errorDescription is the one-line text of micro's error header.
@@ -248,4 +266,36 @@ func schemaJSON(s Schema) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// unknownOpEndpoint is the micro endpoint that answers unknown operations.
+const unknownOpEndpoint = "unknown-operation"
+
+// knownSubjects are the subject suffixes of the operations.
+var knownSubjects = func() map[string]bool {
+	m := make(map[string]bool, len(operations))
+	for _, op := range operations {
+		m[op.Subject] = true
+	}
+	return m
+}()
+
+// unknownOp answers a request whose subject names no operation with a
+// not_found error listing the operations; it ignores the requests of known
+// operations (their endpoints answer them).
+func (a *API) unknownOp() micro.Handler {
+	prefix := a.cfg.SubjectPrefix + "."
+	return micro.HandlerFunc(func(r micro.Request) {
+		_, suffix, _ := strings.Cut(strings.TrimPrefix(r.Subject(), prefix), ".")
+		if knownSubjects[suffix] || replyAllowed(r.Reply()) != nil {
+			return
+		}
+		subjects := make([]string, 0, len(operations))
+		for _, op := range operations {
+			subjects = append(subjects, op.Subject)
+		}
+		e := &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clipString(suffix), clipString(r.Subject()), prefix, strings.Join(subjects, ", "))}
+		a.respondError(r, wantsMsgpack(r.Headers().Get("Accept")), e)
+	})
 }

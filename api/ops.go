@@ -39,7 +39,24 @@ const (
 	// HeaderErrorCode carries the error code on NATS error replies, beside
 	// the micro Nats-Service-Error-Code (the HTTP status).
 	HeaderErrorCode = "Engine-Error-Code"
+	// HeaderRetryAfter is on every 429 and 503 reply, HTTP and NATS: the
+	// seconds to wait before retrying (RFC 9110 delay-seconds).
+	HeaderRetryAfter = "Retry-After"
 )
+
+// RetryAfterSeconds is the Retry-After of busy (429) and unavailable or
+// outcome_unknown (503) replies: the in-flight bounds and a lagging
+// projection clear within about a second.
+const RetryAfterSeconds = 1
+
+// retryAfter is the Retry-After header value of an error reply, "" when
+// it has none (#29: 429 and 503 said nothing of when to retry).
+func retryAfter(e *APIError) string {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		return strconv.Itoa(RetryAfterSeconds)
+	}
+	return ""
+}
 
 // Media types of request and reply bodies.
 const (
@@ -112,7 +129,7 @@ var operations = []*operation{
 	defOp(Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
 		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}, opDiscover),
 	defOp(Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
-		Summary: "The provider request of the open turn; records its resident/deferred classification."}, opDispatch),
+		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}, opDispatch),
 	defOp(Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
 		Summary: "The classification recorded by the session's last dispatch in this engine process."}, opInspect),
 	defOp(Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,

@@ -353,7 +353,7 @@ func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor stri
 		return fmt.Errorf("%s %s: read reply: %w", o.method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return replyError(resp.StatusCode, data)
+		return withRetryAfter(replyError(resp.StatusCode, data), resp.Header.Get("Retry-After"))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s %s: decode reply: %w", o.method, path, err)
@@ -392,9 +392,9 @@ func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor stri
 			status = http.StatusInternalServerError
 		}
 		if len(resp.Data) == 0 {
-			return &Error{Status: status, Code: resp.Header.Get("Engine-Error-Code"), Message: resp.Header.Get("Nats-Service-Error")}
+			return withRetryAfter(&Error{Status: status, Code: resp.Header.Get("Engine-Error-Code"), Message: resp.Header.Get("Nats-Service-Error")}, resp.Header.Get("Retry-After"))
 		}
-		return replyError(status, resp.Data)
+		return withRetryAfter(replyError(status, resp.Data), resp.Header.Get("Retry-After"))
 	}
 	if err := json.Unmarshal(resp.Data, out); err != nil {
 		return fmt.Errorf("request %s: decode reply: %w", subj, err)

@@ -2,9 +2,12 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is an error reply of the engine (docs/api.md, "Error codes").
@@ -17,6 +20,10 @@ type Error struct {
 	Message  string `json:"message"`
 	Expected uint64 `json:"expected,omitempty"`
 	Actual   uint64 `json:"actual,omitempty"`
+	// RetryAfter is the reply's Retry-After (busy 429 and unavailable 503
+	// replies carry it, over both transports): how long to wait before
+	// retrying. 0 when the reply had none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Error implements error.
@@ -50,7 +57,35 @@ var (
 	// ErrKeyInUse (422): the idempotency key (EventID) was already used
 	// on another session or by another channel; nothing was written.
 	ErrKeyInUse = &Error{Code: "idempotency_key_in_use"}
+	// ErrOutcomeUnknown (503): the write was sent but its acknowledgement
+	// never came; it may or may not be stored. Read the session before
+	// writing again (or retry with the same EventID).
+	ErrOutcomeUnknown = &Error{Code: "outcome_unknown"}
+	// ErrStorageFull (507): the engine's store is short of free space;
+	// nothing was written.
+	ErrStorageFull = &Error{Code: "storage_full"}
 )
+
+// statusCodes is the code of an error reply whose body is not the
+// engine's envelope (a proxy in between), by HTTP status: the documented
+// code of that status (the first, where two share one).
+var statusCodes = map[int]string{
+	http.StatusBadRequest:            "invalid",
+	http.StatusUnauthorized:          "unauthorized",
+	http.StatusForbidden:             "forbidden",
+	http.StatusNotFound:              "not_found",
+	http.StatusMethodNotAllowed:      "method_not_allowed",
+	http.StatusConflict:              "conflict",
+	http.StatusRequestEntityTooLarge: "too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusUnprocessableEntity:   "idempotency_key_in_use",
+	http.StatusTooManyRequests:       "busy",
+	http.StatusInternalServerError:   "internal",
+	http.StatusBadGateway:            "unavailable",
+	http.StatusServiceUnavailable:    "unavailable",
+	http.StatusGatewayTimeout:        "unavailable",
+	http.StatusInsufficientStorage:   "storage_full",
+}
 
 // replyError decodes an error reply, or makes one from the status when
 // the body is not the engine's envelope (a proxy in between).
@@ -69,20 +104,25 @@ func replyError(status int, data []byte) error {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	code := "internal"
+	code, ok := statusCodes[status]
 	switch {
-	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
-		code = "unavailable"
-	case status == http.StatusNotFound:
-		code = "not_found"
-	case status == http.StatusTooManyRequests:
-		code = "busy"
-	case status == http.StatusUnauthorized:
-		code = "unauthorized"
-	case status == http.StatusForbidden:
-		code = "forbidden"
+	case ok:
 	case status >= 400 && status < 500:
 		code = "invalid"
+	default:
+		code = "internal"
 	}
 	return &Error{Status: status, Code: code, Message: msg}
+}
+
+// withRetryAfter sets the Retry-After (delay-seconds) of an error reply.
+func withRetryAfter(err error, header string) error {
+	var e *Error
+	if header == "" || !errors.As(err, &e) {
+		return err
+	}
+	if n, perr := strconv.Atoi(strings.TrimSpace(header)); perr == nil && n >= 0 {
+		e.RetryAfter = time.Duration(n) * time.Second
+	}
+	return err
 }

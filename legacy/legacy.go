@@ -44,11 +44,13 @@ type Session struct {
 	// Session is the session id.
 	Session string
 	// Tools is the stored tool list, in the order stored: the names of a
-	// list, or the names mapped to true in a dict. Nil when the session
+	// list, or the names a dict mapped to true. Nil when the session
 	// stored no list (Kind ToolsNone or ToolsBool).
 	Tools []string
-	// Off lists the names a dict mapped to false (informative: a name not
-	// listed is off too).
+	// Off lists the names a dict mapped to false. A dict is opencode's
+	// form: it changes the defaults of its time, so a name it does not
+	// mention follows them ({"bash": false} is every default tool but
+	// bash).
 	Off []string
 	// Kind says which form the session stored.
 	Kind ToolsKind
@@ -94,8 +96,10 @@ type File struct {
 //	[{"session": "s1", "tools": ["read_file", "grep"], "web_search": true}, ...]
 //	{"defaults": [...], "presets": {"research": [...]}, "sessions": [...]}
 //
-// "tools" is a list of names, a dict of name to true/false (true = on, in
-// the order written), true / false (all on / all off), or null / absent
+// "tools" is a list of names, a dict of name to true/false (opencode's
+// form: the defaults of the time with the names mapped to true added, in
+// the order written, and the names mapped to false taken out; a name not
+// mentioned follows the defaults), true / false (all on / all off), or null / absent
 // (the session followed its profile). "web_search" is optional; "defaults"
 // (per session, or for the file) is DEFAULT_TOOLS at the time the session
 // was saved, and "presets" the presets' lists then; without them the live

@@ -104,8 +104,10 @@ func TestR33ImportDecisions(t *testing.T) {
 		{"R33 no list follows the profile", `null`, "", KindFollow, "", nil, nil},
 		{"R33 true is all on", `true`, "", KindEnabled, "", []string{"ToolsToggled"}, nil},
 		{"R33 false with web_search", `false`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
-		{"R33 dict form, true is on", `{"grep": true, "bash": false, "read_file": true}`, "", KindPicked, "", []string{"ToolsPicked"},
-			func(d Decision) bool { return slices.Equal(d.Intent.Picked, []string{"grep", "read_file"}) }},
+		// #29: a dict changes the defaults (opencode's form): grep and
+		// read_file are defaults already, bash is taken out.
+		{"R33 dict form changes the defaults", `{"grep": true, "bash": false, "read_file": true}`, "", KindDefaultsMinus, "", []string{"ToolsToggled", "ToolDisabled"},
+			func(d Decision) bool { return slices.Equal(d.Intent.Disabled, []string{"bash"}) }},
 		{"R33 unknown names reported and left out", `["read_file", "ghost_tool", "grep", "Bad Name"]`, "", KindPicked, "", []string{"ToolsPicked"},
 			func(d Decision) bool {
 				return slices.Equal(d.Unknown, []string{"ghost_tool", "Bad Name"}) && slices.Equal(d.Intent.Picked, []string{"read_file", "grep"})

@@ -221,7 +221,12 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 	}
 
 	// A stored list (or dict): the names to reproduce.
-	for _, n := range s.Tools {
+	stored := s.Tools
+	if s.Kind == ToolsDict {
+		stored = dictList(s, l.defaults)
+		d.Stored = nonNil(stored)
+	}
+	for _, n := range stored {
 		switch {
 		case events.ValidateToolName(n) != nil, !has(reg, n):
 			if !slices.Contains(d.Unknown, n) {
@@ -241,8 +246,12 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 			d.Kind, d.Note = KindSkip, fmt.Sprintf("every stored name is unknown to registry %s (%s): nothing to reproduce; check the registry", reg.Version(), strings.Join(d.Unknown, ", "))
 			return d
 		}
+		note := "the session stored an empty list: all off"
+		if s.Kind == ToolsDict {
+			note = "the session's dict switched off every default tool of its time and added none: all off"
+		}
 		return finish(reg, d, candidate{kind: KindOff, cmds: []events.Payload{events.ToolsToggled{Enabled: on(false)}},
-			note: "the session stored an empty list: all off"}, target, lim)
+			note: note}, target, lim)
 	}
 	if len(target) == 1 && target[0] == resolver.WebSearch {
 		return finish(reg, d, candidate{kind: KindOffWebSearch,
@@ -351,6 +360,14 @@ func finish(reg *resolver.Registry, d Decision, c candidate, target []string, li
 	if target != nil {
 		d.Faithful = sameSet(c.expand, target)
 		d.Gained, d.Lost = minus(d.Today, target), minus(target, d.Today)
+		// The tools array is the prompt-cache prefix: the same names in
+		// another order is another request, so it does not reproduce
+		// the list (a reversed preset imports as the preset, in the
+		// engine's order, and says so).
+		if got, want := common(d.Today, target), common(target, d.Today); d.Faithful && !slices.Equal(got, want) {
+			d.Faithful = false
+			d.Note += fmt.Sprintf("; the stored order differs: the engine serves %s, the session stored %s", strings.Join(got, ", "), strings.Join(want, ", "))
+		}
 	} else {
 		d.Faithful = true // a stored bool or nothing: the intent is the same value
 	}
@@ -449,3 +466,32 @@ func minus(a, b []string) []string {
 func subset(a, b []string) bool { return len(minus(a, b)) == 0 }
 
 func sameSet(a, b []string) bool { return subset(a, b) && subset(b, a) }
+
+// common returns the names of a that b has, in a's order.
+func common(a, b []string) []string {
+	var out []string
+	for _, n := range a {
+		if slices.Contains(b, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// dictList is the list an opencode-style dict means: the defaults of its
+// time without the names mapped to false, then the names mapped to true
+// that the defaults lack, in the order written.
+func dictList(s Session, defaults []string) []string {
+	out := []string{}
+	for _, n := range defaults {
+		if !slices.Contains(s.Off, n) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range s.Tools {
+		if !slices.Contains(out, n) && !slices.Contains(s.Off, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

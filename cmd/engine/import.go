@@ -17,7 +17,7 @@ import (
 
 type importCmd struct {
 	clientFlags
-	File        string `arg:"" type:"existingfile" help:"Legacy session configs (JSON): [{\"session\": \"s1\", \"tools\": [names] | {name: true|false} | true | false | null, \"web_search\": true}, ...], or {\"defaults\": [DEFAULT_TOOLS of that time], \"presets\": {...}, \"sessions\": [...]}."`
+	File        string `arg:"" type:"existingfile" help:"Legacy session configs (JSON): [{\"session\": \"s1\", \"tools\": [names] | {name: true|false} (opencode's form: changes the defaults, so {\"bash\": false} is every default tool but bash) | true | false | null, \"web_search\": true}, ...], or {\"defaults\": [DEFAULT_TOOLS of that time], \"presets\": {...}, \"sessions\": [...]}."`
 	Apply       bool   `name:"apply" help:"Write the events through the engine's API (every guard applies); default: a dry run that prints the plan."`
 	Registry    string `name:"registry" type:"existingfile" help:"The registry the engine serves (default: the embedded default); --apply checks its version against the engine's."`
 	MaxPicked   int    `name:"max-picked" default:"16" help:"The engine's picked-list bound (see docs/semantics.md#picked-lists)."`
