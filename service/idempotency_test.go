@@ -11,7 +11,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -23,21 +22,8 @@ import (
 // events; a command deciding several events names them key, key+1, ...
 func TestApplyKeyedRetry(t *testing.T) {
 	const window = 200 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
-	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Duplicates: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = proj.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	e := service.New(log, proj, resolver.Default(), service.Config{})
+	ctx := context.Background()
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{Duplicates: window}, resolver.Default(), service.Config{}, true)
 
 	key := events.NewID()
 	first, err := e.ApplyKeyed(ctx, "idem", web, nil, key, events.ToolDisabled{Name: "bash"})
@@ -103,21 +89,9 @@ func TestApplyKeyedRetry(t *testing.T) {
 // dedupe window, with the server's URL for independent readers.
 func keyedEngine(t *testing.T, window time.Duration) (*service.Engine, string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
-	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Duplicates: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = proj.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return service.New(log, proj, resolver.Default(), service.Config{}), srv.ClientURL()
+	url := natstest.Server(t).ClientURL()
+	e, _ := stackOn(t, url, jetstream.LogConfig{Duplicates: window}, resolver.Default(), service.Config{}, true)
+	return e, url
 }
 
 // #24 row 4: a key whose event the index does not know (stored by a

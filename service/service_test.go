@@ -29,21 +29,36 @@ func newEngine(t *testing.T) *service.Engine {
 
 func newEngineWith(t *testing.T, cfg service.Config) *service.Engine {
 	t.Helper()
+	e, _ := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), cfg, true)
+	return e
+}
+
+// stackOn wires what a service test needs on the NATS server at url: a
+// log with lcfg, its projection (running when project: one engine of a
+// stream does) and an engine with cfg and reg over them, all stopped when
+// the test ends.
+func stackOn(t *testing.T, url string, lcfg jetstream.LogConfig, reg *resolver.Registry, cfg service.Config, project bool) (*service.Engine, *jetstream.Log) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
-	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	nc := natstest.Connect(t, url)
+	log, err := jetstream.OpenLog(ctx, nc, lcfg)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	proj, err := projection.Open(ctx, log, projection.Config{})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = proj.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return service.New(log, proj, resolver.Default(), cfg)
+	if project {
+		go func() { defer close(done); _ = proj.Run(ctx) }()
+	} else {
+		close(done)
+	}
+	t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	return service.New(log, proj, reg, cfg), log
 }
 
 func on(b bool) *bool { return &b }

@@ -14,7 +14,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -23,28 +22,11 @@ import (
 // history; project runs the projection (one engine of a stream does).
 func engineAt(t *testing.T, url string, reg *resolver.Registry, project bool) (*service.Engine, *jetstream.Log) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	nc := natstest.Connect(t, url)
-	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	e, log := stackOn(t, url, jetstream.LogConfig{}, reg, service.Config{}, project)
+	hist, err := log.OpenRegistryHistory(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proj, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	if project {
-		go func() { defer close(done); _ = proj.Run(ctx) }()
-	} else {
-		close(done)
-	}
-	t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	hist, err := log.OpenRegistryHistory(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := service.New(log, proj, reg, service.Config{})
 	e.SetRegistryHistory(hist)
 	return e, log
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -20,24 +19,7 @@ import (
 // history (every engine here serves the default registry).
 func hookedEngineAt(t *testing.T, url string, cfg service.Config, project bool) (*service.Engine, *jetstream.Log) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	nc := natstest.Connect(t, url)
-	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	if project {
-		go func() { defer close(done); _ = proj.Run(ctx) }()
-	} else {
-		close(done)
-	}
-	t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	return service.New(log, proj, resolver.Default(), cfg), log
+	return stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), cfg, project)
 }
 
 // foldLog folds a session from the log alone, as a fresh projection does.
