@@ -245,3 +245,32 @@ func TestCLITablesFit120Columns(t *testing.T) {
 		}
 	}
 }
+
+// #26 item 4: `turn search` marks a query match it did not load as weak
+// and says how to load it, instead of listing it like the loaded ones.
+func TestCLISearchMarksWeakMatches(t *testing.T) {
+	p := startEngine(t, t.TempDir())
+	for _, args := range [][]string{{"emit", "k1", "preset", "full"}, {"turn", "begin", "k1"}} {
+		if r := runBin(t, nil, append(args, "--server", p.HTTPURL)...); r.code != 0 {
+			t.Fatalf("engine %v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	r := runBin(t, nil, "turn", "search", "k1", "-q", "memory", "--server", p.HTTPURL)
+	if r.code != 0 {
+		t.Fatalf("turn search: exit %d: %s", r.code, r.stderr)
+	}
+	weak, strong := 0, 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if !strings.HasPrefix(line, "match ") {
+			continue
+		}
+		if strings.Contains(line, "(weak: not loaded; load it by name)") {
+			weak++
+		} else {
+			strong++
+		}
+	}
+	if weak == 0 || strong == 0 {
+		t.Fatalf("want loaded and weak matches, each marked so; got %d weak, %d loaded:\n%s", weak, strong, r.stdout)
+	}
+}

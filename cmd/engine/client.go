@@ -556,7 +556,11 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	return c.print(r, func(w io.Writer) {
 		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", r.Loaded))
 		for _, m := range r.Matches {
-			fmt.Fprintf(w, "match %s\t%s %.3f\n", m.Name, m.Via, m.Score)
+			weak := ""
+			if m.Weak {
+				weak = " (weak: not loaded; load it by name)"
+			}
+			fmt.Fprintf(w, "match %s\t%s %.3f%s\n", m.Name, m.Via, m.Score, weak)
 		}
 		if len(r.NotFound) > 0 {
 			fmt.Fprintf(w, "not found\t%s\n", wrapList("", r.NotFound))
