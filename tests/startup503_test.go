@@ -28,7 +28,18 @@ func TestStartup503IsErrorEnvelope(t *testing.T) {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	natsAddr, addr := free(), free() // nothing listens on natsAddr
+	// The NATS address is held by a listener that never accepts: the
+	// engine's connect waits for an INFO that never comes and gives up
+	// (a transient failure it waits out), and no other process can take
+	// the port meanwhile. A port only found free once was taken by a
+	// concurrent test's nats-server in a CI run here, and the engine
+	// connected to it.
+	nats, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nats.Close() })
+	natsAddr, addr := nats.Addr().String(), free()
 	cmd := exec.Command(engineBin, "serve", "--nats", "nats://"+natsAddr, "--data", t.TempDir(), "--http", addr)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -55,6 +66,9 @@ func TestStartup503IsErrorEnvelope(t *testing.T) {
 			return fmt.Errorf("GET /v1/sessions: %d %s", resp.StatusCode, b)
 		}
 		ct, body = resp.Header.Get("Content-Type"), string(b)
+		if !strings.Contains(body, "waiting for NATS") {
+			return fmt.Errorf("GET /v1/sessions: 503 %s, not yet naming the wait for NATS", b)
+		}
 		return nil
 	})
 	if mt, _, _ := mime.ParseMediaType(ct); mt != api.MIMEJSON {

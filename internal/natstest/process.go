@@ -340,10 +340,18 @@ func (c *ProcessCluster) startOnce(i int) (string, bool) {
 			return tail(log, 2000), strings.Contains(string(log), "address already in use")
 		default:
 		}
+		// Started means listening on every port, not only the client's:
+		// nats-server listens for clients first and for routes last, and
+		// dies (FTL) if that port is taken, so a client port that answers
+		// alone is no start (a CI run here took such a node for started;
+		// the cluster never formed). Its log says when routes listen.
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.clientPort)), time.Second)
 		if err == nil {
 			_ = conn.Close()
-			return "", false
+			if log, _ := os.ReadFile(logPath); strings.Contains(string(log[min(from, int64(len(log))):]), "Listening for route connections") {
+				return "", false
+			}
+			err = errors.New("not listening for routes yet")
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("natstest: %s does not accept clients after %s: %v", nd.name, nodeReadyWait, err)
