@@ -1,0 +1,121 @@
+package tests
+
+import (
+	"bufio"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/toolintent/engine"
+
+// readmeImportTable reads the README's Architecture table: for each package
+// row (`pkg/`), the project packages the row says it imports ("—" for none).
+func readmeImportTable(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatalf("open README.md: %v", err)
+	}
+	defer f.Close()
+	table := map[string][]string{}
+	inArch := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			inArch = line == "## Architecture"
+			continue
+		}
+		if !inArch || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 3 {
+			t.Fatalf("README architecture row %q: want three cells (package, holds, imports)", line)
+		}
+		pkg := strings.TrimSuffix(strings.Trim(strings.TrimSpace(cells[0]), "`"), "/")
+		var imports []string
+		for _, name := range strings.Split(cells[len(cells)-1], ",") {
+			name = strings.TrimSpace(name)
+			if name == "" || name == "—" {
+				continue
+			}
+			imports = append(imports, name)
+		}
+		slices.Sort(imports)
+		if _, dup := table[pkg]; dup {
+			t.Fatalf("README architecture table lists %s twice", pkg)
+		}
+		table[pkg] = imports
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read README.md: %v", err)
+	}
+	if len(table) == 0 {
+		t.Fatal("README.md has no \"## Architecture\" table of packages")
+	}
+	return table
+}
+
+// projectImports lists each non-test package of the module with the project
+// packages it imports directly (test files are not counted: tests may reach
+// across layers, the code may not).
+func projectImports(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	got := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], modulePath+"/")
+		if !ok {
+			continue // the module root has no package
+		}
+		var imports []string
+		for _, imp := range fields[1:] {
+			if rel, ok := strings.CutPrefix(imp, modulePath+"/"); ok {
+				imports = append(imports, rel)
+			}
+		}
+		slices.Sort(imports)
+		got[pkg] = imports
+	}
+	return got
+}
+
+// TestReadmeImportTableIsTrue keeps the README's architecture table exact:
+// every package of the module has a row, every row names a package, and the
+// imports column lists exactly the project packages the package's code
+// imports (#25 item 9: dependencies point one way, and the table says which).
+func TestReadmeImportTableIsTrue(t *testing.T) {
+	table := readmeImportTable(t)
+	actual := projectImports(t)
+	for _, pkg := range slices.Sorted(maps.Keys(actual)) {
+		imports := actual[pkg]
+		want, ok := table[pkg]
+		if !ok {
+			t.Errorf("package %s is missing from README.md's architecture table; add a row `%s/` | what it holds | %s", pkg, pkg, strings.Join(imports, ", "))
+			continue
+		}
+		if !slices.Equal(want, imports) {
+			t.Errorf("README.md says %s imports [%s]; its code imports [%s]: fix the row (or the import)", pkg, strings.Join(want, ", "), strings.Join(imports, ", "))
+		}
+	}
+	for pkg := range table {
+		if pkg == "tests" {
+			continue // tests/ holds only test files
+		}
+		if _, ok := actual[pkg]; !ok {
+			t.Errorf("README.md's architecture table lists %s/, which is not a package of the module", pkg)
+		}
+	}
+}
