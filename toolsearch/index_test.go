@@ -9,19 +9,25 @@ import (
 	"testing"
 )
 
-// R29: names split the way MCP servers write them, text lower-cased,
-// stop words dropped, inflections folded, CJK as bigrams.
+// R29, #27: names split the way MCP servers write them and also kept
+// whole (compound words), text lower-cased and full-width folded, stop
+// words dropped, inflections folded, CJK as bigrams then unigrams.
 func TestTerms(t *testing.T) {
 	cases := map[string][]string{
 		"mcp__github__create_issue":            {"mcp", "github", "creat", "issu"},
-		"createIssue":                          {"creat", "issu"},
-		"HTTPServer.listPods-v2":               {"http", "server", "list", "pod", "v", "2", "v2"},
-		"kube.pods-list":                       {"kub", "pod", "list"},
+		"createIssue":                          {"creat", "issu", "createissu"},
+		"HTTPServer.listPods-v2":               {"http", "server", "httpserver", "list", "pod", "listpod", "v", "2", "v2"},
+		"kube.pods-list":                       {"kube", "pod", "list"},
 		"Create a new issue in the repository": {"creat", "new", "issu", "repository"},
-		"listing created files":                {"list", "creat", "fil"},
+		"listing created files":                {"list", "creat", "file"},
 		"ec2 instances":                        {"ec", "2", "ec2", "instanc"},
-		"发送消息":                                 {"发送", "送消", "消息"},
+		"发送消息":                                 {"发送", "送消", "消息", "发", "送", "消", "息"},
 		"查":                                    {"查"},
+		"JavaScript, PostgreSQL and PromQL":    {"java", "script", "javascript", "postgr", "sql", "postgresql", "prom", "ql", "promql"},
+		"ConfigMap":                            {"config", "map", "configmap"},
+		"YouTube iPhone":                       {"tube", "youtub", "phone", "iphon"},
+		"ｇｉｔｈｕｂ　ＡＰＩ":                           {"github", "api"},
+		"what's up, I'm":                       {"up"},
 		"":                                     nil,
 		"   __--..  ":                          nil,
 	}
@@ -45,6 +51,9 @@ func TestStemFoldsInflections(t *testing.T) {
 		{"run", "running", "runs"},
 		{"process", "processes"},
 		{"assignee", "assigned", "assign"},
+		{"make", "making", "makes"},
+		{"file", "files", "filing"},
+		{"youtube", "youtubes"},
 	}
 	for _, g := range groups {
 		for _, w := range g[1:] {
@@ -53,7 +62,8 @@ func TestStemFoldsInflections(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"aws", "s3", "status", "address", "string", "thing", "ünïcode"} {
+	// #27: a short word is not cut into another word ("tube" is not "tub").
+	for _, w := range []string{"aws", "s3", "status", "address", "string", "thing", "ünïcode", "tube", "phone", "file", "note"} {
 		if got := stem(w); got != w && !(w == "ünïcode") {
 			t.Errorf("stem(%q) = %q, want it unchanged", w, got)
 		}
@@ -150,7 +160,8 @@ func TestKeywordRanking(t *testing.T) {
 	}
 }
 
-// R29: a query term brings its synonyms in at a lower weight, and the
+// R29, #27: a query term brings the words of its concept groups in at a
+// lower weight, and the
 // tool's group description (Context) is searchable at a low weight.
 func TestSynonymsAndContext(t *testing.T) {
 	docs := []Doc{
@@ -166,10 +177,14 @@ func TestSynonymsAndContext(t *testing.T) {
 	if got := hitNames(ix.Keyword("draw on a whiteboard", 5, nil)); !slices.Equal(got, []string{"create_element"}) {
 		t.Errorf("whiteboard = %v: want the tool whose group mentions it", got)
 	}
-	for _, g := range synonymGroups {
+	for line := range strings.SplitSeq(conceptGroups, "\n") {
+		g := strings.Fields(line)
+		if len(g) == 1 {
+			t.Errorf("concept group %q has one word", line)
+		}
 		for _, w := range g {
-			if syn := synonyms[stem(w)]; len(syn) == 0 && len(g) > 1 && stem(g[0]) != stem(g[1]) {
-				t.Errorf("%q has no synonyms", w)
+			if syn := conceptLexicon[stem(w)]; len(syn) == 0 && stem(g[0]) != stem(g[1]) {
+				t.Errorf("%q has no concept neighbours", w)
 			}
 		}
 	}
@@ -294,5 +309,48 @@ func TestConcurrentSearch(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// #27: the failures the issue lists are reached: a compound word written
+// in camelCase in a description (javascript, postgresql, promql,
+// configmap), full-width Latin, a one-character CJK query, and a
+// paraphrase sharing no word with its tool through the concept lexicon.
+func TestKeywordReachesIssue27Cases(t *testing.T) {
+	docs := []Doc{
+		{Name: "run_script", Description: "Run a JavaScript snippet in the page.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "pg_query", Description: "Query a PostgreSQL database.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "metrics_query", Description: "Evaluate a PromQL expression.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "get_config", Description: "Read a ConfigMap.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "github_search", Description: "Search GitHub code.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "weather", Description: "查询城市天气。", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "set_status", Description: "Set the user's status (away, busy) with an emoji.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "send_sms", Description: "Send an SMS to a phone number.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "geocode", Description: "Turn an address into coordinates.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "top_pods", Description: "Show pods by memory use.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	ix := Build(docs, nil)
+	for q, want := range map[string]string{
+		"javascript": "run_script", "postgresql": "pg_query", "promql": "metrics_query", "configmap": "get_config",
+		"ｇｉｔｈｕｂ": "github_search", "天": "weather",
+		"I'm on vacation": "set_status", "text the customer": "send_sms", "lat/long of this place": "geocode",
+		"which pods eat the most RAM": "top_pods",
+	} {
+		if got := hitNames(ix.Keyword(q, 3, nil)); len(got) == 0 || got[0] != want {
+			t.Errorf("Keyword(%q) = %v, want %s first", q, got, want)
+		}
+	}
+}
+
+// #27: a document answering more of the query's words ranks above one
+// answering one of them strongly (coordination).
+func TestKeywordCoordination(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_one", Description: "Invoice invoice invoice invoice.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "b_two", Description: "Email an invoice to a customer, among other things one can do.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "c_other", Description: "Unrelated.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	if got := hitNames(Build(docs, nil).Keyword("email invoice", 3, nil)); !slices.Equal(got, []string{"b_two", "a_one"}) {
+		t.Errorf("email invoice = %v, want b_two (both words) before a_one", got)
 	}
 }

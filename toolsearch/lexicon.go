@@ -1,0 +1,196 @@
+package toolsearch
+
+import (
+	"slices"
+	"strings"
+)
+
+// conceptGroups is the concept lexicon that reaches paraphrases: each line
+// is a group of English words a request and a tool description use for
+// one concept (a thing, an action on it, or a common abbreviation), hand
+// written for tool APIs in general and grouped by domain. It is not
+// derived from any labelled query. A query word brings the other words of
+// its groups in at weightConcept, below the query's own words, so that a
+// literal match always outranks a concept match of the same strength.
+//
+// Rules the groups keep: a group is one concept, not a family of verbs
+// (no "get fetch read show list", no "drop delete": those were the noisy
+// synonyms of issue #27); a word shared by unrelated concepts (post, pull,
+// drop, run) is left out; abbreviations sit with their long forms.
+var conceptGroups = `
+search find lookup seek
+repo repository
+pr pullrequest
+k8s kubernetes kube
+email mail inbox
+doc docs documentation
+meeting appointment event
+calendar schedule agenda
+vacation pto leave absence timeoff away ooo outofoffice
+away absent unavailable
+status presence availability
+sick illness
+employee staff worker personnel colleague coworker hr
+manager boss supervisor report
+salary payroll compensation
+hire hiring recruit candidate applicant onboarding
+ram memory
+cpu processor
+disk storage drive volume
+network bandwidth traffic throughput
+uptime boot reboot restart
+process task pid
+slow performance latency hog lag
+usage utilisation utilization consumption load busy
+kill terminate stop
+server host machine node instance vm
+container pod
+cluster fleet
+replica instance scale
+deploy deployment release rollout ship
+rollback revert undo previous
+sync synchronize reconcile
+secret credential password token apikey key
+login signin authenticate authentication auth
+verification verify otp code 2fa mfa
+certificate cert tls ssl
+csv comma spreadsheet tabular
+parquet columnar
+json yaml manifest config configuration
+export save dump download
+import load ingest upload
+table dataset dataframe
+column field attribute
+row record entry
+statistic stats summary summarize profile aggregate
+query sql select
+database db postgres postgresql mysql sqlite
+lat latitude long longitude coordinate coordinates location geocode geo gps position
+address place postcode zipcode
+map maps
+route directions navigation travel trip commute
+drive driving car
+bicycle cycling cycle
+walking foot pedestrian
+transit subway metro bus train
+nearby around vicinity poi
+reachable reach isochrone
+distance far apart
+weather forecast temperature rain climate
+thermostat heating heat cooling hvac
+light lamp bulb brightness dim
+lock unlock door secure
+sensor reading humidity
+scene mood preset
+sms text texting
+phone call mobile cell telephone landline voice
+message chat dm im post
+send post
+notify notification alert alarm page
+reaction emoji
+unread missed new
+thread reply conversation
+channel room
+recall remember memory memories memorize knowledge know
+note notes memo
+contact contacts addressbook phonebook
+translate translation language locale
+deutsch de
+french francais fr
+spanish espanol es
+chinese zh mandarin
+japanese ja
+pdf document
+merge combine join concat concatenate
+split separate
+ocr scan scanned recognize recognise
+compress reduce size
+resize scale dimension width height pixel
+crop trim cut clip
+image picture photo photograph
+thumbnail preview poster frame
+background backdrop cutout
+video film clip footage
+audio music mp3 soundtrack
+convert transcode format
+duration length resolution bitrate codec metadata
+subtitle caption captions transcript subtitles
+subscriber follower subscribe
+feed rss atom blog
+cron crontab schedule periodic daily recurring
+job cronjob
+ssh remote shell terminal
+copy transfer scp upload
+pipeline dag workflow
+rerun retry clear
+pause suspend unpause resume
+metric metrics timeseries series
+alert alerting firing incident
+target scrape exporter endpoint
+graph chart range
+rps qps requests
+error errors failure failed
+log logs logging
+event events analytics tracking track
+funnel conversion convert
+retention churn return returning cohort
+signup register registration
+order orders purchase checkout
+coupon discount voucher code
+stock inventory quantity units
+refund reimburse chargeback
+product item sku catalog
+shipping shipped shipment fulfil fulfill fulfillment delivered
+customer buyer shopper client
+budget spending expense expenses category envelope
+transaction payment charge
+income earnings salary
+balance remaining left available
+dollars usd amount
+invoice bill billing
+price cost pricing
+account accounts
+approve approval sign signature review
+reimbursement expense claim
+procurement purchase buying
+docx word
+slide slides presentation pptx
+sheet spreadsheet excel
+wiki knowledgebase knowledge
+issue ticket bug
+user person people member
+team group org organization
+permission role access
+webhook callback
+screenshot capture
+browser web page website url
+click tap
+form fill
+scrape crawl
+summary summarize tldr
+resource object
+text word words content
+count many total tally
+`
+
+// conceptLexicon maps a stemmed word to the stemmed other words of its
+// groups, built once from conceptGroups.
+var conceptLexicon = func() map[string][]string {
+	m := map[string][]string{}
+	for line := range strings.SplitSeq(conceptGroups, "\n") {
+		var stems []string
+		for _, w := range strings.Fields(line) {
+			if s := stem(w); !slices.Contains(stems, s) {
+				stems = append(stems, s)
+			}
+		}
+		for _, a := range stems {
+			for _, b := range stems {
+				if a != b && !slices.Contains(m[a], b) {
+					m[a] = append(m[a], b)
+				}
+			}
+		}
+	}
+	return m
+}()
