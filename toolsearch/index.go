@@ -28,6 +28,7 @@ import (
 	"math"
 	"math/bits"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
@@ -73,14 +74,26 @@ const (
 	// MaxPatternLen is the longest regular expression Regex accepts, in
 	// bytes.
 	MaxPatternLen = 256
+	// MaxRegexInsts bounds the compiled program of a regular expression
+	// (RE2 instructions, after counted repetitions are expanded): Regex
+	// refuses a larger one. Patterns of a few words compile to tens.
+	MaxRegexInsts = 200
+	// RegexBudget bounds the matching work of one Regex call: the bytes
+	// of the admitted tools' text times the pattern's width (regexWidth),
+	// estimated before any matching. Regex refuses a pattern whose
+	// estimate is above it. Over 10,000 tools a pattern of width up to 4
+	// fits (a literal, a.*b, (a|b)*c); measured on 2 cores, a call at the
+	// budget takes under 0.3 s.
+	RegexBudget = 6 << 20
 	// maxQueryTerms bounds the distinct terms of a keyword query that are
 	// scored, its own and those the concept lexicon brings in; later ones
 	// are ignored.
 	maxQueryTerms = 64
 )
 
-// ErrPattern reports a regular expression Regex cannot use: too long, or
-// not valid RE2 syntax. Match it with errors.Is.
+// ErrPattern reports a regular expression Regex cannot use: too long, not
+// valid RE2 syntax, or too costly to match (MaxRegexInsts, RegexBudget).
+// Match it with errors.Is.
 var ErrPattern = errors.New("unusable regular expression")
 
 // Doc is one searchable tool definition.
@@ -122,6 +135,11 @@ type analyzed struct {
 	terms  []termTF // sorted by term
 	length float32  // weighted length
 	ptext  string   // parameter names and descriptions, for Regex
+}
+
+// textLen is the number of bytes Regex may scan in document i.
+func (ix *Index) textLen(i int) int {
+	return len(ix.names[i]) + len(ix.descs[i]) + len(ix.docs[i].ptext)
 }
 
 type posting struct {
@@ -452,11 +470,40 @@ func better(a, b Hit) bool {
 // description or parameter text matches the regular expression (RE2
 // syntax, case-insensitive). A match in the name ranks above one in the
 // description, which ranks above one in the parameters only; ties are
-// broken by name. The pattern is at most MaxPatternLen bytes; an
-// unusable pattern returns an error wrapping ErrPattern.
+// broken by name.
+//
+// The cost of a call is bounded before any matching: the pattern is at
+// most MaxPatternLen bytes, compiles to at most MaxRegexInsts
+// instructions, and its width times the bytes of the admitted tools'
+// text is at most RegexBudget. A pattern over a bound is refused with an
+// error wrapping ErrPattern that names the pattern, the bound and the
+// fix; so is a pattern that is not valid RE2. The decision depends on
+// the pattern and the index only, so it is deterministic.
 func (ix *Index) Regex(pattern string, k int, f *Filter) ([]Hit, error) {
 	if len(pattern) > MaxPatternLen {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d allowed; use a shorter pattern", ErrPattern, len(pattern), MaxPatternLen)
+	}
+	parsed, err := syntax.Parse("(?i)"+pattern, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPattern, err)
+	}
+	parsed = parsed.Simplify()
+	prog, err := syntax.Compile(parsed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPattern, err)
+	}
+	if n := len(prog.Inst); n > MaxRegexInsts {
+		return nil, fmt.Errorf("%w: %q compiles to %d instructions, at most %d allowed; lower its repetition counts ({n,m}) or search for a literal word instead", ErrPattern, pattern, n, MaxRegexInsts)
+	}
+	width := regexWidth(parsed)
+	var bytes int64
+	for i := range ix.names {
+		if f.Has(i) {
+			bytes += int64(ix.textLen(i))
+		}
+	}
+	if cost := int64(width) * bytes; cost > RegexBudget {
+		return nil, fmt.Errorf("%w: %q costs %d units to match over %d bytes of tool text (width %d: its repeated sub-patterns, each .* or x+ inside a repetition), at most %d allowed; remove nested or repeated .*, or use a query", ErrPattern, pattern, cost, bytes, width, RegexBudget)
 	}
 	re, err := regexp.Compile("(?i)" + pattern)
 	if err != nil {
@@ -484,4 +531,38 @@ func (ix *Index) Regex(pattern string, k int, f *Filter) ([]Hit, error) {
 		}
 	}
 	return top, nil
+}
+
+// regexWidth estimates how many matching threads a pattern keeps alive
+// per byte of text: 1 plus, for every unbounded repetition (x*, x+), the
+// characters its body consumes. "create.*issue" is 2; "(?:.*){1,10}z",
+// once simplified into ten nested .*, is 11; matching time grows with it.
+func regexWidth(re *syntax.Regexp) int {
+	w := 1
+	var walk func(*syntax.Regexp)
+	walk = func(r *syntax.Regexp) {
+		if r.Op == syntax.OpStar || r.Op == syntax.OpPlus || (r.Op == syntax.OpRepeat && r.Max < 0) {
+			w += consumers(r)
+		}
+		for _, s := range r.Sub {
+			walk(s)
+		}
+	}
+	walk(re)
+	return w
+}
+
+// consumers counts the character-consuming leaves under r.
+func consumers(r *syntax.Regexp) int {
+	switch r.Op {
+	case syntax.OpLiteral:
+		return len(r.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	}
+	n := 0
+	for _, s := range r.Sub {
+		n += consumers(s)
+	}
+	return n
 }
