@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 )
 
 // Field weights of the ranking: a term in a tool's name counts three times
@@ -51,10 +52,37 @@ const (
 	// weightConcept is the weight of a word the concept lexicon brings in
 	// for a query word (conceptGroups).
 	weightConcept = float32(0.5)
+	// weightIntent is the weight of the read verbs a question brings in
+	// (asksToRead).
+	weightIntent = float32(0.4)
 	// weightUnigram scales a single CJK character, in documents and
 	// queries, against the bigrams of the same text.
 	weightUnigram = 0.3
 )
+
+// intentWord is the query-word bit of the terms a question brings in: it
+// does not count as a word the document answers.
+const intentWord = 63
+
+// readVerbs are the stemmed verbs of tools that read.
+var readVerbs = []string{"get", "list", "show"}
+
+// questionWords open a request that asks to read something.
+var questionWords = map[string]bool{
+	"what": true, "which": true, "who": true, "whose": true, "how": true, "when": true, "where": true, "why": true,
+	"is": true, "are": true, "was": true, "were": true, "did": true, "does": true, "do": true, "has": true, "have": true,
+}
+
+// asksToRead reports whether the query opens with a question word ("what
+// devices are in the kitchen", "is the door locked", "how many").
+func asksToRead(q string) bool {
+	q = strings.TrimLeft(q, " \t\n\"'¿")
+	end := strings.IndexFunc(q, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(q)
+	}
+	return end > 0 && end <= 5 && questionWords[strings.ToLower(q[:end])]
+}
 
 // coord is the factor of the coordination of a document that answers the
 // share c of the query's words: its square root. The power 1 ranked the
@@ -371,7 +399,7 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 				return
 			}
 		}
-		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(min(word, 63)))
+		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(min(word, intentWord-1)))
 	}
 	words := 0 // distinct query words that are not CJK unigrams
 	for i, t := range terms {
@@ -387,6 +415,14 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	for i, t := range terms {
 		for _, c := range conceptLexicon[t] {
 			addTerm(c, weightConcept, i)
+		}
+	}
+	// A question asks to read: its tools are the ones that get, list or
+	// show. These terms rank among tools the query's words found and
+	// count for no word of their own (intentWord).
+	if asksToRead(query) {
+		for _, t := range readVerbs {
+			addTerm(t, weightIntent, intentWord)
 		}
 	}
 	exact, hasExact := ix.byName[strings.TrimSpace(query)]
@@ -418,7 +454,7 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	// few words with its tool, and each of them counts).
 	if words > 1 {
 		for _, d := range touched {
-			n := float32(bits.OnesCount64(matched[d]))
+			n := float32(bits.OnesCount64(matched[d] &^ (1 << intentWord)))
 			sc[d] *= coord(min(n, float32(words)) / float32(words))
 		}
 	}

@@ -49,8 +49,8 @@ cluster fleet
 replica instance scale
 deploy deployment release rollout ship
 rollback revert undo previous
-sync synchronize reconcile
-secret credential password token apikey key
+sync synchronize reconcile drift outofsync
+secret credential password token apikey
 login signin authenticate authentication auth
 verification verify otp code 2fa mfa
 certificate cert tls ssl
@@ -171,6 +171,153 @@ summary summarize tldr
 resource object
 text word words content
 count many total tally
+near nearby around vicinity close
+restaurant cafe food dining eatery
+hotel lodging accommodation
+gas fuel petrol
+airport flight airline
+city town
+country nation region
+vacation holiday
+time clock timezone
+date day today tomorrow yesterday
+week weekly
+month monthly
+year annual yearly
+morning evening night
+start begin launch kickoff
+finish end complete done
+close closed shut
+archive archived
+delete remove erase purge rid
+rename title
+move relocate
+duplicate clone
+share sharing collaborator
+invite invitation
+comment comments remark feedback
+like likes upvote
+rating ratings review reviews stars
+view views watch plays
+popular trending top
+latest recent newest
+history past previous earlier
+version revision
+branch branches
+commit commits changeset
+merge merged
+diff changes patch
+tag release
+build compile ci
+test tests testing
+lint linter
+package dependency library module
+install setup
+upgrade update outdated
+vulnerability cve security
+backup snapshot
+restore recover
+permission permissions grant
+block ban blocklist
+spam junk
+attachment attachments attach
+folder directory dir
+upload attach
+download fetch retrieve
+link url
+browse navigate visit
+screenshot snapshot
+print printer
+speak speech tts voice
+listen hear
+record recording
+song track music playlist
+artist band musician
+podcast episode
+stream live broadcast
+photo photos album gallery
+camera webcam
+color colour rgb
+font typography
+draw diagram sketch whiteboard
+design mockup prototype
+shape rectangle circle
+size dimensions
+size large largest big biggest
+weight kg
+height tall
+money cash fund funds
+pay payout paid payment
+subscription plan recurring
+currency exchange fx
+tax vat
+receipt receipts
+quote estimate
+contract agreement
+signature sign esign
+lead leads prospect
+deal deals opportunity pipeline
+campaign newsletter blast
+audience list segment
+unsubscribe optout
+survey poll questionnaire
+question answer faq
+support helpdesk
+ticket case
+priority urgent severity
+assign assignee owner
+due deadline
+reminder remind
+todo task checklist
+project board
+sprint iteration
+estimate points
+goal okr objective
+report reporting dashboard
+kpi metric
+revenue sales
+profit margin
+forecast prediction projection
+trend trending
+anomaly outlier spike
+count number total
+average mean
+sum total
+percent percentage ratio
+compare comparison difference
+sort order rank
+filter where
+group breakdown segment
+join combine
+dedupe duplicate
+clean cleanup tidy
+validate validation check
+format formatting prettify
+parse parsing extract
+extract scrape
+encode encoding
+decode decoding
+encrypt encryption
+hash checksum digest
+random generate
+uuid guid id identifier
+number digit
+phone number
+zip archive tarball compress
+unzip extract decompress
+temperature degrees celsius fahrenheit
+humidity moisture
+wind breeze
+rain precipitation shower
+snow blizzard
+air aqi pollution
+sunrise sunset daylight
+hungry food meal
+recipe cooking
+fitness workout exercise
+sleep rest
+health medical doctor
+quota allowance limit usage
 `
 
 // conceptLexicon maps a stemmed word to the stemmed other words of its

@@ -2,6 +2,7 @@ package searcheval
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -57,5 +58,7 @@ func TestReport(t *testing.T) {
 	}
 	t.Log("\n" + table("tuning: first corpus", first, firstQs))
 	t.Log("\n" + table("tuning: mcp2 tuning queries", docs, tun))
-	t.Log("\n" + table("held-out: mcp2 held-out queries", docs, held))
+	if os.Getenv("SEARCHEVAL_HELDOUT") != "" || !testing.Verbose() {
+		t.Log("\n" + table("held-out: mcp2 held-out queries", docs, held))
+	}
 }
