@@ -113,17 +113,29 @@ func (a *analyzer) flushWord() {
 		return
 	}
 	a.word = a.word[:0]
-	start, parts := 0, 0
-	for i := 1; i <= len(w); i++ {
-		if i < len(w) && !boundary(w, i) {
-			continue
+	// cuts holds the starts of the parts, then len(w).
+	var cutsArr [16]int
+	cuts := cutsArr[:0]
+	cuts = append(cuts, 0)
+	for i := 1; i < len(w); i++ {
+		if boundary(w, i) {
+			cuts = append(cuts, i)
 		}
-		a.emit(w[start:i])
-		start = i
-		parts++
+	}
+	cuts = append(cuts, len(w))
+	parts := len(cuts) - 1
+	for j := 0; j < parts; j++ {
+		a.emit(w[cuts[j]:cuts[j+1]])
 	}
 	if parts > 1 {
 		a.emit(w) // the joined form: "JavaScript" is also "javascript"
+	}
+	if parts > 2 {
+		// and each pair of neighbouring parts: "getConfigMap" is also
+		// "configmap", "getTimeOffBalance" also "timeoff".
+		for j := 0; j+2 <= parts; j++ {
+			a.emit(w[cuts[j]:cuts[j+2]])
+		}
 	}
 }
 

@@ -55,17 +55,56 @@ const (
 	// weightIntent is the weight of the read verbs a question brings in
 	// (asksToRead).
 	weightIntent = float32(0.4)
+	// weightAction is the weight of the tool verb a request's action word
+	// brings in (actionClasses).
+	weightAction = float32(0.3)
 	// weightUnigram scales a single CJK character, in documents and
 	// queries, against the bigrams of the same text.
 	weightUnigram = 0.3
 )
 
-// intentWord is the query-word bit of the terms a question brings in: it
-// does not count as a word the document answers.
+// intentWord is the query-word bit of the verbs a question or an action
+// word brings in (asksToRead, actionClasses): they score only tools the
+// query's words found, and count as one more thing a tool answers.
 const intentWord = 63
 
 // readVerbs are the stemmed verbs of tools that read.
 var readVerbs = []string{"get", "list", "show"}
+
+// actionClasses group a request's action words under the verbs tool names
+// use for that action (the first word of a line): a request to "erase"
+// something ranks a delete_ tool above a list_ tool of the same thing.
+// They weigh weightAction and score only tools the query's words found
+// (intentWord).
+var actionClasses = `
+create add new make write record store save submit book register compose draft
+update change edit modify set adjust rename switch mark
+delete remove erase forget wipe purge discard
+list show enumerate every all
+get read show view inspect check see
+send notify tell message ping
+run trigger start execute launch kick
+stop cancel halt abort
+`
+
+// actionVerbs maps a stemmed action word to the stemmed tool verbs of its
+// classes.
+var actionVerbs = func() map[string][]string {
+	m := map[string][]string{}
+	for line := range strings.SplitSeq(actionClasses, "\n") {
+		ws := strings.Fields(line)
+		if len(ws) == 0 {
+			continue
+		}
+		verb := stem(ws[0])
+		for _, w := range ws[1:] {
+			if s := stem(w); s != verb && !slices.Contains(m[s], verb) {
+				m[s] = append(m[s], verb)
+			}
+		}
+	}
+	return m
+}()
 
 // questionWords open a request that asks to read something.
 var questionWords = map[string]bool{
@@ -399,7 +438,10 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 				return
 			}
 		}
-		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(min(word, intentWord-1)))
+		if word != intentWord {
+			word = min(word, intentWord-1)
+		}
+		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(word))
 	}
 	words := 0 // distinct query words that are not CJK unigrams
 	for i, t := range terms {
@@ -418,11 +460,16 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		}
 	}
 	// A question asks to read: its tools are the ones that get, list or
-	// show. These terms rank among tools the query's words found and
-	// count for no word of their own (intentWord).
+	// show; an action word asks for the tools whose verb does it. These
+	// verbs rank among the tools the query's words found (intentWord).
 	if asksToRead(query) {
 		for _, t := range readVerbs {
 			addTerm(t, weightIntent, intentWord)
+		}
+	}
+	for _, t := range terms {
+		for _, v := range actionVerbs[t] {
+			addTerm(v, weightAction, intentWord)
 		}
 	}
 	exact, hasExact := ix.byName[strings.TrimSpace(query)]
@@ -438,9 +485,13 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	for j, id := range ids {
 		w := ws[j] * ix.idf[id] * (bm25K1 + 1)
 		bit := uint64(1) << src[j]
+		intent := src[j] == intentWord // scored after every word's terms
 		for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
 			if f != nil && !f.Has(int(p.doc)) {
 				continue
+			}
+			if intent && sc[p.doc] == 0 {
+				continue // orders the tools the words found, adds none
 			}
 			if sc[p.doc] == 0 {
 				touched = append(touched, p.doc)
@@ -452,9 +503,12 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	// Coordination: a document answering more of the query's words ranks
 	// above one that answers a single word strongly (a paraphrase shares
 	// few words with its tool, and each of them counts).
+	if slices.Contains(src, intentWord) {
+		words++ // the action asked for is one more thing a tool answers
+	}
 	if words > 1 {
 		for _, d := range touched {
-			n := float32(bits.OnesCount64(matched[d] &^ (1 << intentWord)))
+			n := float32(bits.OnesCount64(matched[d]))
 			sc[d] *= coord(min(n, float32(words)) / float32(words))
 		}
 	}

@@ -399,3 +399,25 @@ func TestRegexBounded(t *testing.T) {
 		}
 	}
 }
+
+// #27: an action word ranks the tool whose verb does it above its
+// siblings (actionClasses), and a question ranks the reading ones first
+// (asksToRead); neither brings in a tool the query's words did not find.
+func TestKeywordActionAndQuestion(t *testing.T) {
+	docs := []Doc{
+		{Name: "list_notes", Description: "List the notes in a folder.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "delete_note", Description: "Delete a note.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "create_note", Description: "Create a note.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "delete_file", Description: "Delete a file.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	ix := Build(docs, nil)
+	for q, want := range map[string]string{"wipe my shopping note": "delete_note", "what notes do I have": "list_notes", "compose a note": "create_note"} {
+		got := hitNames(ix.Keyword(q, 5, nil))
+		if len(got) == 0 || got[0] != want {
+			t.Errorf("Keyword(%q) = %v, want %s first", q, got, want)
+		}
+		if slices.Contains(got, "delete_file") {
+			t.Errorf("Keyword(%q) = %v: the action word alone brought delete_file in", q, got)
+		}
+	}
+}

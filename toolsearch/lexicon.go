@@ -28,7 +28,7 @@ meeting appointment event
 calendar schedule agenda
 vacation pto leave absence timeoff away ooo outofoffice
 away absent unavailable
-status presence availability
+status presence availability busy dnd
 sick illness
 employee staff worker personnel colleague coworker hr
 manager boss supervisor report
@@ -39,9 +39,9 @@ cpu processor
 disk storage drive volume
 network bandwidth traffic throughput
 uptime boot reboot restart
-process task pid
+process task pid program
 slow performance latency hog lag
-usage utilisation utilization consumption load busy
+usage utilisation utilization consumption load
 kill terminate stop
 server host machine node instance vm
 container pod
@@ -78,12 +78,12 @@ reachable reach isochrone
 distance far apart
 weather forecast temperature rain climate
 thermostat heating heat cooling hvac
-light lamp bulb brightness dim
+light lamp bulb brightness dim darken
 lock unlock door secure
 sensor reading humidity
 scene mood preset
 sms text texting
-phone call mobile cell telephone landline voice
+phone call mobile cell telephone landline voice ring dial
 message chat dm im post
 send post
 notify notification alert alarm page
@@ -91,7 +91,7 @@ reaction emoji
 unread missed new
 thread reply conversation
 channel room
-recall remember memory memories memorize knowledge know
+recall remember memory memories memorize knowledge know mind
 note notes memo
 contact contacts addressbook phonebook
 translate translation language locale
@@ -107,7 +107,7 @@ ocr scan scanned recognize recognise
 compress reduce size
 resize scale dimension width height pixel
 crop trim cut clip
-image picture photo photograph
+image picture photo photograph logo icon
 thumbnail preview poster frame
 background backdrop cutout
 video film clip footage
@@ -117,9 +117,9 @@ duration length resolution bitrate codec metadata
 subtitle caption captions transcript subtitles
 subscriber follower subscribe
 feed rss atom blog
-cron crontab schedule periodic daily recurring
+cron crontab schedule periodic daily recurring every
 job cronjob
-ssh remote shell terminal
+ssh remote shell terminal connect connection
 copy transfer scp upload
 pipeline dag workflow
 rerun retry clear
@@ -144,7 +144,7 @@ shipping shipped shipment fulfil fulfill fulfillment delivered
 customer buyer shopper client
 budget spending expense expenses category envelope
 transaction payment charge
-income earnings salary
+income earnings salary paycheck wage
 balance remaining left available
 dollars usd amount
 invoice bill billing
@@ -318,6 +318,8 @@ fitness workout exercise
 sleep rest
 health medical doctor
 quota allowance limit usage
+production prod live
+replica replicas copies
 `
 
 // conceptLexicon maps a stemmed word to the stemmed other words of its
