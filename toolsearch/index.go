@@ -77,13 +77,13 @@ var readVerbs = []string{"get", "list", "show"}
 // They weigh weightAction and score only tools the query's words found
 // (intentWord).
 var actionClasses = `
-create add new make write record store save submit book register compose draft
+create add new make write record store save submit register compose draft
 update change edit modify set adjust rename switch mark
-delete remove erase forget wipe purge discard
+delete remove erase wipe purge discard
 list show enumerate every all
 get read show view inspect check see
 send notify tell message ping
-run trigger start execute launch kick
+run trigger start execute launch
 stop cancel halt abort
 `
 

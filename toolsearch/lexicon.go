@@ -172,13 +172,12 @@ resource object
 text word words content
 count many total tally
 near nearby around vicinity close
-restaurant cafe food dining eatery
+restaurant cafe food eatery
 hotel lodging accommodation
 gas fuel petrol
 airport flight airline
 city town
 country nation region
-vacation holiday
 time clock timezone
 date day today tomorrow yesterday
 week weekly
@@ -227,7 +226,6 @@ download fetch retrieve
 link url
 browse navigate visit
 screenshot snapshot
-print printer
 speak speech tts voice
 listen hear
 record recording
@@ -246,12 +244,10 @@ size dimensions
 size large largest big biggest
 weight kg
 height tall
-money cash fund funds
+cash fund funds
 pay payout paid payment
 subscription plan recurring
 currency exchange fx
-tax vat
-receipt receipts
 quote estimate
 contract agreement
 signature sign esign
@@ -305,7 +301,7 @@ number digit
 phone number
 zip archive tarball compress
 unzip extract decompress
-temperature degrees celsius fahrenheit
+temperature celsius fahrenheit
 humidity moisture
 wind breeze
 rain precipitation shower
@@ -320,6 +316,70 @@ health medical doctor
 quota allowance limit usage
 production prod live
 replica replicas copies
+fix repair resolve patch
+broken crash crashed exception failing
+pic pics img image
+vid video
+gif animation animated
+mic microphone
+bucket blob objectstorage s3
+function lambda serverless
+dns domain nameserver
+firewall port ingress
+queue topic broker kafka
+cache caching memcached
+vector embedding embeddings semantic
+prompt llm completion
+explain describe details info information
+birthday anniversary
+hierarchy orgchart
+parcel package shipment
+tracking carrier courier
+whiteboard canvas
+repo codebase
+snippet gist
+endpoint api
+latency percentile p95 p99
+incident outage downtime
+oncall rotation pager
+postmortem retrospective
+cleanup prune
+wallet card
+credit debit
+loan mortgage
+crypto bitcoin ethereum
+post article blog
+feed timeline
+dm direct private
+avatar profile picture
+bio biography about
+follower subscriber fan
+mention tag
+hashtag tag topic
+bookmark favorite star save
+watchlist watch
+calendar cal
+agenda itinerary
+reservation booking
+ticket pass admission
+lyrics song
+album record
+weather climate
+storm hurricane
+earthquake quake seismic
+tide ocean
+elevation altitude height
+population census demographic
+definition meaning define dictionary
+synonym thesaurus
+spell spelling spellcheck
+grammar proofread
+summary abstract
+paper article research publication
+citation cite reference
+patent invention
+law legal statute
+court case lawsuit
 `
 
 // conceptLexicon maps a stemmed word to the stemmed other words of its
