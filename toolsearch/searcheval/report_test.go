@@ -33,8 +33,9 @@ func table(name string, docs []toolsearch.Doc, qs []Query) string {
 }
 
 // #27: the per-kind table of the engine beside plain BM25 on the tuning
-// sets and the held-out set (logged with -v; the floors are asserted in
-// quality_test.go).
+// sets, logged with -v; the held-out set's table too when
+// SEARCHEVAL_HELDOUT is set, so that tuning does not look at it by
+// accident. The floors are asserted in quality_test.go.
 func TestReport(t *testing.T) {
 	first, err := Docs()
 	if err != nil {
@@ -58,7 +59,7 @@ func TestReport(t *testing.T) {
 	}
 	t.Log("\n" + table("tuning: first corpus", first, firstQs))
 	t.Log("\n" + table("tuning: mcp2 tuning queries", docs, tun))
-	if os.Getenv("SEARCHEVAL_HELDOUT") != "" || !testing.Verbose() {
+	if os.Getenv("SEARCHEVAL_HELDOUT") != "" {
 		t.Log("\n" + table("held-out: mcp2 held-out queries", docs, held))
 	}
 }
