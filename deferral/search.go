@@ -37,8 +37,9 @@ const (
 // ErrInvalidSearch reports a tool_search request outside its schema: a
 // field of the wrong type, an unknown field, a bound exceeded. Requests the
 // schema allows are never refused: unknown names, a query that matches
-// nothing and a regex that does not compile are soft results. Match it
-// with errors.Is.
+// nothing, a regex that does not compile and one too costly to match
+// (toolsearch.MaxRegexInsts, toolsearch.RegexBudget) are soft results.
+// Match it with errors.Is.
 var ErrInvalidSearch = errors.New("invalid tool_search request")
 
 // SearchRequest is one tool_search call (R29). Any combination of the
@@ -50,7 +51,9 @@ type SearchRequest struct {
 	// names, descriptions and parameters.
 	Query string `json:"query,omitempty"`
 	// Regex is a regular expression (RE2, case-insensitive) matched against
-	// the deferred tools' names, descriptions and parameters.
+	// the deferred tools' names, descriptions and parameters. One whose
+	// matching cost is over toolsearch's bounds is refused before any
+	// matching, with a Note naming the pattern and the fix.
 	Regex string `json:"regex,omitempty"`
 	// MaxResults caps the tools Query and Regex load together; 0 means
 	// DefaultMaxResults.
@@ -257,7 +260,7 @@ type SearchResult struct {
 	Matches []Match
 	// Note is a sentence for the model when something needs saying: an
 	// empty call, a query that matched nothing, a regex that does not
-	// compile.
+	// compile or is too costly to match.
 	Note string
 }
 

@@ -66,6 +66,12 @@ func TestSearchRegexAndCombined(t *testing.T) {
 	if err != nil || len(res.Tools) != 0 || !strings.Contains(res.Note, "regex") {
 		t.Errorf("bad regex: %+v, %v; want a note and no error", res, err)
 	}
+	// #27 item 4: a pattern too costly to match is refused at once, as a
+	// note naming the pattern and the fix, not as a failed call.
+	res, err = turn.Search(SearchRequest{Regex: "(?:.*){1,1000}z"})
+	if err != nil || len(res.Tools) != 0 || !strings.Contains(res.Note, "(?:.*){1,1000}z") || !strings.Contains(res.Note, "repetition counts") {
+		t.Errorf("costly regex: %+v, %v; want a note naming the pattern and the fix, and no error", res, err)
+	}
 	res, err = turn.Search(SearchRequest{Names: []string{"send_message", "nope"}, Query: "plan", Regex: ".", MaxResults: 1})
 	if err != nil {
 		t.Fatal(err)

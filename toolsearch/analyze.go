@@ -1,7 +1,6 @@
 package toolsearch
 
 import (
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -10,18 +9,22 @@ import (
 // Terms returns the search terms of s, in order, duplicates kept: the
 // analysis applied alike to indexed text and to queries.
 //
+//   - Full-width Latin letters, digits and punctuation are folded to
+//     ASCII ("ｇｉｔｈｕｂ" is "github").
 //   - Words are split at every character that is not a letter or a digit
 //     (so at '_', '-', '.', '/', spaces and punctuation), at camelCase
 //     boundaries ("createIssue" → create, issue; "HTTPServer" → http,
-//     server) and between letters and digits ("ec2" → ec, 2). A word that
-//     mixes letters and digits is also kept whole ("ec2"), so a query for
-//     the whole word matches it directly.
+//     server) and between letters and digits ("ec2" → ec, 2). A word so
+//     split is also kept whole ("ec2", "javascript", "postgresql",
+//     "configmap"), so a query for the whole word matches it directly.
 //   - Letters are lower-cased; Chinese, Japanese and Korean text, which has
-//     no spaces, becomes overlapping character bigrams (one character alone
-//     stays a unigram).
+//     no spaces, becomes overlapping character bigrams followed by its
+//     single characters, so a one-character query matches too.
 //   - A short list of English stop words is dropped, and a light suffix
-//     stemmer folds plurals and -ing/-ed forms ("issues", "creating",
-//     "created" → issu, creat, creat).
+//     stemmer (Porter's first step and final -e rule) folds plurals and
+//     -ing/-ed forms ("issues", "creating", "created" → issu, creat,
+//     creat) without cutting short words into others ("tube" stays
+//     "tube", "phone" stays "phone").
 //
 // Terms is pure and deterministic.
 func Terms(s string) []string {
@@ -48,6 +51,7 @@ type analyzer struct {
 
 func (a *analyzer) run(s string) {
 	for _, r := range s {
+		r = foldWidth(r)
 		switch {
 		case isCJK(r):
 			a.flushWord()
@@ -64,18 +68,41 @@ func (a *analyzer) run(s string) {
 	a.flushCJK()
 }
 
-// flushCJK emits the CJK run as bigrams (a single character as itself).
+// flushCJK emits the CJK run as overlapping bigrams followed by its
+// characters one by one (unigrams), so that a one-character query
+// matches and a two-character query matches its bigram first.
 func (a *analyzer) flushCJK() {
 	if len(a.cjk) == 0 {
 		return
 	}
-	if len(a.cjk) == 1 {
-		a.dst = append(a.dst, string(a.cjk))
-	}
 	for i := 0; i+1 < len(a.cjk); i++ {
 		a.dst = append(a.dst, string(a.cjk[i:i+2]))
 	}
+	for i := range a.cjk {
+		a.dst = append(a.dst, string(a.cjk[i:i+1]))
+	}
 	a.cjk = a.cjk[:0]
+}
+
+// isUnigram reports whether term t is a single CJK character (weighted
+// below the bigrams of the same text).
+func isUnigram(t string) bool {
+	r, n := utf8.DecodeRuneInString(t)
+	return n == len(t) && n > 1 && isCJK(r)
+}
+
+// foldWidth maps the full-width forms of ASCII (U+FF01-U+FF5E) and the
+// ideographic space to their ASCII counterparts, the compatibility
+// folding (as NFKC has it) that matters for typed queries: "ｇｉｔｈｕｂ" is
+// "github".
+func foldWidth(r rune) rune {
+	switch {
+	case r >= 0xFF01 && r <= 0xFF5E:
+		return r - 0xFEE0
+	case r == 0x3000:
+		return ' '
+	}
+	return r
 }
 
 // flushWord splits the word at case and letter/digit boundaries and emits
@@ -86,24 +113,29 @@ func (a *analyzer) flushWord() {
 		return
 	}
 	a.word = a.word[:0]
-	hasDigit, hasLetter := false, false
-	for _, r := range w {
-		if unicode.IsDigit(r) {
-			hasDigit = true
-		} else {
-			hasLetter = true
+	// cuts holds the starts of the parts, then len(w).
+	var cutsArr [16]int
+	cuts := cutsArr[:0]
+	cuts = append(cuts, 0)
+	for i := 1; i < len(w); i++ {
+		if boundary(w, i) {
+			cuts = append(cuts, i)
 		}
 	}
-	start := 0
-	for i := 1; i <= len(w); i++ {
-		if i < len(w) && !boundary(w, i) {
-			continue
-		}
-		a.emit(w[start:i])
-		start = i
+	cuts = append(cuts, len(w))
+	parts := len(cuts) - 1
+	for j := 0; j < parts; j++ {
+		a.emit(w[cuts[j]:cuts[j+1]])
 	}
-	if hasDigit && hasLetter {
-		a.emit(w)
+	if parts > 1 {
+		a.emit(w) // the joined form: "JavaScript" is also "javascript"
+	}
+	if parts > 2 {
+		// and each pair of neighbouring parts: "getConfigMap" is also
+		// "configmap", "getTimeOffBalance" also "timeoff".
+		for j := 0; j+2 <= parts; j++ {
+			a.emit(w[cuts[j]:cuts[j+2]])
+		}
 	}
 }
 
@@ -172,12 +204,20 @@ var stopWords = map[string]bool{
 	"want": true, "need": true, "please": true, "some": true, "there": true, "their": true,
 	"if": true, "when": true, "than": true, "then": true, "so": true, "was": true, "were": true,
 	"has": true, "have": true, "had": true, "been": true, "not": true, "no": true, "but": true,
+	// Words of a request's phrasing, not of what it asks for, and the
+	// tails of contractions ("I'm", "what's", "don't", "we'll").
+	"let": true, "just": true, "like": true, "would": true, "could": true, "should": true,
+	"about": true, "any": true, "also": true, "very": true, "really": true, "via": true,
+	"m": true, "s": true, "t": true, "d": true, "ll": true, "re": true, "ve": true, "don": true,
 }
 
 // stem folds common English inflections with a few conservative suffix
-// rules (an S-stemmer plus -ing, -ed and a final -e), applied alike to
-// documents and queries so that "issues", "creating" and "created" meet
-// "issue" and "create". Words of up to three letters and words with
+// rules, applied alike to documents and queries so that "issues",
+// "creating" and "created" meet "issue" and "create": an S-stemmer, then
+// Porter's step 1b (-ing and -ed, restoring the e of "making" → "make"
+// and undoubling "running" → "run") and his final -e rule (drop a final e
+// unless the word is short and ends consonant-vowel-consonant, so "tube",
+// "phone" and "file" keep it). Words of up to three letters and words with
 // digits or non-ASCII letters are left alone.
 func stem(w string) string {
 	if len(w) <= 3 || !asciiLetters(w) {
@@ -193,62 +233,70 @@ func stem(w string) string {
 	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "is"):
 		w = w[:len(w)-1]
 	}
+	cut := ""
 	switch {
 	case strings.HasSuffix(w, "ing") && len(w)-3 >= 3 && hasVowel(w[:len(w)-3]):
-		w = undouble(w[:len(w)-3])
+		cut = w[:len(w)-3]
 	case strings.HasSuffix(w, "ed") && len(w)-2 >= 3 && hasVowel(w[:len(w)-2]) && !strings.HasSuffix(w, "eed"):
-		w = undouble(w[:len(w)-2])
+		cut = w[:len(w)-2]
+	}
+	if cut != "" {
+		switch {
+		case strings.HasSuffix(cut, "at"), strings.HasSuffix(cut, "bl"), strings.HasSuffix(cut, "iz"):
+			w = cut + "e" // "creating" → "create"
+		case undouble(cut) != cut:
+			w = undouble(cut) // "running" → "run"
+		case measure(cut) == 1 && cvc(cut):
+			w = cut + "e" // "making" → "make"
+		default:
+			w = cut
+		}
 	}
 	switch {
 	case strings.HasSuffix(w, "ee") && len(w)-2 >= 5:
 		w = w[:len(w)-2] // "assignee" → "assign", "employee" → "employ"
 	case len(w) > 3 && strings.HasSuffix(w, "e") && !strings.HasSuffix(w, "ee"):
-		w = w[:len(w)-1]
+		if b := w[:len(w)-1]; measure(b) > 1 || (measure(b) == 1 && !cvc(b)) {
+			w = b
+		}
 	}
 	return w
 }
 
-// synonymGroups are words a tool request and a tool description often use
-// for the same thing: the generic verbs of tool APIs and the common
-// abbreviations of developer tooling. A query term brings its group's
-// other words in with a lower weight (weightSynonym).
-var synonymGroups = [][]string{
-	{"search", "find", "lookup", "query"},
-	{"create", "add", "new", "make"},
-	{"delete", "remove", "drop", "destroy"},
-	{"update", "edit", "modify", "change"},
-	{"get", "fetch", "read", "retrieve", "show"},
-	{"list", "show"},
-	{"send", "post", "message"},
-	{"run", "execute", "trigger", "invoke"},
-	{"cancel", "stop", "abort"},
-	{"issue", "ticket", "bug"},
-	{"pr", "pull"},
-	{"repo", "repository"},
-	{"k8s", "kubernetes"},
-	{"email", "mail"},
-	{"doc", "docs", "documentation"},
-	{"meeting", "event"},
+// consonant reports whether w[i] is a consonant in Porter's sense (y is
+// one at the start or after a vowel).
+func consonant(w string, i int) bool {
+	switch w[i] {
+	case 'a', 'e', 'i', 'o', 'u':
+		return false
+	case 'y':
+		return i == 0 || !consonant(w, i-1)
+	}
+	return true
 }
 
-// synonyms maps a stemmed term to the stemmed other words of its groups.
-var synonyms = func() map[string][]string {
-	m := map[string][]string{}
-	for _, g := range synonymGroups {
-		stems := make([]string, len(g))
-		for i, w := range g {
-			stems[i] = stem(w)
-		}
-		for i, a := range stems {
-			for j, b := range stems {
-				if i != j && a != b && !slices.Contains(m[a], b) {
-					m[a] = append(m[a], b)
-				}
+// measure is Porter's m: the number of vowel-consonant sequences of w.
+func measure(w string) int {
+	m, vowel := 0, false
+	for i := range len(w) {
+		if consonant(w, i) {
+			if vowel {
+				m++
 			}
+			vowel = false
+		} else {
+			vowel = true
 		}
 	}
 	return m
-}()
+}
+
+// cvc reports whether w ends consonant-vowel-consonant, the last not w, x
+// or y ("hop", "fil", "tub").
+func cvc(w string) bool {
+	n := len(w)
+	return n >= 3 && consonant(w, n-3) && !consonant(w, n-2) && consonant(w, n-1) && !strings.ContainsRune("wxy", rune(w[n-1]))
+}
 
 // undouble drops one of a doubled final consonant ("running" → "run"),
 // except for l, s and z ("calling" stays "call").

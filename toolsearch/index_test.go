@@ -4,24 +4,31 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// R29: names split the way MCP servers write them, text lower-cased,
-// stop words dropped, inflections folded, CJK as bigrams.
+// R29, #27: names split the way MCP servers write them and also kept
+// whole (compound words), text lower-cased and full-width folded, stop
+// words dropped, inflections folded, CJK as bigrams then unigrams.
 func TestTerms(t *testing.T) {
 	cases := map[string][]string{
 		"mcp__github__create_issue":            {"mcp", "github", "creat", "issu"},
-		"createIssue":                          {"creat", "issu"},
-		"HTTPServer.listPods-v2":               {"http", "server", "list", "pod", "v", "2", "v2"},
-		"kube.pods-list":                       {"kub", "pod", "list"},
+		"createIssue":                          {"creat", "issu", "createissu"},
+		"HTTPServer.listPods-v2":               {"http", "server", "httpserver", "list", "pod", "listpod", "v", "2", "v2"},
+		"kube.pods-list":                       {"kube", "pod", "list"},
 		"Create a new issue in the repository": {"creat", "new", "issu", "repository"},
-		"listing created files":                {"list", "creat", "fil"},
+		"listing created files":                {"list", "creat", "file"},
 		"ec2 instances":                        {"ec", "2", "ec2", "instanc"},
-		"发送消息":                                 {"发送", "送消", "消息"},
+		"发送消息":                                 {"发送", "送消", "消息", "发", "送", "消", "息"},
 		"查":                                    {"查"},
+		"JavaScript, PostgreSQL and PromQL":    {"java", "script", "javascript", "postgr", "sql", "postgresql", "prom", "ql", "promql"},
+		"ConfigMap":                            {"config", "map", "configmap"},
+		"YouTube iPhone":                       {"tube", "youtub", "phone", "iphon"},
+		"ｇｉｔｈｕｂ　ＡＰＩ":                           {"github", "api"},
+		"what's up, I'm":                       {"up"},
 		"":                                     nil,
 		"   __--..  ":                          nil,
 	}
@@ -45,6 +52,9 @@ func TestStemFoldsInflections(t *testing.T) {
 		{"run", "running", "runs"},
 		{"process", "processes"},
 		{"assignee", "assigned", "assign"},
+		{"make", "making", "makes"},
+		{"file", "files", "filing"},
+		{"youtube", "youtubes"},
 	}
 	for _, g := range groups {
 		for _, w := range g[1:] {
@@ -53,7 +63,8 @@ func TestStemFoldsInflections(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"aws", "s3", "status", "address", "string", "thing", "ünïcode"} {
+	// #27: a short word is not cut into another word ("tube" is not "tub").
+	for _, w := range []string{"aws", "s3", "status", "address", "string", "thing", "ünïcode", "tube", "phone", "file", "note"} {
 		if got := stem(w); got != w && !(w == "ünïcode") {
 			t.Errorf("stem(%q) = %q, want it unchanged", w, got)
 		}
@@ -150,7 +161,8 @@ func TestKeywordRanking(t *testing.T) {
 	}
 }
 
-// R29: a query term brings its synonyms in at a lower weight, and the
+// R29, #27: a query term brings the words of its concept groups in at a
+// lower weight, and the
 // tool's group description (Context) is searchable at a low weight.
 func TestSynonymsAndContext(t *testing.T) {
 	docs := []Doc{
@@ -166,10 +178,14 @@ func TestSynonymsAndContext(t *testing.T) {
 	if got := hitNames(ix.Keyword("draw on a whiteboard", 5, nil)); !slices.Equal(got, []string{"create_element"}) {
 		t.Errorf("whiteboard = %v: want the tool whose group mentions it", got)
 	}
-	for _, g := range synonymGroups {
+	for line := range strings.SplitSeq(conceptGroups, "\n") {
+		g := strings.Fields(line)
+		if len(g) == 1 {
+			t.Errorf("concept group %q has one word", line)
+		}
 		for _, w := range g {
-			if syn := synonyms[stem(w)]; len(syn) == 0 && len(g) > 1 && stem(g[0]) != stem(g[1]) {
-				t.Errorf("%q has no synonyms", w)
+			if syn := conceptLexicon[stem(w)]; len(syn) == 0 && stem(g[0]) != stem(g[1]) {
+				t.Errorf("%q has no concept neighbours", w)
 			}
 		}
 	}
@@ -294,5 +310,165 @@ func TestConcurrentSearch(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// #27: the failures the issue lists are reached: a compound word written
+// in camelCase in a description (javascript, postgresql, promql,
+// configmap), full-width Latin, a one-character CJK query, and a
+// paraphrase sharing no word with its tool through the concept lexicon.
+func TestKeywordReachesIssue27Cases(t *testing.T) {
+	docs := []Doc{
+		{Name: "run_script", Description: "Run a JavaScript snippet in the page.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "pg_query", Description: "Query a PostgreSQL database.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "metrics_query", Description: "Evaluate a PromQL expression.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "get_config", Description: "Read a ConfigMap.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "github_search", Description: "Search GitHub code.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "weather", Description: "查询城市天气。", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "set_status", Description: "Set the user's status (away, busy) with an emoji.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "send_sms", Description: "Send an SMS to a phone number.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "geocode", Description: "Turn an address into coordinates.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "top_pods", Description: "Show pods by memory use.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	ix := Build(docs, nil)
+	for q, want := range map[string]string{
+		"javascript": "run_script", "postgresql": "pg_query", "promql": "metrics_query", "configmap": "get_config",
+		"ｇｉｔｈｕｂ": "github_search", "天": "weather",
+		"I'm on vacation": "set_status", "text the customer": "send_sms", "lat/long of this place": "geocode",
+		"which pods eat the most RAM": "top_pods",
+	} {
+		if got := hitNames(ix.Keyword(q, 3, nil)); len(got) == 0 || got[0] != want {
+			t.Errorf("Keyword(%q) = %v, want %s first", q, got, want)
+		}
+	}
+}
+
+// #27: a document answering more of the query's words ranks above one
+// answering one of them strongly (coordination).
+func TestKeywordCoordination(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_one", Description: "Invoice invoice invoice invoice.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "b_two", Description: "Email an invoice to a customer, among other things one can do.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "c_other", Description: "Unrelated.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	if got := hitNames(Build(docs, nil).Keyword("email invoice", 3, nil)); !slices.Equal(got, []string{"b_two", "a_one"}) {
+		t.Errorf("email invoice = %v, want b_two (both words) before a_one", got)
+	}
+}
+
+// #27 item 4: a regular expression's cost is bounded before matching:
+// one that compiles to too large a program, or whose width times the text
+// it would scan is over RegexBudget, is refused at once with ErrPattern
+// naming the pattern, the bound and the fix; a plain pattern over the
+// same index is not.
+func TestRegexBounded(t *testing.T) {
+	ix := Build(testDocs(), nil)
+	_, err := ix.Regex(`(?:.*){1,1000}z`, 5, nil)
+	if !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), `"(?:.*){1,1000}z"`) ||
+		!strings.Contains(err.Error(), "instructions") || !strings.Contains(err.Error(), "repetition counts") {
+		t.Errorf("Regex((?:.*){1,1000}z) err = %v, want ErrPattern naming the pattern, its program size and the fix", err)
+	}
+
+	// About 2 MB of tool text: width 1 fits the budget, width 6 does not.
+	var docs []Doc
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", 800)
+	for i := range 100 {
+		docs = append(docs, Doc{Name: fmt.Sprintf("tool_%03d", i), Description: filler, Parameters: []byte(`{"type":"object"}`)})
+	}
+	big := Build(docs, nil)
+	if hits, err := big.Regex(`tool_00[0-4]`, 10, nil); err != nil || len(hits) != 5 {
+		t.Errorf("plain pattern over 2 MB: %d hits, %v; want 5 and no error", len(hits), err)
+	}
+	_, err = big.Regex(`(?:.*){1,5}z`, 10, nil)
+	if !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), "width 6") || !strings.Contains(err.Error(), "nested or repeated .*") {
+		t.Errorf("wide pattern over 2 MB: err = %v, want ErrPattern naming its width and the fix", err)
+	}
+	// The budget counts admitted tools only: the same pattern over a
+	// filter of three tools is matched.
+	f := big.NewFilter([]string{"tool_000", "tool_001", "tool_002"})
+	if _, err := big.Regex(`(?:.*){1,5}z`, 10, f); err != nil {
+		t.Errorf("wide pattern over three tools: %v, want it matched", err)
+	}
+	for p, want := range map[string]int{`create`: 1, `create.*issue`: 2, `(?:.*){1,10}z`: 11, `(ab)+`: 3, `[a-z]+x`: 2} {
+		re, err := syntax.Parse("(?i)"+p, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := regexWidth(re.Simplify()); got != want {
+			t.Errorf("regexWidth(%s) = %d, want %d", p, got, want)
+		}
+	}
+}
+
+// #27: an action word ranks the tool whose verb does it above its
+// siblings (actionClasses), and a question ranks the reading ones first
+// (asksToRead); neither brings in a tool the query's words did not find.
+func TestKeywordActionAndQuestion(t *testing.T) {
+	docs := []Doc{
+		{Name: "list_notes", Description: "List the notes in a folder.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "delete_note", Description: "Delete a note.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "create_note", Description: "Create a note.", Parameters: []byte(`{"type":"object"}`)},
+		{Name: "delete_file", Description: "Delete a file.", Parameters: []byte(`{"type":"object"}`)},
+	}
+	ix := Build(docs, nil)
+	for q, want := range map[string]string{"wipe my shopping note": "delete_note", "what notes do I have": "list_notes", "compose a note": "create_note"} {
+		got := hitNames(ix.Keyword(q, 5, nil))
+		if len(got) == 0 || got[0] != want {
+			t.Errorf("Keyword(%q) = %v, want %s first", q, got, want)
+		}
+		if slices.Contains(got, "delete_file") {
+			t.Errorf("Keyword(%q) = %v: the action word alone brought delete_file in", q, got)
+		}
+	}
+}
+
+// #27: the optional semantic path. With fixed tool and query vectors,
+// Semantic ranks by cosine similarity and Fused merges it with the
+// keyword ranking by reciprocal rank fusion, deterministically; without a
+// usable vector Fused is Keyword; vectors of another dimension or all
+// zeros are ignored.
+func TestSemanticAndFused(t *testing.T) {
+	obj := []byte(`{"type":"object"}`)
+	docs := []Doc{
+		{Name: "set_status", Description: "Set the user's status.", Parameters: obj, Vector: []float32{1, 0, 0}},
+		{Name: "status_page", Description: "Read the status page of a service.", Parameters: obj, Vector: []float32{0, 1, 0}},
+		{Name: "request_time_off", Description: "Request days off.", Parameters: obj, Vector: []float32{0.9, 0.1, 0}},
+		{Name: "odd_dimension", Description: "Status of something.", Parameters: obj, Vector: []float32{1, 0}},
+		{Name: "zero_vector", Description: "Nothing.", Parameters: obj, Vector: []float32{0, 0, 0}},
+		{Name: "no_vector", Description: "Service status history.", Parameters: obj},
+	}
+	ix := Build(docs, nil)
+	if !ix.HasVectors() {
+		t.Fatal("HasVectors = false")
+	}
+	vacation := []float32{2, 0.1, 0} // "I'm on vacation", embedded by the operator's model
+	if got := hitNames(ix.Semantic(vacation, 5, nil)); !slices.Equal(got, []string{"set_status", "request_time_off", "status_page"}) {
+		t.Errorf("Semantic = %v, want set_status, request_time_off, status_page (no odd_dimension, zero_vector, no_vector)", got)
+	}
+	// Keyword alone finds neither vacation tool; fused, both rank first.
+	kw := hitNames(ix.Keyword("service status", 5, nil))
+	fused := hitNames(ix.Fused("service status", vacation, 5, nil))
+	if len(fused) < 3 || fused[0] != "set_status" || !slices.Contains(fused, "request_time_off") {
+		t.Errorf("Fused = %v (keyword %v): want set_status first and request_time_off in", fused, kw)
+	}
+	for range 10 {
+		if again := hitNames(ix.Fused("service status", vacation, 5, nil)); !slices.Equal(again, fused) {
+			t.Fatalf("Fused not deterministic: %v then %v", fused, again)
+		}
+	}
+	for _, v := range [][]float32{nil, {1, 0}, {0, 0, 0}} {
+		if got := hitNames(ix.Fused("service status", v, 5, nil)); !slices.Equal(got, kw) {
+			t.Errorf("Fused with vector %v = %v, want the keyword ranking %v", v, got, kw)
+		}
+	}
+	if got := hitNames(ix.Fused("status_page", vacation, 5, nil)); len(got) == 0 || got[0] != "status_page" {
+		t.Errorf("Fused with an exact name = %v, want status_page first", got)
+	}
+	f := ix.NewFilter([]string{"status_page", "request_time_off"})
+	if got := hitNames(ix.Fused("service status", vacation, 5, f)); slices.Contains(got, "set_status") {
+		t.Errorf("Fused ignored the filter: %v", got)
+	}
+	if Build(testDocs(), nil).HasVectors() {
+		t.Errorf("an index without vectors reports HasVectors")
 	}
 }

@@ -81,3 +81,73 @@ func TestCorpus(t *testing.T) {
 		t.Errorf("Scaled(10000): %d docs, %d distinct names", len(big), len(names))
 	}
 }
+
+// Issue #27: on the held-out set (161 MCP tools the first corpus lacks,
+// 177 queries of five kinds written before the ranking changes of #27 and
+// never tuned on) the keyword mode keeps the quality it reached, a little
+// below it so that a regression fails, and stays ahead of plain BM25.
+// Measured when this test was written: recall@5 0.890 overall, 0.759 on
+// paraphrases, MRR 0.822; keyword and parameter queries 1.000. The
+// issue's targets (recall@5 >= 0.93, paraphrase >= 0.80, MRR >= 0.85) are
+// not met yet; keyword and parameter queries meet theirs (>= 0.98).
+func TestHeldOutQuality(t *testing.T) {
+	docs, err := HeldOutDocs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := HeldOutQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) < 150 || len(qs) < 150 || len(OfKind(qs, "paraphrase")) < 60 {
+		t.Fatalf("held-out set has %d tools, %d queries, %d paraphrases; want at least 150, 150 and 60", len(docs), len(qs), len(OfKind(qs, "paraphrase")))
+	}
+	engine := KeywordSearch(toolsearch.Build(docs, nil))
+	base := NewBaseline(docs).Search
+	floors := []struct {
+		kind        string
+		recall, mrr float64
+	}{
+		{"", 0.87, 0.80},
+		{"keyword", 0.98, 0.95},
+		{"paraphrase", 0.73, 0.62},
+		{"parameter", 0.98, 0.95},
+		{"cjk", 0.95, 0.90},
+		{"ambiguous", 0.90, 0.85},
+	}
+	for _, f := range floors {
+		sub := OfKind(qs, f.kind)
+		e, b := Evaluate(engine, sub, ""), Evaluate(base, sub, "")
+		name := f.kind
+		if name == "" {
+			name = "all"
+		}
+		t.Logf("%-10s %3d queries: engine recall@1 %.3f recall@5 %.3f MRR %.3f; BM25 %.3f %.3f %.3f", name, e.Queries, e.Recall1, e.Recall, e.MRR, b.Recall1, b.Recall, b.MRR)
+		if e.Recall < f.recall || e.MRR < f.mrr {
+			t.Errorf("%s: recall@5 %.3f, MRR %.3f; want at least %.2f and %.2f (#27)", name, e.Recall, e.MRR, f.recall, f.mrr)
+		}
+	}
+	e, b := Evaluate(engine, qs, ""), Evaluate(base, qs, "")
+	if e.Recall < b.Recall+0.08 || e.MRR < b.MRR+0.08 {
+		t.Errorf("engine recall@5 %.3f MRR %.3f against plain BM25 %.3f %.3f: want at least 0.08 ahead on both (#27)", e.Recall, e.MRR, b.Recall, b.MRR)
+	}
+}
+
+// Issue #27: the tuning queries over the held-out set's tools keep their
+// quality too (they are the ones ranking changes were judged on).
+func TestTuningQuality(t *testing.T) {
+	docs, err := HeldOutDocs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := TuningQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Evaluate(KeywordSearch(toolsearch.Build(docs, nil)), qs, "")
+	p := Evaluate(KeywordSearch(toolsearch.Build(docs, nil)), OfKind(qs, "paraphrase"), "")
+	t.Logf("tuning %d queries: recall@5 %.3f, MRR %.3f; paraphrase %d: recall@5 %.3f", q.Queries, q.Recall, q.MRR, p.Queries, p.Recall)
+	if q.Recall < 0.89 || q.MRR < 0.72 || p.Recall < 0.85 {
+		t.Errorf("tuning recall@5 %.3f, MRR %.3f, paraphrase recall@5 %.3f; want at least 0.89, 0.72 and 0.85 (#27)", q.Recall, q.MRR, p.Recall)
+	}
+}

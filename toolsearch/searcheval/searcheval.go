@@ -18,7 +18,7 @@ import (
 	"github.com/toolintent/engine/toolsearch"
 )
 
-//go:embed testdata/mcp/*.json testdata/queries.json
+//go:embed testdata/mcp/*.json testdata/queries.json testdata/mcp2/*.json testdata/heldout.json testdata/tuning.json
 var files embed.FS
 
 // Tool is one tool of an MCP tools/list result.
@@ -44,18 +44,35 @@ type Server struct {
 func ToolName(server, tool string) string { return "mcp__" + server + "__" + tool }
 
 // Servers returns the corpus's servers sorted by name.
-func Servers() ([]Server, error) {
+func Servers() ([]Server, error) { return serversIn("testdata/mcp") }
+
+// HeldOutServers returns the servers of the held-out set (issue #27,
+// testdata/mcp2) sorted by name: servers the first corpus lacks.
+func HeldOutServers() ([]Server, error) { return serversIn("testdata/mcp2") }
+
+// HeldOutDocs returns the held-out set's tools as search documents named
+// mcp__server__tool, servers in name order. Both HeldOutQueries and
+// TuningQueries are asked over them.
+func HeldOutDocs() ([]toolsearch.Doc, error) {
+	servers, err := HeldOutServers()
+	if err != nil {
+		return nil, err
+	}
+	return docsOf(servers, ""), nil
+}
+
+func serversIn(dir string) ([]Server, error) {
 	var meta map[string]struct {
 		Description string `json:"description"`
 	}
-	b, err := files.ReadFile("testdata/mcp/servers.json")
+	b, err := files.ReadFile(dir + "/servers.json")
 	if err != nil {
 		return nil, fmt.Errorf("read corpus servers: %w", err)
 	}
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return nil, fmt.Errorf("decode corpus servers: %w", err)
 	}
-	names, err := fs.Glob(files, "testdata/mcp/*.json")
+	names, err := fs.Glob(files, dir+"/*.json")
 	if err != nil {
 		return nil, err
 	}
@@ -122,19 +139,50 @@ func Scaled(n int) ([]toolsearch.Doc, error) {
 
 // Query is one labelled query.
 type Query struct {
-	// ID is q001, q002, ...
+	// ID is q001, q002, ... (first corpus), h001, ... (held-out set),
+	// t001, ... (tuning queries of the held-out set's tools).
 	ID string `json:"id"`
-	// Split is "dev" or "holdout".
+	// Split is "dev" or "holdout" (first corpus), "heldout" or "tuning".
 	Split string `json:"split"`
+	// Kind is keyword, paraphrase, parameter, cjk or ambiguous (issue
+	// #27's five kinds); "" in the first corpus.
+	Kind string `json:"kind,omitempty"`
 	// Query is the text sent as tool_search's query.
 	Query string `json:"query"`
 	// Relevant are the tools that answer it (mcp__server__tool).
 	Relevant []string `json:"relevant"`
 }
 
-// Queries returns the labelled queries in id order.
-func Queries() ([]Query, error) {
-	b, err := files.ReadFile("testdata/queries.json")
+// Queries returns the labelled queries of the first corpus in id order.
+func Queries() ([]Query, error) { return queriesIn("testdata/queries.json") }
+
+// HeldOutQueries returns the held-out queries over HeldOutDocs (issue
+// #27): written before the ranking changes of #27 and never tuned on.
+func HeldOutQueries() ([]Query, error) { return queriesIn("testdata/heldout.json") }
+
+// TuningQueries returns the tuning queries over HeldOutDocs: the ones
+// ranking changes are judged on, beside Queries.
+func TuningQueries() ([]Query, error) { return queriesIn("testdata/tuning.json") }
+
+// Kinds are the query kinds of issue #27, in report order.
+var Kinds = []string{"keyword", "paraphrase", "parameter", "cjk", "ambiguous"}
+
+// OfKind returns the queries of one kind ("" for all).
+func OfKind(qs []Query, kind string) []Query {
+	if kind == "" {
+		return qs
+	}
+	var out []Query
+	for _, q := range qs {
+		if q.Kind == kind {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func queriesIn(file string) ([]Query, error) {
+	b, err := files.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +216,9 @@ type Quality struct {
 	Split string `json:"split"`
 	// Queries is the number of queries measured.
 	Queries int `json:"queries"`
+	// Recall1 is recall@1: the share of queries whose first result is
+	// relevant.
+	Recall1 float64 `json:"recall_at_1"`
 	// Recall is recall@5: the mean, over queries, of the share of their
 	// relevant tools found in the top 5.
 	Recall float64 `json:"recall_at_5"`
@@ -197,6 +248,9 @@ func Evaluate(search func(query string, k int) []string, qs []Query, split strin
 		q.Recall += float64(found) / float64(len(query.Relevant))
 		for i, name := range got {
 			if slices.Contains(query.Relevant, name) {
+				if i == 0 {
+					q.Recall1++
+				}
 				q.MRR += 1 / float64(i+1)
 				break
 			}
@@ -208,6 +262,7 @@ func Evaluate(search func(query string, k int) []string, qs []Query, split strin
 	}
 	if q.Queries > 0 {
 		q.Recall /= float64(q.Queries)
+		q.Recall1 /= float64(q.Queries)
 		q.MRR /= float64(q.Queries)
 	}
 	return q
