@@ -759,7 +759,7 @@ func coldRawReady(ctx context.Context, url string, probe coldProbe) error {
 	if err != nil {
 		return err
 	}
-	if _, err := js.Stream(ctx, strings.ToUpper(prefixCold)+"_EVENTS"); err != nil {
+	if _, err := js.Stream(ctx, jetstream.EventStreamName(prefixCold)); err != nil {
 		return err
 	}
 	kv, err := js.KeyValue(ctx, strings.ToUpper(prefixCold)+"_VIEWS")
@@ -851,7 +851,7 @@ func (h *harness) memory(ctx context.Context) error {
 		serverLines = append(serverLines, Line{Name: fmt.Sprintf(nameMemServer, label), Unit: "B/session", Engine: f.server, Runs: 1,
 			EngineRuns: []float64{f.server},
 			Note:       fmt.Sprintf("Go heap of the embedded server after GC / %d session subjects of the event stream (one event each), read %s after the last write (block caches expired; per-block subject state, 2 min expiry, still in); the views bucket adds %.0f B per session key; process RSS %+.0f MB; %d events published in %.1f s", n, h.cfg.MemorySettle, views, float64(rss1-rss0)/1e6, n, pub.Seconds())})
-		_ = h.rjs.DeleteStream(ctx, strings.ToUpper(prefix)+"_EVENTS")
+		_ = h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix))
 		_ = h.rjs.DeleteKeyValue(ctx, strings.ToUpper(prefix)+"_VIEWS")
 		h.progress("memory at %s sessions: projection %.0f B/cached session, server %.0f B/session subject, views %.0f B/key (published in %.1f s, folded in %.1f s)", label, f.proj, f.server, views, pub.Seconds(), fold.Seconds())
 	}

@@ -88,7 +88,7 @@ func (c LogConfig) Validate() error {
 
 func (c LogConfig) withDefaults() LogConfig {
 	if c.Prefix == "" {
-		c.Prefix = "tools"
+		c.Prefix = defaultPrefix
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -156,7 +156,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		nc:       nc,
 		js:       js,
 		cfg:      cfg,
-		name:     strings.ToUpper(cfg.Prefix) + "_EVENTS",
+		name:     EventStreamName(cfg.Prefix),
 		subjBase: cfg.Prefix + ".events.",
 	}
 	ctx, cancel := l.withTimeout(ctx)

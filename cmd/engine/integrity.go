@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -118,7 +117,7 @@ func (c *storeFlags) checkStore(ctx context.Context, log zerolog.Logger) error {
 	for _, u := range rep.Unverified {
 		log.Warn().Str("stream", u).Msg("store check: the stream's blocks are encrypted or compressed: not verified")
 	}
-	events := strings.ToUpper(c.Prefix) + "_EVENTS"
+	events := jetstream.EventStreamName(c.Prefix)
 	var blocks, feed, other []jetstream.StoreDamage
 	for _, d := range rep.Damage {
 		switch {

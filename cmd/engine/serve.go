@@ -433,7 +433,7 @@ func (c *storeFlags) connect(ctx context.Context, log zerolog.Logger, listen, sy
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if c.needStore && !jetstream.HasStore(c.Data, strings.ToUpper(c.Prefix)+"_EVENTS") {
+	if c.needStore && !jetstream.HasStore(c.Data, jetstream.EventStreamName(c.Prefix)) {
 		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
 	}
 	if err := c.checkConfigLogin(); err != nil {

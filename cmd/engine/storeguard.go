@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -116,7 +115,7 @@ func (c *storeFlags) requireStream(ctx context.Context, nc *nats.Conn) error {
 	if !c.needStore {
 		return nil
 	}
-	name := strings.ToUpper(c.Prefix) + "_EVENTS"
+	name := jetstream.EventStreamName(c.Prefix)
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return err
