@@ -1,11 +1,9 @@
-package main
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,26 +317,4 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 			return nil
 		}},
 	}
-}
-
-// parseBytes reads a size: a number with an optional B, KiB, MiB, GiB,
-// KB, MB or GB suffix.
-func parseBytes(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	mult := uint64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 1GiB, 0)", s)
-	}
-	return n * mult, nil
 }
