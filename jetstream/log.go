@@ -19,16 +19,18 @@ import (
 )
 
 // JetStream error codes that mean "the expected last subject sequence did
-// not hold" (see NATS-FACTS: 10071 stale sequence, 10164 write in flight).
+// not hold" (see NATS-FACTS: 10071 stale sequence, 10164 write in flight):
+// nats.go's own constants.
 const (
-	codeWrongLastSeq         jetstream.ErrorCode = 10071
-	codeWrongLastSeqConstant jetstream.ErrorCode = 10164
+	codeWrongLastSeq         = jetstream.JSErrCodeStreamWrongLastSequence         // 10071
+	codeWrongLastSeqConstant = jetstream.JSErrCodeStreamWrongLastSequenceConstant // 10164
 )
 
-// Header names used on event messages.
+// Header names used on event messages: nats.go's where it has them (the
+// atomic batch headers it does not declare).
 const (
-	headerMsgID       = "Nats-Msg-Id"
-	headerExpectedSeq = "Nats-Expected-Last-Subject-Sequence"
+	headerMsgID       = jetstream.MsgIDHeader               // Nats-Msg-Id
+	headerExpectedSeq = jetstream.ExpectedLastSubjSeqHeader // Nats-Expected-Last-Subject-Sequence
 	headerBatchID     = "Nats-Batch-Id"
 	headerBatchSeq    = "Nats-Batch-Sequence"
 	headerBatchCommit = "Nats-Batch-Commit"
@@ -59,6 +61,13 @@ type LogConfig struct {
 	// Timeout applies to each operation whose context has no deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// APIPrefix is the JetStream API prefix of an account that imports
+	// another's JetStream (nats.go's NewWithAPIPrefix); Domain the
+	// JetStream domain of a leaf node's hub ($JS.<domain>.API.). At most
+	// one; default $JS.API. Every request of the log, direct gets
+	// included, goes to it.
+	APIPrefix string
+	Domain    string
 	// Guard, when set, is asked before each append; its error refuses the
 	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
 	Guard func() error
@@ -82,6 +91,9 @@ func (c LogConfig) Validate() error {
 	}
 	if c.Duplicates < 0 {
 		errs = append(errs, fmt.Errorf("log: duplicate window %s is negative", c.Duplicates))
+	}
+	if c.APIPrefix != "" && c.Domain != "" {
+		errs = append(errs, fmt.Errorf("log: API prefix %q and domain %q both set: give one", c.APIPrefix, c.Domain))
 	}
 	return errors.Join(errs...)
 }
@@ -142,13 +154,37 @@ type Log struct {
 // messages, whatever the machine's speed.
 func (l *Log) MessagesRead() uint64 { return l.msgsRead.Load() }
 
+// newJetStream is nats.go's JetStream context on cfg's API prefix or
+// domain.
+func newJetStream(nc *nats.Conn, cfg LogConfig) (jetstream.JetStream, error) {
+	switch {
+	case cfg.APIPrefix != "":
+		return jetstream.NewWithAPIPrefix(nc, cfg.APIPrefix)
+	case cfg.Domain != "":
+		return jetstream.NewWithDomain(nc, cfg.Domain)
+	}
+	return jetstream.New(nc)
+}
+
+// apiPrefix is the JetStream API prefix the log's requests go to, ending
+// in a dot, as nats.go builds it.
+func (c LogConfig) apiPrefix() string {
+	switch {
+	case c.APIPrefix != "":
+		return strings.TrimSuffix(c.APIPrefix, ".") + "."
+	case c.Domain != "":
+		return "$JS." + c.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
 // OpenLog creates the event stream, or verifies and updates an existing one.
 func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	js, err := jetstream.New(nc)
+	js, err := newJetStream(nc, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open jetstream: %w", err)
 	}
@@ -612,8 +648,7 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 }
 
 func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
-	m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
-	ack, err := l.js.PublishMsg(ctx, m)
+	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected))
 	if err != nil {
 		return AppendResult{}, l.publishError(ctx, session, expected, err)
 	}

@@ -98,7 +98,10 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			_ = sub.Unsubscribe()
 		}
 	}()
-	apiSubj := "$JS.API.DIRECT.GET." + l.name
+	// nats.go's stream API gets one message per request; the batched
+	// direct get (batch, up_to_seq) is built here, on the log's API
+	// prefix or domain like every other request.
+	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
 	for {
 		// A fresh inbox per request: the replies of a request given up

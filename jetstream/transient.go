@@ -29,9 +29,11 @@ func EventStreamName(prefix string) string {
 // JetStream error codes that mean "not now" rather than "no": the
 // cluster is still forming or electing.
 const (
-	codeJetStreamUnavailable jetstream.ErrorCode = 10008 // no meta leader yet
-	codeInsufficientResource jetstream.ErrorCode = 10023 // resources not there yet
-	codeNoSuitablePeers      jetstream.ErrorCode = 10005 // fewer peers than replicas yet
+	codeJetStreamUnavailable = jetstream.ErrorCode(nats.JSErrCodeJetStreamNotAvailable)    // 10008: no meta leader yet
+	codeInsufficientResource = jetstream.ErrorCode(nats.JSErrCodeInsufficientResourcesErr) // 10023: resources not there yet
+	// 10005: no suitable peers for placement (the meta leader knows fewer
+	// peers than the replicas yet); nats.go declares no constant for it.
+	codeNoSuitablePeers jetstream.ErrorCode = 10005
 )
 
 // Transient reports whether err is a transient absence of NATS or
