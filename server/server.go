@@ -58,28 +58,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The HTTP listener opens first (#20 item 2): while serve waits for
 	// NATS, /healthz answers and /readyz says 503 and why.
-	var httpSrv *http.Server
 	var httpSwap swapHandler
-	httpAddr := ""
-	if cfg.HTTP != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP)
-		if err != nil {
-			return fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", cfg.HTTP, err)
-		}
-		httpAddr = ln.Addr().String()
-		ln = newLimitListener(ln, cfg.HTTPMaxConns)
-		httpSwap.set(startingHandler())
-		rt := acfg.RequestTimeout
-		if rt == 0 {
-			rt = 30 * time.Second
-		}
-		httpSrv = newHTTPServer(&httpSwap, cfg.HTTPReadTimeout, rt)
+	httpSrv, httpAddr, err := listenHTTP(cfg, &httpSwap)
+	if err != nil {
+		return err
+	}
+	if httpSrv != nil {
 		defer func() { _ = httpSrv.Close() }()
-		go func() {
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Msg("http server stopped")
-			}
-		}()
 	}
 	c.waitNATS = true
 	jlog, url, closeLog, err := c.openLog(ctx, log)
@@ -113,44 +98,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
-	hooks := m.Hooks()
-	if counted := hooks.Appended; counted != nil {
-		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
-	} else {
-		hooks.Appended = func(int, bool) { wp.appended() }
-	}
-	eng := service.New(jlog, proj, reg, service.Config{
-		Logger: log.With().Str("component", "service").Logger(),
-		Hooks:  hooks,
-	})
-
-	// Every registry version served stays addressable, so any engine
-	// rebuilds a turn frozen against it (R31).
-	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
-		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
-	} else {
-		eng.SetRegistryHistory(hist)
-		if err := eng.RecordRegistry(ctx); err != nil {
-			log.Warn().Err(err).Msg("record the registry in its history")
-		}
-	}
+	eng := newEngine(ctx, jlog, proj, reg, m, wp, log)
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	if regStore != nil {
-		err := regStore.Watch(runCtx, func(data []byte, rev uint64) {
-			r, err := resolver.Load(data)
-			if err != nil {
-				log.Error().Err(err).Uint64("revision", rev).Msg("registry in KV is invalid: keeping the current one")
-				return
-			}
-			eng.SetRegistry(r)
-			if err := eng.RecordRegistry(runCtx); err != nil {
-				log.Warn().Err(err).Msg("record the registry in its history")
-			}
-			log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
-		})
-		if err != nil {
+		if err := followRegistry(runCtx, regStore, eng, log); err != nil {
 			return err
 		}
 	}
@@ -188,13 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
 	}
 	if cfg.ReadyFile != "" {
-		data, _ := json.Marshal(ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()})
-		tmp := cfg.ReadyFile + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return fmt.Errorf("write ready file: %w", err)
-		}
-		if err := os.Rename(tmp, cfg.ReadyFile); err != nil {
-			return fmt.Errorf("write ready file: %w", err)
+		if err := writeReady(cfg.ReadyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()}); err != nil {
+			return err
 		}
 	}
 	// Shown at every log level but "disabled", as JSON like every other
@@ -214,6 +162,90 @@ func Run(ctx context.Context, cfg Config) error {
 	<-projDone
 	c.acked.flush(sctx)
 	_ = nc.Drain()
+	return nil
+}
+
+// listenHTTP opens cfg.HTTP and serves h on it, first with the start-up
+// answers; it returns a nil server when cfg.HTTP is empty.
+func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
+	if cfg.HTTP == "" {
+		return nil, "", nil
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", cfg.HTTP, err)
+	}
+	addr := ln.Addr().String()
+	ln = newLimitListener(ln, cfg.HTTPMaxConns)
+	h.set(startingHandler())
+	rt := cfg.API.RequestTimeout
+	if rt == 0 {
+		rt = 30 * time.Second
+	}
+	srv := newHTTPServer(h, cfg.HTTPReadTimeout, rt)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	return srv, addr, nil
+}
+
+// newEngine builds the service on the log and the views, with the
+// metrics' hooks and the write probe told of every acknowledged append,
+// and records the registry in its history: every registry version served
+// stays addressable, so any engine rebuilds a turn frozen against it
+// (R31).
+func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, log zerolog.Logger) *service.Engine {
+	hooks := m.Hooks()
+	if counted := hooks.Appended; counted != nil {
+		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
+	} else {
+		hooks.Appended = func(int, bool) { wp.appended() }
+	}
+	eng := service.New(jlog, proj, reg, service.Config{
+		Logger: log.With().Str("component", "service").Logger(),
+		Hooks:  hooks,
+	})
+	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
+		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
+	} else {
+		eng.SetRegistryHistory(hist)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+	}
+	return eng
+}
+
+// followRegistry serves every valid registry stored in the bucket from
+// now on, until ctx ends; an invalid one is logged and skipped.
+func followRegistry(ctx context.Context, store *jetstream.RegistryStore, eng *service.Engine, log zerolog.Logger) error {
+	return store.Watch(ctx, func(data []byte, rev uint64) {
+		r, err := resolver.Load(data)
+		if err != nil {
+			log.Error().Err(err).Uint64("revision", rev).Msg("registry in KV is invalid: keeping the current one")
+			return
+		}
+		eng.SetRegistry(r)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+		log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
+	})
+}
+
+// writeReady writes r to path as JSON, whole or not at all (a temporary
+// file renamed).
+func writeReady(path string, r ready) error {
+	data, _ := json.Marshal(r)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
 	return nil
 }
 
