@@ -44,7 +44,7 @@ func (h *harness) memory(ctx context.Context) error {
 		if _, err := h.rjs.Publish(ctx, "$KV."+p.Views().Bucket()+".m-warm-view", []byte("warm")); err != nil {
 			return err
 		}
-		if err := sleepCtx(ctx, h.cfg.MemorySettle); err != nil {
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			return err
 		}
 		heap0, rss0 := heapAfterGC(), h.rss()
@@ -54,7 +54,7 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		pub := time.Since(start)
-		if err := sleepCtx(ctx, h.cfg.MemorySettle); err != nil {
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			return err
 		}
 		heap1 := heapAfterGC()
@@ -64,7 +64,7 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		fold := time.Since(start)
-		if err := sleepCtx(ctx, h.cfg.MemorySettle); err != nil {
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			stop()
 			return err
 		}
@@ -108,20 +108,6 @@ func (h *harness) memory(ctx context.Context) error {
 		h.add(l)
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (h *harness) rss() int64 {

@@ -34,7 +34,7 @@ type AppendResult struct {
 // Appends to one session are serialized within this process.
 func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return AppendResult{}, fmt.Errorf("append to %q: %w: %w", session, ErrInvalidSession, err)
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 	}
 	if len(evs) == 0 {
 		return AppendResult{}, errors.New("append: no events given")
@@ -105,17 +105,15 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	// at expected: nothing was stored and nobody else wrote. Send the
 	// same messages again (their ids dedupe) a few times before calling
 	// it a conflict; a real conflict moves the session past expected.
-	for wait := time.Millisecond; inFlightRefusal(err, expected) && wait <= 64*time.Millisecond; wait *= 2 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			res, err = l.resendOnReconnect(ctx, faulted, publish)
-			if errors.Is(err, errStoreFault) {
-				return l.afterFault(ctx, session, expected, evs, err)
-			}
-			continue
+	inFlight := Backoff{First: time.Millisecond, Max: 64 * time.Millisecond}
+	for n := 0; n < inFlightResends && inFlightRefusal(err, expected); n++ {
+		if Sleep(ctx, inFlight.Next()) != nil {
+			break
 		}
-		break
+		res, err = l.resendOnReconnect(ctx, faulted, publish)
+		if errors.Is(err, errStoreFault) {
+			return l.afterFault(ctx, session, expected, evs, err)
+		}
 	}
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		// The server checks the expected sequence (and, for batches, the
@@ -132,11 +130,10 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		// by an earlier attempt: read again until the replies reach the
 		// sequence the leader reported. Answering "conflict" for a stored
 		// append would tell the caller nothing was written.
-		for wait := 5 * time.Millisecond; !ok && seen < atLeast; wait = min(wait*2, 200*time.Millisecond) {
-			select {
-			case <-ctx.Done():
-				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, ctx.Err())
-			case <-time.After(wait):
+		reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+		for !ok && seen < atLeast {
+			if err := Sleep(ctx, reread.Next()); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
 			}
 			dup, ok, seen = l.findStored(ctx, session, expected, evs)
 		}
@@ -154,6 +151,10 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	}
 	return res, err
 }
+
+// inFlightResends bounds the re-sends of an append refused because a
+// write to the session was in flight: waits of 1, 2, 4, ... 64 ms.
+const inFlightResends = 7
 
 // checkDuplicate verifies the server's "duplicate" answer: the dedupe
 // window is stream-wide (Nats-Msg-Id), so the sequences it names may hold

@@ -290,7 +290,7 @@ func (l *Log) lock(session string) *sync.Mutex {
 // it has none. One direct get.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return 0, fmt.Errorf("last sequence of %q: %w: %w", session, ErrInvalidSession, err)
+		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()

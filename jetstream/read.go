@@ -67,7 +67,7 @@ type directGetRequest struct {
 // [from, upTo] (upTo 0: to the end at the time of the call), in order.
 func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error {
 	if err := events.ValidateSessionID(session); err != nil {
-		return fmt.Errorf("read session %q: %w: %w", session, ErrInvalidSession, err)
+		return fmt.Errorf("read session %q: %w", session, err)
 	}
 	if err := l.scan(ctx, l.Subject(session), from, upTo, fn); err != nil {
 		return fmt.Errorf("read session %q: %w", session, err)

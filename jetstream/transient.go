@@ -108,8 +108,11 @@ func (b *Backoff) Next() time.Duration {
 }
 
 // Sleep waits d or until ctx ends, whichever comes first, and returns
-// ctx's error in the second case.
+// ctx's error in the second case. A d of 0 or less returns nil at once.
 func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
