@@ -368,7 +368,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		if err != nil {
 			return fmt.Errorf("feed: %w", err)
 		}
-		if len(m.Data()) == 0 && m.Headers().Get("Nats-Msg-Size") != "" && f.headersOnly(ctx) {
+		if len(m.Data()) == 0 && m.Headers().Get(nats.MsgSize) != "" && f.headersOnly(ctx) {
 			// A headers-only delivery: someone reconfigured the consumer.
 			// Folding it would skip a real event; fail the feed instead,
 			// and the next feed restores the consumer's configuration.
