@@ -134,8 +134,9 @@ type Config struct {
 	NoProjection bool
 
 	// API configures both transports (tokens, hosts, origins, channels,
-	// request timeout); SubjectPrefix defaults to <Prefix>.api. Run sets
-	// Observe to the metrics' request observer.
+	// request timeout, logger: its zero Logger discards, so give it one,
+	// e.g. Logger with component=api); SubjectPrefix defaults to
+	// <Prefix>.api. Run sets Observe to the metrics' request observer.
 	API api.Config
 	// NATSAPIUser, when set, gives the NATS micro service its own login
 	// (with NATSAPIPassword) instead of the engine's connection.
