@@ -22,9 +22,9 @@ var ErrBatchUnsupported = errors.New("atomic batch publish unsupported")
 
 // ErrInvalidSession is matched by a session id that cannot be a single
 // subject token: the log checks ids with the one rule,
-// events.ValidateSessionID, and this is its sentinel.
-//
-// Deprecated: match events.ErrInvalidSession, the same error.
+// events.ValidateSessionID, and this is its sentinel. It is
+// events.ErrInvalidSession itself, kept so that callers matching it keep
+// compiling; new code matches events.ErrInvalidSession.
 var ErrInvalidSession = events.ErrInvalidSession
 
 // ConflictError reports which sequence an append expected and which one the
