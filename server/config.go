@@ -151,7 +151,7 @@ type Config struct {
 	// negative: no bound).
 	HTTPMaxConns int
 	// HTTPReadTimeout is the time a client has to send a whole request
-	// (default 15 s).
+	// (default 15 s; negative: no limit).
 	HTTPReadTimeout time.Duration
 
 	// ReadyFile, when set, receives {"nats_url","http_addr","stream","pid"}
@@ -163,10 +163,11 @@ type Config struct {
 	// write or disabled JetStream still refuses appends).
 	MinFree int64
 	// MaxProjectionLag is how many events the projection may be behind
-	// the log, once caught up, before /readyz fails (default 10000).
-	MaxProjectionLag uint64
+	// the log, once caught up, before /readyz fails (default 10000;
+	// negative: none).
+	MaxProjectionLag int64
 	// ShutdownTimeout is the grace period of in-flight requests when ctx
-	// ends (default 10 s).
+	// ends (default 10 s; negative: none).
 	ShutdownTimeout time.Duration
 }
 
@@ -207,12 +208,6 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("--replicas %d: want 1 or more", c.Replicas))
-	}
-	if c.HTTPReadTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--http-read-timeout %s: want a positive duration", c.HTTPReadTimeout))
-	}
-	if c.ShutdownTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -20,11 +20,11 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero Config: %v", err)
 	}
-	err := Config{Store: Store{Sync: "never", Replicas: -1}, ShutdownTimeout: -1}.Validate()
+	err := Config{Store: Store{Sync: "never", Replicas: -1}}.Validate()
 	if err == nil {
 		t.Fatal("bad Config: no error")
 	}
-	for _, want := range []string{"--sync", "--replicas", "--shutdown-timeout"} {
+	for _, want := range []string{"--sync", "--replicas"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %s", err, want)
 		}

@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 			wp.watchRunner(proj)
 		}
 		go wp.run(runCtx)
-		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: cfg.MaxProjectionLag,
+		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})
 		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
 	}
@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, 0))
 	defer cancel()
 	if httpSrv != nil {
 		_ = httpSrv.Shutdown(sctx)
@@ -182,7 +182,7 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 	if rt == 0 {
 		rt = 30 * time.Second
 	}
-	srv := newHTTPServer(h, cfg.HTTPReadTimeout, rt)
+	srv := newHTTPServer(h, max(cfg.HTTPReadTimeout, 0), rt)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.Logger.Error().Err(err).Msg("http server stopped")

@@ -96,13 +96,11 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	minFree, err := parseBytes(c.MinFree)
-	if err != nil {
-		return fmt.Errorf("--min-free: %w", err)
-	}
-	mf := int64(min(minFree, math.MaxInt64))
-	if mf == 0 {
-		mf = -1 // '0' disables the minimum: negative in the Config
+	var minFree uint64 // the embedded server's disk only
+	if c.NATS == "" {
+		if minFree, err = parseBytes(c.MinFree); err != nil {
+			return fmt.Errorf("--min-free: %w", err)
+		}
 	}
 	maxConns := c.HTTPMaxConn
 	if maxConns <= 0 {
@@ -119,11 +117,11 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		NATSAPIPassword:  c.NATSAPIPassword,
 		HTTP:             c.HTTP,
 		HTTPMaxConns:     maxConns,
-		HTTPReadTimeout:  c.HTTPRead,
+		HTTPReadTimeout:  orNone(c.HTTPRead),
 		ReadyFile:        c.ReadyFile,
-		MinFree:          mf,
-		MaxProjectionLag: c.MaxLag,
-		ShutdownTimeout:  c.Shutdown,
+		MinFree:          orNone(int64(min(minFree, math.MaxInt64))), // '0' disables the minimum
+		MaxProjectionLag: orNone(int64(min(c.MaxLag, math.MaxInt64))),
+		ShutdownTimeout:  orNone(c.Shutdown),
 	})
 }
 
@@ -138,6 +136,15 @@ func loadRegistry(path string) (*resolver.Registry, error) {
 		return nil, fmt.Errorf("load registry: %w", err)
 	}
 	return reg, nil
+}
+
+// orNone maps a flag's explicit 0 (none: no lag, no grace, no limit) to
+// the Config's negative "none": the Config's 0 is its default.
+func orNone[T int64 | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // parseBytes reads a size: a number with an optional B, KiB, MiB, GiB,
