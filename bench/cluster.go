@@ -90,22 +90,20 @@ func (c *benchCluster) shutdown() {
 // openLogRetry opens a replicated log, retrying while the cluster's
 // JetStream meta leader is being elected (up to a minute).
 func openLogRetry(ctx context.Context, nc *nats.Conn, cfg jetstream.LogConfig) (*jetstream.Log, error) {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		// Each attempt has its own deadline: a request sent before the meta
-		// leader is known may get no answer at all.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var l *jetstream.Log
+	every := jetstream.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
+	err := jetstream.Retry(ctx, every, func(error) bool { return true }, func(ctx context.Context) error {
+		// Each attempt has its own deadline: a request sent before the
+		// meta leader is known may get no answer at all.
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l, err := jetstream.OpenLog(actx, nc, cfg)
-		cancel()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return l, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		defer cancel()
+		var err error
+		l, err = jetstream.OpenLog(actx, nc, cfg)
+		return err
+	})
+	return l, err
 }
 
 // clusterEngine is one engine process on the cluster: its connection
@@ -160,7 +158,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			return err
 		}
 		rawJS = append(rawJS, js)
-		st, err := js.Stream(ctx, strings.ToUpper(prefixRaw)+"_EVENTS")
+		st, err := js.Stream(ctx, jetstream.EventStreamName(prefixRaw))
 		if err != nil {
 			return err
 		}
@@ -196,7 +194,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 		e.eng = service.New(e.log, e.proj, resolver.Default(), service.Config{})
 	}
 	// The same topology for both sides: every stream's leader on node 0.
-	for _, stream := range []string{engines[0].log.StreamName(), strings.ToUpper(prefixRaw) + "_EVENTS", "KV_" + engines[0].proj.Views().Bucket()} {
+	for _, stream := range []string{engines[0].log.StreamName(), jetstream.EventStreamName(prefixRaw), "KV_" + engines[0].proj.Views().Bucket()} {
 		if err := leaderOn(ctx, engines[0].nc, stream, "b0"); err != nil {
 			return err
 		}

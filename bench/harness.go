@@ -104,7 +104,7 @@ func (h *harness) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.progress("embedded nats-server %s on %s, data in %s; engine stream %s, raw stream %s", serverVersion(), h.url, h.dir, h.elog.StreamName(), strings.ToUpper(prefixRaw)+"_EVENTS")
+	h.progress("embedded nats-server %s on %s, data in %s; engine stream %s, raw stream %s", serverVersion(), h.url, h.dir, h.elog.StreamName(), jetstream.EventStreamName(prefixRaw))
 	return nil
 }
 

@@ -145,7 +145,8 @@ func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.St
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for backoff := time.Millisecond; ; backoff = min(2*backoff, 50*time.Millisecond) {
+	backoff := jetstream.Backoff{First: time.Millisecond, Max: 50 * time.Millisecond}
+	for {
 		seq, err := w.sendAsync(wctx, js, m, last)
 		if err == nil || !jetstream.IsCASConflict(err) {
 			return seq, err
@@ -155,10 +156,8 @@ func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.St
 		if gerr == nil && got.Sequence > last {
 			return got.Sequence, nil
 		}
-		select {
-		case <-wctx.Done():
-			return 0, errors.Join(err, gerr, fmt.Errorf("%s did not move past %d: %w", w.subj, last, wctx.Err()))
-		case <-time.After(backoff):
+		if serr := jetstream.Sleep(wctx, backoff.Next()); serr != nil {
+			return 0, errors.Join(err, gerr, fmt.Errorf("%s did not move past %d: %w", w.subj, last, serr))
 		}
 	}
 }

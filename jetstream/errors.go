@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
 )
 
 // ErrConflict is the sentinel for an optimistic-concurrency conflict: the
@@ -18,9 +20,12 @@ var ErrConflict = errors.New("conflict")
 // stream without AllowAtomicPublish). Nothing was written.
 var ErrBatchUnsupported = errors.New("atomic batch publish unsupported")
 
-// ErrInvalidSession is returned for a session id that cannot be a single
-// subject token.
-var ErrInvalidSession = errors.New("invalid session id")
+// ErrInvalidSession is matched by a session id that cannot be a single
+// subject token: the log checks ids with the one rule,
+// events.ValidateSessionID, and this is its sentinel. It is
+// events.ErrInvalidSession itself, kept so that callers matching it keep
+// compiling; new code matches events.ErrInvalidSession.
+var ErrInvalidSession = events.ErrInvalidSession
 
 // ConflictError reports which sequence an append expected and which one the
 // session has. Actual is 0 when the server did not say and a look-up failed.

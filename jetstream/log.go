@@ -2,11 +2,9 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,16 +17,18 @@ import (
 )
 
 // JetStream error codes that mean "the expected last subject sequence did
-// not hold" (see NATS-FACTS: 10071 stale sequence, 10164 write in flight).
+// not hold" (see NATS-FACTS: 10071 stale sequence, 10164 write in flight):
+// nats.go's own constants.
 const (
-	codeWrongLastSeq         jetstream.ErrorCode = 10071
-	codeWrongLastSeqConstant jetstream.ErrorCode = 10164
+	codeWrongLastSeq         = jetstream.JSErrCodeStreamWrongLastSequence         // 10071
+	codeWrongLastSeqConstant = jetstream.JSErrCodeStreamWrongLastSequenceConstant // 10164
 )
 
-// Header names used on event messages.
+// Header names used on event messages: nats.go's where it has them (the
+// atomic batch headers it does not declare).
 const (
-	headerMsgID       = "Nats-Msg-Id"
-	headerExpectedSeq = "Nats-Expected-Last-Subject-Sequence"
+	headerMsgID       = jetstream.MsgIDHeader               // Nats-Msg-Id
+	headerExpectedSeq = jetstream.ExpectedLastSubjSeqHeader // Nats-Expected-Last-Subject-Sequence
 	headerBatchID     = "Nats-Batch-Id"
 	headerBatchSeq    = "Nats-Batch-Sequence"
 	headerBatchCommit = "Nats-Batch-Commit"
@@ -59,6 +59,13 @@ type LogConfig struct {
 	// Timeout applies to each operation whose context has no deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// APIPrefix is the JetStream API prefix of an account that imports
+	// another's JetStream (nats.go's NewWithAPIPrefix); Domain the
+	// JetStream domain of a leaf node's hub ($JS.<domain>.API.). At most
+	// one; default $JS.API. Every request of the log, direct gets
+	// included, goes to it.
+	APIPrefix string
+	Domain    string
 	// Guard, when set, is asked before each append; its error refuses the
 	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
 	Guard func() error
@@ -83,12 +90,15 @@ func (c LogConfig) Validate() error {
 	if c.Duplicates < 0 {
 		errs = append(errs, fmt.Errorf("log: duplicate window %s is negative", c.Duplicates))
 	}
+	if c.APIPrefix != "" && c.Domain != "" {
+		errs = append(errs, fmt.Errorf("log: API prefix %q and domain %q both set: give one", c.APIPrefix, c.Domain))
+	}
 	return errors.Join(errs...)
 }
 
 func (c LogConfig) withDefaults() LogConfig {
 	if c.Prefix == "" {
-		c.Prefix = "tools"
+		c.Prefix = defaultPrefix
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -142,13 +152,37 @@ type Log struct {
 // messages, whatever the machine's speed.
 func (l *Log) MessagesRead() uint64 { return l.msgsRead.Load() }
 
+// newJetStream is nats.go's JetStream context on cfg's API prefix or
+// domain.
+func newJetStream(nc *nats.Conn, cfg LogConfig) (jetstream.JetStream, error) {
+	switch {
+	case cfg.APIPrefix != "":
+		return jetstream.NewWithAPIPrefix(nc, cfg.APIPrefix)
+	case cfg.Domain != "":
+		return jetstream.NewWithDomain(nc, cfg.Domain)
+	}
+	return jetstream.New(nc)
+}
+
+// apiPrefix is the JetStream API prefix the log's requests go to, ending
+// in a dot, as nats.go builds it.
+func (c LogConfig) apiPrefix() string {
+	switch {
+	case c.APIPrefix != "":
+		return strings.TrimSuffix(c.APIPrefix, ".") + "."
+	case c.Domain != "":
+		return "$JS." + c.Domain + ".API."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
 // OpenLog creates the event stream, or verifies and updates an existing one.
 func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	js, err := jetstream.New(nc)
+	js, err := newJetStream(nc, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open jetstream: %w", err)
 	}
@@ -156,7 +190,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		nc:       nc,
 		js:       js,
 		cfg:      cfg,
-		name:     strings.ToUpper(cfg.Prefix) + "_EVENTS",
+		name:     EventStreamName(cfg.Prefix),
 		subjBase: cfg.Prefix + ".events.",
 	}
 	ctx, cancel := l.withTimeout(ctx)
@@ -252,480 +286,11 @@ func (l *Log) lock(session string) *sync.Mutex {
 	return &l.locks[h.Sum32()%uint32(len(l.locks))]
 }
 
-// AppendResult says where an append landed.
-type AppendResult struct {
-	// First and Last are the stream sequences of the first and last event.
-	First, Last uint64
-	// Duplicate is true when the server had already stored these events
-	// (a retried publish with the same ULIDs): nothing new was written.
-	Duplicate bool
-}
-
-// Append writes events to a session, all or nothing, provided the
-// session's last stored sequence is expected (0: the session has no
-// events). A stale expectation returns a *ConflictError (errors.Is
-// ErrConflict). Each event's ULID is its Nats-Msg-Id, so a retry of the
-// same envelopes within the duplicate window stores them once and returns
-// Duplicate.
-//
-// Appends to one session are serialized within this process.
-func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
-	if err := events.ValidateSessionID(session); err != nil {
-		return AppendResult{}, fmt.Errorf("append to %q: %w: %w", session, ErrInvalidSession, err)
-	}
-	if len(evs) == 0 {
-		return AppendResult{}, errors.New("append: no events given")
-	}
-	if len(evs) > MaxBatch {
-		return AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), MaxBatch)
-	}
-	if len(evs) > 1 && !l.atomic {
-		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
-	}
-	// Asked before the guard: a fault recorded after the guard passed
-	// closes this channel.
-	faulted := l.faults()
-	if l.cfg.Guard != nil {
-		if err := l.cfg.Guard(); err != nil {
-			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
-		}
-	}
-	msgs := make([]*nats.Msg, len(evs))
-	subj := l.Subject(session)
-	for i, e := range evs {
-		if e.Session != session {
-			return AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
-		}
-		data, err := events.Encode(e)
-		if err != nil {
-			return AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
-		}
-		m := nats.NewMsg(subj)
-		m.Data = data
-		m.Header.Set(headerMsgID, e.ID)
-		m.Header.Set(HeaderEventType, string(e.Type))
-		msgs[i] = m
-	}
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
-	mu := l.lock(session)
-	mu.Lock()
-	defer mu.Unlock()
-	select {
-	case <-faulted:
-		// The store faulted while this append waited for the session:
-		// nothing is sent yet, so a refusal is definite.
-		if l.cfg.Guard != nil {
-			if err := l.cfg.Guard(); err != nil {
-				return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
-			}
-		}
-		if faulted = l.faults(); isClosed(faulted) {
-			return AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, ErrStorageFull)
-		}
-	default:
-	}
-	publish := func(ctx context.Context) (AppendResult, error) {
-		if len(msgs) == 1 {
-			return l.appendOne(ctx, session, expected, msgs[0])
-		}
-		return l.appendBatch(ctx, session, expected, msgs)
-	}
-	res, err := l.resendOnReconnect(ctx, faulted, publish)
-	if errors.Is(err, errStoreFault) {
-		return l.afterFault(ctx, session, expected, evs, err)
-	}
-	// A replicated stream's leader acknowledges a write before it stops
-	// counting it in flight (nats-server 2.15 applies the entry, acks,
-	// then clears the subject's in-flight mark), so the session's next
-	// CAS publish can be refused with 10164 although the session is still
-	// at expected: nothing was stored and nobody else wrote. Send the
-	// same messages again (their ids dedupe) a few times before calling
-	// it a conflict; a real conflict moves the session past expected.
-	for wait := time.Millisecond; inFlightRefusal(err, expected) && wait <= 64*time.Millisecond; wait *= 2 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			res, err = l.resendOnReconnect(ctx, faulted, publish)
-			if errors.Is(err, errStoreFault) {
-				return l.afterFault(ctx, session, expected, evs, err)
-			}
-			continue
-		}
-		break
-	}
-	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
-		// The server checks the expected sequence (and, for batches, the
-		// ids) before its dedupe window, so a retry of an append that was
-		// stored fails here: look for the ids after expected.
-		var atLeast uint64 // the leader's last sequence of the session
-		var ce *ConflictError
-		if errors.As(err, &ce) {
-			atLeast = ce.Actual
-		}
-		dup, ok, seen := l.findStored(ctx, session, expected, evs)
-		// Direct gets may be answered by a replica that lags the leader
-		// (after a partition heals, say) and miss our own events stored
-		// by an earlier attempt: read again until the replies reach the
-		// sequence the leader reported. Answering "conflict" for a stored
-		// append would tell the caller nothing was written.
-		for wait := 5 * time.Millisecond; !ok && seen < atLeast; wait = min(wait*2, 200*time.Millisecond) {
-			select {
-			case <-ctx.Done():
-				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, ctx.Err())
-			case <-time.After(wait):
-			}
-			dup, ok, seen = l.findStored(ctx, session, expected, evs)
-		}
-		if ok {
-			return dup, nil
-		}
-		if errors.Is(err, errDuplicateInBatch) {
-			// The ids are in the dedupe window but not on this session
-			// after expected: another session's events hold them.
-			return AppendResult{}, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
-		}
-	}
-	if err == nil && res.Duplicate {
-		return l.checkDuplicate(ctx, session, res, evs)
-	}
-	return res, err
-}
-
-// checkDuplicate verifies the server's "duplicate" answer: the dedupe
-// window is stream-wide (Nats-Msg-Id), so the sequences it names may hold
-// another session's events with these ids. Only when the messages there
-// are this session's events with these ids are they this append's;
-// otherwise the append is refused (ErrKeyInUse) and nothing is returned
-// for the caller to fold (#24 row 4: handing another session's sequence
-// to the session's state wedged it).
-func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResult, evs []events.Envelope) (AppendResult, error) {
-	ids := make([]string, len(evs))
-	for i, e := range evs {
-		ids[i] = e.ID
-	}
-	if res.Last-res.First+1 != uint64(len(evs)) {
-		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
-	}
-	ok, err := l.StoredAt(ctx, session, res.First, ids)
-	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to %q: the server says event %s is stored at sequence %d: %w", session, ids[0], res.First, err)
-	}
-	if !ok {
-		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
-	}
-	return res, nil
-}
-
-// errStoreFault cancels an append attempt whose store failed a write or
-// whose JetStream was disabled while it waited for the server's reply:
-// nats-server never answers the publish whose write failed.
-var errStoreFault = errors.New("the store failed a write or JetStream was disabled while the append waited for its acknowledgement")
-
-// faultReadWait bounds the read with which an append cut short by a store
-// fault looks for its events: the answer comes well within a client's
-// timeout, however the store fares.
-const faultReadWait = time.Second
-
-func (l *Log) faults() <-chan struct{} {
-	if l.cfg.Faults == nil {
-		return nil
-	}
-	return l.cfg.Faults()
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// afterFault answers an append whose wait for an acknowledgement a store
-// fault cut short (#24 row 8). The publish was sent, so whether it was
-// stored is not known from the server's side: the session is read after
-// expected for the append's ids.
-//
-//   - Found at or below the stream's last sequence (stream info, from the
-//     file store's state, which counts a message only once its write
-//     succeeded): stored, as durable as any acknowledged append: success.
-//   - Found above it, or the stream info unreadable: a message whose
-//     write failed can still sit in the server's block cache (nats-server
-//     accounts it in the block before the write, and reads may find it
-//     there) but is not on disk and is gone when JetStream reloads the
-//     store: not a success.
-//   - Not found: the fault may be another stream's (the views bucket on
-//     the same disk) and the publish still queued in the server, to be
-//     stored after this read; only the answer "unknown" is true.
-//
-// Either of the last two answers outcome unknown (503, "read the session
-// at seq N"), at once instead of after the whole try.
-func (l *Log) afterFault(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (AppendResult, error) {
-	rctx, cancel := context.WithTimeout(ctx, faultReadWait)
-	defer cancel()
-	if res, found, _ := l.findStored(rctx, session, expected, evs); found {
-		if last, lerr := l.LastStreamSeq(rctx); lerr == nil && res.Last <= last {
-			res.Duplicate = false // this append's own write stored them
-			return res, nil
-		}
-	}
-	var ou *OutcomeUnknownError
-	if errors.As(err, &ou) {
-		err = fmt.Errorf("%w: %w", errStoreFault, ou.Err) // not "outcome unknown" twice
-	}
-	return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
-}
-
-// errReconnected cancels an append attempt whose connection reconnected
-// while it waited for the server's reply.
-var errReconnected = errors.New("connection reconnected: re-sending")
-
-// maxResends bounds the re-sends of one append after reconnects (each
-// needs a reconnect, so a flapping connection cannot spin).
-const maxResends = 16
-
-// watchReconnects starts following the connection's status: each
-// reconnect closes the current l.rc. It stops when the connection closes.
-func (l *Log) watchReconnects() {
-	l.rc = make(chan struct{})
-	ch := l.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	go func() {
-		defer l.nc.RemoveStatusListener(ch)
-		for st := range ch {
-			if st == nats.CLOSED {
-				return
-			}
-			l.rcMu.Lock()
-			close(l.rc)
-			l.rc = make(chan struct{})
-			l.rcMu.Unlock()
-		}
-	}()
-}
-
-// reconnected returns a channel closed at the connection's next reconnect.
-func (l *Log) reconnected() <-chan struct{} {
-	l.rcMu.Lock()
-	defer l.rcMu.Unlock()
-	return l.rc
-}
-
-// resendOnReconnect runs attempt and, when the connection reconnects
-// before its reply came, cancels it and runs it again at once: the request
-// went out on the old connection, so no reply is coming, and waiting out
-// the attempt's timeout would stall the append for nothing (#20 item 3).
-// The re-sent messages carry the same ids and expected sequence: if the
-// first ones were stored, the server deduplicates them or reports the
-// expected sequence stale, and Append finds them stored.
-//
-// A store fault (faulted closed) cancels the attempt too, and the error
-// returned then matches errStoreFault.
-func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
-	for n := 0; ; n++ {
-		rc := l.reconnected()
-		actx, cancel := context.WithCancelCause(ctx)
-		go func() {
-			select {
-			case <-rc:
-				cancel(errReconnected)
-			case <-faulted:
-				cancel(errStoreFault)
-			case <-actx.Done():
-			}
-		}()
-		if n > 0 {
-			// Right after a reconnect the reply may still be lost: the
-			// servers learn the new connection's reply interest over
-			// their routes asynchronously. Ask again soon (the resend
-			// is deduplicated) rather than wait out the whole attempt.
-			t := time.AfterFunc(resendWait, func() { cancel(errReconnected) })
-			defer t.Stop()
-		}
-		res, err := attempt(actx)
-		if err != nil && errors.Is(context.Cause(actx), errStoreFault) && ctx.Err() == nil {
-			cancel(nil)
-			return res, fmt.Errorf("%w: %w", errStoreFault, err)
-		}
-		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
-		cancel(nil)
-		if !resend {
-			return res, err
-		}
-	}
-}
-
-// resendWait is how long an append re-sent after a reconnect waits for
-// its reply before it is sent again.
-const resendWait = time.Second
-
-// retryRead runs an idempotent read and asks again, at once, when the
-// connection reconnects before it answered or no answer came within
-// readIdle (a request to a node that died is never answered), while ctx
-// lasts.
-func (l *Log) retryRead(ctx context.Context, read func(context.Context) error) error {
-	for {
-		w := newBatchWait(ctx, l.reconnected())
-		err := read(w.ctx)
-		again := err != nil && errors.Is(context.Cause(w.ctx), errReadAgain) && ctx.Err() == nil
-		w.stop()
-		if !again {
-			return err
-		}
-	}
-}
-
-// errDuplicateInBatch is the server's answer to a batch whose ids are
-// already in the dedupe window (error code 10201).
-var errDuplicateInBatch = errors.New("batch contains an already stored event id")
-
-const codeBatchDuplicateID jetstream.ErrorCode = 10201
-
-// findStored reports whether every event of evs is stored on the session
-// after seq expected, in order and contiguously, and where; seen is the
-// highest sequence of the session the read reached.
-func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res AppendResult, found bool, seen uint64) {
-	i := 0
-	broken := false // a foreign event between two of ours: not ours as a whole
-	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
-		seen = r.Seq
-		if broken || i == len(evs) {
-			return nil
-		}
-		if r.Err != nil || r.Envelope.ID != evs[i].ID {
-			broken = i > 0
-			return nil
-		}
-		if i == 0 {
-			res.First = r.Seq
-		}
-		res.Last = r.Seq
-		i++
-		return nil
-	})
-	if err != nil {
-		return AppendResult{}, false, seen
-	}
-	res.Duplicate = true
-	return res, !broken && i == len(evs), seen
-}
-
-func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
-	m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
-	ack, err := l.js.PublishMsg(ctx, m)
-	if err != nil {
-		return AppendResult{}, l.publishError(ctx, session, expected, err)
-	}
-	return AppendResult{First: ack.Sequence, Last: ack.Sequence, Duplicate: ack.Duplicate}, nil
-}
-
-// batchAck is the server's reply to the commit of an atomic batch.
-type batchAck struct {
-	Stream    string              `json:"stream"`
-	Seq       uint64              `json:"seq"`
-	Duplicate bool                `json:"duplicate,omitempty"`
-	BatchID   string              `json:"batch,omitempty"`
-	Count     uint64              `json:"count,omitempty"`
-	Error     *jetstream.APIError `json:"error,omitempty"`
-}
-
-func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg) (AppendResult, error) {
-	id := msgs[0].Header.Get(headerMsgID)
-	n := len(msgs)
-	for i, m := range msgs {
-		m.Header.Set(headerBatchID, id)
-		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
-		if i == 0 {
-			m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
-		}
-		if i < n-1 {
-			if err := l.nc.PublishMsg(m); err != nil {
-				// Nothing is committed before the last message.
-				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, notSent(err))
-			}
-		}
-	}
-	last := msgs[n-1]
-	last.Header.Set(headerBatchCommit, "1")
-	resp, err := l.nc.RequestMsgWithContext(ctx, last)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, jetstream.ErrNoStreamResponse)
-		}
-		return AppendResult{}, transportError(session, expected, fmt.Errorf("commit: %w", err))
-	}
-	var ack batchAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return AppendResult{}, fmt.Errorf("append batch to %q: decode ack %q: %w", session, resp.Data, err)
-	}
-	if ack.Error != nil {
-		return AppendResult{}, l.publishError(ctx, session, expected, ack.Error)
-	}
-	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
-}
-
-// inFlightRefusal reports a CAS refusal after which the session is still
-// at the expected sequence: the leader refused the publish because a write
-// to the subject was still in flight (10164), not because the session
-// moved.
-func inFlightRefusal(err error, expected uint64) bool {
-	var ce *ConflictError
-	return errors.As(err, &ce) && ce.Actual == expected && ce.InFlight
-}
-
-func (l *Log) publishError(ctx context.Context, session string, expected uint64, err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateID {
-		return fmt.Errorf("%w: %w", errDuplicateInBatch, err)
-	}
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
-		ce := &ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
-		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {
-			if n, perr := strconv.ParseUint(strings.TrimSpace(after), 10, 64); perr == nil {
-				ce.Actual = n
-				return ce
-			}
-		}
-		if n, lerr := l.LastSeq(ctx, session); lerr == nil {
-			ce.Actual = n
-		}
-		return ce
-	}
-	return transportError(session, expected, err)
-}
-
-// transportError classifies an append's failure that is not the server's
-// answer: a publish that never left (the connection was down: no publish
-// is buffered across a reconnect) stored nothing; one that left and got
-// no acknowledgement may have been stored (issue 12, item 2).
-func transportError(session string, expected uint64, err error) error {
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.As(err, &apiErr):
-		return fmt.Errorf("append to %q: %w", session, err)
-	case errors.Is(err, nats.ErrReconnectBufExceeded):
-		return fmt.Errorf("append to %q: %w", session, notSent(err))
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
-		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
-	}
-	return fmt.Errorf("append to %q: %w", session, err)
-}
-
-// notSent marks a publish refused before it left the process.
-func notSent(err error) error {
-	if errors.Is(err, nats.ErrReconnectBufExceeded) {
-		return fmt.Errorf("%w (%w)", ErrNotSent, err)
-	}
-	return err
-}
-
 // LastSeq returns the stream sequence of the session's last event, 0 when
 // it has none. One direct get.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return 0, fmt.Errorf("last sequence of %q: %w: %w", session, ErrInvalidSession, err)
+		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()

@@ -67,7 +67,7 @@ type directGetRequest struct {
 // [from, upTo] (upTo 0: to the end at the time of the call), in order.
 func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error {
 	if err := events.ValidateSessionID(session); err != nil {
-		return fmt.Errorf("read session %q: %w: %w", session, ErrInvalidSession, err)
+		return fmt.Errorf("read session %q: %w", session, err)
 	}
 	if err := l.scan(ctx, l.Subject(session), from, upTo, fn); err != nil {
 		return fmt.Errorf("read session %q: %w", session, err)
@@ -98,7 +98,10 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			_ = sub.Unsubscribe()
 		}
 	}()
-	apiSubj := "$JS.API.DIRECT.GET." + l.name
+	// nats.go's stream API gets one message per request; the batched
+	// direct get (batch, up_to_seq) is built here, on the log's API
+	// prefix or domain like every other request.
+	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
 	for {
 		// A fresh inbox per request: the replies of a request given up
@@ -365,7 +368,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		if err != nil {
 			return fmt.Errorf("feed: %w", err)
 		}
-		if len(m.Data()) == 0 && m.Headers().Get("Nats-Msg-Size") != "" && f.headersOnly(ctx) {
+		if len(m.Data()) == 0 && m.Headers().Get(nats.MsgSize) != "" && f.headersOnly(ctx) {
 			// A headers-only delivery: someone reconfigured the consumer.
 			// Folding it would skip a real event; fail the feed instead,
 			// and the next feed restores the consumer's configuration.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -143,10 +142,11 @@ func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 		}
 		m := nats.NewMsg(v.subj + p.Key)
 		m.Data = p.Value
+		var opts []jetstream.PublishOpt
 		if p.Cond {
-			m.Header.Set(headerExpectedSeq, strconv.FormatUint(p.Rev, 10))
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(p.Rev))
 		}
-		f, err := v.log.js.PublishMsgAsync(m)
+		f, err := v.log.js.PublishMsgAsync(m, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("put view %s: %w", p.Key, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/server"
 )
 
 type rebuildCmd struct {
@@ -80,10 +81,10 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if fixed > 0 {
 		fmt.Printf("corrected %d views that were ahead of the log (events lost with the damaged store)\n", fixed)
 	}
-	if c.embedded != nil {
+	if c.NATS == "" { // the embedded server's data directory
 		// The operator accepts the log as it is (#24 row 1): serve
 		// compares the stream with this record from now on.
-		before, now, err := acceptWatermark(ctx, c.Data, jlog)
+		before, now, err := server.AcceptWatermark(ctx, c.Data, jlog)
 		if err != nil {
 			return err
 		}

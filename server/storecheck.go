@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,50 +13,6 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
-
-// watchIntegrity checks the event stream (and, when projecting, the
-// projection's consumer, from the time the projection first caught up:
-// before, its feed may not exist yet) now and every interval until ctx
-// ends (issue 11): a deleted or reconfigured stream or consumer is logged
-// as an error and makes the returned readiness input fail, naming what
-// changed.
-func watchIntegrity(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, projecting bool, interval time.Duration, log zerolog.Logger) func() error {
-	var last atomic.Pointer[error]
-	var feedUp bool
-	check := func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		err := jlog.CheckStream(cctx)
-		feedUp = feedUp || (projecting && proj.CaughtUp())
-		if err == nil && feedUp {
-			err = jlog.CheckFeed(cctx, projection.DefaultDurable)
-		}
-		if err != nil && !errors.Is(err, jetstream.ErrDrift) {
-			err = fmt.Errorf("cannot check the stream: %w", err)
-		}
-		prev := last.Swap(&err)
-		switch {
-		case err != nil && (prev == nil || *prev == nil || (*prev).Error() != err.Error()):
-			log.Error().Err(err).Msg("log integrity: not ready")
-		case err == nil && prev != nil && *prev != nil:
-			log.Warn().Msg("log integrity: restored")
-		}
-	}
-	check()
-	every(ctx, interval, check)
-	return func() error {
-		if p := last.Load(); p != nil {
-			return *p
-		}
-		return nil
-	}
-}
-
-// storeCheckFlags are the start-up store check's flags (issue 24 rows 2,
-// 3 and 12(c)).
-type storeCheckFlags struct {
-	AcceptStoreDamage bool `name:"accept-store-damage" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: each damaged block is cut at its first bad record (a copy is kept in <data>/damaged-<time>), the stream's index is rebuilt from the blocks, and the gap is recorded as accepted. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
-}
 
 // errStoreRefused is matched (errors.Is) by checkStore's error when it
 // refuses a damaged store.
@@ -85,7 +39,7 @@ const storeCheckProgress = 2 * time.Second
 // is moved aside, and the engine says so at error level. A damaged state
 // file of any other consumer is logged with its fix; it does not stop
 // the engine.
-func (c *storeFlags) checkStore(ctx context.Context, log zerolog.Logger) error {
+func (c *store) checkStore(ctx context.Context, log zerolog.Logger) error {
 	if dirs, err := jetstream.StreamDirs(c.Data); err != nil || len(dirs) == 0 {
 		return err
 	}
@@ -118,7 +72,7 @@ func (c *storeFlags) checkStore(ctx context.Context, log zerolog.Logger) error {
 	for _, u := range rep.Unverified {
 		log.Warn().Str("stream", u).Msg("store check: the stream's blocks are encrypted or compressed: not verified")
 	}
-	events := strings.ToUpper(c.Prefix) + "_EVENTS"
+	events := jetstream.EventStreamName(c.Prefix)
 	var blocks, feed, other []jetstream.StoreDamage
 	for _, d := range rep.Damage {
 		switch {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -121,9 +121,10 @@ func (a *ackWatermark) flush(ctx context.Context) {
 	}
 }
 
-// acceptWatermark sets dir's mark of the stream to what it holds now:
-// the operator accepted a loss (engine rebuild).
-func acceptWatermark(ctx context.Context, dir string, jlog *jetstream.Log) (before jetstream.StreamMark, now jetstream.StreamState, err error) {
+// AcceptWatermark sets dir's mark of the stream to what it holds now:
+// the operator accepted a loss (engine rebuild). before is the mark it
+// replaced, now what the stream holds.
+func AcceptWatermark(ctx context.Context, dir string, jlog *jetstream.Log) (before jetstream.StreamMark, now jetstream.StreamState, err error) {
 	w, err := jetstream.ReadWatermark(dir)
 	if err != nil {
 		// A garbled record is replaced: rebuild accepts the log as it is.

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -21,7 +20,7 @@ import (
 // disabled (#24 row 8: the append would wait for an acknowledgement that
 // never comes) answer at once with ErrStorageFull, and a log shorter
 // than what was acknowledged (#24 row 1) takes no appends.
-func (c *storeFlags) appendGuard(disk *jetstream.DiskGuard) func() error {
+func (c *store) appendGuard(disk *jetstream.DiskGuard) func() error {
 	return func() error {
 		if err := disk.Check(); err != nil {
 			return err
@@ -47,7 +46,7 @@ func (c *storeFlags) appendGuard(disk *jetstream.DiskGuard) func() error {
 // (#24 row 8): an append in flight when the store fails a write answers
 // at once instead of waiting for an acknowledgement that never comes.
 // Against --nats there is none (nil: never closed).
-func (c *storeFlags) storeFaults() <-chan struct{} {
+func (c *store) storeFaults() <-chan struct{} {
 	if c.embedded == nil {
 		return nil
 	}
@@ -57,7 +56,7 @@ func (c *storeFlags) storeFaults() <-chan struct{} {
 // watchAcked starts the acknowledged-watermark record of the embedded
 // store's data directory (#24 row 1); nothing against --nats (the data
 // directory is the server's, elsewhere).
-func (c *storeFlags) watchAcked(ctx context.Context, jlog *jetstream.Log, log zerolog.Logger) error {
+func (c *store) watchAcked(ctx context.Context, jlog *jetstream.Log, log zerolog.Logger) error {
 	if c.embedded == nil {
 		return nil
 	}
@@ -71,7 +70,7 @@ func (c *storeFlags) watchAcked(ctx context.Context, jlog *jetstream.Log, log ze
 
 // ackedCheck is the readiness check of the watermark: the log holds all
 // that was acknowledged.
-func (c *storeFlags) ackedCheck() health.Check {
+func (c *store) ackedCheck() health.Check {
 	return health.Check{Name: "acknowledged", Fn: c.acked.check}
 }
 
@@ -85,7 +84,7 @@ func (r storeRefusal) Unwrap() []error { return []error{jetstream.ErrStorageFull
 // checkConfigLogin refuses, before the embedded server starts, a
 // --server-config whose users require a login when no --nats-user names
 // the engine's (#24 row 12(d)).
-func (c *storeFlags) checkConfigLogin() error {
+func (c *store) checkConfigLogin() error {
 	if c.ServerConfig == "" || c.NATSUser != "" || os.Getenv("ENGINE_NATS_USER") != "" {
 		return nil
 	}
@@ -99,7 +98,7 @@ func (c *storeFlags) checkConfigLogin() error {
 // embeddedConnectError explains a failed in-process connection: with
 // --server-config it is the login (an in-process connection the server
 // refuses ends as "read/write on closed pipe").
-func (c *storeFlags) embeddedConnectError(err error) error {
+func (c *store) embeddedConnectError(err error) error {
 	if c.ServerConfig != "" {
 		return fmt.Errorf("connect to the embedded server of --server-config %s as user %q: %w (is that user, with that --nats-password, in the config?)", c.ServerConfig, c.NATSUser, err)
 	}
@@ -112,11 +111,11 @@ func (c *storeFlags) embeddedConnectError(err error) error {
 // $G account beside the real store of a directory served with
 // --server-config. The error names the stream looked for and the streams
 // the data directory holds, by account.
-func (c *storeFlags) requireStream(ctx context.Context, nc *nats.Conn) error {
-	if !c.needStore {
+func (c *store) requireStream(ctx context.Context, nc *nats.Conn) error {
+	if !c.RequireStream {
 		return nil
 	}
-	name := strings.ToUpper(c.Prefix) + "_EVENTS"
+	name := jetstream.EventStreamName(c.Prefix)
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return err

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+)
+
+// memory: for each size, one event for each of N new sessions on a fresh
+// stream and a projection folding them into a fresh bucket. The Go heap
+// (server and engine share the process) is read after GC: before (with the
+// stream and bucket created and written once, so that their fixed buffers
+// are in the baseline), after the events are stored, with the projection
+// caught up, and after the projection is dropped. Server per session
+// subject = stored - before; views bucket = after - stored; projection
+// cache = caught up - after, per cached session (the cache holds at most
+// CacheSize sessions). Each reading waits MemorySettle first.
+func (h *harness) memory(ctx context.Context) error {
+	type fig struct{ proj, server float64 }
+	var figs []fig
+	var projLines, serverLines []Line
+	for idx, n := range h.cfg.MemorySessions {
+		prefix := fmt.Sprintf("mem%d", idx)
+		if _, err := jetstream.OpenLog(ctx, h.rawNC, jetstream.LogConfig{Prefix: prefix}); err != nil {
+			return err
+		}
+		mlog, err := jetstream.OpenLog(ctx, h.engNC, jetstream.LogConfig{Prefix: prefix})
+		if err != nil {
+			return err
+		}
+		p, err := projection.Open(ctx, mlog, projection.Config{})
+		if err != nil {
+			return err
+		}
+		// One warm event and one warm view.
+		if err := generate(ctx, h.rjs, prefix, []string{"m-warm"}, 1); err != nil {
+			return err
+		}
+		if _, err := h.rjs.Publish(ctx, "$KV."+p.Views().Bucket()+".m-warm-view", []byte("warm")); err != nil {
+			return err
+		}
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+			return err
+		}
+		heap0, rss0 := heapAfterGC(), h.rss()
+		sessions := sessionNames("m-", n)
+		start := time.Now()
+		if err := generate(ctx, h.rjs, prefix, sessions, 1); err != nil {
+			return err
+		}
+		pub := time.Since(start)
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+			return err
+		}
+		heap1 := heapAfterGC()
+		start = time.Now()
+		stop, err := runProjection(ctx, p, uint64(n+1), 20*time.Minute)
+		if err != nil {
+			return err
+		}
+		fold := time.Since(start)
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+			stop()
+			return err
+		}
+		heap2 := heapAfterGC()
+		cached := p.Cached()
+		stop()
+		p, mlog = nil, nil
+		heap3, rss1 := heapAfterGC(), h.rss()
+		f := fig{
+			proj:   (float64(heap2) - float64(heap3)) / float64(max(cached, 1)),
+			server: (float64(heap1) - float64(heap0)) / float64(n),
+		}
+		views := (float64(heap3) - float64(heap1)) / float64(n)
+		figs = append(figs, f)
+		label := sessionsLabel(n)
+		projLines = append(projLines, Line{Name: fmt.Sprintf(nameMemProjection, label), Unit: "B/session", Engine: f.proj, Runs: 1,
+			EngineRuns: []float64{f.proj},
+			Note:       fmt.Sprintf("Go heap held by the running projection after GC (%.1f MB) / the %d sessions in its cache (CacheSize 100k: 90-100k are kept; %d sessions folded, at %.0f events/s)", (float64(heap2)-float64(heap3))/1e6, cached, n, float64(n)/fold.Seconds())})
+		serverLines = append(serverLines, Line{Name: fmt.Sprintf(nameMemServer, label), Unit: "B/session", Engine: f.server, Runs: 1,
+			EngineRuns: []float64{f.server},
+			Note:       fmt.Sprintf("Go heap of the embedded server after GC / %d session subjects of the event stream (one event each), read %s after the last write (block caches expired; per-block subject state, 2 min expiry, still in); the views bucket adds %.0f B per session key; process RSS %+.0f MB; %d events published in %.1f s", n, h.cfg.MemorySettle, views, float64(rss1-rss0)/1e6, n, pub.Seconds())})
+		_ = h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix))
+		_ = h.rjs.DeleteKeyValue(ctx, strings.ToUpper(prefix)+"_VIEWS")
+		h.progress("memory at %s sessions: projection %.0f B/cached session, server %.0f B/session subject, views %.0f B/key (published in %.1f s, folded in %.1f s)", label, f.proj, f.server, views, pub.Seconds(), fold.Seconds())
+	}
+	flat := func(ls []Line, get func(fig) float64) {
+		for i := range ls {
+			if i == 0 {
+				continue
+			}
+			ls[i].Target = fmt.Sprintf("<= 1.5x the %s figure", sessionsLabel(h.cfg.MemorySessions[0]))
+			ls[i].Met = bptr(get(figs[i]) <= 1.5*get(figs[0]))
+		}
+	}
+	flat(projLines, func(f fig) float64 { return f.proj })
+	flat(serverLines, func(f fig) float64 { return f.server })
+	for _, l := range projLines {
+		h.add(l)
+	}
+	for _, l := range serverLines {
+		h.add(l)
+	}
+	return nil
+}
+
+func (h *harness) rss() int64 {
+	if h.srv == nil {
+		return 0
+	}
+	v, err := h.srv.Server().Varz(nil)
+	if err != nil {
+		return 0
+	}
+	return v.Mem
+}
+
+// restart: the cold start again, this time with the embedded server
+// restarted on the data directory first (it recovers every stream of the
+// run, the cold one included).
+func (h *harness) restart(ctx context.Context) error {
+	if h.cfg.SkipRestart || len(h.coldProbe) == 0 {
+		return nil // without cold-start there is nothing to probe
+	}
+	h.close()
+	dir := filepath.Join(h.dir, "server")
+	var serverStart []float64
+	startServer := func() (*jetstream.Embedded, error) {
+		start := time.Now()
+		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir, Host: "127.0.0.1"})
+		if err != nil {
+			return nil, err
+		}
+		serverStart = append(serverStart, time.Since(start).Seconds())
+		return srv, nil
+	}
+	engine := func(ctx context.Context, run int) (float64, error) {
+		start := time.Now()
+		srv, err := startServer()
+		if err != nil {
+			return 0, err
+		}
+		defer srv.Shutdown()
+		if err := h.coldEngineReady(ctx, srv.ClientURL(), h.coldProbe[run%len(h.coldProbe)]); err != nil {
+			return 0, err
+		}
+		return time.Since(start).Seconds(), nil
+	}
+	raw := func(ctx context.Context, run int) (float64, error) {
+		start := time.Now()
+		srv, err := startServer()
+		if err != nil {
+			return 0, err
+		}
+		defer srv.Shutdown()
+		if err := coldRawReady(ctx, srv.ClientURL(), h.coldProbe[run%len(h.coldProbe)]); err != nil {
+			return 0, err
+		}
+		return time.Since(start).Seconds(), nil
+	}
+	l, err := h.pair(ctx, nameColdRestart, "s", false, engine, raw)
+	if err != nil {
+		return err
+	}
+	l.Note = fmt.Sprintf("StartEmbedded on this run's data directory (every stream above: cold data, engine, raw, views), then as the line before; the server start alone took %.2f s (median)", median(serverStart))
+	h.add(l)
+	return nil
+}

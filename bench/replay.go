@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+)
+
+// foldSplit: decode + apply per event of a realistic session log, and the
+// resident/deferred split per provider call.
+func (h *harness) foldSplit(ctx context.Context) error {
+	const session = "fold-session-0001"
+	var log [][]byte
+	for round := 0; round < 60; round++ {
+		b, err := events.Encode(events.New(session, "bench", "bench", genPayload(round)))
+		if err != nil {
+			return err
+		}
+		log = append(log, b)
+	}
+	l, err := h.micro(ctx, nameFold, len(log), func() error {
+		s := aggregate.State{Session: session}
+		for i, raw := range log {
+			e, err := events.Decode(raw)
+			if err != nil {
+				return err
+			}
+			s.Apply(uint64(i+1), e)
+		}
+		if s.Events != uint64(len(log)) {
+			return fmt.Errorf("folded %d of %d events", s.Events, len(log))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Note = fmt.Sprintf("events.Decode + State.Apply, per event, over a %d-event session (intent changes, turns, loads)", len(log))
+	h.add(l)
+
+	def, err := resolver.Default().Resolve(resolver.Request{Session: resolver.Intent{Enabled: bptr(true), WebSearch: bptr(true)}})
+	if err != nil {
+		return err
+	}
+	loaded := deferral.NewSet("send_message")
+	l, err = h.micro(ctx, nameSplitDefault, 1, func() error {
+		if s := deferral.SplitTools(def.Tools, loaded.Has); len(s.Classification) != len(def.Tools) {
+			return errors.New("split lost tools")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Note = fmt.Sprintf("deferral.SplitTools of %d tools, 1 deferred tool loaded", len(def.Tools))
+	h.add(l)
+
+	reg, err := resolver.Load(registryJSON(500))
+	if err != nil {
+		return err
+	}
+	res, err := reg.Resolve(benchRequest(500))
+	if err != nil {
+		return err
+	}
+	loaded500 := deferral.NewSet("tool_0003", "tool_0013", "tool_0103")
+	l, err = h.micro(ctx, nameSplit500, 1, func() error {
+		if s := deferral.SplitTools(res.Tools, loaded500.Has); len(s.Classification) != len(res.Tools) {
+			return errors.New("split lost tools")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.Note = fmt.Sprintf("deferral.SplitTools of %d tools (1 in 10 deferred), 3 loaded", len(res.Tools))
+	h.add(l)
+	return nil
+}
+
+func sessionNames(prefix string, n int) []string {
+	w := len(strconv.Itoa(max(n-1, 1)))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%0*d", prefix, w, i)
+	}
+	return out
+}
+
+// runProjection starts p.Run and waits until it has folded seq, or fails.
+func runProjection(ctx context.Context, p *projection.Projection, seq uint64, timeout time.Duration) (stop func(), err error) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	stop = func() { cancel(); <-done }
+	wctx, wcancel := context.WithTimeout(ctx, timeout)
+	defer wcancel()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- p.WaitApplied(wctx, seq) }()
+	select {
+	case err = <-waitErr:
+	case err = <-done:
+		wcancel()
+		<-waitErr
+		done <- err
+		if err == nil {
+			err = errors.New("projection stopped")
+		}
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// replay: a fresh projection (new durable, new bucket) folding the whole
+// engine stream, against a raw ordered consumer reading it.
+func (h *harness) replay(ctx context.Context) error {
+	per := max(1, h.cfg.ReplayEvents/h.cfg.ReplaySessions)
+	sessions := sessionNames("rep-", h.cfg.ReplaySessions)
+	start := time.Now()
+	if err := generate(ctx, h.rjs, prefixEngine, sessions, per); err != nil {
+		return err
+	}
+	gen := time.Since(start)
+	if err := h.waitProjection(ctx); err != nil {
+		return err
+	}
+	h.progress("replay data: %d events over %d sessions added to %s in %.1f s", per*len(sessions), len(sessions), h.elog.StreamName(), gen.Seconds())
+	last, err := h.elog.LastStreamSeq(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := h.elog.JetStream().Stream(ctx, h.elog.StreamName())
+	if err != nil {
+		return err
+	}
+	msgs := info.CachedInfo().State.Msgs
+	subjects := info.CachedInfo().State.NumSubjects
+	engine := func(ctx context.Context, run int) (float64, error) {
+		p, err := projection.Open(ctx, h.elog, projection.Config{Durable: fmt.Sprintf("replay%03d", run), Bucket: fmt.Sprintf("REPLAY%03d", run)})
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		stop, err := runProjection(ctx, p, last, 10*time.Minute)
+		if err != nil {
+			return 0, err
+		}
+		el := time.Since(start)
+		folded := p.Folded()
+		stop()
+		_ = h.elog.JetStream().DeleteConsumer(ctx, h.elog.StreamName(), fmt.Sprintf("replay%03d", run))
+		_ = h.elog.JetStream().DeleteKeyValue(ctx, p.Views().Bucket())
+		if folded < msgs {
+			return 0, fmt.Errorf("replay folded %d of %d events", folded, msgs)
+		}
+		return float64(msgs) / el.Seconds(), nil
+	}
+	consume := func(ctx context.Context, decode bool) (float64, error) {
+		start := time.Now()
+		cons, err := h.rjs.OrderedConsumer(ctx, h.elog.StreamName(), njs.OrderedConsumerConfig{
+			FilterSubjects: []string{prefixEngine + ".events.*"},
+		})
+		if err != nil {
+			return 0, err
+		}
+		it, err := cons.Messages(njs.PullMaxMessages(4096))
+		if err != nil {
+			return 0, err
+		}
+		defer it.Stop()
+		var ev rawEvent
+		for n := uint64(0); n < msgs; n++ {
+			m, err := it.Next()
+			if err != nil {
+				return 0, fmt.Errorf("ordered consumer after %d of %d: %w", n, msgs, err)
+			}
+			if decode {
+				if err := rawDecode(m.Data(), &ev); err != nil {
+					return 0, fmt.Errorf("raw decode of message %d: %w", n, err)
+				}
+			}
+		}
+		return float64(msgs) / time.Since(start).Seconds(), nil
+	}
+	var countOnly []float64
+	raw := func(ctx context.Context, run int) (float64, error) {
+		// Alternate which consumer goes first (the first warms caches).
+		var v, c float64
+		var err error
+		for k := 0; k < 2 && err == nil; k++ {
+			if (k+run)%2 == 0 {
+				v, err = consume(ctx, true)
+			} else {
+				c, err = consume(ctx, false)
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+		countOnly = append(countOnly, c)
+		return v, nil
+	}
+	l, err := h.pair(ctx, nameReplay, "events/s", true, engine, raw)
+	if err != nil {
+		return err
+	}
+	l.Target = "ratio >= 0.8 and >= 500k events/s"
+	l.Met = bptr(l.Ratio >= 0.8 && l.Engine >= 500_000)
+	engineNote := fmt.Sprintf("%d events over %d sessions (%d generated round-robin over %d, the rest the appends above); engine = projection.Run with a new durable and bucket until WaitApplied (decode, fold, KV put of every touched view, ack)", msgs, subjects, per*len(sessions), len(sessions))
+	l.Note = engineNote + "; raw = ordered consumer (4096 pulled) + msgpack/v5 decode of each message into a plain struct, nothing written"
+	h.add(l)
+	countOnly = countOnly[:min(len(countOnly), l.Runs)] // not the profiled run
+	limit := Line{Name: nameReplayLimit, Unit: "events/s", Runs: l.Runs, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(countOnly), RawRuns: countOnly}
+	limit.Ratio = limit.Engine / limit.Raw
+	limit.Note = "the engine runs of the line above; raw = the same ordered consumer counting messages only (no decode): the physical limit of delivery"
+	h.add(limit)
+	return nil
+}

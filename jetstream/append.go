@@ -1,0 +1,326 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// AppendResult says where an append landed.
+type AppendResult struct {
+	// First and Last are the stream sequences of the first and last event.
+	First, Last uint64
+	// Duplicate is true when the server had already stored these events
+	// (a retried publish with the same ULIDs): nothing new was written.
+	Duplicate bool
+}
+
+// Append writes events to a session, all or nothing, provided the
+// session's last stored sequence is expected (0: the session has no
+// events). A stale expectation returns a *ConflictError (errors.Is
+// ErrConflict). Each event's ULID is its Nats-Msg-Id, so a retry of the
+// same envelopes within the duplicate window stores them once and returns
+// Duplicate.
+//
+// Appends to one session are serialized within this process.
+func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+	}
+	if len(evs) == 0 {
+		return AppendResult{}, errors.New("append: no events given")
+	}
+	if len(evs) > MaxBatch {
+		return AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), MaxBatch)
+	}
+	if len(evs) > 1 && !l.atomic {
+		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
+	}
+	// Asked before the guard: a fault recorded after the guard passed
+	// closes this channel.
+	faulted := l.faults()
+	if l.cfg.Guard != nil {
+		if err := l.cfg.Guard(); err != nil {
+			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+		}
+	}
+	msgs := make([]*nats.Msg, len(evs))
+	subj := l.Subject(session)
+	for i, e := range evs {
+		if e.Session != session {
+			return AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
+		}
+		data, err := events.Encode(e)
+		if err != nil {
+			return AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
+		}
+		m := nats.NewMsg(subj)
+		m.Data = data
+		m.Header.Set(headerMsgID, e.ID)
+		m.Header.Set(HeaderEventType, string(e.Type))
+		msgs[i] = m
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	mu := l.lock(session)
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case <-faulted:
+		// The store faulted while this append waited for the session:
+		// nothing is sent yet, so a refusal is definite.
+		if l.cfg.Guard != nil {
+			if err := l.cfg.Guard(); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+			}
+		}
+		if faulted = l.faults(); isClosed(faulted) {
+			return AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, ErrStorageFull)
+		}
+	default:
+	}
+	publish := func(ctx context.Context) (AppendResult, error) {
+		if len(msgs) == 1 {
+			return l.appendOne(ctx, session, expected, msgs[0])
+		}
+		return l.appendBatch(ctx, session, expected, msgs)
+	}
+	res, err := l.resendOnReconnect(ctx, faulted, publish)
+	if errors.Is(err, errStoreFault) {
+		return l.afterFault(ctx, session, expected, evs, err)
+	}
+	// A replicated stream's leader acknowledges a write before it stops
+	// counting it in flight (nats-server 2.15 applies the entry, acks,
+	// then clears the subject's in-flight mark), so the session's next
+	// CAS publish can be refused with 10164 although the session is still
+	// at expected: nothing was stored and nobody else wrote. Send the
+	// same messages again (their ids dedupe) a few times before calling
+	// it a conflict; a real conflict moves the session past expected.
+	inFlight := Backoff{First: time.Millisecond, Max: 64 * time.Millisecond}
+	for n := 0; n < inFlightResends && inFlightRefusal(err, expected); n++ {
+		if Sleep(ctx, inFlight.Next()) != nil {
+			break
+		}
+		res, err = l.resendOnReconnect(ctx, faulted, publish)
+		if errors.Is(err, errStoreFault) {
+			return l.afterFault(ctx, session, expected, evs, err)
+		}
+	}
+	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
+		// The server checks the expected sequence (and, for batches, the
+		// ids) before its dedupe window, so a retry of an append that was
+		// stored fails here: look for the ids after expected.
+		var atLeast uint64 // the leader's last sequence of the session
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			atLeast = ce.Actual
+		}
+		dup, ok, seen := l.findStored(ctx, session, expected, evs)
+		// Direct gets may be answered by a replica that lags the leader
+		// (after a partition heals, say) and miss our own events stored
+		// by an earlier attempt: read again until the replies reach the
+		// sequence the leader reported. Answering "conflict" for a stored
+		// append would tell the caller nothing was written.
+		reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+		for !ok && seen < atLeast {
+			if err := Sleep(ctx, reread.Next()); err != nil {
+				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
+			}
+			dup, ok, seen = l.findStored(ctx, session, expected, evs)
+		}
+		if ok {
+			return dup, nil
+		}
+		if errors.Is(err, errDuplicateInBatch) {
+			// The ids are in the dedupe window but not on this session
+			// after expected: another session's events hold them.
+			return AppendResult{}, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
+		}
+	}
+	if err == nil && res.Duplicate {
+		return l.checkDuplicate(ctx, session, res, evs)
+	}
+	return res, err
+}
+
+// inFlightResends bounds the re-sends of an append refused because a
+// write to the session was in flight: waits of 1, 2, 4, ... 64 ms.
+const inFlightResends = 7
+
+// checkDuplicate verifies the server's "duplicate" answer: the dedupe
+// window is stream-wide (Nats-Msg-Id), so the sequences it names may hold
+// another session's events with these ids. Only when the messages there
+// are this session's events with these ids are they this append's;
+// otherwise the append is refused (ErrKeyInUse) and nothing is returned
+// for the caller to fold (#24 row 4: handing another session's sequence
+// to the session's state wedged it).
+func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResult, evs []events.Envelope) (AppendResult, error) {
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	if res.Last-res.First+1 != uint64(len(evs)) {
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+	}
+	ok, err := l.StoredAt(ctx, session, res.First, ids)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append to %q: the server says event %s is stored at sequence %d: %w", session, ids[0], res.First, err)
+	}
+	if !ok {
+		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+	}
+	return res, nil
+}
+
+// errDuplicateInBatch is the server's answer to a batch whose ids are
+// already in the dedupe window (error code 10201).
+var errDuplicateInBatch = errors.New("batch contains an already stored event id")
+
+const codeBatchDuplicateID jetstream.ErrorCode = 10201
+
+// findStored reports whether every event of evs is stored on the session
+// after seq expected, in order and contiguously, and where; seen is the
+// highest sequence of the session the read reached.
+func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res AppendResult, found bool, seen uint64) {
+	i := 0
+	broken := false // a foreign event between two of ours: not ours as a whole
+	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
+		seen = r.Seq
+		if broken || i == len(evs) {
+			return nil
+		}
+		if r.Err != nil || r.Envelope.ID != evs[i].ID {
+			broken = i > 0
+			return nil
+		}
+		if i == 0 {
+			res.First = r.Seq
+		}
+		res.Last = r.Seq
+		i++
+		return nil
+	})
+	if err != nil {
+		return AppendResult{}, false, seen
+	}
+	res.Duplicate = true
+	return res, !broken && i == len(evs), seen
+}
+
+func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
+	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected))
+	if err != nil {
+		return AppendResult{}, l.publishError(ctx, session, expected, err)
+	}
+	return AppendResult{First: ack.Sequence, Last: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// batchAck is the server's reply to the commit of an atomic batch.
+type batchAck struct {
+	Stream    string              `json:"stream"`
+	Seq       uint64              `json:"seq"`
+	Duplicate bool                `json:"duplicate,omitempty"`
+	BatchID   string              `json:"batch,omitempty"`
+	Count     uint64              `json:"count,omitempty"`
+	Error     *jetstream.APIError `json:"error,omitempty"`
+}
+
+func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg) (AppendResult, error) {
+	id := msgs[0].Header.Get(headerMsgID)
+	n := len(msgs)
+	for i, m := range msgs {
+		m.Header.Set(headerBatchID, id)
+		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == 0 {
+			m.Header.Set(headerExpectedSeq, strconv.FormatUint(expected, 10))
+		}
+		if i < n-1 {
+			if err := l.nc.PublishMsg(m); err != nil {
+				// Nothing is committed before the last message.
+				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, notSent(err))
+			}
+		}
+	}
+	last := msgs[n-1]
+	last.Header.Set(headerBatchCommit, "1")
+	resp, err := l.nc.RequestMsgWithContext(ctx, last)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, jetstream.ErrNoStreamResponse)
+		}
+		return AppendResult{}, transportError(session, expected, fmt.Errorf("commit: %w", err))
+	}
+	var ack batchAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return AppendResult{}, fmt.Errorf("append batch to %q: decode ack %q: %w", session, resp.Data, err)
+	}
+	if ack.Error != nil {
+		return AppendResult{}, l.publishError(ctx, session, expected, ack.Error)
+	}
+	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+}
+
+// inFlightRefusal reports a CAS refusal after which the session is still
+// at the expected sequence: the leader refused the publish because a write
+// to the subject was still in flight (10164), not because the session
+// moved.
+func inFlightRefusal(err error, expected uint64) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.Actual == expected && ce.InFlight
+}
+
+func (l *Log) publishError(ctx context.Context, session string, expected uint64, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateID {
+		return fmt.Errorf("%w: %w", errDuplicateInBatch, err)
+	}
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
+		ce := &ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
+		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {
+			if n, perr := strconv.ParseUint(strings.TrimSpace(after), 10, 64); perr == nil {
+				ce.Actual = n
+				return ce
+			}
+		}
+		if n, lerr := l.LastSeq(ctx, session); lerr == nil {
+			ce.Actual = n
+		}
+		return ce
+	}
+	return transportError(session, expected, err)
+}
+
+// transportError classifies an append's failure that is not the server's
+// answer: a publish that never left (the connection was down: no publish
+// is buffered across a reconnect) stored nothing; one that left and got
+// no acknowledgement may have been stored (issue 12, item 2).
+func transportError(session string, expected uint64, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		return fmt.Errorf("append to %q: %w", session, err)
+	case errors.Is(err, nats.ErrReconnectBufExceeded):
+		return fmt.Errorf("append to %q: %w", session, notSent(err))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
+		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+	}
+	return fmt.Errorf("append to %q: %w", session, err)
+}
+
+// notSent marks a publish refused before it left the process.
+func notSent(err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		return fmt.Errorf("%w (%w)", ErrNotSent, err)
+	}
+	return err
+}

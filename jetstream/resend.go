@@ -1,0 +1,171 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/events"
+)
+
+// errStoreFault cancels an append attempt whose store failed a write or
+// whose JetStream was disabled while it waited for the server's reply:
+// nats-server never answers the publish whose write failed.
+var errStoreFault = errors.New("the store failed a write or JetStream was disabled while the append waited for its acknowledgement")
+
+// faultReadWait bounds the read with which an append cut short by a store
+// fault looks for its events: the answer comes well within a client's
+// timeout, however the store fares.
+const faultReadWait = time.Second
+
+func (l *Log) faults() <-chan struct{} {
+	if l.cfg.Faults == nil {
+		return nil
+	}
+	return l.cfg.Faults()
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// afterFault answers an append whose wait for an acknowledgement a store
+// fault cut short (#24 row 8). The publish was sent, so whether it was
+// stored is not known from the server's side: the session is read after
+// expected for the append's ids.
+//
+//   - Found at or below the stream's last sequence (stream info, from the
+//     file store's state, which counts a message only once its write
+//     succeeded): stored, as durable as any acknowledged append: success.
+//   - Found above it, or the stream info unreadable: a message whose
+//     write failed can still sit in the server's block cache (nats-server
+//     accounts it in the block before the write, and reads may find it
+//     there) but is not on disk and is gone when JetStream reloads the
+//     store: not a success.
+//   - Not found: the fault may be another stream's (the views bucket on
+//     the same disk) and the publish still queued in the server, to be
+//     stored after this read; only the answer "unknown" is true.
+//
+// Either of the last two answers outcome unknown (503, "read the session
+// at seq N"), at once instead of after the whole try.
+func (l *Log) afterFault(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (AppendResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, faultReadWait)
+	defer cancel()
+	if res, found, _ := l.findStored(rctx, session, expected, evs); found {
+		if last, lerr := l.LastStreamSeq(rctx); lerr == nil && res.Last <= last {
+			res.Duplicate = false // this append's own write stored them
+			return res, nil
+		}
+	}
+	var ou *OutcomeUnknownError
+	if errors.As(err, &ou) {
+		err = fmt.Errorf("%w: %w", errStoreFault, ou.Err) // not "outcome unknown" twice
+	}
+	return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+}
+
+// errReconnected cancels an append attempt whose connection reconnected
+// while it waited for the server's reply.
+var errReconnected = errors.New("connection reconnected: re-sending")
+
+// maxResends bounds the re-sends of one append after reconnects (each
+// needs a reconnect, so a flapping connection cannot spin).
+const maxResends = 16
+
+// watchReconnects starts following the connection's status: each
+// reconnect closes the current l.rc. It stops when the connection closes.
+func (l *Log) watchReconnects() {
+	l.rc = make(chan struct{})
+	ch := l.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	go func() {
+		defer l.nc.RemoveStatusListener(ch)
+		for st := range ch {
+			if st == nats.CLOSED {
+				return
+			}
+			l.rcMu.Lock()
+			close(l.rc)
+			l.rc = make(chan struct{})
+			l.rcMu.Unlock()
+		}
+	}()
+}
+
+// reconnected returns a channel closed at the connection's next reconnect.
+func (l *Log) reconnected() <-chan struct{} {
+	l.rcMu.Lock()
+	defer l.rcMu.Unlock()
+	return l.rc
+}
+
+// resendOnReconnect runs attempt and, when the connection reconnects
+// before its reply came, cancels it and runs it again at once: the request
+// went out on the old connection, so no reply is coming, and waiting out
+// the attempt's timeout would stall the append for nothing (#20 item 3).
+// The re-sent messages carry the same ids and expected sequence: if the
+// first ones were stored, the server deduplicates them or reports the
+// expected sequence stale, and Append finds them stored.
+//
+// A store fault (faulted closed) cancels the attempt too, and the error
+// returned then matches errStoreFault.
+func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
+	for n := 0; ; n++ {
+		rc := l.reconnected()
+		actx, cancel := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-rc:
+				cancel(errReconnected)
+			case <-faulted:
+				cancel(errStoreFault)
+			case <-actx.Done():
+			}
+		}()
+		if n > 0 {
+			// Right after a reconnect the reply may still be lost: the
+			// servers learn the new connection's reply interest over
+			// their routes asynchronously. Ask again soon (the resend
+			// is deduplicated) rather than wait out the whole attempt.
+			t := time.AfterFunc(resendWait, func() { cancel(errReconnected) })
+			defer t.Stop()
+		}
+		res, err := attempt(actx)
+		if err != nil && errors.Is(context.Cause(actx), errStoreFault) && ctx.Err() == nil {
+			cancel(nil)
+			return res, fmt.Errorf("%w: %w", errStoreFault, err)
+		}
+		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
+		cancel(nil)
+		if !resend {
+			return res, err
+		}
+	}
+}
+
+// resendWait is how long an append re-sent after a reconnect waits for
+// its reply before it is sent again.
+const resendWait = time.Second
+
+// retryRead runs an idempotent read and asks again, at once, when the
+// connection reconnects before it answered or no answer came within
+// readIdle (a request to a node that died is never answered), while ctx
+// lasts.
+func (l *Log) retryRead(ctx context.Context, read func(context.Context) error) error {
+	for {
+		w := newBatchWait(ctx, l.reconnected())
+		err := read(w.ctx)
+		again := err != nil && errors.Is(context.Cause(w.ctx), errReadAgain) && ctx.Err() == nil
+		w.stop()
+		if !again {
+			return err
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/health"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/metrics"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// ready is what Config.ReadyFile receives.
+type ready struct {
+	NATSURL  string `json:"nats_url"`
+	HTTPAddr string `json:"http_addr"`
+	Stream   string `json:"stream"`
+	PID      int    `json:"pid"`
+}
+
+// Run is `engine serve`: it opens the HTTP listener first (its probes
+// answer while the engine starts), connects to the store (waiting, with
+// back-off and saying why in /readyz, for an external cluster that is not
+// there yet), opens the log and the views, starts the projection (when
+// elected), the NATS micro service, the HTTP API, the write probe, the
+// log-integrity watcher, the disk checks and the acknowledged watermark,
+// logs "engine serving" and serves until ctx ends. It then stops the
+// transports within cfg.ShutdownTimeout, stops the projection (which
+// loses nothing), records the watermark and drains the connection.
+//
+// It returns nil after a clean shutdown, and an error naming the bad
+// setting or the failed step when it cannot start. Only one Run may use a
+// data directory at a time (the embedded server locks it).
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	reg := cfg.Registry
+	acfg := cfg.API
+	c := &store{Store: cfg.Store}
+	var disk *jetstream.DiskGuard
+	if c.NATS == "" {
+		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: uint64(max(cfg.MinFree, 0))}
+		c.guard = c.appendGuard(disk)
+	}
+	// The HTTP listener opens first (#20 item 2): while serve waits for
+	// NATS, /healthz answers and /readyz says 503 and why.
+	var httpSwap swapHandler
+	httpSrv, httpAddr, err := listenHTTP(cfg, &httpSwap)
+	if err != nil {
+		return err
+	}
+	if httpSrv != nil {
+		defer func() { _ = httpSrv.Close() }()
+	}
+	c.waitNATS = true
+	jlog, url, closeLog, err := c.openLog(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	if err := c.watchAcked(ctx, jlog, log); err != nil {
+		return err
+	}
+	nc := jlog.Conn()
+	m := metrics.New()
+	acfg.Observe = m.ObserveRequest
+	var proj *projection.Projection
+	err = waitForNATS(ctx, log, "open the views", func(actx context.Context) error {
+		var err error
+		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
+			Logger: log.With().Str("component", "projection").Logger(),
+			Elect:  true, Owner: c.LeaseOwner(), // one runner per stream (issue 12, item 7)
+		}))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var regStore *jetstream.RegistryStore
+	if cfg.RegistryKV {
+		if regStore, reg, err = registryFromKV(ctx, jlog, reg, log); err != nil {
+			return err
+		}
+	}
+	// An acknowledged append tells readiness the stream takes writes.
+	wp := newWriteProbe(jlog)
+	eng := newEngine(ctx, jlog, proj, reg, m, wp, log)
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	if regStore != nil {
+		if err := followRegistry(runCtx, regStore, eng, log); err != nil {
+			return err
+		}
+	}
+	projDone := make(chan struct{})
+	if !cfg.NoProjection {
+		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends
+	} else {
+		close(projDone)
+	}
+
+	a, err := api.New(eng, acfg)
+	if err != nil {
+		return err
+	}
+	apiNC, closeAPINC, err := serviceConn(ctx, cfg, url, nc)
+	if err != nil {
+		return err
+	}
+	defer closeAPINC()
+	stopAPI, err := startMicro(runCtx, a, apiNC)
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+
+	integrity := watchIntegrity(runCtx, jlog, proj, !cfg.NoProjection, 5*time.Second, log)
+	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
+	if httpSrv != nil {
+		if !cfg.NoProjection {
+			wp.watchRunner(proj)
+		}
+		go wp.run(runCtx)
+		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
+			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})
+		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
+	}
+	if cfg.ReadyFile != "" {
+		if err := writeReady(cfg.ReadyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()}); err != nil {
+			return err
+		}
+	}
+	// Shown at every log level but "disabled", as JSON like every other
+	// line (#17 item 6).
+	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", jlog.StreamName()).
+		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
+
+	<-ctx.Done()
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.ShutdownTimeout, 0))
+	defer cancel()
+	if httpSrv != nil {
+		_ = httpSrv.Shutdown(sctx)
+	}
+	stopAPI()
+	cancelRun() // the projection writes views before it acknowledges: stopping loses nothing
+	<-projDone
+	c.acked.flush(sctx)
+	_ = nc.Drain()
+	return nil
+}
+
+// listenHTTP opens cfg.HTTP and serves h on it, first with the start-up
+// answers; it returns a nil server when cfg.HTTP is empty.
+func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
+	if cfg.HTTP == "" {
+		return nil, "", nil
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen HTTP on %s: %w (another engine running? use --http HOST:PORT)", cfg.HTTP, err)
+	}
+	addr := ln.Addr().String()
+	ln = newLimitListener(ln, cfg.HTTPMaxConns)
+	h.set(startingHandler())
+	rt := cfg.API.RequestTimeout
+	if rt == 0 {
+		rt = 30 * time.Second
+	}
+	srv := newHTTPServer(h, max(cfg.HTTPReadTimeout, 0), rt)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error().Err(err).Msg("http server stopped")
+		}
+	}()
+	return srv, addr, nil
+}
+
+// newEngine builds the service on the log and the views, with the
+// metrics' hooks and the write probe told of every acknowledged append,
+// and records the registry in its history: every registry version served
+// stays addressable, so any engine rebuilds a turn frozen against it
+// (R31).
+func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, log zerolog.Logger) *service.Engine {
+	hooks := m.Hooks()
+	if counted := hooks.Appended; counted != nil {
+		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
+	} else {
+		hooks.Appended = func(int, bool) { wp.appended() }
+	}
+	eng := service.New(jlog, proj, reg, service.Config{
+		Logger: log.With().Str("component", "service").Logger(),
+		Hooks:  hooks,
+	})
+	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
+		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
+	} else {
+		eng.SetRegistryHistory(hist)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+	}
+	return eng
+}
+
+// followRegistry serves every valid registry stored in the bucket from
+// now on, until ctx ends; an invalid one is logged and skipped.
+func followRegistry(ctx context.Context, store *jetstream.RegistryStore, eng *service.Engine, log zerolog.Logger) error {
+	return store.Watch(ctx, func(data []byte, rev uint64) {
+		r, err := resolver.Load(data)
+		if err != nil {
+			log.Error().Err(err).Uint64("revision", rev).Msg("registry in KV is invalid: keeping the current one")
+			return
+		}
+		eng.SetRegistry(r)
+		if err := eng.RecordRegistry(ctx); err != nil {
+			log.Warn().Err(err).Msg("record the registry in its history")
+		}
+		log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")
+	})
+}
+
+// writeReady writes r to path as JSON, whole or not at all (a temporary
+// file renamed).
+func writeReady(path string, r ready) error {
+	data, _ := json.Marshal(r)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	return nil
+}
+
+// registryFromKV returns the registry stored in the bucket, seeding the
+// bucket with fallback when it holds none.
+func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
+	store, err := jlog.OpenRegistryStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, rev, err := store.Get(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data == nil {
+		seed, err := fallback.MarshalJSON()
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := store.Put(ctx, seed); err != nil {
+			return nil, nil, err
+		}
+		return store, fallback, nil
+	}
+	reg, err := resolver.Load(data)
+	if err == nil {
+		return store, reg, nil
+	}
+	// An invalid revision (anything published to the bucket's subject,
+	// e.g. a JetStream ack a client sent there as its reply subject) must
+	// not stop a restart (issue 11): serve the newest valid one.
+	ev := log.Error().Err(err).Uint64("revision", rev)
+	if hist, herr := store.History(ctx); herr == nil {
+		for i := len(hist) - 1; i >= 0; i-- {
+			if r, lerr := resolver.Load(hist[i].Data); lerr == nil {
+				ev.Uint64("serving_revision", hist[i].Revision).Msg("registry in KV is invalid: serving the newest valid revision; store a valid one with engine registry push FILE")
+				return store, r, nil
+			}
+		}
+	}
+	ev.Str("serving", fallback.Version()).Msg("registry in KV is invalid and no stored revision is valid: serving the --registry file or the default; store a valid one with engine registry push FILE")
+	return store, fallback, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(off)"
+	}
+	return s
+}

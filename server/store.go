@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/jetstream"
+)
+
+// store is an opened Store: its configuration and what serve hooks in.
+type store struct {
+	Store
+	guard    func() error        // asked before each append (serve's disk guard)
+	embedded *jetstream.Embedded // the embedded server connect started, if any
+	acked    *ackWatermark       // serve's record of what the embedded store held (#24 row 1)
+	// waitNATS makes openLog wait for an external cluster that is not
+	// there yet (serve, #20 item 1) instead of failing.
+	waitNATS bool
+}
+
+// OpenLog connects to the store (starting the embedded server on
+// s.Listen when s.NATS is empty, after checking its files) and opens the
+// event stream, for the commands that work on the log without serving
+// it (rebuild, stream repair, registry push). The returned func closes
+// the connection and shuts the embedded server down; url is the NATS
+// server's. It does not wait for a cluster that is not there.
+func OpenLog(ctx context.Context, log zerolog.Logger, s Store) (jlog *jetstream.Log, url string, closeLog func(), err error) {
+	c := &store{Store: s.withDefaults()}
+	return c.openLog(ctx, log)
+}
+
+// userOf picks the user of a data directory's credentials this store
+// connects as.
+func (c *store) userOf(cr jetstream.Credentials) (string, string) {
+	if c.Admin {
+		return cr.Admin.User, cr.Admin.Password
+	}
+	return cr.Engine.User, cr.Engine.Password
+}
+
+// openLog connects (starting the embedded server on c.Listen when no
+// --nats is given) and opens the event stream. The returned func closes
+// the connection and shuts the embedded server down.
+func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+	if c.NATS != "" && c.waitNATS {
+		return c.openLogWaiting(ctx, log)
+	}
+	nc, url, shutdown, err := c.connect(ctx, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	closeLog := func() {
+		nc.Close()
+		shutdown()
+	}
+	if err := c.requireStream(ctx, nc); err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults})
+	if err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	return jlog, url, closeLog, nil
+}
+
+// openLogWaiting connects to --nats and opens the event stream, waiting
+// (with back-off, saying why) while no node listens or JetStream cannot
+// answer yet: a supervisor may start the engine before the cluster
+// (#20 item 1). It returns early only on a permanent error or when ctx
+// ends.
+func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+	var nc *nats.Conn
+	err := waitForNATS(ctx, log, "connect to "+c.NATS, func(actx context.Context) error {
+		var err error
+		nc, _, _, err = c.connect(actx, log)
+		return err
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var jlog *jetstream.Log
+	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
+		var err error
+		jlog, err = jetstream.OpenLog(actx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+		return err
+	})
+	if err != nil {
+		nc.Close()
+		return nil, "", nil, err
+	}
+	return jlog, c.NATS, nc.Close, nil
+}
+
+// connect opens the engine's NATS connection: to --nats, or to a freshly
+// started embedded server (in-process, no TCP hop).
+func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, string, func(), error) {
+	status := func(event string, err error) {
+		ev := log.Warn().Str("event", event)
+		if event == "closed" { // the engine closes it on a normal exit
+			ev = log.Info().Str("event", event)
+		}
+		if err != nil {
+			ev = ev.Err(err)
+		}
+		ev.Msg("nats connection")
+	}
+	if c.NATS != "" {
+		user, password := c.NATSUser, c.NATSPassword
+		if user == "" && c.NATSCreds == "" && c.NATSNKey == "" {
+			// The embedded server of an engine on this data directory:
+			// its generated users (issue 11).
+			if cr, err := jetstream.ReadCredentials(c.Data); err == nil {
+				user, password = c.userOf(cr)
+			}
+		}
+		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{
+			URL: c.NATS, User: user, Password: password, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey,
+			TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey, OnStatus: status,
+		})
+		return nc, c.NATS, func() {}, err
+	}
+	host, port, err := splitHostPort(c.Listen)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if c.RequireStream && !jetstream.HasStore(c.Data, jetstream.EventStreamName(c.Prefix)) {
+		return nil, "", nil, fmt.Errorf("data dir %s holds no event stream %s_EVENTS (wrong directory or --prefix?): refusing to create an empty store; pass the --data of the engine", c.Data, strings.ToUpper(c.Prefix))
+	}
+	if err := c.checkConfigLogin(); err != nil {
+		return nil, "", nil, err
+	}
+	// Damage is found before the server loads the store (issue 24).
+	if err := c.checkStore(ctx, log); err != nil {
+		return nil, "", nil, err
+	}
+	cfg := jetstream.EmbeddedConfig{
+		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
+		Sync: jetstream.SyncPolicy(c.Sync), ConfigFile: c.ServerConfig,
+	}
+	if log.GetLevel() <= zerolog.DebugLevel {
+		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
+	}
+	var creds *jetstream.Credentials
+	if c.ServerConfig == "" {
+		// No anonymous access (issue 11): an engine user and an admin
+		// with random passwords, kept in the data directory.
+		cr, created, err := jetstream.LoadOrCreateCredentials(c.Data)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if created {
+			log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600): " +
+				"the engine's CLI finds them there, natscli needs --user engine --password <from that file>")
+		}
+		if c.NATSUser != "" {
+			cr.Engine = jetstream.UserPass{User: c.NATSUser, Password: c.NATSPassword}
+		}
+		creds, cfg.Credentials = &cr, &cr
+	}
+	srv, err := jetstream.StartEmbedded(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c.embedded = srv
+	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
+	switch {
+	case creds != nil:
+		opts = append(opts, nats.UserInfo(c.userOf(*creds)))
+	case c.NATSUser != "":
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	}
+	if c.ServerConfig != "" && c.NATSUser == "" {
+		if u, p := os.Getenv("ENGINE_NATS_USER"), os.Getenv("ENGINE_NATS_PASSWORD"); u != "" {
+			opts = append(opts, nats.UserInfo(u, p))
+		}
+	}
+	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	if err != nil {
+		srv.Shutdown()
+		return nil, "", nil, c.embeddedConnectError(err)
+	}
+	return nc, srv.ClientURL(), srv.Shutdown, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("--listen %q: %w (want host:port, e.g. 127.0.0.1:4222)", addr, err)
+	}
+	var port int
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("--listen %q: port %q is not 0..65535", addr, p)
+	}
+	return host, port, nil
+}
+
+// natsLogger adapts zerolog to nats-server's Logger.
+type natsLogger struct{ l zerolog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Info().Msgf(format, v...) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn().Msgf(format, v...) }
+func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, v...) }
+func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }
