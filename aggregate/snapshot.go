@@ -12,7 +12,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/intent"
 )
 
 // StateVersion is the schema version MarshalState writes under key "v"
@@ -720,8 +720,8 @@ func (d *stateDecoder) rejections(p *[]Rejection) error {
 	return nil
 }
 
-func (d *stateDecoder) intent(in *resolver.Intent) error {
-	return d.structure(5, func() { *in = resolver.Intent{} }, func(name string, i int) (bool, error) {
+func (d *stateDecoder) intent(in *intent.Intent) error {
+	return d.structure(5, func() { *in = intent.Intent{} }, func(name string, i int) (bool, error) {
 		switch {
 		case name == "enabled" || i == 0:
 			return true, d.tri(&in.Enabled)

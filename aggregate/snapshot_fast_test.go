@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/intent"
 )
 
 // Reference (reflection-based) encoder and decoder: the implementation
@@ -139,7 +139,7 @@ func refUnmarshalState(b []byte) (State, error) {
 	}
 	s := State{
 		Session: w.Session,
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:   w.Intent.Enabled,
 			WebSearch: w.Intent.WebSearch,
 			Preset:    w.Intent.Preset,
@@ -193,7 +193,7 @@ func typicalState() State {
 	}
 	return State{
 		Session: "sess-0123456789abcdef",
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:  bp(true),
 			Preset:   "ops",
 			Disabled: []string{"bash", "send_message", "web_search"},
@@ -297,7 +297,7 @@ func genUint(t *rapid.T, label string) uint64 {
 func genState(t *rapid.T) State {
 	s := State{
 		Session: genLongString(t, "session"),
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:   genTri(t, "enabled"),
 			WebSearch: genTri(t, "web_search"),
 			Preset:    genLongString(t, "preset"),

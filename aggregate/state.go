@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -72,7 +73,7 @@ type State struct {
 	// Intent is the session's stored intent (R1). Intent.Disabled is
 	// sorted and de-duplicated, nil when empty; Intent.Picked is nil when
 	// unset and keeps the user's order.
-	Intent resolver.Intent
+	Intent intent.Intent
 	// Loaded is the set of deferred tools loaded in this session, sorted,
 	// de-duplicated, nil when empty.
 	Loaded []string

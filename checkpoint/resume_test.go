@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -191,8 +192,8 @@ func TestR32ResumePerToolReasons(t *testing.T) {
 	g.Tools[toolIndex(t, g, "playwright_browser")].Available = boolp(false)
 	g.Presets = map[string][]string{"everything": {"read_file", "bash", "tool_search", "send_message", "playwright_browser", "web_fetch"}}
 	reg2 := load(t, g)
-	req := resolver.Request{Override: resolver.Override{Kind: resolver.OverrideIntent,
-		Intent: resolver.Intent{Preset: "everything", Disabled: []string{"web_fetch"}}}}
+	req := resolver.Request{Override: intent.Override{Kind: intent.OverrideIntent,
+		Intent: intent.Intent{Preset: "everything", Disabled: []string{"web_fetch"}}}}
 	cur, err := reg2.Resolve(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -45,7 +46,7 @@ func ModeTable(reg *resolver.Registry, loaded []string) ([]ModeRow, []string, er
 		return nil, nil, fmt.Errorf("build mode table: %w", ErrNilRegistry)
 	}
 	enabled := true
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &enabled}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: &enabled}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve default session: %w", err)
 	}

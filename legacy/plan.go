@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -54,7 +55,7 @@ type Decision struct {
 	// Events are the events to append, in order, as Decide returns them.
 	Events []events.Payload `json:"-"`
 	// Intent is the session's intent after the events.
-	Intent resolver.Intent `json:"intent"`
+	Intent intent.Intent `json:"intent"`
 	// Stored is the stored list as read (names mapped to true for a dict).
 	Stored []string `json:"stored"`
 	// Unknown are stored names that the registry does not have or that are

@@ -1,6 +1,10 @@
 package resolver
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/toolintent/engine/intent"
+)
 
 // Cache bounds: at most cacheSize entries holding at most maxCachedTools
 // resolved tools in all (about 23 MB of Tool values; names, descriptions and
@@ -12,12 +16,6 @@ const (
 	maxCachedTools = 1 << 18
 	maxCachedNames = 256
 	maxCachedBytes = 16 << 10
-)
-
-// FNV-1a 64 parameters.
-const (
-	fnvOffset64 = 14695981039346656037
-	fnvPrime64  = 1099511628211
 )
 
 // Tri-state values of a *bool in the cache key.
@@ -159,48 +157,12 @@ func tri(p *bool) uint64 {
 	}
 }
 
-func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime64 }
-
-func fnvUint(h, v uint64) uint64 {
-	for i := 0; i < 8; i++ {
-		h = fnvByte(h, byte(v>>(8*i)))
-	}
-	return h
-}
-
-func fnvString(h uint64, s string) uint64 {
-	h = fnvUint(h, uint64(len(s)))
-	for i := 0; i < len(s); i++ {
-		h = fnvByte(h, s[i])
-	}
-	return h
-}
-
-func fnvList(h uint64, list []string) uint64 {
-	h = fnvUint(h, uint64(len(list)))
-	for _, s := range list {
-		h = fnvString(h, s)
-	}
-	return h
-}
-
-func fnvIntent(h uint64, in *Intent) uint64 {
-	h = fnvByte(h, byte(tri(in.Enabled)<<2|tri(in.WebSearch)))
-	h = fnvString(h, in.Preset)
-	h = fnvList(h, in.Disabled)
-	return fnvList(h, in.Picked)
-}
-
 // fingerprint is an FNV-1a 64 hash over every field of a request, with
 // lengths as separators. It does not allocate.
 func fingerprint(req *Request) uint64 {
-	h := uint64(fnvOffset64)
-	h = fnvByte(h, byte(req.Override.Kind))
-	h = fnvIntent(h, &req.Override.Intent)
-	h = fnvList(h, req.Override.Allowed)
-	h = fnvList(h, req.Override.Names)
-	h = fnvIntent(h, &req.Session)
-	return fnvString(h, req.Profile)
+	h := req.Override.Fingerprint(intent.FingerprintSeed)
+	h = req.Session.Fingerprint(h)
+	return intent.FingerprintString(h, req.Profile)
 }
 
 func listEqual(a, b []string) bool {
@@ -228,31 +190,10 @@ func requestEqual(a, b *Request) bool {
 		listEqual(a.Override.Allowed, b.Override.Allowed) && listEqual(a.Override.Names, b.Override.Names)
 }
 
-func cloneTri(p *bool) *bool {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-func cloneList(list []string) []string {
-	if len(list) == 0 {
-		return nil
-	}
-	return append([]string(nil), list...)
-}
-
-func cloneIntent(in Intent) Intent {
-	return Intent{Enabled: cloneTri(in.Enabled), WebSearch: cloneTri(in.WebSearch), Preset: in.Preset,
-		Disabled: cloneList(in.Disabled), Picked: cloneList(in.Picked)}
-}
-
 func cloneRequest(req *Request) Request {
 	return Request{
-		Override: Override{Kind: req.Override.Kind, Intent: cloneIntent(req.Override.Intent),
-			Allowed: cloneList(req.Override.Allowed), Names: cloneList(req.Override.Names)},
-		Session: cloneIntent(req.Session),
-		Profile: req.Profile,
+		Override: req.Override.Clone(),
+		Session:  req.Session.Clone(),
+		Profile:  req.Profile,
 	}
 }

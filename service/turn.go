@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
@@ -60,7 +61,7 @@ type ResolveRequest struct {
 	// Profile is the agent profile; "" for none.
 	Profile string `json:"profile,omitempty"`
 	// Override is a per-turn override (R4, R5); zero for none.
-	Override resolver.Override `json:"-"`
+	Override intent.Override `json:"-"`
 	// Provider selects the rendering: one of Providers ("anthropic" by
 	// default).
 	Provider string `json:"provider,omitempty"`
@@ -90,7 +91,7 @@ type TurnView struct {
 	Turn   uint64 `json:"turn"`
 	Frozen bool   `json:"frozen"`
 	// Intent is the session's stored intent.
-	Intent resolver.Intent `json:"intent"`
+	Intent intent.Intent `json:"intent"`
 	// Source names the rule that decided the base list (R4).
 	Source string `json:"source"`
 	// Tools are every available tool of the resolution, in order.
@@ -257,7 +258,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	if err != nil {
 		return TurnView{}, err
 	}
-	if st.InTurn && req.Override.Kind == resolver.OverrideNone {
+	if st.InTurn && req.Override.Kind == intent.OverrideNone {
 		var v TurnView
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			v = e.frozenView(st, ot, req.Provider)
