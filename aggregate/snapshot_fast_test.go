@@ -164,13 +164,12 @@ func refUnmarshalState(b []byte) (State, error) {
 		}
 	}
 	if c := w.Checkpoint; c != nil {
-		s.Checkpoint = &Checkpoint{
+		s.Checkpoint = &Checkpoint{Seq: c.Seq, Record: Record{
 			Loaded:          c.Loaded,
 			ContractHash:    c.ContractHash,
 			RegistryVersion: c.RegistryVersion,
 			Turn:            c.Turn,
-			Seq:             c.Seq,
-		}
+		}}
 		if c.Contract != nil {
 			s.Checkpoint.Contract = make([]events.ContractEntry, len(c.Contract))
 			for i, e := range c.Contract {
@@ -203,14 +202,13 @@ func typicalState() State {
 		InTurn:  true,
 		LastSeq: 123456,
 		Events:  321,
-		Checkpoint: &Checkpoint{
+		Checkpoint: &Checkpoint{Seq: 123400, Record: Record{
 			Loaded:          []string{"big_browser", "tool_number_03"},
 			ContractHash:    fmt.Sprintf("%064x", uint64(77)),
 			RegistryVersion: "2026-11-30.1",
 			Turn:            41,
-			Seq:             123400,
 			Contract:        contract,
-		},
+		}},
 	}
 }
 
@@ -327,13 +325,12 @@ func genState(t *rapid.T) State {
 		}
 	}
 	if rapid.Bool().Draw(t, "has_checkpoint") {
-		c := &Checkpoint{
+		c := &Checkpoint{Record: Record{
 			Loaded:          genStrings(t, "cp_loaded"),
 			ContractHash:    genLongString(t, "contract_hash"),
 			RegistryVersion: genLongString(t, "registry_version"),
 			Turn:            genUint(t, "cp_turn"),
-			Seq:             genUint(t, "cp_seq"),
-		}
+		}, Seq: genUint(t, "cp_seq")}
 		switch rapid.IntRange(0, 2).Draw(t, "contract_kind") {
 		case 1:
 			c.Contract = []events.ContractEntry{}

@@ -110,20 +110,17 @@ type State struct {
 	Rejections []Rejection
 }
 
-// Checkpoint is the last CheckpointRecorded event of a session (R19).
+// Record is a checkpoint record: the CheckpointRecorded event payload, the
+// one checkpoint record type of the core (checkpoint.Record is it too).
+type Record = events.CheckpointRecorded
+
+// Checkpoint is the last CheckpointRecorded event of a session (R19): its
+// payload as recorded (a nil Loaded is the empty set; Contract optionally
+// lists every tool of the contract with its hash) and its stream sequence.
 type Checkpoint struct {
-	// Loaded is loaded_deferred_tools as recorded (nil = empty set).
-	Loaded []string
-	// ContractHash is the hash of the contract Loaded belongs to.
-	ContractHash string
-	// RegistryVersion is the registry version of that contract.
-	RegistryVersion string
-	// Turn is the turn the checkpoint was taken at.
-	Turn uint64
+	Record
 	// Seq is the stream sequence of the CheckpointRecorded event.
 	Seq uint64
-	// Contract optionally lists every tool of the contract with its hash.
-	Contract []events.ContractEntry
 }
 
 // Stored is one event as read from the log: its sequence, its Nats-Msg-Id
@@ -251,14 +248,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 	case events.TurnEnded:
 		s.InTurn = false
 	case events.CheckpointRecorded:
-		s.Checkpoint = &Checkpoint{
-			Loaded:          slices.Clone(v.Loaded),
-			ContractHash:    v.ContractHash,
-			RegistryVersion: v.RegistryVersion,
-			Turn:            v.Turn,
-			Seq:             seq,
-			Contract:        slices.Clone(v.Contract),
-		}
+		s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
 		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
 		s.Loaded = sortedSet(v.Loaded)
 	}
@@ -440,10 +430,7 @@ func (s State) Clone() State {
 	c.Loaded = slices.Clone(s.Loaded)
 	c.LoadOrder = slices.Clone(s.LoadOrder)
 	if s.Checkpoint != nil {
-		cp := *s.Checkpoint
-		cp.Loaded = slices.Clone(cp.Loaded)
-		cp.Contract = slices.Clone(cp.Contract)
-		c.Checkpoint = &cp
+		c.Checkpoint = &Checkpoint{Record: s.Checkpoint.Clone(), Seq: s.Checkpoint.Seq}
 	}
 	c.Rejections = slices.Clone(s.Rejections)
 	return c

@@ -41,7 +41,7 @@ func TestResumeUnchangedRestores(t *testing.T) {
 // restores the empty set, OK.
 func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 	res := resolveAll(t, base(t))
-	rec := FromEvent(events.CheckpointRecorded{ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion, Turn: 2})
+	rec := events.CheckpointRecorded{ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion, Turn: 2}
 	out := Resume(&rec, res)
 	if !out.OK || out.Restored == nil || len(out.Restored) != 0 {
 		t.Fatalf("Resume(old checkpoint) = %+v, want OK and the empty set", out)
@@ -265,7 +265,7 @@ func TestResumeNilCurrent(t *testing.T) {
 func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 	res := resolveAll(t, base(t))
 	for _, bad := range []string{"read_file", "no_such_tool"} {
-		rec := FromEvent(events.CheckpointRecorded{Loaded: []string{"web_fetch", bad}, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion})
+		rec := events.CheckpointRecorded{Loaded: []string{"web_fetch", bad}, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion}
 		out := Resume(&rec, res)
 		if out.OK || len(out.Restored) != 0 || !errors.Is(out.Err(), ErrNotInContract) || !strings.Contains(out.Reason, bad) {
 			t.Errorf("Resume(loaded %q) = %+v (err %v), want nothing restored, ErrNotInContract naming it", bad, out, out.Err())
@@ -279,7 +279,7 @@ func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 func TestResumeInfersNothing(t *testing.T) {
 	res := resolveAll(t, base(t))
 	rec := mustNew(t, 1, res, "web_fetch")
-	before := FromEvent(rec.Event())
+	before := rec.Clone()
 	tools := slices.Clone(res.Tools)
 	out := Resume(&rec, res)
 	if !slices.Equal(out.Restored, []string{"web_fetch"}) {

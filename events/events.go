@@ -20,6 +20,7 @@ package events
 
 import (
 	"crypto/rand"
+	"slices"
 	"sync"
 
 	"github.com/oklog/ulid/v2"
@@ -307,7 +308,9 @@ type ContractEntry struct {
 }
 
 // CheckpointRecorded records the loaded deferred set at a persistence safe
-// point, with the contract it belongs to (R19, R20).
+// point, with the contract it belongs to (R19, R20). It is the one
+// checkpoint record of the core: checkpoint.Record is this type, and
+// aggregate.Checkpoint is it plus the event's stream sequence.
 type CheckpointRecorded struct {
 	// Loaded is loaded_deferred_tools; absent on the wire (older format)
 	// decodes as nil, which means the empty set.
@@ -320,6 +323,14 @@ type CheckpointRecorded struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 	// Contract optionally lists each tool of the contract with its hash.
 	Contract []ContractEntry `msgpack:"contract" json:"contract"`
+}
+
+// Clone returns a copy of c that shares no slice with it; nil lists stay
+// nil (an older checkpoint without loaded_deferred_tools).
+func (c CheckpointRecorded) Clone() CheckpointRecorded {
+	c.Loaded = slices.Clone(c.Loaded)
+	c.Contract = slices.Clone(c.Contract)
+	return c
 }
 
 // EventType implements Payload.

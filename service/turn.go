@@ -611,21 +611,15 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 	return d, true, nil
 }
 
-// CheckpointResult is a recorded safe point.
-type CheckpointResult struct {
-	Seq    uint64            `json:"seq"`
-	Record checkpoint.Record `json:"checkpoint"`
-}
-
 // Checkpoint records a safe point of the open turn: its loaded deferred
 // tools and the hash of the contract they belong to (R19).
-func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
+func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
 	return e.safePoint(ctx, session, origin, false)
 }
 
 // EndTurn ends the open turn at a safe point: TurnEnded and the checkpoint
 // are appended together, atomically.
-func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
+func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
 	return e.safePoint(ctx, session, origin, true)
 }
 
@@ -633,19 +627,19 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (Ch
 // the session's last sequence; when another writer moves the session in
 // between, it reads the log again and retries (the checkpoint is derived
 // from the log, so this is safe).
-func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (CheckpointResult, error) {
+func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (aggregate.Checkpoint, error) {
 	for attempt := 0; ; attempt++ {
 		st, err := e.latest(ctx, session, 0)
 		if err != nil {
-			return CheckpointResult{}, err
+			return aggregate.Checkpoint{}, err
 		}
-		var out CheckpointResult
+		var out aggregate.Checkpoint
 		err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-			cmds := []events.Payload{rec.Event()}
+			cmds := []events.Payload{rec}
 			if end {
 				cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
 			}
@@ -659,7 +653,7 @@ func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, e
 			} else {
 				e.settled(session, ot, res.First, res.Last)
 			}
-			out = CheckpointResult{Seq: res.Last, Record: rec}
+			out = aggregate.Checkpoint{Record: rec, Seq: res.Last}
 			return nil
 		})
 		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
@@ -705,7 +699,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	}
 	var rec *checkpoint.Record
 	if cp := st.Checkpoint; cp != nil {
-		rec = &checkpoint.Record{Loaded: cp.Loaded, ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion, Turn: cp.Turn, Contract: cp.Contract}
+		rec = &cp.Record
 	}
 	var explain checkpoint.Explainer
 	if reg.Version() == res.RegistryVersion { // not swapped in between
@@ -727,7 +721,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if needTurnEnd {
 		cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 	}
-	cmds = append(cmds, restored.Event())
+	cmds = append(cmds, restored)
 	expected := st.LastSeq
 	ar, err := e.Apply(ctx, session, origin, &expected, cmds...)
 	if err != nil {

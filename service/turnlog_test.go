@@ -254,7 +254,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 						t.Errorf("%s: the engines' dispatches at seq %d differ", session, v.Seq)
 					}
 				}
-				var cp service.CheckpointResult
+				var cp aggregate.Checkpoint
 				if rng.IntN(2) == 0 {
 					cp, err = pick().Checkpoint(ctx, session, web)
 				} else {
