@@ -9,21 +9,40 @@ import (
 	"github.com/toolintent/engine/internal/toolname"
 )
 
-// ValidateSessionID reports whether s can be a session id: 1 to 128 bytes of
-// [A-Za-z0-9_-], so that it is exactly one NATS subject token (no dots, no
-// wildcards, no spaces). The error matches ErrInvalidSession.
+// MaxSessionLen bounds a session id, in bytes.
+const MaxSessionLen = 128
+
+// ValidateSessionID reports whether s can be a session id: 1 to
+// MaxSessionLen bytes of [A-Za-z0-9_-], so that it is exactly one NATS
+// subject token (no dots, no wildcards, no spaces). The error matches
+// ErrInvalidSession. It is the one session-id rule of the engine.
 func ValidateSessionID(s string) error {
-	if len(s) == 0 || len(s) > 128 {
-		return fmt.Errorf("session id %q has %d bytes, want 1 to 128 of [A-Za-z0-9_-]: %w", clip(s), len(s), ErrInvalidSession)
+	if len(s) == 0 || len(s) > MaxSessionLen {
+		return fmt.Errorf("session id %q has %d bytes, want 1 to %d of [A-Za-z0-9_-]: %w", clip(s), len(s), MaxSessionLen, ErrInvalidSession)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q has byte %q at %d, use only [A-Za-z0-9_-]: %w", clip(s), c, i, ErrInvalidSession)
-		}
+	if i := BadTokenByte(s); i >= 0 {
+		return fmt.Errorf("session id %q has byte %q at %d, use only [A-Za-z0-9_-]: %w", clip(s), s[i], i, ErrInvalidSession)
 	}
 	return nil
 }
+
+// BadTokenByte returns the index of the first byte of s outside
+// [A-Za-z0-9_-], the bytes of a subject token the engine builds (session
+// ids, channels, prefixes, durable names), or -1 when there is none. It is
+// the one token byte rule; callers add their own length bounds.
+func BadTokenByte(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return i
+		}
+	}
+	return -1
+}
+
+// ValidToken reports whether s is a non-empty subject token of
+// [A-Za-z0-9_-] (no length bound beyond non-empty).
+func ValidToken(s string) bool { return s != "" && BadTokenByte(s) < 0 }
 
 // ValidateToolName reports whether name matches toolname.Pattern
 // (^[A-Za-z][A-Za-z0-9_-]{0,63}$), the form of tool and preset names. The

@@ -72,11 +72,8 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if _, err := KeyedIDs(key, 1); err != nil {
 		return CommandResult{}, err
 	}
-	if err := events.ValidateSessionID(session); err != nil {
-		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
-	}
-	if len(cmds) == 0 {
-		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
+	if err := checkWrite(session, cmds); err != nil {
+		return CommandResult{}, err
 	}
 	keys, err := e.log.Keys(ctx)
 	if err != nil {
@@ -152,7 +149,7 @@ func refused(err error) bool {
 		return false
 	}
 	return errors.Is(err, ErrInvalid) || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrKeyInUse) ||
-		errors.Is(err, jetstream.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
+		errors.Is(err, events.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
 }
 
 // settle records where the key's events are; a failure leaves the claim
