@@ -21,11 +21,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -395,7 +394,7 @@ func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
 	} else {
 		s.Skipped++
 	}
-	r := Rejection{Seq: seq, ID: clipText(id, 64), Type: clipText(typ, 64), Kind: kind, Reason: clipText(err.Error(), MaxReasonLen)}
+	r := Rejection{Seq: seq, ID: clip.Text(id, 64), Type: clip.Text(typ, 64), Kind: kind, Reason: clip.Text(err.Error(), MaxReasonLen)}
 	if len(s.Rejections) >= MaxRejections {
 		// Copy-on-write, like every slice of a State.
 		s.Rejections = append(slices.Clone(s.Rejections[len(s.Rejections)-MaxRejections+1:]), r)
@@ -403,20 +402,6 @@ func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
 		s.Rejections = append(slices.Clip(s.Rejections), r)
 	}
 	return err
-}
-
-// clipText makes s valid UTF-8 of at most max bytes, cut on a rune
-// boundary.
-func clipText(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\ufffd")
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Clone returns a deep copy of s: no slice, pointer or checkpoint is shared,

@@ -1,6 +1,8 @@
 package events
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"bytes"
 	"fmt"
 	"math"
@@ -255,7 +257,7 @@ func decode(b []byte) (env Envelope, _ error) {
 		return fail(err)
 	}
 	if !env.Type.Known() {
-		return fail(fmt.Errorf("type %q is not one of %v: %w", clip(string(env.Type)), allTypes, ErrUnknownType))
+		return fail(fmt.Errorf("type %q is not one of %v: %w", clip.String(string(env.Type), clip.Max), allTypes, ErrUnknownType))
 	}
 	if err := upcast(top, env.Type, env.Version); err != nil {
 		return fail(err)

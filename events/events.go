@@ -13,9 +13,9 @@
 // cannot be decoded yields a *DecodeError that still carries whatever header
 // fields could be read, so the caller can report it and move on (R26).
 //
-// The package is pure: it imports only the intent leaf from the project and
-// does no I/O.
-// All functions are safe for concurrent use.
+// The package is pure: it imports only leaf packages of the project (intent,
+// internal/clip, internal/toolname) and does no I/O. All functions are safe
+// for concurrent use.
 package events
 
 import (

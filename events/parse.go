@@ -4,6 +4,8 @@ package events
 // string keys read into generic values, lengths checked before allocation.
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"bytes"
 	"fmt"
 	"io"
@@ -151,7 +153,7 @@ func (p *parser) value(depth int) (any, error) {
 				return nil, err
 			}
 			if _, dup := m[k]; dup {
-				return nil, fmt.Errorf("duplicate map key %q: %w", clip(k), ErrMalformed)
+				return nil, fmt.Errorf("duplicate map key %q: %w", clip.String(k, clip.Max), ErrMalformed)
 			}
 			if m[k], err = p.value(depth + 1); err != nil {
 				return nil, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // TurnStarted on the wire (R31): a msgpack map whose keys are written in
@@ -227,10 +228,10 @@ func validateTurnIntent(field string, in *intent.Intent) error {
 // a tool twice).
 func checkTurnStarted(v TurnStarted) error {
 	if (v.RegistryVersion == "") != (v.ContractHash == "") {
-		return fmt.Errorf("TurnStarted records registry_version %q and contract_hash %q: record both (the request's registry and its contract) or neither: %w", clip(v.RegistryVersion), clip(v.ContractHash), ErrBrokenRule)
+		return fmt.Errorf("TurnStarted records registry_version %q and contract_hash %q: record both (the request's registry and its contract) or neither: %w", clip.String(v.RegistryVersion, clip.Max), clip.String(v.ContractHash, clip.Max), ErrBrokenRule)
 	}
 	if v.ContractHash != "" && !ValidHash(v.ContractHash) {
-		return fmt.Errorf("TurnStarted contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip(v.ContractHash), HashLen, ErrBrokenRule)
+		return fmt.Errorf("TurnStarted contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip.String(v.ContractHash, clip.Max), HashLen, ErrBrokenRule)
 	}
 	if err := checkCurated("TurnStarted intent.picked", picked(v.Intent)); err != nil {
 		return err
@@ -259,7 +260,7 @@ func checkTurnStarted(v TurnStarted) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("TurnStarted override kind %q is not %q, %q or %q: %w", clip(o.Kind), OverrideEmpty, OverrideIntent, OverrideNames, ErrBrokenRule)
+		return fmt.Errorf("TurnStarted override kind %q is not %q, %q or %q: %w", clip.String(o.Kind, clip.Max), OverrideEmpty, OverrideIntent, OverrideNames, ErrBrokenRule)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -186,7 +187,7 @@ type candidate struct {
 func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Decision {
 	d := Decision{Session: s.Session, Stored: nonNil(s.Tools)}
 	if err := events.ValidateSessionID(s.Session); err != nil {
-		d.Kind, d.Note = KindSkip, fmt.Sprintf("session id %q: %v", clip(s.Session), err)
+		d.Kind, d.Note = KindSkip, fmt.Sprintf("session id %q: %v", clip.String(s.Session, 64), err)
 		return d
 	}
 	_, hasWSTool := reg.Tool(resolver.WebSearch)

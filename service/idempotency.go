@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -21,7 +22,7 @@ import (
 func KeyedIDs(key string, n int) ([]string, error) {
 	id, err := ulid.ParseStrict(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: idempotency key %q is not a ULID (26 characters of Crockford base32, e.g. %s): %w", ErrInvalid, clip(key), events.NewID(), err)
+		return nil, fmt.Errorf("%w: idempotency key %q is not a ULID (26 characters of Crockford base32, e.g. %s): %w", ErrInvalid, clip.String(key, 64), events.NewID(), err)
 	}
 	out := make([]string, n)
 	for i := range out {
@@ -34,13 +35,6 @@ func KeyedIDs(key string, n int) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // ApplyKeyed is Apply with a client-supplied idempotency key (#20 item
