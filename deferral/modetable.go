@@ -114,14 +114,10 @@ func ModeTable(reg *resolver.Registry, loaded []string) ([]ModeRow, []string, er
 			loadedTools = append(loadedTools, t)
 		}
 	}
-	for _, mode := range []Mode{ModeAnthropicNative, ModeOpenAINative} {
+	for _, p := range nativeModes() {
+		mode := p.Mode
 		row = ModeRow{Mode: string(mode)}
-		var arr []byte
-		if mode == ModeOpenAINative {
-			arr = resolver.RenderOpenAINative(res.Tools, res.Namespaces)
-		} else {
-			arr = resolver.RenderAnthropicNative(res.Tools, "")
-		}
+		arr := p.Render(res.Tools, res.Namespaces)
 		row.Bytes = len(arr)
 		text, b := NativeContext(mode, res)
 		row.Start.Estimate = b.Total

@@ -120,27 +120,9 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	return out, err
 }
 
-// discoverOutput renders the tool result of a search for the provider.
+// discoverOutput renders the tool result of a search for the provider
+// (its row's search output; the request's provider is validated).
 func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req DiscoverRequest) json.RawMessage {
-	var deferred []resolver.Tool
-	for _, t := range sr.Tools {
-		if t.Deferred {
-			deferred = append(deferred, t)
-		}
-	}
-	switch req.Provider {
-	case ProviderAnthropicNative, ProviderAnthropicServer:
-		names := make([]string, len(deferred))
-		for i, t := range deferred {
-			names[i] = t.Name
-		}
-		note := sr.Note
-		if len(names) == 0 && note == "" {
-			note = "the tools found are already loaded; call them directly"
-		}
-		return resolver.RenderToolReferences(names, note)
-	case ProviderOpenAINative:
-		return resolver.RenderToolSearchOutput(req.CallID, deferred, res.Namespaces)
-	}
-	return sr.Output()
+	row, _ := deferral.LookupProvider(req.Provider)
+	return row.Output(sr, res, req.CallID)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +19,9 @@ import (
 )
 
 // Providers the tools array can be rendered for, and how deferred tools
-// reach them (R30):
+// reach them (R30). Each is a row of deferral's provider table (name,
+// native or not, rendering, search output), which the engine reads; the
+// constants name the rows for callers:
 //
 //   - anthropic, openai: the engine's catalog. The array holds the resident
 //     tools and the loaded ones; a discovered tool is appended after the
@@ -43,17 +44,9 @@ const (
 	ProviderOpenAINative    = "openai-native"
 )
 
-// Providers lists the provider values, in a fixed order.
-var Providers = []string{ProviderAnthropic, ProviderOpenAI, ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative}
-
-// nativeProvider reports whether provider renders provider-native deferral.
-func nativeProvider(provider string) bool {
-	switch provider {
-	case ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative:
-		return true
-	}
-	return false
-}
+// Providers lists the provider values, in a fixed order: the rows of
+// deferral's provider table, which says how each renders (R30).
+var Providers = deferral.ProviderNames()
 
 // ResolveRequest qualifies a resolution.
 type ResolveRequest struct {
@@ -73,7 +66,7 @@ func (r ResolveRequest) validate() error {
 }
 
 func validProvider(p string) error {
-	if p == "" || slices.Contains(Providers, p) {
+	if _, ok := deferral.LookupProvider(p); ok {
 		return nil
 	}
 	return fmt.Errorf("%w: provider %q unknown: use one of %s", ErrInvalid, p, strings.Join(Providers, ", "))
@@ -170,14 +163,16 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
 		RenderedFor: provider,
 	}
-	if v.RenderedFor == "" {
-		v.RenderedFor = ProviderAnthropic
+	row, ok := deferral.LookupProvider(provider)
+	if !ok { // validated by the callers; render as the default
+		row, _ = deferral.LookupProvider("")
 	}
+	v.RenderedFor = row.Name
 	for _, t := range res.Tools {
 		v.Tools = append(v.Tools, t.Name)
 	}
-	if nativeProvider(v.RenderedFor) {
-		nv := nativeRender(res, v.RenderedFor, ot)
+	if row.Native {
+		nv := nativeRender(res, row, ot)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
@@ -188,11 +183,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
-	if v.RenderedFor == ProviderOpenAI {
-		v.Rendering = resolver.RenderOpenAI(split.Provider)
-	} else {
-		v.Rendering = resolver.RenderAnthropic(split.Provider)
-	}
+	v.Rendering = row.Render(split.Provider, res.Namespaces)
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
 	v.prefix = deferral.PrefixOf(v.Rendering)
@@ -201,26 +192,16 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 
 // nativeRender renders res for a native provider, once per turn when ot is
 // given: the array holds every tool and does not change within the turn.
-func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nativeView {
+func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn) *nativeView {
 	if ot != nil {
 		ot.mu.Lock()
 		defer ot.mu.Unlock()
-		if nv := ot.native[provider]; nv != nil {
+		if nv := ot.native[row.Name]; nv != nil {
 			return nv
 		}
 	}
-	nv := &nativeView{}
-	mode := deferral.ModeAnthropicNative
-	switch provider {
-	case ProviderOpenAINative:
-		mode = deferral.ModeOpenAINative
-		nv.rendering = resolver.RenderOpenAINative(res.Tools, res.Namespaces)
-	case ProviderAnthropicServer:
-		nv.rendering = resolver.RenderAnthropicNative(res.Tools, resolver.AnthropicSearchBM25)
-	default:
-		nv.rendering = resolver.RenderAnthropicNative(res.Tools, "")
-	}
-	nv.catalogText, nv.budget = deferral.NativeContext(mode, res)
+	nv := &nativeView{rendering: row.Render(res.Tools, res.Namespaces)}
+	nv.catalogText, nv.budget = deferral.NativeContext(row.Mode, res)
 	sum := sha256.Sum256(nv.rendering)
 	nv.hash = hex.EncodeToString(sum[:])
 	nv.prefix = deferral.PrefixOf(nv.rendering)
@@ -228,7 +209,7 @@ func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nati
 		if ot.native == nil {
 			ot.native = map[string]*nativeView{}
 		}
-		ot.native[provider] = nv
+		ot.native[row.Name] = nv
 	}
 	return nv
 }
