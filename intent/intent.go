@@ -53,6 +53,14 @@ func (in Intent) Equal(o Intent) bool {
 		slices.Equal(in.Disabled, o.Disabled) && slices.Equal(in.Picked, o.Picked) && (in.Picked == nil) == (o.Picked == nil)
 }
 
+// Alike reports whether in and o resolve alike: Equal, except that a nil
+// and an empty list are the same (Fingerprint hashes them alike too). The
+// resolver's cache compares requests with it.
+func (in *Intent) Alike(o *Intent) bool {
+	return eqBool(in.Enabled, o.Enabled) && eqBool(in.WebSearch, o.WebSearch) && in.Preset == o.Preset &&
+		slices.Equal(in.Disabled, o.Disabled) && slices.Equal(in.Picked, o.Picked)
+}
+
 // FNV-1a 64 parameters of Fingerprint.
 const (
 	// FingerprintSeed is the state to start a Fingerprint chain from.

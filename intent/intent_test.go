@@ -95,3 +95,19 @@ func TestOverrideKindText(t *testing.T) {
 		t.Fatalf("String of an unknown kind = %q", OverrideKind(9).String())
 	}
 }
+
+// R9: Alike is Equal up to nil versus empty lists, as Resolve treats them
+// (the resolver cache relies on it to share one resolution).
+func TestAlike(t *testing.T) {
+	a, b := Intent{Picked: nil, Disabled: []string{}}, Intent{Picked: []string{}}
+	if !a.Alike(&b) || a.Equal(b) {
+		t.Fatalf("nil and empty lists: Alike %v (want true), Equal %v (want false)", a.Alike(&b), a.Equal(b))
+	}
+	c := Intent{Enabled: bptr(true)}
+	if a.Alike(&c) {
+		t.Fatal("different switches resolve alike")
+	}
+	if a.Fingerprint(FingerprintSeed) != b.Fingerprint(FingerprintSeed) {
+		t.Fatal("intents that resolve alike fingerprint differently")
+	}
+}

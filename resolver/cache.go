@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/toolintent/engine/intent"
@@ -16,13 +17,6 @@ const (
 	maxCachedTools = 1 << 18
 	maxCachedNames = 256
 	maxCachedBytes = 16 << 10
-)
-
-// Tri-state values of a *bool in the cache key.
-const (
-	triUnset = iota
-	triNo
-	triYes
 )
 
 // resolveCache maps a request fingerprint to resolutions. Entries with the
@@ -146,17 +140,6 @@ func cacheable(req *Request) bool {
 	return names <= maxCachedNames && size <= maxCachedBytes
 }
 
-func tri(p *bool) uint64 {
-	switch {
-	case p == nil:
-		return triUnset
-	case *p:
-		return triYes
-	default:
-		return triNo
-	}
-}
-
 // fingerprint is an FNV-1a 64 hash over every field of a request, with
 // lengths as separators. It does not allocate.
 func fingerprint(req *Request) uint64 {
@@ -165,29 +148,12 @@ func fingerprint(req *Request) uint64 {
 	return intent.FingerprintString(h, req.Profile)
 }
 
-func listEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func intentEqual(a, b *Intent) bool {
-	return tri(a.Enabled) == tri(b.Enabled) && tri(a.WebSearch) == tri(b.WebSearch) &&
-		a.Preset == b.Preset && listEqual(a.Disabled, b.Disabled) && listEqual(a.Picked, b.Picked)
-}
-
 // requestEqual compares requests by value: tri-states by value, nil and
 // empty lists alike (Resolve treats them alike).
 func requestEqual(a, b *Request) bool {
 	return a.Override.Kind == b.Override.Kind && a.Profile == b.Profile &&
-		intentEqual(&a.Override.Intent, &b.Override.Intent) && intentEqual(&a.Session, &b.Session) &&
-		listEqual(a.Override.Allowed, b.Override.Allowed) && listEqual(a.Override.Names, b.Override.Names)
+		a.Override.Intent.Alike(&b.Override.Intent) && a.Session.Alike(&b.Session) &&
+		slices.Equal(a.Override.Allowed, b.Override.Allowed) && slices.Equal(a.Override.Names, b.Override.Names)
 }
 
 func cloneRequest(req *Request) Request {
