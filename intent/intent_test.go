@@ -3,6 +3,7 @@ package intent
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -109,5 +110,35 @@ func TestAlike(t *testing.T) {
 	}
 	if a.Fingerprint(FingerprintSeed) != b.Fingerprint(FingerprintSeed) {
 		t.Fatal("intents that resolve alike fingerprint differently")
+	}
+}
+
+// Full sets every field, so an encoder that drops one is caught.
+func TestFullSetsEveryField(t *testing.T) {
+	f := Full()
+	if f.Enabled == nil || f.WebSearch == nil || f.Preset == "" || len(f.Disabled) == 0 || len(f.Picked) == 0 {
+		t.Fatalf("Full() = %+v leaves a field zero", f)
+	}
+	if !f.Clone().Equal(f) {
+		t.Fatal("Clone of Full differs")
+	}
+}
+
+// Equal, Alike and Fingerprint see every field: zeroing any one field of
+// Full changes all three. A new field fails here until they cover it.
+func TestEveryFieldCounts(t *testing.T) {
+	full := Full()
+	v := reflect.ValueOf(full)
+	for i := range v.NumField() {
+		z := full.Clone()
+		reflect.ValueOf(&z).Elem().Field(i).SetZero()
+		name := v.Type().Field(i).Name
+		if z.Equal(full) || z.Alike(&full) || z.Fingerprint(FingerprintSeed) == full.Fingerprint(FingerprintSeed) {
+			t.Errorf("field %s: Equal, Alike or Fingerprint ignores it", name)
+		}
+		c := full.Clone()
+		if !reflect.DeepEqual(c, full) {
+			t.Errorf("Clone drops field %s", name)
+		}
 	}
 }
