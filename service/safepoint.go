@@ -135,3 +135,9 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	out.Seq = ar.Last
 	return out, nil
 }
+
+// CheckpointResult is a recorded safe point: the checkpoint record and the
+// sequence of its event.
+//
+// Deprecated: use aggregate.Checkpoint, which this is.
+type CheckpointResult = aggregate.Checkpoint
