@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -122,7 +123,7 @@ func BenchmarkBlame(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		bl := NewBlame(reg, testSession, "bash", resolver.Override{}, "")
+		bl := NewBlame(reg, testSession, "bash", intent.Override{}, "")
 		for i, e := range envs {
 			bl.Apply(Stored{Seq: uint64(i + 1), MsgID: e.ID, Envelope: e})
 		}

@@ -1,8 +1,7 @@
 package aggregate
 
 import (
-	"slices"
-
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -32,7 +31,7 @@ type Blame struct {
 // NewBlame starts tracking tool for session against reg, with the
 // request's per-turn override and agent profile (its session intent comes
 // from the fold).
-func NewBlame(reg *resolver.Registry, session, tool string, override resolver.Override, profile string) *Blame {
+func NewBlame(reg *resolver.Registry, session, tool string, override intent.Override, profile string) *Blame {
 	b := &Blame{state: State{Session: session}, reg: reg, tool: tool,
 		req: resolver.Request{Override: override, Profile: profile}}
 	b.current = b.explain()
@@ -53,7 +52,7 @@ func (b *Blame) Apply(ev Stored) bool {
 	if err := b.state.ApplyStored(ev); err != nil {
 		return false
 	}
-	if intentEqual(before, b.state.Intent) {
+	if before.Equal(b.state.Intent) {
 		return false
 	}
 	ex := b.explain()
@@ -74,10 +73,3 @@ func (b *Blame) Seq() uint64 { return b.seq }
 
 // State is the session folded so far.
 func (b *Blame) State() State { return b.state }
-
-// intentEqual compares two intents field by field; Picked compares nil
-// apart from empty (they resolve alike, but the fold keeps the difference).
-func intentEqual(a, b resolver.Intent) bool {
-	return eqBool(a.Enabled, b.Enabled) && eqBool(a.WebSearch, b.WebSearch) && a.Preset == b.Preset &&
-		slices.Equal(a.Disabled, b.Disabled) && slices.Equal(a.Picked, b.Picked) && (a.Picked == nil) == (b.Picked == nil)
-}

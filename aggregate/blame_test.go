@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 	"pgregory.net/rapid"
 )
@@ -55,16 +56,16 @@ func genIntentEvent(t *rapid.T) events.Payload {
 	return events.DeferredLoaded{Names: []string{"big_browser"}}
 }
 
-func genOverride(t *rapid.T) resolver.Override {
+func genOverride(t *rapid.T) intent.Override {
 	switch rapid.IntRange(0, 7).Draw(t, "override") {
 	case 0:
-		return resolver.Override{Kind: resolver.OverrideEmpty}
+		return intent.Override{Kind: intent.OverrideEmpty}
 	case 1:
-		return resolver.Override{Kind: resolver.OverrideNames, Names: []string{"grep", "web_search"}}
+		return intent.Override{Kind: intent.OverrideNames, Names: []string{"grep", "web_search"}}
 	case 2:
-		return resolver.Override{Kind: resolver.OverrideIntent, Intent: resolver.Intent{Preset: "web"}}
+		return intent.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "web"}}
 	}
-	return resolver.Override{}
+	return intent.Override{}
 }
 
 // R25: the event Blame names is the one that last changed the explanation.
@@ -164,7 +165,7 @@ func TestR25BlameWebSearchOff(t *testing.T) {
 		{[]events.Payload{events.ToolsToggled{Enabled: bp(false)}, events.WebSearchSet{Enabled: bp(true)}, events.ToolsToggled{Enabled: bp(true)}, events.DeferredLoaded{Names: []string{"send_message"}}}, 2},
 		{[]events.Payload{events.WebSearchSet{Enabled: bp(true)}, events.WebSearchSet{Enabled: bp(false)}, events.WebSearchSet{}}, 3},
 	} {
-		b := NewBlame(reg, testSession, resolver.WebSearch, resolver.Override{}, "")
+		b := NewBlame(reg, testSession, resolver.WebSearch, intent.Override{}, "")
 		for _, st := range stored(tc.log...) {
 			b.Apply(Stored{Seq: st.Seq, MsgID: st.Envelope.ID, Envelope: st.Envelope})
 		}

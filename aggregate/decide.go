@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -455,13 +456,13 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 		}
 	}
 	if !events.ValidHash(c.ContractHash) {
-		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clipName(c.ContractHash), events.HashLen, ErrInvalidCommand)
+		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clip.String(c.ContractHash, clip.Max), events.HashLen, ErrInvalidCommand)
 	}
 	if c.Contract != nil {
 		hashes := make([]string, len(c.Contract))
 		for i, e := range c.Contract {
 			if !events.ValidHash(e.Hash) {
-				return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d] (%s) hash %q is not a SHA-256 in lower-case hex: %w", i, e.Name, clipName(e.Hash), ErrInvalidCommand)
+				return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d] (%s) hash %q is not a SHA-256 in lower-case hex: %w", i, e.Name, clip.String(e.Hash, clip.Max), ErrInvalidCommand)
 			}
 			hashes[i] = e.Hash
 		}
@@ -481,12 +482,4 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 	}
 	out.Contract = slices.Clone(c.Contract)
 	return one(out), nil
-}
-
-// clipName shortens a bad value for an error message.
-func clipName(s string) string {
-	if len(s) <= 80 {
-		return s
-	}
-	return clipText(s, 80) + "..."
 }

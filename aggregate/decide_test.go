@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -231,7 +232,7 @@ func TestDecideTurns(t *testing.T) {
 // records it.
 func realContract(t *testing.T, reg *resolver.Registry) (string, []events.ContractEntry) {
 	t.Helper()
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: bp(true)}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: bp(true)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -64,7 +65,7 @@ func describeState(s State) string {
 	return fmt.Sprintf("%+v intent=%s", s, describeIntent(s.Intent))
 }
 
-func describeIntent(i resolver.Intent) string {
+func describeIntent(i intent.Intent) string {
 	tri := func(b *bool) string {
 		if b == nil {
 			return "unset"

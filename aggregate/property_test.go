@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 	"pgregory.net/rapid"
 )
@@ -271,7 +272,7 @@ func genCommand(t *rapid.T, reg *resolver.Registry) events.Payload {
 	case 1:
 		return events.DeferredLoaded{Names: rapid.SliceOfN(name, 0, 4).Draw(t, "loaded"), Turn: rapid.SampledFrom([]uint64{0, 1, 2, 7}).Draw(t, "lturn")}
 	case 2:
-		res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: bp(true)}})
+		res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: bp(true)}})
 		if err != nil {
 			t.Fatal(err)
 		}

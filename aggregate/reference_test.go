@@ -72,7 +72,7 @@ func refFold(session string, log []Stored) refState {
 		case events.TurnEnded:
 			r.inTurn = false
 		case events.CheckpointRecorded:
-			r.checkpoint = &Checkpoint{Loaded: v.Loaded, ContractHash: v.ContractHash, RegistryVersion: v.RegistryVersion, Turn: v.Turn, Seq: ev.Seq, Contract: v.Contract}
+			r.checkpoint = &Checkpoint{Record: v, Seq: ev.Seq}
 			r.loaded = map[string]bool{}
 			for _, n := range v.Loaded {
 				r.loaded[n] = true

@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/intent"
 )
 
 // Reference (reflection-based) encoder and decoder: the implementation
@@ -139,7 +139,7 @@ func refUnmarshalState(b []byte) (State, error) {
 	}
 	s := State{
 		Session: w.Session,
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:   w.Intent.Enabled,
 			WebSearch: w.Intent.WebSearch,
 			Preset:    w.Intent.Preset,
@@ -164,13 +164,12 @@ func refUnmarshalState(b []byte) (State, error) {
 		}
 	}
 	if c := w.Checkpoint; c != nil {
-		s.Checkpoint = &Checkpoint{
+		s.Checkpoint = &Checkpoint{Seq: c.Seq, Record: Record{
 			Loaded:          c.Loaded,
 			ContractHash:    c.ContractHash,
 			RegistryVersion: c.RegistryVersion,
 			Turn:            c.Turn,
-			Seq:             c.Seq,
-		}
+		}}
 		if c.Contract != nil {
 			s.Checkpoint.Contract = make([]events.ContractEntry, len(c.Contract))
 			for i, e := range c.Contract {
@@ -193,7 +192,7 @@ func typicalState() State {
 	}
 	return State{
 		Session: "sess-0123456789abcdef",
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:  bp(true),
 			Preset:   "ops",
 			Disabled: []string{"bash", "send_message", "web_search"},
@@ -203,14 +202,13 @@ func typicalState() State {
 		InTurn:  true,
 		LastSeq: 123456,
 		Events:  321,
-		Checkpoint: &Checkpoint{
+		Checkpoint: &Checkpoint{Seq: 123400, Record: Record{
 			Loaded:          []string{"big_browser", "tool_number_03"},
 			ContractHash:    fmt.Sprintf("%064x", uint64(77)),
 			RegistryVersion: "2026-11-30.1",
 			Turn:            41,
-			Seq:             123400,
 			Contract:        contract,
-		},
+		}},
 	}
 }
 
@@ -297,7 +295,7 @@ func genUint(t *rapid.T, label string) uint64 {
 func genState(t *rapid.T) State {
 	s := State{
 		Session: genLongString(t, "session"),
-		Intent: resolver.Intent{
+		Intent: intent.Intent{
 			Enabled:   genTri(t, "enabled"),
 			WebSearch: genTri(t, "web_search"),
 			Preset:    genLongString(t, "preset"),
@@ -327,13 +325,12 @@ func genState(t *rapid.T) State {
 		}
 	}
 	if rapid.Bool().Draw(t, "has_checkpoint") {
-		c := &Checkpoint{
+		c := &Checkpoint{Record: Record{
 			Loaded:          genStrings(t, "cp_loaded"),
 			ContractHash:    genLongString(t, "contract_hash"),
 			RegistryVersion: genLongString(t, "registry_version"),
 			Turn:            genUint(t, "cp_turn"),
-			Seq:             genUint(t, "cp_seq"),
-		}
+		}, Seq: genUint(t, "cp_seq")}
 		switch rapid.IntRange(0, 2).Draw(t, "contract_kind") {
 		case 1:
 			c.Contract = []events.ContractEntry{}

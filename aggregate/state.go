@@ -21,10 +21,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -72,7 +72,7 @@ type State struct {
 	// Intent is the session's stored intent (R1). Intent.Disabled is
 	// sorted and de-duplicated, nil when empty; Intent.Picked is nil when
 	// unset and keeps the user's order.
-	Intent resolver.Intent
+	Intent intent.Intent
 	// Loaded is the set of deferred tools loaded in this session, sorted,
 	// de-duplicated, nil when empty.
 	Loaded []string
@@ -109,20 +109,17 @@ type State struct {
 	Rejections []Rejection
 }
 
-// Checkpoint is the last CheckpointRecorded event of a session (R19).
+// Record is a checkpoint record: the CheckpointRecorded event payload, the
+// one checkpoint record type of the core (checkpoint.Record is it too).
+type Record = events.CheckpointRecorded
+
+// Checkpoint is the last CheckpointRecorded event of a session (R19): its
+// payload as recorded (a nil Loaded is the empty set; Contract optionally
+// lists every tool of the contract with its hash) and its stream sequence.
 type Checkpoint struct {
-	// Loaded is loaded_deferred_tools as recorded (nil = empty set).
-	Loaded []string
-	// ContractHash is the hash of the contract Loaded belongs to.
-	ContractHash string
-	// RegistryVersion is the registry version of that contract.
-	RegistryVersion string
-	// Turn is the turn the checkpoint was taken at.
-	Turn uint64
+	Record
 	// Seq is the stream sequence of the CheckpointRecorded event.
 	Seq uint64
-	// Contract optionally lists every tool of the contract with its hash.
-	Contract []events.ContractEntry
 }
 
 // Stored is one event as read from the log: its sequence, its Nats-Msg-Id
@@ -250,14 +247,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 	case events.TurnEnded:
 		s.InTurn = false
 	case events.CheckpointRecorded:
-		s.Checkpoint = &Checkpoint{
-			Loaded:          slices.Clone(v.Loaded),
-			ContractHash:    v.ContractHash,
-			RegistryVersion: v.RegistryVersion,
-			Turn:            v.Turn,
-			Seq:             seq,
-			Contract:        slices.Clone(v.Contract),
-		}
+		s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
 		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
 		s.Loaded = sortedSet(v.Loaded)
 	}
@@ -404,7 +394,7 @@ func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
 	} else {
 		s.Skipped++
 	}
-	r := Rejection{Seq: seq, ID: clipText(id, 64), Type: clipText(typ, 64), Kind: kind, Reason: clipText(err.Error(), MaxReasonLen)}
+	r := Rejection{Seq: seq, ID: clip.Text(id, 64), Type: clip.Text(typ, 64), Kind: kind, Reason: clip.Text(err.Error(), MaxReasonLen)}
 	if len(s.Rejections) >= MaxRejections {
 		// Copy-on-write, like every slice of a State.
 		s.Rejections = append(slices.Clone(s.Rejections[len(s.Rejections)-MaxRejections+1:]), r)
@@ -412,20 +402,6 @@ func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
 		s.Rejections = append(slices.Clip(s.Rejections), r)
 	}
 	return err
-}
-
-// clipText makes s valid UTF-8 of at most max bytes, cut on a rune
-// boundary.
-func clipText(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\ufffd")
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Clone returns a deep copy of s: no slice, pointer or checkpoint is shared,
@@ -439,10 +415,7 @@ func (s State) Clone() State {
 	c.Loaded = slices.Clone(s.Loaded)
 	c.LoadOrder = slices.Clone(s.LoadOrder)
 	if s.Checkpoint != nil {
-		cp := *s.Checkpoint
-		cp.Loaded = slices.Clone(cp.Loaded)
-		cp.Contract = slices.Clone(cp.Contract)
-		c.Checkpoint = &cp
+		c.Checkpoint = &Checkpoint{Record: s.Checkpoint.Clone(), Seq: s.Checkpoint.Seq}
 	}
 	c.Rejections = slices.Clone(s.Rejections)
 	return c

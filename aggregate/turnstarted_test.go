@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -14,7 +15,7 @@ import (
 // expanded tool list, and never emits a TurnStarted the fold rejects.
 func TestDecideTurnStartedRecordsRequest(t *testing.T) {
 	reg := resolver.Default()
-	ts := events.TurnStarted{Intent: &events.TurnIntent{Preset: "coding"}, Profile: "coder",
+	ts := events.TurnStarted{Intent: &intent.Intent{Preset: "coding"}, Profile: "coder",
 		Override:        &events.TurnOverride{Kind: events.OverrideNames, Names: []string{"read_file"}},
 		RegistryVersion: reg.Version(), ContractHash: fmt.Sprintf("%064x", 7)}
 	out := decideOK(t, State{Turn: 2, InTurn: true}, reg, ts)
@@ -28,6 +29,6 @@ func TestDecideTurnStartedRecordsRequest(t *testing.T) {
 		many = append(many, fmt.Sprintf("t%02d", i))
 	}
 	decideErr(t, State{}, reg, events.TurnStarted{Override: &events.TurnOverride{Kind: events.OverrideNames, Names: many}}, Limits{}, ErrMaterialized, "expanded tool list")
-	decideErr(t, State{}, reg, events.TurnStarted{Intent: &events.TurnIntent{Picked: many}}, Limits{}, ErrInvalidCommand, "intent.picked")
+	decideErr(t, State{}, reg, events.TurnStarted{Intent: &intent.Intent{Picked: many}}, Limits{}, ErrInvalidCommand, "intent.picked")
 	decideErr(t, State{}, reg, events.TurnStarted{RegistryVersion: "v1"}, Limits{}, ErrInvalidCommand, "record both")
 }

@@ -26,7 +26,7 @@
 // loaded_deferred_tools field restores the empty set.
 //
 // The package is pure: no I/O, no clock, no NATS. Storage is the event log
-// (events.CheckpointRecorded); Record.Event and FromEvent convert. All
+// (events.CheckpointRecorded, which Record is, so nothing converts). All
 // functions are deterministic and safe for concurrent use; none modifies
 // its arguments.
 package checkpoint

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/json"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -83,7 +84,7 @@ func load(t tb, f regFile) *resolver.Registry {
 // resolveNames resolves exactly names (a per-turn override) against reg.
 func resolveNames(t tb, reg *resolver.Registry, names ...string) *resolver.Resolution {
 	t.Helper()
-	res, err := reg.Resolve(resolver.Request{Override: resolver.Override{Kind: resolver.OverrideNames, Names: names}})
+	res, err := reg.Resolve(resolver.Request{Override: intent.Override{Kind: intent.OverrideNames, Names: names}})
 	if err != nil {
 		t.Fatalf("resolve %v: %v", names, err)
 	}

@@ -99,7 +99,7 @@ func TestPropertyUnchangedRestoresExactly(t *testing.T) {
 		want := sortedSet(loaded)
 
 		fresh := resolveNames(t, load(t, w.file), w.names...)
-		b, err := events.Encode(events.New("s", "c", "a", rec.Event()))
+		b, err := events.Encode(events.New("s", "c", "a", rec.Clone()))
 		if err != nil {
 			t.Fatalf("encode: %v", err)
 		}
@@ -107,7 +107,7 @@ func TestPropertyUnchangedRestoresExactly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
-		wire := FromEvent(env.Payload.(events.CheckpointRecorded))
+		wire := env.Payload.(events.CheckpointRecorded).Clone()
 
 		for _, c := range []struct {
 			name string

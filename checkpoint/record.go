@@ -11,30 +11,19 @@ import (
 )
 
 // Record is the checkpoint of R19: the session's loaded deferred tools at a
-// persistence safe point and the tool contract they belong to.
+// persistence safe point and the tool contract they belong to. It is the
+// CheckpointRecorded event payload itself, so a record is appended as is
+// and read back as is (use Clone for a copy that shares no slice).
 //
 // Records built by New satisfy R19: Loaded is sorted, de-duplicated, never
 // nil, and every name is a deferred tool of the contract whose hash is
-// ContractHash. A Record read back with FromEvent keeps whatever the writer
+// ContractHash. A Record read back from the log keeps whatever the writer
 // stored; a nil Loaded there is an older checkpoint without the field and
 // means the empty set. Resume checks a Record against the current contract
-// whatever its origin.
-type Record struct {
-	// Loaded is loaded_deferred_tools: the deferred tools tool_search has
-	// loaded in the session, sorted.
-	Loaded []string
-	// ContractHash is the resolver.ContractHash of the resolution Loaded
-	// was recorded with.
-	ContractHash string
-	// RegistryVersion is that resolution's registry version.
-	RegistryVersion string
-	// Turn is the turn at which the checkpoint was taken.
-	Turn uint64
-	// Contract lists each tool of that resolution, in resolution order,
-	// with its resolver.ToolHash, so that Resume can say which tool
-	// changed. Empty for checkpoints of older writers.
-	Contract []events.ContractEntry
-}
+// whatever its origin. Contract lists each tool of the contract, in
+// resolution order, with its resolver.ToolHash, so that Resume can say
+// which tool changed; it is empty for checkpoints of older writers.
+type Record = events.CheckpointRecorded
 
 // New records a checkpoint at turn turn of the loaded deferred tools
 // loaded, against res, the resolution (tool contract) of that turn (R19).
@@ -81,33 +70,6 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 		Turn:            turn,
 		Contract:        contract,
 	}, nil
-}
-
-// Event returns the record as the CheckpointRecorded event payload to
-// append to the session's log. The slices are copies.
-func (r Record) Event() events.CheckpointRecorded {
-	return events.CheckpointRecorded{
-		Loaded:          slices.Clone(r.Loaded),
-		ContractHash:    r.ContractHash,
-		RegistryVersion: r.RegistryVersion,
-		Turn:            r.Turn,
-		Contract:        slices.Clone(r.Contract),
-	}
-}
-
-// FromEvent returns the record a CheckpointRecorded event carries. It
-// keeps the event's values as written (copied), including a nil Loaded for
-// an older checkpoint without loaded_deferred_tools (the empty set) and an
-// empty Contract for a writer that recorded no per-tool list. It does not
-// validate; Resume checks the record against the current contract.
-func FromEvent(e events.CheckpointRecorded) Record {
-	return Record{
-		Loaded:          slices.Clone(e.Loaded),
-		ContractHash:    e.ContractHash,
-		RegistryVersion: e.RegistryVersion,
-		Turn:            e.Turn,
-		Contract:        slices.Clone(e.Contract),
-	}
 }
 
 // find returns the first tool of tools named name.

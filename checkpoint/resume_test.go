@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -40,7 +41,7 @@ func TestResumeUnchangedRestores(t *testing.T) {
 // restores the empty set, OK.
 func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 	res := resolveAll(t, base(t))
-	rec := FromEvent(events.CheckpointRecorded{ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion, Turn: 2})
+	rec := events.CheckpointRecorded{ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion, Turn: 2}
 	out := Resume(&rec, res)
 	if !out.OK || out.Restored == nil || len(out.Restored) != 0 {
 		t.Fatalf("Resume(old checkpoint) = %+v, want OK and the empty set", out)
@@ -191,8 +192,8 @@ func TestR32ResumePerToolReasons(t *testing.T) {
 	g.Tools[toolIndex(t, g, "playwright_browser")].Available = boolp(false)
 	g.Presets = map[string][]string{"everything": {"read_file", "bash", "tool_search", "send_message", "playwright_browser", "web_fetch"}}
 	reg2 := load(t, g)
-	req := resolver.Request{Override: resolver.Override{Kind: resolver.OverrideIntent,
-		Intent: resolver.Intent{Preset: "everything", Disabled: []string{"web_fetch"}}}}
+	req := resolver.Request{Override: intent.Override{Kind: intent.OverrideIntent,
+		Intent: intent.Intent{Preset: "everything", Disabled: []string{"web_fetch"}}}}
 	cur, err := reg2.Resolve(req)
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +265,7 @@ func TestResumeNilCurrent(t *testing.T) {
 func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 	res := resolveAll(t, base(t))
 	for _, bad := range []string{"read_file", "no_such_tool"} {
-		rec := FromEvent(events.CheckpointRecorded{Loaded: []string{"web_fetch", bad}, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion})
+		rec := events.CheckpointRecorded{Loaded: []string{"web_fetch", bad}, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion}
 		out := Resume(&rec, res)
 		if out.OK || len(out.Restored) != 0 || !errors.Is(out.Err(), ErrNotInContract) || !strings.Contains(out.Reason, bad) {
 			t.Errorf("Resume(loaded %q) = %+v (err %v), want nothing restored, ErrNotInContract naming it", bad, out, out.Err())
@@ -278,7 +279,7 @@ func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 func TestResumeInfersNothing(t *testing.T) {
 	res := resolveAll(t, base(t))
 	rec := mustNew(t, 1, res, "web_fetch")
-	before := FromEvent(rec.Event())
+	before := rec.Clone()
 	tools := slices.Clone(res.Tools)
 	out := Resume(&rec, res)
 	if !slices.Equal(out.Restored, []string{"web_fetch"}) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -37,7 +38,7 @@ func ExampleFreeze() {
 		return
 	}
 	on := true
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &on}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: &on}})
 	if err != nil {
 		fmt.Println(err)
 		return

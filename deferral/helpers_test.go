@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/toolsearch/searcheval"
 )
@@ -86,13 +87,13 @@ func resolve(t testing.TB, reg *resolver.Registry, req resolver.Request) *resolv
 // profile, no override.
 func defaultSession() resolver.Request {
 	on := true
-	return resolver.Request{Session: resolver.Intent{Enabled: &on}}
+	return resolver.Request{Session: intent.Intent{Enabled: &on}}
 }
 
 // presetSession is a session that chose the named preset.
 func presetSession(preset string) resolver.Request {
 	on := true
-	return resolver.Request{Session: resolver.Intent{Enabled: &on, Preset: preset}}
+	return resolver.Request{Session: intent.Intent{Enabled: &on, Preset: preset}}
 }
 
 // names returns the tool names in order.

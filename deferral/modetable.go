@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -45,7 +46,7 @@ func ModeTable(reg *resolver.Registry, loaded []string) ([]ModeRow, []string, er
 		return nil, nil, fmt.Errorf("build mode table: %w", ErrNilRegistry)
 	}
 	enabled := true
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &enabled}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: &enabled}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("resolve default session: %w", err)
 	}
@@ -113,14 +114,10 @@ func ModeTable(reg *resolver.Registry, loaded []string) ([]ModeRow, []string, er
 			loadedTools = append(loadedTools, t)
 		}
 	}
-	for _, mode := range []Mode{ModeAnthropicNative, ModeOpenAINative} {
+	for _, p := range nativeModes() {
+		mode := p.Mode
 		row = ModeRow{Mode: string(mode)}
-		var arr []byte
-		if mode == ModeOpenAINative {
-			arr = resolver.RenderOpenAINative(res.Tools, res.Namespaces)
-		} else {
-			arr = resolver.RenderAnthropicNative(res.Tools, "")
-		}
+		arr := p.Render(res.Tools, res.Namespaces)
 		row.Bytes = len(arr)
 		text, b := NativeContext(mode, res)
 		row.Start.Estimate = b.Total

@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -101,7 +102,7 @@ func genRequest(t *rapid.T, names []string) resolver.Request {
 		}
 	}
 	pool := append(slices.Clone(names), "ghost")
-	in := resolver.Intent{
+	in := intent.Intent{
 		Enabled:   tri("enabled"),
 		WebSearch: tri("web_search"),
 		Preset:    rapid.SampledFrom([]string{"", "p"}).Draw(t, "preset"),
@@ -113,9 +114,9 @@ func genRequest(t *rapid.T, names []string) resolver.Request {
 	req := resolver.Request{Session: in}
 	switch rapid.IntRange(0, 5).Draw(t, "override") {
 	case 0:
-		req.Override = resolver.Override{Kind: resolver.OverrideEmpty}
+		req.Override = intent.Override{Kind: intent.OverrideEmpty}
 	case 1:
-		req.Override = resolver.Override{Kind: resolver.OverrideNames, Names: subset(t, "override_names", pool)}
+		req.Override = intent.Override{Kind: intent.OverrideNames, Names: subset(t, "override_names", pool)}
 	}
 	return req
 }
@@ -161,7 +162,7 @@ func TestSplitProperties(t *testing.T) {
 				t.Fatalf("%s is outside the resolution %v but in the split", name, resolved)
 			}
 		}
-		if req.Override.Kind == resolver.OverrideNone && req.Session.Picked == nil {
+		if req.Override.Kind == intent.OverrideNone && req.Session.Picked == nil {
 			for _, name := range req.Session.Disabled {
 				if name == resolver.WebSearch && req.Session.WebSearch != nil && *req.Session.WebSearch {
 					continue // the overlay adds it back after removing Disabled (R7)
@@ -329,7 +330,7 @@ func TestCatalogAlwaysLoadable(t *testing.T) {
 		if !slices.Contains(names(s.Provider), resolver.ToolSearch) {
 			t.Fatalf("catalog %v sent without tool_search: provider %v (request %+v)", s.Catalog, names(s.Provider), req)
 		}
-		if req.Override.Kind == resolver.OverrideNone && slices.Contains(req.Session.Disabled, resolver.ToolSearch) {
+		if req.Override.Kind == intent.OverrideNone && slices.Contains(req.Session.Disabled, resolver.ToolSearch) {
 			t.Fatalf("tool_search disabled by hand, yet catalog %v", s.Catalog)
 		}
 		name := rapid.SampledFrom(s.Catalog).Draw(t, "search")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -72,7 +73,7 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 		return BudgetTable{}, fmt.Errorf("build budget table: %w: pass a loaded registry, e.g. resolver.Default()", ErrNilRegistry)
 	}
 	enabled := true
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &enabled}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: &enabled}})
 	if err != nil {
 		return BudgetTable{}, fmt.Errorf("resolve default session: %w", err)
 	}

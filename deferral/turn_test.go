@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -150,7 +151,7 @@ func TestSearchReportsNamesNotFound(t *testing.T) {
 	reg := smallReg(t, 1, 100, "network")
 	// browser is disabled in this session, so it is not in the turn.
 	on := true
-	res := resolve(t, reg, resolver.Request{Session: resolver.Intent{Enabled: &on, Disabled: []string{"browser"}}})
+	res := resolve(t, reg, resolver.Request{Session: intent.Intent{Enabled: &on, Disabled: []string{"browser"}}})
 	turn := Freeze(1, res, nil)
 	got, err := turn.Search(SearchRequest{Names: []string{"nope", "send_message", "browser", "send_message"}})
 	if err != nil {

@@ -13,15 +13,19 @@
 // cannot be decoded yields a *DecodeError that still carries whatever header
 // fields could be read, so the caller can report it and move on (R26).
 //
-// The package is pure: it imports nothing from the project and does no I/O.
-// All functions are safe for concurrent use.
+// The package is pure: it imports only leaf packages of the project (intent,
+// internal/clip, internal/toolname) and does no I/O. All functions are safe
+// for concurrent use.
 package events
 
 import (
 	"crypto/rand"
+	"slices"
 	"sync"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/toolintent/engine/intent"
 )
 
 // SchemaVersion is the envelope schema version this package writes. Decode
@@ -238,7 +242,7 @@ type TurnStarted struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 	// Intent is the session's stored intent when the turn started; nil
 	// when not recorded (older events).
-	Intent *TurnIntent `msgpack:"intent" json:"intent,omitempty"`
+	Intent *intent.Intent `msgpack:"intent" json:"intent,omitempty"`
 	// Profile is the agent profile of the turn; "" for none.
 	Profile string `msgpack:"profile" json:"profile,omitempty"`
 	// Override is the per-turn override; nil for none.
@@ -256,19 +260,12 @@ type TurnStarted struct {
 func (t TurnStarted) Recorded() bool { return t.RegistryVersion != "" }
 
 // TurnIntent is an intent as a TurnStarted records it: the fields of a
-// session's stored intent (R1), nothing else.
-type TurnIntent struct {
-	// Enabled is the master switch: true, false or nil (follow profile).
-	Enabled *bool `msgpack:"enabled" json:"enabled,omitempty"`
-	// WebSearch is the web_search overlay: true, false or nil.
-	WebSearch *bool `msgpack:"web_search" json:"web_search,omitempty"`
-	// Preset is the preset name, "" when unset.
-	Preset string `msgpack:"preset" json:"preset,omitempty"`
-	// Disabled are names (or patterns) switched off by hand.
-	Disabled []string `msgpack:"disabled" json:"disabled,omitempty"`
-	// Picked is the user-curated list, nil when unset.
-	Picked []string `msgpack:"picked" json:"picked"`
-}
+// session's stored intent (R1), nothing else. In JSON a TurnStarted writes
+// its picked lists even when nil (null), so that nil (unset) and empty
+// (pick none) stay apart in a command (see TurnStarted.MarshalJSON).
+//
+// Deprecated: use intent.Intent.
+type TurnIntent = intent.Intent
 
 // Override kinds of TurnOverride.Kind (R5); no override is a nil
 // *TurnOverride.
@@ -278,12 +275,16 @@ const (
 	OverrideNames  = "names"
 )
 
-// TurnOverride is a per-turn override as a TurnStarted records it (R5).
+// TurnOverride is a per-turn override (an intent.Override) as a
+// TurnStarted records it (R5): the kind as its string and the intent only
+// for kind "intent", so that the fold can refuse a record from another
+// writer whose fields do not fit its kind (checkTurnStarted).
+// RecordOverride and Override convert; no other code needs to.
 type TurnOverride struct {
 	// Kind is OverrideEmpty, OverrideIntent or OverrideNames.
 	Kind string `msgpack:"kind" json:"kind"`
 	// Intent is the override intent (Kind OverrideIntent).
-	Intent *TurnIntent `msgpack:"intent" json:"intent,omitempty"`
+	Intent *intent.Intent `msgpack:"intent" json:"intent,omitempty"`
 	// Allowed filters the defaults (Kind OverrideIntent).
 	Allowed []string `msgpack:"allowed" json:"allowed,omitempty"`
 	// Names are the user's names, in order (Kind OverrideNames): a short
@@ -307,7 +308,9 @@ type ContractEntry struct {
 }
 
 // CheckpointRecorded records the loaded deferred set at a persistence safe
-// point, with the contract it belongs to (R19, R20).
+// point, with the contract it belongs to (R19, R20). It is the one
+// checkpoint record of the core: checkpoint.Record is this type, and
+// aggregate.Checkpoint is it plus the event's stream sequence.
 type CheckpointRecorded struct {
 	// Loaded is loaded_deferred_tools; absent on the wire (older format)
 	// decodes as nil, which means the empty set.
@@ -320,6 +323,14 @@ type CheckpointRecorded struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 	// Contract optionally lists each tool of the contract with its hash.
 	Contract []ContractEntry `msgpack:"contract" json:"contract"`
+}
+
+// Clone returns a copy of c that shares no slice with it; nil lists stay
+// nil (an older checkpoint without loaded_deferred_tools).
+func (c CheckpointRecorded) Clone() CheckpointRecorded {
+	c.Loaded = slices.Clone(c.Loaded)
+	c.Contract = slices.Clone(c.Contract)
+	return c
 }
 
 // EventType implements Payload.

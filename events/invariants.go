@@ -1,6 +1,8 @@
 package events
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"errors"
 	"fmt"
 	"slices"
@@ -44,9 +46,9 @@ var ErrBrokenRule = errors.New("event breaks a fold rule")
 func CheckStored(e Envelope, msgID string) error {
 	if msgID != e.ID {
 		if msgID == "" {
-			return fmt.Errorf("event %s was stored without a Nats-Msg-Id header; publish every event with Nats-Msg-Id set to its id: %w", clip(e.ID), ErrBrokenRule)
+			return fmt.Errorf("event %s was stored without a Nats-Msg-Id header; publish every event with Nats-Msg-Id set to its id: %w", clip.String(e.ID, clip.Max), ErrBrokenRule)
 		}
-		return fmt.Errorf("event %s was stored with Nats-Msg-Id %q; the header must equal the event id: %w", clip(e.ID), clip(msgID), ErrBrokenRule)
+		return fmt.Errorf("event %s was stored with Nats-Msg-Id %q; the header must equal the event id: %w", clip.String(e.ID, clip.Max), clip.String(msgID, clip.Max), ErrBrokenRule)
 	}
 	p, _ := deref(e.Payload)
 	switch v := p.(type) {
@@ -69,14 +71,14 @@ func CheckStored(e Envelope, msgID string) error {
 
 func checkCheckpoint(v CheckpointRecorded) error {
 	if !ValidHash(v.ContractHash) {
-		return fmt.Errorf("CheckpointRecorded contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip(v.ContractHash), HashLen, ErrBrokenRule)
+		return fmt.Errorf("CheckpointRecorded contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip.String(v.ContractHash, clip.Max), HashLen, ErrBrokenRule)
 	}
 	if v.RegistryVersion == "" {
 		return fmt.Errorf("CheckpointRecorded has no registry_version; record the registry version of its contract: %w", ErrBrokenRule)
 	}
 	for i, c := range v.Contract {
 		if !ValidHash(c.Hash) {
-			return fmt.Errorf("CheckpointRecorded contract[%d] (%s) hash %q is not %d lower-case hex digits: %w", i, c.Name, clip(c.Hash), HashLen, ErrBrokenRule)
+			return fmt.Errorf("CheckpointRecorded contract[%d] (%s) hash %q is not %d lower-case hex digits: %w", i, c.Name, clip.String(c.Hash, clip.Max), HashLen, ErrBrokenRule)
 		}
 	}
 	for _, n := range v.Loaded {

@@ -1,8 +1,12 @@
 package events
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // TurnStarted on the wire (R31): a msgpack map whose keys are written in
@@ -65,7 +69,7 @@ func encodeTurnStarted(s *sticky, v TurnStarted) {
 	}
 }
 
-func encodeTurnIntent(s *sticky, in *TurnIntent) {
+func encodeTurnIntent(s *sticky, in *intent.Intent) {
 	s.mapLen(5)
 	s.str("enabled")
 	s.boolPtr(in.Enabled)
@@ -131,12 +135,12 @@ func mapField(m map[string]any, key string) (map[string]any, error) {
 	return out, nil
 }
 
-func turnIntentField(m map[string]any, key string) (*TurnIntent, error) {
+func turnIntentField(m map[string]any, key string) (*intent.Intent, error) {
 	im, err := mapField(m, key)
 	if err != nil || im == nil {
 		return nil, err
 	}
-	in := &TurnIntent{}
+	in := &intent.Intent{}
 	if in.Enabled, err = boolPtrField(im, "enabled"); err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -191,7 +195,7 @@ func validateTurnStarted(v TurnStarted) error {
 	return nil
 }
 
-func validateTurnIntent(field string, in *TurnIntent) error {
+func validateTurnIntent(field string, in *intent.Intent) error {
 	if in == nil {
 		return nil
 	}
@@ -224,12 +228,12 @@ func validateTurnIntent(field string, in *TurnIntent) error {
 // a tool twice).
 func checkTurnStarted(v TurnStarted) error {
 	if (v.RegistryVersion == "") != (v.ContractHash == "") {
-		return fmt.Errorf("TurnStarted records registry_version %q and contract_hash %q: record both (the request's registry and its contract) or neither: %w", clip(v.RegistryVersion), clip(v.ContractHash), ErrBrokenRule)
+		return fmt.Errorf("TurnStarted records registry_version %q and contract_hash %q: record both (the request's registry and its contract) or neither: %w", clip.String(v.RegistryVersion, clip.Max), clip.String(v.ContractHash, clip.Max), ErrBrokenRule)
 	}
 	if v.ContractHash != "" && !ValidHash(v.ContractHash) {
-		return fmt.Errorf("TurnStarted contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip(v.ContractHash), HashLen, ErrBrokenRule)
+		return fmt.Errorf("TurnStarted contract_hash %q is not %d lower-case hex digits (a SHA-256): %w", clip.String(v.ContractHash, clip.Max), HashLen, ErrBrokenRule)
 	}
-	if err := checkCurated("TurnStarted intent.picked", v.Intent.picked()); err != nil {
+	if err := checkCurated("TurnStarted intent.picked", picked(v.Intent)); err != nil {
 		return err
 	}
 	o := v.Override
@@ -245,7 +249,7 @@ func checkTurnStarted(v TurnStarted) error {
 		if o.Names != nil {
 			return fmt.Errorf("TurnStarted override kind %q carries names; names belong to kind %q: %w", o.Kind, OverrideNames, ErrBrokenRule)
 		}
-		if err := checkCurated("TurnStarted override.intent.picked", o.Intent.picked()); err != nil {
+		if err := checkCurated("TurnStarted override.intent.picked", picked(o.Intent)); err != nil {
 			return err
 		}
 	case OverrideNames:
@@ -256,12 +260,12 @@ func checkTurnStarted(v TurnStarted) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("TurnStarted override kind %q is not %q, %q or %q: %w", clip(o.Kind), OverrideEmpty, OverrideIntent, OverrideNames, ErrBrokenRule)
+		return fmt.Errorf("TurnStarted override kind %q is not %q, %q or %q: %w", clip.String(o.Kind, clip.Max), OverrideEmpty, OverrideIntent, OverrideNames, ErrBrokenRule)
 	}
 	return nil
 }
 
-func (in *TurnIntent) picked() []string {
+func picked(in *intent.Intent) []string {
 	if in == nil {
 		return nil
 	}
@@ -280,4 +284,103 @@ func checkCurated(field string, names []string) error {
 		}
 	}
 	return nil
+}
+
+// MarshalJSON writes a TurnStarted as its JSON tags say, except that an
+// intent (the session's or the override's) always carries "picked", null
+// when nil: in a command, nil (unset) and empty (pick none) differ, and
+// intent.Intent's own JSON omits both.
+func (t TurnStarted) MarshalJSON() ([]byte, error) {
+	in, err := turnIntentJSON(t.Intent)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Turn            uint64          `json:"turn"`
+		Intent          json.RawMessage `json:"intent,omitempty"`
+		Profile         string          `json:"profile,omitempty"`
+		Override        *TurnOverride   `json:"override,omitempty"`
+		RegistryVersion string          `json:"registry_version,omitempty"`
+		ContractHash    string          `json:"contract_hash,omitempty"`
+	}{t.Turn, in, t.Profile, t.Override, t.RegistryVersion, t.ContractHash})
+}
+
+// MarshalJSON writes a TurnOverride as its JSON tags say, its intent with
+// "picked" always present (see TurnStarted.MarshalJSON).
+func (o TurnOverride) MarshalJSON() ([]byte, error) {
+	in, err := turnIntentJSON(o.Intent)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Kind    string          `json:"kind"`
+		Intent  json.RawMessage `json:"intent,omitempty"`
+		Allowed []string        `json:"allowed,omitempty"`
+		Names   []string        `json:"names,omitempty"`
+	}{o.Kind, in, o.Allowed, o.Names})
+}
+
+// turnIntentJSON is in's JSON with "picked" written last even when nil or
+// empty; nil for a nil in.
+func turnIntentJSON(in *intent.Intent) (json.RawMessage, error) {
+	if in == nil {
+		return nil, nil
+	}
+	rest := *in
+	rest.Picked = nil
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	p, err := json.Marshal(in.Picked)
+	if err != nil {
+		return nil, err
+	}
+	b = b[:len(b)-1] // drop the closing brace
+	if len(b) > 1 {
+		b = append(b, ',')
+	}
+	b = append(b, `"picked":`...)
+	b = append(append(b, p...), '}')
+	return b, nil
+}
+
+// RecordOverride is o as a TurnStarted records it; nil for no override.
+// A names override with no names is recorded as kind "empty", its
+// meaning (R5).
+func RecordOverride(o intent.Override) *TurnOverride {
+	switch o.Kind {
+	case intent.OverrideEmpty:
+		return &TurnOverride{Kind: OverrideEmpty}
+	case intent.OverrideIntent:
+		in := o.Intent
+		return &TurnOverride{Kind: OverrideIntent, Intent: &in, Allowed: o.Allowed}
+	case intent.OverrideNames:
+		if len(o.Names) == 0 {
+			return &TurnOverride{Kind: OverrideEmpty}
+		}
+		return &TurnOverride{Kind: OverrideNames, Names: o.Names}
+	}
+	return nil
+}
+
+// Override is the override o records; the zero Override (none) for nil
+// or a kind the fold refuses.
+func (o *TurnOverride) Override() intent.Override {
+	if o == nil {
+		return intent.Override{}
+	}
+	switch o.Kind {
+	case OverrideEmpty:
+		return intent.Override{Kind: intent.OverrideEmpty}
+	case OverrideIntent:
+		var in intent.Intent
+		if o.Intent != nil {
+			in = *o.Intent
+		}
+		return intent.Override{Kind: intent.OverrideIntent, Intent: in, Allowed: o.Allowed}
+	case OverrideNames:
+		return intent.Override{Kind: intent.OverrideNames, Names: o.Names}
+	}
+	return intent.Override{}
 }

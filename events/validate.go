@@ -6,31 +6,51 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/toolname"
 )
 
-// ValidateSessionID reports whether s can be a session id: 1 to 128 bytes of
-// [A-Za-z0-9_-], so that it is exactly one NATS subject token (no dots, no
-// wildcards, no spaces). The error matches ErrInvalidSession.
+// MaxSessionLen bounds a session id, in bytes.
+const MaxSessionLen = 128
+
+// ValidateSessionID reports whether s can be a session id: 1 to
+// MaxSessionLen bytes of [A-Za-z0-9_-], so that it is exactly one NATS
+// subject token (no dots, no wildcards, no spaces). The error matches
+// ErrInvalidSession. It is the one session-id rule of the engine.
 func ValidateSessionID(s string) error {
-	if len(s) == 0 || len(s) > 128 {
-		return fmt.Errorf("session id %q has %d bytes, want 1 to 128 of [A-Za-z0-9_-]: %w", clip(s), len(s), ErrInvalidSession)
+	if len(s) == 0 || len(s) > MaxSessionLen {
+		return fmt.Errorf("session id %q has %d bytes, want 1 to %d of [A-Za-z0-9_-]: %w", clip.String(s, clip.Max), len(s), MaxSessionLen, ErrInvalidSession)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("session id %q has byte %q at %d, use only [A-Za-z0-9_-]: %w", clip(s), c, i, ErrInvalidSession)
-		}
+	if i := BadTokenByte(s); i >= 0 {
+		return fmt.Errorf("session id %q has byte %q at %d, use only [A-Za-z0-9_-]: %w", clip.String(s, clip.Max), s[i], i, ErrInvalidSession)
 	}
 	return nil
 }
+
+// BadTokenByte returns the index of the first byte of s outside
+// [A-Za-z0-9_-], the bytes of a subject token the engine builds (session
+// ids, channels, prefixes, durable names), or -1 when there is none. It is
+// the one token byte rule; callers add their own length bounds.
+func BadTokenByte(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return i
+		}
+	}
+	return -1
+}
+
+// ValidToken reports whether s is a non-empty subject token of
+// [A-Za-z0-9_-] (no length bound beyond non-empty).
+func ValidToken(s string) bool { return s != "" && BadTokenByte(s) < 0 }
 
 // ValidateToolName reports whether name matches toolname.Pattern
 // (^[A-Za-z][A-Za-z0-9_-]{0,63}$), the form of tool and preset names. The
 // error matches ErrInvalidName.
 func ValidateToolName(name string) error {
 	if !validName(name) {
-		return fmt.Errorf("name %q does not match %s, use letters, digits, '_' or '-', starting with a letter: %w", clip(name), toolname.Pattern, ErrInvalidName)
+		return fmt.Errorf("name %q does not match %s, use letters, digits, '_' or '-', starting with a letter: %w", clip.String(name, clip.Max), toolname.Pattern, ErrInvalidName)
 	}
 	return nil
 }
@@ -41,27 +61,13 @@ func ValidateToolName(name string) error {
 // matches ErrInvalidName.
 func ValidateToolPattern(s string) error {
 	if !toolname.ValidPattern(s) {
-		return fmt.Errorf("name %q is not %s: %w", clip(s), toolname.PatternRule, ErrInvalidName)
+		return fmt.Errorf("name %q is not %s: %w", clip.String(s, clip.Max), toolname.PatternRule, ErrInvalidName)
 	}
 	return nil
 }
 
 // validName is the shared tool-name rule.
 func validName(s string) bool { return toolname.Valid(s) }
-
-// clip shortens a bad value for an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	// Cut on a rune boundary so the message stays valid UTF-8.
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
 
 // Validate checks the envelope with the rules Decode applies to a
 // version-2 event: a valid ULID, a valid session id, a non-empty channel and
@@ -75,7 +81,7 @@ func (e Envelope) Validate() error { return e.validate(true) }
 // version 1, which did not record channel and actor.
 func (e Envelope) validate(requireOrigin bool) error {
 	if _, err := ulid.ParseStrict(e.ID); err != nil {
-		return fmt.Errorf("event id %q is not a ULID (26 chars of Crockford base32), generate one with NewID: %w", clip(e.ID), ErrInvalidEvent)
+		return fmt.Errorf("event id %q is not a ULID (26 chars of Crockford base32), generate one with NewID: %w", clip.String(e.ID, clip.Max), ErrInvalidEvent)
 	}
 	if err := ValidateSessionID(e.Session); err != nil {
 		return err
@@ -103,7 +109,7 @@ func (e Envelope) validate(requireOrigin bool) error {
 		return err
 	}
 	if requireOrigin && (e.Channel == "" || e.Actor == "") {
-		return fmt.Errorf("event %s has channel %q and actor %q: a version-2 event names both (who wrote it), set them: %w", clip(e.ID), e.Channel, e.Actor, ErrInvalidEvent)
+		return fmt.Errorf("event %s has channel %q and actor %q: a version-2 event names both (who wrote it), set them: %w", clip.String(e.ID, clip.Max), e.Channel, e.Actor, ErrInvalidEvent)
 	}
 	return nil
 }
@@ -113,7 +119,7 @@ func validateText(field, s string) error {
 		return fmt.Errorf("%s has %d bytes, at most %d allowed: %w", field, len(s), MaxTextLen, ErrInvalidEvent)
 	}
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s %q is not valid UTF-8: %w", field, clip(s), ErrInvalidEvent)
+		return fmt.Errorf("%s %q is not valid UTF-8: %w", field, clip.String(s, clip.Max), ErrInvalidEvent)
 	}
 	return nil
 }

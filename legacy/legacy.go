@@ -27,6 +27,7 @@ import (
 	"strconv"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // ErrInvalidFile means a legacy file cannot be read; the error names the
@@ -184,18 +185,11 @@ func describe(tok json.Token) string {
 		}
 		return "an object"
 	case string:
-		return fmt.Sprintf("the string %q", clip(v))
+		return fmt.Sprintf("the string %q", clip.String(v, 64))
 	case nil:
 		return "null"
 	}
 	return fmt.Sprintf("%v", tok)
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 func objectKey(dec *json.Decoder, where string, seen map[string]bool) (string, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -229,7 +230,7 @@ func TestR33ImportDeterministicAndFolds(t *testing.T) {
 	}
 }
 
-func intentEqual(a, b resolver.Intent) bool {
+func intentEqual(a, b intent.Intent) bool {
 	eq := func(x, y *bool) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
 	return eq(a.Enabled, b.Enabled) && eq(a.WebSearch, b.WebSearch) && a.Preset == b.Preset && slices.Equal(a.Disabled, b.Disabled) && slices.Equal(a.Picked, b.Picked)
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -54,7 +56,7 @@ type Decision struct {
 	// Events are the events to append, in order, as Decide returns them.
 	Events []events.Payload `json:"-"`
 	// Intent is the session's intent after the events.
-	Intent resolver.Intent `json:"intent"`
+	Intent intent.Intent `json:"intent"`
 	// Stored is the stored list as read (names mapped to true for a dict).
 	Stored []string `json:"stored"`
 	// Unknown are stored names that the registry does not have or that are
@@ -185,7 +187,7 @@ type candidate struct {
 func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Decision {
 	d := Decision{Session: s.Session, Stored: nonNil(s.Tools)}
 	if err := events.ValidateSessionID(s.Session); err != nil {
-		d.Kind, d.Note = KindSkip, fmt.Sprintf("session id %q: %v", clip(s.Session), err)
+		d.Kind, d.Note = KindSkip, fmt.Sprintf("session id %q: %v", clip.String(s.Session, 64), err)
 		return d
 	}
 	_, hasWSTool := reg.Tool(resolver.WebSearch)

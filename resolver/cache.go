@@ -1,6 +1,11 @@
 package resolver
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/toolintent/engine/intent"
+)
 
 // Cache bounds: at most cacheSize entries holding at most maxCachedTools
 // resolved tools in all (about 23 MB of Tool values; names, descriptions and
@@ -12,19 +17,6 @@ const (
 	maxCachedTools = 1 << 18
 	maxCachedNames = 256
 	maxCachedBytes = 16 << 10
-)
-
-// FNV-1a 64 parameters.
-const (
-	fnvOffset64 = 14695981039346656037
-	fnvPrime64  = 1099511628211
-)
-
-// Tri-state values of a *bool in the cache key.
-const (
-	triUnset = iota
-	triNo
-	triYes
 )
 
 // resolveCache maps a request fingerprint to resolutions. Entries with the
@@ -148,111 +140,26 @@ func cacheable(req *Request) bool {
 	return names <= maxCachedNames && size <= maxCachedBytes
 }
 
-func tri(p *bool) uint64 {
-	switch {
-	case p == nil:
-		return triUnset
-	case *p:
-		return triYes
-	default:
-		return triNo
-	}
-}
-
-func fnvByte(h uint64, b byte) uint64 { return (h ^ uint64(b)) * fnvPrime64 }
-
-func fnvUint(h, v uint64) uint64 {
-	for i := 0; i < 8; i++ {
-		h = fnvByte(h, byte(v>>(8*i)))
-	}
-	return h
-}
-
-func fnvString(h uint64, s string) uint64 {
-	h = fnvUint(h, uint64(len(s)))
-	for i := 0; i < len(s); i++ {
-		h = fnvByte(h, s[i])
-	}
-	return h
-}
-
-func fnvList(h uint64, list []string) uint64 {
-	h = fnvUint(h, uint64(len(list)))
-	for _, s := range list {
-		h = fnvString(h, s)
-	}
-	return h
-}
-
-func fnvIntent(h uint64, in *Intent) uint64 {
-	h = fnvByte(h, byte(tri(in.Enabled)<<2|tri(in.WebSearch)))
-	h = fnvString(h, in.Preset)
-	h = fnvList(h, in.Disabled)
-	return fnvList(h, in.Picked)
-}
-
 // fingerprint is an FNV-1a 64 hash over every field of a request, with
 // lengths as separators. It does not allocate.
 func fingerprint(req *Request) uint64 {
-	h := uint64(fnvOffset64)
-	h = fnvByte(h, byte(req.Override.Kind))
-	h = fnvIntent(h, &req.Override.Intent)
-	h = fnvList(h, req.Override.Allowed)
-	h = fnvList(h, req.Override.Names)
-	h = fnvIntent(h, &req.Session)
-	return fnvString(h, req.Profile)
-}
-
-func listEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func intentEqual(a, b *Intent) bool {
-	return tri(a.Enabled) == tri(b.Enabled) && tri(a.WebSearch) == tri(b.WebSearch) &&
-		a.Preset == b.Preset && listEqual(a.Disabled, b.Disabled) && listEqual(a.Picked, b.Picked)
+	h := req.Override.Fingerprint(intent.FingerprintSeed)
+	h = req.Session.Fingerprint(h)
+	return intent.FingerprintString(h, req.Profile)
 }
 
 // requestEqual compares requests by value: tri-states by value, nil and
 // empty lists alike (Resolve treats them alike).
 func requestEqual(a, b *Request) bool {
 	return a.Override.Kind == b.Override.Kind && a.Profile == b.Profile &&
-		intentEqual(&a.Override.Intent, &b.Override.Intent) && intentEqual(&a.Session, &b.Session) &&
-		listEqual(a.Override.Allowed, b.Override.Allowed) && listEqual(a.Override.Names, b.Override.Names)
-}
-
-func cloneTri(p *bool) *bool {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-func cloneList(list []string) []string {
-	if len(list) == 0 {
-		return nil
-	}
-	return append([]string(nil), list...)
-}
-
-func cloneIntent(in Intent) Intent {
-	return Intent{Enabled: cloneTri(in.Enabled), WebSearch: cloneTri(in.WebSearch), Preset: in.Preset,
-		Disabled: cloneList(in.Disabled), Picked: cloneList(in.Picked)}
+		a.Override.Intent.Alike(&b.Override.Intent) && a.Session.Alike(&b.Session) &&
+		slices.Equal(a.Override.Allowed, b.Override.Allowed) && slices.Equal(a.Override.Names, b.Override.Names)
 }
 
 func cloneRequest(req *Request) Request {
 	return Request{
-		Override: Override{Kind: req.Override.Kind, Intent: cloneIntent(req.Override.Intent),
-			Allowed: cloneList(req.Override.Allowed), Names: cloneList(req.Override.Names)},
-		Session: cloneIntent(req.Session),
-		Profile: req.Profile,
+		Override: req.Override.Clone(),
+		Session:  req.Session.Clone(),
+		Profile:  req.Profile,
 	}
 }

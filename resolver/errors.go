@@ -1,6 +1,10 @@
 package resolver
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/toolintent/engine/intent"
+)
 
 // Sentinel errors; match them with errors.Is.
 var (
@@ -13,6 +17,7 @@ var (
 	// the registry does not define and the expansion needs it.
 	ErrUnknownProfile = errors.New("unknown profile")
 	// ErrInvalidRequest is returned for a request that has no meaning, such
-	// as an override kind outside the OverrideKind constants.
-	ErrInvalidRequest = errors.New("invalid request")
+	// as an override kind outside the OverrideKind constants. It is
+	// intent.ErrInvalid, so the kind's text decoding matches it too.
+	ErrInvalidRequest = intent.ErrInvalid
 )

@@ -3,6 +3,7 @@ package resolver_test
 import (
 	"fmt"
 
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -32,10 +33,10 @@ func ExampleRegistry_Resolve() {
 	}
 	on, off := true, false
 	for _, req := range []resolver.Request{
-		{Session: resolver.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}},
+		{Session: intent.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}},
 		{Profile: "reader"},
-		{Session: resolver.Intent{Enabled: &off, WebSearch: &on}}, // web_search is deferred here: tool_search comes with it (R14)
-		{Override: resolver.Override{Kind: resolver.OverrideNames, Names: []string{"bash", "ghost"}}},
+		{Session: intent.Intent{Enabled: &off, WebSearch: &on}}, // web_search is deferred here: tool_search comes with it (R14)
+		{Override: intent.Override{Kind: intent.OverrideNames, Names: []string{"bash", "ghost"}}},
 	} {
 		res, err := reg.Resolve(req)
 		if err != nil {
@@ -57,7 +58,7 @@ func ExampleRegistry_Resolve() {
 // R25: Explain says which rule put a tool in the set or left it out.
 func ExampleRegistry_Explain() {
 	reg, _ := resolver.Load([]byte(exampleRegistry))
-	req := resolver.Request{Session: resolver.Intent{Preset: "research"}}
+	req := resolver.Request{Session: intent.Intent{Preset: "research"}}
 	for _, name := range []string{"web_search", "bash"} {
 		ex := reg.Explain(req, name)
 		fmt.Println(ex.Tool, ex.Included, ex.Rule)
@@ -74,7 +75,7 @@ func ExampleRegistry_Explain() {
 // breakpoint is on the last tool.
 func ExampleRenderAnthropic() {
 	reg, _ := resolver.Load([]byte(exampleRegistry))
-	res, _ := reg.Resolve(resolver.Request{Override: resolver.Override{Kind: resolver.OverrideNames, Names: []string{"read_file", "bash"}}})
+	res, _ := reg.Resolve(resolver.Request{Override: intent.Override{Kind: intent.OverrideNames, Names: []string{"read_file", "bash"}}})
 	fmt.Println(string(resolver.RenderAnthropic(res.Tools)))
 	fmt.Println(string(resolver.RenderOpenAI(res.Tools[:1])))
 	// Output:

@@ -8,14 +8,14 @@
 // order, de-duplicated, and the same bytes when rendered (R9). No Go map
 // iteration reaches any output order.
 //
-// The package imports nothing from the project; it is pure and safe for
+// The package imports only the intent leaf from the project; it is pure and safe for
 // concurrent use once a Registry is built (a *Registry is immutable).
 package resolver
 
 import (
 	"encoding/json"
-	"fmt"
-	"strconv"
+
+	"github.com/toolintent/engine/intent"
 )
 
 // WebSearch is the name of the web-search tool that the web_search overlay
@@ -83,55 +83,31 @@ type Profile struct {
 	Allowed []string `json:"allowed,omitempty"`
 }
 
-// Intent is what a session stores about its tools (R1): nothing else.
-// The zero value means "follow the profile".
-type Intent struct {
-	// Enabled is the master switch: true, false, or nil (follow profile).
-	Enabled *bool `json:"enabled,omitempty" msgpack:"enabled"`
-	// WebSearch is the web_search overlay (R7): true adds web_search to
-	// the expansion when it lacks it; false and nil (unset) add nothing and
-	// remove nothing. A UI may store false as its "off" default.
-	WebSearch *bool `json:"web_search,omitempty" msgpack:"web_search"`
-	// Preset is the chosen preset name, "" when unset.
-	Preset string `json:"preset,omitempty" msgpack:"preset"`
-	// Disabled lists names switched off by hand, kept sorted.
-	Disabled []string `json:"disabled,omitempty" msgpack:"disabled"`
-	// Picked is an explicit, short, user-curated list in the user's order,
-	// or nil when unset.
-	Picked []string `json:"picked,omitempty" msgpack:"picked"`
-}
+// Intent is what a session stores about its tools (R1).
+//
+// Deprecated: use intent.Intent; this alias keeps outside callers compiling.
+type Intent = intent.Intent
 
 // OverrideKind says which form a per-turn override takes (R5).
-type OverrideKind uint8
+//
+// Deprecated: use intent.OverrideKind.
+type OverrideKind = intent.OverrideKind
 
+// The override kinds.
+//
+// Deprecated: use intent.OverrideNone, OverrideEmpty, OverrideIntent and
+// OverrideNames.
 const (
-	// OverrideNone means no per-turn override: the session intent applies.
-	OverrideNone OverrideKind = iota
-	// OverrideEmpty is an empty list: no tools this turn.
-	OverrideEmpty
-	// OverrideIntent is an intent, expanded live.
-	OverrideIntent
-	// OverrideNames is a non-empty list: exactly those names, in order.
-	OverrideNames
+	OverrideNone   = intent.OverrideNone
+	OverrideEmpty  = intent.OverrideEmpty
+	OverrideIntent = intent.OverrideIntent
+	OverrideNames  = intent.OverrideNames
 )
 
-// Override is a per-turn override (R4, R5). It wins over the session intent.
-// Its zero value (Kind OverrideNone) means "no override".
-type Override struct {
-	// Kind selects the form; the other fields are read only for their form.
-	Kind OverrideKind `json:"kind"`
-	// Intent is expanded live when Kind is OverrideIntent.
-	Intent Intent `json:"intent,omitzero"`
-	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS (R11: it
-	// filters the defaults, never the full set, and adds nothing). Empty
-	// means no filter. With an intent whose base is not the defaults
-	// (enabled=false, picked, a preset, a profile's tools or preset) it is
-	// refused with ErrInvalidRequest rather than ignored.
-	Allowed []string `json:"allowed,omitempty"`
-	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
-	// the user's order (R5). An empty Names list means no tools.
-	Names []string `json:"names,omitempty"`
-}
+// Override is a per-turn override (R4, R5).
+//
+// Deprecated: use intent.Override.
+type Override = intent.Override
 
 // Request is one resolution request: a per-turn override, the session's
 // stored intent and the agent profile the turn runs under.
@@ -203,39 +179,4 @@ type Explanation struct {
 	Rule string `json:"rule"`
 	// Detail explains the rule in one sentence.
 	Detail string `json:"detail"`
-}
-
-var overrideKindNames = [...]string{"none", "empty", "intent", "names"}
-
-// String returns "none", "empty", "intent" or "names", or
-// "OverrideKind(N)" for a value outside the constants.
-func (k OverrideKind) String() string {
-	if int(k) < len(overrideKindNames) {
-		return overrideKindNames[k]
-	}
-	return "OverrideKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// MarshalText encodes the kind as its String name.
-func (k OverrideKind) MarshalText() ([]byte, error) {
-	if int(k) >= len(overrideKindNames) {
-		return nil, fmt.Errorf("%w: override kind %d: use one of none, empty, intent, names", ErrInvalidRequest, k)
-	}
-	return []byte(overrideKindNames[k]), nil
-}
-
-// UnmarshalText decodes "none", "empty", "intent" or "names" ("" is none).
-func (k *OverrideKind) UnmarshalText(b []byte) error {
-	s := string(b)
-	if s == "" {
-		*k = OverrideNone
-		return nil
-	}
-	for i, n := range overrideKindNames {
-		if s == n {
-			*k = OverrideKind(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: override kind %q: use one of none, empty, intent, names", ErrInvalidRequest, s)
 }

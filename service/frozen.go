@@ -10,6 +10,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -172,51 +173,20 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 }
 
 // turnIntent is in as a TurnStarted records it.
-func turnIntent(in resolver.Intent) *events.TurnIntent {
-	return &events.TurnIntent{Enabled: in.Enabled, WebSearch: in.WebSearch, Preset: in.Preset, Disabled: in.Disabled, Picked: in.Picked}
-}
+func turnIntent(in intent.Intent) *intent.Intent { return &in }
 
-func intentOf(in *events.TurnIntent) resolver.Intent {
+// intentOf is the intent a TurnStarted records; the zero intent for none.
+func intentOf(in *intent.Intent) intent.Intent {
 	if in == nil {
-		return resolver.Intent{}
+		return intent.Intent{}
 	}
-	return resolver.Intent{Enabled: in.Enabled, WebSearch: in.WebSearch, Preset: in.Preset, Disabled: in.Disabled, Picked: in.Picked}
-}
-
-func turnOverride(o resolver.Override) *events.TurnOverride {
-	switch o.Kind {
-	case resolver.OverrideEmpty:
-		return &events.TurnOverride{Kind: events.OverrideEmpty}
-	case resolver.OverrideIntent:
-		return &events.TurnOverride{Kind: events.OverrideIntent, Intent: turnIntent(o.Intent), Allowed: o.Allowed}
-	case resolver.OverrideNames:
-		if len(o.Names) == 0 {
-			return &events.TurnOverride{Kind: events.OverrideEmpty}
-		}
-		return &events.TurnOverride{Kind: events.OverrideNames, Names: o.Names}
-	}
-	return nil
-}
-
-func overrideOf(o *events.TurnOverride) resolver.Override {
-	if o == nil {
-		return resolver.Override{}
-	}
-	switch o.Kind {
-	case events.OverrideEmpty:
-		return resolver.Override{Kind: resolver.OverrideEmpty}
-	case events.OverrideIntent:
-		return resolver.Override{Kind: resolver.OverrideIntent, Intent: intentOf(o.Intent), Allowed: o.Allowed}
-	case events.OverrideNames:
-		return resolver.Override{Kind: resolver.OverrideNames, Names: o.Names}
-	}
-	return resolver.Override{}
+	return *in
 }
 
 // turnStarted is the TurnStarted that records the turn frozen from res
 // for st and req (R31).
 func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resolver.Resolution) events.TurnStarted {
-	return events.TurnStarted{Turn: turn, Intent: turnIntent(st.Intent), Profile: req.Profile, Override: turnOverride(req.Override),
+	return events.TurnStarted{Turn: turn, Intent: turnIntent(st.Intent), Profile: req.Profile, Override: events.RecordOverride(req.Override),
 		RegistryVersion: res.RegistryVersion, ContractHash: res.ContractHash}
 }
 
@@ -224,7 +194,7 @@ func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resol
 // registry version it names, checking the contract hash; st is the
 // session (its intent stands in for an older TurnStarted's).
 func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, st aggregate.State) (*resolver.Resolution, *resolver.Registry, ResolveRequest, error) {
-	req := ResolveRequest{Profile: ts.Profile, Override: overrideOf(ts.Override)}
+	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override()}
 	if !ts.Recorded() { // written before turns recorded their request
 		res, reg, err := e.resolveWith(st, req)
 		return res, reg, req, err

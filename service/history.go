@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 )
@@ -54,7 +55,7 @@ type HistoryEntry struct {
 	// it breaks a fold rule (R28); Error names the rule.
 	Rejected bool `json:"rejected,omitempty"`
 	// Intent is the session's intent after the event.
-	Intent resolver.Intent `json:"intent"`
+	Intent intent.Intent `json:"intent"`
 	// Tools is the resolved tool set after the event; Gained and Lost
 	// compare it with the set before. Inside a turn it is the turn's
 	// frozen set, rebuilt from its TurnStarted (R16, R31).

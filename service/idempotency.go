@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -21,7 +22,7 @@ import (
 func KeyedIDs(key string, n int) ([]string, error) {
 	id, err := ulid.ParseStrict(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: idempotency key %q is not a ULID (26 characters of Crockford base32, e.g. %s): %w", ErrInvalid, clip(key), events.NewID(), err)
+		return nil, fmt.Errorf("%w: idempotency key %q is not a ULID (26 characters of Crockford base32, e.g. %s): %w", ErrInvalid, clip.String(key, 64), events.NewID(), err)
 	}
 	out := make([]string, n)
 	for i := range out {
@@ -34,13 +35,6 @@ func KeyedIDs(key string, n int) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // ApplyKeyed is Apply with a client-supplied idempotency key (#20 item
@@ -72,11 +66,8 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if _, err := KeyedIDs(key, 1); err != nil {
 		return CommandResult{}, err
 	}
-	if err := events.ValidateSessionID(session); err != nil {
-		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
-	}
-	if len(cmds) == 0 {
-		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
+	if err := checkWrite(session, cmds); err != nil {
+		return CommandResult{}, err
 	}
 	keys, err := e.log.Keys(ctx)
 	if err != nil {
@@ -152,7 +143,7 @@ func refused(err error) bool {
 		return false
 	}
 	return errors.Is(err, ErrInvalid) || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrKeyInUse) ||
-		errors.Is(err, jetstream.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
+		errors.Is(err, events.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
 }
 
 // settle records where the key's events are; a failure leaves the claim

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -41,7 +42,7 @@ func openTurnBytes(tb testing.TB, n int) float64 {
 	for i := range n {
 		session := fmt.Sprintf("session-%07d", i)
 		en := i%2 == 0
-		res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &en}})
+		res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: &en}})
 		if err != nil {
 			tb.Fatal(err)
 		}

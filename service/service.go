@@ -188,18 +188,28 @@ func retrySafe(cmds []events.Payload) bool {
 // set, the session must be at that sequence (else a conflict is returned);
 // without it, retry-safe commands are re-decided and retried on conflict.
 func (e *Engine) Apply(ctx context.Context, session string, origin Origin, expected *uint64, cmds ...events.Payload) (CommandResult, error) {
+	if err := checkWrite(session, cmds); err != nil {
+		return CommandResult{}, err
+	}
 	return e.apply(ctx, session, origin, expected, nil, cmds)
 }
 
-// apply is Apply; ids, when set, names the i-th event decided (a client's
-// idempotency key, see ApplyKeyed).
-func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
+// checkWrite is the one check of a write's session id and command count,
+// made where a write enters the engine (Apply, ApplyKeyed); the log checks
+// the id again where it builds the subject.
+func checkWrite(session string, cmds []events.Payload) error {
 	if err := events.ValidateSessionID(session); err != nil {
-		return CommandResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+		return fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	if len(cmds) == 0 {
-		return CommandResult{}, fmt.Errorf("%w: no commands given", ErrInvalid)
+		return fmt.Errorf("%w: no commands given", ErrInvalid)
 	}
+	return nil
+}
+
+// apply is Apply after checkWrite; ids, when set, names the i-th event
+// decided (a client's idempotency key, see ApplyKeyed).
+func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
 	var res CommandResult
 	unlock, err := e.writes.lock(ctx, session)
 	if err != nil {
@@ -329,7 +339,7 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 		if unknown == nil {
 			errors.As(err, &unknown)
 		}
-		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrInvalidSession) ||
+		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, events.ErrInvalidSession) ||
 			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) ||
 			errors.Is(err, jetstream.ErrKeyInUse) {
 			return ar, stillUnknownUnlessStored(unknown, err)

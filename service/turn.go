@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,12 +14,14 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 )
 
 // Providers the tools array can be rendered for, and how deferred tools
-// reach them (R30):
+// reach them (R30). Each is a row of deferral's provider table (name,
+// native or not, rendering, search output), which the engine reads; the
+// constants name the rows for callers:
 //
 //   - anthropic, openai: the engine's catalog. The array holds the resident
 //     tools and the loaded ones; a discovered tool is appended after the
@@ -43,24 +44,16 @@ const (
 	ProviderOpenAINative    = "openai-native"
 )
 
-// Providers lists the provider values, in a fixed order.
-var Providers = []string{ProviderAnthropic, ProviderOpenAI, ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative}
-
-// nativeProvider reports whether provider renders provider-native deferral.
-func nativeProvider(provider string) bool {
-	switch provider {
-	case ProviderAnthropicNative, ProviderAnthropicServer, ProviderOpenAINative:
-		return true
-	}
-	return false
-}
+// Providers lists the provider values, in a fixed order: the rows of
+// deferral's provider table, which says how each renders (R30).
+var Providers = deferral.ProviderNames()
 
 // ResolveRequest qualifies a resolution.
 type ResolveRequest struct {
 	// Profile is the agent profile; "" for none.
 	Profile string `json:"profile,omitempty"`
 	// Override is a per-turn override (R4, R5); zero for none.
-	Override resolver.Override `json:"-"`
+	Override intent.Override `json:"-"`
 	// Provider selects the rendering: one of Providers ("anthropic" by
 	// default).
 	Provider string `json:"provider,omitempty"`
@@ -73,7 +66,7 @@ func (r ResolveRequest) validate() error {
 }
 
 func validProvider(p string) error {
-	if p == "" || slices.Contains(Providers, p) {
+	if _, ok := deferral.LookupProvider(p); ok {
 		return nil
 	}
 	return fmt.Errorf("%w: provider %q unknown: use one of %s", ErrInvalid, p, strings.Join(Providers, ", "))
@@ -90,7 +83,7 @@ type TurnView struct {
 	Turn   uint64 `json:"turn"`
 	Frozen bool   `json:"frozen"`
 	// Intent is the session's stored intent.
-	Intent resolver.Intent `json:"intent"`
+	Intent intent.Intent `json:"intent"`
 	// Source names the rule that decided the base list (R4).
 	Source string `json:"source"`
 	// Tools are every available tool of the resolution, in order.
@@ -170,14 +163,16 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
 		RenderedFor: provider,
 	}
-	if v.RenderedFor == "" {
-		v.RenderedFor = ProviderAnthropic
+	row, ok := deferral.LookupProvider(provider)
+	if !ok { // validated by the callers; render as the default
+		row, _ = deferral.LookupProvider("")
 	}
+	v.RenderedFor = row.Name
 	for _, t := range res.Tools {
 		v.Tools = append(v.Tools, t.Name)
 	}
-	if nativeProvider(v.RenderedFor) {
-		nv := nativeRender(res, v.RenderedFor, ot)
+	if row.Native {
+		nv := nativeRender(res, row, ot)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
@@ -188,11 +183,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
-	if v.RenderedFor == ProviderOpenAI {
-		v.Rendering = resolver.RenderOpenAI(split.Provider)
-	} else {
-		v.Rendering = resolver.RenderAnthropic(split.Provider)
-	}
+	v.Rendering = row.Render(split.Provider, res.Namespaces)
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
 	v.prefix = deferral.PrefixOf(v.Rendering)
@@ -201,26 +192,16 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 
 // nativeRender renders res for a native provider, once per turn when ot is
 // given: the array holds every tool and does not change within the turn.
-func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nativeView {
+func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn) *nativeView {
 	if ot != nil {
 		ot.mu.Lock()
 		defer ot.mu.Unlock()
-		if nv := ot.native[provider]; nv != nil {
+		if nv := ot.native[row.Name]; nv != nil {
 			return nv
 		}
 	}
-	nv := &nativeView{}
-	mode := deferral.ModeAnthropicNative
-	switch provider {
-	case ProviderOpenAINative:
-		mode = deferral.ModeOpenAINative
-		nv.rendering = resolver.RenderOpenAINative(res.Tools, res.Namespaces)
-	case ProviderAnthropicServer:
-		nv.rendering = resolver.RenderAnthropicNative(res.Tools, resolver.AnthropicSearchBM25)
-	default:
-		nv.rendering = resolver.RenderAnthropicNative(res.Tools, "")
-	}
-	nv.catalogText, nv.budget = deferral.NativeContext(mode, res)
+	nv := &nativeView{rendering: row.Render(res.Tools, res.Namespaces)}
+	nv.catalogText, nv.budget = deferral.NativeContext(row.Mode, res)
 	sum := sha256.Sum256(nv.rendering)
 	nv.hash = hex.EncodeToString(sum[:])
 	nv.prefix = deferral.PrefixOf(nv.rendering)
@@ -228,7 +209,7 @@ func nativeRender(res *resolver.Resolution, provider string, ot *openTurn) *nati
 		if ot.native == nil {
 			ot.native = map[string]*nativeView{}
 		}
-		ot.native[provider] = nv
+		ot.native[row.Name] = nv
 	}
 	return nv
 }
@@ -257,7 +238,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	if err != nil {
 		return TurnView{}, err
 	}
-	if st.InTurn && req.Override.Kind == resolver.OverrideNone {
+	if st.InTurn && req.Override.Kind == intent.OverrideNone {
 		var v TurnView
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			v = e.frozenView(st, ot, req.Provider)
@@ -335,136 +316,6 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
 		return v, nil
 	}
-}
-
-// DiscoverResult is what tool_search returns, and the turn afterwards.
-type DiscoverResult struct {
-	// Tools are the full schemas of the tools found (R16): the requested
-	// names in this turn's set, then the query and regex matches.
-	Tools []resolver.Tool `json:"tools"`
-	// Loaded are the names this call loaded.
-	Loaded []string `json:"loaded"`
-	// NotFound are requested names this turn cannot load: a soft result,
-	// the call succeeds (R29).
-	NotFound []string `json:"not_found,omitempty"`
-	// Matches are the ranked query and regex results.
-	Matches []deferral.Match `json:"matches,omitempty"`
-	// Note tells the model what went unanswered, if anything.
-	Note string `json:"note,omitempty"`
-	// Output is the tool result to send back to the model for this
-	// tool_search call, byte-deterministic.
-	Output json.RawMessage `json:"output"`
-	// View is the next provider request of the turn, carrying the loaded
-	// tools' schemas.
-	View TurnView `json:"view"`
-}
-
-// DiscoverRequest is one tool_search call inside the open turn.
-type DiscoverRequest struct {
-	// Search is the model's tool_search input (deferral.ParseSearchInput).
-	Search deferral.SearchRequest
-	// Provider selects the rendering of the view and of Output.
-	Provider string
-	// CallID is the provider's id of the tool_search call, written into
-	// an OpenAI tool_search_output item ("" leaves it out).
-	CallID string
-}
-
-// Discover is tool_search inside the open turn (R16, R29): it finds tools
-// by exact name, keyword query or regex, loads the deferred ones
-// (recorded as DeferredLoaded) so that the next provider request of the
-// turn includes them, and reports unknown names as not found without
-// failing. Output is the tool result for the provider: the full schemas
-// (anthropic, openai), tool_reference blocks (anthropic-native), or a
-// tool_search_output item (openai-native). Only a request outside the
-// tool_search schema is ErrInvalid.
-//
-// A search never loads a tool the session has disabled, even one the turn
-// froze before it was disabled (#26 item 4): it is reported not found, and
-// a disable stored between the search and its DeferredLoaded makes the
-// engine search again. A keyword query loads only its confident matches
-// (deferral.ConfidentShare), at most max_results.
-func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := e.discover(ctx, session, origin, req)
-		if errors.Is(err, aggregate.ErrToolDisabled) && attempt < e.cfg.MaxRetries {
-			continue // disabled meanwhile: the turn was dropped, search the log's turn again
-		}
-		return out, err
-	}
-}
-
-// discover is one attempt of Discover.
-func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
-	if err := validProvider(req.Provider); err != nil {
-		return DiscoverResult{}, err
-	}
-	if err := req.Search.Validate(); err != nil {
-		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	st, err := e.latest(ctx, session, 0)
-	if err != nil {
-		return DiscoverResult{}, err
-	}
-	var out DiscoverResult
-	settled := true
-	// One search at a time per turn, so that the turn loads in the order
-	// the log stores the loads.
-	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
-		st = now
-		sr, err := ot.turn.SearchExcluding(req.Search, now.Intent.Disabled)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
-		if len(sr.Loaded) > 0 {
-			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
-			if err != nil {
-				e.ts.turns.remove(session) // the turn loaded what the log may not hold
-				return err
-			}
-			st = res.State
-			settled = e.settled(session, ot, res.First, res.Last)
-		}
-		if settled {
-			out.View = e.frozenView(st, ot, req.Provider)
-		}
-		return nil
-	})
-	if err != nil || settled {
-		return out, err
-	}
-	// Another engine wrote in between: the log's order wins.
-	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
-		out.View = e.frozenView(st, ot, req.Provider)
-		return nil
-	})
-	return out, err
-}
-
-// discoverOutput renders the tool result of a search for the provider.
-func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req DiscoverRequest) json.RawMessage {
-	var deferred []resolver.Tool
-	for _, t := range sr.Tools {
-		if t.Deferred {
-			deferred = append(deferred, t)
-		}
-	}
-	switch req.Provider {
-	case ProviderAnthropicNative, ProviderAnthropicServer:
-		names := make([]string, len(deferred))
-		for i, t := range deferred {
-			names[i] = t.Name
-		}
-		note := sr.Note
-		if len(names) == 0 && note == "" {
-			note = "the tools found are already loaded; call them directly"
-		}
-		return resolver.RenderToolReferences(names, note)
-	case ProviderOpenAINative:
-		return resolver.RenderToolSearchOutput(req.CallID, deferred, res.Namespaces)
-	}
-	return sr.Output()
 }
 
 // Dispatch returns the provider request for the open turn (or a live
@@ -608,130 +459,4 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 		d.At = recs[len(recs)-1].Time.UnixMilli()
 	}
 	return d, true, nil
-}
-
-// CheckpointResult is a recorded safe point.
-type CheckpointResult struct {
-	Seq    uint64            `json:"seq"`
-	Record checkpoint.Record `json:"checkpoint"`
-}
-
-// Checkpoint records a safe point of the open turn: its loaded deferred
-// tools and the hash of the contract they belong to (R19).
-func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
-	return e.safePoint(ctx, session, origin, false)
-}
-
-// EndTurn ends the open turn at a safe point: TurnEnded and the checkpoint
-// are appended together, atomically.
-func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (CheckpointResult, error) {
-	return e.safePoint(ctx, session, origin, true)
-}
-
-// safePoint records the open turn's loaded set, as the log holds it, at
-// the session's last sequence; when another writer moves the session in
-// between, it reads the log again and retries (the checkpoint is derived
-// from the log, so this is safe).
-func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (CheckpointResult, error) {
-	for attempt := 0; ; attempt++ {
-		st, err := e.latest(ctx, session, 0)
-		if err != nil {
-			return CheckpointResult{}, err
-		}
-		var out CheckpointResult
-		err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
-			rec, err := checkpoint.New(ot.turn.Number(), ot.res, ot.turn.Loaded())
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			cmds := []events.Payload{rec.Event()}
-			if end {
-				cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
-			}
-			expected := st.LastSeq
-			res, err := e.Apply(ctx, session, origin, &expected, cmds...)
-			if err != nil {
-				return err
-			}
-			if end {
-				e.ts.turns.remove(session)
-			} else {
-				e.settled(session, ot, res.First, res.Last)
-			}
-			out = CheckpointResult{Seq: res.Last, Record: rec}
-			return nil
-		})
-		if errors.Is(err, ErrConflict) && attempt < e.cfg.MaxRetries {
-			continue
-		}
-		return out, err
-	}
-}
-
-// ResumeResult is the outcome of Resume.
-type ResumeResult struct {
-	// Outcome says what was restored and, when nothing was, why.
-	Outcome checkpoint.Outcome `json:"outcome"`
-	// Checkpoint is the checkpoint resumed from (nil: none recorded).
-	Checkpoint *checkpoint.Record `json:"checkpoint,omitempty"`
-	// Seq is where the resumed state was recorded (0: nothing written).
-	Seq uint64 `json:"seq"`
-}
-
-// Resume restores a session after a crash (R20, R32): it verifies the
-// last checkpoint's contract hash against the contract the live registry
-// now gives for the session's intent; an equal hash restores the
-// checkpoint's loaded deferred tools exactly, a different one restores
-// each loaded tool whose own contract entry is unchanged and that the
-// current resolution still has deferred, and says per tool why the others
-// were dropped. Searches are never replayed and no tool-result text is
-// read. The restored set is recorded as a new checkpoint, so the session's
-// loaded set is exactly what was restored; the open turn, if any, is
-// closed.
-func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req ResolveRequest) (ResumeResult, error) {
-	if err := req.validate(); err != nil {
-		return ResumeResult{}, err
-	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
-	if err != nil {
-		return ResumeResult{}, err
-	}
-	st.Session = session
-	reg := e.Registry()
-	res, err := e.resolve(st, req)
-	if err != nil {
-		return ResumeResult{}, err
-	}
-	var rec *checkpoint.Record
-	if cp := st.Checkpoint; cp != nil {
-		rec = &checkpoint.Record{Loaded: cp.Loaded, ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion, Turn: cp.Turn, Contract: cp.Contract}
-	}
-	var explain checkpoint.Explainer
-	if reg.Version() == res.RegistryVersion { // not swapped in between
-		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}
-		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
-	}
-	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
-	e.ts.turns.remove(session)
-	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
-	if err != nil {
-		return out, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	needTurnEnd := st.InTurn
-	same := !needTurnEnd && rec != nil && rec.ContractHash == res.ContractHash && slices.Equal(st.Loaded, restored.Loaded)
-	if same || (rec == nil && len(st.Loaded) == 0 && !needTurnEnd) {
-		return out, nil
-	}
-	var cmds []events.Payload
-	if needTurnEnd {
-		cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
-	}
-	cmds = append(cmds, restored.Event())
-	expected := st.LastSeq
-	ar, err := e.Apply(ctx, session, origin, &expected, cmds...)
-	if err != nil {
-		return out, err
-	}
-	out.Seq = ar.Last
-	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
@@ -76,7 +77,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	regA := pushedRegistry(t, "test-a.1", "extra_a")
 	a, _ := engineAt(t, url, regA, true)
 	b, _ := engineAt(t, url, resolver.Default(), false)
-	req := service.ResolveRequest{Profile: "coder", Override: resolver.Override{Kind: resolver.OverrideIntent, Intent: resolver.Intent{Disabled: []string{"bash"}}}}
+	req := service.ResolveRequest{Profile: "coder", Override: intent.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := a.BeginTurn(ctx, "s1", web, req)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 						t.Errorf("%s: the engines' dispatches at seq %d differ", session, v.Seq)
 					}
 				}
-				var cp service.CheckpointResult
+				var cp aggregate.Checkpoint
 				if rng.IntN(2) == 0 {
 					cp, err = pick().Checkpoint(ctx, session, web)
 				} else {

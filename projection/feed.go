@@ -1,0 +1,398 @@
+package projection
+
+// The feed loop: folding the durable feed into the views, flushing them in
+// batches and filling the gaps of unacknowledged writes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// runFeed folds from one feed until an error or ctx ends.
+func (p *Projection) runFeed(ctx context.Context) error {
+	if err := p.checkLog(ctx); err != nil {
+		return err
+	}
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
+	if err != nil {
+		return err
+	}
+	defer feed.Stop()
+	pos, err := feed.Position(ctx)
+	if err != nil {
+		return err
+	}
+	floor := pos.AckFloor
+	// State cached by an earlier feed may be ahead of the views if that
+	// feed failed before a flush: start from the views.
+	p.cacheMu.Lock()
+	p.cache = make(map[string]*aggregate.State)
+	p.revs = make(map[string]uint64)
+	p.cacheMu.Unlock()
+	// A feed that never acknowledged anything rebuilds every view from the
+	// first event: existing views (of an earlier feed) are overwritten.
+	p.trustCache = floor == 0
+	p.setApplied(floor)
+	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
+	u := unflushed{dirty: make(map[string]bool)}
+	var pipe flushPipe
+	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
+	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
+	if pos.Delivered > floor {
+		// An earlier feed was handed these and did not acknowledge them
+		// (a crash, or a shutdown mid-window); the server redelivers them
+		// only after AckWait. Fold them from the log now: catch-up must
+		// not wait for that timer.
+		var recs []jetstream.Record
+		err := p.log.ScanRange(ctx, next, pos.Delivered, func(r jetstream.Record) error {
+			recs = append(recs, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			next = recs[len(recs)-1].Seq + 1
+			u.last, u.events, u.since = recs[len(recs)-1], len(recs), time.Now()
+		}
+		u.pending = pos.Undelivered
+		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
+			return err
+		}
+		if err := pipe.wait(); err != nil {
+			return err
+		}
+	}
+	if pos.Undelivered == 0 && next > pos.Delivered {
+		p.caughtUp.Store(true)
+	}
+	defer func() {
+		// On shutdown, write what was folded and acknowledge it, so a
+		// restart does not fold it again.
+		if u.events > 0 && ctx.Err() != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := pipe.wait(); err == nil {
+				err = p.flush(fctx, feed, &u, &pipe)
+				if err == nil {
+					err = pipe.wait()
+				}
+				if err != nil {
+					p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
+				}
+			}
+		}
+	}()
+	for {
+		wait := time.Duration(-1)
+		if u.events > 0 {
+			wait = max(0, p.flushInterval(&u)-time.Since(u.since))
+		}
+		b, err := feed.NextWithin(ctx, p.cfg.BatchSize, wait)
+		if err != nil {
+			return err
+		}
+		if len(b.Records) > 0 {
+			// Acknowledging acknowledges everything before (AckAll),
+			// including events an earlier feed received and never folded,
+			// or deliveries lost in a consumer leader change: fill such
+			// gaps from the log before folding.
+			recs, err := p.fillGaps(ctx, next, b.Records)
+			if err != nil {
+				return err
+			}
+			if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				next = recs[len(recs)-1].Seq + 1
+				u.last = recs[len(recs)-1]
+			}
+			if u.events == 0 && len(recs) > 0 {
+				u.since = time.Now()
+			}
+			u.events += len(recs)
+			u.batch, u.pending = b, b.Pending
+		}
+		if u.batch.Records == nil {
+			continue
+		}
+		if !p.flushDue(&u) {
+			continue
+		}
+		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
+			return err
+		}
+	}
+}
+
+// Catch-up windows: while the feed is far behind (a replay, a restart
+// after downtime), a window folds up to catchUpEvents events or
+// catchUpSessions sessions, or for catchUpInterval, before its views are
+// written, so a session touched many times in the backlog is written once
+// per window, not once per BatchSize sessions. catchUpEvents stays well
+// under the feed's MaxAckPending (100,000), or delivery would stop before
+// the window is acknowledged.
+const (
+	catchUpPending  = 4096
+	catchUpEvents   = 50_000
+	catchUpSessions = 20_000
+	catchUpInterval = 250 * time.Millisecond
+)
+
+// catchingUp reports whether the last delivery left a backlog large
+// enough for catch-up windows.
+func (u *unflushed) catchingUp() bool { return u.pending >= catchUpPending }
+
+// flushInterval is how long folded events may wait for their view write.
+func (p *Projection) flushInterval(u *unflushed) time.Duration {
+	if u.catchingUp() && p.cfg.FlushInterval > 0 {
+		return max(p.cfg.FlushInterval, catchUpInterval)
+	}
+	return p.cfg.FlushInterval
+}
+
+// flushDue reports whether the folded window should be written now.
+func (p *Projection) flushDue(u *unflushed) bool {
+	if p.cfg.FlushInterval <= 0 || time.Since(u.since) >= p.flushInterval(u) {
+		return true
+	}
+	if u.catchingUp() {
+		return u.events >= catchUpEvents || len(u.order) >= max(p.cfg.BatchSize, catchUpSessions)
+	}
+	return len(u.order) >= p.cfg.BatchSize
+}
+
+// unflushed is what has been folded into the cache but not yet written to
+// the views and acknowledged.
+type unflushed struct {
+	dirty   map[string]bool
+	order   []string // dirty sessions in first-touched order
+	events  int
+	since   time.Time
+	last    jetstream.Record // last folded record
+	batch   jetstream.Batch  // last delivered batch: acknowledging it covers all
+	pending uint64
+}
+
+// flushPipe runs at most one flush's writes at a time in the background,
+// so folding goes on while the views of the previous window are stored;
+// acknowledgements therefore go out in order.
+type flushPipe struct {
+	done chan error // nil when no flush is in flight
+}
+
+// wait blocks until the flush in flight, if any, has finished.
+func (f *flushPipe) wait() error {
+	if f.done == nil {
+		return nil
+	}
+	err := <-f.done
+	f.done = nil
+	return err
+}
+
+// flush encodes the dirty views, resets u, and (after the previous flush
+// finished) writes them and then acknowledges everything delivered, in the
+// background.
+func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflushed, pipe *flushPipe) error {
+	puts := make([]jetstream.Put, 0, len(u.order))
+	p.cacheMu.RLock()
+	for _, s := range u.order {
+		data, err := aggregate.MarshalState(*p.cache[s])
+		if err != nil {
+			p.cacheMu.RUnlock()
+			return fmt.Errorf("encode view of %q: %w", s, err)
+		}
+		puts = append(puts, jetstream.Put{Key: s, Value: data})
+	}
+	p.cacheMu.RUnlock()
+	n, last, pending, batch := u.events, u.last, u.pending, u.batch
+	clear(u.dirty)
+	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
+	if err := pipe.wait(); err != nil {
+		return err
+	}
+	// Each view is written only over the revision this runner read or
+	// wrote (issue 12, item 7): a runner that lost its lease cannot
+	// overwrite the views of the one that took over.
+	p.cacheMu.RLock()
+	for i := range puts {
+		if rev, ok := p.revs[puts[i].Key]; ok {
+			puts[i].Cond, puts[i].Rev = true, rev
+		}
+	}
+	p.cacheMu.RUnlock()
+	p.evict(puts)
+	pipe.done = make(chan error, 1)
+	go func(done chan<- error) {
+		revs, err := p.views.PutAllSeq(ctx, puts)
+		if err != nil {
+			done <- err
+			return
+		}
+		var viewsSeq uint64
+		p.cacheMu.Lock()
+		for i, rev := range revs {
+			viewsSeq = max(viewsSeq, rev)
+			if _, cached := p.cache[puts[i].Key]; cached {
+				p.revs[puts[i].Key] = rev
+			}
+		}
+		p.cacheMu.Unlock()
+		if n > 0 {
+			// The watermark, written before the acknowledgement: a log
+			// (or views bucket) found behind it on a later start lost
+			// what it held.
+			if err := p.meta.SetWatermark(ctx, last.Seq, viewsSeq); err != nil {
+				done <- err
+				return
+			}
+		}
+		if err := feed.Ack(batch); err != nil {
+			done <- err
+			return
+		}
+		if n > 0 {
+			p.folded.Add(uint64(n))
+			p.setApplied(last.Seq)
+		}
+		p.caughtUp.Store(pending == 0)
+		if p.cfg.OnBatch != nil && n > 0 {
+			p.cfg.OnBatch(n, time.Since(last.Time), pending)
+		}
+		done <- nil
+	}(pipe.done)
+	return nil
+}
+
+// fillGaps returns the records to fold from a delivered batch, in stream
+// order from next on: redeliveries below next are dropped and missing
+// sequences are read from the log.
+func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jetstream.Record) ([]jetstream.Record, error) {
+	out := make([]jetstream.Record, 0, len(delivered))
+	for _, r := range delivered {
+		if r.Seq < next {
+			continue
+		}
+		if r.Seq > next {
+			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
+			gap, err := p.readGap(ctx, next, r.Seq-1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, gap...)
+		}
+		out = append(out, r)
+		next = r.Seq + 1
+	}
+	return out, nil
+}
+
+// readGap reads the events [from, to] the feed did not deliver. The
+// stream's sequences are contiguous (deletes are denied), so a sequence
+// that cannot be read is damage: reported (ErrDamagedLog), not skipped,
+// unless AcceptGaps. A replica may lag a moment behind the leader: the
+// read is tried again for about two seconds first.
+func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.Record, error) {
+	var out []jetstream.Record
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		out = out[:0]
+		err := p.log.ScanRange(ctx, from, to, func(g jetstream.Record) error {
+			out = append(out, g)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(out)) == to-from+1 {
+			return out, nil
+		}
+		if p.cfg.AcceptGaps {
+			p.cfg.Logger.Warn().Uint64("from", from).Uint64("to", to).Int("readable", len(out)).Msg("damaged log: unreadable sequences skipped (rebuild accepts the loss)")
+			return out, nil
+		}
+		if wait > time.Second {
+			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (p *Projection) setApplied(seq uint64) {
+	p.mu.Lock()
+	if seq > p.applied.Load() {
+		p.applied.Store(seq)
+		close(p.advance)
+		p.advance = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// fold applies records to the cached views and marks the touched ones.
+func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
+	// Load the views of sessions not cached, and the registries in force
+	// for the events whose verdict needs one, outside the lock.
+	evs := make([]aggregate.Stored, len(recs))
+	for i, rec := range recs {
+		if err := p.load(ctx, rec.Session); err != nil {
+			return err
+		}
+		var err error
+		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
+			return err
+		}
+	}
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	for i, rec := range recs {
+		st := p.cache[rec.Session]
+		if rec.Seq <= st.LastSeq {
+			continue // redelivered: already in the view
+		}
+		if err := st.ApplyStored(evs[i]); err != nil {
+			p.report(rec, err)
+		}
+		if !dirty[rec.Session] {
+			dirty[rec.Session] = true
+			*order = append(*order, rec.Session)
+		}
+	}
+	return nil
+}
+
+// stored is rec as the fold takes it, without a registry (see
+// Registries.Stored).
+func stored(rec jetstream.Record) aggregate.Stored {
+	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}
+}
+
+// report logs and counts an event the fold did not apply (R26, R28).
+func (p *Projection) report(rec jetstream.Record, err error) {
+	ev := p.cfg.Logger.Warn().Uint64("seq", rec.Seq).Str("session", rec.Session).Str("id", rec.Envelope.ID).Err(err)
+	if errors.Is(err, aggregate.ErrRejected) {
+		p.rejected.Add(1)
+		ev.Str("type", string(rec.Envelope.Type)).Msg("event rejected: it breaks a fold rule; kept in the log, not applied")
+		if p.cfg.OnReject != nil {
+			p.cfg.OnReject(rec, err)
+		}
+		return
+	}
+	p.skipped.Add(1)
+	ev.Msg("event skipped: cannot be folded")
+	if p.cfg.OnSkip != nil {
+		p.cfg.OnSkip(rec)
+	}
+}

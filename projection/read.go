@@ -1,0 +1,270 @@
+package projection
+
+// Reading views: the cache, the KV bucket and the log behind Read, and the
+// reconciliation of the views with the log.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// load makes sure a session's state is cached, reading its view on a miss.
+func (p *Projection) load(ctx context.Context, session string) error {
+	p.cacheMu.RLock()
+	_, ok := p.cache[session]
+	p.cacheMu.RUnlock()
+	if ok {
+		return nil
+	}
+	st := &aggregate.State{Session: session}
+	var rev uint64
+	known := false
+	if session != "" && !p.trustCache {
+		s, r, err := p.viewRev(ctx, session)
+		if err != nil {
+			return err
+		}
+		st, rev, known = &s, r, true
+	}
+	p.cacheMu.Lock()
+	if _, ok := p.cache[session]; !ok {
+		p.cache[session] = st
+		if known {
+			p.revs[session] = rev
+		}
+	}
+	p.cacheMu.Unlock()
+	return nil
+}
+
+// viewOf reads a session's view (see viewRev).
+func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
+	st, _, err := p.viewRev(ctx, session)
+	return st, err
+}
+
+// viewRev reads a session's view from KV and its revision: the fold of
+// its log when it has none (a new session reads as the zero state) or the
+// view cannot be decoded by this build.
+func (p *Projection) viewRev(ctx context.Context, session string) (aggregate.State, uint64, error) {
+	data, rev, err := p.views.GetRev(ctx, session)
+	if err != nil {
+		return aggregate.State{Session: session}, 0, err
+	}
+	if data == nil {
+		// No view: a new session, or a view lost with a damaged views
+		// file. Never serve the defaults for a session with events: fold
+		// its log (issue 12, item 3).
+		st, err := p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		if err == nil && st.LastSeq > 0 {
+			p.cfg.Logger.Warn().Str("session", session).Uint64("seq", st.LastSeq).Msg("view missing: refolded from the log")
+		}
+		return st, 0, err
+	}
+	st, err := aggregate.UnmarshalState(data)
+	if err != nil {
+		p.cfg.Logger.Warn().Str("session", session).Err(err).Msg("view unreadable: rebuilding from the log")
+		st, err = p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
+		return st, rev, err
+	}
+	return st, rev, nil
+}
+
+// evict drops cached views beyond CacheSize, but not those being written
+// (inflight): read back before their write lands, they would be stale.
+func (p *Projection) evict(inflight []jetstream.Put) {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if len(p.cache) <= p.cfg.CacheSize {
+		return
+	}
+	// Drop about a tenth; map order is random, which is all eviction
+	// needs (no output depends on it).
+	n := len(p.cache) - p.cfg.CacheSize + p.cfg.CacheSize/10
+	keep := make(map[string]bool, len(inflight))
+	for _, put := range inflight {
+		keep[put.Key] = true
+	}
+	for k := range p.cache {
+		if n == 0 {
+			break
+		}
+		if keep[k] {
+			continue
+		}
+		delete(p.cache, k)
+		delete(p.revs, k)
+		n--
+	}
+	p.trustCache = false
+}
+
+// foldLog folds the session's events after st.LastSeq, up to upTo (0: the
+// end), into st.
+func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
+	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
+		ev, err := p.regs.Stored(ctx, r)
+		if err != nil {
+			return err
+		}
+		st.ApplyStored(ev) //nolint:errcheck // recorded in st; the projection reports
+		return nil
+	})
+	return st, err
+}
+
+// ReadOptions qualify a read.
+type ReadOptions struct {
+	// MinSeq asks for read-your-writes: the view returned has folded every
+	// event of the session up to at least this stream sequence. When the
+	// stored view is older, the missing tail is folded from the log (a
+	// bounded replay from the view's sequence).
+	MinSeq uint64
+	// Latest folds whatever the log holds after the view (strong read).
+	Latest bool
+}
+
+// Read returns a session's view: from the memory of the projection when
+// this process runs it and holds the session (fresher than the KV view,
+// which it writes at most FlushInterval later), else one KV get; plus a
+// tail fold from the log only when opts ask for something fresher. A
+// session with no events reads as the zero state (intent: follow the
+// profile), not an error.
+func (p *Projection) Read(ctx context.Context, session string, opts ReadOptions) (aggregate.State, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return aggregate.State{}, fmt.Errorf("read session %q: %w", session, err)
+	}
+	st, ok := p.cached(session)
+	if !ok {
+		var err error
+		if st, err = p.viewOf(ctx, session); err != nil {
+			return aggregate.State{}, err
+		}
+	}
+	var err error
+	if !opts.Latest && st.LastSeq >= opts.MinSeq {
+		return st, nil
+	}
+	st, err = p.foldLog(ctx, session, st, 0)
+	// On a replicated stream any replica may answer a direct get, and a
+	// follower can lag the leader for a moment: the write at MinSeq was
+	// acknowledged, so wait (bounded) for the replicas to have it.
+	deadline := time.Now().Add(readYourWritesWait)
+	for wait := 5 * time.Millisecond; err == nil && opts.MinSeq > 0 && st.LastSeq < opts.MinSeq; wait = min(wait*2, 200*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("read session %q: no replica has sequence %d after %s (the session is at %d; is that sequence this session's?): %w",
+				session, opts.MinSeq, readYourWritesWait, st.LastSeq, ErrNotCaughtUp)
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("read session %q at sequence %d (have %d): %w: %w", session, opts.MinSeq, st.LastSeq, ErrNotCaughtUp, ctx.Err())
+		case <-time.After(wait):
+		}
+		st, err = p.foldLog(ctx, session, st, 0)
+	}
+	return st, err
+}
+
+// readYourWritesWait bounds how long a read waits for a replica to have
+// the sequence it asks for.
+const readYourWritesWait = 5 * time.Second
+
+// cached returns a copy of the session's state in the projection's memory.
+func (p *Projection) cached(session string) (aggregate.State, bool) {
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	st, ok := p.cache[session]
+	if !ok {
+		return aggregate.State{}, false
+	}
+	return st.Clone(), true
+}
+
+// ErrNotCaughtUp is returned by WaitApplied when ctx ends first.
+var ErrNotCaughtUp = errors.New("projection has not reached the sequence")
+
+// WaitApplied blocks until the projection has folded and acknowledged the
+// stream up to seq, or ctx ends.
+func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.Lock()
+		if p.applied.Load() >= seq {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.advance
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for sequence %d (at %d): %w: %w", seq, p.applied.Load(), ErrNotCaughtUp, ctx.Err())
+		}
+	}
+}
+
+// Sessions lists the sessions that have a view, sorted.
+func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
+	return p.views.Keys(ctx)
+}
+
+// Reconcile checks every stored view against the log, after a rebuild
+// of a damaged store: a view that claims a later sequence than its
+// session has in the log (its events were lost with the store) is
+// refolded from what the log holds (the zero view when it holds nothing), so
+// that the session does not refuse every append as a conflict. It
+// returns how many views it corrected. Run it with the projection
+// stopped.
+func (p *Projection) Reconcile(ctx context.Context) (int, error) {
+	keys, err := p.views.Keys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	fixed := 0
+	for _, s := range keys {
+		if events.ValidateSessionID(s) != nil {
+			continue
+		}
+		v, err := p.viewOf(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		last, err := p.log.LastSeq(ctx, s)
+		if err != nil {
+			return fixed, err
+		}
+		if v.LastSeq <= last {
+			continue
+		}
+		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
+		if err != nil {
+			return fixed, err
+		}
+		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
+		// A session the log holds nothing of gets the zero view (no KV
+		// delete: a tombstone would hide the key's revision from the
+		// conditional writes).
+		data, err := aggregate.MarshalState(st)
+		if err == nil {
+			err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
+		}
+		if err != nil {
+			return fixed, err
+		}
+		fixed++
+	}
+	return fixed, nil
+}
+
+// Cached is the number of sessions whose state the projection holds in
+// memory (at most Config.CacheSize after each flush).
+func (p *Projection) Cached() int {
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	return len(p.cache)
+}

@@ -1,0 +1,128 @@
+package service
+
+// Discover: tool_search inside a frozen turn, the loads it records and the
+// output it returns (R15, R16).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
+)
+
+// DiscoverResult is what tool_search returns, and the turn afterwards.
+type DiscoverResult struct {
+	// Tools are the full schemas of the tools found (R16): the requested
+	// names in this turn's set, then the query and regex matches.
+	Tools []resolver.Tool `json:"tools"`
+	// Loaded are the names this call loaded.
+	Loaded []string `json:"loaded"`
+	// NotFound are requested names this turn cannot load: a soft result,
+	// the call succeeds (R29).
+	NotFound []string `json:"not_found,omitempty"`
+	// Matches are the ranked query and regex results.
+	Matches []deferral.Match `json:"matches,omitempty"`
+	// Note tells the model what went unanswered, if anything.
+	Note string `json:"note,omitempty"`
+	// Output is the tool result to send back to the model for this
+	// tool_search call, byte-deterministic.
+	Output json.RawMessage `json:"output"`
+	// View is the next provider request of the turn, carrying the loaded
+	// tools' schemas.
+	View TurnView `json:"view"`
+}
+
+// DiscoverRequest is one tool_search call inside the open turn.
+type DiscoverRequest struct {
+	// Search is the model's tool_search input (deferral.ParseSearchInput).
+	Search deferral.SearchRequest
+	// Provider selects the rendering of the view and of Output.
+	Provider string
+	// CallID is the provider's id of the tool_search call, written into
+	// an OpenAI tool_search_output item ("" leaves it out).
+	CallID string
+}
+
+// Discover is tool_search inside the open turn (R16, R29): it finds tools
+// by exact name, keyword query or regex, loads the deferred ones
+// (recorded as DeferredLoaded) so that the next provider request of the
+// turn includes them, and reports unknown names as not found without
+// failing. Output is the tool result for the provider: the full schemas
+// (anthropic, openai), tool_reference blocks (anthropic-native), or a
+// tool_search_output item (openai-native). Only a request outside the
+// tool_search schema is ErrInvalid.
+//
+// A search never loads a tool the session has disabled, even one the turn
+// froze before it was disabled (#26 item 4): it is reported not found, and
+// a disable stored between the search and its DeferredLoaded makes the
+// engine search again. A keyword query loads only its confident matches
+// (deferral.ConfidentShare), at most max_results.
+func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := e.discover(ctx, session, origin, req)
+		if errors.Is(err, aggregate.ErrToolDisabled) && attempt < e.cfg.MaxRetries {
+			continue // disabled meanwhile: the turn was dropped, search the log's turn again
+		}
+		return out, err
+	}
+}
+
+// discover is one attempt of Discover.
+func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+	if err := validProvider(req.Provider); err != nil {
+		return DiscoverResult{}, err
+	}
+	if err := req.Search.Validate(); err != nil {
+		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	st, err := e.latest(ctx, session, 0)
+	if err != nil {
+		return DiscoverResult{}, err
+	}
+	var out DiscoverResult
+	settled := true
+	// One search at a time per turn, so that the turn loads in the order
+	// the log stores the loads.
+	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
+		st = now
+		sr, err := ot.turn.SearchExcluding(req.Search, now.Intent.Disabled)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
+		if len(sr.Loaded) > 0 {
+			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
+			if err != nil {
+				e.ts.turns.remove(session) // the turn loaded what the log may not hold
+				return err
+			}
+			st = res.State
+			settled = e.settled(session, ot, res.First, res.Last)
+		}
+		if settled {
+			out.View = e.frozenView(st, ot, req.Provider)
+		}
+		return nil
+	})
+	if err != nil || settled {
+		return out, err
+	}
+	// Another engine wrote in between: the log's order wins.
+	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
+		out.View = e.frozenView(st, ot, req.Provider)
+		return nil
+	})
+	return out, err
+}
+
+// discoverOutput renders the tool result of a search for the provider
+// (its row's search output; the request's provider is validated).
+func discoverOutput(sr deferral.SearchResult, res *resolver.Resolution, req DiscoverRequest) json.RawMessage {
+	row, _ := deferral.LookupProvider(req.Provider)
+	return row.Output(sr, res, req.CallID)
+}
