@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // Requests. Every request is one JSON object; over NATS it is the message
@@ -272,120 +273,50 @@ func (u Until) parse() (service.Until, error) {
 	return service.Until{Time: t}, nil
 }
 
-// Responses. Field names are snake_case; lists are [] rather than null
-// where this package builds them.
-
-// SessionView is a session's stored state: its intent (R1), loaded
-// deferred tools, turn and last checkpoint (session.intent).
+// SessionView is a session's stored state (session.intent): wire.Session,
+// but with the engine's Intent until wire and resolver share one intent
+// type (#25 item 3).
 type SessionView struct {
-	Session string `json:"session"`
-	// Seq is the stream sequence of the last event folded in.
-	Seq    uint64          `json:"seq"`
-	Intent resolver.Intent `json:"intent"`
-	Loaded []string        `json:"loaded"`
-	Turn   uint64          `json:"turn"`
-	InTurn bool            `json:"in_turn"`
-	// Events counts applied events, Skipped undecodable ones (R26),
-	// Rejected the ones kept in the log but not applied because they break
-	// a fold rule (R28).
+	Session    string          `json:"session"`
+	Seq        uint64          `json:"seq"`
+	Intent     resolver.Intent `json:"intent"`
+	Loaded     []string        `json:"loaded"`
+	Turn       uint64          `json:"turn"`
+	InTurn     bool            `json:"in_turn"`
 	Events     uint64          `json:"events"`
 	Skipped    uint64          `json:"skipped"`
 	Rejected   uint64          `json:"rejected"`
 	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
-	// Rejections are the last events not applied (skipped or rejected),
-	// oldest first: how a direct publisher learns that an acknowledged
-	// event was not applied, and why.
 	Rejections []RejectionView `json:"rejections,omitempty"`
 }
 
-// RejectionView is one event kept in the log but not applied.
-type RejectionView struct {
-	Seq  uint64 `json:"seq"`
-	ID   string `json:"id"`
-	Type string `json:"type"`
-	// Kind is "skipped" (undecodable, R26) or "rejected" (breaks a fold
-	// rule, R28).
-	Kind   string `json:"kind"`
-	Reason string `json:"reason"`
-}
-
-// CheckpointView is a recorded checkpoint (R19).
-type CheckpointView struct {
-	Loaded          []string `json:"loaded_deferred_tools"`
-	ContractHash    string   `json:"contract_hash"`
-	RegistryVersion string   `json:"registry_version"`
-	Turn            uint64   `json:"turn"`
-	// Seq is the sequence of the CheckpointRecorded event (0 when not
-	// known yet).
-	Seq      uint64                 `json:"seq,omitempty"`
-	Contract []events.ContractEntry `json:"contract,omitempty"`
-}
-
-// AppendResponse is the outcome of events.append.
+// AppendResponse is the outcome of events.append: wire.AppendReply with
+// the engine's SessionView.
 type AppendResponse struct {
-	Session string `json:"session"`
-	// FirstSeq and LastSeq are the stream sequences of the stored events
-	// (0 when every command was a no-op). Pass LastSeq as min_seq to read
-	// your writes.
-	FirstSeq  uint64 `json:"first_seq"`
-	LastSeq   uint64 `json:"last_seq"`
-	Duplicate bool   `json:"duplicate"`
-	Retries   int    `json:"retries"`
-	// EventIDs are the ids (ULIDs) of the stored events, in order.
-	EventIDs []string    `json:"event_ids,omitempty"`
-	State    SessionView `json:"state"`
+	Session   string      `json:"session"`
+	FirstSeq  uint64      `json:"first_seq"`
+	LastSeq   uint64      `json:"last_seq"`
+	Duplicate bool        `json:"duplicate"`
+	Retries   int         `json:"retries"`
+	EventIDs  []string    `json:"event_ids,omitempty"`
+	State     SessionView `json:"state"`
 }
 
-// CheckpointResponse is the outcome of turn.checkpoint and turn.end.
-type CheckpointResponse struct {
-	Session    string         `json:"session"`
-	Seq        uint64         `json:"seq"`
-	Checkpoint CheckpointView `json:"checkpoint"`
-}
-
-// ResumeResponse is the outcome of session.resume (R20).
-type ResumeResponse struct {
-	Session string        `json:"session"`
-	Outcome ResumeOutcome `json:"outcome"`
-	// Checkpoint is the checkpoint resumed from (absent: none recorded).
-	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
-	// Seq is where the resumed state was recorded (0: nothing written).
-	Seq uint64 `json:"seq"`
-}
-
-// ResumeOutcome says what a resume restored and why each loaded tool was
-// restored or dropped (R32). ok is true when every loaded tool came back.
-type ResumeOutcome struct {
-	Restored []string         `json:"restored"`
-	OK       bool             `json:"ok"`
-	Reason   string           `json:"reason"`
-	Changes  []ContractChange `json:"changes,omitempty"`
-	// Tools has one decision per loaded tool of the checkpoint.
-	Tools []ResumeDecision `json:"tools"`
-}
-
-// ResumeDecision is what a resume did with one loaded tool of the
-// checkpoint: kind is restored, removed, unavailable, not-permitted,
-// now-resident, changed, not-recorded, unverifiable or refused; rule is,
-// for not-permitted, the explain rule that leaves the tool out.
-type ResumeDecision struct {
-	Tool   string `json:"tool"`
-	Kind   string `json:"kind"`
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason"`
-}
-
-// ContractChange is one difference between a checkpoint's contract and
-// the current one.
-type ContractChange struct {
-	Tool string `json:"tool,omitempty"`
-	// Kind is removed, schema-changed, added, reordered or
-	// registry-version.
-	Kind        string `json:"kind"`
-	From        string `json:"from,omitempty"`
-	To          string `json:"to,omitempty"`
-	Description string `json:"description"`
-}
+// Replies: wire's types (one definition with the client's). Lists are []
+// rather than null where this package builds them.
+type (
+	RejectionView      = wire.Rejection
+	CheckpointView     = wire.Checkpoint
+	CheckpointResponse = wire.CheckpointReply
+	ResumeResponse     = wire.ResumeReply
+	ResumeOutcome      = wire.ResumeOutcome
+	ResumeDecision     = wire.ResumeDecision
+	ContractChange     = wire.ContractChange
+	SessionsResponse   = wire.SessionList
+	DispatchRecord     = wire.DispatchRecord
+	RegistryInfo       = wire.RegistryInfo
+	ToolInfo           = wire.RegistryTool
+)
 
 // HistoryResponse is one page of a session's timeline (session.history,
 // R25), in stream order.
@@ -434,47 +365,6 @@ type HistoryEntry struct {
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
 }
 
-// SessionsResponse lists the sessions that have a view (sessions.list).
-type SessionsResponse struct {
-	Sessions []string `json:"sessions"`
-}
-
-// DispatchRecord is the classification the last dispatch of a session
-// recorded in this engine process (turn.inspect, R21).
-type DispatchRecord struct {
-	Session      string   `json:"session"`
-	Turn         uint64   `json:"turn"`
-	ContractHash string   `json:"contract_hash"`
-	Resident     []string `json:"resident"`
-	Deferred     []string `json:"deferred"`
-	Loaded       []string `json:"loaded"`
-	// AtMs is the dispatch time in unix milliseconds.
-	AtMs int64 `json:"at_ms"`
-}
-
-// RegistryInfo describes the live registry (registry.info).
-type RegistryInfo struct {
-	Version              string              `json:"version"`
-	Tools                []ToolInfo          `json:"tools"`
-	DefaultTools         []string            `json:"default_tools"`
-	ResidentTools        []string            `json:"resident_tools"`
-	DeferredDefaultTools []string            `json:"deferred_default_tools"`
-	Presets              map[string][]string `json:"presets"`
-	Profiles             []resolver.Profile  `json:"profiles"`
-}
-
-// ToolInfo is one registry tool, without its schema.
-type ToolInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Available   bool   `json:"available"`
-	Deferred    bool   `json:"deferred"`
-	Permission  string `json:"permission,omitempty"`
-	// Native lists the providers whose rendering emits the provider's
-	// built-in tool instead of a function (seed §8).
-	Native []string `json:"native,omitempty"`
-}
-
 func nonNil(xs []string) []string {
 	if xs == nil {
 		return []string{}
@@ -493,7 +383,7 @@ func viewOf(st aggregate.State) SessionView {
 	if cp := st.Checkpoint; cp != nil {
 		v.Checkpoint = &CheckpointView{
 			Loaded: nonNil(cp.Loaded), ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion,
-			Turn: cp.Turn, Seq: cp.Seq, Contract: cp.Contract,
+			Turn: cp.Turn, Seq: cp.Seq, Contract: contractOf(cp.Contract),
 		}
 	}
 	return v
@@ -502,8 +392,16 @@ func viewOf(st aggregate.State) SessionView {
 func checkpointOf(r checkpoint.Record, seq uint64) CheckpointView {
 	return CheckpointView{
 		Loaded: nonNil(r.Loaded), ContractHash: r.ContractHash, RegistryVersion: r.RegistryVersion,
-		Turn: r.Turn, Seq: seq, Contract: r.Contract,
+		Turn: r.Turn, Seq: seq, Contract: contractOf(r.Contract),
 	}
+}
+
+func contractOf(c []events.ContractEntry) []wire.ContractEntry {
+	var out []wire.ContractEntry
+	for _, e := range c {
+		out = append(out, wire.ContractEntry(e))
+	}
+	return out
 }
 
 func resumeOf(session string, r service.ResumeResult) ResumeResponse {
@@ -593,7 +491,7 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 		Version: reg.Version(), Tools: []ToolInfo{},
 		DefaultTools: nonNil(reg.DefaultTools()), ResidentTools: nonNil(reg.ResidentTools()),
 		DeferredDefaultTools: nonNil(reg.DeferredDefaultTools()),
-		Presets:              map[string][]string{}, Profiles: []resolver.Profile{},
+		Presets:              map[string][]string{}, Profiles: []wire.Profile{},
 	}
 	for _, t := range reg.Tools() {
 		ti := ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission}
@@ -614,7 +512,7 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 			if p.Name == "" {
 				p.Name = name
 			}
-			info.Profiles = append(info.Profiles, p)
+			info.Profiles = append(info.Profiles, wire.Profile(p))
 		}
 	}
 	return info

@@ -312,8 +312,8 @@ type Tool struct {
 // Match is one ranked result of a query or regex.
 type Match struct {
 	Name  string  `json:"name"`
-	Score float64 `json:"score"`
 	Via   string  `json:"via"`
+	Score float64 `json:"score"`
 	// Weak marks a query match too far below the best one to be loaded.
 	Weak bool `json:"weak,omitempty"`
 }
@@ -414,14 +414,14 @@ type BudgetTable struct {
 	Tools                     int        `json:"tools"`
 	ResidentTools             int        `json:"resident_tools"`
 	Deferred                  []string   `json:"deferred"`
-	Unreachable               []string   `json:"unreachable,omitempty"`
 	WithoutDeferral           TokenCount `json:"without_deferral"`
 	WithDeferral              TokenCount `json:"with_deferral"`
 	Catalog                   TokenCount `json:"catalog"`
 	CatalogGrouped            bool       `json:"catalog_grouped,omitempty"`
 	ReductionPercent          float64    `json:"reduction_percent"`
-	EstimatedReductionPercent float64    `json:"estimated_reduction_percent"`
 	NetReductionPercent       float64    `json:"net_reduction_percent"`
+	EstimatedReductionPercent float64    `json:"estimated_reduction_percent"`
+	Unreachable               []string   `json:"unreachable,omitempty"`
 }
 
 // TokenCount is a token count by the engine's estimate and by a real
