@@ -11,7 +11,6 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -19,8 +18,8 @@ import (
 // Client is the Go client (package client) seen with the engine's own
 // types (events.Payload commands, service.TurnView replies), for tests
 // that link the engine. Errors from the engine are *APIError; errors.Is
-// also matches them against service.ErrConflict, service.ErrNoTurn,
-// ErrBadRequest and the jetstream sentinels of their code.
+// also matches them against ErrBadRequest and any engine sentinel whose
+// service.KindOf maps to their code (service.ErrConflict, ErrNoTurn, ...).
 //
 // Deprecated: use client.Client; this façade only keeps the tests that
 // still use it compiling (#25 item 1) and goes with them.
@@ -59,21 +58,11 @@ func (e engineError) Error() string { return e.e.Error() }
 func (e engineError) Unwrap() error { return e.e }
 
 func (e engineError) Is(target error) bool {
-	switch target {
-	case service.ErrConflict:
-		return e.e.Code == CodeConflict
-	case service.ErrNoTurn:
-		return e.e.Code == CodeNoTurn
-	case jetstream.ErrOutcomeUnknown:
-		return e.e.Code == CodeOutcomeUnknown
-	case jetstream.ErrStorageFull:
-		return e.e.Code == CodeStorageFull
-	case jetstream.ErrKeyInUse:
-		return e.e.Code == CodeKeyInUse
-	case ErrBadRequest, service.ErrInvalid:
-		return e.e.Code == CodeInvalid
+	k := service.KindOf(target)
+	if target == ErrBadRequest {
+		k = service.KindInvalid
 	}
-	return false
+	return k != service.KindInternal && kindCodes[k].code == e.e.Code
 }
 
 func call[Out any](ctx context.Context, c *Client, op wire.Operation, req any) (Out, error) {

@@ -1,21 +1,11 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/toolintent/engine/aggregate"
-	"github.com/toolintent/engine/checkpoint"
-	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -60,78 +50,44 @@ func badRequest(format string, args ...any) error {
 // code, as a decimal string).
 type APIError = wire.Error
 
+// kindCodes maps the service's error kinds to the reply's status and code.
+var kindCodes = map[service.Kind]struct {
+	status int
+	code   string
+}{
+	service.KindInternal:       {http.StatusInternalServerError, CodeInternal},
+	service.KindConflict:       {http.StatusConflict, CodeConflict},
+	service.KindNoTurn:         {http.StatusConflict, CodeNoTurn},
+	service.KindOutcomeUnknown: {http.StatusServiceUnavailable, CodeOutcomeUnknown},
+	service.KindStorageFull:    {http.StatusInsufficientStorage, CodeStorageFull},
+	service.KindKeyInUse:       {http.StatusUnprocessableEntity, CodeKeyInUse},
+	service.KindInvalid:        {http.StatusBadRequest, CodeInvalid},
+	service.KindUnavailable:    {http.StatusServiceUnavailable, CodeUnavailable},
+}
+
 // errorOf maps an error of the service layer (or of this package) to its
-// reply: the code, the HTTP status and the message.
+// reply: the code, the HTTP status and the message. The service decides
+// the kind (service.KindOf); this maps kinds to codes.
 func errorOf(err error) *APIError {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	msg := err.Error()
-	var ce *jetstream.ConflictError
+	kind := service.KindOf(err)
+	if errors.Is(err, ErrBadRequest) {
+		kind = service.KindInvalid
+	}
+	kc := kindCodes[kind]
+	e := &APIError{Status: kc.status, Code: kc.code, Message: err.Error()}
+	var ce *service.ConflictError
+	var ke *service.KeyInUseError
 	switch {
-	case errors.As(err, &ce):
-		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: msg, Expected: ce.Expected, Actual: ce.Actual}
-	case errors.Is(err, service.ErrConflict):
-		return &APIError{Status: http.StatusConflict, Code: CodeConflict, Message: msg}
-	case errors.Is(err, service.ErrNoTurn):
-		return &APIError{Status: http.StatusConflict, Code: CodeNoTurn, Message: msg}
-	case errors.Is(err, jetstream.ErrOutcomeUnknown):
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, Message: msg}
-	case errors.Is(err, jetstream.ErrStorageFull):
-		return &APIError{Status: http.StatusInsufficientStorage, Code: CodeStorageFull, Message: msg}
-	case errors.Is(err, jetstream.ErrKeyInUse):
-		var ke *jetstream.KeyInUseError
-		if errors.As(err, &ke) {
-			msg = ke.Error() // the reason only: nothing of the session that holds the key
-		}
-		return &APIError{Status: http.StatusUnprocessableEntity, Code: CodeKeyInUse, Message: msg}
-	case invalid(err):
-		return &APIError{Status: http.StatusBadRequest, Code: CodeInvalid, Message: msg}
-	case unavailable(err):
-		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: msg}
+	case kind == service.KindConflict && errors.As(err, &ce):
+		e.Expected, e.Actual = ce.Expected, ce.Actual
+	case kind == service.KindKeyInUse && errors.As(err, &ke):
+		e.Message = ke.Error() // the reason only: nothing of the session that holds the key
 	}
-	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: msg}
-}
-
-// invalid reports errors caused by the request itself.
-func invalid(err error) bool {
-	for _, target := range []error{
-		ErrBadRequest, service.ErrInvalid,
-		events.ErrInvalidSession, events.ErrInvalidName, events.ErrInvalidEvent, events.ErrTooLarge,
-		aggregate.ErrInvalidCommand, aggregate.ErrMaterialized, aggregate.ErrUnknownTool,
-		resolver.ErrUnknownPreset, resolver.ErrUnknownProfile, resolver.ErrInvalidRequest,
-		checkpoint.ErrNotInContract, jetstream.ErrInvalidSession,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
-
-// unavailable reports errors that mean JetStream or the connection to it
-// cannot serve now: worth a retry later, not a bug.
-func unavailable(err error) bool {
-	for _, target := range []error{
-		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
-		nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers, jetstream.ErrNotSent,
-		natsjs.ErrNoStreamResponse, natsjs.ErrJetStreamNotEnabled, natsjs.ErrJetStreamNotEnabledForAccount,
-		natsjs.ErrServerShutdown, projection.ErrNotCaughtUp,
-		context.DeadlineExceeded, context.Canceled,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	// A JetStream API error that says 503 (no leader, no quorum, ...);
-	// *natsjs.APIError implements JetStreamError too.
-	var jsErr natsjs.JetStreamError
-	if errors.As(err, &jsErr) {
-		ae := jsErr.APIError()
-		return ae != nil && ae.Code == http.StatusServiceUnavailable
-	}
-	return false
+	return e
 }
 
 // oneLine makes a message safe for a NATS header.
