@@ -18,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/internal/msgpackcheck"
+	"github.com/toolintent/engine/wire"
 )
 
 // Request structs are flat: each exported field has a json tag, which is
@@ -218,7 +219,8 @@ func decodeBody(data []byte, contentType string, req any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {
-		if errors.Is(err, ErrBadRequest) {
+		var we *wire.Error
+		if errors.Is(err, ErrBadRequest) || errors.As(err, &we) {
 			return err
 		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {

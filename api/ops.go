@@ -343,7 +343,7 @@ func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin)
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return service.ExplainResult{}, badRequest("tool: %v", err)
 	}
-	until, err := r.Until.parse()
+	until, err := parseUntil(r.Until)
 	if err != nil {
 		return service.ExplainResult{}, err
 	}

@@ -42,13 +42,6 @@ type AppendRequest struct {
 	EventID string `json:"event_id,omitempty"`
 }
 
-// IntentRequest reads a session's stored intent (session.intent).
-type IntentRequest struct {
-	Session string `json:"session"`
-	// MinSeq asks for read-your-writes: pass the last_seq of an append.
-	MinSeq uint64 `json:"min_seq,omitempty"`
-}
-
 // ResolveRequest resolves a session's tools (session.resolve), outside or
 // inside (frozen) a turn.
 type ResolveRequest struct {
@@ -69,38 +62,6 @@ type BeginTurnRequest struct {
 	Provider string    `json:"provider,omitempty"`
 	Override *Override `json:"override,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
-}
-
-// DiscoverRequest is tool_search in the open turn (turn.discover). Give
-// Input, the tool_search call's input object exactly as the model wrote it
-// ({"names":[...]}, {"query":"..."}, {"regex":"..."}, "max_results"), or,
-// for a backend that knows the names, Names alone.
-type DiscoverRequest struct {
-	Session string `json:"session"`
-	// Input is the model's tool_search input, checked against the
-	// tool_search schema by the engine (R29).
-	Input json.RawMessage `json:"input,omitempty"`
-	// Names are exact names to load, without a model input.
-	Names    []string `json:"names,omitempty"`
-	Provider string   `json:"provider,omitempty"`
-	// CallID is the provider's id of the tool_search call, written into
-	// the openai-native tool_search_output item.
-	CallID string `json:"call_id,omitempty"`
-	Actor  string `json:"actor,omitempty"`
-}
-
-// DispatchRequest returns the provider request of the open turn and
-// records its classification (turn.dispatch).
-type DispatchRequest struct {
-	Session  string `json:"session"`
-	Provider string `json:"provider,omitempty"`
-}
-
-// TurnRequest names a session for turn.inspect, turn.checkpoint and
-// turn.end.
-type TurnRequest struct {
-	Session string `json:"session"`
-	Actor   string `json:"actor,omitempty"`
 }
 
 // ResumeRequest resumes a session after a crash (session.resume).
@@ -128,15 +89,11 @@ type HistoryRequest struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// History pages (#24 row 7): a reply holds at most this many entries.
+// History pages (#24 row 7): wire's bounds.
 const (
-	// DefaultHistoryPage is the page size of a request without limit.
-	DefaultHistoryPage = 100
-	// MaxHistoryPage is the largest limit a request may give.
-	MaxHistoryPage = 1000
-	// MaxHistoryPageBytes ends a page once its entries pass this many
-	// bytes of JSON (the NATS server's default max_payload is 1 MiB).
-	MaxHistoryPageBytes = 512 << 10
+	DefaultHistoryPage  = wire.DefaultHistoryPage
+	MaxHistoryPage      = wire.MaxHistoryPage
+	MaxHistoryPageBytes = wire.MaxHistoryPageBytes
 )
 
 // ExplainRequest asks why a tool is or is not in a session's set
@@ -215,39 +172,19 @@ func (o *Override) resolver() (resolver.Override, error) {
 	return out, nil
 }
 
-// Until bounds a history or an explanation: a stream sequence ("42", or
-// the JSON number 42) or an RFC 3339 time ("2025-06-01T12:00:00Z"). Empty
-// means now.
-type Until string
+// Requests that need no engine type are wire's.
+type (
+	IntentRequest   = wire.IntentRequest
+	DiscoverRequest = wire.DiscoverRequest
+	DispatchRequest = wire.DispatchRequest
+	TurnRequest     = wire.TurnRequest
+	// Until bounds a history or an explanation: a stream sequence or an
+	// RFC 3339 time; empty means now.
+	Until = wire.Until
+)
 
-// UntilSeq bounds at a sequence.
-func UntilSeq(seq uint64) Until { return Until(strconv.FormatUint(seq, 10)) }
-
-// UntilTime bounds at a time.
-func UntilTime(t time.Time) Until { return Until(t.UTC().Format(time.RFC3339Nano)) }
-
-// UnmarshalJSON accepts a string or a non-negative integer.
-func (u *Until) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*u = ""
-		return nil
-	}
-	if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
-		if _, err := strconv.ParseUint(string(b), 10, 64); err != nil {
-			return badRequest(`field "until" %s: want a sequence number or an RFC 3339 time`, clip(b))
-		}
-		*u = Until(b)
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return badRequest(`field "until" must be a sequence number or an RFC 3339 time string, got %s`, clip(b))
-	}
-	*u = Until(s)
-	return nil
-}
-
-func (u Until) parse() (service.Until, error) {
+// parseUntil reads an Until into the service's bound.
+func parseUntil(u Until) (service.Until, error) {
 	s := strings.TrimSpace(string(u))
 	if s == "" {
 		return service.Until{}, nil
@@ -425,7 +362,7 @@ func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 // history answers session.history with one page (#24 row 7): memory and
 // reply size are bounded by the page, not by the session's length.
 func (a *API) history(ctx context.Context, r *HistoryRequest) (HistoryResponse, error) {
-	until, err := r.Until.parse()
+	until, err := parseUntil(r.Until)
 	if err != nil {
 		return HistoryResponse{}, err
 	}
