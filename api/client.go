@@ -20,8 +20,7 @@ import (
 // that link the engine. Errors from the engine are *APIError; errors.Is
 // also matches them against ErrBadRequest and any engine sentinel whose
 // service.KindOf maps to their code (service.ErrConflict, ErrNoTurn, ...).
-//
-// Deprecated: use client.Client; this façade only keeps the tests that
+// New code uses client.Client: this façade only keeps the tests that
 // still use it compiling (#25 item 1) and goes with them.
 type Client struct {
 	c      *client.Client
