@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // outcome is everything a scenario observed, for comparison across
@@ -100,7 +101,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	}
 	o.History, err = c.History(ctx, HistoryRequest{Session: s})
 	must("history", err)
-	o.HistoryUntil, err = c.History(ctx, HistoryRequest{Session: s, Until: UntilSeq(firstWrite + 1)})
+	o.HistoryUntil, err = c.History(ctx, HistoryRequest{Session: s, Until: wire.UntilSeq(firstWrite + 1)})
 	must("history until", err)
 	if n := len(o.HistoryUntil.Entries); n != 2 || o.HistoryUntil.State.Intent.WebSearch != nil {
 		t.Fatalf("history until %d: %d entries, state %+v", firstWrite+1, n, o.HistoryUntil.State)
@@ -111,7 +112,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		t.Fatalf("explain = %+v", o.Explain)
 	}
 	// Before the ToolDisabled event, bash was a default tool.
-	o.ExplainThen, err = c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Until: UntilSeq(firstWrite)})
+	o.ExplainThen, err = c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Until: wire.UntilSeq(firstWrite)})
 	must("explain until", err)
 	if !o.ExplainThen.Included {
 		t.Fatalf("explain at %d = %+v", firstWrite, o.ExplainThen)

@@ -18,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/toolintent/engine/internal/msgpackcheck"
+	"github.com/toolintent/engine/wire"
 )
 
 // Request structs are flat: each exported field has a json tag, which is
@@ -180,46 +181,6 @@ func setString(f reflect.Value, name, s string) error {
 	return nil
 }
 
-// encodeQuery is the inverse of bindQuery, for the Client.
-func encodeQuery(req any, pathNames []string) (url.Values, error) {
-	q := url.Values{}
-	v := reflect.ValueOf(req)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	fs := fieldsOf(v.Type())
-	for _, name := range fs.names {
-		if slices.Contains(pathNames, name) {
-			continue
-		}
-		f := v.Field(fs.index[name])
-		if f.IsZero() {
-			continue
-		}
-		switch f.Kind() {
-		case reflect.String:
-			q.Set(name, f.String())
-		case reflect.Uint64, reflect.Uint32, reflect.Uint:
-			q.Set(name, strconv.FormatUint(f.Uint(), 10))
-		case reflect.Int, reflect.Int64:
-			q.Set(name, strconv.FormatInt(f.Int(), 10))
-		case reflect.Bool:
-			q.Set(name, strconv.FormatBool(f.Bool()))
-		default:
-			if f.Kind() == reflect.Pointer && (f.Elem().Kind() == reflect.Uint64 || f.Elem().Kind() == reflect.Bool) {
-				q.Set(name, fmt.Sprint(f.Elem().Interface()))
-				continue
-			}
-			b, err := json.Marshal(f.Interface())
-			if err != nil {
-				return nil, fmt.Errorf("encode query parameter %s: %w", name, err)
-			}
-			q.Set(name, string(b))
-		}
-	}
-	return q, nil
-}
-
 // bodyLimits bound a msgpack request body before it is decoded (issue
 // 11): a request object is a few levels deep (request, override, intent,
 // a list), its keys are strings, and it has no extension types.
@@ -258,7 +219,8 @@ func decodeBody(data []byte, contentType string, req any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req); err != nil {
-		if errors.Is(err, ErrBadRequest) {
+		var we *wire.Error
+		if errors.Is(err, ErrBadRequest) || errors.As(err, &we) {
 			return err
 		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {

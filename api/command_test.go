@@ -166,13 +166,13 @@ func TestUntilParse(t *testing.T) {
 		"2025-06-01T12:00:00Z":      "{0 2025-06-01 12:00:00 +0000 UTC}",
 		"2025-06-01T12:00:00 02:00": "{0 2025-06-01 12:00:00 +0200 +0200}",
 	} {
-		got, err := in.parse()
+		got, err := parseUntil(in)
 		if err != nil || fmt.Sprint(got) != want {
 			t.Errorf("parse(%q) = %v, %v; want %s", in, got, err, want)
 		}
 	}
 	for _, in := range []Until{"0", "abc", "2025-06-01", "-3", "99999999999999999999999"} {
-		if _, err := in.parse(); err == nil || !strings.Contains(err.Error(), "until") {
+		if _, err := parseUntil(in); err == nil || !strings.Contains(err.Error(), "until") {
 			t.Errorf("parse(%q) = %v, want an error naming until", in, err)
 		}
 	}

@@ -1,8 +1,10 @@
 // Package api is the engine's transports: a NATS micro service
 // (StartMicro) and an HTTP/JSON gateway (Handler) over the same operations
-// of package service, and a Client for both. One operation table
-// (Operations) drives the two transports and the Client, so they cannot
-// drift.
+// of package service. One operation table over wire's routes
+// (Operations) drives the two transports; the Go client (package client)
+// calls the same routes with wire's request and reply types, and the
+// service decides what an error means (service.KindOf), mapped here to
+// wire's codes.
 //
 // # Operations
 //
@@ -109,7 +111,7 @@
 // session.history answers one page: the entries after after_seq, at most
 // limit (DefaultHistoryPage, at most MaxHistoryPage, and about
 // MaxHistoryPageBytes of JSON); more and next_after_seq say where the
-// next page starts. Client.History reads every page.
+// next page starts. client.Client.History reads every page.
 //
 // # Formats
 //

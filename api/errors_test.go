@@ -5,16 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // R23: a stale expected sequence is a 409 conflict with both sequences.
@@ -323,5 +331,45 @@ func TestConflictEnvelopeAlwaysHasSequences(t *testing.T) {
 	_, _, b = rawHTTP(t, "GET", e.httpURL+"/v1/sessions/a.b", "")
 	if strings.Contains(string(b), "expected") {
 		t.Fatalf("non-conflict reply carries sequences: %s", b)
+	}
+}
+
+// #25 item 2: the service decides an error's kind (service.KindOf) from
+// the sentinels of every core package and of the log; the api maps each
+// kind to one wire code, and a kind it does not know would be a 500.
+func TestKindOfEverySentinel(t *testing.T) {
+	for k := service.KindInternal; k <= service.KindUnavailable; k++ {
+		if kc, ok := kindCodes[k]; !ok || !slices.Contains(wire.Codes, kc.code) || kc.status == 0 {
+			t.Errorf("kind %s maps to %+v (known %v)", k, kc, ok)
+		}
+	}
+	for _, tc := range []struct {
+		err  error
+		want service.Kind
+	}{
+		{&jetstream.ConflictError{Session: "s", Expected: 1, Actual: 2}, service.KindConflict},
+		{fmt.Errorf("append: %w", &jetstream.KeyInUseError{}), service.KindKeyInUse},
+		{aggregate.ErrInvalidCommand, service.KindInvalid},
+		{aggregate.ErrMaterialized, service.KindInvalid},
+		{aggregate.ErrUnknownTool, service.KindInvalid},
+		{resolver.ErrUnknownPreset, service.KindInvalid},
+		{resolver.ErrUnknownProfile, service.KindInvalid},
+		{resolver.ErrInvalidRequest, service.KindInvalid},
+		{checkpoint.ErrNotInContract, service.KindInvalid},
+		{events.ErrTooLarge, service.KindInvalid},
+		{jetstream.ErrInvalidSession, service.KindInvalid},
+		{projection.ErrNotCaughtUp, service.KindUnavailable},
+		{nats.ErrNoResponders, service.KindUnavailable},
+		{&natsjs.APIError{Code: 503, Description: "no leader"}, service.KindUnavailable},
+		{&natsjs.APIError{Code: 500, Description: "boom"}, service.KindInternal},
+		{nil, service.KindInternal},
+	} {
+		if got := service.KindOf(tc.err); got != tc.want {
+			t.Errorf("KindOf(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	e := errorOf(fmt.Errorf("append: %w", &jetstream.ConflictError{Session: "s", Expected: 1, Actual: 2}))
+	if e.Status != 409 || e.Code != CodeConflict || e.Expected != 1 || e.Actual != 2 {
+		t.Errorf("conflict: %+v", e)
 	}
 }

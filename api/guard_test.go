@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // Issue 11 item 3: a request whose reply subject is not an inbox gets no
@@ -117,7 +118,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 	} {
 		body := `{"commands":[{"type":"ToolDisabled","name":"` + tools[i] + `"}]}`
 		status, _, b := rawHTTP(t, "POST", url, body, c.headers...)
-		var env errorEnvelope
+		var env wire.Envelope
 		_ = json.Unmarshal(b, &env)
 		if status != c.status || (c.code != "" && env.Error.Code != c.code) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, status, b, c.status, c.code)

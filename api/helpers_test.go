@@ -20,6 +20,7 @@ import (
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // testEnv is a real engine on a real in-process NATS server, served over
@@ -71,21 +72,19 @@ func newEnvOn(t *testing.T, ctx context.Context, srv *jetstream.Embedded, url st
 
 // recorder counts the operations a client called.
 type recorder struct {
-	transport
 	mu   sync.Mutex
 	seen map[string]int
 }
 
-func (r *recorder) call(ctx context.Context, op *operation, req any, actor string, out any) error {
-	r.mu.Lock()
-	r.seen[op.Name]++
-	r.mu.Unlock()
-	return r.transport.call(ctx, op, req, actor, out)
-}
-
 func record(c *Client) (*Client, *recorder) {
-	r := &recorder{transport: c.t, seen: map[string]int{}}
-	return &Client{t: r, actor: c.actor}, r
+	r := &recorder{seen: map[string]int{}}
+	rc := *c
+	rc.onCall = func(op string) {
+		r.mu.Lock()
+		r.seen[op]++
+		r.mu.Unlock()
+	}
+	return &rc, r
 }
 
 func (e *testEnv) httpClient(opts ...ClientOption) *Client { return NewClient(e.httpURL, opts...) }
@@ -141,7 +140,7 @@ func rawNATS(t *testing.T, nc *nats.Conn, subject, body string, headers ...strin
 // apiError decodes an error envelope.
 func apiError(t *testing.T, body []byte) *APIError {
 	t.Helper()
-	var env errorEnvelope
+	var env wire.Envelope
 	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil {
 		t.Fatalf("not an error envelope: %s (%v)", body, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // historySession appends n events to session (100 per append) and returns
@@ -106,7 +107,7 @@ func TestHistoryPaged(t *testing.T) {
 		}
 		// Until still bounds the pages: the last page ends at it.
 		cut := seqs[250]
-		part, err := c.History(ctxT(t), HistoryRequest{Session: "hp5k", Until: UntilSeq(cut)})
+		part, err := c.History(ctxT(t), HistoryRequest{Session: "hp5k", Until: wire.UntilSeq(cut)})
 		if err != nil || len(part.Entries) != 251 || part.State.Seq != cut {
 			t.Fatalf("History until %d: %d entries, state %d, %v; want 251", cut, len(part.Entries), part.State.Seq, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // Handler returns the HTTP/JSON gateway: one route per operation (see
@@ -190,7 +191,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 	if ra := retryAfter(e); ra != "" {
 		w.Header().Set(HeaderRetryAfter, ra)
 	}
-	body, err := encodeReply(errorEnvelope{Error: e}, mp)
+	body, err := encodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		http.Error(w, e.Message, e.Status)
 		return

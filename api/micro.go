@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // StartMicro registers the NATS micro service "tool-engine" on nc and
@@ -208,7 +209,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 }
 
 func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
-	body, err := encodeReply(errorEnvelope{Error: e}, mp)
+	body, err := encodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}
@@ -225,7 +226,7 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 // errorMsg is the error reply respondError sends, as a message to reply:
 // the same body and headers (micro's error headers included).
 func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
-	body, err := encodeReply(errorEnvelope{Error: e}, mp)
+	body, err := encodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}

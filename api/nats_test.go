@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // msgpackAsJSON decodes msgpack and re-encodes it as (key-sorted) JSON.
@@ -200,11 +201,11 @@ func TestHistoryUntilTime(t *testing.T) {
 	}
 	// The second event must be stored after the cut for the test to mean
 	// anything (#19: a precondition checked, not a sleep).
-	if h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
+	if h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: wire.UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
 		t.Fatalf("precondition: the second event stored after %s: %v %+v", cut, err, h.Entries)
 	}
 	transports(t, e, func(t *testing.T, c *Client) {
-		h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: UntilTime(cut)})
+		h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: wire.UntilTime(cut)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // ServiceName is the NATS micro service name (nats micro ls / info).
@@ -25,23 +26,13 @@ const ServiceName = "tool-engine"
 // Version is the API version, reported as the micro service version.
 const Version = "1.0.0"
 
-// Header names.
+// Header names (wire's).
 const (
-	// HeaderChannel names the writing channel on HTTP requests (default
-	// Config.HTTPChannel). Over NATS the channel is the subject token.
-	HeaderChannel = "Engine-Channel"
-	// HeaderActor names the writing actor (a user id) on both transports;
-	// it wins over a body "actor" field.
-	HeaderActor = "Engine-Actor"
-	// HeaderIdempotencyKey carries an append's idempotency key (a ULID) on
-	// both transports, as the body's event_id does.
-	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderErrorCode carries the error code on NATS error replies, beside
-	// the micro Nats-Service-Error-Code (the HTTP status).
-	HeaderErrorCode = "Engine-Error-Code"
-	// HeaderRetryAfter is on every 429 and 503 reply, HTTP and NATS: the
-	// seconds to wait before retrying (RFC 9110 delay-seconds).
-	HeaderRetryAfter = "Retry-After"
+	HeaderChannel        = wire.HeaderChannel
+	HeaderActor          = wire.HeaderActor
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
+	HeaderErrorCode      = wire.HeaderErrorCode
+	HeaderRetryAfter     = wire.HeaderRetryAfter
 )
 
 // RetryAfterSeconds is the Retry-After of busy (429) and unavailable or
@@ -58,30 +49,14 @@ func retryAfter(e *APIError) string {
 	return ""
 }
 
-// Media types of request and reply bodies.
+// Media types of request and reply bodies (wire's).
 const (
-	MIMEJSON    = "application/json"
-	MIMEMsgpack = "application/msgpack"
+	MIMEJSON    = wire.MIMEJSON
+	MIMEMsgpack = wire.MIMEMsgpack
 )
 
-// Operation describes one operation of the API, the same over both
-// transports: over NATS a request to <prefix>.<channel>.<Subject> (micro
-// endpoint Name), over HTTP one of Methods on Path.
-type Operation struct {
-	// Name is the micro endpoint name.
-	Name string `json:"name"`
-	// Subject is the subject suffix after <prefix>.<channel>.
-	Subject string `json:"subject"`
-	// Methods and Path are the HTTP route ({session} and {tool} are path
-	// values).
-	Methods []string `json:"methods"`
-	Path    string   `json:"path"`
-	// Write is true for operations that append events: they record the
-	// channel and actor.
-	Write bool `json:"write"`
-	// Summary says what the operation does.
-	Summary string `json:"summary"`
-}
+// Operation describes one operation of the API: wire.Operation.
+type Operation = wire.Operation
 
 // operation is an Operation with its request type and implementation.
 type operation struct {
@@ -104,44 +79,24 @@ func defOp[Req, Resp any](o Operation, call func(ctx context.Context, a *API, re
 	}
 }
 
-const (
-	get  = http.MethodGet
-	post = http.MethodPost
-)
-
-// operations is the one table both transports and the Client are built
-// from, so that they cannot drift.
+// operations is the one table both transports are built from, over
+// wire's routes, so that they and the client cannot drift.
 var operations = []*operation{
-	defOp(Operation{Name: "append", Subject: "events.append", Methods: []string{post}, Path: "/v1/sessions/{session}/events", Write: true,
-		Summary: "Append intent commands to a session, atomically, with an optional expected sequence."}, opAppend),
-	defOp(Operation{Name: "intent", Subject: "session.intent", Methods: []string{get}, Path: "/v1/sessions/{session}",
-		Summary: "Read a session's stored intent, loaded deferred tools, turn and last checkpoint."}, opIntent),
-	defOp(Operation{Name: "resolve", Subject: "session.resolve", Methods: []string{get, post}, Path: "/v1/sessions/{session}/resolve",
-		Summary: "Resolve a session's tools: provider rendering, resident array, catalog, contract hash, classification."}, opResolve),
-	defOp(Operation{Name: "history", Subject: "session.history", Methods: []string{get}, Path: "/v1/sessions/{session}/history",
-		Summary: "A page of a session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time; after_seq, limit)."}, opHistory),
-	defOp(Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
-		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}, opExplain),
-	defOp(Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
-		Summary: "Resume after a crash: verify the checkpoint's contract hash, restore the loaded deferred tools or say why not."}, opResume),
-	defOp(Operation{Name: "turn-begin", Subject: "turn.begin", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/begin", Write: true,
-		Summary: "Begin the next turn: resolve and freeze the session's tools."}, opBeginTurn),
-	defOp(Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
-		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}, opDiscover),
-	defOp(Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
-		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}, opDispatch),
-	defOp(Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
-		Summary: "The classification recorded by the session's last dispatch in this engine process."}, opInspect),
-	defOp(Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
-		Summary: "Record a checkpoint (safe point) of the open turn."}, opCheckpoint),
-	defOp(Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
-		Summary: "End the open turn at a safe point (turn end and checkpoint, atomically)."}, opEndTurn),
-	defOp(Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
-		Summary: "List the sessions that have a view."}, opSessions),
-	defOp(Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",
-		Summary: "The live registry: version, tools, defaults, resident and deferred tools, presets, profiles."}, opRegistry),
-	defOp(Operation{Name: "budget", Subject: "registry.budget", Methods: []string{get}, Path: "/v1/budget",
-		Summary: "The default session's per-turn token table with and without deferral, by a real BPE tokenizer."}, opBudget),
+	defOp(wire.OpAppend, opAppend),
+	defOp(wire.OpIntent, opIntent),
+	defOp(wire.OpResolve, opResolve),
+	defOp(wire.OpHistory, opHistory),
+	defOp(wire.OpExplain, opExplain),
+	defOp(wire.OpResume, opResume),
+	defOp(wire.OpBeginTurn, opBeginTurn),
+	defOp(wire.OpDiscover, opDiscover),
+	defOp(wire.OpDispatch, opDispatch),
+	defOp(wire.OpInspect, opInspect),
+	defOp(wire.OpCheckpoint, opCheckpoint),
+	defOp(wire.OpEndTurn, opEndTurn),
+	defOp(wire.OpSessions, opSessions),
+	defOp(wire.OpRegistry, opRegistry),
+	defOp(wire.OpBudget, opBudget),
 }
 
 var opsByName = func() map[string]*operation {
@@ -388,7 +343,7 @@ func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin)
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return service.ExplainResult{}, badRequest("tool: %v", err)
 	}
-	until, err := r.Until.parse()
+	until, err := parseUntil(r.Until)
 	if err != nil {
 		return service.ExplainResult{}, err
 	}

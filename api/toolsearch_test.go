@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // R29: turn.discover takes the model's tool_search input as written: exact
@@ -83,7 +84,7 @@ func TestToolSearchForms(t *testing.T) {
 		}
 		// input and names together are refused.
 		var both struct{}
-		err = c.do(ctx, "turn-discover", &DiscoverRequest{Session: s, Input: json.RawMessage(`{}`), Names: []string{"a"}}, &both)
+		err = c.c.Do(ctx, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(`{}`), Names: []string{"a"}}, &both)
 		asAPIError(t, err, http.StatusBadRequest, CodeInvalid)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // Requests. Every request is one JSON object; over NATS it is the message
@@ -41,13 +42,6 @@ type AppendRequest struct {
 	EventID string `json:"event_id,omitempty"`
 }
 
-// IntentRequest reads a session's stored intent (session.intent).
-type IntentRequest struct {
-	Session string `json:"session"`
-	// MinSeq asks for read-your-writes: pass the last_seq of an append.
-	MinSeq uint64 `json:"min_seq,omitempty"`
-}
-
 // ResolveRequest resolves a session's tools (session.resolve), outside or
 // inside (frozen) a turn.
 type ResolveRequest struct {
@@ -68,38 +62,6 @@ type BeginTurnRequest struct {
 	Provider string    `json:"provider,omitempty"`
 	Override *Override `json:"override,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
-}
-
-// DiscoverRequest is tool_search in the open turn (turn.discover). Give
-// Input, the tool_search call's input object exactly as the model wrote it
-// ({"names":[...]}, {"query":"..."}, {"regex":"..."}, "max_results"), or,
-// for a backend that knows the names, Names alone.
-type DiscoverRequest struct {
-	Session string `json:"session"`
-	// Input is the model's tool_search input, checked against the
-	// tool_search schema by the engine (R29).
-	Input json.RawMessage `json:"input,omitempty"`
-	// Names are exact names to load, without a model input.
-	Names    []string `json:"names,omitempty"`
-	Provider string   `json:"provider,omitempty"`
-	// CallID is the provider's id of the tool_search call, written into
-	// the openai-native tool_search_output item.
-	CallID string `json:"call_id,omitempty"`
-	Actor  string `json:"actor,omitempty"`
-}
-
-// DispatchRequest returns the provider request of the open turn and
-// records its classification (turn.dispatch).
-type DispatchRequest struct {
-	Session  string `json:"session"`
-	Provider string `json:"provider,omitempty"`
-}
-
-// TurnRequest names a session for turn.inspect, turn.checkpoint and
-// turn.end.
-type TurnRequest struct {
-	Session string `json:"session"`
-	Actor   string `json:"actor,omitempty"`
 }
 
 // ResumeRequest resumes a session after a crash (session.resume).
@@ -127,15 +89,11 @@ type HistoryRequest struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// History pages (#24 row 7): a reply holds at most this many entries.
+// History pages (#24 row 7): wire's bounds.
 const (
-	// DefaultHistoryPage is the page size of a request without limit.
-	DefaultHistoryPage = 100
-	// MaxHistoryPage is the largest limit a request may give.
-	MaxHistoryPage = 1000
-	// MaxHistoryPageBytes ends a page once its entries pass this many
-	// bytes of JSON (the NATS server's default max_payload is 1 MiB).
-	MaxHistoryPageBytes = 512 << 10
+	DefaultHistoryPage  = wire.DefaultHistoryPage
+	MaxHistoryPage      = wire.MaxHistoryPage
+	MaxHistoryPageBytes = wire.MaxHistoryPageBytes
 )
 
 // ExplainRequest asks why a tool is or is not in a session's set
@@ -214,39 +172,19 @@ func (o *Override) resolver() (resolver.Override, error) {
 	return out, nil
 }
 
-// Until bounds a history or an explanation: a stream sequence ("42", or
-// the JSON number 42) or an RFC 3339 time ("2025-06-01T12:00:00Z"). Empty
-// means now.
-type Until string
+// Requests that need no engine type are wire's.
+type (
+	IntentRequest   = wire.IntentRequest
+	DiscoverRequest = wire.DiscoverRequest
+	DispatchRequest = wire.DispatchRequest
+	TurnRequest     = wire.TurnRequest
+	// Until bounds a history or an explanation: a stream sequence or an
+	// RFC 3339 time; empty means now.
+	Until = wire.Until
+)
 
-// UntilSeq bounds at a sequence.
-func UntilSeq(seq uint64) Until { return Until(strconv.FormatUint(seq, 10)) }
-
-// UntilTime bounds at a time.
-func UntilTime(t time.Time) Until { return Until(t.UTC().Format(time.RFC3339Nano)) }
-
-// UnmarshalJSON accepts a string or a non-negative integer.
-func (u *Until) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*u = ""
-		return nil
-	}
-	if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
-		if _, err := strconv.ParseUint(string(b), 10, 64); err != nil {
-			return badRequest(`field "until" %s: want a sequence number or an RFC 3339 time`, clip(b))
-		}
-		*u = Until(b)
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return badRequest(`field "until" must be a sequence number or an RFC 3339 time string, got %s`, clip(b))
-	}
-	*u = Until(s)
-	return nil
-}
-
-func (u Until) parse() (service.Until, error) {
+// parseUntil reads an Until into the service's bound.
+func parseUntil(u Until) (service.Until, error) {
 	s := strings.TrimSpace(string(u))
 	if s == "" {
 		return service.Until{}, nil
@@ -272,120 +210,50 @@ func (u Until) parse() (service.Until, error) {
 	return service.Until{Time: t}, nil
 }
 
-// Responses. Field names are snake_case; lists are [] rather than null
-// where this package builds them.
-
-// SessionView is a session's stored state: its intent (R1), loaded
-// deferred tools, turn and last checkpoint (session.intent).
+// SessionView is a session's stored state (session.intent): wire.Session,
+// but with the engine's Intent until wire and resolver share one intent
+// type (#25 item 3).
 type SessionView struct {
-	Session string `json:"session"`
-	// Seq is the stream sequence of the last event folded in.
-	Seq    uint64          `json:"seq"`
-	Intent resolver.Intent `json:"intent"`
-	Loaded []string        `json:"loaded"`
-	Turn   uint64          `json:"turn"`
-	InTurn bool            `json:"in_turn"`
-	// Events counts applied events, Skipped undecodable ones (R26),
-	// Rejected the ones kept in the log but not applied because they break
-	// a fold rule (R28).
+	Session    string          `json:"session"`
+	Seq        uint64          `json:"seq"`
+	Intent     resolver.Intent `json:"intent"`
+	Loaded     []string        `json:"loaded"`
+	Turn       uint64          `json:"turn"`
+	InTurn     bool            `json:"in_turn"`
 	Events     uint64          `json:"events"`
 	Skipped    uint64          `json:"skipped"`
 	Rejected   uint64          `json:"rejected"`
 	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
-	// Rejections are the last events not applied (skipped or rejected),
-	// oldest first: how a direct publisher learns that an acknowledged
-	// event was not applied, and why.
 	Rejections []RejectionView `json:"rejections,omitempty"`
 }
 
-// RejectionView is one event kept in the log but not applied.
-type RejectionView struct {
-	Seq  uint64 `json:"seq"`
-	ID   string `json:"id"`
-	Type string `json:"type"`
-	// Kind is "skipped" (undecodable, R26) or "rejected" (breaks a fold
-	// rule, R28).
-	Kind   string `json:"kind"`
-	Reason string `json:"reason"`
-}
-
-// CheckpointView is a recorded checkpoint (R19).
-type CheckpointView struct {
-	Loaded          []string `json:"loaded_deferred_tools"`
-	ContractHash    string   `json:"contract_hash"`
-	RegistryVersion string   `json:"registry_version"`
-	Turn            uint64   `json:"turn"`
-	// Seq is the sequence of the CheckpointRecorded event (0 when not
-	// known yet).
-	Seq      uint64                 `json:"seq,omitempty"`
-	Contract []events.ContractEntry `json:"contract,omitempty"`
-}
-
-// AppendResponse is the outcome of events.append.
+// AppendResponse is the outcome of events.append: wire.AppendReply with
+// the engine's SessionView.
 type AppendResponse struct {
-	Session string `json:"session"`
-	// FirstSeq and LastSeq are the stream sequences of the stored events
-	// (0 when every command was a no-op). Pass LastSeq as min_seq to read
-	// your writes.
-	FirstSeq  uint64 `json:"first_seq"`
-	LastSeq   uint64 `json:"last_seq"`
-	Duplicate bool   `json:"duplicate"`
-	Retries   int    `json:"retries"`
-	// EventIDs are the ids (ULIDs) of the stored events, in order.
-	EventIDs []string    `json:"event_ids,omitempty"`
-	State    SessionView `json:"state"`
+	Session   string      `json:"session"`
+	FirstSeq  uint64      `json:"first_seq"`
+	LastSeq   uint64      `json:"last_seq"`
+	Duplicate bool        `json:"duplicate"`
+	Retries   int         `json:"retries"`
+	EventIDs  []string    `json:"event_ids,omitempty"`
+	State     SessionView `json:"state"`
 }
 
-// CheckpointResponse is the outcome of turn.checkpoint and turn.end.
-type CheckpointResponse struct {
-	Session    string         `json:"session"`
-	Seq        uint64         `json:"seq"`
-	Checkpoint CheckpointView `json:"checkpoint"`
-}
-
-// ResumeResponse is the outcome of session.resume (R20).
-type ResumeResponse struct {
-	Session string        `json:"session"`
-	Outcome ResumeOutcome `json:"outcome"`
-	// Checkpoint is the checkpoint resumed from (absent: none recorded).
-	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
-	// Seq is where the resumed state was recorded (0: nothing written).
-	Seq uint64 `json:"seq"`
-}
-
-// ResumeOutcome says what a resume restored and why each loaded tool was
-// restored or dropped (R32). ok is true when every loaded tool came back.
-type ResumeOutcome struct {
-	Restored []string         `json:"restored"`
-	OK       bool             `json:"ok"`
-	Reason   string           `json:"reason"`
-	Changes  []ContractChange `json:"changes,omitempty"`
-	// Tools has one decision per loaded tool of the checkpoint.
-	Tools []ResumeDecision `json:"tools"`
-}
-
-// ResumeDecision is what a resume did with one loaded tool of the
-// checkpoint: kind is restored, removed, unavailable, not-permitted,
-// now-resident, changed, not-recorded, unverifiable or refused; rule is,
-// for not-permitted, the explain rule that leaves the tool out.
-type ResumeDecision struct {
-	Tool   string `json:"tool"`
-	Kind   string `json:"kind"`
-	Rule   string `json:"rule,omitempty"`
-	Reason string `json:"reason"`
-}
-
-// ContractChange is one difference between a checkpoint's contract and
-// the current one.
-type ContractChange struct {
-	Tool string `json:"tool,omitempty"`
-	// Kind is removed, schema-changed, added, reordered or
-	// registry-version.
-	Kind        string `json:"kind"`
-	From        string `json:"from,omitempty"`
-	To          string `json:"to,omitempty"`
-	Description string `json:"description"`
-}
+// Replies: wire's types (one definition with the client's). Lists are []
+// rather than null where this package builds them.
+type (
+	RejectionView      = wire.Rejection
+	CheckpointView     = wire.Checkpoint
+	CheckpointResponse = wire.CheckpointReply
+	ResumeResponse     = wire.ResumeReply
+	ResumeOutcome      = wire.ResumeOutcome
+	ResumeDecision     = wire.ResumeDecision
+	ContractChange     = wire.ContractChange
+	SessionsResponse   = wire.SessionList
+	DispatchRecord     = wire.DispatchRecord
+	RegistryInfo       = wire.RegistryInfo
+	ToolInfo           = wire.RegistryTool
+)
 
 // HistoryResponse is one page of a session's timeline (session.history,
 // R25), in stream order.
@@ -434,47 +302,6 @@ type HistoryEntry struct {
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
 }
 
-// SessionsResponse lists the sessions that have a view (sessions.list).
-type SessionsResponse struct {
-	Sessions []string `json:"sessions"`
-}
-
-// DispatchRecord is the classification the last dispatch of a session
-// recorded in this engine process (turn.inspect, R21).
-type DispatchRecord struct {
-	Session      string   `json:"session"`
-	Turn         uint64   `json:"turn"`
-	ContractHash string   `json:"contract_hash"`
-	Resident     []string `json:"resident"`
-	Deferred     []string `json:"deferred"`
-	Loaded       []string `json:"loaded"`
-	// AtMs is the dispatch time in unix milliseconds.
-	AtMs int64 `json:"at_ms"`
-}
-
-// RegistryInfo describes the live registry (registry.info).
-type RegistryInfo struct {
-	Version              string              `json:"version"`
-	Tools                []ToolInfo          `json:"tools"`
-	DefaultTools         []string            `json:"default_tools"`
-	ResidentTools        []string            `json:"resident_tools"`
-	DeferredDefaultTools []string            `json:"deferred_default_tools"`
-	Presets              map[string][]string `json:"presets"`
-	Profiles             []resolver.Profile  `json:"profiles"`
-}
-
-// ToolInfo is one registry tool, without its schema.
-type ToolInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Available   bool   `json:"available"`
-	Deferred    bool   `json:"deferred"`
-	Permission  string `json:"permission,omitempty"`
-	// Native lists the providers whose rendering emits the provider's
-	// built-in tool instead of a function (seed §8).
-	Native []string `json:"native,omitempty"`
-}
-
 func nonNil(xs []string) []string {
 	if xs == nil {
 		return []string{}
@@ -493,7 +320,7 @@ func viewOf(st aggregate.State) SessionView {
 	if cp := st.Checkpoint; cp != nil {
 		v.Checkpoint = &CheckpointView{
 			Loaded: nonNil(cp.Loaded), ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion,
-			Turn: cp.Turn, Seq: cp.Seq, Contract: cp.Contract,
+			Turn: cp.Turn, Seq: cp.Seq, Contract: contractOf(cp.Contract),
 		}
 	}
 	return v
@@ -502,8 +329,16 @@ func viewOf(st aggregate.State) SessionView {
 func checkpointOf(r checkpoint.Record, seq uint64) CheckpointView {
 	return CheckpointView{
 		Loaded: nonNil(r.Loaded), ContractHash: r.ContractHash, RegistryVersion: r.RegistryVersion,
-		Turn: r.Turn, Seq: seq, Contract: r.Contract,
+		Turn: r.Turn, Seq: seq, Contract: contractOf(r.Contract),
 	}
+}
+
+func contractOf(c []events.ContractEntry) []wire.ContractEntry {
+	var out []wire.ContractEntry
+	for _, e := range c {
+		out = append(out, wire.ContractEntry(e))
+	}
+	return out
 }
 
 func resumeOf(session string, r service.ResumeResult) ResumeResponse {
@@ -527,7 +362,7 @@ func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 // history answers session.history with one page (#24 row 7): memory and
 // reply size are bounded by the page, not by the session's length.
 func (a *API) history(ctx context.Context, r *HistoryRequest) (HistoryResponse, error) {
-	until, err := r.Until.parse()
+	until, err := parseUntil(r.Until)
 	if err != nil {
 		return HistoryResponse{}, err
 	}
@@ -593,7 +428,7 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 		Version: reg.Version(), Tools: []ToolInfo{},
 		DefaultTools: nonNil(reg.DefaultTools()), ResidentTools: nonNil(reg.ResidentTools()),
 		DeferredDefaultTools: nonNil(reg.DeferredDefaultTools()),
-		Presets:              map[string][]string{}, Profiles: []resolver.Profile{},
+		Presets:              map[string][]string{}, Profiles: []wire.Profile{},
 	}
 	for _, t := range reg.Tools() {
 		ti := ToolInfo{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission}
@@ -614,7 +449,7 @@ func registryOf(reg *resolver.Registry) RegistryInfo {
 			if p.Name == "" {
 				p.Name = name
 			}
-			info.Profiles = append(info.Profiles, p)
+			info.Profiles = append(info.Profiles, wire.Profile(p))
 		}
 	}
 	return info

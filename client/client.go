@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/wire"
 )
 
 // Default addresses of `engine serve`.
@@ -30,34 +32,26 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// op is one operation of the API (docs/api.md): its NATS subject suffix
-// and its HTTP method and path.
-type op struct {
-	name, subject, method, path string
-}
+// op is one operation of the API: wire's table, which the engine serves.
+type op = wire.Operation
 
-// The operations, as in docs/api.md (a test checks them against the
-// engine's table).
 var (
-	opAppend     = op{"append", "events.append", http.MethodPost, "/v1/sessions/{session}/events"}
-	opIntent     = op{"intent", "session.intent", http.MethodGet, "/v1/sessions/{session}"}
-	opResolve    = op{"resolve", "session.resolve", http.MethodPost, "/v1/sessions/{session}/resolve"}
-	opHistory    = op{"history", "session.history", http.MethodGet, "/v1/sessions/{session}/history"}
-	opExplain    = op{"explain", "session.explain", http.MethodGet, "/v1/sessions/{session}/explain/{tool}"}
-	opResume     = op{"resume", "session.resume", http.MethodPost, "/v1/sessions/{session}/resume"}
-	opBeginTurn  = op{"turn-begin", "turn.begin", http.MethodPost, "/v1/sessions/{session}/turn/begin"}
-	opDiscover   = op{"turn-discover", "turn.discover", http.MethodPost, "/v1/sessions/{session}/turn/discover"}
-	opDispatch   = op{"turn-dispatch", "turn.dispatch", http.MethodPost, "/v1/sessions/{session}/turn/dispatch"}
-	opInspect    = op{"turn-inspect", "turn.inspect", http.MethodGet, "/v1/sessions/{session}/turn/dispatch"}
-	opCheckpoint = op{"turn-checkpoint", "turn.checkpoint", http.MethodPost, "/v1/sessions/{session}/checkpoint"}
-	opEndTurn    = op{"turn-end", "turn.end", http.MethodPost, "/v1/sessions/{session}/turn/end"}
-	opSessions   = op{"sessions", "sessions.list", http.MethodGet, "/v1/sessions"}
-	opRegistry   = op{"registry", "registry.info", http.MethodGet, "/v1/registry"}
-	opBudget     = op{"budget", "registry.budget", http.MethodGet, "/v1/budget"}
+	opAppend     = wire.OpAppend
+	opIntent     = wire.OpIntent
+	opResolve    = wire.OpResolve
+	opHistory    = wire.OpHistory
+	opExplain    = wire.OpExplain
+	opResume     = wire.OpResume
+	opBeginTurn  = wire.OpBeginTurn
+	opDiscover   = wire.OpDiscover
+	opDispatch   = wire.OpDispatch
+	opInspect    = wire.OpInspect
+	opCheckpoint = wire.OpCheckpoint
+	opEndTurn    = wire.OpEndTurn
+	opSessions   = wire.OpSessions
+	opRegistry   = wire.OpRegistry
+	opBudget     = wire.OpBudget
 )
-
-var allOps = []op{opAppend, opIntent, opResolve, opHistory, opExplain, opResume, opBeginTurn, opDiscover,
-	opDispatch, opInspect, opCheckpoint, opEndTurn, opSessions, opRegistry, opBudget}
 
 // Client calls the engine's API over HTTP (NewHTTP) or NATS (NewNATS).
 type Client struct {
@@ -140,7 +134,12 @@ func NewNATS(nc *nats.Conn, opts ...Option) *Client {
 	return &Client{t: &natsTransport{nc: nc, prefix: c.prefix, channel: c.channel}, actor: c.actor, timeout: c.timeout}
 }
 
-func (c *Client) do(ctx context.Context, o op, req, out any) error {
+// Do calls one operation of wire's table: req is any value whose JSON is
+// the operation's request object (the session, and the tool of explain,
+// go into the HTTP path), and the reply's JSON is decoded into out. The
+// typed methods are Do with wire's types; an engine-side caller may pass
+// its own types of the same JSON. Errors are as for the typed methods.
+func (c *Client) Do(ctx context.Context, o wire.Operation, req, out any) error {
 	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -152,20 +151,20 @@ func (c *Client) do(ctx context.Context, o op, req, out any) error {
 // Append appends intent commands to a session, atomically.
 func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendReply, error) {
 	var out AppendReply
-	return out, c.do(ctx, opAppend, &req, &out)
+	return out, c.Do(ctx, opAppend, &req, &out)
 }
 
 // Intent reads a session's stored intent, loaded tools, turn and last
 // checkpoint; MinSeq reads your writes.
 func (c *Client) Intent(ctx context.Context, req IntentRequest) (Session, error) {
 	var out Session
-	return out, c.do(ctx, opIntent, &req, &out)
+	return out, c.Do(ctx, opIntent, &req, &out)
 }
 
 // Resolve resolves a session's tools for a provider request.
 func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.do(ctx, opResolve, &req, &out)
+	return out, c.Do(ctx, opResolve, &req, &out)
 }
 
 // HistoryPage returns one page of a session's event timeline: the
@@ -173,7 +172,7 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, err
 // page is after NextAfterSeq.
 func (c *Client) HistoryPage(ctx context.Context, req HistoryRequest) (History, error) {
 	var out History
-	return out, c.do(ctx, opHistory, &req, &out)
+	return out, c.Do(ctx, opHistory, &req, &out)
 }
 
 // History returns a session's whole event timeline, read page by page
@@ -204,70 +203,70 @@ func (c *Client) History(ctx context.Context, req HistoryRequest) (History, erro
 // Explain says why a tool is or is not in a session's set.
 func (c *Client) Explain(ctx context.Context, req ExplainRequest) (Explanation, error) {
 	var out Explanation
-	return out, c.do(ctx, opExplain, &req, &out)
+	return out, c.Do(ctx, opExplain, &req, &out)
 }
 
 // Resume resumes a session after a crash from its last checkpoint.
 func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
-	return out, c.do(ctx, opResume, &req, &out)
+	return out, c.Do(ctx, opResume, &req, &out)
 }
 
 // BeginTurn begins the session's next turn and freezes its tools.
 func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.do(ctx, opBeginTurn, &req, &out)
+	return out, c.Do(ctx, opBeginTurn, &req, &out)
 }
 
 // Discover is tool_search in the open turn: pass the model's input object
 // as Input, or Names.
 func (c *Client) Discover(ctx context.Context, req DiscoverRequest) (DiscoverReply, error) {
 	var out DiscoverReply
-	return out, c.do(ctx, opDiscover, &req, &out)
+	return out, c.Do(ctx, opDiscover, &req, &out)
 }
 
 // Dispatch returns the provider request of the open turn and records its
 // classification.
 func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.do(ctx, opDispatch, &req, &out)
+	return out, c.Do(ctx, opDispatch, &req, &out)
 }
 
 // LastDispatch returns the classification of the session's last dispatch
 // in the engine process that served it.
 func (c *Client) LastDispatch(ctx context.Context, req TurnRequest) (DispatchRecord, error) {
 	var out DispatchRecord
-	return out, c.do(ctx, opInspect, &req, &out)
+	return out, c.Do(ctx, opInspect, &req, &out)
 }
 
 // Checkpoint records a checkpoint of the session's open turn.
 func (c *Client) Checkpoint(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
-	return out, c.do(ctx, opCheckpoint, &req, &out)
+	return out, c.Do(ctx, opCheckpoint, &req, &out)
 }
 
 // EndTurn ends the open turn at a safe point (turn end and checkpoint).
 func (c *Client) EndTurn(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
-	return out, c.do(ctx, opEndTurn, &req, &out)
+	return out, c.Do(ctx, opEndTurn, &req, &out)
 }
 
 // Sessions lists the sessions that have a view.
 func (c *Client) Sessions(ctx context.Context) (SessionList, error) {
 	var out SessionList
-	return out, c.do(ctx, opSessions, &struct{}{}, &out)
+	return out, c.Do(ctx, opSessions, &struct{}{}, &out)
 }
 
 // Registry describes the live registry.
 func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
 	var out RegistryInfo
-	return out, c.do(ctx, opRegistry, &struct{}{}, &out)
+	return out, c.Do(ctx, opRegistry, &struct{}{}, &out)
 }
 
 // Budget returns the live registry's per-turn token table.
 func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 	var out BudgetTable
-	return out, c.do(ctx, opBudget, &struct{}{}, &out)
+	return out, c.Do(ctx, opBudget, &struct{}{}, &out)
 }
 
 // fields returns a request's JSON object as a map.
@@ -291,9 +290,9 @@ type httpTransport struct {
 func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor string) error {
 	m, err := fields(req)
 	if err != nil {
-		return fmt.Errorf("%s: encode request: %w", o.name, err)
+		return fmt.Errorf("%s: encode request: %w", o.Name, err)
 	}
-	path := o.path
+	path := o.Path
 	for _, name := range []string{"session", "tool"} {
 		if !strings.Contains(path, "{"+name+"}") {
 			continue
@@ -303,16 +302,16 @@ func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor stri
 			_ = json.Unmarshal(raw, &v)
 		}
 		if v == "" {
-			return &Error{Status: http.StatusBadRequest, Code: "invalid", Message: o.name + ": field " + strconv.Quote(name) + " is required"}
+			return &Error{Status: http.StatusBadRequest, Code: wire.CodeInvalid, Message: o.Name + ": field " + strconv.Quote(name) + " is required"}
 		}
 		path = strings.Replace(path, "{"+name+"}", url.PathEscape(v), 1)
 		delete(m, name)
 	}
 	var body io.Reader
-	if o.method == http.MethodPost {
+	if o.Method() == http.MethodPost {
 		b, err := json.Marshal(m)
 		if err != nil {
-			return fmt.Errorf("%s: encode request: %w", o.name, err)
+			return fmt.Errorf("%s: encode request: %w", o.Name, err)
 		}
 		body = bytes.NewReader(b)
 	} else if len(m) > 0 {
@@ -326,37 +325,37 @@ func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor stri
 		}
 		path += "?" + q.Encode()
 	}
-	hr, err := http.NewRequestWithContext(ctx, o.method, t.base+path, body)
+	hr, err := http.NewRequestWithContext(ctx, o.Method(), t.base+path, body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", o.name, err)
+		return fmt.Errorf("%s: %w", o.Name, err)
 	}
-	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("Accept", wire.MIMEJSON)
 	if body != nil {
-		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Content-Type", wire.MIMEJSON)
 	}
 	if t.channel != "" && t.token == "" {
-		hr.Header.Set("Engine-Channel", t.channel)
+		hr.Header.Set(wire.HeaderChannel, t.channel)
 	}
 	if t.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	if actor != "" {
-		hr.Header.Set("Engine-Actor", actor)
+		hr.Header.Set(wire.HeaderActor, actor)
 	}
 	resp, err := t.hc.Do(hr)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", o.method, t.base+path, err)
+		return fmt.Errorf("%s %s: %w", o.Method(), t.base+path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read reply: %w", o.method, path, err)
+		return fmt.Errorf("%s %s: read reply: %w", o.Method(), path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return withRetryAfter(replyError(resp.StatusCode, data), resp.Header.Get("Retry-After"))
+		return wire.DecodeError(resp.StatusCode, data, resp.Header.Get(wire.HeaderRetryAfter))
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: decode reply: %w", o.method, path, err)
+		return fmt.Errorf("%s %s: decode reply: %w", o.Method(), path, err)
 	}
 	return nil
 }
@@ -367,20 +366,20 @@ type natsTransport struct {
 }
 
 func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor string) error {
-	subj := t.prefix + "." + t.channel + "." + o.subject
+	subj := t.prefix + "." + t.channel + "." + o.Subject
 	b, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("%s: encode request: %w", o.name, err)
+		return fmt.Errorf("%s: encode request: %w", o.Name, err)
 	}
 	msg := nats.NewMsg(subj)
 	msg.Data = b
-	msg.Header.Set("Content-Type", "application/json")
+	msg.Header.Set("Content-Type", wire.MIMEJSON)
 	if actor != "" {
-		msg.Header.Set("Engine-Actor", actor)
+		msg.Header.Set(wire.HeaderActor, actor)
 	}
 	resp, err := t.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+		return &Error{Status: http.StatusServiceUnavailable, Code: wire.CodeUnavailable,
 			Message: "no engine answers on " + subj + ": is `engine serve` running, and may this user publish there?"}
 	}
 	if err != nil {
@@ -392,9 +391,11 @@ func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor stri
 			status = http.StatusInternalServerError
 		}
 		if len(resp.Data) == 0 {
-			return withRetryAfter(&Error{Status: status, Code: resp.Header.Get("Engine-Error-Code"), Message: resp.Header.Get("Nats-Service-Error")}, resp.Header.Get("Retry-After"))
+			e := wire.DecodeError(status, nil, resp.Header.Get(wire.HeaderRetryAfter))
+			e.Code, e.Message = resp.Header.Get(wire.HeaderErrorCode), resp.Header.Get("Nats-Service-Error")
+			return e
 		}
-		return withRetryAfter(replyError(status, resp.Data), resp.Header.Get("Retry-After"))
+		return wire.DecodeError(status, resp.Data, resp.Header.Get(wire.HeaderRetryAfter))
 	}
 	if err := json.Unmarshal(resp.Data, out); err != nil {
 		return fmt.Errorf("request %s: decode reply: %w", subj, err)

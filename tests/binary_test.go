@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
@@ -125,6 +126,12 @@ func (p *engineProc) adminAuth(t testing.TB) nats.Option {
 // Client is an HTTP API client of the process.
 func (p *engineProc) Client(channel string) *api.Client {
 	return api.NewClient(p.HTTPURL, api.WithChannel(channel), api.WithActor("test"))
+}
+
+// GoClient is the Go client (package client) of the engine's HTTP gateway
+// as channel, actor "test": what Client gives, with wire's types.
+func (p *engineProc) GoClient(channel string) *client.Client {
+	return client.NewHTTP(p.HTTPURL, client.WithChannel(channel), client.WithActor("test"))
 }
 
 // Kill sends SIGKILL (a crash: no shutdown code runs) and waits.

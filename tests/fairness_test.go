@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 )
@@ -76,11 +77,11 @@ func TestFairnessMadeUpHTTPChannels(t *testing.T) {
 	if v, err := web.Intent(ctx, "fair1", w.LastSeq); err != nil || v.Seq != w.LastSeq {
 		t.Errorf("HTTP channel web (--http-channel) during the flood: %+v, %v; want served", v, err)
 	}
-	if v, err := api.NewClient(p.HTTPURL).Intent(ctx, "fair1", w.LastSeq); err != nil || v.Seq != w.LastSeq {
+	if v, err := client.NewHTTP(p.HTTPURL).Intent(ctx, client.IntentRequest{Session: "fair1", MinSeq: w.LastSeq}); err != nil || v.Seq != w.LastSeq {
 		t.Errorf("HTTP default channel during the flood: %+v, %v; want served", v, err)
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
-	if v, err := api.NewNATSClient(nc, api.WithChannel("slack")).Intent(ctx, "fair1", w.LastSeq); err != nil || v.Seq != w.LastSeq {
+	if v, err := client.NewNATS(nc, client.WithChannel("slack")).Intent(ctx, client.IntentRequest{Session: "fair1", MinSeq: w.LastSeq}); err != nil || v.Seq != w.LastSeq {
 		t.Errorf("NATS channel slack during the flood: %+v, %v; want served", v, err)
 	}
 	t.Logf("fairness: the three real-channel reads took %s", time.Since(start))

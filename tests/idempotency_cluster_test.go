@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -83,42 +83,42 @@ func (e *clusterEngine) kill() {
 func TestIdempotentRetryAcrossEngineKill(t *testing.T) {
 	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{})
 	a := startClusterEngine(t, c)
-	ca := api.NewClient(a.url, api.WithChannel("web"), api.WithActor("client"))
+	ca := client.NewHTTP(a.url, client.WithChannel("web"), client.WithActor("client"))
 	ctx := context.Background()
 	const session = "idem-kill"
-	var first api.AppendResponse
+	var first client.AppendReply
 	k1 := events.NewID()
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		var err error
-		first, err = ca.AppendKeyed(ctx, session, k1, nil, events.ToolDisabled{Name: "bash"})
+		first, err = ca.Append(ctx, client.AppendRequest{Session: session, EventID: k1, Commands: []client.Command{client.DisableTool("bash")}})
 		return err
 	})
 	// An append in flight when the engine dies.
 	k2 := events.NewID()
 	inflight := make(chan error, 1)
 	go func() {
-		_, err := ca.AppendKeyed(ctx, session, k2, nil, events.ToolDisabled{Name: "grep"})
+		_, err := ca.Append(ctx, client.AppendRequest{Session: session, EventID: k2, Commands: []client.Command{client.DisableTool("grep")}})
 		inflight <- err
 	}()
 	a.kill()
 	errA := <-inflight
 
 	b := startClusterEngine(t, c)
-	cb := api.NewClient(b.url, api.WithChannel("web"), api.WithActor("client"))
-	var r1, r2, r2again api.AppendResponse
+	cb := client.NewHTTP(b.url, client.WithChannel("web"), client.WithActor("client"))
+	var r1, r2, r2again client.AppendReply
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		var err error
-		r1, err = cb.AppendKeyed(ctx, session, k1, nil, events.ToolDisabled{Name: "bash"})
+		r1, err = cb.Append(ctx, client.AppendRequest{Session: session, EventID: k1, Commands: []client.Command{client.DisableTool("bash")}})
 		return err
 	})
 	if !r1.Duplicate || r1.LastSeq != first.LastSeq || len(r1.EventIDs) != 1 || r1.EventIDs[0] != k1 {
 		t.Fatalf("retry of the acknowledged append: %+v, want seq %d duplicate", r1, first.LastSeq)
 	}
 	var err error
-	if r2, err = cb.AppendKeyed(ctx, session, k2, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+	if r2, err = cb.Append(ctx, client.AppendRequest{Session: session, EventID: k2, Commands: []client.Command{client.DisableTool("grep")}}); err != nil {
 		t.Fatalf("retry of the append in flight: %v", err)
 	}
-	if r2again, err = cb.AppendKeyed(ctx, session, k2, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+	if r2again, err = cb.Append(ctx, client.AppendRequest{Session: session, EventID: k2, Commands: []client.Command{client.DisableTool("grep")}}); err != nil {
 		t.Fatal(err)
 	}
 	if r2.LastSeq == 0 || !r2again.Duplicate || r2again.LastSeq != r2.LastSeq {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
 
 // #24 row 4: an idempotency key already used on session A, sent on session
@@ -30,24 +30,24 @@ func TestIdempotencyKeyOtherSession(t *testing.T) {
 	pw := permUsers(t, conf)
 	p := startEngine(t, t.TempDir(), rtDeployArgs(conf, pw)...)
 	ctx := e2eCtx(t)
-	web := api.NewNATSClient(permConnect(t, p.NATSURL, "web", pw["web"]).nc, api.WithChannel("web"), api.WithActor("w"))
-	slack := api.NewNATSClient(permConnect(t, p.NATSURL, "slack", pw["slack"]).nc, api.WithChannel("slack"), api.WithActor("s"))
-	httpWeb, httpSlack := p.Client("web"), p.Client("slack")
+	web := client.NewNATS(permConnect(t, p.NATSURL, "web", pw["web"]).nc, client.WithChannel("web"), client.WithActor("w"))
+	slack := client.NewNATS(permConnect(t, p.NATSURL, "slack", pw["slack"]).nc, client.WithChannel("slack"), client.WithActor("s"))
+	httpWeb, httpSlack := p.GoClient("web"), p.GoClient("slack")
 	acked := map[string]int{}
 
 	// A: two keyed appends by web (one event; two events, the batch path).
 	k1, k2 := events.NewID(), events.NewID()
-	a1, err := web.AppendKeyed(ctx, "idem-a", k1, nil, events.ToolDisabled{Name: "bash"})
+	a1, err := web.Append(ctx, client.AppendRequest{Session: "idem-a", EventID: k1, Commands: []client.Command{client.DisableTool("bash")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := web.AppendKeyed(ctx, "idem-a", k2, nil, events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "grep"})
+	a2, err := web.Append(ctx, client.AppendRequest{Session: "idem-a", EventID: k2, Commands: []client.Command{client.Enable(), client.DisableTool("grep")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	acked["idem-a"] += 3
 	// B: slack's session.
-	b1, err := slack.Append(ctx, "idem-b", nil, events.ToolDisabled{Name: "bash"})
+	b1, err := slack.Append(ctx, client.AppendRequest{Session: "idem-b", Commands: []client.Command{client.DisableTool("bash")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,44 +55,44 @@ func TestIdempotencyKeyOtherSession(t *testing.T) {
 
 	refused := func(via string, err error, key string, hidden string) {
 		t.Helper()
-		var ae *api.APIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || ae.Code != api.CodeKeyInUse {
-			t.Fatalf("%s: key %s: %v, want 422 %s", via, key, err, api.CodeKeyInUse)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || ae.Code != wire.CodeKeyInUse {
+			t.Fatalf("%s: key %s: %v, want 422 %s", via, key, err, wire.CodeKeyInUse)
 		}
-		if !errors.Is(err, jetstream.ErrKeyInUse) || !strings.Contains(ae.Message, key) || hidden != "" && strings.Contains(ae.Message, hidden) {
+		if !errors.Is(err, client.ErrKeyInUse) || !strings.Contains(ae.Message, key) || hidden != "" && strings.Contains(ae.Message, hidden) {
 			t.Fatalf("%s: message %q must name the key %s and not the session that holds it", via, ae.Message, key)
 		}
 	}
 	// Within the log's dedupe window: the log alone would answer "duplicate".
 	for _, key := range []string{k1, k2} {
-		for via, c := range map[string]*api.Client{"slack over NATS": slack, "web over NATS": web, "slack over HTTP": httpSlack, "web over HTTP": httpWeb} {
-			_, err := c.AppendKeyed(ctx, "idem-b", key, nil, events.ToolDisabled{Name: "read_file"})
+		for via, c := range map[string]*client.Client{"slack over NATS": slack, "web over NATS": web, "slack over HTTP": httpSlack, "web over HTTP": httpWeb} {
+			_, err := c.Append(ctx, client.AppendRequest{Session: "idem-b", EventID: key, Commands: []client.Command{client.DisableTool("read_file")}})
 			refused(via+" on B", err, key, "idem-a")
 		}
 	}
 	// The key's own session, another channel.
-	_, err = slack.AppendKeyed(ctx, "idem-a", k1, nil, events.ToolDisabled{Name: "bash"})
+	_, err = slack.Append(ctx, client.AppendRequest{Session: "idem-a", EventID: k1, Commands: []client.Command{client.DisableTool("bash")}})
 	refused("slack on A's session with web's key", err, k1, "")
 
 	// B is not wedged: it reads at its last sequence and appends, over
 	// both transports.
-	if v, err := slack.Intent(ctx, "idem-b", b1.LastSeq); err != nil || v.Seq != b1.LastSeq {
+	if v, err := slack.Intent(ctx, client.IntentRequest{Session: "idem-b", MinSeq: b1.LastSeq}); err != nil || v.Seq != b1.LastSeq {
 		t.Fatalf("B after the refusals: %+v %v, want its view at %d", v, err, b1.LastSeq)
 	}
-	b2, err := slack.AppendKeyed(ctx, "idem-b", events.NewID(), nil, events.ToolDisabled{Name: "grep"})
+	b2, err := slack.Append(ctx, client.AppendRequest{Session: "idem-b", EventID: events.NewID(), Commands: []client.Command{client.DisableTool("grep")}})
 	if err != nil || b2.Duplicate {
 		t.Fatalf("B appends after the refusals: %+v %v", b2, err)
 	}
 	acked["idem-b"]++
-	if v, err := httpSlack.Intent(ctx, "idem-b", b2.LastSeq); err != nil || v.Seq != b2.LastSeq {
+	if v, err := httpSlack.Intent(ctx, client.IntentRequest{Session: "idem-b", MinSeq: b2.LastSeq}); err != nil || v.Seq != b2.LastSeq {
 		t.Fatalf("B over HTTP: %+v %v, want its view at %d", v, err, b2.LastSeq)
 	}
 	// A is unchanged, and its keys still answer duplicate to web.
-	if v, err := web.Intent(ctx, "idem-a", a2.LastSeq); err != nil || v.Seq != a2.LastSeq {
+	if v, err := web.Intent(ctx, client.IntentRequest{Session: "idem-a", MinSeq: a2.LastSeq}); err != nil || v.Seq != a2.LastSeq {
 		t.Fatalf("A: %+v %v, want its view at %d", v, err, a2.LastSeq)
 	}
-	for key, want := range map[string]api.AppendResponse{k1: a1, k2: a2} {
-		got, err := httpWeb.AppendKeyed(ctx, "idem-a", key, nil, events.ToolDisabled{Name: "bash"})
+	for key, want := range map[string]client.AppendReply{k1: a1, k2: a2} {
+		got, err := httpWeb.Append(ctx, client.AppendRequest{Session: "idem-a", EventID: key, Commands: []client.Command{client.DisableTool("bash")}})
 		if err != nil || !got.Duplicate || got.FirstSeq != want.FirstSeq || got.LastSeq != want.LastSeq {
 			t.Fatalf("retry of %s on A: %+v %v, want duplicate %d..%d", key, got, err, want.FirstSeq, want.LastSeq)
 		}

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
-	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
 )
 
@@ -135,12 +134,12 @@ func TestServeWaitsForCluster(t *testing.T) {
 		}
 		return json.Unmarshal(data, &info)
 	})
-	cl := api.NewClient("http://"+info.HTTPAddr, api.WithChannel("web"), api.WithActor("test"))
-	var res api.AppendResponse
+	cl := client.NewHTTP("http://"+info.HTTPAddr, client.WithChannel("web"), client.WithActor("test"))
+	var res client.AppendReply
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		res, err = cl.Append(ctx, "wait-1", nil, events.ToolDisabled{Name: "bash"})
+		res, err = cl.Append(ctx, client.AppendRequest{Session: "wait-1", Commands: []client.Command{client.DisableTool("bash")}})
 		return err
 	})
 	t.Logf("serve-wait: appended at %d after waiting; waits logged: %d", res.LastSeq, strings.Count(logs.String(), "waiting for NATS"))

@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
-	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
 )
 
@@ -98,15 +97,15 @@ func rzStartLoad(url, prefix string, n int) *rzLoad {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			cl := api.NewClient(url, api.WithChannel("web"), api.WithActor(fmt.Sprintf("%s-w%d", prefix, w)))
+			cl := client.NewHTTP(url, client.WithChannel("web"), client.WithActor(fmt.Sprintf("%s-w%d", prefix, w)))
 			tools := []string{"bash", "grep"}
 			for i := 0; !l.stop.Load(); i++ {
-				var cmd events.Payload = events.ToolDisabled{Name: tools[i%2]}
+				cmd := client.DisableTool(tools[i%2])
 				if i%4 >= 2 {
-					cmd = events.ToolEnabled{Name: tools[i%2]}
+					cmd = client.EnableTool(tools[i%2])
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err := cl.Append(ctx, fmt.Sprintf("%s-%d", prefix, w), nil, cmd)
+				_, err := cl.Append(ctx, client.AppendRequest{Session: fmt.Sprintf("%s-%d", prefix, w), Commands: []client.Command{cmd}})
 				cancel()
 				if err != nil {
 					l.fails.Add(1)

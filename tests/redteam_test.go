@@ -32,6 +32,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 )
@@ -867,7 +868,7 @@ func TestAttackStarvationMinSeq(t *testing.T) {
 		return nil
 	})
 	start := time.Now()
-	v, err := api.NewNATSClient(slack.nc, api.WithChannel("slack")).Intent(e2eCtx(t), "bystander", by.acked[len(by.acked)-1])
+	v, err := client.NewNATS(slack.nc, client.WithChannel("slack")).Intent(e2eCtx(t), client.IntentRequest{Session: "bystander", MinSeq: by.acked[len(by.acked)-1]})
 	if err != nil || v.Seq != by.acked[len(by.acked)-1] {
 		t.Fatalf("slack read during web's flood: %+v %v", v, err)
 	}

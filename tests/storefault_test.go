@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolintent/engine/api"
-	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
 
 // ackedLog counts acknowledged appends (by stream sequence and session)
@@ -29,9 +29,9 @@ type ackedLog map[uint64]string
 
 // appendFresh appends one event to a new session and records it when
 // acknowledged.
-func (a ackedLog) appendFresh(ctx context.Context, c *api.Client, prefix string) error {
+func (a ackedLog) appendFresh(ctx context.Context, c *client.Client, prefix string) error {
 	s := fmt.Sprintf("%s-%d", prefix, len(a)+1)
-	r, err := c.Append(ctx, s, nil, events.ToolDisabled{Name: "bash"})
+	r, err := c.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}})
 	if err == nil {
 		a[r.LastSeq] = s
 	}
@@ -86,7 +86,7 @@ func TestStoreENOSPCRestartKeepsLog(t *testing.T) {
 	}
 	p := startEngine(t, dir, "--min-free", "0")
 	stderrOnFailure(t, p)
-	c := p.Client("row1")
+	c := p.GoClient("row1")
 	acked := ackedLog{}
 	for range 40 {
 		if err := acked.appendFresh(ctx, c, "before"); err != nil {
@@ -159,7 +159,7 @@ func TestWatermarkFollowsStream(t *testing.T) {
 	acked := ackedLog{}
 	var last uint64
 	for range 5 {
-		if err := acked.appendFresh(ctx, p.Client("row1"), "wm"); err != nil {
+		if err := acked.appendFresh(ctx, p.GoClient("row1"), "wm"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +186,7 @@ func TestStoreEmptiedRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := startEngine(t, dir)
-	c := p.Client("row1")
+	c := p.GoClient("row1")
 	acked := ackedLog{}
 	var last uint64
 	for range 30 {
@@ -212,9 +212,9 @@ func TestStoreEmptiedRefused(t *testing.T) {
 		t.Fatalf("readyz does not name the fix: %s", body)
 	}
 	t.Logf("readyz: %s", body)
-	c = p.Client("row1")
-	_, err := c.Append(ctx, "gone-new", nil, events.ToolDisabled{Name: "bash"})
-	var ae *api.APIError
+	c = p.GoClient("row1")
+	_, err := c.Append(ctx, client.AppendRequest{Session: "gone-new", Commands: []client.Command{client.DisableTool("bash")}})
+	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusInsufficientStorage || !strings.Contains(ae.Message, "the log holds less than the engine acknowledged") {
 		t.Fatalf("append on a short log: %v, want 507 naming the gap", err)
 	}
@@ -229,7 +229,7 @@ func TestStoreEmptiedRefused(t *testing.T) {
 	}
 	t.Logf("rebuild: %s", strings.TrimSpace(out))
 	p = startEngine(t, dir) // ready: the loss was accepted
-	if _, err := p.Client("row1").Append(ctx, "gone-new", nil, events.ToolDisabled{Name: "bash"}); err != nil {
+	if _, err := p.GoClient("row1").Append(ctx, client.AppendRequest{Session: "gone-new", Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
 		t.Fatalf("append after the loss was accepted: %v", err)
 	}
 }
@@ -242,7 +242,7 @@ func TestStoreNestedRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := startEngine(t, dir)
-	c := p.Client("row1")
+	c := p.GoClient("row1")
 	acked := ackedLog{}
 	for range 10 {
 		if err := acked.appendFresh(ctx, c, "nested"); err != nil {
@@ -286,8 +286,8 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	if os.Geteuid() != 0 {
 		p := startEngineUnready(t, t.TempDir(), "--min-free", "1000000GiB")
 		for i := range 20 {
-			_, err := p.Client("row8").Append(ctx, fmt.Sprintf("full-%d", i), nil, events.ToolDisabled{Name: "bash"})
-			if !errors.Is(err, jetstream.ErrStorageFull) {
+			_, err := p.GoClient("row8").Append(ctx, client.AppendRequest{Session: fmt.Sprintf("full-%d", i), Commands: []client.Command{client.DisableTool("bash")}})
+			if !errors.Is(err, client.ErrStorageFull) {
 				t.Fatalf("append %d below --min-free: %v, want 507", i, err)
 			}
 		}
@@ -297,7 +297,7 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	p := startEngine(t, dir, "--min-free", "0")
 	stderrOnFailure(t, p)
 	acked := ackedLog{}
-	c := p.Client("row8")
+	c := p.GoClient("row8")
 	for range 10 {
 		if err := acked.appendFresh(ctx, c, "full"); err != nil {
 			t.Fatal(err)
@@ -317,8 +317,8 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 		if err == nil {
 			return errors.New("append on a disk without a byte free succeeded (the store's page had room)")
 		}
-		var ae *api.APIError
-		if !errors.As(err, &ae) || (ae.Status != http.StatusInsufficientStorage && ae.Code != api.CodeOutcomeUnknown) {
+		var ae *client.Error
+		if !errors.As(err, &ae) || (ae.Status != http.StatusInsufficientStorage && ae.Code != wire.CodeOutcomeUnknown) {
 			t.Fatalf("first append to meet the full store: %v after %v, want 507 storage_full or 503 outcome_unknown", err, time.Since(start).Round(time.Millisecond))
 		}
 		t.Logf("first append to meet the full store: %d %s after %v: %s", ae.Status, ae.Code, time.Since(start).Round(time.Millisecond), ae.Message)
@@ -329,12 +329,12 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	for i := range n {
 		actx, cancel := context.WithTimeout(ctx, clientTimeout)
 		start := time.Now()
-		_, err := c.Append(actx, fmt.Sprintf("full-late-%d", i), nil, events.ToolDisabled{Name: "bash"})
+		_, err := c.Append(actx, client.AppendRequest{Session: fmt.Sprintf("full-late-%d", i), Commands: []client.Command{client.DisableTool("bash")}})
 		took := time.Since(start)
 		cancel()
 		slowest = max(slowest, took)
-		var ae *api.APIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusInsufficientStorage || ae.Code != api.CodeStorageFull {
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusInsufficientStorage || ae.Code != wire.CodeStorageFull {
 			t.Fatalf("append %d of %d on the full store: %v after %v, want 507 storage_full within the client's %v", i+1, n, err, took.Round(time.Millisecond), clientTimeout)
 		}
 		if i == 0 {
@@ -361,7 +361,7 @@ func TestRebuildRefusesForeignStore(t *testing.T) {
 	login := []string{"--server-config", conf, "--nats-user", "engine", "--nats-password", pw["engine"].password}
 	p := startEngine(t, dir, login...)
 	for i := range 5 {
-		if _, err := p.Client("web").Append(context.Background(), fmt.Sprintf("foreign-%d", i), nil, events.ToolDisabled{Name: "bash"}); err != nil {
+		if _, err := p.GoClient("web").Append(context.Background(), client.AppendRequest{Session: fmt.Sprintf("foreign-%d", i), Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -436,7 +436,7 @@ func TestAppendsInFlightOnENOSPCAnswer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := p.Client("row8")
+			c := p.GoClient("row8")
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -446,20 +446,20 @@ func TestAppendsInFlightOnENOSPCAnswer(t *testing.T) {
 				s := fmt.Sprintf("inflight-%d-%d", w, i)
 				actx, cancel := context.WithTimeout(ctx, clientTimeout)
 				start := time.Now()
-				r, err := c.Append(actx, s, nil, events.ToolDisabled{Name: "bash"})
+				r, err := c.Append(actx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}})
 				took := time.Since(start)
 				cancel()
-				var ae *api.APIError
+				var ae *client.Error
 				mu.Lock()
 				slowest = max(slowest, took)
 				switch {
 				case err == nil:
 					acked[r.LastSeq] = s
-				case errors.As(err, &ae) && (ae.Code == api.CodeStorageFull || ae.Code == api.CodeOutcomeUnknown):
+				case errors.As(err, &ae) && (ae.Code == wire.CodeStorageFull || ae.Code == wire.CodeOutcomeUnknown):
 					if unknown+refused == 0 {
 						firstFail = took
 					}
-					if ae.Code == api.CodeOutcomeUnknown {
+					if ae.Code == wire.CodeOutcomeUnknown {
 						unknown++
 						slowUnk = max(slowUnk, took)
 					} else {
@@ -493,11 +493,11 @@ func TestAppendsInFlightOnENOSPCAnswer(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	c := p.Client("row8")
+	c := p.GoClient("row8")
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		actx, cancel := context.WithTimeout(ctx, clientTimeout)
 		defer cancel()
-		r, err := c.Append(actx, "inflight-after", nil, events.ToolDisabled{Name: "bash"})
+		r, err := c.Append(actx, client.AppendRequest{Session: "inflight-after", Commands: []client.Command{client.DisableTool("bash")}})
 		if err == nil {
 			acked[r.LastSeq] = "inflight-after"
 		}

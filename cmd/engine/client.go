@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/resolver"
-	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // clientFlags are shared by every subcommand that talks to a running engine.
@@ -35,23 +35,23 @@ type clientFlags struct {
 // client returns the API client: over NATS with --nats, NATS_URL or
 // --context, else over HTTP at --server. A NATS connection lives until
 // the process exits.
-func (f clientFlags) client(ctx context.Context) (*api.Client, error) {
+func (f clientFlags) client(ctx context.Context) (*client.Client, error) {
 	actor := f.Actor
 	if actor == "" {
 		actor = "cli"
 	}
-	opts := []api.ClientOption{api.WithChannel(f.Channel), api.WithActor(actor)}
+	opts := []client.Option{client.WithChannel(f.Channel), client.WithActor(actor)}
 	if f.clientNATSFlags.wanted() {
 		nc, err := f.clientNATSFlags.connect(ctx, "")
 		if err != nil {
 			return nil, err
 		}
-		return api.NewNATSClient(nc, opts...), nil
+		return client.NewNATS(nc, opts...), nil
 	}
 	if f.Token != "" {
-		opts = append(opts, api.WithToken(f.Token), api.WithChannel(""))
+		opts = append(opts, client.WithToken(f.Token), client.WithChannel(""))
 	}
-	return api.NewClient(withScheme(f.Server), opts...), nil
+	return client.NewHTTP(withScheme(f.Server), opts...), nil
 }
 
 // address is where the client talks to, for error messages.
@@ -195,7 +195,7 @@ func tri(b *bool, unset string) string {
 	return strconv.FormatBool(*b)
 }
 
-func intentRows(w io.Writer, in resolver.Intent) {
+func intentRows(w io.Writer, in wire.Intent) {
 	fmt.Fprintf(w, "enabled\t%s\n", tri(in.Enabled, "unset (follow profile)"))
 	fmt.Fprintf(w, "web_search\t%s\n", tri(in.WebSearch, "unset"))
 	preset := in.Preset
@@ -220,6 +220,16 @@ type emitCmd struct {
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// commandOf is p as the client's command object (api.EncodeCommand's).
+func commandOf(p events.Payload) (client.Command, error) {
+	b, err := api.EncodeCommand(p)
+	if err != nil {
+		return nil, err
+	}
+	var c client.Command
+	return c, json.Unmarshal(b, &c)
+}
 
 // parseChange turns the CLI words into one command.
 func parseChange(change string, args []string) (events.Payload, error) {
@@ -297,7 +307,11 @@ func (c *emitCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := cl.Append(ctx, c.Session, c.Expected, cmd)
+	wc, err := commandOf(cmd)
+	if err != nil {
+		return err
+	}
+	res, err := cl.Append(ctx, client.AppendRequest{Session: c.Session, ExpectedSeq: c.Expected, Commands: []client.Command{wc}})
 	if err != nil {
 		return err
 	}
@@ -324,7 +338,7 @@ func (c *intentCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.Intent(ctx, c.Session, c.MinSeq)
+	v, err := cl.Intent(ctx, client.IntentRequest{Session: c.Session, MinSeq: c.MinSeq})
 	if err != nil {
 		return err
 	}
@@ -362,13 +376,13 @@ type overrideFlag struct {
 }
 
 // parse reads the flag; nil means no override.
-func (f overrideFlag) parse() (*api.Override, error) {
+func (f overrideFlag) parse() (*wire.Override, error) {
 	return parseOverride(f.Override)
 }
 
 // parseOverride reads the --override mini-syntax into the API's override.
 // The engine validates it again like any API request.
-func parseOverride(s string) (*api.Override, error) {
+func parseOverride(s string) (*wire.Override, error) {
 	s = strings.TrimSpace(s)
 	strict := func(what, text string, v any) error {
 		dec := json.NewDecoder(strings.NewReader(text))
@@ -385,7 +399,7 @@ func parseOverride(s string) (*api.Override, error) {
 	case s == "" || s == "none":
 		return nil, nil
 	case s == "empty":
-		return &api.Override{Kind: "empty"}, nil
+		return &wire.Override{Kind: "empty"}, nil
 	case strings.HasPrefix(s, "names:"):
 		var names []string
 		for _, n := range strings.Split(strings.TrimPrefix(s, "names:"), ",") {
@@ -401,15 +415,15 @@ func parseOverride(s string) (*api.Override, error) {
 				return nil, fmt.Errorf("--override %q: %w", s, err)
 			}
 		}
-		return &api.Override{Kind: "names", Names: names}, nil
+		return &wire.Override{Kind: "names", Names: names}, nil
 	case strings.HasPrefix(s, "intent:"):
-		var in resolver.Intent
+		var in wire.Intent
 		if err := strict("intent", strings.TrimPrefix(s, "intent:"), &in); err != nil {
 			return nil, err
 		}
-		return &api.Override{Kind: "intent", Intent: &in}, nil
+		return &wire.Override{Kind: "intent", Intent: &in}, nil
 	case strings.HasPrefix(s, "{"):
-		var o api.Override
+		var o wire.Override
 		if err := strict("object", s, &o); err != nil {
 			return nil, err
 		}
@@ -420,7 +434,7 @@ func parseOverride(s string) (*api.Override, error) {
 
 // warnNoEvents says on stderr that the session has no events, so that a
 // mistyped session id does not silently resolve the defaults.
-func warnNoEvents(v service.TurnView, profile string, o *api.Override) {
+func warnNoEvents(v wire.TurnView, profile string, o *wire.Override) {
 	if !v.NoEvents {
 		return
 	}
@@ -443,7 +457,7 @@ type resolveCmd struct {
 	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
 }
 
-func viewRows(w io.Writer, v service.TurnView) {
+func viewRows(w io.Writer, v wire.TurnView) {
 	fmt.Fprintf(w, "session\t%s (seq %d)%s\n", v.Session, v.Seq, frozen(v))
 	fmt.Fprintf(w, "source\t%s\n", v.Source)
 	fmt.Fprintf(w, "provider array\t%s\n", wrapList(fmt.Sprintf("%d tools: ", len(v.Provider)), v.Provider))
@@ -457,7 +471,7 @@ func viewRows(w io.Writer, v service.TurnView) {
 	fmt.Fprintf(w, "prefix\t%s (%s, %d bytes)\n", v.PrefixHash, v.RenderedFor, len(v.Rendering))
 }
 
-func frozen(v service.TurnView) string {
+func frozen(v wire.TurnView) string {
 	if v.Frozen {
 		return fmt.Sprintf(", turn %d frozen", v.Turn)
 	}
@@ -475,7 +489,7 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.Resolve(ctx, api.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := cl.Resolve(ctx, client.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -513,7 +527,7 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.BeginTurn(ctx, api.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := cl.BeginTurn(ctx, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -549,7 +563,7 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.ToolSearch(ctx, c.Session, c.Provider, input)
+	r, err := cl.Discover(ctx, client.DiscoverRequest{Session: c.Session, Provider: c.Provider, Input: input})
 	if err != nil {
 		return err
 	}
@@ -591,7 +605,7 @@ func (c *turnDispatchCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.Dispatch(ctx, c.Session, c.Provider)
+	v, err := cl.Dispatch(ctx, client.DispatchRequest{Session: c.Session, Provider: c.Provider})
 	if err != nil {
 		return err
 	}
@@ -610,14 +624,14 @@ func (c *turnEndCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.EndTurn(ctx, c.Session)
+	r, err := cl.EndTurn(ctx, client.TurnRequest{Session: c.Session})
 	if err != nil {
 		return err
 	}
 	return c.print(r, func(w io.Writer) { checkpointRows(w, r) })
 }
 
-func checkpointRows(w io.Writer, r api.CheckpointResponse) {
+func checkpointRows(w io.Writer, r wire.CheckpointReply) {
 	fmt.Fprintf(w, "checkpoint\tseq %d, turn %d\n", r.Seq, r.Checkpoint.Turn)
 	fmt.Fprintf(w, "loaded_deferred_tools\t%s\n", wrapList("", r.Checkpoint.Loaded))
 	fmt.Fprintf(w, "contract\t%s (registry %s)\n", r.Checkpoint.ContractHash, r.Checkpoint.RegistryVersion)
@@ -635,7 +649,7 @@ func (c *checkpointCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Checkpoint(ctx, c.Session)
+	r, err := cl.Checkpoint(ctx, client.TurnRequest{Session: c.Session})
 	if err != nil {
 		return err
 	}
@@ -660,7 +674,7 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Resume(ctx, api.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
+	r, err := cl.Resume(ctx, client.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -696,7 +710,7 @@ type historyCmd struct {
 	Page    bool   `name:"page" help:"Print one page (from --after) and the sequence to go on from, instead of the whole timeline."`
 }
 
-func parseUntil(s string) (api.Until, error) {
+func parseUntil(s string) (wire.Until, error) {
 	if s == "" {
 		return "", nil
 	}
@@ -704,13 +718,13 @@ func parseUntil(s string) (api.Until, error) {
 		if n == 0 {
 			return "", fmt.Errorf("--until 0: sequences start at 1")
 		}
-		return api.UntilSeq(n), nil
+		return wire.UntilSeq(n), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return "", fmt.Errorf("--until %q: want a sequence number or an RFC 3339 time such as 2026-12-02T10:00:00Z", s)
 	}
-	return api.UntilTime(t), nil
+	return wire.UntilTime(t), nil
 }
 
 // Run prints the timeline page by page as the engine sends it (#24 row
@@ -734,15 +748,18 @@ func (c *historyCmd) Run(ctx context.Context) error {
 	}
 	limit := c.Limit
 	if limit == 0 && !c.Page {
-		limit = api.MaxHistoryPage // fewer round trips; a page still ends at MaxHistoryPageBytes
+		limit = wire.MaxHistoryPage // fewer round trips; a page still ends at MaxHistoryPageBytes
 	}
-	req := api.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o, AfterSeq: c.After, Limit: limit}
+	req := client.HistoryRequest{Session: c.Session, Until: until, Profile: c.Profile, Override: o, AfterSeq: c.After, Limit: limit}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	var tbl historyTable
 	for {
 		pctx, cancel := c.ctx(ctx)
-		page, err := cl.HistoryPage(pctx, req)
+		// The engine's own command type, so that commands print as the
+		// engine wrote them (a client.Command map would sort their keys).
+		var page api.HistoryResponse
+		err := cl.Do(pctx, wire.OpHistory, &req, &page)
 		cancel()
 		if err != nil {
 			return err
@@ -847,7 +864,7 @@ func (t *historyTable) end(w io.Writer, h api.HistoryResponse, onePage bool) {
 	} else {
 		fmt.Fprintf(tw, "\nintent at the end\t\n")
 	}
-	intentRows(tw, h.State.Intent)
+	intentRows(tw, wire.Intent(h.State.Intent))
 	_ = tw.Flush()
 }
 
@@ -889,7 +906,7 @@ func (c *explainCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Explain(ctx, api.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
+	r, err := cl.Explain(ctx, client.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
 	if err != nil {
 		return err
 	}
@@ -918,10 +935,11 @@ func (c *sessionsCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := cl.Sessions(ctx)
+	list, err := cl.Sessions(ctx)
 	if err != nil {
 		return err
 	}
+	s := list.Sessions
 	return c.print(s, func(w io.Writer) {
 		for _, id := range s {
 			fmt.Fprintln(w, id)

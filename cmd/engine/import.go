@@ -11,8 +11,9 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/legacy"
-	"github.com/toolintent/engine/service"
 )
 
 type importCmd struct {
@@ -92,9 +93,9 @@ func (c *importCmd) Run(ctx context.Context) error {
 				continue // follows its profile: nothing to write
 			}
 			none := uint64(0) // only sessions without events: never overwrite a live session
-			res, err := cl.Append(ctx, line.Session, &none, line.Decision.Events...)
+			res, err := appendPayloads(ctx, cl, line.Session, &none, line.Decision.Events)
 			switch {
-			case errors.Is(err, service.ErrConflict):
+			case errors.Is(err, client.ErrConflict):
 				line.Applied = &importApplied{Error: "the session already has events in the engine; import writes only to sessions without events"}
 				failed++
 			case err != nil:
@@ -165,4 +166,17 @@ func importRows(w io.Writer, rep importReport) {
 		}
 	}
 	fmt.Fprintf(w, "\nsummary\t%s\n", strings.Join(parts, ", "))
+}
+
+// appendPayloads appends the engine's commands through the client.
+func appendPayloads(ctx context.Context, cl *client.Client, session string, expected *uint64, ps []events.Payload) (client.AppendReply, error) {
+	req := client.AppendRequest{Session: session, ExpectedSeq: expected}
+	for _, p := range ps {
+		c, err := commandOf(p)
+		if err != nil {
+			return client.AppendReply{}, err
+		}
+		req.Commands = append(req.Commands, c)
+	}
+	return cl.Append(ctx, req)
 }

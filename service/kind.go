@@ -1,0 +1,137 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+)
+
+// Kind is what an error of the engine means to a caller: the one place
+// that reads the sentinels of the core packages and of the log (#25 item
+// 2). A transport maps each kind to its own codes (api: wire's codes).
+type Kind uint8
+
+// The kinds, in the order KindOf tests them.
+const (
+	// KindInternal is a bug or an unexpected failure.
+	KindInternal Kind = iota
+	// KindConflict: the session moved past the expected sequence
+	// (ErrConflict; a *ConflictError carries the sequences).
+	KindConflict
+	// KindNoTurn: the operation needs an open turn (ErrNoTurn).
+	KindNoTurn
+	// KindOutcomeUnknown: a write was sent but never acknowledged; it may
+	// or may not be stored.
+	KindOutcomeUnknown
+	// KindStorageFull: the store is short of free space; nothing written.
+	KindStorageFull
+	// KindKeyInUse: the idempotency key belongs to another session or
+	// channel (a *KeyInUseError says why, without the other session).
+	KindKeyInUse
+	// KindInvalid: the request itself is wrong (a session id, a name, a
+	// command, a preset, a profile, ...).
+	KindInvalid
+	// KindUnavailable: JetStream or the connection to it cannot serve now,
+	// or the views have not caught up: worth a retry later.
+	KindUnavailable
+)
+
+// String names the kind.
+func (k Kind) String() string {
+	switch k {
+	case KindConflict:
+		return "conflict"
+	case KindNoTurn:
+		return "no_turn"
+	case KindOutcomeUnknown:
+		return "outcome_unknown"
+	case KindStorageFull:
+		return "storage_full"
+	case KindKeyInUse:
+		return "key_in_use"
+	case KindInvalid:
+		return "invalid"
+	case KindUnavailable:
+		return "unavailable"
+	}
+	return "internal"
+}
+
+// ConflictError is the conflict of an append with an expected sequence:
+// errors.As gives the session, the expected and the actual sequence.
+type ConflictError = jetstream.ConflictError
+
+// KeyInUseError says why an idempotency key may not be used here; its
+// Error names no other session.
+type KeyInUseError = jetstream.KeyInUseError
+
+// invalidErrs are the sentinels of a request the engine cannot accept.
+var invalidErrs = []error{
+	ErrInvalid,
+	events.ErrInvalidSession, events.ErrInvalidName, events.ErrInvalidEvent, events.ErrTooLarge,
+	aggregate.ErrInvalidCommand, aggregate.ErrMaterialized, aggregate.ErrUnknownTool,
+	resolver.ErrUnknownPreset, resolver.ErrUnknownProfile, resolver.ErrInvalidRequest,
+	checkpoint.ErrNotInContract, jetstream.ErrInvalidSession,
+}
+
+// unavailableErrs are the sentinels of a log or connection that cannot
+// serve now.
+var unavailableErrs = []error{
+	nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
+	nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers, jetstream.ErrNotSent,
+	natsjs.ErrNoStreamResponse, natsjs.ErrJetStreamNotEnabled, natsjs.ErrJetStreamNotEnabledForAccount,
+	natsjs.ErrServerShutdown, projection.ErrNotCaughtUp,
+	context.DeadlineExceeded, context.Canceled,
+}
+
+// KindOf classifies an error returned by an Engine (or by the packages
+// under it). It is safe for concurrent use; nil is KindInternal, as is
+// any error it does not know.
+func KindOf(err error) Kind {
+	switch {
+	case err == nil:
+		return KindInternal
+	case errors.Is(err, ErrConflict):
+		return KindConflict
+	case errors.Is(err, ErrNoTurn):
+		return KindNoTurn
+	case errors.Is(err, jetstream.ErrOutcomeUnknown):
+		return KindOutcomeUnknown
+	case errors.Is(err, jetstream.ErrStorageFull):
+		return KindStorageFull
+	case errors.Is(err, jetstream.ErrKeyInUse):
+		return KindKeyInUse
+	case isAny(err, invalidErrs):
+		return KindInvalid
+	case isAny(err, unavailableErrs):
+		return KindUnavailable
+	}
+	// A JetStream API error that says 503 (no leader, no quorum, ...);
+	// *natsjs.APIError implements JetStreamError too.
+	var jsErr natsjs.JetStreamError
+	if errors.As(err, &jsErr) {
+		if ae := jsErr.APIError(); ae != nil && ae.Code == http.StatusServiceUnavailable {
+			return KindUnavailable
+		}
+	}
+	return KindInternal
+}
+
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}

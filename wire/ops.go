@@ -1,0 +1,102 @@
+package wire
+
+import "net/http"
+
+// Header names.
+const (
+	// HeaderChannel names the writing channel on HTTP requests. Over NATS
+	// the channel is the subject token.
+	HeaderChannel = "Engine-Channel"
+	// HeaderActor names the writing actor (a user id) on both transports;
+	// it wins over a body "actor" field.
+	HeaderActor = "Engine-Actor"
+	// HeaderIdempotencyKey carries an append's idempotency key (a ULID) on
+	// both transports, as the body's event_id does.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderErrorCode carries the error code on NATS error replies, beside
+	// the micro Nats-Service-Error-Code (the HTTP status).
+	HeaderErrorCode = "Engine-Error-Code"
+	// HeaderRetryAfter is on every 429 and 503 reply, HTTP and NATS: the
+	// seconds to wait before retrying (RFC 9110 delay-seconds).
+	HeaderRetryAfter = "Retry-After"
+)
+
+// Media types of request and reply bodies.
+const (
+	MIMEJSON    = "application/json"
+	MIMEMsgpack = "application/msgpack"
+)
+
+// Operation describes one operation of the API, the same over both
+// transports: over NATS a request to <prefix>.<channel>.<Subject> (micro
+// endpoint Name), over HTTP one of Methods on Path.
+type Operation struct {
+	// Name is the micro endpoint name.
+	Name string `json:"name"`
+	// Subject is the subject suffix after <prefix>.<channel>.
+	Subject string `json:"subject"`
+	// Methods and Path are the HTTP route ({session} and {tool} are path
+	// values). A client sends the last method.
+	Methods []string `json:"methods"`
+	Path    string   `json:"path"`
+	// Write is true for operations that append events: they record the
+	// channel and actor.
+	Write bool `json:"write"`
+	// Summary says what the operation does.
+	Summary string `json:"summary"`
+}
+
+// Method is the HTTP method a client sends: the last of Methods (POST
+// where both GET and POST are served, so that a structured request goes
+// in a body).
+func (o Operation) Method() string { return o.Methods[len(o.Methods)-1] }
+
+const (
+	get  = http.MethodGet
+	post = http.MethodPost
+)
+
+// The operations of the API (docs/api.md), in the order Operations lists
+// them. The engine serves each over both transports; the client calls them.
+var (
+	OpAppend = Operation{Name: "append", Subject: "events.append", Methods: []string{post}, Path: "/v1/sessions/{session}/events", Write: true,
+		Summary: "Append intent commands to a session, atomically, with an optional expected sequence."}
+	OpIntent = Operation{Name: "intent", Subject: "session.intent", Methods: []string{get}, Path: "/v1/sessions/{session}",
+		Summary: "Read a session's stored intent, loaded deferred tools, turn and last checkpoint."}
+	OpResolve = Operation{Name: "resolve", Subject: "session.resolve", Methods: []string{get, post}, Path: "/v1/sessions/{session}/resolve",
+		Summary: "Resolve a session's tools: provider rendering, resident array, catalog, contract hash, classification."}
+	OpHistory = Operation{Name: "history", Subject: "session.history", Methods: []string{get}, Path: "/v1/sessions/{session}/history",
+		Summary: "A page of a session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time; after_seq, limit)."}
+	OpExplain = Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
+		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}
+	OpResume = Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
+		Summary: "Resume after a crash: verify the checkpoint's contract hash, restore the loaded deferred tools or say why not."}
+	OpBeginTurn = Operation{Name: "turn-begin", Subject: "turn.begin", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/begin", Write: true,
+		Summary: "Begin the next turn: resolve and freeze the session's tools."}
+	OpDiscover = Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
+		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}
+	OpDispatch = Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
+		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}
+	OpInspect = Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
+		Summary: "The classification recorded by the session's last dispatch in this engine process."}
+	OpCheckpoint = Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
+		Summary: "Record a checkpoint (safe point) of the open turn."}
+	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
+		Summary: "End the open turn at a safe point (turn end and checkpoint, atomically)."}
+	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
+		Summary: "List the sessions that have a view."}
+	OpRegistry = Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",
+		Summary: "The live registry: version, tools, defaults, resident and deferred tools, presets, profiles."}
+	OpBudget = Operation{Name: "budget", Subject: "registry.budget", Methods: []string{get}, Path: "/v1/budget",
+		Summary: "The default session's per-turn token table with and without deferral, by a real BPE tokenizer."}
+)
+
+// Operations returns the API's operations in a fixed order (a fresh copy).
+func Operations() []Operation {
+	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpResume, OpBeginTurn, OpDiscover,
+		OpDispatch, OpInspect, OpCheckpoint, OpEndTurn, OpSessions, OpRegistry, OpBudget}
+	for i := range ops {
+		ops[i].Methods = append([]string(nil), ops[i].Methods...)
+	}
+	return ops
+}

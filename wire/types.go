@@ -1,0 +1,432 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Requests. Each is one JSON object of docs/api.md; over HTTP the
+// session (and the tool of Explain) go into the path.
+
+// AppendRequest appends Commands to Session atomically. ExpectedSeq, when
+// set, is the sequence the session must be at (0: no events yet), else the
+// reply is a conflict; without it the engine retries safe changes.
+type AppendRequest struct {
+	Session     string    `json:"session"`
+	ExpectedSeq *uint64   `json:"expected_seq,omitempty"`
+	Commands    []Command `json:"commands"`
+	Actor       string    `json:"actor,omitempty"`
+	// EventID is an idempotency key (a ULID the caller generates): a
+	// retry with the same EventID returns the original sequences and
+	// writes nothing. A key belongs to the session and channel it was
+	// first used by: elsewhere it is ErrKeyInUse (422).
+	EventID string `json:"event_id,omitempty"`
+}
+
+// IntentRequest reads a session; MinSeq (an append's LastSeq) reads your
+// writes.
+type IntentRequest struct {
+	Session string `json:"session"`
+	MinSeq  uint64 `json:"min_seq,omitempty"`
+}
+
+// ResolveRequest resolves a session's tools. Provider is "anthropic"
+// (default) or "openai"; Profile names an agent profile.
+type ResolveRequest struct {
+	Session  string    `json:"session"`
+	Profile  string    `json:"profile,omitempty"`
+	Provider string    `json:"provider,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	MinSeq   uint64    `json:"min_seq,omitempty"`
+}
+
+// HistoryRequest asks for a session's timeline; Until bounds it (a
+// sequence such as "42" or an RFC 3339 time).
+type HistoryRequest struct {
+	Session  string    `json:"session"`
+	Until    Until     `json:"until,omitempty"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	// AfterSeq starts the page after this sequence (0: the first page);
+	// Limit bounds its entries (0: the engine's default, 100; at most
+	// 1000). History pages through by itself; HistoryPage reads one.
+	AfterSeq uint64 `json:"after_seq,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// ExplainRequest asks why Tool is or is not in a session's set.
+type ExplainRequest struct {
+	Session  string    `json:"session"`
+	Tool     string    `json:"tool"`
+	Until    Until     `json:"until,omitempty"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+}
+
+// ResumeRequest resumes a session after a crash.
+type ResumeRequest struct {
+	Session  string    `json:"session"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+}
+
+// BeginTurnRequest begins a session's next turn.
+type BeginTurnRequest struct {
+	Session  string    `json:"session"`
+	Profile  string    `json:"profile,omitempty"`
+	Provider string    `json:"provider,omitempty"`
+	Override *Override `json:"override,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+}
+
+// DiscoverRequest is one tool_search call: Input is the model's input
+// object as it wrote it ({"query":"..."}, {"names":[...]}, {"regex":"..."},
+// "max_results"), or Names alone for a backend that knows them. CallID is
+// the provider's id of the call (OpenAI's native tool search output).
+type DiscoverRequest struct {
+	Session  string          `json:"session"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Names    []string        `json:"names,omitempty"`
+	Provider string          `json:"provider,omitempty"`
+	CallID   string          `json:"call_id,omitempty"`
+	Actor    string          `json:"actor,omitempty"`
+}
+
+// DispatchRequest asks for the provider request of the open turn.
+type DispatchRequest struct {
+	Session  string `json:"session"`
+	Provider string `json:"provider,omitempty"`
+}
+
+// TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
+type TurnRequest struct {
+	Session string `json:"session"`
+	Actor   string `json:"actor,omitempty"`
+}
+
+// Override is a per-turn override: Kind "none", "empty" (no tools),
+// "names" (exactly Names) or "intent" (Intent expanded live, with
+// Allowed filtering the defaults). See docs/semantics.md#overrides.
+type Override struct {
+	Kind    string   `json:"kind"`
+	Intent  *Intent  `json:"intent,omitempty"`
+	Allowed []string `json:"allowed,omitempty"`
+	Names   []string `json:"names,omitempty"`
+}
+
+// Intent is a session's stored intent (docs/semantics.md#intent). A nil
+// Enabled or WebSearch is unset; a nil Picked is no picked list.
+type Intent struct {
+	Enabled   *bool    `json:"enabled,omitempty"`
+	WebSearch *bool    `json:"web_search,omitempty"`
+	Preset    string   `json:"preset,omitempty"`
+	Disabled  []string `json:"disabled,omitempty"`
+	Picked    []string `json:"picked,omitempty"`
+}
+
+// Command is one intent command: an object with a "type" and that
+// type's fields (docs/api.md, "Commands"); the client builds it with
+// Enable, Disable, Preset and the other constructors.
+type Command map[string]any
+
+// Replies.
+
+// AppendReply is the outcome of Append: pass LastSeq as MinSeq to read
+// your writes.
+type AppendReply struct {
+	Session   string `json:"session"`
+	FirstSeq  uint64 `json:"first_seq"`
+	LastSeq   uint64 `json:"last_seq"`
+	Duplicate bool   `json:"duplicate"`
+	Retries   int    `json:"retries"`
+	// EventIDs are the stored events' ids.
+	EventIDs []string `json:"event_ids,omitempty"`
+	State    Session  `json:"state"`
+}
+
+// Session is a session's stored state.
+type Session struct {
+	Session    string      `json:"session"`
+	Seq        uint64      `json:"seq"`
+	Intent     Intent      `json:"intent"`
+	Loaded     []string    `json:"loaded"`
+	Turn       uint64      `json:"turn"`
+	InTurn     bool        `json:"in_turn"`
+	Events     uint64      `json:"events"`
+	Skipped    uint64      `json:"skipped"`
+	Rejected   uint64      `json:"rejected"`
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Rejections []Rejection `json:"rejections,omitempty"`
+}
+
+// Rejection is an event kept in the log but not applied: Kind "skipped"
+// (undecodable) or "rejected" (breaks a rule of the fold).
+type Rejection struct {
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+// Checkpoint is a recorded checkpoint.
+type Checkpoint struct {
+	Loaded          []string        `json:"loaded_deferred_tools"`
+	ContractHash    string          `json:"contract_hash"`
+	RegistryVersion string          `json:"registry_version"`
+	Turn            uint64          `json:"turn"`
+	Seq             uint64          `json:"seq,omitempty"`
+	Contract        []ContractEntry `json:"contract,omitempty"`
+}
+
+// ContractEntry is one tool of a checkpoint's contract with its hash.
+type ContractEntry struct {
+	Name string `json:"name"`
+	Hash string `json:"hash"`
+}
+
+// TurnView is a resolution: Rendering is the provider tools array to send
+// as is, CatalogText the deferred catalog for the system prompt.
+type TurnView struct {
+	Session         string           `json:"session"`
+	Seq             uint64           `json:"seq"`
+	Turn            uint64           `json:"turn"`
+	Frozen          bool             `json:"frozen"`
+	Intent          Intent           `json:"intent"`
+	Source          string           `json:"source"`
+	Tools           []string         `json:"tools"`
+	Provider        []string         `json:"provider"`
+	Catalog         []string         `json:"catalog"`
+	CatalogText     string           `json:"catalog_text"`
+	Unknown         []string         `json:"unknown,omitempty"`
+	Rendering       json.RawMessage  `json:"rendering"`
+	RenderedFor     string           `json:"rendered_for"`
+	PrefixHash      string           `json:"prefix_hash"`
+	ContractHash    string           `json:"contract_hash"`
+	RegistryVersion string           `json:"registry_version"`
+	Budget          Budget           `json:"budget"`
+	Classification  []Classification `json:"classification"`
+	Loaded          []string         `json:"loaded"`
+	NoEvents        bool             `json:"no_events,omitempty"`
+}
+
+// Budget is a resolution's token estimate.
+type Budget struct {
+	Resident      int `json:"resident"`
+	Catalog       int `json:"catalog"`
+	Total         int `json:"total"`
+	ResidentTools int `json:"resident_tools"`
+	DeferredTools int `json:"deferred_tools"`
+}
+
+// Classification is one tool's class in a resolution.
+type Classification struct {
+	Name     string `json:"name"`
+	Resident bool   `json:"resident"`
+	Deferred bool   `json:"deferred"`
+	Loaded   bool   `json:"loaded"`
+}
+
+// History is a session's timeline.
+type History struct {
+	Session string         `json:"session"`
+	Entries []HistoryEntry `json:"entries"`
+	State   Session        `json:"state"`
+	// More says a page is not the last: the next one is after
+	// NextAfterSeq.
+	More         bool   `json:"more"`
+	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
+}
+
+// HistoryEntry is one event of a timeline with the state it left.
+type HistoryEntry struct {
+	EventRef
+	Payload       Command  `json:"payload,omitempty"`
+	Error         string   `json:"error,omitempty"`
+	Rejected      bool     `json:"rejected,omitempty"`
+	Intent        Intent   `json:"intent"`
+	Tools         []string `json:"tools"`
+	Gained        []string `json:"gained,omitempty"`
+	Lost          []string `json:"lost,omitempty"`
+	Provider      []string `json:"provider"`
+	Catalog       []string `json:"catalog"`
+	Loaded        []string `json:"loaded"`
+	PrefixHash    string   `json:"prefix_hash"`
+	PrefixChanged bool     `json:"prefix_changed"`
+	Cause         string   `json:"cause,omitempty"`
+	Turn          uint64   `json:"turn"`
+	InTurn        bool     `json:"in_turn"`
+	// RegistryVersion is the registry this point resolved against: the
+	// open turn's, else the one in force when the event was stored.
+	RegistryVersion string `json:"registry_version"`
+	// Dispatch is, inside a turn, the classification a provider dispatch
+	// at this point records, derived from the log.
+	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
+}
+
+// EventRef names an event of the log.
+type EventRef struct {
+	Seq     uint64    `json:"seq"`
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Channel string    `json:"channel"`
+	Actor   string    `json:"actor"`
+	Time    time.Time `json:"time"`
+}
+
+// Explanation says why a tool is in or out: the deciding Rule and the
+// Event after which that last changed (nil: no event did).
+type Explanation struct {
+	Tool            string    `json:"tool"`
+	Included        bool      `json:"included"`
+	Rule            string    `json:"rule"`
+	Detail          string    `json:"detail"`
+	Event           *EventRef `json:"event,omitempty"`
+	RegistryVersion string    `json:"registry_version"`
+	Seq             uint64    `json:"seq"`
+}
+
+// DiscoverReply is the outcome of a tool_search call: Output is the tool
+// result to return to the model; View the turn's next provider request.
+type DiscoverReply struct {
+	Tools    []Tool          `json:"tools"`
+	Loaded   []string        `json:"loaded"`
+	NotFound []string        `json:"not_found,omitempty"`
+	Matches  []Match         `json:"matches,omitempty"`
+	Note     string          `json:"note,omitempty"`
+	Output   json.RawMessage `json:"output"`
+	View     TurnView        `json:"view"`
+}
+
+// Tool is a registry tool with its schema.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Available   bool            `json:"available"`
+	Permission  string          `json:"permission,omitempty"`
+	Native      json.RawMessage `json:"native,omitempty"`
+}
+
+// Match is one ranked result of a query or regex.
+type Match struct {
+	Name  string  `json:"name"`
+	Via   string  `json:"via"`
+	Score float64 `json:"score"`
+	// Weak marks a query match too far below the best one to be loaded.
+	Weak bool `json:"weak,omitempty"`
+}
+
+// DispatchRecord is the classification of a session's last dispatch.
+type DispatchRecord struct {
+	Session      string   `json:"session"`
+	Turn         uint64   `json:"turn"`
+	ContractHash string   `json:"contract_hash"`
+	Resident     []string `json:"resident"`
+	Deferred     []string `json:"deferred"`
+	Loaded       []string `json:"loaded"`
+	AtMs         int64    `json:"at_ms"`
+}
+
+// CheckpointReply is the outcome of Checkpoint and EndTurn.
+type CheckpointReply struct {
+	Session    string     `json:"session"`
+	Seq        uint64     `json:"seq"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+}
+
+// ResumeReply is the outcome of Resume.
+type ResumeReply struct {
+	Session    string        `json:"session"`
+	Outcome    ResumeOutcome `json:"outcome"`
+	Checkpoint *Checkpoint   `json:"checkpoint,omitempty"`
+	Seq        uint64        `json:"seq"`
+}
+
+// ResumeOutcome says what a resume restored and why each loaded tool was
+// restored or dropped; OK is true when every loaded tool came back.
+type ResumeOutcome struct {
+	Restored []string         `json:"restored"`
+	OK       bool             `json:"ok"`
+	Reason   string           `json:"reason"`
+	Changes  []ContractChange `json:"changes,omitempty"`
+	Tools    []ResumeDecision `json:"tools"`
+}
+
+// ResumeDecision is what a resume did with one loaded tool.
+type ResumeDecision struct {
+	Tool   string `json:"tool"`
+	Kind   string `json:"kind"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// ContractChange is one difference between a checkpoint's contract and
+// the current one.
+type ContractChange struct {
+	Tool        string `json:"tool,omitempty"`
+	Kind        string `json:"kind"`
+	From        string `json:"from,omitempty"`
+	To          string `json:"to,omitempty"`
+	Description string `json:"description"`
+}
+
+// SessionList lists the sessions that have a view.
+type SessionList struct {
+	Sessions []string `json:"sessions"`
+}
+
+// RegistryInfo describes the live registry.
+type RegistryInfo struct {
+	Version              string              `json:"version"`
+	Tools                []RegistryTool      `json:"tools"`
+	DefaultTools         []string            `json:"default_tools"`
+	ResidentTools        []string            `json:"resident_tools"`
+	DeferredDefaultTools []string            `json:"deferred_default_tools"`
+	Presets              map[string][]string `json:"presets"`
+	Profiles             []Profile           `json:"profiles"`
+}
+
+// RegistryTool is one registry tool, without its schema.
+type RegistryTool struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Available   bool     `json:"available"`
+	Deferred    bool     `json:"deferred"`
+	Permission  string   `json:"permission,omitempty"`
+	Native      []string `json:"native,omitempty"`
+}
+
+// Profile is an agent profile of the registry.
+type Profile struct {
+	Name    string   `json:"name"`
+	Tools   []string `json:"tools,omitempty"`
+	Preset  string   `json:"preset,omitempty"`
+	Allowed []string `json:"allowed,omitempty"`
+}
+
+// BudgetTable is the live registry's per-turn token table, measured with
+// a real tokenizer (Real) beside the engine's estimate (Estimate).
+type BudgetTable struct {
+	RegistryVersion           string     `json:"registry_version"`
+	Encoding                  string     `json:"encoding"`
+	Tools                     int        `json:"tools"`
+	ResidentTools             int        `json:"resident_tools"`
+	Deferred                  []string   `json:"deferred"`
+	WithoutDeferral           TokenCount `json:"without_deferral"`
+	WithDeferral              TokenCount `json:"with_deferral"`
+	Catalog                   TokenCount `json:"catalog"`
+	CatalogGrouped            bool       `json:"catalog_grouped,omitempty"`
+	ReductionPercent          float64    `json:"reduction_percent"`
+	NetReductionPercent       float64    `json:"net_reduction_percent"`
+	EstimatedReductionPercent float64    `json:"estimated_reduction_percent"`
+	Unreachable               []string   `json:"unreachable,omitempty"`
+}
+
+// TokenCount is a token count by the engine's estimate and by a real
+// tokenizer.
+type TokenCount struct {
+	Estimate int `json:"estimate"`
+	Real     int `json:"real"`
+}
