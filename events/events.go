@@ -264,7 +264,7 @@ func (t TurnStarted) Recorded() bool { return t.RegistryVersion != "" }
 // its picked lists even when nil (null), so that nil (unset) and empty
 // (pick none) stay apart in a command (see TurnStarted.MarshalJSON).
 //
-// Deprecated: use intent.Intent.
+// Use intent.Intent.
 type TurnIntent = intent.Intent
 
 // Override kinds of TurnOverride.Kind (R5); no override is a nil

@@ -85,17 +85,17 @@ type Profile struct {
 
 // Intent is what a session stores about its tools (R1).
 //
-// Deprecated: use intent.Intent; this alias keeps outside callers compiling.
+// Use intent.Intent; this alias keeps outside callers compiling.
 type Intent = intent.Intent
 
 // OverrideKind says which form a per-turn override takes (R5).
 //
-// Deprecated: use intent.OverrideKind.
+// Use intent.OverrideKind.
 type OverrideKind = intent.OverrideKind
 
 // The override kinds.
 //
-// Deprecated: use intent.OverrideNone, OverrideEmpty, OverrideIntent and
+// Use intent.OverrideNone, OverrideEmpty, OverrideIntent and
 // OverrideNames.
 const (
 	OverrideNone   = intent.OverrideNone
@@ -106,7 +106,7 @@ const (
 
 // Override is a per-turn override (R4, R5).
 //
-// Deprecated: use intent.Override.
+// Use intent.Override.
 type Override = intent.Override
 
 // Request is one resolution request: a per-turn override, the session's

@@ -139,5 +139,5 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 // CheckpointResult is a recorded safe point: the checkpoint record and the
 // sequence of its event.
 //
-// Deprecated: use aggregate.Checkpoint, which this is.
+// Use aggregate.Checkpoint, which this is.
 type CheckpointResult = aggregate.Checkpoint
