@@ -100,6 +100,9 @@ type Index struct {
 	post []posting
 	idf  []float32
 	norm []float32 // per doc: k1 * (1 - b + b*len/avgLen)
+	// family maps a derivational family key (familyKey) to the ids of
+	// its terms, for the families of at least two terms.
+	family map[string][]int32
 
 	pool sync.Pool // *scoreBuf
 }
@@ -185,6 +188,7 @@ func Build(docs []Doc, prev *Index) *Index {
 	for i := range ix.docs {
 		ix.norm[i] = float32(bm25K1 * (1 - bm25B + bm25B*float64(ix.docs[i].length)/avg))
 	}
+	ix.family = families(ix.dict)
 	size := len(docs)
 	ix.pool.New = func() any { return &scoreBuf{score: make([]float32, size), words: make([]uint64, size)} }
 	return ix

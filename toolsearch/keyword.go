@@ -134,9 +134,8 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	terms := appendTerms(termArr[:0], query)
 	// Each scored term remembers the query word it stands for (src), so
 	// that a document is credited with the distinct words it answers.
-	addTerm := func(t string, w float32, word int) {
-		id, ok := ix.dict[t]
-		if !ok || len(ids) == maxQueryTerms {
+	addID := func(id int32, w float32, word int) {
+		if len(ids) == maxQueryTerms {
 			return
 		}
 		for i, x := range ids {
@@ -150,6 +149,11 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		}
 		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(word))
 	}
+	addTerm := func(t string, w float32, word int) {
+		if id, ok := ix.dict[t]; ok {
+			addID(id, w, word)
+		}
+	}
 	words := 0 // distinct query words that are not CJK unigrams
 	for i, t := range terms {
 		if isUnigram(t) {
@@ -161,9 +165,27 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 			}
 		}
 	}
+	// The other members of each word's derivational family, then the
+	// concept lexicon's words for the word and for its family.
 	for i, t := range terms {
+		if isUnigram(t) {
+			continue
+		}
+		key := familyKey(t)
+		for _, id := range ix.family[key] {
+			addID(id, weightFamily, i)
+		}
 		for _, c := range conceptLexicon[t] {
 			addTerm(c, weightConcept, i)
+		}
+		for _, k := range lexiconFamily[key] {
+			if k == t {
+				continue
+			}
+			addTerm(k, weightConcept, i)
+			for _, c := range conceptLexicon[k] {
+				addTerm(c, weightConcept, i)
+			}
 		}
 	}
 	// A question asks to read: its tools are the ones that get, list or
