@@ -27,6 +27,9 @@ const (
 	// weightConcept is the weight of a word the concept lexicon brings in
 	// for a query word (conceptGroups).
 	weightConcept = float32(0.5)
+	// weightGeneral is the weight of a word the general lexicon
+	// (generalGroups) brings in.
+	weightGeneral = float32(0.25)
 	// weightIntent is the weight of the read verbs a question brings in
 	// (asksToRead).
 	weightIntent = float32(0.4)
@@ -178,13 +181,19 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		for _, c := range conceptLexicon[t] {
 			addTerm(c, weightConcept, i)
 		}
+		for _, c := range generalLexicon[t] {
+			addTerm(c, weightGeneral, i)
+		}
 		for _, k := range lexiconFamily[key] {
 			if k == t {
 				continue
 			}
-			addTerm(k, weightConcept, i)
+			addTerm(k, weightFamily, i)
 			for _, c := range conceptLexicon[k] {
 				addTerm(c, weightConcept, i)
+			}
+			for _, c := range generalLexicon[k] {
+				addTerm(c, weightGeneral, i)
 			}
 		}
 	}

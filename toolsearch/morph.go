@@ -99,9 +99,13 @@ func families(dict map[string]int32) map[string][]int32 {
 // "notification" and "notify" alike.
 var lexiconFamily = func() map[string][]string {
 	m := map[string][]string{}
-	for w := range conceptLexicon {
-		k := familyKey(w)
-		m[k] = append(m[k], w)
+	for _, lex := range []map[string][]string{conceptLexicon, generalLexicon} {
+		for w := range lex {
+			k := familyKey(w)
+			if !slices.Contains(m[k], w) {
+				m[k] = append(m[k], w)
+			}
+		}
 	}
 	for _, ws := range m {
 		slices.Sort(ws)
