@@ -7,12 +7,15 @@
 // tool, four fields with their own weights: the name, the description, the
 // parameter names and the parameter descriptions (found by walking the
 // JSON Schema, SchemaText). Ranking is BM25 over the weighted term
-// frequencies (BM25F-style); a query word also brings in, at a lower
-// weight, the words of its groups in a small hand-written concept lexicon
-// (conceptGroups: "vacation" → away, "ram" → memory, "lat" → coordinates),
-// and a document's score is scaled by the square root of the share of the
-// query's words it answers (coordination). Ties are broken by name, so
-// equal inputs give equal results in the same order.
+// frequencies (BM25F-style); a query word also brings in, at lower
+// weights, the index's other words of its derivational family
+// ("notification" → notify, morph.go), the words of its groups in a
+// hand-written concept lexicon (conceptGroups: "vacation" → away, "ram" →
+// memory, "lat" → coordinates) and, lower still, in a general lexicon of
+// everyday synonyms (generalGroups), and a document's score is scaled by
+// the square root of the share of the query's words it answers
+// (coordination). Ties are broken by name, so equal inputs give equal
+// results in the same order.
 //
 // An Index is immutable and safe for concurrent use. Build reuses the
 // analysis of every tool a previous index already holds unchanged, so a
