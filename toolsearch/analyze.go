@@ -4,13 +4,18 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Terms returns the search terms of s, in order, duplicates kept: the
 // analysis applied alike to indexed text and to queries.
 //
-//   - Full-width Latin letters, digits and punctuation are folded to
-//     ASCII ("ｇｉｔｈｕｂ" is "github").
+//   - Text is put in Unicode normalisation form NFKC first, so that
+//     compatibility forms meet their plain ones: full-width Latin
+//     ("ｇｉｔｈｕｂ" is "github"), the ideographic space, ligatures ("ﬁle"
+//     is "file"), circled and super-script digits, half-width katakana,
+//     and decomposed accents ("e" + U+0301 is "é").
 //   - Words are split at every character that is not a letter or a digit
 //     (so at '_', '-', '.', '/', spaces and punctuation), at camelCase
 //     boundaries ("createIssue" → create, issue; "HTTPServer" → http,
@@ -50,8 +55,8 @@ type analyzer struct {
 }
 
 func (a *analyzer) run(s string) {
+	s = nfkc(s)
 	for _, r := range s {
-		r = foldWidth(r)
 		switch {
 		case isCJK(r):
 			a.flushWord()
@@ -91,18 +96,21 @@ func isUnigram(t string) bool {
 	return n == len(t) && n > 1 && isCJK(r)
 }
 
-// foldWidth maps the full-width forms of ASCII (U+FF01-U+FF5E) and the
-// ideographic space to their ASCII counterparts, the compatibility
-// folding (as NFKC has it) that matters for typed queries: "ｇｉｔｈｕｂ" is
-// "github".
-func foldWidth(r rune) rune {
-	switch {
-	case r >= 0xFF01 && r <= 0xFF5E:
-		return r - 0xFEE0
-	case r == 0x3000:
-		return ' '
+// nfkc returns s in Unicode normalisation form NFKC (compatibility
+// decomposition, then canonical composition). ASCII text, and text the
+// quick check (QuickSpanString) finds already in that form, is returned
+// as it is without allocating, so an index build pays only for the rare
+// tool text that needs it.
+func nfkc(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			if norm.NFKC.QuickSpanString(s) == len(s) {
+				return s
+			}
+			return norm.NFKC.String(s)
+		}
 	}
-	return r
+	return s
 }
 
 // flushWord splits the word at case and letter/digit boundaries and emits

@@ -1,10 +1,8 @@
 package toolsearch
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
-	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -231,36 +229,6 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-// R29: regex matches name, description and parameters, name matches
-// first; bad or overlong patterns are ErrPattern.
-func TestRegex(t *testing.T) {
-	ix := Build(testDocs(), nil)
-	hits, err := ix.Regex(`create.*issue`, 5, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := hitNames(hits), []string{"mcp__github__create_issue", "mcp__jira__createIssue"}; !slices.Equal(got, want) {
-		t.Errorf("Regex(create.*issue) = %v, want %v", got, want)
-	}
-	hits, _ = ix.Regex(`^mcp__slack__`, 5, nil)
-	if !slices.Equal(hitNames(hits), []string{"mcp__slack__post_message"}) {
-		t.Errorf("anchored name regex = %v", hitNames(hits))
-	}
-	hits, _ = ix.Regex(`branch`, 5, nil) // description and parameter text
-	if !slices.Equal(hitNames(hits), []string{"mcp__github__create_pull_request"}) {
-		t.Errorf("Regex(branch) = %v", hitNames(hits))
-	}
-	hits, _ = ix.Regex(`screenshot|SLACK`, 5, nil) // case-insensitive
-	if got, want := hitNames(hits), []string{"mcp__slack__post_message", "playwright_browser"}; !slices.Equal(got, want) {
-		t.Errorf("Regex(screenshot|SLACK) = %v, want %v", got, want)
-	}
-	for _, bad := range []string{"(unclosed", "a**", strings.Repeat("a", MaxPatternLen+1)} {
-		if _, err := ix.Regex(bad, 5, nil); !errors.Is(err, ErrPattern) {
-			t.Errorf("Regex(%.20q) err = %v, want ErrPattern", bad, err)
-		}
-	}
-}
-
 // R29: an incremental Build gives the same index as a fresh one, and reuses
 // the analysis of unchanged documents.
 func TestBuildIncremental(t *testing.T) {
@@ -356,50 +324,6 @@ func TestKeywordCoordination(t *testing.T) {
 	}
 }
 
-// #27 item 4: a regular expression's cost is bounded before matching:
-// one that compiles to too large a program, or whose width times the text
-// it would scan is over RegexBudget, is refused at once with ErrPattern
-// naming the pattern, the bound and the fix; a plain pattern over the
-// same index is not.
-func TestRegexBounded(t *testing.T) {
-	ix := Build(testDocs(), nil)
-	_, err := ix.Regex(`(?:.*){1,1000}z`, 5, nil)
-	if !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), `"(?:.*){1,1000}z"`) ||
-		!strings.Contains(err.Error(), "instructions") || !strings.Contains(err.Error(), "repetition counts") {
-		t.Errorf("Regex((?:.*){1,1000}z) err = %v, want ErrPattern naming the pattern, its program size and the fix", err)
-	}
-
-	// About 2 MB of tool text: width 1 fits the budget, width 6 does not.
-	var docs []Doc
-	filler := strings.Repeat("lorem ipsum dolor sit amet ", 800)
-	for i := range 100 {
-		docs = append(docs, Doc{Name: fmt.Sprintf("tool_%03d", i), Description: filler, Parameters: []byte(`{"type":"object"}`)})
-	}
-	big := Build(docs, nil)
-	if hits, err := big.Regex(`tool_00[0-4]`, 10, nil); err != nil || len(hits) != 5 {
-		t.Errorf("plain pattern over 2 MB: %d hits, %v; want 5 and no error", len(hits), err)
-	}
-	_, err = big.Regex(`(?:.*){1,5}z`, 10, nil)
-	if !errors.Is(err, ErrPattern) || !strings.Contains(err.Error(), "width 6") || !strings.Contains(err.Error(), "nested or repeated .*") {
-		t.Errorf("wide pattern over 2 MB: err = %v, want ErrPattern naming its width and the fix", err)
-	}
-	// The budget counts admitted tools only: the same pattern over a
-	// filter of three tools is matched.
-	f := big.NewFilter([]string{"tool_000", "tool_001", "tool_002"})
-	if _, err := big.Regex(`(?:.*){1,5}z`, 10, f); err != nil {
-		t.Errorf("wide pattern over three tools: %v, want it matched", err)
-	}
-	for p, want := range map[string]int{`create`: 1, `create.*issue`: 2, `(?:.*){1,10}z`: 11, `(ab)+`: 3, `[a-z]+x`: 2} {
-		re, err := syntax.Parse("(?i)"+p, syntax.Perl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := regexWidth(re.Simplify()); got != want {
-			t.Errorf("regexWidth(%s) = %d, want %d", p, got, want)
-		}
-	}
-}
-
 // #27: an action word ranks the tool whose verb does it above its
 // siblings (actionClasses), and a question ranks the reading ones first
 // (asksToRead); neither brings in a tool the query's words did not find.
@@ -419,56 +343,5 @@ func TestKeywordActionAndQuestion(t *testing.T) {
 		if slices.Contains(got, "delete_file") {
 			t.Errorf("Keyword(%q) = %v: the action word alone brought delete_file in", q, got)
 		}
-	}
-}
-
-// #27: the optional semantic path. With fixed tool and query vectors,
-// Semantic ranks by cosine similarity and Fused merges it with the
-// keyword ranking by reciprocal rank fusion, deterministically; without a
-// usable vector Fused is Keyword; vectors of another dimension or all
-// zeros are ignored.
-func TestSemanticAndFused(t *testing.T) {
-	obj := []byte(`{"type":"object"}`)
-	docs := []Doc{
-		{Name: "set_status", Description: "Set the user's status.", Parameters: obj, Vector: []float32{1, 0, 0}},
-		{Name: "status_page", Description: "Read the status page of a service.", Parameters: obj, Vector: []float32{0, 1, 0}},
-		{Name: "request_time_off", Description: "Request days off.", Parameters: obj, Vector: []float32{0.9, 0.1, 0}},
-		{Name: "odd_dimension", Description: "Status of something.", Parameters: obj, Vector: []float32{1, 0}},
-		{Name: "zero_vector", Description: "Nothing.", Parameters: obj, Vector: []float32{0, 0, 0}},
-		{Name: "no_vector", Description: "Service status history.", Parameters: obj},
-	}
-	ix := Build(docs, nil)
-	if !ix.HasVectors() {
-		t.Fatal("HasVectors = false")
-	}
-	vacation := []float32{2, 0.1, 0} // "I'm on vacation", embedded by the operator's model
-	if got := hitNames(ix.Semantic(vacation, 5, nil)); !slices.Equal(got, []string{"set_status", "request_time_off", "status_page"}) {
-		t.Errorf("Semantic = %v, want set_status, request_time_off, status_page (no odd_dimension, zero_vector, no_vector)", got)
-	}
-	// Keyword alone finds neither vacation tool; fused, both rank first.
-	kw := hitNames(ix.Keyword("service status", 5, nil))
-	fused := hitNames(ix.Fused("service status", vacation, 5, nil))
-	if len(fused) < 3 || fused[0] != "set_status" || !slices.Contains(fused, "request_time_off") {
-		t.Errorf("Fused = %v (keyword %v): want set_status first and request_time_off in", fused, kw)
-	}
-	for range 10 {
-		if again := hitNames(ix.Fused("service status", vacation, 5, nil)); !slices.Equal(again, fused) {
-			t.Fatalf("Fused not deterministic: %v then %v", fused, again)
-		}
-	}
-	for _, v := range [][]float32{nil, {1, 0}, {0, 0, 0}} {
-		if got := hitNames(ix.Fused("service status", v, 5, nil)); !slices.Equal(got, kw) {
-			t.Errorf("Fused with vector %v = %v, want the keyword ranking %v", v, got, kw)
-		}
-	}
-	if got := hitNames(ix.Fused("status_page", vacation, 5, nil)); len(got) == 0 || got[0] != "status_page" {
-		t.Errorf("Fused with an exact name = %v, want status_page first", got)
-	}
-	f := ix.NewFilter([]string{"status_page", "request_time_off"})
-	if got := hitNames(ix.Fused("service status", vacation, 5, f)); slices.Contains(got, "set_status") {
-		t.Errorf("Fused ignored the filter: %v", got)
-	}
-	if Build(testDocs(), nil).HasVectors() {
-		t.Errorf("an index without vectors reports HasVectors")
 	}
 }

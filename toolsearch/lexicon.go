@@ -384,9 +384,20 @@ court case lawsuit
 
 // conceptLexicon maps a stemmed word to the stemmed other words of its
 // groups, built once from conceptGroups.
-var conceptLexicon = func() map[string][]string {
+var conceptLexicon = lexiconOf(conceptGroups)
+
+// generalLexicon is conceptLexicon's counterpart for generalGroups,
+// weighted weightGeneral.
+var generalLexicon = lexiconOf(generalGroups)
+
+// lexiconOf maps each stemmed word of groups (one group a line, lines
+// starting with # skipped) to the stemmed other words of its groups.
+func lexiconOf(groups string) map[string][]string {
 	m := map[string][]string{}
-	for line := range strings.SplitSeq(conceptGroups, "\n") {
+	for line := range strings.SplitSeq(groups, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
 		var stems []string
 		for _, w := range strings.Fields(line) {
 			if s := stem(w); !slices.Contains(stems, s) {
@@ -402,4 +413,4 @@ var conceptLexicon = func() map[string][]string {
 		}
 	}
 	return m
-}()
+}

@@ -87,9 +87,12 @@ func TestCorpus(t *testing.T) {
 // never tuned on) the keyword mode keeps the quality it reached, a little
 // below it so that a regression fails, and stays ahead of plain BM25.
 // Measured when this test was written: recall@5 0.890 overall, 0.759 on
-// paraphrases, MRR 0.822; keyword and parameter queries 1.000. The
-// issue's targets (recall@5 >= 0.93, paraphrase >= 0.80, MRR >= 0.85) are
-// not met yet; keyword and parameter queries meet theirs (>= 0.98).
+// paraphrases, MRR 0.822; keyword and parameter queries 1.000. After the
+// derivational families and the general lexicon (measured once): recall@1
+// 0.780, recall@5 0.890, MRR 0.832; paraphrases 0.582, 0.759, 0.663;
+// ambiguous MRR 0.944; the MRR floors were raised to match. The issue's
+// targets (recall@5 >= 0.93, paraphrase >= 0.80, MRR >= 0.85) are not
+// met yet; keyword and parameter queries meet theirs (>= 0.98).
 func TestHeldOutQuality(t *testing.T) {
 	docs, err := HeldOutDocs()
 	if err != nil {
@@ -108,12 +111,12 @@ func TestHeldOutQuality(t *testing.T) {
 		kind        string
 		recall, mrr float64
 	}{
-		{"", 0.87, 0.80},
+		{"", 0.87, 0.82},
 		{"keyword", 0.98, 0.95},
-		{"paraphrase", 0.73, 0.62},
+		{"paraphrase", 0.73, 0.64},
 		{"parameter", 0.98, 0.95},
 		{"cjk", 0.95, 0.90},
-		{"ambiguous", 0.90, 0.85},
+		{"ambiguous", 0.90, 0.90},
 	}
 	for _, f := range floors {
 		sub := OfKind(qs, f.kind)
@@ -147,7 +150,7 @@ func TestTuningQuality(t *testing.T) {
 	q := Evaluate(KeywordSearch(toolsearch.Build(docs, nil)), qs, "")
 	p := Evaluate(KeywordSearch(toolsearch.Build(docs, nil)), OfKind(qs, "paraphrase"), "")
 	t.Logf("tuning %d queries: recall@5 %.3f, MRR %.3f; paraphrase %d: recall@5 %.3f", q.Queries, q.Recall, q.MRR, p.Queries, p.Recall)
-	if q.Recall < 0.89 || q.MRR < 0.72 || p.Recall < 0.85 {
-		t.Errorf("tuning recall@5 %.3f, MRR %.3f, paraphrase recall@5 %.3f; want at least 0.89, 0.72 and 0.85 (#27)", q.Recall, q.MRR, p.Recall)
+	if q.Recall < 0.89 || q.MRR < 0.74 || p.Recall < 0.85 {
+		t.Errorf("tuning recall@5 %.3f, MRR %.3f, paraphrase recall@5 %.3f; want at least 0.89, 0.74 and 0.85 (#27)", q.Recall, q.MRR, p.Recall)
 	}
 }

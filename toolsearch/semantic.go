@@ -1,0 +1,119 @@
+package toolsearch
+
+import (
+	"math"
+)
+
+// addVector stores doc i's vector at unit length when it has the index's
+// dimension (that of the first vector) and is not all zeros.
+func (ix *Index) addVector(i int, v []float32, n int) {
+	if len(v) == 0 {
+		return
+	}
+	if ix.vecs == nil {
+		ix.vecs = make([][]float32, n)
+		ix.dim = len(v)
+	}
+	if len(v) != ix.dim {
+		return
+	}
+	u, ok := unit(v)
+	if ok {
+		ix.vecs[i] = u
+	}
+}
+
+// unit returns v scaled to length 1, or false for a zero or non-finite
+// vector.
+func unit(v []float32) ([]float32, bool) {
+	var sq float64
+	for _, x := range v {
+		sq += float64(x) * float64(x)
+	}
+	norm := math.Sqrt(sq)
+	if norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return nil, false
+	}
+	u := make([]float32, len(v))
+	for j, x := range v {
+		u[j] = float32(float64(x) / norm)
+	}
+	return u, true
+}
+
+// HasVectors reports whether any indexed tool carries a vector, that is
+// whether Semantic and Fused have anything to rank by meaning.
+func (ix *Index) HasVectors() bool { return ix.vecs != nil }
+
+// Semantic returns the best k documents admitted by f by the cosine
+// similarity of their vector to vec (the query's embedding, from the same
+// model as the tools'), best first, ties broken by name. Documents
+// without a vector are not ranked; a vec of another dimension than the
+// index's, or all zeros, returns no hits.
+func (ix *Index) Semantic(vec []float32, k int, f *Filter) []Hit {
+	if k <= 0 || ix.vecs == nil || len(vec) != ix.dim {
+		return nil
+	}
+	q, ok := unit(vec)
+	if !ok {
+		return nil
+	}
+	var top []Hit
+	for i, v := range ix.vecs {
+		if v == nil || !f.Has(i) {
+			continue
+		}
+		var dot float64
+		for j, x := range v {
+			dot += float64(x) * float64(q[j])
+		}
+		top = ix.offer(top, k, Hit{Name: ix.names[i], Score: dot, doc: int32(i)})
+	}
+	return top
+}
+
+// Fusion parameters of Fused.
+const (
+	// rrfK is the constant of reciprocal rank fusion: a document at rank r
+	// (from 1) of a ranking adds 1/(rrfK + r).
+	rrfK = 60
+	// fuseDepth is how deep each ranking is read before fusion, at least
+	// k.
+	fuseDepth = 50
+)
+
+// Fused ranks the documents admitted by f by reciprocal rank fusion of
+// the keyword ranking of query and the semantic ranking of vec (the
+// optional semantic path of issue #27, for operators who have an
+// embedding model): each ranking, read to max(k, 50), adds 1/(60 + rank)
+// to a document's score. Ties are broken by name, so the result is
+// deterministic for the same index, query and vector. Without a usable
+// vec (nil, another dimension, or an index without vectors) Fused is
+// Keyword; a query that is exactly a document's name still ranks it
+// first.
+func (ix *Index) Fused(query string, vec []float32, k int, f *Filter) []Hit {
+	sem := ix.Semantic(vec, max(k, fuseDepth), f)
+	if len(sem) == 0 {
+		return ix.Keyword(query, k, f)
+	}
+	kw := ix.Keyword(query, max(k, fuseDepth), f)
+	score := make(map[int32]float64, len(kw)+len(sem))
+	exact := int32(-1)
+	for r, h := range kw {
+		if math.IsInf(h.Score, 1) {
+			exact = h.doc
+		}
+		score[h.doc] += 1 / float64(rrfK+r+1)
+	}
+	for r, h := range sem {
+		score[h.doc] += 1 / float64(rrfK+r+1)
+	}
+	var top []Hit
+	for d, sc := range score {
+		if d == exact {
+			sc = math.Inf(1)
+		}
+		top = ix.offer(top, k, Hit{Name: ix.names[d], Score: sc, doc: d})
+	}
+	return top
+}
