@@ -325,9 +325,12 @@ func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload
 
 // appendResend appends, re-sending the same envelopes (same ULIDs, so the
 // log stores them once) after transport errors such as a leader failover,
-// until the context ends or MaxRetries is spent.
+// until the context ends or MaxRetries is spent. Only errors worth asking
+// again are re-sent: jetstream.Transient's, and an outcome the log could
+// not learn (the same ids make the re-send safe); a conflict, a bad
+// session, a full disk or a refused key is the log's answer.
 func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (jetstream.AppendResult, error) {
-	backoff := 50 * time.Millisecond
+	backoff := jetstream.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	// A try whose outcome is unknown stays unknown until a later try
 	// learns it (stored, or a conflict: the session moved on without
 	// these events): issue 12, item 2.
@@ -339,22 +342,24 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 		if unknown == nil {
 			errors.As(err, &unknown)
 		}
-		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, events.ErrInvalidSession) ||
-			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) ||
-			errors.Is(err, jetstream.ErrKeyInUse) {
+		if err == nil || !resendable(err) {
 			return ar, stillUnknownUnlessStored(unknown, err)
 		}
 		if ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
 			return ar, stillUnknown(unknown, err)
 		}
 		e.cfg.Logger.Warn().Str("session", session).Err(err).Int("try", try+1).Msg("append failed: re-sending the same events")
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, ctx.Err(), err))
+		if serr := jetstream.Sleep(ctx, backoff.Next()); serr != nil {
+			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, serr, err))
 		}
-		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// resendable reports whether an append's error is worth re-sending the
+// same events for: a transient one or an unknown outcome, never a
+// conflict (the log's answer, which settles an unknown outcome).
+func resendable(err error) bool {
+	return (jetstream.Transient(err) || errors.Is(err, jetstream.ErrOutcomeUnknown)) && !errors.Is(err, jetstream.ErrConflict)
 }
 
 // stillUnknown returns err, as an outcome-unknown error when an earlier
