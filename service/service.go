@@ -86,8 +86,9 @@ type Config struct {
 
 // Engine serves sessions.
 type Engine struct {
-	log   *jetstream.Log
-	proj  *projection.Projection
+	log   Log
+	keys  func(context.Context) (Keys, error) // nil: no keyed writes
+	proj  Views
 	reg   atomic.Pointer[resolver.Registry]
 	cfg   Config
 	clock func() time.Time
@@ -102,8 +103,15 @@ type Engine struct {
 	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
 
-// New returns an engine over a log, its projection and a registry.
+// New returns an engine over a JetStream log, its projection and a
+// registry: NewFromPorts with JetStreamPorts(log, proj).
 func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, cfg Config) *Engine {
+	return NewFromPorts(JetStreamPorts(log, proj), reg, cfg)
+}
+
+// NewFromPorts returns an engine over its stores (Ports.Log and
+// Ports.Views are required) and a registry.
+func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 8
 	}
@@ -111,7 +119,7 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 		cfg.CacheSize = 100_000
 	}
 	e := &Engine{
-		log: log, proj: proj, cfg: cfg, clock: time.Now,
+		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
 		states: make(map[string]aggregate.State),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
@@ -136,11 +144,20 @@ func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	}
 }
 
-// Log is the event log.
-func (e *Engine) Log() *jetstream.Log { return e.log }
+// Log is the JetStream event log of an engine made by New; nil for an
+// engine over another Log. Prefer keeping the log the engine was given.
+func (e *Engine) Log() *jetstream.Log {
+	l, _ := e.log.(*jetstream.Log)
+	return l
+}
 
-// Projection is the views projection.
-func (e *Engine) Projection() *projection.Projection { return e.proj }
+// Projection is the views projection of an engine made by New; nil for an
+// engine over other Views. Prefer keeping the projection the engine was
+// given.
+func (e *Engine) Projection() *projection.Projection {
+	p, _ := e.proj.(*projection.Projection)
+	return p
+}
 
 // Origin is who wrote an event: the channel (web UI, a chat channel, TUI)
 // and the actor (a user id). The transports take them from what they can
