@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	lrucache "github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -93,8 +93,7 @@ type Engine struct {
 	cfg   Config
 	clock func() time.Time
 
-	mu     sync.Mutex
-	states map[string]aggregate.State // last state this process wrote or read strongly
+	states *lrucache.Cache[string, aggregate.State] // last state this process wrote or read strongly
 
 	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
 	marks *marks    // per session: the highest sequence acknowledged or served (#19)
@@ -120,7 +119,7 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 	}
 	e := &Engine{
 		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
-		states: make(map[string]aggregate.State),
+		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
 	}
@@ -416,9 +415,7 @@ func (e *Engine) onConflict(retried bool) {
 // a replica answering direct gets may lag behind it) and the session's mark.
 func (e *Engine) current(ctx context.Context, session string, strong bool, atLeast uint64) (aggregate.State, error) {
 	if !strong {
-		e.mu.Lock()
-		st, ok := e.states[session]
-		e.mu.Unlock()
+		st, ok := e.states.Get(session)
 		if ok && st.LastSeq >= e.floor(session, atLeast) {
 			return st, nil
 		}
@@ -433,27 +430,9 @@ func (e *Engine) current(ctx context.Context, session string, strong bool, atLea
 	return st, nil
 }
 
-func (e *Engine) remember(st aggregate.State) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.states) >= e.cfg.CacheSize {
-		n := e.cfg.CacheSize / 10
-		for k := range e.states { // random order is all eviction needs
-			if n <= 0 {
-				break
-			}
-			delete(e.states, k)
-			n--
-		}
-	}
-	e.states[st.Session] = st
-}
+func (e *Engine) remember(st aggregate.State) { e.states.Put(st.Session, st) }
 
-func (e *Engine) forget(session string) {
-	e.mu.Lock()
-	delete(e.states, session)
-	e.mu.Unlock()
-}
+func (e *Engine) forget(session string) { e.states.Remove(session) }
 
 // Session returns a session's view (one KV get, or the projection's
 // memory). The view includes every event up to minSeq (read-your-writes
