@@ -115,7 +115,7 @@ func (c Config) withDefaults() Config {
 // the accessors may be called concurrently with Run.
 type Projection struct {
 	log   *jetstream.Log
-	views *jetstream.Views
+	views ViewStore // *jetstream.Views from Open
 	meta  *jetstream.Meta
 	regs  *Registries
 	cfg   Config
@@ -235,8 +235,12 @@ func (p *Projection) checkLog(ctx context.Context) error {
 	return nil
 }
 
-// Views is the KV bucket the projection writes.
-func (p *Projection) Views() *jetstream.Views { return p.views }
+// Views is the KV bucket the projection writes; nil when its ViewStore
+// is not a JetStream bucket.
+func (p *Projection) Views() *jetstream.Views {
+	v, _ := p.views.(*jetstream.Views)
+	return v
+}
 
 // Applied is the highest stream sequence folded into the views and
 // acknowledged.
