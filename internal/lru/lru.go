@@ -93,3 +93,25 @@ func (c *Cache[K, V]) Len() int {
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
+
+// Trim evicts least recently used entries until at most n remain,
+// skipping those keep reports (nil: none is kept), and returns the evicted
+// keys. With a size it never reaches (New(math.MaxInt)), a cache evicts
+// only here: for a cache whose entries must stay while in use, trimmed
+// once the use is over (the projection's views between batches).
+func (c *Cache[K, V]) Trim(n int, keep func(K) bool) []K {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []K
+	for el := c.order.Back(); el != nil && c.order.Len() > n; {
+		prev := el.Prev()
+		k := el.Value.(*entry[K, V]).key
+		if keep == nil || !keep(k) {
+			c.order.Remove(el)
+			delete(c.items, k)
+			out = append(out, k)
+		}
+		el = prev
+	}
+	return out
+}

@@ -43,3 +43,26 @@ func TestSizeAtLeastOne(t *testing.T) {
 		t.Fatalf("len %d, b present %v: want the last put kept alone", c.Len(), ok)
 	}
 }
+
+// Trim evicts the least recently used entries first, never those kept,
+// down to the size asked (the projection trims its views after a batch
+// but keeps the ones being written).
+func TestTrimKeepsRecentAndPinned(t *testing.T) {
+	c := New[string, int](100)
+	for i := range 6 {
+		c.Put(fmt.Sprint(i), i)
+	}
+	c.Get("0") // most recently used now
+	evicted := c.Trim(3, func(k string) bool { return k == "1" })
+	if fmt.Sprint(evicted) != "[2 3 4]" || c.Len() != 3 {
+		t.Fatalf("evicted %v leaving %d, want [2 3 4] leaving 3", evicted, c.Len())
+	}
+	for k, want := range map[string]bool{"0": true, "1": true, "5": true, "2": false} {
+		if _, ok := c.Get(k); ok != want {
+			t.Errorf("%s present %v, want %v", k, ok, want)
+		}
+	}
+	if got := c.Trim(10, nil); len(got) != 0 {
+		t.Fatalf("trim above the length evicted %v", got)
+	}
+}
