@@ -76,6 +76,8 @@ type Views interface {
 	Read(ctx context.Context, session string, opts projection.ReadOptions) (aggregate.State, error)
 	// Registries holds the registries the log recorded.
 	Registries() *projection.Registries
+	// Sessions lists the sessions that have a view, sorted.
+	Sessions(ctx context.Context) ([]string, error)
 }
 
 // Ports are an engine's stores, for NewFromPorts.

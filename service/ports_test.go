@@ -30,6 +30,8 @@ func (v foldViews) Read(ctx context.Context, session string, _ projection.ReadOp
 
 func (foldViews) Registries() *projection.Registries { return nil }
 
+func (foldViews) Sessions(context.Context) ([]string, error) { return nil, nil }
+
 // #25 item 7: the engine runs on its ports alone: over the in-memory log
 // it writes, reads back, answers a pinned stale sequence with a conflict,
 // and refuses a keyed write when it was given no key store.

@@ -158,6 +158,10 @@ func (e *Engine) Projection() *projection.Projection {
 	return p
 }
 
+// Sessions lists the sessions that have a view, sorted (for transports:
+// instead of reaching through Projection()).
+func (e *Engine) Sessions(ctx context.Context) ([]string, error) { return e.proj.Sessions(ctx) }
+
 // Origin is who wrote an event: the channel (web UI, a chat channel, TUI)
 // and the actor (a user id). The transports take them from what they can
 // verify (the API subject or the connection's credentials). The channel is
