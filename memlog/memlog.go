@@ -4,8 +4,9 @@
 // id), checked by the same conformance suite, logtest.Run (#25 item 7).
 //
 // It is for tests and tools that need a log without a NATS server. It is
-// not durable, and its dedupe window is its whole life (JetStream's is
-// LogConfig.Duplicates).
+// not durable, its dedupe window is its whole life (JetStream's is
+// LogConfig.Duplicates), and a Record's Subject is the session id (there
+// is no NATS subject).
 package memlog
 
 import (
