@@ -130,8 +130,11 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		// by an earlier attempt: read again until the replies reach the
 		// sequence the leader reported. Answering "conflict" for a stored
 		// append would tell the caller nothing was written.
+		// When the session is at or below expected, nothing after
+		// expected is stored: the conflict is the answer (without this,
+		// an expectation ahead of the session read until the timeout).
 		reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
-		for !ok && seen < atLeast {
+		for !ok && expected < atLeast && seen < atLeast {
 			if err := Sleep(ctx, reread.Next()); err != nil {
 				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
 			}

@@ -81,7 +81,7 @@ type LogConfig struct {
 // Validate reports every problem of the configuration at once.
 func (c LogConfig) Validate() error {
 	var errs []error
-	if c.Prefix != "" && !validToken(c.Prefix) {
+	if c.Prefix != "" && !events.ValidToken(c.Prefix) {
 		errs = append(errs, fmt.Errorf("log: prefix %q must be one subject token of [A-Za-z0-9_-]", c.Prefix))
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
@@ -110,19 +110,6 @@ func (c LogConfig) withDefaults() LogConfig {
 		c.Timeout = 10 * time.Second
 	}
 	return c
-}
-
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Log is the session event log. It is safe for concurrent use; appends to

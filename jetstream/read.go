@@ -314,7 +314,7 @@ type Feed struct {
 
 // Feed creates (or resumes) a durable consumer over all events.
 func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
-	if !validToken(cfg.Durable) {
+	if !events.ValidToken(cfg.Durable) {
 		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
 	}
 	if cfg.MaxAckPending == 0 {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
 )
 
 // Views is a KV bucket holding one value per session (the projection's
@@ -22,7 +24,7 @@ type Views struct {
 
 // OpenViews creates or opens the views bucket <PREFIX>_<name>.
 func (l *Log) OpenViews(ctx context.Context, name string) (*Views, error) {
-	if !validToken(name) {
+	if !events.ValidToken(name) {
 		return nil, fmt.Errorf("views: bucket name %q must be one token of [A-Za-z0-9_-]", name)
 	}
 	bucket := strings.ToUpper(l.cfg.Prefix) + "_" + name

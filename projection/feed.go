@@ -31,7 +31,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// State cached by an earlier feed may be ahead of the views if that
 	// feed failed before a flush: start from the views.
 	p.cacheMu.Lock()
-	p.cache = make(map[string]*aggregate.State)
+	p.cache = newCache()
 	p.revs = make(map[string]uint64)
 	p.cacheMu.Unlock()
 	// A feed that never acknowledged anything rebuilds every view from the
@@ -207,7 +207,8 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 	puts := make([]jetstream.Put, 0, len(u.order))
 	p.cacheMu.RLock()
 	for _, s := range u.order {
-		data, err := aggregate.MarshalState(*p.cache[s])
+		st, _ := p.cache.Get(s) // dirty: cached until evict, after the encoding
+		data, err := aggregate.MarshalState(*st)
 		if err != nil {
 			p.cacheMu.RUnlock()
 			return fmt.Errorf("encode view of %q: %w", s, err)
@@ -243,7 +244,7 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		p.cacheMu.Lock()
 		for i, rev := range revs {
 			viewsSeq = max(viewsSeq, rev)
-			if _, cached := p.cache[puts[i].Key]; cached {
+			if _, cached := p.cache.Get(puts[i].Key); cached {
 				p.revs[puts[i].Key] = rev
 			}
 		}
@@ -358,7 +359,7 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
 	for i, rec := range recs {
-		st := p.cache[rec.Session]
+		st, _ := p.cache.Get(rec.Session) // loaded above; evict runs between batches
 		if rec.Seq <= st.LastSeq {
 			continue // redelivered: already in the view
 		}

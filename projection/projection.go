@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -115,16 +116,18 @@ func (c Config) withDefaults() Config {
 // the accessors may be called concurrently with Run.
 type Projection struct {
 	log   *jetstream.Log
-	views *jetstream.Views
+	views ViewStore // *jetstream.Views from Open
 	meta  *jetstream.Meta
 	regs  *Registries
 	cfg   Config
 
 	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
 
-	// cacheMu guards cache: Run folds into it, Read copies from it.
+	// cacheMu guards the states in cache: Run folds into them, Read
+	// copies from them. The cache is the one LRU (#25 item 9), trimmed to
+	// CacheSize after each batch (evict), never during one.
 	cacheMu    sync.RWMutex
-	cache      map[string]*aggregate.State
+	cache      *lru.Cache[string, *aggregate.State]
 	revs       map[string]uint64 // KV revision of each cached view as read or written; absent: unknown (write unconditionally)
 	trustCache bool              // misses are new sessions (fresh rebuild, nothing evicted); Run only
 	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
@@ -153,7 +156,7 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, advance: make(chan struct{})}, nil
+	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, cache: newCache(), advance: make(chan struct{})}, nil
 }
 
 // Registries answers which registry was in force when an event was
@@ -235,8 +238,12 @@ func (p *Projection) checkLog(ctx context.Context) error {
 	return nil
 }
 
-// Views is the KV bucket the projection writes.
-func (p *Projection) Views() *jetstream.Views { return p.views }
+// Views is the KV bucket the projection writes; nil when its ViewStore
+// is not a JetStream bucket.
+func (p *Projection) Views() *jetstream.Views {
+	v, _ := p.views.(*jetstream.Views)
+	return v
+}
 
 // Applied is the highest stream sequence folded into the views and
 // acknowledged.
@@ -302,7 +309,7 @@ func (p *Projection) Run(ctx context.Context) error {
 		p.runner.Store(false)
 		p.caughtUp.Store(false)
 		p.cacheMu.Lock()
-		p.cache, p.revs = nil, nil // a standby reads the views the runner writes
+		p.cache, p.revs = newCache(), nil // a standby reads the views the runner writes
 		p.cacheMu.Unlock()
 		if ctx.Err() != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -7,17 +7,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 )
 
 // load makes sure a session's state is cached, reading its view on a miss.
 func (p *Projection) load(ctx context.Context, session string) error {
 	p.cacheMu.RLock()
-	_, ok := p.cache[session]
+	_, ok := p.cache.Get(session)
 	p.cacheMu.RUnlock()
 	if ok {
 		return nil
@@ -33,8 +35,8 @@ func (p *Projection) load(ctx context.Context, session string) error {
 		st, rev, known = &s, r, true
 	}
 	p.cacheMu.Lock()
-	if _, ok := p.cache[session]; !ok {
-		p.cache[session] = st
+	if _, ok := p.cache.Get(session); !ok {
+		p.cache.Put(session, st)
 		if known {
 			p.revs[session] = rev
 		}
@@ -76,33 +78,29 @@ func (p *Projection) viewRev(ctx context.Context, session string) (aggregate.Sta
 	return st, rev, nil
 }
 
-// evict drops cached views beyond CacheSize, but not those being written
-// (inflight): read back before their write lands, they would be stale.
+// evict drops the least recently used cached views beyond CacheSize
+// (down to nine tenths of it), but not those being written (inflight):
+// read back before their write lands, they would be stale.
 func (p *Projection) evict(inflight []jetstream.Put) {
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
-	if len(p.cache) <= p.cfg.CacheSize {
+	if p.cache.Len() <= p.cfg.CacheSize {
 		return
 	}
-	// Drop about a tenth; map order is random, which is all eviction
-	// needs (no output depends on it).
-	n := len(p.cache) - p.cfg.CacheSize + p.cfg.CacheSize/10
 	keep := make(map[string]bool, len(inflight))
 	for _, put := range inflight {
 		keep[put.Key] = true
 	}
-	for k := range p.cache {
-		if n == 0 {
-			break
-		}
-		if keep[k] {
-			continue
-		}
-		delete(p.cache, k)
+	for _, k := range p.cache.Trim(p.cfg.CacheSize-p.cfg.CacheSize/10, func(k string) bool { return keep[k] }) {
 		delete(p.revs, k)
-		n--
 	}
 	p.trustCache = false
+}
+
+// newCache is an empty cache of views: bounded by evict, not by Put (a
+// batch's sessions stay cached until their views are written).
+func newCache() *lru.Cache[string, *aggregate.State] {
+	return lru.New[string, *aggregate.State](math.MaxInt)
 }
 
 // foldLog folds the session's events after st.LastSeq, up to upTo (0: the
@@ -179,7 +177,7 @@ const readYourWritesWait = 5 * time.Second
 func (p *Projection) cached(session string) (aggregate.State, bool) {
 	p.cacheMu.RLock()
 	defer p.cacheMu.RUnlock()
-	st, ok := p.cache[session]
+	st, ok := p.cache.Get(session)
 	if !ok {
 		return aggregate.State{}, false
 	}
@@ -266,5 +264,5 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 func (p *Projection) Cached() int {
 	p.cacheMu.RLock()
 	defer p.cacheMu.RUnlock()
-	return len(p.cache)
+	return p.cache.Len()
 }

@@ -3,9 +3,9 @@ package service
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
+	lrucache "github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
@@ -27,30 +27,18 @@ import (
 // view as it is (as if it were read through another engine). Across
 // engines, pass min_seq.
 
-// marks holds the per-session sequence floors of reads, bounded by two
-// generations of maps: lookups see both, writes go to the current one, and
-// when the current one is full it becomes the previous one. Memory holds at
-// most 2×half entries and keeps at least the half most recently written.
+// marks holds the per-session sequence floors of reads: the one bounded
+// LRU (#25 item 9), so it keeps the size most recently used sessions.
 type marks struct {
-	mu   sync.Mutex
-	half int
-	cur  map[string]uint64
-	prev map[string]uint64
+	c *lrucache.Cache[string, uint64]
 }
 
-func newMarks(size int) *marks {
-	half := max(size/2, 1)
-	return &marks{half: half, cur: make(map[string]uint64), prev: make(map[string]uint64)}
-}
+func newMarks(size int) *marks { return &marks{c: lrucache.New[string, uint64](size)} }
 
 // get returns the session's mark (0: none).
 func (m *marks) get(session string) uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if v, ok := m.cur[session]; ok {
-		return v
-	}
-	return m.prev[session]
+	v, _ := m.c.Get(session)
+	return v
 }
 
 // raise moves the session's mark up to seq (never down).
@@ -58,33 +46,11 @@ func (m *marks) raise(session string, seq uint64) {
 	if seq == 0 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.cur[session]
-	if !ok {
-		v = m.prev[session]
-	}
-	if ok && v >= seq {
-		return
-	}
-	if !ok && len(m.cur) >= m.half {
-		m.prev, m.cur = m.cur, make(map[string]uint64, m.half)
-	}
-	m.cur[session] = max(v, seq)
+	m.c.Swap(session, func(old uint64, _ bool) uint64 { return max(old, seq) })
 }
 
 // len is the number of sessions with a mark (for tests of the bound).
-func (m *marks) len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := len(m.cur)
-	for k := range m.prev {
-		if _, ok := m.cur[k]; !ok {
-			n++
-		}
-	}
-	return n
-}
+func (m *marks) len() int { return m.c.Len() }
 
 // floor is the sequence a read of session must include: the caller's
 // minSeq or the engine's mark, whichever is higher.
@@ -125,14 +91,13 @@ func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upT
 		return nil
 	}
 	deadline := time.Now().Add(readWait)
-	for wait := 5 * time.Millisecond; last < want; wait = min(wait*2, 200*time.Millisecond) {
+	wait := jetstream.Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+	for last < want {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("read session %q: the log answered up to sequence %d, not %d, after %s: %w", session, last, want, readWait, projection.ErrNotCaughtUp)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("read session %q up to %d (have %d): %w: %w", session, want, last, projection.ErrNotCaughtUp, ctx.Err())
-		case <-time.After(wait):
+		if err := jetstream.Sleep(ctx, wait.Next()); err != nil {
+			return fmt.Errorf("read session %q up to %d (have %d): %w: %w", session, want, last, projection.ErrNotCaughtUp, err)
 		}
 		if err := scan(last + 1); err != nil {
 			return err

@@ -69,7 +69,10 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if err := checkWrite(session, cmds); err != nil {
 		return CommandResult{}, err
 	}
-	keys, err := e.log.Keys(ctx)
+	if e.keys == nil {
+		return CommandResult{}, fmt.Errorf("%w: idempotency key %s: this engine has no key store (Ports.Keys): send the command without a key", ErrInvalid, key)
+	}
+	keys, err := e.keys(ctx)
 	if err != nil {
 		return CommandResult{}, err
 	}
@@ -148,7 +151,7 @@ func refused(err error) bool {
 
 // settle records where the key's events are; a failure leaves the claim
 // pending, which a later retry resolves by reading the events after it.
-func (e *Engine) settle(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim, res CommandResult) {
+func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim, res CommandResult) {
 	if err := keys.Settle(ctx, key, claim, res.First, len(res.EventIDs)); err != nil {
 		e.cfg.Logger.Warn().Str("session", session).Str("key", key).Err(err).Msg("idempotency key stored but its index entry left pending: a retry reads the session after it")
 	}
@@ -158,7 +161,7 @@ func (e *Engine) settle(ctx context.Context, keys *jetstream.Keys, session, key 
 // settled claim says (checked against the log), or, for a pending claim,
 // looked for after the sequence it was claimed at (seen: the last
 // sequence of the session that search read).
-func (e *Engine) findClaimed(ctx context.Context, keys *jetstream.Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
+func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
 	if claim.Pending() {
 		res, found, seen, err = e.findKeyed(ctx, session, key, claim.After+1, 0)
 		if err == nil && found {

@@ -3,10 +3,8 @@ package service
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
@@ -84,16 +82,6 @@ var invalidErrs = []error{
 	checkpoint.ErrNotInContract, jetstream.ErrInvalidSession,
 }
 
-// unavailableErrs are the sentinels of a log or connection that cannot
-// serve now.
-var unavailableErrs = []error{
-	nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionDraining,
-	nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrNoServers, jetstream.ErrNotSent,
-	natsjs.ErrNoStreamResponse, natsjs.ErrJetStreamNotEnabled, natsjs.ErrJetStreamNotEnabledForAccount,
-	natsjs.ErrServerShutdown, projection.ErrNotCaughtUp,
-	context.DeadlineExceeded, context.Canceled,
-}
-
 // KindOf classifies an error returned by an Engine (or by the packages
 // under it). It is safe for concurrent use; nil is KindInternal, as is
 // any error it does not know.
@@ -113,16 +101,12 @@ func KindOf(err error) Kind {
 		return KindKeyInUse
 	case isAny(err, invalidErrs):
 		return KindInvalid
-	case isAny(err, unavailableErrs):
+	case jetstream.Transient(err), errors.Is(err, projection.ErrNotCaughtUp),
+		errors.Is(err, context.Canceled), errors.Is(err, nats.ErrConnectionDraining):
+		// The log or its connection cannot serve now (jetstream's one
+		// classifier, #25 item 2), the views have not caught up, the
+		// caller gave up or the engine is shutting down.
 		return KindUnavailable
-	}
-	// A JetStream API error that says 503 (no leader, no quorum, ...);
-	// *natsjs.APIError implements JetStreamError too.
-	var jsErr natsjs.JetStreamError
-	if errors.As(err, &jsErr) {
-		if ae := jsErr.APIError(); ae != nil && ae.Code == http.StatusServiceUnavailable {
-			return KindUnavailable
-		}
 	}
 	return KindInternal
 }

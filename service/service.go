@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	lrucache "github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -86,14 +86,14 @@ type Config struct {
 
 // Engine serves sessions.
 type Engine struct {
-	log   *jetstream.Log
-	proj  *projection.Projection
+	log   Log
+	keys  func(context.Context) (Keys, error) // nil: no keyed writes
+	proj  Views
 	reg   atomic.Pointer[resolver.Registry]
 	cfg   Config
 	clock func() time.Time
 
-	mu     sync.Mutex
-	states map[string]aggregate.State // last state this process wrote or read strongly
+	states *lrucache.Cache[string, aggregate.State] // last state this process wrote or read strongly
 
 	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
 	marks *marks    // per session: the highest sequence acknowledged or served (#19)
@@ -102,8 +102,15 @@ type Engine struct {
 	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
 
-// New returns an engine over a log, its projection and a registry.
+// New returns an engine over a JetStream log, its projection and a
+// registry: NewFromPorts with JetStreamPorts(log, proj).
 func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, cfg Config) *Engine {
+	return NewFromPorts(JetStreamPorts(log, proj), reg, cfg)
+}
+
+// NewFromPorts returns an engine over its stores (Ports.Log and
+// Ports.Views are required) and a registry.
+func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 8
 	}
@@ -111,8 +118,8 @@ func New(log *jetstream.Log, proj *projection.Projection, reg *resolver.Registry
 		cfg.CacheSize = 100_000
 	}
 	e := &Engine{
-		log: log, proj: proj, cfg: cfg, clock: time.Now,
-		states: make(map[string]aggregate.State),
+		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
+		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
 	}
@@ -136,11 +143,24 @@ func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	}
 }
 
-// Log is the event log.
-func (e *Engine) Log() *jetstream.Log { return e.log }
+// Log is the JetStream event log of an engine made by New; nil for an
+// engine over another Log. Prefer keeping the log the engine was given.
+func (e *Engine) Log() *jetstream.Log {
+	l, _ := e.log.(*jetstream.Log)
+	return l
+}
 
-// Projection is the views projection.
-func (e *Engine) Projection() *projection.Projection { return e.proj }
+// Projection is the views projection of an engine made by New; nil for an
+// engine over other Views. Prefer keeping the projection the engine was
+// given.
+func (e *Engine) Projection() *projection.Projection {
+	p, _ := e.proj.(*projection.Projection)
+	return p
+}
+
+// Sessions lists the sessions that have a view, sorted (for transports:
+// instead of reaching through Projection()).
+func (e *Engine) Sessions(ctx context.Context) ([]string, error) { return e.proj.Sessions(ctx) }
 
 // Origin is who wrote an event: the channel (web UI, a chat channel, TUI)
 // and the actor (a user id). The transports take them from what they can
@@ -325,9 +345,12 @@ func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload
 
 // appendResend appends, re-sending the same envelopes (same ULIDs, so the
 // log stores them once) after transport errors such as a leader failover,
-// until the context ends or MaxRetries is spent.
+// until the context ends or MaxRetries is spent. Only errors worth asking
+// again are re-sent: jetstream.Transient's, and an outcome the log could
+// not learn (the same ids make the re-send safe); a conflict, a bad
+// session, a full disk or a refused key is the log's answer.
 func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (jetstream.AppendResult, error) {
-	backoff := 50 * time.Millisecond
+	backoff := jetstream.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	// A try whose outcome is unknown stays unknown until a later try
 	// learns it (stored, or a conflict: the session moved on without
 	// these events): issue 12, item 2.
@@ -339,22 +362,24 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 		if unknown == nil {
 			errors.As(err, &unknown)
 		}
-		if err == nil || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, events.ErrInvalidSession) ||
-			errors.Is(err, jetstream.ErrBatchUnsupported) || errors.Is(err, jetstream.ErrStorageFull) ||
-			errors.Is(err, jetstream.ErrKeyInUse) {
+		if err == nil || !resendable(err) {
 			return ar, stillUnknownUnlessStored(unknown, err)
 		}
 		if ctx.Err() != nil || try >= e.cfg.MaxRetries*4 {
 			return ar, stillUnknown(unknown, err)
 		}
 		e.cfg.Logger.Warn().Str("session", session).Err(err).Int("try", try+1).Msg("append failed: re-sending the same events")
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, ctx.Err(), err))
+		if serr := jetstream.Sleep(ctx, backoff.Next()); serr != nil {
+			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, serr, err))
 		}
-		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// resendable reports whether an append's error is worth re-sending the
+// same events for: a transient one or an unknown outcome, never a
+// conflict (the log's answer, which settles an unknown outcome).
+func resendable(err error) bool {
+	return (jetstream.Transient(err) || errors.Is(err, jetstream.ErrOutcomeUnknown)) && !errors.Is(err, jetstream.ErrConflict)
 }
 
 // stillUnknown returns err, as an outcome-unknown error when an earlier
@@ -394,9 +419,7 @@ func (e *Engine) onConflict(retried bool) {
 // a replica answering direct gets may lag behind it) and the session's mark.
 func (e *Engine) current(ctx context.Context, session string, strong bool, atLeast uint64) (aggregate.State, error) {
 	if !strong {
-		e.mu.Lock()
-		st, ok := e.states[session]
-		e.mu.Unlock()
+		st, ok := e.states.Get(session)
 		if ok && st.LastSeq >= e.floor(session, atLeast) {
 			return st, nil
 		}
@@ -411,27 +434,9 @@ func (e *Engine) current(ctx context.Context, session string, strong bool, atLea
 	return st, nil
 }
 
-func (e *Engine) remember(st aggregate.State) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.states) >= e.cfg.CacheSize {
-		n := e.cfg.CacheSize / 10
-		for k := range e.states { // random order is all eviction needs
-			if n <= 0 {
-				break
-			}
-			delete(e.states, k)
-			n--
-		}
-	}
-	e.states[st.Session] = st
-}
+func (e *Engine) remember(st aggregate.State) { e.states.Put(st.Session, st) }
 
-func (e *Engine) forget(session string) {
-	e.mu.Lock()
-	delete(e.states, session)
-	e.mu.Unlock()
-}
+func (e *Engine) forget(session string) { e.states.Remove(session) }
 
 // Session returns a session's view (one KV get, or the projection's
 // memory). The view includes every event up to minSeq (read-your-writes

@@ -1,0 +1,14 @@
+package memlog_test
+
+import (
+	"testing"
+
+	"github.com/toolintent/engine/logtest"
+	"github.com/toolintent/engine/memlog"
+	"github.com/toolintent/engine/service"
+)
+
+// #25 item 7: the in-memory log keeps the contract of service.Log.
+func TestConformance(t *testing.T) {
+	logtest.Run(t, func(*testing.T) service.Log { return memlog.New() })
+}
