@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 )
 
 type fieldKind uint8
@@ -21,7 +22,7 @@ const (
 	kindNames                           // [string] or null
 	kindUint                            // a non-negative integer
 	kindContract                        // [{"name":string,"hash":string}] or null
-	kindTurnIntent                      // an events.TurnIntent object or null
+	kindTurnIntent                      // an intent.Intent object or null
 	kindTurnOverride                    // an events.TurnOverride object or null
 )
 
@@ -174,7 +175,7 @@ type values struct {
 	names    map[string][]string
 	uints    map[string]uint64
 	contract []events.ContractEntry
-	intent   *events.TurnIntent
+	intent   *intent.Intent
 	override *events.TurnOverride
 }
 
@@ -258,7 +259,7 @@ func (v *values) set(f commandField, raw json.RawMessage) error {
 		dec.DisallowUnknownFields()
 		var err error
 		if f.kind == kindTurnIntent {
-			v.intent = new(events.TurnIntent)
+			v.intent = new(intent.Intent)
 			err = dec.Decode(v.intent)
 		} else {
 			v.override = new(events.TurnOverride)

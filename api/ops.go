@@ -281,7 +281,7 @@ func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin
 }
 
 func resolveRequest(profile, provider string, ov *Override, minSeq uint64) (service.ResolveRequest, error) {
-	o, err := ov.resolver()
+	o, err := overrideOf(ov)
 	if err != nil {
 		return service.ResolveRequest{}, err
 	}
