@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 )
 
 type fieldKind uint8
@@ -127,19 +128,19 @@ func DecodeCommand(data []byte) (events.Payload, error) {
 	}
 	var typ string
 	if err := json.Unmarshal(rawType, &typ); err != nil || rawType[0] != '"' {
-		return nil, badRequest(`command field "type" must be a string naming one of %s, got %s`, knownTypes(), clip(rawType))
+		return nil, badRequest(`command field "type" must be a string naming one of %s, got %s`, knownTypes(), clipRaw(rawType))
 	}
 	t := events.Type(typ)
 	fields, ok := commandFields[t]
 	if !ok {
-		return nil, badRequest("unknown command type %q: use one of %s", clipString(typ), knownTypes())
+		return nil, badRequest("unknown command type %q: use one of %s", clip.String(typ, clip.Max), knownTypes())
 	}
 	for _, k := range keys {
 		if k == "type" {
 			continue
 		}
 		if !hasField(fields, k) {
-			return nil, badRequest("command %s: unknown field %q: its fields are %s", t, clipString(k), fieldNames(fields))
+			return nil, badRequest("command %s: unknown field %q: its fields are %s", t, clip.String(k, clip.Max), fieldNames(fields))
 		}
 	}
 	v := values{t: t}
@@ -181,7 +182,7 @@ type values struct {
 
 func (v *values) set(f commandField, raw json.RawMessage) error {
 	bad := func() error {
-		return badRequest("command %s: field %q must be %s, got %s", v.t, f.name, f.kind.want(), clip(raw))
+		return badRequest("command %s: field %q must be %s, got %s", v.t, f.name, f.kind.want(), clipRaw(raw))
 	}
 	null := string(raw) == "null"
 	switch f.kind {
@@ -223,7 +224,7 @@ func (v *values) set(f commandField, raw json.RawMessage) error {
 			for i, it := range items {
 				var s string
 				if it[0] != '"' || json.Unmarshal(it, &s) != nil {
-					return badRequest("command %s: field %q[%d] must be a string, got %s", v.t, f.name, i, clip(it))
+					return badRequest("command %s: field %q[%d] must be a string, got %s", v.t, f.name, i, clipRaw(it))
 				}
 				list = append(list, s)
 			}
@@ -295,7 +296,7 @@ func decodeContractEntry(raw json.RawMessage) (events.ContractEntry, error) {
 	}
 	for _, k := range keys {
 		if k != "name" && k != "hash" {
-			return events.ContractEntry{}, fmt.Errorf("unknown field %q: its fields are name, hash", clipString(k))
+			return events.ContractEntry{}, fmt.Errorf("unknown field %q: its fields are name, hash", clip.String(k, clip.Max))
 		}
 	}
 	var e events.ContractEntry
@@ -308,7 +309,7 @@ func decodeContractEntry(raw json.RawMessage) (events.ContractEntry, error) {
 			return e, fmt.Errorf("field %q is required (a string)", f.name)
 		}
 		if raw[0] != '"' || json.Unmarshal(raw, f.dst) != nil {
-			return e, fmt.Errorf("field %q must be a string, got %s", f.name, clip(raw))
+			return e, fmt.Errorf("field %q must be a string, got %s", f.name, clipRaw(raw))
 		}
 	}
 	return e, nil
@@ -427,7 +428,7 @@ func (cs *Commands) UnmarshalJSON(b []byte) error {
 	}
 	items, err := readArray(b)
 	if err != nil {
-		return badRequest(`field "commands" must be an array of command objects, got %s`, clip(b))
+		return badRequest(`field "commands" must be an array of command objects, got %s`, clipRaw(b))
 	}
 	if len(items) > MaxCommands {
 		return badRequest("field \"commands\" has %d commands, at most %d are accepted in one request", len(items), MaxCommands)
@@ -456,7 +457,7 @@ func readObject(data []byte) (map[string]json.RawMessage, []string, error) {
 		return nil, nil, fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, fmt.Errorf("want a JSON object, got %s", clip(data))
+		return nil, nil, fmt.Errorf("want a JSON object, got %s", clipRaw(data))
 	}
 	obj := map[string]json.RawMessage{}
 	var keys []string
@@ -468,10 +469,10 @@ func readObject(data []byte) (map[string]json.RawMessage, []string, error) {
 		k, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, fmt.Errorf("field %q: not valid JSON: %v", clipString(k), syntaxMessage(err))
+			return nil, nil, fmt.Errorf("field %q: not valid JSON: %v", clip.String(k, clip.Max), syntaxMessage(err))
 		}
 		if _, dup := obj[k]; dup {
-			return nil, nil, fmt.Errorf("field %q appears twice", clipString(k))
+			return nil, nil, fmt.Errorf("field %q appears twice", clip.String(k, clip.Max))
 		}
 		obj[k] = raw
 		keys = append(keys, k)
@@ -505,23 +506,11 @@ func syntaxMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// clip quotes a raw JSON value for an error message, shortened.
-func clip(raw []byte) string {
-	const max = 60
+// clipRaw quotes a raw JSON value for an error message, shortened.
+func clipRaw(raw []byte) string {
 	s := string(bytes.TrimSpace(raw))
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
 	if s == "" {
 		return "nothing"
 	}
-	return s
-}
-
-func clipString(s string) string {
-	const max = 80
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
+	return clip.String(s, 60)
 }

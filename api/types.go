@@ -12,6 +12,7 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -91,7 +92,7 @@ func overrideOf(o *Override) (intent.Override, error) {
 		return intent.Override{}, badRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
 	}
 	if err := k.UnmarshalText([]byte(o.Kind)); err != nil {
-		return intent.Override{}, badRequest("override kind %q is unknown: use one of none, empty, intent, names", clipString(o.Kind))
+		return intent.Override{}, badRequest("override kind %q is unknown: use one of none, empty, intent, names", clip.String(o.Kind, clip.Max))
 	}
 	out := intent.Override{Kind: k}
 	switch k {
@@ -144,7 +145,7 @@ func parseUntil(u Until) (service.Until, error) {
 	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return service.Until{}, badRequest("until %q: want a sequence number or an RFC 3339 time: %v", clipString(s), err)
+			return service.Until{}, badRequest("until %q: want a sequence number or an RFC 3339 time: %v", clip.String(s, clip.Max), err)
 		}
 		if n == 0 {
 			return service.Until{}, badRequest("until 0: sequences start at 1; leave until empty for no bound")
@@ -157,7 +158,7 @@ func parseUntil(u Until) (service.Until, error) {
 		t, err = time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
 	}
 	if err != nil {
-		return service.Until{}, badRequest("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", clipString(s))
+		return service.Until{}, badRequest("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", clip.String(s, clip.Max))
 	}
 	return service.Until{Time: t}, nil
 }
@@ -384,7 +385,7 @@ func validSession(s string) error {
 		return badRequest(`field "session" is required: a session id of 1 to 128 [A-Za-z0-9_-]`)
 	}
 	if err := events.ValidateSessionID(s); err != nil {
-		return badRequest("session %q: %v", clipString(s), err)
+		return badRequest("session %q: %v", clip.String(s, clip.Max), err)
 	}
 	return nil
 }
@@ -393,13 +394,10 @@ func validSession(s string) error {
 // [A-Za-z0-9_-], at most 64 bytes.
 func validToken(what, s string) error {
 	if len(s) == 0 || len(s) > 64 {
-		return badRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clipString(s), len(s))
+		return badRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clip.String(s, clip.Max), len(s))
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return badRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clipString(s), c, i)
-		}
+	if i := events.BadTokenByte(s); i >= 0 {
+		return badRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clip.String(s, clip.Max), s[i], i)
 	}
 	return nil
 }
@@ -409,7 +407,7 @@ func validActor(s string) error {
 		return badRequest("actor has %d bytes, at most %d allowed", len(s), events.MaxTextLen)
 	}
 	if !utf8.ValidString(s) {
-		return badRequest("actor %q is not valid UTF-8", clipString(s))
+		return badRequest("actor %q is not valid UTF-8", clip.String(s, clip.Max))
 	}
 	return nil
 }
