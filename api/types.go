@@ -3,9 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/toolintent/engine/aggregate"
@@ -136,31 +133,10 @@ type (
 	Until = wire.Until
 )
 
-// parseUntil reads an Until into the service's bound.
+// parseUntil reads an Until into the service's bound (wire.Until.Bound).
 func parseUntil(u Until) (service.Until, error) {
-	s := strings.TrimSpace(string(u))
-	if s == "" {
-		return service.Until{}, nil
-	}
-	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return service.Until{}, badRequest("until %q: want a sequence number or an RFC 3339 time: %v", clip.String(s, clip.Max), err)
-		}
-		if n == 0 {
-			return service.Until{}, badRequest("until 0: sequences start at 1; leave until empty for no bound")
-		}
-		return service.Until{Seq: n}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil && strings.Contains(s, " ") {
-		// A "+02:00" offset in an unescaped query string arrives as " 02:00".
-		t, err = time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
-	}
-	if err != nil {
-		return service.Until{}, badRequest("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", clip.String(s, clip.Max))
-	}
-	return service.Until{Time: t}, nil
+	seq, t, err := u.Bound()
+	return service.Until{Seq: seq, Time: t}, err
 }
 
 // Replies: wire's types (one definition with the client's). Lists are []

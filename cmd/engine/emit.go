@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 )
@@ -22,9 +21,9 @@ type emitCmd struct {
 
 func boolPtr(b bool) *bool { return &b }
 
-// commandOf is p as the client's command object (api.EncodeCommand's).
+// commandOf is p as the client's command object (events.EncodeCommand's).
 func commandOf(p events.Payload) (client.Command, error) {
-	b, err := api.EncodeCommand(p)
+	b, err := events.EncodeCommand(p)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +91,7 @@ func parseChange(change string, args []string) (events.Payload, error) {
 		return events.ToolsPicked{}, nil
 	}
 	if strings.HasPrefix(strings.TrimSpace(change), "{") {
-		return api.DecodeCommand([]byte(change))
+		return events.DecodeCommand([]byte(change))
 	}
 	return nil, fmt.Errorf("change %q unknown: use enable, disable-all, follow, web-search, preset, disable, enable-tool, pick, unpick or a JSON command", change)
 }
