@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/wire"
 )
 
 // DecodeCommand decodes one command object into its events.Payload, in
@@ -134,8 +135,8 @@ func (cs *Commands) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MaxCommands bounds the commands of one append request.
-const MaxCommands = 100
+// MaxCommands bounds the commands of one append request: wire's.
+const MaxCommands = wire.MaxCommands
 
 // readArray splits one JSON array into its raw elements.
 func readArray(data []byte) ([]json.RawMessage, error) {
