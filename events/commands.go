@@ -75,11 +75,24 @@ func (k FieldKind) Want() string {
 	case FieldContract:
 		return `an array of {"name":string,"hash":string} or null`
 	case FieldIntent:
-		return `an intent object {"enabled","web_search","preset","disabled","picked"} or null`
+		return "an intent object {" + jsonNames(reflect.TypeFor[intent.Intent]()) + "} or null"
 	case FieldOverride:
-		return `an override object {"kind","intent","allowed","names"} or null`
+		return "an override object {" + jsonNames(reflect.TypeFor[TurnOverride]()) + "} or null"
 	}
 	return "?"
+}
+
+// jsonNames lists the json names of struct type t's fields, quoted, in
+// order: the intent fields an intent object takes come from intent.Intent.
+func jsonNames(t reflect.Type) string {
+	var out []string
+	for i := range t.NumField() {
+		if tag, ok := t.Field(i).Tag.Lookup("json"); ok && tag != "-" {
+			name, _, _ := strings.Cut(tag, ",")
+			out = append(out, strconv.Quote(name))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // CommandField is one field of a command: its JSON name (the payload's

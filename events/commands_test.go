@@ -48,6 +48,17 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 	}
 }
 
+// The intent and override kinds list the fields of intent.Intent and
+// TurnOverride, as the API reference shows them.
+func TestFieldKindWantNamesStructFields(t *testing.T) {
+	if got := FieldIntent.Want(); got != `an intent object {"enabled","web_search","preset","disabled","picked"} or null` {
+		t.Error(got)
+	}
+	if got := FieldOverride.Want(); got != `an override object {"kind","intent","allowed","names"} or null` {
+		t.Error(got)
+	}
+}
+
 // A command decodes into its payload through the table and encodes back;
 // refusals match ErrInvalidCommand and name the field.
 func TestDecodeCommandThroughTable(t *testing.T) {
