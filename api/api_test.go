@@ -10,8 +10,8 @@ import (
 
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -239,7 +239,7 @@ func TestOverride(t *testing.T) {
 		if err != nil || len(v.Tools) != 0 || v.Source != "override-empty" {
 			t.Fatalf("empty override: %v %v %s", err, v.Tools, v.Source)
 		}
-		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: "intent", Intent: &resolver.Intent{Preset: "minimal"}}})
+		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: "intent", Intent: &intent.Intent{Preset: "minimal"}}})
 		if err != nil || !slices.Equal(v.Tools, []string{"read_file", "edit_file", "bash", "tool_search"}) {
 			t.Fatalf("intent override: %v %v", err, v.Tools)
 		}

@@ -195,17 +195,17 @@ func commandTable() string {
 	var b strings.Builder
 	b.WriteString("| type | fields |\n|---|---|\n")
 	for _, t := range events.Types() {
-		fields, ok := commandFields[t]
+		fields, ok := events.CommandFields(t)
 		if !ok {
 			continue
 		}
 		var fs []string
 		for _, f := range fields {
 			opt := ""
-			if !f.required {
+			if !f.Required {
 				opt = ", optional"
 			}
-			fs = append(fs, "`"+f.name+"`: "+f.kind.want()+opt)
+			fs = append(fs, "`"+f.Name+"`: "+f.Kind.Want()+opt)
 		}
 		b.WriteString("| `" + string(t) + "` | " + strings.Join(fs, "; ") + " |\n")
 	}

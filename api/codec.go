@@ -17,6 +17,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/msgpackcheck"
 	"github.com/toolintent/engine/wire"
 )
@@ -92,7 +93,7 @@ func bindPath(req any, name, value string) error {
 		return nil
 	}
 	if cur := f.String(); cur != "" && cur != value {
-		return badRequest("%s %q in the body differs from %q in the path", name, clipString(cur), clipString(value))
+		return badRequest("%s %q in the body differs from %q in the path", name, clip.String(cur, clip.Max), clip.String(value, clip.Max))
 	}
 	f.SetString(value)
 	return nil
@@ -110,7 +111,7 @@ func bindQuery(req any, q url.Values, pathNames []string) error {
 		vals := q[k]
 		f, ok := field(req, k)
 		if !ok || slices.Contains(pathNames, k) {
-			return badRequest("unknown query parameter %q: this operation takes %s", clipString(k), queryList(req, pathNames))
+			return badRequest("unknown query parameter %q: this operation takes %s", clip.String(k, clip.Max), queryList(req, pathNames))
 		}
 		if len(vals) != 1 {
 			return badRequest("query parameter %q is given %d times, give it once", k, len(vals))
@@ -143,21 +144,21 @@ func setString(f reflect.Value, name, s string) error {
 	case reflect.Uint64, reflect.Uint32, reflect.Uint:
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return badRequest("query parameter %q must be a non-negative integer, got %q", name, clipString(s))
+			return badRequest("query parameter %q must be a non-negative integer, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetUint(n)
 		return nil
 	case reflect.Int, reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return badRequest("query parameter %q must be an integer, got %q", name, clipString(s))
+			return badRequest("query parameter %q must be an integer, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetInt(n)
 		return nil
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return badRequest("query parameter %q must be true or false, got %q", name, clipString(s))
+			return badRequest("query parameter %q must be true or false, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetBool(b)
 		return nil
@@ -267,9 +268,9 @@ func duplicateKey(data []byte) error {
 			fold := strings.ToLower(k)
 			if prev, dup := top.keys[fold]; dup {
 				if prev == k {
-					return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), top.path)
+					return badRequest("request body: key %q appears twice in %s: send each field once", clip.String(k, clip.Max), top.path)
 				}
-				return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), top.path)
+				return badRequest("request body: keys %q and %q of %s name the same field: send it once", clip.String(prev, clip.Max), clip.String(k, clip.Max), top.path)
 			}
 			top.keys[fold] = k
 			top.last = k
@@ -281,7 +282,7 @@ func duplicateKey(data []byte) error {
 		if len(stack) > 0 {
 			top := stack[len(stack)-1]
 			if top.obj {
-				path = fmt.Sprintf("object %q", clipString(top.last))
+				path = fmt.Sprintf("object %q", clip.String(top.last, clip.Max))
 				expectKey = true
 			} else {
 				path = fmt.Sprintf("element %d of %s", top.next, top.path)
@@ -330,12 +331,12 @@ func msgpackDuplicateKey(data []byte) error {
 				fold := strings.ToLower(k)
 				if prev, dup := seen[fold]; dup {
 					if prev == k {
-						return badRequest("request body: key %q appears twice in %s: send each field once", clipString(k), path)
+						return badRequest("request body: key %q appears twice in %s: send each field once", clip.String(k, clip.Max), path)
 					}
-					return badRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(k), path)
+					return badRequest("request body: keys %q and %q of %s name the same field: send it once", clip.String(prev, clip.Max), clip.String(k, clip.Max), path)
 				}
 				seen[fold] = k
-				if err := walk(fmt.Sprintf("object %q", clipString(k))); err != nil {
+				if err := walk(fmt.Sprintf("object %q", clip.String(k, clip.Max))); err != nil {
 					return err
 				}
 			}

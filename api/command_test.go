@@ -89,7 +89,7 @@ func TestDecodeCommandErrors(t *testing.T) {
 
 func TestEncodeCommandEveryType(t *testing.T) {
 	for _, typ := range events.Types() {
-		if _, ok := commandFields[typ]; !ok {
+		if _, ok := events.CommandFields(typ); !ok {
 			t.Errorf("event type %s has no command fields", typ)
 		}
 	}

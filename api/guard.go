@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // replyAllowed reports whether the engine may publish a reply to subject
@@ -20,14 +22,14 @@ import (
 func replyAllowed(subject string) error {
 	first, rest, ok := strings.Cut(subject, ".")
 	if !ok || rest == "" {
-		return fmt.Errorf("reply subject %q is not an inbox: use a reply subject under _INBOX. or _INBOX_<user>. (nats.go's default, or nats.CustomInboxPrefix)", clipString(subject))
+		return fmt.Errorf("reply subject %q is not an inbox: use a reply subject under _INBOX. or _INBOX_<user>. (nats.go's default, or nats.CustomInboxPrefix)", clip.String(subject, clip.Max))
 	}
 	if first != "_INBOX" && first != "_R_" && !strings.HasPrefix(first, "_INBOX_") {
-		return fmt.Errorf("reply subject %q is not an inbox: the engine replies only to subjects under _INBOX.> or _INBOX_<user>.>", clipString(subject))
+		return fmt.Errorf("reply subject %q is not an inbox: the engine replies only to subjects under _INBOX.> or _INBOX_<user>.>", clip.String(subject, clip.Max))
 	}
 	for _, tok := range strings.Split(rest, ".") {
 		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n") {
-			return fmt.Errorf("reply subject %q is not a valid inbox subject", clipString(subject))
+			return fmt.Errorf("reply subject %q is not a valid inbox subject", clip.String(subject, clip.Max))
 		}
 	}
 	return nil
@@ -76,10 +78,10 @@ func (l *limiter) acquire(key, channel string) error {
 	if l.inFlight[key] >= l.perChannel {
 		if key == unknownChannels {
 			return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-				Message: fmt.Sprintf("channel %q is not a known HTTP channel, and the unknown ones share %d requests in flight, all taken: retry later, or use a known channel (serve --http-channel, or a token of --http-tokens)", clipString(channel), l.perChannel)}
+				Message: fmt.Sprintf("channel %q is not a known HTTP channel, and the unknown ones share %d requests in flight, all taken: retry later, or use a known channel (serve --http-channel, or a token of --http-tokens)", clip.String(channel, clip.Max), l.perChannel)}
 		}
 		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-			Message: fmt.Sprintf("channel %q has %d requests in flight, the most the engine handles at once per channel: retry later", clipString(channel), l.perChannel)}
+			Message: fmt.Sprintf("channel %q has %d requests in flight, the most the engine handles at once per channel: retry later", clip.String(channel, clip.Max), l.perChannel)}
 	}
 	if l.all >= l.total {
 		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,

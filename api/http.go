@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -135,7 +136,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	switch r.Method {
 	case http.MethodPost:
 		if len(r.URL.RawQuery) > 0 {
-			return nil, label, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clipString(r.URL.RawQuery))
+			return nil, label, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clip.String(r.URL.RawQuery, clip.Max))
 		}
 		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
 		if err != nil {
@@ -170,7 +171,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
 				return nil, label, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clipString(got), tok.Actor)}
+					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clip.String(got, clip.Max), tok.Actor)}
 			}
 		}
 		o.Actor = tok.Actor

@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // Token is one entry of a tokens file: a bearer token and the channel
@@ -116,7 +118,7 @@ func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
 	}
 	if ch := r.Header.Get(HeaderChannel); ch != "" && ch != e.Channel {
 		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-			Message: fmt.Sprintf("%s %q differs from the token's channel %q: leave the header out or send the token of that channel", HeaderChannel, clipString(ch), e.Channel)}
+			Message: fmt.Sprintf("%s %q differs from the token's channel %q: leave the header out or send the token of that channel", HeaderChannel, clip.String(ch, clip.Max), e.Channel)}
 	}
 	return &e, nil
 }
@@ -150,7 +152,7 @@ func checkContentType(r *http.Request, data []byte) error {
 		ct = "none"
 	}
 	return &APIError{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia,
-		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clipString(ct), MIMEJSON, MIMEMsgpack)}
+		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, MIMEMsgpack)}
 }
 
 // parseOrigin checks an allowed origin: scheme://host[:port], no path.
@@ -181,13 +183,13 @@ func (a *API) Protect(next http.Handler) http.Handler {
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clipString(originOf(r)))})
+			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clip.String(originOf(r), clip.Max))})
 	}))
 	protected := cop.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r.Host) {
 			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clipString(r.Host), strings.Join(a.hostNames(), ", "))})
+				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clip.String(r.Host, clip.Max), strings.Join(a.hostNames(), ", "))})
 			return
 		}
 		protected.ServeHTTP(w, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -127,7 +128,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 		// 3): a request whose reply subject is not an inbox is dropped,
 		// since the only way to tell its sender is that reply.
 		if err := replyAllowed(r.Reply()); err != nil {
-			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clipString(r.Reply())).Err(err).Msg("request refused: reply subject is not an inbox")
+			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
 			return
 		}
 		start := time.Now()
@@ -296,7 +297,7 @@ func (a *API) unknownOp() micro.Handler {
 			subjects = append(subjects, op.Subject)
 		}
 		e := &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
-			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clipString(suffix), clipString(r.Subject()), prefix, strings.Join(subjects, ", "))}
+			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clip.String(suffix, clip.Max), clip.String(r.Subject(), clip.Max), prefix, strings.Join(subjects, ", "))}
 		a.respondError(r, wantsMsgpack(r.Headers().Get("Accept")), e)
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -262,7 +263,7 @@ func (a *API) check(req any, o *service.Origin) error {
 		}
 	}
 	if p, ok := fieldString(req, "provider"); ok && p != "" && !slices.Contains(service.Providers, p) {
-		return badRequest("provider %q is unknown: use one of %s", clipString(p), strings.Join(service.Providers, ", "))
+		return badRequest("provider %q is unknown: use one of %s", clip.String(p, clip.Max), strings.Join(service.Providers, ", "))
 	}
 	if o.Actor == "" {
 		o.Actor, _ = fieldString(req, "actor")
@@ -281,7 +282,7 @@ func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin
 }
 
 func resolveRequest(profile, provider string, ov *Override, minSeq uint64) (service.ResolveRequest, error) {
-	o, err := ov.resolver()
+	o, err := overrideOf(ov)
 	if err != nil {
 		return service.ResolveRequest{}, err
 	}
@@ -310,7 +311,7 @@ func bindIdempotencyKey(req any, key string) error {
 		return nil
 	}
 	if r.EventID != "" && r.EventID != key {
-		return badRequest("%s header %q differs from the body's event_id %q: send one of them", HeaderIdempotencyKey, clipString(key), clipString(r.EventID))
+		return badRequest("%s header %q differs from the body's event_id %q: send one of them", HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
 	}
 	r.EventID = key
 	return nil

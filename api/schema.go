@@ -137,16 +137,16 @@ func jsonField(f reflect.StructField) (name string, omit, ok bool) {
 func commandSchema() Schema {
 	var one []any
 	for _, t := range events.Types() {
-		fields, ok := commandFields[t]
+		fields, ok := events.CommandFields(t)
 		if !ok {
 			continue
 		}
 		props := Schema{"type": Schema{"const": string(t)}}
 		required := []string{"type"}
 		for _, f := range fields {
-			props[f.name] = fieldKindSchema(f.kind)
-			if f.required {
-				required = append(required, f.name)
+			props[f.Name] = fieldKindSchema(f.Kind)
+			if f.Required {
+				required = append(required, f.Name)
 			}
 		}
 		one = append(one, Schema{"type": "object", "properties": props, "required": required, "additionalProperties": false})
@@ -154,19 +154,19 @@ func commandSchema() Schema {
 	return Schema{"oneOf": one}
 }
 
-func fieldKindSchema(k fieldKind) Schema {
+func fieldKindSchema(k events.FieldKind) Schema {
 	switch k {
-	case kindNullableBool:
+	case events.FieldNullableBool:
 		return Schema{"type": []string{"boolean", "null"}}
-	case kindString:
+	case events.FieldString:
 		return Schema{"type": "string"}
-	case kindNullableString:
+	case events.FieldNullableString:
 		return Schema{"type": []string{"string", "null"}}
-	case kindNames:
+	case events.FieldNames:
 		return Schema{"type": []string{"array", "null"}, "items": Schema{"type": "string"}}
-	case kindUint:
+	case events.FieldUint:
 		return Schema{"type": "integer", "minimum": 0}
-	case kindContract:
+	case events.FieldContract:
 		return Schema{"type": []string{"array", "null"}, "items": Schema{"type": "object",
 			"properties": Schema{"name": Schema{"type": "string"}, "hash": Schema{"type": "string"}}, "required": []string{"name", "hash"}}}
 	}

@@ -3,14 +3,13 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -42,52 +41,32 @@ type AppendRequest struct {
 	EventID string `json:"event_id,omitempty"`
 }
 
-// ResolveRequest resolves a session's tools (session.resolve), outside or
-// inside (frozen) a turn.
-type ResolveRequest struct {
-	Session string `json:"session"`
-	// Profile is the agent profile ("" none).
-	Profile string `json:"profile,omitempty"`
-	// Provider is "anthropic" (default) or "openai".
-	Provider string `json:"provider,omitempty"`
-	// Override is a per-turn override (R4, R5).
-	Override *Override `json:"override,omitempty"`
-	MinSeq   uint64    `json:"min_seq,omitempty"`
-}
-
-// BeginTurnRequest starts the next turn and freezes its tools (turn.begin).
-type BeginTurnRequest struct {
-	Session  string    `json:"session"`
-	Profile  string    `json:"profile,omitempty"`
-	Provider string    `json:"provider,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	Actor    string    `json:"actor,omitempty"`
-}
-
-// ResumeRequest resumes a session after a crash (session.resume).
-type ResumeRequest struct {
-	Session  string    `json:"session"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	Actor    string    `json:"actor,omitempty"`
-}
-
-// HistoryRequest asks for one page of a session's timeline
-// (session.history): the entries after AfterSeq, at most Limit.
-type HistoryRequest struct {
-	Session string `json:"session"`
-	// Until bounds the timeline: a sequence ("42") or an RFC 3339 time.
-	Until    Until     `json:"until,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	// AfterSeq starts the page after this stream sequence: 0 (or absent)
-	// for the first page, then the previous reply's next_after_seq.
-	AfterSeq uint64 `json:"after_seq,omitempty"`
-	// Limit bounds the page's entries: 1 to MaxHistoryPage, default
-	// DefaultHistoryPage. A page also ends once its entries pass
-	// MaxHistoryPageBytes of JSON.
-	Limit int `json:"limit,omitempty"`
-}
+// Requests and replies that need no engine type are wire's: one
+// definition with the client's (#25 item 1).
+type (
+	ResolveRequest   = wire.ResolveRequest
+	BeginTurnRequest = wire.BeginTurnRequest
+	ResumeRequest    = wire.ResumeRequest
+	HistoryRequest   = wire.HistoryRequest
+	ExplainRequest   = wire.ExplainRequest
+	// Override is a per-turn override (R4, R5) in JSON:
+	//
+	//	{"kind":"none"}                        no override
+	//	{"kind":"empty"}                       no tools this turn
+	//	{"kind":"intent","intent":{...},"allowed":[...]}   an intent, expanded live
+	//	{"kind":"names","names":["read_file","grep"]}       exactly these tools
+	//
+	// A field that does not belong to the kind is refused. allowed
+	// filters the default tools (R11); with an intent whose base list is
+	// not the defaults (a preset, a picked list, enabled=false, a
+	// profile's own list or preset) the request is refused, never
+	// silently ignored.
+	Override = wire.Override
+	// SessionView is a session's stored state (session.intent).
+	SessionView = wire.Session
+	// AppendResponse is the outcome of events.append.
+	AppendResponse = wire.AppendReply
+)
 
 // History pages (#24 row 7): wire's bounds.
 const (
@@ -96,58 +75,29 @@ const (
 	MaxHistoryPageBytes = wire.MaxHistoryPageBytes
 )
 
-// ExplainRequest asks why a tool is or is not in a session's set
-// (session.explain).
-type ExplainRequest struct {
-	Session  string    `json:"session"`
-	Tool     string    `json:"tool"`
-	Until    Until     `json:"until,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-}
-
 // Empty is the request of operations that take no parameters
 // (sessions.list, registry.info, registry.budget).
 type Empty struct{}
 
-// Override is a per-turn override (R4, R5) in JSON:
-//
-//	{"kind":"none"}                        no override
-//	{"kind":"empty"}                       no tools this turn
-//	{"kind":"intent","intent":{...},"allowed":[...]}   an intent, expanded live
-//	{"kind":"names","names":["read_file","grep"]}       exactly these tools
-//
-// intent uses resolver.Intent's field names (enabled, web_search, preset,
-// disabled, picked). A field that does not belong to the kind is refused.
-// allowed filters the default tools (R11); with an intent whose base list
-// is not the defaults (a preset, a picked list, enabled=false, a profile's
-// own list or preset) the request is refused, never silently ignored.
-type Override struct {
-	Kind    string           `json:"kind"`
-	Intent  *resolver.Intent `json:"intent,omitempty"`
-	Allowed []string         `json:"allowed,omitempty"`
-	Names   []string         `json:"names,omitempty"`
-}
-
-// resolver converts o; nil is no override.
-func (o *Override) resolver() (resolver.Override, error) {
+// overrideOf converts o; nil is no override.
+func overrideOf(o *Override) (intent.Override, error) {
 	if o == nil {
-		return resolver.Override{}, nil
+		return intent.Override{}, nil
 	}
-	var k resolver.OverrideKind
+	var k intent.OverrideKind
 	if o.Kind == "" {
-		return resolver.Override{}, badRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
+		return intent.Override{}, badRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
 	}
 	if err := k.UnmarshalText([]byte(o.Kind)); err != nil {
-		return resolver.Override{}, badRequest("override kind %q is unknown: use one of none, empty, intent, names", clipString(o.Kind))
+		return intent.Override{}, badRequest("override kind %q is unknown: use one of none, empty, intent, names", clip.String(o.Kind, clip.Max))
 	}
-	out := resolver.Override{Kind: k}
+	out := intent.Override{Kind: k}
 	switch k {
-	case resolver.OverrideNone, resolver.OverrideEmpty:
+	case intent.OverrideNone, intent.OverrideEmpty:
 		if o.Intent != nil || o.Allowed != nil || o.Names != nil {
 			return out, badRequest("override kind %q takes no other field (got intent, allowed or names)", o.Kind)
 		}
-	case resolver.OverrideIntent:
+	case intent.OverrideIntent:
 		if o.Names != nil {
 			return out, badRequest(`override kind "intent" takes intent and allowed, not names: use kind "names" for a list`)
 		}
@@ -155,7 +105,7 @@ func (o *Override) resolver() (resolver.Override, error) {
 			out.Intent = *o.Intent
 		}
 		out.Allowed = o.Allowed
-	case resolver.OverrideNames:
+	case intent.OverrideNames:
 		if o.Intent != nil || o.Allowed != nil {
 			return out, badRequest(`override kind "names" takes names only, not intent or allowed: use kind "intent"`)
 		}
@@ -183,60 +133,10 @@ type (
 	Until = wire.Until
 )
 
-// parseUntil reads an Until into the service's bound.
+// parseUntil reads an Until into the service's bound (wire.Until.Bound).
 func parseUntil(u Until) (service.Until, error) {
-	s := strings.TrimSpace(string(u))
-	if s == "" {
-		return service.Until{}, nil
-	}
-	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return service.Until{}, badRequest("until %q: want a sequence number or an RFC 3339 time: %v", clipString(s), err)
-		}
-		if n == 0 {
-			return service.Until{}, badRequest("until 0: sequences start at 1; leave until empty for no bound")
-		}
-		return service.Until{Seq: n}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil && strings.Contains(s, " ") {
-		// A "+02:00" offset in an unescaped query string arrives as " 02:00".
-		t, err = time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
-	}
-	if err != nil {
-		return service.Until{}, badRequest("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", clipString(s))
-	}
-	return service.Until{Time: t}, nil
-}
-
-// SessionView is a session's stored state (session.intent): wire.Session,
-// but with the engine's Intent until wire and resolver share one intent
-// type (#25 item 3).
-type SessionView struct {
-	Session    string          `json:"session"`
-	Seq        uint64          `json:"seq"`
-	Intent     resolver.Intent `json:"intent"`
-	Loaded     []string        `json:"loaded"`
-	Turn       uint64          `json:"turn"`
-	InTurn     bool            `json:"in_turn"`
-	Events     uint64          `json:"events"`
-	Skipped    uint64          `json:"skipped"`
-	Rejected   uint64          `json:"rejected"`
-	Checkpoint *CheckpointView `json:"checkpoint,omitempty"`
-	Rejections []RejectionView `json:"rejections,omitempty"`
-}
-
-// AppendResponse is the outcome of events.append: wire.AppendReply with
-// the engine's SessionView.
-type AppendResponse struct {
-	Session   string      `json:"session"`
-	FirstSeq  uint64      `json:"first_seq"`
-	LastSeq   uint64      `json:"last_seq"`
-	Duplicate bool        `json:"duplicate"`
-	Retries   int         `json:"retries"`
-	EventIDs  []string    `json:"event_ids,omitempty"`
-	State     SessionView `json:"state"`
+	seq, t, err := u.Bound()
+	return service.Until{Seq: seq, Time: t}, err
 }
 
 // Replies: wire's types (one definition with the client's). Lists are []
@@ -280,20 +180,20 @@ type HistoryEntry struct {
 	// Error says why the event was not applied ("" when it was); Rejected
 	// is true when it broke a fold rule (R28) rather than being
 	// undecodable (R26).
-	Error         string          `json:"error,omitempty"`
-	Rejected      bool            `json:"rejected,omitempty"`
-	Intent        resolver.Intent `json:"intent"`
-	Tools         []string        `json:"tools"`
-	Gained        []string        `json:"gained,omitempty"`
-	Lost          []string        `json:"lost,omitempty"`
-	Provider      []string        `json:"provider"`
-	Catalog       []string        `json:"catalog"`
-	Loaded        []string        `json:"loaded"`
-	PrefixHash    string          `json:"prefix_hash"`
-	PrefixChanged bool            `json:"prefix_changed"`
-	Cause         string          `json:"cause,omitempty"`
-	Turn          uint64          `json:"turn"`
-	InTurn        bool            `json:"in_turn"`
+	Error         string        `json:"error,omitempty"`
+	Rejected      bool          `json:"rejected,omitempty"`
+	Intent        intent.Intent `json:"intent"`
+	Tools         []string      `json:"tools"`
+	Gained        []string      `json:"gained,omitempty"`
+	Lost          []string      `json:"lost,omitempty"`
+	Provider      []string      `json:"provider"`
+	Catalog       []string      `json:"catalog"`
+	Loaded        []string      `json:"loaded"`
+	PrefixHash    string        `json:"prefix_hash"`
+	PrefixChanged bool          `json:"prefix_changed"`
+	Cause         string        `json:"cause,omitempty"`
+	Turn          uint64        `json:"turn"`
+	InTurn        bool          `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's, else the one in force when the event was stored (R25).
 	RegistryVersion string `json:"registry_version"`
@@ -461,7 +361,7 @@ func validSession(s string) error {
 		return badRequest(`field "session" is required: a session id of 1 to 128 [A-Za-z0-9_-]`)
 	}
 	if err := events.ValidateSessionID(s); err != nil {
-		return badRequest("session %q: %v", clipString(s), err)
+		return badRequest("session %q: %v", clip.String(s, clip.Max), err)
 	}
 	return nil
 }
@@ -470,13 +370,10 @@ func validSession(s string) error {
 // [A-Za-z0-9_-], at most 64 bytes.
 func validToken(what, s string) error {
 	if len(s) == 0 || len(s) > 64 {
-		return badRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clipString(s), len(s))
+		return badRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clip.String(s, clip.Max), len(s))
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return badRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clipString(s), c, i)
-		}
+	if i := events.BadTokenByte(s); i >= 0 {
+		return badRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clip.String(s, clip.Max), s[i], i)
 	}
 	return nil
 }
@@ -486,7 +383,7 @@ func validActor(s string) error {
 		return badRequest("actor has %d bytes, at most %d allowed", len(s), events.MaxTextLen)
 	}
 	if !utf8.ValidString(s) {
-		return badRequest("actor %q is not valid UTF-8", clipString(s))
+		return badRequest("actor %q is not valid UTF-8", clip.String(s, clip.Max))
 	}
 	return nil
 }

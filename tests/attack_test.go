@@ -28,7 +28,9 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -40,7 +42,7 @@ import (
 // user's connection, and a second engine in this process.
 type attackEnv struct {
 	p       *engineProc
-	hc      *api.Client
+	hc      *engineClient
 	backend *permConn
 	bjs     njs.JetStream
 	// The second engine: its own connection (as admin: the engine user may
@@ -248,7 +250,7 @@ func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad
 
 	// The direct publisher learns it from the session view, over the API
 	// channel its user may read (deploy/accounts.conf).
-	bc := api.NewNATSClient(a.backend.nc, api.WithChannel("backend"))
+	bc := newNATSEngineClient(a.backend.nc, client.WithChannel("backend"))
 	if bv, err := bc.Intent(ctx, attackVictim, last); err != nil || !reflect.DeepEqual(attackReportOfView(bv), got) {
 		t.Errorf("the backend's read of the view: %+v, %v", bv, err)
 	}
@@ -368,7 +370,7 @@ func (a *attackEnv) attackOne(t *testing.T, before api.SessionView, typ string, 
 func realContract(t *testing.T) (string, string, []map[string]any) {
 	t.Helper()
 	reg := resolver.Default()
-	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: e2eBool(true), Disabled: []string{"grep"}}})
+	res, err := reg.Resolve(resolver.Request{Session: intent.Intent{Enabled: e2eBool(true), Disabled: []string{"grep"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

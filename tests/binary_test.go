@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -124,8 +123,8 @@ func (p *engineProc) adminAuth(t testing.TB) nats.Option {
 }
 
 // Client is an HTTP API client of the process.
-func (p *engineProc) Client(channel string) *api.Client {
-	return api.NewClient(p.HTTPURL, api.WithChannel(channel), api.WithActor("test"))
+func (p *engineProc) Client(channel string) *engineClient {
+	return newEngineClient(p.HTTPURL, client.WithChannel(channel), client.WithActor("test"))
 }
 
 // GoClient is the Go client (package client) of the engine's HTTP gateway

@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
 )
@@ -87,7 +88,7 @@ type crashPending struct {
 // acknowledged results. It is touched by one goroutine at a time.
 type crashSession struct {
 	id       string
-	intent   resolver.Intent
+	intent   intent.Intent
 	loaded   []string // sorted
 	turn     uint64
 	inTurn   bool
@@ -126,7 +127,7 @@ type crashStats struct {
 	catchUp                     time.Duration // longest projection catch-up seen
 }
 
-func crashFold(in resolver.Intent, cmds ...events.Payload) resolver.Intent {
+func crashFold(in intent.Intent, cmds ...events.Payload) intent.Intent {
 	out := in
 	out.Disabled = slices.Clone(in.Disabled)
 	for _, c := range cmds {
@@ -157,19 +158,19 @@ func crashBoolEq(a, b *bool) bool {
 	return *a == *b
 }
 
-func crashIntentEq(a, b resolver.Intent) bool {
+func crashIntentEq(a, b intent.Intent) bool {
 	return crashBoolEq(a.Enabled, b.Enabled) && crashBoolEq(a.WebSearch, b.WebSearch) && a.Preset == b.Preset &&
 		slices.Equal(a.Disabled, b.Disabled) && slices.Equal(a.Picked, b.Picked)
 }
 
-func crashIntentString(in resolver.Intent) string {
+func crashIntentString(in intent.Intent) string {
 	b, _ := json.Marshal(in)
 	return string(b)
 }
 
 // crashIntentChange returns one or two commands that each change in
 // (none is a no-op), on distinct targets.
-func crashIntentChange(rng *rand.Rand, in resolver.Intent) []events.Payload {
+func crashIntentChange(rng *rand.Rand, in intent.Intent) []events.Payload {
 	n := 1 + rng.IntN(2)
 	targets := append(slices.Clone(crashToggles), resolver.WebSearch)
 	rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
@@ -199,7 +200,7 @@ func crashIntentChange(rng *rand.Rand, in resolver.Intent) []events.Payload {
 // library: of a checkpoint's loaded tools, recorded under registry was,
 // those that the contract reg gives the intent has deferred with the
 // per-tool hash they had then.
-func crashPerTool(was, reg *resolver.Registry, in resolver.Intent, loaded []string) []string {
+func crashPerTool(was, reg *resolver.Registry, in intent.Intent, loaded []string) []string {
 	res, err := reg.Resolve(resolver.Request{Session: in})
 	if err != nil {
 		return nil
@@ -218,7 +219,7 @@ func crashPerTool(was, reg *resolver.Registry, in resolver.Intent, loaded []stri
 
 // crashContract is the contract the default registry gives an intent,
 // computed by the test with the resolver library, not asked of the engine.
-func crashContract(reg *resolver.Registry, in resolver.Intent) (hash string, deferred []string, err error) {
+func crashContract(reg *resolver.Registry, in intent.Intent) (hash string, deferred []string, err error) {
 	res, err := reg.Resolve(resolver.Request{Session: in})
 	if err != nil {
 		return "", nil, err
@@ -340,7 +341,7 @@ type crashOp struct {
 // crashRun runs o on s and updates the model from the acknowledged result.
 // err is the call's error (s.pending then says what was in flight); model
 // mismatches are reported with t.Errorf.
-func crashRun(ctx context.Context, t *testing.T, c *api.Client, reg *resolver.Registry, s *crashSession, rng *rand.Rand, o crashOp) error {
+func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, rng *rand.Rand, o crashOp) error {
 	op, names, fresh := o.op, o.names, o.fresh
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -530,7 +531,7 @@ func crashRun(ctx context.Context, t *testing.T, c *api.Client, reg *resolver.Re
 // against the model: every acknowledged event is there with its type, no
 // event appears that nothing wrote, and an in-flight call stored all of its
 // events or none (then the model takes them). It returns the fold's state.
-func crashCheckLog(ctx context.Context, t *testing.T, c *api.Client, reg *resolver.Registry, s *crashSession, st *crashStats) api.HistoryResponse {
+func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) api.HistoryResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -697,7 +698,7 @@ func crashViewEq(got, want api.SessionView) error {
 
 // crashCheckProjection polls until the projection's view (a KV read, no
 // min_seq) equals the fold.
-func crashCheckProjection(t *testing.T, c *api.Client, s *crashSession, h api.HistoryResponse, st *crashStats) {
+func crashCheckProjection(t *testing.T, c *engineClient, s *crashSession, h api.HistoryResponse, st *crashStats) {
 	t.Helper()
 	want := h.State
 	start := time.Now()
@@ -720,7 +721,7 @@ func crashCheckProjection(t *testing.T, c *api.Client, s *crashSession, h api.Hi
 // crashResume resumes s and checks the outcome against the last
 // acknowledged checkpoint and the contract the test computes for the
 // session's intent; then it resumes again (nothing more happens).
-func crashResume(ctx context.Context, t *testing.T, c *api.Client, reg *resolver.Registry, s *crashSession, st *crashStats) api.ResumeResponse {
+func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) api.ResumeResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -1119,7 +1120,7 @@ func crashChangedRegistry(t *testing.T, tool string) ([]byte, string) {
 // checkpoint was recorded under): resume must drop tool if it was loaded,
 // restore every other loaded tool the new contract still has deferred, and
 // say so per tool (R32).
-func crashResumesPerTool(ctx context.Context, t *testing.T, c *api.Client, reg, reg2 *resolver.Registry, s *crashSession, oldV, tool string) {
+func crashResumesPerTool(ctx context.Context, t *testing.T, c *engineClient, reg, reg2 *resolver.Registry, s *crashSession, oldV, tool string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -1197,7 +1198,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	crashLogStderr(t, &p)
 	st := &crashStats{}
 	rng := rand.New(rand.NewPCG(1, 2))
-	run := func(c *api.Client, s *crashSession, ops ...crashOp) {
+	run := func(c *engineClient, s *crashSession, ops ...crashOp) {
 		t.Helper()
 		for _, o := range ops {
 			if err := crashRun(ctx, t, c, reg, s, rng, o); err != nil {
@@ -1210,7 +1211,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	appendCmd := func(cmd events.Payload) crashOp { return crashOp{op: "append", cmds: []events.Payload{cmd}} }
 	// restart kills the engine (already killed: waits), restarts it, and
 	// resumes every session, checking the log and the projection around it.
-	restart := func(pre func(*api.Client), sessions ...*crashSession) map[string]api.ResumeResponse {
+	restart := func(pre func(*engineClient), sessions ...*crashSession) map[string]api.ResumeResponse {
 		t.Helper()
 		p.Kill()
 		p = startEngine(t, dir)
@@ -1304,7 +1305,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	kill() // waits for the kill the subscription made (or makes it)
 	t.Logf("end turn at the kill: %v", endErr)
 	endStored := false
-	rs = restart(func(c *api.Client) {
+	rs = restart(func(c *engineClient) {
 		h, err := c.History(ctx, api.HistoryRequest{Session: pj.id})
 		if err != nil {
 			t.Fatal(err)

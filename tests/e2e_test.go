@@ -22,8 +22,8 @@ import (
 
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
@@ -242,7 +242,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		if err != nil {
 			t.Fatalf("intent %s min_seq %d: %v", sess, seq, err)
 		}
-		want := resolver.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}
+		want := intent.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}
 		if !reflect.DeepEqual(v.Intent, want) || v.Seq != seq || v.Events != 3 {
 			t.Fatalf("intent of %s: %+v, want %+v at seq %d with 3 events", sess, v, want, seq)
 		}
@@ -352,7 +352,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 // after event number n (the stream sequence, on a fresh engine).
 type e2eHistEntry struct {
 	typ          string
-	intent       resolver.Intent
+	intent       intent.Intent
 	gained, lost []string
 }
 
@@ -389,20 +389,20 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 	unpicked := []string{"write_file", "edit_file", "list_dir", "glob", "bash_output", "kill_shell", "tool_search", "todo_write", "ask_user",
 		"spawn_agent", "web_fetch", "notebook_edit", "diagnostics", "list_sessions", "playwright_browser", "enter_plan_mode", "exit_plan_mode", "send_message"}
 	want := []e2eHistEntry{
-		{"ToolsToggled", resolver.Intent{Enabled: e2eBool(true)}, nil, nil},
-		{"PresetChosen", resolver.Intent{Enabled: e2eBool(true), Preset: "research"}, []string{"web_search", "image_describe", "memory_read"}, notInResearch},
-		{"ToolDisabled", resolver.Intent{Enabled: e2eBool(true), Preset: "research", Disabled: []string{"web_fetch"}}, nil, []string{"web_fetch"}},
+		{"ToolsToggled", intent.Intent{Enabled: e2eBool(true)}, nil, nil},
+		{"PresetChosen", intent.Intent{Enabled: e2eBool(true), Preset: "research"}, []string{"web_search", "image_describe", "memory_read"}, notInResearch},
+		{"ToolDisabled", intent.Intent{Enabled: e2eBool(true), Preset: "research", Disabled: []string{"web_fetch"}}, nil, []string{"web_fetch"}},
 		// web_search=false adds and removes nothing (R7): research keeps it.
-		{"WebSearchSet", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Preset: "research", Disabled: []string{"web_fetch"}}, nil, nil},
-		{"PresetChosen", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"web_fetch"}}, notInResearch, []string{"web_search", "image_describe", "memory_read"}},
-		{"ToolDisabled", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"bash", "web_fetch"}}, nil, []string{"bash"}},
-		{"WebSearchSet", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash", "web_fetch"}}, []string{"web_search"}, nil},
-		{"ToolEnabled", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}}, []string{"web_fetch"}, nil},
+		{"WebSearchSet", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Preset: "research", Disabled: []string{"web_fetch"}}, nil, nil},
+		{"PresetChosen", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"web_fetch"}}, notInResearch, []string{"web_search", "image_describe", "memory_read"}},
+		{"ToolDisabled", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"bash", "web_fetch"}}, nil, []string{"bash"}},
+		{"WebSearchSet", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash", "web_fetch"}}, []string{"web_search"}, nil},
+		{"ToolEnabled", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}}, []string{"web_fetch"}, nil},
 		// picked [grep, read_file] + web_search (overlay): the 18 other
 		// tools of event 8's set are lost, in that set's order.
-		{"ToolsPicked", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}, Picked: []string{"grep", "read_file"}}, nil, unpicked},
+		{"ToolsPicked", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}, Picked: []string{"grep", "read_file"}}, nil, unpicked},
 		// Unpicking gives them back (DEFAULT_TOOLS order).
-		{"ToolsPicked", resolver.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}}, unpicked, nil},
+		{"ToolsPicked", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(true), Disabled: []string{"bash"}}, unpicked, nil},
 	}
 
 	for i, cmd := range cmds {

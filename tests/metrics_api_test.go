@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 )
@@ -30,7 +30,7 @@ func TestMetricsPerOperation(t *testing.T) {
 		t.Fatal("stale expected sequence accepted")
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
-	tui := api.NewNATSClient(nc, api.WithChannel("tui"))
+	tui := newNATSEngineClient(nc, client.WithChannel("tui"))
 	for range 3 {
 		if _, err := tui.Intent(ctx, "mo1", res.LastSeq); err != nil {
 			t.Fatal(err)

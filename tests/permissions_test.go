@@ -20,6 +20,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 )
@@ -281,7 +282,7 @@ func TestChannelPermissions(t *testing.T) {
 	for i, ch := range channels {
 		c := users[ch]
 		session := "perm-" + ch
-		res, err := api.NewNATSClient(c.nc, api.WithChannel(ch), api.WithActor("alice@"+ch)).
+		res, err := newNATSEngineClient(c.nc, client.WithChannel(ch), client.WithActor("alice@"+ch)).
 			Append(ctx, session, nil, events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "bash"})
 		if err != nil {
 			t.Fatalf("user %s: append on tools.api.%s.events.append: %v", ch, ch, err)
@@ -299,7 +300,7 @@ func TestChannelPermissions(t *testing.T) {
 			}
 		}
 		// Reads on the own channel work too.
-		if v, err := api.NewNATSClient(c.nc, api.WithChannel(ch)).Intent(ctx, session, res.LastSeq); err != nil || v.Seq != res.LastSeq {
+		if v, err := newNATSEngineClient(c.nc, client.WithChannel(ch)).Intent(ctx, session, res.LastSeq); err != nil || v.Seq != res.LastSeq {
 			t.Fatalf("user %s: intent of %s: %+v, %v", ch, session, v, err)
 		}
 
@@ -315,7 +316,7 @@ func TestChannelPermissions(t *testing.T) {
 		}
 		// The API client sees the refusal as a request that gets no answer.
 		violation, err := c.attempt(t, "tools.api."+other+".events.append", func(ctx context.Context) error {
-			_, err := api.NewNATSClient(c.nc, api.WithChannel(other)).Append(ctx, session, nil, events.ToolDisabled{Name: "grep"})
+			_, err := newNATSEngineClient(c.nc, client.WithChannel(other)).Append(ctx, session, nil, events.ToolDisabled{Name: "grep"})
 			return err
 		})
 		if err == nil || violation == "" {
@@ -386,7 +387,7 @@ func TestChannelPermissions(t *testing.T) {
 	// The backend may read its sessions' views on the API channel
 	// "backend" (to learn whether its events were applied, R28), has no
 	// other API subject, and cannot change the stream.
-	if bv, err := api.NewNATSClient(backend.nc, api.WithChannel("backend")).Intent(ctx, bs, seqB2); err != nil || bv.Seq != seqB2 || bv.Rejected != 0 {
+	if bv, err := newNATSEngineClient(backend.nc, client.WithChannel("backend")).Intent(ctx, bs, seqB2); err != nil || bv.Seq != seqB2 || bv.Rejected != 0 {
 		t.Fatalf("backend reading %s on tools.api.backend.session.intent: %+v, %v", bs, bv, err)
 	}
 	backend.deniedRequest(t, "tools.api.backend.events.append", []byte(`{"session":"perm-backend","commands":[{"type":"ToolsToggled","enabled":false}]}`))
@@ -405,7 +406,7 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatalf("auditor read %s seq %s: %v", s, msgs[0].Header.Get("Nats-Sequence"), env)
 		}
 	}
-	ah, err := api.NewNATSClient(auditor.nc, api.WithChannel("audit")).History(ctx, api.HistoryRequest{Session: bs})
+	ah, err := newNATSEngineClient(auditor.nc, client.WithChannel("audit")).History(ctx, api.HistoryRequest{Session: bs})
 	if err != nil || len(ah.Entries) != 2 || ah.Entries[0].Channel != "backend" || ah.Entries[0].Actor != "svc:billing" {
 		t.Fatalf("auditor history of %s over tools.api.audit: %+v, %v", bs, ah.Entries, err)
 	}
@@ -475,7 +476,7 @@ func TestChannelPermissions(t *testing.T) {
 		var res api.AppendResponse
 		violation, err := auditor.attempt(t, "tools.api.audit.events.append", func(ctx context.Context) error {
 			var err error
-			res, err = api.NewNATSClient(auditor.nc, api.WithChannel("audit"), api.WithActor("eve")).
+			res, err = newNATSEngineClient(auditor.nc, client.WithChannel("audit"), client.WithActor("eve")).
 				Append(ctx, bs, nil, events.ToolsToggled{Enabled: e2eBool(false)})
 			return err
 		})
@@ -498,7 +499,7 @@ func TestChannelPermissions(t *testing.T) {
 		if err := web.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := api.NewNATSClient(users["slack"].nc, api.WithChannel("slack")).Intent(e2eCtx(t), "perm-slack", 0); err != nil {
+		if _, err := newNATSEngineClient(users["slack"].nc, client.WithChannel("slack")).Intent(e2eCtx(t), "perm-slack", 0); err != nil {
 			t.Fatal(err)
 		}
 		// The reply reached slack, so the server queued any copy for web

@@ -103,7 +103,7 @@ func rtErr(b []byte) (code, message string) {
 // not the attacker; after the attack it must be byte-identical.
 type bystander struct {
 	p       *engineProc
-	c       *api.Client
+	c       *engineClient
 	headers []string
 	acked   []uint64
 	view    []byte
@@ -111,7 +111,7 @@ type bystander struct {
 	n       int
 }
 
-func newBystander(t *testing.T, p *engineProc, c *api.Client, headers ...string) *bystander {
+func newBystander(t *testing.T, p *engineProc, c *engineClient, headers ...string) *bystander {
 	t.Helper()
 	ctx := e2eCtx(t)
 	b := &bystander{p: p, c: c, headers: headers}
@@ -799,7 +799,7 @@ func TestAttackEngineChannelSpoofWithTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.HTTPURL = "http://127.0.0.1:" + port
-	web := api.NewClient(p.HTTPURL, api.WithHTTPClient(&http.Client{Transport: rtBearer("web-secret-token-0001")}))
+	web := newEngineClient(p.HTTPURL, client.WithHTTPClient(&http.Client{Transport: rtBearer("web-secret-token-0001")}))
 	by := newBystander(t, p, web, "Authorization", "Bearer web-secret-token-0001")
 	url := p.HTTPURL + "/v1/sessions/bystander/events"
 	body := []byte(`{"commands":[{"type":"ToolsToggled","enabled":false}]}`)

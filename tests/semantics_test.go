@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -64,8 +65,8 @@ func TestR5CLIOverride(t *testing.T) {
 	}{
 		{"empty", api.Override{Kind: "empty"}, resolver.SourceOverrideEmpty, nil},
 		{"names:grep,read_file", api.Override{Kind: "names", Names: []string{"grep", "read_file"}}, resolver.SourceOverrideNames, []string{"grep", "read_file"}},
-		{`intent:{"preset":"research"}`, api.Override{Kind: "intent", Intent: &resolver.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
-		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, api.Override{Kind: "intent", Intent: &resolver.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
+		{`intent:{"preset":"research"}`, api.Override{Kind: "intent", Intent: &intent.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
+		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, api.Override{Kind: "intent", Intent: &intent.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
 	}
 	for _, tc := range cases {
 		v, stderr := semView(t, p, "resolve", "s1", "--override", tc.flag)
@@ -162,11 +163,11 @@ func TestR33ImportLegacySessions(t *testing.T) {
 	type report struct {
 		Applied  bool `json:"applied"`
 		Sessions []struct {
-			Session  string          `json:"session"`
-			Kind     string          `json:"kind"`
-			Intent   resolver.Intent `json:"intent"`
-			Faithful bool            `json:"faithful"`
-			Gained   []string        `json:"gained"`
+			Session  string        `json:"session"`
+			Kind     string        `json:"kind"`
+			Intent   intent.Intent `json:"intent"`
+			Faithful bool          `json:"faithful"`
+			Gained   []string      `json:"gained"`
 			Events   []json.RawMessage
 			Applied  *struct {
 				LastSeq uint64 `json:"last_seq"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -55,7 +56,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry", turnRegistryFile(t))
 	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--no-projection")
 	ca, cb := a.Client("web"), b.Client("web")
-	begin := api.BeginTurnRequest{Session: "killed", Profile: "coder", Override: &api.Override{Kind: "intent", Intent: &resolver.Intent{Disabled: []string{"bash"}}}}
+	begin := api.BeginTurnRequest{Session: "killed", Profile: "coder", Override: &api.Override{Kind: "intent", Intent: &intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := ca.BeginTurn(ctx, begin)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/toolintent/engine/intent"
 )
 
 // Requests. Each is one JSON object of docs/api.md; over HTTP the
@@ -115,15 +117,10 @@ type Override struct {
 	Names   []string `json:"names,omitempty"`
 }
 
-// Intent is a session's stored intent (docs/semantics.md#intent). A nil
-// Enabled or WebSearch is unset; a nil Picked is no picked list.
-type Intent struct {
-	Enabled   *bool    `json:"enabled,omitempty"`
-	WebSearch *bool    `json:"web_search,omitempty"`
-	Preset    string   `json:"preset,omitempty"`
-	Disabled  []string `json:"disabled,omitempty"`
-	Picked    []string `json:"picked,omitempty"`
-}
+// Intent is a session's stored intent (docs/semantics.md#intent): the
+// one definition, intent.Intent (a stdlib-only leaf). A nil Enabled or
+// WebSearch is unset; a nil Picked is no picked list.
+type Intent = intent.Intent
 
 // Command is one intent command: an object with a "type" and that
 // type's fields (docs/api.md, "Commands"); the client builds it with

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,6 +38,35 @@ func (u *Until) UnmarshalJSON(b []byte) error {
 	}
 	*u = Until(s)
 	return nil
+}
+
+// Bound reads u: a sequence (seq > 0) or a time; empty (or blanks) is
+// no bound (0 and the zero time). A "+02:00" offset that arrived as
+// " 02:00" (an unescaped query string) is read as "+02:00". Anything else
+// is an *Error with CodeInvalid naming the value.
+func (u Until) Bound() (seq uint64, t time.Time, err error) {
+	s := strings.TrimSpace(string(u))
+	if s == "" {
+		return 0, time.Time{}, nil
+	}
+	if s[0] >= '0' && s[0] <= '9' && !strings.ContainsAny(s, "-:T") {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, time.Time{}, Invalid("until %q: want a sequence number or an RFC 3339 time: %v", Clip([]byte(s)), err)
+		}
+		if n == 0 {
+			return 0, time.Time{}, Invalid("until 0: sequences start at 1; leave until empty for no bound")
+		}
+		return n, time.Time{}, nil
+	}
+	t, err = time.Parse(time.RFC3339Nano, s)
+	if err != nil && strings.Contains(s, " ") {
+		t, err = time.Parse(time.RFC3339Nano, strings.Replace(s, " ", "+", 1))
+	}
+	if err != nil {
+		return 0, time.Time{}, Invalid("until %q is neither a sequence number nor an RFC 3339 time (like 2025-06-01T12:00:00Z)", Clip([]byte(s)))
+	}
+	return 0, t, nil
 }
 
 // History pages: a reply holds at most this many entries.

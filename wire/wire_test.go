@@ -6,19 +6,21 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/wire"
 )
 
 // #25 item 1: wire is the vocabulary a light client links, so it imports
-// the standard library only (no engine package, no third-party module).
+// the standard library only: no third-party module, and of the engine only
+// the intent leaf (itself stdlib-only) whose Intent is the wire's.
 func TestStandardLibraryOnly(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, d := range strings.Fields(string(out)) {
-		if d != "github.com/toolintent/engine/wire" {
+		if d != "github.com/toolintent/engine/wire" && d != "github.com/toolintent/engine/intent" {
 			t.Errorf("wire imports %s", d)
 		}
 	}
@@ -66,5 +68,15 @@ func TestUntil(t *testing.T) {
 	}
 	if wire.UntilSeq(7) != "7" {
 		t.Fatal(wire.UntilSeq(7))
+	}
+	// Bound (R25): a sequence, a time, or an invalid request naming until.
+	if seq, _, err := wire.Until("42").Bound(); seq != 42 || err != nil {
+		t.Fatalf("bound 42: %d %v", seq, err)
+	}
+	if _, tm, err := wire.Until("2025-06-01T12:00:00 02:00").Bound(); err != nil || tm.Format(time.RFC3339) != "2025-06-01T12:00:00+02:00" {
+		t.Fatalf("bound with an unescaped offset: %v %v", tm, err)
+	}
+	if _, _, err := wire.Until("0").Bound(); !errors.Is(err, &wire.Error{Code: wire.CodeInvalid}) || !strings.Contains(err.Error(), "until") {
+		t.Fatalf("bound 0: %v", err)
 	}
 }

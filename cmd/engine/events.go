@@ -12,7 +12,6 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 )
 
@@ -62,7 +61,7 @@ func decodeLine(seq uint64, subject string, stored time.Time, body []byte) event
 		return l
 	}
 	l.ID, l.Session, l.Channel, l.Actor, l.TimeMs, l.V, l.Type = env.ID, env.Session, env.Channel, env.Actor, env.TimeMs, env.Version, string(env.Type)
-	cmd, err := api.EncodeCommand(env.Payload)
+	cmd, err := events.EncodeCommand(env.Payload)
 	if err != nil {
 		l.Error = err.Error()
 		return l

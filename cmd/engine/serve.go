@@ -168,8 +168,3 @@ func parseBytes(s string) (uint64, error) {
 	}
 	return n * mult, nil
 }
-
-// every.go is not this package's part of #25 item 6: its callers (the
-// watermark and log-integrity loops) moved to server, and the file stays
-// until its owner deletes it.
-var _ = every

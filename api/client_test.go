@@ -20,8 +20,8 @@ import (
 // that link the engine. Errors from the engine are *APIError; errors.Is
 // also matches them against ErrBadRequest and any engine sentinel whose
 // service.KindOf maps to their code (service.ErrConflict, ErrNoTurn, ...).
-// New code uses client.Client: this façade only keeps the tests that
-// still use it compiling (#25 item 1) and goes with them.
+// It is test code now (#25 item 1): api's own tests call both transports
+// through it; programs use client.Client.
 type Client struct {
 	c      *client.Client
 	onCall func(op string) // tests: count the operations called

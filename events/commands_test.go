@@ -1,0 +1,77 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// #25 item 4: the command table is derived from the payload structs'
+// json tags; this is the field list the API documented and decoded by
+// hand before (api/command.go's commandFields), so the derivation changes
+// no command's fields, order, kind or required flag.
+func TestCommandFieldsFromPayloads(t *testing.T) {
+	type f = CommandField
+	want := map[Type][]f{
+		TypeToolsToggled:   {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
+		TypeWebSearchSet:   {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
+		TypePresetChosen:   {{Name: "preset", Kind: FieldNullableString, Required: true}},
+		TypeToolDisabled:   {{Name: "name", Kind: FieldString, Required: true}},
+		TypeToolEnabled:    {{Name: "name", Kind: FieldString, Required: true}},
+		TypeToolsPicked:    {{Name: "names", Kind: FieldNames, Required: true}},
+		TypeDeferredLoaded: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
+		TypeTurnStarted: {{Name: "turn", Kind: FieldUint}, {Name: "intent", Kind: FieldIntent}, {Name: "profile", Kind: FieldString},
+			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}},
+		TypeTurnEnded: {{Name: "turn", Kind: FieldUint}},
+		TypeCheckpointRecorded: {{Name: "loaded_deferred_tools", Kind: FieldNames}, {Name: "contract_hash", Kind: FieldString, Required: true},
+			{Name: "registry_version", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "contract", Kind: FieldContract}},
+	}
+	if len(CommandTypes()) != len(want) {
+		t.Errorf("command types %v, want the %d of the table", CommandTypes(), len(want))
+	}
+	for typ, fs := range want {
+		got, ok := CommandFields(typ)
+		if !ok {
+			t.Errorf("%s is not a command", typ)
+			continue
+		}
+		strip := func(xs []CommandField) string {
+			out := ""
+			for _, x := range xs {
+				out += fmt.Sprintf("%s:%d:%v ", x.Name, x.Kind, x.Required)
+			}
+			return out
+		}
+		if strip(got) != strip(fs) {
+			t.Errorf("%s fields %s, want %s", typ, strip(got), strip(fs))
+		}
+	}
+}
+
+// The intent and override kinds list the fields of intent.Intent and
+// TurnOverride, as the API reference shows them.
+func TestFieldKindWantNamesStructFields(t *testing.T) {
+	if got := FieldIntent.Want(); got != `an intent object {"enabled","web_search","preset","disabled","picked"} or null` {
+		t.Error(got)
+	}
+	if got := FieldOverride.Want(); got != `an override object {"kind","intent","allowed","names"} or null` {
+		t.Error(got)
+	}
+}
+
+// A command decodes into its payload through the table and encodes back;
+// refusals match ErrInvalidCommand and name the field.
+func TestDecodeCommandThroughTable(t *testing.T) {
+	p, err := DecodeCommand([]byte(`{"type":"DeferredLoaded","names":["a"],"turn":3}`))
+	if err != nil || fmt.Sprint(p) != fmt.Sprint(DeferredLoaded{Names: []string{"a"}, Turn: 3}) {
+		t.Fatalf("%#v %v", p, err)
+	}
+	b, err := EncodeCommand(p)
+	if err != nil || string(b) != `{"type":"DeferredLoaded","names":["a"],"turn":3}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	_, err = DecodeCommand([]byte(`{"type":"ToolDisabled","name":3}`))
+	if !errors.Is(err, ErrInvalidCommand) || err.Error() != `command ToolDisabled: field "name" must be a string, got 3` {
+		t.Fatalf("%v", err)
+	}
+}
