@@ -12,7 +12,10 @@
 // ("notification" → notify, morph.go), the words of its groups in a
 // hand-written concept lexicon (conceptGroups: "vacation" → away, "ram" →
 // memory, "lat" → coordinates) and, lower still, in a general lexicon of
-// everyday synonyms (generalGroups), and a document's score is scaled by
+// everyday synonyms (generalGroups); a word that none of these reaches
+// and the index lacks brings in, lowest of all, its WordNet 3.0 synonyms,
+// hypernyms, derivations and entailments (wordnet.go, a table compiled
+// by internal/wordnetgen). A document's score is scaled by
 // the square root of the share of the query's words it answers
 // (coordination). Ties are broken by name, so equal inputs give equal
 // results in the same order.

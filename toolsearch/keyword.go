@@ -199,6 +199,17 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 			}
 		}
 	}
+	// WordNet's relations of the words nothing else reaches, below every
+	// hand-written lexicon.
+	if wordnetOn {
+		for i, t := range terms {
+			if ix.wordnetReaches(t) {
+				for r, w := range wordnetRelated(t) {
+					addTerm(r, w, i)
+				}
+			}
+		}
+	}
 	// A question asks to read: its tools are the ones that get, list or
 	// show; an action word asks for the tools whose verb does it. These
 	// verbs rank among the tools the query's words found (intentWord).

@@ -90,9 +90,12 @@ func TestCorpus(t *testing.T) {
 // paraphrases, MRR 0.822; keyword and parameter queries 1.000. After the
 // derivational families and the general lexicon (measured once): recall@1
 // 0.780, recall@5 0.890, MRR 0.832; paraphrases 0.582, 0.759, 0.663;
-// ambiguous MRR 0.944; the MRR floors were raised to match. The issue's
-// targets (recall@5 >= 0.93, paraphrase >= 0.80, MRR >= 0.85) are not
-// met yet; keyword and parameter queries meet theirs (>= 0.98).
+// ambiguous MRR 0.944; the MRR floors were raised to match. After the
+// WordNet expansion of words nothing else reaches (measured once):
+// recall@5 0.907, MRR 0.835; paraphrases 0.797 (MRR 0.669); the recall
+// floors were raised to match. The targets (recall@5 >= 0.93,
+// paraphrase >= 0.80, MRR >= 0.85) are not met yet; keyword and
+// parameter queries meet theirs (>= 0.98).
 func TestHeldOutQuality(t *testing.T) {
 	docs, err := HeldOutDocs()
 	if err != nil {
@@ -111,9 +114,9 @@ func TestHeldOutQuality(t *testing.T) {
 		kind        string
 		recall, mrr float64
 	}{
-		{"", 0.87, 0.82},
+		{"", 0.89, 0.82},
 		{"keyword", 0.98, 0.95},
-		{"paraphrase", 0.73, 0.64},
+		{"paraphrase", 0.77, 0.64},
 		{"parameter", 0.98, 0.95},
 		{"cjk", 0.95, 0.90},
 		{"ambiguous", 0.90, 0.90},
