@@ -34,6 +34,7 @@ var ErrRegistryUnavailable = errors.New("registry version unavailable")
 type openTurn struct {
 	turn *deferral.Turn
 	res  *resolver.Resolution
+	reg  *resolver.Registry // that resolved res: the definitions of referenced tools res lacks
 	req  ResolveRequest
 	seq  uint64 // stream sequence of the turn's TurnStarted
 
@@ -281,7 +282,7 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 			initial = append(initial, n)
 		}
 	}
-	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, initial, deferral.IndexFor(reg)), res: res, req: req, seq: recs[start].Seq, applied: st.LastSeq}
+	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, initial, deferral.IndexFor(reg)), res: res, reg: reg, req: req, seq: recs[start].Seq, applied: st.LastSeq}
 	load(ot.turn, discovered)
 	return ot, nil
 }

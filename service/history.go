@@ -452,7 +452,7 @@ func names(tools []resolver.Tool) []string {
 }
 
 func prefixOf(s deferral.Split) string {
-	sum := sha256.Sum256(resolver.RenderAnthropic(s.Provider))
+	sum := sha256.Sum256(resolver.RenderAnthropicFrozen(s.Provider, s.Frozen))
 	return hex.EncodeToString(sum[:])
 }
 
