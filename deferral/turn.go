@@ -207,6 +207,16 @@ const ConfidentShare = 0.7
 // loaded for the rest of the turn (the turn is frozen); it is only not
 // found again.
 func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResult, error) {
+	return t.SearchWithin(req, excluded, -1)
+}
+
+// SearchWithin is SearchExcluding that loads at most room tools not yet
+// loaded (room < 0: no bound), so that the session's loaded set stays
+// within its bound (#26 item 5): the tools found beyond it are neither
+// loaded nor returned, and the Note names them and says that they load
+// in a later turn, after the loaded set is evicted to LoadedBound. A full
+// loaded set is never an error.
+func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (SearchResult, error) {
 	if err := req.Validate(); err != nil {
 		return SearchResult{}, err
 	}
@@ -306,22 +316,30 @@ func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResu
 	if len(weak) > 0 {
 		notes = append(notes, fmt.Sprintf("also matched, less closely, and not loaded: %s; load one by name if it is needed", quoteList(weak)))
 	}
-	res.Note = strings.Join(notes, "; ")
-
+	var full []string
 	t.mu.Lock()
 	for _, i := range picked {
 		tool := t.tools[i]
-		res.Tools = append(res.Tools, tool)
 		if !tool.Deferred {
+			res.Tools = append(res.Tools, tool)
 			continue
 		}
 		if _, was := t.loaded[tool.Name]; !was {
+			if room >= 0 && len(res.Loaded) >= room {
+				full = append(full, tool.Name)
+				continue
+			}
 			t.loaded[tool.Name] = struct{}{}
 			t.discovered = append(t.discovered, tool.Name)
 			res.Loaded = append(res.Loaded, tool.Name)
 		}
+		res.Tools = append(res.Tools, tool)
 	}
 	t.mu.Unlock()
+	if len(full) > 0 {
+		notes = append(notes, fmt.Sprintf("the session's loaded tools are at their bound for this turn, not loaded: %s; search for it again in the next turn, which unloads the tools loaded longest ago", quoteList(full)))
+	}
+	res.Note = strings.Join(notes, "; ")
 	return res, nil
 }
 

@@ -69,7 +69,7 @@ type HistoryEntry struct {
 	Loaded []string `json:"loaded"`
 	// PrefixHash is the sha256 of the rendered provider array;
 	// PrefixChanged says whether it differs from before the event, and
-	// Cause why: "intent", "discovery", "checkpoint", "resume", "turn" or
+	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume", "turn" or
 	// "registry" (another registry version was in force, or the checkpoint
 	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
@@ -435,6 +435,8 @@ func causeOf(r jetstream.Record) string {
 	switch r.Envelope.Payload.(type) {
 	case events.DeferredLoaded:
 		return "discovery"
+	case events.DeferredEvicted:
+		return "evict"
 	case events.CheckpointRecorded:
 		return "checkpoint"
 	case events.TurnStarted, events.TurnEnded:

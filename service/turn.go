@@ -131,8 +131,14 @@ type TurnView struct {
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
 
-	prefix deferral.Prefix // of Rendering, for the prompt-cache metrics
+	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
+	evicted bool            // the turn began with an eviction (#26 item 5)
 }
+
+// EvictBound is the reason of the DeferredEvicted a turn boundary appends
+// when the loaded set is over deferral.LoadedBound (#26 item 5); "evict"
+// is the cause of the prefix change it makes.
+const EvictBound = "bound"
 
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.
@@ -297,7 +303,7 @@ func (e *Engine) holdsTurn(session string) bool {
 // frozenView is the view of the open turn ot of st.
 func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) TurnView {
 	v := e.viewOf(st, ot.res, ot.turn.Request(), provider, ot)
-	v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
+	v.Turn, v.Frozen, v.Loaded, v.evicted = ot.turn.Number(), true, ot.turn.Loaded(), ot.evicted
 	return v
 }
 
@@ -329,6 +335,12 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if st.InTurn {
 			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 		}
+		// #26 item 5: the loaded set is bounded by evicting, at the turn
+		// boundary, the tools loaded longest ago (an event in the log).
+		evicted := deferral.Evict(st.InLoadOrder(), deferral.LoadedBound)
+		if len(evicted) > 0 {
+			cmds = append(cmds, events.DeferredEvicted{Names: evicted, Turn: st.Turn, Reason: EvictBound})
+		}
 		cmds = append(cmds, turnStarted(st.Turn+1, st, req, res))
 		expected := st.LastSeq
 		out, err := e.Apply(ctx, session, origin, &expected, cmds...)
@@ -339,13 +351,13 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
-		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with
 		st = out.State
+		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with, less what was evicted
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
-		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last}
+		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last, evicted: len(evicted) > 0}
 		e.ts.turns.put(session, ot)
 		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
-		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
+		v.Turn, v.Frozen, v.NoEvents, v.evicted = st.Turn, true, fresh, ot.evicted
 		return v, nil
 	}
 }
@@ -418,6 +430,8 @@ func (e *Engine) markDispatch(v TurnView) {
 		cause = "intent"
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
+	case prev.turn != v.Turn && v.evicted:
+		cause = "evict" // #26 item 5
 	case prev.turn != v.Turn:
 		cause = "turn"
 	}
