@@ -64,3 +64,26 @@ func TestDecideEvicted(t *testing.T) {
 		t.Errorf("inside a turn: %v, want ErrInvalidCommand", err)
 	}
 }
+
+// #26 item 3: Referenced keeps every tool the history loaded, also after a
+// checkpoint or an eviction unloads it, and survives a snapshot.
+func TestReferencedOutlivesUnloads(t *testing.T) {
+	s := Fold(testSession, stored(
+		events.TurnStarted{Turn: 1},
+		events.DeferredLoaded{Names: []string{"c", "a"}, Turn: 1},
+		events.TurnEnded{Turn: 1},
+		events.DeferredEvicted{Names: []string{"a"}, Turn: 1, Reason: "bound"},
+		events.CheckpointRecorded{ContractHash: hash(1), RegistryVersion: "v", Turn: 1},
+	))
+	if s.Rejected != 0 || s.Loaded != nil || !slices.Equal(s.Referenced, []string{"a", "c"}) {
+		t.Fatalf("loaded %v referenced %v rejected %d", s.Loaded, s.Referenced, s.Rejected)
+	}
+	b, err := MarshalState(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := UnmarshalState(b)
+	if err != nil || !slices.Equal(back.Referenced, s.Referenced) {
+		t.Errorf("snapshot: %v, %v", back.Referenced, err)
+	}
+}

@@ -84,6 +84,12 @@ type State struct {
 	// order, so that it begins with the tools array the previous turn's
 	// last request ended with. Use InLoadOrder.
 	LoadOrder []string
+	// Referenced are the deferred tools the session's history references
+	// (#26 item 3): every tool a DeferredLoaded loaded, sorted, kept when
+	// a checkpoint or an eviction unloads it, since the conversation still
+	// holds its tool_reference; at most events.MaxListLen (later names are
+	// not kept). A native rendering keeps defining them. Nil when none.
+	Referenced []string
 	// Turn is the number of the last started turn, 0 before the first.
 	Turn uint64
 	// InTurn reports whether turn Turn has started and not ended.
@@ -239,6 +245,9 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 			if _, found := slices.BinarySearch(s.Loaded, n); !found {
 				s.Loaded = insertSorted(s.Loaded, n)
 				s.LoadOrder = append(slices.Clip(s.LoadOrder), n)
+			}
+			if _, found := slices.BinarySearch(s.Referenced, n); !found && len(s.Referenced) < events.MaxListLen {
+				s.Referenced = insertSorted(s.Referenced, n)
 			}
 		}
 	case events.DeferredEvicted:
@@ -435,6 +444,7 @@ func (s State) Clone() State {
 	c.Intent.Picked = slices.Clone(s.Intent.Picked)
 	c.Loaded = slices.Clone(s.Loaded)
 	c.LoadOrder = slices.Clone(s.LoadOrder)
+	c.Referenced = slices.Clone(s.Referenced)
 	if s.Checkpoint != nil {
 		c.Checkpoint = &Checkpoint{Record: s.Checkpoint.Clone(), Seq: s.Checkpoint.Seq}
 	}

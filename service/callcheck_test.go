@@ -49,6 +49,18 @@ func TestNativeKeepsReferencedTool(t *testing.T) {
 		if err != nil || c.Callable || c.Reason != service.CallDisabled {
 			t.Errorf("%s: call check of the disabled tool: %+v, %v", p, c, err)
 		}
+		// The end of that turn checkpoints a loaded set without it; the
+		// history still references it, so the next turn keeps it too.
+		if _, err := e.EndTurn(ctx, sess, web); err != nil {
+			t.Fatal(err)
+		}
+		v3, err := e.BeginTurn(ctx, sess, web, service.ResolveRequest{Provider: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(v3.Rendering, v.Rendering) {
+			t.Errorf("%s: the turn after the checkpoint renders otherwise (dropped send_message?)", p)
+		}
 	}
 }
 

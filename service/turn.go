@@ -207,7 +207,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		if ot != nil {
 			reg = ot.reg
 		}
-		nv := nativeRender(res, row, ot, st.InLoadOrder(), e.referencedLookup(reg))
+		nv := nativeRender(res, row, ot, st.Referenced, e.referencedLookup(reg))
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
@@ -227,9 +227,10 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 
 // nativeRender renders res for a native provider, once per turn when ot is
 // given: the array holds every tool and does not change within the turn.
-// The tools the session loaded (referenced, in load order) that res lacks
-// stay defined, marked not callable (deferral.WithReferenced, #26 item
-// 3): a tool loaded in the turn is in res, so the set is the turn's.
+// The tools the session's history references (State.Referenced, every
+// tool it ever loaded) that res lacks stay defined, marked not callable
+// (deferral.WithReferenced, #26 item 3): a tool loaded in the turn is in
+// res, so the set is the turn's.
 func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, lookup func(string) (resolver.Tool, bool)) *nativeView {
 	if ot != nil {
 		ot.mu.Lock()
