@@ -119,4 +119,11 @@ func TestLoadedSetBoundedByEviction(t *testing.T) {
 	if !saw {
 		t.Error("history shows no DeferredEvicted")
 	}
+	ex, err := e.Explain(ctx, s, extra[0], service.Until{}, service.ResolveRequest{Provider: p})
+	if err != nil || ex.Evicted == nil || ex.Evicted.Type != string(events.TypeDeferredEvicted) {
+		t.Errorf("explain of the evicted %s: %+v, %v; want the DeferredEvicted", extra[0], ex.Evicted, err)
+	}
+	if ex, err := e.Explain(ctx, s, extra[8], service.Until{}, service.ResolveRequest{Provider: p}); err != nil || ex.Evicted != nil {
+		t.Errorf("explain of the kept %s: evicted %+v, %v", extra[8], ex.Evicted, err)
+	}
 }
