@@ -90,6 +90,8 @@ func (l Limits) withDefaults() Limits {
 //     loads and must fold as they did); Turn 0
 //     means s.Turn, any other value must equal s.Turn; names already
 //     loaded are dropped, so loading only loaded tools is a no-op.
+//   - DeferredEvicted: between turns, after turn s.Turn (Turn 0 means
+//     it); names not loaded are dropped, none loaded is a no-op.
 //   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
 //     s.Turn is still open, a TurnEnded for it is emitted first.
 //   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
@@ -161,6 +163,8 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		return decidePicked(s, reg, c, lim)
 	case events.DeferredLoaded:
 		return decideLoaded(s, reg, c)
+	case events.DeferredEvicted:
+		return decideEvicted(s, c)
 	case events.TurnStarted:
 		if s.Turn == math.MaxUint64 {
 			return nil, fmt.Errorf("decide TurnStarted: the session has used every turn number (the last started turn is %d): %w", s.Turn, ErrInvalidCommand)
@@ -411,6 +415,38 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 		return nil, fmt.Errorf("decide DeferredLoaded: %d tools would be loaded, at most %d allowed: %w", len(s.Loaded)+len(fresh), events.MaxListLen, ErrInvalidCommand)
 	}
 	return one(events.DeferredLoaded{Names: fresh, Turn: turn}), nil
+}
+
+// decideEvicted: between turns (after turn s.Turn; Turn 0 means it), a
+// reason, and names of which only the loaded ones are kept; none loaded is
+// a no-op (#26 item 5).
+func decideEvicted(s State, c events.DeferredEvicted) ([]events.Payload, error) {
+	if len(c.Names) == 0 || len(c.Names) > events.MaxListLen {
+		return nil, fmt.Errorf("decide DeferredEvicted: %d names, want 1 to %d loaded tools: %w", len(c.Names), events.MaxListLen, ErrInvalidCommand)
+	}
+	if s.InTurn {
+		return nil, fmt.Errorf("decide DeferredEvicted: turn %d is open; evict between turns, before the next TurnStarted: %w", s.Turn, ErrInvalidCommand)
+	}
+	if c.Turn == 0 {
+		c.Turn = s.Turn
+	}
+	if c.Turn != s.Turn {
+		return nil, fmt.Errorf("decide DeferredEvicted: after turn %d, want the last turn %d: %w", c.Turn, s.Turn, ErrInvalidCommand)
+	}
+	var names []string
+	for _, n := range c.Names {
+		if _, found := slices.BinarySearch(s.Loaded, n); found && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	c.Names = names
+	if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
+		return nil, fmt.Errorf("decide DeferredEvicted: %w: %w", err, ErrInvalidCommand)
+	}
+	return one(c), nil
 }
 
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {

@@ -16,7 +16,7 @@ import (
 // StateVersion is the schema version MarshalState writes under key "v"
 // (R3: snapshots carry a schema version). UnmarshalState reads
 // MinStateVersion to StateVersion.
-const StateVersion = 4
+const StateVersion = 5
 
 // MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
 // were folded before the fold rules of R28, version 2 views before the
@@ -24,8 +24,9 @@ const StateVersion = 4
 // may hold events a fold now rejects, so they are refused with
 // ErrStateVersion and rebuilt from the log, like a view this build cannot
 // read. Version 3 views lack the load order (State.LoadOrder, #26 item 1),
-// which only a fold of the log recovers, so they are rebuilt too.
-const MinStateVersion = 4
+// which only a fold of the log recovers, so they are rebuilt too; version
+// 4 views lack the referenced tools (State.Referenced, #26 item 3).
+const MinStateVersion = 5
 
 // MaxStateBytes bounds the size of a marshalled State accepted by
 // UnmarshalState.
@@ -50,7 +51,7 @@ var (
 //	           turn, seq, contract[{name, hash}]} or nil,
 //	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil,
 //	turn_seq (absent in views written before it: 0),
-//	load_order (version 4 on)
+//	load_order (version 4 on), referenced (version 5 on)
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what
@@ -91,7 +92,7 @@ func MarshalState(s State) ([]byte, error) {
 
 func encodeState(enc *msgpack.Encoder, s *State) error {
 	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
-	err := enc.EncodeMapLen(14)
+	err := enc.EncodeMapLen(15)
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
@@ -112,6 +113,7 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("rejections"), encodeRejections(enc, s.Rejections),
 		enc.EncodeString("turn_seq"), enc.EncodeUint(s.TurnSeq),
 		enc.EncodeString("load_order"), encodeStrings(enc, s.LoadOrder),
+		enc.EncodeString("referenced"), encodeStrings(enc, s.Referenced),
 	)
 	return err
 }
@@ -252,7 +254,7 @@ func (d *stateDecoder) state(s *State, v *int64) error {
 		*s, *v = State{}, 0
 		return nil
 	}
-	if n != 14 {
+	if n != 15 {
 		return errArrayStruct
 	}
 	for i := range n {
@@ -304,6 +306,8 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 		return true, d.uint(&s.TurnSeq)
 	case name == "load_order" || i == 13:
 		return true, d.strings(&s.LoadOrder)
+	case name == "referenced" || i == 14:
+		return true, d.strings(&s.Referenced)
 	}
 	return false, nil
 }

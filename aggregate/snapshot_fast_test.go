@@ -33,6 +33,7 @@ type refStateWire struct {
 	Rejections []refRejection     `msgpack:"rejections"`
 	TurnSeq    uint64             `msgpack:"turn_seq"`
 	LoadOrder  []string           `msgpack:"load_order"`
+	Referenced []string           `msgpack:"referenced"`
 }
 
 type refRejection struct {
@@ -83,9 +84,10 @@ func refMarshalState(s State) ([]byte, error) {
 		Events:  s.Events,
 		Skipped: s.Skipped,
 
-		Rejected:  s.Rejected,
-		TurnSeq:   s.TurnSeq,
-		LoadOrder: s.LoadOrder,
+		Rejected:   s.Rejected,
+		TurnSeq:    s.TurnSeq,
+		LoadOrder:  s.LoadOrder,
+		Referenced: s.Referenced,
 	}
 	if s.Rejections != nil {
 		w.Rejections = make([]refRejection, len(s.Rejections))
@@ -153,9 +155,10 @@ func refUnmarshalState(b []byte) (State, error) {
 		Events:  w.Events,
 		Skipped: w.Skipped,
 
-		Rejected:  w.Rejected,
-		TurnSeq:   w.TurnSeq,
-		LoadOrder: w.LoadOrder,
+		Rejected:   w.Rejected,
+		TurnSeq:    w.TurnSeq,
+		LoadOrder:  w.LoadOrder,
+		Referenced: w.Referenced,
 	}
 	if w.Rejections != nil {
 		s.Rejections = make([]Rejection, len(w.Rejections))
@@ -309,9 +312,10 @@ func genState(t *rapid.T) State {
 		Events:  genUint(t, "events"),
 		Skipped: genUint(t, "skipped"),
 
-		Rejected:  genUint(t, "rejected"),
-		TurnSeq:   genUint(t, "turn_seq"),
-		LoadOrder: genStrings(t, "load_order"),
+		Rejected:   genUint(t, "rejected"),
+		TurnSeq:    genUint(t, "turn_seq"),
+		LoadOrder:  genStrings(t, "load_order"),
+		Referenced: genStrings(t, "referenced"),
 	}
 	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
 	case 1:
@@ -514,7 +518,7 @@ var genKey = rapid.SampledFrom([]string{
 	"v", "session", "intent", "loaded", "turn", "in_turn", "last_seq", "events", "checkpoint", "skipped",
 	"enabled", "web_search", "preset", "disabled", "picked",
 	"loaded_deferred_tools", "contract_hash", "registry_version", "seq", "contract", "name", "hash",
-	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq", "load_order",
+	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq", "load_order", "referenced",
 	"", "V", "extra", "x",
 })
 

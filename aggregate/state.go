@@ -84,6 +84,12 @@ type State struct {
 	// order, so that it begins with the tools array the previous turn's
 	// last request ended with. Use InLoadOrder.
 	LoadOrder []string
+	// Referenced are the deferred tools the session's history references
+	// (#26 item 3): every tool a DeferredLoaded loaded, sorted, kept when
+	// a checkpoint or an eviction unloads it, since the conversation still
+	// holds its tool_reference; at most events.MaxListLen (later names are
+	// not kept). A native rendering keeps defining them. Nil when none.
+	Referenced []string
 	// Turn is the number of the last started turn, 0 before the first.
 	Turn uint64
 	// InTurn reports whether turn Turn has started and not ended.
@@ -179,7 +185,8 @@ func Fold(session string, evs []Stored) State {
 // profile); WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
 // ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
 // ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
-// Loaded (and appends to LoadOrder); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
+// Loaded (and appends to LoadOrder); DeferredEvicted removes its loaded
+// names from both (#26 item 5); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
 // checkpoint's set (LoadOrder keeps the order of the names it keeps).
 func (s *State) ApplyStored(ev Stored) error {
@@ -239,6 +246,21 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 				s.Loaded = insertSorted(s.Loaded, n)
 				s.LoadOrder = append(slices.Clip(s.LoadOrder), n)
 			}
+			if _, found := slices.BinarySearch(s.Referenced, n); !found && len(s.Referenced) < events.MaxListLen {
+				s.Referenced = insertSorted(s.Referenced, n)
+			}
+		}
+	case events.DeferredEvicted:
+		for _, n := range v.Names {
+			if _, found := slices.BinarySearch(s.Loaded, n); found {
+				s.Loaded = removeSorted(s.Loaded, n)
+				if i := slices.Index(s.LoadOrder, n); i >= 0 {
+					s.LoadOrder = slices.Delete(slices.Clone(s.LoadOrder), i, i+1)
+				}
+			}
+		}
+		if len(s.Loaded) == 0 {
+			s.Loaded, s.LoadOrder = nil, nil
 		}
 	case events.TurnStarted:
 		s.Turn = v.Turn
@@ -271,6 +293,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 //   - TurnEnded ends the open turn, Turn;
 //   - DeferredLoaded loads inside the open turn, Turn, and the loaded set
 //     stays within events.MaxListLen;
+//   - DeferredEvicted evicts between turns, after turn Turn ended;
 //   - ToolDisabled keeps the disabled set within events.MaxListLen;
 //   - CheckpointRecorded is taken at a turn already started (turn <= Turn).
 //
@@ -334,6 +357,13 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 			if n > events.MaxListLen {
 				why = fmt.Sprintf("DeferredLoaded would load %d tools, at most %d", n, events.MaxListLen)
 			}
+		}
+	case events.DeferredEvicted:
+		switch {
+		case s.InTurn:
+			why = fmt.Sprintf("DeferredEvicted inside turn %d; eviction happens between turns (the turn's array is frozen)", s.Turn)
+		case v.Turn != s.Turn:
+			why = fmt.Sprintf("DeferredEvicted after turn %d, want the last turn %d", v.Turn, s.Turn)
 		}
 	case events.ToolDisabled:
 		if _, found := slices.BinarySearch(s.Intent.Disabled, v.Name); !found && len(s.Intent.Disabled) >= events.MaxListLen {
@@ -414,6 +444,7 @@ func (s State) Clone() State {
 	c.Intent.Picked = slices.Clone(s.Intent.Picked)
 	c.Loaded = slices.Clone(s.Loaded)
 	c.LoadOrder = slices.Clone(s.LoadOrder)
+	c.Referenced = slices.Clone(s.Referenced)
 	if s.Checkpoint != nil {
 		c.Checkpoint = &Checkpoint{Record: s.Checkpoint.Clone(), Seq: s.Checkpoint.Seq}
 	}

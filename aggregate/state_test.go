@@ -246,10 +246,11 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		{"version 1 (folded before R28)", []byte("\x81\xa1v\x01"), ErrStateVersion},
 		{"version 2 (folded before the registry rules, #24 row 11)", []byte("\x81\xa1v\x02"), ErrStateVersion},
 		{"version 3 (folded before the load order, #26 item 1)", []byte("\x81\xa1v\x03"), ErrStateVersion},
-		{"future version", []byte("\x81\xa1v\x05"), ErrStateVersion},
+		{"version 4 (folded before the referenced tools, #26 item 3)", []byte("\x81\xa1v\x04"), ErrStateVersion},
+		{"future version", []byte("\x81\xa1v\x06"), ErrStateVersion},
 		{"trailing", append(mustMarshal(t, State{}), 0xc0), ErrMalformedState},
-		{"wrong field type", []byte("\x82\xa1v\x04\xa4turn\xa1x"), ErrMalformedState},
-		{"wrong rejection type", []byte("\x82\xa1v\x04\xaarejections\x91\x81\xa3seq\xa1x"), ErrMalformedState},
+		{"wrong field type", []byte("\x82\xa1v\x05\xa4turn\xa1x"), ErrMalformedState},
+		{"wrong rejection type", []byte("\x82\xa1v\x05\xaarejections\x91\x81\xa3seq\xa1x"), ErrMalformedState},
 		{"too large", make([]byte, MaxStateBytes+1), ErrMalformedState},
 	}
 	for _, c := range cases {
@@ -258,7 +259,7 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		}
 	}
 	// Unknown keys are ignored (a newer writer of the same version).
-	s, err := UnmarshalState([]byte("\x83\xa1v\x04\xa5extra\x93\x01\x02\x03\xa7session\xa1s"))
+	s, err := UnmarshalState([]byte("\x83\xa1v\x05\xa5extra\x93\x01\x02\x03\xa7session\xa1s"))
 	if err != nil || s.Session != "s" {
 		t.Fatalf("unknown key: %+v, %v", s, err)
 	}

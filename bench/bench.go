@@ -98,7 +98,7 @@ type Config struct {
 // Steps names the steps of a run, in order, for Config.Only.
 func Steps() []string {
 	return []string{"memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
-		"fold-and-split", "tool-search", "replay", "cold-start", "scale-out", "restart"}
+		"fold-and-split", "tool-search", "prompt-cache", "replay", "cold-start", "scale-out", "restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -274,6 +274,7 @@ func ExpectedLines(cfg Config) []string {
 	}
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
+	out = append(out, promptCacheLineNames()...)
 	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
 	for k := 1; k <= 3; k++ {
 		out = append(out, fmt.Sprintf(nameScaleOut, k))
@@ -370,6 +371,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"resolver", h.resolveLines},
 		{"fold and split", h.foldSplit},
 		{"tool search", h.searchLines},
+		{"prompt cache", h.promptCache},
 		{"replay", h.replay},
 		{"cold start", h.coldStart},
 		{"scale-out", h.scaleOut},

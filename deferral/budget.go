@@ -57,7 +57,7 @@ func Estimate(s Split) Budget {
 		}
 	}
 	switch {
-	case s.CatalogGrouped:
+	case s.CatalogGrouped || s.catalogFixed:
 		b.Catalog = s.catalogTokens
 	case len(s.Catalog) > 0:
 		b.Catalog = catalogHeaderTokens

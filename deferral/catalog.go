@@ -154,12 +154,17 @@ func (s *Split) renderCatalog(namespaces []resolver.Namespace, maxTokens int) {
 // provider array holds the resident tools in resolution order, then the
 // loaded deferred tools in that order, exactly as a turn frozen with the
 // same loaded tools renders its first request (Turn.Request, #26 item 1).
-// Names that are not deferred tools of res are ignored.
+// Names that are not deferred tools of res are ignored. As in a turn, the
+// catalog text lists every deferred tool of res, loaded or not (#26 item
+// 2: it changes with the intent and the registry only), and Frozen counts
+// the resident tools.
 func SplitInLoadOrder(res *resolver.Resolution, loaded []string) Split {
 	if res == nil {
 		return Split{}
 	}
 	s := splitTools(res.Tools, nil)
+	s.Frozen = len(s.Provider)
+	s.fixCatalog(res.Namespaces, res.CatalogMaxTokens)
 	if len(loaded) > 0 {
 		pos := make(map[string]int, len(res.Tools))
 		for i := range res.Tools {
@@ -187,6 +192,13 @@ func SplitInLoadOrder(res *resolver.Resolution, loaded []string) Split {
 			s.Catalog = catalog
 		}
 	}
-	s.renderCatalog(res.Namespaces, res.CatalogMaxTokens)
 	return s
+}
+
+// fixCatalog renders the catalog text of every deferred tool of s, before
+// any is loaded: the engine's catalog, the same for every load (#26 item
+// 2).
+func (s *Split) fixCatalog(namespaces []resolver.Namespace, maxTokens int) {
+	s.CatalogText, s.CatalogGrouped, s.catalogTokens = RenderCatalog(s.Catalog, namespaces, maxTokens)
+	s.catalogFixed = true
 }

@@ -47,8 +47,10 @@ func TestRenderCatalogBounded(t *testing.T) {
 	}
 }
 
-// R15, R16: in a turn, a discovered tool leaves the grouped catalog's
-// count, and the estimate follows the text sent.
+// R15, R16, #26 item 2: in a turn, a discovered tool leaves Catalog but
+// the catalog text sent stays the turn's (the system prompt keeps its
+// bytes), also in the next turn, frozen with it loaded; the estimate
+// follows the text sent.
 func TestTurnGroupedCatalog(t *testing.T) {
 	reg := tenKRegistry(t)
 	turn := FreezeIndexed(1, resolve(t, reg, defaultSession()), nil, IndexFor(reg))
@@ -67,8 +69,12 @@ func TestTurnGroupedCatalog(t *testing.T) {
 		}
 		return ""
 	}
-	if count(before.CatalogText) == count(after.CatalogText) || !after.CatalogGrouped {
-		t.Errorf("line of %s did not change: %q -> %q", ns, count(before.CatalogText), count(after.CatalogText))
+	if after.CatalogText != before.CatalogText || !after.CatalogGrouped {
+		t.Errorf("the catalog text changed inside the turn: line of %s %q -> %q", ns, count(before.CatalogText), count(after.CatalogText))
+	}
+	next := FreezeIndexed(2, resolve(t, reg, defaultSession()), res.Loaded, IndexFor(reg)).Request()
+	if next.CatalogText != before.CatalogText {
+		t.Errorf("next turn: line of %s changed: %q -> %q", ns, count(before.CatalogText), count(next.CatalogText))
 	}
 	if slices.Contains(after.Catalog, res.Loaded[0]) || Estimate(after).Catalog <= 0 {
 		t.Errorf("loaded tool still in the catalog, or no estimate")

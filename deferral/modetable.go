@@ -117,9 +117,9 @@ func ModeTable(reg *resolver.Registry, loaded []string) ([]ModeRow, []string, er
 	for _, p := range nativeModes() {
 		mode := p.Mode
 		row = ModeRow{Mode: string(mode)}
-		arr := p.Render(res.Tools, res.Namespaces)
+		arr := p.Render(res.Tools, res.Namespaces, 0)
 		row.Bytes = len(arr)
-		text, b := NativeContext(mode, res)
+		text, b := p.Context(res)
 		row.Start.Estimate = b.Total
 		if row.Start.Real, err = nativeReal(mode, res, text); err != nil {
 			return nil, nil, err

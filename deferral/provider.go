@@ -3,6 +3,7 @@ package deferral
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/toolintent/engine/resolver"
 )
@@ -23,8 +24,16 @@ type Provider struct {
 	Mode Mode
 	// Render renders the provider tools array: of the split's provider
 	// tools for a catalog row, of every tool of the resolution for a
-	// native row; namespaces are the resolution's. Byte-deterministic (R9).
-	Render func(tools []resolver.Tool, namespaces []resolver.Namespace) []byte
+	// native row; namespaces are the resolution's. frozen is the number of
+	// leading tools that form the turn's frozen array (Split.Frozen): a
+	// catalog row keeps its cache breakpoint on the last of them, so a
+	// discovery only appends bytes; native rows ignore it. Byte-
+	// deterministic (R9).
+	Render func(tools []resolver.Tool, namespaces []resolver.Namespace, frozen int) []byte
+	// SearchTool is the name of the search tool the row's array holds, the
+	// one the catalog text tells the model to load with ("" is
+	// resolver.ToolSearch).
+	SearchTool string
 	// SearchOutput renders tool_search's result; nil means the engine's
 	// own (the full schemas as JSON, SearchResult.Output). deferred are
 	// the deferred tools the search found, callID the provider's id of
@@ -32,32 +41,50 @@ type Provider struct {
 	SearchOutput func(sr SearchResult, deferred []resolver.Tool, res *resolver.Resolution, callID string) json.RawMessage
 }
 
-// DefaultProvider is the provider of a request that names none.
+// DefaultProvider is the provider of a request that names none: the
+// Anthropic row, which is provider-native deferral (#26).
 const DefaultProvider = "anthropic"
+
+// The provider values name a provider, and its native deferral by default
+// (#26): "anthropic" and "openai" render exactly as "anthropic-native" and
+// "openai-native"; the engine's catalog, for providers without native
+// deferral or backends that cannot send it, is asked for by name with
+// "anthropic-engine" and "openai-engine" (before #26, "anthropic" and
+// "openai" were the engine's catalog).
+func anthropicNative(tools []resolver.Tool, _ []resolver.Namespace, _ int) []byte {
+	return resolver.RenderAnthropicNative(tools, "")
+}
+
+func openAINative(tools []resolver.Tool, namespaces []resolver.Namespace, _ int) []byte {
+	return resolver.RenderOpenAINative(tools, namespaces)
+}
+
+func openAIOutput(_ SearchResult, deferred []resolver.Tool, res *resolver.Resolution, callID string) json.RawMessage {
+	return resolver.RenderToolSearchOutput(callID, deferred, res.Namespaces)
+}
 
 // providers is the table, in the order ProviderNames lists it.
 var providers = [...]Provider{
-	{Name: "anthropic", Mode: ModeEngine,
-		Render: func(tools []resolver.Tool, _ []resolver.Namespace) []byte { return resolver.RenderAnthropic(tools) }},
-	{Name: "openai", Mode: ModeEngine,
-		Render: func(tools []resolver.Tool, _ []resolver.Namespace) []byte { return resolver.RenderOpenAI(tools) }},
-	{Name: "anthropic-native", Native: true, Mode: ModeAnthropicNative,
-		Render: func(tools []resolver.Tool, _ []resolver.Namespace) []byte {
-			return resolver.RenderAnthropicNative(tools, "")
-		},
-		SearchOutput: toolReferences},
+	{Name: "anthropic", Native: true, Mode: ModeAnthropicNative, Render: anthropicNative, SearchOutput: toolReferences},
+	{Name: "openai", Native: true, Mode: ModeOpenAINative, Render: openAINative, SearchOutput: openAIOutput},
+	{Name: "anthropic-native", Native: true, Mode: ModeAnthropicNative, Render: anthropicNative, SearchOutput: toolReferences},
 	// As anthropic-native, with Anthropic's server search tool in place of
-	// the engine's tool_search: Anthropic runs the searches.
-	{Name: "anthropic-native-server", Native: true, Mode: ModeAnthropicNative,
-		Render: func(tools []resolver.Tool, _ []resolver.Namespace) []byte {
+	// the engine's tool_search: Anthropic runs the searches, and the
+	// catalog names that tool.
+	{Name: "anthropic-native-server", Native: true, Mode: ModeAnthropicNative, SearchTool: resolver.AnthropicSearchBM25Name,
+		Render: func(tools []resolver.Tool, _ []resolver.Namespace, _ int) []byte {
 			return resolver.RenderAnthropicNative(tools, resolver.AnthropicSearchBM25)
 		},
 		SearchOutput: toolReferences},
-	{Name: "openai-native", Native: true, Mode: ModeOpenAINative,
-		Render: resolver.RenderOpenAINative,
-		SearchOutput: func(_ SearchResult, deferred []resolver.Tool, res *resolver.Resolution, callID string) json.RawMessage {
-			return resolver.RenderToolSearchOutput(callID, deferred, res.Namespaces)
+	{Name: "openai-native", Native: true, Mode: ModeOpenAINative, Render: openAINative, SearchOutput: openAIOutput},
+	// The engine's catalog: resident and loaded tools, a discovery appended
+	// after the frozen array, the breakpoint kept on the frozen array.
+	{Name: "anthropic-engine", Mode: ModeEngine,
+		Render: func(tools []resolver.Tool, _ []resolver.Namespace, frozen int) []byte {
+			return resolver.RenderAnthropicFrozen(tools, frozen)
 		}},
+	{Name: "openai-engine", Mode: ModeEngine,
+		Render: func(tools []resolver.Tool, _ []resolver.Namespace, _ int) []byte { return resolver.RenderOpenAI(tools) }},
 }
 
 // LookupProvider returns the row named name; "" is DefaultProvider. ok is
@@ -111,6 +138,17 @@ func toolReferences(sr SearchResult, deferred []resolver.Tool, _ *resolver.Resol
 		note = "the tools found are already loaded; call them directly"
 	}
 	return resolver.RenderToolReferences(names, note)
+}
+
+// Context returns, for a native row, the catalog text to put in the
+// system prompt and the turn's estimated context cost at its start
+// (NativeContext), the catalog naming the row's search tool.
+func (p Provider) Context(res *resolver.Resolution) (string, Budget) {
+	text, b := NativeContext(p.Mode, res)
+	if p.SearchTool != "" && p.SearchTool != resolver.ToolSearch {
+		text = strings.Replace(text, "(load with "+resolver.ToolSearch+")", "(load with "+p.SearchTool+")", 1)
+	}
+	return text, b
 }
 
 // nativeModes returns the first native row of each mode, in table order:

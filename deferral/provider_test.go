@@ -9,7 +9,7 @@ import (
 // default, every row renders, and a native row has a native mode.
 func TestProviderTable(t *testing.T) {
 	names := ProviderNames()
-	want := []string{"anthropic", "openai", "anthropic-native", "anthropic-native-server", "openai-native"}
+	want := []string{"anthropic", "openai", "anthropic-native", "anthropic-native-server", "openai-native", "anthropic-engine", "openai-engine"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("ProviderNames() = %v, want %v", names, want)
 	}
@@ -22,7 +22,7 @@ func TestProviderTable(t *testing.T) {
 		if p.Native != (p.Mode != ModeEngine) {
 			t.Errorf("row %q: native %v with mode %q", n, p.Native, p.Mode)
 		}
-		if len(p.Render(res.Tools, res.Namespaces)) == 0 {
+		if len(p.Render(res.Tools, res.Namespaces, 0)) == 0 {
 			t.Errorf("row %q renders nothing", n)
 		}
 	}

@@ -31,7 +31,14 @@ type Split struct {
 	CatalogText string
 	// CatalogGrouped reports that CatalogText lists namespaces, not names.
 	CatalogGrouped bool
-	catalogTokens  int // estimate of a grouped CatalogText
+	// Frozen is the number of leading Provider tools that are resident
+	// (Turn.Request, SplitInLoadOrder; 0 in other splits: the whole
+	// array): the engine's renderings keep the cache breakpoint on the
+	// last of them, so neither a discovery nor a turn boundary moves it
+	// (#26 item 2).
+	Frozen        int
+	catalogFixed  bool // CatalogText lists every deferred tool, loaded or not; catalogTokens is its estimate
+	catalogTokens int  // estimate of a grouped CatalogText
 }
 
 // Class is the classification of one tool in one dispatch (R21).

@@ -31,6 +31,7 @@ type Turn struct {
 	initial    []string            // deferred tools loaded when the turn was frozen, in the given order
 	loaded     map[string]struct{} // deferred tools of this turn that are loaded
 	discovered []string            // loaded by Search in this turn, in load order
+	catalog    *frozenCatalog      // the catalog as the turn began, rendered on the first Request
 
 	index      *Index // the registry's index given to FreezeIndexed, or nil
 	searchOnce sync.Once
@@ -97,6 +98,14 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 	return t.tools[i], true
 }
 
+// frozenCatalog is a turn's catalog text (#26): every deferred tool of the
+// turn, so a discovery does not change the text sent in the system prompt.
+type frozenCatalog struct {
+	text    string
+	grouped bool
+	tokens  int
+}
+
 // Request returns the split for the next provider request of this turn
 // (R15, R16, R30): the frozen split (resident tools in resolution order,
 // then the deferred tools loaded when the turn was frozen, in the order
@@ -106,10 +115,21 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 // prefix of the array sent after it; it leaves the catalog. Its
 // Classification is the record R21 asks for. Without a Search in between,
 // two Requests give equal Splits, so the provider array stays stable.
+// Frozen counts the resident tools. CatalogText lists every deferred tool
+// of the turn, loaded or not (#26 item 2): a discovered tool leaves
+// Catalog but not the text, so the system prompt keeps its bytes within
+// the turn and across turns of the same intent and registry; loading a
+// loaded tool again is a no-op.
 func (t *Turn) Request() Split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := splitTools(t.tools, nil)
+	s.Frozen = len(s.Provider)
+	if t.catalog == nil {
+		// Every deferred tool of the turn, loaded or not.
+		text, grouped, tokens := RenderCatalog(s.Catalog, t.namespaces, t.catalogMax)
+		t.catalog = &frozenCatalog{text: text, grouped: grouped, tokens: tokens}
+	}
 	if len(t.initial)+len(t.discovered) > 0 {
 		for _, names := range [2][]string{t.initial, t.discovered} {
 			for _, name := range names {
@@ -126,7 +146,7 @@ func (t *Turn) Request() Split {
 		}
 		s.Catalog = catalog
 	}
-	s.renderCatalog(t.namespaces, t.catalogMax)
+	s.CatalogText, s.CatalogGrouped, s.catalogTokens, s.catalogFixed = t.catalog.text, t.catalog.grouped, t.catalog.tokens, true
 	return s
 }
 
@@ -187,6 +207,16 @@ const ConfidentShare = 0.7
 // loaded for the rest of the turn (the turn is frozen); it is only not
 // found again.
 func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResult, error) {
+	return t.SearchWithin(req, excluded, -1)
+}
+
+// SearchWithin is SearchExcluding that loads at most room tools not yet
+// loaded (room < 0: no bound), so that the session's loaded set stays
+// within its bound (#26 item 5): the tools found beyond it are neither
+// loaded nor returned, and the Note names them and says that they load
+// in a later turn, after the loaded set is evicted to LoadedBound. A full
+// loaded set is never an error.
+func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (SearchResult, error) {
 	if err := req.Validate(); err != nil {
 		return SearchResult{}, err
 	}
@@ -286,22 +316,30 @@ func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResu
 	if len(weak) > 0 {
 		notes = append(notes, fmt.Sprintf("also matched, less closely, and not loaded: %s; load one by name if it is needed", quoteList(weak)))
 	}
-	res.Note = strings.Join(notes, "; ")
-
+	var full []string
 	t.mu.Lock()
 	for _, i := range picked {
 		tool := t.tools[i]
-		res.Tools = append(res.Tools, tool)
 		if !tool.Deferred {
+			res.Tools = append(res.Tools, tool)
 			continue
 		}
 		if _, was := t.loaded[tool.Name]; !was {
+			if room >= 0 && len(res.Loaded) >= room {
+				full = append(full, tool.Name)
+				continue
+			}
 			t.loaded[tool.Name] = struct{}{}
 			t.discovered = append(t.discovered, tool.Name)
 			res.Loaded = append(res.Loaded, tool.Name)
 		}
+		res.Tools = append(res.Tools, tool)
 	}
 	t.mu.Unlock()
+	if len(full) > 0 {
+		notes = append(notes, fmt.Sprintf("the session's loaded tools are at their bound for this turn, not loaded: %s; search for it again in the next turn, which unloads the tools loaded longest ago", quoteList(full)))
+	}
+	res.Note = strings.Join(notes, "; ")
 	return res, nil
 }
 

@@ -148,6 +148,14 @@ func encodePayload(s *sticky, p Payload) {
 		s.strs(v.Names)
 		s.str("turn")
 		s.uint(v.Turn)
+	case DeferredEvicted:
+		s.mapLen(3)
+		s.str("names")
+		s.strs(v.Names)
+		s.str("reason")
+		s.str(v.Reason)
+		s.str("turn")
+		s.uint(v.Turn)
 	case TurnStarted:
 		encodeTurnStarted(s, v)
 	case TurnEnded:
@@ -330,6 +338,16 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 	case TypeDeferredLoaded:
 		var p DeferredLoaded
 		if p.Names, err = strsField(m, "names", MaxListLen); err != nil {
+			return nil, err
+		}
+		p.Turn, err = uintField(m, "turn")
+		return p, err
+	case TypeDeferredEvicted:
+		var p DeferredEvicted
+		if p.Names, err = strsField(m, "names", MaxListLen); err != nil {
+			return nil, err
+		}
+		if p.Reason, err = strField(m, "reason", false); err != nil {
 			return nil, err
 		}
 		p.Turn, err = uintField(m, "turn")

@@ -61,12 +61,13 @@ const (
 	TypeTurnStarted        Type = "TurnStarted"
 	TypeTurnEnded          Type = "TurnEnded"
 	TypeCheckpointRecorded Type = "CheckpointRecorded"
+	TypeDeferredEvicted    Type = "DeferredEvicted"
 )
 
 var allTypes = [...]Type{
 	TypeToolsToggled, TypeWebSearchSet, TypePresetChosen, TypeToolDisabled,
 	TypeToolEnabled, TypeToolsPicked, TypeDeferredLoaded, TypeTurnStarted,
-	TypeTurnEnded, TypeCheckpointRecorded,
+	TypeTurnEnded, TypeCheckpointRecorded, TypeDeferredEvicted,
 }
 
 // Types returns every known event type in a fixed order. The slice is a
@@ -227,6 +228,20 @@ type DeferredLoaded struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 }
 
+// DeferredEvicted records loaded deferred tools unloaded at a turn
+// boundary to keep the loaded set bounded (#26 item 5): stored between a
+// turn's end and the next TurnStarted, it removes Names from the loaded
+// set, so the next turn's array no longer carries them (a prefix change
+// of cause "evict"); tool_search loads them again when needed.
+type DeferredEvicted struct {
+	// Names are the evicted tools, each loaded when the event was stored.
+	Names []string `msgpack:"names" json:"names"`
+	// Turn is the last turn started before the eviction (it has ended).
+	Turn uint64 `msgpack:"turn" json:"turn"`
+	// Reason says why, for history and explain (e.g. "bound").
+	Reason string `msgpack:"reason" json:"reason"`
+}
+
 // TurnStarted marks the start of a turn; the tool set is frozen (R16).
 //
 // It records what any engine needs to rebuild the frozen turn byte for
@@ -363,6 +378,9 @@ func (TurnEnded) EventType() Type { return TypeTurnEnded }
 // EventType implements Payload.
 func (CheckpointRecorded) EventType() Type { return TypeCheckpointRecorded }
 
+// EventType implements Payload.
+func (DeferredEvicted) EventType() Type { return TypeDeferredEvicted }
+
 // PayloadValue returns p in value form: a pointer to one of this package's
 // payload types is dereferenced, a value is returned as is. ok is false for
 // nil, a nil pointer or a type not declared in this package. Consumers that
@@ -374,8 +392,10 @@ func PayloadValue(p Payload) (v Payload, ok bool) { return deref(p) }
 func deref(p Payload) (Payload, bool) {
 	switch v := p.(type) {
 	case ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled,
-		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded:
+		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted:
 		return v, true
+	case *DeferredEvicted:
+		return derefPtr(v)
 	case *ToolsToggled:
 		return derefPtr(v)
 	case *WebSearchSet:

@@ -208,6 +208,8 @@ func decodeFast(b []byte) (Envelope, bool) {
 		env.Payload = ToolsPicked{Names: data.names}
 	case TypeDeferredLoaded:
 		env.Payload = DeferredLoaded{Names: data.names, Turn: data.turn}
+	case TypeDeferredEvicted:
+		env.Payload = DeferredEvicted{Names: data.names, Turn: data.turn, Reason: str1}
 	case TypeTurnStarted:
 		env.Payload = TurnStarted{Turn: data.turn}
 	case TypeTurnEnded:
@@ -261,24 +263,25 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 			ok = r.boolPtr(&p.enabled)
 		case string(k) == "preset" && t == TypePresetChosen,
 			string(k) == "name" && (t == TypeToolDisabled || t == TypeToolEnabled),
-			string(k) == "contract_hash" && t == TypeCheckpointRecorded:
+			string(k) == "contract_hash" && t == TypeCheckpointRecorded,
+			string(k) == "reason" && t == TypeDeferredEvicted:
 			bit = seenStr1
 			var isNil bool
 			p.str1, isNil, ok = r.strOrNil()
-			if isNil && t != TypePresetChosen && t != TypeCheckpointRecorded {
+			if isNil && t != TypePresetChosen && t != TypeCheckpointRecorded && t != TypeDeferredEvicted {
 				ok = false // name is required: nil is "missing"
 			}
 		case string(k) == "registry_version" && t == TypeCheckpointRecorded:
 			bit = seenStr2
 			p.str2, _, ok = r.strOrNil()
-		case string(k) == "names" && (t == TypeToolsPicked || t == TypeDeferredLoaded),
+		case string(k) == "names" && (t == TypeToolsPicked || t == TypeDeferredLoaded || t == TypeDeferredEvicted),
 			string(k) == "loaded_deferred_tools" && t == TypeCheckpointRecorded:
 			bit = seenNames
 			p.names, ok = r.strs()
 		case t == TypeTurnStarted && string(k) != "turn":
 			// A recorded request (R31): the generic decoder reads it.
 			return false
-		case string(k) == "turn" && (t == TypeDeferredLoaded || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
+		case string(k) == "turn" && (t == TypeDeferredLoaded || t == TypeDeferredEvicted || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
 			bit = seenTurn
 			p.turn, ok = r.uintOrNil()
 		case string(k) == "contract" && t == TypeCheckpointRecorded:

@@ -39,6 +39,10 @@ func genNames(t *rapid.T, label string) []string {
 	return rapid.SliceOfN(genName, 1, 8).Draw(t, label)
 }
 
+func genNonEmptyNames(t *rapid.T, label string) []string {
+	return rapid.SliceOfN(genName, 1, 8).Draw(t, label)
+}
+
 func genPayload(t *rapid.T) Payload {
 	switch Types()[rapid.IntRange(0, len(allTypes)-1).Draw(t, "type")] {
 	case TypeToolsToggled:
@@ -62,6 +66,8 @@ func genPayload(t *rapid.T) Payload {
 		return TurnStarted{Turn: rapid.Uint64().Draw(t, "turn")}
 	case TypeTurnEnded:
 		return TurnEnded{Turn: rapid.Uint64().Draw(t, "turn")}
+	case TypeDeferredEvicted:
+		return DeferredEvicted{Names: genNonEmptyNames(t, "names"), Turn: rapid.Uint64().Draw(t, "turn"), Reason: genText.Draw(t, "reason")}
 	default:
 		c := CheckpointRecorded{
 			Loaded:          genNames(t, "loaded"),

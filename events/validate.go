@@ -173,6 +173,14 @@ func validatePayload(p Payload) error {
 		return nil
 	case DeferredLoaded:
 		return validateNames("names", v.Names)
+	case DeferredEvicted:
+		if len(v.Names) == 0 {
+			return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)
+		}
+		if err := validateNames("names", v.Names); err != nil {
+			return err
+		}
+		return validateText("reason", v.Reason)
 	case CheckpointRecorded:
 		if err := validateNames("loaded_deferred_tools", v.Loaded); err != nil {
 			return err

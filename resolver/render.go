@@ -33,6 +33,19 @@ func renderSize(tools []Tool, perTool int) int {
 // {"max_uses":5,"name":"web_search","type":"web_search_20250305"}, with the
 // cache breakpoint appended when it is last.
 func RenderAnthropic(tools []Tool) []byte {
+	return RenderAnthropicFrozen(tools, len(tools))
+}
+
+// RenderAnthropicFrozen is RenderAnthropic with the cache breakpoint on
+// tool frozen-1 instead of the last tool (#26: the engine-side mode keeps
+// the breakpoint on the turn's frozen array, so that tools appended by a
+// discovery change no byte before them). frozen outside 1..len(tools)
+// puts it on the last tool.
+func RenderAnthropicFrozen(tools []Tool, frozen int) []byte {
+	bp := len(tools) - 1
+	if frozen >= 1 && frozen <= len(tools) {
+		bp = frozen - 1
+	}
 	b := make([]byte, 0, renderSize(tools, 96))
 	b = append(b, '[')
 	for i := range tools {
@@ -43,7 +56,7 @@ func RenderAnthropic(tools []Tool) []byte {
 		if native := t.Native.Anthropic; len(native) > 0 {
 			// The server tool object as the registry gives it (canonical),
 			// with the breakpoint added when it is last.
-			if i == len(tools)-1 {
+			if i == bp {
 				b = append(b, native[:len(native)-1]...)
 				b = append(b, `,"cache_control":{"type":"ephemeral"}}`...)
 			} else {
@@ -57,7 +70,7 @@ func RenderAnthropic(tools []Tool) []byte {
 		b = appendJSONString(b, t.Description)
 		b = append(b, `,"input_schema":`...)
 		b = append(b, schemaBytes(t)...)
-		if i == len(tools)-1 {
+		if i == bp {
 			b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
 		}
 		b = append(b, '}')

@@ -90,7 +90,8 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	// the log stores the loads.
 	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
 		st = now
-		sr, err := ot.turn.SearchExcluding(req.Search, now.Intent.Disabled)
+		// #26 item 5: a full loaded set loads what fits, never an error.
+		sr, err := ot.turn.SearchWithin(req.Search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

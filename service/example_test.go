@@ -41,9 +41,9 @@ func ExampleEngine() {
 		fmt.Println(err)
 		return
 	}
-	turn, _ := eng.BeginTurn(ctx, "s1", web, service.ResolveRequest{})
+	turn, _ := eng.BeginTurn(ctx, "s1", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	fmt.Println("turn", turn.Turn, "resident", len(turn.Provider), "deferred", turn.Catalog)
-	found, _ := eng.Discover(ctx, "s1", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	found, _ := eng.Discover(ctx, "s1", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	fmt.Println("loaded", found.Loaded, "now resident", len(found.View.Provider))
 	cp, _ := eng.EndTurn(ctx, "s1", web)
 	fmt.Println("checkpoint", cp.Record.Loaded)

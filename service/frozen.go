@@ -34,6 +34,7 @@ var ErrRegistryUnavailable = errors.New("registry version unavailable")
 type openTurn struct {
 	turn *deferral.Turn
 	res  *resolver.Resolution
+	reg  *resolver.Registry // that resolved res: the definitions of referenced tools res lacks
 	req  ResolveRequest
 	seq  uint64 // stream sequence of the turn's TurnStarted
 
@@ -41,6 +42,7 @@ type openTurn struct {
 	mu      sync.Mutex
 	applied uint64                 // last session sequence folded into turn
 	native  map[string]*nativeView // per native provider: constant for the turn
+	evicted bool                   // a DeferredEvicted preceded the turn's TurnStarted (#26 item 5)
 }
 
 // turnState is the engine's bounded memory of turns, dispatches and
@@ -270,6 +272,10 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 		return nil, fmt.Errorf("session %q: turn %d has no TurnStarted in the log up to %d", st.Session, st.Turn, st.LastSeq)
 	}
 	ts := recs[start].Envelope.Payload.(events.TurnStarted)
+	evicted := false
+	if pre, err := e.log.ReadSession(ctx, st.Session, recs[start].Seq-1, recs[start].Seq-1); err == nil && len(pre) == 1 && pre[0].Err == nil {
+		_, evicted = pre[0].Envelope.Payload.(events.DeferredEvicted)
+	}
 	res, reg, req, err := e.replayTurn(ctx, ts, st)
 	if err != nil {
 		return nil, err
@@ -281,7 +287,7 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 			initial = append(initial, n)
 		}
 	}
-	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, initial, deferral.IndexFor(reg)), res: res, req: req, seq: recs[start].Seq, applied: st.LastSeq}
+	ot := &openTurn{turn: deferral.FreezeIndexed(st.Turn, res, initial, deferral.IndexFor(reg)), res: res, reg: reg, req: req, seq: recs[start].Seq, applied: st.LastSeq, evicted: evicted}
 	load(ot.turn, discovered)
 	return ot, nil
 }

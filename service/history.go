@@ -69,7 +69,7 @@ type HistoryEntry struct {
 	Loaded []string `json:"loaded"`
 	// PrefixHash is the sha256 of the rendered provider array;
 	// PrefixChanged says whether it differs from before the event, and
-	// Cause why: "intent", "discovery", "checkpoint", "resume", "turn" or
+	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume", "turn" or
 	// "registry" (another registry version was in force, or the checkpoint
 	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
@@ -435,6 +435,8 @@ func causeOf(r jetstream.Record) string {
 	switch r.Envelope.Payload.(type) {
 	case events.DeferredLoaded:
 		return "discovery"
+	case events.DeferredEvicted:
+		return "evict"
 	case events.CheckpointRecorded:
 		return "checkpoint"
 	case events.TurnStarted, events.TurnEnded:
@@ -452,7 +454,7 @@ func names(tools []resolver.Tool) []string {
 }
 
 func prefixOf(s deferral.Split) string {
-	sum := sha256.Sum256(resolver.RenderAnthropic(s.Provider))
+	sum := sha256.Sum256(resolver.RenderAnthropicFrozen(s.Provider, s.Frozen))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -483,6 +485,10 @@ type ExplainResult struct {
 	Event *EventRef `json:"event,omitempty"`
 	// RegistryVersion is the registry the explanation used.
 	RegistryVersion string `json:"registry_version"`
+	// Evicted is the DeferredEvicted that unloaded the tool at a turn
+	// boundary (prefix-change cause "evict", #26 item 5) when no load
+	// since has loaded it again; nil otherwise. tool_search loads it again.
+	Evicted *EventRef `json:"evicted,omitempty"`
 	// Seq is the session sequence explained.
 	Seq uint64 `json:"seq"`
 }
@@ -538,13 +544,24 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		reg = regs.at(ctx, recs[len(recs)-1].Time)
 	}
 	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
-	var last *EventRef
+	var last, evicted *EventRef
 	for i, r := range recs {
 		if blame.Apply(evs[i]) {
 			ref := refOf(r)
 			last = &ref
 		}
+		switch p := r.Envelope.Payload.(type) {
+		case events.DeferredEvicted:
+			if slices.Contains(p.Names, tool) && r.Err == nil {
+				ref := refOf(r)
+				evicted = &ref
+			}
+		case events.DeferredLoaded:
+			if slices.Contains(p.Names, tool) {
+				evicted = nil
+			}
+		}
 	}
 	bst := blame.State()
-	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Seq: bst.LastSeq}, nil
+	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil
 }

@@ -47,22 +47,22 @@ func TestProvidersRenderThroughTheirRow(t *testing.T) {
 				t.Fatalf("%q: %s not in the registry", p, n)
 			}
 			tool.Deferred = false
-			if p != "" && strings.HasSuffix(p, "native") || p == service.ProviderAnthropicServer {
+			if row, _ := deferral.LookupProvider(p); row.Native {
 				tool.Deferred = slices.Contains(begun.Catalog, n)
 			}
 			tools = append(tools, tool)
 		}
 		var want []byte
 		switch p {
-		case "", service.ProviderAnthropic:
+		case service.ProviderAnthropicEngine:
 			want = resolver.RenderAnthropic(tools)
-		case service.ProviderOpenAI:
+		case service.ProviderOpenAIEngine:
 			want = resolver.RenderOpenAI(tools)
-		case service.ProviderAnthropicNative:
+		case "", service.ProviderAnthropic, service.ProviderAnthropicNative: // #26 item 2: native by default
 			want = resolver.RenderAnthropicNative(tools, "")
 		case service.ProviderAnthropicServer:
 			want = resolver.RenderAnthropicNative(tools, resolver.AnthropicSearchBM25)
-		case service.ProviderOpenAINative:
+		case service.ProviderOpenAI, service.ProviderOpenAINative:
 			want = nil // namespaces needed: compared by form below
 		}
 		wantFor := p
@@ -80,7 +80,9 @@ func TestProvidersRenderThroughTheirRow(t *testing.T) {
 		}
 	}
 	for p, mark := range map[string]string{
-		service.ProviderAnthropic:       `"tools"`,
+		service.ProviderAnthropicEngine: `"tools"`,
+		service.ProviderAnthropic:       `tool_reference`,
+		service.ProviderOpenAI:          `tool_search_output`,
 		service.ProviderAnthropicNative: `tool_reference`,
 		service.ProviderOpenAINative:    `tool_search_output`,
 	} {

@@ -26,7 +26,7 @@ func TestSearchNeverLoadsDisabledTool(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	begun, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{})
+	begun, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestSearchNeverLoadsDisabledTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sr := range []deferral.SearchRequest{{Names: []string{"send_message"}}, {Query: "send a message"}, {Regex: "^send_message$"}} {
-		d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Search: sr})
+		d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: sr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestSearchNeverLoadsDisabledTool(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.ToolEnabled{Name: "send_message"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	if err != nil || !slices.Equal(d.Loaded, []string{"send_message"}) {
 		t.Errorf("after enabling: loaded %v, %v; want send_message", d.Loaded, err)
 	}
@@ -87,10 +87,10 @@ func TestQueryLoadsOnlyConfidentMatches(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Search: deferral.SearchRequest{Query: "plan mode"}})
+	d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Query: "plan mode"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestQueryLoadsOnlyConfidentMatches(t *testing.T) {
 	if slices.Contains(st.Loaded, "memory_write") {
 		t.Errorf("the session loaded the weak match memory_write: %v", st.Loaded)
 	}
-	d, err = e.Discover(ctx, s, web, service.DiscoverRequest{Search: deferral.SearchRequest{Query: "memory", MaxResults: 1}})
+	d, err = e.Discover(ctx, s, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Query: "memory", MaxResults: 1}})
 	if err != nil || len(d.Loaded) != 1 {
 		t.Errorf("query 'memory' with max_results 1 loaded %v, %v; want one tool", d.Loaded, err)
 	}

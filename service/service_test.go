@@ -70,7 +70,7 @@ var web = service.Origin{Channel: "web", Actor: "alice"}
 func TestApplyAndResolve(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
-	v, err := e.Resolve(ctx, "s1", service.ResolveRequest{})
+	v, err := e.Resolve(ctx, "s1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestApplyAndResolve(t *testing.T) {
 	if res.First != 1 || res.Last != 3 {
 		t.Fatalf("append result %+v, want seqs 1..3", res)
 	}
-	v, err = e.Resolve(ctx, "s1", service.ResolveRequest{MinSeq: res.Last})
+	v, err = e.Resolve(ctx, "s1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine, MinSeq: res.Last})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestApplyAndResolve(t *testing.T) {
 		t.Fatalf("playwright_browser: provider %v catalog %v", v.Provider, v.Catalog)
 	}
 	// R9: the same intent renders the same bytes.
-	v2, _ := e.Resolve(ctx, "s1", service.ResolveRequest{MinSeq: res.Last})
+	v2, _ := e.Resolve(ctx, "s1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine, MinSeq: res.Last})
 	if string(v.Rendering) != string(v2.Rendering) || v.PrefixHash != v2.PrefixHash {
 		t.Fatal("two resolutions of one intent rendered different bytes")
 	}
@@ -196,14 +196,14 @@ func TestApplyConflictAndRetry(t *testing.T) {
 func TestTurnLifecycleAndResume(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
-	v, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{})
+	v, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.Turn != 1 || !v.Frozen || slices.Contains(v.Provider, "send_message") {
 		t.Fatalf("begin turn: %+v", v)
 	}
-	d, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	d, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 	if !slices.Contains(d.View.Provider, "send_message") || slices.Contains(d.View.Catalog, "send_message") {
 		t.Fatalf("after discovery provider %v catalog %v", d.View.Provider, d.View.Catalog)
 	}
-	disp, err := e.Dispatch(ctx, "s", "")
+	disp, err := e.Dispatch(ctx, "s", service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 	if !slices.Equal(cp.Record.Loaded, []string{"send_message"}) {
 		t.Fatalf("checkpoint loaded %v", cp.Record.Loaded)
 	}
-	r, err := e.Resume(ctx, "s", web, service.ResolveRequest{})
+	r, err := e.Resume(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 	}
 	// Change send_message's schema: resume must refuse and say why.
 	e.SetRegistry(changedRegistry(t, e.Registry(), "send_message"))
-	r, err = e.Resume(ctx, "s", web, service.ResolveRequest{})
+	r, err = e.Resume(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func changedRegistry(t *testing.T, reg *resolver.Registry, tool string) *resolve
 func TestUnknownProviderRefused(t *testing.T) {
 	e := newEngine(t)
 	ctx := context.Background()
-	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
+	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}, Provider: "gemini"}); !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "gemini") {
@@ -310,17 +310,17 @@ func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := e.History(ctx, "o1", service.Until{}, service.ResolveRequest{})
+	h, _, err := e.History(ctx, "o1", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil || len(h) != 1 || h[0].Actor != service.Anonymous || h[0].Channel != "web" || h[0].Error != "" {
 		t.Fatalf("history %+v, %v; want one applied event by web/%s", h, err, service.Anonymous)
 	}
 	if _, err := e.Apply(ctx, "o1", web, nil, events.DeferredLoaded{Names: []string{"send_message"}}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("load outside a turn: %v, want ErrInvalid", err)
 	}
-	if _, err := e.BeginTurn(ctx, "o1", web, service.ResolveRequest{}); err != nil {
+	if _, err := e.BeginTurn(ctx, "o1", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.Resolve(ctx, "o1", service.ResolveRequest{MinSeq: res.Last})
+	v, err := e.Resolve(ctx, "o1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine, MinSeq: res.Last})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,14 +364,14 @@ func TestHistoryAndExplainSkipRejected(t *testing.T) {
 	if _, err := e.Log().JetStream().PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	h, st, err := e.History(ctx, "x1", service.Until{}, service.ResolveRequest{})
+	h, st, err := e.History(ctx, "x1", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil || len(h) != 2 {
 		t.Fatalf("history %+v, %v", h, err)
 	}
 	if !h[1].Rejected || !strings.Contains(h[1].Error, "Nats-Msg-Id") || *h[1].Intent.Enabled || st.Rejected != 1 || st.Events != 1 {
 		t.Fatalf("history entry of the forged event: %+v (state %+v), want rejected and nothing changed", h[1], st)
 	}
-	ex, err := e.Explain(ctx, "x1", "bash", service.Until{}, service.ResolveRequest{})
+	ex, err := e.Explain(ctx, "x1", "bash", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,14 +396,14 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 	if res.Last != 6 {
 		t.Fatalf("appended up to seq %d; want 6", res.Last)
 	}
-	ws, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{Seq: 3}, service.ResolveRequest{})
+	ws, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{Seq: 3}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ws.Included || ws.Event == nil || ws.Event.Seq != 3 || ws.Event.Type != "WebSearchSet" {
 		t.Fatalf("web_search at seq 3: %+v event %+v; want out, blamed on seq 3 (WebSearchSet false)", ws.Explanation, ws.Event)
 	}
-	bash, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 5}, service.ResolveRequest{})
+	bash, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 5}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 		t.Fatalf("bash at seq 5: %+v event %+v; want in, blamed on seq 5 (ToolEnabled)", bash.Explanation, bash.Event)
 	}
 	// Now the research preset lists web_search: web_search=false leaves it in.
-	now, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{}, service.ResolveRequest{})
+	now, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 		t.Fatalf("web_search now: %+v event %+v; want in by preset:research, blamed on seq 6", now.Explanation, now.Event)
 	}
 	// A session without events: no event to blame.
-	none, err := e.Explain(ctx, "s2", "bash", service.Until{}, service.ResolveRequest{})
+	none, err := e.Explain(ctx, "s2", "bash", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil || none.Event != nil || !none.Included {
 		t.Fatalf("fresh session: %+v %v", none, err)
 	}
@@ -435,10 +435,10 @@ func TestR32ResumePerTool(t *testing.T) {
 	ctx := context.Background()
 	checkpointWith := func(names ...string) {
 		t.Helper()
-		if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {
+		if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: names}}); err != nil {
+		if _, err := e.Discover(ctx, "s", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: names}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.EndTurn(ctx, "s", web); err != nil {
@@ -447,7 +447,7 @@ func TestR32ResumePerTool(t *testing.T) {
 	}
 	resume := func(want ...string) service.ResumeResult {
 		t.Helper()
-		r, err := e.Resume(ctx, "s", web, service.ResolveRequest{})
+		r, err := e.Resume(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 		if err != nil {
 			t.Fatal(err)
 		}

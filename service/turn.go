@@ -21,27 +21,42 @@ import (
 // Providers the tools array can be rendered for, and how deferred tools
 // reach them (R30). Each is a row of deferral's provider table (name,
 // native or not, rendering, search output), which the engine reads; the
-// constants name the rows for callers:
+// constants name the rows for callers. A provider's own name means its
+// native deferral, the default (#26 item 2):
 //
-//   - anthropic, openai: the engine's catalog. The array holds the resident
-//     tools and the loaded ones; a discovered tool is appended after the
-//     frozen array (the cached prefix holds, the catalog text changes);
-//     tool_search's result is the full schemas as JSON.
-//   - anthropic-native, openai-native: provider-native deferral. The array
-//     holds every tool of the turn once, deferred ones with defer_loading,
-//     and never changes within a turn; tool_search's result is
-//     tool_reference blocks (Anthropic) or a tool_search_output item
-//     (OpenAI) that loads the tools into the context after the cached
-//     prefix.
+//   - anthropic (the default), anthropic-native: provider-native deferral.
+//     The array holds every tool of the turn once, deferred ones with
+//     defer_loading, and never changes within a turn; tool_search's
+//     result is tool_reference blocks that load the tools into the
+//     context after the cached prefix.
+//   - openai, openai-native: the same with OpenAI's tool_search: one
+//     namespace per server, deferred functions with defer_loading,
+//     tool_search's result a tool_search_output item.
 //   - anthropic-native-server: as anthropic-native, with Anthropic's server
 //     search tool (tool_search_tool_bm25_20251119) in place of the engine's
-//     tool_search; Anthropic runs the searches.
+//     tool_search; Anthropic runs the searches, the catalog names it.
+//   - anthropic-engine, openai-engine: the engine's catalog, for providers
+//     or backends without native deferral. The array holds the resident
+//     tools and the loaded ones; a discovered tool is appended after the
+//     frozen array (no byte before it changes, the cache breakpoint stays
+//     on the frozen array) and the catalog text is the turn's; the cost is
+//     one cache miss of the appended tools per discovery, and the loaded
+//     tools' schemas in every later request. tool_search's result is the
+//     full schemas as JSON. Before #26, "anthropic" and "openai" named
+//     these.
+//
+// Native renderings also keep every tool the session has loaded that the
+// turn's resolution lacks (disabled since, or no longer permitted),
+// deferred and marked not callable (#26 item 3); CallCheck says whether a
+// call may execute.
 const (
 	ProviderAnthropic       = "anthropic"
 	ProviderOpenAI          = "openai"
 	ProviderAnthropicNative = "anthropic-native"
 	ProviderAnthropicServer = "anthropic-native-server"
 	ProviderOpenAINative    = "openai-native"
+	ProviderAnthropicEngine = "anthropic-engine"
+	ProviderOpenAIEngine    = "openai-engine"
 )
 
 // Providers lists the provider values, in a fixed order: the rows of
@@ -54,8 +69,8 @@ type ResolveRequest struct {
 	Profile string `json:"profile,omitempty"`
 	// Override is a per-turn override (R4, R5); zero for none.
 	Override intent.Override `json:"-"`
-	// Provider selects the rendering: one of Providers ("anthropic" by
-	// default).
+	// Provider selects the rendering: one of Providers ("anthropic", its
+	// native deferral, by default).
 	Provider string `json:"provider,omitempty"`
 	// MinSeq asks for read-your-writes.
 	MinSeq uint64 `json:"min_seq,omitempty"`
@@ -116,8 +131,14 @@ type TurnView struct {
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
 
-	prefix deferral.Prefix // of Rendering, for the prompt-cache metrics
+	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
+	evicted bool            // the turn began with an eviction (#26 item 5)
 }
+
+// EvictBound is the reason of the DeferredEvicted a turn boundary appends
+// when the loaded set is over deferral.LoadedBound (#26 item 5); "evict"
+// is the cause of the prefix change it makes.
+const EvictBound = "bound"
 
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.
@@ -153,6 +174,16 @@ func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferr
 	return e.viewOf(st, res, split, provider, nil)
 }
 
+// referencedLookup finds the definitions of tools the session's history
+// references that res lacks (#26 item 3): in reg, the registry that
+// resolved res (the live one when nil).
+func (e *Engine) referencedLookup(reg *resolver.Registry) func(string) (resolver.Tool, bool) {
+	if reg == nil {
+		reg = e.Registry()
+	}
+	return reg.Tool
+}
+
 // viewOf builds a view; ot, when not nil, caches native renderings for the
 // turn.
 func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string, ot *openTurn) TurnView {
@@ -172,7 +203,11 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		v.Tools = append(v.Tools, t.Name)
 	}
 	if row.Native {
-		nv := nativeRender(res, row, ot)
+		var reg *resolver.Registry
+		if ot != nil {
+			reg = ot.reg
+		}
+		nv := nativeRender(res, row, ot, st.Referenced, e.referencedLookup(reg))
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
@@ -183,7 +218,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
-	v.Rendering = row.Render(split.Provider, res.Namespaces)
+	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
 	v.prefix = deferral.PrefixOf(v.Rendering)
@@ -192,7 +227,11 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 
 // nativeRender renders res for a native provider, once per turn when ot is
 // given: the array holds every tool and does not change within the turn.
-func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn) *nativeView {
+// The tools the session's history references (State.Referenced, every
+// tool it ever loaded) that res lacks stay defined, marked not callable
+// (deferral.WithReferenced, #26 item 3): a tool loaded in the turn is in
+// res, so the set is the turn's.
+func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, lookup func(string) (resolver.Tool, bool)) *nativeView {
 	if ot != nil {
 		ot.mu.Lock()
 		defer ot.mu.Unlock()
@@ -200,8 +239,8 @@ func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn)
 			return nv
 		}
 	}
-	nv := &nativeView{rendering: row.Render(res.Tools, res.Namespaces)}
-	nv.catalogText, nv.budget = deferral.NativeContext(row.Mode, res)
+	nv := &nativeView{rendering: row.Render(deferral.WithReferenced(res.Tools, referenced, lookup), res.Namespaces, 0)}
+	nv.catalogText, nv.budget = row.Context(res)
 	sum := sha256.Sum256(nv.rendering)
 	nv.hash = hex.EncodeToString(sum[:])
 	nv.prefix = deferral.PrefixOf(nv.rendering)
@@ -265,7 +304,7 @@ func (e *Engine) holdsTurn(session string) bool {
 // frozenView is the view of the open turn ot of st.
 func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) TurnView {
 	v := e.viewOf(st, ot.res, ot.turn.Request(), provider, ot)
-	v.Turn, v.Frozen, v.Loaded = ot.turn.Number(), true, ot.turn.Loaded()
+	v.Turn, v.Frozen, v.Loaded, v.evicted = ot.turn.Number(), true, ot.turn.Loaded(), ot.evicted
 	return v
 }
 
@@ -297,6 +336,12 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if st.InTurn {
 			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 		}
+		// #26 item 5: the loaded set is bounded by evicting, at the turn
+		// boundary, the tools loaded longest ago (an event in the log).
+		evicted := deferral.Evict(st.InLoadOrder(), deferral.LoadedBound)
+		if len(evicted) > 0 {
+			cmds = append(cmds, events.DeferredEvicted{Names: evicted, Turn: st.Turn, Reason: EvictBound})
+		}
 		cmds = append(cmds, turnStarted(st.Turn+1, st, req, res))
 		expected := st.LastSeq
 		out, err := e.Apply(ctx, session, origin, &expected, cmds...)
@@ -307,13 +352,13 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			return TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
-		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with
 		st = out.State
+		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with, less what was evicted
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
-		ot := &openTurn{turn: turn, res: res, req: req, seq: st.TurnSeq, applied: out.Last}
+		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last, evicted: len(evicted) > 0}
 		e.ts.turns.put(session, ot)
 		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
-		v.Turn, v.Frozen, v.NoEvents = st.Turn, true, fresh
+		v.Turn, v.Frozen, v.NoEvents, v.evicted = st.Turn, true, fresh, ot.evicted
 		return v, nil
 	}
 }
@@ -386,6 +431,8 @@ func (e *Engine) markDispatch(v TurnView) {
 		cause = "intent"
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
+	case prev.turn != v.Turn && v.evicted:
+		cause = "evict" // #26 item 5
 	case prev.turn != v.Turn:
 		cause = "turn"
 	}

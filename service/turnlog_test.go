@@ -77,7 +77,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	regA := pushedRegistry(t, "test-a.1", "extra_a")
 	a, _ := engineAt(t, url, regA, true)
 	b, _ := engineAt(t, url, resolver.Default(), false)
-	req := service.ResolveRequest{Profile: "coder", Override: intent.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
+	req := service.ResolveRequest{Provider: service.ProviderAnthropicEngine, Profile: "coder", Override: intent.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := a.BeginTurn(ctx, "s1", web, req)
 	if err != nil {
 		t.Fatal(err)
@@ -85,19 +85,19 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	if slices.Contains(begun.Tools, "bash") || !slices.Contains(begun.Catalog, "enter_plan_mode") || begun.RegistryVersion != "test-a.1" {
 		t.Fatalf("begun turn: tools %v catalog %v registry %s; want the coder profile without bash, against test-a.1", begun.Tools, begun.Catalog, begun.RegistryVersion)
 	}
-	dA, err := a.Dispatch(ctx, "s1", "")
+	dA, err := a.Dispatch(ctx, "s1", service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameView(t, "A's dispatch", dA, begun)
 
 	// Engine B: dispatch, search, dispatch, end.
-	dB, err := b.Dispatch(ctx, "s1", "")
+	dB, err := b.Dispatch(ctx, "s1", service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameView(t, "B's first dispatch", dB, dA)
-	found, err := b.Discover(ctx, "s1", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"enter_plan_mode"}}})
+	found, err := b.Discover(ctx, "s1", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"enter_plan_mode"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	if got := deferral.PrefixOf(dA.Rendering).Compare(found.View.Rendering); got != deferral.PrefixExtended {
 		t.Fatalf("the discovery's array against the turn's: %v, want extended (R30)", got)
 	}
-	dB2, err := b.Dispatch(ctx, "s1", "")
+	dB2, err := b.Dispatch(ctx, "s1", service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	// A (had it survived) and a fresh engine serve the same, discovery included.
 	c, _ := engineAt(t, url, resolver.Default(), false)
 	for name, e := range map[string]*service.Engine{"A": a, "C": c} {
-		v, err := e.Dispatch(ctx, "s1", "")
+		v, err := e.Dispatch(ctx, "s1", service.ProviderAnthropicEngine)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 						return
 					default:
 					}
-					v, err := engines[i%2].Dispatch(ctx, session, "")
+					v, err := engines[i%2].Dispatch(ctx, session, service.ProviderAnthropicEngine)
 					if err != nil {
 						continue // no turn open yet
 					}
@@ -219,7 +219,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 			}()
 			defer func() { close(stop); side.Wait() }()
 			for turn := 0; turn < 4; turn++ {
-				begun, err := pick().BeginTurn(ctx, session, web, service.ResolveRequest{})
+				begun, err := pick().BeginTurn(ctx, session, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 				if err != nil {
 					t.Error(err)
 					return
@@ -230,7 +230,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 					e := pick()
 					if rng.IntN(2) == 0 {
 						name := deferred[rng.IntN(len(deferred))]
-						r, err := e.Discover(ctx, session, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}})
+						r, err := e.Discover(ctx, session, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{name}}})
 						if err != nil {
 							t.Error(err)
 							return
@@ -240,7 +240,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 						}
 						continue
 					}
-					v, err := e.Dispatch(ctx, session, "")
+					v, err := e.Dispatch(ctx, session, service.ProviderAnthropicEngine)
 					if err != nil {
 						t.Error(err)
 						return
@@ -249,7 +249,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 						return
 					}
 					// The other engine serves the same bytes.
-					w, err := engines[0].Dispatch(ctx, session, "")
+					w, err := engines[0].Dispatch(ctx, session, service.ProviderAnthropicEngine)
 					if err == nil && w.Seq == v.Seq && w.PrefixHash != v.PrefixHash {
 						t.Errorf("%s: the engines' dispatches at seq %d differ", session, v.Seq)
 					}
@@ -286,10 +286,10 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 	if err := a.RecordRegistry(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{}); err != nil {
+	if _, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	found, err := a.Discover(ctx, "audit", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	found, err := a.Discover(ctx, "audit", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 	if err := a.RecordRegistry(ctx); err != nil {
 		t.Fatal(err)
 	}
-	turn2, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{})
+	turn2, err := a.BeginTurn(ctx, "audit", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 	}
 	fresh, _ := engineAt(t, url, pushed, false)
 	for name, e := range map[string]*service.Engine{"serving engine": a, "fresh engine": fresh} {
-		hist, _, err := e.History(ctx, "audit", service.Until{}, service.ResolveRequest{})
+		hist, _, err := e.History(ctx, "audit", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +345,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 		if !sawSearch {
 			t.Fatalf("%s: history shows no search in turn 1", name)
 		}
-		ex, err := e.Explain(ctx, "audit", "pushed_tool", service.Until{Seq: end1.Seq - 2}, service.ResolveRequest{})
+		ex, err := e.Explain(ctx, "audit", "pushed_tool", service.Until{Seq: end1.Seq - 2}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 		if err != nil {
 			t.Fatal(err)
 		}

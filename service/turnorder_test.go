@@ -75,7 +75,8 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		native := provider != service.ProviderAnthropic && provider != service.ProviderOpenAI
+		row, _ := deferral.LookupProvider(provider)
+		native := row.Native
 		if !native && !slices.Equal(last.Provider[len(last.Provider)-3:], order) {
 			t.Fatalf("%s: the turn's array ends %v, want %v (discovery order)", provider, last.Provider, order)
 		}
@@ -122,11 +123,11 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		if !slices.Equal(st.LoadOrder, order) || !slices.Equal(st.Loaded, slices.Sorted(slices.Values(order))) {
 			t.Errorf("%s: the log folds to load order %v (loaded %v), want %v", provider, st.LoadOrder, st.Loaded, order)
 		}
-		if provider == service.ProviderAnthropic {
+		if provider == service.ProviderAnthropicEngine {
 			// A replay of the log (history) renders the same arrays: no
 			// prefix change at the turn boundary, and the last entry's
 			// array is the dispatched one.
-			hist, _, err := a.History(ctx, session, service.Until{}, service.ResolveRequest{})
+			hist, _, err := a.History(ctx, session, service.Until{}, service.ResolveRequest{Provider: provider})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,10 +158,10 @@ func TestTurnBoundaryCountsIntentChange(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := e.Dispatch(ctx, s, "")
+	first, err := e.Dispatch(ctx, s, service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +171,10 @@ func TestTurnBoundaryCountsIntentChange(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := e.Dispatch(ctx, s, "")
+	next, err := e.Dispatch(ctx, s, service.ProviderAnthropicEngine)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,103 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
+)
+
+// #26 item 3: a native rendering never drops a tool the session's history
+// references: loaded with a tool_reference, then disabled, it stays
+// defined (deferred, marked not callable) in the next turn, and the call
+// check refuses it.
+func TestNativeKeepsReferencedTool(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	const s = "history-safe"
+	for _, p := range []string{service.ProviderAnthropic, service.ProviderOpenAI} {
+		sess := s + "-" + p
+		if _, err := e.BeginTurn(ctx, sess, web, service.ResolveRequest{Provider: p}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.Discover(ctx, sess, web, service.DiscoverRequest{Provider: p, CallID: "c1", Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+		if err != nil || len(d.Loaded) != 1 {
+			t.Fatalf("%s: discover: %+v, %v", p, d.Loaded, err)
+		}
+		if _, err := e.EndTurn(ctx, sess, web); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Apply(ctx, sess, web, nil, events.ToolDisabled{Name: "send_message"}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := e.BeginTurn(ctx, sess, web, service.ResolveRequest{Provider: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(v.Rendering, []byte(`"send_message"`)) || !bytes.Contains(v.Rendering, []byte(deferral.UnavailableNote)) {
+			t.Errorf("%s: the next turn's array dropped send_message, or does not mark it not callable", p)
+		}
+		again, err := e.Dispatch(ctx, sess, p)
+		if err != nil || !bytes.Equal(again.Rendering, v.Rendering) {
+			t.Errorf("%s: a dispatch of the turn renders otherwise: %v", p, err)
+		}
+		c, err := e.CallCheck(ctx, sess, "send_message")
+		if err != nil || c.Callable || c.Reason != service.CallDisabled {
+			t.Errorf("%s: call check of the disabled tool: %+v, %v", p, c, err)
+		}
+		// The end of that turn checkpoints a loaded set without it; the
+		// history still references it, so the next turn keeps it too.
+		if _, err := e.EndTurn(ctx, sess, web); err != nil {
+			t.Fatal(err)
+		}
+		v3, err := e.BeginTurn(ctx, sess, web, service.ResolveRequest{Provider: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(v3.Rendering, v.Rendering) {
+			t.Errorf("%s: the turn after the checkpoint renders otherwise (dropped send_message?)", p)
+		}
+	}
+}
+
+// #26 item 3: the call check answers callable with the turn's resolved
+// tool and its permission, and otherwise says why: disabled (also mid-
+// turn, for a tool the turn froze), not in the turn, unknown; outside a
+// turn it is ErrNoTurn.
+func TestCallCheck(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	const s = "call-check"
+	if _, err := e.CallCheck(ctx, s, "read_file"); !errors.Is(err, service.ErrNoTurn) {
+		t.Fatalf("outside a turn: %v, want ErrNoTurn", err)
+	}
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.CallCheck(ctx, s, "bash")
+	if err != nil || !c.Callable || c.Reason != service.CallCallable || c.Tool == nil || c.Tool.Name != "bash" || c.Permission == "" || c.Permission != c.Tool.Permission || c.Turn != 1 {
+		t.Fatalf("bash: %+v, %v", c, err)
+	}
+	if c, err = e.CallCheck(ctx, s, "send_message"); err != nil || !c.Callable || !c.Deferred || c.Loaded {
+		t.Errorf("a deferred tool not loaded by the engine stays callable (a provider's own search may load it): %+v, %v", c, err)
+	}
+	if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.CallCheck(ctx, s, "bash"); err != nil || c.Callable || c.Reason != service.CallDisabled || c.Tool == nil {
+		t.Errorf("bash disabled mid-turn: %+v, %v", c, err)
+	}
+	if c, err = e.CallCheck(ctx, s, "memory_read"); err != nil || c.Callable || c.Reason != service.CallNotInTurn || c.Tool != nil {
+		t.Errorf("memory_read (not in the default set): %+v, %v", c, err)
+	}
+	if c, err = e.CallCheck(ctx, s, "no_such_tool"); err != nil || c.Callable || c.Reason != service.CallUnknown {
+		t.Errorf("an unknown tool: %+v, %v", c, err)
+	}
+	if _, err := e.CallCheck(ctx, s, ""); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("an empty name: %v, want ErrInvalid", err)
+	}
+}
