@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -23,11 +24,11 @@ func TestToolSearchForms(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s}); err != nil {
+		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
 			t.Fatal(err)
 		}
 		// All names unknown: 200, not found, nothing loaded.
-		r, err := c.ToolSearch(ctx, s, "", json.RawMessage(`{"names":["ghost","Not A Tool"]}`))
+		r, err := c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(`{"names":["ghost","Not A Tool"]}`))
 		if err != nil {
 			t.Fatalf("unknown names: %v, want a soft result", err)
 		}
@@ -35,11 +36,11 @@ func TestToolSearchForms(t *testing.T) {
 			t.Fatalf("unknown names: %+v", r)
 		}
 		// Empty input: 200 with a note.
-		if r, err = c.ToolSearch(ctx, s, "", json.RawMessage(`{}`)); err != nil || r.Note == "" || len(r.Tools) != 0 {
+		if r, err = c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(`{}`)); err != nil || r.Note == "" || len(r.Tools) != 0 {
 			t.Fatalf("empty input: %+v, %v", r, err)
 		}
 		// A keyword query loads the best match and the view appends it.
-		r, err = c.ToolSearch(ctx, s, "", json.RawMessage(`{"query":"take a screenshot of the web page","max_results":1}`))
+		r, err = c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(`{"query":"take a screenshot of the web page","max_results":1}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,10 +59,10 @@ func TestToolSearchForms(t *testing.T) {
 			t.Fatalf("output %s: %v", r.Output, err)
 		}
 		// A regex, and a regex that does not compile (soft).
-		if r, err = c.ToolSearch(ctx, s, "", json.RawMessage(`{"regex":"^send_"}`)); err != nil || !slices.Equal(r.Loaded, []string{"send_message"}) {
+		if r, err = c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(`{"regex":"^send_"}`)); err != nil || !slices.Equal(r.Loaded, []string{"send_message"}) {
 			t.Fatalf("regex: %+v, %v", r, err)
 		}
-		if r, err = c.ToolSearch(ctx, s, "", json.RawMessage(`{"regex":"(unclosed"}`)); err != nil || !strings.Contains(r.Note, "regex") {
+		if r, err = c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(`{"regex":"(unclosed"}`)); err != nil || !strings.Contains(r.Note, "regex") {
 			t.Fatalf("bad regex: %+v, %v", r, err)
 		}
 		// Outside the schema: 400 naming the field.
@@ -76,7 +77,7 @@ func TestToolSearchForms(t *testing.T) {
 			`{"names":["","a"]}`:   "names[0]",
 			`{"regex":"a","q":""}`: `"q"`,
 		} {
-			_, err := c.ToolSearch(ctx, s, "", json.RawMessage(raw))
+			_, err := c.ToolSearch(ctx, s, service.ProviderAnthropicEngine, json.RawMessage(raw))
 			ae := asAPIError(t, err, http.StatusBadRequest, CodeInvalid)
 			if !strings.Contains(ae.Message, want) {
 				t.Errorf("input %s: message %q does not name %s", raw, ae.Message, want)

@@ -121,6 +121,7 @@ var commandRows = []commandRow{
 	{zero: ToolEnabled{}},
 	{zero: ToolsPicked{}},
 	{zero: DeferredLoaded{}},
+	{zero: DeferredEvicted{}, optional: []string{"reason"}},
 	{zero: TurnStarted{}},
 	{zero: TurnEnded{}},
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},

@@ -20,6 +20,7 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 		TypeToolEnabled:    {{Name: "name", Kind: FieldString, Required: true}},
 		TypeToolsPicked:    {{Name: "names", Kind: FieldNames, Required: true}},
 		TypeDeferredLoaded: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
+		TypeDeferredEvicted: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "reason", Kind: FieldString}},
 		TypeTurnStarted: {{Name: "turn", Kind: FieldUint}, {Name: "intent", Kind: FieldIntent}, {Name: "profile", Kind: FieldString},
 			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}},
 		TypeTurnEnded: {{Name: "turn", Kind: FieldUint}},

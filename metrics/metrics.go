@@ -101,7 +101,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.requests, m.latency, buildInfo())
 	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.rejected, m.lagEvents, m.lagSeconds,
 		m.folded, m.resolve, m.prefixChange, m.prefixExtend, m.catalogChange, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, c := range []string{"intent", "registry", "discovery", "turn"} {
+	for _, c := range []string{"intent", "registry", "discovery", "turn", "evict"} {
 		m.prefixChange.WithLabelValues(c)
 		m.prefixExtend.WithLabelValues(c)
 		m.catalogChange.WithLabelValues(c)

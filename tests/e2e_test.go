@@ -257,7 +257,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		"tool_search", "todo_write", "ask_user", "spawn_agent", "web_fetch", "notebook_edit", "diagnostics", "list_sessions", "web_search"}
 	wantCatalog := []string{"playwright_browser", "enter_plan_mode", "exit_plan_mode", "send_message"}
 
-	for _, provider := range []string{"anthropic", "openai"} {
+	for _, provider := range []string{"anthropic-engine", "openai-engine"} {
 		t.Run(provider, func(t *testing.T) {
 			var ref service.TurnView
 			var refRendering []byte

@@ -119,7 +119,7 @@ func TestInspectorPage(t *testing.T) {
 	must("intent", err)
 	hist, err := c.History(ctx, api.HistoryRequest{Session: sid})
 	must("history", err)
-	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid})
+	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid, Provider: "anthropic-engine"})
 	must("resolve", err)
 	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end, checkpoint
 	if nEvents != 7 {

@@ -26,15 +26,15 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 	if _, err := ca.Append(ctx, "c1", nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1"}); err != nil {
+	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"memory_read", "send_message"} {
-		if d, err := ca.Discover(ctx, "c1", "", name); err != nil || !slices.Equal(d.Loaded, []string{name}) {
+		if d, err := ca.Discover(ctx, "c1", "anthropic-engine", name); err != nil || !slices.Equal(d.Loaded, []string{name}) {
 			t.Fatalf("discover %s: %v, %v", name, d.Loaded, err)
 		}
 	}
-	last, err := ca.Dispatch(ctx, "c1", "")
+	last, err := ca.Dispatch(ctx, "c1", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,17 +44,17 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 	if _, err := ca.EndTurn(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1"}); err != nil {
+	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := ca.Dispatch(ctx, "c1", "")
+	next, err := ca.Dispatch(ctx, "c1", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if next.PrefixHash != last.PrefixHash || !bytes.Equal(next.Rendering, last.Rendering) {
 		t.Errorf("turn 2 begins with %v (prefix %.12s), turn 1 ended with %v (prefix %.12s)", next.Provider, next.PrefixHash, last.Provider, last.PrefixHash)
 	}
-	other, err := cb.Dispatch(ctx, "c1", "")
+	other, err := cb.Dispatch(ctx, "c1", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,20 +79,20 @@ func TestSearchLoadsBinary(t *testing.T) {
 	if _, err := c.Append(ctx, "c4", nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c4"}); err != nil {
+	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c4", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Append(ctx, "c4", nil, events.ToolDisabled{Name: "send_message"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Discover(ctx, "c4", "", "send_message")
+	d, err := c.Discover(ctx, "c4", "anthropic-engine", "send_message")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(d.Loaded) != 0 || slices.Contains(d.View.Provider, "send_message") || !slices.Equal(d.NotFound, []string{"send_message"}) {
 		t.Errorf("search of the disabled send_message: loaded %v, not found %v, provider %v", d.Loaded, d.NotFound, d.View.Provider)
 	}
-	d, err = c.ToolSearch(ctx, "c4", "", json.RawMessage(`{"query":"plan mode"}`))
+	d, err = c.ToolSearch(ctx, "c4", "anthropic-engine", json.RawMessage(`{"query":"plan mode"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,7 +281,10 @@ type Explanation struct {
 	Detail          string    `json:"detail"`
 	Event           *EventRef `json:"event,omitempty"`
 	RegistryVersion string    `json:"registry_version"`
-	Seq             uint64    `json:"seq"`
+	// Evicted is the DeferredEvicted that unloaded the tool at a turn
+	// boundary, when no load since has loaded it again.
+	Evicted *EventRef `json:"evicted,omitempty"`
+	Seq     uint64    `json:"seq"`
 }
 
 // DiscoverReply is the outcome of a tool_search call: Output is the tool

@@ -18,7 +18,7 @@ type resolveCmd struct {
 	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the request."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
 	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
 }
 
@@ -78,7 +78,7 @@ type turnBeginCmd struct {
 	overrideFlag
 	Session  string `arg:"" help:"Session id."`
 	Profile  string `name:"profile" help:"Agent profile of the turn."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
 }
 
 func (c *turnBeginCmd) Run(ctx context.Context) error {
@@ -108,7 +108,7 @@ type turnSearchCmd struct {
 	Regex      string   `name:"regex" help:"Regular expression (RE2, case-insensitive) over deferred tools' names, descriptions and parameters."`
 	MaxResults int      `name:"max-results" help:"At most this many tools from --query and --regex (1-20; default 5)."`
 	Input      string   `name:"input" help:"The model's tool_search input object as JSON, sent as is (instead of names and flags)."`
-	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
+	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
 }
 
 func (c *turnSearchCmd) Run(ctx context.Context) error {
@@ -160,7 +160,7 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 type turnDispatchCmd struct {
 	clientFlags
 	Session  string `arg:"" help:"Session id."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native" help:"Rendering: ${enum} (the -native ones use provider-native deferral)."`
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
 }
 
 func (c *turnDispatchCmd) Run(ctx context.Context) error {

@@ -243,12 +243,12 @@ async function load() {
     // for its token estimate (see pastBudget).
     let view, budget;
     if (!until) {
-      view = await getJSON("/sessions/" + s + "/resolve");
+      view = await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine");
       budget = Object.assign({ exact: true }, view.budget);
     } else if (point) {
       const [v, a, b] = await Promise.all([point.tools, point.provider, point.catalog].map((names) =>
-        names.length ? getJSON("/sessions/" + s + "/resolve?override=" + enc(JSON.stringify({ kind: "names", names }))) : null));
-      view = v || await getJSON("/sessions/" + s + "/resolve?override=" + enc(JSON.stringify({ kind: "empty" })));
+        names.length ? getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine&override=" + enc(JSON.stringify({ kind: "names", names }))) : null));
+      view = v || await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine&override=" + enc(JSON.stringify({ kind: "empty" })));
       budget = pastBudget(point, a, b);
     }
     await budgetOnce();
