@@ -13,13 +13,13 @@ import (
 func TestCommandFieldsFromPayloads(t *testing.T) {
 	type f = CommandField
 	want := map[Type][]f{
-		TypeToolsToggled:   {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
-		TypeWebSearchSet:   {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
-		TypePresetChosen:   {{Name: "preset", Kind: FieldNullableString, Required: true}},
-		TypeToolDisabled:   {{Name: "name", Kind: FieldString, Required: true}},
-		TypeToolEnabled:    {{Name: "name", Kind: FieldString, Required: true}},
-		TypeToolsPicked:    {{Name: "names", Kind: FieldNames, Required: true}},
-		TypeDeferredLoaded: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
+		TypeToolsToggled:    {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
+		TypeWebSearchSet:    {{Name: "enabled", Kind: FieldNullableBool, Required: true}},
+		TypePresetChosen:    {{Name: "preset", Kind: FieldNullableString, Required: true}},
+		TypeToolDisabled:    {{Name: "name", Kind: FieldString, Required: true}},
+		TypeToolEnabled:     {{Name: "name", Kind: FieldString, Required: true}},
+		TypeToolsPicked:     {{Name: "names", Kind: FieldNames, Required: true}},
+		TypeDeferredLoaded:  {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
 		TypeDeferredEvicted: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "reason", Kind: FieldString}},
 		TypeTurnStarted: {{Name: "turn", Kind: FieldUint}, {Name: "intent", Kind: FieldIntent}, {Name: "profile", Kind: FieldString},
 			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}},
