@@ -99,7 +99,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 		if len(sr.Loaded) > 0 {
 			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
 			if err != nil {
-				e.ts.turns.remove(session) // the turn loaded what the log may not hold
+				e.ts.turns.Remove(session) // the turn loaded what the log may not hold
 				return err
 			}
 			st = res.State

@@ -11,6 +11,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -48,16 +49,16 @@ type openTurn struct {
 // turnState is the engine's bounded memory of turns, dispatches and
 // registries.
 type turnState struct {
-	turns    *lru[string, *openTurn]
-	last     *lru[string, dispatchMark]
-	regs     *lru[string, []*resolver.Registry] // registries by version
+	turns    *lru.Cache[string, *openTurn]
+	last     *lru.Cache[string, dispatchMark]
+	regs     *lru.Cache[string, []*resolver.Registry] // registries by version
 	hist     RegistryHistory
 	histMu   sync.RWMutex
 	recorded sync.Map // *resolver.Registry → struct{}: stored in the history
 }
 
 func newTurnState(size int) turnState {
-	return turnState{turns: newLRU[string, *openTurn](size), last: newLRU[string, dispatchMark](size), regs: newLRU[string, []*resolver.Registry](16)}
+	return turnState{turns: lru.New[string, *openTurn](size), last: lru.New[string, dispatchMark](size), regs: lru.New[string, []*resolver.Registry](16)}
 }
 
 // RegistryHistory keeps the registry versions engines served, by version
@@ -93,7 +94,7 @@ func (e *Engine) history() RegistryHistory {
 
 // keepRegistry remembers a registry this engine served, by version.
 func (e *Engine) keepRegistry(reg *resolver.Registry) {
-	e.ts.regs.swap(reg.Version(), func(old []*resolver.Registry, _ bool) []*resolver.Registry {
+	e.ts.regs.Swap(reg.Version(), func(old []*resolver.Registry, _ bool) []*resolver.Registry {
 		if slices.Contains(old, reg) {
 			return old
 		}
@@ -132,7 +133,7 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 	if r := e.Registry(); ok(r) {
 		return r, nil
 	}
-	if rs, found := e.ts.regs.get(version); found {
+	if rs, found := e.ts.regs.Get(version); found {
 		for i := len(rs) - 1; i >= 0; i-- {
 			if ok(rs[i]) {
 				return rs[i], nil
@@ -237,7 +238,7 @@ func (e *Engine) latest(ctx context.Context, session string, minSeq uint64) (agg
 // when this engine does not hold it, and brought up to st.LastSeq: the
 // tools loaded since, by any engine, are loaded in it in log order.
 func (e *Engine) frozenTurn(ctx context.Context, st aggregate.State) (*openTurn, error) {
-	if ot, ok := e.ts.turns.get(st.Session); ok && ot.turn.Number() == st.Turn && (st.TurnSeq == 0 || ot.seq == st.TurnSeq) {
+	if ot, ok := e.ts.turns.Get(st.Session); ok && ot.turn.Number() == st.Turn && (st.TurnSeq == 0 || ot.seq == st.TurnSeq) {
 		if err := e.catchUp(ctx, ot, st); err != nil {
 			return nil, err
 		}
@@ -247,7 +248,7 @@ func (e *Engine) frozenTurn(ctx context.Context, st aggregate.State) (*openTurn,
 	if err != nil {
 		return nil, err
 	}
-	e.ts.turns.put(st.Session, ot)
+	e.ts.turns.Put(st.Session, ot)
 	return ot, nil
 }
 
@@ -357,7 +358,7 @@ func (e *Engine) settled(session string, ot *openTurn, first, last uint64) bool 
 		ot.applied = last
 		return true
 	}
-	e.ts.turns.remove(session)
+	e.ts.turns.Remove(session)
 	return false
 }
 
@@ -386,7 +387,7 @@ func (e *Engine) withTurn(ctx context.Context, st aggregate.State, fn func(ot *o
 			return err
 		}
 		ot.search.Lock()
-		cur, held := e.ts.turns.get(st.Session)
+		cur, held := e.ts.turns.Get(st.Session)
 		if held && cur == ot {
 			if err := e.catchUpLocked(ctx, ot, st); err != nil {
 				ot.search.Unlock()

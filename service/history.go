@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 )
@@ -296,12 +297,14 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 // so that the page after it continues from there instead of folding the
 // session again from its first event. An entry is taken by the one page
 // that continues it (a replayed turn is not shared), lives
-// historyResumeTTL, and at most historyResumeMax are kept; a page whose
-// entry is gone replays from the start, with the same result. The zero
-// value is ready to use; it is safe for concurrent use.
+// historyResumeTTL, and at most historyResumeMax are kept (the engine's
+// one LRU, #25 item 9); a page whose entry is gone replays from the start,
+// with the same result. The zero value is ready to use; it is safe for
+// concurrent use.
 type historyPages struct {
-	mu sync.Mutex
-	m  map[historyKey]*historyResume
+	once sync.Once
+	mu   sync.Mutex // makes take's get and remove one step
+	c    *lru.Cache[historyKey, *historyResume]
 }
 
 const (
@@ -328,47 +331,36 @@ type historyResume struct {
 	prevPrefix, prevVersion string
 }
 
+func (p *historyPages) cache() *lru.Cache[historyKey, *historyResume] {
+	p.once.Do(func() { p.c = lru.New[historyKey, *historyResume](historyResumeMax) })
+	return p.c
+}
+
 // take removes and returns the replay stopped after sequence after of
-// session, when it was made for the same until and request.
+// session, when it was made for the same until and request and has not
+// expired.
 func (p *historyPages) take(session string, after uint64, until Until, req ResolveRequest, now time.Time) *historyResume {
 	if after == 0 {
 		return nil
 	}
+	c, k := p.cache(), historyKey{session, after}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	k := historyKey{session, after}
-	rp, ok := p.m[k]
-	if !ok {
-		return nil
+	rp, ok := c.Get(k)
+	if ok {
+		c.Remove(k)
 	}
-	delete(p.m, k)
-	if now.Sub(rp.stored) > historyResumeTTL || rp.until.Seq != until.Seq || !rp.until.Time.Equal(until.Time) || !reflect.DeepEqual(rp.req, req) {
+	p.mu.Unlock()
+	if !ok || now.Sub(rp.stored) > historyResumeTTL || rp.until.Seq != until.Seq || !rp.until.Time.Equal(until.Time) || !reflect.DeepEqual(rp.req, req) {
 		return nil
 	}
 	return rp
 }
 
-// put keeps rp as the replay stopped after sequence after of session,
-// dropping expired entries and, when full, the oldest.
+// put keeps rp as the replay stopped after sequence after of session; a
+// full cache drops the least recently used entry.
 func (p *historyPages) put(session string, after uint64, rp *historyResume, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[historyKey]*historyResume{}
-	}
-	var oldest historyKey
-	for k, v := range p.m {
-		if now.Sub(v.stored) > historyResumeTTL {
-			delete(p.m, k)
-		} else if o, ok := p.m[oldest]; !ok || v.stored.Before(o.stored) {
-			oldest = k
-		}
-	}
-	if len(p.m) >= historyResumeMax {
-		delete(p.m, oldest)
-	}
 	rp.stored = now
-	p.m[historyKey{session, after}] = rp
+	p.cache().Put(historyKey{session, after}, rp)
 }
 
 // point is what a history entry shows of the tools at one point of a

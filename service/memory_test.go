@@ -49,15 +49,15 @@ func openTurnBytes(tb testing.TB, n int) float64 {
 		turn := deferral.FreezeIndexed(uint64(i%7+1), res, []string{"send_message"}, idx)
 		turn.Load("playwright_browser")
 		ot := &openTurn{turn: turn, res: res, seq: uint64(i), applied: uint64(i)}
-		ts.turns.put(session, ot)
+		ts.turns.Put(session, ot)
 		v := e.viewOf(stateOf(session), res, turn.Request(), ProviderAnthropic, ot)
 		v.Turn, v.Frozen, v.Loaded = turn.Number(), true, turn.Loaded()
 		e.markDispatch(v) // the last dispatch's classification (R21)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if ts.turns.len() != n {
-		tb.Fatalf("cache holds %d turns, want %d", ts.turns.len(), n)
+	if ts.turns.Len() != n {
+		tb.Fatalf("cache holds %d turns, want %d", ts.turns.Len(), n)
 	}
 	per := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 	tb.Logf("%d open turns: %.0f heap bytes per open turn (%.1f MiB in all)", n, per, float64(after.HeapAlloc-before.HeapAlloc)/(1<<20))

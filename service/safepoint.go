@@ -54,7 +54,7 @@ func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, e
 				return err
 			}
 			if end {
-				e.ts.turns.remove(session)
+				e.ts.turns.Remove(session)
 			} else {
 				e.settled(session, ot, res.First, res.Last)
 			}
@@ -112,7 +112,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
 	}
 	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
-	e.ts.turns.remove(session)
+	e.ts.turns.Remove(session)
 	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -297,7 +297,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 // holdsTurn reports whether this engine holds an open turn of session
 // (the view may not show it yet).
 func (e *Engine) holdsTurn(session string) bool {
-	_, ok := e.ts.turns.get(session)
+	_, ok := e.ts.turns.Get(session)
 	return ok
 }
 
@@ -356,7 +356,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with, less what was evicted
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
 		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last, evicted: len(evicted) > 0}
-		e.ts.turns.put(session, ot)
+		e.ts.turns.Put(session, ot)
 		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.NoEvents, v.evicted = st.Turn, true, fresh, ot.evicted
 		return v, nil
@@ -410,7 +410,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
 	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
-	prev, seen := e.ts.last.swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
+	prev, seen := e.ts.last.Swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
 	}
@@ -458,7 +458,7 @@ func (e *Engine) markDispatch(v TurnView) {
 // dispatch in this process (R21). LastDispatchOf also answers after a
 // crash, from the log.
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
-	m, ok := e.ts.last.get(session)
+	m, ok := e.ts.last.Get(session)
 	return m.view, ok
 }
 
@@ -475,7 +475,7 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 	if err != nil {
 		return checkpoint.Dispatch{}, false, err
 	}
-	if m, ok := e.ts.last.get(session); ok && m.seq == st.LastSeq {
+	if m, ok := e.ts.last.Get(session); ok && m.seq == st.LastSeq {
 		return m.view, true, nil // nothing written since: exactly what was sent
 	}
 	if st.Turn == 0 {

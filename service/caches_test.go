@@ -14,13 +14,13 @@ func TestEngineCachesBounded(t *testing.T) {
 	ts := &e.ts
 	for i := range 5 {
 		s := fmt.Sprint("s", i)
-		ts.turns.put(s, &openTurn{})
-		ts.last.put(s, dispatchMark{turn: uint64(i)})
+		ts.turns.Put(s, &openTurn{})
+		ts.last.Put(s, dispatchMark{turn: uint64(i)})
 	}
-	if ts.turns.len() != 2 || ts.last.len() != 2 {
-		t.Fatalf("turns %d, last %d: want both bounded at 2", ts.turns.len(), ts.last.len())
+	if ts.turns.Len() != 2 || ts.last.Len() != 2 {
+		t.Fatalf("turns %d, last %d: want both bounded at 2", ts.turns.Len(), ts.last.Len())
 	}
-	if m, ok := ts.last.get("s4"); !ok || m.turn != 4 {
+	if m, ok := ts.last.Get("s4"); !ok || m.turn != 4 {
 		t.Fatalf("the most recent dispatch was evicted")
 	}
 }
