@@ -50,8 +50,8 @@ func HeldOut3Queries() ([]Query, error) {
 	return qs, nil
 }
 
-// serversOf reads dir/servers.json and dir/<server>.json from fsys, as
-// serversIn does for files.
+// serversOf reads dir/servers.json and dir/<server>.json from fsys: a
+// corpus of MCP servers (every set's loader).
 func serversOf(fsys fs.FS, dir string) ([]Server, error) {
 	var meta map[string]struct {
 		Description string `json:"description"`

@@ -10,10 +10,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path"
 	"slices"
-	"strings"
 
 	"github.com/toolintent/engine/toolsearch"
 )
@@ -61,42 +58,7 @@ func HeldOutDocs() ([]toolsearch.Doc, error) {
 	return docsOf(servers, ""), nil
 }
 
-func serversIn(dir string) ([]Server, error) {
-	var meta map[string]struct {
-		Description string `json:"description"`
-	}
-	b, err := files.ReadFile(dir + "/servers.json")
-	if err != nil {
-		return nil, fmt.Errorf("read corpus servers: %w", err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return nil, fmt.Errorf("decode corpus servers: %w", err)
-	}
-	names, err := fs.Glob(files, dir+"/*.json")
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	var out []Server
-	for _, p := range names {
-		name := strings.TrimSuffix(path.Base(p), ".json")
-		if name == "servers" {
-			continue
-		}
-		raw, err := files.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		var list struct {
-			Tools []Tool `json:"tools"`
-		}
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", p, err)
-		}
-		out = append(out, Server{Name: name, Description: meta[name].Description, Raw: raw, Tools: list.Tools})
-	}
-	return out, nil
-}
+func serversIn(dir string) ([]Server, error) { return serversOf(files, dir) }
 
 // Docs returns the corpus as search documents named mcp__server__tool,
 // servers in name order.
