@@ -37,6 +37,11 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten.
 	p.trustCache = floor == 0
+	p.evicted = nil
+	if p.trustCache {
+		p.evicted = newEvictedSet()
+	}
+	p.feedStart = pos.Delivered
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
 	u := unflushed{dirty: make(map[string]bool)}
@@ -346,11 +351,11 @@ func (p *Projection) setApplied(seq uint64) {
 func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
 	// Load the views of sessions not cached, and the registries in force
 	// for the events whose verdict needs one, outside the lock.
+	if err := p.loadAll(ctx, recs); err != nil {
+		return err
+	}
 	evs := make([]aggregate.Stored, len(recs))
 	for i, rec := range recs {
-		if err := p.load(ctx, rec.Session); err != nil {
-			return err
-		}
 		var err error
 		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
 			return err
