@@ -166,8 +166,9 @@ func (h *harness) addFoldLines(rate func(int) float64) {
 		}
 	}
 	expected := ExpectedLines(h.cfg)
+	names := memoryFoldLineNames(h.cfg)
 	for i, n := range sizes {
-		name := fmt.Sprintf(nameMemFold, sessionsLabel(n))
+		name := names[i]
 		if !slices.Contains(expected, name) {
 			continue
 		}
