@@ -145,12 +145,14 @@ func (p *Projection) runFeed(ctx context.Context) error {
 // written, so a session touched many times in the backlog is written once
 // per window, not once per BatchSize sessions. catchUpEvents stays well
 // under the feed's MaxAckPending (100,000), or delivery would stop before
-// the window is acknowledged.
+// the window is acknowledged. A replay writes about one view per session
+// per window: at 250 ms windows it wrote nearly one view per event of a
+// 10k-session stream (#28 item 3), so a window lasts up to a second.
 const (
 	catchUpPending  = 4096
-	catchUpEvents   = 50_000
+	catchUpEvents   = 80_000
 	catchUpSessions = 20_000
-	catchUpInterval = 250 * time.Millisecond
+	catchUpInterval = time.Second
 )
 
 // catchingUp reports whether the last delivery left a backlog large
