@@ -30,6 +30,18 @@ type Record struct {
 	Data     []byte
 	Envelope events.Envelope
 	Err      error
+	// First reports that the server stored the message on the condition
+	// that its subject held no earlier message (Nats-Expected-Last-
+	// Subject-Sequence: 0, as the engine appends a new session's first
+	// event or batch): the session had no events before it, so a
+	// projection need not read a view it cannot have (#28 item 1).
+	First bool
+}
+
+// firstOfSubject reports whether h made the message's store conditional
+// on its own subject being empty.
+func firstOfSubject(h nats.Header) bool {
+	return h.Get(headerExpectedSeq) == "0" && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == ""
 }
 
 func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data []byte) Record {
@@ -165,7 +177,9 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			t, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
 			// A direct get reply carries the stored message's own headers
 			// (Nats-Msg-Id among them) beside the Nats-Stream ones.
-			if err := fn(l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Header.Get(headerMsgID), m.Data)); err != nil {
+			r := l.record(seq, m.Header.Get(jetstream.SubjectHeader), t, m.Header.Get(headerMsgID), m.Data)
+			r.First = firstOfSubject(m.Header)
+			if err := fn(r); err != nil {
 				return err
 			}
 		}
@@ -273,7 +287,9 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 		if err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
-		if err := fn(l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())); err != nil {
+		r := l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
+		r.First = firstOfSubject(m.Headers())
+		if err := fn(r); err != nil {
 			return err
 		}
 		if md.Sequence.Stream >= last || md.NumPending == 0 {
@@ -374,7 +390,9 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 			// and the next feed restores the consumer's configuration.
 			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", md.Sequence.Stream, ErrDrift)
 		}
-		b.Records = append(b.Records, f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data()))
+		r := f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
+		r.First = firstOfSubject(m.Headers())
+		b.Records = append(b.Records, r)
 		b.Pending = md.NumPending
 		b.last = m
 		return nil

@@ -37,6 +37,11 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten.
 	p.trustCache = floor == 0
+	p.evicted = nil
+	if p.trustCache {
+		p.evicted = newEvictedSet()
+	}
+	p.feedStart = pos.Delivered
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
 	u := unflushed{dirty: make(map[string]bool)}
@@ -140,12 +145,14 @@ func (p *Projection) runFeed(ctx context.Context) error {
 // written, so a session touched many times in the backlog is written once
 // per window, not once per BatchSize sessions. catchUpEvents stays well
 // under the feed's MaxAckPending (100,000), or delivery would stop before
-// the window is acknowledged.
+// the window is acknowledged. A replay writes about one view per session
+// per window: at 250 ms windows it wrote nearly one view per event of a
+// 10k-session stream (#28 item 3), so a window lasts up to a second.
 const (
 	catchUpPending  = 4096
-	catchUpEvents   = 50_000
+	catchUpEvents   = 80_000
 	catchUpSessions = 20_000
-	catchUpInterval = 250 * time.Millisecond
+	catchUpInterval = time.Second
 )
 
 // catchingUp reports whether the last delivery left a backlog large
@@ -346,11 +353,11 @@ func (p *Projection) setApplied(seq uint64) {
 func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
 	// Load the views of sessions not cached, and the registries in force
 	// for the events whose verdict needs one, outside the lock.
+	if err := p.loadAll(ctx, recs); err != nil {
+		return err
+	}
 	evs := make([]aggregate.Stored, len(recs))
 	for i, rec := range recs {
-		if err := p.load(ctx, rec.Session); err != nil {
-			return err
-		}
 		var err error
 		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
 			return err

@@ -129,7 +129,9 @@ type Projection struct {
 	cacheMu    sync.RWMutex
 	cache      *lru.Cache[string, *aggregate.State]
 	revs       map[string]uint64 // KV revision of each cached view as read or written; absent: unknown (write unconditionally)
-	trustCache bool              // misses are new sessions (fresh rebuild, nothing evicted); Run only
+	trustCache bool              // misses not in evicted are new sessions (fresh rebuild); Run only
+	evicted    *evictedSet       // sessions evicted since the rebuild began (trustCache); Run only
+	feedStart  uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
 	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged

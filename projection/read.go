@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -16,34 +18,92 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// load makes sure a session's state is cached, reading its view on a miss.
-func (p *Projection) load(ctx context.Context, session string) error {
+// loadAll makes sure the states of the sessions of recs are cached. A
+// session known to have no view starts from the zero state without a read
+// (#28 item 1): its first event was stored on the condition that its
+// subject was empty (Record.First) and no feed folded it before, or the
+// feed rebuilds from the first event and never evicted it. The views of
+// the others are read concurrently, loadWorkers at a time.
+func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error {
+	type miss struct {
+		session string
+		st      *aggregate.State
+		rev     uint64
+		known   bool // rev is the view's revision (0: it has none)
+		read    bool // the view must be read
+	}
+	var misses []miss
+	seen := make(map[string]bool)
 	p.cacheMu.RLock()
-	_, ok := p.cache.Get(session)
+	for _, rec := range recs {
+		if seen[rec.Session] {
+			continue
+		}
+		seen[rec.Session] = true
+		if _, ok := p.cache.Get(rec.Session); ok {
+			continue
+		}
+		m := miss{session: rec.Session, st: &aggregate.State{Session: rec.Session}}
+		switch {
+		case rec.Session == "":
+		case p.trustCache && !p.evicted.mayContain(rec.Session):
+			// Rebuilding: written unconditionally over any older view.
+		case rec.First && rec.Seq > p.feedStart:
+			m.known = true // no view: written on the condition there is none
+		default:
+			m.read = true
+		}
+		misses = append(misses, m)
+	}
 	p.cacheMu.RUnlock()
-	if ok {
+	if len(misses) == 0 {
 		return nil
 	}
-	st := &aggregate.State{Session: session}
-	var rev uint64
-	known := false
-	if session != "" && !p.trustCache {
-		s, r, err := p.viewRev(ctx, session)
-		if err != nil {
-			return err
-		}
-		st, rev, known = &s, r, true
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, loadWorkers)
+	)
+	for w := range loadWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(misses) {
+					return
+				}
+				m := &misses[i]
+				if !m.read {
+					continue
+				}
+				s, r, err := p.viewRev(ctx, m.session)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				m.st, m.rev, m.known = &s, r, true
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	p.cacheMu.Lock()
-	if _, ok := p.cache.Get(session); !ok {
-		p.cache.Put(session, st)
-		if known {
-			p.revs[session] = rev
+	defer p.cacheMu.Unlock()
+	for _, m := range misses {
+		if _, ok := p.cache.Get(m.session); ok {
+			continue
+		}
+		p.cache.Put(m.session, m.st)
+		if m.known {
+			p.revs[m.session] = m.rev
 		}
 	}
-	p.cacheMu.Unlock()
 	return nil
 }
+
+// loadWorkers bounds the concurrent view reads of one batch.
+const loadWorkers = 32
 
 // viewOf reads a session's view (see viewRev).
 func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
@@ -93,8 +153,10 @@ func (p *Projection) evict(inflight []jetstream.Put) {
 	}
 	for _, k := range p.cache.Trim(p.cfg.CacheSize-p.cfg.CacheSize/10, func(k string) bool { return keep[k] }) {
 		delete(p.revs, k)
+		if p.trustCache {
+			p.evicted.add(k) // read back from the views if it comes again
+		}
 	}
-	p.trustCache = false
 }
 
 // newCache is an empty cache of views: bounded by evict, not by Put (a
