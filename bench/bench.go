@@ -285,6 +285,7 @@ func ExpectedLines(cfg Config) []string {
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemServer, sessionsLabel(n)))
 	}
+	out = append(out, memoryFoldLineNames(cfg)...)
 	if !cfg.SkipRestart {
 		out = append(out, nameColdRestart)
 	}
