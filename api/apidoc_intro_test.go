@@ -40,7 +40,10 @@ answers only those.
 **HTTP.** The same operation is a route under ` + "`/v1`" + ` on the engine's HTTP address (default
 ` + "`http://127.0.0.1:7420`" + `). The session id (and the tool of explain) is in the path; a GET takes
 the other fields as query parameters (a structured value such as ` + "`override`" + ` is JSON in the
-parameter), a POST as a JSON body. With curl:
+parameter), a POST as a JSON body. ` + "`GET " + PathOpenAPI + "`" + ` serves the OpenAPI 3.1 document of
+these routes, generated from the same operation table (a test validates every operation's real
+requests and replies, success and error, against it), for any language's client generator; it
+takes the same token as the read operations (none without a tokens file). With curl:
 
 ` + "```sh" + `
 curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai
