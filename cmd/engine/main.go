@@ -48,10 +48,15 @@ type cli struct {
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		// Top level only: registry import has a --version flag of its own.
+		fmt.Println(versionLine())
+		return
+	}
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("engine"),
-		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash."),
+		kong.Description("Event-sourced session tool-configuration engine on NATS JetStream.\n\nA session stores only its tool intent; tools are expanded from the live registry on every request, deterministically, split into resident schemas and a deferred catalog, checkpointed and resumed by contract hash.\n\nengine --version prints the version; engine version the details."),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Vars{"override_help": overrideHelp},
 	)
@@ -62,7 +67,7 @@ func main() {
 	kctx, err := parser.Parse(os.Args[1:])
 	if err != nil {
 		// A usage error: one short line and where the help is, exit 2.
-		fmt.Fprintf(os.Stderr, "engine: %v\n%s\n", err, helpHint(err))
+		printError(os.Stderr, err, jsonWanted(nil, os.Args[1:]), helpHint(err))
 		os.Exit(2)
 	}
 	level, err := zerolog.ParseLevel(c.LogLevel)
@@ -77,8 +82,16 @@ func main() {
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	if err := kctx.Run(logger); err != nil {
 		stop()
-		fmt.Fprintf(os.Stderr, "engine: %v\n", explainUnreachable(err, serverOf(kctx)))
-		os.Exit(1)
+		err = explainUnreachable(err, serverOf(kctx))
+		hint := ""
+		if exitCode(err) == 2 {
+			hint = helpHint(err)
+			if cmd := kctx.Selected(); cmd != nil {
+				hint = "Run 'engine " + cmd.Path() + " --help' for usage."
+			}
+		}
+		printError(os.Stderr, err, jsonWanted(kctx, os.Args[1:]), hint)
+		os.Exit(exitCode(err))
 	}
 }
 
