@@ -110,3 +110,19 @@ func TestCLIVersionFlagAndServeEnv(t *testing.T) {
 		t.Errorf("ENGINE_SYNC=sometimes: exit %d, stderr %q; want 2 naming the value", r.code, r.stderr)
 	}
 }
+
+// #29 item 3: shell completion (kongplete): with COMP_LINE set the binary
+// completes commands and flags; `engine completion` prints the setup line
+// for the login shell.
+func TestCLICompletion(t *testing.T) {
+	for line, want := range map[string]string{"engine ser": "serve", "engine serve --sy": "--sync", "engine emit --ti": "--timeout"} {
+		r := runBin(t, []string{"COMP_LINE=" + line}, "")
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("COMP_LINE=%q: exit %d, %q %q; want %s", line, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	r := runBin(t, []string{"SHELL=/bin/bash"}, "completion")
+	if r.code != 0 || !strings.Contains(r.stdout, "complete -C ") || !strings.HasSuffix(strings.TrimSpace(r.stdout), " engine") {
+		t.Errorf("engine completion: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}
