@@ -40,7 +40,10 @@ answers only those.
 **HTTP.** The same operation is a route under ` + "`/v1`" + ` on the engine's HTTP address (default
 ` + "`http://127.0.0.1:7420`" + `). The session id (and the tool of explain) is in the path; a GET takes
 the other fields as query parameters (a structured value such as ` + "`override`" + ` is JSON in the
-parameter), a POST as a JSON body. With curl:
+parameter), a POST as a JSON body. ` + "`GET " + PathOpenAPI + "`" + ` serves the OpenAPI 3.1 document of
+these routes, generated from the same operation table (a test validates every operation's real
+requests and replies, success and error, against it), for any language's client generator; it
+takes the same token as the read operations (none without a tokens file). With curl:
 
 ` + "```sh" + `
 curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai
@@ -96,14 +99,20 @@ sequence must be exactly that (0: no events yet) or the reply is ` + "`conflict`
 retry. Its reply carries ` + "`first_seq`" + `, ` + "`last_seq`" + ` and the stored events' ids (` + "`event_ids`" + `).
 
 To retry an ` + "`append`" + ` whose reply was lost (a timeout, a dropped connection, an engine that
-died) without writing it twice, give it an idempotency key: a ULID you generate, as the
-` + "`Idempotency-Key`" + ` header (HTTP, or a NATS message header) or the ` + "`event_id`" + ` field. The first
-stored event gets it as its id (further events of the same append the key plus 1, 2, ...). A
-retry with the same key returns the original ` + "`first_seq`" + `, ` + "`last_seq`" + ` and ` + "`event_ids`" + ` with
-` + "`duplicate`" + ` true and writes nothing, however long after the first call. A key that is not a
-ULID, or a header and a field that differ, is ` + "`invalid`" + ` (400). A key belongs to the session
-and the channel that first used it: sent on another session or by another channel it is
-` + "`idempotency_key_in_use`" + ` (422) and nothing is written; generate a new key.
+died) without writing it twice, give it an idempotency key, as the ` + "`Idempotency-Key`" + ` header
+(HTTP, or a NATS message header) or the ` + "`event_id`" + ` field: any string of 1 to 255 bytes of
+printable UTF-8 you generate (a UUID, a ULID, ` + "`order-42`" + `). Keys are opaque and case-sensitive,
+as in the IETF Idempotency-Key draft: ` + "`abc`" + ` and ` + "`ABC`" + ` are two keys. The stored events' ids
+derive from the session and the key: the first 16 bytes of SHA-256("toolintent/engine
+idempotency key v1", 0x00, session, 0x00, key) written as a ULID, then that 128-bit number plus
+1, 2, ... for further events (Go: ` + "`client.IdempotencyEventIDs`" + `). A retry with the same key and
+the same commands returns the original ` + "`first_seq`" + `, ` + "`last_seq`" + ` and ` + "`event_ids`" + ` with
+` + "`duplicate`" + ` true and writes nothing, however long after the first call. The same key with
+other commands is ` + "`idempotency_key_mismatch`" + ` (422), naming the commands of both, and writes
+nothing. A key longer than 255 bytes or holding a control character, or a header and a field
+that differ, is ` + "`invalid`" + ` (400). A key belongs to the session and the channel that first used
+it: sent on another session or by another channel it is ` + "`idempotency_key_in_use`" + ` (422) and
+nothing is written; generate a new key.
 
 Reads come from a projection that folds the log shortly after each append. To read your own
 write, pass the ` + "`last_seq`" + ` of the append as ` + "`min_seq`" + ` (on ` + "`intent`" + ` and ` + "`resolve`" + `): the

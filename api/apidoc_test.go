@@ -102,11 +102,16 @@ func TestAPIDoc(t *testing.T) {
 	for _, transport := range []string{"nats", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			env := newEnv(t, Config{})
+			v := openAPIValidator(t, env)
 			for _, name := range docOrder {
 				body, status := callDocumented(t, env, transport, name, requests[name])
 				if status != http.StatusOK {
 					t.Fatalf("%s over %s: status %d: %s", name, transport, status, body)
 				}
+				// #29 item 2: the request and the real reply are what
+				// /v1/openapi.json says (over NATS: as the HTTP operation).
+				req, reqBody := docHTTPRequest(t, env, name, requests[name])
+				checkOpenAPI(t, v, transport+" "+name, req, reqBody, status, body)
 				var reply map[string]any
 				if err := json.Unmarshal(body, &reply); err != nil {
 					t.Fatalf("%s over %s: reply is not a JSON object: %v: %s", name, transport, err, body)
@@ -170,26 +175,12 @@ func TestMicroInfoHasSchemas(t *testing.T) {
 	}
 }
 
-// callDocumented sends a documented request over a transport and returns
-// the reply body and status (200 for a NATS reply without an error code).
-func callDocumented(t *testing.T, env *testEnv, transport, name, reqJSON string) ([]byte, int) {
+// docHTTPRequest is a documented request (NATS form) as its HTTP request,
+// with its body: the path fields in the path, the others in the query
+// (GET) or the JSON body (POST).
+func docHTTPRequest(t *testing.T, env *testEnv, name, reqJSON string) (*http.Request, []byte) {
 	t.Helper()
 	op := opsByName[name]
-	if transport == "nats" {
-		subj, err := Subject("", "doc", name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := env.nc.Request(subj, []byte(reqJSON), 10*time.Second)
-		if err != nil {
-			t.Fatalf("%s: %v", subj, err)
-		}
-		status := http.StatusOK
-		if c := msg.Header.Get("Nats-Service-Error-Code"); c != "" {
-			status, _ = strconv.Atoi(c)
-		}
-		return msg.Data, status
-	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(reqJSON), &fields); err != nil {
 		t.Fatalf("%s: documented request: %v", name, err)
@@ -205,6 +196,7 @@ func callDocumented(t *testing.T, env *testEnv, transport, name, reqJSON string)
 	}
 	method := op.Methods[0]
 	var req *http.Request
+	var body []byte
 	var err error
 	if method == http.MethodGet {
 		q := url.Values{}
@@ -221,7 +213,7 @@ func callDocumented(t *testing.T, env *testEnv, transport, name, reqJSON string)
 		}
 		req, err = http.NewRequest(method, u, nil)
 	} else {
-		body, _ := json.Marshal(fields)
+		body, _ = json.Marshal(fields)
 		req, err = http.NewRequest(method, env.httpURL+path, bytes.NewReader(body))
 		if req != nil {
 			req.Header.Set("Content-Type", MIMEJSON)
@@ -230,6 +222,30 @@ func callDocumented(t *testing.T, env *testEnv, transport, name, reqJSON string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return req, body
+}
+
+// callDocumented sends a documented request over a transport and returns
+// the reply body and status (200 for a NATS reply without an error code).
+func callDocumented(t *testing.T, env *testEnv, transport, name, reqJSON string) ([]byte, int) {
+	t.Helper()
+	if transport == "nats" {
+		subj, err := Subject("", "doc", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := env.nc.Request(subj, []byte(reqJSON), 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", subj, err)
+		}
+		status := http.StatusOK
+		if c := msg.Header.Get("Nats-Service-Error-Code"); c != "" {
+			status, _ = strconv.Atoi(c)
+		}
+		return msg.Data, status
+	}
+	req, _ := docHTTPRequest(t, env, name, reqJSON)
+	method, path := req.Method, req.URL.Path
 	req.Header.Set(HeaderChannel, "doc")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -62,19 +62,28 @@
 // An append's reply names the stored events' ids ("event_ids", ULIDs)
 // beside their sequences. To retry an append whose reply was lost (a
 // timeout, the engine died, the connection dropped) without writing it
-// twice, give it an idempotency key: a ULID the client generates, as the
-// Idempotency-Key header (HTTP, or a NATS message header) or the body's
-// "event_id". The first stored event gets the key as its id (further
-// events of the same commands key+1, key+2, ... as 128-bit numbers). A
-// retry with the same key returns the original first_seq, last_seq and
+// twice, give it an idempotency key, as the Idempotency-Key header (HTTP,
+// or a NATS message header) or the body's "event_id": any string of 1 to
+// 255 bytes of printable UTF-8 the client generates (a UUID, a ULID,
+// "order-42"). Keys are opaque and case-sensitive, as in the IETF
+// Idempotency-Key draft: "abc" and "ABC" are two keys. The stored events'
+// ids derive from the session and the key: the first 16 bytes of
+// SHA-256("toolintent/engine idempotency key v1" 0x00 session 0x00 key)
+// written as a ULID, then that 128-bit number plus 1, 2, ... for further
+// events (wire.IdempotencyEventIDs computes them). A retry with the same
+// key and the same commands returns the original first_seq, last_seq and
 // event_ids with "duplicate":true and writes nothing, however long after
-// the first call (the engine searches the session for the key; the log's
-// own dedupe window is 2 minutes). A key that is not a ULID, or a header
-// and a field that differ, is refused (invalid 400).
+// the first call (the key's entry in the <PREFIX>_KEYS bucket says where
+// its events are; the log's own dedupe window is 2 minutes). The same key
+// with other commands is refused, idempotency_key_mismatch 422, naming
+// the commands of both; a key belongs to the session and channel that
+// first used it (elsewhere: idempotency_key_in_use 422). A key longer
+// than 255 bytes or holding a control character, or a header and a field
+// that differ, is refused (invalid 400).
 //
-//	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Idempotency-Key: 01JD3J8Q6X6B9N6W3F4T2K8V5M' \
+//	curl -X POST localhost:8080/v1/sessions/s1/events -H 'Idempotency-Key: 3f1c2a9e-7b4d-4c11-9a60-0e5b8f2d6c71' \
 //	  -d '{"commands":[{"type":"ToolDisabled","name":"bash"}]}'
-//	nats req tools.api.web.events.append -H 'Idempotency-Key:01JD3J8Q6X6B9N6W3F4T2K8V5M' \
+//	nats req tools.api.web.events.append -H 'Idempotency-Key:3f1c2a9e-7b4d-4c11-9a60-0e5b8f2d6c71' \
 //	  '{"session":"s1","commands":[{"type":"ToolDisabled","name":"bash"}]}'
 //
 // # Errors

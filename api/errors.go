@@ -26,6 +26,7 @@ const (
 	CodeUnauthorized     = wire.CodeUnauthorized
 	CodeForbidden        = wire.CodeForbidden
 	CodeKeyInUse         = wire.CodeKeyInUse
+	CodeKeyMismatch      = wire.CodeKeyMismatch
 	CodeUnsupportedMedia = wire.CodeUnsupportedMedia
 )
 
@@ -81,7 +82,10 @@ func errorOf(err error) *APIError {
 	e := &APIError{Status: kc.status, Code: kc.code, Message: err.Error()}
 	var ce *service.ConflictError
 	var ke *service.KeyInUseError
+	var me *service.KeyMismatchError
 	switch {
+	case kind == service.KindKeyInUse && errors.As(err, &me):
+		e.Code, e.Message = CodeKeyMismatch, me.Error()
 	case kind == service.KindConflict && errors.As(err, &ce):
 		e.Expected, e.Actual = ce.Expected, ce.Actual
 	case kind == service.KindKeyInUse && errors.As(err, &ke):

@@ -43,6 +43,7 @@ func (a *API) Handler() http.Handler {
 			mux.Handle(m+" "+op.Path, h)
 		}
 	}
+	mux.HandleFunc(http.MethodGet+" "+PathOpenAPI, a.serveOpenAPI)
 	return a.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)

@@ -8,13 +8,39 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
+
+// #29 item 1: wire.IdempotencyEventIDs (for clients) and the engine's
+// jetstream.KeyEventIDs give the same ids, and wire's key rule is the
+// engine's.
+func TestIdempotencyEventIDsAgree(t *testing.T) {
+	keys := []string{"a", "A", "3f1c2a9e-7b4d-4c11-9a60-0e5b8f2d6c71", events.NewID(), strings.Repeat("é", 127) + "x", strings.Repeat("x", 256), "", "a\nb", "\xff"}
+	for i, key := range keys {
+		for _, session := range []string{"s1", "team.alpha-" + strconv.Itoa(i)} {
+			w, j := wire.IdempotencyEventIDs(session, key, 3), jetstream.KeyEventIDs(session, key, 3)
+			if strings.Join(w, ",") != strings.Join(j, ",") {
+				t.Fatalf("key %q on %s: wire %v, engine %v", key, session, w, j)
+			}
+		}
+		if we, je := wire.CheckIdempotencyKey(key), jetstream.CheckKey(key); (we == nil) != (je == nil) {
+			t.Fatalf("key %q: wire says %v, engine %v", key, we, je)
+		}
+	}
+	// The carry crosses bytes: FF..FF + 1 wraps, and both agree on it.
+	if ids := wire.IdempotencyEventIDs("s", "k", 2); ids[0] == ids[1] || len(ids[0]) != 26 {
+		t.Fatalf("ids %v: want two distinct 26-character ids", ids)
+	}
+}
 
 // #20 item 4: over HTTP and NATS an append takes an idempotency key as
 // the Idempotency-Key header or the body's event_id; a retry with the
 // same key returns the original sequence and event ids (duplicate) and
 // writes nothing; replies name the stored event ids; a header and a
-// field that differ, or a key that is not a ULID, are refused.
+// field that differ, or a key over 255 bytes, are refused; #29 item 1: any
+// opaque key (a UUID), case-sensitive; the same key with other commands is
+// 422 idempotency_key_mismatch.
 func TestAppendIdempotencyKey(t *testing.T) {
 	e := newEnv(t, Config{})
 	decode := func(t *testing.T, body []byte) AppendResponse {
@@ -50,7 +76,8 @@ func TestAppendIdempotencyKey(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, via := range []string{"header", "field"} {
 				session := name + "-" + via
-				key := events.NewID()
+				key := "3f1c2a9e-7b4d-4c11-9a60-" + via + "-" + name // any opaque string (#29 item 1)
+				keyID := wire.IdempotencyEventIDs(session, key, 1)[0]
 				req, headers := body, []string{HeaderIdempotencyKey, key}
 				if via == "field" {
 					req, headers = `{"event_id":"`+key+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`, nil
@@ -60,8 +87,8 @@ func TestAppendIdempotencyKey(t *testing.T) {
 					t.Fatalf("%s: append %d %s", via, st, b)
 				}
 				first := decode(t, b)
-				if first.LastSeq == 0 || first.Duplicate || len(first.EventIDs) != 1 || first.EventIDs[0] != key {
-					t.Fatalf("%s: first append %+v, want one event with id %s", via, first, key)
+				if first.LastSeq == 0 || first.Duplicate || len(first.EventIDs) != 1 || first.EventIDs[0] != keyID {
+					t.Fatalf("%s: first append %+v, want one event with id %s", via, first, keyID)
 				}
 				// Another write, then the retry.
 				if st, b := do(t, session, `{"commands":[{"type":"ToolDisabled","name":"grep"}]}`); st != http.StatusOK {
@@ -72,8 +99,8 @@ func TestAppendIdempotencyKey(t *testing.T) {
 					t.Fatalf("%s: retry %d %s", via, st, b)
 				}
 				again := decode(t, b)
-				if !again.Duplicate || again.LastSeq != first.LastSeq || len(again.EventIDs) != 1 || again.EventIDs[0] != key {
-					t.Fatalf("%s: retry %+v, want seq %d, duplicate, id %s", via, again, first.LastSeq, key)
+				if !again.Duplicate || again.LastSeq != first.LastSeq || len(again.EventIDs) != 1 || again.EventIDs[0] != keyID {
+					t.Fatalf("%s: retry %+v, want seq %d, duplicate, id %s", via, again, first.LastSeq, keyID)
 				}
 				h, err := e.eng.Log().ReadSession(ctxT(t), session, 0, 0)
 				if err != nil || len(h) != 2 {
@@ -85,8 +112,30 @@ func TestAppendIdempotencyKey(t *testing.T) {
 			if st, b := do(t, name+"-bad", `{"event_id":"`+k1+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`, HeaderIdempotencyKey, k2); st != http.StatusBadRequest {
 				t.Fatalf("header and field differ: %d %s, want 400", st, b)
 			}
-			if st, b := do(t, name+"-bad", body, HeaderIdempotencyKey, "retry-1"); st != http.StatusBadRequest {
-				t.Fatalf("key not a ULID: %d %s, want 400", st, b)
+			if st, b := do(t, name+"-bad", body, HeaderIdempotencyKey, strings.Repeat("k", 256)); st != http.StatusBadRequest {
+				t.Fatalf("key of 256 bytes: %d %s, want 400", st, b)
+			}
+			// #29 item 1: the same key with other commands is 422
+			// idempotency_key_mismatch naming both, and writes nothing.
+			k := "order-42/attempt-" + name
+			if st, b := do(t, name+"-mismatch", body, HeaderIdempotencyKey, k); st != http.StatusOK {
+				t.Fatalf("keyed append %d %s", st, b)
+			}
+			st, b := do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, k)
+			var env struct {
+				Error APIError `json:"error"`
+			}
+			if err := json.Unmarshal(b, &env); err != nil || st != http.StatusUnprocessableEntity || env.Error.Code != CodeKeyMismatch ||
+				!strings.Contains(env.Error.Message, k) || !strings.Contains(env.Error.Message, "ToolDisabled") || !strings.Contains(env.Error.Message, "ToolEnabled") {
+				t.Fatalf("same key, other commands: %d %s, want 422 %s naming the key and both commands", st, b, CodeKeyMismatch)
+			}
+			// Case-sensitive: the upper-case key is another key.
+			st, b = do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, strings.ToUpper(k))
+			if up := decode(t, b); st != http.StatusOK || up.Duplicate || len(up.EventIDs) != 1 {
+				t.Fatalf("upper-case key: %d %s, want a new event", st, b)
+			}
+			if h, err := e.eng.Log().ReadSession(ctxT(t), name+"-mismatch", 0, 0); err != nil || len(h) != 2 {
+				t.Fatalf("mismatch session has %d events (%v), want 2", len(h), err)
 			}
 		})
 	}

@@ -32,12 +32,13 @@ type AppendRequest struct {
 	// Commands are applied atomically, in order.
 	Commands Commands `json:"commands"`
 	Actor    string   `json:"actor,omitempty"`
-	// EventID is the client's idempotency key, a ULID: the first stored
-	// event gets it as its id (further events of the same commands key+1,
-	// key+2, ...). A retry with the same event_id returns the original
-	// sequences and ids (duplicate true) and writes nothing, also after
-	// the log's dedupe window. The Idempotency-Key header (HTTP and NATS)
-	// sets it too.
+	// EventID is the client's idempotency key: any string of 1 to 255
+	// bytes (a UUID, say), case-sensitive. The stored events' ids are
+	// wire.IdempotencyEventIDs(session, key, n). A retry with the same
+	// event_id and commands returns the original sequences and ids
+	// (duplicate true) and writes nothing, also after the log's dedupe
+	// window; other commands are idempotency_key_mismatch (422). The
+	// Idempotency-Key header (HTTP and NATS) sets it too.
 	EventID string `json:"event_id,omitempty"`
 }
 

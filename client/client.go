@@ -148,8 +148,13 @@ func (c *Client) Do(ctx context.Context, o wire.Operation, req, out any) error {
 	return c.t.call(ctx, o, req, out, c.actor)
 }
 
-// Append appends intent commands to a session, atomically.
-func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendReply, error) {
+// Append appends intent commands to a session, atomically. opts set the
+// request's optional fields per call (ExpectSeq, IdempotencyKey) instead
+// of its pointer fields, which still work (#29 item 4).
+func (c *Client) Append(ctx context.Context, req AppendRequest, opts ...AppendOption) (AppendReply, error) {
+	for _, o := range opts {
+		o(&req)
+	}
 	var out AppendReply
 	return out, c.Do(ctx, opAppend, &req, &out)
 }

@@ -42,6 +42,10 @@ var (
 	// ErrKeyInUse (422): the idempotency key (EventID) was already used
 	// on another session or by another channel; nothing was written.
 	ErrKeyInUse = &Error{Code: "idempotency_key_in_use"}
+	// ErrKeyMismatch (422): the idempotency key (EventID) was already used
+	// on this session with other commands; nothing was written. Retry
+	// with the same commands, or use a new key.
+	ErrKeyMismatch = &Error{Code: "idempotency_key_mismatch"}
 	// ErrOutcomeUnknown (503): the write was sent but its acknowledgement
 	// never came; it may or may not be stored. Read the session before
 	// writing again (or retry with the same EventID).
@@ -54,3 +58,11 @@ var (
 // replyError decodes an error reply, or makes one from the status when
 // the body is not the engine's envelope (a proxy in between).
 func replyError(status int, data []byte) error { return wire.DecodeError(status, data, "") }
+
+// IdempotencyEventIDs returns the ids of the n events an append with
+// idempotency key (AppendRequest.EventID) stores on session: the engine
+// derives them from the session and the key (wire.IdempotencyEventIDs),
+// so a caller knows them before the reply comes.
+func IdempotencyEventIDs(session, key string, n int) []string {
+	return wire.IdempotencyEventIDs(session, key, n)
+}

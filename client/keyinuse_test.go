@@ -38,3 +38,27 @@ func TestKeyInUse(t *testing.T) {
 		})
 	}
 }
+
+// #29 item 1: over both transports, a UUID is a key; its events' ids are
+// client.IdempotencyEventIDs; the same key with other commands comes back
+// as client.ErrKeyMismatch (422) and writes nothing.
+func TestKeyMismatch(t *testing.T) {
+	for name, c := range clients(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			key, s := "7d0b5e8c-2f43-4a7e-b1c9-"+name, "mismatch-"+name
+			res, err := c.Append(ctx, client.AppendRequest{Session: s, EventID: key, Commands: []client.Command{client.DisableTool("bash")}})
+			if err != nil || len(res.EventIDs) != 1 || res.EventIDs[0] != client.IdempotencyEventIDs(s, key, 1)[0] {
+				t.Fatalf("UUID key: %+v %v, want the id IdempotencyEventIDs gives", res, err)
+			}
+			_, err = c.Append(ctx, client.AppendRequest{Session: s, EventID: key, Commands: []client.Command{client.DisableTool("grep")}})
+			if e := (*client.Error)(nil); !errors.Is(err, client.ErrKeyMismatch) || !errors.As(err, &e) || e.Status != 422 {
+				t.Fatalf("same key, other commands: %v, want 422 %s", err, client.ErrKeyMismatch.Code)
+			}
+			if st, err := c.Intent(ctx, client.IntentRequest{Session: s, MinSeq: res.LastSeq}); err != nil || st.Seq != res.LastSeq {
+				t.Fatalf("%s after the refusal: seq %d %v, want %d", s, st.Seq, err, res.LastSeq)
+			}
+		})
+	}
+}

@@ -118,6 +118,15 @@ func WebSearch(on *bool) Command {
 	return Command{"type": "WebSearchSet", "enabled": v}
 }
 
+// WebSearchOn turns the web_search overlay on: WebSearch without a pointer.
+func WebSearchOn() Command { return Command{"type": "WebSearchSet", "enabled": true} }
+
+// WebSearchOff turns the web_search overlay off.
+func WebSearchOff() Command { return Command{"type": "WebSearchSet", "enabled": false} }
+
+// WebSearchUnset unsets the web_search overlay (the profile decides).
+func WebSearchUnset() Command { return Command{"type": "WebSearchSet", "enabled": nil} }
+
 // Preset chooses a preset ("" unsets it).
 func Preset(name string) Command { return Command{"type": "PresetChosen", "preset": name} }
 

@@ -2,14 +2,19 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
 )
 
 // ErrKeyInUse is matched (errors.Is) by an append whose idempotency key
@@ -29,13 +34,144 @@ type KeyInUseError struct {
 
 func (e *KeyInUseError) Error() string {
 	if e.Channel != "" {
-		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; generate a new ULID for this append", e.Key, e.Session, e.Channel)
+		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; use a new key for this append", e.Key, e.Session, e.Channel)
 	}
-	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; generate a new ULID for this append", e.Key, e.Session)
+	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; use a new key for this append", e.Key, e.Session)
 }
 
 // Unwrap makes errors.Is(err, ErrKeyInUse) true.
 func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
+
+// ErrKeyMismatch is matched (errors.Is) by an append whose idempotency key
+// this session used before with other commands (#29 item 1, the IETF
+// Idempotency-Key draft's 422): nothing was written. It also matches
+// ErrKeyInUse: the key is taken, by another request.
+var ErrKeyMismatch = errors.New("idempotency key already used with other commands")
+
+// KeyMismatchError names the key, the commands it was first used with and
+// the commands sent now (their types: the digest says they differ, the
+// types say how).
+type KeyMismatchError struct {
+	Key string
+	// Was and Now are the command types of the first request and of this
+	// one, comma-separated ("" for an entry that did not record them).
+	Was, Now string
+}
+
+func (e *KeyMismatchError) Error() string {
+	was := e.Was
+	if was == "" {
+		was = "other commands"
+	}
+	return fmt.Sprintf("idempotency key %q was first used with other commands (%s); this request sends %s: a retry must send the same commands in the same order; use a new key for new commands", e.Key, was, e.Now)
+}
+
+// Is makes errors.Is(err, ErrKeyMismatch) and errors.Is(err, ErrKeyInUse)
+// true.
+func (e *KeyMismatchError) Is(target error) bool {
+	return target == ErrKeyMismatch || target == ErrKeyInUse
+}
+
+// MaxKeyLen is the longest idempotency key, in bytes.
+const MaxKeyLen = 255
+
+// CheckKey reports whether key is a usable idempotency key: any opaque
+// string of 1 to 255 bytes of UTF-8 without control characters (a UUID, a
+// ULID, "order-42/retry"...). Keys are case-sensitive: "A" and "a" are two
+// keys (the IETF Idempotency-Key draft treats keys as opaque).
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("idempotency key is empty: send 1 to 255 bytes (a UUID, say) or no key")
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("idempotency key of %d bytes is too long: at most %d (a UUID is 36)", len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("idempotency key %q is not UTF-8", key)
+	}
+	for _, r := range key {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("idempotency key %q holds a control character (%U): use printable characters", key, r)
+		}
+	}
+	return nil
+}
+
+// keyIDDomain separates the hash of KeyEventIDs from any other use of
+// SHA-256 over the same strings.
+const keyIDDomain = "toolintent/engine idempotency key v1\x00"
+
+// KeyEventIDs returns the ids of the n events an append with idempotency
+// key key stores on session (#29 item 1): the first is the first 16 bytes
+// of SHA-256("toolintent/engine idempotency key v1" 0x00 session 0x00 key)
+// written as a ULID (26 characters of Crockford base32; its time field is
+// hash bits, not a time), the next ones that number plus 1, 2, ... as a
+// 128-bit number. The same session and key always give the same ids; a
+// key on another session gives other ids. wire.IdempotencyEventIDs is the
+// same function for clients.
+func KeyEventIDs(session, key string, n int) []string {
+	sum := sha256.Sum256([]byte(keyIDDomain + session + "\x00" + key))
+	var id ulid.ULID
+	copy(id[:], sum[:16])
+	return idsFrom(id, n)
+}
+
+// LegacyKeyEventIDs are the ids of the n events an engine before #29 stored
+// under a ULID key: the key itself, then key+1, key+2, ... ok is false when
+// key is not a ULID (no such events can exist).
+func LegacyKeyEventIDs(key string, n int) (ids []string, ok bool) {
+	id, err := ulid.ParseStrict(key)
+	if err != nil {
+		return nil, false
+	}
+	return idsFrom(id, n), true
+}
+
+// NextEventID is id plus 1 as a 128-bit number ("" when id is not a
+// ULID): the id of the event after id in a keyed append.
+func NextEventID(id string) string {
+	u, err := ulid.ParseStrict(id)
+	if err != nil {
+		return ""
+	}
+	return idsFrom(u, 2)[1]
+}
+
+func idsFrom(id ulid.ULID, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = id.String()
+		for b := len(id) - 1; b >= 0; b-- { // id + 1
+			id[b]++
+			if id[b] != 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// CommandsDigest is the digest a claim records of an append's commands
+// (each encoded, in order): a retry with other commands differs.
+func CommandsDigest(encoded [][]byte) string {
+	h := sha256.New()
+	for _, c := range encoded {
+		fmt.Fprintf(h, "%d:", len(c))
+		h.Write(c)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// indexKey is the bucket entry of an idempotency key: a canonical ULID
+// (the only keys before #29) is its own entry, so claims made by older
+// engines are found; any other key is "h." and the hex SHA-256 of the
+// key, which fits the bucket's key alphabet whatever the key holds.
+func indexKey(key string) string {
+	if id, err := ulid.ParseStrict(key); err == nil && id.String() == key {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "h." + hex.EncodeToString(sum[:])
+}
 
 // KeyClaim is the index entry of an idempotency key in the bucket
 // <PREFIX>_KEYS: the session the key belongs to and, once the append was
@@ -55,8 +191,20 @@ type KeyClaim struct {
 	// events; 0 while the claim is pending.
 	First uint64 `json:"first,omitempty"`
 	Count int    `json:"count,omitempty"`
-	rev   uint64
+	// IDs names how the events' ids derive from the key: "v1" is
+	// KeyEventIDs; "" (entries of engines before #29) is the key itself,
+	// then key+1, ...
+	IDs string `json:"ids,omitempty"`
+	// Digest is CommandsDigest of the commands the key was first sent
+	// with, Commands their types, comma-separated ("" in older entries:
+	// not checked).
+	Digest   string `json:"digest,omitempty"`
+	Commands string `json:"commands,omitempty"`
+	rev      uint64
 }
+
+// KeyIDsV1 is KeyClaim.IDs of keys whose events' ids are KeyEventIDs.
+const KeyIDsV1 = "v1"
 
 // Pending reports a claim whose append was not settled (in flight, failed,
 // or the engine died before it settled it).
@@ -78,7 +226,8 @@ type Keys struct {
 
 // keysLegacy is the entry recording where the index began: the events
 // stream's last sequence and the time when the bucket was created. It is
-// not a ULID, so no key can collide with it.
+// neither a ULID nor "h." and a hash (indexKey), so no key can collide
+// with it.
 const keysLegacy = "index-began"
 
 type keysBegan struct {
@@ -154,7 +303,7 @@ func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim,
 	defer cancel()
 	v, _ := json.Marshal(c)
 	for range 3 {
-		rev, err := k.kv.Create(ctx, key, v)
+		rev, err := k.kv.Create(ctx, indexKey(key), v)
 		if err == nil {
 			c.rev = rev
 			return c, true, nil
@@ -178,7 +327,7 @@ func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err
 	var e jetstream.KeyValueEntry
 	err = k.log.retryRead(ctx, func(ctx context.Context) error {
 		var err error
-		e, err = k.kv.Get(ctx, key)
+		e, err = k.kv.Get(ctx, indexKey(key))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -208,9 +357,9 @@ func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64,
 		v, _ := json.Marshal(c)
 		var err error
 		if c.rev == 0 {
-			_, err = k.kv.Create(ctx, key, v)
+			_, err = k.kv.Create(ctx, indexKey(key), v)
 		} else {
-			_, err = k.kv.Update(ctx, key, v, c.rev)
+			_, err = k.kv.Update(ctx, indexKey(key), v, c.rev)
 		}
 		if err == nil {
 			return nil
@@ -243,7 +392,7 @@ func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64
 	}
 	c.After = after
 	v, _ := json.Marshal(c)
-	if _, err := k.kv.Update(ctx, key, v, c.rev); err != nil {
+	if _, err := k.kv.Update(ctx, indexKey(key), v, c.rev); err != nil {
 		return fmt.Errorf("advance idempotency key %s to %d: %w", key, after, err)
 	}
 	return nil
@@ -255,7 +404,7 @@ func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64
 func (k *Keys) Release(ctx context.Context, key string, c KeyClaim) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
-	if err := k.kv.Delete(ctx, key, jetstream.LastRevision(c.rev)); err != nil {
+	if err := k.kv.Delete(ctx, indexKey(key), jetstream.LastRevision(c.rev)); err != nil {
 		return fmt.Errorf("release idempotency key %s: %w", key, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 
 	"github.com/oklog/ulid/v2"
@@ -14,36 +15,49 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// KeyedIDs returns the ids of n events appended under a client's
-// idempotency key: the key itself (a ULID) for the first, then the key
-// plus 1, 2, ... read as a 128-bit number, so that a command that decides
-// several events names each one. It fails (ErrInvalid) on a key that is
-// not a ULID.
-func KeyedIDs(key string, n int) ([]string, error) {
-	id, err := ulid.ParseStrict(key)
-	if err != nil {
-		return nil, fmt.Errorf("%w: idempotency key %q is not a ULID (26 characters of Crockford base32, e.g. %s): %w", ErrInvalid, clip.String(key, 64), events.NewID(), err)
+// KeyMismatchError refuses an idempotency key this session used before
+// with other commands (#29 item 1); it matches ErrKeyMismatch and, being a
+// kind of key in use, jetstream.ErrKeyInUse (KindKeyInUse).
+type KeyMismatchError = jetstream.KeyMismatchError
+
+// ErrKeyMismatch is matched by a *KeyMismatchError.
+var ErrKeyMismatch = jetstream.ErrKeyMismatch
+
+// KeyedIDs returns the ids of the n events an append with idempotency key
+// key stores on session (#29 item 1; jetstream.KeyEventIDs): a hash of the
+// session and the key written as a ULID, then that number plus 1, 2, ...
+// It fails (ErrInvalid) on a key that is not 1 to 255 bytes of printable
+// UTF-8 (jetstream.CheckKey). Keys are opaque and case-sensitive.
+func KeyedIDs(session, key string, n int) ([]string, error) {
+	if err := jetstream.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = id.String()
-		for b := len(id) - 1; b >= 0; b-- { // id + 1
-			id[b]++
-			if id[b] != 0 {
-				break
-			}
-		}
-	}
-	return out, nil
+	return jetstream.KeyEventIDs(session, key, n), nil
 }
 
-// ApplyKeyed is Apply with a client-supplied idempotency key (#20 item
-// 4): the first stored event's id is key (a ULID; further events of the
-// same commands get key+1, key+2, ...). A retry with the same key after
-// the first call stored its events returns where they are (Duplicate,
-// the original sequences and ids) and writes nothing, whether the
-// retry comes within the log's dedupe window or long after it. An empty
-// key is Apply.
+// commandsDigest is the digest and the types of cmds a key's claim
+// records, so that a retry with other commands is refused.
+func commandsDigest(cmds []events.Payload) (digest, types string, err error) {
+	enc := make([][]byte, len(cmds))
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		if enc[i], err = events.EncodeCommand(c); err != nil {
+			return "", "", fmt.Errorf("%w: command %d: %w", ErrInvalid, i, err)
+		}
+		names[i] = string(c.EventType())
+	}
+	return jetstream.CommandsDigest(enc), clip.String(strings.Join(names, ","), 200), nil
+}
+
+// ApplyKeyed is Apply with a client-supplied idempotency key (#20 item 4,
+// #29 item 1): any opaque string of 1 to 255 bytes (a UUID, a ULID...),
+// case-sensitive. The stored events' ids derive from the session and the
+// key (KeyedIDs). A retry with the same key and the same commands after
+// the first call stored its events returns where they are (Duplicate, the
+// original sequences and ids) and writes nothing, whether the retry comes
+// within the log's dedupe window or long after it; the same key with other
+// commands is refused (jetstream.ErrKeyMismatch, which is also
+// ErrKeyInUse) and writes nothing. An empty key is Apply.
 //
 // A key belongs to the session and the channel it was first used by (#24
 // row 4): sent on another session, or by another channel, it is refused
@@ -54,7 +68,9 @@ func KeyedIDs(key string, n int) ([]string, error) {
 // 5), never by reading the session from its start. The key is claimed
 // there before the append and settled after it, so that an engine dying
 // in between leaves a claim naming the sequence after which the events,
-// if stored, are: a later retry reads only the events after it.
+// if stored, are: a later retry reads only the events after it. Claims of
+// engines before #29 (ULID keys whose first event's id is the key) are
+// read as they were written.
 //
 // Two calls with one key that race each other are settled by the log: the
 // loser's append fails its expected sequence or is deduplicated, and the
@@ -63,14 +79,18 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if key == "" {
 		return e.Apply(ctx, session, origin, expected, cmds...)
 	}
-	if _, err := KeyedIDs(key, 1); err != nil {
+	if _, err := KeyedIDs(session, key, 1); err != nil {
 		return CommandResult{}, err
 	}
 	if err := checkWrite(session, cmds); err != nil {
 		return CommandResult{}, err
 	}
+	digest, types, err := commandsDigest(cmds)
+	if err != nil {
+		return CommandResult{}, err
+	}
 	if e.keys == nil {
-		return CommandResult{}, fmt.Errorf("%w: idempotency key %s: this engine has no key store (Ports.Keys): send the command without a key", ErrInvalid, key)
+		return CommandResult{}, fmt.Errorf("%w: idempotency key %q: this engine has no key store (Ports.Keys): send the command without a key", ErrInvalid, key)
 	}
 	keys, err := e.keys(ctx)
 	if err != nil {
@@ -80,7 +100,8 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if err != nil {
 		return CommandResult{}, err
 	}
-	claim, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: session, Channel: origin.Channel, After: after})
+	claim, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: session, Channel: origin.Channel, After: after,
+		IDs: jetstream.KeyIDsV1, Digest: digest, Commands: types})
 	if err != nil {
 		return CommandResult{}, err
 	}
@@ -89,6 +110,8 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session}
 	case !claimed && claim.Channel != "" && claim.Channel != origin.Channel:
 		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session, Channel: origin.Channel}
+	case !claimed && claim.Digest != "" && claim.Digest != digest:
+		return CommandResult{}, &jetstream.KeyMismatchError{Key: key, Was: claim.Commands, Now: types}
 	case !claimed:
 		stored, found, seen, ferr := e.findClaimed(ctx, keys, session, key, claim)
 		if ferr != nil || found {
@@ -108,23 +131,25 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 			}
 		}()
 	default:
-		// A key older than the index may be stored without an entry.
-		kid, _ := ulid.ParseStrict(key)
-		if upTo := keys.Legacy(ulid.Time(kid.Time())); upTo > 0 {
-			res, found, _, err := e.findKeyed(ctx, session, key, 0, upTo)
-			if err != nil {
-				return res, err
-			}
-			if found {
-				e.settle(ctx, keys, session, key, claim, res)
-				return res, nil
+		// A ULID key older than the index may be stored without an
+		// entry, under the ids engines before #29 gave it.
+		if kid, ok := jetstream.LegacyKeyEventIDs(key, 1); ok {
+			u, _ := ulid.ParseStrict(kid[0])
+			if upTo := keys.Legacy(ulid.Time(u.Time())); upTo > 0 {
+				res, found, _, err := e.findKeyed(ctx, session, key, kid[0], 0, upTo)
+				if err != nil {
+					return res, err
+				}
+				if found {
+					old := claim
+					old.IDs, old.Digest, old.Commands = "", "", ""
+					e.settle(ctx, keys, session, key, old, res)
+					return res, nil
+				}
 			}
 		}
 	}
-	ids := func(i int) string {
-		out, _ := KeyedIDs(key, i+1) // valid: checked above
-		return out[i]
-	}
+	ids := func(i int) string { return claimIDs(session, key, claim, i+1)[i] } // a command may decide several events
 	res, err = e.apply(ctx, session, origin, expected, ids, cmds)
 	switch {
 	case err == nil && len(res.EventIDs) > 0:
@@ -138,6 +163,17 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 		}
 	}
 	return res, err
+}
+
+// claimIDs are the ids of the first n events of a claim: KeyEventIDs, or
+// for a claim of an engine before #29 the key and key+1, ...
+func claimIDs(session, key string, claim jetstream.KeyClaim, n int) []string {
+	if claim.IDs == "" {
+		if ids, ok := jetstream.LegacyKeyEventIDs(key, n); ok {
+			return ids
+		}
+	}
+	return jetstream.KeyEventIDs(session, key, n)
 }
 
 // refused reports an append error that certainly stored nothing.
@@ -163,19 +199,19 @@ func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, cla
 // sequence of the session that search read).
 func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
 	if claim.Pending() {
-		res, found, seen, err = e.findKeyed(ctx, session, key, claim.After+1, 0)
+		res, found, seen, err = e.findKeyed(ctx, session, key, claimIDs(session, key, claim, 1)[0], claim.After+1, 0)
 		if err == nil && found {
 			e.settle(ctx, keys, session, key, claim, res)
 		}
 		return res, found, seen, err
 	}
-	ids, _ := KeyedIDs(key, claim.Count) // valid: checked by the caller
+	ids := claimIDs(session, key, claim, claim.Count)
 	ok, err := e.log.StoredAt(ctx, session, claim.First, ids)
 	if err != nil {
-		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: read its events at sequence %d: %w", key, claim.First, err)
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %q: read its events at sequence %d: %w", key, claim.First, err)
 	}
 	if !ok {
-		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %s: the index says session %q holds it at sequence %d, the log does not: %w", key, session, claim.First, jetstream.ErrDamagedLog)
+		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %q: the index says session %q holds it at sequence %d, the log does not: %w", key, session, claim.First, jetstream.ErrDamagedLog)
 	}
 	res = CommandResult{First: claim.First, Last: claim.First + uint64(claim.Count) - 1, EventIDs: ids}
 	res, found, err = e.duplicate(ctx, session, res)
@@ -183,11 +219,11 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 }
 
 // findKeyed looks for the events stored under key on the session between
-// sequences from and upTo (0: the end): the event whose id is key and
-// those right after it with ids key+1, key+2... seen is the last sequence
-// read.
-func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
-	next := key
+// sequences from and upTo (0: the end): the event whose id is first and
+// those right after it with ids first+1, first+2... seen is the last
+// sequence read.
+func (e *Engine) findKeyed(ctx context.Context, session, key, first string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
+	next := first
 	stop := errors.New("stop")
 	err = e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
 		seen = r.Seq
@@ -206,12 +242,11 @@ func (e *Engine) findKeyed(ctx context.Context, session, key string, from, upTo 
 		}
 		res.Last = r.Seq
 		res.EventIDs = append(res.EventIDs, id)
-		ids, _ := KeyedIDs(id, 2)
-		next = ids[1]
+		next = jetstream.NextEventID(id)
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return res, false, seen, fmt.Errorf("look for idempotency key %s on session %q: %w", key, session, err)
+		return res, false, seen, fmt.Errorf("look for idempotency key %q on session %q: %w", key, session, err)
 	}
 	if res.First == 0 {
 		return res, false, seen, nil

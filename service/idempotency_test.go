@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,8 +31,9 @@ func TestApplyKeyedRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Last == 0 || len(first.EventIDs) != 1 || first.EventIDs[0] != key || first.Duplicate {
-		t.Fatalf("first append: %+v, want one new event with id %s", first, key)
+	keyID := jetstream.KeyEventIDs("idem", key, 1)[0]
+	if first.Last == 0 || len(first.EventIDs) != 1 || first.EventIDs[0] != keyID || first.Duplicate {
+		t.Fatalf("first append: %+v, want one new event with id %s", first, keyID)
 	}
 	// Another writer moves the session on.
 	if _, err := e.Apply(ctx, "idem", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
@@ -43,7 +45,7 @@ func TestApplyKeyedRetry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("retry %s: %v", when, err)
 		}
-		if !got.Duplicate || got.First != first.First || got.Last != first.Last || len(got.EventIDs) != 1 || got.EventIDs[0] != key {
+		if !got.Duplicate || got.First != first.First || got.Last != first.Last || len(got.EventIDs) != 1 || got.EventIDs[0] != keyID {
 			t.Fatalf("retry %s = first %d last %d dup %v ids %v, want the original %d (duplicate)", when, got.First, got.Last, got.Duplicate, got.EventIDs, first.Last)
 		}
 	}
@@ -56,7 +58,7 @@ func TestApplyKeyedRetry(t *testing.T) {
 	}
 	n := 0
 	for _, r := range recs {
-		if r.Envelope.ID == key {
+		if r.Envelope.ID == keyID {
 			n++
 		}
 	}
@@ -64,13 +66,13 @@ func TestApplyKeyedRetry(t *testing.T) {
 		t.Fatalf("session has %d events, %d with the key; want 2 and 1", len(recs), n)
 	}
 
-	// Several events under one key: key, key+1.
+	// Several events under one key: id, id+1.
 	key2 := events.NewID()
 	multi, err := e.ApplyKeyed(ctx, "idem", web, nil, key2, events.ToolEnabled{Name: "bash"}, events.ToolEnabled{Name: "grep"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := service.KeyedIDs(key2, 2)
+	want, _ := service.KeyedIDs("idem", key2, 2)
 	if len(multi.EventIDs) != 2 || multi.EventIDs[0] != want[0] || multi.EventIDs[1] != want[1] {
 		t.Fatalf("ids %v, want %v", multi.EventIDs, want)
 	}
@@ -79,8 +81,9 @@ func TestApplyKeyedRetry(t *testing.T) {
 		t.Fatalf("retry of the two-event append: %+v %v, want %d..%d", again, err, multi.First, multi.Last)
 	}
 
-	// A key that is not a ULID is refused.
-	if _, err := e.ApplyKeyed(ctx, "idem", web, nil, "not-a-ulid", events.ToolDisabled{Name: "bash"}); !errors.Is(err, service.ErrInvalid) {
+	// A key longer than 255 bytes is refused (#29 item 1: any shorter
+	// string is a key; TestApplyKeyedOpaqueKeys).
+	if _, err := e.ApplyKeyed(ctx, "idem", web, nil, strings.Repeat("k", 256), events.ToolDisabled{Name: "bash"}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("bad key: %v, want ErrInvalid", err)
 	}
 }
@@ -112,23 +115,27 @@ func TestApplyKeyedForeignDuplicateDoesNotWedge(t *testing.T) {
 	if _, err := e.Log().Append(ctx, "other", 0, other); err != nil {
 		t.Fatal(err)
 	}
-	for try := range 2 { // the refusal releases the claim it made: the second claims again
-		_, err := e.ApplyKeyed(ctx, "victim", web, nil, other.ID, events.ToolDisabled{Name: "bash"})
-		if !errors.Is(err, jetstream.ErrKeyInUse) {
-			t.Fatalf("try %d: key of another session's event: %v, want ErrKeyInUse", try, err)
-		}
+	// #29 item 1: a key's event ids derive from the session and the key,
+	// so another session's event id sent as a key names other ids: the
+	// victim's own event is stored (before #29 the key was the id, and the
+	// append was refused ErrKeyInUse); nothing of the other session is
+	// returned.
+	keyed, err := e.ApplyKeyed(ctx, "victim", web, nil, other.ID, events.ToolDisabled{Name: "bash"})
+	if err != nil || keyed.Duplicate || keyed.First != 3 || len(keyed.EventIDs) != 1 || keyed.EventIDs[0] == other.ID ||
+		keyed.EventIDs[0] != jetstream.KeyEventIDs("victim", other.ID, 1)[0] {
+		t.Fatalf("key of another session's event: %+v %v, want the victim's own event at 3", keyed, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := e.Session(rctx, "victim", 0)
-	if err != nil || st.LastSeq != 1 {
-		t.Fatalf("victim after the refusal: seq %d %v, want its own view at 1", st.LastSeq, err)
+	st, err := e.Session(rctx, "victim", keyed.Last)
+	if err != nil || st.LastSeq != 3 {
+		t.Fatalf("victim after the keyed append: seq %d %v, want its own view at 3", st.LastSeq, err)
 	}
-	res, err := e.Apply(rctx, "victim", web, nil, events.ToolDisabled{Name: "bash"})
-	if err != nil || res.First != 3 {
-		t.Fatalf("victim appends after the refusal: %+v %v, want seq 3", res, err)
+	res, err := e.Apply(rctx, "victim", web, nil, events.ToolEnabled{Name: "bash"})
+	if err != nil || res.First != 4 {
+		t.Fatalf("victim appends after it: %+v %v, want seq 4", res, err)
 	}
-	if st, err := e.Session(rctx, "victim", res.Last); err != nil || st.LastSeq != 3 {
+	if st, err := e.Session(rctx, "victim", res.Last); err != nil || st.LastSeq != 4 {
 		t.Fatalf("victim reads its write: seq %d %v", st.LastSeq, err)
 	}
 }
@@ -258,7 +265,7 @@ func TestApplyKeyedHotSession(t *testing.T) {
 		count[r.MsgID]++
 	}
 	for i, k := range keys {
-		if count[k] != 1 {
+		if count[jetstream.KeyEventIDs(s, k, 1)[0]] != 1 {
 			t.Errorf("key %d (%s) stored %d times, want once", i, k, count[k])
 		}
 	}
@@ -301,11 +308,15 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	// The session moves on; the dedupe window passes.
 	bulk(t, e, s, 50)
 	time.Sleep(3 * window) // the window is time: let it pass
+	// The crashed claim is as engines before #29 wrote it (no digest, the
+	// key is the event id): read as written, whatever the retry sends.
+	retryOf := map[string]events.Payload{settled: events.ToolDisabled{Name: "bash"}, crashed: events.ToolDisabled{Name: "read_file"}}
+	idOf := map[string]string{settled: jetstream.KeyEventIDs(s, settled, 1)[0], crashed: crashed}
 	for key, want := range map[string]uint64{settled: first.First, crashed: stored.First} {
 		for try := range 2 {
 			before := e.Log().MessagesRead()
-			got, err := e.ApplyKeyed(ctx, s, web, nil, key, events.ToolDisabled{Name: "read_file"})
-			if err != nil || !got.Duplicate || got.First != want || got.Last != want || len(got.EventIDs) != 1 || got.EventIDs[0] != key {
+			got, err := e.ApplyKeyed(ctx, s, web, nil, key, retryOf[key])
+			if err != nil || !got.Duplicate || got.First != want || got.Last != want || len(got.EventIDs) != 1 || got.EventIDs[0] != idOf[key] {
 				t.Fatalf("retry %d of %s after the window: %+v %v, want duplicate at %d", try, key, got, err, want)
 			}
 			t.Logf("retry %d of %s: %d messages read", try, key, e.Log().MessagesRead()-before)
@@ -340,5 +351,50 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	again, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolEnabled{Name: "grep"})
 	if err != nil || !again.Duplicate || again.First != res.First {
 		t.Fatalf("and again: %+v %v, want duplicate at %d", again, err, res.First)
+	}
+}
+
+// #29 item 1: an idempotency key is any opaque string of 1 to 255 bytes (a
+// UUID here), case-sensitive, mapped to event ids by a hash of the session
+// and the key; the same key with other commands is refused (ErrKeyMismatch,
+// also ErrKeyInUse) naming both commands and writing nothing; with the same
+// commands it is a duplicate.
+func TestApplyKeyedOpaqueKeys(t *testing.T) {
+	e, _ := keyedEngine(t, time.Minute)
+	ctx := context.Background()
+	const s = "opaque"
+	uuid := "3f1c2a9e-7b4d-4c11-9a60-0e5b8f2d6c71"
+	first, err := e.ApplyKeyed(ctx, s, web, nil, uuid, events.ToolDisabled{Name: "bash"})
+	if err != nil || first.Duplicate || len(first.EventIDs) != 1 || first.EventIDs[0] != jetstream.KeyEventIDs(s, uuid, 1)[0] {
+		t.Fatalf("UUID key: %+v %v, want one event with id KeyEventIDs(session, key)", first, err)
+	}
+	again, err := e.ApplyKeyed(ctx, s, web, nil, uuid, events.ToolDisabled{Name: "bash"})
+	if err != nil || !again.Duplicate || again.First != first.First || again.EventIDs[0] != first.EventIDs[0] {
+		t.Fatalf("retry: %+v %v, want duplicate at %d", again, err, first.First)
+	}
+	_, err = e.ApplyKeyed(ctx, s, web, nil, uuid, events.ToolEnabled{Name: "bash"}, events.ToolDisabled{Name: "grep"})
+	var me *jetstream.KeyMismatchError
+	if !errors.Is(err, jetstream.ErrKeyMismatch) || !errors.Is(err, jetstream.ErrKeyInUse) || !errors.As(err, &me) ||
+		!strings.Contains(err.Error(), "ToolDisabled") || !strings.Contains(err.Error(), "ToolEnabled,ToolDisabled") || !strings.Contains(err.Error(), uuid) {
+		t.Fatalf("same key, other commands: %v, want ErrKeyMismatch naming the key and both commands", err)
+	}
+	// Case-sensitive: the upper-case UUID is another key, with other ids.
+	upper := strings.ToUpper(uuid)
+	other, err := e.ApplyKeyed(ctx, s, web, nil, upper, events.ToolDisabled{Name: "grep"})
+	if err != nil || other.Duplicate || len(other.EventIDs) != 1 || other.EventIDs[0] == first.EventIDs[0] {
+		t.Fatalf("upper-case key: %+v %v, want a new event with its own id", other, err)
+	}
+	// 255 bytes is a key; 256 bytes and control characters are not.
+	if res, err := e.ApplyKeyed(ctx, s, web, nil, strings.Repeat("é", 127)+"x", events.ToolEnabled{Name: "bash"}); err != nil || res.Duplicate {
+		t.Fatalf("255-byte key: %+v %v", res, err)
+	}
+	for _, bad := range []string{strings.Repeat("x", 256), "a\nb", "tab\there"} {
+		if _, err := e.ApplyKeyed(ctx, s, web, nil, bad, events.ToolEnabled{Name: "read_file"}); !errors.Is(err, service.ErrInvalid) {
+			t.Fatalf("key %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	recs, err := e.Log().ReadSession(ctx, s, 0, 0)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("session holds %d events (%v), want 3: nothing written by the retry and the refusals", len(recs), err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // clusterEngine is an `engine serve` process on a process cluster.
@@ -111,7 +112,7 @@ func TestIdempotentRetryAcrossEngineKill(t *testing.T) {
 		r1, err = cb.Append(ctx, client.AppendRequest{Session: session, EventID: k1, Commands: []client.Command{client.DisableTool("bash")}})
 		return err
 	})
-	if !r1.Duplicate || r1.LastSeq != first.LastSeq || len(r1.EventIDs) != 1 || r1.EventIDs[0] != k1 {
+	if !r1.Duplicate || r1.LastSeq != first.LastSeq || len(r1.EventIDs) != 1 || r1.EventIDs[0] != wire.IdempotencyEventIDs(session, k1, 1)[0] {
 		t.Fatalf("retry of the acknowledged append: %+v, want seq %d duplicate", r1, first.LastSeq)
 	}
 	var err error
@@ -133,7 +134,8 @@ func TestIdempotentRetryAcrossEngineKill(t *testing.T) {
 	for _, r := range recs {
 		count[r.Envelope.ID]++
 	}
-	if count[k1] != 1 || count[k2] != 1 || len(recs) != 2 {
+	id1, id2 := wire.IdempotencyEventIDs(session, k1, 1)[0], wire.IdempotencyEventIDs(session, k2, 1)[0] // #29 item 1
+	if count[id1] != 1 || count[id2] != 1 || len(recs) != 2 {
 		t.Fatalf("log has %d events, key 1 %d times, key 2 %d times; want 2, once each", len(recs), count[k1], count[k2])
 	}
 	t.Logf("idempotent-retry: in-flight append on the killed engine returned %v; its retry stored at %d (duplicate %v)", errA, r2.LastSeq, r2.Duplicate)

@@ -56,6 +56,11 @@ const (
 	// event_id) was already used on another session or by another
 	// channel; nothing was written. Generate a new key.
 	CodeKeyInUse = "idempotency_key_in_use"
+	// CodeKeyMismatch (422): the idempotency key was already used on this
+	// session with other commands (the message names both); nothing was
+	// written. A retry sends the same commands; new commands take a new
+	// key.
+	CodeKeyMismatch = "idempotency_key_mismatch"
 	// CodeUnsupportedMedia (415): a request body that is neither
 	// application/json nor application/msgpack.
 	CodeUnsupportedMedia = "unsupported_media_type"
@@ -65,7 +70,7 @@ const (
 var Codes = []string{
 	CodeConflict, CodeInvalid, CodeNoTurn, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge,
 	CodeUnavailable, CodeOutcomeUnknown, CodeStorageFull, CodeInternal, CodeBusy,
-	CodeUnauthorized, CodeForbidden, CodeKeyInUse, CodeUnsupportedMedia,
+	CodeUnauthorized, CodeForbidden, CodeKeyInUse, CodeUnsupportedMedia, CodeKeyMismatch,
 }
 
 // Error is an error reply, on the wire

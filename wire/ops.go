@@ -10,8 +10,9 @@ const (
 	// HeaderActor names the writing actor (a user id) on both transports;
 	// it wins over a body "actor" field.
 	HeaderActor = "Engine-Actor"
-	// HeaderIdempotencyKey carries an append's idempotency key (a ULID) on
-	// both transports, as the body's event_id does.
+	// HeaderIdempotencyKey carries an append's idempotency key (any
+	// string of 1 to 255 bytes, case-sensitive: a UUID, say) on both
+	// transports, as the body's event_id does.
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderErrorCode carries the error code on NATS error replies, beside
 	// the micro Nats-Service-Error-Code (the HTTP status).

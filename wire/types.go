@@ -18,10 +18,14 @@ type AppendRequest struct {
 	ExpectedSeq *uint64   `json:"expected_seq,omitempty"`
 	Commands    []Command `json:"commands"`
 	Actor       string    `json:"actor,omitempty"`
-	// EventID is an idempotency key (a ULID the caller generates): a
-	// retry with the same EventID returns the original sequences and
-	// writes nothing. A key belongs to the session and channel it was
-	// first used by: elsewhere it is ErrKeyInUse (422).
+	// EventID is an idempotency key: any string of 1 to 255 bytes of
+	// printable UTF-8 the caller generates (a UUID, say), case-sensitive.
+	// A retry with the same EventID and the same commands returns the
+	// original sequences and writes nothing; with other commands it is
+	// idempotency_key_mismatch (422). A key belongs to the session and
+	// channel it was first used by: elsewhere it is
+	// idempotency_key_in_use (422). The stored events' ids are
+	// IdempotencyEventIDs(session, key, n).
 	EventID string `json:"event_id,omitempty"`
 }
 

@@ -46,6 +46,9 @@ func (f clientFlags) client(ctx context.Context) (*client.Client, error) {
 	if f.Token != "" {
 		opts = append(opts, client.WithToken(f.Token), client.WithChannel(""))
 	}
+	if err := checkHTTPServer(withScheme(f.Server)); err != nil {
+		return nil, err
+	}
 	return client.NewHTTP(withScheme(f.Server), opts...), nil
 }
 

@@ -91,6 +91,10 @@ func (f clientNATSFlags) connect(ctx context.Context, defaultURL string) (*nats.
 	}
 	nc, err := jetstream.Connect(ctx, cfg)
 	if err != nil {
+		haveCreds := cfg.User != "" || cfg.CredsFile != "" || cfg.NKeySeedFile != "" || cfg.Token != ""
+		if why := natsFailure(cfg.URL, err, haveCreds, f.Data); why != nil {
+			return nil, why
+		}
 		return nil, &unreachableError{what: "NATS", url: cfg.URL, err: err}
 	}
 	return nc, nil

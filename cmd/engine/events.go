@@ -18,7 +18,7 @@ import (
 // eventFlags are shared by events and tail: how to reach the stream.
 type eventFlags struct {
 	clientNATSFlags
-	Prefix string `name:"prefix" default:"tools" help:"Subject prefix of the stream (engine serve --prefix)."`
+	Prefix string `name:"prefix" env:"ENGINE_PREFIX" default:"tools" help:"Subject prefix of the stream (engine serve --prefix)."`
 	From   uint64 `name:"from" help:"Start at this stream sequence (default: the first event)."`
 }
 

@@ -22,9 +22,9 @@ type httpFlags struct {
 	HTTPTokens   string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
 	HTTPChannels []string      `name:"http-channel" env:"ENGINE_HTTP_CHANNELS" help:"Engine-Channel values the HTTP API trusts without --http-tokens, each with its own in-flight budget and metrics label (besides the default channel http and the CLI's cli); every other channel named by the header shares one budget and the label \"other\"."`
 	HTTPHosts    []string      `name:"http-host" env:"ENGINE_HTTP_HOSTS" help:"Host names (or name:port) the HTTP server answers to, besides localhost, 127.0.0.1 and [::1]; other Host headers are refused (DNS rebinding)."`
-	HTTPOrigins  []string      `name:"http-origin" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
-	HTTPMaxConn  int           `name:"http-max-conns" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
-	HTTPRead     time.Duration `name:"http-read-timeout" default:"15s" help:"Time a client has to send a whole request (headers and body); slower ones are cut off."`
+	HTTPOrigins  []string      `name:"http-origin" env:"ENGINE_HTTP_ORIGIN" help:"Origins (scheme://host[:port]) whose pages may send cross-origin writes; by default only the engine's own pages may."`
+	HTTPMaxConn  int           `name:"http-max-conns" env:"ENGINE_HTTP_MAX_CONNS" default:"512" help:"Most HTTP connections open at once; more wait in the listen queue."`
+	HTTPRead     time.Duration `name:"http-read-timeout" env:"ENGINE_HTTP_READ_TIMEOUT" default:"15s" help:"Time a client has to send a whole request (headers and body); slower ones are cut off."`
 }
 
 // apiConfig completes an API configuration with the HTTP trust settings

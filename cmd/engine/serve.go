@@ -23,9 +23,9 @@ type natsFlags struct {
 	NATSPassword string `name:"nats-password" env:"ENGINE_NATS_PASSWORD" help:"Password for --nats-user."`
 	NATSCreds    string `name:"nats-creds" env:"ENGINE_NATS_CREDS" type:"existingfile" help:"Credentials (JWT + nkey) file for --nats."`
 	NATSNKey     string `name:"nats-nkey" env:"ENGINE_NATS_NKEY" type:"existingfile" help:"NKey seed file for --nats."`
-	TLSCA        string `name:"tls-ca" type:"existingfile" help:"CA certificate to verify the NATS server."`
-	TLSCert      string `name:"tls-cert" type:"existingfile" help:"Client certificate for NATS (with --tls-key)."`
-	TLSKey       string `name:"tls-key" type:"existingfile" help:"Client key for NATS (with --tls-cert)."`
+	TLSCA        string `name:"tls-ca" env:"ENGINE_TLS_CA" type:"existingfile" help:"CA certificate to verify the NATS server."`
+	TLSCert      string `name:"tls-cert" env:"ENGINE_TLS_CERT" type:"existingfile" help:"Client certificate for NATS (with --tls-key)."`
+	TLSKey       string `name:"tls-key" env:"ENGINE_TLS_KEY" type:"existingfile" help:"Client key for NATS (with --tls-cert)."`
 }
 
 // storeFlags say where the log is: an external server, or the embedded
@@ -34,9 +34,9 @@ type storeFlags struct {
 	natsFlags
 	storeCheckFlags
 	Data         string `name:"data" default:"./engine-data" env:"ENGINE_DATA" type:"path" help:"Data directory of the embedded server's JetStream store."`
-	ServerConfig string `name:"server-config" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
-	Prefix       string `name:"prefix" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
-	Replicas     int    `name:"replicas" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
+	ServerConfig string `name:"server-config" env:"ENGINE_SERVER_CONFIG" type:"existingfile" help:"nats-server config file for the embedded server (accounts, per-channel users and permissions, TLS); see deploy/nats-server.conf."`
+	Prefix       string `name:"prefix" env:"ENGINE_PREFIX" default:"tools" help:"Subject prefix: events on <prefix>.events.<session>, API on <prefix>.api.<channel>.<op>."`
+	Replicas     int    `name:"replicas" env:"ENGINE_REPLICAS" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
 	admin     bool // connect as the admin of the data directory's users (engine stream repair)
 	needStore bool // refuse a data directory without the event stream instead of creating one (issue 12)
@@ -67,7 +67,7 @@ func (c *storeFlags) leaseOwner() string { return c.store("", "").LeaseOwner() }
 // storeCheckFlags are the start-up store check's flags (issue 24 rows 2,
 // 3 and 12(c)).
 type storeCheckFlags struct {
-	AcceptStoreDamage bool `name:"accept-store-damage" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: each damaged block is cut at its first bad record (a copy is kept in <data>/damaged-<time>), the stream's index is rebuilt from the blocks, and the gap is recorded as accepted. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
+	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: each damaged block is cut at its first bad record (a copy is kept in <data>/damaged-<time>), the stream's index is rebuilt from the blocks, and the gap is recorded as accepted. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
 }
 
 type serveCmd struct {
@@ -75,15 +75,15 @@ type serveCmd struct {
 	httpFlags
 	apiConnFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
-	Sync       string        `name:"sync" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	Sync       string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
-	Project    bool          `name:"projection" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
-	ReadyFile  string        `name:"ready-file" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
-	MinFree    string        `name:"min-free" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
-	MaxLag     uint64        `name:"max-projection-lag" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
-	Shutdown   time.Duration `name:"shutdown-timeout" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+	Project    bool          `name:"projection" env:"ENGINE_PROJECTION" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
+	ReadyFile  string        `name:"ready-file" env:"ENGINE_READY_FILE" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	MinFree    string        `name:"min-free" env:"ENGINE_MIN_FREE" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
+	MaxLag     uint64        `name:"max-projection-lag" env:"ENGINE_MAX_PROJECTION_LAG" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
+	Shutdown   time.Duration `name:"shutdown-timeout" env:"ENGINE_SHUTDOWN_TIMEOUT" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 }
 
 // Run maps the flags to a server.Config and serves until ctx ends.

@@ -39,3 +39,15 @@ func (c *versionCmd) Run(context.Context) error {
 		v.Version, v.Module, commit, v.Go, v.Platform, v.NATSServer, v.NATSClient, v.ServiceName, v.APIVersion)
 	return nil
 }
+
+// versionLine is what --version prints: the module version and commit.
+func versionLine() string {
+	v := buildinfo.Read()
+	commit := v.Commit
+	if commit == "" {
+		commit = "unknown commit"
+	} else if v.Modified {
+		commit += " (modified)"
+	}
+	return fmt.Sprintf("engine %s (%s, %s, api %s)", v.Version, commit, v.Go, api.Version)
+}

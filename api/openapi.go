@@ -1,0 +1,211 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/toolintent/engine/wire"
+)
+
+// PathOpenAPI is where the HTTP gateway serves OpenAPI(): the same
+// authentication as the read operations (with a tokens file, any of its
+// tokens, read-only ones included; without one, none).
+const PathOpenAPI = "/v1/openapi.json"
+
+// OpenAPI returns the OpenAPI 3.1 document of the HTTP API, generated from
+// the operation table and the JSON Schemas of its request and reply types
+// (RequestSchema, ResponseSchema), so that any language's generator gets
+// the routes, bodies, parameters and error envelope the engine serves
+// (#29 item 2). A test validates every documented operation's real
+// requests and replies, success and error, against it.
+func OpenAPI() map[string]any {
+	paths := map[string]any{}
+	for _, op := range operations {
+		item, _ := paths[op.Path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[op.Path] = item
+		}
+		for _, m := range op.Methods {
+			item[strings.ToLower(m)] = openAPIOperation(op, m)
+		}
+	}
+	paths[PathOpenAPI] = map[string]any{"get": map[string]any{
+		"operationId": "openapi",
+		"summary":     "This document.",
+		"responses": map[string]any{
+			"200":     map[string]any{"description": "the OpenAPI 3.1 document", "content": map[string]any{MIMEJSON: map[string]any{"schema": Schema{"type": "object"}}}},
+			"default": errorResponseRef,
+		},
+	}}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":   "Tool-configuration engine API",
+			"version": Version,
+			"description": "The HTTP side of the engine's API (docs/api.md); the same operations are NATS micro endpoints " +
+				"<prefix>.<channel>.<subject> (x-nats-subject) with the same JSON bodies, the path fields in the body. " +
+				"Request bodies may also be application/msgpack, and replies are msgpack when Accept names it.",
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": map[string]any{"Error": errorSchema()},
+			"responses": map[string]any{"Error": map[string]any{
+				"description": "an error reply: the code is stable, the message names the bad value; 429 and 503 carry Retry-After",
+				"headers": map[string]any{wire.HeaderRetryAfter: map[string]any{
+					"description": "seconds to wait before retrying (429 and 503 only)", "schema": Schema{"type": "integer", "minimum": 0}}},
+				"content": map[string]any{MIMEJSON: map[string]any{"schema": Schema{"$ref": "#/components/schemas/Error"}}},
+			}},
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
+				"description": "a token of the engine's --http-tokens file; without that file the API takes no token (loopback only)"}},
+		},
+		"security": []any{map[string]any{"bearer": []string{}}, map[string]any{}},
+	}
+}
+
+var errorResponseRef = map[string]any{"$ref": "#/components/responses/Error"}
+
+// errorSchema is the error envelope of every error reply.
+func errorSchema() Schema {
+	return Schema{
+		"type":     "object",
+		"required": []string{"error"},
+		"properties": Schema{"error": Schema{
+			"type":     "object",
+			"required": []string{"code", "message"},
+			"properties": Schema{
+				"code":     Schema{"type": "string", "enum": slices.Clone(wire.Codes)},
+				"message":  Schema{"type": "string"},
+				"expected": Schema{"type": "integer", "minimum": 0, "description": "conflict only: the sequence the request expected"},
+				"actual":   Schema{"type": "integer", "minimum": 0, "description": "conflict only: the session's sequence"},
+			},
+			"additionalProperties": false,
+		}},
+		"additionalProperties": false,
+	}
+}
+
+// openAPIOperation is one method of an operation's path.
+func openAPIOperation(op *operation, method string) map[string]any {
+	id := op.Name
+	if method != op.Method() {
+		id += "-" + strings.ToLower(method) // resolve: GET and POST, the client sends POST
+	}
+	path := pathNames(op.Path)
+	var params []any
+	for _, n := range path {
+		params = append(params, map[string]any{"name": n, "in": "path", "required": true, "schema": Schema{"type": "string"}})
+	}
+	params = append(params,
+		map[string]any{"name": wire.HeaderChannel, "in": "header", "required": false, "schema": Schema{"type": "string"},
+			"description": "the writing channel (without tokens; with them it must be the token's channel or absent)"},
+		map[string]any{"name": wire.HeaderActor, "in": "header", "required": false, "schema": Schema{"type": "string"},
+			"description": "the writing actor; wins over the body's actor"})
+	if op.Name == wire.OpAppend.Name {
+		params = append(params, map[string]any{"name": wire.HeaderIdempotencyKey, "in": "header", "required": false,
+			"schema":      Schema{"type": "string", "minLength": 1, "maxLength": wire.MaxIdempotencyKey},
+			"description": "an idempotency key: any string of 1 to 255 bytes (a UUID, say), case-sensitive; as the body's event_id"})
+	}
+	req := requestBodySchema(op, path)
+	o := map[string]any{
+		"operationId":    id,
+		"summary":        op.Summary,
+		"x-nats-subject": op.Subject,
+		"responses": map[string]any{
+			"200":     map[string]any{"description": "the reply", "content": map[string]any{MIMEJSON: map[string]any{"schema": schemaOf(op.respType, nil)}}},
+			"default": errorResponseRef,
+		},
+	}
+	if method == http.MethodGet {
+		props, _ := req["properties"].(Schema)
+		required, _ := req["required"].([]string)
+		names := make([]string, 0, len(props))
+		for n := range props {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			s := props[n].(Schema)
+			p := map[string]any{"name": n, "in": "query", "required": slices.Contains(required, n)}
+			if scalar(s) {
+				p["schema"] = s
+			} else { // a structured value is JSON in the parameter
+				p["content"] = map[string]any{MIMEJSON: map[string]any{"schema": s}}
+			}
+			params = append(params, p)
+		}
+	} else {
+		o["requestBody"] = map[string]any{"required": false, "content": map[string]any{MIMEJSON: map[string]any{"schema": req}}}
+	}
+	o["parameters"] = params
+	return o
+}
+
+// requestBodySchema is the request's schema without its path fields, which
+// travel in the path over HTTP; unknown fields are refused.
+func requestBodySchema(op *operation, path []string) Schema {
+	s := schemaOf(op.reqType, nil)
+	if props, ok := s["properties"].(Schema); ok {
+		props = maps(props)
+		for _, n := range path {
+			delete(props, n)
+		}
+		s["properties"] = props
+	}
+	if req, ok := s["required"].([]string); ok {
+		req = slices.DeleteFunc(slices.Clone(req), func(n string) bool { return slices.Contains(path, n) })
+		if len(req) == 0 {
+			delete(s, "required")
+		} else {
+			s["required"] = req
+		}
+	}
+	s["additionalProperties"] = false
+	return s
+}
+
+func maps(m Schema) Schema {
+	out := make(Schema, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// scalar reports a schema whose values are one string, number or boolean.
+func scalar(s Schema) bool {
+	switch t := s["type"].(type) {
+	case string:
+		return t == "string" || t == "integer" || t == "number" || t == "boolean"
+	case []string:
+		return !slices.Contains(t, "object") && !slices.Contains(t, "array")
+	}
+	return false
+}
+
+// openAPIJSON is OpenAPI() encoded once.
+var openAPIJSON = func() []byte {
+	b, err := json.MarshalIndent(OpenAPI(), "", "  ")
+	if err != nil {
+		panic("api: OpenAPI document: " + err.Error())
+	}
+	return append(b, '\n')
+}()
+
+// serveOpenAPI answers GET PathOpenAPI with the read operations'
+// authentication.
+func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	mp := wantsMsgpack(r.Header.Get("Accept"))
+	if _, err := a.authenticate(opsByName[wire.OpSessions.Name], r); err != nil {
+		e := errorOf(err)
+		if e.Code == CodeUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
+		}
+		a.writeError(w, mp, e)
+		return
+	}
+	w.Header().Set("Content-Type", MIMEJSON)
+	_, _ = w.Write(openAPIJSON)
+}
