@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
