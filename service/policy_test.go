@@ -5,6 +5,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -126,4 +127,52 @@ func TestPolicyDirectPublishAndReplay(t *testing.T) {
 	if !rebuilt.Frozen || !slices.Equal(rebuilt.Tools, turn.Tools) || rebuilt.ContractHash != turn.ContractHash {
 		t.Fatalf("rebuilt turn %v (%s), want %v (%s)", rebuilt.Tools, rebuilt.ContractHash, turn.Tools, turn.ContractHash)
 	}
+}
+
+// #31 item 2: the call-check returns the policy's decision with its rule;
+// an ask becomes allow once the user's answer is recorded, and a second
+// engine that only reads the log reaches the same decisions. A "once"
+// answer lasts one turn, a "session" one every turn after.
+func TestPolicyCallCheckDecisionsReplay(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	reg := policyRegistry(t)
+	e1, _ := stackOn(t, url, jetstream.LogConfig{}, reg, service.Config{}, true)
+	e2, _ := stackOn(t, url, jetstream.LogConfig{}, reg, service.Config{}, false)
+	tui := service.Origin{Channel: "tui", Actor: "alice"}
+	if _, err := e1.BeginTurn(ctx, "c1", tui, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, tool, reason, decision, rule string) {
+		t.Helper()
+		for i, e := range []*service.Engine{e1, e2} {
+			got, err := e.CallCheck(ctx, "c1", tool)
+			if err != nil {
+				t.Fatalf("%s: engine %d: %v", step, i+1, err)
+			}
+			if got.Reason != reason || got.Decision != decision || got.Rule != rule || got.Callable != (reason == service.CallCallable) {
+				t.Errorf("%s: engine %d: %s: reason %q decision %q rule %q callable %v; want %q %q %q", step, i+1, tool, got.Reason, got.Decision, got.Rule, got.Callable, reason, decision, rule)
+			}
+		}
+	}
+	check("asked", "bash", service.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
+	check("allowed", "read_file", service.CallCallable, "allow", "default-allow")
+	check("denied", "kill_shell", service.CallNotInTurn, "deny", "decision[2]:deny:*:*:kill_shell@pol-1")
+	res, err := e1.Apply(ctx, "c1", tui, nil, events.PermissionGranted{Tool: "bash", Scope: events.ScopeOnce, By: "user:alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("once", "bash", service.CallCallable, "allow", fmt.Sprintf("granted:once:user:alice@%d", res.Last))
+	if _, err := e1.BeginTurn(ctx, "c1", tui, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	check("next turn", "bash", service.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
+	res, err = e2.Apply(ctx, "c1", tui, nil, events.PermissionGranted{Tool: "bash", Scope: events.ScopeSession, By: "user:alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e1.BeginTurn(ctx, "c1", tui, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	check("session", "bash", service.CallCallable, "allow", fmt.Sprintf("granted:session:user:alice@%d", res.Last))
 }
