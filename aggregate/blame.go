@@ -38,6 +38,15 @@ func NewBlame(reg *resolver.Registry, session, tool string, override intent.Over
 	return b
 }
 
+// NewChannelBlame is NewBlame for the tools of channel, whose policy
+// narrows the registry's resolutions (#31).
+func NewChannelBlame(reg *resolver.Registry, session, tool string, override intent.Override, profile, channel string) *Blame {
+	b := &Blame{state: State{Session: session}, reg: reg, tool: tool,
+		req: resolver.Request{Override: override, Profile: profile, Channel: channel}}
+	b.current = b.explain()
+	return b
+}
+
 func (b *Blame) explain() resolver.Explanation {
 	b.req.Session = b.state.Intent
 	return b.reg.Explain(b.req, b.tool)

@@ -96,6 +96,9 @@ func (l Limits) withDefaults() Limits {
 //     s.Turn is still open, a TurnEnded for it is emitted first.
 //   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
 //     turn is already ended; an error before the first turn.
+//   - PermissionGranted (#31): a tool of the registry (a plain name),
+//     scope "session" or "once", a non-empty By; Turn 0 means s.Turn,
+//     otherwise it must equal s.Turn; "once" needs the turn open.
 //   - CheckpointRecorded: ContractHash is a SHA-256 in lower-case hex and
 //     RegistryVersion is not empty; Turn 0 means s.Turn, otherwise at most
 //     s.Turn; loaded names belong to Contract (a checkpoint that loads
@@ -197,6 +200,8 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		return one(events.TurnEnded{Turn: s.Turn}), nil
 	case events.CheckpointRecorded:
 		return decideCheckpoint(s, reg, c)
+	case events.PermissionGranted:
+		return decideGranted(s, reg, c)
 	}
 	return nil, fmt.Errorf("decide: command %T is not supported: %w", p, ErrInvalidCommand)
 }

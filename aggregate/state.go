@@ -295,7 +295,9 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 //     stays within events.MaxListLen;
 //   - DeferredEvicted evicts between turns, after turn Turn ended;
 //   - ToolDisabled keeps the disabled set within events.MaxListLen;
-//   - CheckpointRecorded is taken at a turn already started (turn <= Turn).
+//   - CheckpointRecorded is taken at a turn already started (turn <= Turn);
+//   - PermissionGranted answers in a turn already started (turn <= Turn),
+//     and a "once" answer in the open turn (#31).
 //
 // CheckAt adds the rules that need the registry in force when the event
 // was stored, the API's rules (Decide) applied to every event whoever
@@ -330,6 +332,8 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 	}
 	var why string
 	switch v := p.(type) {
+	case events.PermissionGranted:
+		why = grantRule(s, v)
 	case events.TurnStarted:
 		if s.Turn == math.MaxUint64 || v.Turn != s.Turn+1 {
 			why = fmt.Sprintf("TurnStarted turn %d, want the next turn %d", v.Turn, s.Turn+1)

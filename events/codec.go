@@ -156,6 +156,16 @@ func encodePayload(s *sticky, p Payload) {
 		s.str(v.Reason)
 		s.str("turn")
 		s.uint(v.Turn)
+	case PermissionGranted:
+		s.mapLen(4)
+		s.str("by")
+		s.str(v.By)
+		s.str("scope")
+		s.str(v.Scope)
+		s.str("tool")
+		s.str(v.Tool)
+		s.str("turn")
+		s.uint(v.Turn)
 	case TurnStarted:
 		encodeTurnStarted(s, v)
 	case TurnEnded:
@@ -348,6 +358,19 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 			return nil, err
 		}
 		if p.Reason, err = strField(m, "reason", false); err != nil {
+			return nil, err
+		}
+		p.Turn, err = uintField(m, "turn")
+		return p, err
+	case TypePermissionGranted:
+		var p PermissionGranted
+		if p.By, err = strField(m, "by", true); err != nil {
+			return nil, err
+		}
+		if p.Scope, err = strField(m, "scope", true); err != nil {
+			return nil, err
+		}
+		if p.Tool, err = strField(m, "tool", true); err != nil {
 			return nil, err
 		}
 		p.Turn, err = uintField(m, "turn")

@@ -125,6 +125,7 @@ var commandRows = []commandRow{
 	{zero: TurnStarted{}},
 	{zero: TurnEnded{}},
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
+	{zero: PermissionGranted{}}, // #31
 }
 
 type commandSpec struct {

@@ -26,6 +26,9 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 		TypeTurnEnded: {{Name: "turn", Kind: FieldUint}},
 		TypeCheckpointRecorded: {{Name: "loaded_deferred_tools", Kind: FieldNames}, {Name: "contract_hash", Kind: FieldString, Required: true},
 			{Name: "registry_version", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "contract", Kind: FieldContract}},
+		// #31: the user's answer to an ask.
+		TypePermissionGranted: {{Name: "by", Kind: FieldString, Required: true}, {Name: "scope", Kind: FieldString, Required: true},
+			{Name: "tool", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}},
 	}
 	if len(CommandTypes()) != len(want) {
 		t.Errorf("command types %v, want the %d of the table", CommandTypes(), len(want))

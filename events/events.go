@@ -62,12 +62,13 @@ const (
 	TypeTurnEnded          Type = "TurnEnded"
 	TypeCheckpointRecorded Type = "CheckpointRecorded"
 	TypeDeferredEvicted    Type = "DeferredEvicted"
+	TypePermissionGranted  Type = "PermissionGranted"
 )
 
 var allTypes = [...]Type{
 	TypeToolsToggled, TypeWebSearchSet, TypePresetChosen, TypeToolDisabled,
 	TypeToolEnabled, TypeToolsPicked, TypeDeferredLoaded, TypeTurnStarted,
-	TypeTurnEnded, TypeCheckpointRecorded, TypeDeferredEvicted,
+	TypeTurnEnded, TypeCheckpointRecorded, TypeDeferredEvicted, TypePermissionGranted,
 }
 
 // Types returns every known event type in a fixed order. The slice is a
@@ -242,6 +243,31 @@ type DeferredEvicted struct {
 	Reason string `msgpack:"reason" json:"reason"`
 }
 
+// The scopes of a PermissionGranted.
+const (
+	// ScopeSession allows the tool for the rest of the session.
+	ScopeSession = "session"
+	// ScopeOnce allows the tool in the turn the answer was given in only.
+	ScopeOnce = "once"
+)
+
+// PermissionGranted records the user's answer to an "ask" decision (#31):
+// By allowed Tool for the session, or once (in turn Turn only). Folded
+// into the session, it turns the channel policy's ask into allow on every
+// engine that replays the log; it never widens the tool set (a tool the
+// resolution leaves out or the policy denies stays out).
+type PermissionGranted struct {
+	// By names who answered (the user), as the backend knows them.
+	By string `msgpack:"by" json:"by"`
+	// Scope is ScopeSession or ScopeOnce.
+	Scope string `msgpack:"scope" json:"scope"`
+	// Tool is the allowed tool's name.
+	Tool string `msgpack:"tool" json:"tool"`
+	// Turn is the turn the answer was given in (0: the current one when
+	// sent as a command).
+	Turn uint64 `msgpack:"turn" json:"turn"`
+}
+
 // TurnStarted marks the start of a turn; the tool set is frozen (R16).
 //
 // It records what any engine needs to rebuild the frozen turn byte for
@@ -381,6 +407,9 @@ func (CheckpointRecorded) EventType() Type { return TypeCheckpointRecorded }
 // EventType implements Payload.
 func (DeferredEvicted) EventType() Type { return TypeDeferredEvicted }
 
+// EventType implements Payload.
+func (PermissionGranted) EventType() Type { return TypePermissionGranted }
+
 // PayloadValue returns p in value form: a pointer to one of this package's
 // payload types is dereferenced, a value is returned as is. ok is false for
 // nil, a nil pointer or a type not declared in this package. Consumers that
@@ -392,8 +421,10 @@ func PayloadValue(p Payload) (v Payload, ok bool) { return deref(p) }
 func deref(p Payload) (Payload, bool) {
 	switch v := p.(type) {
 	case ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled,
-		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted:
+		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted, PermissionGranted:
 		return v, true
+	case *PermissionGranted:
+		return derefPtr(v)
 	case *DeferredEvicted:
 		return derefPtr(v)
 	case *ToolsToggled:

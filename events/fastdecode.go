@@ -57,7 +57,8 @@ func typeOf(b []byte) (Type, bool) {
 type fastPayload struct {
 	enabled  *bool
 	str1     []byte // preset, name, contract_hash
-	str2     []byte // registry_version
+	str2     []byte // registry_version, scope
+	str3     []byte // tool
 	names    []string
 	turn     uint64
 	contract []ContractEntry
@@ -172,13 +173,14 @@ func decodeFast(b []byte) (Envelope, bool) {
 
 	// One allocation for every header and scalar payload string.
 	var sb strings.Builder
-	sb.Grow(len(id) + len(session) + len(chann) + len(actor) + len(data.str1) + len(data.str2))
+	sb.Grow(len(id) + len(session) + len(chann) + len(actor) + len(data.str1) + len(data.str2) + len(data.str3))
 	sb.Write(id)
 	sb.Write(session)
 	sb.Write(chann)
 	sb.Write(actor)
 	sb.Write(data.str1)
 	sb.Write(data.str2)
+	sb.Write(data.str3)
 	s := sb.String()
 	cut := func(n int) string {
 		x := s[:n]
@@ -191,6 +193,7 @@ func decodeFast(b []byte) (Envelope, bool) {
 	env.Actor = cut(len(actor))
 	str1 := cut(len(data.str1))
 	str2 := cut(len(data.str2))
+	str3 := cut(len(data.str3))
 	env.Version = SchemaVersion
 	env.Type = typ
 	switch typ {
@@ -214,6 +217,8 @@ func decodeFast(b []byte) (Envelope, bool) {
 		env.Payload = TurnStarted{Turn: data.turn}
 	case TypeTurnEnded:
 		env.Payload = TurnEnded{Turn: data.turn}
+	case TypePermissionGranted:
+		env.Payload = PermissionGranted{By: str1, Scope: str2, Tool: str3, Turn: data.turn}
 	case TypeCheckpointRecorded:
 		env.Payload = CheckpointRecorded{Loaded: data.names, ContractHash: str1, RegistryVersion: str2, Turn: data.turn, Contract: data.contract}
 	default:
@@ -242,6 +247,7 @@ const (
 	seenNames
 	seenTurn
 	seenContract
+	seenStr3
 )
 
 // fields reads the n entries of a data map for type t, as decodePayload
@@ -274,6 +280,21 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 		case string(k) == "registry_version" && t == TypeCheckpointRecorded:
 			bit = seenStr2
 			p.str2, _, ok = r.strOrNil()
+		case string(k) == "by" && t == TypePermissionGranted:
+			bit = seenStr1
+			var isNil bool
+			p.str1, isNil, ok = r.strOrNil()
+			ok = ok && !isNil // required
+		case string(k) == "scope" && t == TypePermissionGranted:
+			bit = seenStr2
+			var isNil bool
+			p.str2, isNil, ok = r.strOrNil()
+			ok = ok && !isNil
+		case string(k) == "tool" && t == TypePermissionGranted:
+			bit = seenStr3
+			var isNil bool
+			p.str3, isNil, ok = r.strOrNil()
+			ok = ok && !isNil
 		case string(k) == "names" && (t == TypeToolsPicked || t == TypeDeferredLoaded || t == TypeDeferredEvicted),
 			string(k) == "loaded_deferred_tools" && t == TypeCheckpointRecorded:
 			bit = seenNames
@@ -281,7 +302,7 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 		case t == TypeTurnStarted && string(k) != "turn":
 			// A recorded request (R31): the generic decoder reads it.
 			return false
-		case string(k) == "turn" && (t == TypeDeferredLoaded || t == TypeDeferredEvicted || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
+		case string(k) == "turn" && (t == TypePermissionGranted || t == TypeDeferredLoaded || t == TypeDeferredEvicted || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
 			bit = seenTurn
 			p.turn, ok = r.uintOrNil()
 		case string(k) == "contract" && t == TypeCheckpointRecorded:
@@ -297,6 +318,9 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 	}
 	if (t == TypeToolDisabled || t == TypeToolEnabled) && seen&seenStr1 == 0 {
 		return false // name is required
+	}
+	if t == TypePermissionGranted && seen&(seenStr1|seenStr2|seenStr3) != seenStr1|seenStr2|seenStr3 {
+		return false // by, scope and tool are required
 	}
 	return true
 }

@@ -173,6 +173,17 @@ func validatePayload(p Payload) error {
 		return nil
 	case DeferredLoaded:
 		return validateNames("names", v.Names)
+	case PermissionGranted:
+		if err := ValidateToolName(v.Tool); err != nil {
+			return fmt.Errorf("tool: %w", err)
+		}
+		if v.Scope != ScopeSession && v.Scope != ScopeOnce {
+			return fmt.Errorf("scope %q: want %q or %q: %w", v.Scope, ScopeSession, ScopeOnce, ErrInvalidEvent)
+		}
+		if v.By == "" {
+			return fmt.Errorf("by is empty, name who answered: %w", ErrInvalidEvent)
+		}
+		return validateText("by", v.By)
 	case DeferredEvicted:
 		if len(v.Names) == 0 {
 			return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)

@@ -137,6 +137,7 @@ func cacheable(req *Request) bool {
 	}
 	count(req.Override.Allowed)
 	count(req.Override.Names)
+	size += len(req.Channel)
 	return names <= maxCachedNames && size <= maxCachedBytes
 }
 
@@ -145,13 +146,14 @@ func cacheable(req *Request) bool {
 func fingerprint(req *Request) uint64 {
 	h := req.Override.Fingerprint(intent.FingerprintSeed)
 	h = req.Session.Fingerprint(h)
-	return intent.FingerprintString(h, req.Profile)
+	h = intent.FingerprintString(h, req.Profile)
+	return intent.FingerprintString(h, req.Channel)
 }
 
 // requestEqual compares requests by value: tri-states by value, nil and
 // empty lists alike (Resolve treats them alike).
 func requestEqual(a, b *Request) bool {
-	return a.Override.Kind == b.Override.Kind && a.Profile == b.Profile &&
+	return a.Override.Kind == b.Override.Kind && a.Profile == b.Profile && a.Channel == b.Channel &&
 		a.Override.Intent.Alike(&b.Override.Intent) && a.Session.Alike(&b.Session) &&
 		slices.Equal(a.Override.Allowed, b.Override.Allowed) && slices.Equal(a.Override.Names, b.Override.Names)
 }
@@ -161,5 +163,6 @@ func cloneRequest(req *Request) Request {
 		Override: req.Override.Clone(),
 		Session:  req.Session.Clone(),
 		Profile:  req.Profile,
+		Channel:  req.Channel,
 	}
 }

@@ -27,6 +27,8 @@ import (
 //	unavailable             selected, but not available in this deployment
 //	tool_search-guard       tool_search added because deferred tools are in the set (R14)
 //	deferred-without-tool_search  a deferred tool left out because tool_search is disabled (R14)
+//	channel-deny:C:P@V / channel-max-permission:C:M@V / decision[i]:deny:...@V
+//	                        selected, but withheld by channel policy V for the request's channel (#31)
 //
 // Included always agrees with Resolve. The output is deterministic.
 func (r *Registry) Explain(req Request, tool string) Explanation {
@@ -66,7 +68,8 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 	default:
 		r.explainIntent(&ex, &req.Session, nil, req.Profile, available, "session intent", "disabled-by-session")
 	}
-	r.explainReach(&ex, req) // R14
+	r.explainPolicy(&ex, &req) // #31
+	r.explainReach(&ex, req)   // R14
 	return ex
 }
 

@@ -12,7 +12,7 @@ import (
 
 const namePatternText = toolname.Pattern
 
-var topLevelKeys = []string{"version", "tools", "namespaces", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles", "auto_defer", "catalog_max_tokens"}
+var topLevelKeys = []string{"version", "tools", "namespaces", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles", "auto_defer", "catalog_max_tokens", "channel_policy"}
 var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native", "defer"}
 var nativeKeys = []string{"anthropic", "openai"}
 var profileKeys = []string{"tools", "preset", "allowed"}
@@ -346,6 +346,7 @@ func build(data []byte) (*Registry, error) {
 			}
 		}
 	}
+	l.policy(r, root.get("channel_policy")) // #31; after profiles, which decisions may name
 
 	if len(l.problems) > 0 {
 		return nil, errors.Join(l.problems...)
@@ -368,6 +369,9 @@ func build(data []byte) (*Registry, error) {
 		r.digests = append(r.digests, d[:]...)
 	}
 	r.prefix = contractPrefix(r.version)
+	if r.policy != nil { // #31: the policy is part of the contract
+		r.prefix = appendField(append(r.prefix, "channel_policy"...), r.policy.Version)
+	}
 	r.cache.init()
 	return r, nil
 }

@@ -49,6 +49,8 @@ type Registry struct {
 	cost             []int32 // per tool: EstimateToolTokens
 	hasNamespaced    bool    // some tool is named mcp__<ns>__<tool>
 
+	policy *Policy // channel_policy (#31); nil without one
+
 	cache resolveCache
 }
 
@@ -360,7 +362,11 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, "}}"...)
+	b = append(b, '}')
+	if r.policy != nil {
+		b = r.policy.appendJSON(b)
+	}
+	b = append(b, '}')
 	return b, nil
 }
 

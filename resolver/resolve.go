@@ -90,6 +90,8 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, res.Withheld = r.applyPolicy(out, req) // #31: after intent and override, only narrows
+	res.Policy = r.PolicyVersion()
 	auto := r.budgetDefer(out)                                                                                                           // auto_defer: deferral by token budget
 	out, _ = r.reach(out, func(k int) bool { return r.tools[out[k]].Deferred || auto != nil && auto.has(out[k]) }, effectiveIntent(req)) // R14
 	res.Tools = make([]Tool, len(out))

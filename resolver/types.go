@@ -118,6 +118,10 @@ type Request struct {
 	Session Intent `json:"session,omitzero"`
 	// Profile names the agent profile; "" means no profile.
 	Profile string `json:"profile,omitempty"`
+	// Channel names the channel the tools are for (#31); the registry's
+	// channel policy narrows the result for it. "" is a request without a
+	// channel, which the policy's "*" rule governs.
+	Channel string `json:"channel,omitempty"`
 }
 
 // Source values of a Resolution: which level of the R4 priority chain
@@ -146,11 +150,20 @@ type Resolution struct {
 	Source string `json:"source"`
 	// RegistryVersion is the version of the registry that resolved it.
 	RegistryVersion string `json:"registry_version"`
-	// ContractHash is ContractHash(RegistryVersion, Tools).
+	// ContractHash is ContractHash(RegistryVersion, Tools); when the
+	// registry has a channel policy, the policy's version is hashed after
+	// the registry version (#31), so a policy change is a contract change.
 	ContractHash string `json:"contract_hash"`
 	// Namespaces are the namespaces (MCP servers) of the tools, sorted by
 	// name, with their descriptions; nil when no tool is namespaced.
 	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// Policy is the version of the channel policy that narrowed the set
+	// (#31); "" when the registry has none.
+	Policy string `json:"policy,omitempty"`
+	// Withheld lists, in order, the tools the expansion selected that the
+	// channel policy removed (a deny pattern, the maximum permission or a
+	// deny decision). Nil when none.
+	Withheld []string `json:"withheld,omitempty"`
 	// CatalogMaxTokens is the registry's catalog budget (R15).
 	CatalogMaxTokens int `json:"-"`
 }

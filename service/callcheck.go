@@ -43,7 +43,8 @@ type CallCheckResult struct {
 	Name string `json:"name"`
 	// Callable is true only for Reason CallCallable.
 	Callable bool `json:"callable"`
-	// Reason is CallCallable, CallDisabled, CallNotInTurn or CallUnknown.
+	// Reason is CallCallable, CallDisabled, CallNotInTurn, CallUnknown,
+	// CallAsk or CallDenied (#31).
 	Reason string `json:"reason"`
 	// Note says the same for a person or a model, with what to do.
 	Note string `json:"note"`
@@ -60,6 +61,17 @@ type CallCheckResult struct {
 	// anthropic-native-server) loads tools the engine does not see.
 	Deferred bool `json:"deferred"`
 	Loaded   bool `json:"loaded"`
+	// Channel is the channel whose policy decided: the open turn's (#31).
+	Channel string `json:"-"`
+	// Decision is the permission decision for a known tool: "allow",
+	// "ask" or "deny" (#31), "" for an unknown tool; an ask the user
+	// allowed reads "allow" with Grant set.
+	Decision string `json:"-"`
+	// Rule names what decided (resolver.Decision.Rule, or
+	// "granted:SCOPE:BY@SEQ" for an answered ask).
+	Rule string `json:"-"`
+	// Grant is the user's answer that allowed an ask, nil otherwise.
+	Grant *aggregate.Grant `json:"-"`
 }
 
 // CallCheck reports whether a call of tool may execute now in the
@@ -81,7 +93,10 @@ func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheck
 	var out CallCheckResult
 	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 		out = callCheck(st, ot, tool)
-		return nil
+		if out.Reason == CallUnknown {
+			return nil
+		}
+		return e.decideCall(ctx, &out, ot) // #31
 	})
 	return out, err
 }

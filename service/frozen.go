@@ -195,14 +195,16 @@ func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resol
 
 // replayTurn resolves the request a TurnStarted records against the
 // registry version it names, checking the contract hash; st is the
-// session (its intent stands in for an older TurnStarted's).
-func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, st aggregate.State) (*resolver.Resolution, *resolver.Registry, ResolveRequest, error) {
-	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override()}
+// session (its intent stands in for an older TurnStarted's). channel is
+// the channel that wrote the TurnStarted (its envelope's), whose policy
+// narrowed the turn (#31).
+func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel string, st aggregate.State) (*resolver.Resolution, *resolver.Registry, ResolveRequest, error) {
+	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override(), Channel: channel}
 	if !ts.Recorded() { // written before turns recorded their request
 		res, reg, err := e.resolveWith(st, req)
 		return res, reg, req, err
 	}
-	rq := resolver.Request{Override: req.Override, Session: intentOf(ts.Intent), Profile: ts.Profile}
+	rq := resolver.Request{Override: req.Override, Session: intentOf(ts.Intent), Profile: ts.Profile, Channel: channel}
 	var res *resolver.Resolution
 	reg, err := e.registryOf(ctx, ts.RegistryVersion, func(r *resolver.Registry) bool {
 		out, err := r.Resolve(rq)
@@ -277,7 +279,7 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 	if pre, err := e.log.ReadSession(ctx, st.Session, recs[start].Seq-1, recs[start].Seq-1); err == nil && len(pre) == 1 && pre[0].Err == nil {
 		_, evicted = pre[0].Envelope.Payload.(events.DeferredEvicted)
 	}
-	res, reg, req, err := e.replayTurn(ctx, ts, st)
+	res, reg, req, err := e.replayTurn(ctx, ts, recs[start].Envelope.Channel, st)
 	if err != nil {
 		return nil, err
 	}

@@ -150,13 +150,13 @@ type replayedTurn struct {
 // startTurn rebuilds the turn a TurnStarted stored at t opened, for a
 // replay: against its recorded request and registry version, or, for an
 // older event, against req and the registry in force at t.
-func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.TurnStarted, before aggregate.State, t time.Time, req ResolveRequest) (*replayedTurn, error) {
+func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.TurnStarted, channel string, before aggregate.State, t time.Time, req ResolveRequest) (*replayedTurn, error) {
 	var res *resolver.Resolution
 	var err error
 	if ts.Recorded() {
-		res, _, _, err = e.replayTurn(ctx, ts, before)
+		res, _, _, err = e.replayTurn(ctx, ts, channel, before)
 	} else {
-		res, err = regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: before.Intent, Profile: req.Profile})
+		res, err = regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: before.Intent, Profile: req.Profile, Channel: channel})
 	}
 	if err != nil {
 		return nil, err
@@ -242,7 +242,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		if applied {
 			switch p := h.Payload.(type) {
 			case events.TurnStarted:
-				t, err := e.startTurn(ctx, regs, p, before, r.Time, req)
+				t, err := e.startTurn(ctx, regs, p, r.Envelope.Channel, before, r.Time, req)
 				if err != nil {
 					h.Error = err.Error()
 				}
@@ -385,7 +385,7 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 		p.Dispatch = &d
 		return p
 	}
-	res, err := regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	res, err := regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel})
 	if err != nil {
 		p.Error = err.Error()
 		return p
@@ -535,7 +535,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	case until.Seq != 0 && len(recs) > 0:
 		reg = regs.at(ctx, recs[len(recs)-1].Time)
 	}
-	blame := aggregate.NewBlame(reg, session, tool, req.Override, req.Profile)
+	blame := aggregate.NewChannelBlame(reg, session, tool, req.Override, req.Profile, req.Channel)
 	var last, evicted *EventRef
 	for i, r := range recs {
 		if blame.Apply(evs[i]) {

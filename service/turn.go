@@ -74,6 +74,11 @@ type ResolveRequest struct {
 	Provider string `json:"provider,omitempty"`
 	// MinSeq asks for read-your-writes.
 	MinSeq uint64 `json:"min_seq,omitempty"`
+	// Channel is the channel the tools are for (#31): the registry's
+	// channel policy narrows the resolution for it. BeginTurn sets it from
+	// the origin; a read (Resolve, History, Explain) names it, and ""
+	// resolves under the policy's "*" rule.
+	Channel string `json:"channel,omitempty"`
 }
 
 func (r ResolveRequest) validate() error {
@@ -130,6 +135,11 @@ type TurnView struct {
 	// request: its intent is unset, so the profile or the defaults decide.
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
+	// Policy is the version of the registry's channel policy and
+	// Withheld the tools it kept from this channel, in order (#31); both
+	// empty without a policy.
+	Policy   string   `json:"-"`
+	Withheld []string `json:"-"`
 
 	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
 	evicted bool            // the turn began with an eviction (#26 item 5)
@@ -160,7 +170,7 @@ func (e *Engine) resolve(st aggregate.State, req ResolveRequest) (*resolver.Reso
 func (e *Engine) resolveWith(st aggregate.State, req ResolveRequest) (*resolver.Resolution, *resolver.Registry, error) {
 	start := time.Now()
 	reg := e.Registry()
-	res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile})
+	res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel})
 	if f := e.cfg.Hooks.Resolved; f != nil {
 		f(time.Since(start))
 	}
@@ -192,7 +202,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
 		Catalog: split.Catalog, CatalogText: split.CatalogText,
 		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
-		RenderedFor: provider,
+		RenderedFor: provider, Policy: res.Policy, Withheld: res.Withheld,
 	}
 	row, ok := deferral.LookupProvider(provider)
 	if !ok { // validated by the callers; render as the default
@@ -318,6 +328,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
 	}
+	req.Channel = origin.Channel // #31: the turn's tools are its channel's
 	for attempt := 0; ; attempt++ {
 		st, err := e.current(ctx, session, attempt > 0, 0)
 		if err != nil {

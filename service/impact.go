@@ -1,0 +1,104 @@
+package service
+
+// Registry change impact (#31 item 3): before a candidate registry is
+// pushed, which live sessions would see another tools prefix and which
+// checkpoints would lose tools on resume.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/resolver"
+)
+
+// CheckpointLoss is a session whose last checkpoint would lose tools on
+// resume under the candidate registry that it keeps under the live one.
+type CheckpointLoss struct {
+	Session string   `json:"session"`
+	Lost    []string `json:"lost"`
+}
+
+// Impact is what pushing a candidate registry would change.
+type Impact struct {
+	// Diff compares the registries themselves.
+	Diff resolver.RegistryDiff `json:"diff"`
+	// Sessions is how many sessions were examined.
+	Sessions int `json:"sessions"`
+	// PrefixChanged are the sessions, sorted, whose rendered tools prefix
+	// (the provider array with their loaded tools, the prompt-cache key)
+	// differs under the candidate: each is a prompt-cache miss.
+	PrefixChanged []string `json:"prefix_changed,omitempty"`
+	// Checkpoints is how many sessions have a checkpoint with loaded tools.
+	Checkpoints int `json:"checkpoints"`
+	// CheckpointLosses are those, sorted by session, whose resume would
+	// drop tools under the candidate that it restores under the live one.
+	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
+}
+
+// Impact compares cand with the live registry (#31 item 3): the registry
+// diff, then every session of the projection, resolved from its stored
+// intent (no profile, override or channel: the session's own tools) with
+// its loaded set in load order, under both registries. A session's prefix
+// changes when the rendered provider array differs; a checkpoint loses the
+// loaded tools checkpoint.ResumeWith restores under the live registry but
+// not under cand. It writes nothing.
+func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, error) {
+	if cand == nil {
+		return Impact{}, fmt.Errorf("%w: no candidate registry: load the file with resolver.LoadFile first", ErrInvalid)
+	}
+	cur := e.Registry()
+	out := Impact{Diff: resolver.Diff(cur, cand)}
+	sessions, err := e.Sessions(ctx)
+	if err != nil {
+		return out, err
+	}
+	slices.Sort(sessions)
+	for _, s := range sessions {
+		st, err := e.Session(ctx, s, 0)
+		if err != nil {
+			return out, fmt.Errorf("impact: read session %q: %w", s, err)
+		}
+		out.Sessions++
+		changed, lost := sessionImpact(st, cur, cand)
+		if changed {
+			out.PrefixChanged = append(out.PrefixChanged, s)
+		}
+		if st.Checkpoint != nil && len(st.Checkpoint.Loaded) > 0 {
+			out.Checkpoints++
+			if len(lost) > 0 {
+				out.CheckpointLosses = append(out.CheckpointLosses, CheckpointLoss{Session: s, Lost: lost})
+			}
+		}
+	}
+	return out, nil
+}
+
+// sessionImpact reports whether st's tools prefix differs between the two
+// registries, and the checkpoint's tools restored under cur but not cand.
+func sessionImpact(st aggregate.State, cur, cand *resolver.Registry) (bool, []string) {
+	req := resolver.Request{Session: st.Intent}
+	a, errA := cur.Resolve(req)
+	b, errB := cand.Resolve(req)
+	if errA != nil || errB != nil {
+		return (errA == nil) != (errB == nil), nil
+	}
+	order := st.InLoadOrder()
+	changed := prefixOf(deferral.SplitInLoadOrder(a, order)) != prefixOf(deferral.SplitInLoadOrder(b, order))
+	if st.Checkpoint == nil || len(st.Checkpoint.Loaded) == 0 {
+		return changed, nil
+	}
+	rec := &st.Checkpoint.Record
+	kept := checkpoint.ResumeWith(rec, a, nil).Restored
+	after := checkpoint.ResumeWith(rec, b, nil).Restored
+	var lost []string
+	for _, n := range kept {
+		if !slices.Contains(after, n) {
+			lost = append(lost, n)
+		}
+	}
+	return changed, lost
+}

@@ -1,0 +1,175 @@
+package service_test
+
+// #31 item 3: a registry change's impact, checked against a brute-force
+// count through two engines over a few thousand sessions.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// editedRegistry is the default registry under a new version with one
+// tool's parameter schema edited.
+func editedRegistry(t testing.TB, tool string) *resolver.Registry {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(resolver.DefaultRegistryJSON(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["version"] = "builtin-2026.12.2"
+	found := false
+	for _, x := range doc["tools"].([]any) {
+		if m := x.(map[string]any); m["name"] == tool {
+			m["parameters"].(map[string]any)["description"] = "edited for #31"
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no tool %s", tool)
+	}
+	raw, _ := json.Marshal(doc)
+	out, err := resolver.Load(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestImpactMatchesBruteForce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("publishes 2000 sessions")
+	}
+	const n = 2000
+	const tool = "playwright_browser"
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	cand := editedRegistry(t, tool)
+	eCur, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	eCand, _ := stackOn(t, url, jetstream.LogConfig{}, cand, service.Config{}, false)
+
+	last := map[string]uint64{}
+	var cps []string
+	for i := range n {
+		s := fmt.Sprintf("imp-%04d", i)
+		var ps []events.Payload
+		switch i % 4 {
+		case 0:
+			ps = append(ps, events.ToolsToggled{Enabled: on(true)})
+		case 1:
+			ps = append(ps, events.PresetChosen{Preset: "research"})
+		case 2:
+			ps = append(ps, events.ToolDisabled{Name: tool})
+		case 3:
+			ps = append(ps, events.ToolsToggled{Enabled: on(false)})
+		}
+		isCp := i%50 == 0 || i%50 == 3
+		if i%3 == 0 || isCp {
+			ps = append(ps, events.TurnStarted{Turn: 1})
+			if i%3 == 0 {
+				ps = append(ps, events.DeferredLoaded{Names: []string{tool}, Turn: 1})
+			}
+			if !isCp {
+				ps = append(ps, events.TurnEnded{Turn: 1})
+			}
+		}
+		envs := make([]events.Envelope, len(ps))
+		for k, p := range ps {
+			envs[k] = events.New(s, "web", "alice", p)
+		}
+		ar, err := log.Append(ctx, s, 0, envs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[s] = ar.Last
+		if isCp {
+			cps = append(cps, s)
+		}
+	}
+	for _, s := range cps {
+		if _, err := eCur.Session(ctx, s, last[s]); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := eCur.EndTurn(ctx, s, web) // records the checkpoint and ends the turn
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[s] = cp.Seq
+	}
+
+	// Brute force: each session through each engine's public Resolve.
+	var wantChanged []string
+	for s, seq := range last {
+		a, err := eCur.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq, Provider: service.ProviderAnthropicEngine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := eCand.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq, Provider: service.ProviderAnthropicEngine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.PrefixHash != b.PrefixHash {
+			wantChanged = append(wantChanged, s)
+		}
+	}
+	slices.Sort(wantChanged)
+	// By construction: a checkpoint that holds the edited deferred tool
+	// loses it (its contract entry changed); the others lose nothing.
+	var wantLoss []service.CheckpointLoss
+	wantCps := 0
+	for _, s := range cps {
+		st, err := eCur.Session(ctx, s, last[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Checkpoint == nil || len(st.Checkpoint.Loaded) == 0 {
+			continue
+		}
+		wantCps++
+		if slices.Contains(st.Checkpoint.Loaded, tool) {
+			wantLoss = append(wantLoss, service.CheckpointLoss{Session: s, Lost: []string{tool}})
+		}
+	}
+	slices.SortFunc(wantLoss, func(a, b service.CheckpointLoss) int { return cmpString(a.Session, b.Session) })
+
+	im, err := eCur.Impact(ctx, cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Sessions != n {
+		t.Errorf("examined %d sessions, want %d", im.Sessions, n)
+	}
+	if len(wantChanged) == 0 || len(wantChanged) == n {
+		t.Fatalf("brute force finds %d changed prefixes of %d: the test does not discriminate", len(wantChanged), n)
+	}
+	if !slices.Equal(im.PrefixChanged, wantChanged) {
+		t.Errorf("prefix changed: %d sessions, brute force %d", len(im.PrefixChanged), len(wantChanged))
+	}
+	if len(wantLoss) == 0 || im.Checkpoints != wantCps || fmt.Sprint(im.CheckpointLosses) != fmt.Sprint(wantLoss) {
+		t.Errorf("checkpoints %d losses %v; want %d, %v", im.Checkpoints, im.CheckpointLosses, wantCps, wantLoss)
+	}
+	d := im.Diff
+	if len(d.Changed) != 1 || d.Changed[0].Name != tool || !slices.Equal(d.Changed[0].Fields, []string{"parameters"}) || d.Added != nil || d.Removed != nil || !d.AllHashesChange {
+		t.Errorf("diff = %+v", d)
+	}
+	t.Logf("%d sessions: %d prefixes change, %d of %d checkpoints lose %s; presets %v profiles %v defaults %v",
+		n, len(im.PrefixChanged), len(im.CheckpointLosses), im.Checkpoints, tool, d.Presets, d.Profiles, d.DefaultsChange)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,84 @@
+package service
+
+// Permission decisions at call time (#31 item 2): the channel policy's
+// allow / ask / deny for a tool of the open turn, and the user's recorded
+// answers (PermissionGranted) that turn an ask into allow.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/resolver"
+)
+
+// CallAsk is the CallCheckResult reason of a tool of the turn whose
+// decision is "ask" and that the user has not allowed: the backend asks
+// the user and records the answer (PermissionGranted) before it runs the
+// call.
+const CallAsk = "ask"
+
+// CallDenied is the CallCheckResult reason of a tool of the turn that the
+// channel policy denies (a turn frozen before a policy change can hold
+// one).
+const CallDenied = "denied"
+
+// Grants folds the session's PermissionGranted events up to upTo (0: the
+// end of the log) with the fold's verdicts, as every engine replays them:
+// the answers that allow an ask (#31).
+func (e *Engine) Grants(ctx context.Context, session string, upTo uint64) (aggregate.Grants, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return aggregate.Grants{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	st := aggregate.State{Session: session}
+	var g aggregate.Grants
+	err := e.scanSession(ctx, session, upTo, func(r jetstream.Record) error {
+		ev, err := e.storedOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		before := st.LastSeq
+		if st.ApplyStored(ev) == nil && ev.Seq > before {
+			g.Observe(ev.Seq, ev.Envelope)
+		}
+		return nil
+	})
+	return g, err
+}
+
+// decideCall adds the permission decision to a call-check of the open
+// turn ot: the turn's registry decides for the turn's channel and
+// profile; an ask the user allowed (for the session, or once in this
+// turn) becomes allow, naming the answer.
+func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openTurn) error {
+	if ot.reg == nil {
+		return nil
+	}
+	d := ot.reg.Decide(ot.req.Channel, ot.req.Profile, out.Name)
+	out.Channel, out.Decision, out.Rule = ot.req.Channel, d.Decision, d.Rule
+	if !out.Callable {
+		return nil
+	}
+	switch d.Decision {
+	case resolver.DecisionDeny:
+		out.Callable, out.Reason = false, CallDenied
+		out.Note = fmt.Sprintf("tool %q is denied on channel %q by %s; do not call it", out.Name, ot.req.Channel, d.Rule)
+	case resolver.DecisionAsk:
+		g, err := e.Grants(ctx, out.Session, out.Seq)
+		if err != nil {
+			return err
+		}
+		if gr, ok := g.Allowed(out.Name, out.Turn); ok {
+			out.Grant = &gr
+			out.Decision = resolver.DecisionAllow
+			out.Rule = fmt.Sprintf("granted:%s:%s@%d", gr.Scope, gr.By, gr.Seq)
+			out.Note = fmt.Sprintf("tool %q may run in turn %d: %s allowed it (%s) at seq %d", out.Name, out.Turn, gr.By, gr.Scope, gr.Seq)
+			return nil
+		}
+		out.Callable, out.Reason = false, CallAsk
+		out.Note = fmt.Sprintf("tool %q needs the user's permission (%s): ask, then record the answer as PermissionGranted{tool:%q, scope:\"once\" or \"session\", by}", out.Name, d.Rule, out.Name)
+	}
+	return nil
+}
