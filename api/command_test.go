@@ -56,7 +56,7 @@ func TestDecodeCommand(t *testing.T) {
 
 func TestDecodeCommandErrors(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{`{"type":"Nope"}`, `unknown command type "Nope": use one of ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled, ToolsPicked, DeferredLoaded, DeferredEvicted, TurnStarted, TurnEnded, CheckpointRecorded`},
+		{`{"type":"Nope"}`, `unknown command type "Nope": use one of ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled, ToolsPicked, DeferredLoaded, DeferredEvicted, TurnStarted, TurnEnded, CheckpointRecorded, PermissionGranted`},
 		{`{"enabled":true}`, `command has no "type"`},
 		{`{"type":3}`, `field "type" must be a string`},
 		{`{"type":"ToolsToggled"}`, `command ToolsToggled: field "enabled" is required`},

@@ -421,7 +421,7 @@ func (r *Registry) explainPolicy(ex *Explanation, req *Request) {
 	if d.Decision != DecisionDeny {
 		return
 	}
-	ex.Detail = fmt.Sprintf("the expansion selects %q (%s), but channel policy %s withholds it from channel %q by rule %s; a channel only narrows",
+	ex.Detail = fmt.Sprintf("the expansion selects %q (%s), but channel policy %s withholds it from channel %q by rule %s; a channel only narrows (see docs/semantics.md#channel-policy)",
 		ex.Tool, ex.Rule, r.policy.Version, req.Channel, d.Rule)
 	ex.Included, ex.Rule = false, d.Rule
 }

@@ -92,6 +92,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
 	}
+	req.Channel = origin.Channel // a resume resolves under its channel's policy (#31)
 	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
 	if err != nil {
 		return ResumeResult{}, err
@@ -108,7 +109,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	}
 	var explain checkpoint.Explainer
 	if reg.Version() == res.RegistryVersion { // not swapped in between
-		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile}
+		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
 		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
 	}
 	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
