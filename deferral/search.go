@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/toolsearch"
 )
@@ -118,7 +119,7 @@ func ParseSearchInput(raw []byte) (SearchRequest, error) {
 	slices.Sort(keys) // the first bad field reported is the same every time
 	for _, k := range keys {
 		if !slices.Contains(searchFields, k) {
-			return req, fmt.Errorf("%w: unknown field %q; tool_search takes %s", ErrInvalidSearch, clipName(k), strings.Join(searchFields, ", "))
+			return req, fmt.Errorf("%w: unknown field %q; tool_search takes %s", ErrInvalidSearch, clip.String(k, 64), strings.Join(searchFields, ", "))
 		}
 	}
 	for _, k := range searchFields {
@@ -217,13 +218,6 @@ func jsonKind(v json.RawMessage) string {
 		return "null"
 	}
 	return "the number " + string(v)
-}
-
-func clipName(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // Match is one ranked result of a query or regex.
