@@ -226,7 +226,7 @@ func DecodeCommand(data []byte) (Payload, error) {
 	}
 	var typ string
 	if err := json.Unmarshal(rawType, &typ); err != nil || rawType[0] != '"' {
-		return nil, invalidCommand(`command field "type" must be a string naming one of %s, got %s`, commandTypeList(), clipRaw(rawType))
+		return nil, invalidCommand(`command field "type" must be a string naming one of %s, got %s`, commandTypeList(), clip.Raw(rawType))
 	}
 	t := Type(typ)
 	spec, ok := commandSpecs[t]
@@ -270,7 +270,7 @@ func hasField(fs []CommandField, name string) bool {
 // into dst.
 func setField(t Type, f CommandField, dst reflect.Value, raw json.RawMessage) error {
 	bad := func() error {
-		return invalidCommand("command %s: field %q must be %s, got %s", t, f.Name, f.Kind.Want(), clipRaw(raw))
+		return invalidCommand("command %s: field %q must be %s, got %s", t, f.Name, f.Kind.Want(), clip.Raw(raw))
 	}
 	null := string(raw) == "null"
 	switch f.Kind {
@@ -306,7 +306,7 @@ func setField(t Type, f CommandField, dst reflect.Value, raw json.RawMessage) er
 			for i, it := range items {
 				var s string
 				if it[0] != '"' || json.Unmarshal(it, &s) != nil {
-					return invalidCommand("command %s: field %q[%d] must be a string, got %s", t, f.Name, i, clipRaw(it))
+					return invalidCommand("command %s: field %q[%d] must be a string, got %s", t, f.Name, i, clip.Raw(it))
 				}
 				list = append(list, s)
 			}
@@ -380,7 +380,7 @@ func decodeContractEntry(raw json.RawMessage) (ContractEntry, error) {
 			return e, fmt.Errorf("field %q is required (a string)", f.name)
 		}
 		if raw[0] != '"' || json.Unmarshal(raw, f.dst) != nil {
-			return e, fmt.Errorf("field %q must be a string, got %s", f.name, clipRaw(raw))
+			return e, fmt.Errorf("field %q must be a string, got %s", f.name, clip.Raw(raw))
 		}
 	}
 	return e, nil
@@ -420,7 +420,7 @@ func readObject(data []byte) (map[string]json.RawMessage, []string, error) {
 		return nil, nil, fmt.Errorf("not valid JSON: %v", syntaxMessage(err))
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, fmt.Errorf("want a JSON object, got %s", clipRaw(data))
+		return nil, nil, fmt.Errorf("want a JSON object, got %s", clip.Raw(data))
 	}
 	obj := map[string]json.RawMessage{}
 	var keys []string
@@ -469,11 +469,3 @@ func syntaxMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-// clipRaw quotes a raw JSON value for an error message, shortened.
-func clipRaw(raw []byte) string {
-	s := string(bytes.TrimSpace(raw))
-	if s == "" {
-		return "nothing"
-	}
-	return clip.String(s, 60)
-}

@@ -34,3 +34,13 @@ func Text(s string, max int) string {
 	}
 	return s[:n]
 }
+
+// Raw quotes a raw JSON value for an error message: trimmed, "nothing"
+// when empty, else String of it at 60 bytes.
+func Raw(raw []byte) string {
+	s := strings.TrimSpace(string(raw))
+	if s == "" {
+		return "nothing"
+	}
+	return String(s, 60)
+}

@@ -24,3 +24,17 @@ func TestClip(t *testing.T) {
 		t.Errorf("Text(long, 3) = %q, want one rune", got)
 	}
 }
+
+// #25 item 9: the one quote of a raw JSON value in error messages.
+func TestRaw(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", "nothing"},
+		{"  \n", "nothing"},
+		{` "on" `, `"on"`},
+		{strings.Repeat("x", 61), strings.Repeat("x", 60) + "..."},
+	} {
+		if got := Raw([]byte(c.in)); got != c.want {
+			t.Errorf("Raw(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
