@@ -468,4 +468,3 @@ func syntaxMessage(err error) string {
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
-
