@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,11 +12,98 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 type registryCmd struct {
 	Push   registryPushCmd   `cmd:"" help:"Validate a registry file and store it in the registry KV bucket; engines serving with --registry-kv switch to it at once."`
 	Import registryImportCmd `cmd:"" help:"Add MCP servers' tools/list results (JSON) to a registry file: tools named mcp__<server>__<tool>, one namespace per server."`
+	Diff   registryDiffCmd   `cmd:"" help:"Before a push: compare a registry file with the registry the engine serves: tools, presets and profiles that change, sessions whose tools prefix changes (prompt-cache misses), checkpoints that lose tools on resume. Writes nothing."`
+}
+
+type registryDiffCmd struct {
+	clientFlags
+	File string `arg:"" type:"existingfile" help:"Candidate registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+}
+
+func (c *registryDiffCmd) Run(ctx context.Context) error {
+	data, err := os.ReadFile(c.File)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("registry %s is not JSON: give a registry file (the format of resolver/default_registry.json)", c.File)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	imp, err := cl.RegistryDiff(ctx, data)
+	if err != nil {
+		return fmt.Errorf("registry %s: %w", c.File, err)
+	}
+	if c.JSON {
+		return c.print(imp, nil)
+	}
+	impactSummary(os.Stdout, imp)
+	return nil
+}
+
+// maxSummaryLosses bounds the checkpoint losses impactSummary names.
+const maxSummaryLosses = 5
+
+// impactSummary prints what pushing a candidate registry would change, in
+// five lines (#31 item 3).
+func impactSummary(w io.Writer, imp wire.RegistryImpact) {
+	d := imp.Diff
+	hashes := "contract hashes change only where tools do"
+	if d.AllHashesChange {
+		hashes = "every contract hash changes"
+	}
+	fmt.Fprintf(w, "registry %s -> %s (%s)\n", d.From, d.To, hashes)
+	tools := fmt.Sprintf("tools: +%d -%d ~%d", len(d.Added), len(d.Removed), len(d.Changed))
+	if len(d.Added) > 0 {
+		tools += "   added: " + strings.Join(d.Added, ", ")
+	}
+	if len(d.Removed) > 0 {
+		tools += "   removed: " + strings.Join(d.Removed, ", ")
+	}
+	if len(d.Changed) > 0 {
+		var ch []string
+		for _, t := range d.Changed {
+			ch = append(ch, fmt.Sprintf("%s (%s)", t.Name, strings.Join(t.Fields, ", ")))
+		}
+		tools += "   changed: " + strings.Join(ch, ", ")
+	}
+	fmt.Fprintln(w, tools)
+	defaults := "unchanged"
+	if d.DefaultsChange {
+		defaults = "changed"
+	}
+	fmt.Fprintf(w, "presets whose expansion changes: %s    profiles: %s    defaults: %s\n", noneList(d.Presets), noneList(d.Profiles), defaults)
+	fmt.Fprintf(w, "sessions: %d examined, %d would see a different tools prefix (prompt-cache misses)\n", imp.Sessions, len(imp.PrefixChanged))
+	line := fmt.Sprintf("checkpoints: %d of %d would lose tools on resume", len(imp.CheckpointLosses), imp.Checkpoints)
+	for i, l := range imp.CheckpointLosses {
+		if i == maxSummaryLosses {
+			line += ", ... (--json lists them all)"
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		line += fmt.Sprintf("%s%s (%s)", sep, l.Session, strings.Join(l.Lost, ", "))
+	}
+	fmt.Fprintln(w, line)
+}
+
+func noneList(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
 
 type registryImportCmd struct {
