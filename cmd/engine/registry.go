@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
@@ -197,7 +199,38 @@ func readMCPArg(arg string) ([]resolver.MCPServer, error) {
 
 type registryPushCmd struct {
 	storeFlags
-	File string `arg:"" type:"existingfile" help:"Registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+	File                string `arg:"" type:"existingfile" help:"Registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+	MaxPrefixChanges    int    `name:"max-prefix-changes" default:"-1" help:"Refuse the push when more sessions than this would see a different tools prefix (prompt-cache misses); -1: no limit. The summary comes from a serving engine (registry-diff over NATS)."`
+	MaxCheckpointLosses int    `name:"max-checkpoint-losses" default:"-1" help:"Refuse the push when more checkpoints than this would lose tools on resume; -1: no limit."`
+	Force               bool   `name:"force" help:"Push even above --max-prefix-changes / --max-checkpoint-losses, or when no engine answers the diff."`
+}
+
+// checkImpact prints the impact summary of pushing data (the registry
+// diff of a serving engine, asked over nc) and refuses a push above the
+// thresholds unless --force (#31 item 3).
+func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data []byte) error {
+	limited := c.MaxPrefixChanges >= 0 || c.MaxCheckpointLosses >= 0
+	cl := client.NewNATS(nc, client.WithChannel("cli"), client.WithActor("registry-push"), client.WithSubjectPrefix(c.Prefix+".api"))
+	imp, err := cl.RegistryDiff(ctx, data)
+	if err != nil {
+		if limited && !c.Force {
+			return fmt.Errorf("registry push: no impact summary to check the thresholds against (%w): serve an engine on this NATS, or push with --force", err)
+		}
+		fmt.Fprintf(os.Stderr, "note: no impact summary (no engine answered registry-diff: %v)\n", err)
+		return nil
+	}
+	impactSummary(os.Stdout, imp)
+	var over []string
+	if c.MaxPrefixChanges >= 0 && len(imp.PrefixChanged) > c.MaxPrefixChanges {
+		over = append(over, fmt.Sprintf("%d sessions would see a different tools prefix (--max-prefix-changes %d)", len(imp.PrefixChanged), c.MaxPrefixChanges))
+	}
+	if c.MaxCheckpointLosses >= 0 && len(imp.CheckpointLosses) > c.MaxCheckpointLosses {
+		over = append(over, fmt.Sprintf("%d checkpoints would lose tools on resume (--max-checkpoint-losses %d)", len(imp.CheckpointLosses), c.MaxCheckpointLosses))
+	}
+	if len(over) > 0 && !c.Force {
+		return fmt.Errorf("registry push refused: %s; raise the limit or push with --force", strings.Join(over, "; "))
+	}
+	return nil
 }
 
 func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
@@ -219,6 +252,9 @@ func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer closeLog()
+	if err := c.checkImpact(ctx, jlog.Conn(), data); err != nil {
+		return err
+	}
 	store, err := jlog.OpenRegistryStore(ctx)
 	if err != nil {
 		return err
