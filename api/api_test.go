@@ -12,6 +12,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -26,6 +27,8 @@ type outcome struct {
 	Discover     service.DiscoverResult
 	Dispatch     service.TurnView
 	Inspect      DispatchRecord
+	CallCheck    service.CallCheckResult
+	CallUnknown  service.CallCheckResult
 	Checkpoint   CheckpointResponse
 	End          CheckpointResponse
 	Resume       ResumeResponse
@@ -35,6 +38,7 @@ type outcome struct {
 	ExplainThen  service.ExplainResult
 	Registry     RegistryInfo
 	Budget       deferral.BudgetTable
+	RegistryDiff resolver.RegistryDiff // the impact's counts depend on the other sessions
 }
 
 // scenario drives every operation for session s through c.
@@ -87,6 +91,16 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	if !slices.Equal(o.Inspect.Loaded, []string{"send_message"}) || o.Inspect.Turn != 1 {
 		t.Fatalf("inspect = %+v", o.Inspect)
 	}
+	o.CallCheck, err = c.CallCheck(ctx, s, "send_message")
+	must("call check", err)
+	if !o.CallCheck.Callable || o.CallCheck.Reason != service.CallCallable || o.CallCheck.Tool == nil || o.CallCheck.Decision != "allow" || !o.CallCheck.Loaded {
+		t.Fatalf("call check send_message = %+v", o.CallCheck)
+	}
+	o.CallUnknown, err = c.CallCheck(ctx, s, "nosuch")
+	must("call check unknown", err)
+	if o.CallUnknown.Callable || o.CallUnknown.Reason != service.CallUnknown {
+		t.Fatalf("call check nosuch = %+v", o.CallUnknown)
+	}
 	o.Checkpoint, err = c.Checkpoint(ctx, s)
 	must("checkpoint", err)
 	if !slices.Equal(o.Checkpoint.Checkpoint.Loaded, []string{"send_message"}) || o.Checkpoint.Checkpoint.ContractHash != o.Begin.ContractHash {
@@ -121,6 +135,12 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	must("registry", err)
 	o.Budget, err = c.Budget(ctx)
 	must("budget", err)
+	imp, err := c.RegistryDiff(ctx, editedRegistry(t, "scenario-2", "send_message", "Sends a message, edited."))
+	must("registry diff", err)
+	o.RegistryDiff = imp.Diff
+	if len(imp.Diff.Changed) != 1 || imp.Diff.Changed[0].Name != "send_message" || !imp.Diff.AllHashesChange || imp.Sessions == 0 {
+		t.Fatalf("registry diff = %+v", imp)
+	}
 	if !o.Budget.Reachable() || o.Budget.Reduction < 30 {
 		t.Fatalf("budget = %+v", o.Budget)
 	}

@@ -37,8 +37,8 @@ const apiDocPath = "../docs/api.md"
 // request builds on the previous ones (the turn operations need an open
 // turn, resume a checkpoint).
 var docOrder = []string{"append", "intent", "resolve", "history", "explain",
-	"turn-begin", "turn-discover", "turn-dispatch", "turn-inspect", "turn-checkpoint", "turn-end",
-	"resume", "sessions", "registry", "budget"}
+	"turn-begin", "turn-discover", "turn-dispatch", "turn-inspect", "turn-call-check", "turn-checkpoint", "turn-end",
+	"resume", "sessions", "registry", "budget", "registry-diff"}
 
 // docRequests are the documented requests, in their NATS form (the JSON
 // body; over HTTP the path fields go into the path).
@@ -52,12 +52,14 @@ var docRequests = map[string]string{
 	"turn-discover":   `{"session":"doc1","input":{"names":["send_message"]}}`,
 	"turn-dispatch":   `{"session":"doc1"}`,
 	"turn-inspect":    `{"session":"doc1"}`,
+	"turn-call-check": `{"session":"doc1","tool":"send_message"}`,
 	"turn-checkpoint": `{"session":"doc1"}`,
 	"turn-end":        `{"session":"doc1"}`,
 	"resume":          `{"session":"doc1"}`,
 	"sessions":        `{}`,
 	"registry":        `{}`,
 	"budget":          `{}`,
+	"registry-diff":   `{"registry":{"version":"doc-2","tools":[{"name":"read_file","description":"Reads a file.","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}},{"name":"tool_search","description":"Loads deferred tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}],"default_tools":["read_file","tool_search"]}}`,
 }
 
 func TestAPIDocOrderCoversEveryOperation(t *testing.T) { // #17 item 2

@@ -184,6 +184,16 @@ func (c *Client) LastDispatch(ctx context.Context, session string) (DispatchReco
 	return call[DispatchRecord](ctx, c, wire.OpInspect, &TurnRequest{Session: session})
 }
 
+// CallCheck asks whether a call of tool may execute in the open turn.
+func (c *Client) CallCheck(ctx context.Context, session, tool string) (service.CallCheckResult, error) {
+	return call[service.CallCheckResult](ctx, c, wire.OpCallCheck, &CallCheckRequest{Session: session, Tool: tool})
+}
+
+// RegistryDiff compares a candidate registry with the live one.
+func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (service.Impact, error) {
+	return call[service.Impact](ctx, c, wire.OpRegistryDiff, &RegistryDiffRequest{Registry: registry})
+}
+
 // EndTurn ends the open turn at a safe point.
 func (c *Client) EndTurn(ctx context.Context, session string) (CheckpointResponse, error) {
 	return call[CheckpointResponse](ctx, c, wire.OpEndTurn, &TurnRequest{Session: session})

@@ -27,7 +27,8 @@ type Token struct {
 	// Actor, when set, is the only actor the token may write as.
 	Actor string `json:"actor,omitempty"`
 	// ReadOnly tokens may call only the read operations (intent, resolve,
-	// history, explain, sessions, registry, budget, turn-inspect).
+	// history, explain, sessions, registry, budget, turn-inspect,
+	// turn-call-check, registry-diff: those that write no event).
 	ReadOnly bool `json:"read_only,omitempty"`
 }
 
@@ -96,7 +97,8 @@ func (t *Tokens) lookup(token string) (Token, bool) {
 
 // readOnlyOps are the operations a read-only token may call.
 var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true,
-	"sessions": true, "registry": true, "budget": true, "turn-inspect": true}
+	"sessions": true, "registry": true, "budget": true, "turn-inspect": true,
+	"turn-call-check": true, "registry-diff": true}
 
 // authenticate returns the token of an HTTP request, or a 401/403 error.
 func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -93,11 +94,13 @@ var operations = []*operation{
 	defOp(wire.OpDiscover, opDiscover),
 	defOp(wire.OpDispatch, opDispatch),
 	defOp(wire.OpInspect, opInspect),
+	defOp(wire.OpCallCheck, opCallCheck),
 	defOp(wire.OpCheckpoint, opCheckpoint),
 	defOp(wire.OpEndTurn, opEndTurn),
 	defOp(wire.OpSessions, opSessions),
 	defOp(wire.OpRegistry, opRegistry),
 	defOp(wire.OpBudget, opBudget),
+	defOp(wire.OpRegistryDiff, opRegistryDiff),
 }
 
 var opsByName = func() map[string]*operation {
@@ -413,6 +416,18 @@ func opInspect(ctx context.Context, a *API, r *TurnRequest, _ service.Origin) (D
 	return dispatchOf(r.Session, d), nil
 }
 
+// opCallCheck asks, before a tool call executes, whether it may (#26 item
+// 3, #31): a refusal is a reply with callable false, not an error.
+func opCallCheck(ctx context.Context, a *API, r *CallCheckRequest, _ service.Origin) (service.CallCheckResult, error) {
+	if r.Tool == "" {
+		return service.CallCheckResult{}, badRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
+	}
+	if err := events.ValidateToolName(r.Tool); err != nil {
+		return service.CallCheckResult{}, badRequest("tool: %v", err)
+	}
+	return a.eng.CallCheck(ctx, r.Session, r.Tool)
+}
+
 func opCheckpoint(ctx context.Context, a *API, r *TurnRequest, o service.Origin) (CheckpointResponse, error) {
 	res, err := a.eng.Checkpoint(ctx, r.Session, o)
 	if err != nil {
@@ -439,6 +454,19 @@ func opSessions(ctx context.Context, a *API, _ *Empty, _ service.Origin) (Sessio
 
 func opRegistry(_ context.Context, a *API, _ *Empty, _ service.Origin) (RegistryInfo, error) {
 	return registryOf(a.eng.Registry()), nil
+}
+
+// opRegistryDiff reports what pushing a candidate registry would change
+// (#31 item 3); it writes nothing.
+func opRegistryDiff(ctx context.Context, a *API, r *RegistryDiffRequest, _ service.Origin) (service.Impact, error) {
+	if len(r.Registry) == 0 || string(r.Registry) == "null" {
+		return service.Impact{}, badRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)
+	}
+	cand, err := resolver.Load(r.Registry)
+	if err != nil {
+		return service.Impact{}, badRequest("registry: %v", err)
+	}
+	return a.eng.Impact(ctx, cand)
 }
 
 // opBudget measures the live registry once per registry version.

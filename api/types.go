@@ -129,6 +129,10 @@ type (
 	DiscoverRequest = wire.DiscoverRequest
 	DispatchRequest = wire.DispatchRequest
 	TurnRequest     = wire.TurnRequest
+	// CallCheckRequest is wire.CallCheckRequest.
+	CallCheckRequest = wire.CallCheckRequest
+	// RegistryDiffRequest is wire.RegistryDiffRequest.
+	RegistryDiffRequest = wire.RegistryDiffRequest
 	// Until bounds a history or an explanation: a stream sequence or an
 	// RFC 3339 time; empty means now.
 	Until = wire.Until

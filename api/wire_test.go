@@ -49,11 +49,13 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"turn-discover":   {reflect.TypeFor[wire.DiscoverRequest](), reflect.TypeFor[wire.DiscoverReply]()},
 		"turn-dispatch":   {reflect.TypeFor[wire.DispatchRequest](), reflect.TypeFor[wire.TurnView]()},
 		"turn-inspect":    {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.DispatchRecord]()},
+		"turn-call-check": {reflect.TypeFor[wire.CallCheckRequest](), reflect.TypeFor[wire.CallCheckReply]()},
 		"turn-checkpoint": {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"turn-end":        {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"sessions":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.SessionList]()},
 		"registry":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.RegistryInfo]()},
 		"budget":          {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.BudgetTable]()},
+		"registry-diff":   {reflect.TypeFor[wire.RegistryDiffRequest](), reflect.TypeFor[wire.RegistryImpact]()},
 	}
 	for _, o := range wire.Operations() {
 		ts, ok := types[o.Name]

@@ -51,6 +51,8 @@ var (
 	opSessions   = wire.OpSessions
 	opRegistry   = wire.OpRegistry
 	opBudget     = wire.OpBudget
+	opCallCheck  = wire.OpCallCheck
+	opRegDiff    = wire.OpRegistryDiff
 )
 
 // Client calls the engine's API over HTTP (NewHTTP) or NATS (NewNATS).
@@ -272,6 +274,25 @@ func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
 func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 	var out BudgetTable
 	return out, c.Do(ctx, opBudget, &struct{}{}, &out)
+}
+
+// CallCheck asks, before a tool call the model made executes, whether
+// tool may run now in the session's open turn for the client's channel
+// (#26 item 3, #31): a refusal is a reply with Callable false and a
+// Reason ("disabled", "not_in_turn", "unknown", "ask", "denied"), not an
+// error; outside a turn the error is ErrNoTurn.
+func (c *Client) CallCheck(ctx context.Context, session, tool string) (CallCheckReply, error) {
+	var out CallCheckReply
+	return out, c.Do(ctx, opCallCheck, &CallCheckRequest{Session: session, Tool: tool}, &out)
+}
+
+// RegistryDiff compares a candidate registry (the JSON of a registry
+// file) with the live one and reports what pushing it would change: the
+// tools, presets and profiles, the sessions whose tools prefix changes and
+// the checkpoints that lose tools on resume. It writes nothing.
+func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (RegistryImpact, error) {
+	var out RegistryImpact
+	return out, c.Do(ctx, opRegDiff, &RegistryDiffRequest{Registry: registry}, &out)
 }
 
 // fields returns a request's JSON object as a map.

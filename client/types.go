@@ -29,6 +29,22 @@ type (
 	DispatchRequest = wire.DispatchRequest
 	// TurnRequest is wire.TurnRequest.
 	TurnRequest = wire.TurnRequest
+	// CallCheckRequest is wire.CallCheckRequest.
+	CallCheckRequest = wire.CallCheckRequest
+	// CallCheckReply is wire.CallCheckReply.
+	CallCheckReply = wire.CallCheckReply
+	// Grant is wire.Grant.
+	Grant = wire.Grant
+	// RegistryDiffRequest is wire.RegistryDiffRequest.
+	RegistryDiffRequest = wire.RegistryDiffRequest
+	// RegistryImpact is wire.RegistryImpact.
+	RegistryImpact = wire.RegistryImpact
+	// RegistryDiff is wire.RegistryDiff.
+	RegistryDiff = wire.RegistryDiff
+	// ToolChange is wire.ToolChange.
+	ToolChange = wire.ToolChange
+	// CheckpointLoss is wire.CheckpointLoss.
+	CheckpointLoss = wire.CheckpointLoss
 	// Override is wire.Override.
 	Override = wire.Override
 	// Intent is wire.Intent.

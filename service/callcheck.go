@@ -62,16 +62,16 @@ type CallCheckResult struct {
 	Deferred bool `json:"deferred"`
 	Loaded   bool `json:"loaded"`
 	// Channel is the channel whose policy decided: the open turn's (#31).
-	Channel string `json:"-"`
+	Channel string `json:"channel,omitempty"`
 	// Decision is the permission decision for a known tool: "allow",
 	// "ask" or "deny" (#31), "" for an unknown tool; an ask the user
 	// allowed reads "allow" with Grant set.
-	Decision string `json:"-"`
+	Decision string `json:"decision,omitempty"`
 	// Rule names what decided (resolver.Decision.Rule, or
 	// "granted:SCOPE:BY@SEQ" for an answered ask).
-	Rule string `json:"-"`
+	Rule string `json:"rule,omitempty"`
 	// Grant is the user's answer that allowed an ask, nil otherwise.
-	Grant *aggregate.Grant `json:"-"`
+	Grant *aggregate.Grant `json:"grant,omitempty"`
 }
 
 // CallCheck reports whether a call of tool may execute now in the

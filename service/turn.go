@@ -138,8 +138,8 @@ type TurnView struct {
 	// Policy is the version of the registry's channel policy and
 	// Withheld the tools it kept from this channel, in order (#31); both
 	// empty without a policy.
-	Policy   string   `json:"-"`
-	Withheld []string `json:"-"`
+	Policy   string   `json:"policy,omitempty"`
+	Withheld []string `json:"withheld,omitempty"`
 
 	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
 	evicted bool            // the turn began with an eviction (#26 item 5)

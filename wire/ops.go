@@ -80,6 +80,8 @@ var (
 		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}
 	OpInspect = Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
 		Summary: "The classification recorded by the session's last dispatch in this engine process."}
+	OpCallCheck = Operation{Name: "turn-call-check", Subject: "turn.callcheck", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/call-check",
+		Summary: "Before executing a tool call: may the tool run now in the open turn, for its channel? The decision (allow/ask/deny), the rule that made it and the turn's resolved tool; a refusal is callable false, not an error. Writes nothing."}
 	OpCheckpoint = Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
 		Summary: "Record a checkpoint (safe point) of the open turn."}
 	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
@@ -90,12 +92,14 @@ var (
 		Summary: "The live registry: version, tools, defaults, resident and deferred tools, presets, profiles."}
 	OpBudget = Operation{Name: "budget", Subject: "registry.budget", Methods: []string{get}, Path: "/v1/budget",
 		Summary: "The default session's per-turn token table with and without deferral, by a real BPE tokenizer."}
+	OpRegistryDiff = Operation{Name: "registry-diff", Subject: "registry.diff", Methods: []string{post}, Path: "/v1/registry/diff",
+		Summary: "Compare a candidate registry with the live one before pushing it: tools added, removed and changed, presets and profiles whose expansion changes, the sessions whose tools prefix would change (prompt-cache misses) and the checkpoints that would lose tools on resume. Writes nothing."}
 )
 
 // Operations returns the API's operations in a fixed order (a fresh copy).
 func Operations() []Operation {
 	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpResume, OpBeginTurn, OpDiscover,
-		OpDispatch, OpInspect, OpCheckpoint, OpEndTurn, OpSessions, OpRegistry, OpBudget}
+		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
 	for i := range ops {
 		ops[i].Methods = append([]string(nil), ops[i].Methods...)
 	}

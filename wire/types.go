@@ -105,6 +105,19 @@ type DispatchRequest struct {
 	Provider string `json:"provider,omitempty"`
 }
 
+// CallCheckRequest asks whether a call of Tool may execute now in the
+// session's open turn (for the channel of the request).
+type CallCheckRequest struct {
+	Session string `json:"session"`
+	Tool    string `json:"tool"`
+}
+
+// RegistryDiffRequest carries a candidate registry (the JSON of a
+// registry file) to compare with the live one.
+type RegistryDiffRequest struct {
+	Registry json.RawMessage `json:"registry"`
+}
+
 // TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
 type TurnRequest struct {
 	Session string `json:"session"`
@@ -210,6 +223,10 @@ type TurnView struct {
 	Classification  []Classification `json:"classification"`
 	Loaded          []string         `json:"loaded"`
 	NoEvents        bool             `json:"no_events,omitempty"`
+	// Policy is the registry's channel policy version, Withheld the
+	// tools it kept from the channel (both empty without a policy).
+	Policy   string   `json:"policy,omitempty"`
+	Withheld []string `json:"withheld,omitempty"`
 }
 
 // Budget is a resolution's token estimate.
@@ -433,4 +450,89 @@ type BudgetTable struct {
 type TokenCount struct {
 	Estimate int `json:"estimate"`
 	Real     int `json:"real"`
+}
+
+// The reasons of a CallCheckReply.
+const (
+	CallCallable  = "callable"
+	CallDisabled  = "disabled"
+	CallNotInTurn = "not_in_turn"
+	CallUnknown   = "unknown"
+	CallAsk       = "ask"
+	CallDenied    = "denied"
+)
+
+// CallCheckReply says whether a tool call may execute in the session's
+// open turn: Callable only for Reason "callable"; otherwise Note says
+// why and what to do. Decision is "allow", "ask" or "deny" for the
+// channel (Channel), Rule what decided it, Grant the user's answer that
+// allowed an ask. Tool is the turn's resolved tool (nil when the turn
+// does not hold it).
+type CallCheckReply struct {
+	Session    string `json:"session"`
+	Seq        uint64 `json:"seq"`
+	Turn       uint64 `json:"turn"`
+	Name       string `json:"name"`
+	Callable   bool   `json:"callable"`
+	Reason     string `json:"reason"`
+	Note       string `json:"note"`
+	Tool       *Tool  `json:"tool,omitempty"`
+	Permission string `json:"permission,omitempty"`
+	Deferred   bool   `json:"deferred"`
+	Loaded     bool   `json:"loaded"`
+	Channel    string `json:"channel,omitempty"`
+	Decision   string `json:"decision,omitempty"`
+	Rule       string `json:"rule,omitempty"`
+	Grant      *Grant `json:"grant,omitempty"`
+}
+
+// Grant is a user's answer to an "ask": Tool allowed for Scope
+// ("session" or "once") by By in Turn, recorded at stream sequence Seq.
+type Grant struct {
+	Tool  string `json:"tool"`
+	Scope string `json:"scope"`
+	By    string `json:"by"`
+	Turn  uint64 `json:"turn"`
+	Seq   uint64 `json:"seq"`
+}
+
+// RegistryImpact is what pushing a candidate registry would change.
+type RegistryImpact struct {
+	Diff             RegistryDiff     `json:"diff"`
+	Sessions         int              `json:"sessions"`
+	PrefixChanged    []string         `json:"prefix_changed,omitempty"`
+	Checkpoints      int              `json:"checkpoints"`
+	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
+}
+
+// RegistryDiff compares a candidate registry (To) with the live one
+// (From): AllHashesChange when the versions or policy versions differ
+// (every contract hash changes); Presets and Profiles whose expansion
+// changes.
+type RegistryDiff struct {
+	From            string       `json:"from"`
+	To              string       `json:"to"`
+	Added           []string     `json:"added,omitempty"`
+	Removed         []string     `json:"removed,omitempty"`
+	Changed         []ToolChange `json:"changed,omitempty"`
+	AllHashesChange bool         `json:"all_hashes_change"`
+	PolicyFrom      string       `json:"policy_from,omitempty"`
+	PolicyTo        string       `json:"policy_to,omitempty"`
+	DefaultsChange  bool         `json:"defaults_change"`
+	Presets         []string     `json:"presets,omitempty"`
+	Profiles        []string     `json:"profiles,omitempty"`
+}
+
+// ToolChange is a tool of both registries whose contract bytes differ,
+// with the fields that do ("description", "parameters", ...).
+type ToolChange struct {
+	Name   string   `json:"name"`
+	Fields []string `json:"fields"`
+}
+
+// CheckpointLoss is a session whose last checkpoint would lose tools
+// on resume under the candidate registry.
+type CheckpointLoss struct {
+	Session string   `json:"session"`
+	Lost    []string `json:"lost"`
 }

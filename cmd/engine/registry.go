@@ -4,18 +4,108 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 type registryCmd struct {
 	Push   registryPushCmd   `cmd:"" help:"Validate a registry file and store it in the registry KV bucket; engines serving with --registry-kv switch to it at once."`
 	Import registryImportCmd `cmd:"" help:"Add MCP servers' tools/list results (JSON) to a registry file: tools named mcp__<server>__<tool>, one namespace per server."`
+	Diff   registryDiffCmd   `cmd:"" help:"Before a push: compare a registry file with the registry the engine serves: tools, presets and profiles that change, sessions whose tools prefix changes (prompt-cache misses), checkpoints that lose tools on resume. Writes nothing."`
+}
+
+type registryDiffCmd struct {
+	clientFlags
+	File string `arg:"" type:"existingfile" help:"Candidate registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+}
+
+func (c *registryDiffCmd) Run(ctx context.Context) error {
+	data, err := os.ReadFile(c.File)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("registry %s is not JSON: give a registry file (the format of resolver/default_registry.json)", c.File)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	imp, err := cl.RegistryDiff(ctx, data)
+	if err != nil {
+		return fmt.Errorf("registry %s: %w", c.File, err)
+	}
+	if c.JSON {
+		return c.print(imp, nil)
+	}
+	impactSummary(os.Stdout, imp)
+	return nil
+}
+
+// maxSummaryLosses bounds the checkpoint losses impactSummary names.
+const maxSummaryLosses = 5
+
+// impactSummary prints what pushing a candidate registry would change, in
+// five lines (#31 item 3).
+func impactSummary(w io.Writer, imp wire.RegistryImpact) {
+	d := imp.Diff
+	hashes := "contract hashes change only where tools do"
+	if d.AllHashesChange {
+		hashes = "every contract hash changes"
+	}
+	fmt.Fprintf(w, "registry %s -> %s (%s)\n", d.From, d.To, hashes)
+	tools := fmt.Sprintf("tools: +%d -%d ~%d", len(d.Added), len(d.Removed), len(d.Changed))
+	if len(d.Added) > 0 {
+		tools += "   added: " + strings.Join(d.Added, ", ")
+	}
+	if len(d.Removed) > 0 {
+		tools += "   removed: " + strings.Join(d.Removed, ", ")
+	}
+	if len(d.Changed) > 0 {
+		var ch []string
+		for _, t := range d.Changed {
+			ch = append(ch, fmt.Sprintf("%s (%s)", t.Name, strings.Join(t.Fields, ", ")))
+		}
+		tools += "   changed: " + strings.Join(ch, ", ")
+	}
+	fmt.Fprintln(w, tools)
+	defaults := "unchanged"
+	if d.DefaultsChange {
+		defaults = "changed"
+	}
+	fmt.Fprintf(w, "presets whose expansion changes: %s    profiles: %s    defaults: %s\n", noneList(d.Presets), noneList(d.Profiles), defaults)
+	fmt.Fprintf(w, "sessions: %d examined, %d would see a different tools prefix (prompt-cache misses)\n", imp.Sessions, len(imp.PrefixChanged))
+	line := fmt.Sprintf("checkpoints: %d of %d would lose tools on resume", len(imp.CheckpointLosses), imp.Checkpoints)
+	for i, l := range imp.CheckpointLosses {
+		if i == maxSummaryLosses {
+			line += ", ... (--json lists them all)"
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		line += fmt.Sprintf("%s%s (%s)", sep, l.Session, strings.Join(l.Lost, ", "))
+	}
+	fmt.Fprintln(w, line)
+}
+
+func noneList(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
 
 type registryImportCmd struct {
@@ -109,7 +199,38 @@ func readMCPArg(arg string) ([]resolver.MCPServer, error) {
 
 type registryPushCmd struct {
 	storeFlags
-	File string `arg:"" type:"existingfile" help:"Registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+	File                string `arg:"" type:"existingfile" help:"Registry file (JSON), the format of the embedded default (resolver/default_registry.json)."`
+	MaxPrefixChanges    int    `name:"max-prefix-changes" default:"-1" help:"Refuse the push when more sessions than this would see a different tools prefix (prompt-cache misses); -1: no limit. The summary comes from a serving engine (registry-diff over NATS)."`
+	MaxCheckpointLosses int    `name:"max-checkpoint-losses" default:"-1" help:"Refuse the push when more checkpoints than this would lose tools on resume; -1: no limit."`
+	Force               bool   `name:"force" help:"Push even above --max-prefix-changes / --max-checkpoint-losses, or when no engine answers the diff."`
+}
+
+// checkImpact prints the impact summary of pushing data (the registry
+// diff of a serving engine, asked over nc) and refuses a push above the
+// thresholds unless --force (#31 item 3).
+func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data []byte) error {
+	limited := c.MaxPrefixChanges >= 0 || c.MaxCheckpointLosses >= 0
+	cl := client.NewNATS(nc, client.WithChannel("cli"), client.WithActor("registry-push"), client.WithSubjectPrefix(c.Prefix+".api"))
+	imp, err := cl.RegistryDiff(ctx, data)
+	if err != nil {
+		if limited && !c.Force {
+			return fmt.Errorf("registry push: no impact summary to check the thresholds against (%w): serve an engine on this NATS, or push with --force", err)
+		}
+		fmt.Fprintf(os.Stderr, "note: no impact summary (no engine answered registry-diff: %v)\n", err)
+		return nil
+	}
+	impactSummary(os.Stdout, imp)
+	var over []string
+	if c.MaxPrefixChanges >= 0 && len(imp.PrefixChanged) > c.MaxPrefixChanges {
+		over = append(over, fmt.Sprintf("%d sessions would see a different tools prefix (--max-prefix-changes %d)", len(imp.PrefixChanged), c.MaxPrefixChanges))
+	}
+	if c.MaxCheckpointLosses >= 0 && len(imp.CheckpointLosses) > c.MaxCheckpointLosses {
+		over = append(over, fmt.Sprintf("%d checkpoints would lose tools on resume (--max-checkpoint-losses %d)", len(imp.CheckpointLosses), c.MaxCheckpointLosses))
+	}
+	if len(over) > 0 && !c.Force {
+		return fmt.Errorf("registry push refused: %s; raise the limit or push with --force", strings.Join(over, "; "))
+	}
+	return nil
 }
 
 func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
@@ -131,6 +252,9 @@ func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer closeLog()
+	if err := c.checkImpact(ctx, jlog.Conn(), data); err != nil {
+		return err
+	}
 	store, err := jlog.OpenRegistryStore(ctx)
 	if err != nil {
 		return err

@@ -71,6 +71,44 @@ type turnCmd struct {
 	Search   turnSearchCmd   `cmd:"" help:"tool_search inside the open turn: load deferred tools into the next request."`
 	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (see docs/semantics.md#turns)."`
 	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (TurnEnded + checkpoint, atomically)."`
+	// CallCheck is "turn call-check" (kong's default name for the field).
+	CallCheck turnCallCheckCmd `cmd:"" help:"Before executing a tool call: may TOOL run now in the open turn, for this channel? Prints the decision and the rule; exits 0 also when refused (see callable)."`
+}
+
+type turnCallCheckCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id (its turn must be open)."`
+	Tool    string `arg:"" help:"Name of the tool the model called."`
+}
+
+func (c *turnCallCheckCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.CallCheck(ctx, c.Session, c.Tool)
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		fmt.Fprintf(w, "callable\t%t (%s)\n", r.Callable, r.Reason)
+		fmt.Fprintf(w, "tool\t%s (turn %d, seq %d)\n", r.Name, r.Turn, r.Seq)
+		if r.Decision != "" {
+			fmt.Fprintf(w, "decision\t%s for channel %s (rule %s)\n", r.Decision, r.Channel, r.Rule)
+		}
+		if r.Grant != nil {
+			fmt.Fprintf(w, "granted\t%s by %s at seq %d\n", r.Grant.Scope, r.Grant.By, r.Grant.Seq)
+		}
+		if r.Permission != "" {
+			fmt.Fprintf(w, "permission\t%s\n", r.Permission)
+		}
+		if r.Deferred {
+			fmt.Fprintf(w, "deferred\tloaded %t\n", r.Loaded)
+		}
+		fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
+	})
 }
 
 type turnBeginCmd struct {

@@ -1,0 +1,81 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/resolver"
+)
+
+// #31 item 3: `engine registry push` prints the impact summary first and
+// refuses above --max-checkpoint-losses (exit non-zero, nothing stored:
+// the engine keeps its version); with --force it pushes.
+func TestCLIRegistryPushThreshold(t *testing.T) {
+	dir := t.TempDir()
+	p := startEngine(t, dir, "--registry-kv")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	gc := p.GoClient("web")
+	if _, err := gc.Append(ctx, client.AppendRequest{Session: "with", Commands: []client.Command{client.Enable()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "with"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.Discover(ctx, client.DiscoverRequest{Session: "with", Names: []string{"send_message"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.EndTurn(ctx, client.TurnRequest{Session: "with"}); err != nil {
+		t.Fatal(err)
+	}
+	var reg map[string]any
+	if err := json.Unmarshal(resolver.DefaultRegistryJSON(), &reg); err != nil {
+		t.Fatal(err)
+	}
+	from := reg["version"].(string)
+	reg["version"] = "push-impact-2"
+	for _, x := range reg["tools"].([]any) {
+		if m := x.(map[string]any); m["name"] == "send_message" {
+			m["description"] = "Sends a message (edited)."
+		}
+	}
+	b, _ := json.Marshal(reg)
+	file := filepath.Join(t.TempDir(), "cand.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push := func(extra ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, engineBin, append([]string{"registry", "push", file, "--nats", p.NATSURL, "--data", dir}, extra...)...).CombinedOutput()
+		return string(out), err
+	}
+	// The projection may lag the checkpoint: retry until the summary sees it.
+	var out string
+	var err error
+	for i := 0; i < 50; i++ {
+		out, err = push("--max-checkpoint-losses", "0")
+		if strings.Contains(out, "checkpoints: 1 of 1") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(out, "registry "+from+" -> push-impact-2") || !strings.Contains(out, "checkpoints: 1 of 1 would lose tools on resume: with (send_message)") ||
+		!strings.Contains(out, "refused") || !strings.Contains(out, "--force") {
+		t.Fatalf("push above the threshold: err %v\n%s", err, out)
+	}
+	if info, err := gc.Registry(ctx); err != nil || info.Version != from {
+		t.Fatalf("after a refused push the engine serves %q (%v)", info.Version, err)
+	}
+	out, err = push("--max-checkpoint-losses", "0", "--force")
+	if err != nil || !strings.Contains(out, "stored registry push-impact-2") {
+		t.Fatalf("forced push: %v\n%s", err, out)
+	}
+}
