@@ -56,7 +56,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry", turnRegistryFile(t))
 	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--no-projection")
 	ca, cb := a.Client("web"), b.Client("web")
-	begin := api.BeginTurnRequest{Session: "killed", Profile: "coder", Override: &api.Override{Kind: "intent", Intent: &intent.Intent{Disabled: []string{"bash"}}}}
+	begin := api.BeginTurnRequest{Session: "killed", Provider: "anthropic-engine", Profile: "coder", Override: &api.Override{Kind: "intent", Intent: &intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := ca.BeginTurn(ctx, begin)
 	if err != nil {
 		t.Fatal(err)
@@ -64,19 +64,19 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	if slices.Contains(begun.Tools, "bash") || begun.RegistryVersion != "engine-a.1" || !slices.Contains(begun.Catalog, "enter_plan_mode") {
 		t.Fatalf("begun on A: tools %v registry %s catalog %v", begun.Tools, begun.RegistryVersion, begun.Catalog)
 	}
-	before, err := ca.Dispatch(ctx, "killed", "")
+	before, err := ca.Dispatch(ctx, "killed", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
 	turnSame(t, "A's dispatch", before, begun)
 	a.Kill()
 
-	after, err := cb.Dispatch(ctx, "killed", "")
+	after, err := cb.Dispatch(ctx, "killed", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
 	turnSame(t, "B's dispatch after A was killed", after, before)
-	found, err := cb.Discover(ctx, "killed", "", "enter_plan_mode")
+	found, err := cb.Discover(ctx, "killed", "anthropic-engine", "enter_plan_mode")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	if got := deferral.PrefixOf(before.Rendering).Compare(found.View.Rendering); got != deferral.PrefixExtended {
 		t.Fatalf("the discovery's array against the turn's: %v, want extended (R30)", got)
 	}
-	again, err := cb.Dispatch(ctx, "killed", "")
+	again, err := cb.Dispatch(ctx, "killed", "anthropic-engine")
 	if err != nil {
 		t.Fatal(err)
 	}
