@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -121,7 +123,7 @@ func TestAPIDoc(t *testing.T) {
 				for _, f := range docFields(ResponseSchema(name), "", true) {
 					if f.always {
 						if _, ok := lookupPath(reply, f.path); !ok {
-							t.Errorf("%s over %s: documented reply field %s is missing: %s", name, transport, f.path, clipRaw(body))
+							t.Errorf("%s over %s: documented reply field %s is missing: %s", name, transport, f.path, clip.Raw(body))
 						}
 					}
 				}

@@ -118,7 +118,7 @@ func (cs *Commands) UnmarshalJSON(b []byte) error {
 	}
 	items, err := readArray(b)
 	if err != nil {
-		return badRequest(`field "commands" must be an array of command objects, got %s`, clipRaw(b))
+		return badRequest(`field "commands" must be an array of command objects, got %s`, clip.Raw(b))
 	}
 	if len(items) > MaxCommands {
 		return badRequest("field \"commands\" has %d commands, at most %d are accepted in one request", len(items), MaxCommands)
@@ -149,13 +149,4 @@ func readArray(data []byte) ([]json.RawMessage, error) {
 		return nil, err
 	}
 	return items, nil
-}
-
-// clipRaw quotes a raw JSON value for an error message, shortened.
-func clipRaw(raw []byte) string {
-	s := string(bytes.TrimSpace(raw))
-	if s == "" {
-		return "nothing"
-	}
-	return clip.String(s, 60)
 }

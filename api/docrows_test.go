@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"encoding/json"
 	"net/http"
 	"os"
@@ -43,11 +45,11 @@ func TestCommandsLimitAsDocumented(t *testing.T) {
 	for _, transport := range []string{"nats", "http"} {
 		body, status := callDocumented(t, env, transport, "append", appendOf("lim-"+transport, MaxCommands))
 		if status != http.StatusOK {
-			t.Errorf("%d commands over %s: status %d: %s", MaxCommands, transport, status, clipRaw(body))
+			t.Errorf("%d commands over %s: status %d: %s", MaxCommands, transport, status, clip.Raw(body))
 		}
 		body, status = callDocumented(t, env, transport, "append", appendOf("lim-"+transport, MaxCommands+1))
 		if status != http.StatusBadRequest || apiError(t, body).Code != CodeInvalid {
-			t.Errorf("%d commands over %s: status %d, want 400 invalid: %s", MaxCommands+1, transport, status, clipRaw(body))
+			t.Errorf("%d commands over %s: status %d, want 400 invalid: %s", MaxCommands+1, transport, status, clip.Raw(body))
 		}
 	}
 }
@@ -102,20 +104,20 @@ func TestDispatchOutsideTurnAsDocumented(t *testing.T) {
 		s := "nt-" + transport
 		body, status := callDocumented(t, env, transport, "turn-dispatch", `{"session":"`+s+`"}`)
 		if status != http.StatusOK || frozen(body) != false {
-			t.Errorf("dispatch without a turn over %s: status %d, want 200 frozen false: %s", transport, status, clipRaw(body))
+			t.Errorf("dispatch without a turn over %s: status %d, want 200 frozen false: %s", transport, status, clip.Raw(body))
 		}
 		for _, op := range []string{"turn-end", "turn-checkpoint"} {
 			body, status := callDocumented(t, env, transport, op, `{"session":"`+s+`"}`)
 			if status != http.StatusConflict || apiError(t, body).Code != CodeNoTurn {
-				t.Errorf("%s without a turn over %s: status %d, want 409 no_turn: %s", op, transport, status, clipRaw(body))
+				t.Errorf("%s without a turn over %s: status %d, want 409 no_turn: %s", op, transport, status, clip.Raw(body))
 			}
 		}
 		if body, status := callDocumented(t, env, transport, "turn-begin", `{"session":"`+s+`"}`); status != http.StatusOK {
-			t.Fatalf("turn-begin over %s: %d %s", transport, status, clipRaw(body))
+			t.Fatalf("turn-begin over %s: %d %s", transport, status, clip.Raw(body))
 		}
 		body, status = callDocumented(t, env, transport, "turn-dispatch", `{"session":"`+s+`"}`)
 		if status != http.StatusOK || frozen(body) != true {
-			t.Errorf("dispatch in a turn over %s: status %d, want 200 frozen true: %s", transport, status, clipRaw(body))
+			t.Errorf("dispatch in a turn over %s: status %d, want 200 frozen true: %s", transport, status, clip.Raw(body))
 		}
 	}
 }
@@ -193,6 +195,6 @@ func TestUnknownNATSOperationGetsEnvelope(t *testing.T) {
 		t.Fatalf("second known operation: no reply: %v", err)
 	}
 	if !strings.Contains(string(second.Data), `"default_tools"`) {
-		t.Errorf("the reply after a resolve is not the registry's (a second reply to resolve?): %s", clipRaw(second.Data))
+		t.Errorf("the reply after a resolve is not the registry's (a second reply to resolve?): %s", clip.Raw(second.Data))
 	}
 }

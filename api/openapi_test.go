@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/toolintent/engine/internal/clip"
+
 	"bytes"
 	"encoding/json"
 	"io"
@@ -20,7 +22,7 @@ func openAPIValidator(t *testing.T, env *testEnv) validator.Validator {
 	t.Helper()
 	st, h, body := rawHTTP(t, http.MethodGet, env.httpURL+PathOpenAPI, "")
 	if st != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), MIMEJSON) {
-		t.Fatalf("GET %s: %d %s: %s", PathOpenAPI, st, h.Get("Content-Type"), clipRaw(body))
+		t.Fatalf("GET %s: %d %s: %s", PathOpenAPI, st, h.Get("Content-Type"), clip.Raw(body))
 	}
 	doc, err := libopenapi.NewDocument(body)
 	if err != nil {
@@ -67,7 +69,7 @@ func checkOpenAPI(t *testing.T, v validator.Validator, what string, req *http.Re
 	}
 	if ok, errs := v.ValidateHttpResponse(mk(), resp); !ok {
 		for _, e := range errs {
-			t.Errorf("%s: reply %d does not match the OpenAPI document: %s: %s %v: %s", what, status, e.Message, e.Reason, schemaErrs(e.SchemaValidationErrors), clipRaw(body))
+			t.Errorf("%s: reply %d does not match the OpenAPI document: %s: %s %v: %s", what, status, e.Message, e.Reason, schemaErrs(e.SchemaValidationErrors), clip.Raw(body))
 		}
 	}
 }
@@ -106,7 +108,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
-			t.Fatalf("%s over http: 200 %s, want an error", what, clipRaw(body))
+			t.Fatalf("%s over http: 200 %s, want an error", what, clip.Raw(body))
 		}
 		seen[resp.StatusCode] = true
 		checkOpenAPI(t, v, "http "+what, req, reqBody, resp.StatusCode, body)
@@ -118,7 +120,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 		msg := rawNATS(t, env.nc, subj, reqJSON, headers...)
 		st, _ := strconv.Atoi(msg.Header.Get("Nats-Service-Error-Code"))
 		if st == 0 {
-			t.Fatalf("%s over nats: no error: %s", what, clipRaw(msg.Data))
+			t.Fatalf("%s over nats: no error: %s", what, clip.Raw(msg.Data))
 		}
 		checkOpenAPI(t, v, "nats "+what, req, reqBody, st, msg.Data)
 	}
@@ -187,6 +189,6 @@ func TestOpenAPIServedAsReadOperations(t *testing.T) {
 		t.Fatalf("no token: %d %s, want 401", st, b)
 	}
 	if st, _, b := rawHTTP(t, http.MethodGet, env.httpURL+PathOpenAPI, "", "Authorization", "Bearer audit-token-0123456789"); st != http.StatusOK || !json.Valid(b) {
-		t.Fatalf("read-only token: %d %s, want 200 and the document", st, clipRaw(b))
+		t.Fatalf("read-only token: %d %s, want 200 and the document", st, clip.Raw(b))
 	}
 }
