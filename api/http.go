@@ -177,9 +177,9 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		}
 		o.Actor = tok.Actor
 	}
-	if op.Write {
-		o.Channel = channel
-	}
+	// Every operation knows its caller's channel: writes record it, reads
+	// resolve under its policy (#31).
+	o.Channel = channel
 	resp, err := a.run(r.Context(), op, req, o)
 	return resp, label, err
 }

@@ -200,9 +200,9 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 		return nil, o, err
 	}
 	o.Actor = r.Headers().Get(HeaderActor)
-	if op.Write {
-		o.Channel = channel
-	}
+	// Every operation knows its caller's channel: writes record it, reads
+	// resolve under its policy (#31).
+	o.Channel = channel
 	if err := a.check(req, &o); err != nil {
 		return nil, o, err
 	}

@@ -328,11 +328,12 @@ func opIntent(ctx context.Context, a *API, r *IntentRequest, _ service.Origin) (
 	return viewOf(st), nil
 }
 
-func opResolve(ctx context.Context, a *API, r *ResolveRequest, _ service.Origin) (service.TurnView, error) {
+func opResolve(ctx context.Context, a *API, r *ResolveRequest, o service.Origin) (service.TurnView, error) {
 	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
 	if err != nil {
 		return service.TurnView{}, err
 	}
+	rr.Channel = o.Channel // #31: the caller's channel policy applies
 	return a.eng.Resolve(ctx, r.Session, rr)
 }
 
@@ -340,7 +341,7 @@ func opHistory(ctx context.Context, a *API, r *HistoryRequest, _ service.Origin)
 	return a.history(ctx, r) // paged: see types.go (#24 row 7)
 }
 
-func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin) (service.ExplainResult, error) {
+func opExplain(ctx context.Context, a *API, r *ExplainRequest, o service.Origin) (service.ExplainResult, error) {
 	if r.Tool == "" {
 		return service.ExplainResult{}, badRequest(`field "tool" is required: the tool name to explain`)
 	}
@@ -355,6 +356,7 @@ func opExplain(ctx context.Context, a *API, r *ExplainRequest, _ service.Origin)
 	if err != nil {
 		return service.ExplainResult{}, err
 	}
+	rr.Channel = o.Channel // #31: explain names the caller's channel policy
 	return a.eng.Explain(ctx, r.Session, r.Tool, until, rr)
 }
 
