@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolintent/engine/client"
@@ -144,6 +145,25 @@ func TestPolicyChannelDeniedOnEveryTransport(t *testing.T) {
 					t.Errorf("%s %s override %s: public and tui renderings are identical", tname, session, oname)
 				}
 			}
+		}
+	}
+
+	// explain names the policy, its version and the rule, for the
+	// caller's channel, on both transports.
+	for tname, mk := range transports {
+		ex, err := mk("public").Explain(ctx, wire.ExplainRequest{Session: "s-api", Tool: "bash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Included || ex.Rule != "channel-deny:public:bash@pol-transport-1" || !strings.Contains(ex.Detail, "pol-transport-1") {
+			t.Errorf("%s: explain bash as public: %+v, want withheld by channel-deny:public:bash@pol-transport-1", tname, ex)
+		}
+		ex, err = mk("tui").Explain(ctx, wire.ExplainRequest{Session: "s-api", Tool: "bash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ex.Included {
+			t.Errorf("%s: explain bash as tui: %+v, want included", tname, ex)
 		}
 	}
 
