@@ -87,6 +87,14 @@ type Config struct {
 	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
 	// include those caches); negative waits not at all in either mode.
 	MemorySettle time.Duration `json:"memory_settle_ns"`
+	// TurnCycleTurns is the turns per run of the turn cycle lines (#28):
+	// on one session, and spread over TurnCycleSessions sessions at once.
+	// Default 200 over 4 sessions; quick 12 over 2.
+	TurnCycleTurns    int `json:"turn_cycle_turns"`
+	TurnCycleSessions int `json:"turn_cycle_sessions"`
+	// AtomicBatchOps is the publishes per run and side of the atomic batch
+	// lines. Default 300, quick 30.
+	AtomicBatchOps int `json:"atomic_batch_ops"`
 	// SkipRestart leaves out the cold start line that restarts the
 	// embedded server.
 	SkipRestart bool `json:"skip_restart"`
@@ -98,7 +106,7 @@ type Config struct {
 // Steps names the steps of a run, in order, for Config.Only.
 func Steps() []string {
 	return []string{"memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
-		"fold-and-split", "tool-search", "prompt-cache", "replay", "cold-start", "scale-out", "restart"}
+		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -119,6 +127,9 @@ func (c Config) withDefaults() Config {
 	def(&c.ReplaySessions, 10_000, 1_000)
 	def(&c.ColdEvents, 1_000_000, 20_000)
 	def(&c.ColdSessions, 100_000, 2_000)
+	def(&c.TurnCycleTurns, 200, 12)
+	def(&c.TurnCycleSessions, 4, 2)
+	def(&c.AtomicBatchOps, 300, 30)
 	if len(c.RegistrySizes) == 0 {
 		c.RegistrySizes = []int{50, 500, 5000}
 	}
@@ -162,15 +173,21 @@ type Line struct {
 	// Ratio is engine/raw for rates and raw/engine for latencies (above 1:
 	// the engine is faster); 0 without a raw baseline.
 	Ratio float64 `json:"ratio"`
+	// Rate says the figures are rates (Ratio = engine/raw), not latencies.
+	Rate bool `json:"rate,omitempty"`
 	// Runs is the number of runs the medians are taken over.
 	Runs int `json:"runs"`
 	// Allocs is the engine's heap allocations per operation (CPU-only
 	// lines); nil elsewhere.
 	Allocs *float64 `json:"allocs_per_op,omitempty"`
 	// Target is the issue's target for this line, if any, and Met whether
-	// this run reached it.
+	// this run reached it: every run, not only the median (#28: a figure
+	// whose spread crosses its target is not met).
 	Target string `json:"target,omitempty"`
 	Met    *bool  `json:"met,omitempty"`
+	// Crossed says the median meets the target but the spread crosses it
+	// (Met is then false).
+	Crossed bool `json:"spread_crosses_target,omitempty"`
 	// Note says what bounds or qualifies the figure.
 	Note string `json:"note,omitempty"`
 	// EngineRuns and RawRuns are the individual runs.
@@ -216,7 +233,7 @@ func (r Report) Table() string {
 		mode, r.Runs, r.Seconds, r.OS, r.Arch, r.NumCPU, r.GOMAXPROCS, r.GoVersion, r.ServerVersion)
 	b.WriteString("ratio: rates (events/s) engine/raw, latencies (µs/op, s) raw/engine; above 1 the engine is faster, 0.90 = 90% of raw; - = no raw baseline\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "line\tunit\tengine\traw\tratio\tallocs/op\truns\ttarget\tmet\tnote")
+	fmt.Fprintln(tw, "line\tunit\tengine\traw\tratio\tspread (min-max)\tallocs/op\truns\ttarget\tmet\tnote")
 	for _, l := range r.Lines {
 		raw, ratio := "-", "-"
 		if l.Raw != 0 {
@@ -227,17 +244,59 @@ func (r Report) Table() string {
 		if l.Allocs != nil {
 			allocs = fmt.Sprintf("%.2f", *l.Allocs)
 		}
-		met := ""
-		if l.Met != nil {
-			met = "no"
-			if *l.Met {
-				met = "yes"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Name, l.Unit, num(l.Engine), raw, ratio, allocs, l.Runs, l.Target, met, l.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Name, l.Unit, num(l.Engine), raw, ratio, l.spread(), allocs, l.Runs, l.Target, l.met(), l.Note)
 	}
 	tw.Flush()
 	return b.String()
+}
+
+// met is the table's met column: "yes", "no", or "not met" when the
+// median meets the target but the spread of the runs crosses it.
+func (l Line) met() string {
+	switch {
+	case l.Met == nil:
+		return ""
+	case *l.Met:
+		return "yes"
+	case l.Crossed:
+		return "not met (spread)"
+	}
+	return "no"
+}
+
+// Ratios returns the ratio of each run, engine and raw of the same run
+// paired as Ratio pairs the medians; nil without a raw baseline.
+func (l Line) Ratios() []float64 {
+	if l.Raw == 0 || len(l.EngineRuns) != len(l.RawRuns) {
+		return nil
+	}
+	rate := l.Rate
+	out := make([]float64, 0, len(l.EngineRuns))
+	for i, e := range l.EngineRuns {
+		r := l.RawRuns[i]
+		switch {
+		case e == 0 || r == 0:
+			out = append(out, 0)
+		case rate:
+			out = append(out, e/r)
+		default:
+			out = append(out, r/e)
+		}
+	}
+	return out
+}
+
+// spread is the table's spread column: the min-max of the runs' ratios
+// on a line with a raw baseline, else of the engine's runs ("" for a
+// single run).
+func (l Line) spread() string {
+	if xs := l.Ratios(); len(xs) > 1 {
+		return fmt.Sprintf("%.2f-%.2f", slices.Min(xs), slices.Max(xs))
+	}
+	if len(l.EngineRuns) > 1 {
+		return num(slices.Min(l.EngineRuns)) + "-" + num(slices.Max(l.EngineRuns))
+	}
+	return ""
 }
 
 // num formats a figure with about four significant digits.
@@ -275,6 +334,8 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
 	out = append(out, promptCacheLineNames()...)
+	out = append(out, turnCycleLineNames(cfg)...)
+	out = append(out, atomicBatchLineNames()...)
 	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
 	for k := 1; k <= 3; k++ {
 		out = append(out, fmt.Sprintf(nameScaleOut, k))
@@ -352,6 +413,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer os.RemoveAll(dir)
 
+	for _, o := range cfg.Only {
+		if !slices.Contains(Steps(), o) {
+			return rep, fmt.Errorf("bench: no step %q: the steps are %s", o, strings.Join(Steps(), ", "))
+		}
+	}
 	h := &harness{cfg: cfg, out: cfg.Out, dir: dir, started: rep.Started}
 	defer h.close()
 	steps := []struct {
@@ -373,6 +439,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"fold and split", h.foldSplit},
 		{"tool search", h.searchLines},
 		{"prompt cache", h.promptCache},
+		{"turn cycle", h.turnCycle},
+		{"atomic batch", h.atomicBatch},
 		{"replay", h.replay},
 		{"cold start", h.coldStart},
 		{"scale-out", h.scaleOut},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -351,4 +352,86 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// #28: the turn-cycle and atomic-batch steps run in quick mode and print
+// every line they own: each phase's p50 and p99 per setting (in-process,
+// HTTP, several sessions) beside the raw appends the same turn needs, the
+// log writes per turn, and the atomic batch beside two CAS publishes and
+// one combined publish. No figure is asserted, only that it was measured.
+func TestTurnCycleAndAtomicBatchLines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir(), Only: []string{"turn-cycle", "atomic-batch"}}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := rep.Table()
+	names := append(turnCycleLineNames(cfg.withDefaults()), atomicBatchLineNames()...)
+	if len(rep.Lines) != len(names) {
+		t.Errorf("report has %d lines, want %d", len(rep.Lines), len(names))
+	}
+	for _, name := range names {
+		l, ok := rep.Line(name)
+		if !ok {
+			t.Errorf("line %q missing", name)
+			continue
+		}
+		if l.Engine <= 0 || math.IsNaN(l.Engine) || math.IsInf(l.Engine, 0) || len(l.EngineRuns) != l.Runs {
+			t.Errorf("line %q: engine %v over %d runs (%v)", name, l.Engine, l.Runs, l.EngineRuns)
+		}
+		if !strings.Contains(table, name) {
+			t.Errorf("table lacks line %q", name)
+		}
+		if strings.Contains(name, "turn/discover") || strings.Contains(name, "turn/dispatch") || strings.Contains(name, "log writes") {
+			continue
+		}
+		if l.Raw <= 0 || len(l.RawRuns) != l.Runs {
+			t.Errorf("line %q: no raw baseline (%v, %v)", name, l.Raw, l.RawRuns)
+		}
+	}
+	// The turn cycle writes TurnStarted, TurnEnded and CheckpointRecorded
+	// every turn and a DeferredLoaded on the discovery turns: at least 3
+	// events per turn.
+	w, _ := rep.Line(fmt.Sprintf(nameTurnCycleWrites, "in-process, one session"))
+	if w.Engine < 3 {
+		t.Errorf("%s: %v events per turn, want >= 3", w.Name, w.Engine)
+	}
+	t.Log("\n" + table)
+}
+
+// #28 item 3: the spread column is the min-max of the runs' ratios, and a
+// target is met only when every run meets it ("not met" when the median
+// meets it but the spread crosses it).
+func TestSpreadAndTargets(t *testing.T) {
+	l := Line{Name: "x", Unit: "µs/op", Engine: 100, Raw: 95, Ratio: 0.95, EngineRuns: []float64{100, 90, 200}, RawRuns: []float64{95, 90, 100}, Runs: 3}
+	ratioTarget(&l, 0.9)
+	if l.spread() != "0.50-1.00" || *l.Met || !l.Crossed || l.met() != "not met (spread)" {
+		t.Errorf("latency line: spread %q met %v crossed %v (%q)", l.spread(), *l.Met, l.Crossed, l.met())
+	}
+	r := Line{Name: "y", Unit: "events/s", Rate: true, Engine: 90, Raw: 100, Ratio: 0.9, EngineRuns: []float64{90, 95}, RawRuns: []float64{100, 100}, Runs: 2}
+	ratioTarget(&r, 0.85)
+	if r.spread() != "0.90-0.95" || !*r.Met || r.met() != "yes" {
+		t.Errorf("rate line: spread %q met %q", r.spread(), r.met())
+	}
+	m := Line{Name: "z", Unit: "µs/op", Engine: 1500, EngineRuns: []float64{1400, 1500, 2500}, Runs: 3}
+	maxTarget(&m, 2000, "< 2 ms")
+	if *m.Met || !m.Crossed || m.spread() != "1400.0-2500.0" {
+		t.Errorf("max target: met %v crossed %v spread %q", *m.Met, m.Crossed, m.spread())
+	}
+}
+
+// #28 item 5: every step is one --only accepts, and an unknown name is
+// refused before anything runs.
+func TestOnlyStepNames(t *testing.T) {
+	for _, s := range []string{"prompt-cache", "turn-cycle", "atomic-batch", "memory", "restart"} {
+		if !slices.Contains(Steps(), s) {
+			t.Errorf("Steps() lacks %q", s)
+		}
+	}
+	_, err := Run(context.Background(), Config{Quick: true, DataDir: t.TempDir(), Only: []string{"turn-cycles"}})
+	if err == nil || !strings.Contains(err.Error(), "turn-cycle") {
+		t.Errorf("unknown step: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -218,12 +219,15 @@ func (h *harness) replay(ctx context.Context) error {
 		return err
 	}
 	l.Target = "ratio >= 0.8 and >= 500k events/s"
-	l.Met = bptr(l.Ratio >= 0.8 && l.Engine >= 500_000)
+	ratioTarget(&l, 0.8)
+	l.Target = "ratio >= 0.8 and >= 500k events/s"
+	l.Met = bptr(*l.Met && slices.Min(l.EngineRuns) >= 500_000)
+	l.Crossed = !*l.Met && l.Ratio >= 0.8 && l.Engine >= 500_000
 	engineNote := fmt.Sprintf("%d events over %d sessions (%d generated round-robin over %d, the rest the appends above); engine = projection.Run with a new durable and bucket until WaitApplied (decode, fold, KV put of every touched view, ack)", msgs, subjects, per*len(sessions), len(sessions))
 	l.Note = engineNote + "; raw = ordered consumer (4096 pulled) + msgpack/v5 decode of each message into a plain struct, nothing written"
 	h.add(l)
 	countOnly = countOnly[:min(len(countOnly), l.Runs)] // not the profiled run
-	limit := Line{Name: nameReplayLimit, Unit: "events/s", Runs: l.Runs, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(countOnly), RawRuns: countOnly}
+	limit := Line{Name: nameReplayLimit, Unit: "events/s", Runs: l.Runs, Rate: true, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(countOnly), RawRuns: countOnly}
 	limit.Ratio = limit.Engine / limit.Raw
 	limit.Note = "the engine runs of the line above; raw = the same ordered consumer counting messages only (no decode): the physical limit of delivery"
 	h.add(limit)

@@ -15,14 +15,15 @@ type benchCmd struct {
 	JSON    bool     `name:"json" help:"Print the report as JSON instead of a table."`
 	Data    string   `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
 	Profile string   `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
-	Only    []string `name:"only" help:"Run only these steps (comma-separated): memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, replay, cold-start, scale-out, restart."`
+	Only    []string `name:"only" help:"Run only these steps (comma-separated): memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, prompt-cache, turn-cycle, atomic-batch, replay, cold-start, scale-out, restart."`
 }
 
 // Help is kong's long help of the subcommand.
 func (c *benchCmd) Help() string {
 	return "Starts one embedded NATS server and measures, in one run, each engine figure beside its raw JetStream baseline " +
 		"on the same server: synchronous and concurrent appends, session reads, resolve, fold and split, projection replay, " +
-		"cold start and memory per session. Rates are engine/raw, latencies raw/engine: above 1 the engine is faster. " +
+		"a whole turn cycle (begin, discovery, dispatch, end) in-process and over HTTP, the atomic batch publish, " +
+		"cold start and memory per session. Every line is the median of --runs runs with their spread; a target is met only when every run meets it. Rates are engine/raw, latencies raw/engine: above 1 the engine is faster. " +
 		"Default sizes take a few minutes on 2 cores; progress goes to stderr on a terminal."
 }
 

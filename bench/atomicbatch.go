@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// The atomic batch lines (#28): what one JetStream atomic batch publish of
+// two messages costs (the shape of the engine's turn end: TurnEnded and
+// CheckpointRecorded, as service/safepoint.go appends them) against two
+// sequential CAS publishes of the same two messages and against one CAS
+// publish of one message of their combined size, all raw, on the raw
+// stream of the same server (the engine's stream configuration: atomic
+// publish allowed).
+const (
+	nameBatchVsTwo = "atomic batch of 2 events (TurnEnded + CheckpointRecorded) vs 2 sequential CAS publishes"
+	nameBatchVsOne = "atomic batch of 2 events vs 1 CAS publish of one message of their combined size"
+	nameBatchShare = "turn/end in-process (Engine.EndTurn) vs its atomic batch publish alone"
+)
+
+func atomicBatchLineNames() []string { return []string{nameBatchVsTwo, nameBatchVsOne, nameBatchShare} }
+
+// batchReply is the server's reply to a batch commit.
+type batchReply struct {
+	Seq   uint64 `json:"seq"`
+	Error *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error,omitempty"`
+}
+
+// turnEndBytes returns the bytes and types of a real turn end: a session
+// on the engine begins and ends a turn with a discovery, and the two
+// events EndTurn stored are read back.
+func (h *harness) turnEndBytes(ctx context.Context) ([][]byte, []events.Type, error) {
+	s := "ab-shape"
+	if _, err := h.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
+		return nil, nil, err
+	}
+	d := engineDriver{h.eng}
+	catalog, _, err := d.begin(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(catalog) > 0 {
+		if err := d.discover(ctx, s, catalog[0]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := d.end(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	groups, err := h.tcGroups(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	g := groups[len(groups)-1]
+	if g.phase != tcEnd || len(g.recs) != 2 {
+		return nil, nil, fmt.Errorf("atomic batch: the turn end stored %d events, want TurnEnded + CheckpointRecorded", len(g.recs))
+	}
+	var data [][]byte
+	var types []events.Type
+	for _, r := range g.recs {
+		data = append(data, r.Data)
+		types = append(types, r.Envelope.Type)
+	}
+	return data, types, nil
+}
+
+// rawMsg is one CAS publish of data to subj; expected < 0 sends no
+// expected-sequence header (a batch's later messages).
+func rawMsg(subj string, data []byte, typ events.Type, expected int64) *nats.Msg {
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(njs.MsgIDHeader, events.NewID())
+	m.Header.Set(jetstream.HeaderEventType, string(typ))
+	if expected >= 0 {
+		m.Header.Set(njs.ExpectedLastSubjSeqHeader, strconv.FormatInt(expected, 10))
+	}
+	return m
+}
+
+// publishBatch publishes data as one atomic batch expecting the subject
+// at last, as jetstream.Log.appendBatch does, and returns the sequence of
+// its last message.
+func (h *harness) publishBatch(ctx context.Context, subj string, data [][]byte, types []events.Type, last uint64) (uint64, error) {
+	id := events.NewID()
+	n := len(data)
+	for i := range data {
+		exp := int64(-1)
+		if i == 0 {
+			exp = int64(last)
+		}
+		m := rawMsg(subj, data[i], types[i], exp)
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		if i < n-1 {
+			if err := h.rawNC.PublishMsg(m); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		resp, err := h.rawNC.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return 0, fmt.Errorf("batch commit: %w", err)
+		}
+		var ack batchReply
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return 0, fmt.Errorf("batch commit: decode %q: %w", resp.Data, err)
+		}
+		if ack.Error != nil {
+			return 0, fmt.Errorf("batch commit: %d %s", ack.Error.ErrCode, ack.Error.Description)
+		}
+		return ack.Seq, nil
+	}
+	return 0, errors.New("empty batch")
+}
+
+// atomicBatch measures the three ways to write a turn end, Runs times
+// each in rotating order, AtomicBatchOps publishes per run and way, each
+// run on a fresh subject.
+func (h *harness) atomicBatch(ctx context.Context) error {
+	data, types, err := h.turnEndBytes(ctx)
+	if err != nil {
+		return err
+	}
+	combined := bytes.Join(data, nil)
+	n := h.cfg.AtomicBatchOps
+	batch := func(ctx context.Context, run int) (float64, error) {
+		subj := fmt.Sprintf("%s.events.ab-b%04d", prefixRaw, run)
+		var last uint64
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			var err error
+			if last, err = h.publishBatch(ctx, subj, data, types, last); err != nil {
+				return 0, err
+			}
+		}
+		return micros(time.Since(start), n), nil
+	}
+	cas := func(ctx context.Context, subj string, msgs [][]byte, ts []events.Type) (float64, error) {
+		var last uint64
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			for j := range msgs {
+				ack, err := h.rjs.PublishMsg(ctx, rawMsg(subj, msgs[j], ts[j], int64(last)))
+				if err != nil {
+					return 0, fmt.Errorf("CAS publish to %s at %d: %w", subj, last, err)
+				}
+				last = ack.Sequence
+			}
+		}
+		return micros(time.Since(start), n), nil
+	}
+	two := func(ctx context.Context, run int) (float64, error) {
+		return cas(ctx, fmt.Sprintf("%s.events.ab-t%04d", prefixRaw, run), data, types)
+	}
+	one := func(ctx context.Context, run int) (float64, error) {
+		return cas(ctx, fmt.Sprintf("%s.events.ab-o%04d", prefixRaw, run), [][]byte{combined}, types[1:])
+	}
+	// The engine's own turn end, timed alone: each op begins a turn
+	// (untimed) and ends it.
+	end := func(ctx context.Context, run int) (float64, error) {
+		s := fmt.Sprintf("ab-e%04d", run)
+		if _, err := h.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
+			return 0, err
+		}
+		d := engineDriver{h.eng}
+		var total time.Duration
+		for i := 0; i < n; i++ {
+			if _, _, err := d.begin(ctx, s); err != nil {
+				return 0, err
+			}
+			start := time.Now()
+			if err := d.end(ctx, s); err != nil {
+				return 0, err
+			}
+			total += time.Since(start)
+		}
+		return micros(total, n), nil
+	}
+	sides := []sample{batch, two, one, end}
+	var runs [4][]float64
+	for r := 0; r < h.cfg.Runs; r++ {
+		for k := 0; k < len(sides); k++ {
+			i := (k + r) % len(sides)
+			v, err := sides[i](ctx, r)
+			if err != nil {
+				return fmt.Errorf("atomic batch run %d: %w", r, err)
+			}
+			runs[i] = append(runs[i], v)
+		}
+	}
+	if h.cfg.ProfileDir != "" {
+		if err := h.profile(ctx, nameBatchVsTwo, "engine", func() error { _, err := batch(ctx, h.cfg.Runs); return err }); err != nil {
+			return err
+		}
+		if err := h.profile(ctx, nameBatchVsTwo, "raw", func() error { _, err := two(ctx, h.cfg.Runs); return err }); err != nil {
+			return err
+		}
+		if err := h.blockProfile(nameBatchVsTwo, func() error { _, err := batch(ctx, h.cfg.Runs+1); return err }); err != nil {
+			return err
+		}
+	}
+	for i, raw := range [][]float64{runs[1], runs[2]} {
+		name := []string{nameBatchVsTwo, nameBatchVsOne}[i]
+		l := Line{Name: name, Unit: "µs/op", Runs: h.cfg.Runs, EngineRuns: runs[0], RawRuns: raw, Engine: median(runs[0]), Raw: median(raw)}
+		if l.Engine > 0 {
+			l.Ratio = l.Raw / l.Engine
+		}
+		l.Note = fmt.Sprintf("%d turn ends/run, events of %d + %d B read back from a real EndTurn; engine column = one atomic batch (Nats-Batch-Id/-Sequence, expected-last-subject-seq on the first, commit request on the second, as jetstream.Log.appendBatch); raw = ", n, len(data[0]), len(data[1]))
+		if i == 0 {
+			l.Note += "two sync CAS publishes of the same two messages, the second expecting the first"
+		} else {
+			l.Note += fmt.Sprintf("one sync CAS publish of one %d B message (the two events' bytes joined): the cost of writing the turn end as ONE event", len(combined))
+		}
+		h.add(l)
+	}
+	l := Line{Name: nameBatchShare, Unit: "µs/op", Runs: h.cfg.Runs, EngineRuns: runs[3], RawRuns: runs[0], Engine: median(runs[3]), Raw: median(runs[0])}
+	if l.Engine > 0 {
+		l.Ratio = l.Raw / l.Engine
+	}
+	l.Note = fmt.Sprintf("%d turn ends/run, interleaved with the runs above; engine = Engine.EndTurn of a turn just begun (read the session, checkpoint, decide, encode, one atomic batch of TurnEnded + CheckpointRecorded); raw = the atomic batch publish alone (line above): the ratio is the share of turn/end spent in the batch publish, 1 - ratio the engine's own work", n)
+	h.add(l)
+	return nil
+}
+
+// blockProfile writes a blocking profile (every blocking event) of fn
+// into the profile directory: <line>.block.pprof.
+func (h *harness) blockProfile(name string, fn func() error) error {
+	path := filepath.Join(h.cfg.ProfileDir, slug(name)+".block.pprof")
+	runtime.SetBlockProfileRate(1)
+	runtime.SetMutexProfileFraction(1)
+	err := fn()
+	runtime.SetBlockProfileRate(0)
+	runtime.SetMutexProfileFraction(0)
+	f, ferr := os.Create(path)
+	if ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	defer f.Close()
+	if werr := pprof.Lookup("block").WriteTo(f, 0); werr != nil {
+		return errors.Join(err, werr)
+	}
+	mf, merr := os.Create(filepath.Join(h.cfg.ProfileDir, slug(name)+".mutex.pprof"))
+	if merr != nil {
+		return errors.Join(err, merr)
+	}
+	defer mf.Close()
+	return errors.Join(err, pprof.Lookup("mutex").WriteTo(mf, 0))
+}
