@@ -126,3 +126,34 @@ func lineKey(line string) string {
 	}
 	return line
 }
+
+// wordnetReverse maps a term to the ids of the index's terms whose WordNet
+// line names it (as a synonym, hypernym or derivation): the concepts a
+// tool's own words stand for, so that a query word finds the narrower or
+// sibling words a tool uses ("vehicle" → car, "bolted" → locked through
+// their common lemma). Built per index from its dictionary.
+func wordnetReverse(terms []string) map[string][]int32 {
+	rev := make(map[string][]int32, len(terms))
+	for id, t := range terms {
+		if len(t) < 3 || !asciiLetters(t) {
+			continue
+		}
+		line := wordnetLine(t)
+		if line == "" {
+			continue
+		}
+		mark := byte(0)
+		for x := range strings.FieldsSeq(line) {
+			if strings.IndexByte(wordnetRelations, x[0]) >= 0 {
+				mark, x = x[0], x[1:]
+			}
+			if mark == '*' || x == t {
+				continue
+			}
+			if ids := rev[x]; len(ids) == 0 || ids[len(ids)-1] != int32(id) {
+				rev[x] = append(ids, int32(id))
+			}
+		}
+	}
+	return rev
+}
