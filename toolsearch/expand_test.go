@@ -150,3 +150,25 @@ func TestWordNetReverse(t *testing.T) {
 		}
 	}
 }
+
+// #27 (mixed scripts): a Chinese query reaches a tool described in
+// English, and an English word a tool described in Chinese, through the
+// Chinese–English lexicon; without it neither is found.
+func TestChineseEnglishLexicon(t *testing.T) {
+	ix := Build([]Doc{
+		{Name: "send_sms", Description: "Send an SMS to a phone number.", Parameters: emptySchema},
+		{Name: "list_files", Description: "List the files of a folder.", Parameters: emptySchema},
+		{Name: "createApproval", Description: "发起一个新的审批实例。", Parameters: emptySchema},
+	}, nil)
+	cases := map[string]string{"发送短信": "send_sms", "列出文件": "list_files", "approval": "createApproval", "github 文件": "list_files"}
+	for q, want := range cases {
+		if got := firstHit(ix, q); got != want {
+			t.Errorf("Keyword(%q) first = %q, want %s", q, got, want)
+		}
+	}
+	weightZh = 0
+	defer func() { weightZh = 0.5 }()
+	if got := hitNames(ix.Keyword("发送短信", 5, nil)); slices.Contains(got, "send_sms") {
+		t.Errorf("without the lexicon Keyword(发送短信) = %v, want no send_sms", got)
+	}
+}

@@ -266,6 +266,30 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 			}
 		}
 	}
+	// The Chinese–English lexicon: the English words of the Chinese
+	// words a query holds, and the Chinese words of its English ones.
+	if weightZh > 0 {
+		if q := nfkc(query); hasCJK(q) {
+			for _, zh := range zhWords {
+				if !strings.Contains(q, zh) {
+					continue
+				}
+				first := Terms(zh)[0]
+				at := slices.Index(terms, first)
+				if at < 0 {
+					continue
+				}
+				for _, e := range zhToEn[zh] {
+					addTerm(e, weightZh, wordBit(at), capOf(first))
+				}
+			}
+		}
+		for i, t := range terms {
+			for _, z := range enToZh[t] {
+				addTerm(z, weightZh, wordBit(i), capOf(t))
+			}
+		}
+	}
 	// Two neighbouring query words written apart that the tools write as
 	// one ("postgre sql", "time off", "config map").
 	if weightJoined > 0 {
@@ -441,4 +465,14 @@ func (ix *Index) prefixed(t string, fn func(int32)) {
 	for n := 0; i < len(ix.sorted) && n < maxPrefixTerms && strings.HasPrefix(ix.terms[ix.sorted[i]], t); i, n = i+1, n+1 {
 		fn(ix.sorted[i])
 	}
+}
+
+// hasCJK reports whether s holds a CJK character.
+func hasCJK(s string) bool {
+	for _, r := range s {
+		if isCJK(r) {
+			return true
+		}
+	}
+	return false
 }
