@@ -20,7 +20,7 @@ import (
 // 0.4-0.9) by at most 0.04, so they were kept; with the derivational
 // families and the general lexicon, name 2-4 and parameter text 0.3-0.75
 // moved tuning MRR by at most 0.007.
-const (
+var (
 	weightName        = 3.0
 	weightDescription = 1.0
 	weightParamName   = 1.0
@@ -38,6 +38,9 @@ const (
 	// weightAction is the weight of the tool verb a request's action word
 	// brings in (actionClasses).
 	weightAction = float32(0.3)
+)
+
+const (
 	// weightUnigram scales a single CJK character, in documents and
 	// queries, against the bigrams of the same text.
 	weightUnigram = 0.3
@@ -149,6 +152,9 @@ var (
 	// maxRev skips a reverse entry naming more index words than this: a
 	// concept that general says little.
 	maxRev = 20
+	// glossRev puts the words of a term's WordNet definition in the
+	// reverse map too.
+	glossRev = true
 )
 
 const (
@@ -362,34 +368,37 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	buf := ix.pool.Get().(*scoreBuf)
 	sc, matched := buf.score, buf.words
 	touched := buf.touched[:0]
-	for j, id := range ids {
-		w := ws[j] * min(ix.idf[id], caps[j]) * (bm25K1 + 1)
-		bit := src[j]
-		intent := bit == intentBit // scored after every word's terms
-		for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
-			if f != nil && !f.Has(int(p.doc)) {
-				continue
-			}
-			if intent && sc[p.doc] == 0 {
-				continue // orders the tools the words found, adds none
-			}
-			if sc[p.doc] == 0 {
-				touched = append(touched, p.doc)
-			}
-			sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
-			matched[p.doc] |= bit
-		}
-	}
-	// Coordination: a document answering more of the query's words ranks
-	// above one that answers a single word strongly (a paraphrase shares
-	// few words with its tool, and each of them counts).
 	if slices.Contains(src, intentBit) {
 		words++ // the action asked for is one more thing a tool answers
 	}
-	if words > 1 {
-		for _, d := range touched {
-			n := float32(bits.OnesCount64(matched[d]))
-			sc[d] *= coord(min(n, float32(words)) / float32(words))
+	{
+		for j, id := range ids {
+			w := ws[j] * min(ix.idf[id], caps[j]) * (bm25K1 + 1)
+			bit := src[j]
+			intent := bit == intentBit // scored after every word's terms
+			for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
+				if f != nil && !f.Has(int(p.doc)) {
+					continue
+				}
+				if intent && sc[p.doc] == 0 {
+					continue // orders the tools the words found, adds none
+				}
+				if sc[p.doc] == 0 {
+					touched = append(touched, p.doc)
+				}
+				sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
+				matched[p.doc] |= bit
+			}
+		}
+		// Coordination: a document answering more of the query's words
+		// ranks above one that answers a single word strongly (a
+		// paraphrase shares few words with its tool, and each of them
+		// counts).
+		if words > 1 {
+			for _, d := range touched {
+				n := float32(bits.OnesCount64(matched[d]))
+				sc[d] *= coord(min(n, float32(words)) / float32(words))
+			}
 		}
 	}
 	top := make([]Hit, 0, min(k, len(touched)+1))
