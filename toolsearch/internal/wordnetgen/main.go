@@ -50,7 +50,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.dict, "dict", "/usr/share/wordnet", "directory of the WordNet 3.0 database files (data.noun, index.noun, noun.exc, ...)")
 	flag.StringVar(&cfg.out, "out", "wordnet/table.txt", "table to write")
-	flag.IntVar(&cfg.senses, "senses", 2, "senses of a lemma to expand, most frequent first")
+	flag.IntVar(&cfg.senses, "senses", 3, "senses of a lemma to expand, most frequent first")
 	flag.IntVar(&cfg.maxSenses, "maxsenses", 16, "leave out lemmas with more senses than this")
 	flag.IntVar(&cfg.gloss, "gloss", 4, "content words of the first sense's definition to keep (relation ~)")
 	flag.Parse()
