@@ -52,6 +52,17 @@ type analyzer struct {
 	// word), so that an index build analyses and allocates each distinct
 	// word once.
 	cache map[string]string
+	// spans, when not nil, records each word (not CJK) that run splits:
+	// its lower-cased text and the range of dst its terms took, so that a
+	// query can join neighbouring words (Index.addJoined).
+	spans *[]span
+}
+
+// span is one word of analysed text: its lower-cased letters and digits
+// and the terms it gave, dst[start:end].
+type span struct {
+	word       string
+	start, end int
 }
 
 func (a *analyzer) run(s string) {
@@ -121,6 +132,12 @@ func (a *analyzer) flushWord() {
 		return
 	}
 	a.word = a.word[:0]
+	if a.spans != nil {
+		start := len(a.dst)
+		defer func() {
+			*a.spans = append(*a.spans, span{word: strings.ToLower(string(w)), start: start, end: len(a.dst)})
+		}()
+	}
 	// cuts holds the starts of the parts, then len(w).
 	var cutsArr [16]int
 	cuts := cutsArr[:0]

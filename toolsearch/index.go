@@ -30,6 +30,7 @@ package toolsearch
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -101,14 +102,19 @@ type Index struct {
 	docs   []analyzed
 	byName map[string]int32
 
-	dict map[string]int32 // term → id
-	offs []int32          // postings of term t: post[offs[t]:offs[t+1]]
-	post []posting
-	idf  []float32
-	norm []float32 // per doc: k1 * (1 - b + b*len/avgLen)
+	dict   map[string]int32 // term → id
+	terms  []string         // id → term
+	sorted []int32          // term ids in term order (prefix lookup)
+	offs   []int32          // postings of term t: post[offs[t]:offs[t+1]]
+	post   []posting
+	idf    []float32
+	norm   []float32 // per doc: k1 * (1 - b + b*len/avgLen)
 	// family maps a derivational family key (familyKey) to the ids of
 	// its terms, for the families of at least two terms.
 	family map[string][]int32
+	// rev maps a term to the index's terms whose WordNet line names it
+	// (wordnetReverse).
+	rev map[string][]int32
 
 	pool sync.Pool // *scoreBuf
 }
@@ -167,6 +173,15 @@ func Build(docs []Doc, prev *Index) *Index {
 			df[id]++
 		}
 	}
+	ix.terms = make([]string, len(df))
+	for t, id := range ix.dict {
+		ix.terms[id] = t
+	}
+	ix.sorted = make([]int32, len(df))
+	for i := range ix.sorted {
+		ix.sorted[i] = int32(i)
+	}
+	slices.SortFunc(ix.sorted, func(a, b int32) int { return strings.Compare(ix.terms[a], ix.terms[b]) })
 	ix.offs = make([]int32, len(df)+1)
 	for t, n := range df {
 		ix.offs[t+1] = ix.offs[t] + n
@@ -195,6 +210,9 @@ func Build(docs []Doc, prev *Index) *Index {
 		ix.norm[i] = float32(bm25K1 * (1 - bm25B + bm25B*float64(ix.docs[i].length)/avg))
 	}
 	ix.family = families(ix.dict)
+	if wordnetRevOn {
+		ix.rev = wordnetReverse(ix.terms)
+	}
 	size := len(docs)
 	ix.pool.New = func() any { return &scoreBuf{score: make([]float32, size), words: make([]uint64, size)} }
 	return ix

@@ -20,7 +20,7 @@ import (
 // 0.4-0.9) by at most 0.04, so they were kept; with the derivational
 // families and the general lexicon, name 2-4 and parameter text 0.3-0.75
 // moved tuning MRR by at most 0.007.
-const (
+var (
 	weightName        = 3.0
 	weightDescription = 1.0
 	weightParamName   = 1.0
@@ -38,6 +38,9 @@ const (
 	// weightAction is the weight of the tool verb a request's action word
 	// brings in (actionClasses).
 	weightAction = float32(0.3)
+)
+
+const (
 	// weightUnigram scales a single CJK character, in documents and
 	// queries, against the bigrams of the same text.
 	weightUnigram = 0.3
@@ -47,6 +50,13 @@ const (
 // word brings in (asksToRead, actionClasses): they score only tools the
 // query's words found, and count as one more thing a tool answers.
 const intentWord = 63
+
+// intentBit is intentWord's bit.
+const intentBit = uint64(1) << intentWord
+
+// wordBit is the bit of query word i (the last bits below intentWord are
+// shared by the words past them).
+func wordBit(i int) uint64 { return uint64(1) << min(i, intentWord-1) }
 
 // readVerbs are the stemmed verbs of tools that read.
 var readVerbs = []string{"get", "list", "show"}
@@ -110,6 +120,51 @@ func asksToRead(q string) bool {
 // 0.927 against 0.953 on the first corpus); 0 is no coordination.
 func coord(c float32) float32 { return float32(math.Sqrt(float64(c))) }
 
+// The #27 expansion's levers, measured per kind on the tuning sets
+// (the first corpus and the mcp2 tuning queries) before and after.
+var (
+	// expandCap caps the idf of the words a query word brings in (its
+	// family, lexicon groups, WordNet's reverse relations) at the query
+	// word's own idf, so that a rare synonym does not outweigh the word
+	// asked for (drop → delete, edit → update: the noisy synonyms).
+	expandCap = true
+	// weightJoined is the weight of the joined form of two neighbouring
+	// query words ("postgre sql" → postgresql).
+	weightJoined = float32(0.45)
+	// weightPrefix is the weight of an index word that a query word the
+	// index lacks, and nothing else reaches, begins (prefixed).
+	weightPrefix = float32(0.3)
+	// wordnetScale scales wordnetWeights.
+	wordnetScale = float32(1)
+	// wordnetRevOn builds an index's reverse WordNet map (wordnetReverse).
+	wordnetRevOn = true
+	// revAll applies the reverse map to every query word, not only to
+	// the words nothing else reaches (off: it cost recall@5 on the
+	// tuning sets, 0.908 → 0.887).
+	revAll = false
+	// weightRev is the weight of an index word whose WordNet line names
+	// the query word.
+	weightRev = float32(0.3)
+	// weightSib scales WordNet's weight of a query word's relation for
+	// the index words whose lines name that relation (siblings); 0 is
+	// off (on, it cost recall@5 on the tuning sets).
+	weightSib = float32(0)
+	// maxRev skips a reverse entry naming more index words than this: a
+	// concept that general says little.
+	maxRev = 20
+	// glossRev puts the words of a term's WordNet definition in the
+	// reverse map too.
+	glossRev = true
+)
+
+const (
+	// minPrefix is the shortest query word that prefixed expands.
+	minPrefix = 4
+	// maxPrefixTerms bounds the index words one query word's prefix
+	// brings in.
+	maxPrefixTerms = 8
+)
+
 // BM25 parameters (the usual defaults).
 const (
 	bm25K1 = 1.2
@@ -133,42 +188,59 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	}
 	var idsArr [maxQueryTerms]int32
 	var wArr [maxQueryTerms]float32
-	var srcArr [maxQueryTerms]uint8
-	ids, ws, src := idsArr[:0], wArr[:0], srcArr[:0]
+	var srcArr [maxQueryTerms]uint64
+	var capArr [maxQueryTerms]float32
+	ids, ws, src, caps := idsArr[:0], wArr[:0], srcArr[:0], capArr[:0]
 	var termArr [maxQueryTerms]string
-	terms := appendTerms(termArr[:0], query)
+	var spanArr [16]span
+	spans := spanArr[:0]
+	an := analyzer{dst: termArr[:0], spans: &spans}
+	an.run(query)
+	terms := an.dst
 	// Each scored term remembers the query word it stands for (src), so
-	// that a document is credited with the distinct words it answers.
-	addID := func(id int32, w float32, word int) {
+	// that a document is credited with the distinct words it answers, and
+	// the idf it may count at most (caps).
+	addID := func(id int32, w float32, mask uint64, capIDF float32) {
 		if len(ids) == maxQueryTerms {
 			return
 		}
 		for i, x := range ids {
 			if x == id {
-				ws[i] = max(ws[i], w)
+				if mask == intentBit && src[i] != intentBit {
+					return // a word's term stays one: its cap holds
+				}
+				if w*min(ix.idf[id], capIDF) > ws[i]*min(ix.idf[id], caps[i]) {
+					ws[i], caps[i] = w, capIDF
+				}
 				return
 			}
 		}
-		if word != intentWord {
-			word = min(word, intentWord-1)
-		}
-		ids, ws, src = append(ids, id), append(ws, w), append(src, uint8(word))
+		ids, ws, src, caps = append(ids, id), append(ws, w), append(src, mask), append(caps, capIDF)
 	}
-	addTerm := func(t string, w float32, word int) {
+	addTerm := func(t string, w float32, mask uint64, capIDF float32) {
 		if id, ok := ix.dict[t]; ok {
-			addID(id, w, word)
+			addID(id, w, mask, capIDF)
 		}
 	}
+	inf := float32(math.Inf(1))
 	words := 0 // distinct query words that are not CJK unigrams
 	for i, t := range terms {
 		if isUnigram(t) {
-			addTerm(t, weightUnigram, i)
+			addTerm(t, weightUnigram, wordBit(i), inf)
 		} else {
-			addTerm(t, 1, i)
+			addTerm(t, 1, wordBit(i), inf)
 			if !slices.Contains(terms[:i], t) {
 				words++
 			}
 		}
+	}
+	// The words a query word brings in count at most its own idf
+	// (expandCap): a rare synonym does not outweigh the word asked for.
+	capOf := func(t string) float32 {
+		if id, ok := ix.dict[t]; ok && expandCap {
+			return ix.idf[id]
+		}
+		return inf
 	}
 	// The other members of each word's derivational family, then the
 	// concept lexicon's words for the word and for its family.
@@ -176,38 +248,101 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		if isUnigram(t) {
 			continue
 		}
+		c := capOf(t)
 		key := familyKey(t)
 		for _, id := range ix.family[key] {
-			addID(id, weightFamily, i)
+			addID(id, weightFamily, wordBit(i), c)
 		}
-		for _, c := range conceptLexicon[t] {
-			addTerm(c, weightConcept, i)
+		for _, x := range conceptLexicon[t] {
+			addTerm(x, weightConcept, wordBit(i), c)
 		}
-		for _, c := range generalLexicon[t] {
-			addTerm(c, weightGeneral, i)
+		for _, x := range generalLexicon[t] {
+			addTerm(x, weightGeneral, wordBit(i), c)
 		}
 		for _, k := range lexiconFamily[key] {
 			if k == t {
 				continue
 			}
-			addTerm(k, weightFamily, i)
-			for _, c := range conceptLexicon[k] {
-				addTerm(c, weightConcept, i)
+			addTerm(k, weightFamily, wordBit(i), c)
+			for _, x := range conceptLexicon[k] {
+				addTerm(x, weightConcept, wordBit(i), c)
 			}
-			for _, c := range generalLexicon[k] {
-				addTerm(c, weightGeneral, i)
+			for _, x := range generalLexicon[k] {
+				addTerm(x, weightGeneral, wordBit(i), c)
+			}
+		}
+	}
+	// The Chinese–English lexicon: the English words of the Chinese
+	// words a query holds, and the Chinese words of its English ones.
+	if weightZh > 0 {
+		if q := nfkc(query); hasCJK(q) {
+			for _, zh := range zhWords {
+				if !strings.Contains(q, zh) {
+					continue
+				}
+				first := Terms(zh)[0]
+				at := slices.Index(terms, first)
+				if at < 0 {
+					continue
+				}
+				for _, e := range zhToEn[zh] {
+					addTerm(e, weightZh, wordBit(at), capOf(first))
+				}
+			}
+		}
+		for i, t := range terms {
+			for _, z := range enToZh[t] {
+				addTerm(z, weightZh, wordBit(i), capOf(t))
+			}
+		}
+	}
+	// Two neighbouring query words written apart that the tools write as
+	// one ("postgre sql", "time off", "config map").
+	if weightJoined > 0 {
+		for k := 0; k+1 < len(spans); k++ {
+			a, b := spans[k], spans[k+1]
+			if a.start == a.end || b.start == b.end {
+				continue // a stop word
+			}
+			if t := joinedTerm(a.word, b.word); t != "" && !slices.Contains(terms, t) {
+				var mask uint64
+				for j := a.start; j < b.end; j++ {
+					mask |= wordBit(j)
+				}
+				addTerm(t, weightJoined, mask, inf)
 			}
 		}
 	}
 	// WordNet's relations of the words nothing else reaches, below every
-	// hand-written lexicon.
-	if wordnetOn {
-		for i, t := range terms {
-			if ix.wordnetReaches(t) {
-				for r, w := range wordnetRelated(t) {
-					addTerm(r, w, i)
+	// hand-written lexicon; then, for a word still unmatched, the index's
+	// words it begins (a prefix: "kube" → kubectl).
+	for i, t := range terms {
+		if wordnetOn && ix.rev != nil && !isUnigram(t) && (revAll || ix.wordnetReaches(t)) {
+			if ids := ix.rev[t]; len(ids) <= maxRev {
+				for _, id := range ids {
+					addID(id, weightRev, wordBit(i), capOf(t))
 				}
 			}
+			if weightSib > 0 {
+				for r, w := range wordnetRelated(t) {
+					if ids := ix.rev[r]; len(ids) <= maxRev {
+						for _, id := range ids {
+							addID(id, w*weightSib, wordBit(i), capOf(t))
+						}
+					}
+				}
+			}
+		}
+		if !ix.wordnetReaches(t) {
+			continue
+		}
+		if wordnetOn {
+			for r, w := range wordnetRelated(t) {
+				addTerm(r, w*wordnetScale, wordBit(i), inf)
+			}
+		}
+		if weightPrefix > 0 {
+			ix.prefixed(t, func(id int32) { addID(id, weightPrefix, wordBit(i), inf) })
 		}
 	}
 	// A question asks to read: its tools are the ones that get, list or
@@ -215,12 +350,12 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	// verbs rank among the tools the query's words found (intentWord).
 	if asksToRead(query) {
 		for _, t := range readVerbs {
-			addTerm(t, weightIntent, intentWord)
+			addTerm(t, weightIntent, intentBit, inf)
 		}
 	}
 	for _, t := range terms {
 		for _, v := range actionVerbs[t] {
-			addTerm(v, weightAction, intentWord)
+			addTerm(v, weightAction, intentBit, inf)
 		}
 	}
 	exact, hasExact := ix.byName[strings.TrimSpace(query)]
@@ -233,34 +368,37 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	buf := ix.pool.Get().(*scoreBuf)
 	sc, matched := buf.score, buf.words
 	touched := buf.touched[:0]
-	for j, id := range ids {
-		w := ws[j] * ix.idf[id] * (bm25K1 + 1)
-		bit := uint64(1) << src[j]
-		intent := src[j] == intentWord // scored after every word's terms
-		for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
-			if f != nil && !f.Has(int(p.doc)) {
-				continue
-			}
-			if intent && sc[p.doc] == 0 {
-				continue // orders the tools the words found, adds none
-			}
-			if sc[p.doc] == 0 {
-				touched = append(touched, p.doc)
-			}
-			sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
-			matched[p.doc] |= bit
-		}
-	}
-	// Coordination: a document answering more of the query's words ranks
-	// above one that answers a single word strongly (a paraphrase shares
-	// few words with its tool, and each of them counts).
-	if slices.Contains(src, intentWord) {
+	if slices.Contains(src, intentBit) {
 		words++ // the action asked for is one more thing a tool answers
 	}
-	if words > 1 {
-		for _, d := range touched {
-			n := float32(bits.OnesCount64(matched[d]))
-			sc[d] *= coord(min(n, float32(words)) / float32(words))
+	{
+		for j, id := range ids {
+			w := ws[j] * min(ix.idf[id], caps[j]) * (bm25K1 + 1)
+			bit := src[j]
+			intent := bit == intentBit // scored after every word's terms
+			for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
+				if f != nil && !f.Has(int(p.doc)) {
+					continue
+				}
+				if intent && sc[p.doc] == 0 {
+					continue // orders the tools the words found, adds none
+				}
+				if sc[p.doc] == 0 {
+					touched = append(touched, p.doc)
+				}
+				sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
+				matched[p.doc] |= bit
+			}
+		}
+		// Coordination: a document answering more of the query's words
+		// ranks above one that answers a single word strongly (a
+		// paraphrase shares few words with its tool, and each of them
+		// counts).
+		if words > 1 {
+			for _, d := range touched {
+				n := float32(bits.OnesCount64(matched[d]))
+				sc[d] *= coord(min(n, float32(words)) / float32(words))
+			}
 		}
 	}
 	top := make([]Hit, 0, min(k, len(touched)+1))
@@ -305,4 +443,45 @@ func better(a, b Hit) bool {
 		return a.Score > b.Score
 	}
 	return a.Name < b.Name
+}
+
+// joinedTerm is the term of two neighbouring query words written as one
+// ("postgre" "sql" → postgresql), or "" when either is not letters and
+// digits only or the joined word is a stop word.
+func joinedTerm(a, b string) string {
+	w := a + b
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return ""
+		}
+	}
+	if len(w) > 64 || stopWords[w] {
+		return ""
+	}
+	return stem(w)
+}
+
+// prefixed calls fn with the ids of up to maxPrefixTerms index terms that
+// begin with t (at least minPrefix ASCII letters), in term order: a
+// query word the index lacks finds the longer words it starts
+// ("kube" → kubectl, "config" → configuration).
+func (ix *Index) prefixed(t string, fn func(int32)) {
+	if len(t) < minPrefix || !asciiLetters(t) {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(ix.sorted, t, func(id int32, t string) int { return strings.Compare(ix.terms[id], t) })
+	for n := 0; i < len(ix.sorted) && n < maxPrefixTerms && strings.HasPrefix(ix.terms[ix.sorted[i]], t); i, n = i+1, n+1 {
+		fn(ix.sorted[i])
+	}
+}
+
+// hasCJK reports whether s holds a CJK character.
+func hasCJK(s string) bool {
+	for _, r := range s {
+		if isCJK(r) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,8 +8,8 @@ import (
 
 // #27 WordNet lever: the embedded table is sorted by term, one line a
 // term, and every line is found by the binary search; it holds WordNet's
-// synonyms, derivations and an irregular form's lemma (mice, from
-// noun.exc), all weighted below the general lexicon.
+// synonyms, derivations, an irregular form's lemma (mice, from noun.exc)
+// and the words of a definition, all weighted below the general lexicon.
 func TestWordNetTable(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(wordnetTable, "\n"), "\n")
 	if len(lines) < 10000 {
@@ -47,6 +47,9 @@ func TestWordNetTable(t *testing.T) {
 	has("apprise", "notify", wordnetWeights[0])
 	has("mice", "mouse", wordnetWeights[0])
 	has("notify", "notification", wordnetWeights[2])
+	// #27: the first content words of a definition, after the rest.
+	has("vacation", "away", wordnetWeights[4])
+	has("thermostat", "temperature", wordnetWeights[4])
 	for _, w := range wordnetWeights {
 		if w <= 0 || w >= weightGeneral {
 			t.Errorf("a WordNet relation weighs %v, want above 0 and below the general lexicon's %v", w, weightGeneral)

@@ -43,14 +43,16 @@ type config struct {
 	out       string
 	senses    int
 	maxSenses int
+	gloss     int
 }
 
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.dict, "dict", "/usr/share/wordnet", "directory of the WordNet 3.0 database files (data.noun, index.noun, noun.exc, ...)")
 	flag.StringVar(&cfg.out, "out", "wordnet/table.txt", "table to write")
-	flag.IntVar(&cfg.senses, "senses", 2, "senses of a lemma to expand, most frequent first")
+	flag.IntVar(&cfg.senses, "senses", 3, "senses of a lemma to expand, most frequent first")
 	flag.IntVar(&cfg.maxSenses, "maxsenses", 16, "leave out lemmas with more senses than this")
+	flag.IntVar(&cfg.gloss, "gloss", 4, "content words of the first sense's definition to keep (relation ~)")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		log.Fatal(err)
@@ -61,6 +63,7 @@ func main() {
 type synset struct {
 	words []string
 	ptrs  []pointer
+	gloss []string // the content words of its definition, in order
 }
 
 // pointer is one relation of a synset: its symbol, target and, for a
@@ -104,7 +107,7 @@ type entry struct {
 }
 
 // marks are the relation marks in the order they are written.
-var marks = []byte{'=', '@', '+', '*'}
+var marks = []byte{'=', '@', '+', '*', '~'}
 
 func (e *entry) add(mark byte, w, self string) {
 	if w == self || w == "" {
@@ -142,8 +145,9 @@ func readData(path, pos string, synsets map[string]*synset) error {
 		if strings.HasPrefix(line, "  ") {
 			return nil // the licence header
 		}
+		gloss := ""
 		if i := strings.Index(line, " | "); i >= 0 {
-			line = line[:i]
+			line, gloss = line[:i], line[i+3:]
 		}
 		f := strings.Fields(line)
 		if len(f) < 4 {
@@ -176,6 +180,7 @@ func readData(path, pos string, synsets map[string]*synset) error {
 			s.ptrs = append(s.ptrs, pointer{sym: f[i], target: tpos + f[i+1], src: int(st >> 8), dst: int(st & 0xff)})
 			i += 4
 		}
+		s.gloss = glossWords(gloss)
 		synsets[pos+f[0]] = s
 		return nil
 	})
@@ -235,6 +240,14 @@ func readIndex(path, pos string, cfg config, synsets map[string]*synset, table m
 					for _, w := range t.words {
 						e.add('*', word(w), lemma)
 					}
+				}
+			}
+			if k == 0 && cfg.gloss > 0 {
+				for i, w := range s.gloss {
+					if i == cfg.gloss {
+						break
+					}
+					e.add('~', w, lemma)
 				}
 			}
 		}
@@ -306,23 +319,28 @@ func write(path string, table map[string]*entry) (err error) {
 		term string
 	}
 	merged := map[string][]rel{}
-	for _, l := range lemmas {
-		key := term(l)
-		if key == "" {
-			continue
-		}
-		rels := merged[key]
-		for _, m := range marks {
-			for _, w := range table[l].rel[m] {
-				t := term(w)
-				if t == "" || t == key || slices.ContainsFunc(rels, func(r rel) bool { return r.term == t }) {
-					continue
-				}
-				rels = append(rels, rel{m, t})
+	// The definitions' words (~) come after every other relation of every
+	// lemma of a term, so that a word another lemma relates closer keeps
+	// that relation.
+	for _, pass := range [][]byte{marks[:len(marks)-1], marks[len(marks)-1:]} {
+		for _, l := range lemmas {
+			key := term(l)
+			if key == "" {
+				continue
 			}
-		}
-		if len(rels) > 0 {
-			merged[key] = rels
+			rels := merged[key]
+			for _, m := range pass {
+				for _, w := range table[l].rel[m] {
+					t := term(w)
+					if t == "" || t == key || slices.ContainsFunc(rels, func(r rel) bool { return r.term == t }) {
+						continue
+					}
+					rels = append(rels, rel{m, t})
+				}
+			}
+			if len(rels) > 0 {
+				merged[key] = rels
+			}
 		}
 	}
 	keys := make([]string, 0, len(merged))
@@ -357,4 +375,36 @@ func term(w string) string {
 		return ""
 	}
 	return ts[0]
+}
+
+// glossWords returns the single words of a WordNet gloss's definition
+// (the text before its first ';' or example in quotes), lower-cased, of
+// at least four letters, each once.
+func glossWords(gloss string) []string {
+	if i := strings.IndexAny(gloss, ";\"("); i >= 0 {
+		gloss = gloss[:i]
+	}
+	var out []string
+	for _, f := range strings.FieldsFunc(gloss, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') }) {
+		w := strings.ToLower(f)
+		if len(w) < 4 || glossStop[w] || slices.Contains(out, w) {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// glossStop are words of WordNet's definitions that say nothing about the
+// word defined.
+var glossStop = map[string]bool{
+	"that": true, "which": true, "with": true, "from": true, "into": true, "something": true, "someone": true,
+	"used": true, "using": true, "especially": true, "usually": true, "often": true, "other": true, "such": true,
+	"having": true, "being": true, "make": true, "made": true, "cause": true, "become": true, "more": true,
+	"than": true, "their": true, "they": true, "this": true, "these": true, "those": true, "what": true,
+	"when": true, "where": true, "whose": true, "quality": true, "state": true, "condition": true, "person": true,
+	"people": true, "thing": true, "things": true, "certain": true, "part": true, "kind": true, "form": true,
+	"very": true, "some": true, "there": true, "about": true, "over": true, "under": true, "without": true,
+	"within": true, "been": true, "have": true, "will": true, "would": true, "also": true, "each": true,
+	"example": true, "especial": true, "particular": true, "various": true, "given": true, "like": true,
 }
