@@ -82,45 +82,105 @@ func inspShot(t *testing.T, ctx context.Context, name string) {
 // browser's resource timing records them (path without the origin).
 const apiRequestsJS = `performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.startsWith("/v1/"))`
 
-// #29: opening the inspector on a session of a 1,065-tool registry (the
-// MCP corpus) sends a handful of API requests, not one explain request per
-// registry tool (1,090 before): explain runs only when its card is opened,
-// a page of tools at a time.
+// inspAPIRequests is the engine's count of API requests so far, by
+// operation (engine_api_requests_total summed over channels and outcomes).
+func inspAPIRequests(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for k, v := range scrape(t, base) {
+		if !strings.HasPrefix(k, "engine_api_requests_total{") {
+			continue
+		}
+		_, op, _ := strings.Cut(k, `op="`)
+		op, _, _ = strings.Cut(op, `"`)
+		out[op] += v
+	}
+	return out
+}
+
+// #29: opening the inspector on a session sends a handful of API
+// requests, not one explain request per registry tool (1,095 with the MCP
+// corpus imported): explain runs only when its card is opened, a page of
+// 50 tools at a time. Counted twice: by the engine (its request metrics)
+// and by the browser (resource timing).
 func TestInspectorOpenRequests(t *testing.T) {
 	inspRequire(t)
-	p := startEngine(t, t.TempDir(), "--registry", inspMCPRegistry(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	c := p.Client("web")
-	on := true
-	res, err := c.Append(ctx, "mcp-open", nil, events.ToolsToggled{Enabled: &on}, events.ToolDisabled{Name: "mcp__jira__*"})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"default", func(*testing.T) []string { return nil }},
+		{"mcp", func(t *testing.T) []string { return []string{"--registry", inspMCPRegistry(t)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startEngine(t, t.TempDir(), tc.args(t)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			c := p.Client("web")
+			on := true
+			res, err := c.Append(ctx, "open-me", nil, events.ToolsToggled{Enabled: &on}, events.ToolDisabled{Name: "bash"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Intent(ctx, "open-me", res.LastSeq); err != nil {
+				t.Fatal(err)
+			}
+			reg, err := c.Registry(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			browser, consoleErrs := startBrowser(t)
+			bctx, bcancel := context.WithTimeout(browser, 80*time.Second)
+			defer bcancel()
+			before := inspAPIRequests(t, p.HTTPURL)
+			if _, err := chromedp.Run(bctx, chromedp.Navigate(p.HTTPURL+"/inspector/#session=open-me")); err != nil {
+				t.Fatal(err)
+			}
+			inspWait(t, bctx, consoleErrs, "open", "document.body.dataset.ready", "open-me@now")
+			after := inspAPIRequests(t, p.HTTPURL)
+			sent := inspEval[[]string](t, bctx, apiRequestsJS)
+			total, byOp := 0.0, map[string]float64{}
+			for op, n := range after {
+				if d := n - before[op]; d > 0 {
+					byOp[op] = d
+					total += d
+				}
+			}
+			t.Logf("inspector-open %s: %d registry tools; engine counted %v API requests until ready %v; the browser sent %d: %q",
+				tc.name, len(reg.Tools), total, byOp, len(sent), sent)
+			if byOp["explain"] != 0 || total > 8 || len(sent) > 8 {
+				t.Fatalf("opening the page cost %v API requests (%v explain), the browser sent %d; want at most 8 and no explain before the card is opened", total, byOp["explain"], len(sent))
+			}
+			inspShot(t, bctx, "open-"+tc.name)
+
+			// Opening the explain card explains one page of tools, on demand.
+			before = inspAPIRequests(t, p.HTTPURL)
+			if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#explain-open"))); err != nil {
+				t.Fatal(err)
+			}
+			inspWait(t, bctx, consoleErrs, "explain", "document.body.dataset.explained", "open-me@now")
+			page := min(len(reg.Tools), 50)
+			if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != float64(page) {
+				t.Errorf("the explain card sent %v explain requests, want one page of %d", n, page)
+			}
+			rows := inspEval[int](t, bctx, `document.querySelectorAll("#explain tbody tr[data-state=in], #explain tbody tr[data-state=out]").length`)
+			if rows != page || !strings.Contains(text(t, bctx, `#explain tbody tr[data-tool="bash"]`), "disabled-by-session") {
+				t.Errorf("explain card: %d rows explained, want %d; bash: %q", rows, page, text(t, bctx, `#explain tbody tr[data-tool="bash"]`))
+			}
+			if len(reg.Tools) > 50 {
+				// The next page explains the next 50.
+				before = inspAPIRequests(t, p.HTTPURL)
+				if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#explain-next"))); err != nil {
+					t.Fatal(err)
+				}
+				inspWait(t, bctx, consoleErrs, "explain page 2", "document.body.dataset.explained", "open-me@now")
+				if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != 50 {
+					t.Errorf("explain page 2 sent %v explain requests, want 50", n)
+				}
+				if l := text(t, bctx, "#explain-page"); l != fmt.Sprintf("51–100 of %d", len(reg.Tools)) {
+					t.Errorf("explain pager: %q", l)
+				}
+			}
+		})
 	}
-	if _, err := c.Intent(ctx, "mcp-open", res.LastSeq); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := c.Registry(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	browser, consoleErrs := startBrowser(t)
-	bctx, bcancel := context.WithTimeout(browser, 80*time.Second)
-	defer bcancel()
-	if _, err := chromedp.Run(bctx, chromedp.Navigate(p.HTTPURL+"/inspector/#session=mcp-open")); err != nil {
-		t.Fatal(err)
-	}
-	inspWait(t, bctx, consoleErrs, "open", "document.body.dataset.ready", "mcp-open@now")
-	sent := inspEval[[]string](t, bctx, apiRequestsJS)
-	explains := 0
-	for _, path := range sent {
-		if strings.Contains(path, "/explain/") {
-			explains++
-		}
-	}
-	t.Logf("inspector-open: %d registry tools, %d API requests until ready (%d explain): %q", len(reg.Tools), len(sent), explains, sent)
-	if explains != 0 || len(sent) > 8 {
-		t.Fatalf("opening the page sent %d API requests, %d of them explain; want at most 8 and no explain before the card is opened: %q", len(sent), explains, sent)
-	}
-	inspShot(t, bctx, "open-mcp")
 }

@@ -59,7 +59,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
     else n.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     n.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -499,7 +499,7 @@ function turnsOf(entries) {
     const r = { seq: e.seq, type: e.type, prefix: e.prefix_hash, provider: e.provider || [], catalog: e.catalog || [],
       loaded: e.loaded || [], contract: e.dispatch ? e.dispatch.contract_hash : "", causes: [], hit: false, first: !lastPrefix };
     if (lastPrefix && e.prefix_hash === lastPrefix) r.hit = true;
-    else r.causes = since.slice();
+    else if (lastPrefix) r.causes = since.slice();
     lastPrefix = e.prefix_hash;
     since = [];
     cur.requests.push(r);
