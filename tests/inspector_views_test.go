@@ -478,4 +478,15 @@ func TestInspectorErrorAndOffline(t *testing.T) {
 		t.Errorf("engine stopped: %+v; want the offline badge and one message", v)
 	}
 	inspShot(t, bctx, "offline")
+
+	// The engine answers again (same data, same address): the badge goes
+	// and the view loads again by itself.
+	addr := strings.TrimPrefix(p.HTTPURL, "http://")
+	startEngine(t, p.DataDir, "--http", addr)
+	inspWait(t, bctx, consoleErrs, "back online", `document.body.dataset.offline || "online"`, "online")
+	inspWait(t, bctx, consoleErrs, "reloaded", "document.body.dataset.ready", "fine@now")
+	v = inspEval[errView](t, bctx, viewJS)
+	if v.Errors != 0 || v.Offline || v.Mode != "live" || v.Rows != 1 {
+		t.Errorf("engine back: %+v; want no message, no badge, the live view with its one event", v)
+	}
 }

@@ -971,7 +971,10 @@ async function poll() {
     const wasOffline = !state.online;
     await loadSessions();
     const { session, until } = parseHash();
-    if (wasOffline || state.failed) {
+    if (wasOffline) {
+      // The engine answers again: a view it failed is loaded again (a
+      // view that failed for another reason, such as a bad session id,
+      // keeps its message until the user moves on).
       if (state.failed && session) { load(); return; }
       clearError();
     }
