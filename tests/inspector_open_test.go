@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,6 +181,16 @@ func TestInspectorOpenRequests(t *testing.T) {
 				if l := text(t, bctx, "#explain-page"); l != fmt.Sprintf("51–100 of %d", len(reg.Tools)) {
 					t.Errorf("explain pager: %q", l)
 				}
+			}
+			// A click on a resident tool explains that tool alone.
+			before = inspAPIRequests(t, p.HTTPURL)
+			if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#resident li[data-tool="read_file"] button.name`))); err != nil {
+				t.Fatal(err)
+			}
+			inspWait(t, bctx, consoleErrs, "explain one", `document.body.dataset.explained || ""`, "open-me@now")
+			one := inspEval[[]string](t, bctx, `Array.from(document.querySelectorAll("#explain tbody tr")).map((r) => r.dataset.tool + ":" + r.dataset.state)`)
+			if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != 1 || !slices.Equal(one, []string{"read_file:in"}) {
+				t.Errorf("explaining read_file sent %v explain requests and shows %q; want 1 and read_file in", n, one)
 			}
 		})
 	}

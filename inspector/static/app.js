@@ -625,7 +625,7 @@ function renderTools(view, b, point, until) {
     let tag, tagCls;
     if (c.resident || (where === "resident" && !c.deferred)) { tag = "resident"; tagCls = "resident"; } else if (loadedThen.has(name)) { tag = "deferred · loaded"; tagCls = "loaded"; } else { tag = "catalog"; tagCls = "catalog"; }
     return el("li", { dataset: { tool: name, class: tagCls }, class: gained.has(name) ? "gained" : "" },
-      el("code", { class: "name" }, name),
+      el("button", { type: "button", class: "name explain-one", title: "why is " + name + " in? (explain it)", onclick: () => explainOne(name) }, name),
       el("span", { class: "tag " + tagCls }, tag),
       perm.get(name) ? el("span", { class: "perm" }, perm.get(name)) : null);
   };
@@ -745,9 +745,9 @@ async function renderPolicy(gen, full) {
   const ver = $("#policy-version");
   ver.textContent = view.policy || "none";
   ver.className = view.policy ? "val on" : "val unset";
-  $("#policy-channel").textContent = turn
+  $("#policy-channel").textContent = (state.until ? "now (not at seq " + state.until + ") · " : "") + (turn
     ? "channel " + channel + " (the open turn " + view.turn + " was begun there)"
-    : "channel \"*\" (the policy's rule for every other channel; a turn resolves under its own channel)";
+    : "channel \"*\" (the policy's rule for every other channel; a turn resolves under its own channel)");
   $("#policy-note").textContent = view.policy ? "" : "This registry has no channel_policy: no tool is withheld and every call is allowed (default-allow).";
   $("#callcheck-channel").textContent = turn
     ? "decided for turn " + view.turn + "'s channel " + channel
@@ -858,10 +858,20 @@ function openExplain() {
   loadExplain(state.gen);
 }
 
+// explainOne opens the explain card on one tool (one request) and
+// scrolls to it.
+function explainOne(name) {
+  $("#explain-search").value = name;
+  openExplain();
+  $("#explain-card").scrollIntoView({ block: "nearest" });
+}
+
 // explainTools is the registry tools the explain name filter keeps.
 function explainTools() {
   const f = $("#explain-search").value.trim().toLowerCase();
-  return (state.registry ? state.registry.tools : []).filter((t) => !f || t.name.toLowerCase().includes(f));
+  const tools = state.registry ? state.registry.tools : [];
+  const exact = tools.filter((t) => t.name.toLowerCase() === f);
+  return exact.length ? exact : tools.filter((t) => !f || t.name.toLowerCase().includes(f));
 }
 
 // loadExplain explains the current page of registry tools at the cursor.
