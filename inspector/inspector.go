@@ -3,8 +3,11 @@
 // the engine's HTTP API from the same origin and shows, for one session,
 // its event timeline (clickable to travel back in time), the intent at
 // that point, the resolved tools split into resident and catalog with
-// their token budget, the last checkpoint and contract hash, and why each
-// registry tool is in or out.
+// their token budget, the last checkpoint and contract hash, each turn's
+// provider requests with their tools prefix hash and the cause of every
+// prompt-cache break, the channel policy (its version, the withheld tools
+// with their rules, the recorded answers to "ask" decisions, and a
+// call-check form), and, on demand, why each registry tool is in or out.
 //
 // Mount it on the engine's HTTP mux next to the API:
 //
@@ -13,11 +16,16 @@
 // A link opens one session: /inspector/?session=ID (or #session=ID), with
 // &until=SEQ for a point in the past. The view of "now" follows the
 // session live: the page polls the session's sequence every 1.5 s and
-// re-renders when it moved.
+// re-renders when it moved. The session list is paged (50 a page) in the
+// page. While the engine does not answer, the page shows one message and
+// an "offline" badge, and loads the view again once it answers.
 //
-// The page calls /v1/sessions, /v1/sessions/{id}/history, .../resolve,
-// .../explain/{tool}, /v1/registry and /v1/budget, all GET: it writes
-// nothing.
+// Opening a session costs a handful of requests: /v1/sessions,
+// /v1/registry, /v1/budget, the pages of /v1/sessions/{id}/history and
+// one .../resolve (plus one explain or call-check per withheld tool shown,
+// 20 at most). .../explain/{tool} runs only when the explain card is
+// opened, 50 tools a page. The call-check form POSTs
+// .../turn/call-check, which writes nothing; the page writes nothing.
 package inspector
 
 import (

@@ -38,7 +38,10 @@ func TestHandlerServesThePage(t *testing.T) {
 	page, _ := io.ReadAll(get(t, mux, http.MethodGet, "/inspector/").Body)
 	for _, id := range []string{"sessions", "session-filter", "refresh", "registry", "error", "empty", "session-view", "session-title", "session-sub",
 		"mode", "now", "timeline", "intent", "intent-at", "checkpoint", "tools-at", "budget", "resident", "catalog", "resident-count",
-		"catalog-count", "explain", "explain-progress", "explain-filter"} {
+		"catalog-count", "explain", "explain-progress", "explain-filter", "conn", "session-pager", "page-prev", "page-next", "page-label",
+		"session-body", "turns", "turns-count", "policy-version", "policy-channel", "policy-note", "withheld", "withheld-count", "grants", "grants-count",
+		"callcheck-form", "callcheck-tool", "callcheck-result", "callcheck-channel", "tool-names", "explain-open", "explain-body", "explain-search",
+		"explain-pager", "explain-prev", "explain-next", "explain-page"} {
 		if !strings.Contains(string(page), `id="`+id+`"`) {
 			t.Errorf("page lacks #%s", id)
 		}

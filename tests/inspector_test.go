@@ -158,6 +158,20 @@ func TestInspectorPage(t *testing.T) {
 		return s
 	}
 
+	// waitExplained waits until the open explain card has explained its
+	// page at want ("ID@now" or "ID@SEQ").
+	waitExplained := func(want string) inspectorSnapshot {
+		t.Helper()
+		_, err := chromedp.Run(bctx, chromedp.Poll[string](
+			fmt.Sprintf(`(d => d === %q || (d || "").endsWith("@error") ? d : "")(document.body.dataset.explained)`, want),
+			chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+		s := snapshot()
+		if err != nil {
+			t.Fatalf("explain not done as %q (ready %q, error %q, wait: %v)\nconsole: %v", want, s.Ready, s.Error, err, consoleErrs())
+		}
+		return s
+	}
+
 	// Open the page and select the session from the list.
 	run("open the inspector", chromedp.Navigate(p.HTTPURL+"/inspector/"),
 		chromedp.WaitVisible(chromedp.CSS(`#sessions li[data-session="`+sid+`"] button`)))
@@ -165,7 +179,13 @@ func TestInspectorPage(t *testing.T) {
 		t.Fatalf("session list %q, want %s and other-session", s.Sessions, sid)
 	}
 	run("select the session", chromedp.Click(chromedp.CSS(`#sessions li[data-session="`+sid+`"] button`)))
-	now := waitReady(sid + "@now")
+	waitReady(sid + "@now")
+	// #29: explain runs on demand, when its card is opened.
+	if n := len(snapshot().Explain); n != 0 {
+		t.Fatalf("explain has %d rows before its card was opened", n)
+	}
+	run("open the explain card", chromedp.Click(chromedp.CSS(`#explain-open`)))
+	now := waitExplained(sid + "@now")
 
 	// (1) The timeline: one row per event, the last one current.
 	var seqs []string
@@ -198,7 +218,7 @@ func TestInspectorPage(t *testing.T) {
 		t.Errorf("page split %q | %q, resolve says %q | %q", now.Resident, now.Catalog, live.Provider, live.Catalog)
 	}
 	if !slices.Contains(now.Resident, "playwright_browser") || now.Class["playwright_browser"] != "loaded" || now.Class["read_file"] != "resident" ||
-		!slices.Contains(now.Catalog, "send_message") || now.Class["send_message"] != "deferred" {
+		!slices.Contains(now.Catalog, "send_message") || now.Class["send_message"] != "catalog" {
 		t.Errorf("classification after discovery: resident %q catalog %q classes %q", now.Resident, now.Catalog, now.Class)
 	}
 	if got := digits(now.Total); got != strconv.Itoa(live.Budget.Total) || !strings.Contains(now.Budget, "tokens per turn") {
@@ -247,7 +267,8 @@ func TestInspectorPage(t *testing.T) {
 	// Time travel: click the first event of the session.
 	first := strconv.FormatUint(enable.LastSeq, 10)
 	run("click the first timeline row", chromedp.Click(chromedp.CSS(`#timeline tbody tr[data-seq="`+first+`"]`)))
-	past := waitReady(sid + "@" + first)
+	waitReady(sid + "@" + first)
+	past := waitExplained(sid + "@" + first)
 	if !slices.Equal(past.Rows, seqs) || !slices.Equal(past.Current, []string{first}) || !slices.Equal(past.Future, seqs[1:]) ||
 		!strings.Contains(past.Mode, "time travel") {
 		t.Errorf("time travel timeline: rows %q current %q future %q mode %q", past.Rows, past.Current, past.Future, past.Mode)
@@ -257,7 +278,7 @@ func TestInspectorPage(t *testing.T) {
 		t.Errorf("intent after seq %s: %q, want enabled only", first, past.Intent)
 	}
 	if !slices.Contains(past.Resident, "bash") || slices.Contains(past.Resident, "web_search") ||
-		!slices.Contains(past.Catalog, "playwright_browser") || past.Class["playwright_browser"] != "deferred" {
+		!slices.Contains(past.Catalog, "playwright_browser") || past.Class["playwright_browser"] != "catalog" {
 		t.Errorf("tools after seq %s: resident %q catalog %q", first, past.Resident, past.Catalog)
 	}
 	if !strings.Contains(past.CP, "No checkpoint recorded by seq "+first) {

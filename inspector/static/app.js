@@ -1,28 +1,48 @@
-// Session inspector: reads the engine's HTTP API (same origin, GET only)
-// and renders one session. The selection lives in the URL fragment,
+// Session inspector: reads the engine's HTTP API (same origin) and
+// renders one session. The selection lives in the URL fragment,
 // #session=ID or #session=ID&until=SEQ, so a view can be linked and
 // reloaded; a link may also use the query string, ?session=ID&until=SEQ
-// (the fragment wins when both name a session). When every part of a
-// view has rendered, <body data-ready> is set to "ID@now" or "ID@SEQ"
-// (tests wait on it). The live view ("now") follows the session: every
-// POLL_MS the page reads the session's sequence and re-renders when it
-// moved (<body data-seq> is the sequence shown).
+// (the fragment wins when both name a session). When the view has
+// rendered, <body data-ready> is set to "ID@now" or "ID@SEQ" ("ID@error"
+// when it failed; tests wait on it). The live view ("now") follows the
+// session: every POLL_MS the page reads the session's sequence and
+// re-renders when it moved (<body data-seq> is the sequence shown).
+//
+// Opening a session costs a handful of requests (#29): the session list,
+// the registry, the budget table, the history pages and one resolve.
+// Explaining every registry tool is on demand: the explain card, once
+// opened for a session, explains one page of EXPLAIN_PAGE tools at a
+// time (<body data-explained> is "ID@now" or "ID@SEQ" when a page is
+// done). The only write-shaped request is the call-check form's POST,
+// which writes nothing either.
 "use strict";
 
 const API = "/v1";
 const EXPLAIN_CONCURRENCY = 6;
+const EXPLAIN_PAGE = 50;
+const SESSIONS_PAGE = 50;
+const WITHHELD_PAGE = 20;
+const TURNS_SHOWN = 20;
 const POLL_MS = 1500;
 
 const state = {
   registry: null,      // GET /v1/registry
   budgetTable: null,   // GET /v1/budget (default session, for comparison)
   sessions: [],
+  sessionPage: 0,      // the sessions list's page (SESSIONS_PAGE each)
   session: "",
   until: 0,            // 0: now
   full: null,          // full history of state.session (the timeline)
+  live: null,          // the live resolve of state.session (policy card)
   seq: 0,              // the session's sequence the live view shows
   gen: 0,              // bumps on every load; stale responses are dropped
+  online: true,        // false while the engine does not answer
+  failed: false,       // the view's load failed (one error shown)
+  explainOpen: "",     // the session whose explain card is open
+  explainPage: 0,
   explainFilter: "all",
+  withheldShown: WITHHELD_PAGE,
+  allTurns: false,
 };
 
 // ---------- small helpers ----------
@@ -39,7 +59,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
     else n.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     n.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -61,31 +81,63 @@ function chips(names, cls = "") {
   return el("span", { class: "chips" }, names.map((n) => el("code", { class: "chip " + cls }, n)));
 }
 
-// An engine serving with --http-tokens needs a bearer token: asked once
-// on the first 401, kept for the tab's life (sessionStorage).
-async function getJSON(path, retried = false) {
+// Offline is the error of a request the engine did not answer at all
+// (connection refused, reset): the page shows the "offline" badge.
+class Offline extends Error {}
+
+// setOnline shows or clears the top bar's "offline" badge.
+function setOnline(on) {
+  if (state.online === on) return;
+  state.online = on;
+  $("#conn").hidden = on;
+  if (on) delete document.body.dataset.offline; else document.body.dataset.offline = "true";
+}
+
+// request calls the API: GET by default, or POST with a JSON body. An
+// engine serving with --http-tokens needs a bearer token: asked once on
+// the first 401, kept for the tab's life (sessionStorage).
+async function request(path, body, retried = false) {
   const headers = { Accept: "application/json" };
   const token = sessionStorage.getItem("engine-token");
   if (token) headers.Authorization = "Bearer " + token;
-  const r = await fetch(API + path, { headers });
+  const init = { headers };
+  if (body !== undefined) {
+    init.method = "POST";
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const method = init.method || "GET";
+  let r;
+  try {
+    r = await fetch(API + path, init);
+  } catch (e) {
+    setOnline(false);
+    throw new Offline("The engine at " + location.host + " does not answer (" + method + " " + API + path + ": " + (e.message || e) + "). Is engine serve running? The page retries every " + POLL_MS / 1000 + " s.");
+  }
+  setOnline(true);
   if (r.status === 401 && !retried) {
     const t = window.prompt("This engine needs a bearer token (a read-only one is enough):");
     if (t) {
       sessionStorage.setItem("engine-token", t.trim());
-      return getJSON(path, true);
+      return request(path, body, true);
     }
   }
-  let body = null;
-  try { body = await r.json(); } catch (_) { /* not JSON */ }
+  let reply = null;
+  try { reply = await r.json(); } catch (_) { /* not JSON */ }
   if (!r.ok) {
-    const msg = body && body.error ? body.error.message : r.status + " " + r.statusText;
-    throw new Error("GET " + API + path + ": " + msg);
+    const msg = reply && reply.error ? reply.error.message : r.status + " " + r.statusText;
+    const err = new Error(method + " " + API + path + ": " + msg);
+    err.code = reply && reply.error ? reply.error.code : "";
+    throw err;
   }
-  return body;
+  return reply;
 }
+
+function getJSON(path) { return request(path); }
 
 const enc = encodeURIComponent;
 
+// showError shows the page's one error message (it replaces any other).
 function showError(err) {
   const box = $("#error");
   box.textContent = String(err && err.message ? err.message : err);
@@ -116,26 +168,55 @@ function go(session, until) {
 // ---------- sessions ----------
 
 async function loadSessions() {
-  try {
-    const r = await getJSON("/sessions");
-    state.sessions = r.sessions || [];
-    renderSessions();
-  } catch (e) { showError(e); }
+  const r = await getJSON("/sessions");
+  state.sessions = r.sessions || [];
+  renderSessions();
+}
+
+// filteredSessions is the session list after the filter box.
+function filteredSessions() {
+  const f = $("#session-filter").value.trim().toLowerCase();
+  return state.sessions.filter((s) => !f || s.toLowerCase().includes(f));
+}
+
+// showSessionPage moves the list to the page holding session s.
+function showSessionPage(s) {
+  const i = filteredSessions().indexOf(s);
+  if (i >= 0) state.sessionPage = Math.floor(i / SESSIONS_PAGE);
 }
 
 function renderSessions() {
   const ul = clear($("#sessions"));
-  const f = $("#session-filter").value.trim().toLowerCase();
-  const list = state.sessions.filter((s) => !f || s.toLowerCase().includes(f));
+  const list = filteredSessions();
   $("#session-count").textContent = state.sessions.length ? String(state.sessions.length) : "";
+  const pages = Math.max(1, Math.ceil(list.length / SESSIONS_PAGE));
+  state.sessionPage = Math.min(Math.max(state.sessionPage, 0), pages - 1);
+  const from = state.sessionPage * SESSIONS_PAGE;
+  const shown = list.slice(from, from + SESSIONS_PAGE);
+  const pager = $("#session-pager");
+  pager.hidden = list.length <= SESSIONS_PAGE;
+  $("#page-label").textContent = list.length ? (from + 1) + "–" + (from + shown.length) + " of " + list.length : "";
+  $("#page-prev").disabled = state.sessionPage === 0;
+  $("#page-next").disabled = state.sessionPage >= pages - 1;
+  pager.dataset.page = String(state.sessionPage + 1);
+  pager.dataset.pages = String(pages);
   if (state.sessions.length === 0) {
     ul.append(el("li", { class: "muted none" }, "No sessions yet"));
     return;
   }
-  for (const s of list) {
+  if (list.length === 0) {
+    ul.append(el("li", { class: "muted none" }, "No session matches the filter"));
+    return;
+  }
+  for (const s of shown) {
     ul.append(el("li", { dataset: { session: s } },
       el("button", { type: "button", class: s === state.session ? "active" : "", title: s, onclick: () => go(s, 0) }, s)));
   }
+}
+
+function sessionPage(delta) {
+  state.sessionPage += delta;
+  renderSessions();
 }
 
 // ---------- loading a view ----------
@@ -151,10 +232,10 @@ function registryOnce() {
 }
 
 // budgetOnce fetches the default session's budget table once; it is a
-// comparison only, so a failure just leaves it out.
+// comparison only, so a failure just leaves it out (and is retried).
 let budgetP = null;
 function budgetOnce() {
-  if (!budgetP) budgetP = getJSON("/budget").then((t) => { state.budgetTable = t; }, () => {});
+  if (!budgetP) budgetP = getJSON("/budget").then((t) => { state.budgetTable = t; }, () => { budgetP = null; });
   return budgetP;
 }
 
@@ -197,10 +278,21 @@ async function load() {
   const { session, until } = parseHash();
   const gen = ++state.gen;
   delete document.body.dataset.ready;
+  delete document.body.dataset.explained;
   clearError();
+  state.failed = false;
   const changed = session !== state.session;
   state.session = session;
   state.until = until;
+  if (changed) {
+    state.full = null;
+    state.live = null;
+    state.explainOpen = "";
+    state.explainPage = 0;
+    state.withheldShown = WITHHELD_PAGE;
+    state.allTurns = false;
+    showSessionPage(session);
+  }
   renderSessions();
   if (!session) {
     $("#empty").hidden = false;
@@ -210,11 +302,13 @@ async function load() {
   }
   $("#empty").hidden = true;
   $("#session-view").hidden = false;
+  $("#session-body").hidden = false;
   $("#session-title").textContent = session;
   renderMode();
+  renderExplainCard();
   try {
     const s = enc(session);
-    const registry = await registryOnce();
+    await registryOnce();
     renderRegistry();
     // The timeline is always the whole history, so that one can travel
     // forward again, read page by page (the engine pages history, #24 row
@@ -222,11 +316,10 @@ async function load() {
     // and the live view read only the pages after its last entry. The
     // state at the cursor is the one-entry page of the last event at or
     // before it.
-    const fullP = !changed && state.full
+    const fullP = state.full
       ? (until ? Promise.resolve(state.full) : moreHistory(s, state.full))
       : getHistory(s, 0, null);
     const atP = until ? fullP.then((full) => historyAt(s, full, until)) : fullP;
-    const explainP = loadExplain(gen, registry, until);
     const [full, at] = await Promise.all([fullP, atP]);
     if (gen !== state.gen) return;
     state.full = full;
@@ -235,6 +328,8 @@ async function load() {
       document.body.dataset.seq = String(full.state.seq);
     }
     renderTimeline(full, until);
+    renderTurns(full, until);
+    renderGrants(full, until);
     const point = at.entries.length ? at.entries[at.entries.length - 1] : null;
     renderIntent(at.state, point);
     // Tools at the cursor: the live resolve now; in the past, the history
@@ -244,6 +339,7 @@ async function load() {
     let view, budget;
     if (!until) {
       view = await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine");
+      state.live = view;
       budget = Object.assign({ exact: true }, view.budget);
     } else if (point) {
       const [v, a, b] = await Promise.all([point.tools, point.provider, point.catalog].map((names) =>
@@ -255,12 +351,25 @@ async function load() {
     if (gen !== state.gen) return;
     renderTools(view, budget, point, until);
     renderCheckpoint(at.state.checkpoint, view, until);
-    await explainP;
+    await renderPolicy(gen, full);
     if (gen !== state.gen) return;
     document.body.dataset.ready = session + "@" + (until || "now");
+    if (state.explainOpen === session) loadExplain(gen);
   } catch (e) {
-    if (gen === state.gen) { showError(e); document.body.dataset.ready = session + "@error"; }
+    if (gen === state.gen) failView(e);
   }
+}
+
+// failView replaces the view by the one error message: nothing of the
+// session is shown as if it were current, and the mode badge says so.
+function failView(e) {
+  state.failed = true;
+  showError(e);
+  $("#session-body").hidden = true;
+  const m = $("#mode");
+  m.textContent = e instanceof Offline ? "offline" : "error";
+  m.className = "badge out";
+  document.body.dataset.ready = state.session + "@error";
 }
 
 function renderRegistry() {
@@ -299,7 +408,9 @@ function eventSummary(e, prev) {
     case "PresetChosen": return p.preset ? "preset = " + p.preset : "preset cleared";
     case "ToolDisabled": case "ToolEnabled": return p.name;
     case "ToolsPicked": return p.names ? "picked " + p.names.join(", ") : "picked cleared";
-    case "DeferredLoaded": return (p.names || []).join(", ") + (p.turn ? " (turn " + p.turn + ")" : "");
+    case "DeferredLoaded": return "loaded " + ((p.names || []).join(", ") || "nothing") + (p.turn ? " in turn " + p.turn : "") + " · catalog → provider array";
+    case "DeferredEvicted": return "unloaded " + (p.names || []).join(", ") + " · provider array → catalog";
+    case "PermissionGranted": return (p.by || "?") + " allowed " + p.tool + " (" + (p.scope || "?") + (p.turn ? ", turn " + p.turn : "") + ")";
     case "TurnStarted": case "TurnEnded": return "turn " + (p.turn || 0);
     case "CheckpointRecorded":
       return "contract " + short(p.contract_hash) + " · turn " + (p.turn || 0) +
@@ -313,6 +424,19 @@ function fmtTime(t) {
   if (isNaN(d)) return { day: "", clock: String(t) };
   const iso = d.toISOString();
   return { day: iso.slice(0, 10), clock: iso.slice(11, 23) };
+}
+
+// DELTA_SHOWN is how many gained (or lost) names a timeline row lists
+// before folding the rest under "N more" (a pattern can disable hundreds).
+const DELTA_SHOWN = 8;
+
+function deltaList(names, cls, sign) {
+  const item = (n) => el("span", { class: cls }, sign + n);
+  if (names.length <= DELTA_SHOWN) return names.map(item);
+  return [names.slice(0, DELTA_SHOWN).map(item),
+    el("details", { class: "more", onclick: (ev) => ev.stopPropagation() },
+      el("summary", {}, (names.length - DELTA_SHOWN) + " more " + (cls === "gain" ? "gained" : "lost")),
+      names.slice(DELTA_SHOWN).map(item))];
 }
 
 function renderTimeline(h, until) {
@@ -334,29 +458,110 @@ function renderTimeline(h, until) {
     if (e.error) cls.push("skipped");
     if (until && e.seq > until) cls.push("future");
     if ((until && e.seq === until) || (!until && e.seq === last)) cls.push("current");
-    const delta = el("td", { class: "delta" },
-      (e.gained || []).map((n) => el("span", { class: "gain" }, "+" + n)),
-      (e.lost || []).map((n) => el("span", { class: "loss" }, "−" + n)));
+    const delta = el("td", { class: "delta" }, deltaList(e.gained || [], "gain", "+"), deltaList(e.lost || [], "loss", "−"));
     const prefix = e.prefix_changed
       ? el("td", { class: "prefix changed", title: "prefix " + e.prefix_hash },
         el("span", { class: "badge warn" }, "changed"), " ", el("span", { class: "cause" }, e.cause || "?"))
       : el("td", { class: "prefix", title: "prefix " + e.prefix_hash }, el("span", { class: "muted" }, "same"));
     prefix.append(" ", el("code", { class: "hash" }, short(e.prefix_hash, 8)));
     const row = el("tr", {
-      class: cls.join(" "), tabindex: 0, dataset: { seq: e.seq },
+      class: cls.join(" "), tabindex: 0, dataset: { seq: e.seq, type: e.type || "" },
       title: "show the session as it was after seq " + e.seq,
       onclick: () => go(state.session, e.seq === last ? 0 : e.seq),
       onkeydown: (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); go(state.session, e.seq === last ? 0 : e.seq); } },
     },
     el("td", { class: "num seq" }, e.seq),
-    el("td", { class: "time", title: e.time }, t.day !== prevDay ? el("span", { class: "day" }, t.day + " ") : null, t.clock),
+    el("td", { class: "time", title: e.time }, t.day !== prevDay ? el("span", { class: "day" }, t.day) : null, el("span", { class: "clock" }, t.clock)),
     el("td", { class: "who" }, el("span", { class: "channel" }, e.channel || "?"), e.actor ? el("span", { class: "actor" }, " / " + e.actor) : null),
-    el("td", { class: "what" }, el("span", { class: "type" }, e.type || "?"), " ", el("span", { class: "summary" }, eventSummary(e, prevEntry))),
+    el("td", { class: "what" }, el("span", { class: "type" }, e.type || "?"), " ", el("span", { class: "summary" }, eventSummary(e, prevEntry)),
+      e.error ? el("div", { class: "loss" }, e.error) : null),
     delta, prefix);
     prevDay = t.day;
     prevEntry = e;
     tb.append(row);
   }
+}
+
+// ---------- turns: the provider requests of each turn ----------
+
+// turnsOf groups the timeline into turns. A turn's provider requests are
+// the distinct tool prefixes it sent: the frozen array at TurnStarted,
+// then each prefix change inside the turn (a tool_search load). A request
+// whose prefix differs from the request before it (in this turn or the
+// last one) breaks the provider's prompt cache; its causes are the
+// prefix changes of the events since that request, each with its seq.
+function turnsOf(entries) {
+  const turns = [];
+  let cur = null;
+  let lastPrefix = "";
+  let since = [];  // prefix changes since the last request
+  const request = (e) => {
+    const r = { seq: e.seq, type: e.type, prefix: e.prefix_hash, provider: e.provider || [], catalog: e.catalog || [],
+      loaded: e.loaded || [], contract: e.dispatch ? e.dispatch.contract_hash : "", causes: [], hit: false, first: !lastPrefix };
+    if (lastPrefix && e.prefix_hash === lastPrefix) r.hit = true;
+    else if (lastPrefix) r.causes = since.slice();
+    lastPrefix = e.prefix_hash;
+    since = [];
+    cur.requests.push(r);
+  };
+  for (const e of entries) {
+    if (e.prefix_changed) since.push({ cause: e.cause || "?", seq: e.seq, type: e.type });
+    if (e.error) continue;
+    if (e.type === "TurnStarted") {
+      cur = { turn: e.turn, start: e.seq, end: 0, channel: e.channel, actor: e.actor, requests: [] };
+      turns.push(cur);
+      request(e);
+    } else if (cur && !cur.end && e.in_turn && e.turn === cur.turn) {
+      if (e.prefix_changed) request(e);
+    } else if (cur && !cur.end) {
+      cur.end = e.seq;
+    }
+  }
+  return turns;
+}
+
+function renderTurns(h, until) {
+  const box = clear($("#turns"));
+  const turns = turnsOf(h.entries || []);
+  const count = $("#turns-count");
+  count.textContent = turns.length ? String(turns.length) : "";
+  if (!turns.length) {
+    box.append(el("p", { class: "muted none" }, "No turn yet: a turn begins with turn.begin, which freezes the tools and sends the first provider request."));
+    return;
+  }
+  const shown = state.allTurns ? turns : turns.slice(-TURNS_SHOWN);
+  if (shown.length < turns.length) {
+    box.append(el("p", { class: "muted" }, "The last " + shown.length + " of " + turns.length + " turns. ",
+      el("button", { type: "button", id: "turns-all", onclick: () => { state.allTurns = true; renderTurns(state.full, state.until); } }, "show all")));
+  }
+  const tb = el("tbody");
+  for (const t of shown) {
+    const future = until && t.start > until;
+    tb.append(el("tr", { class: "turn-head" + (future ? " future" : ""), dataset: { turn: t.turn } },
+      el("td", { colspan: 5 }, el("strong", {}, "Turn " + t.turn), el("span", { class: "muted" },
+        " · " + (t.channel || "?") + (t.actor ? " / " + t.actor : "") + " · seq " + t.start + (t.end ? "–" + t.end : " (open)") +
+        " · " + t.requests.length + " provider request" + (t.requests.length === 1 ? "" : "s")))));
+    t.requests.forEach((r, i) => {
+      let cache;
+      if (r.first) cache = el("span", { class: "muted" }, "first request of the session: nothing cached yet");
+      else if (r.hit) cache = el("span", { class: "ok-text" }, "prefix kept: cache hit");
+      else {
+        cache = el("span", { class: "break" }, el("span", { class: "badge warn" }, "cache break"), " ",
+          r.causes.length ? r.causes.map((c, j) => el("span", { class: "why" }, j ? ", " : "", el("span", { class: "cause" }, c.cause), " ",
+            el("a", { href: "#session=" + enc(state.session) + "&until=" + c.seq, class: "seqlink" }, "seq " + c.seq), " " + c.type))
+            : el("span", { class: "cause" }, "?"));
+      }
+      tb.append(el("tr", { class: "request" + (future || (until && r.seq > until) ? " future" : ""), dataset: { turn: t.turn, req: i + 1, seq: r.seq, prefix: r.prefix, hit: r.hit ? "hit" : r.first ? "first" : "break", cause: r.causes.map((c) => c.cause).join(",") } },
+        el("td", { class: "num" }, "#" + (i + 1)),
+        el("td", {}, el("a", { href: "#session=" + enc(state.session) + "&until=" + r.seq, class: "seqlink" }, "seq " + r.seq), " ", el("span", { class: "muted" }, r.type)),
+        el("td", {}, el("code", { class: "hash", title: "prefix " + r.prefix }, short(r.prefix, 12))),
+        el("td", {}, r.provider.length + " in the array", r.loaded.length ? el("span", { class: "muted" }, " (loaded " + r.loaded.join(", ") + ")") : null,
+          el("span", { class: "muted" }, " · catalog " + r.catalog.length)),
+        el("td", {}, cache)));
+    });
+  }
+  box.append(el("div", { class: "scroll" }, el("table", { class: "turns", id: "turns-table" },
+    el("thead", {}, el("tr", {}, el("th", { class: "num" }, "req"), el("th", {}, "at"), el("th", {}, "tools prefix"), el("th", {}, "tools"), el("th", {}, "prompt cache"))), tb)));
 }
 
 // ---------- intent ----------
@@ -418,9 +623,9 @@ function renderTools(view, b, point, until) {
   const item = (name, where) => {
     const c = cls.get(name) || {};
     let tag, tagCls;
-    if (c.resident || (where === "resident" && !c.deferred)) { tag = "resident"; tagCls = "resident"; } else if (loadedThen.has(name)) { tag = "deferred · loaded"; tagCls = "loaded"; } else { tag = "deferred"; tagCls = "deferred"; }
+    if (c.resident || (where === "resident" && !c.deferred)) { tag = "resident"; tagCls = "resident"; } else if (loadedThen.has(name)) { tag = "deferred · loaded"; tagCls = "loaded"; } else { tag = "catalog"; tagCls = "catalog"; }
     return el("li", { dataset: { tool: name, class: tagCls }, class: gained.has(name) ? "gained" : "" },
-      el("code", { class: "name" }, name),
+      el("button", { type: "button", class: "name explain-one", title: "why is " + name + " in? (explain it)", onclick: () => explainOne(name) }, name),
       el("span", { class: "tag " + tagCls }, tag),
       perm.get(name) ? el("span", { class: "perm" }, perm.get(name)) : null);
   };
@@ -489,12 +694,201 @@ function renderCheckpoint(cp, view, until) {
       el("table", { class: "contract" }, el("tbody", {}, cp.contract.map((c) => el("tr", {}, el("td", {}, el("code", {}, c.name)), el("td", {}, el("code", { class: "hash" }, short(c.hash, 16)))))))) : null);
 }
 
-// ---------- explain ----------
+// ---------- channel policy, grants and call-check (#31) ----------
 
-function loadExplain(gen, registry, until) {
-  const tb = clear($("#explain tbody"));
+// renderGrants lists the recorded answers to "ask" decisions: the
+// session's PermissionGranted events (rejected ones say why).
+function renderGrants(h, until) {
+  const box = clear($("#grants"));
+  const grants = (h.entries || []).filter((e) => e.type === "PermissionGranted");
+  $("#grants-count").textContent = grants.length ? String(grants.length) : "";
+  if (!grants.length) {
+    box.append(el("li", { class: "muted none" }, "No recorded answers (PermissionGranted events)."));
+    return;
+  }
+  for (const e of grants) {
+    const p = e.payload || {};
+    box.append(el("li", { class: (e.error ? "rejected" : "") + (until && e.seq > until ? " future" : ""), dataset: { tool: p.tool || "", seq: e.seq } },
+      el("code", { class: "name" }, p.tool || "?"), " ",
+      el("span", { class: "tag " + (e.error ? "deferred" : "resident") }, p.scope === "once" ? "once" + (p.turn ? " · turn " + p.turn : "") : p.scope || "?"),
+      " allowed by ", el("strong", {}, p.by || "?"), " · ",
+      el("a", { href: "#session=" + enc(state.session) + "&until=" + e.seq, class: "seqlink" }, "seq " + e.seq),
+      el("span", { class: "muted" }, " · " + (e.channel || "?") + (e.actor ? " / " + e.actor : "")),
+      e.error ? el("div", { class: "loss" }, "not applied: " + e.error) : null));
+  }
+}
+
+// openTurnOf is the open turn of the timeline (its TurnStarted entry),
+// or null.
+function openTurnOf(h) {
+  if (!h || !h.state.in_turn) return null;
+  const es = h.entries || [];
+  for (let i = es.length - 1; i >= 0; i--) if (es[i].type === "TurnStarted" && !es[i].error) return es[i];
+  return null;
+}
+
+// renderPolicy fills the channel policy card from the live resolve: the
+// policy version, and the tools it withholds with the rule of each. An
+// open turn's view is its channel's (the TurnStarted's): call-check names
+// the rule there; otherwise resolve and explain take no channel, so the
+// view is the policy's "*" rule and explain names the rule.
+async function renderPolicy(gen, full) {
+  const s = enc(state.session);
+  let view = state.live;
+  if (!view) {
+    view = await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine");
+    if (gen !== state.gen) return;
+    state.live = view;
+  }
+  const turn = view.frozen ? openTurnOf(full) : null;
+  const channel = turn ? turn.channel : "*";
+  const ver = $("#policy-version");
+  ver.textContent = view.policy || "none";
+  ver.className = view.policy ? "val on" : "val unset";
+  $("#policy-channel").textContent = (state.until ? "now (not at seq " + state.until + ") · " : "") + (turn
+    ? "channel " + channel + " (the open turn " + view.turn + " was begun there)"
+    : "channel \"*\" (the policy's rule for every other channel; a turn resolves under its own channel)");
+  $("#policy-note").textContent = view.policy ? "" : "This registry has no channel_policy: no tool is withheld and every call is allowed (default-allow).";
+  $("#callcheck-channel").textContent = turn
+    ? "decided for turn " + view.turn + "'s channel " + channel
+    : "needs an open turn (turn.begin); the session has none now";
+  const ul = clear($("#withheld"));
+  const withheld = view.withheld || [];
+  $("#withheld-count").textContent = withheld.length ? String(withheld.length) : "";
+  if (!withheld.length) {
+    ul.append(el("li", { class: "muted none" }, view.policy ? "The policy withholds nothing from this channel." : "Nothing withheld."));
+    return;
+  }
+  const shown = withheld.slice(0, state.withheldShown);
   const rows = new Map();
-  for (const t of registry.tools) {
+  for (const name of shown) {
+    const li = el("li", { dataset: { tool: name, state: "pending" } }, el("code", { class: "name" }, name), " ", el("span", { class: "rule muted" }, "…"));
+    rows.set(name, li);
+    ul.append(li);
+  }
+  if (shown.length < withheld.length) {
+    ul.append(el("li", { class: "more" }, el("button", { type: "button", id: "withheld-more", onclick: () => {
+      state.withheldShown += WITHHELD_PAGE;
+      renderPolicy(state.gen, state.full);
+    } }, "rules of " + Math.min(WITHHELD_PAGE, withheld.length - shown.length) + " more (" + (withheld.length - shown.length) + " not shown)")));
+  }
+  await pool(shown, async (name) => {
+    let rule, detail;
+    try {
+      if (turn) {
+        const cc = await request("/sessions/" + s + "/turn/call-check", { tool: name });
+        rule = cc.rule || cc.reason; detail = cc.note;
+      } else {
+        const ex = await getJSON("/sessions/" + s + "/explain/" + enc(name));
+        rule = ex.rule; detail = ex.detail;
+      }
+    } catch (e) {
+      if (e instanceof Offline) throw e;
+      rule = "error"; detail = e.message;
+    }
+    if (gen !== state.gen) return;
+    const li = rows.get(name);
+    li.dataset.state = "done";
+    li.dataset.rule = rule;
+    const r = li.querySelector(".rule");
+    r.className = "rule";
+    r.title = detail || "";
+    r.textContent = "";
+    r.append(el("code", {}, rule));
+  });
+}
+
+// pool runs fn over items, EXPLAIN_CONCURRENCY at a time.
+async function pool(items, fn) {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(EXPLAIN_CONCURRENCY, items.length) }, worker));
+}
+
+// callCheck posts the turn call-check operation for the form's tool and
+// shows the decision with the rule (writes nothing).
+async function callCheck(ev) {
+  ev.preventDefault();
+  const out = clear($("#callcheck-result"));
+  const tool = $("#callcheck-tool").value.trim();
+  delete out.dataset.decision;
+  if (!tool || !state.session) return;
+  out.append(el("span", { class: "muted" }, "checking " + tool + "…"));
+  let r;
+  try {
+    r = await request("/sessions/" + enc(state.session) + "/turn/call-check", { tool });
+  } catch (e) {
+    clear(out).append(el("span", { class: "loss" }, e.code === "no_turn" ? "No open turn: call-check answers inside a turn (begin one with turn.begin). " + e.message : e.message));
+    out.dataset.decision = "error";
+    return;
+  }
+  const d = r.decision || "unknown";
+  clear(out).append(
+    el("div", { class: "decision" },
+      el("span", { class: "badge " + (d === "allow" ? "in" : d === "deny" ? "out" : "warn"), id: "callcheck-decision" }, d),
+      " ", el("span", { class: r.callable ? "ok-text" : "warn-text" }, r.callable ? "callable" : "not callable: " + r.reason),
+      r.rule ? el("span", {}, " · rule ", el("code", { id: "callcheck-rule" }, r.rule)) : null,
+      el("span", { class: "muted" }, " · channel " + (r.channel || "?") + " · turn " + r.turn + " · seq " + r.seq + (r.permission ? " · permission " + r.permission : ""))),
+    el("div", { class: "note" }, r.note),
+    r.grant ? el("div", { class: "muted" }, "answer: " + r.grant.by + " allowed " + r.grant.tool + " (" + r.grant.scope + ") at seq " + r.grant.seq) : null);
+  out.dataset.decision = d;
+  out.dataset.rule = r.rule || "";
+  out.dataset.callable = String(!!r.callable);
+}
+
+// ---------- explain (on demand) ----------
+
+// renderExplainCard shows the explain card closed (a button) or open.
+function renderExplainCard() {
+  const open = state.explainOpen === state.session && !!state.session;
+  $("#explain-open").hidden = open;
+  $("#explain-body").hidden = !open;
+  if (!open) {
+    const n = state.registry ? state.registry.tools.length : 0;
+    $("#explain-progress").textContent = n ? n + " registry tools · explained on demand, " + EXPLAIN_PAGE + " per page" : "";
+  }
+}
+
+function openExplain() {
+  state.explainOpen = state.session;
+  state.explainPage = 0;
+  renderExplainCard();
+  loadExplain(state.gen);
+}
+
+// explainOne opens the explain card on one tool (one request) and
+// scrolls to it.
+function explainOne(name) {
+  $("#explain-search").value = name;
+  openExplain();
+  $("#explain-card").scrollIntoView({ block: "nearest" });
+}
+
+// explainTools is the registry tools the explain name filter keeps.
+function explainTools() {
+  const f = $("#explain-search").value.trim().toLowerCase();
+  const tools = state.registry ? state.registry.tools : [];
+  const exact = tools.filter((t) => t.name.toLowerCase() === f);
+  return exact.length ? exact : tools.filter((t) => !f || t.name.toLowerCase().includes(f));
+}
+
+// loadExplain explains the current page of registry tools at the cursor.
+function loadExplain(gen) {
+  delete document.body.dataset.explained;
+  const tb = clear($("#explain tbody"));
+  const tools = explainTools();
+  const pages = Math.max(1, Math.ceil(tools.length / EXPLAIN_PAGE));
+  state.explainPage = Math.min(Math.max(state.explainPage, 0), pages - 1);
+  const from = state.explainPage * EXPLAIN_PAGE;
+  const page = tools.slice(from, from + EXPLAIN_PAGE);
+  $("#explain-page").textContent = tools.length ? (from + 1) + "–" + (from + page.length) + " of " + tools.length : "no tool matches";
+  $("#explain-prev").disabled = state.explainPage === 0;
+  $("#explain-next").disabled = state.explainPage >= pages - 1;
+  $("#explain-pager").hidden = tools.length <= EXPLAIN_PAGE;
+  const rows = new Map();
+  for (const t of page) {
     const r = el("tr", { dataset: { tool: t.name, state: "pending" }, class: "pending" },
       el("td", {}, el("code", { class: "name" }, t.name), t.available ? null : el("span", { class: "tag deferred" }, "unavailable")),
       el("td", { class: "inout" }, el("span", { class: "muted" }, "…")),
@@ -503,42 +897,44 @@ function loadExplain(gen, registry, until) {
     tb.append(r);
   }
   applyExplainFilter();
-  const names = registry.tools.map((t) => t.name);
+  const until = state.until;
   let done = 0;
-  const progress = () => { $("#explain-progress").textContent = done < names.length ? "explaining " + done + " / " + names.length + "…" : (until ? "after seq " + until : "now") + " · " + names.length + " tools"; };
+  const progress = () => {
+    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools";
+  };
   progress();
   const q = until ? "?until=" + until : "";
   const s = enc(state.session);
-  let next = 0;
-  const worker = async () => {
-    while (next < names.length) {
-      const name = names[next++];
-      let ex;
-      try {
-        ex = await getJSON("/sessions/" + s + "/explain/" + enc(name) + q);
-      } catch (e) {
-        if (gen !== state.gen) return;
-        ex = { tool: name, error: e.message };
-      }
-      if (gen !== state.gen) return;
-      fillExplain(rows.get(name), ex);
-      done++;
-      progress();
+  let failed = null;
+  return pool(page.map((t) => t.name), async (name) => {
+    if (gen !== state.gen || failed) return;
+    let ex;
+    try {
+      ex = await getJSON("/sessions/" + s + "/explain/" + enc(name) + q);
+    } catch (e) {
+      // One message for the card, not one per row.
+      if (gen === state.gen && !failed) { failed = e; showError(e); }
+      return;
     }
-  };
-  return Promise.all(Array.from({ length: Math.min(EXPLAIN_CONCURRENCY, names.length) }, worker));
+    if (gen !== state.gen) return;
+    fillExplain(rows.get(name), ex);
+    done++;
+    progress();
+  }).then(() => {
+    if (gen !== state.gen) return;
+    if (failed) {
+      $("#explain-progress").textContent = "explain failed: see the message above";
+      document.body.dataset.explained = state.session + "@error";
+      return;
+    }
+    document.body.dataset.explained = state.session + "@" + (until || "now");
+  });
 }
 
 function fillExplain(row, ex) {
   const [, inout, rule, detail, ev] = row.children;
   clear(inout); clear(rule); clear(detail); clear(ev);
   row.classList.remove("pending");
-  if (ex.error) {
-    row.dataset.state = "error";
-    inout.append(el("span", { class: "badge warn" }, "error"));
-    detail.append(el("span", { class: "loss" }, ex.error));
-    return;
-  }
   row.dataset.state = ex.included ? "in" : "out";
   row.classList.add(ex.included ? "in" : "out");
   inout.append(el("span", { class: "badge " + (ex.included ? "in" : "out") }, ex.included ? "in" : "out"));
@@ -557,6 +953,7 @@ function fillExplain(row, ex) {
 function ruleOrigin(rule) {
   if (/^profile:|^not-in-profile/.test(rule)) return "the profile";
   if (/^override/.test(rule)) return "the per-turn override";
+  if (/^channel-|^decision\[/.test(rule)) return "the channel policy";
   if (rule === "unavailable" || rule === "unknown-tool") return "the registry";
   return "no event (registry defaults)";
 }
@@ -571,22 +968,32 @@ function applyExplainFilter() {
 
 // ---------- live refresh ----------
 
-// poll re-renders the live view when the session's sequence moved, and
-// refreshes the session list; it skips a hidden tab, a view in the past
-// and a view still loading.
+// poll refreshes the session list and re-renders the live view when the
+// session's sequence moved; it skips a hidden tab, a view in the past and
+// a view still loading. While the engine does not answer it says so once
+// (the offline badge and one message); when it answers again, a view that
+// failed is loaded again.
 let polling = false;
 async function poll() {
   if (polling || document.hidden) return;
   polling = true;
   try {
+    const wasOffline = !state.online;
     await loadSessions();
     const { session, until } = parseHash();
+    if (wasOffline) {
+      // The engine answers again: a view it failed is loaded again (a
+      // view that failed for another reason, such as a bad session id,
+      // keeps its message until the user moves on).
+      if (state.failed && session) { load(); return; }
+      clearError();
+    }
     if (!session || until || session !== state.session || !document.body.dataset.ready) return;
     const gen = state.gen;
     const v = await getJSON("/sessions/" + enc(session));
     if (gen === state.gen && v.seq !== state.seq) load();
   } catch (e) {
-    // the next poll tries again; a view error shows on load
+    if (e instanceof Offline && !state.failed) failView(e);
   } finally {
     polling = false;
   }
@@ -595,17 +1002,30 @@ async function poll() {
 // ---------- start ----------
 
 function start() {
-  $("#refresh").addEventListener("click", loadSessions);
-  $("#session-filter").addEventListener("input", renderSessions);
+  $("#refresh").addEventListener("click", () => loadSessions().catch(showError));
+  $("#session-filter").addEventListener("input", () => { state.sessionPage = 0; renderSessions(); });
+  $("#page-prev").addEventListener("click", () => sessionPage(-1));
+  $("#page-next").addEventListener("click", () => sessionPage(1));
   $("#now").addEventListener("click", () => go(state.session, 0));
+  $("#explain-open").addEventListener("click", openExplain);
+  $("#explain-prev").addEventListener("click", () => { state.explainPage--; loadExplain(state.gen); });
+  $("#explain-next").addEventListener("click", () => { state.explainPage++; loadExplain(state.gen); });
+  $("#explain-search").addEventListener("change", () => { state.explainPage = 0; loadExplain(state.gen); });
+  $("#callcheck-form").addEventListener("submit", callCheck);
   for (const b of document.querySelectorAll("#explain-filter button")) {
     b.addEventListener("click", () => { state.explainFilter = b.dataset.filter; applyExplainFilter(); });
   }
   window.addEventListener("hashchange", load);
   budgetOnce();
-  registryOnce().then(renderRegistry, showError);
-  loadSessions().then(load);
+  registryOnce().then(() => { renderRegistry(); fillToolList(); }, () => {});
+  loadSessions().catch(() => {}).then(load);
   setInterval(poll, POLL_MS);
+}
+
+// fillToolList offers the registry's tool names to the call-check form.
+function fillToolList() {
+  const dl = clear($("#tool-names"));
+  for (const t of state.registry.tools) dl.append(el("option", { value: t.name }));
 }
 
 start();
