@@ -899,8 +899,12 @@ function loadExplain(gen) {
   applyExplainFilter();
   const until = state.until;
   let done = 0;
+  // explain takes no channel: under a channel policy it answers for the
+  // policy's "*" rule, also while a turn of another channel is open.
+  const v = state.live;
+  const star = v && v.policy && v.frozen ? " · explained for channel \"*\" (explain takes no channel; the turn's channel is in the policy card)" : "";
   const progress = () => {
-    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools";
+    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools" + star;
   };
   progress();
   const q = until ? "?until=" + until : "";
