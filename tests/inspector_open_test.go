@@ -182,6 +182,7 @@ func TestInspectorOpenRequests(t *testing.T) {
 					t.Errorf("explain pager: %q", l)
 				}
 			}
+			inspShot(t, bctx, "explain-"+tc.name)
 			// A click on a resident tool explains that tool alone.
 			before = inspAPIRequests(t, p.HTTPURL)
 			if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#resident li[data-tool="read_file"] button.name`))); err != nil {

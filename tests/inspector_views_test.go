@@ -237,6 +237,7 @@ func TestInspectorSessionPages(t *testing.T) {
 	if got := shown(); !slices.Equal(got, all[50:100]) {
 		t.Fatalf("back to page 2: %q", got)
 	}
+	inspShot(t, bctx, "sessions-page2")
 	// The filter pages its matches: "s1" matches s001, s010-s019, s100-s119 (31).
 	if _, err := chromedp.Run(bctx, chromedp.SendKeys(chromedp.CSS("#session-filter"), "s1")); err != nil {
 		t.Fatal(err)

@@ -730,8 +730,8 @@ function openTurnOf(h) {
 // renderPolicy fills the channel policy card from the live resolve: the
 // policy version, and the tools it withholds with the rule of each. An
 // open turn's view is its channel's (the TurnStarted's): call-check names
-// the rule there; otherwise resolve and explain take no channel, so the
-// view is the policy's "*" rule and explain names the rule.
+// the rule there; otherwise the view is the page's own requests' (their
+// channel's rule, else the policy's "*" rule) and explain names the rule.
 async function renderPolicy(gen, full) {
   const s = enc(state.session);
   let view = state.live;
@@ -747,7 +747,7 @@ async function renderPolicy(gen, full) {
   ver.className = view.policy ? "val on" : "val unset";
   $("#policy-channel").textContent = (state.until ? "now (not at seq " + state.until + ") · " : "") + (turn
     ? "channel " + channel + " (the open turn " + view.turn + " was begun there)"
-    : "channel \"*\" (the policy's rule for every other channel; a turn resolves under its own channel)");
+    : "the page's own requests (no turn is open; their channel's rule, else the policy's \"*\" rule; a turn resolves under its own channel)");
   $("#policy-note").textContent = view.policy ? "" : "This registry has no channel_policy: no tool is withheld and every call is allowed (default-allow).";
   $("#callcheck-channel").textContent = turn
     ? "decided for turn " + view.turn + "'s channel " + channel
@@ -899,8 +899,12 @@ function loadExplain(gen) {
   applyExplainFilter();
   const until = state.until;
   let done = 0;
+  // explain answers for the page's own requests' channel, also while a
+  // turn of another channel is open (the policy card has the turn's).
+  const v = state.live;
+  const star = v && v.policy && v.frozen ? " · explained for the page's own requests, not the open turn's channel (the policy card has the turn's)" : "";
   const progress = () => {
-    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools";
+    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools" + star;
   };
   progress();
   const q = until ? "?until=" + until : "";
