@@ -368,10 +368,11 @@ func build(data []byte) (*Registry, error) {
 		d := toolDigest(t)
 		r.digests = append(r.digests, d[:]...)
 	}
+	// The channel policy is not hashed into the contract (#31): a contract
+	// is the tools a request carries, so a policy that narrows a channel's
+	// tools changes that channel's contract through them, and a checkpoint's
+	// (name, ToolHash) entries add up to its hash (R20).
 	r.prefix = contractPrefix(r.version)
-	if r.policy != nil { // #31: the policy is part of the contract
-		r.prefix = appendField(append(r.prefix, "channel_policy"...), r.policy.Version)
-	}
 	r.cache.init()
 	return r, nil
 }

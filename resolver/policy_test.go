@@ -116,8 +116,10 @@ func TestPolicyMaxPermissionNarrowsMCP(t *testing.T) {
 }
 
 // #31 item 1: the result is deterministic and byte-stable per channel
-// (cached and uncached agree; rendering is identical), and a policy's
-// version is part of the contract hash.
+// (cached and uncached agree; rendering is identical). A policy's version
+// alone is not part of the contract hash: the contract is the tools, and
+// the (name, ToolHash) entries of a checkpoint must add up to it (R20);
+// a policy that withholds a tool changes the contract through the tools.
 func TestPolicyDeterministicPerChannel(t *testing.T) {
 	r := policyRegistry(t, testPolicy)
 	for _, ch := range []string{"public", "tui", "", "slack"} {
@@ -132,8 +134,19 @@ func TestPolicyDeterministicPerChannel(t *testing.T) {
 	r2 := policyRegistry(t, strings.Replace(testPolicy, "pol-1", "pol-2", 1))
 	a, _ := r.Resolve(Request{Channel: "tui"})
 	b, _ := r2.Resolve(Request{Channel: "tui"})
-	if slices.Equal(a.Names(), b.Names()) && a.ContractHash == b.ContractHash {
-		t.Error("policy version is not part of the contract hash")
+	if !slices.Equal(a.Names(), b.Names()) || a.ContractHash != b.ContractHash {
+		t.Error("a policy version change alone changed the tui contract")
+	}
+	hashes := make([]string, len(a.Tools))
+	for i, tool := range a.Tools {
+		hashes[i] = ToolHash(tool)
+	}
+	if sum, err := ContractHashFromToolHashes(a.RegistryVersion, hashes); err != nil || sum != a.ContractHash {
+		t.Errorf("tool hashes of a policy registry's resolution add up to %s (%v), want its contract hash %s", sum, err, a.ContractHash)
+	}
+	pub, _ := r.Resolve(Request{Channel: "public"})
+	if pub.ContractHash == a.ContractHash {
+		t.Error("the public channel's narrowed set has the tui contract hash")
 	}
 	if Default().Policy() != nil {
 		t.Error("the default registry has a policy")

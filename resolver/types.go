@@ -150,9 +150,9 @@ type Resolution struct {
 	Source string `json:"source"`
 	// RegistryVersion is the version of the registry that resolved it.
 	RegistryVersion string `json:"registry_version"`
-	// ContractHash is ContractHash(RegistryVersion, Tools); when the
-	// registry has a channel policy, the policy's version is hashed after
-	// the registry version (#31), so a policy change is a contract change.
+	// ContractHash is ContractHash(RegistryVersion, Tools). A channel
+	// policy is not hashed in by itself (#31): it changes a contract only
+	// through the tools it withholds, so checkpoint entries add up to it.
 	ContractHash string `json:"contract_hash"`
 	// Namespaces are the namespaces (MCP servers) of the tools, sorted by
 	// name, with their descriptions; nil when no tool is namespaced.

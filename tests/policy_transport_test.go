@@ -191,4 +191,17 @@ func TestPolicyChannelDeniedOnEveryTransport(t *testing.T) {
 	if !cc.Callable {
 		t.Fatalf("call-check read_file in the public turn: %+v, want callable", cc)
 	}
+	// The turn ends with a checkpoint whose contract entries add up to
+	// the turn's contract hash (before: 400 on every policy registry, the
+	// policy version was hashed into the contract but not the entries).
+	ck, err := pub.EndTurn(ctx, wire.TurnRequest{Session: "s-js"})
+	if err != nil {
+		t.Fatalf("end the public turn on a policy registry: %v", err)
+	}
+	if ck.Checkpoint.ContractHash != turn.ContractHash {
+		t.Fatalf("public turn's checkpoint %+v, want contract hash %s", ck.Checkpoint, turn.ContractHash)
+	}
+	if _, err := pub.Resume(ctx, wire.ResumeRequest{Session: "s-js"}); err != nil {
+		t.Fatalf("resume after the public turn: %v", err)
+	}
 }
