@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 )
 
 // The atomic batch lines (#28): what one JetStream atomic batch publish of
@@ -133,9 +134,11 @@ func (h *harness) publishBatch(ctx context.Context, subj string, data [][]byte, 
 	return 0, errors.New("empty batch")
 }
 
-// atomicBatch measures the three ways to write a turn end, Runs times
-// each in rotating order, AtomicBatchOps publishes per run and way, each
-// run on a fresh subject.
+// atomicBatch measures the three ways to write a turn end and the
+// engine's own turn end, Runs times, AtomicBatchOps operations per run and
+// way, interleaved operation by operation in rotating order (the disk's
+// latency, shared with whatever else runs, then falls on every way alike),
+// each run on fresh subjects.
 func (h *harness) atomicBatch(ctx context.Context) error {
 	data, types, err := h.turnEndBytes(ctx)
 	if err != nil {
@@ -143,93 +146,119 @@ func (h *harness) atomicBatch(ctx context.Context) error {
 	}
 	combined := bytes.Join(data, nil)
 	n := h.cfg.AtomicBatchOps
-	batch := func(ctx context.Context, run int) (float64, error) {
-		subj := fmt.Sprintf("%s.events.ab-b%04d", prefixRaw, run)
-		var last uint64
-		start := time.Now()
-		for i := 0; i < n; i++ {
-			var err error
-			if last, err = h.publishBatch(ctx, subj, data, types, last); err != nil {
-				return 0, err
-			}
-		}
-		return micros(time.Since(start), n), nil
-	}
-	cas := func(ctx context.Context, subj string, msgs [][]byte, ts []events.Type) (float64, error) {
-		var last uint64
-		start := time.Now()
-		for i := 0; i < n; i++ {
+	// way is one way of writing a turn end: it returns the time of
+	// operation i (and, for the engine's, of its strong read alone).
+	type way func(ctx context.Context, i int) (time.Duration, time.Duration, error)
+	ways := func(run int) ([]way, error) {
+		var lastB, lastT, lastO uint64
+		subj := func(k string) string { return fmt.Sprintf("%s.events.ab-%s%04d", prefixRaw, k, run) }
+		cas := func(ctx context.Context, subj string, last *uint64, msgs [][]byte, ts []events.Type) (time.Duration, time.Duration, error) {
+			start := time.Now()
 			for j := range msgs {
-				ack, err := h.rjs.PublishMsg(ctx, rawMsg(subj, msgs[j], ts[j], int64(last)))
+				ack, err := h.rjs.PublishMsg(ctx, rawMsg(subj, msgs[j], ts[j], int64(*last)))
 				if err != nil {
-					return 0, fmt.Errorf("CAS publish to %s at %d: %w", subj, last, err)
+					return 0, 0, fmt.Errorf("CAS publish to %s at %d: %w", subj, *last, err)
 				}
-				last = ack.Sequence
+				*last = ack.Sequence
 			}
+			return time.Since(start), 0, nil
 		}
-		return micros(time.Since(start), n), nil
-	}
-	two := func(ctx context.Context, run int) (float64, error) {
-		return cas(ctx, fmt.Sprintf("%s.events.ab-t%04d", prefixRaw, run), data, types)
-	}
-	one := func(ctx context.Context, run int) (float64, error) {
-		return cas(ctx, fmt.Sprintf("%s.events.ab-o%04d", prefixRaw, run), [][]byte{combined}, types[1:])
-	}
-	// The engine's own turn end, timed alone: each op begins a turn
-	// (untimed) and ends it.
-	end := func(ctx context.Context, run int) (float64, error) {
 		s := fmt.Sprintf("ab-e%04d", run)
 		if _, err := h.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
-			return 0, err
+			return nil, err
 		}
 		d := engineDriver{h.eng}
-		var total time.Duration
-		for i := 0; i < n; i++ {
-			if _, _, err := d.begin(ctx, s); err != nil {
-				return 0, err
-			}
-			start := time.Now()
-			if err := d.end(ctx, s); err != nil {
-				return 0, err
-			}
-			total += time.Since(start)
-		}
-		return micros(total, n), nil
+		return []way{
+			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+				start := time.Now()
+				last, err := h.publishBatch(ctx, subj("b"), data, types, lastB)
+				lastB = last
+				return time.Since(start), 0, err
+			},
+			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+				return cas(ctx, subj("t"), &lastT, data, types)
+			},
+			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+				return cas(ctx, subj("o"), &lastO, [][]byte{combined}, types[1:])
+			},
+			// The engine's own turn end: a turn is begun (untimed), the
+			// strong read EndTurn starts with (service: latest) is timed
+			// alone, then EndTurn.
+			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+				if _, _, err := d.begin(ctx, s); err != nil {
+					return 0, 0, err
+				}
+				start := time.Now()
+				if _, err := h.proj.Read(ctx, s, projection.ReadOptions{Latest: true}); err != nil {
+					return 0, 0, err
+				}
+				read := time.Since(start)
+				start = time.Now()
+				err := d.end(ctx, s)
+				return time.Since(start), read, err
+			},
+		}, nil
 	}
-	sides := []sample{batch, two, one, end}
-	var runs [4][]float64
-	for r := 0; r < h.cfg.Runs; r++ {
-		for k := 0; k < len(sides); k++ {
-			i := (k + r) % len(sides)
-			v, err := sides[i](ctx, r)
-			if err != nil {
-				return fmt.Errorf("atomic batch run %d: %w", r, err)
+	const nWays = 4
+	var runs [nWays][]float64
+	var reads []float64
+	measure := func(ctx context.Context, run int, only int) error {
+		ws, err := ways(run)
+		if err != nil {
+			return err
+		}
+		var total [nWays]time.Duration
+		var read time.Duration
+		for i := 0; i < n; i++ {
+			for k := range nWays {
+				w := (k + i) % nWays
+				if only >= 0 && w != only {
+					continue
+				}
+				d, r, err := ws[w](ctx, i)
+				if err != nil {
+					return fmt.Errorf("atomic batch run %d op %d: %w", run, i, err)
+				}
+				total[w] += d
+				read += r
 			}
-			runs[i] = append(runs[i], v)
+		}
+		if only >= 0 {
+			return nil
+		}
+		for w := range nWays {
+			runs[w] = append(runs[w], micros(total[w], n))
+		}
+		reads = append(reads, micros(read, n))
+		return nil
+	}
+	for r := 0; r < h.cfg.Runs; r++ {
+		if err := measure(ctx, r, -1); err != nil {
+			return err
 		}
 	}
 	if h.cfg.ProfileDir != "" {
-		if err := h.profile(ctx, nameBatchVsTwo, "engine", func() error { _, err := batch(ctx, h.cfg.Runs); return err }); err != nil {
+		if err := h.profile(ctx, nameBatchVsTwo, "engine", func() error { return measure(ctx, h.cfg.Runs, 0) }); err != nil {
 			return err
 		}
-		if err := h.profile(ctx, nameBatchVsTwo, "raw", func() error { _, err := two(ctx, h.cfg.Runs); return err }); err != nil {
+		if err := h.profile(ctx, nameBatchVsTwo, "raw", func() error { return measure(ctx, h.cfg.Runs+1, 1) }); err != nil {
 			return err
 		}
-		if err := h.blockProfile(nameBatchVsTwo, func() error { _, err := batch(ctx, h.cfg.Runs+1); return err }); err != nil {
+		if err := h.blockProfile(nameBatchVsTwo, func() error { return measure(ctx, h.cfg.Runs+2, 0) }); err != nil {
 			return err
 		}
 	}
+	common := fmt.Sprintf("%d turn ends/run, the ways interleaved op by op; events of %d + %d B read back from a real EndTurn; engine column = one atomic batch (Nats-Batch-Id/-Sequence, expected-last-subject-seq on the first, commit request on the second, as jetstream.Log.appendBatch)", n, len(data[0]), len(data[1]))
 	for i, raw := range [][]float64{runs[1], runs[2]} {
 		name := []string{nameBatchVsTwo, nameBatchVsOne}[i]
 		l := Line{Name: name, Unit: "µs/op", Runs: h.cfg.Runs, EngineRuns: runs[0], RawRuns: raw, Engine: median(runs[0]), Raw: median(raw)}
 		if l.Engine > 0 {
 			l.Ratio = l.Raw / l.Engine
 		}
-		l.Note = fmt.Sprintf("%d turn ends/run, events of %d + %d B read back from a real EndTurn; engine column = one atomic batch (Nats-Batch-Id/-Sequence, expected-last-subject-seq on the first, commit request on the second, as jetstream.Log.appendBatch); raw = ", n, len(data[0]), len(data[1]))
 		if i == 0 {
-			l.Note += "two sync CAS publishes of the same two messages, the second expecting the first"
+			l.Note = common + "; raw = two sync CAS publishes of the same two messages, the second expecting the first"
 		} else {
-			l.Note += fmt.Sprintf("one sync CAS publish of one %d B message (the two events' bytes joined): the cost of writing the turn end as ONE event", len(combined))
+			l.Note = common + fmt.Sprintf("; raw = one sync CAS publish of one %d B message (the two events' bytes joined): the cost of writing the turn end as ONE event", len(combined))
 		}
 		h.add(l)
 	}
@@ -237,7 +266,8 @@ func (h *harness) atomicBatch(ctx context.Context) error {
 	if l.Engine > 0 {
 		l.Ratio = l.Raw / l.Engine
 	}
-	l.Note = fmt.Sprintf("%d turn ends/run, interleaved with the runs above; engine = Engine.EndTurn of a turn just begun (read the session, checkpoint, decide, encode, one atomic batch of TurnEnded + CheckpointRecorded); raw = the atomic batch publish alone (line above): the ratio is the share of turn/end spent in the batch publish, 1 - ratio the engine's own work", n)
+	read := median(reads)
+	l.Note = fmt.Sprintf("%d turn ends/run, interleaved op by op with the ways above; engine = Engine.EndTurn of a turn just begun (strong read of the session, checkpoint, decide, encode, one atomic batch of TurnEnded + CheckpointRecorded); raw = the atomic batch publish alone (lines above): the ratio is the share of turn/end spent in the batch publish; the strong read alone (projection.Read Latest: view + one direct-get scan of the tail) takes %.0f µs (%.0f%% of turn/end), the rest (checkpoint, decide, encode, locks) %.0f%%", n, read, 100*read/l.Engine, 100*(1-l.Ratio-read/l.Engine))
 	h.add(l)
 	return nil
 }

@@ -231,7 +231,8 @@ func (r Report) Table() string {
 	}
 	fmt.Fprintf(&b, "engine bench: %s, medians of %d runs, %.0f s; %s/%s, %d CPUs, GOMAXPROCS %d, %s, nats-server %s (embedded, file storage)\n",
 		mode, r.Runs, r.Seconds, r.OS, r.Arch, r.NumCPU, r.GOMAXPROCS, r.GoVersion, r.ServerVersion)
-	b.WriteString("ratio: rates (events/s) engine/raw, latencies (µs/op, s) raw/engine; above 1 the engine is faster, 0.90 = 90% of raw; - = no raw baseline\n\n")
+	b.WriteString("ratio: rates (events/s) engine/raw, latencies (µs/op, s) raw/engine; above 1 the engine is faster, 0.90 = 90% of raw; - = no raw baseline\n")
+	b.WriteString("spread: min-max over the runs of the ratio, or of the engine figure where there is no raw baseline or the target is absolute; met: every run meets the target (\"not met (spread)\": the median does, a run does not)\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "line\tunit\tengine\traw\tratio\tspread (min-max)\tallocs/op\truns\ttarget\tmet\tnote")
 	for _, l := range r.Lines {
@@ -287,10 +288,11 @@ func (l Line) Ratios() []float64 {
 }
 
 // spread is the table's spread column: the min-max of the runs' ratios
-// on a line with a raw baseline, else of the engine's runs ("" for a
-// single run).
+// on a line with a raw baseline and no target or a ratio target, else of
+// the engine's runs, which an absolute target is set on ("" for a single
+// run).
 func (l Line) spread() string {
-	if xs := l.Ratios(); len(xs) > 1 {
+	if xs := l.Ratios(); len(xs) > 1 && (l.Target == "" || strings.HasPrefix(l.Target, "ratio")) {
 		return fmt.Sprintf("%.2f-%.2f", slices.Min(xs), slices.Max(xs))
 	}
 	if len(l.EngineRuns) > 1 {

@@ -30,7 +30,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 // completes and that every line is there with a finite, positive engine
 // figure. It never asserts a timing or a ratio.
 func TestQuick(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Under load (4 helpers on 2 cores) the quick run took 223 s: the
+	// bound is for a hung step, not a timing.
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir()}
 	rep, err := Run(ctx, cfg)
@@ -415,10 +417,10 @@ func TestSpreadAndTargets(t *testing.T) {
 	if r.spread() != "0.90-0.95" || !*r.Met || r.met() != "yes" {
 		t.Errorf("rate line: spread %q met %q", r.spread(), r.met())
 	}
-	m := Line{Name: "z", Unit: "µs/op", Engine: 1500, EngineRuns: []float64{1400, 1500, 2500}, Runs: 3}
+	m := Line{Name: "z", Unit: "µs/op", Engine: 1500, EngineRuns: []float64{1400, 1500, 2500}, Raw: 150, RawRuns: []float64{150, 140, 160}, Runs: 3}
 	maxTarget(&m, 2000, "< 2 ms")
 	if *m.Met || !m.Crossed || m.spread() != "1400.0-2500.0" {
-		t.Errorf("max target: met %v crossed %v spread %q", *m.Met, m.Crossed, m.spread())
+		t.Errorf("max target: met %v crossed %v spread %q (the engine's, the target's figure)", *m.Met, m.Crossed, m.spread())
 	}
 }
 

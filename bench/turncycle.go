@@ -422,6 +422,8 @@ func (h *harness) turnCycle(ctx context.Context) error {
 					EngineRuns: eng[p][q], RawRuns: raw[p][q], Engine: median(eng[p][q]), Raw: median(raw[p][q])}
 				if l.Raw > 0 && l.Engine > 0 {
 					l.Ratio = l.Raw / l.Engine
+				} else {
+					l.Raw, l.RawRuns = 0, nil // dispatch writes nothing: no raw baseline
 				}
 				if q == 1 && (p == tcBegin || p == tcEnd) {
 					maxTarget(&l, tcTargetMicros, "< 2 ms")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/toolintent/engine/bench"
 )
@@ -24,7 +25,8 @@ func (c *benchCmd) Help() string {
 		"on the same server: synchronous and concurrent appends, session reads, resolve, fold and split, projection replay, " +
 		"a whole turn cycle (begin, discovery, dispatch, end) in-process and over HTTP, the atomic batch publish, " +
 		"cold start and memory per session. Every line is the median of --runs runs with their spread; a target is met only when every run meets it. Rates are engine/raw, latencies raw/engine: above 1 the engine is faster. " +
-		"Default sizes take a few minutes on 2 cores; progress goes to stderr on a terminal."
+		"Default sizes take a few minutes on 2 cores; progress goes to stderr on a terminal. " +
+		"Steps, for --only: " + strings.Join(bench.Steps(), ", ") + "."
 }
 
 func (c *benchCmd) Run(ctx context.Context) error {
@@ -36,7 +38,7 @@ func (c *benchCmd) Run(ctx context.Context) error {
 		if eerr := enc.Encode(rep); eerr != nil {
 			return eerr
 		}
-	} else {
+	} else if err == nil || len(rep.Lines) > 0 {
 		fmt.Print(rep.Table())
 	}
 	return err
