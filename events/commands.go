@@ -126,6 +126,7 @@ var commandRows = []commandRow{
 	{zero: TurnEnded{}},
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
 	{zero: PermissionGranted{}}, // #31
+	{zero: SessionDeleted{}, optional: []string{"reason"}}, // #30
 }
 
 type commandSpec struct {
