@@ -11,7 +11,8 @@ import (
 
 // #30: after a SessionDeleted the fold rejects every later event, of every
 // type, whoever published it (an event written straight to JetStream by
-// another writer is one the API never decided), and records DeletedSeq.
+// another writer is one the API never decided), and records DeletedSeq;
+// the state keeps no intent, tool or turn of the session.
 func TestFoldRefusesAfterDelete(t *testing.T) {
 	evs := stored(
 		events.ToolsToggled{Enabled: bp(true)},
@@ -32,8 +33,8 @@ func TestFoldRefusesAfterDelete(t *testing.T) {
 	if s.Rejected != 4 || s.Events != 3 || s.LastSeq != 7 {
 		t.Fatalf("rejected %d events %d last %d, want 4 rejected, 3 applied, last 7", s.Rejected, s.Events, s.LastSeq)
 	}
-	if s.Intent.Disabled != nil || s.Intent.WebSearch != nil || !s.InTurn {
-		t.Errorf("an event after the delete changed the state: %s", describeState(s))
+	if s.Intent.Enabled != nil || s.Intent.Disabled != nil || s.Intent.WebSearch != nil || s.InTurn || s.Turn != 0 {
+		t.Errorf("the deleted state keeps data, or an event after the delete changed it: %s", describeState(s))
 	}
 	for _, r := range s.Rejections {
 		if r.Kind != KindRejected || !strings.Contains(r.Reason, "deleted at sequence 3") {

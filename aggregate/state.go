@@ -114,8 +114,9 @@ type State struct {
 	// oldest first; nil when none.
 	Rejections []Rejection
 	// DeletedSeq is the stream sequence of the SessionDeleted that closed
-	// the session (#30), 0 while it is open. Every later event is
-	// rejected by the fold.
+	// the session (#30), 0 while it is open. The delete cleared every
+	// other field but Session, LastSeq and the counters (Events, Skipped,
+	// Rejected); every later event is rejected by the fold.
 	DeletedSeq uint64
 }
 
@@ -196,8 +197,8 @@ func Fold(session string, evs []Stored) State {
 // names from both (#26 item 5); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
 // checkpoint's set (LoadOrder keeps the order of the names it keeps);
-// SessionDeleted sets DeletedSeq (#30), after which every event is
-// rejected.
+// SessionDeleted clears the state down to its counters and sets
+// DeletedSeq (#30), after which every event is rejected.
 func (s *State) ApplyStored(ev Stored) error {
 	if ev.Seq <= s.LastSeq {
 		return nil
@@ -278,7 +279,9 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 	case events.TurnEnded:
 		s.InTurn = false
 	case events.SessionDeleted:
-		s.DeletedSeq = seq
+		// The session keeps only what says it is closed (#30): no intent,
+		// tools, turn or checkpoint stays in its view or any cache.
+		*s = State{Session: s.Session, Events: s.Events, Skipped: s.Skipped, Rejected: s.Rejected, DeletedSeq: seq}
 	case events.CheckpointRecorded:
 		s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
 		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)

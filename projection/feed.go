@@ -221,6 +221,11 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			return fmt.Errorf("encode view of %q: %w", s, err)
 		}
 		puts = append(puts, jetstream.Put{Key: s, Value: data})
+		if st.Deleted() {
+			// The marker that keeps it out of Sessions (#30); written
+			// again when later (rejected) events dirty the view.
+			puts = append(puts, jetstream.Put{Key: DeletedKeyPrefix + s, Value: []byte{1}})
+		}
 	}
 	p.cacheMu.RUnlock()
 	n, last, pending, batch := u.events, u.last, u.pending, u.batch
