@@ -67,6 +67,7 @@ var kindCodes = map[service.Kind]struct {
 	service.KindUnavailable:    {http.StatusServiceUnavailable, CodeUnavailable},
 	service.KindDeleted:        {http.StatusGone, CodeDeleted},
 	service.KindNotFound:       {http.StatusNotFound, CodeNotFound},
+	service.KindForbidden:      {http.StatusForbidden, CodeForbidden},
 }
 
 // errorOf maps an error of the service layer (or of this package) to its

@@ -55,6 +55,16 @@ type EraseReport struct {
 // Eraser purges sessions of a log through a privileged connection and
 // keeps their audit. It is safe for concurrent use.
 type Eraser struct {
+	// BeforePurge, when set, is called with the report (the range and
+	// count about to be purged) after the audit record is written and
+	// before the purge; its error stops the erase. serve lowers the data
+	// directory's watermark and records the range as an accepted loss
+	// there, so the purge never reads as data loss at restart.
+	BeforePurge func(EraseReport) error
+	// AfterPurge, when set, is called after the purge (err its outcome)
+	// whenever BeforePurge was called and succeeded.
+	AfterPurge func(rep EraseReport, err error)
+
 	log   *Log
 	js    jetstream.JetStream // on the privileged connection
 	audit jetstream.Stream    // on the privileged connection
@@ -198,9 +208,18 @@ func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error)
 	if rep.Purged == 0 && rep.LastSeq == 0 {
 		return rep, nil
 	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+	if x.BeforePurge != nil {
+		if err := x.BeforePurge(rep); err != nil {
+			return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, err)
+		}
+	}
+	err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj))
+	if x.AfterPurge != nil {
+		x.AfterPurge(rep, err)
+	}
+	if err != nil {
 		if isPurgeDenied(err) {
-			return rep, fmt.Errorf("erase %q: %w: %w", session, ErrPurgeDenied, err)
+			return rep, fmt.Errorf("erase %q: the erase connection may not purge stream %s: give engine serve a user allowed $JS.API.STREAM.PURGE.%s (--nats-erase-user; deploy/accounts.conf: eraser): %w: %w", session, l.name, l.name, ErrPurgeDenied, err)
 		}
 		return rep, fmt.Errorf("erase %q: purge %s: %w (the audit record is written; erase again)", session, subj, err)
 	}
@@ -219,4 +238,64 @@ func isPurgeDenied(err error) bool {
 		return true
 	}
 	return strings.Contains(err.Error(), "Permissions Violation") || strings.Contains(err.Error(), "purge not permitted")
+}
+
+// SeqRange is a run of stream sequences, First to Last inclusive.
+type SeqRange struct{ First, Last uint64 }
+
+// ErasedRanges returns the sequence range of every erase the audit stream
+// records (#30), in record order; none when the stream does not exist.
+// A sequence missing from the event stream inside one of them was purged
+// by an erase, not lost.
+func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	st, err := l.js.Stream(ctx, AuditStreamName(l.cfg.Prefix))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("erased ranges: %w", err)
+	}
+	var out []SeqRange
+	subj := l.cfg.Prefix + ".audit.erase.>"
+	for seq := uint64(1); ; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("erased ranges: read audit record after %d: %w", seq, err)
+		}
+		var rec AuditRecord
+		if json.Unmarshal(m.Data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
+			out = append(out, SeqRange{First: rec.FirstSeq, Last: rec.LastSeq})
+		}
+		seq = m.Sequence + 1
+	}
+}
+
+// Covered reports whether every sequence of [from, to] missing from have
+// (sorted) lies in one of rs.
+func Covered(rs []SeqRange, from, to uint64, have []uint64) bool {
+	i := 0
+	for seq := from; seq <= to && seq >= from; seq++ {
+		for i < len(have) && have[i] < seq {
+			i++
+		}
+		if i < len(have) && have[i] == seq {
+			continue
+		}
+		in := false
+		for _, r := range rs {
+			if r.First <= seq && seq <= r.Last {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	return true
 }

@@ -47,6 +47,9 @@ const (
 	KindDeleted
 	// KindNotFound: the operation needs a session with events (ErrNotFound).
 	KindNotFound
+	// KindForbidden: the engine's store or connections may not do this
+	// (an erase on a stream that denies purge, or without an eraser).
+	KindForbidden
 )
 
 // String names the kind.
@@ -70,6 +73,8 @@ func (k Kind) String() string {
 		return "deleted"
 	case KindNotFound:
 		return "not_found"
+	case KindForbidden:
+		return "forbidden"
 	}
 	return "internal"
 }
@@ -104,6 +109,8 @@ func KindOf(err error) Kind {
 		return KindDeleted // before invalid: a command refused as deleted is wrapped in ErrInvalid
 	case errors.Is(err, ErrNotFound):
 		return KindNotFound
+	case errors.Is(err, jetstream.ErrPurgeDenied), errors.Is(err, ErrEraseUnavailable):
+		return KindForbidden
 	case errors.Is(err, ErrNoTurn):
 		return KindNoTurn
 	case errors.Is(err, jetstream.ErrOutcomeUnknown):

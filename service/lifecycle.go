@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
@@ -157,6 +158,7 @@ func (e *Engine) Erase(ctx context.Context, session string, origin Origin, reaso
 		res.DeleteSeq = d.Seq
 	}
 	e.dropSession(session)
+	e.waitFolded(ctx, max(res.DeleteSeq, st.LastSeq))
 	if res.Keys, err = e.forgetKeys(ctx, session); err != nil {
 		return res, fmt.Errorf("erase %q: forget idempotency keys: %w", session, err)
 	}
@@ -167,6 +169,23 @@ func (e *Engine) Erase(ctx context.Context, session string, origin Origin, reaso
 	}
 	e.dropSession(session)
 	return res, nil
+}
+
+// waitFolded waits, for a bounded time, until this engine's projection
+// (when it runs it) has folded seq: the purge then removes only events the
+// views already hold. A projection that meets purged sequences later skips
+// them (the audit record covers them), so this only saves it the look-up.
+func (e *Engine) waitFolded(ctx context.Context, seq uint64) {
+	p, ok := e.proj.(interface {
+		Runner() bool
+		WaitApplied(ctx context.Context, seq uint64) error
+	})
+	if !ok || !p.Runner() || seq == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = p.WaitApplied(wctx, seq) // bounded: the erase goes on either way
 }
 
 // forgetKeys drops the idempotency keys of session, when the engine has a
