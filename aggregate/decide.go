@@ -28,6 +28,10 @@ var (
 	// disabled (#26 item 4: a search never loads a disabled tool); it
 	// matches ErrInvalidCommand too.
 	ErrToolDisabled = errors.New("tool disabled in this session")
+	// ErrDeleted means the session was deleted (a SessionDeleted is in its
+	// log, #30): every command is refused, and the id never starts a new
+	// session.
+	ErrDeleted = errors.New("session deleted")
 )
 
 // Command is an event payload proposed by a caller; Decide turns it into
@@ -107,6 +111,10 @@ func (l Limits) withDefaults() Limits {
 //     checkpoint names the live registry's version, loaded names are
 //     deferred tools of it, not resident ones. Loaded is emitted sorted and
 //     de-duplicated.
+//   - SessionDeleted (#30): closes the session, also in an open turn.
+//
+// Every command on a deleted session (State.Deleted) is refused with
+// ErrDeleted, a SessionDeleted too.
 func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.Payload, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("decide: registry is nil, pass the live registry: %w", ErrInvalidCommand)
@@ -115,8 +123,16 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 	if !ok {
 		return nil, fmt.Errorf("decide: command %T is not an events payload, use one of %v: %w", cmd, events.Types(), ErrInvalidCommand)
 	}
+	if s.Deleted() {
+		return nil, fmt.Errorf("decide %s: session %q was deleted at sequence %d; a deleted id takes no new events: %w", p.EventType(), s.Session, s.DeletedSeq, ErrDeleted)
+	}
 	lim = lim.withDefaults()
 	switch c := p.(type) {
+	case events.SessionDeleted:
+		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
+			return nil, fmt.Errorf("decide SessionDeleted: %w: %w", err, ErrInvalidCommand)
+		}
+		return one(c), nil
 	case events.ToolsToggled:
 		if eqBool(s.Intent.Enabled, c.Enabled) && s.Intent.Picked == nil {
 			return nil, nil // a no-op only when it would not clear a picked list either

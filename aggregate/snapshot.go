@@ -16,7 +16,7 @@ import (
 // StateVersion is the schema version MarshalState writes under key "v"
 // (R3: snapshots carry a schema version). UnmarshalState reads
 // MinStateVersion to StateVersion.
-const StateVersion = 5
+const StateVersion = 6
 
 // MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
 // were folded before the fold rules of R28, version 2 views before the
@@ -26,6 +26,9 @@ const StateVersion = 5
 // read. Version 3 views lack the load order (State.LoadOrder, #26 item 1),
 // which only a fold of the log recovers, so they are rebuilt too; version
 // 4 views lack the referenced tools (State.Referenced, #26 item 3).
+// Version 5 views lack deleted_seq (#30) and read as an open session:
+// a build that wrote them did not know SessionDeleted, and such a view
+// folded before any session was deleted.
 const MinStateVersion = 5
 
 // MaxStateBytes bounds the size of a marshalled State accepted by
@@ -51,7 +54,8 @@ var (
 //	           turn, seq, contract[{name, hash}]} or nil,
 //	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil,
 //	turn_seq (absent in views written before it: 0),
-//	load_order (version 4 on), referenced (version 5 on)
+//	load_order (version 4 on), referenced (version 5 on),
+//	deleted_seq (version 6 on, #30)
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what
@@ -92,7 +96,7 @@ func MarshalState(s State) ([]byte, error) {
 
 func encodeState(enc *msgpack.Encoder, s *State) error {
 	// Writes to a bytes.Buffer cannot fail; errors are still propagated.
-	err := enc.EncodeMapLen(15)
+	err := enc.EncodeMapLen(16)
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
@@ -114,6 +118,7 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("turn_seq"), enc.EncodeUint(s.TurnSeq),
 		enc.EncodeString("load_order"), encodeStrings(enc, s.LoadOrder),
 		enc.EncodeString("referenced"), encodeStrings(enc, s.Referenced),
+		enc.EncodeString("deleted_seq"), enc.EncodeUint(s.DeletedSeq),
 	)
 	return err
 }
@@ -254,7 +259,7 @@ func (d *stateDecoder) state(s *State, v *int64) error {
 		*s, *v = State{}, 0
 		return nil
 	}
-	if n != 15 {
+	if n != 16 {
 		return errArrayStruct
 	}
 	for i := range n {
@@ -308,6 +313,8 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 		return true, d.strings(&s.LoadOrder)
 	case name == "referenced" || i == 14:
 		return true, d.strings(&s.Referenced)
+	case name == "deleted_seq" || i == 15:
+		return true, d.uint(&s.DeletedSeq)
 	}
 	return false, nil
 }

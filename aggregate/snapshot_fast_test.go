@@ -34,6 +34,7 @@ type refStateWire struct {
 	TurnSeq    uint64             `msgpack:"turn_seq"`
 	LoadOrder  []string           `msgpack:"load_order"`
 	Referenced []string           `msgpack:"referenced"`
+	DeletedSeq uint64             `msgpack:"deleted_seq"`
 }
 
 type refRejection struct {
@@ -88,6 +89,7 @@ func refMarshalState(s State) ([]byte, error) {
 		TurnSeq:    s.TurnSeq,
 		LoadOrder:  s.LoadOrder,
 		Referenced: s.Referenced,
+		DeletedSeq: s.DeletedSeq,
 	}
 	if s.Rejections != nil {
 		w.Rejections = make([]refRejection, len(s.Rejections))
@@ -159,6 +161,7 @@ func refUnmarshalState(b []byte) (State, error) {
 		TurnSeq:    w.TurnSeq,
 		LoadOrder:  w.LoadOrder,
 		Referenced: w.Referenced,
+		DeletedSeq: w.DeletedSeq,
 	}
 	if w.Rejections != nil {
 		s.Rejections = make([]Rejection, len(w.Rejections))
@@ -316,6 +319,7 @@ func genState(t *rapid.T) State {
 		TurnSeq:    genUint(t, "turn_seq"),
 		LoadOrder:  genStrings(t, "load_order"),
 		Referenced: genStrings(t, "referenced"),
+		DeletedSeq: genUint(t, "deleted_seq"),
 	}
 	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
 	case 1:
@@ -518,7 +522,7 @@ var genKey = rapid.SampledFrom([]string{
 	"v", "session", "intent", "loaded", "turn", "in_turn", "last_seq", "events", "checkpoint", "skipped",
 	"enabled", "web_search", "preset", "disabled", "picked",
 	"loaded_deferred_tools", "contract_hash", "registry_version", "seq", "contract", "name", "hash",
-	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq", "load_order", "referenced",
+	"rejected", "rejections", "id", "type", "kind", "reason", "turn_seq", "load_order", "referenced", "deleted_seq",
 	"", "V", "extra", "x",
 })
 

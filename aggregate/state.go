@@ -113,7 +113,15 @@ type State struct {
 	// Rejections are the last MaxRejections events skipped or rejected,
 	// oldest first; nil when none.
 	Rejections []Rejection
+	// DeletedSeq is the stream sequence of the SessionDeleted that closed
+	// the session (#30), 0 while it is open. The delete cleared every
+	// other field but Session, LastSeq and the counters (Events, Skipped,
+	// Rejected); every later event is rejected by the fold.
+	DeletedSeq uint64
 }
+
+// Deleted reports whether a SessionDeleted closed the session (#30).
+func (s State) Deleted() bool { return s.DeletedSeq != 0 }
 
 // Record is a checkpoint record: the CheckpointRecorded event payload, the
 // one checkpoint record type of the core (checkpoint.Record is it too).
@@ -188,7 +196,9 @@ func Fold(session string, evs []Stored) State {
 // Loaded (and appends to LoadOrder); DeferredEvicted removes its loaded
 // names from both (#26 item 5); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
-// checkpoint's set (LoadOrder keeps the order of the names it keeps).
+// checkpoint's set (LoadOrder keeps the order of the names it keeps);
+// SessionDeleted clears the state down to its counters and sets
+// DeletedSeq (#30), after which every event is rejected.
 func (s *State) ApplyStored(ev Stored) error {
 	if ev.Seq <= s.LastSeq {
 		return nil
@@ -268,6 +278,10 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		s.TurnSeq = seq
 	case events.TurnEnded:
 		s.InTurn = false
+	case events.SessionDeleted:
+		// The session keeps only what says it is closed (#30): no intent,
+		// tools, turn or checkpoint stays in its view or any cache.
+		*s = State{Session: s.Session, Events: s.Events, Skipped: s.Skipped, Rejected: s.Rejected, DeletedSeq: seq}
 	case events.CheckpointRecorded:
 		s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
 		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
@@ -297,7 +311,9 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 //   - ToolDisabled keeps the disabled set within events.MaxListLen;
 //   - CheckpointRecorded is taken at a turn already started (turn <= Turn);
 //   - PermissionGranted answers in a turn already started (turn <= Turn),
-//     and a "once" answer in the open turn (#31).
+//     and a "once" answer in the open turn (#31);
+//   - no event follows a SessionDeleted (#30): a deleted session takes no
+//     event, from any publisher.
 //
 // CheckAt adds the rules that need the registry in force when the event
 // was stored, the API's rules (Decide) applied to every event whoever
@@ -329,6 +345,9 @@ func (s *State) CheckAt(e events.Envelope, msgID string, reg *resolver.Registry)
 func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *resolver.Registry) error {
 	if err := events.CheckStored(e, msgID); err != nil {
 		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	if s.DeletedSeq != 0 {
+		return fmt.Errorf("%w: session %q was deleted at sequence %d, no event follows a SessionDeleted (#30): %w", ErrRejected, s.Session, s.DeletedSeq, events.ErrBrokenRule)
 	}
 	var why string
 	switch v := p.(type) {

@@ -247,7 +247,7 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		{"version 2 (folded before the registry rules, #24 row 11)", []byte("\x81\xa1v\x02"), ErrStateVersion},
 		{"version 3 (folded before the load order, #26 item 1)", []byte("\x81\xa1v\x03"), ErrStateVersion},
 		{"version 4 (folded before the referenced tools, #26 item 3)", []byte("\x81\xa1v\x04"), ErrStateVersion},
-		{"future version", []byte("\x81\xa1v\x06"), ErrStateVersion},
+		{"future version", []byte("\x81\xa1v\x07"), ErrStateVersion},
 		{"trailing", append(mustMarshal(t, State{}), 0xc0), ErrMalformedState},
 		{"wrong field type", []byte("\x82\xa1v\x05\xa4turn\xa1x"), ErrMalformedState},
 		{"wrong rejection type", []byte("\x82\xa1v\x05\xaarejections\x91\x81\xa3seq\xa1x"), ErrMalformedState},

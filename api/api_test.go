@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -154,6 +155,18 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		}
 		return nil
 	})
+	// #30: a session of its own is deleted; reads of it answer deleted.
+	gone := s + "-gone"
+	_, err = c.Append(ctx, gone, nil, events.ToolsToggled{Enabled: ptr(true)})
+	must("append to the session to delete", err)
+	del, err := c.Delete(ctx, DeleteRequest{Session: gone, Reason: "test"})
+	must("delete", err)
+	if del.Seq == 0 || del.Erased {
+		t.Fatalf("delete = %+v", del)
+	}
+	if _, err := c.Intent(ctx, gone, 0); !errors.Is(err, service.ErrDeleted) {
+		t.Fatalf("intent of a deleted session: %v", err)
+	}
 	return o
 }
 

@@ -40,7 +40,7 @@ const apiDocPath = "../docs/api.md"
 // turn, resume a checkpoint).
 var docOrder = []string{"append", "intent", "resolve", "history", "explain",
 	"turn-begin", "turn-discover", "turn-dispatch", "turn-inspect", "turn-call-check", "turn-checkpoint", "turn-end",
-	"resume", "sessions", "registry", "budget", "registry-diff"}
+	"resume", "sessions", "registry", "budget", "registry-diff", "session-delete"}
 
 // docRequests are the documented requests, in their NATS form (the JSON
 // body; over HTTP the path fields go into the path).
@@ -59,6 +59,7 @@ var docRequests = map[string]string{
 	"turn-end":        `{"session":"doc1"}`,
 	"resume":          `{"session":"doc1"}`,
 	"sessions":        `{}`,
+	"session-delete":  `{"session":"doc1","reason":"user request"}`,
 	"registry":        `{}`,
 	"budget":          `{}`,
 	"registry-diff":   `{"registry":{"version":"doc-2","tools":[{"name":"read_file","description":"Reads a file.","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}},{"name":"tool_search","description":"Loads deferred tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}],"default_tools":["read_file","tool_search"]}}`,
@@ -202,7 +203,7 @@ func docHTTPRequest(t *testing.T, env *testEnv, name, reqJSON string) (*http.Req
 	var req *http.Request
 	var body []byte
 	var err error
-	if method == http.MethodGet {
+	if method == http.MethodGet || method == http.MethodDelete {
 		q := url.Values{}
 		for k, raw := range fields {
 			var s string
@@ -505,7 +506,7 @@ func renderAPIDoc(t *testing.T, requests, replies map[string]string) string {
 		switch {
 		case slices.Contains(op.Methods, http.MethodGet) && slices.Contains(op.Methods, http.MethodPost):
 			b.WriteString(" (GET: the other fields as query parameters; POST: as a JSON body)\n")
-		case slices.Contains(op.Methods, http.MethodGet):
+		case slices.Contains(op.Methods, http.MethodGet), slices.Contains(op.Methods, http.MethodDelete):
 			b.WriteString(" (the other fields as query parameters)\n")
 		default:
 			b.WriteString(" (the other fields as a JSON body)\n")

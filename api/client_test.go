@@ -199,6 +199,11 @@ func (c *Client) EndTurn(ctx context.Context, session string) (CheckpointRespons
 	return call[CheckpointResponse](ctx, c, wire.OpEndTurn, &TurnRequest{Session: session})
 }
 
+// Delete deletes (or, with req.Erase, erases) a session (#30).
+func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
+	return call[DeleteResponse](ctx, c, wire.OpDelete, &req)
+}
+
 // Sessions lists the sessions that have a view.
 func (c *Client) Sessions(ctx context.Context) ([]string, error) {
 	out, err := call[SessionsResponse](ctx, c, wire.OpSessions, &Empty{})

@@ -28,6 +28,7 @@ const (
 	CodeKeyInUse         = wire.CodeKeyInUse
 	CodeKeyMismatch      = wire.CodeKeyMismatch
 	CodeUnsupportedMedia = wire.CodeUnsupportedMedia
+	CodeDeleted          = wire.CodeDeleted
 )
 
 // ErrBadRequest is matched (errors.Is) by every error the api package returns for a
@@ -64,6 +65,9 @@ var kindCodes = map[service.Kind]struct {
 	service.KindKeyInUse:       {http.StatusUnprocessableEntity, CodeKeyInUse},
 	service.KindInvalid:        {http.StatusBadRequest, CodeInvalid},
 	service.KindUnavailable:    {http.StatusServiceUnavailable, CodeUnavailable},
+	service.KindDeleted:        {http.StatusGone, CodeDeleted},
+	service.KindNotFound:       {http.StatusNotFound, CodeNotFound},
+	service.KindForbidden:      {http.StatusForbidden, CodeForbidden},
 }
 
 // errorOf maps an error of the service layer (or of this package) to its

@@ -228,7 +228,8 @@ func TestNotFound(t *testing.T) {
 		{"GET", "/v1/nope", 404, CodeNotFound},
 		{"GET", "/", 404, CodeNotFound},
 		{"GET", "/v1/sessions/s1/events", 405, CodeMethodNotAllowed},
-		{"DELETE", "/v1/sessions/s1", 405, CodeMethodNotAllowed},
+		{"PATCH", "/v1/sessions/s1", 405, CodeMethodNotAllowed},
+		{"DELETE", "/v1/sessions/s1", 404, CodeNotFound}, // #30: nothing to delete
 		{"PUT", "/v1/sessions/s1/resolve", 405, CodeMethodNotAllowed},
 	} {
 		status, h, body := rawHTTP(t, tc.method, e.httpURL+tc.path, "")

@@ -16,6 +16,6 @@ func ExampleDecodeCommand() {
 	fmt.Println(err)
 	// Output:
 	// events.ToolDisabled{Name:"bash"} <nil>
-	// unknown command type "ToolzToggled": use one of ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled, ToolsPicked, DeferredLoaded, DeferredEvicted, TurnStarted, TurnEnded, CheckpointRecorded, PermissionGranted
+	// unknown command type "ToolzToggled": use one of ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled, ToolsPicked, DeferredLoaded, DeferredEvicted, TurnStarted, TurnEnded, CheckpointRecorded, PermissionGranted, SessionDeleted
 	// command ToolsToggled: field "enabled" must be true, false or null, got "on"
 }

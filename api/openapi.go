@@ -118,7 +118,7 @@ func openAPIOperation(op *operation, method string) map[string]any {
 			"default": errorResponseRef,
 		},
 	}
-	if method == http.MethodGet {
+	if method == http.MethodGet || method == http.MethodDelete {
 		props, _ := req["properties"].(Schema)
 		required, _ := req["required"].([]string)
 		names := make([]string, 0, len(props))

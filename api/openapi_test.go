@@ -146,7 +146,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 	}
 	// 405 and 404 (HTTP only: routes the document has no operation for)
 	// carry the envelope too.
-	for _, c := range []struct{ method, path string }{{http.MethodDelete, "/v1/sessions/oa"}, {http.MethodGet, "/v1/nope"}} {
+	for _, c := range []struct{ method, path string }{{http.MethodPut, "/v1/sessions/oa"}, {http.MethodGet, "/v1/nope"}} {
 		st, _, body := rawHTTP(t, c.method, env.httpURL+c.path, "")
 		var env struct {
 			Error APIError `json:"error"`

@@ -97,6 +97,7 @@ var operations = []*operation{
 	defOp(wire.OpCallCheck, opCallCheck),
 	defOp(wire.OpCheckpoint, opCheckpoint),
 	defOp(wire.OpEndTurn, opEndTurn),
+	defOp(wire.OpDelete, opDelete),
 	defOp(wire.OpSessions, opSessions),
 	defOp(wire.OpRegistry, opRegistry),
 	defOp(wire.OpBudget, opBudget),
@@ -144,6 +145,9 @@ type Config struct {
 	// budget and metrics label; every other channel shares one budget and
 	// the label "other" (#24 row 6). With Tokens, the tokens' channels.
 	HTTPChannels []string
+	// EraseChannel is the one channel that may erase sessions (DELETE
+	// with erase=true, #30). Default DefaultEraseChannel ("ops").
+	EraseChannel string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
 	// (see LoadTokens).
@@ -183,6 +187,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("api config: %v", err))
 		}
 	}
+	if c.EraseChannel != "" {
+		if err := validToken("erase channel", c.EraseChannel); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %v", err))
+		}
+	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxBodyBytes %d is negative", c.MaxBodyBytes))
 	}
@@ -211,6 +220,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HTTPChannel == "" {
 		c.HTTPChannel = "http"
+	}
+	if c.EraseChannel == "" {
+		c.EraseChannel = DefaultEraseChannel
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
@@ -444,6 +456,18 @@ func opEndTurn(ctx context.Context, a *API, r *TurnRequest, o service.Origin) (C
 		return CheckpointResponse{}, err
 	}
 	return CheckpointResponse{Session: r.Session, Seq: res.Seq, Checkpoint: checkpointOf(res.Record, res.Seq)}, nil
+}
+
+// opDelete deletes a session (#30), and with erase purges it too.
+func opDelete(ctx context.Context, a *API, r *DeleteRequest, o service.Origin) (DeleteResponse, error) {
+	if r.Erase {
+		return a.erase(ctx, r, o)
+	}
+	res, err := a.eng.Delete(ctx, r.Session, o, r.Reason)
+	if err != nil {
+		return DeleteResponse{}, err
+	}
+	return DeleteResponse{Session: r.Session, Seq: res.Seq}, nil
 }
 
 func opSessions(ctx context.Context, a *API, _ *Empty, _ service.Origin) (SessionsResponse, error) {

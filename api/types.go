@@ -150,14 +150,18 @@ type (
 	RejectionView      = wire.Rejection
 	CheckpointView     = wire.Checkpoint
 	CheckpointResponse = wire.CheckpointReply
-	ResumeResponse     = wire.ResumeReply
-	ResumeOutcome      = wire.ResumeOutcome
-	ResumeDecision     = wire.ResumeDecision
-	ContractChange     = wire.ContractChange
-	SessionsResponse   = wire.SessionList
-	DispatchRecord     = wire.DispatchRecord
-	RegistryInfo       = wire.RegistryInfo
-	ToolInfo           = wire.RegistryTool
+	// DeleteRequest deletes (or erases) a session (#30).
+	DeleteRequest = wire.DeleteRequest
+	// DeleteResponse is the outcome of a delete or an erase.
+	DeleteResponse   = wire.DeleteReply
+	ResumeResponse   = wire.ResumeReply
+	ResumeOutcome    = wire.ResumeOutcome
+	ResumeDecision   = wire.ResumeDecision
+	ContractChange   = wire.ContractChange
+	SessionsResponse = wire.SessionList
+	DispatchRecord   = wire.DispatchRecord
+	RegistryInfo     = wire.RegistryInfo
+	ToolInfo         = wire.RegistryTool
 )
 
 // HistoryResponse is one page of a session's timeline (session.history,

@@ -56,6 +56,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"registry":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.RegistryInfo]()},
 		"budget":          {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.BudgetTable]()},
 		"registry-diff":   {reflect.TypeFor[wire.RegistryDiffRequest](), reflect.TypeFor[wire.RegistryImpact]()},
+		"session-delete":  {reflect.TypeFor[wire.DeleteRequest](), reflect.TypeFor[wire.DeleteReply]()},
 	}
 	for _, o := range wire.Operations() {
 		ts, ok := types[o.Name]

@@ -49,6 +49,7 @@ var (
 	opCheckpoint = wire.OpCheckpoint
 	opEndTurn    = wire.OpEndTurn
 	opSessions   = wire.OpSessions
+	opDelete     = wire.OpDelete
 	opRegistry   = wire.OpRegistry
 	opBudget     = wire.OpBudget
 	opCallCheck  = wire.OpCallCheck
@@ -256,6 +257,15 @@ func (c *Client) Checkpoint(ctx context.Context, req TurnRequest) (CheckpointRep
 func (c *Client) EndTurn(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
 	return out, c.Do(ctx, opEndTurn, &req, &out)
+}
+
+// Delete deletes a session for good (#30): reads of it then fail with
+// ErrDeleted, writes too, and the id starts no new session. With
+// req.Erase its events are purged as well (the engine's erase channel
+// only; others get ErrForbidden).
+func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteReply, error) {
+	var out DeleteReply
+	return out, c.Do(ctx, opDelete, &req, &out)
 }
 
 // Sessions lists the sessions that have a view.

@@ -53,6 +53,9 @@ var (
 	// ErrStorageFull (507): the engine's store is short of free space;
 	// nothing was written.
 	ErrStorageFull = &Error{Code: "storage_full"}
+	// ErrDeleted (410): the session was deleted (#30): it answers no read
+	// and takes no write, and its id starts no new session.
+	ErrDeleted = &Error{Code: "deleted"}
 )
 
 // replyError decodes an error reply, or makes one from the status when

@@ -29,6 +29,8 @@ type (
 	DispatchRequest = wire.DispatchRequest
 	// TurnRequest is wire.TurnRequest.
 	TurnRequest = wire.TurnRequest
+	// DeleteRequest deletes (or erases) a session (#30).
+	DeleteRequest = wire.DeleteRequest
 	// CallCheckRequest is wire.CallCheckRequest.
 	CallCheckRequest = wire.CallCheckRequest
 	// CallCheckReply is wire.CallCheckReply.
@@ -85,6 +87,8 @@ type (
 	DispatchRecord = wire.DispatchRecord
 	// CheckpointReply is wire.CheckpointReply.
 	CheckpointReply = wire.CheckpointReply
+	// DeleteReply is the outcome of Delete.
+	DeleteReply = wire.DeleteReply
 	// ResumeReply is wire.ResumeReply.
 	ResumeReply = wire.ResumeReply
 	// ResumeOutcome is wire.ResumeOutcome.

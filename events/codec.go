@@ -156,6 +156,10 @@ func encodePayload(s *sticky, p Payload) {
 		s.str(v.Reason)
 		s.str("turn")
 		s.uint(v.Turn)
+	case SessionDeleted:
+		s.mapLen(1)
+		s.str("reason")
+		s.str(v.Reason)
 	case PermissionGranted:
 		s.mapLen(4)
 		s.str("by")
@@ -361,6 +365,10 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 			return nil, err
 		}
 		p.Turn, err = uintField(m, "turn")
+		return p, err
+	case TypeSessionDeleted:
+		var p SessionDeleted
+		p.Reason, err = strField(m, "reason", false)
 		return p, err
 	case TypePermissionGranted:
 		var p PermissionGranted

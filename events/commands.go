@@ -125,7 +125,8 @@ var commandRows = []commandRow{
 	{zero: TurnStarted{}},
 	{zero: TurnEnded{}},
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
-	{zero: PermissionGranted{}}, // #31
+	{zero: PermissionGranted{}},                            // #31
+	{zero: SessionDeleted{}, optional: []string{"reason"}}, // #30
 }
 
 type commandSpec struct {

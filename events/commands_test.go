@@ -29,6 +29,8 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 		// #31: the user's answer to an ask.
 		TypePermissionGranted: {{Name: "by", Kind: FieldString, Required: true}, {Name: "scope", Kind: FieldString, Required: true},
 			{Name: "tool", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}},
+		// #30: delete closes the session; reason is optional.
+		TypeSessionDeleted: {{Name: "reason", Kind: FieldString}},
 	}
 	if len(CommandTypes()) != len(want) {
 		t.Errorf("command types %v, want the %d of the table", CommandTypes(), len(want))

@@ -63,12 +63,14 @@ const (
 	TypeCheckpointRecorded Type = "CheckpointRecorded"
 	TypeDeferredEvicted    Type = "DeferredEvicted"
 	TypePermissionGranted  Type = "PermissionGranted"
+	TypeSessionDeleted     Type = "SessionDeleted"
 )
 
 var allTypes = [...]Type{
 	TypeToolsToggled, TypeWebSearchSet, TypePresetChosen, TypeToolDisabled,
 	TypeToolEnabled, TypeToolsPicked, TypeDeferredLoaded, TypeTurnStarted,
 	TypeTurnEnded, TypeCheckpointRecorded, TypeDeferredEvicted, TypePermissionGranted,
+	TypeSessionDeleted,
 }
 
 // Types returns every known event type in a fixed order. The slice is a
@@ -268,6 +270,17 @@ type PermissionGranted struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 }
 
+// SessionDeleted closes the session for good (#30): the fold refuses
+// every later event of the session, whoever publishes it, and the engine
+// answers reads with a "deleted" error; the id never starts a new
+// incarnation. The events before it stay in the log (an erase purges
+// them).
+type SessionDeleted struct {
+	// Reason optionally says why, for history and audits ("" for none);
+	// it must not name a person.
+	Reason string `msgpack:"reason" json:"reason"`
+}
+
 // TurnStarted marks the start of a turn; the tool set is frozen (R16).
 //
 // It records what any engine needs to rebuild the frozen turn byte for
@@ -410,6 +423,9 @@ func (DeferredEvicted) EventType() Type { return TypeDeferredEvicted }
 // EventType implements Payload.
 func (PermissionGranted) EventType() Type { return TypePermissionGranted }
 
+// EventType implements Payload.
+func (SessionDeleted) EventType() Type { return TypeSessionDeleted }
+
 // PayloadValue returns p in value form: a pointer to one of this package's
 // payload types is dereferenced, a value is returned as is. ok is false for
 // nil, a nil pointer or a type not declared in this package. Consumers that
@@ -421,8 +437,10 @@ func PayloadValue(p Payload) (v Payload, ok bool) { return deref(p) }
 func deref(p Payload) (Payload, bool) {
 	switch v := p.(type) {
 	case ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled,
-		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted, PermissionGranted:
+		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted, PermissionGranted, SessionDeleted:
 		return v, true
+	case *SessionDeleted:
+		return derefPtr(v)
 	case *PermissionGranted:
 		return derefPtr(v)
 	case *DeferredEvicted:

@@ -217,6 +217,8 @@ func decodeFast(b []byte) (Envelope, bool) {
 		env.Payload = TurnStarted{Turn: data.turn}
 	case TypeTurnEnded:
 		env.Payload = TurnEnded{Turn: data.turn}
+	case TypeSessionDeleted:
+		env.Payload = SessionDeleted{Reason: str1}
 	case TypePermissionGranted:
 		env.Payload = PermissionGranted{By: str1, Scope: str2, Tool: str3, Turn: data.turn}
 	case TypeCheckpointRecorded:
@@ -270,11 +272,11 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 		case string(k) == "preset" && t == TypePresetChosen,
 			string(k) == "name" && (t == TypeToolDisabled || t == TypeToolEnabled),
 			string(k) == "contract_hash" && t == TypeCheckpointRecorded,
-			string(k) == "reason" && t == TypeDeferredEvicted:
+			string(k) == "reason" && (t == TypeDeferredEvicted || t == TypeSessionDeleted):
 			bit = seenStr1
 			var isNil bool
 			p.str1, isNil, ok = r.strOrNil()
-			if isNil && t != TypePresetChosen && t != TypeCheckpointRecorded && t != TypeDeferredEvicted {
+			if isNil && t != TypePresetChosen && t != TypeCheckpointRecorded && t != TypeDeferredEvicted && t != TypeSessionDeleted {
 				ok = false // name is required: nil is "missing"
 			}
 		case string(k) == "registry_version" && t == TypeCheckpointRecorded:

@@ -106,6 +106,7 @@ func vectors() []vector {
 		{name: "tools_picked_unset", description: "v2 ToolsPicked with names nil: unset the picked list", env: v2(8, ToolsPicked{})},
 		{name: "deferred_loaded", description: "v2 DeferredLoaded in turn 3", env: v2(9, DeferredLoaded{Names: []string{"playwright_browser"}, Turn: 3})},
 		{name: "deferred_evicted", description: "v2 DeferredEvicted after turn 7: the loaded set's bound unloads two tools (#26 item 5)", env: v2(24, DeferredEvicted{Names: []string{"send_message", "playwright_browser"}, Turn: 7, Reason: "bound"})},
+		{name: "session_deleted", description: "v2 SessionDeleted: the session is closed for good (#30)", env: v2(26, SessionDeleted{Reason: "user request"})},
 		{name: "permission_granted", description: "v2 PermissionGranted: alice allows bash for the session, answered in turn 5 (#31)", env: v2(25, PermissionGranted{By: "user:alice", Scope: ScopeSession, Tool: "bash", Turn: 5})},
 		{name: "turn_started", description: "v2 TurnStarted{turn:3}", env: v2(10, TurnStarted{Turn: 3})},
 		{name: "turn_ended", description: "v2 TurnEnded{turn:3}", env: v2(11, TurnEnded{Turn: 3})},

@@ -68,6 +68,8 @@ func genPayload(t *rapid.T) Payload {
 		return TurnEnded{Turn: rapid.Uint64().Draw(t, "turn")}
 	case TypeDeferredEvicted:
 		return DeferredEvicted{Names: genNonEmptyNames(t, "names"), Turn: rapid.Uint64().Draw(t, "turn"), Reason: genText.Draw(t, "reason")}
+	case TypeSessionDeleted: // #30
+		return SessionDeleted{Reason: genText.Draw(t, "reason")}
 	case TypePermissionGranted: // #31
 		return PermissionGranted{By: genName.Draw(t, "by"), Scope: rapid.SampledFrom([]string{ScopeSession, ScopeOnce}).Draw(t, "scope"), Tool: genName.Draw(t, "tool"), Turn: rapid.Uint64().Draw(t, "turn")}
 	default:

@@ -184,6 +184,8 @@ func validatePayload(p Payload) error {
 			return fmt.Errorf("by is empty, name who answered: %w", ErrInvalidEvent)
 		}
 		return validateText("by", v.By)
+	case SessionDeleted:
+		return validateText("reason", v.Reason)
 	case DeferredEvicted:
 		if len(v.Names) == 0 {
 			return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)

@@ -445,3 +445,42 @@ func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, e
 	}
 	return m, err
 }
+
+// ForgetSession purges every idempotency key claimed for session (#30: an
+// erased session keeps no trace in the index), reading each entry of the
+// index once; it returns how many it purged. A key forgotten may be
+// claimed again, by any session.
+func (k *Keys) ForgetSession(ctx context.Context, session string) (int, error) {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	w, err := k.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return 0, fmt.Errorf("forget idempotency keys of %q: %w", session, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var doomed []string
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-w.Updates():
+		case <-ctx.Done():
+			return 0, fmt.Errorf("forget idempotency keys of %q: %w", session, ctx.Err())
+		}
+		if e == nil {
+			break // the initial values are all delivered
+		}
+		if e.Key() == keysLegacy {
+			continue
+		}
+		var c KeyClaim
+		if json.Unmarshal(e.Value(), &c) == nil && c.Session == session {
+			doomed = append(doomed, e.Key())
+		}
+	}
+	for _, key := range doomed {
+		if err := k.kv.Purge(ctx, key); err != nil {
+			return 0, fmt.Errorf("forget idempotency key entry %s of %q: %w", key, session, err)
+		}
+	}
+	return len(doomed), nil
+}

@@ -124,8 +124,11 @@ type Log struct {
 	name     string
 	subjBase string // "<prefix>.events."
 	atomic   bool
-	want     jetstream.StreamConfig // what OpenLog made (CheckStream)
-	locks    [512]sync.Mutex
+	// purgeDenied: the stream was created with deny_purge (before #30),
+	// so no session of it can be erased (ErrPurgeDenied).
+	purgeDenied bool
+	want        jetstream.StreamConfig // what OpenLog made (CheckStream)
+	locks       [512]sync.Mutex
 
 	rcMu sync.Mutex
 	rc   chan struct{} // closed (and replaced) when the connection reconnects
@@ -183,17 +186,20 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	sc := jetstream.StreamConfig{
-		Name:               l.name,
-		Description:        "session tool-intent events, one subject per session",
-		Subjects:           []string{l.subjBase + "*"},
-		Retention:          jetstream.LimitsPolicy,
-		Storage:            jetstream.FileStorage,
-		Replicas:           cfg.Replicas,
-		Duplicates:         cfg.Duplicates,
-		MaxMsgSize:         int32(events.MaxEventBytes + 4096),
-		Discard:            jetstream.DiscardOld,
-		DenyDelete:         !cfg.AllowDeletes,
-		DenyPurge:          !cfg.AllowDeletes,
+		Name:        l.name,
+		Description: "session tool-intent events, one subject per session",
+		Subjects:    []string{l.subjBase + "*"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+		MaxMsgSize:  int32(events.MaxEventBytes + 4096),
+		Discard:     jetstream.DiscardOld,
+		DenyDelete:  !cfg.AllowDeletes,
+		// Purge stays possible since #30: an erase purges one session's
+		// subject through the admin path (Eraser); the engine user and
+		// the channels may not purge (credentials, deploy/accounts.conf).
+		DenyPurge:          false,
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
 	}
@@ -216,6 +222,9 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		}
 		sc.Storage = have.Storage // storage cannot change
 		sc.Replicas = have.Replicas
+		// A stream created before #30 denies purge, and JetStream cannot
+		// lift that: it still serves, and an erase answers ErrPurgeDenied.
+		sc.DenyPurge = have.DenyPurge
 		if have.DenyDelete != sc.DenyDelete || have.DenyPurge != sc.DenyPurge || !have.AllowDirect ||
 			have.Duplicates != sc.Duplicates || !have.AllowAtomicPublish || have.MaxMsgSize != sc.MaxMsgSize {
 			stream, err = js.UpdateStream(ctx, sc)
@@ -226,6 +235,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	}
 	l.stream = stream
 	l.atomic = stream.CachedInfo().Config.AllowAtomicPublish
+	l.purgeDenied = stream.CachedInfo().Config.DenyPurge
 	l.want = sc
 	l.watchReconnects()
 	return l, nil

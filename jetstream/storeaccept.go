@@ -51,6 +51,26 @@ func readAcceptedLoss(dataDir string) (acceptedLosses, error) {
 	return a, nil
 }
 
+// RecordErased records the sequences [from, to] of stream in dataDir's
+// AcceptedLossFile before an erase purges them (#30), so that CheckStore
+// does not report the purged sequences as lost. A range inside a recorded
+// one is not recorded again.
+func RecordErased(dataDir, stream string, from, to uint64, now time.Time) error {
+	a, err := readAcceptedLoss(dataDir)
+	if err != nil {
+		return err
+	}
+	if a.covers(StoreDamage{Stream: stream, LostFrom: from, LostTo: to}) {
+		return nil
+	}
+	a = append(a, AcceptedLoss{Stream: stream, From: from, To: to, What: "erased (#30): one session's events purged; the audit stream records the erase", At: now.UTC()})
+	data, _ := json.MarshalIndent(a, "", "  ")
+	if err := writeFileAtomic(filepath.Join(dataDir, AcceptedLossFile), data); err != nil {
+		return fmt.Errorf("record erased range: %w", err)
+	}
+	return nil
+}
+
 // AcceptStoreDamage makes the damaged, stopped store in dataDir loadable
 // again, accepting the loss CheckStore reported in rep: it keeps a copy
 // of each damaged file in aside (a new directory in dataDir it returns),

@@ -147,10 +147,11 @@ type streamMeta struct {
 }
 
 // appendOnly reports whether the stream's sequences must be contiguous
-// from 1: nothing may delete, purge or age messages out (the engine's
-// event stream).
+// from 1: nothing may delete or age messages out (the engine's event
+// stream). Purge is allowed since #30, for erases only: the engine records
+// each erased range in AcceptedLossFile, so its gaps are not damage.
 func (m streamMeta) appendOnly() bool {
-	return m.DenyDelete && m.DenyPurge && m.MaxMsgs <= 0 && m.MaxBytes <= 0 && m.MaxAge == 0 && m.MaxPerSubj <= 0
+	return m.DenyDelete && m.MaxMsgs <= 0 && m.MaxBytes <= 0 && m.MaxAge == 0 && m.MaxPerSubj <= 0
 }
 
 // StreamDirs lists the stream directories of the embedded server's store
@@ -308,7 +309,7 @@ func (c *checker) stream(dir string) error {
 		}
 		if bad == nil && strict && first > 1 && prevLast == 0 && (!idxOK || !listed || bs.first <= 1) {
 			bad = &StoreDamage{Offset: 0, LostFrom: 1, LostTo: first - 1, Gap: true,
-				What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1 (nothing may delete or purge this stream)", first)}
+				What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1 (nothing may delete this stream, and no erase recorded these sequences)", first)}
 		}
 		if idxOK && strict && listed && bs.last >= bs.first && bs.first > 0 {
 			got := last

@@ -221,6 +221,11 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			return fmt.Errorf("encode view of %q: %w", s, err)
 		}
 		puts = append(puts, jetstream.Put{Key: s, Value: data})
+		if st.Deleted() {
+			// The marker that keeps it out of Sessions (#30); written
+			// again when later (rejected) events dirty the view.
+			puts = append(puts, jetstream.Put{Key: DeletedKeyPrefix + s, Value: []byte{1}})
+		}
 	}
 	p.cacheMu.RUnlock()
 	n, last, pending, batch := u.events, u.last, u.pending, u.batch
@@ -324,6 +329,9 @@ func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.
 		if uint64(len(out)) == to-from+1 {
 			return out, nil
 		}
+		if p.erasedGap(ctx, from, to, out) {
+			return out, nil // purged by an erase (#30), not lost
+		}
 		if p.cfg.AcceptGaps {
 			p.cfg.Logger.Warn().Uint64("from", from).Uint64("to", to).Int("readable", len(out)).Msg("damaged log: unreadable sequences skipped (rebuild accepts the loss)")
 			return out, nil
@@ -337,6 +345,20 @@ func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.
 		case <-time.After(wait):
 		}
 	}
+}
+
+// erasedGap reports whether every sequence of [from, to] missing from out
+// was purged by an erase the audit stream records (#30).
+func (p *Projection) erasedGap(ctx context.Context, from, to uint64, out []jetstream.Record) bool {
+	rs, err := p.log.ErasedRanges(ctx)
+	if err != nil || len(rs) == 0 {
+		return false
+	}
+	have := make([]uint64, len(out))
+	for i, r := range out {
+		have[i] = r.Seq
+	}
+	return jetstream.Covered(rs, from, to, have)
 }
 
 func (p *Projection) setApplied(seq uint64) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,10 +269,34 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
-// Sessions lists the sessions that have a view, sorted.
+// Sessions lists the sessions that have a view, sorted; a deleted session
+// (#30) is not listed.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
-	return p.views.Keys(ctx)
+	keys, err := p.views.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deleted := make(map[string]bool)
+	for _, k := range keys {
+		if s, ok := strings.CutPrefix(k, DeletedKeyPrefix); ok {
+			deleted[s] = true
+		}
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if !deleted[k] && !strings.HasPrefix(k, DeletedKeyPrefix) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
+
+// DeletedKeyPrefix prefixes the views bucket's marker of a deleted
+// session (#30): the key DeletedKeyPrefix+session, written with the view
+// that folded its SessionDeleted, keeps it out of Sessions without reading
+// every view. A session id has no dot, so no session's view has such a
+// key.
+const DeletedKeyPrefix = "deleted."
 
 // Reconcile checks every stored view against the log, after a rebuild
 // of a damaged store: a view that claims a later sequence than its

@@ -142,6 +142,12 @@ type Config struct {
 	// (with NATSAPIPassword) instead of the engine's connection.
 	NATSAPIUser     string
 	NATSAPIPassword string
+	// NATSEraseUser, when set, is the login (with NATSErasePassword) of
+	// the connection that purges erased sessions (#30): a user allowed to
+	// purge the event stream, which no channel is. Default: the embedded
+	// server's admin, or the engine's own connection on --nats.
+	NATSEraseUser     string
+	NATSErasePassword string
 
 	// HTTP is the host:port of the HTTP API, /metrics, /healthz, /readyz
 	// and the inspector; empty: no HTTP. The listener opens first, so the

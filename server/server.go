@@ -99,6 +99,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
 	eng := newEngine(ctx, jlog, proj, reg, m, wp, log)
+	stopEraser := c.startEraser(ctx, cfg, url, jlog, eng, log.With().Str("component", "eraser").Logger())
+	defer stopEraser()
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()

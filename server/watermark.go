@@ -33,6 +33,44 @@ type ackWatermark struct {
 	short    error // the gap found, until the engine restarts
 	compared bool  // the stream answered once and was compared
 	writeErr string
+	// erasing counts the erases between their BeforePurge and AfterPurge;
+	// gen moves at each of those: a record whose stream state may have
+	// been read across a purge is skipped (#30).
+	erasing int
+	gen     uint64
+}
+
+// beforePurge lowers the mark by the messages an erase is about to purge
+// (#30: an erase is not a loss) and records it on disk before the purge.
+func (a *ackWatermark) beforePurge(purged uint64) error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.erasing++
+	a.gen++
+	name := a.jlog.StreamName()
+	mark := a.w.Streams[name]
+	mark.Messages -= min(mark.Messages, purged)
+	mark.Updated = time.Now()
+	a.w.Streams[name] = mark
+	if err := jetstream.WriteWatermark(a.dir, a.w); err != nil {
+		a.erasing--
+		return fmt.Errorf("lower the acknowledged watermark for an erase: %w", err)
+	}
+	return nil
+}
+
+// afterPurge ends an erase's window (see beforePurge).
+func (a *ackWatermark) afterPurge() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.erasing--
+	a.gen++
+	a.mu.Unlock()
 }
 
 // startWatermark reads dir's watermark and compares the stream with it
@@ -52,6 +90,12 @@ func startWatermark(ctx context.Context, dir string, jlog *jetstream.Log, log ze
 // record reads the stream's state, compares it with the mark and, when
 // the stream holds all of it and more, raises the mark on disk.
 func (a *ackWatermark) record(ctx context.Context) {
+	a.mu.Lock()
+	gen, erasing := a.gen, a.erasing
+	a.mu.Unlock()
+	if erasing > 0 {
+		return // a purge in flight: the state read now may be either side of it
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	st, err := a.jlog.StreamState(cctx)
 	cancel()
@@ -60,6 +104,9 @@ func (a *ackWatermark) record(ctx context.Context) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.gen != gen {
+		return // an erase began or ended meanwhile: read again next time
+	}
 	a.compared = true
 	if a.short != nil {
 		return

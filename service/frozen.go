@@ -231,6 +231,12 @@ func (e *Engine) latest(ctx context.Context, session string, minSeq uint64) (agg
 		return st, err
 	}
 	st.Session = session
+	if err := alive(session, st); err != nil {
+		return aggregate.State{}, err
+	}
+	if err := e.erasedID(ctx, session, st); err != nil {
+		return aggregate.State{}, err
+	}
 	e.remember(st) // commands decided next start from the log, not an older cache
 	e.marks.raise(session, st.LastSeq)
 	return st, nil

@@ -19,7 +19,7 @@ import (
 // 2). A transport maps each kind to its own codes (api: wire's codes).
 type Kind uint8
 
-// The kinds, in the order KindOf tests them.
+// The kinds. KindOf tests deleted and not-found first.
 const (
 	// KindInternal is a bug or an unexpected failure.
 	KindInternal Kind = iota
@@ -42,6 +42,14 @@ const (
 	// KindUnavailable: JetStream or the connection to it cannot serve now,
 	// or the views have not caught up: worth a retry later.
 	KindUnavailable
+	// KindDeleted: the session was deleted (ErrDeleted, #30); it answers
+	// no read and takes no write, for good.
+	KindDeleted
+	// KindNotFound: the operation needs a session with events (ErrNotFound).
+	KindNotFound
+	// KindForbidden: the engine's store or connections may not do this
+	// (an erase on a stream that denies purge, or without an eraser).
+	KindForbidden
 )
 
 // String names the kind.
@@ -61,6 +69,12 @@ func (k Kind) String() string {
 		return "invalid"
 	case KindUnavailable:
 		return "unavailable"
+	case KindDeleted:
+		return "deleted"
+	case KindNotFound:
+		return "not_found"
+	case KindForbidden:
+		return "forbidden"
 	}
 	return "internal"
 }
@@ -91,6 +105,12 @@ func KindOf(err error) Kind {
 		return KindInternal
 	case errors.Is(err, ErrConflict):
 		return KindConflict
+	case errors.Is(err, ErrDeleted):
+		return KindDeleted // before invalid: a command refused as deleted is wrapped in ErrInvalid
+	case errors.Is(err, ErrNotFound):
+		return KindNotFound
+	case errors.Is(err, jetstream.ErrPurgeDenied), errors.Is(err, ErrEraseUnavailable):
+		return KindForbidden
 	case errors.Is(err, ErrNoTurn):
 		return KindNoTurn
 	case errors.Is(err, jetstream.ErrOutcomeUnknown):

@@ -98,6 +98,9 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		return ResumeResult{}, err
 	}
 	st.Session = session
+	if err := alive(session, st); err != nil {
+		return ResumeResult{}, err
+	}
 	reg := e.Registry()
 	res, err := e.resolve(st, req)
 	if err != nil {

@@ -98,6 +98,8 @@ type Engine struct {
 	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
 	marks *marks    // per session: the highest sequence acknowledged or served (#19)
 
+	eraser atomic.Pointer[Eraser] // purges erased sessions (#30); nil: none
+
 	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
 	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
@@ -195,7 +197,8 @@ func retrySafe(cmds []events.Payload) bool {
 	for _, c := range cmds {
 		switch c.(type) {
 		case events.ToolsToggled, events.WebSearchSet, events.PresetChosen,
-			events.ToolDisabled, events.ToolEnabled, events.DeferredLoaded:
+			events.ToolDisabled, events.ToolEnabled, events.DeferredLoaded,
+			events.SessionDeleted: // a delete re-decided is still a delete (#30)
 		default:
 			return false
 		}
@@ -429,6 +432,12 @@ func (e *Engine) current(ctx context.Context, session string, strong bool, atLea
 		return st, err
 	}
 	st.Session = session
+	if err := alive(session, st); err != nil {
+		return st, err
+	}
+	if err := e.erasedID(ctx, session, st); err != nil {
+		return st, err
+	}
 	e.remember(st)
 	e.marks.raise(session, st.LastSeq)
 	return st, nil
@@ -445,7 +454,7 @@ func (e *Engine) forget(session string) { e.states.Remove(session) }
 // (read-your-writes and monotonic reads within one engine, #19). When the
 // stored view is behind that floor the log's tail is folded onto it; when
 // the log cannot be read up to it within a bound, the error wraps
-// projection.ErrNotCaughtUp.
+// projection.ErrNotCaughtUp. A deleted session is ErrDeleted (#30).
 func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
@@ -455,6 +464,12 @@ func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (ag
 		return st, err
 	}
 	st.Session = session
+	if err := alive(session, st); err != nil {
+		return aggregate.State{}, err
+	}
+	if err := e.erasedID(ctx, session, st); err != nil {
+		return aggregate.State{}, err
+	}
 	e.marks.raise(session, st.LastSeq)
 	return st, nil
 }

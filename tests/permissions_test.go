@@ -58,7 +58,7 @@ func permUsers(t *testing.T, conf string) map[string]permUser {
 		}
 		out[u.Username] = pu
 	}
-	for _, u := range []string{"engine", "engine-api", "admin", "web", "slack", "tui", "backend", "auditor"} {
+	for _, u := range []string{"engine", "engine-api", "admin", "eraser", "web", "slack", "tui", "backend", "auditor"} {
 		if out[u].password == "" {
 			t.Fatalf("%s defines no password for user %q (users: %v)", conf, u, slices.Sorted(maps.Keys(out)))
 		}
@@ -256,7 +256,8 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw := permUsers(t, conf)
-	p := startEngine(t, t.TempDir(), rtDeployArgs(conf, pw)...)
+	// #30: erases purge through the eraser user, never a channel's.
+	p := startEngine(t, t.TempDir(), append(rtDeployArgs(conf, pw), "--nats-erase-user", "eraser", "--nats-erase-password", pw["eraser"].password)...)
 	ctx := e2eCtx(t)
 	hc := p.Client("")
 
@@ -273,7 +274,7 @@ func TestChannelPermissions(t *testing.T) {
 	}
 
 	users := map[string]*permConn{}
-	for _, u := range []string{"engine", "web", "slack", "tui", "backend", "auditor"} {
+	for _, u := range []string{"engine", "web", "slack", "tui", "backend", "auditor", "eraser"} {
 		users[u] = permConnect(t, p.NATSURL, u, pw[u])
 	}
 
@@ -440,8 +441,10 @@ func TestChannelPermissions(t *testing.T) {
 		return s.CachedInfo()
 	}
 	before := info()
-	if !before.Config.DenyDelete || !before.Config.DenyPurge {
-		t.Fatalf("stream config: deny_delete %v deny_purge %v, want both", before.Config.DenyDelete, before.Config.DenyPurge)
+	// #30: deny_delete on; deny_purge off since erase purges a session's
+	// subject, which only the admin path may do (the loop below).
+	if !before.Config.DenyDelete || before.Config.DenyPurge {
+		t.Fatalf("stream config: deny_delete %v deny_purge %v, want deny_delete on and deny_purge off", before.Config.DenyDelete, before.Config.DenyPurge)
 	}
 	for _, u := range []string{"engine", "web", "slack", "tui", "backend", "auditor"} {
 		for _, subj := range []string{"$JS.API.STREAM.PURGE.TOOLS_EVENTS", "$JS.API.STREAM.DELETE.TOOLS_EVENTS", "$JS.API.STREAM.MSG.DELETE.TOOLS_EVENTS"} {
@@ -530,6 +533,36 @@ func TestChannelPermissions(t *testing.T) {
 			t.Errorf("user web, subscribed to _INBOX.> as deploy/nats-server.conf allows, received %d copies of the engine's JSON reply to slack's "+
 				"session.intent request (%v) and %d other replies addressed to other connections (%v)",
 				len(toSlack), toSlack, len(other), other)
+		}
+	})
+
+	// #30: the eraser may not delete or update the stream, nor delete a
+	// message, nor publish an event; an erase (channel ops, over the
+	// engine's eraser connection) purges the session and nothing else.
+	t.Run("erase goes through the eraser user only", func(t *testing.T) {
+		er := users["eraser"]
+		for _, subj := range []string{"$JS.API.STREAM.DELETE.TOOLS_EVENTS", "$JS.API.STREAM.UPDATE.TOOLS_EVENTS", "$JS.API.STREAM.MSG.DELETE.TOOLS_EVENTS"} {
+			if text := er.deniedRequest(t, subj, []byte(`{"seq":1,"no_erase":true}`)); !strings.Contains(text, "permissions violation") {
+				t.Errorf("eraser %s: %q", subj, text)
+			}
+		}
+		if text := er.deniedPublish(t, "tools.events.perm-erase", []byte("x")); !strings.Contains(text, "permissions violation") {
+			t.Errorf("eraser publishes an event: %q", text)
+		}
+		ops := p.GoClient("ops")
+		if _, err := ops.Append(ctx, client.AppendRequest{Session: "perm-erase", Commands: []client.Command{client.Enable()}}); err != nil {
+			t.Fatal(err)
+		}
+		before := len(permDirectRead(t, users["engine"].nc, bs))
+		res, err := ops.Delete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
+		if err != nil || !res.Erased || res.Purged != 2 {
+			t.Fatalf("erase under the deployed accounts: %+v %v", res, err)
+		}
+		if n := len(permDirectRead(t, users["engine"].nc, "perm-erase")); n != 0 {
+			t.Errorf("the erased session still has %d events", n)
+		}
+		if n := len(permDirectRead(t, users["engine"].nc, bs)); n != before {
+			t.Errorf("bystander %s has %d events, had %d", bs, n, before)
 		}
 	})
 }

@@ -64,6 +64,9 @@ const (
 	// CodeUnsupportedMedia (415): a request body that is neither
 	// application/json nor application/msgpack.
 	CodeUnsupportedMedia = "unsupported_media_type"
+	// CodeDeleted (410): the session was deleted (#30); it answers no
+	// read and takes no write, and its id starts no new session.
+	CodeDeleted = "deleted"
 )
 
 // Codes lists every error code, in the order of the constants above.
@@ -71,6 +74,7 @@ var Codes = []string{
 	CodeConflict, CodeInvalid, CodeNoTurn, CodeNotFound, CodeMethodNotAllowed, CodeTooLarge,
 	CodeUnavailable, CodeOutcomeUnknown, CodeStorageFull, CodeInternal, CodeBusy,
 	CodeUnauthorized, CodeForbidden, CodeKeyInUse, CodeUnsupportedMedia, CodeKeyMismatch,
+	CodeDeleted,
 }
 
 // Error is an error reply, on the wire
@@ -142,6 +146,7 @@ var statusCodes = map[int]string{
 	http.StatusForbidden:             CodeForbidden,
 	http.StatusNotFound:              CodeNotFound,
 	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusGone:                  CodeDeleted,
 	http.StatusConflict:              CodeConflict,
 	http.StatusRequestEntityTooLarge: CodeTooLarge,
 	http.StatusUnsupportedMediaType:  CodeUnsupportedMedia,

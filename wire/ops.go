@@ -55,6 +55,7 @@ func (o Operation) Method() string { return o.Methods[len(o.Methods)-1] }
 const (
 	get  = http.MethodGet
 	post = http.MethodPost
+	del  = http.MethodDelete
 )
 
 // The operations of the API (docs/api.md), in the order Operations lists
@@ -86,6 +87,8 @@ var (
 		Summary: "Record a checkpoint (safe point) of the open turn."}
 	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
 		Summary: "End the open turn at a safe point (turn end and checkpoint, atomically)."}
+	OpDelete = Operation{Name: "session-delete", Subject: "session.delete", Methods: []string{del}, Path: "/v1/sessions/{session}", Write: true,
+		Summary: "Delete a session for good (#30): a SessionDeleted closes it; reads answer 410 deleted, writes are refused, the id starts no new session. erase=true (the erase channel only) also purges its events, leaving an audit record without personal data."}
 	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
 		Summary: "List the sessions that have a view."}
 	OpRegistry = Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",
@@ -99,7 +102,7 @@ var (
 // Operations returns the API's operations in a fixed order (a fresh copy).
 func Operations() []Operation {
 	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpResume, OpBeginTurn, OpDiscover,
-		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
+		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpDelete, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
 	for i := range ops {
 		ops[i].Methods = append([]string(nil), ops[i].Methods...)
 	}

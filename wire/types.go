@@ -118,6 +118,33 @@ type RegistryDiffRequest struct {
 	Registry json.RawMessage `json:"registry"`
 }
 
+// DeleteRequest deletes a session (#30). Reason is optional and must not
+// name a person. Erase also purges the session's events (allowed to the
+// engine's erase channel only); over HTTP it is the query parameter
+// erase=true.
+type DeleteRequest struct {
+	Session string `json:"session"`
+	Reason  string `json:"reason,omitempty"`
+	Erase   bool   `json:"erase,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+}
+
+// DeleteReply is the outcome of a delete: the sequence of the
+// SessionDeleted (0 when an erase found the session deleted already)
+// and, for an erase, the purged range and the audit record's sequence.
+type DeleteReply struct {
+	Session string `json:"session"`
+	Seq     uint64 `json:"seq"`
+	Erased  bool   `json:"erased"`
+	// FirstSeq and LastSeq bound the purged events (erase only).
+	FirstSeq uint64 `json:"first_seq,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
+	// Purged counts the purged events (erase only).
+	Purged uint64 `json:"purged,omitempty"`
+	// AuditSeq is the audit record's sequence in its stream (erase only).
+	AuditSeq uint64 `json:"audit_seq,omitempty"`
+}
+
 // TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
 type TurnRequest struct {
 	Session string `json:"session"`

@@ -15,6 +15,9 @@ import (
 type apiConnFlags struct {
 	NATSAPIUser     string `name:"nats-api-user" env:"ENGINE_NATS_API_USER" help:"NATS user of the engine's API (micro service) connection, e.g. engine-api of deploy/nats-server.conf; default: the engine's own connection."`
 	NATSAPIPassword string `name:"nats-api-password" env:"ENGINE_NATS_API_PASSWORD" help:"Password for --nats-api-user."`
+	// #30: the privileged connection of erases.
+	NATSEraseUser     string `name:"nats-erase-user" env:"ENGINE_NATS_ERASE_USER" help:"NATS user of the connection that purges erased sessions, allowed $JS.API.STREAM.PURGE.<PREFIX>_EVENTS (deploy/accounts.conf: eraser); never a channel's user. Default: the embedded server's admin, or the engine's own connection on --nats."`
+	NATSErasePassword string `name:"nats-erase-password" env:"ENGINE_NATS_ERASE_PASSWORD" help:"Password for --nats-erase-user."`
 }
 
 // httpFlags configure the HTTP gateway's trust boundary (issue 11).

@@ -33,6 +33,8 @@ type cli struct {
 	Checkpoint  checkpointCmd                `cmd:"" help:"Record a checkpoint (safe point) of a session's open turn."`
 	Resume      resumeCmd                    `cmd:"" help:"Resume a session after a crash: verify the checkpoint's contract hash, restore loaded deferred tools or say why not."`
 	Sessions    sessionsCmd                  `cmd:"" help:"List sessions that have a view."`
+	Delete      deleteCmd                    `cmd:"" help:"Delete a session for good: reads answer 410 deleted, writes are refused, the id starts no new session (#30)."`
+	Erase       eraseCmd                     `cmd:"" help:"Erase a session: delete it and purge its events (erase channel only), leaving an audit record without personal data (#30)."`
 	Registry    registryCmd                  `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
 	Import      importCmd                    `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild     rebuildCmd                   `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`

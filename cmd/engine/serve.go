@@ -84,6 +84,7 @@ type serveCmd struct {
 	MinFree    string        `name:"min-free" env:"ENGINE_MIN_FREE" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
 	MaxLag     uint64        `name:"max-projection-lag" env:"ENGINE_MAX_PROJECTION_LAG" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
 	Shutdown   time.Duration `name:"shutdown-timeout" env:"ENGINE_SHUTDOWN_TIMEOUT" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+	EraseChan  string        `name:"erase-channel" env:"ENGINE_ERASE_CHANNEL" default:"ops" help:"The one channel that may erase sessions (DELETE /v1/sessions/{session}?erase=true, engine erase): their events are purged, an audit record without personal data is kept."`
 }
 
 // Run maps the flags to a server.Config and serves until ctx ends.
@@ -92,7 +93,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
+	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", EraseChannel: c.EraseChan, Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
 	if err != nil {
 		return err
 	}
@@ -107,21 +108,23 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		maxConns = -1 // no bound
 	}
 	return server.Run(ctx, server.Config{
-		Store:            c.store(c.Listen, c.Sync),
-		Logger:           log,
-		Registry:         reg,
-		RegistryKV:       c.RegistryKV,
-		NoProjection:     !c.Project,
-		API:              acfg,
-		NATSAPIUser:      c.NATSAPIUser,
-		NATSAPIPassword:  c.NATSAPIPassword,
-		HTTP:             c.HTTP,
-		HTTPMaxConns:     maxConns,
-		HTTPReadTimeout:  orNone(c.HTTPRead),
-		ReadyFile:        c.ReadyFile,
-		MinFree:          orNone(int64(min(minFree, math.MaxInt64))), // '0' disables the minimum
-		MaxProjectionLag: orNone(int64(min(c.MaxLag, math.MaxInt64))),
-		ShutdownTimeout:  orNone(c.Shutdown),
+		Store:             c.store(c.Listen, c.Sync),
+		Logger:            log,
+		Registry:          reg,
+		RegistryKV:        c.RegistryKV,
+		NoProjection:      !c.Project,
+		API:               acfg,
+		NATSAPIUser:       c.NATSAPIUser,
+		NATSAPIPassword:   c.NATSAPIPassword,
+		NATSEraseUser:     c.NATSEraseUser,
+		NATSErasePassword: c.NATSErasePassword,
+		HTTP:              c.HTTP,
+		HTTPMaxConns:      maxConns,
+		HTTPReadTimeout:   orNone(c.HTTPRead),
+		ReadyFile:         c.ReadyFile,
+		MinFree:           orNone(int64(min(minFree, math.MaxInt64))), // '0' disables the minimum
+		MaxProjectionLag:  orNone(int64(min(c.MaxLag, math.MaxInt64))),
+		ShutdownTimeout:   orNone(c.Shutdown),
 	})
 }
 

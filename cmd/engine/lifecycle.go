@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/toolintent/engine/client"
+)
+
+// deleteCmd is `engine delete SESSION` (#30).
+type deleteCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id to delete."`
+	Reason  string `name:"reason" help:"Why, recorded on the SessionDeleted event (optional; never a person's name or data)."`
+}
+
+// Help is the long help of engine delete.
+func (c *deleteCmd) Help() string {
+	return "Deletes SESSION for good: a SessionDeleted event closes it. Afterwards every read of it answers " +
+		"410 deleted (never the defaults of a new session), every write is refused, engine sessions no longer " +
+		"lists it, and the id never starts a new session. Its events stay in the log (history and explain still " +
+		"show them); engine erase removes them. Needs a write right (a read-only token is refused)."
+}
+
+func (c *deleteCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		fmt.Fprintf(w, "deleted\t%s (SessionDeleted at seq %d)\n", r.Session, r.Seq)
+	})
+}
+
+// eraseCmd is `engine erase SESSION` (#30).
+type eraseCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id to erase."`
+	Reason  string `name:"reason" help:"Why, recorded on the SessionDeleted event until the purge removes it (optional)."`
+}
+
+// Help is the long help of engine erase.
+func (c *eraseCmd) Help() string {
+	return "Erases SESSION: deletes it (when not deleted yet), forgets its idempotency keys and purges all its " +
+		"events from the event stream through the engine's admin connection, then writes an audit record to the " +
+		"audit stream (<PREFIX>_AUDIT, subject <prefix>.audit.erase.SESSION) with the time, the session and the " +
+		"purged sequence range, and no actor or other personal data. Only the erase channel may erase " +
+		"(serve --erase-channel, default ops; with --http-tokens, a token of that channel). The id stays refused " +
+		"for good. --channel defaults to ops here. A stream created before #30 with deny_purge cannot be erased (the error says how to fix it). " +
+		"The purged bytes leave the disk when JetStream compacts the blocks."
+}
+
+func (c *eraseCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if c.Channel == "cli" { // the default of --channel: erase asks as the erase channel
+		c.Channel = "ops"
+	}
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		fmt.Fprintf(w, "erased\t%s\n", r.Session)
+		if r.Seq > 0 {
+			fmt.Fprintf(w, "deleted\tSessionDeleted at seq %d\n", r.Seq)
+		}
+		fmt.Fprintf(w, "purged\t%d events, seq %d..%d\n", r.Purged, r.FirstSeq, r.LastSeq)
+		fmt.Fprintf(w, "audit\tseq %d\n", r.AuditSeq)
+	})
+}

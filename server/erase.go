@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/service"
+)
+
+// eraserConn opens the privileged connection of erases (#30), never a
+// channel's: the embedded server's admin (its generated users), or the
+// user --nats-erase-user names on an external server; nil (the engine's
+// own connection) when neither is there. The returned func closes it.
+func (c *store) eraserConn(ctx context.Context, cfg Config, url string) (*nats.Conn, func(), error) {
+	switch {
+	case cfg.NATSEraseUser != "":
+		enc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: url, Name: "engine-eraser", User: cfg.NATSEraseUser, Password: cfg.NATSErasePassword,
+			TLSCAFile: c.TLSCA, TLSCertFile: c.TLSCert, TLSKeyFile: c.TLSKey})
+		if err != nil {
+			return nil, nil, fmt.Errorf("erase connection as --nats-erase-user %s: %w", cfg.NATSEraseUser, err)
+		}
+		return enc, func() { _ = enc.Drain() }, nil
+	case c.embedded != nil && c.ServerConfig == "":
+		cr, err := jetstream.ReadCredentials(c.Data)
+		if err != nil {
+			return nil, nil, err
+		}
+		enc, err := nats.Connect(c.embedded.ClientURL(), nats.InProcessServer(c.embedded.Server()), nats.Name("engine-eraser"),
+			nats.UserInfo(cr.Admin.User, cr.Admin.Password), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("erase connection as the embedded server's admin: %w", err)
+		}
+		return enc, func() { _ = enc.Drain() }, nil
+	}
+	return nil, func() {}, nil
+}
+
+// startEraser gives eng its eraser (#30): the audit stream opened on the
+// privileged connection, and on an embedded store the watermark lowered
+// and the erased range recorded as accepted before each purge, so an erase
+// never reads as data loss. Without it (the stream or connection cannot
+// be opened) erases answer that they are unavailable; serving goes on.
+func (c *store) startEraser(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, log zerolog.Logger) func() {
+	enc, closeEnc, err := c.eraserConn(ctx, cfg, url)
+	if err != nil {
+		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
+		return func() {}
+	}
+	x, err := jlog.NewEraser(ctx, enc)
+	if err != nil {
+		closeEnc()
+		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
+		return func() {}
+	}
+	if c.embedded != nil {
+		x.BeforePurge = func(rep jetstream.EraseReport) error {
+			if err := jetstream.RecordErased(c.Data, jlog.StreamName(), rep.FirstSeq, rep.LastSeq, time.Now()); err != nil {
+				return err
+			}
+			return c.acked.beforePurge(rep.Purged)
+		}
+		x.AfterPurge = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
+	}
+	eng.SetEraser(x)
+	return closeEnc
+}

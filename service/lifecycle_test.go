@@ -1,0 +1,68 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/memlog"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// auditOnly is an Eraser whose audit says which ids were erased.
+type auditOnly map[string]bool
+
+func (a auditOnly) Erase(context.Context, string) (jetstream.EraseReport, error) {
+	return jetstream.EraseReport{}, errors.New("not here")
+}
+func (a auditOnly) Erased(_ context.Context, s string) (bool, error) { return a[s], nil }
+
+// #30: delete over the engine's ports: reads and writes answer ErrDeleted
+// (KindDeleted), the state keeps no intent, deleting a session without
+// events is ErrNotFound; an id the audit records as erased, with no events
+// left, answers ErrDeleted on read and on its first write, not the
+// defaults of a new session; without an eraser Erase is refused
+// (KindForbidden).
+func TestDeleteAndErasedIDOnPorts(t *testing.T) {
+	log := memlog.New()
+	e := service.NewFromPorts(service.Ports{Log: log, Views: foldViews{log}}, resolver.Default(), service.Config{})
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(false)}, events.TurnStarted{}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Delete(ctx, "s1", web, "test")
+	if err != nil || d.Seq != 3 || d.EventID == "" {
+		t.Fatalf("delete: %+v %v", d, err)
+	}
+	if _, err := e.Session(ctx, "s1", 0); !errors.Is(err, service.ErrDeleted) || service.KindOf(err) != service.KindDeleted {
+		t.Errorf("read of a deleted session: %v (kind %v)", err, service.KindOf(err))
+	}
+	if _, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}); service.KindOf(err) != service.KindDeleted {
+		t.Errorf("write to a deleted session: %v (kind %v)", err, service.KindOf(err))
+	}
+	if _, err := e.Delete(ctx, "s1", web, ""); service.KindOf(err) != service.KindDeleted {
+		t.Errorf("delete again: %v", err)
+	}
+	if _, err := e.Delete(ctx, "none", web, ""); !errors.Is(err, service.ErrNotFound) || service.KindOf(err) != service.KindNotFound {
+		t.Errorf("delete of a session without events: %v", err)
+	}
+	if _, err := e.Erase(ctx, "s1", web, ""); service.KindOf(err) != service.KindForbidden {
+		t.Errorf("erase without an eraser: %v (kind %v)", err, service.KindOf(err))
+	}
+	e.SetEraser(auditOnly{"gone": true})
+	if _, err := e.Session(ctx, "gone", 0); !errors.Is(err, service.ErrDeleted) {
+		t.Errorf("read of an erased id: %v", err)
+	}
+	if _, err := e.Apply(ctx, "gone", web, nil, events.ToolsToggled{Enabled: on(true)}); !errors.Is(err, service.ErrDeleted) {
+		t.Errorf("first write to an erased id: %v", err)
+	}
+	if n, _ := log.LastSeq(ctx, "gone"); n != 0 {
+		t.Errorf("the erased id got events up to %d", n)
+	}
+	if _, err := e.Apply(ctx, "fresh", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+		t.Errorf("a new id: %v", err)
+	}
+}
