@@ -14,8 +14,14 @@
 // memory, "lat" → coordinates) and, lower still, in a general lexicon of
 // everyday synonyms (generalGroups); a word that none of these reaches
 // and the index lacks brings in, lowest of all, its WordNet 3.0 synonyms,
-// hypernyms, derivations and entailments (wordnet.go, a table compiled
-// by internal/wordnetgen). A document's score is scaled by
+// hypernyms, derivations, entailments and the first words of its
+// definition (wordnet.go, a table compiled by internal/wordnetgen), the
+// index's words whose WordNet line names it (wordnetReverse), and the
+// index's words it begins (prefixed). Every word a query word brings in
+// counts at most the query word's own idf (expandCap); two neighbouring
+// query words also count joined ("postgre sql" → postgresql); a small
+// Chinese–English lexicon links the two scripts (lexicon_zh.go). A
+// document's score is scaled by
 // the square root of the share of the query's words it answers
 // (coordination). Ties are broken by name, so equal inputs give equal
 // results in the same order.

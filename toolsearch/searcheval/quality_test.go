@@ -95,7 +95,12 @@ func TestCorpus(t *testing.T) {
 // recall@5 0.907, MRR 0.835; paraphrases 0.797 (MRR 0.669); the recall
 // floors were raised to match. The targets (recall@5 >= 0.93,
 // paraphrase >= 0.80, MRR >= 0.85) are not met yet; keyword and
-// parameter queries meet theirs (>= 0.98).
+// parameter queries meet theirs (>= 0.98). After the idf cap, joined
+// query words, WordNet's reverse map and definitions and the
+// Chinese–English lexicon (measured once): recall@1 0.802, recall@5
+// 0.915, MRR 0.850; paraphrases 0.608, 0.810, 0.690; cjk recall@1 0.909;
+// the floors were raised to match. Recall@5 overall (>= 0.93) is still
+// short.
 func TestHeldOutQuality(t *testing.T) {
 	docs, err := HeldOutDocs()
 	if err != nil {
@@ -114,12 +119,12 @@ func TestHeldOutQuality(t *testing.T) {
 		kind        string
 		recall, mrr float64
 	}{
-		{"", 0.89, 0.82},
+		{"", 0.90, 0.84},
 		{"keyword", 0.98, 0.95},
-		{"paraphrase", 0.77, 0.64},
+		{"paraphrase", 0.79, 0.67},
 		{"parameter", 0.98, 0.95},
-		{"cjk", 0.95, 0.90},
-		{"ambiguous", 0.90, 0.90},
+		{"cjk", 0.95, 0.93},
+		{"ambiguous", 0.95, 0.95},
 	}
 	for _, f := range floors {
 		sub := OfKind(qs, f.kind)
