@@ -1,0 +1,188 @@
+package tests
+
+// #31 red team: the channel policy on every entry path of the built
+// binary — discovery, dispatch, resume, time travel, call-check, the CLI,
+// tokens, a second engine and direct publishers. Each test documents a
+// behaviour that holds; the registry is policyRegistryFile's (public: deny
+// bash, max_permission network; bash and mcp__github__create_issue ask).
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/wire"
+)
+
+// rpWithheld are tools policyRegistryFile withholds from channel public:
+// bash by deny, the rest by max_permission network (interactive, write and
+// exec rank above it). send_message and enter_plan_mode are deferred.
+var rpWithheld = []string{"bash", "send_message", "enter_plan_mode", "exit_plan_mode", "mcp__fs__run_script", "mcp__github__create_issue", "write_file", "spawn_agent"}
+
+// rpNoWithheld fails when a view of channel public names a withheld tool
+// in its tools, provider array, catalog or rendering bytes. (The view's
+// loaded field is the session's loaded set, names only, whatever the
+// channel.)
+func rpNoWithheld(t *testing.T, what string, v wire.TurnView) {
+	t.Helper()
+	for _, name := range rpWithheld {
+		if slices.Contains(v.Tools, name) || slices.Contains(v.Provider, name) || slices.Contains(v.Catalog, name) {
+			t.Errorf("%s: public view holds %s: tools %v catalog %v", what, name, v.Tools, v.Catalog)
+		}
+		if bytes.Contains(v.Rendering, []byte(`"`+name+`"`)) {
+			t.Errorf("%s: public rendering names %s", what, name)
+		}
+	}
+}
+
+// rpEnabled writes ToolsToggled{enabled:true} to session as channel web.
+func rpEnabled(t *testing.T, p *engineProc, session string) uint64 {
+	t.Helper()
+	res, err := p.GoClient("web").Append(e2eCtx(t), client.AppendRequest{Session: session, Commands: []wire.Command{client.Enable()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.LastSeq
+}
+
+// #31: in a turn begun by channel public, tool_search by exact names, by
+// keyword query and by regex loads no tool the policy withholds and lists
+// none as a match; the discovery's view and the next dispatch (engine and
+// native renderings) hold none of them.
+func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	ctx := e2eCtx(t)
+	for _, provider := range []string{"anthropic-engine", "anthropic", "openai-engine"} {
+		session := "disc-" + provider
+		rpEnabled(t, p, session)
+		pub := p.GoClient("public")
+		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" begin", begun)
+		inputs := []string{
+			`{"names":["send_message","mcp__fs__run_script","bash","enter_plan_mode","playwright_browser"]}`,
+			`{"query":"send a message to another agent session"}`,
+			`{"query":"enter plan mode"}`,
+			`{"query":"run script"}`,
+			`{"regex":"send_.*|.*plan.*|mcp__.*|bash.*"}`,
+			`{"regex":".*","max_results":20}`,
+		}
+		for _, in := range inputs {
+			found, err := pub.Discover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Input: json.RawMessage(in)})
+			if err != nil {
+				t.Fatalf("%s discover %s: %v", provider, in, err)
+			}
+			for _, name := range rpWithheld {
+				if slices.Contains(found.Loaded, name) {
+					t.Errorf("%s discover %s: loaded withheld %s: %v", provider, in, name, found.Loaded)
+				}
+				for _, m := range found.Matches {
+					if m.Name == name {
+						t.Errorf("%s discover %s: lists withheld %s as a match", provider, in, name)
+					}
+				}
+				for _, tool := range found.Tools {
+					if tool.Name == name {
+						t.Errorf("%s discover %s: returns withheld tool %s", provider, in, name)
+					}
+				}
+				if bytes.Contains(found.Output, []byte(`"name":"`+name+`"`)) {
+					t.Errorf("%s discover %s: output defines withheld %s: %s", provider, in, name, found.Output)
+				}
+			}
+			rpNoWithheld(t, provider+" discover "+in, found.View)
+		}
+		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" dispatch", d)
+		if !slices.Contains(d.Loaded, "playwright_browser") && provider != "anthropic" {
+			t.Errorf("%s: the allowed deferred playwright_browser was not loaded: %v", provider, d.Loaded)
+		}
+		if _, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session}); err != nil {
+			t.Fatalf("%s end: %v", provider, err)
+		}
+	}
+}
+
+// #31: a deferred tool loaded by a turn of channel tui is in the session's
+// loaded set; the next turn, resolve and dispatch of channel public in the
+// engine's own deferral (-engine providers) do not carry it (not in the
+// array nor the catalog), a resume by public does not restore it, and
+// call-check in public's turn refuses it.
+func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	ctx := e2eCtx(t)
+	for _, provider := range []string{"anthropic-engine", "openai-engine"} {
+		session := "carry-" + provider
+		rpEnabled(t, p, session)
+		tui, pub := p.GoClient("tui"), p.GoClient("public")
+		if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider}); err != nil {
+			t.Fatal(err)
+		}
+		found, err := tui.Discover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Names: []string{"send_message", "mcp__fs__run_script", "playwright_browser"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(found.Loaded, "send_message") || !slices.Contains(found.Loaded, "mcp__fs__run_script") {
+			t.Fatalf("%s: tui loaded %v, want send_message and mcp__fs__run_script", provider, found.Loaded)
+		}
+		end, err := tui.EndTurn(ctx, wire.TurnRequest{Session: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(end.Checkpoint.Loaded, "send_message") {
+			t.Fatalf("%s: tui checkpoint %+v, want send_message loaded", provider, end.Checkpoint)
+		}
+
+		rv, err := pub.Resolve(ctx, wire.ResolveRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" public resolve after tui's turn", rv)
+		res, err := pub.Resume(ctx, wire.ResumeRequest{Session: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range rpWithheld {
+			if slices.Contains(res.Outcome.Restored, name) {
+				t.Errorf("%s: public resume restored withheld %s: %+v", provider, name, res.Outcome)
+			}
+		}
+		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" public begin after tui's turn", begun)
+		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" public dispatch after tui's turn", d)
+		for _, name := range []string{"send_message", "mcp__fs__run_script", "bash"} {
+			cc, err := pub.CallCheck(ctx, session, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.Callable {
+				t.Errorf("%s: call-check %s in public's turn: %+v, want not callable", provider, name, cc)
+			}
+		}
+		if _, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session}); err != nil {
+			t.Fatalf("%s: end public's turn: %v", provider, err)
+		}
+		// tui still gets them back.
+		tv, err := tui.Resolve(ctx, wire.ResolveRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(tv.Loaded, "send_message") && !slices.Contains(tv.Tools, "send_message") {
+			t.Errorf("%s: tui resolve after public's turn: loaded %v tools %v, want send_message", provider, tv.Loaded, tv.Tools)
+		}
+	}
+}
