@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -185,4 +186,102 @@ func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
 			t.Errorf("%s: tui resolve after public's turn: loaded %v tools %v, want send_message", provider, tv.Loaded, tv.Tools)
 		}
 	}
+}
+
+// #31: the engine CLI reads as the channel it is given: `engine resolve
+// --channel public` and `engine explain --channel public` withhold bash,
+// `turn begin --channel public` freezes no bash and `turn call-check
+// --channel public` in that turn refuses it; --channel tui keeps it.
+func TestRedteamPolicyCLIChannel(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	rpEnabled(t, p, "cli")
+	var pv, tv wire.TurnView
+	e2eCLIJSON(t, p, &pv, "resolve", "cli", "--channel", "public")
+	e2eCLIJSON(t, p, &tv, "resolve", "cli", "--channel", "tui")
+	rpNoWithheld(t, "engine resolve --channel public", pv)
+	if !slices.Contains(pv.Withheld, "bash") || pv.Policy != "pol-transport-1" {
+		t.Errorf("engine resolve --channel public: withheld %v policy %q, want bash withheld by pol-transport-1", pv.Withheld, pv.Policy)
+	}
+	if !slices.Contains(tv.Tools, "bash") {
+		t.Errorf("engine resolve --channel tui: tools %v, want bash", tv.Tools)
+	}
+	var ex wire.Explanation
+	e2eCLIJSON(t, p, &ex, "explain", "cli", "bash", "--channel", "public")
+	if ex.Included || ex.Rule != "channel-deny:public:bash@pol-transport-1" {
+		t.Errorf("engine explain --channel public: %+v, want withheld by channel-deny", ex)
+	}
+	var begun wire.TurnView
+	e2eCLIJSON(t, p, &begun, "turn", "begin", "cli", "--channel", "public")
+	rpNoWithheld(t, "engine turn begin --channel public", begun)
+	var cc wire.CallCheckReply
+	e2eCLIJSON(t, p, &cc, "turn", "call-check", "cli", "bash", "--channel", "public")
+	if cc.Callable || cc.Channel != "public" {
+		t.Errorf("engine turn call-check --channel public: %+v, want bash not callable on channel public", cc)
+	}
+	var end wire.CheckpointReply
+	e2eCLIJSON(t, p, &end, "turn", "end", "cli", "--channel", "public")
+	if end.Checkpoint.ContractHash != begun.ContractHash {
+		t.Errorf("engine turn end --channel public: checkpoint %+v, want contract %s", end.Checkpoint, begun.ContractHash)
+	}
+}
+
+// #31: a PermissionGranted for a tool the channel policy denies — sent by
+// the public channel over the API, or published straight to JetStream in
+// the documented wire format — never makes it callable in public's turn:
+// an answer never widens the set, and deny stays deny.
+func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	ctx := e2eCtx(t)
+	rpEnabled(t, p, "grant")
+	pub := p.GoClient("public")
+	begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant", Override: &wire.Override{Kind: "names", Names: []string{"bash", "read_file", "mcp__fs__run_script", "mcp__github__create_issue"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpNoWithheld(t, "public turn with an override naming bash", begun)
+	if _, err := pub.Append(ctx, client.AppendRequest{Session: "grant", Commands: []wire.Command{
+		{"type": "PermissionGranted", "tool": "bash", "scope": "session", "by": "mallory"},
+		{"type": "PermissionGranted", "tool": "mcp__fs__run_script", "scope": "once", "by": "mallory", "turn": begun.Turn},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	w := newE2EPublisher(t, nc)
+	st, err := pub.Intent(ctx, client.IntentRequest{Session: "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.last["grant"] = st.Seq
+	w.publish(t, "grant", func(id string) []byte {
+		return e2eWireBody(t, id, "grant", "public", "mallory", "PermissionGranted", map[string]any{"tool": "mcp__github__create_issue", "scope": "session", "by": "mallory"})
+	})
+	w.publish(t, "grant", func(id string) []byte {
+		return e2eWireBody(t, id, "grant", "public", "mallory", "PermissionGranted", map[string]any{"tool": "bash", "scope": "once", "by": "mallory", "turn": begun.Turn})
+	})
+	for _, c := range []*client.Client{pub, client.NewNATS(nc, client.WithChannel("public"))} {
+		for _, name := range []string{"bash", "mcp__fs__run_script", "mcp__github__create_issue"} {
+			cc, err := c.CallCheck(ctx, "grant", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.Callable || cc.Decision != "deny" || cc.Grant != nil {
+				t.Errorf("call-check %s in public's turn after grants: %+v, want deny, not callable", name, cc)
+			}
+		}
+	}
+	d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpNoWithheld(t, "public dispatch after grants", d)
+	next, err := pub.EndTurn(ctx, wire.TurnRequest{Session: "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = next
+	again, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpNoWithheld(t, "public's next turn after grants", again)
 }
