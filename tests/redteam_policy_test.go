@@ -9,7 +9,11 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolintent/engine/client"
@@ -284,4 +288,105 @@ func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
 		t.Fatal(err)
 	}
 	rpNoWithheld(t, "public's next turn after grants", again)
+}
+
+// rpRegistry writes policyRegistryFile's registry changed by edit.
+func rpRegistry(t *testing.T, edit func(doc map[string]any)) string {
+	t.Helper()
+	var doc map[string]any
+	b, err := os.ReadFile(policyRegistryFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	edit(doc)
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "registry.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// #31: a channel the policy does not name gets the "*" rule, whatever its
+// case ("Public" is not "public"), over HTTP and NATS; an Engine-Channel
+// header or NATS subject token with bytes outside [A-Za-z0-9_-] (or over
+// 64 bytes) is refused with a message naming the byte, never resolved; with
+// --http-tokens the token's channel wins: a header naming another channel
+// is 403 and the token alone resolves as its channel.
+func TestRedteamPolicyUnknownOddAndTokenChannels(t *testing.T) {
+	reg := rpRegistry(t, func(doc map[string]any) {
+		doc["channel_policy"].(map[string]any)["channels"].(map[string]any)["*"] = map[string]any{"deny": []string{"bash", "gpu_run"}}
+	})
+	p := startEngine(t, t.TempDir(), "--registry", reg)
+	ctx := e2eCtx(t)
+	rpEnabled(t, p, "odd")
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	for _, ch := range []string{"Public", "PUBLIC", "unknown", "http", "client"} {
+		for tname, c := range map[string]*client.Client{"http": p.GoClient(ch), "nats": client.NewNATS(nc, client.WithChannel(ch))} {
+			v, err := c.Resolve(ctx, wire.ResolveRequest{Session: "odd"})
+			if err != nil {
+				t.Fatalf("%s channel %q: %v", tname, ch, err)
+			}
+			if slices.Contains(v.Tools, "bash") || !slices.Equal(v.Withheld, []string{"bash"}) {
+				t.Errorf("%s channel %q: tools %v withheld %v, want bash withheld by the \"*\" rule", tname, ch, v.Tools, v.Withheld)
+			}
+			ex, err := c.Explain(ctx, wire.ExplainRequest{Session: "odd", Tool: "bash"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex.Included || ex.Rule != "channel-deny:*:bash@pol-transport-1" {
+				t.Errorf("%s channel %q: explain bash %+v, want channel-deny:*:bash@pol-transport-1", tname, ch, ex)
+			}
+		}
+	}
+	for _, ch := range []string{"pub lic", "pub.lic", "pub*", "pub>", "públic", strings.Repeat("a", 65)} {
+		status, b := rtDo(t, "POST", p.HTTPURL+"/v1/sessions/odd/resolve", []byte(`{}`), "Content-Type", "application/json", "Engine-Channel", ch)
+		if code, msg := rtErr(b); status != http.StatusBadRequest || code != "invalid" || !strings.Contains(msg, "Engine-Channel header") {
+			t.Errorf("Engine-Channel %q: %d %s, want 400 invalid naming the header", ch, status, b)
+		}
+	}
+	for _, ch := range []string{"pub*", "pub>"} {
+		_, err := client.NewNATS(nc, client.WithChannel(ch)).Resolve(ctx, wire.ResolveRequest{Session: "odd"})
+		if err == nil || !strings.Contains(err.Error(), "invalid") {
+			t.Errorf("NATS channel %q: %v, want invalid", ch, err)
+		}
+	}
+
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(tokens, []byte(`[{"token":"public-secret-token-01","channel":"public"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := startEngine(t, t.TempDir(), "--registry", reg, "--http-tokens", tokens)
+	tc := client.NewHTTP(q.HTTPURL, client.WithToken("public-secret-token-01"))
+	if _, err := tc.Append(ctx, client.AppendRequest{Session: "tk", Commands: []wire.Command{client.Enable()}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{"tui", "Public", "http"} {
+		status, b := rtDo(t, "POST", q.HTTPURL+"/v1/sessions/tk/resolve", []byte(`{}`), "Content-Type", "application/json", "Authorization", "Bearer public-secret-token-01", "Engine-Channel", ch)
+		if code, _ := rtErr(b); status != http.StatusForbidden || code != "forbidden" {
+			t.Errorf("public token with Engine-Channel %q: %d %s, want 403 forbidden", ch, status, b)
+		}
+	}
+	v, err := tc.Resolve(ctx, wire.ResolveRequest{Session: "tk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpNoWithheld(t, "resolve with the public token", v)
+	begun, err := tc.BeginTurn(ctx, wire.BeginTurnRequest{Session: "tk", Override: &wire.Override{Kind: "names", Names: []string{"bash", "read_file"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpNoWithheld(t, "turn begun with the public token", begun)
+	cc, err := tc.CallCheck(ctx, "tk", "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Callable || cc.Channel != "public" {
+		t.Errorf("call-check bash with the public token: %+v, want refused on channel public", cc)
+	}
 }
