@@ -9,12 +9,14 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/natstest"
@@ -388,5 +390,139 @@ func TestRedteamPolicyUnknownOddAndTokenChannels(t *testing.T) {
 	}
 	if cc.Callable || cc.Channel != "public" {
 		t.Errorf("call-check bash with the public token: %+v, want refused on channel public", cc)
+	}
+}
+
+// rpPol2 is the policy registry pushed mid-turn: version pol-transport-2
+// denies tui bash and mcp__fs__* and no longer limits public.
+func rpPol2(t *testing.T) string {
+	return rpRegistry(t, func(doc map[string]any) {
+		doc["version"] = "builtin-2026.12.1-pol2"
+		doc["channel_policy"] = map[string]any{
+			"version":  "pol-transport-2",
+			"channels": map[string]any{"tui": map[string]any{"deny": []string{"bash", "mcp__fs__*"}}},
+		}
+	})
+}
+
+// rpTwoEngines starts two `engine serve` on one NATS server following the
+// registry KV (seeded with the policy registry); B runs no projection.
+func rpTwoEngines(t *testing.T) (a, b *engineProc, natsURL string) {
+	t.Helper()
+	srv := natstest.Server(t)
+	a = startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry-kv", "--registry", policyRegistryFile(t))
+	b = startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry-kv", "--no-projection")
+	return a, b, srv.ClientURL()
+}
+
+// rpWaitRegistry waits until every engine serves registry version.
+func rpWaitRegistry(t *testing.T, version string, ps ...*engineProc) {
+	t.Helper()
+	ctx := e2eCtx(t)
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		for _, p := range ps {
+			r, err := p.GoClient("tui").Registry(ctx)
+			if err != nil {
+				return err
+			}
+			if r.Version != version {
+				return fmt.Errorf("engine serves %s, want %s", r.Version, version)
+			}
+		}
+		return nil
+	})
+}
+
+// #31, R16: a policy pushed while turns are open (two engines on one
+// NATS, registry in KV) changes no frozen turn on either engine: tui's turn
+// keeps bash and mcp__fs__run_script, public's turn gains no bash though
+// the new policy no longer limits public, and both engines answer
+// dispatch and call-check the same, from any caller's channel. The next
+// turns follow the new policy on both engines.
+func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
+	ctx := e2eCtx(t)
+	a, b, natsURL := rpTwoEngines(t)
+	rpEnabled(t, a, "pt")
+	rpEnabled(t, a, "pp")
+	tuiTurn, err := a.GoClient("tui").BeginTurn(ctx, wire.BeginTurnRequest{Session: "pt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubTurn, err := a.GoClient("public").BeginTurn(ctx, wire.BeginTurnRequest{Session: "pp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := pushRegistry(rpPol2(t), natsURL, a.DataDir); err != nil {
+		t.Fatalf("registry push: %v\n%s", err, out)
+	}
+	rpWaitRegistry(t, "builtin-2026.12.1-pol2", a, b)
+	type answer struct {
+		rendering string
+		cc        [2]string
+	}
+	for _, s := range []struct {
+		session string
+		turn    wire.TurnView
+	}{{"pt", tuiTurn}, {"pp", pubTurn}} {
+		var first *answer
+		for ei, p := range []*engineProc{a, b} {
+			for _, caller := range []string{"tui", "public"} {
+				c := p.GoClient(caller)
+				d, err := c.Dispatch(ctx, wire.DispatchRequest{Session: s.session})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(d.Rendering, s.turn.Rendering) || d.Policy != "pol-transport-1" || d.RegistryVersion != "builtin-2026.12.1" {
+					t.Errorf("engine %d, caller %s: dispatch of %s after the push: policy %s registry %s tools %v, want the frozen turn (tools %v)", ei, caller, s.session, d.Policy, d.RegistryVersion, d.Tools, s.turn.Tools)
+				}
+				var got answer
+				got.rendering = string(d.Rendering)
+				for i, name := range []string{"bash", "read_file"} {
+					cc, err := c.CallCheck(ctx, s.session, name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got.cc[i] = fmt.Sprintf("%v %s %s %s %s", cc.Callable, cc.Reason, cc.Decision, cc.Rule, cc.Channel)
+				}
+				if first == nil {
+					first = &got
+				} else if got != *first {
+					t.Errorf("engine %d, caller %s, %s: call-check %v, want the same as engine 0 tui: %v", ei, caller, s.session, got.cc, first.cc)
+				}
+			}
+		}
+	}
+	if !slices.Contains(tuiTurn.Tools, "bash") || !slices.Contains(tuiTurn.Tools, "mcp__fs__run_script") {
+		t.Fatalf("tui turn %v, want bash and mcp__fs__run_script", tuiTurn.Tools)
+	}
+	rpNoWithheld(t, "public turn begun before the push", pubTurn)
+	for _, p := range []*engineProc{a, b} {
+		cc, err := p.GoClient("public").CallCheck(ctx, "pp", "bash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.Callable || cc.Reason != "not_in_turn" {
+			t.Errorf("call-check bash in public's frozen turn after a push allowing it: %+v, want not_in_turn", cc)
+		}
+	}
+	// End on B, begin the next turns on B: the new policy.
+	for _, s := range []struct{ ch, session string }{{"tui", "pt"}, {"public", "pp"}} {
+		if _, err := b.GoClient(s.ch).EndTurn(ctx, wire.TurnRequest{Session: s.session}); err != nil {
+			t.Fatalf("end %s on B after the push: %v", s.session, err)
+		}
+		v, err := b.GoClient(s.ch).BeginTurn(ctx, wire.BeginTurnRequest{Session: s.session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Policy != "pol-transport-2" || slices.Contains(v.Tools, "bash") != (s.ch == "public") {
+			t.Errorf("next turn of %s as %s: policy %s tools %v withheld %v, want pol-transport-2 (bash only for public)", s.session, s.ch, v.Policy, v.Tools, v.Withheld)
+		}
+		d, err := a.GoClient(s.ch).Dispatch(ctx, wire.DispatchRequest{Session: s.session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(d.Rendering, v.Rendering) {
+			t.Errorf("A's dispatch of the turn B began (%s): tools %v, want %v", s.session, d.Tools, v.Tools)
+		}
 	}
 }
