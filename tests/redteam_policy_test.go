@@ -526,3 +526,65 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 		}
 	}
 }
+
+// #31: DeferredLoaded for a withheld deferred tool, appended by channel
+// public over the API or published straight to JetStream, in public's
+// open turn, puts it in no -engine rendering of that turn, no call-check
+// allows it, and the turn still ends with a consistent checkpoint.
+func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	ctx := e2eCtx(t)
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	pub := p.GoClient("public")
+	for _, provider := range []string{"anthropic-engine", "openai-engine"} {
+		session := "load-" + provider
+		rpEnabled(t, p, session)
+		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := pub.Append(ctx, client.AppendRequest{Session: session, Commands: []wire.Command{{"type": "DeferredLoaded", "names": []string{"send_message"}, "turn": begun.Turn}}})
+		if err != nil {
+			t.Logf("API DeferredLoaded{send_message} refused: %v", err)
+		}
+		w := newE2EPublisher(t, nc)
+		w.last[session] = max(res.LastSeq, begun.Seq)
+		if res.LastSeq == 0 {
+			st, err := pub.Intent(ctx, client.IntentRequest{Session: session})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.last[session] = st.Seq
+		}
+		w.publish(t, session, func(id string) []byte {
+			return e2eWireBody(t, id, session, "public", "mallory", "DeferredLoaded", map[string]any{"names": []string{"mcp__fs__run_script", "enter_plan_mode"}, "turn": begun.Turn})
+		})
+		st, err := pub.Intent(ctx, client.IntentRequest{Session: session, MinSeq: w.last[session]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpNoWithheld(t, provider+" dispatch after a direct DeferredLoaded (loaded "+strings.Join(st.Loaded, ",")+")", d)
+		for _, name := range []string{"send_message", "mcp__fs__run_script", "enter_plan_mode"} {
+			cc, err := pub.CallCheck(ctx, session, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.Callable {
+				t.Errorf("%s: call-check %s after a direct DeferredLoaded: %+v, want not callable", provider, name, cc)
+			}
+		}
+		end, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session})
+		if err != nil {
+			t.Fatalf("%s: end public's turn after a direct DeferredLoaded: %v", provider, err)
+		}
+		for _, name := range rpWithheld {
+			if slices.Contains(end.Checkpoint.Loaded, name) {
+				t.Errorf("%s: public's checkpoint %+v holds withheld %s", provider, end.Checkpoint, name)
+			}
+		}
+	}
+}
