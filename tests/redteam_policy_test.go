@@ -588,3 +588,43 @@ func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
 		}
 	}
 }
+
+// #31: explain's time travel applies the policy in force at the point and
+// the caller's channel: before a push, public is refused bash and the
+// exec MCP tool by pol-transport-1 while tui gets them; after the push of
+// pol-transport-2 the answers swap, each naming its policy version.
+func TestRedteamPolicyExplainUntilAcrossPush(t *testing.T) {
+	ctx := e2eCtx(t)
+	p := startEngine(t, t.TempDir(), "--registry-kv", "--registry", policyRegistryFile(t))
+	before := rpEnabled(t, p, "tt")
+	if out, err := pushRegistry(rpPol2(t), p.NATSURL, p.DataDir); err != nil {
+		t.Fatalf("registry push: %v\n%s", err, out)
+	}
+	rpWaitRegistry(t, "builtin-2026.12.1-pol2", p)
+	after, err := p.GoClient("web").Append(ctx, client.AppendRequest{Session: "tt", Commands: []wire.Command{client.WebSearchOn()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		channel, tool string
+		seq           uint64
+		rule          string // "" included
+	}{
+		{"tui", "bash", before, ""},
+		{"tui", "mcp__fs__run_script", before, ""},
+		{"public", "bash", before, "channel-deny:public:bash@pol-transport-1"},
+		{"public", "mcp__fs__run_script", before, "channel-max-permission:public:network@pol-transport-1"},
+		{"tui", "bash", after.LastSeq, "channel-deny:tui:bash@pol-transport-2"},
+		{"tui", "mcp__fs__run_script", after.LastSeq, "channel-deny:tui:mcp__fs__*@pol-transport-2"},
+		{"public", "bash", after.LastSeq, ""},
+		{"public", "mcp__fs__run_script", after.LastSeq, ""},
+	} {
+		ex, err := p.GoClient(c.channel).Explain(ctx, wire.ExplainRequest{Session: "tt", Tool: c.tool, Until: wire.UntilSeq(c.seq)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Included != (c.rule == "") || c.rule != "" && ex.Rule != c.rule {
+			t.Errorf("explain %s as %s until %d: included %v rule %s, want rule %q (\"\": included)", c.tool, c.channel, c.seq, ex.Included, ex.Rule, c.rule)
+		}
+	}
+}
