@@ -349,8 +349,8 @@ func opResolve(ctx context.Context, a *API, r *ResolveRequest, o service.Origin)
 	return a.eng.Resolve(ctx, r.Session, rr)
 }
 
-func opHistory(ctx context.Context, a *API, r *HistoryRequest, _ service.Origin) (HistoryResponse, error) {
-	return a.history(ctx, r) // paged: see types.go (#24 row 7)
+func opHistory(ctx context.Context, a *API, r *HistoryRequest, o service.Origin) (HistoryResponse, error) {
+	return a.history(ctx, r, o.Channel) // paged: see types.go (#24 row 7)
 }
 
 func opExplain(ctx context.Context, a *API, r *ExplainRequest, o service.Origin) (service.ExplainResult, error) {
@@ -432,14 +432,14 @@ func opInspect(ctx context.Context, a *API, r *TurnRequest, _ service.Origin) (D
 
 // opCallCheck asks, before a tool call executes, whether it may (#26 item
 // 3, #31): a refusal is a reply with callable false, not an error.
-func opCallCheck(ctx context.Context, a *API, r *CallCheckRequest, _ service.Origin) (service.CallCheckResult, error) {
+func opCallCheck(ctx context.Context, a *API, r *CallCheckRequest, o service.Origin) (service.CallCheckResult, error) {
 	if r.Tool == "" {
 		return service.CallCheckResult{}, badRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
 	}
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return service.CallCheckResult{}, badRequest("tool: %v", err)
 	}
-	return a.eng.CallCheck(ctx, r.Session, r.Tool)
+	return a.eng.CallCheckAs(ctx, r.Session, r.Tool, o.Channel)
 }
 
 func opCheckpoint(ctx context.Context, a *API, r *TurnRequest, o service.Origin) (CheckpointResponse, error) {

@@ -270,7 +270,7 @@ func resumeOf(session string, r service.ResumeResult) ResumeResponse {
 
 // history answers session.history with one page (#24 row 7): memory and
 // reply size are bounded by the page, not by the session's length.
-func (a *API) history(ctx context.Context, r *HistoryRequest) (HistoryResponse, error) {
+func (a *API) history(ctx context.Context, r *HistoryRequest, channel string) (HistoryResponse, error) {
 	until, err := parseUntil(r.Until)
 	if err != nil {
 		return HistoryResponse{}, err
@@ -279,6 +279,7 @@ func (a *API) history(ctx context.Context, r *HistoryRequest) (HistoryResponse, 
 	if err != nil {
 		return HistoryResponse{}, err
 	}
+	rr.Channel = channel // #31: the timeline as the caller's channel sees it
 	limit := r.Limit
 	if limit < 0 || limit > MaxHistoryPage {
 		return HistoryResponse{}, badRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, MaxHistoryPage, DefaultHistoryPage)

@@ -1,6 +1,7 @@
 package deferral
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/toolintent/engine/resolver"
@@ -22,6 +23,34 @@ func Unavailable(t resolver.Tool) resolver.Tool {
 	return t
 }
 
+// WithheldNote is the whole description of a tool a native rendering
+// keeps defined only because the session's history references it while
+// the channel policy withholds it from the requesting channel (#31): the
+// name stays (the provider refuses a history naming a tool the list
+// lacks), its description and schema do not.
+const WithheldNote = "Not callable on this channel (withheld by the channel policy); do not call it."
+
+// Withheld returns the stub a native rendering keeps for name when the
+// channel policy withholds it: deferred, WithheldNote as description, an
+// empty object schema, no provider-native form.
+func Withheld(name string) resolver.Tool {
+	return resolver.Tool{Name: name, Description: WithheldNote, Parameters: json.RawMessage(`{"type":"object"}`), Available: true, Deferred: true}
+}
+
+// WithholdLookup wraps lookup so that a name in withheld (a resolution's
+// Withheld) is found as its Withheld stub, never as its definition.
+func WithholdLookup(withheld []string, lookup func(string) (resolver.Tool, bool)) func(string) (resolver.Tool, bool) {
+	if len(withheld) == 0 {
+		return lookup
+	}
+	return func(name string) (resolver.Tool, bool) {
+		if slices.Contains(withheld, name) {
+			return Withheld(name), true
+		}
+		return lookup(name)
+	}
+}
+
 // WithReferenced returns tools followed by the tools named in referenced
 // that tools lacks, in the order given, each Unavailable, found by lookup
 // (a name lookup does not find is left out). A native rendering of the
@@ -36,7 +65,10 @@ func WithReferenced(tools []resolver.Tool, referenced []string, lookup func(stri
 			continue
 		}
 		if t, ok := lookup(n); ok {
-			extra = append(extra, Unavailable(t))
+			if t.Description != WithheldNote {
+				t = Unavailable(t)
+			}
+			extra = append(extra, t)
 		}
 	}
 	if len(extra) == 0 {

@@ -26,9 +26,11 @@ type RegistryDiff struct {
 	Removed []string `json:"removed,omitempty"`
 	// Changed are the tools of both whose contract bytes differ.
 	Changed []ToolChange `json:"changed,omitempty"`
-	// AllHashesChange is true when the versions (or the channel policy
-	// versions) differ: both are hashed into every contract hash, so
-	// every session's contract hash changes even where its tools do not.
+	// AllHashesChange is true when the registry versions differ: the
+	// version is hashed into every contract hash, so every session's
+	// contract hash changes even where its tools do not. A channel
+	// policy is not hashed in (#31): it changes contracts only through
+	// the tools it withholds.
 	AllHashesChange bool `json:"all_hashes_change"`
 	// PolicyFrom and PolicyTo are the channel policy versions ("" none).
 	PolicyFrom string `json:"policy_from,omitempty"`
@@ -47,7 +49,7 @@ type RegistryDiff struct {
 // It is deterministic and reads nothing but the two registries.
 func Diff(cur, cand *Registry) RegistryDiff {
 	d := RegistryDiff{From: cur.version, To: cand.version, PolicyFrom: cur.PolicyVersion(), PolicyTo: cand.PolicyVersion()}
-	d.AllHashesChange = d.From != d.To || d.PolicyFrom != d.PolicyTo
+	d.AllHashesChange = d.From != d.To // the policy is not hashed into contracts (#31)
 	for i := range cand.tools {
 		t := &cand.tools[i]
 		old, ok := cur.Tool(t.Name)

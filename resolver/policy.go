@@ -128,6 +128,10 @@ func (l *loader) policy(r *Registry, n *jnode) {
 					l.addf(`channel_policy.channels: an empty channel name; name the channel, or use "*" for every other channel`)
 					continue
 				}
+				if !validChannelKey(name) {
+					l.addf(`channel_policy.channels: channel %q is no channel a request can carry (1 to %d of [A-Za-z0-9_-], or "*"); fix the name, or the rule never applies`, name, maxChannelLen)
+					continue
+				}
 				p.Channels[name] = l.channelRule(p, path, c.vals[i])
 				p.channelNames = append(p.channelNames, name)
 			}
@@ -213,6 +217,10 @@ func (l *loader) decisionRule(r *Registry, path string, n *jnode) (DecisionRule,
 	if v := n.get("channel"); v != nil {
 		if s, good := l.str(path+".channel", v); good && s != "" {
 			d.Channel = s
+			if !validChannelKey(s) {
+				l.addf(`%s.channel %q: no channel a request can carry (1 to %d of [A-Za-z0-9_-], or "*"); fix the name, or the rule never applies`, path, s, maxChannelLen)
+				ok = false
+			}
 		}
 	}
 	if v := n.get("profile"); v != nil {
@@ -424,4 +432,46 @@ func (r *Registry) explainPolicy(ex *Explanation, req *Request) {
 	ex.Detail = fmt.Sprintf("the expansion selects %q (%s), but channel policy %s withholds it from channel %q by rule %s; a channel only narrows (see docs/semantics.md#channel-policy)",
 		ex.Tool, ex.Rule, r.policy.Version, req.Channel, d.Rule)
 	ex.Included, ex.Rule = false, d.Rule
+}
+
+// maxChannelLen is the longest channel name (an API subject token).
+const maxChannelLen = 64
+
+// validChannelKey reports whether a policy's channel key can match a
+// request: AnyChannel, or 1 to maxChannelLen bytes of [A-Za-z0-9_-] (the
+// channel token rule of the API). A key such as "public " would
+// otherwise leave the channel it meant unrestricted without a word (#31).
+func validChannelKey(name string) bool {
+	if name == AnyChannel {
+		return true
+	}
+	if name == "" || len(name) > maxChannelLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !toolname.NameByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// PolicyChannels returns, sorted and without repeats, the channels the
+// registry's channel policy names in a channel rule or a decision rule,
+// "*" left out; nil without a policy. A request from any other channel
+// resolves as the "*" rule says, so these plus one other channel ("")
+// cover every way the policy can resolve a session (registry diff).
+func (r *Registry) PolicyChannels() []string {
+	if r.policy == nil {
+		return nil
+	}
+	out := slices.Clone(r.policy.channelNames)
+	for i := range r.policy.Decisions {
+		if ch := r.policy.Decisions[i].Channel; ch != AnyChannel {
+			out = append(out, ch)
+		}
+	}
+	out = slices.DeleteFunc(out, func(ch string) bool { return ch == AnyChannel })
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -83,6 +83,14 @@ type CallCheckResult struct {
 // returns ErrNoTurn outside a turn and ErrInvalid for an empty name or an
 // invalid session id. It writes nothing; any engine answers the same.
 func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheckResult, error) {
+	return e.CallCheckAs(ctx, session, tool, "")
+}
+
+// CallCheckAs is CallCheck asked by channel caller: when caller is not
+// the channel that began the turn, the caller's own channel policy
+// counts too, so a channel never reads "callable" for a tool its policy
+// denies or asks (#31). An empty caller is the turn's channel.
+func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) (CallCheckResult, error) {
 	if tool == "" {
 		return CallCheckResult{}, fmt.Errorf("%w: tool is empty: name the tool the model called", ErrInvalid)
 	}
@@ -96,7 +104,7 @@ func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheck
 		if out.Reason == CallUnknown {
 			return nil
 		}
-		return e.decideCall(ctx, &out, ot) // #31
+		return e.decideCall(ctx, &out, ot, caller) // #31
 	})
 	return out, err
 }

@@ -46,6 +46,30 @@ type openTurn struct {
 	evicted bool                   // a DeferredEvicted preceded the turn's TurnStarted (#26 item 5)
 }
 
+// servesChannel reports whether a read by channel gets the turn's frozen
+// tools (R16): for the channel that began the turn, a caller that names
+// no channel (dispatch), or without a channel policy; for another channel
+// under a policy only when its policy, in the turn's registry and the
+// live one, denies none of the frozen tools. Otherwise the read resolves
+// live under its own channel, so no channel receives a tool its policy
+// withholds from it by reading another channel's turn (#31).
+func (ot *openTurn) servesChannel(channel string, live *resolver.Registry) bool {
+	if channel == "" || channel == ot.req.Channel {
+		return true
+	}
+	for _, reg := range []*resolver.Registry{ot.reg, live} {
+		if reg == nil || reg.Policy() == nil {
+			continue
+		}
+		for i := range ot.res.Tools {
+			if reg.Decide(channel, ot.req.Profile, ot.res.Tools[i].Name).Decision == resolver.DecisionDeny {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // turnState is the engine's bounded memory of turns, dispatches and
 // registries.
 type turnState struct {

@@ -41,7 +41,8 @@ type Impact struct {
 
 // Impact compares cand with the live registry (#31 item 3): the registry
 // diff, then every session of the projection, resolved from its stored
-// intent (no profile, override or channel: the session's own tools) with
+// intent (no profile or override: the session's own tools), for every
+// channel either channel policy names and for any other channel, with
 // its loaded set in load order, under both registries. A session's prefix
 // changes when the rendered provider array differs; a checkpoint loses the
 // loaded tools checkpoint.ResumeWith restores under the live registry but
@@ -78,9 +79,31 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 }
 
 // sessionImpact reports whether st's tools prefix differs between the two
-// registries, and the checkpoint's tools restored under cur but not cand.
+// registries for any channel either channel policy names or any other
+// channel (#31: a policy change's blast radius is per channel), and the
+// checkpoint's tools restored under cur but not cand for any of them.
 func sessionImpact(st aggregate.State, cur, cand *resolver.Registry) (bool, []string) {
-	req := resolver.Request{Session: st.Intent}
+	channels := append(cur.PolicyChannels(), cand.PolicyChannels()...)
+	slices.Sort(channels)
+	channels = append([]string{""}, slices.Compact(channels)...)
+	changed := false
+	var lost []string
+	for _, ch := range channels {
+		c, l := channelImpact(st, cur, cand, ch)
+		changed = changed || c
+		for _, n := range l {
+			if !slices.Contains(lost, n) {
+				lost = append(lost, n)
+			}
+		}
+	}
+	slices.Sort(lost)
+	return changed, lost
+}
+
+// channelImpact is sessionImpact for requests of one channel.
+func channelImpact(st aggregate.State, cur, cand *resolver.Registry, channel string) (bool, []string) {
+	req := resolver.Request{Session: st.Intent, Channel: channel}
 	a, errA := cur.Resolve(req)
 	b, errB := cand.Resolve(req)
 	if errA != nil || errB != nil {

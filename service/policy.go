@@ -29,6 +29,11 @@ const CallDenied = "denied"
 // end of the log) with the fold's verdicts, as every engine replays them:
 // the answers that allow an ask (#31).
 func (e *Engine) Grants(ctx context.Context, session string, upTo uint64) (aggregate.Grants, error) {
+	return e.grantsWhere(ctx, session, upTo, nil)
+}
+
+// grantsWhere is Grants keeping only the answers keep accepts (nil: all).
+func (e *Engine) grantsWhere(ctx context.Context, session string, upTo uint64, keep func(events.Envelope) bool) (aggregate.Grants, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.Grants{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
@@ -40,7 +45,7 @@ func (e *Engine) Grants(ctx context.Context, session string, upTo uint64) (aggre
 			return err
 		}
 		before := st.LastSeq
-		if st.ApplyStored(ev) == nil && ev.Seq > before {
+		if st.ApplyStored(ev) == nil && ev.Seq > before && (keep == nil || keep(ev.Envelope)) {
 			g.Observe(ev.Seq, ev.Envelope)
 		}
 		return nil
@@ -49,24 +54,53 @@ func (e *Engine) Grants(ctx context.Context, session string, upTo uint64) (aggre
 }
 
 // decideCall adds the permission decision to a call-check of the open
-// turn ot: the turn's registry decides for the turn's channel and
-// profile; an ask the user allowed (for the session, or once in this
-// turn) becomes allow, naming the answer.
-func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openTurn) error {
+// turn ot. It takes the most restrictive of: the turn's registry for the
+// turn's channel; the live registry for the turn's channel (a policy
+// pushed mid-turn that denies or asks takes effect at once, while one
+// that loosens waits for the next turn); and both registries for caller,
+// the channel asking, when it is not the turn's (a channel never gets
+// "callable" for a tool its own policy denies). Deny beats ask beats
+// allow; an ask the user allowed (for the session, or once in this turn)
+// becomes allow, naming the answer.
+func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openTurn, caller string) error {
 	if ot.reg == nil {
 		return nil
 	}
-	d := ot.reg.Decide(ot.req.Channel, ot.req.Profile, out.Name)
-	out.Channel, out.Decision, out.Rule = ot.req.Channel, d.Decision, d.Rule
+	channel := ot.req.Channel
+	d := ot.reg.Decide(channel, ot.req.Profile, out.Name)
+	consider := func(reg *resolver.Registry, ch string) {
+		if reg == nil {
+			return
+		}
+		if c := reg.Decide(ch, ot.req.Profile, out.Name); severity(c.Decision) > severity(d.Decision) {
+			d, channel = c, ch
+		}
+	}
+	live := e.Registry()
+	if live != ot.reg {
+		consider(live, ot.req.Channel)
+	}
+	if caller != "" && caller != ot.req.Channel {
+		consider(ot.reg, caller)
+		if live != ot.reg {
+			consider(live, caller)
+		}
+	}
+	out.Channel, out.Decision, out.Rule = channel, d.Decision, d.Rule
 	if !out.Callable {
 		return nil
 	}
 	switch d.Decision {
 	case resolver.DecisionDeny:
 		out.Callable, out.Reason = false, CallDenied
-		out.Note = fmt.Sprintf("tool %q is denied on channel %q by %s; do not call it", out.Name, ot.req.Channel, d.Rule)
+		out.Note = fmt.Sprintf("tool %q is denied on channel %q by %s; do not call it", out.Name, channel, d.Rule)
 	case resolver.DecisionAsk:
-		g, err := e.Grants(ctx, out.Session, out.Seq)
+		// An answer counts only when given on a channel whose policy does
+		// not deny the tool: a channel cannot allow what it may not use.
+		g, err := e.grantsWhere(ctx, out.Session, out.Seq, func(env events.Envelope) bool {
+			pg, ok := env.Payload.(events.PermissionGranted)
+			return !ok || severity(ot.reg.Decide(env.Channel, ot.req.Profile, pg.Tool).Decision) < severity(resolver.DecisionDeny)
+		})
 		if err != nil {
 			return err
 		}
@@ -81,4 +115,15 @@ func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openT
 		out.Note = fmt.Sprintf("tool %q needs the user's permission (%s): ask, then record the answer as PermissionGranted{tool:%q, scope:\"once\" or \"session\", by}", out.Name, d.Rule, out.Name)
 	}
 	return nil
+}
+
+// severity orders decisions for decideCall: deny > ask > allow.
+func severity(decision string) int {
+	switch decision {
+	case resolver.DecisionDeny:
+		return 2
+	case resolver.DecisionAsk:
+		return 1
+	}
+	return 0
 }

@@ -120,12 +120,34 @@ func TestPolicyDirectPublishAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2, _ := stackOn(t, url, jetstream.LogConfig{}, reg, service.Config{}, false)
-	rebuilt, err := e2.Resolve(ctx, "d1", service.ResolveRequest{Channel: "tui", MinSeq: turn.Seq})
+	rebuilt, err := e2.Resolve(ctx, "d1", service.ResolveRequest{Channel: "public", MinSeq: turn.Seq})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rebuilt.Frozen || !slices.Equal(rebuilt.Tools, turn.Tools) || rebuilt.ContractHash != turn.ContractHash {
 		t.Fatalf("rebuilt turn %v (%s), want %v (%s)", rebuilt.Tools, rebuilt.ContractHash, turn.Tools, turn.ContractHash)
+	}
+	// Another channel reads the turn too when its policy denies none of
+	// the frozen tools (public's set is narrower than tui's)...
+	other, err := e2.Resolve(ctx, "d1", service.ResolveRequest{Channel: "tui", MinSeq: turn.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !other.Frozen || !slices.Equal(other.Tools, turn.Tools) {
+		t.Fatalf("tui's read during public's turn: frozen %v tools %v, want the frozen turn %v", other.Frozen, other.Tools, turn.Tools)
+	}
+	// ...but a channel whose policy denies a frozen tool reads its own
+	// live resolution: tui's turn holds bash, public's read does not.
+	tuiTurn, err := e2.BeginTurn(ctx, "d2", service.Origin{Channel: "tui", Actor: "alice"}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubRead, err := e1.Resolve(ctx, "d2", service.ResolveRequest{Channel: "public", MinSeq: tuiTurn.Seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tuiTurn.Tools, "bash") || pubRead.Frozen || slices.Contains(pubRead.Tools, "bash") {
+		t.Fatalf("public's read during tui's turn (tools %v): frozen %v tools %v, want its own live tools without bash", tuiTurn.Tools, pubRead.Frozen, pubRead.Tools)
 	}
 }
 

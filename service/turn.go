@@ -249,7 +249,8 @@ func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn,
 			return nv
 		}
 	}
-	nv := &nativeView{rendering: row.Render(deferral.WithReferenced(res.Tools, referenced, lookup), res.Namespaces, 0)}
+	// A referenced tool the channel policy withholds keeps only a stub (#31).
+	nv := &nativeView{rendering: row.Render(deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, lookup)), res.Namespaces, 0)}
 	nv.catalogText, nv.budget = row.Context(res)
 	sum := sha256.Sum256(nv.rendering)
 	nv.hash = hex.EncodeToString(sum[:])
@@ -289,11 +290,17 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	}
 	if st.InTurn && req.Override.Kind == intent.OverrideNone {
 		var v TurnView
+		frozen := false
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
-			v = e.frozenView(st, ot, req.Provider)
+			if !ot.servesChannel(req.Channel, e.Registry()) {
+				return nil // another channel's turn under a policy: resolve live below (#31)
+			}
+			v, frozen = e.frozenView(st, ot, req.Provider), true
 			return nil
 		})
-		return v, err
+		if err != nil || frozen {
+			return v, err
+		}
 	}
 	res, err := e.resolve(st, req)
 	if err != nil {

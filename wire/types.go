@@ -533,7 +533,7 @@ type RegistryImpact struct {
 }
 
 // RegistryDiff compares a candidate registry (To) with the live one
-// (From): AllHashesChange when the versions or policy versions differ
+// (From): AllHashesChange when the registry versions differ
 // (every contract hash changes); Presets and Profiles whose expansion
 // changes.
 type RegistryDiff struct {

@@ -1,17 +1,19 @@
-// Failing tests of the #31 red team (bugs found 2026-12-04). Not compiled here:
-// cp tests/testdata/redteam_policy/bugs_test.go.txt tests/redteam_policy_bugs_test.go && go test -count=1 -run TestRedteamPolicyBug ./tests/
-// Each must pass once its bug is fixed; then move it into tests/redteam_policy_test.go.
+// Red-team findings of 2026-12-04 on the channel policy (#31), each a
+// bug on the built binary when written and fixed since (see each test's
+// comment).
 
 package tests
 
 import (
 	"bytes"
-	"github.com/toolintent/engine/internal/natstest"
 	"os"
 	"slices"
 	"testing"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -19,7 +21,7 @@ import (
 // entry's tool set is resolved under the caller's channel policy, so the
 // public channel's timeline never shows bash in, and agrees with explain
 // until the same seq.
-func TestRedteamPolicyBugHistoryChannel(t *testing.T) {
+func TestRedteamPolicyFixedHistoryChannel(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "h1")
@@ -48,7 +50,7 @@ func TestRedteamPolicyBugHistoryChannel(t *testing.T) {
 // #31 + #26 item 3: a native rendering for channel public keeps defining
 // (schema and all) deferred tools that channel tui loaded earlier in the
 // session, although the policy withholds them from public.
-func TestRedteamPolicyBugNativeReferencedWithheld(t *testing.T) {
+func TestRedteamPolicyFixedNativeReferencedWithheld(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	for _, provider := range []string{"anthropic", "openai"} {
@@ -68,10 +70,18 @@ func TestRedteamPolicyBugNativeReferencedWithheld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"send_message", "mcp__fs__run_script", "run_script"} { // openai namespaces mcp__fs__run_script as run_script
-			if bytes.Contains(begun.Rendering, []byte(`"`+name+`"`)) {
-				t.Errorf("%s: public turn's rendering defines withheld %s (loaded earlier by tui)", provider, name)
+		// The names stay (the conversation's tool_reference blocks name
+		// them, and a provider refuses a history naming a tool the list
+		// lacks), as stubs: neither description nor schema of a withheld
+		// tool reaches the public channel.
+		sendDesc, _ := resolver.Default().Tool("send_message")
+		for _, leak := range []string{"MCP tool mcp__fs__run_script", sendDesc.Description[:40]} {
+			if bytes.Contains(begun.Rendering, []byte(leak)) {
+				t.Errorf("%s: public turn's rendering carries %q of a withheld tool (loaded earlier by tui)", provider, leak)
 			}
+		}
+		if !bytes.Contains(begun.Rendering, []byte(deferral.WithheldNote)) {
+			t.Errorf("%s: public turn's rendering has no withheld stub: %s", provider, begun.Rendering)
 		}
 	}
 }
@@ -80,7 +90,7 @@ func TestRedteamPolicyBugNativeReferencedWithheld(t *testing.T) {
 // frozen before it (reason "denied", service.CallDenied: "a turn frozen
 // before a policy change can hold one"), on both engines, as a disable
 // stored mid-turn does.
-func TestRedteamPolicyBugTightenedMidTurnCallCheck(t *testing.T) {
+func TestRedteamPolicyFixedTightenedMidTurnCallCheck(t *testing.T) {
 	ctx := e2eCtx(t)
 	a, b, natsURL := rpTwoEngines(t)
 	rpEnabled(t, a, "pt")
@@ -102,32 +112,9 @@ func TestRedteamPolicyBugTightenedMidTurnCallCheck(t *testing.T) {
 	}
 }
 
-// #31: an answer recorded by a channel whose policy denies the tool does
-// not allow it on another channel: public (bash denied) records
-// PermissionGranted{bash, session}; tui's ask for bash stays ask.
-func TestRedteamPolicyBugGrantFromDeniedChannel(t *testing.T) {
-	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
-	ctx := e2eCtx(t)
-	rpEnabled(t, p, "cc")
-	tui, pub := p.GoClient("tui"), p.GoClient("public")
-	if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pub.Append(ctx, client.AppendRequest{Session: "cc", Commands: []wire.Command{{"type": "PermissionGranted", "tool": "bash", "scope": "session", "by": "mallory"}}}); err != nil {
-		t.Fatal(err)
-	}
-	cc, err := tui.CallCheck(ctx, "cc", "bash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cc.Callable || cc.Reason != "ask" {
-		t.Errorf("call-check bash in tui's turn after channel public (bash denied there) granted it: callable %v reason %s rule %s note %q, want ask", cc.Callable, cc.Reason, cc.Rule, cc.Note)
-	}
-}
-
 // #31: call-check asked by a channel whose policy denies the tool never
 // reads callable, even in a turn another channel began.
-func TestRedteamPolicyBugCallCheckFromOtherChannel(t *testing.T) {
+func TestRedteamPolicyFixedCallCheckFromOtherChannel(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "cc")
@@ -150,7 +137,7 @@ func TestRedteamPolicyBugCallCheckFromOtherChannel(t *testing.T) {
 // (channels are 1 to 64 of [A-Za-z0-9_-]) is refused when the registry
 // loads, naming the key: a typo such as "public " would otherwise leave
 // public unrestricted without a word.
-func TestRedteamPolicyBugPolicyChannelNameValidated(t *testing.T) {
+func TestRedteamPolicyFixedPolicyChannelNameValidated(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	for _, key := range []string{"public ", "pub.lic", "pub>", "públic"} {
 		bad := rpRegistry(t, func(doc map[string]any) {
@@ -175,7 +162,7 @@ func TestRedteamPolicyBugPolicyChannelNameValidated(t *testing.T) {
 // turn was tui's (its next tui prefix changes) and the checkpoint that
 // would lose mcp__fs__run_script on resume — as a resume by tui after the
 // push indeed does.
-func TestRedteamPolicyBugDiffSeesChannelPolicy(t *testing.T) {
+func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "pt")
@@ -209,7 +196,7 @@ func TestRedteamPolicyBugDiffSeesChannelPolicy(t *testing.T) {
 // #31 (e936c78): the policy is not hashed into a contract, so a candidate
 // that changes only the policy version does not change every contract
 // hash, and registry diff must not say it does.
-func TestRedteamPolicyBugDiffAllHashesPolicyOnly(t *testing.T) {
+func TestRedteamPolicyFixedDiffAllHashesPolicyOnly(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	cand, err := os.ReadFile(rpRegistry(t, func(doc map[string]any) {
@@ -232,7 +219,7 @@ func TestRedteamPolicyBugDiffAllHashesPolicyOnly(t *testing.T) {
 // public (HTTP or NATS, any provider) must not hand it tui's frozen tools
 // with bash, which explain, asked by public at the same moment, says is
 // withheld.
-func TestRedteamPolicyBugResolveDuringOtherChannelsTurn(t *testing.T) {
+func TestRedteamPolicyFixedResolveDuringOtherChannelsTurn(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "rt")
@@ -257,5 +244,28 @@ func TestRedteamPolicyBugResolveDuringOtherChannelsTurn(t *testing.T) {
 				t.Errorf("%s %s: resolve as public during tui's open turn: frozen %v, tools %v, withheld %v — holds bash, while explain as public says %s (included %v)", tr.name, prov, v.Frozen, v.Tools, v.Withheld, ex.Rule, ex.Included)
 			}
 		}
+	}
+}
+
+// #31: an answer recorded by a channel whose policy denies the tool does
+// not allow it on another channel: public (bash denied) records
+// PermissionGranted{bash, session}; tui's ask for bash stays ask.
+func TestRedteamPolicyFixedGrantFromDeniedChannel(t *testing.T) {
+	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
+	ctx := e2eCtx(t)
+	rpEnabled(t, p, "cc")
+	tui, pub := p.GoClient("tui"), p.GoClient("public")
+	if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Append(ctx, client.AppendRequest{Session: "cc", Commands: []wire.Command{{"type": "PermissionGranted", "tool": "bash", "scope": "session", "by": "mallory"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := tui.CallCheck(ctx, "cc", "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Callable || cc.Reason != "ask" {
+		t.Errorf("call-check bash in tui's turn after channel public (bash denied there) granted it: callable %v reason %s rule %s note %q, want ask", cc.Callable, cc.Reason, cc.Rule, cc.Note)
 	}
 }
