@@ -323,8 +323,8 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 		if err != nil {
 			return fixed, err
 		}
-		if v.LastSeq <= last {
-			continue
+		if v.LastSeq <= last || (v.Deleted() && last == 0) {
+			continue // in step; or erased (#30): its view is the deleted state, its events purged on purpose
 		}
 		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
 		if err != nil {
