@@ -269,6 +269,16 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
+// FoldedUpTo is the stream sequence up to which the projection runner
+// (of any engine on the stream) has written the views: the watermark it
+// records after each flush. An erase waits for it to pass the session's
+// SessionDeleted before it purges (#30), so that no view is left behind
+// the delete.
+func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
+	folded, _, err := p.meta.Watermark(ctx)
+	return folded, err
+}
+
 // Sessions lists the sessions that have a view, sorted; a deleted session
 // (#30) is not listed.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
