@@ -70,9 +70,18 @@ type Eraser struct {
 	audit jetstream.Stream    // on the privileged connection
 	subj  string              // "<prefix>.audit.erase."
 
-	mu     sync.Mutex
-	erased map[string]bool // sessions known erased (an erase is for good)
+	mu         sync.Mutex
+	erased     map[string]bool // sessions known erased (an erase is for good)
+	emptyUntil time.Time       // the audit stream held no record when last asked, until then
+	nonEmpty   bool            // the audit stream holds a record (for good: it denies delete and purge)
 }
+
+// emptyFor is how long Erased trusts an empty audit stream before asking
+// again: the engine's first write to a new session then costs no audit
+// look-up while nothing was ever erased. An erase on another engine within
+// that time is answered by the session's view, which the erase left
+// deleted (it waits for the views to fold the delete).
+const emptyFor = time.Second
 
 // NewEraser opens (creating it on first use) the audit stream and returns
 // an eraser of l's sessions that purges through admin, a connection
@@ -137,6 +146,26 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 	}
 	ctx, cancel := x.log.withTimeout(ctx)
 	defer cancel()
+	x.mu.Lock()
+	empty, nonEmpty := time.Now().Before(x.emptyUntil), x.nonEmpty
+	x.mu.Unlock()
+	if empty {
+		return false, nil
+	}
+	if !nonEmpty {
+		if info, err := x.audit.Info(ctx); err == nil {
+			x.mu.Lock()
+			if info.State.Msgs == 0 {
+				x.emptyUntil = time.Now().Add(emptyFor)
+			} else {
+				x.nonEmpty = true
+			}
+			x.mu.Unlock()
+			if info.State.Msgs == 0 {
+				return false, nil
+			}
+		}
+	}
 	_, err := x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
@@ -151,6 +180,7 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 func (x *Eraser) remember(session string) {
 	x.mu.Lock()
 	x.erased[session] = true
+	x.emptyUntil, x.nonEmpty = time.Time{}, true
 	x.mu.Unlock()
 }
 

@@ -470,6 +470,10 @@ type FeedPosition struct {
 	Delivered uint64
 	// Undelivered counts events not yet delivered.
 	Undelivered uint64
+	// AckedNone reports a feed that never acknowledged an event. Its
+	// AckFloor is 0, or, on a stream whose first sequences were purged by
+	// an erase (#30), the sequence before the stream's first.
+	AckedNone bool
 }
 
 // Position asks the server where the feed stands.
@@ -480,7 +484,8 @@ func (f *Feed) Position(ctx context.Context) (FeedPosition, error) {
 	if err != nil {
 		return FeedPosition{}, fmt.Errorf("feed info: %w", err)
 	}
-	return FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending}, nil
+	return FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending,
+		AckedNone: info.AckFloor.Consumer == 0}, nil
 }
 
 // ResetFeed deletes a durable feed, so that the next Feed with that name

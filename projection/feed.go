@@ -35,8 +35,10 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.revs = make(map[string]uint64)
 	p.cacheMu.Unlock()
 	// A feed that never acknowledged anything rebuilds every view from the
-	// first event: existing views (of an earlier feed) are overwritten.
-	p.trustCache = floor == 0
+	// first event: existing views (of an earlier feed) are overwritten. Its
+	// ack floor is 0, or the sequence before the first when an erase
+	// purged the stream's first events (#30).
+	p.trustCache = floor == 0 || pos.AckedNone
 	p.evicted = nil
 	if p.trustCache {
 		p.evicted = newEvictedSet()

@@ -269,6 +269,16 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 	}
 }
 
+// FoldedUpTo is the stream sequence up to which the projection runner
+// (of any engine on the stream) has written the views: the watermark it
+// records after each flush. An erase waits for it to pass the session's
+// SessionDeleted before it purges (#30), so that no view is left behind
+// the delete.
+func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
+	folded, _, err := p.meta.Watermark(ctx)
+	return folded, err
+}
+
 // Sessions lists the sessions that have a view, sorted; a deleted session
 // (#30) is not listed.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
@@ -323,8 +333,8 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 		if err != nil {
 			return fixed, err
 		}
-		if v.LastSeq <= last {
-			continue
+		if v.LastSeq <= last || (v.Deleted() && last == 0) {
+			continue // in step; or erased (#30): its view is the deleted state, its events purged on purpose
 		}
 		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
 		if err != nil {

@@ -52,6 +52,10 @@ func (m *marks) raise(session string, seq uint64) {
 // len is the number of sessions with a mark (for tests of the bound).
 func (m *marks) len() int { return m.c.Len() }
 
+// forget drops the session's mark (an erased session: its sequences are
+// gone from the log).
+func (m *marks) forget(session string) { m.c.Remove(session) }
+
 // floor is the sequence a read of session must include: the caller's
 // minSeq or the engine's mark, whichever is higher.
 func (e *Engine) floor(session string, minSeq uint64) uint64 {

@@ -493,7 +493,8 @@ type ExplainResult struct {
 // override, against the registry in force at that point: the open turn's
 // recorded version when until falls inside a turn, else the version in
 // force when the last event explained was stored, else (until zero and
-// outside a turn) the live registry. RegistryVersion says which.
+// outside a turn) the live registry. RegistryVersion says which. A
+// session deleted at until answers ErrDeleted (#30).
 func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (ExplainResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
@@ -521,6 +522,11 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
+		return ExplainResult{}, err
+	}
+	if err := alive(session, st); err != nil {
+		// A deleted session has no tools to explain (#30); a point before
+		// the delete (until) still explains.
 		return ExplainResult{}, err
 	}
 	regs := e.registriesAt(ctx)

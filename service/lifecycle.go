@@ -158,7 +158,9 @@ func (e *Engine) Erase(ctx context.Context, session string, origin Origin, reaso
 		res.DeleteSeq = d.Seq
 	}
 	e.dropSession(session)
-	e.waitFolded(ctx, max(res.DeleteSeq, st.LastSeq))
+	if err := e.waitFolded(ctx, max(res.DeleteSeq, st.LastSeq)); err != nil {
+		return res, fmt.Errorf("erase %q: %w", session, err)
+	}
 	if res.Keys, err = e.forgetKeys(ctx, session); err != nil {
 		return res, fmt.Errorf("erase %q: forget idempotency keys: %w", session, err)
 	}
@@ -168,24 +170,41 @@ func (e *Engine) Erase(ctx context.Context, session string, origin Origin, reaso
 		return res, err
 	}
 	e.dropSession(session)
+	e.marks.forget(session) // its sequences are purged: reads ask for none of them
 	return res, nil
 }
 
-// waitFolded waits, for a bounded time, until this engine's projection
-// (when it runs it) has folded seq: the purge then removes only events the
-// views already hold. A projection that meets purged sequences later skips
-// them (the audit record covers them), so this only saves it the look-up.
-func (e *Engine) waitFolded(ctx context.Context, seq uint64) {
+// foldWait bounds how long an erase waits for the views to fold its
+// session's SessionDeleted.
+const foldWait = 10 * time.Second
+
+// waitFolded waits until the views have folded seq: the projection
+// runner's watermark (whichever engine runs it) has passed it, so the
+// session's view is the deleted state before its events are purged, on
+// every engine. It fails (KindUnavailable: erase again) when that takes
+// longer than foldWait, for example when no engine runs the projection.
+func (e *Engine) waitFolded(ctx context.Context, seq uint64) error {
 	p, ok := e.proj.(interface {
-		Runner() bool
-		WaitApplied(ctx context.Context, seq uint64) error
+		FoldedUpTo(ctx context.Context) (uint64, error)
 	})
-	if !ok || !p.Runner() || seq == 0 {
-		return
+	if !ok || seq == 0 {
+		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_ = p.WaitApplied(wctx, seq) // bounded: the erase goes on either way
+	deadline := time.Now().Add(foldWait)
+	for {
+		folded, err := p.FoldedUpTo(ctx)
+		if err == nil && folded >= seq {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the views have folded up to %d, not yet the delete at %d, after %s (is a projection running?); nothing was purged, erase again: %w", folded, seq, foldWait, projection.ErrNotCaughtUp)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the views to fold the delete at %d: %w: %w", seq, projection.ErrNotCaughtUp, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // forgetKeys drops the idempotency keys of session, when the engine has a

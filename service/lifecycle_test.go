@@ -20,8 +20,8 @@ func (a auditOnly) Erase(context.Context, string) (jetstream.EraseReport, error)
 }
 func (a auditOnly) Erased(_ context.Context, s string) (bool, error) { return a[s], nil }
 
-// #30: delete over the engine's ports: reads and writes answer ErrDeleted
-// (KindDeleted), the state keeps no intent, deleting a session without
+// #30: delete over the engine's ports: reads, explain and writes answer
+// ErrDeleted (KindDeleted) while history still shows the events, deleting a session without
 // events is ErrNotFound; an id the audit records as erased, with no events
 // left, answers ErrDeleted on read and on its first write, not the
 // defaults of a new session; without an eraser Erase is refused
@@ -42,6 +42,15 @@ func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 	}
 	if _, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}); service.KindOf(err) != service.KindDeleted {
 		t.Errorf("write to a deleted session: %v (kind %v)", err, service.KindOf(err))
+	}
+	if _, err := e.Explain(ctx, "s1", "bash", service.Until{}, service.ResolveRequest{}); !errors.Is(err, service.ErrDeleted) {
+		t.Errorf("explain of a deleted session: %v", err)
+	}
+	if _, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 2}, service.ResolveRequest{}); err != nil {
+		t.Errorf("explain before the delete: %v", err)
+	}
+	if h, _, err := e.History(ctx, "s1", service.Until{}, service.ResolveRequest{}); err != nil || len(h) != 3 {
+		t.Errorf("history of a deleted session: %d entries, %v", len(h), err)
 	}
 	if _, err := e.Delete(ctx, "s1", web, ""); service.KindOf(err) != service.KindDeleted {
 		t.Errorf("delete again: %v", err)

@@ -268,6 +268,17 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 				attempt--
 				continue
 			}
+			if !strong {
+				// A no-op decided on this engine's cached state: the
+				// session may have been deleted through another engine
+				// (#30), which the view says.
+				if v, err := e.proj.Read(ctx, session, projection.ReadOptions{}); err == nil {
+					if err := alive(session, v); err != nil {
+						e.forget(session)
+						return res, err
+					}
+				}
+			}
 			e.marks.raise(session, st.LastSeq)
 			res.State = st
 			return res, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 )
 
@@ -47,8 +48,9 @@ func rawSubject(t *testing.T, nc *nats.Conn, subject string) []string {
 
 // #30: engine delete (the built binary) closes a session for good: reads
 // answer 410 deleted, writes are refused, engine sessions no longer lists
-// it, its id starts no new session, a bystander's events stay byte for
-// byte, and all of it holds after a restart.
+// it, its id starts no new session, an event a direct publisher stores on
+// it is rejected, a bystander's events stay byte for byte, and all of it
+// holds after a restart.
 func TestLifecycleDeleteBinary(t *testing.T) {
 	dir := t.TempDir()
 	p := startEngine(t, dir)
@@ -113,10 +115,33 @@ func TestLifecycleDeleteBinary(t *testing.T) {
 		}
 	}
 	check("after delete")
-	// The events stay in the log (delete is not erase): 4 of the victim's
-	// and the SessionDeleted.
-	if got := rawSubject(t, nc, "tools.events.victim"); len(got) != 4 || !bytes.Contains([]byte(got[3]), []byte(fmt.Sprintf("%x", "SessionDeleted"))) {
-		t.Errorf("victim's log %d events, want 4 ending with SessionDeleted", len(got))
+	// A direct publisher (not the API) writes to the deleted session: the
+	// event is kept in the log and rejected by the fold, on every engine.
+	raw := events.New("victim", "backend", "svc", events.ToolsToggled{})
+	data, err := events.Encode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg("tools.events.victim")
+	msg.Data = data
+	msg.Header.Set("Nats-Msg-Id", raw.ID)
+	if _, err := nc.RequestMsg(msg, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		h, err := c.History(ctx, client.HistoryRequest{Session: "victim"})
+		if err != nil {
+			return err
+		}
+		if n := len(h.Entries); n != 5 || !h.Entries[4].Rejected || !strings.Contains(h.Entries[4].Error, "deleted") {
+			return fmt.Errorf("history %d entries, last %+v", n, h.Entries[n-1])
+		}
+		return nil
+	})
+	// The events stay in the log (delete is not erase): 3 of the victim's,
+	// the SessionDeleted and the rejected direct publish.
+	if got := rawSubject(t, nc, "tools.events.victim"); len(got) != 5 || !bytes.Contains([]byte(got[3]), []byte(fmt.Sprintf("%x", "SessionDeleted"))) {
+		t.Errorf("victim's log %d events, want 5 with SessionDeleted 4th", len(got))
 	}
 	p.Stop(t)
 	p = startEngine(t, dir)

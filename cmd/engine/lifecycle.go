@@ -19,8 +19,8 @@ type deleteCmd struct {
 func (c *deleteCmd) Help() string {
 	return "Deletes SESSION for good: a SessionDeleted event closes it. Afterwards every read of it answers " +
 		"410 deleted (never the defaults of a new session), every write is refused, engine sessions no longer " +
-		"lists it, and the id never starts a new session. Its events stay in the log (history and explain still " +
-		"show them); engine erase removes them. Needs a write right (a read-only token is refused)."
+		"lists it, and the id never starts a new session. Its events stay in the log (history still shows them, " +
+		"explain explains points before the delete with --until); engine erase removes them. Needs a write right (a read-only token is refused)."
 }
 
 func (c *deleteCmd) Run(ctx context.Context) error {
