@@ -87,10 +87,13 @@ type RetentionTick struct {
 	// Started is when the tick began; Took how long it ran.
 	Started time.Time
 	Took    time.Duration
-	// Examined counts the sessions looked at (at most the batch).
+	// Examined counts the sessions looked at, erase retries included (at
+	// most the batch).
 	Examined int
-	// Deleted counts the idle sessions deleted (action delete), Erased
-	// those deleted and purged (action erase).
+	// Deleted counts the idle sessions deleted and not erased (action
+	// delete; under action erase, those whose erase failed: it is retried
+	// by the next ticks and counted in Errors), Erased those purged
+	// (action erase).
 	Deleted, Erased int
 	// Conflicts counts idle sessions written (or deleted by another
 	// engine) between the examination and the delete: they are kept.
@@ -111,6 +114,7 @@ type Retention struct {
 
 	mu      sync.Mutex
 	pending []string // the current pass's sessions not yet examined, sorted
+	unerase []string // deleted by retention, their erase failed: retried first
 }
 
 // NewRetention returns the retention policy cfg over e's sessions. The
@@ -165,7 +169,25 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 		}
 		r.pending = all
 	}
-	n := min(r.cfg.Batch, len(r.pending))
+	budget := r.cfg.Batch
+	// Sessions this retention deleted but could not erase: a deleted
+	// session is no longer listed, so only this list brings them back.
+	if k := min(budget, len(r.unerase)); k > 0 {
+		retry := r.unerase[:k:k]
+		r.unerase = r.unerase[k:]
+		for _, s := range retry {
+			t.Examined++
+			budget--
+			if _, err := r.e.Erase(ctx, s, RetentionOrigin, ""); err != nil {
+				t.Errors++
+				r.unerase = append(r.unerase, s)
+				r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: erase of a deleted idle session failed again; retried next tick (or run engine erase)")
+				continue
+			}
+			t.Erased++
+		}
+	}
+	n := min(budget, len(r.pending))
 	batch := r.pending[:n]
 	r.pending = r.pending[n:]
 	if len(r.pending) == 0 {
@@ -187,6 +209,11 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 			} else {
 				t.Deleted++
 			}
+		case errors.Is(err, errNotErased):
+			t.Deleted++
+			t.Errors++
+			r.unerase = append(r.unerase, s)
+			r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: idle session deleted, its erase failed; retried next tick")
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrDeleted):
 			t.Conflicts++
 		default:
@@ -201,6 +228,7 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 var (
 	errKept       = errors.New("kept")
 	errDeletedNow = errors.New("deleted")
+	errNotErased  = errors.New("deleted, not erased")
 )
 
 // examine deletes session when its last event is before cutoff, on the
@@ -231,7 +259,7 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 	r.e.dropSession(session)
 	if r.cfg.Action == RetainErase {
 		if _, err := r.e.Erase(ctx, session, RetentionOrigin, reason); err != nil {
-			return fmt.Errorf("erase after the retention delete: %w", err)
+			return fmt.Errorf("%w: erase after the retention delete: %w", errNotErased, err)
 		}
 	}
 	r.e.cfg.Logger.Debug().Str("session", session).Str("reason", reason).Str("action", string(r.cfg.Action)).Msg("retention: idle session deleted")

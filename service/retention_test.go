@@ -351,3 +351,45 @@ func TestRetentionConfigRefused(t *testing.T) {
 		t.Errorf("a valid config: %v", err)
 	}
 }
+
+// failOnce is an Eraser whose first Erase fails.
+type failOnce struct {
+	service.Eraser
+	failed bool
+}
+
+func (f *failOnce) Erase(ctx context.Context, session string) (jetstream.EraseReport, error) {
+	if !f.failed {
+		f.failed = true
+		return jetstream.EraseReport{}, errors.New("audit stream unreachable")
+	}
+	return f.Eraser.Erase(ctx, session)
+}
+
+// #30: under the erase action, a session deleted by retention whose erase
+// failed (a deleted session is listed no more) is erased by the next tick.
+func TestRetentionEraseRetried(t *testing.T) {
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	ctx := context.Background()
+	appendAged(t, log, "gone", time.Now().Add(-idleAgo), events.ToolsToggled{Enabled: on(true)})
+	waitListed(t, e, 1)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(&failOnce{Eraser: x})
+	r, err := e.NewRetention(service.RetentionConfig{Idle: retentionIdle, Action: service.RetainErase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk, err := r.Tick(ctx); err != nil || tk.Deleted != 1 || tk.Errors != 1 || tk.Erased != 0 {
+		t.Fatalf("first tick %+v %v; want 1 deleted, its erase failed", tk, err)
+	}
+	lastDeleted(t, log, "gone")
+	if tk, err := r.Tick(ctx); err != nil || tk.Erased != 1 || tk.Errors != 0 {
+		t.Fatalf("second tick %+v %v; want the erase retried", tk, err)
+	}
+	if got := rawEvents(t, log, "gone"); len(got) != 0 {
+		t.Errorf("erased session still has %d events", len(got))
+	}
+}
