@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -26,7 +27,7 @@ const (
 // appendAged stores on session the events of cmds as a writer whose clock
 // said at: each envelope's time_ms is at (the documented wire field
 // retention reads), appended straight to the log.
-func appendAged(t *testing.T, log *jetstream.Log, session string, at time.Time, cmds ...events.Payload) {
+func appendAged(t testing.TB, log *jetstream.Log, session string, at time.Time, cmds ...events.Payload) {
 	t.Helper()
 	var envs []events.Envelope
 	for _, c := range cmds {
@@ -58,7 +59,7 @@ func rawEvents(t *testing.T, log *jetstream.Log, session string) []string {
 }
 
 // waitListed waits until e lists n sessions (the projection folded them).
-func waitListed(t *testing.T, e *service.Engine, n int) {
+func waitListed(t testing.TB, e *service.Engine, n int) {
 	t.Helper()
 	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		got, err := e.Sessions(context.Background())
@@ -392,4 +393,80 @@ func TestRetentionEraseRetried(t *testing.T) {
 	if got := rawEvents(t, log, "gone"); len(got) != 0 {
 		t.Errorf("erased session still has %d events", len(got))
 	}
+}
+
+// benchStack is stackOn for benchmarks: a log, its running projection and
+// an engine on a fresh in-process server.
+func benchStack(b *testing.B) (*service.Engine, *jetstream.Log) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nc := natstest.Connect(b, natstest.Server(b).ClientURL())
+	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = proj.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done; nc.Close() })
+	return service.New(log, proj, resolver.Default(), service.Config{}), log
+}
+
+// #30: the cost of a retention tick per session examined, on 1,000 fresh
+// sessions (each: a view read and a direct get of the last event; none
+// deleted).
+func BenchmarkRetentionExamine(b *testing.B) {
+	e, log := benchStack(b)
+	const n = 1000
+	for i := range n {
+		appendAged(b, log, fmt.Sprintf("s%04d", i), time.Now(), events.ToolsToggled{Enabled: on(true)})
+	}
+	waitListed(b, e, n)
+	r, err := e.NewRetention(service.RetentionConfig{Idle: retentionIdle, Batch: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		tk, err := r.Tick(context.Background())
+		if err != nil || tk.Examined != n || tk.Deleted != 0 {
+			b.Fatalf("tick %+v %v", tk, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
+}
+
+// #30: the cost of a retention tick per idle session deleted (examine and
+// a conditional SessionDeleted append), 200 sessions a tick.
+func BenchmarkRetentionDelete(b *testing.B) {
+	e, log := benchStack(b)
+	const n = 200
+	r, err := e.NewRetention(service.RetentionConfig{Idle: retentionIdle, Batch: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	old := time.Now().Add(-idleAgo)
+	var took time.Duration
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		for i := range n {
+			appendAged(b, log, fmt.Sprintf("r%d-%04d", round, i), old, events.ToolsToggled{Enabled: on(true)})
+		}
+		waitListed(b, e, n)
+		round++
+		b.StartTimer()
+		start := time.Now()
+		tk, err := r.Tick(context.Background())
+		took += time.Since(start)
+		if err != nil || tk.Deleted != n {
+			b.Fatalf("tick %+v %v", tk, err)
+		}
+	}
+	b.ReportMetric(float64(took.Microseconds())/float64(round*n), "µs/session")
 }
