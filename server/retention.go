@@ -26,11 +26,11 @@ func ParseRetainDuration(s string) (time.Duration, error) {
 	if i := strings.IndexByte(in, 'd'); i >= 0 {
 		n, err := strconv.ParseUint(in[:i], 10, 32)
 		if err != nil {
-			return 0, fmt.Errorf("%q: want a whole number of days before d, such as 90d or 1d12h", s)
+			return 0, fmt.Errorf("%q: want a positive duration such as 90d, 36h or 1d12h (a whole number of days before d; units d, h, m, s)", s)
 		}
 		days = time.Duration(n) * 24 * time.Hour
 		if days/(24*time.Hour) != time.Duration(n) || days < 0 {
-			return 0, fmt.Errorf("%q: too many days", s)
+			return 0, fmt.Errorf("%q: too many days (want a duration such as 90d)", s)
 		}
 		in = in[i+1:]
 	}
@@ -38,7 +38,7 @@ func ParseRetainDuration(s string) (time.Duration, error) {
 	if in != "" {
 		var err error
 		if rest, err = time.ParseDuration(in); err != nil {
-			return 0, fmt.Errorf("%q: want a positive duration such as 90d, 36h or 30m (units d, h, m, s)", s)
+			return 0, fmt.Errorf("%q: want a positive duration such as 90d, 36h or 1d12h (units d, h, m, s)", s)
 		}
 	}
 	d := days + rest

@@ -237,8 +237,9 @@ func TestRetentionFlagsBinary(t *testing.T) {
 	} {
 		args := append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0", "--http", ""}, c.args...)
 		out, err := run(c.env, args...)
-		if err == nil {
-			t.Errorf("%v %v: accepted\n%s", c.env, c.args, out)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v %v: %v, want exit 2 (a usage error)\n%s", c.env, c.args, err, out)
 			continue
 		}
 		for _, w := range c.want {

@@ -100,13 +100,13 @@ func (c *serveCmd) retention() (idle time.Duration, err error) {
 	}
 	idle, err = server.ParseRetainDuration(c.RetainIdle)
 	if err != nil {
-		return 0, fmt.Errorf("--retain-idle: %w (or leave it unset to keep sessions for ever)", err)
+		return 0, usage(fmt.Errorf("--retain-idle: %w (or leave it unset to keep sessions for ever)", err))
 	}
 	if c.RetainTick <= 0 {
-		return 0, fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick)
+		return 0, usage(fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))
 	}
 	if c.RetainBatch <= 0 {
-		return 0, fmt.Errorf("--retain-batch %d: want 1 or more, such as 1000", c.RetainBatch)
+		return 0, usage(fmt.Errorf("--retain-batch %d: want 1 or more, such as 1000", c.RetainBatch))
 	}
 	return idle, nil
 }
