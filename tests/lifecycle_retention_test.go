@@ -258,3 +258,67 @@ func TestRetentionFlagsBinary(t *testing.T) {
 	})
 	p.Stop(t)
 }
+
+// deletedOnce waits until each session's log ends with a SessionDeleted
+// and checks that it holds exactly one.
+func deletedOnce(t *testing.T, nc *nats.Conn, sessions []string) {
+	t.Helper()
+	natstest.CheckFor(t, 90*time.Second, 100*time.Millisecond, func() error {
+		for _, s := range sessions {
+			if env := lastRaw(t, nc, s); env.Type != events.TypeSessionDeleted {
+				return fmt.Errorf("%s ends with %s", s, env.Type)
+			}
+		}
+		return nil
+	})
+	for _, s := range sessions {
+		deletes := 0
+		for _, raw := range rawSubject(t, nc, "tools.events."+s) {
+			if strings.Contains(raw, fmt.Sprintf("%x", "SessionDeleted")) {
+				deletes++
+			}
+		}
+		if deletes != 1 {
+			t.Errorf("%s has %d SessionDeleted events, want 1", s, deletes)
+		}
+	}
+}
+
+// #30: two engines on one stream, both with --retain-idle: only the one
+// that runs the projection runs retention (the other's tick counter stays
+// at 0), every idle session is deleted once, and when the runner dies the
+// other takes over retention with the projection.
+func TestLifecycleRetentionTwoEnginesBinary(t *testing.T) {
+	srv := natstest.Server(t)
+	args := []string{"--nats", srv.ClientURL(), "--retain-idle", "90d", "--retain-tick", "200ms"}
+	a := startEngine(t, t.TempDir(), args...)
+	b := startEngine(t, t.TempDir(), args...)
+	nc := natstest.Connect(t, srv.ClientURL())
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	var first []string
+	for i := range 10 {
+		s := fmt.Sprintf("one%02d", i)
+		publishAged(t, nc, s, old, events.ToolsToggled{Enabled: e2eBool(true)})
+		first = append(first, s)
+	}
+	deletedOnce(t, nc, first)
+	ma, mb := scrape(t, a.HTTPURL), scrape(t, b.HTTPURL)
+	runner, standby := a, b
+	if mb[`engine_retention_deleted_total{action="delete"}`] > 0 {
+		runner, standby, ma, mb = b, a, mb, ma
+	}
+	if ma[`engine_retention_deleted_total{action="delete"}`] != 10 || mb["engine_retention_ticks_total"] != 0 {
+		t.Fatalf("runner deleted %v, standby ran %v ticks; want 10 and 0", ma[`engine_retention_deleted_total{action="delete"}`], mb["engine_retention_ticks_total"])
+	}
+	runner.Kill()
+	var second []string
+	for i := range 5 {
+		s := fmt.Sprintf("two%02d", i)
+		publishAged(t, nc, s, old, events.ToolsToggled{Enabled: e2eBool(true)})
+		second = append(second, s)
+	}
+	deletedOnce(t, nc, second)
+	if got := scrape(t, standby.HTTPURL)[`engine_retention_deleted_total{action="delete"}`]; got != 5 {
+		t.Errorf("after the runner died the other engine deleted %v, want 5", got)
+	}
+}
