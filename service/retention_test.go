@@ -470,3 +470,27 @@ func BenchmarkRetentionDelete(b *testing.B) {
 	}
 	b.ReportMetric(float64(took.Microseconds())/float64(round*n), "µs/session")
 }
+
+// #30: the one unbounded step of retention: a pass begins by listing
+// every session with a view (a key listing of the views bucket), here of
+// 10,000 sessions; the ticks of the pass then examine at most their batch.
+func BenchmarkRetentionListing(b *testing.B) {
+	e, log := benchStack(b)
+	const n = 10_000
+	ctx := context.Background()
+	for i := range n {
+		env := events.New(fmt.Sprintf("s%05d", i), "web", "alice", events.ToolsToggled{Enabled: on(true)})
+		if _, err := log.Append(ctx, env.Session, 0, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitListed(b, e, n)
+	b.ResetTimer()
+	for b.Loop() {
+		got, err := e.Sessions(ctx)
+		if err != nil || len(got) != n {
+			b.Fatalf("%d sessions, %v", len(got), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
+}
