@@ -35,6 +35,7 @@ type Metrics struct {
 	catalogChange *prometheus.CounterVec
 	requests      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
+	ret           *retention // retention of idle sessions (#30)
 
 	chMu     sync.Mutex
 	channels map[string]bool // channel label values in use, at most maxChannels
@@ -108,6 +109,7 @@ func New() *Metrics {
 	}
 	m.conflicts.WithLabelValues("true")
 	m.conflicts.WithLabelValues("false")
+	m.ret = newRetention(m.reg)
 	return m
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
 )
 
 // Defaults of a zero Config and Store.
@@ -175,6 +176,17 @@ type Config struct {
 	// ShutdownTimeout is the grace period of in-flight requests when ctx
 	// ends (default 10 s; negative: none).
 	ShutdownTimeout time.Duration
+
+	// RetainIdle, when positive, deletes the sessions whose last event is
+	// older (#30; serve --retain-idle); 0: sessions are kept for ever.
+	RetainIdle time.Duration
+	// RetainAction is "delete" (default: a SessionDeleted, the events
+	// stay) or "erase" (deleted and purged, with the audit record).
+	RetainAction string
+	// RetainTick is the interval of retention ticks (default 1 min).
+	RetainTick time.Duration
+	// RetainBatch bounds the sessions one tick examines (default 1000).
+	RetainBatch int
 }
 
 // withDefaults fills the zero fields.
@@ -201,6 +213,9 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.RetainTick == 0 {
+		c.RetainTick = service.DefaultRetentionTick
+	}
 	return c
 }
 
@@ -214,6 +229,20 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("--replicas %d: want 1 or more", c.Replicas))
+	}
+	if c.RetainIdle < 0 {
+		errs = append(errs, fmt.Errorf("--retain-idle %v: want a positive duration such as 90d (or none: keep sessions)", c.RetainIdle))
+	}
+	switch service.RetentionAction(c.RetainAction) {
+	case "", service.RetainDelete, service.RetainErase:
+	default:
+		errs = append(errs, fmt.Errorf("--retain-action %q: want delete or erase", c.RetainAction))
+	}
+	if c.RetainTick < 0 {
+		errs = append(errs, fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))
+	}
+	if c.RetainBatch < 0 {
+		errs = append(errs, fmt.Errorf("--retain-batch %d: want 1 or more", c.RetainBatch))
 	}
 	return errors.Join(errs...)
 }

@@ -109,6 +109,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	retDone, err := startRetention(runCtx, cfg, eng, proj, m, log.With().Str("component", "retention").Logger())
+	if err != nil {
+		return err
+	}
+	defer func() { cancelRun(); <-retDone }() // no tick outlives the connection
 	projDone := make(chan struct{})
 	if !cfg.NoProjection {
 		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends

@@ -85,6 +85,30 @@ type serveCmd struct {
 	MaxLag     uint64        `name:"max-projection-lag" env:"ENGINE_MAX_PROJECTION_LAG" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
 	Shutdown   time.Duration `name:"shutdown-timeout" env:"ENGINE_SHUTDOWN_TIMEOUT" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
 	EraseChan  string        `name:"erase-channel" env:"ENGINE_ERASE_CHANNEL" default:"ops" help:"The one channel that may erase sessions (DELETE /v1/sessions/{session}?erase=true, engine erase): their events are purged, an audit record without personal data is kept."`
+
+	RetainIdle   string        `name:"retain-idle" env:"ENGINE_RETAIN_IDLE" placeholder:"DURATION" help:"Retention: delete the sessions whose last event is older than this (units d, h, m, s: 90d, 36h, 1d12h). A SessionDeleted with reason 'retention: idle since <time>', channel engine, actor engine:retention; a session written meanwhile is kept. Runs on the engine that runs the projection. Default: off, sessions are kept for ever."`
+	RetainAction string        `name:"retain-action" env:"ENGINE_RETAIN_ACTION" default:"delete" enum:"delete,erase" help:"What retention does to an idle session: 'delete' (the events stay in the log, reads answer 410 deleted) or 'erase' (deleted, then its events purged with an audit record, as engine erase; needs the engine's privileged connection)."`
+	RetainTick   time.Duration `name:"retain-tick" env:"ENGINE_RETAIN_TICK" default:"1m" help:"Interval of retention ticks."`
+	RetainBatch  int           `name:"retain-batch" env:"ENGINE_RETAIN_BATCH" default:"1000" help:"Sessions one retention tick examines at most; the next tick resumes where it stopped."`
+}
+
+// retention maps the --retain-* flags to the server's fields: an empty
+// --retain-idle is off.
+func (c *serveCmd) retention() (idle time.Duration, err error) {
+	if c.RetainIdle == "" {
+		return 0, nil
+	}
+	idle, err = server.ParseRetainDuration(c.RetainIdle)
+	if err != nil {
+		return 0, usage(fmt.Errorf("--retain-idle: %w (or leave it unset to keep sessions for ever)", err))
+	}
+	if c.RetainTick <= 0 {
+		return 0, usage(fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))
+	}
+	if c.RetainBatch <= 0 {
+		return 0, usage(fmt.Errorf("--retain-batch %d: want 1 or more, such as 1000", c.RetainBatch))
+	}
+	return idle, nil
 }
 
 // Run maps the flags to a server.Config and serves until ctx ends.
@@ -102,6 +126,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		if minFree, err = parseBytes(c.MinFree); err != nil {
 			return fmt.Errorf("--min-free: %w", err)
 		}
+	}
+	retainIdle, err := c.retention()
+	if err != nil {
+		return err
 	}
 	maxConns := c.HTTPMaxConn
 	if maxConns <= 0 {
@@ -125,6 +153,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		MinFree:           orNone(int64(min(minFree, math.MaxInt64))), // '0' disables the minimum
 		MaxProjectionLag:  orNone(int64(min(c.MaxLag, math.MaxInt64))),
 		ShutdownTimeout:   orNone(c.Shutdown),
+		RetainIdle:        retainIdle,
+		RetainAction:      c.RetainAction,
+		RetainTick:        c.RetainTick,
+		RetainBatch:       c.RetainBatch,
 	})
 }
 

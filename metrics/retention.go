@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolintent/engine/service"
+)
+
+// retention holds the metrics of the retention of idle sessions (#30).
+type retention struct {
+	examined  prometheus.Counter
+	deleted   *prometheus.CounterVec
+	conflicts prometheus.Counter
+	errors    prometheus.Counter
+	ticks     prometheus.Counter
+	lastTick  prometheus.Gauge
+	tookLast  prometheus.Gauge
+	remaining prometheus.Gauge
+}
+
+func newRetention(reg *prometheus.Registry) *retention {
+	r := &retention{
+		examined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_retention_examined_total", Help: "Sessions the retention of idle sessions examined (serve --retain-idle).",
+		}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engine_retention_deleted_total", Help: "Idle sessions retention deleted, by action (delete: SessionDeleted appended; erase: deleted and purged).",
+		}, []string{"action"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_retention_conflicts_total", Help: "Idle sessions retention kept because they were written (or deleted by another engine) between its examination and its delete.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_retention_errors_total", Help: "Sessions retention could not examine or delete (examined again in its next pass).",
+		}),
+		ticks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_retention_ticks_total", Help: "Retention ticks run by this engine.",
+		}),
+		lastTick: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_retention_last_tick_timestamp_seconds", Help: "Unix time of the start of the last retention tick (0: none yet).",
+		}),
+		tookLast: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_retention_last_tick_seconds", Help: "Duration of the last retention tick.",
+		}),
+		remaining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_retention_pass_remaining_sessions", Help: "Sessions of the current retention pass not examined yet (the pass's progress; 0: the next tick lists the sessions anew).",
+		}),
+	}
+	r.deleted.WithLabelValues(string(service.RetainDelete))
+	r.deleted.WithLabelValues(string(service.RetainErase))
+	reg.MustRegister(r.examined, r.deleted, r.conflicts, r.errors, r.ticks, r.lastTick, r.tookLast, r.remaining)
+	return r
+}
+
+// ObserveRetention records one retention tick's counts; use it as
+// service.RetentionConfig.Observe.
+func (m *Metrics) ObserveRetention(t service.RetentionTick) {
+	r := m.ret
+	r.ticks.Inc()
+	r.examined.Add(float64(t.Examined))
+	r.deleted.WithLabelValues(string(service.RetainDelete)).Add(float64(t.Deleted))
+	r.deleted.WithLabelValues(string(service.RetainErase)).Add(float64(t.Erased))
+	r.conflicts.Add(float64(t.Conflicts))
+	r.errors.Add(float64(t.Errors))
+	r.lastTick.Set(float64(t.Started.UnixNano()) / 1e9)
+	r.tookLast.Set(t.Took.Seconds())
+	r.remaining.Set(float64(t.Remaining))
+}
