@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
@@ -36,6 +37,11 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 	del, err := c.Delete(ctx, DeleteRequest{Session: "gone1", Reason: "user request"})
 	if err != nil || del.Seq == 0 {
 		t.Fatalf("delete: %+v %v", del, err)
+	}
+	// A registry diff right after the delete (the sessions list may still
+	// name it) skips it instead of failing.
+	if imp, err := env.eng.Impact(ctx, resolver.Default()); err != nil || imp.Sessions > 1 {
+		t.Errorf("impact right after a delete: %+v %v, want at most the bystander", imp, err)
 	}
 	// HTTP: reads and writes, raw, with the envelope.
 	for _, r := range []struct{ method, path, body string }{
@@ -73,6 +79,9 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 	}
 	// sessions no longer lists it (the projection writes its marker).
 	checkSessions(t, c, "stay1", "gone1")
+	if imp, err := env.eng.Impact(ctx, resolver.Default()); err != nil || imp.Sessions != 1 {
+		t.Errorf("impact after a delete: %+v %v, want the bystander only", imp, err)
+	}
 	// Deleting a session with no events is not_found (404).
 	if _, err := c.Delete(ctx, DeleteRequest{Session: "never1"}); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("delete of a session with no events: %v, want not_found", err)

@@ -113,3 +113,58 @@ func TestRebuildAfterErase(t *testing.T) {
 		t.Errorf("by %+v %v", st, err)
 	}
 }
+
+// #30: a direct publisher that writes a "first" event (expected last
+// subject sequence 0) to an erased id, whose subject is empty: the
+// projection does not take it for a new session; the event is rejected
+// against the deleted view, and the bystanders' views go on.
+func TestFirstEventToErasedIDRejected(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	last := map[string]uint64{}
+	add := func(s string, p events.Payload) {
+		t.Helper()
+		r, err := e.log.Append(ctx, s, last[s], events.New(s, "web", "alice", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last[s] = r.Last
+	}
+	add("victim", events.ToolDisabled{Name: "bash"})
+	add("victim", events.SessionDeleted{})
+	p, _ := start(t, e.log)
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if p.Applied() < 2 {
+			return fmt.Errorf("applied %d", p.Applied())
+		}
+		return nil
+	})
+	x, err := e.log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Erase(ctx, "victim"); err != nil {
+		t.Fatal(err)
+	}
+	// The log's own append writes the first-of-subject header (expected
+	// last subject sequence 0), as a direct publisher may.
+	if _, err := e.log.Append(ctx, "victim", 0, events.New("victim", "backend", "svc", events.ToolDisabled{Name: "grep"})); err != nil {
+		t.Fatal(err)
+	}
+	add("by", events.ToolDisabled{Name: "glob"})
+	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		st, err := p.Read(ctx, "victim", projection.ReadOptions{})
+		if err != nil || !st.Deleted() || st.Rejected != 1 || st.Intent.Disabled != nil {
+			return fmt.Errorf("victim %+v %v", st, err)
+		}
+		by, err := p.Read(ctx, "by", projection.ReadOptions{})
+		if err != nil || len(by.Intent.Disabled) != 1 {
+			return fmt.Errorf("by %+v %v", by, err)
+		}
+		return nil
+	})
+	if err := p.Damaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

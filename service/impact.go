@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -60,6 +61,9 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 	slices.Sort(sessions)
 	for _, s := range sessions {
 		st, err := e.Session(ctx, s, 0)
+		if errors.Is(err, ErrDeleted) {
+			continue // deleted since the list was read (#30): it has no tools to change
+		}
 		if err != nil {
 			return out, fmt.Errorf("impact: read session %q: %w", s, err)
 		}
