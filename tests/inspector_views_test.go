@@ -152,7 +152,7 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	if starts[1].PrefixHash == loads[0].PrefixHash || starts[2].PrefixHash != starts[1].PrefixHash {
 		t.Fatalf("the history's prefixes do not show the breaks this test expects: %+v", hist.Entries)
 	}
-	turn2 := text(t, bctx, fmt.Sprintf(`#turns tr.request[data-turn="2"]`))
+	turn2 := text(t, bctx, `#turns tr.request[data-turn="2"]`)
 	if !strings.Contains(turn2, "cache break") || !strings.Contains(turn2, "intent seq "+seq(noBash.LastSeq)+" ToolDisabled") ||
 		!strings.Contains(turn2, starts[1].PrefixHash[:12]) {
 		t.Errorf("turn 2's request: %q, want a cache break caused by seq %d ToolDisabled, prefix %s", turn2, noBash.LastSeq, starts[1].PrefixHash[:12])
