@@ -99,7 +99,11 @@ func (l Limits) withDefaults() Limits {
 //   - TurnStarted: Turn must be s.Turn+1 (0 means s.Turn+1). If turn
 //     s.Turn is still open, a TurnEnded for it is emitted first.
 //   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
-//     turn is already ended; an error before the first turn.
+//     turn is already ended; an error before the first turn. A
+//     Checkpoint, if set, is decided as a CheckpointRecorded (below) and
+//     emitted inside the TurnEnded (#28: one event, one log write); when
+//     the turn has already ended, the checkpoint alone is emitted as a
+//     CheckpointRecorded.
 //   - PermissionGranted (#31): a tool of the registry (a plain name),
 //     scope "session" or "once", a non-empty By; Turn 0 means s.Turn,
 //     otherwise it must equal s.Turn; "once" needs the turn open.
@@ -210,10 +214,23 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if c.Turn != 0 && c.Turn != s.Turn {
 			return nil, fmt.Errorf("decide TurnEnded: turn %d, want the current turn %d: %w", c.Turn, s.Turn, ErrInvalidCommand)
 		}
-		if !s.InTurn {
-			return nil, nil
+		if c.Checkpoint == nil {
+			if !s.InTurn {
+				return nil, nil
+			}
+			return one(events.TurnEnded{Turn: s.Turn}), nil
 		}
-		return one(events.TurnEnded{Turn: s.Turn}), nil
+		// #28: the checkpoint is decided as a CheckpointRecorded right
+		// after the turn end (the turn end changes no rule it follows).
+		cp, err := decideCheckpoint(s, reg, *c.Checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("decide TurnEnded checkpoint: %w", err)
+		}
+		if !s.InTurn {
+			return cp, nil // the turn has ended: the checkpoint alone
+		}
+		rec := cp[0].(events.CheckpointRecorded)
+		return one(events.TurnEnded{Turn: s.Turn, Checkpoint: &rec}), nil
 	case events.CheckpointRecorded:
 		return decideCheckpoint(s, reg, c)
 	case events.PermissionGranted:

@@ -59,25 +59,34 @@ func genPayload(t *rapid.T) events.Payload {
 	case 7:
 		return events.TurnStarted{Turn: turn}
 	case 8:
+		if rapid.Bool().Draw(t, "end_with_checkpoint") { // #28
+			c := genAnyCheckpoint(t, rapid.SampledFrom([]uint64{0, 1, 2, 3, 4, 5, math.MaxUint64}).Draw(t, "cp_turn"))
+			return events.TurnEnded{Turn: turn, Checkpoint: &c}
+		}
 		return &events.TurnEnded{Turn: turn}
 	case 9:
-		c := events.CheckpointRecorded{Loaded: genNames(t, "cp"), ContractHash: rapid.SampledFrom([]string{hash(7), "h", ""}).Draw(t, "hash"),
-			RegistryVersion: rapid.SampledFrom([]string{"v", ""}).Draw(t, "version"), Turn: turn}
-		switch rapid.IntRange(0, 2).Draw(t, "contract") {
-		case 1:
-			c.Contract = []events.ContractEntry{{Name: genName.Draw(t, "cn"), Hash: rapid.SampledFrom([]string{hash(8), "x"}).Draw(t, "ch")}}
-		case 2: // a contract that holds every loaded name
-			for _, n := range c.Loaded {
-				c.Contract = append(c.Contract, events.ContractEntry{Name: n, Hash: hash(9)})
-			}
-		}
-		return c
+		return genAnyCheckpoint(t, turn)
 	case 10:
 		return foreign{}
 	case 11:
 		return nil
 	}
 	return (*events.ToolsToggled)(nil)
+}
+
+// genAnyCheckpoint draws a checkpoint at turn, valid or breaking a rule.
+func genAnyCheckpoint(t *rapid.T, turn uint64) events.CheckpointRecorded {
+	c := events.CheckpointRecorded{Loaded: genNames(t, "cp"), ContractHash: rapid.SampledFrom([]string{hash(7), "h", ""}).Draw(t, "hash"),
+		RegistryVersion: rapid.SampledFrom([]string{"v", ""}).Draw(t, "version"), Turn: turn}
+	switch rapid.IntRange(0, 2).Draw(t, "contract") {
+	case 1:
+		c.Contract = []events.ContractEntry{{Name: genName.Draw(t, "cn"), Hash: rapid.SampledFrom([]string{hash(8), "x"}).Draw(t, "ch")}}
+	case 2: // a contract that holds every loaded name
+		for _, n := range c.Loaded {
+			c.Contract = append(c.Contract, events.ContractEntry{Name: n, Hash: hash(9)})
+		}
+	}
+	return c
 }
 
 // genLog draws a log: increasing sequences with gaps, occasional

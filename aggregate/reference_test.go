@@ -71,15 +71,22 @@ func refFold(session string, log []Stored) refState {
 			r.turn, r.inTurn = v.Turn, true
 		case events.TurnEnded:
 			r.inTurn = false
-		case events.CheckpointRecorded:
-			r.checkpoint = &Checkpoint{Record: v, Seq: ev.Seq}
-			r.loaded = map[string]bool{}
-			for _, n := range v.Loaded {
-				r.loaded[n] = true
+			if v.Checkpoint != nil { // #28: as a CheckpointRecorded right after it
+				r.recordCheckpoint(*v.Checkpoint, ev.Seq)
 			}
+		case events.CheckpointRecorded:
+			r.recordCheckpoint(v, ev.Seq)
 		}
 	}
 	return r
+}
+
+func (r *refState) recordCheckpoint(v events.CheckpointRecorded, seq uint64) {
+	r.checkpoint = &Checkpoint{Record: v, Seq: seq}
+	r.loaded = map[string]bool{}
+	for _, n := range v.Loaded {
+		r.loaded[n] = true
+	}
 }
 
 // allows applies the session rules of R28 to payload p.
@@ -88,7 +95,7 @@ func (r *refState) allows(p events.Payload) bool {
 	case events.TurnStarted:
 		return r.turn != math.MaxUint64 && v.Turn == r.turn+1
 	case events.TurnEnded:
-		return r.inTurn && v.Turn == r.turn
+		return r.inTurn && v.Turn == r.turn && (v.Checkpoint == nil || v.Checkpoint.Turn <= r.turn)
 	case events.DeferredLoaded:
 		if !r.inTurn || v.Turn != r.turn {
 			return false

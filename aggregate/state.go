@@ -127,12 +127,14 @@ func (s State) Deleted() bool { return s.DeletedSeq != 0 }
 // one checkpoint record type of the core (checkpoint.Record is it too).
 type Record = events.CheckpointRecorded
 
-// Checkpoint is the last CheckpointRecorded event of a session (R19): its
+// Checkpoint is the last checkpoint of a session (R19), recorded by a
+// CheckpointRecorded event or a TurnEnded that carries one (#28): its
 // payload as recorded (a nil Loaded is the empty set; Contract optionally
 // lists every tool of the contract with its hash) and its stream sequence.
 type Checkpoint struct {
 	Record
-	// Seq is the stream sequence of the CheckpointRecorded event.
+	// Seq is the stream sequence of the event that recorded it (the
+	// CheckpointRecorded, or the TurnEnded).
 	Seq uint64
 }
 
@@ -196,7 +198,10 @@ func Fold(session string, evs []Stored) State {
 // Loaded (and appends to LoadOrder); DeferredEvicted removes its loaded
 // names from both (#26 item 5); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
-// checkpoint's set (LoadOrder keeps the order of the names it keeps);
+// checkpoint's set (LoadOrder keeps the order of the names it keeps); a
+// TurnEnded with a checkpoint (#28) clears InTurn, then applies its
+// checkpoint as that CheckpointRecorded would, with Checkpoint.Seq the
+// TurnEnded's sequence;
 // SessionDeleted clears the state down to its counters and sets
 // DeletedSeq (#30), after which every event is rejected.
 func (s *State) ApplyStored(ev Stored) error {
@@ -278,14 +283,15 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		s.TurnSeq = seq
 	case events.TurnEnded:
 		s.InTurn = false
+		if v.Checkpoint != nil {
+			s.checkpointAt(seq, *v.Checkpoint) // #28: as a CheckpointRecorded right after it
+		}
 	case events.SessionDeleted:
 		// The session keeps only what says it is closed (#30): no intent,
 		// tools, turn or checkpoint stays in its view or any cache.
 		*s = State{Session: s.Session, Events: s.Events, Skipped: s.Skipped, Rejected: s.Rejected, DeletedSeq: seq}
 	case events.CheckpointRecorded:
-		s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
-		s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
-		s.Loaded = sortedSet(v.Loaded)
+		s.checkpointAt(seq, v)
 	}
 	if s.Session == "" {
 		s.Session = e.Session
@@ -293,6 +299,14 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 	s.LastSeq = seq
 	s.Events++
 	return nil
+}
+
+// checkpointAt applies the checkpoint v recorded by the event at seq: a
+// CheckpointRecorded, or a TurnEnded's checkpoint (#28).
+func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
+	s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
+	s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
+	s.Loaded = sortedSet(v.Loaded)
 }
 
 // Check reports whether the event e, stored with Nats-Msg-Id msgID ("" when
@@ -304,7 +318,9 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 // which depend on the session:
 //
 //   - TurnStarted starts turn Turn+1, the next one;
-//   - TurnEnded ends the open turn, Turn;
+//   - TurnEnded ends the open turn, Turn; its checkpoint, if any, follows
+//     the rules of a CheckpointRecorded (#28), and a checkpoint that
+//     breaks one rejects the whole TurnEnded;
 //   - DeferredLoaded loads inside the open turn, Turn, and the loaded set
 //     stays within events.MaxListLen;
 //   - DeferredEvicted evicts between turns, after turn Turn ended;
@@ -363,6 +379,9 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 			why = fmt.Sprintf("TurnEnded turn %d, but no turn is open (the last turn, %d, has ended)", v.Turn, s.Turn)
 		case v.Turn != s.Turn:
 			why = fmt.Sprintf("TurnEnded turn %d, want the open turn %d", v.Turn, s.Turn)
+		case v.Checkpoint != nil && v.Checkpoint.Turn > s.Turn:
+			// The rule of a CheckpointRecorded right after it (#28).
+			why = fmt.Sprintf("TurnEnded checkpoint at turn %d, after the last started turn %d", v.Checkpoint.Turn, s.Turn)
 		}
 	case events.DeferredLoaded:
 		switch {

@@ -26,7 +26,8 @@
 // loaded_deferred_tools field restores the empty set.
 //
 // The package is pure: no I/O, no clock, no NATS. Storage is the event log
-// (events.CheckpointRecorded, which Record is, so nothing converts). All
+// (events.CheckpointRecorded, which Record is, so nothing converts, or the
+// checkpoint a TurnEnded carries, #28). All
 // functions are deterministic and safe for concurrent use; none modifies
 // its arguments.
 package checkpoint

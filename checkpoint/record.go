@@ -13,7 +13,9 @@ import (
 // Record is the checkpoint of R19: the session's loaded deferred tools at a
 // persistence safe point and the tool contract they belong to. It is the
 // CheckpointRecorded event payload itself, so a record is appended as is
-// and read back as is (use Clone for a copy that shares no slice).
+// and read back as is (use Clone for a copy that shares no slice); a turn's
+// end at a safe point carries it inside its TurnEnded (TurnEnded.Checkpoint,
+// #28), and the fold makes either the session's last checkpoint.
 //
 // Records built by New satisfy R19: Loaded is sorted, de-duplicated, never
 // nil, and every name is a deferred tool of the contract whose hash is

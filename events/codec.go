@@ -173,34 +173,49 @@ func encodePayload(s *sticky, p Payload) {
 	case TurnStarted:
 		encodeTurnStarted(s, v)
 	case TurnEnded:
-		s.mapLen(1)
-		s.str("turn")
-		s.uint(v.Turn)
-	case CheckpointRecorded:
-		s.mapLen(5)
-		s.str("loaded_deferred_tools")
-		s.strs(v.Loaded)
-		s.str("contract_hash")
-		s.str(v.ContractHash)
-		s.str("registry_version")
-		s.str(v.RegistryVersion)
-		s.str("turn")
-		s.uint(v.Turn)
-		s.str("contract")
-		if v.Contract == nil {
-			s.do(s.e.EncodeNil())
+		// Without a checkpoint, byte for byte the older form {"turn"}.
+		if v.Checkpoint == nil {
+			s.mapLen(1)
+			s.str("turn")
+			s.uint(v.Turn)
 			return
 		}
-		s.do(s.e.EncodeArrayLen(len(v.Contract)))
-		for _, c := range v.Contract {
-			s.mapLen(2)
-			s.str("name")
-			s.str(c.Name)
-			s.str("hash")
-			s.str(c.Hash)
-		}
+		s.mapLen(2)
+		s.str("turn")
+		s.uint(v.Turn)
+		s.str("checkpoint")
+		encodeCheckpoint(s, *v.Checkpoint)
+	case CheckpointRecorded:
+		encodeCheckpoint(s, v)
 	default:
 		s.do(fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent))
+	}
+}
+
+// encodeCheckpoint writes a CheckpointRecorded payload map, the data of a
+// CheckpointRecorded event and the checkpoint of a TurnEnded alike.
+func encodeCheckpoint(s *sticky, v CheckpointRecorded) {
+	s.mapLen(5)
+	s.str("loaded_deferred_tools")
+	s.strs(v.Loaded)
+	s.str("contract_hash")
+	s.str(v.ContractHash)
+	s.str("registry_version")
+	s.str(v.RegistryVersion)
+	s.str("turn")
+	s.uint(v.Turn)
+	s.str("contract")
+	if v.Contract == nil {
+		s.do(s.e.EncodeNil())
+		return
+	}
+	s.do(s.e.EncodeArrayLen(len(v.Contract)))
+	for _, c := range v.Contract {
+		s.mapLen(2)
+		s.str("name")
+		s.str(c.Name)
+		s.str("hash")
+		s.str(c.Hash)
 	}
 }
 
@@ -387,24 +402,42 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 		return decodeTurnStarted(m)
 	case TypeTurnEnded:
 		var p TurnEnded
-		p.Turn, err = uintField(m, "turn")
-		return p, err
-	case TypeCheckpointRecorded:
-		var p CheckpointRecorded
-		if p.Loaded, err = strsField(m, "loaded_deferred_tools", MaxListLen); err != nil {
-			return nil, err
-		}
-		if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
-			return nil, err
-		}
-		if p.RegistryVersion, err = strField(m, "registry_version", false); err != nil {
-			return nil, err
-		}
 		if p.Turn, err = uintField(m, "turn"); err != nil {
 			return nil, err
 		}
-		p.Contract, err = contractField(m, "contract")
-		return p, err
+		cm, err := mapField(m, "checkpoint")
+		if err != nil || cm == nil {
+			return p, err
+		}
+		c, err := decodeCheckpoint(cm)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+		p.Checkpoint = &c
+		return p, nil
+	case TypeCheckpointRecorded:
+		return decodeCheckpoint(m)
 	}
 	return nil, fmt.Errorf("type %q: %w", t, ErrUnknownType)
+}
+
+// decodeCheckpoint reads a CheckpointRecorded payload map (the data of a
+// CheckpointRecorded event, or the checkpoint of a TurnEnded).
+func decodeCheckpoint(m map[string]any) (CheckpointRecorded, error) {
+	var p CheckpointRecorded
+	var err error
+	if p.Loaded, err = strsField(m, "loaded_deferred_tools", MaxListLen); err != nil {
+		return p, err
+	}
+	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
+		return p, err
+	}
+	if p.RegistryVersion, err = strField(m, "registry_version", false); err != nil {
+		return p, err
+	}
+	if p.Turn, err = uintField(m, "turn"); err != nil {
+		return p, err
+	}
+	p.Contract, err = contractField(m, "contract")
+	return p, err
 }

@@ -56,6 +56,9 @@ const (
 	FieldIntent
 	// FieldOverride is a *TurnOverride object or null.
 	FieldOverride
+	// FieldCheckpoint is a *CheckpointRecorded: an object with the fields
+	// of a CheckpointRecorded command (no "type"), or null (#28).
+	FieldCheckpoint
 )
 
 // Want says what a value of kind k must be, for error messages and the
@@ -78,6 +81,8 @@ func (k FieldKind) Want() string {
 		return "an intent object {" + jsonNames(reflect.TypeFor[intent.Intent]()) + "} or null"
 	case FieldOverride:
 		return "an override object {" + jsonNames(reflect.TypeFor[TurnOverride]()) + "} or null"
+	case FieldCheckpoint:
+		return "a checkpoint object {" + jsonNames(reflect.TypeFor[CheckpointRecorded]()) + "} or null"
 	}
 	return "?"
 }
@@ -123,7 +128,7 @@ var commandRows = []commandRow{
 	{zero: DeferredLoaded{}},
 	{zero: DeferredEvicted{}, optional: []string{"reason"}},
 	{zero: TurnStarted{}},
-	{zero: TurnEnded{}},
+	{zero: TurnEnded{}}, // #28: an optional checkpoint
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
 	{zero: PermissionGranted{}},                            // #31
 	{zero: SessionDeleted{}, optional: []string{"reason"}}, // #30
@@ -147,6 +152,8 @@ var fieldKinds = map[reflect.Type]FieldKind{
 	reflect.TypeFor[[]ContractEntry](): FieldContract,
 	reflect.TypeFor[*intent.Intent]():  FieldIntent,
 	reflect.TypeFor[*TurnOverride]():   FieldOverride,
+
+	reflect.TypeFor[*CheckpointRecorded](): FieldCheckpoint,
 }
 
 func init() {
@@ -234,6 +241,12 @@ func DecodeCommand(data []byte) (Payload, error) {
 	if !ok {
 		return nil, invalidCommand("unknown command type %q: use one of %s", clip.String(typ, clip.Max), commandTypeList())
 	}
+	return decodeFields(t, spec, obj, keys)
+}
+
+// decodeFields decodes the fields of a command object of type t (obj and
+// its keys, "type" skipped) into its payload.
+func decodeFields(t Type, spec commandSpec, obj map[string]json.RawMessage, keys []string) (Payload, error) {
 	for _, k := range keys {
 		if k == "type" {
 			continue
@@ -340,6 +353,23 @@ func setField(t Type, f CommandField, dst reflect.Value, raw json.RawMessage) er
 			return bad()
 		}
 		dst.Set(p)
+	case FieldCheckpoint:
+		if null {
+			return nil
+		}
+		obj, keys, err := readObject(raw)
+		if err != nil {
+			return bad()
+		}
+		if _, ok := obj["type"]; ok {
+			return invalidCommand("command %s: field %q is a checkpoint object without \"type\"", t, f.Name)
+		}
+		p, err := decodeFields(TypeCheckpointRecorded, commandSpecs[TypeCheckpointRecorded], obj, keys)
+		if err != nil {
+			return fmt.Errorf("command %s: field %q: %w", t, f.Name, err)
+		}
+		cp := p.(CheckpointRecorded)
+		dst.Set(reflect.ValueOf(&cp))
 	case FieldContract:
 		if null {
 			return nil

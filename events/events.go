@@ -346,10 +346,28 @@ type TurnOverride struct {
 	Names []string `msgpack:"names" json:"names,omitempty"`
 }
 
-// TurnEnded marks the end of a turn.
+// TurnEnded marks the end of a turn. The engine writes a turn's end at a
+// safe point as this one event with the checkpoint inside (#28), one log
+// write; logs written before that hold a TurnEnded without a checkpoint
+// followed by a CheckpointRecorded (one atomic batch), and both forms fold
+// to the same state (see package aggregate).
 type TurnEnded struct {
 	// Turn is the turn number.
 	Turn uint64 `msgpack:"turn" json:"turn"`
+	// Checkpoint is the checkpoint recorded as the turn ended, nil when
+	// none was. The fold applies it exactly as a CheckpointRecorded right
+	// after this event, with the same rules; an invalid one rejects the
+	// whole event. Clients send CheckpointRecorded; no command carries it.
+	Checkpoint *CheckpointRecorded `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+}
+
+// Clone returns a copy of t that shares no slice or pointer with it.
+func (t TurnEnded) Clone() TurnEnded {
+	if t.Checkpoint != nil {
+		c := t.Checkpoint.Clone()
+		t.Checkpoint = &c
+	}
+	return t
 }
 
 // ContractEntry is one tool of a recorded contract: its name and the hash of

@@ -62,6 +62,8 @@ type fastPayload struct {
 	names    []string
 	turn     uint64
 	contract []ContractEntry
+	// checkpoint is a TurnEnded's checkpoint (#28), nil when absent.
+	checkpoint *fastPayload
 }
 
 // Bits of the envelope keys seen.
@@ -216,7 +218,11 @@ func decodeFast(b []byte) (Envelope, bool) {
 	case TypeTurnStarted:
 		env.Payload = TurnStarted{Turn: data.turn}
 	case TypeTurnEnded:
-		env.Payload = TurnEnded{Turn: data.turn}
+		te := TurnEnded{Turn: data.turn}
+		if c := data.checkpoint; c != nil {
+			te.Checkpoint = &CheckpointRecorded{Loaded: c.names, ContractHash: string(c.str1), RegistryVersion: string(c.str2), Turn: c.turn, Contract: c.contract}
+		}
+		env.Payload = te
 	case TypeSessionDeleted:
 		env.Payload = SessionDeleted{Reason: str1}
 	case TypePermissionGranted:
@@ -250,6 +256,7 @@ const (
 	seenTurn
 	seenContract
 	seenStr3
+	seenCheckpoint
 )
 
 // fields reads the n entries of a data map for type t, as decodePayload
@@ -304,6 +311,14 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 		case t == TypeTurnStarted && string(k) != "turn":
 			// A recorded request (R31): the generic decoder reads it.
 			return false
+		case string(k) == "checkpoint" && t == TypeTurnEnded:
+			// #28: a turn end's checkpoint, a CheckpointRecorded's data
+			// map (nil: none).
+			bit = seenCheckpoint
+			if !r.isNil() {
+				p.checkpoint = new(fastPayload)
+				ok = r.payload(TypeCheckpointRecorded, p.checkpoint)
+			}
 		case string(k) == "turn" && (t == TypePermissionGranted || t == TypeDeferredLoaded || t == TypeDeferredEvicted || t == TypeTurnStarted || t == TypeTurnEnded || t == TypeCheckpointRecorded):
 			bit = seenTurn
 			p.turn, ok = r.uintOrNil()

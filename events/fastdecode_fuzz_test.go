@@ -72,6 +72,10 @@ func FuzzDecodeFastMatchesGeneric(f *testing.F) {
 		{{"id", vecID(5)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", nil}},
 		{{"id", vecID(6)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "ToolEnabled"}},
 		{{"id", vecID(7)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "ToolsToggled"}, {"data", []kv{{"enabled", true}}}, {"z", 1}, {"z", 2}},
+		// #28: a turn end's checkpoint, nil, of the wrong kind, and before the turn.
+		{{"id", vecID(8)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 2}, {"checkpoint", nil}}}},
+		{{"id", vecID(9)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 2}, {"checkpoint", "x"}}}},
+		{{"id", vecID(10)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"checkpoint", []kv{{"contract_hash", "h"}, {"registry_version", "r"}, {"turn", 2}}}, {"turn", 2}}}},
 	}
 	for _, e := range extra {
 		f.Add(encodeOrdered(f, e))

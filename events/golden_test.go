@@ -110,6 +110,13 @@ func vectors() []vector {
 		{name: "permission_granted", description: "v2 PermissionGranted: alice allows bash for the session, answered in turn 5 (#31)", env: v2(25, PermissionGranted{By: "user:alice", Scope: ScopeSession, Tool: "bash", Turn: 5})},
 		{name: "turn_started", description: "v2 TurnStarted{turn:3}", env: v2(10, TurnStarted{Turn: 3})},
 		{name: "turn_ended", description: "v2 TurnEnded{turn:3}", env: v2(11, TurnEnded{Turn: 3})},
+		{name: "turn_ended_checkpoint", description: "v2 TurnEnded carrying its checkpoint: a turn's end at a safe point in one event (#28); older logs hold TurnEnded{turn} then CheckpointRecorded, which fold the same", env: v2(27, TurnEnded{Turn: 3, Checkpoint: &CheckpointRecorded{
+			Loaded:          []string{"playwright_browser"},
+			ContractHash:    strings.Repeat("ab", 32),
+			RegistryVersion: "builtin-2026.12.1",
+			Turn:            3,
+			Contract:        []ContractEntry{{Name: "playwright_browser", Hash: strings.Repeat("01", 32)}},
+		}})},
 		{name: "checkpoint_recorded", description: "v2 CheckpointRecorded with a per-tool contract", env: v2(12, CheckpointRecorded{
 			Loaded:          []string{"playwright_browser", "send_message"},
 			ContractHash:    strings.Repeat("ab", 32),

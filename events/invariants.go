@@ -34,7 +34,8 @@ var ErrBrokenRule = errors.New("event breaks a fold rule")
 //     contract entry's hash are HashLen lower-case hex digits, the
 //     registry version is not empty, and every loaded tool is an entry of
 //     the contract (so a checkpoint that loads tools without a contract is
-//     refused) (R19);
+//     refused) (R19); so does a TurnEnded's checkpoint (#28), and a
+//     TurnEnded whose checkpoint breaks the rule is refused as a whole;
 //   - TurnStarted's recorded request is well formed (see checkTurnStarted):
 //     registry version and contract hash together, a valid hash, an
 //     override of one form, curated lists within MaxPicked (R2, R31).
@@ -63,6 +64,12 @@ func CheckStored(e Envelope, msgID string) error {
 		}
 	case CheckpointRecorded:
 		return checkCheckpoint(v)
+	case TurnEnded:
+		if v.Checkpoint != nil {
+			if err := checkCheckpoint(*v.Checkpoint); err != nil {
+				return fmt.Errorf("TurnEnded checkpoint: %w", err)
+			}
+		}
 	case TurnStarted:
 		return checkTurnStarted(v)
 	}

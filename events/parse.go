@@ -65,7 +65,7 @@ var knownKeys = map[string]string{}
 func init() {
 	for _, k := range []string{keyID, keySession, keyChannel, keyActor, keyTime, keyVersion, keyType, keyData,
 		"enabled", "preset", "name", "names", "turn", "loaded_deferred_tools", "contract_hash",
-		"registry_version", "contract", "hash", "tools_enabled", "toolset"} {
+		"registry_version", "contract", "hash", "tools_enabled", "toolset", "checkpoint"} {
 		knownKeys[k] = k
 	}
 }

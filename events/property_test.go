@@ -65,7 +65,12 @@ func genPayload(t *rapid.T) Payload {
 	case TypeTurnStarted:
 		return TurnStarted{Turn: rapid.Uint64().Draw(t, "turn")}
 	case TypeTurnEnded:
-		return TurnEnded{Turn: rapid.Uint64().Draw(t, "turn")}
+		te := TurnEnded{Turn: rapid.Uint64().Draw(t, "turn")}
+		if rapid.Bool().Draw(t, "with_checkpoint") { // #28
+			c := genCheckpoint(t)
+			te.Checkpoint = &c
+		}
+		return te
 	case TypeDeferredEvicted:
 		return DeferredEvicted{Names: genNonEmptyNames(t, "names"), Turn: rapid.Uint64().Draw(t, "turn"), Reason: genText.Draw(t, "reason")}
 	case TypeSessionDeleted: // #30
@@ -73,6 +78,13 @@ func genPayload(t *rapid.T) Payload {
 	case TypePermissionGranted: // #31
 		return PermissionGranted{By: genName.Draw(t, "by"), Scope: rapid.SampledFrom([]string{ScopeSession, ScopeOnce}).Draw(t, "scope"), Tool: genName.Draw(t, "tool"), Turn: rapid.Uint64().Draw(t, "turn")}
 	default:
+		return genCheckpoint(t)
+	}
+}
+
+// genCheckpoint draws a valid CheckpointRecorded payload.
+func genCheckpoint(t *rapid.T) CheckpointRecorded {
+	{
 		c := CheckpointRecorded{
 			Loaded:          genNames(t, "loaded"),
 			ContractHash:    genText.Draw(t, "hash"),

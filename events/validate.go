@@ -139,7 +139,15 @@ func validateNames(field string, names []string) error {
 // validatePayload checks a payload in value form.
 func validatePayload(p Payload) error {
 	switch v := p.(type) {
-	case ToolsToggled, WebSearchSet, TurnEnded:
+	case ToolsToggled, WebSearchSet:
+		return nil
+	case TurnEnded:
+		if v.Checkpoint == nil {
+			return nil
+		}
+		if err := validateCheckpoint(*v.Checkpoint); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
 		return nil
 	case TurnStarted:
 		return validateTurnStarted(v)
@@ -195,27 +203,33 @@ func validatePayload(p Payload) error {
 		}
 		return validateText("reason", v.Reason)
 	case CheckpointRecorded:
-		if err := validateNames("loaded_deferred_tools", v.Loaded); err != nil {
-			return err
-		}
-		if err := validateText("contract_hash", v.ContractHash); err != nil {
-			return err
-		}
-		if err := validateText("registry_version", v.RegistryVersion); err != nil {
-			return err
-		}
-		if len(v.Contract) > MaxContractLen {
-			return fmt.Errorf("contract has %d entries, at most %d allowed: %w", len(v.Contract), MaxContractLen, ErrInvalidEvent)
-		}
-		for i, c := range v.Contract {
-			if err := ValidateToolName(c.Name); err != nil {
-				return fmt.Errorf("contract[%d].name: %w", i, err)
-			}
-			if err := validateText("contract hash", c.Hash); err != nil {
-				return fmt.Errorf("contract[%d]: %w", i, err)
-			}
-		}
-		return nil
+		return validateCheckpoint(v)
 	}
 	return fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent)
+}
+
+// validateCheckpoint checks a CheckpointRecorded payload, or the
+// checkpoint of a TurnEnded: bounded text, valid, bounded lists.
+func validateCheckpoint(v CheckpointRecorded) error {
+	if err := validateNames("loaded_deferred_tools", v.Loaded); err != nil {
+		return err
+	}
+	if err := validateText("contract_hash", v.ContractHash); err != nil {
+		return err
+	}
+	if err := validateText("registry_version", v.RegistryVersion); err != nil {
+		return err
+	}
+	if len(v.Contract) > MaxContractLen {
+		return fmt.Errorf("contract has %d entries, at most %d allowed: %w", len(v.Contract), MaxContractLen, ErrInvalidEvent)
+	}
+	for i, c := range v.Contract {
+		if err := ValidateToolName(c.Name); err != nil {
+			return fmt.Errorf("contract[%d].name: %w", i, err)
+		}
+		if err := validateText("contract hash", c.Hash); err != nil {
+			return fmt.Errorf("contract[%d]: %w", i, err)
+		}
+	}
+	return nil
 }

@@ -275,7 +275,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 				h.Cause = "registry"
 			}
 		}
-		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
+		if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
 		rp.prevTools, rp.prevPrefix, rp.prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
@@ -431,10 +431,29 @@ func causeOf(r jetstream.Record) string {
 		return "evict"
 	case events.CheckpointRecorded:
 		return "checkpoint"
-	case events.TurnStarted, events.TurnEnded:
+	case events.TurnEnded:
+		if _, ok := checkpointOf(r.Envelope.Payload); ok {
+			return "checkpoint" // #28: the turn end's checkpoint sets the loaded set
+		}
+		return "turn"
+	case events.TurnStarted:
 		return "turn"
 	}
 	return "intent"
+}
+
+// checkpointOf returns the checkpoint p records: a CheckpointRecorded, or
+// the checkpoint a TurnEnded carries (#28).
+func checkpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
+	switch v := p.(type) {
+	case events.CheckpointRecorded:
+		return v, true
+	case events.TurnEnded:
+		if v.Checkpoint != nil {
+			return *v.Checkpoint, true
+		}
+	}
+	return events.CheckpointRecorded{}, false
 }
 
 func names(tools []resolver.Tool) []string {

@@ -22,8 +22,10 @@ func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) 
 	return e.safePoint(ctx, session, origin, false)
 }
 
-// EndTurn ends the open turn at a safe point: TurnEnded and the checkpoint
-// are appended together, atomically.
+// EndTurn ends the open turn at a safe point: one TurnEnded that carries
+// the checkpoint, one log write (#28; logs written before hold TurnEnded
+// and CheckpointRecorded, appended as one atomic batch, which fold the
+// same).
 func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
 	return e.safePoint(ctx, session, origin, true)
 }
@@ -44,12 +46,12 @@ func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, e
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-			cmds := []events.Payload{rec}
+			var cmd events.Payload = rec
 			if end {
-				cmds = append([]events.Payload{events.TurnEnded{Turn: ot.turn.Number()}}, cmds...)
+				cmd = events.TurnEnded{Turn: ot.turn.Number(), Checkpoint: &rec}
 			}
 			expected := st.LastSeq
-			res, err := e.Apply(ctx, session, origin, &expected, cmds...)
+			res, err := e.Apply(ctx, session, origin, &expected, cmd)
 			if err != nil {
 				return err
 			}
@@ -126,13 +128,14 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if same || (rec == nil && len(st.Loaded) == 0 && !needTurnEnd) {
 		return out, nil
 	}
-	var cmds []events.Payload
+	// One event, one log write (#28): the open turn's end carries the
+	// restored checkpoint.
+	var cmd events.Payload = restored
 	if needTurnEnd {
-		cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
+		cmd = events.TurnEnded{Turn: st.Turn, Checkpoint: &restored}
 	}
-	cmds = append(cmds, restored)
 	expected := st.LastSeq
-	ar, err := e.Apply(ctx, session, origin, &expected, cmds...)
+	ar, err := e.Apply(ctx, session, origin, &expected, cmd)
 	if err != nil {
 		return out, err
 	}

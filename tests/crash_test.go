@@ -483,7 +483,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 	case "checkpoint", "end":
 		types := []events.Type{events.TypeCheckpointRecorded}
 		if op == "end" {
-			types = []events.Type{events.TypeTurnEnded, events.TypeCheckpointRecorded}
+			types = []events.Type{events.TypeTurnEnded} // #28: carrying the checkpoint
 		}
 		s.pending = &crashPending{op: op, types: types}
 		var (
@@ -637,6 +637,20 @@ func crashExplain(h api.HistoryResponse, view api.SessionView) string {
 	return ""
 }
 
+// crashCheckpointOf is the checkpoint p records: a CheckpointRecorded, or
+// a TurnEnded carrying one (#28: how a turn end records it).
+func crashCheckpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
+	switch v := p.(type) {
+	case events.CheckpointRecorded:
+		return v, true
+	case events.TurnEnded:
+		if v.Checkpoint != nil {
+			return *v.Checkpoint, true
+		}
+	}
+	return events.CheckpointRecorded{}, false
+}
+
 // crashTakePending applies an in-flight call that did store its events.
 func crashTakePending(t *testing.T, reg *resolver.Registry, s *crashSession, p *crashPending, extra []api.HistoryEntry) {
 	t.Helper()
@@ -666,7 +680,7 @@ func crashTakePending(t *testing.T, reg *resolver.Registry, s *crashSession, p *
 		s.loaded = crashUnion(s.loaded, p.newly)
 	case "checkpoint", "end":
 		last := len(extra) - 1
-		cr, ok := payload(last).(events.CheckpointRecorded)
+		cr, ok := crashCheckpointOf(payload(last))
 		if !ok || !slices.Equal(crashNonNil(cr.Loaded), crashNonNil(s.loaded)) || cr.ContractHash != s.turnHash {
 			t.Errorf("%s: in-flight %s stored %+v, want loaded %v contract %s", s.id, p.op, payload(last), s.loaded, s.turnHash)
 			return
@@ -776,8 +790,8 @@ func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolv
 	restored := crashNonNil(slices.Clone(o.Restored))
 	if r.Seq != 0 {
 		types := []events.Type{events.TypeCheckpointRecorded}
-		if s.inTurn { // resume closes the turn the crash left open
-			types = []events.Type{events.TypeTurnEnded, events.TypeCheckpointRecorded}
+		if s.inTurn { // resume closes the turn the crash left open: one TurnEnded carrying the checkpoint (#28)
+			types = []events.Type{events.TypeTurnEnded}
 		}
 		if err := s.ack(r.Seq, types...); err != nil {
 			t.Errorf("resume: %v", err)
@@ -1310,7 +1324,11 @@ func TestCrashResumeKillPoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		endStored = h.Entries[len(h.Entries)-1].Type == string(events.TypeCheckpointRecorded)
+		last := h.Entries[len(h.Entries)-1] // #28: the end is one TurnEnded carrying the checkpoint
+		if last.Payload != nil {
+			te, ok := last.Payload.Payload.(events.TurnEnded)
+			endStored = ok && te.Checkpoint != nil
+		}
 		run(c, other, appendCmd(events.ToolDisabled{Name: "diagnostics"}))
 	}, other, neutral, changing, mid, nocp, cp, pj)
 	t.Logf("end turn in flight at the kill: stored %v", endStored)

@@ -121,9 +121,15 @@ func TestInspectorPage(t *testing.T) {
 	must("history", err)
 	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid, Provider: "anthropic-engine"})
 	must("resolve", err)
-	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end, checkpoint
-	if nEvents != 7 {
-		t.Fatalf("history has %d entries, want 7: %+v", nEvents, hist.Entries)
+	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint (#28)
+	if nEvents != 6 {
+		t.Fatalf("history has %d entries, want 6: %+v", nEvents, hist.Entries)
+	}
+	if last := hist.Entries[nEvents-1]; last.Payload == nil {
+		t.Fatalf("the turn end has no payload: %+v", last)
+	} else if te, ok := last.Payload.Payload.(events.TurnEnded); !ok || te.Checkpoint == nil || te.Checkpoint.ContractHash != end.Checkpoint.ContractHash ||
+		!slices.Equal(te.Checkpoint.Loaded, []string{"playwright_browser"}) || last.Seq != end.Seq {
+		t.Fatalf("the last entry %+v, want the TurnEnded at seq %d carrying the checkpoint %+v", last.Payload, end.Seq, end.Checkpoint)
 	}
 	hash := end.Checkpoint.ContractHash
 
@@ -199,7 +205,7 @@ func TestInspectorPage(t *testing.T) {
 		t.Fatalf("live view: future %q current %q mode %q", now.Future, now.Current, now.Mode)
 	}
 	timeline := text(t, bctx, "#timeline tbody")
-	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded", "CheckpointRecorded",
+	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded",
 		"+web_search", "−bash", "changed", "intent", "discovery", "web / test"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)

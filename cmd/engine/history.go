@@ -194,6 +194,11 @@ func summary(c *api.Command) string {
 		return fmt.Sprintf("CheckpointRecorded turn %d loaded [%s] contract %s (%d tools, registry %s)",
 			cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)
 	}
+	if te, ok := c.Payload.(events.TurnEnded); ok && te.Checkpoint != nil { // #28
+		cp := te.Checkpoint
+		return fmt.Sprintf("TurnEnded turn %d, checkpoint turn %d loaded [%s] contract %s (%d tools, registry %s)",
+			te.Turn, cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		return string(c.Payload.EventType())

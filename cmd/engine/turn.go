@@ -70,7 +70,7 @@ type turnCmd struct {
 	Begin    turnBeginCmd    `cmd:"" help:"Begin the next turn: freeze the session's tools (see docs/semantics.md#turns)."`
 	Search   turnSearchCmd   `cmd:"" help:"tool_search inside the open turn: load deferred tools into the next request."`
 	Dispatch turnDispatchCmd `cmd:"" help:"The provider request of the open turn; records its classification (see docs/semantics.md#turns)."`
-	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (TurnEnded + checkpoint, atomically)."`
+	End      turnEndCmd      `cmd:"" help:"End the open turn at a safe point (one TurnEnded carrying the checkpoint)."`
 	// CallCheck is "turn call-check" (kong's default name for the field).
 	CallCheck turnCallCheckCmd `cmd:"" help:"Before executing a tool call: may TOOL run now in the open turn, for this channel? Prints the decision and the rule; exits 0 also when refused (see callable)."`
 }
