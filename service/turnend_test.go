@@ -213,3 +213,33 @@ func TestEndTurnBehindAnotherEngine(t *testing.T) {
 		t.Fatalf("b's second turn end stored %+v, want TurnEnded{turn 2} with send_message", recs[0].Envelope.Payload)
 	}
 }
+
+// #28: a safe point inside a turn (Checkpoint) stays one CheckpointRecorded
+// and keeps the turn open; the turn's end then carries the next one.
+func TestMidTurnCheckpointStaysCheckpointRecorded(t *testing.T) {
+	ctx := context.Background()
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	before := turnEndSession(ctx, t, e, log, "s")
+	cp, err := e.Checkpoint(ctx, "s", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := newRecords(ctx, t, log, "s", len(before))
+	if len(recs) != 1 || recs[0].Seq != cp.Seq {
+		t.Fatalf("Checkpoint stored %d events, want one CheckpointRecorded", len(recs))
+	}
+	if c, ok := recs[0].Envelope.Payload.(events.CheckpointRecorded); !ok || !slices.Equal(c.Loaded, []string{"send_message"}) {
+		t.Fatalf("Checkpoint stored %+v", recs[0].Envelope.Payload)
+	}
+	end, err := e.EndTurn(ctx, "s", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Session(ctx, "s", end.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InTurn || st.Checkpoint == nil || st.Checkpoint.Seq != end.Seq || st.Checkpoint.Seq == cp.Seq {
+		t.Fatalf("after the end: in turn %v, checkpoint %+v, want the turn end's at %d", st.InTurn, st.Checkpoint, end.Seq)
+	}
+}
