@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,40 @@ func TestDecodeCommandThroughTable(t *testing.T) {
 	_, err = DecodeCommand([]byte(`{"type":"ToolDisabled","name":3}`))
 	if !errors.Is(err, ErrInvalidCommand) || err.Error() != `command ToolDisabled: field "name" must be a string, got 3` {
 		t.Fatalf("%v", err)
+	}
+}
+
+// #28: a TurnEnded carries its checkpoint as an object with the fields of
+// a CheckpointRecorded command; it round-trips through EncodeCommand (so
+// history entries show it), a TurnEnded without one encodes as before,
+// and a bad checkpoint object is refused naming the field.
+func TestTurnEndedCheckpointCommand(t *testing.T) {
+	cp := &CheckpointRecorded{Loaded: []string{"send_message"}, ContractHash: "h", RegistryVersion: "v", Turn: 2,
+		Contract: []ContractEntry{{Name: "send_message", Hash: "x"}}}
+	b, err := EncodeCommand(TurnEnded{Turn: 2, Checkpoint: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := DecodeCommand(b)
+	if te, ok := p.(TurnEnded); err != nil || !ok || te.Checkpoint == nil || fmt.Sprint(*te.Checkpoint) != fmt.Sprint(*cp) || te.Turn != 2 {
+		t.Fatalf("%s decoded to %#v, %v", b, p, err)
+	}
+	if b, err := EncodeCommand(TurnEnded{Turn: 2}); err != nil || string(b) != `{"type":"TurnEnded","turn":2}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	if p, err := DecodeCommand([]byte(`{"type":"TurnEnded","checkpoint":null}`)); err != nil || p.(TurnEnded).Checkpoint != nil {
+		t.Fatalf("null checkpoint: %#v %v", p, err)
+	}
+	for in, want := range map[string]string{
+		`{"type":"TurnEnded","checkpoint":3}`:                                                      `field "checkpoint" must be a checkpoint object`,
+		`{"type":"TurnEnded","checkpoint":{"contract_hash":"h"}}`:                                  `field "registry_version" is required`,
+		`{"type":"TurnEnded","checkpoint":{"contract_hash":"h","registry_version":"v","x":1}}`:     `unknown field "x"`,
+		`{"type":"TurnEnded","checkpoint":{"type":"CheckpointRecorded","contract_hash":"h"}}`:      `without "type"`,
+		`{"type":"TurnEnded","checkpoint":{"contract_hash":"h","registry_version":"v","turn":-1}}`: `field "turn" must be a non-negative integer`,
+	} {
+		_, err := DecodeCommand([]byte(in))
+		if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrInvalidCommand naming %q", in, err, want)
+		}
 	}
 }

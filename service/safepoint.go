@@ -33,10 +33,18 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (ag
 // safePoint records the open turn's loaded set, as the log holds it, at
 // the session's last sequence; when another writer moves the session in
 // between, it reads the log again and retries (the checkpoint is derived
-// from the log, so this is safe).
+// from the log, so this is safe). The first try starts from this engine's
+// state of the session (#28: no read of the log on the turn's path, as
+// BeginTurn): the append expects that state's last sequence, so a state
+// behind the log is a conflict, and the retry reads the log. A state that
+// shows no open turn is checked against the log first (another engine may
+// have begun one).
 func (e *Engine) safePoint(ctx context.Context, session string, origin Origin, end bool) (aggregate.Checkpoint, error) {
 	for attempt := 0; ; attempt++ {
-		st, err := e.latest(ctx, session, 0)
+		st, err := e.current(ctx, session, attempt > 0, 0)
+		if err == nil && !st.InTurn && attempt == 0 {
+			st, err = e.latest(ctx, session, 0)
+		}
 		if err != nil {
 			return aggregate.Checkpoint{}, err
 		}

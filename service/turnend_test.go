@@ -168,3 +168,78 @@ func TestOlderTurnEndPairReadsTheSame(t *testing.T) {
 		}
 	}
 }
+
+// #28: EndTurn starts from this engine's state of the session, not a read
+// of the log; a state behind the log must still give the log's checkpoint.
+// Engine b begins the turn, engine a loads send_message into it, and b's
+// EndTurn (whose state misses the load) records send_message; a turn
+// another engine began, which b's state does not show, ends too.
+func TestEndTurnBehindAnotherEngine(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	b, _ := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
+	req := service.ResolveRequest{Provider: service.ProviderAnthropicEngine}
+	if _, err := b.BeginTurn(ctx, "s", web, req); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Discover(ctx, "s", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(d.View.Provider, "send_message") {
+		t.Fatalf("engine a did not load send_message: %+v", d.View.Provider)
+	}
+	cp, err := b.EndTurn(ctx, "s", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cp.Loaded, []string{"send_message"}) {
+		t.Fatalf("b's turn end recorded %v, want the send_message engine a loaded", cp.Loaded)
+	}
+	// Engine a begins turn 2; b's state of the session shows turn 1 ended.
+	if _, err := a.BeginTurn(ctx, "s", web, req); err != nil {
+		t.Fatal(err)
+	}
+	cp2, err := b.EndTurn(ctx, "s", web)
+	if err != nil {
+		t.Fatalf("b could not end the turn a began: %v", err)
+	}
+	recs, err := log.ReadSession(ctx, "s", cp2.Seq, cp2.Seq)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("read %d records, %v", len(recs), err)
+	}
+	if te, ok := recs[0].Envelope.Payload.(events.TurnEnded); !ok || te.Turn != 2 || te.Checkpoint == nil || !slices.Equal(te.Checkpoint.Loaded, []string{"send_message"}) {
+		t.Fatalf("b's second turn end stored %+v, want TurnEnded{turn 2} with send_message", recs[0].Envelope.Payload)
+	}
+}
+
+// #28: a safe point inside a turn (Checkpoint) stays one CheckpointRecorded
+// and keeps the turn open; the turn's end then carries the next one.
+func TestMidTurnCheckpointStaysCheckpointRecorded(t *testing.T) {
+	ctx := context.Background()
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	before := turnEndSession(ctx, t, e, log, "s")
+	cp, err := e.Checkpoint(ctx, "s", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := newRecords(ctx, t, log, "s", len(before))
+	if len(recs) != 1 || recs[0].Seq != cp.Seq {
+		t.Fatalf("Checkpoint stored %d events, want one CheckpointRecorded", len(recs))
+	}
+	if c, ok := recs[0].Envelope.Payload.(events.CheckpointRecorded); !ok || !slices.Equal(c.Loaded, []string{"send_message"}) {
+		t.Fatalf("Checkpoint stored %+v", recs[0].Envelope.Payload)
+	}
+	end, err := e.EndTurn(ctx, "s", web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Session(ctx, "s", end.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InTurn || st.Checkpoint == nil || st.Checkpoint.Seq != end.Seq || st.Checkpoint.Seq == cp.Seq {
+		t.Fatalf("after the end: in turn %v, checkpoint %+v, want the turn end's at %d", st.InTurn, st.Checkpoint, end.Seq)
+	}
+}
