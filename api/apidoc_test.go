@@ -158,12 +158,13 @@ func TestMicroInfoHasSchemas(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	// The operations, plus the endpoint answering unknown ones (#29 row 6).
-	if len(info.Endpoints) != len(operations)+1 {
-		t.Fatalf("micro info lists %d endpoints, want %d", len(info.Endpoints), len(operations)+1)
+	// The operations, the live ones and the endpoint answering unknown
+	// ones (#29 row 6).
+	if len(info.Endpoints) != len(operations)+len(liveOps)+1 {
+		t.Fatalf("micro info lists %d endpoints, want %d", len(info.Endpoints), len(operations)+len(liveOps)+1)
 	}
 	for _, e := range info.Endpoints {
-		if e.Name == unknownOpEndpoint {
+		if e.Name == unknownOpEndpoint || liveOps[e.Name] != nil {
 			continue
 		}
 		for key, want := range map[string]Schema{"request_schema": RequestSchema(e.Name), "response_schema": ResponseSchema(e.Name)} {

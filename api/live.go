@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/jetstream"
@@ -218,6 +222,156 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 		fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, typ, body)
 		if flush() != nil {
 			return label, nil
+		}
+	}
+}
+
+// addLiveEndpoints adds the live operations to the micro service: a
+// request (a wire.LiveRequest) starts a stream of messages to its reply
+// inbox, each with the wire.LiveHeader: "heartbeat" first (the stream is
+// open) and every LiveHeartbeat when idle, "event" with a LiveEvent per
+// event, "end" when it ends (the error envelope as body when on an
+// error: 503 unavailable when the engine shuts down, a reason to
+// reconnect after the last event seen). A refused request gets the error
+// reply of every operation.
+// The engine sends each heartbeat as a request: when no one subscribes
+// to the inbox any more (no responders), it ends the stream.
+func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.Group) error {
+	for _, o := range wire.LiveOperations() {
+		op := liveOps[o.Name]
+		meta := map[string]string{
+			"http":            strings.Join(op.Methods, "|") + " " + op.Path,
+			"write":           "false",
+			"summary":         op.Summary,
+			"request_schema":  schemaJSON(schemaOf(reflect.TypeFor[wire.LiveRequest](), nil)),
+			"response_schema": schemaJSON(schemaOf(reflect.TypeFor[LiveEvent](), nil)),
+			"streaming":       "true",
+		}
+		if err := group.AddEndpoint(op.Name, a.microLive(ctx, nc, op), micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
+			return fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro.Handler {
+	prefix := a.cfg.SubjectPrefix + "."
+	suffix := "." + op.Subject
+	return micro.HandlerFunc(func(r micro.Request) {
+		if err := replyAllowed(r.Reply()); err != nil {
+			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+			return
+		}
+		start := time.Now()
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
+		fail := func(err error) {
+			e := errorOf(err)
+			a.logError(op, e, err)
+			a.respondError(r, false, e)
+			a.observe(op, channel, err, start)
+		}
+		if err := validToken("channel (subject token)", channel); err != nil {
+			fail(err)
+			return
+		}
+		var req wire.LiveRequest
+		if len(r.Data()) > 0 {
+			dec := json.NewDecoder(strings.NewReader(string(r.Data())))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				fail(badRequest("%s takes a JSON object {\"session\", \"after_seq\"}: %v", op.Name, err))
+				return
+			}
+		}
+		if op.Name == wire.OpLiveAll.Name {
+			if req.Session != "" {
+				fail(badRequest("%s follows every session: send session.live for one", op.Name))
+				return
+			}
+		} else if req.Session == "" {
+			fail(badRequest("%s: field \"session\" is required", op.Name))
+			return
+		}
+		if err := a.liveAcquire(channel, channel); err != nil {
+			fail(err)
+			return
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(a.liveCtx, cancel)
+		if a.liveCtx.Err() != nil {
+			stop()
+			cancel()
+			a.live.release(channel)
+			fail(&APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"})
+			return
+		}
+		wt, err := a.eng.Watch(sctx, req.Session, req.AfterSeq)
+		if err != nil {
+			stop()
+			cancel()
+			a.live.release(channel)
+			fail(err)
+			return
+		}
+		a.observe(op, channel, nil, start)
+		reply := r.Reply()
+		go func() {
+			defer a.live.release(channel)
+			defer cancel()
+			defer stop()
+			defer wt.Stop()
+			a.streamNATS(sctx, nc, op, reply, wt)
+		}()
+	})
+}
+
+func liveMsg(reply, kind string, body []byte) *nats.Msg {
+	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{wire.LiveHeader: []string{kind}, "Content-Type": []string{MIMEJSON}}}
+}
+
+// streamNATS sends wt's events to reply until the stream ends.
+func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, reply string, wt *service.Watch) {
+	alive := func() bool {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := nc.RequestMsgWithContext(pctx, liveMsg(reply, wire.LiveHeartbeatMsg, nil))
+		return !errors.Is(err, nats.ErrNoResponders)
+	}
+	if !alive() {
+		return
+	}
+	for {
+		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
+		rec, err := wt.Next(nctx)
+		ncancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, service.ErrWatchEnded):
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
+			return
+		case ctx.Err() != nil, errors.Is(err, jetstream.ErrWatchStopped):
+			// The engine stops: the client reconnects (to another engine).
+			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if !alive() {
+				return
+			}
+			continue
+		default:
+			e := errorOf(err)
+			a.logError(op, e, err)
+			body, _ := json.Marshal(wire.Envelope{Error: e})
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
+			return
+		}
+		body, err := json.Marshal(liveEventOf(rec))
+		if err != nil {
+			continue
+		}
+		if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, body)); err != nil {
+			return
 		}
 	}
 }
