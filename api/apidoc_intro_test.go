@@ -220,3 +220,55 @@ func commandTable() string {
 	}
 	return b.String()
 }
+
+// liveDocIntro is the hand-written part of docs/api.md's live section.
+var liveDocIntro = `
+## Live subscriptions (#29)
+
+A session's events, or every session's, as they are appended: first the stored ones after a
+given sequence, then each new one, in stream order. Events erased or purged from the stream are
+simply absent. Reads: read-only tokens may watch; the Host and Origin checks of every GET apply.
+Each open stream holds a slot of its own budget, apart from the requests in flight: at most 8
+per channel and 64 per engine (api.Config.MaxLivePerChannel, MaxLive); beyond that the answer is
+` + "`429 busy`" + ` with ` + "`Retry-After`" + `. A stream of a deleted session ends after its ` + "`SessionDeleted`" + `
+(an ` + "`end`" + ` event); opening one at or after the deletion answers ` + "`410 deleted`" + `. The all-sessions stream
+goes on past deletions. When the engine shuts down it ends every stream at once; clients
+reconnect (to another engine) and resume.
+
+**HTTP: Server-Sent Events.** ` + "`GET /v1/sessions/{session}/events/live`" + ` or ` + "`GET /v1/events/live`" + `, with
+` + "`?after_seq=SEQ`" + ` or the ` + "`Last-Event-ID: SEQ`" + ` header (the header wins: it is what a reconnecting
+EventSource sends) to start with the event after SEQ (default: the first event). Refusals are the
+usual JSON error replies; once streaming, the reply is ` + "`200 text/event-stream`" + `:
+
+` + "```" + `
+retry: 2000
+: live s1 after 41
+
+id: 42
+event: ToolDisabled
+data: {"seq":42,"id":"01J…","type":"ToolDisabled","channel":"web","actor":"alice","time":"2026-…","session":"s1","payload":{"type":"ToolDisabled","name":"bash"}}
+
+: heartbeat
+
+event: end
+data: {}
+` + "```" + `
+
+` + "`id`" + ` is the stream sequence (resume with it), ` + "`event`" + ` the event type (` + "`undecodable`" + ` for an event the engine
+cannot decode: ` + "`error`" + ` says why), ` + "`data`" + ` one line of JSON: the fields of a history entry's event
+reference, the session, and the payload as a command object (as history's ` + "`payload`" + `). A comment
+line ` + "`: heartbeat`" + ` comes every 15 s when nothing happens. ` + "`event: end`" + ` follows a watched session's
+` + "`SessionDeleted`" + `; ` + "`event: error`" + ` (data: the error envelope) ends a stream on a read failure.
+The inspector follows its session this way (read with fetch, so that a bearer token goes along).
+
+**NATS.** A request to ` + "`tools.api.<channel>.session.live`" + ` (body ` + "`{\"session\":\"s1\",\"after_seq\":41}`" + `) or
+` + "`tools.api.<channel>.events.live`" + ` (body ` + "`{\"after_seq\":41}`" + `) with a reply inbox the caller subscribes
+to: the engine streams to that inbox, so a channel user needs no right beyond the API's (publish
+` + "`tools.api.<channel>.>`" + `, subscribe its ` + "`_INBOX_<channel>.>`" + `); event subjects and JetStream stay closed
+to channels. A refusal is the error reply of every operation. Each message has the header
+` + "`Engine-Live`" + `: ` + "`heartbeat`" + ` (first, then every 15 s when idle; sent as a request: when nobody
+subscribes to the inbox any more the engine ends the stream), ` + "`event`" + ` (the body is the event
+JSON below), or ` + "`end`" + ` (the last: no body after a ` + "`SessionDeleted`" + `, the error envelope otherwise;
+` + "`unavailable`" + ` when the engine shuts down). To resume, request again with the last sequence seen.
+The Go client's ` + "`Watch`" + ` does both transports and reconnects by itself.
+`

@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/wire"
 
 	"bytes"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -158,12 +160,13 @@ func TestMicroInfoHasSchemas(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	// The operations, plus the endpoint answering unknown ones (#29 row 6).
-	if len(info.Endpoints) != len(operations)+1 {
-		t.Fatalf("micro info lists %d endpoints, want %d", len(info.Endpoints), len(operations)+1)
+	// The operations, the live ones and the endpoint answering unknown
+	// ones (#29 row 6).
+	if len(info.Endpoints) != len(operations)+len(liveOps)+1 {
+		t.Fatalf("micro info lists %d endpoints, want %d", len(info.Endpoints), len(operations)+len(liveOps)+1)
 	}
 	for _, e := range info.Endpoints {
-		if e.Name == unknownOpEndpoint {
+		if e.Name == unknownOpEndpoint || liveOps[e.Name] != nil {
 			continue
 		}
 		for key, want := range map[string]Schema{"request_schema": RequestSchema(e.Name), "response_schema": ResponseSchema(e.Name)} {
@@ -519,7 +522,19 @@ func renderAPIDoc(t *testing.T, requests, replies map[string]string) string {
 		b.WriteString("\nReply (a real reply; arrays cut to 3 items, strings to 72 characters):\n\n```json\n" + replies[name] + "\n```\n\n")
 		writeFieldTable(&b, "reply field", "always present", docFields(ResponseSchema(name), "", true))
 	}
+	renderLiveDoc(&b)
 	return b.String()
+}
+
+// renderLiveDoc writes the live subscriptions' section (#29).
+func renderLiveDoc(b *strings.Builder) {
+	b.WriteString(liveDocIntro)
+	b.WriteString("\n| operation | NATS subject (after `tools.api.<channel>.`) | HTTP | summary |\n|---|---|---|---|\n")
+	for _, o := range wire.LiveOperations() {
+		fmt.Fprintf(b, "| `%s` | `%s` | `GET %s` | %s |\n", o.Name, o.Subject, o.Path, strings.ReplaceAll(o.Summary, "|", "\\|"))
+	}
+	b.WriteString("\nThe event (the `data:` line over HTTP, the body of an `event` message over NATS):\n\n")
+	writeFieldTable(b, "event field", "always present", docFields(schemaOf(reflect.TypeFor[LiveEvent](), nil), "", true))
 }
 
 func writeFieldTable(b *strings.Builder, what, always string, fields []docField) {

@@ -43,6 +43,9 @@ func (a *API) Handler() http.Handler {
 			mux.Handle(m+" "+op.Path, h)
 		}
 	}
+	for _, op := range liveOps {
+		mux.Handle(http.MethodGet+" "+op.Path, a.httpLive(op))
+	}
 	mux.HandleFunc(http.MethodGet+" "+PathOpenAPI, a.serveOpenAPI)
 	return a.Protect(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {

@@ -98,7 +98,7 @@ func (t *Tokens) lookup(token string) (Token, bool) {
 // readOnlyOps are the operations a read-only token may call.
 var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true,
 	"sessions": true, "registry": true, "budget": true, "turn-inspect": true,
-	"turn-call-check": true, "registry-diff": true}
+	"turn-call-check": true, "registry-diff": true, "session-live": true, "events-live": true}
 
 // authenticate returns the token of an HTTP request, or a 401/403 error.
 func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {

@@ -83,6 +83,10 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			return nil, fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
 		}
 	}
+	if err := a.addLiveEndpoints(ctx, nc, group); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
 	// A request to an operation the engine does not have gets the error
 	// envelope (not_found), not "no responders" (#29 row 6). The endpoint
 	// has a queue group of its own, so it also sees the requests of the
@@ -277,6 +281,9 @@ const unknownOpEndpoint = "unknown-operation"
 var knownSubjects = func() map[string]bool {
 	m := make(map[string]bool, len(operations))
 	for _, op := range operations {
+		m[op.Subject] = true
+	}
+	for _, op := range liveOps {
 		m[op.Subject] = true
 	}
 	return m

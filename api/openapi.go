@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -31,6 +32,9 @@ func OpenAPI() map[string]any {
 		for _, m := range op.Methods {
 			item[strings.ToLower(m)] = openAPIOperation(op, m)
 		}
+	}
+	for _, o := range wire.LiveOperations() {
+		paths[o.Path] = map[string]any{"get": openAPILive(o)}
 	}
 	paths[PathOpenAPI] = map[string]any{"get": map[string]any{
 		"operationId": "openapi",
@@ -208,4 +212,33 @@ func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", MIMEJSON)
 	_, _ = w.Write(openAPIJSON)
+}
+
+// openAPILive is a live operation (#29): a text/event-stream reply.
+func openAPILive(o wire.Operation) map[string]any {
+	params := []any{
+		map[string]any{"name": "after_seq", "in": "query", "required": false, "schema": Schema{"type": "integer", "minimum": 0},
+			"description": "start with the event after this stream sequence (default: the first event)"},
+		map[string]any{"name": wire.HeaderLastEventID, "in": "header", "required": false, "schema": Schema{"type": "string", "pattern": "^[0-9]+$"},
+			"description": "the id (sequence) of the last event seen; wins over after_seq"},
+	}
+	if strings.Contains(o.Path, "{session}") {
+		params = append([]any{map[string]any{"name": "session", "in": "path", "required": true, "schema": Schema{"type": "string"}}}, params...)
+	}
+	return map[string]any{
+		"operationId":    o.Name,
+		"summary":        o.Summary,
+		"parameters":     params,
+		"x-nats-subject": o.Subject,
+		"responses": map[string]any{
+			"200": map[string]any{
+				"description": "Server-Sent Events: per event `id: <seq>`, `event: <type>`, `data: <LiveEvent JSON>`; a `: heartbeat` comment every 15 s; `event: end` after a watched session's SessionDeleted; `event: error` (data: the error envelope) on a read failure",
+				"content": map[string]any{wire.MIMEEventStream: map[string]any{
+					"schema":       Schema{"type": "string"},
+					"x-event-data": schemaOf(reflect.TypeFor[LiveEvent](), nil),
+				}},
+			},
+			"default": errorResponseRef,
+		},
+	}
 }

@@ -140,6 +140,16 @@ type Config struct {
 	MaxInFlightPerChannel int
 	// MaxInFlight bounds the requests in flight in total. Default 256.
 	MaxInFlight int
+	// MaxLivePerChannel bounds the live streams (#29) one channel has
+	// open, both transports; more get a CodeBusy (429) reply. Default 8.
+	MaxLivePerChannel int
+	// MaxLive bounds the live streams open in total. Default 64 (each
+	// HTTP stream holds one of engine serve's --http-max-conns
+	// connections, default 512).
+	MaxLive int
+	// LiveHeartbeat is how often an idle live stream sends a heartbeat.
+	// Default wire.LiveHeartbeat (15s).
+	LiveHeartbeat time.Duration
 	// HTTPChannels are the Engine-Channel values the HTTP gateway trusts
 	// without tokens, besides HTTPChannel: each has its own in-flight
 	// budget and metrics label; every other channel shares one budget and
@@ -198,6 +208,9 @@ func (c Config) Validate() error {
 	if c.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("api config: RequestTimeout %s is negative", c.RequestTimeout))
 	}
+	if c.MaxLivePerChannel < 0 || c.MaxLive < 0 || c.LiveHeartbeat < 0 {
+		errs = append(errs, fmt.Errorf("api config: MaxLivePerChannel %d, MaxLive %d and LiveHeartbeat %s must not be negative", c.MaxLivePerChannel, c.MaxLive, c.LiveHeartbeat))
+	}
 	if c.MaxInFlightPerChannel < 0 || c.MaxInFlight < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxInFlightPerChannel %d and MaxInFlight %d must not be negative", c.MaxInFlightPerChannel, c.MaxInFlight))
 	}
@@ -236,6 +249,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 256
 	}
+	if c.MaxLivePerChannel == 0 {
+		c.MaxLivePerChannel = 8
+	}
+	if c.MaxLive == 0 {
+		c.MaxLive = 64
+	}
+	if c.LiveHeartbeat == 0 {
+		c.LiveHeartbeat = wire.LiveHeartbeat
+	}
 	return c
 }
 
@@ -245,6 +267,10 @@ type API struct {
 	eng *service.Engine
 	cfg Config
 	lim *limiter
+
+	live     *limiter // live streams (live.go)
+	liveCtx  context.Context
+	stopLive context.CancelFunc
 
 	budgetMu sync.Mutex
 	budget   *deferral.BudgetTable // of budget.RegistryVersion
@@ -256,7 +282,9 @@ func New(eng *service.Engine, cfg Config) (*API, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &API{eng: eng, cfg: cfg, lim: newLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight)}, nil
+	lctx, stop := context.WithCancel(context.Background())
+	return &API{eng: eng, cfg: cfg, lim: newLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight),
+		live: newLimiter(cfg.MaxLivePerChannel, cfg.MaxLive), liveCtx: lctx, stopLive: stop}, nil
 }
 
 // Config returns the configuration in use, defaults filled in.

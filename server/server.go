@@ -125,6 +125,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if httpSrv != nil {
+		httpSrv.RegisterOnShutdown(a.StopLive) // live streams never go idle: end them first (#29)
+	}
+	defer a.StopLive()
 	apiNC, closeAPINC, err := serviceConn(ctx, cfg, url, nc)
 	if err != nil {
 		return err

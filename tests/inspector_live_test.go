@@ -62,3 +62,53 @@ func TestInspectorDeepLinkAndLiveRefresh(t *testing.T) {
 		t.Fatalf("timeline after the live refresh lacks the new event:\n%s", tl)
 	}
 }
+
+// #29: the live view follows the session's event stream instead of
+// polling: once the stream is open, an event appended while the page is
+// open shows up with no intent (GET /v1/sessions/{s}) request at all,
+// where polling sent one every 1.5 s (counted by the engine's request
+// metrics), and with no more than one session-list refresh.
+func TestInspectorLiveStreamNoPolling(t *testing.T) {
+	inspRequire(t)
+	p := startEngine(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	c := p.Client("web")
+	on := true
+	first, err := c.Append(ctx, "stream-1", nil, events.ToolsToggled{Enabled: &on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser, consoleErrs := startBrowser(t)
+	bctx, bcancel := context.WithTimeout(browser, 40*time.Second)
+	defer bcancel()
+	if _, err := chromedp.Run(bctx, chromedp.Navigate(p.HTTPURL+"/inspector/#session=stream-1")); err != nil {
+		t.Fatal(err)
+	}
+	inspWait(t, bctx, consoleErrs, "open", "document.body.dataset.ready", "stream-1@now")
+	inspWait(t, bctx, consoleErrs, "open", "document.body.dataset.seq", fmt.Sprint(first.LastSeq))
+	inspWait(t, bctx, consoleErrs, "live stream", "document.body.dataset.live", "stream")
+	before := inspAPIRequests(t, p.HTTPURL)
+	// Longer than two polling periods pass on purpose between the two
+	// counts: polling would have asked at least twice.
+	time.Sleep(3500 * time.Millisecond)
+	next, err := c.Append(ctx, "stream-1", nil, events.ToolDisabled{Name: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspWait(t, bctx, consoleErrs, "live event", "document.body.dataset.seq", fmt.Sprint(next.LastSeq))
+	inspWait(t, bctx, consoleErrs, "live event", "document.body.dataset.ready", "stream-1@now")
+	after := inspAPIRequests(t, p.HTTPURL)
+	if d := after["intent"] - before["intent"]; d != 0 {
+		t.Errorf("%v intent requests while the stream was open, want 0 (no polling)", d)
+	}
+	if d := after["sessions"] - before["sessions"]; d > 1 {
+		t.Errorf("%v session-list requests while the stream was open, want at most 1 (every 15 s)", d)
+	}
+	if after["history"] <= before["history"] {
+		t.Errorf("the view did not load again after the event (history requests %v -> %v)", before["history"], after["history"])
+	}
+	if tl := text(t, bctx, "#timeline tbody"); !strings.Contains(tl, "ToolDisabled") {
+		t.Fatalf("timeline after the live event lacks it:\n%s", tl)
+	}
+}

@@ -354,6 +354,8 @@ async function load() {
     await renderPolicy(gen, full);
     if (gen !== state.gen) return;
     document.body.dataset.ready = session + "@" + (until || "now");
+    syncLive();
+    if (live.dirty) { live.dirty = false; if (live.ok) load(); }
     if (state.explainOpen === session) loadExplain(gen);
   } catch (e) {
     if (gen === state.gen) failView(e);
@@ -972,18 +974,108 @@ function applyExplainFilter() {
 
 // ---------- live refresh ----------
 
+// The live view follows its session's event stream (#29): GET
+// /v1/sessions/{s}/events/live, Server-Sent Events read with fetch (so
+// that a bearer token goes along, which EventSource cannot send), resumed
+// after the sequence the view shows. An event newer than the view loads
+// it again; no request is polled while the stream is open, and the
+// session list refreshes every LIST_MS. When the stream cannot be opened
+// (an old engine, a proxy that buffers, three failures in a row) the page
+// falls back to polling every POLL_MS. body.dataset.live says which:
+// "stream" or "poll".
+const LIST_MS = 15000;
+const live = { session: "", ctrl: null, ok: false, failures: 0, dirty: false, listed: 0 };
+
+function liveWanted() {
+  const { session, until } = parseHash();
+  return session && !until && !state.failed && session === state.session && document.body.dataset.ready && state.seq ? session : "";
+}
+
+function stopLive() {
+  if (live.ctrl) live.ctrl.abort();
+  live.ctrl = null;
+  live.ok = false;
+  live.session = "";
+  document.body.dataset.live = "poll";
+}
+
+// syncLive opens the stream of the session on view, closing another's.
+function syncLive() {
+  const want = liveWanted();
+  if (want && live.session === want && live.ctrl) return;
+  if (!want && !live.ctrl) return;
+  stopLive();
+  if (!want || live.failures >= 3 || !window.TextDecoderStream) return;
+  const ctrl = new AbortController();
+  live.ctrl = ctrl;
+  live.session = want;
+  followLive(want, ctrl).catch(() => {}).finally(() => {
+    if (live.ctrl !== ctrl) return; // closed or replaced on purpose
+    live.ctrl = null;
+    live.ok = false;
+    live.session = "";
+    document.body.dataset.live = "poll";
+    live.failures++;
+  });
+}
+
+async function followLive(s, ctrl) {
+  const headers = { Accept: "text/event-stream", "Last-Event-ID": String(state.seq) };
+  const token = sessionStorage.getItem("engine-token");
+  if (token) headers.Authorization = "Bearer " + token;
+  const r = await fetch(API + "/sessions/" + enc(s) + "/events/live", { headers, signal: ctrl.signal });
+  if (!r.ok || !r.body) throw new Error("live stream: " + r.status);
+  live.ok = true;
+  live.failures = 0;
+  document.body.dataset.live = "stream";
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, "\n");
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const frame = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let id = "", event = "";
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("event:")) event = line.slice(6).trim();
+      }
+      if (event === "end" || event === "error" || (id && Number(id) > state.seq)) liveChanged();
+    }
+  }
+}
+
+// liveChanged loads the view again, now or when the load under way ends.
+function liveChanged() {
+  if (document.body.dataset.ready && !parseHash().until) load();
+  else live.dirty = true;
+}
+
 // poll refreshes the session list and re-renders the live view when the
 // session's sequence moved; it skips a hidden tab, a view in the past and
-// a view still loading. While the engine does not answer it says so once
-// (the offline badge and one message); when it answers again, a view that
-// failed is loaded again.
+// a view still loading. While the live stream is open it only refreshes
+// the session list every LIST_MS. While the engine does not answer it
+// says so once (the offline badge and one message); when it answers
+// again, a view that failed is loaded again.
 let polling = false;
 async function poll() {
   if (polling || document.hidden) return;
+  syncLive();
+  if (live.ok) {
+    if (live.dirty && document.body.dataset.ready) { live.dirty = false; load(); }
+    if (Date.now() - live.listed < LIST_MS) return;
+    live.listed = Date.now();
+    loadSessions().catch(() => {});
+    return;
+  }
   polling = true;
   try {
     const wasOffline = !state.online;
     await loadSessions();
+    if (wasOffline) live.failures = 0;
     const { session, until } = parseHash();
     if (wasOffline) {
       // The engine answers again: a view it failed is loaded again (a

@@ -1,0 +1,377 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
+)
+
+// Live subscriptions (#29): GET /v1/sessions/{session}/events/live and
+// GET /v1/events/live answer with Server-Sent Events (wire/live.go has the
+// framing), and a NATS request to <prefix>.<channel>.session.live or
+// .events.live streams the same events to the request's reply inbox.
+//
+// Rights: the read rights of every GET (read-only tokens may watch), the
+// same Host and Origin checks. Each live stream holds a slot of its own
+// budget, apart from the requests in flight: at most
+// Config.MaxLivePerChannel streams per channel and Config.MaxLive in all
+// (429 busy with Retry-After beyond). StopLive (engine serve calls it when
+// it shuts down) ends every stream at once, so that http.Server.Shutdown
+// does not wait for them.
+
+// LiveEvent is one event of a live stream (wire.LiveEvent's JSON).
+type LiveEvent struct {
+	service.EventRef
+	Session string   `json:"session"`
+	Payload *Command `json:"payload,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// liveEventOf is r as a live stream sends it.
+func liveEventOf(r jetstream.Record) LiveEvent {
+	e := LiveEvent{
+		EventRef: service.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
+		Session:  r.Session,
+	}
+	if r.Err != nil {
+		e.Error = r.Err.Error()
+	}
+	if r.Envelope.Payload != nil {
+		e.Payload = &Command{r.Envelope.Payload}
+	}
+	return e
+}
+
+var liveOps = func() map[string]*operation {
+	m := map[string]*operation{}
+	for _, o := range wire.LiveOperations() {
+		m[o.Name] = &operation{Operation: o}
+	}
+	return m
+}()
+
+// StopLive ends every live stream (HTTP and NATS) and refuses new ones
+// with 503: engine serve calls it when it shuts down (http.Server's
+// RegisterOnShutdown), before waiting for requests in flight. Safe to
+// call more than once.
+func (a *API) StopLive() { a.stopLive() }
+
+// liveAcquire takes a live-stream slot of key, or returns the 429 of a
+// full live budget.
+func (a *API) liveAcquire(key, channel string) error {
+	if err := a.live.acquire(key, channel); err != nil {
+		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
+			Message: fmt.Sprintf("channel %q has the most live streams open the engine allows (%d per channel, %d in all): close one or retry later",
+				clip.String(channel, clip.Max), a.cfg.MaxLivePerChannel, a.cfg.MaxLive)}
+	}
+	return nil
+}
+
+// liveAfter is where a live stream starts: Last-Event-ID (what a
+// reconnecting EventSource sends) wins over the after_seq parameter.
+func liveAfter(lastID, afterSeq string) (uint64, error) {
+	for _, v := range []struct{ name, val string }{{wire.HeaderLastEventID + " header", lastID}, {"after_seq", afterSeq}} {
+		if v.val == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v.val), 10, 64)
+		if err != nil {
+			return 0, badRequest("%s %q is not a stream sequence (a decimal number, the id of the last event seen)", v.name, clip.String(v.val, clip.Max))
+		}
+		return n, nil
+	}
+	return 0, nil
+}
+
+// httpLive serves a live operation as Server-Sent Events.
+func (a *API) httpLive(op *operation) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w.Header().Set("Vary", "Authorization")
+		label, err := a.serveLive(op, w, r)
+		a.observe(op, label, err, start)
+		if err != nil {
+			e := errorOf(err)
+			if e.Code == CodeUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
+			}
+			a.logError(op, e, err)
+			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), e)
+		}
+	})
+}
+
+// serveLive streams; it returns an error only before the stream started
+// (after that, errors end the stream with an "error" event).
+func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (string, error) {
+	tok, err := a.authenticate(op, r)
+	if err != nil {
+		return "", err
+	}
+	channel := a.cfg.HTTPChannel
+	if tok != nil {
+		channel = tok.Channel
+	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
+		if err := validToken(HeaderChannel+" header", ch); err != nil {
+			return "", err
+		}
+		channel = ch
+	}
+	key := a.httpLimitKey(tok, channel)
+	label := channelLabel(key)
+	q := r.URL.Query()
+	for k := range q {
+		if k != "after_seq" {
+			return label, badRequest("unknown query parameter %q: %s takes after_seq only", clip.String(k, clip.Max), op.Path)
+		}
+	}
+	after, err := liveAfter(r.Header.Get(wire.HeaderLastEventID), q.Get("after_seq"))
+	if err != nil {
+		return label, err
+	}
+	session := r.PathValue("session")
+	if err := a.liveAcquire(key, channel); err != nil {
+		return label, err
+	}
+	defer a.live.release(key)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(a.liveCtx, cancel)
+	defer stop()
+	if a.liveCtx.Err() != nil {
+		return label, &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect to another engine or later"}
+	}
+	wt, err := a.eng.Watch(ctx, session, after)
+	if err != nil {
+		return label, err
+	}
+	defer wt.Stop()
+
+	// A stream outlives the server's read and write timeouts, which are
+	// sized for one request.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", wire.MIMEEventStream)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	// retry: how long an EventSource waits before reconnecting.
+	fmt.Fprintf(bw, "retry: 2000\n: live %s after %d\n\n", clip.String(session, clip.Max), after)
+	if flush() != nil {
+		return label, nil
+	}
+	for {
+		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
+		rec, err := wt.Next(nctx)
+		ncancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, jetstream.ErrWatchStopped):
+			// client gone, engine stopping, or the session was deleted
+			if errors.Is(err, service.ErrWatchEnded) {
+				fmt.Fprint(bw, "event: end\ndata: {}\n\n")
+				_ = flush()
+			}
+			return label, nil
+		case errors.Is(err, context.DeadlineExceeded):
+			fmt.Fprint(bw, ": heartbeat\n\n")
+			if flush() != nil {
+				return label, nil
+			}
+			continue
+		default:
+			e := errorOf(err)
+			a.logError(op, e, err)
+			body, _ := json.Marshal(wire.Envelope{Error: e})
+			fmt.Fprintf(bw, "event: error\ndata: %s\n\n", body)
+			_ = flush()
+			return label, nil
+		}
+		body, err := json.Marshal(liveEventOf(rec))
+		if err != nil {
+			return label, nil
+		}
+		typ := string(rec.Envelope.Type)
+		if rec.Err != nil || typ == "" || strings.ContainsAny(typ, "\r\n") {
+			typ = "undecodable"
+		}
+		fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, typ, body)
+		if flush() != nil {
+			return label, nil
+		}
+	}
+}
+
+// addLiveEndpoints adds the live operations to the micro service: a
+// request (a wire.LiveRequest) starts a stream of messages to its reply
+// inbox, each with the wire.LiveHeader: "heartbeat" first (the stream is
+// open) and every LiveHeartbeat when idle, "event" with a LiveEvent per
+// event, "end" when it ends (the error envelope as body when on an
+// error: 503 unavailable when the engine shuts down, a reason to
+// reconnect after the last event seen). A refused request gets the error
+// reply of every operation.
+// The engine sends each heartbeat as a request: when no one subscribes
+// to the inbox any more (no responders), it ends the stream.
+func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.Group) error {
+	for _, o := range wire.LiveOperations() {
+		op := liveOps[o.Name]
+		meta := map[string]string{
+			"http":            strings.Join(op.Methods, "|") + " " + op.Path,
+			"write":           "false",
+			"summary":         op.Summary,
+			"request_schema":  schemaJSON(schemaOf(reflect.TypeFor[wire.LiveRequest](), nil)),
+			"response_schema": schemaJSON(schemaOf(reflect.TypeFor[LiveEvent](), nil)),
+			"streaming":       "true",
+		}
+		if err := group.AddEndpoint(op.Name, a.microLive(ctx, nc, op), micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
+			return fmt.Errorf("add micro endpoint %s: %w", op.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro.Handler {
+	prefix := a.cfg.SubjectPrefix + "."
+	suffix := "." + op.Subject
+	return micro.HandlerFunc(func(r micro.Request) {
+		if err := replyAllowed(r.Reply()); err != nil {
+			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+			return
+		}
+		start := time.Now()
+		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
+		fail := func(err error) {
+			e := errorOf(err)
+			a.logError(op, e, err)
+			a.respondError(r, false, e)
+			a.observe(op, channel, err, start)
+		}
+		if err := validToken("channel (subject token)", channel); err != nil {
+			fail(err)
+			return
+		}
+		var req wire.LiveRequest
+		if len(r.Data()) > 0 {
+			dec := json.NewDecoder(strings.NewReader(string(r.Data())))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil {
+				fail(badRequest("%s takes a JSON object {\"session\", \"after_seq\"}: %v", op.Name, err))
+				return
+			}
+		}
+		if op.Name == wire.OpLiveAll.Name {
+			if req.Session != "" {
+				fail(badRequest("%s follows every session: send session.live for one", op.Name))
+				return
+			}
+		} else if req.Session == "" {
+			fail(badRequest("%s: field \"session\" is required", op.Name))
+			return
+		}
+		if err := a.liveAcquire(channel, channel); err != nil {
+			fail(err)
+			return
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(a.liveCtx, cancel)
+		if a.liveCtx.Err() != nil {
+			stop()
+			cancel()
+			a.live.release(channel)
+			fail(&APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"})
+			return
+		}
+		wt, err := a.eng.Watch(sctx, req.Session, req.AfterSeq)
+		if err != nil {
+			stop()
+			cancel()
+			a.live.release(channel)
+			fail(err)
+			return
+		}
+		a.observe(op, channel, nil, start)
+		reply := r.Reply()
+		go func() {
+			defer a.live.release(channel)
+			defer cancel()
+			defer stop()
+			defer wt.Stop()
+			a.streamNATS(sctx, nc, op, reply, wt)
+		}()
+	})
+}
+
+func liveMsg(reply, kind string, body []byte) *nats.Msg {
+	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{wire.LiveHeader: []string{kind}, "Content-Type": []string{MIMEJSON}}}
+}
+
+// streamNATS sends wt's events to reply until the stream ends.
+func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, reply string, wt *service.Watch) {
+	alive := func() bool {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := nc.RequestMsgWithContext(pctx, liveMsg(reply, wire.LiveHeartbeatMsg, nil))
+		return !errors.Is(err, nats.ErrNoResponders)
+	}
+	if !alive() {
+		return
+	}
+	for {
+		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
+		rec, err := wt.Next(nctx)
+		ncancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, service.ErrWatchEnded):
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
+			return
+		case ctx.Err() != nil, errors.Is(err, jetstream.ErrWatchStopped):
+			// The engine stops: the client reconnects (to another engine).
+			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if !alive() {
+				return
+			}
+			continue
+		default:
+			e := errorOf(err)
+			a.logError(op, e, err)
+			body, _ := json.Marshal(wire.Envelope{Error: e})
+			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
+			return
+		}
+		body, err := json.Marshal(liveEventOf(rec))
+		if err != nil {
+			continue
+		}
+		if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, body)); err != nil {
+			return
+		}
+	}
+}
