@@ -87,6 +87,14 @@ type Config struct {
 	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
 	// include those caches); negative waits not at all in either mode.
 	MemorySettle time.Duration `json:"memory_settle_ns"`
+	// EraseSessions is the sessions of the erase-memory step (#30),
+	// created, measured, erased and measured again. Default 100,000,
+	// quick 2,000. At 100k the step alone takes several minutes on 2
+	// cores (the erases run at a few hundred per second).
+	EraseSessions int `json:"erase_sessions"`
+	// EraseConcurrency is how many erases the erase-memory step runs at
+	// once. Default 64.
+	EraseConcurrency int `json:"erase_concurrency"`
 	// TurnCycleTurns is the turns per run of the turn cycle lines (#28):
 	// on one session, and spread over TurnCycleSessions sessions at once.
 	// Default 200 over 4 sessions; quick 12 over 2.
@@ -105,7 +113,7 @@ type Config struct {
 
 // Steps names the steps of a run, in order, for Config.Only.
 func Steps() []string {
-	return []string{"memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
+	return []string{"memory", "erase-memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
 		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart"}
 }
 
@@ -130,6 +138,8 @@ func (c Config) withDefaults() Config {
 	def(&c.TurnCycleTurns, 200, 12)
 	def(&c.TurnCycleSessions, 4, 2)
 	def(&c.AtomicBatchOps, 300, 30)
+	def(&c.EraseSessions, 100_000, 2_000)
+	def(&c.EraseConcurrency, 64, 64)
 	if len(c.RegistrySizes) == 0 {
 		c.RegistrySizes = []int{50, 500, 5000}
 	}
@@ -349,6 +359,7 @@ func ExpectedLines(cfg Config) []string {
 		out = append(out, fmt.Sprintf(nameMemServer, sessionsLabel(n)))
 	}
 	out = append(out, memoryFoldLineNames(cfg)...)
+	out = append(out, eraseLineNames(cfg)...)
 	if !cfg.SkipRestart {
 		out = append(out, nameColdRestart)
 	}
@@ -432,6 +443,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		// state and dedupe entries of earlier steps would make the deltas
 		// drift); the table keeps the issue's order.
 		{"memory", h.memory},
+		// Erase right after memory, for the same reason (#30).
+		{"erase memory", h.eraseMemory},
 		{"append sync", h.appendSync},
 		{"append concurrent", h.appendConcurrent},
 		{"session read", h.sessionRead},

@@ -437,3 +437,48 @@ func TestOnlyStepNames(t *testing.T) {
 		t.Errorf("unknown step: %v", err)
 	}
 }
+
+// #30 done-when: the erase-memory step runs in quick mode and prints its
+// lines: the event stream's memory per session before and after erasing
+// every session through Engine.Erase, with a non-negative fraction
+// returned, the erase throughput and the audit stream per erased session.
+// The step itself fails unless the stream holds no message after the
+// erase and a raw direct get finds each sampled erased subject empty.
+// No figure is asserted beyond its sign.
+func TestEraseMemoryQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir(), Only: []string{"erase-memory"}}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := eraseLineNames(cfg.withDefaults())
+	if len(rep.Lines) != len(names) {
+		t.Errorf("report has %d lines, want %d", len(rep.Lines), len(names))
+	}
+	table := rep.Table()
+	for i, name := range names {
+		l, ok := rep.Line(name)
+		if !ok {
+			t.Errorf("line %q missing", name)
+			continue
+		}
+		if math.IsNaN(l.Engine) || math.IsInf(l.Engine, 0) || (i > 0 && l.Engine <= 0) {
+			t.Errorf("line %q: engine figure %v, want finite and positive", name, l.Engine)
+		}
+		if !strings.Contains(table, name) {
+			t.Errorf("table lacks line %q", name)
+		}
+	}
+	returned, _ := rep.Line(names[0])
+	if returned.Engine < 0 {
+		t.Errorf("%s: %v, want a non-negative fraction returned (%s)", returned.Name, returned.Engine, returned.Note)
+	}
+	for _, want := range []string{"before = ", "after = ", "found nothing"} {
+		if !strings.Contains(returned.Note, want) {
+			t.Errorf("%s: note lacks %q: %s", returned.Name, want, returned.Note)
+		}
+	}
+	t.Log("\n" + table)
+}

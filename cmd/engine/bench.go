@@ -16,7 +16,7 @@ type benchCmd struct {
 	JSON    bool     `name:"json" help:"Print the report as JSON instead of a table."`
 	Data    string   `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
 	Profile string   `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
-	Only    []string `name:"only" help:"Run only these steps (comma-separated): memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, prompt-cache, turn-cycle, atomic-batch, replay, cold-start, scale-out, restart."`
+	Only    []string `name:"only" help:"Run only these steps (comma-separated): memory, erase-memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, prompt-cache, turn-cycle, atomic-batch, replay, cold-start, scale-out, restart."`
 }
 
 // Help is kong's long help of the subcommand.

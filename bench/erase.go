@@ -1,0 +1,408 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// Lines of the erase-memory step (#30).
+const (
+	nameEraseReturned = "erase: event stream memory returned, %s sessions erased"
+	nameEraseBefore   = "erase: process memory per session before erase, %s sessions"
+	nameEraseAfter    = "erase: process memory per session after erase, %s sessions"
+	nameEraseRate     = "erase: Engine.Erase, %d concurrent, %s sessions"
+	nameEraseAudit    = "erase: audit stream per erased session, %s sessions"
+)
+
+// eraseLineNames names the lines of the erase-memory step for cfg.
+func eraseLineNames(cfg Config) []string {
+	label := sessionsLabel(cfg.EraseSessions)
+	return []string{
+		fmt.Sprintf(nameEraseReturned, label),
+		fmt.Sprintf(nameEraseBefore, label),
+		fmt.Sprintf(nameEraseAfter, label),
+		fmt.Sprintf(nameEraseRate, cfg.EraseConcurrency, label),
+		fmt.Sprintf(nameEraseAudit, label),
+	}
+}
+
+const (
+	// erasePrefix is the erase-memory step's own stream prefix.
+	erasePrefix = "ers"
+	// eraseEvents is the events of each session (ToolsToggled,
+	// WebSearchSet, ToolDisabled).
+	eraseEvents = 3
+	// eraseDedupe is the dedupe window of the step's event stream (the
+	// engine's default is 2 min): every publish's Nats-Msg-Id is held for
+	// the window, and the step waits it out before each reading so that
+	// neither reading includes them.
+	eraseDedupe = time.Second
+	// eraseSettleMin is the least wait before each reading: twice the
+	// dedupe window (the server expires them on a timer of the window)
+	// and a second.
+	eraseSettleMin = 2*eraseDedupe + time.Second
+	// eraseSample is how many erased sessions the raw JetStream check
+	// reads back (spread evenly over them).
+	eraseSample = 1000
+)
+
+// eraseFigures are the readings of one erase-memory run.
+type eraseFigures struct {
+	n int
+	// Go heap after GC and scavenge at each point (see eraseMemory).
+	h0, h1, h2, h3, h4, h5, h6, h7, h8 uint64
+	// Event stream state before and after the erase.
+	subjBefore, subjAfter   uint64
+	bytesBefore, bytesAfter uint64
+	msgsBefore, msgsAfter   uint64
+	// Audit stream state after the erase.
+	auditMsgs, auditBytes, auditSubjects uint64
+	cachedBefore, cachedAfter            int
+	erase                                time.Duration
+	sampled                              int
+	rssBefore, rssAfter                  int64
+}
+
+func perSession(a, b uint64, n int) float64 { return (float64(a) - float64(b)) / float64(n) }
+
+// eraseMemory (#30): N sessions of eraseEvents events each are created on
+// a fresh event stream (the engine's configuration, but a 1 s dedupe
+// window) by raw pipelined publishes of the documented wire format
+// (docs/wire-format.md: msgpack envelope, Nats-Msg-Id = event id), folded
+// by a projection, then erased, all of them, through service.Engine.Erase
+// with an eraser on its own connection (the code DELETE ?erase=true runs:
+// SessionDeleted, wait for the views to fold it, audit record, per-subject
+// purge), EraseConcurrency at a time. Heap readings (Go heap after two GCs
+// and a scavenge, server and engine share the process; each after
+// max(MemorySettle, 3 s)):
+//
+//	h0 baseline: the three streams (events, audit, views) made, one warm
+//	   session created, folded and erased; no projection or engine
+//	h1 the N sessions stored (no projection)
+//	h2 a projection folded them (running, its cache holding them)
+//	h3 projection dropped (the views bucket stays)
+//	h4 a fresh projection, engine and eraser erased all N (running)
+//	h5 projection, engine and eraser dropped
+//	h6 event stream deleted; h7 audit stream deleted; h8 views deleted
+//
+// Event stream per session: before = h1-h0, after = h5-h6 (by deleting
+// it, as memory.go measures the views). Process per session: before =
+// h2-h0, after = h4-h0.
+func (h *harness) eraseMemory(ctx context.Context) error {
+	n, c := h.cfg.EraseSessions, h.cfg.EraseConcurrency
+	settle := max(h.cfg.MemorySettle, eraseSettleMin)
+	label := sessionsLabel(n)
+	f := eraseFigures{n: n}
+	lcfg := jetstream.LogConfig{Prefix: erasePrefix, Duplicates: eraseDedupe}
+
+	elog, err := jetstream.OpenLog(ctx, h.engNC, lcfg)
+	if err != nil {
+		return err
+	}
+	adminNC, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: h.url, Name: "bench-eraser"})
+	if err != nil {
+		return err
+	}
+	defer adminNC.Close()
+	stream, err := h.rjs.Stream(ctx, elog.StreamName())
+	if err != nil {
+		return fmt.Errorf("erase: look up %s: %w", elog.StreamName(), err)
+	}
+
+	// engine starts a projection (resuming from the views' watermark),
+	// an engine over it and an eraser on the admin connection.
+	type running struct {
+		p    *projection.Projection
+		eng  *service.Engine
+		x    *jetstream.Eraser
+		stop func()
+	}
+	startEngine := func(seq uint64) (*running, error) {
+		p, err := projection.Open(ctx, elog, projection.Config{})
+		if err != nil {
+			return nil, err
+		}
+		stop, err := runProjection(ctx, p, seq, 20*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		x, err := elog.NewEraser(ctx, adminNC)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		eng := service.New(elog, p, resolver.Default(), service.Config{})
+		eng.SetEraser(x)
+		return &running{p: p, eng: eng, x: x, stop: stop}, nil
+	}
+	last := func() (uint64, error) { return elog.LastStreamSeq(ctx) }
+	eraseAll := func(eng *service.Engine, sessions []string) error {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make([]error, c)
+		for g := range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(sessions) || ctx.Err() != nil {
+						return
+					}
+					res, err := eng.Erase(ctx, sessions[i], origin, "")
+					if err == nil && res.Purged == 0 {
+						err = fmt.Errorf("erase %s: nothing purged", sessions[i])
+					}
+					if err != nil {
+						errs[g] = err
+						next.Store(int64(len(sessions))) // stop the others
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	reading := func() (uint64, error) {
+		if err := jetstream.Sleep(ctx, settle); err != nil {
+			return 0, err
+		}
+		return heapScavenged(), nil
+	}
+
+	// Warm-up: one session created, folded and erased, so that the fixed
+	// buffers of the three streams and of an erase are in the baseline.
+	if err := generate(ctx, h.rjs, erasePrefix, []string{"e-warm"}, eraseEvents); err != nil {
+		return err
+	}
+	seq, err := last()
+	if err != nil {
+		return err
+	}
+	r, err := startEngine(seq)
+	if err != nil {
+		return err
+	}
+	if err := eraseAll(r.eng, []string{"e-warm"}); err != nil {
+		r.stop()
+		return err
+	}
+	if seq, err = last(); err == nil {
+		err = r.p.WaitApplied(ctx, seq)
+	}
+	r.stop()
+	r = nil
+	if err != nil {
+		return err
+	}
+	if f.h0, err = reading(); err != nil {
+		return err
+	}
+	f.rssBefore = h.rss()
+
+	// Before: N sessions stored, then folded.
+	sessions := sessionNames("e-", n)
+	start := time.Now()
+	if err := generate(ctx, h.rjs, erasePrefix, sessions, eraseEvents); err != nil {
+		return err
+	}
+	pub := time.Since(start)
+	if f.h1, err = reading(); err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("erase: stream info before: %w", err)
+	}
+	f.subjBefore, f.bytesBefore, f.msgsBefore = uint64(info.State.NumSubjects), info.State.Bytes, info.State.Msgs
+	sample := sampleOf(sessions, eraseSample)
+	f.sampled = len(sample)
+	if err := h.rawLastBySubject(ctx, elog.StreamName(), sample, true); err != nil {
+		return err
+	}
+	if seq, err = last(); err != nil {
+		return err
+	}
+	r, err = startEngine(seq)
+	if err != nil {
+		return err
+	}
+	if f.h2, err = reading(); err != nil {
+		r.stop()
+		return err
+	}
+	f.cachedBefore = r.p.Cached()
+	r.stop()
+	r = nil
+	if f.h3, err = reading(); err != nil {
+		return err
+	}
+
+	// Erase all N through the engine, then read again.
+	r, err = startEngine(seq)
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	err = eraseAll(r.eng, sessions)
+	f.erase = time.Since(start)
+	if err == nil {
+		if seq, err = last(); err == nil {
+			err = r.p.WaitApplied(ctx, seq)
+		}
+	}
+	if err != nil {
+		r.stop()
+		return err
+	}
+	if f.h4, err = reading(); err != nil {
+		r.stop()
+		return err
+	}
+	f.rssAfter = h.rss()
+	f.cachedAfter = r.p.Cached()
+	r.stop()
+	auditName := r.x.AuditStream()
+	r = nil
+	if f.h5, err = reading(); err != nil {
+		return err
+	}
+	info, err = stream.Info(ctx, njs.WithSubjectFilter(erasePrefix+".events.>"))
+	if err != nil {
+		return fmt.Errorf("erase: stream info after: %w", err)
+	}
+	f.subjAfter, f.bytesAfter, f.msgsAfter = uint64(info.State.NumSubjects), info.State.Bytes, info.State.Msgs
+	if len(info.State.Subjects) != 0 || f.msgsAfter != 0 {
+		return fmt.Errorf("erase: after erasing every session the event stream holds %d messages on %d subjects", f.msgsAfter, len(info.State.Subjects))
+	}
+	if err := h.rawLastBySubject(ctx, elog.StreamName(), sample, false); err != nil {
+		return err
+	}
+	audit, err := h.rjs.Stream(ctx, auditName)
+	if err != nil {
+		return fmt.Errorf("erase: audit stream: %w", err)
+	}
+	ainfo, err := audit.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("erase: audit stream info: %w", err)
+	}
+	f.auditMsgs, f.auditBytes, f.auditSubjects = ainfo.State.Msgs, ainfo.State.Bytes, uint64(ainfo.State.NumSubjects)
+
+	// Attribution by deleting: event stream, audit stream, views bucket.
+	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
+		return fmt.Errorf("erase: delete the event stream: %w", err)
+	}
+	if f.h6, err = reading(); err != nil {
+		return err
+	}
+	if err := h.rjs.DeleteStream(ctx, auditName); err != nil {
+		return fmt.Errorf("erase: delete the audit stream: %w", err)
+	}
+	if f.h7, err = reading(); err != nil {
+		return err
+	}
+	if err := h.rjs.DeleteKeyValue(ctx, strings.ToUpper(erasePrefix)+"_VIEWS"); err != nil {
+		return fmt.Errorf("erase: delete the views bucket: %w", err)
+	}
+	if f.h8, err = reading(); err != nil {
+		return err
+	}
+	h.addEraseLines(f, c, label, settle, pub)
+	return nil
+}
+
+// addEraseLines turns one run's readings into the step's lines.
+func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub time.Duration) {
+	n := f.n
+	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h5, f.h6, n)
+	returned := 1 - streamAfter/streamBefore
+	viewsBefore, projBefore := perSession(f.h3, f.h1, n), perSession(f.h2, f.h3, n)
+	procBefore, procAfter := perSession(f.h2, f.h0, n), perSession(f.h4, f.h0, n)
+	engAfter, auditHeap, viewsAfter := perSession(f.h4, f.h5, n), perSession(f.h6, f.h7, n), perSession(f.h7, f.h8, n)
+	rate := float64(n) / f.erase.Seconds()
+	auditPer := float64(f.auditBytes) / float64(n)
+	names := eraseLineNames(h.cfg)
+	one := func(name, unit string, v float64, note string) Line {
+		return Line{Name: name, Unit: unit, Engine: v, Runs: 1, EngineRuns: []float64{v}, Note: note}
+	}
+	h.add(one(names[0], "fraction", returned, fmt.Sprintf(
+		"1 - after/before of the event stream's server memory per session (Go heap after 2 GCs and a scavenge, read %s after the last write; server and engine share the process): "+
+			"before = %.0f B/session = heap with the %d sessions stored (%d events each, raw publishes of the wire format, no projection) - heap of the baseline (streams made, a warm session erased); "+
+			"after = %.0f B/session = heap after erasing all of them through Engine.Erase - heap once the event stream is deleted (so it also holds one empty stream's fixed state, which the baseline had before); "+
+			"stream state before: %d subjects, %d msgs, %d B; after: %d subjects, %d msgs, %d B; a raw direct get last-by-subject of %d erased sessions found nothing; the step's event stream has a %s dedupe window (engine default 2 min) so that no reading holds Nats-Msg-Ids",
+		settle, streamBefore, n, eraseEvents, streamAfter, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
+	h.add(one(names[1], "B/session", procBefore, fmt.Sprintf(
+		"whole process (Go heap) per session with the %d sessions stored and folded, the projection running - the baseline: event stream %.0f B, views bucket %.0f B (one view each), running projection %.0f B (%d sessions cached); %d events published in %.1f s; process RSS at the baseline %.0f MB",
+		n, streamBefore, viewsBefore, projBefore, f.cachedBefore, n*eraseEvents, pub.Seconds(), float64(f.rssBefore)/1e6)))
+	h.add(one(names[2], "B/session", procAfter, fmt.Sprintf(
+		"whole process (Go heap) per session after erasing all %d, the erasing projection, engine and eraser still running - the baseline: event stream %.0f B (by deleting it), audit stream %.0f B (by deleting it: one record and subject per session), views bucket %.0f B (by deleting it: the deleted view and its deleted.<session> marker per session), projection + engine + eraser %.0f B (by dropping them: %d sessions still cached by the projection, the eraser's set of erased ids); process RSS %+.0f MB since the baseline (the runtime keeps freed pages mapped until it scavenges)",
+		n, streamAfter, auditHeap, viewsAfter, engAfter, f.cachedAfter, float64(f.rssAfter-f.rssBefore)/1e6)))
+	h.add(one(names[3], "sessions/s", rate, fmt.Sprintf(
+		"%d sessions erased in %.1f s by service.Engine.Erase (what DELETE /v1/sessions/{session}?erase=true runs; no idempotency-key store, as the bench's engine has none), %d at a time: read, SessionDeleted appended, wait for the views to fold it (50 ms polls of the projection's watermark), audit record, per-subject purge through an eraser on its own connection; the projection folds behind in the same process",
+		n, f.erase.Seconds(), c)))
+	h.add(one(names[4], "B/session", auditPer, fmt.Sprintf(
+		"the audit stream's stored bytes after the erase / the %d sessions erased (%d records on %d subjects, %d B; the warm session's record included); its server heap: %.0f B per erased session (by deleting it, dedupe entries of its 2 min window included)",
+		n, f.auditMsgs, f.auditSubjects, f.auditBytes, auditHeap)))
+	h.progress("erase-memory at %s: event stream %.0f -> %.0f B/session (%.2f returned), process %.0f -> %.0f B/session, %.0f sessions/s erased, audit %.0f B/session",
+		label, streamBefore, streamAfter, returned, procBefore, procAfter, rate, auditPer)
+}
+
+// rawLastBySubject reads the last message of each session's subject with a
+// raw direct get ($JS.API.DIRECT.GET.<stream>.<subject>) and checks that
+// it is there (present) or that the subject is empty (not present).
+func (h *harness) rawLastBySubject(ctx context.Context, streamName string, sessions []string, present bool) error {
+	for _, s := range sessions {
+		subj := erasePrefix + ".events." + s
+		m, err := h.rawNC.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+streamName+"."+subj, nil)
+		if err != nil {
+			return fmt.Errorf("erase: raw direct get %s: %w", subj, err)
+		}
+		status := ""
+		if m.Header != nil {
+			status = m.Header.Get("Status")
+		}
+		switch {
+		case present && (len(m.Data) == 0 || status != ""):
+			return fmt.Errorf("erase: raw direct get %s before the erase: status %q, %d B", subj, status, len(m.Data))
+		case !present && status != "404":
+			return fmt.Errorf("erase: raw direct get %s after the erase: status %q, %d B, want 404 no message", subj, status, len(m.Data))
+		}
+	}
+	return nil
+}
+
+// sampleOf returns at most k elements of xs, evenly spread, first and last
+// included.
+func sampleOf(xs []string, k int) []string {
+	if len(xs) <= k {
+		return xs
+	}
+	out := make([]string, 0, k)
+	for i := range k {
+		out = append(out, xs[i*(len(xs)-1)/(k-1)])
+	}
+	return out
+}
+
+// heapScavenged is the live heap after two full collections and a
+// scavenge (debug.FreeOSMemory), as heapAfterGC reads it.
+func heapScavenged() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return heapAfterGC()
+}
