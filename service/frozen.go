@@ -173,6 +173,9 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 	}
 	data, err := h.Lookup(ctx, version)
 	if err != nil {
+		if errors.Is(err, jetstream.ErrRegistryVersionPruned) {
+			return nil, prunedErr(version)
+		}
 		if errors.Is(err, jetstream.ErrRegistryVersionUnknown) {
 			return nil, fmt.Errorf("%w: %w", ErrRegistryUnavailable, err)
 		}
@@ -192,6 +195,9 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 		}
 		if attempt == 0 { // the version was re-pushed with other content
 			if contents, err = h.LookupAll(ctx, version); err != nil {
+				if errors.Is(err, jetstream.ErrRegistryVersionPruned) {
+					return nil, prunedErr(version)
+				}
 				return nil, err
 			}
 		}
