@@ -305,3 +305,16 @@ func (p *RegistryPruner) purgeBelow(ctx context.Context, version string, below u
 	}
 	return nil
 }
+
+// LastSeq is the history stream's last sequence: it grows with every
+// version recorded (and every tombstone), so a caller polling it learns
+// that the history changed.
+func (h *RegistryHistory) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := h.log.withTimeout(ctx)
+	defer cancel()
+	info, err := h.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("registry history %s: %w", h.name, err)
+	}
+	return info.State.LastSeq, nil
+}

@@ -104,6 +104,9 @@ type RegistryPrunePass struct {
 	Remaining int
 	// Conflicts counts versions recorded again while being pruned (kept).
 	Conflicts int
+	// Err is the pass's error (nil: it completed); the counts of a
+	// failed pass are partial.
+	Err error
 }
 
 // RegistryPrune applies a RegistryPruneConfig to an engine's registry
@@ -205,12 +208,13 @@ func (e *Engine) turnVersion(ctx context.Context, session string, turn, seq, las
 // and prunes every stored version but the newest Keep and the referenced
 // ones, at most Batch. Keep 0 prunes nothing. This engine forgets the
 // registries it pruned, so that it records them again if it serves one.
-func (r *RegistryPrune) Pass(ctx context.Context) (RegistryPrunePass, error) {
+func (r *RegistryPrune) Pass(ctx context.Context) (pass RegistryPrunePass, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pass := RegistryPrunePass{Started: time.Now()}
+	pass.Started = time.Now()
 	defer func() {
 		pass.Took = time.Since(pass.Started)
+		pass.Err = err
 		if r.cfg.Observe != nil {
 			r.cfg.Observe(pass)
 		}
