@@ -179,26 +179,36 @@ func (e *Engine) RegistryReferences(ctx context.Context) (map[string]bool, error
 	return refs, nil
 }
 
-// turnVersion is the registry version the TurnStarted of turn (at seq,
-// or, for a view without TurnSeq, the last one up to last) records; ""
-// when it records none (written before turns recorded their request).
+// turnVersion is the registry version the TurnStarted of turn records
+// (read at seq; for a view without TurnSeq, or when seq holds no such
+// event, the last one of the session up to last); "" when it records none
+// (written before turns recorded their request). Not found is an error:
+// the pass must not prune what an open turn may need.
 func (e *Engine) turnVersion(ctx context.Context, session string, turn, seq, last uint64) (string, error) {
-	from, upTo := seq, seq
-	if seq == 0 {
-		from, upTo = 1, last
+	find := func(from, upTo uint64) (string, bool, error) {
+		recs, err := e.log.ReadSession(ctx, session, from, upTo)
+		if err != nil {
+			return "", false, fmt.Errorf("read its TurnStarted: %w", err)
+		}
+		v, found := "", false
+		for _, r := range recs {
+			if p, ok := r.Envelope.Payload.(events.TurnStarted); ok && r.Err == nil && p.Turn == turn {
+				v, found = p.RegistryVersion, true
+			}
+		}
+		return v, found, nil
 	}
-	recs, err := e.log.ReadSession(ctx, session, from, upTo)
-	if err != nil {
-		return "", fmt.Errorf("read its TurnStarted: %w", err)
-	}
-	v, found := "", false
-	for _, r := range recs {
-		if p, ok := r.Envelope.Payload.(events.TurnStarted); ok && r.Err == nil && p.Turn == turn {
-			v, found = p.RegistryVersion, true
+	if seq != 0 {
+		if v, found, err := find(seq, seq); err != nil || found {
+			return v, err
 		}
 	}
+	v, found, err := find(1, last)
+	if err != nil {
+		return "", err
+	}
 	if !found {
-		return "", fmt.Errorf("no TurnStarted in the log at %d..%d", from, upTo)
+		return "", fmt.Errorf("no TurnStarted of the open turn in the log up to %d: nothing pruned until it is found or the turn ends", last)
 	}
 	return v, nil
 }

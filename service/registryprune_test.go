@@ -55,6 +55,13 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 			if err != nil || cp.RegistryVersion != version(3) {
 				t.Fatalf("checkpoint under version 3: %+v, %v", cp, err)
 			}
+		case 4, 26: // turns ended under 4 and 26: the last checkpoint names 26
+			if _, err := a.BeginTurn(ctx, "ended", web, req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.EndTurn(ctx, "ended", web); err != nil {
+				t.Fatal(err)
+			}
 		case 7: // a turn opened under version 7 and left open
 			if open, err = a.BeginTurn(ctx, "open", web, req); err != nil || open.RegistryVersion != version(7) {
 				t.Fatalf("turn under version 7: %s, %v", open.RegistryVersion, err)
@@ -75,8 +82,8 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept := []string{version(3), version(7), version(26), version(27), version(28), version(29), version(30)}
-	if len(pass.Pruned) != 23 || pass.Kept != 7 || len(observed) != 1 || pass.Referenced != 3 {
-		t.Fatalf("pass %+v (observed %d): want 23 pruned, 7 kept, 3 referenced (3, 7 and the live 30)", pass, len(observed))
+	if len(pass.Pruned) != 23 || pass.Kept != 7 || len(observed) != 1 || pass.Referenced != 4 {
+		t.Fatalf("pass %+v (observed %d): want 23 pruned, 7 kept, 4 referenced (3, 7, 26 and the live 30)", pass, len(observed))
 	}
 	for i := 1; i <= 30; i++ {
 		_, err := hist.Lookup(ctx, version(i))
@@ -99,6 +106,20 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 	}
 	if len(h) != 1 || !strings.Contains(h[0].Error, "registry version "+version(2)+" pruned") || h[0].RegistryVersion != version(2) || len(h[0].Tools) != 0 {
 		t.Fatalf("history under version 2: %+v", h)
+	}
+	// A past turn under a pruned version: its entries say so; the later
+	// turn under a kept version rebuilds.
+	h, _, err = a.History(ctx, "ended", service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) < 2 || h[0].Type != string(events.TypeTurnStarted) || !strings.Contains(h[0].Error, "registry version "+version(4)+" pruned") {
+		t.Fatalf("history of the turn under version 4: %+v", h)
+	}
+	for _, x := range h {
+		if x.Turn == 2 && (x.Error != "" || x.RegistryVersion != version(26)) {
+			t.Fatalf("history of the turn under version 26: %+v", x)
+		}
 	}
 	// Now (no until) explains against the live registry.
 	if ex, err := a.Explain(ctx, "old", "bash", service.Until{}, service.ResolveRequest{}); err != nil || ex.Rule == service.RulePruned || ex.RegistryVersion != version(30) {
