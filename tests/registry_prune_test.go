@@ -179,3 +179,35 @@ func TestRegistryPruneBinary(t *testing.T) {
 		t.Fatalf("after the restart the registry history holds %v, want %v", got, want)
 	}
 }
+
+// #30: an engine on a registry history stream created before #30 (with
+// deny_purge, which JetStream cannot lift) serves as before, keeps every
+// registry version and says why in its log.
+func TestRegistryPruneLegacyStreamBinary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TOOLS_REGISTRY_HISTORY", Subjects: []string{"tools.registry.history.*"},
+		MaxMsgsPerSubject: 8, DenyDelete: true, DenyPurge: true, AllowDirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry-keep", "1", "--registry-prune-tick", "200ms")
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if s := p.Stderr.String(); !strings.Contains(s, "registry history not pruned: its stream denies purge") {
+			return fmt.Errorf("no log line about the legacy stream yet")
+		}
+		return nil
+	})
+	if _, err := p.GoClient("web").BeginTurn(ctx, client.BeginTurnRequest{Session: "legacy"}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs == 0 || !info.Config.DenyPurge {
+		t.Fatalf("legacy history stream: %+v, %v: want its versions recorded, deny_purge kept", info, err)
+	}
+}
