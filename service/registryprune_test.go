@@ -179,3 +179,33 @@ func TestRegistryPruneKeepZero(t *testing.T) {
 		t.Fatalf("keep -1: %v", err)
 	}
 }
+
+// BenchmarkRegistryReferences measures what a prune pass reads before it
+// prunes (#30): one view per session and one event per open turn, here
+// 1,000 sessions of which 100 are in a turn.
+func BenchmarkRegistryReferences(b *testing.B) {
+	ctx := context.Background()
+	e, _ := benchStack(b)
+	const n = 1000
+	for i := range n {
+		s := fmt.Sprintf("s%04d", i)
+		if i%10 == 0 {
+			if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		if _, err := e.Apply(ctx, s, web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitListed(b, e, n)
+	b.ResetTimer()
+	for b.Loop() {
+		refs, err := e.RegistryReferences(ctx)
+		if err != nil || len(refs) != 1 || !refs[resolver.Default().Version()] {
+			b.Fatalf("references %v, %v", refs, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
+}
