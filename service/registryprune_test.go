@@ -209,3 +209,52 @@ func BenchmarkRegistryReferences(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
 }
+
+// #30, R31: an engine that serves a registry version another engine's
+// prune removed (it was outside the newest kept and nothing referenced
+// it) records it again before a turn names it, so the turn rebuilds on
+// any engine, and the next pass keeps it.
+func TestRegistryPrunedVersionRecordedAgain(t *testing.T) {
+	defer service.SetRecordRecheck(0)()
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	b, _ := engineAt(t, url, pushedRegistry(t, "served.old", "extra_old"), false)
+	if err := b.RecordRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, log := engineAt(t, url, resolver.Default(), true)
+	for i := 1; i <= 4; i++ {
+		a.SetRegistry(pushedRegistry(t, fmt.Sprintf("newer.%d", i), "extra"))
+		if err := a.RecordRegistry(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist, err := log.OpenRegistryHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruner, err := hist.NewPruner(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := a.NewRegistryPrune(pruner, service.RegistryPruneConfig{Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pass, err := rp.Pass(ctx); err != nil || !slices.Contains(pass.Pruned, "served.old") {
+		t.Fatalf("pass %+v, %v: want served.old pruned", pass, err)
+	}
+	begun, err := b.BeginTurn(ctx, "on-old", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
+	if err != nil || begun.RegistryVersion != "served.old" {
+		t.Fatalf("turn on B: %s, %v", begun.RegistryVersion, err)
+	}
+	c, _ := engineAt(t, url, resolver.Default(), false)
+	got, err := c.Dispatch(ctx, "on-old", service.ProviderAnthropicEngine)
+	if err != nil {
+		t.Fatalf("a third engine rebuilds the turn on the version B recorded again: %v", err)
+	}
+	sameView(t, "the turn on the version recorded again", got, begun)
+	if pass, err := rp.Pass(ctx); err != nil || slices.Contains(pass.Pruned, "served.old") {
+		t.Fatalf("pass after the turn %+v, %v: want served.old kept", pass, err)
+	}
+}
