@@ -1,11 +1,13 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,16 +25,29 @@ const MaxRegistryBytes = 4 << 20
 // the version asked for.
 var ErrRegistryVersionUnknown = errors.New("registry version not in the registry history")
 
-// RegistryHistory keeps every registry version an engine on the stream has
+// ErrRegistryVersionPruned means the version was recorded, and its
+// content was pruned from the registry history (#30): only its tombstone
+// is left. Errors that match it match ErrRegistryVersionUnknown too.
+var ErrRegistryVersionPruned = errors.New("registry version pruned")
+
+// prunedErr is the error of a look-up of a pruned version.
+func prunedErr(version string) error {
+	return fmt.Errorf("registry %q: %w from the registry history (%w)", version, ErrRegistryVersionPruned, ErrRegistryVersionUnknown)
+}
+
+// RegistryHistory keeps the registry versions engines on the stream have
 // served, addressable by version and by time (R31, R25), in the stream
 // <PREFIX>_REGISTRY_HISTORY: one subject per version
 // (<prefix>.registry.history.<sha256 of the version>), each message one
-// registry file with its version in a header. Versions are never removed
-// (the stream has no age or size limit; a version keeps its last 8
-// contents), so every version an open turn or a checkpoint names stays
-// addressable: a frozen turn is rebuilt, and history resolves a past
-// point, against the registry that was in force then. Registries are
-// small and change rarely; the stream stays small.
+// registry file with its version in a header. The stream has no age or
+// size limit (a version keeps its last 8 contents); a RegistryPruner
+// (#30, serve --registry-keep) removes the contents of old versions that
+// no open turn and no checkpoint references, leaving a tombstone per
+// pruned version that keeps its place in the timeline: a past point under
+// a pruned version says so (ErrRegistryVersionPruned) instead of resolving
+// against another version. Every version an open turn or a checkpoint
+// names stays addressable: a frozen turn is rebuilt, and history resolves
+// a past point, against the registry that was in force then.
 //
 // A RegistryHistory is safe for concurrent use.
 type RegistryHistory struct {
@@ -40,6 +55,9 @@ type RegistryHistory struct {
 	stream   jetstream.Stream
 	name     string
 	subjBase string
+	// purgeDenied: the stream was created with deny_purge (before #30),
+	// which JetStream cannot lift: no version of it can be pruned.
+	purgeDenied bool
 }
 
 // OpenRegistryHistory creates or opens the registry history stream.
@@ -58,8 +76,11 @@ func (l *Log) OpenRegistryHistory(ctx context.Context) (*RegistryHistory, error)
 		MaxMsgSize:        MaxRegistryBytes + 4096,
 		Discard:           jetstream.DiscardOld,
 		DenyDelete:        !l.cfg.AllowDeletes,
-		DenyPurge:         !l.cfg.AllowDeletes,
-		AllowDirect:       true,
+		// Purge stays possible since #30: a RegistryPruner purges a
+		// pruned version's subject through the privileged connection;
+		// the engine user and the channels may not purge.
+		DenyPurge:   false,
+		AllowDirect: true,
 	}
 	if l.cfg.MemoryStorage {
 		sc.Storage = jetstream.MemoryStorage
@@ -75,6 +96,7 @@ func (l *Log) OpenRegistryHistory(ctx context.Context) (*RegistryHistory, error)
 		return nil, fmt.Errorf("open registry history %s: %w", h.name, err)
 	}
 	h.stream = stream
+	h.purgeDenied = stream.CachedInfo().Config.DenyPurge
 	return h, nil
 }
 
@@ -99,7 +121,7 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 	defer cancel()
 	subj := h.subject(version)
 	m, err := h.stream.GetLastMsgForSubject(ctx, subj)
-	if err == nil && string(m.Data) == string(data) {
+	if err == nil && !isTombstone(m.Header) && string(m.Data) == string(data) {
 		return nil
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -109,7 +131,13 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 	msg := nats.NewMsg(subj)
 	msg.Data = data
 	msg.Header.Set(headerRegistryVersion, version)
-	msg.Header.Set(headerMsgID, "registry-"+hex.EncodeToString(sum[:]))
+	id := "registry-" + hex.EncodeToString(sum[:])
+	if err == nil && isTombstone(m.Header) {
+		// A pruned version recorded again: not a duplicate of the
+		// content the prune removed.
+		id += fmt.Sprintf("-after-%d", m.Sequence)
+	}
+	msg.Header.Set(headerMsgID, id)
 	if _, err := h.log.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(h.name)); err != nil {
 		return fmt.Errorf("record registry %q: %w", version, err)
 	}
@@ -127,6 +155,9 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up registry %q: %w", version, err)
+	}
+	if isTombstone(m.Header) {
+		return nil, prunedErr(version)
 	}
 	return m.Data, nil
 }
@@ -147,12 +178,20 @@ func (h *RegistryHistory) LookupAll(ctx context.Context, version string) ([][]by
 		return nil, fmt.Errorf("look up registry %q: %w", version, err)
 	}
 	var out [][]byte
+	pruned := false
 	for n := info.NumPending; n > 0; n-- {
 		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("look up registry %q: %w", version, err)
 		}
+		if isTombstone(m.Headers()) {
+			pruned = true
+			continue
+		}
 		out = append([][]byte{m.Data()}, out...)
+	}
+	if len(out) == 0 && pruned {
+		return nil, prunedErr(version)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("registry %q: %w", version, ErrRegistryVersionUnknown)
@@ -165,11 +204,17 @@ type RegistryMark struct {
 	Version string
 	Time    time.Time
 	Seq     uint64
+	// Pruned reports that the content recorded here was pruned (#30):
+	// the mark comes from the version's tombstone, and a look-up of the
+	// version answers ErrRegistryVersionPruned (unless it was recorded
+	// again since).
+	Pruned bool
 }
 
-// Timeline returns every recorded version, oldest first, without the
-// registry files (a headers-only read): the version in force at a time is
-// the last one recorded at or before it.
+// Timeline returns every recorded version, oldest first (by the sequence
+// it was recorded at), without the registry files (a headers-only read):
+// the version in force at a time is the last one recorded at or before
+// it. A pruned version keeps its marks, from its tombstone.
 func (h *RegistryHistory) Timeline(ctx context.Context) ([]RegistryMark, error) {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
@@ -186,6 +231,7 @@ func (h *RegistryHistory) Timeline(ctx context.Context) ([]RegistryMark, error) 
 		return nil, fmt.Errorf("registry timeline: %w", err)
 	}
 	var out []RegistryMark
+	seen := make(map[uint64]bool)
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err != nil {
@@ -195,9 +241,28 @@ func (h *RegistryHistory) Timeline(ctx context.Context) ([]RegistryMark, error) 
 		if err != nil {
 			return out, fmt.Errorf("registry timeline: %w", err)
 		}
-		out = append(out, RegistryMark{Version: m.Headers().Get(headerRegistryVersion), Time: md.Timestamp, Seq: md.Sequence.Stream})
+		v := m.Headers().Get(headerRegistryVersion)
+		if isTombstone(m.Headers()) {
+			for _, mk := range tombstoneMarks(m.Headers()) {
+				mk.Version = v
+				out = append(out, mk)
+			}
+		} else {
+			out = append(out, RegistryMark{Version: v, Time: md.Timestamp, Seq: md.Sequence.Stream})
+		}
 		if md.Sequence.Stream >= last {
-			return out, nil
+			break
 		}
 	}
+	// A tombstone may repeat marks of contents not purged yet (a prune
+	// in progress): each recorded sequence counts once, content first.
+	slices.SortStableFunc(out, func(a, b RegistryMark) int { return cmp.Compare(a.Seq, b.Seq) })
+	kept := out[:0]
+	for _, mk := range out {
+		if !seen[mk.Seq] {
+			seen[mk.Seq] = true
+			kept = append(kept, mk)
+		}
+	}
+	return kept, nil
 }

@@ -117,11 +117,9 @@ func (r *Registries) refresh(ctx context.Context) error {
 			return err
 		}
 		r.marks = marks
-		if n := len(marks); n > 0 {
-			r.lastSeq = marks[n-1].Seq
-		} else {
-			r.lastSeq = 0
-		}
+		// The stream's last sequence, not the last mark's: a pruned
+		// version's tombstone (#30) is a message that adds no mark.
+		r.lastSeq = info.State.LastSeq
 	}
 	r.readAt = now
 	return nil

@@ -187,6 +187,15 @@ type Config struct {
 	RetainTick time.Duration
 	// RetainBatch bounds the sessions one tick examines (default 1000).
 	RetainBatch int
+
+	// RegistryKeep, when positive, prunes the registry history (#30;
+	// serve --registry-keep): the newest RegistryKeep versions are kept,
+	// plus every version an open turn or a session's last checkpoint
+	// references; 0 keeps every version.
+	RegistryKeep int
+	// RegistryPruneTick is how often the registry history is looked at for
+	// a change to prune after (default 30 s).
+	RegistryPruneTick time.Duration
 }
 
 // withDefaults fills the zero fields.
@@ -216,6 +225,9 @@ func (c Config) withDefaults() Config {
 	if c.RetainTick == 0 {
 		c.RetainTick = service.DefaultRetentionTick
 	}
+	if c.RegistryPruneTick == 0 {
+		c.RegistryPruneTick = service.DefaultRegistryPruneTick
+	}
 	return c
 }
 
@@ -243,6 +255,12 @@ func (c Config) Validate() error {
 	}
 	if c.RetainBatch < 0 {
 		errs = append(errs, fmt.Errorf("--retain-batch %d: want 1 or more", c.RetainBatch))
+	}
+	if c.RegistryKeep < 0 {
+		errs = append(errs, fmt.Errorf("--registry-keep %d: want 1 or more versions kept, or 0 to keep every version", c.RegistryKeep))
+	}
+	if c.RegistryPruneTick < 0 {
+		errs = append(errs, fmt.Errorf("--registry-prune-tick %v: want a positive interval such as 30s", c.RegistryPruneTick))
 	}
 	return errors.Join(errs...)
 }

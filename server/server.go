@@ -114,6 +114,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer func() { cancelRun(); <-retDone }() // no tick outlives the connection
+	pruneDone := c.startRegistryPrune(runCtx, cfg, url, jlog, eng, proj, m, log.With().Str("component", "registry-prune").Logger())
+	defer func() { cancelRun(); <-pruneDone }() // no prune pass outlives the connection
 	projDone := make(chan struct{})
 	if !cfg.NoProjection {
 		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends

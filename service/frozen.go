@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
@@ -78,7 +79,7 @@ type turnState struct {
 	regs     *lru.Cache[string, []*resolver.Registry] // registries by version
 	hist     RegistryHistory
 	histMu   sync.RWMutex
-	recorded sync.Map // *resolver.Registry → struct{}: stored in the history
+	recorded sync.Map // *resolver.Registry → time.Time: when the history last held it
 }
 
 func newTurnState(size int) turnState {
@@ -126,14 +127,23 @@ func (e *Engine) keepRegistry(reg *resolver.Registry) {
 	})
 }
 
-// recordRegistry stores reg in the registry history once, before a turn
-// names its version.
+// recordRecheck is how long recordRegistry trusts that the history holds
+// a registry it stored: a prune (#30) on another engine may remove a
+// version this engine still serves (one outside the newest kept, that
+// no open turn or checkpoint referenced yet), and the next turn begun
+// after this long records it again before naming it. Asking is one direct
+// get, a no-op when the history holds it.
+var recordRecheck = 10 * time.Second
+
+// recordRegistry stores reg in the registry history, before a turn names
+// its version: once, and again when recordRecheck has passed and the
+// history no longer holds it.
 func (e *Engine) recordRegistry(ctx context.Context, reg *resolver.Registry) error {
 	h := e.history()
 	if h == nil {
 		return nil
 	}
-	if _, ok := e.ts.recorded.Load(reg); ok {
+	if at, ok := e.ts.recorded.Load(reg); ok && time.Since(at.(time.Time)) < recordRecheck {
 		return nil
 	}
 	data, err := reg.MarshalJSON()
@@ -143,7 +153,7 @@ func (e *Engine) recordRegistry(ctx context.Context, reg *resolver.Registry) err
 	if err := h.Record(ctx, reg.Version(), data); err != nil {
 		return err
 	}
-	e.ts.recorded.Store(reg, struct{}{})
+	e.ts.recorded.Store(reg, time.Now())
 	return nil
 }
 
@@ -173,6 +183,9 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 	}
 	data, err := h.Lookup(ctx, version)
 	if err != nil {
+		if errors.Is(err, jetstream.ErrRegistryVersionPruned) {
+			return nil, prunedErr(version)
+		}
 		if errors.Is(err, jetstream.ErrRegistryVersionUnknown) {
 			return nil, fmt.Errorf("%w: %w", ErrRegistryUnavailable, err)
 		}
@@ -192,6 +205,9 @@ func (e *Engine) registryOf(ctx context.Context, version string, accept func(*re
 		}
 		if attempt == 0 { // the version was re-pushed with other content
 			if contents, err = h.LookupAll(ctx, version); err != nil {
+				if errors.Is(err, jetstream.ErrRegistryVersionPruned) {
+					return nil, prunedErr(version)
+				}
 				return nil, err
 			}
 		}

@@ -93,14 +93,15 @@ type HistoryEntry struct {
 // registriesAt answers "which registry was in force" for one replay: the
 // registry history's timeline read once, versions loaded once.
 type registriesAt struct {
-	e     *Engine
-	live  *resolver.Registry
-	marks []jetstream.RegistryMark
-	byVer map[string]*resolver.Registry
+	e      *Engine
+	live   *resolver.Registry
+	marks  []jetstream.RegistryMark
+	byVer  map[string]*resolver.Registry
+	pruned map[string]bool // versions whose content was pruned (#30)
 }
 
 func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
-	r := &registriesAt{e: e, live: e.Registry(), byVer: map[string]*resolver.Registry{}}
+	r := &registriesAt{e: e, live: e.Registry(), byVer: map[string]*resolver.Registry{}, pruned: map[string]bool{}}
 	if h := e.history(); h != nil {
 		if marks, err := h.Timeline(ctx); err == nil {
 			r.marks = marks
@@ -120,6 +121,7 @@ func (r *registriesAt) version(ctx context.Context, v string) *resolver.Registry
 	reg, err := r.e.registryOf(ctx, v, nil)
 	if err != nil {
 		reg = nil
+		r.pruned[v] = errors.Is(err, ErrRegistryPruned)
 	}
 	r.byVer[v] = reg
 	return reg
@@ -127,24 +129,40 @@ func (r *registriesAt) version(ctx context.Context, v string) *resolver.Registry
 
 // at returns the registry in force at t: the last one recorded at or
 // before t, or the live one when the history has none (or t is zero).
-func (r *registriesAt) at(ctx context.Context, t time.Time) *resolver.Registry {
+// When the version in force at t was pruned from the registry history
+// (#30) it returns nil and that version: the point cannot be resolved,
+// and resolving it against another version would be a wrong answer.
+func (r *registriesAt) at(ctx context.Context, t time.Time) (*resolver.Registry, string) {
 	if t.IsZero() {
-		return r.live
+		return r.live, ""
 	}
 	i := sort.Search(len(r.marks), func(i int) bool { return r.marks[i].Time.After(t) })
 	if i == 0 {
-		return r.live
+		return r.live, ""
 	}
-	if reg := r.version(ctx, r.marks[i-1].Version); reg != nil {
-		return reg
+	v := r.marks[i-1].Version
+	if reg := r.version(ctx, v); reg != nil {
+		return reg, ""
 	}
-	return r.live
+	if r.pruned[v] {
+		return nil, v
+	}
+	return r.live, ""
 }
 
-// replayedTurn is an open turn as a replay rebuilds it.
+// prunedText is what a point under a pruned registry version says
+// (#30): a history entry's error, an explanation's detail.
+func prunedText(version string) string {
+	return fmt.Sprintf("registry version %s pruned: the registry history no longer holds it (serve --registry-keep), so the tools at this point cannot be resolved", version)
+}
+
+// replayedTurn is an open turn as a replay rebuilds it: turn and res,
+// or, when the registry version it was frozen against was pruned (#30),
+// only pruned, that version.
 type replayedTurn struct {
-	turn *deferral.Turn
-	res  *resolver.Resolution
+	turn   *deferral.Turn
+	res    *resolver.Resolution
+	pruned string
 }
 
 // startTurn rebuilds the turn a TurnStarted stored at t opened, for a
@@ -155,8 +173,15 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 	var err error
 	if ts.Recorded() {
 		res, _, _, err = e.replayTurn(ctx, ts, channel, before)
+		if errors.Is(err, ErrRegistryPruned) {
+			return &replayedTurn{pruned: ts.RegistryVersion}, err
+		}
 	} else {
-		res, err = regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: before.Intent, Profile: req.Profile, Channel: channel})
+		reg, pruned := regs.at(ctx, t)
+		if reg == nil {
+			return &replayedTurn{pruned: pruned}, fmt.Errorf("rebuild turn %d of session %q: %s: %w", ts.Turn, before.Session, prunedText(pruned), ErrRegistryPruned)
+		}
+		res, err = reg.Resolve(resolver.Request{Override: req.Override, Session: before.Intent, Profile: req.Profile, Channel: channel})
 	}
 	if err != nil {
 		return nil, err
@@ -221,7 +246,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			// The point before this page: what the last folded event left
 			// (or, for a page from the start, the session without events).
 			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, req)
-			rp.prevTools, rp.prevPrefix, rp.prevVersion = p.Tools, p.PrefixHash, p.RegistryVersion
+			rp.prevTools, rp.prevPrefix, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.RegistryVersion, p.pruned
 			rp.primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
@@ -248,7 +273,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 				}
 				rp.turn = t
 			case events.DeferredLoaded:
-				if rp.turn != nil {
+				if rp.turn != nil && rp.turn.turn != nil {
 					load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
 				}
 			}
@@ -267,14 +292,17 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
 		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
 		h.PrefixHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.RegistryVersion, p.Dispatch
-		h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
-		h.PrefixChanged = h.PrefixHash != rp.prevPrefix
+		if !p.pruned && !rp.prevPruned {
+			h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
+		}
+		h.PrefixChanged = h.PrefixHash != rp.prevPrefix && !p.pruned
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
 			if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
 				h.Cause = "registry"
 			}
 		}
+		rp.prevPruned = p.pruned
 		if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
@@ -329,6 +357,7 @@ type historyResume struct {
 
 	prevTools               []string
 	prevPrefix, prevVersion string
+	prevPruned              bool // the last entry's registry version was pruned
 }
 
 func (p *historyPages) cache() *lru.Cache[historyKey, *historyResume] {
@@ -370,6 +399,12 @@ type point struct {
 	PrefixHash, RegistryVersion string
 	Dispatch                    *checkpoint.Dispatch
 	Error                       string
+	pruned                      bool // RegistryVersion was pruned (#30): no tools known
+}
+
+// prunedPoint is the point of a replay under a pruned registry version.
+func prunedPoint(version string) point {
+	return point{Tools: []string{}, Provider: []string{}, Catalog: []string{}, RegistryVersion: version, Error: prunedText(version), pruned: true}
 }
 
 // pointOf is the tool set of st at a point of a replay stored at t: the
@@ -377,6 +412,9 @@ type point struct {
 // registry in force at t (the live one for a zero t).
 func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.State, turn *replayedTurn, t time.Time, req ResolveRequest) point {
 	var p point
+	if turn != nil && turn.turn == nil {
+		return prunedPoint(turn.pruned)
+	}
 	if turn != nil {
 		split := turn.turn.Request()
 		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
@@ -385,7 +423,11 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 		p.Dispatch = &d
 		return p
 	}
-	res, err := regs.at(ctx, t).Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel})
+	reg, pruned := regs.at(ctx, t)
+	if reg == nil {
+		return prunedPoint(pruned)
+	}
+	res, err := reg.Resolve(resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel})
 	if err != nil {
 		p.Error = err.Error()
 		return p
@@ -549,16 +591,25 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		return ExplainResult{}, err
 	}
 	regs := e.registriesAt(ctx)
-	reg := regs.live
+	reg, pruned := regs.live, ""
 	switch {
 	case st.InTurn && version != "":
 		if r := regs.version(ctx, version); r != nil {
 			reg = r
+		} else if regs.pruned[version] {
+			reg, pruned = nil, version
 		}
 	case !until.Time.IsZero():
-		reg = regs.at(ctx, until.Time)
+		reg, pruned = regs.at(ctx, until.Time)
 	case until.Seq != 0 && len(recs) > 0:
-		reg = regs.at(ctx, recs[len(recs)-1].Time)
+		reg, pruned = regs.at(ctx, recs[len(recs)-1].Time)
+	}
+	if reg == nil {
+		// The registry in force at this point was pruned (#30): say so,
+		// rather than explain against another version.
+		return ExplainResult{Explanation: resolver.Explanation{Tool: tool, Rule: RulePruned,
+			Detail: prunedText(pruned) + "; whether " + tool + " was in or out is not recomputed"},
+			RegistryVersion: pruned, Seq: st.LastSeq}, nil
 	}
 	blame := aggregate.NewChannelBlame(reg, session, tool, req.Override, req.Profile, req.Channel)
 	var last, evicted *EventRef

@@ -90,6 +90,9 @@ type serveCmd struct {
 	RetainAction string        `name:"retain-action" env:"ENGINE_RETAIN_ACTION" default:"delete" enum:"delete,erase" help:"What retention does to an idle session: 'delete' (the events stay in the log, reads answer 410 deleted) or 'erase' (deleted, then its events purged with an audit record, as engine erase; needs the engine's privileged connection)."`
 	RetainTick   time.Duration `name:"retain-tick" env:"ENGINE_RETAIN_TICK" default:"1m" help:"Interval of retention ticks."`
 	RetainBatch  int           `name:"retain-batch" env:"ENGINE_RETAIN_BATCH" default:"1000" help:"Sessions one retention tick examines at most; the next tick resumes where it stopped."`
+
+	RegistryKeep      int           `name:"registry-keep" env:"ENGINE_REGISTRY_KEEP" default:"20" help:"Registry history: keep the newest N registry versions plus every version an open turn or a session's last checkpoint references; the others are purged (through the privileged connection of erases), once at start-up and after each registry change, on the engine that runs the projection. History and explain of a point under a pruned version say 'registry version X pruned'. 0 keeps every version."`
+	RegistryPruneTick time.Duration `name:"registry-prune-tick" env:"ENGINE_REGISTRY_PRUNE_TICK" default:"30s" help:"How often the registry history is looked at for a change to prune after (--registry-keep)."`
 }
 
 // retention maps the --retain-* flags to the server's fields: an empty
@@ -131,6 +134,12 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if c.RegistryKeep < 0 {
+		return usage(fmt.Errorf("--registry-keep %d: want 1 or more versions kept, or 0 to keep every version", c.RegistryKeep))
+	}
+	if c.RegistryPruneTick <= 0 {
+		return usage(fmt.Errorf("--registry-prune-tick %v: want a positive interval such as 30s", c.RegistryPruneTick))
+	}
 	maxConns := c.HTTPMaxConn
 	if maxConns <= 0 {
 		maxConns = -1 // no bound
@@ -157,6 +166,8 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		RetainAction:      c.RetainAction,
 		RetainTick:        c.RetainTick,
 		RetainBatch:       c.RetainBatch,
+		RegistryKeep:      c.RegistryKeep,
+		RegistryPruneTick: c.RegistryPruneTick,
 	})
 }
 

@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolintent/engine/service"
+)
+
+// registryPrune holds the metrics of the registry history's pruning
+// (#30, serve --registry-keep).
+type registryPrune struct {
+	kept       prometheus.Gauge
+	referenced prometheus.Gauge
+	remaining  prometheus.Gauge
+	pruned     prometheus.Counter
+	passes     prometheus.Counter
+	errors     prometheus.Counter
+	conflicts  prometheus.Counter
+	lastPass   prometheus.Gauge
+}
+
+// registerOnce registers c on reg, or returns the collector registered
+// before under the same name (a second observer of one Metrics).
+func registerOnce[T prometheus.Collector](reg *prometheus.Registry, c T) T {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if have, ok := are.ExistingCollector.(T); ok {
+				return have
+			}
+		}
+	}
+	return c
+}
+
+// RegistryPruneObserver registers the registry prune metrics (once per
+// Metrics) and returns the observer of prune passes: use it as
+// service.RegistryPruneConfig.Observe.
+func (m *Metrics) RegistryPruneObserver() func(service.RegistryPrunePass) {
+	r := &registryPrune{
+		kept: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_registry_versions_kept", Help: "Registry versions whose content the registry history holds after the last prune pass (the newest --registry-keep plus the ones open turns and checkpoints reference).",
+		})),
+		referenced: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_registry_versions_referenced", Help: "Registry versions open turns and sessions' last checkpoints referenced at the last prune pass (the live one included).",
+		})),
+		remaining: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_registry_prune_remaining_versions", Help: "Registry versions the last prune pass left for the next (its bound).",
+		})),
+		pruned: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_registry_versions_pruned_total", Help: "Registry versions pruned from the registry history by this engine (serve --registry-keep).",
+		})),
+		passes: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_registry_prune_passes_total", Help: "Registry prune passes run by this engine.",
+		})),
+		errors: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_registry_prune_errors_total", Help: "Registry prune passes that failed (nothing more pruned; the next pass retries).",
+		})),
+		conflicts: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "engine_registry_prune_conflicts_total", Help: "Registry versions recorded again while a prune pass pruned them (kept).",
+		})),
+		lastPass: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engine_registry_prune_last_pass_timestamp_seconds", Help: "Unix time of the start of the last registry prune pass (0: none yet).",
+		})),
+	}
+	return func(p service.RegistryPrunePass) {
+		r.passes.Inc()
+		r.lastPass.Set(float64(p.Started.UnixNano()) / 1e9)
+		r.pruned.Add(float64(len(p.Pruned)))
+		r.conflicts.Add(float64(p.Conflicts))
+		if p.Err != nil {
+			r.errors.Inc()
+			return
+		}
+		r.kept.Set(float64(p.Kept))
+		r.referenced.Set(float64(p.Referenced))
+		r.remaining.Set(float64(p.Remaining))
+	}
+}
