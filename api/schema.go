@@ -169,6 +169,14 @@ func fieldKindSchema(k events.FieldKind) Schema {
 	case events.FieldContract:
 		return Schema{"type": []string{"array", "null"}, "items": Schema{"type": "object",
 			"properties": Schema{"name": Schema{"type": "string"}, "hash": Schema{"type": "string"}}, "required": []string{"name", "hash"}}}
+	case events.FieldCheckpoint: // a TurnEnded's checkpoint (#28): a CheckpointRecorded's fields
+		return Schema{"type": []string{"object", "null"}, "properties": Schema{
+			"loaded_deferred_tools": fieldKindSchema(events.FieldNames),
+			"contract_hash":         Schema{"type": "string"},
+			"registry_version":      Schema{"type": "string"},
+			"turn":                  fieldKindSchema(events.FieldUint),
+			"contract":              fieldKindSchema(events.FieldContract),
+		}}
 	}
 	return Schema{}
 }

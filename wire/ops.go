@@ -86,7 +86,7 @@ var (
 	OpCheckpoint = Operation{Name: "turn-checkpoint", Subject: "turn.checkpoint", Methods: []string{post}, Path: "/v1/sessions/{session}/checkpoint", Write: true,
 		Summary: "Record a checkpoint (safe point) of the open turn."}
 	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
-		Summary: "End the open turn at a safe point (turn end and checkpoint, atomically)."}
+		Summary: "End the open turn at a safe point: one TurnEnded event carrying the checkpoint."}
 	OpDelete = Operation{Name: "session-delete", Subject: "session.delete", Methods: []string{del}, Path: "/v1/sessions/{session}", Write: true,
 		Summary: "Delete a session for good (#30): a SessionDeleted closes it; reads answer 410 deleted, writes are refused, the id starts no new session. erase=true (the erase channel only) also purges its events, leaving an audit record without personal data."}
 	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
