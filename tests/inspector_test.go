@@ -206,7 +206,8 @@ func TestInspectorPage(t *testing.T) {
 	}
 	timeline := text(t, bctx, "#timeline tbody")
 	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded",
-		"+web_search", "−bash", "changed", "intent", "discovery", "web / test"} {
+		"+web_search", "−bash", "changed", "intent", "discovery", "web / test",
+		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // #28: the TurnEnded row shows its checkpoint
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}

@@ -413,12 +413,18 @@ function eventSummary(e, prev) {
     case "DeferredLoaded": return "loaded " + ((p.names || []).join(", ") || "nothing") + (p.turn ? " in turn " + p.turn : "") + " · catalog → provider array";
     case "DeferredEvicted": return "unloaded " + (p.names || []).join(", ") + " · provider array → catalog";
     case "PermissionGranted": return (p.by || "?") + " allowed " + p.tool + " (" + (p.scope || "?") + (p.turn ? ", turn " + p.turn : "") + ")";
-    case "TurnStarted": case "TurnEnded": return "turn " + (p.turn || 0);
-    case "CheckpointRecorded":
-      return "contract " + short(p.contract_hash) + " · turn " + (p.turn || 0) +
-        ((p.loaded_deferred_tools || []).length ? " · loaded " + p.loaded_deferred_tools.join(", ") : "");
+    case "TurnStarted": return "turn " + (p.turn || 0);
+    case "TurnEnded": // since #28 the turn's checkpoint rides on its TurnEnded
+      return "turn " + (p.turn || 0) + (p.checkpoint ? " · checkpoint " + checkpointText(p.checkpoint) : "");
+    case "CheckpointRecorded": return checkpointText(p);
   }
   return "";
+}
+
+// checkpointText summarises a checkpoint: its contract, turn and loaded tools.
+function checkpointText(c) {
+  return "contract " + short(c.contract_hash) + " · turn " + (c.turn || 0) +
+    ((c.loaded_deferred_tools || []).length ? " · loaded " + c.loaded_deferred_tools.join(", ") : "");
 }
 
 function fmtTime(t) {
