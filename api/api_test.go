@@ -37,6 +37,7 @@ type outcome struct {
 	HistoryUntil HistoryResponse
 	Explain      service.ExplainResult
 	ExplainThen  service.ExplainResult
+	ExplainBatch ExplainBatchResponse
 	Registry     RegistryInfo
 	Budget       deferral.BudgetTable
 	RegistryDiff resolver.RegistryDiff // the impact's counts depend on the other sessions
@@ -127,6 +128,13 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		t.Fatalf("explain = %+v", o.Explain)
 	}
 	// Before the ToolDisabled event, bash was a default tool.
+	// #29: explain-batch answers what explain answers, per tool, in order.
+	o.ExplainBatch, err = c.ExplainBatch(ctx, wire.ExplainBatchRequest{Session: s, Tools: []string{"bash", "read_file"}})
+	must("explain batch", err)
+	if len(o.ExplainBatch.Explanations) != 2 || !reflect.DeepEqual(o.ExplainBatch.Explanations[0], o.Explain) ||
+		o.ExplainBatch.Explanations[1].Tool != "read_file" || !o.ExplainBatch.Explanations[1].Included {
+		t.Fatalf("explain batch = %+v, want explain's answer for bash then read_file included", o.ExplainBatch)
+	}
 	o.ExplainThen, err = c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Until: wire.UntilSeq(firstWrite)})
 	must("explain until", err)
 	if !o.ExplainThen.Included {

@@ -40,7 +40,7 @@ const apiDocPath = "../docs/api.md"
 // docOrder is the order of the page: a working scenario, since each
 // request builds on the previous ones (the turn operations need an open
 // turn, resume a checkpoint).
-var docOrder = []string{"append", "intent", "resolve", "history", "explain",
+var docOrder = []string{"append", "intent", "resolve", "history", "explain", "explain-batch",
 	"turn-begin", "turn-discover", "turn-dispatch", "turn-inspect", "turn-call-check", "turn-checkpoint", "turn-end",
 	"resume", "sessions", "registry", "budget", "registry-diff", "session-delete"}
 
@@ -52,6 +52,7 @@ var docRequests = map[string]string{
 	"resolve":         `{"session":"doc1","provider":"anthropic","min_seq":2}`,
 	"history":         `{"session":"doc1","until":2}`,
 	"explain":         `{"session":"doc1","tool":"bash"}`,
+	"explain-batch":   `{"session":"doc1","tools":["bash","read_file"]}`,
 	"turn-begin":      `{"session":"doc1","provider":"anthropic"}`,
 	"turn-discover":   `{"session":"doc1","input":{"names":["send_message"]}}`,
 	"turn-dispatch":   `{"session":"doc1"}`,

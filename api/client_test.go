@@ -149,6 +149,11 @@ func (c *Client) Explain(ctx context.Context, req ExplainRequest) (service.Expla
 	return call[service.ExplainResult](ctx, c, wire.OpExplain, &req)
 }
 
+// ExplainBatch explains each of req.Tools in one request.
+func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest) (ExplainBatchResponse, error) {
+	return call[ExplainBatchResponse](ctx, c, wire.OpExplainBatch, &req)
+}
+
 // Checkpoint records a safe point of the session's open turn.
 func (c *Client) Checkpoint(ctx context.Context, session string) (CheckpointResponse, error) {
 	return call[CheckpointResponse](ctx, c, wire.OpCheckpoint, &TurnRequest{Session: session})

@@ -89,6 +89,7 @@ var operations = []*operation{
 	defOp(wire.OpResolve, opResolve),
 	defOp(wire.OpHistory, opHistory),
 	defOp(wire.OpExplain, opExplain),
+	defOp(wire.OpExplainBatch, opExplainBatch),
 	defOp(wire.OpResume, opResume),
 	defOp(wire.OpBeginTurn, opBeginTurn),
 	defOp(wire.OpDiscover, opDiscover),
@@ -398,6 +399,45 @@ func opExplain(ctx context.Context, a *API, r *ExplainRequest, o service.Origin)
 	}
 	rr.Channel = o.Channel // #31: explain names the caller's channel policy
 	return a.eng.Explain(ctx, r.Session, r.Tool, until, rr)
+}
+
+// ExplainBatchResponse is explain-batch's reply: one explanation per
+// requested tool, in the request's order (wire.ExplainBatchReply).
+type ExplainBatchResponse struct {
+	Session      string                  `json:"session"`
+	Explanations []service.ExplainResult `json:"explanations"`
+}
+
+// opExplainBatch explains up to wire.MaxExplainBatch tools in one request
+// (#29: the inspector's explain card asks one request per page, not one
+// per tool), each exactly as explain would, under the caller's channel.
+func opExplainBatch(ctx context.Context, a *API, r *wire.ExplainBatchRequest, o service.Origin) (ExplainBatchResponse, error) {
+	if len(r.Tools) == 0 || len(r.Tools) > wire.MaxExplainBatch {
+		return ExplainBatchResponse{}, badRequest(`field "tools" has %d names: give 1 to %d tool names, e.g. {"tools":["bash","grep"]}, and page through longer lists`, len(r.Tools), wire.MaxExplainBatch)
+	}
+	for i, name := range r.Tools {
+		if err := events.ValidateToolName(name); err != nil {
+			return ExplainBatchResponse{}, badRequest("tools[%d]: %v", i, err)
+		}
+	}
+	until, err := parseUntil(r.Until)
+	if err != nil {
+		return ExplainBatchResponse{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return ExplainBatchResponse{}, err
+	}
+	rr.Channel = o.Channel
+	out := ExplainBatchResponse{Session: r.Session, Explanations: make([]service.ExplainResult, 0, len(r.Tools))}
+	for _, name := range r.Tools {
+		ex, err := a.eng.Explain(ctx, r.Session, name, until, rr)
+		if err != nil {
+			return ExplainBatchResponse{}, err
+		}
+		out.Explanations = append(out.Explanations, ex)
+	}
+	return out, nil
 }
 
 func opResume(ctx context.Context, a *API, r *ResumeRequest, o service.Origin) (ResumeResponse, error) {

@@ -44,6 +44,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"resolve":         {reflect.TypeFor[wire.ResolveRequest](), reflect.TypeFor[wire.TurnView]()},
 		"history":         {reflect.TypeFor[wire.HistoryRequest](), reflect.TypeFor[wire.History]()},
 		"explain":         {reflect.TypeFor[wire.ExplainRequest](), reflect.TypeFor[wire.Explanation]()},
+		"explain-batch":   {reflect.TypeFor[wire.ExplainBatchRequest](), reflect.TypeFor[wire.ExplainBatchReply]()},
 		"resume":          {reflect.TypeFor[wire.ResumeRequest](), reflect.TypeFor[wire.ResumeReply]()},
 		"turn-begin":      {reflect.TypeFor[wire.BeginTurnRequest](), reflect.TypeFor[wire.TurnView]()},
 		"turn-discover":   {reflect.TypeFor[wire.DiscoverRequest](), reflect.TypeFor[wire.DiscoverReply]()},

@@ -214,6 +214,13 @@ func (c *Client) Explain(ctx context.Context, req ExplainRequest) (Explanation, 
 	return out, c.Do(ctx, opExplain, &req, &out)
 }
 
+// ExplainBatch explains each of req.Tools (1 to wire.MaxExplainBatch) in
+// one request: for each, what Explain answers, in the request's order.
+func (c *Client) ExplainBatch(ctx context.Context, req ExplainBatchRequest) (ExplainBatchReply, error) {
+	var out ExplainBatchReply
+	return out, c.Do(ctx, wire.OpExplainBatch, &req, &out)
+}
+
 // Resume resumes a session after a crash from its last checkpoint.
 func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply

@@ -19,6 +19,8 @@ type (
 	HistoryRequest = wire.HistoryRequest
 	// ExplainRequest is wire.ExplainRequest.
 	ExplainRequest = wire.ExplainRequest
+	// ExplainBatchRequest asks explain for many tools at once (#29).
+	ExplainBatchRequest = wire.ExplainBatchRequest
 	// ResumeRequest is wire.ResumeRequest.
 	ResumeRequest = wire.ResumeRequest
 	// BeginTurnRequest is wire.BeginTurnRequest.
@@ -77,6 +79,8 @@ type (
 	EventRef = wire.EventRef
 	// Explanation is wire.Explanation.
 	Explanation = wire.Explanation
+	// ExplainBatchReply is one Explanation per requested tool.
+	ExplainBatchReply = wire.ExplainBatchReply
 	// DiscoverReply is wire.DiscoverReply.
 	DiscoverReply = wire.DiscoverReply
 	// Tool is wire.Tool.

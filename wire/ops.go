@@ -71,6 +71,8 @@ var (
 		Summary: "A page of a session's event timeline with the intent and tool-set changes at each event (until SEQ or RFC 3339 time; after_seq, limit)."}
 	OpExplain = Operation{Name: "explain", Subject: "session.explain", Methods: []string{get}, Path: "/v1/sessions/{session}/explain/{tool}",
 		Summary: "Why a tool is or is not in a session's set, naming the rule and the event responsible."}
+	OpExplainBatch = Operation{Name: "explain-batch", Subject: "session.explain.batch", Methods: []string{post}, Path: "/v1/sessions/{session}/explain",
+		Summary: "Explain many tools in one request: for each of up to 100 tools, why it is or is not in the session's set, in request order."}
 	OpResume = Operation{Name: "resume", Subject: "session.resume", Methods: []string{post}, Path: "/v1/sessions/{session}/resume", Write: true,
 		Summary: "Resume after a crash: verify the checkpoint's contract hash, restore the loaded deferred tools or say why not."}
 	OpBeginTurn = Operation{Name: "turn-begin", Subject: "turn.begin", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/begin", Write: true,
@@ -101,7 +103,7 @@ var (
 
 // Operations returns the API's operations in a fixed order (a fresh copy).
 func Operations() []Operation {
-	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpResume, OpBeginTurn, OpDiscover,
+	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpExplainBatch, OpResume, OpBeginTurn, OpDiscover,
 		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpDelete, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
 	for i := range ops {
 		ops[i].Methods = append([]string(nil), ops[i].Methods...)

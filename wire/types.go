@@ -60,7 +60,29 @@ type HistoryRequest struct {
 	Limit    int    `json:"limit,omitempty"`
 }
 
-// ExplainRequest asks why Tool is or is not in a session's set.
+// ExplainBatchRequest asks explain for each of Tools (1 to
+// MaxExplainBatch names) at one point of a session, with one profile and
+// override: what explain answers for each, in one request.
+type ExplainBatchRequest struct {
+	Session  string    `json:"session"`
+	Tools    []string  `json:"tools"`
+	Until    Until     `json:"until,omitempty"`
+	Profile  string    `json:"profile,omitempty"`
+	Override *Override `json:"override,omitempty"`
+}
+
+// MaxExplainBatch is the most tools one explain-batch request names.
+const MaxExplainBatch = 100
+
+// ExplainBatchReply holds one Explanation per requested tool, in the
+// order of the request.
+type ExplainBatchReply struct {
+	Session      string        `json:"session"`
+	Explanations []Explanation `json:"explanations"`
+}
+
+// ExplainRequest asks why Tool is or is not in a session's set; Until
+// bounds it (a sequence or an RFC 3339 time).
 type ExplainRequest struct {
 	Session  string    `json:"session"`
 	Tool     string    `json:"tool"`
