@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -43,7 +42,7 @@ type LiveEvent struct {
 }
 
 // liveEventOf is r as a live stream sends it.
-func liveEventOf(r jetstream.Record) LiveEvent {
+func liveEventOf(r service.WatchedEvent) LiveEvent {
 	e := LiveEvent{
 		EventRef: service.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
 		Session:  r.Session,
@@ -190,7 +189,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 		ncancel()
 		switch {
 		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, jetstream.ErrWatchStopped):
+		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, service.ErrWatchStopped):
 			// client gone, engine stopping, or the session was deleted
 			if errors.Is(err, service.ErrWatchEnded) {
 				fmt.Fprint(bw, "event: end\ndata: {}\n\n")
@@ -349,7 +348,7 @@ func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, repl
 		case errors.Is(err, service.ErrWatchEnded):
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
 			return
-		case ctx.Err() != nil, errors.Is(err, jetstream.ErrWatchStopped):
+		case ctx.Err() != nil, errors.Is(err, service.ErrWatchStopped):
 			// The engine stops: the client reconnects (to another engine).
 			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
