@@ -144,6 +144,11 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 		return label, err
 	}
 	session := r.PathValue("session")
+	if r.Method == http.MethodHead { // the headers a GET would start with, no stream
+		w.Header().Set("Content-Type", wire.MIMEEventStream)
+		w.WriteHeader(http.StatusOK)
+		return label, nil
+	}
 	if err := a.liveAcquire(key, channel); err != nil {
 		return label, err
 	}
