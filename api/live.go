@@ -102,9 +102,9 @@ func (a *API) httpLive(op *operation) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w.Header().Set("Vary", "Authorization")
-		label, err := a.serveLive(op, w, r)
-		a.observe(op, label, err, start)
+		label, err := a.serveLive(op, w, r, start)
 		if err != nil {
+			a.observe(op, label, err, start)
 			e := errorOf(err)
 			if e.Code == CodeUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
@@ -116,8 +116,9 @@ func (a *API) httpLive(op *operation) http.Handler {
 }
 
 // serveLive streams; it returns an error only before the stream started
-// (after that, errors end the stream with an "error" event).
-func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (string, error) {
+// (after that, errors end the stream with an "error" event). It counts a stream that started in the metrics when it starts (the
+// latency is the time to the first byte, not the stream's length).
+func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, start time.Time) (string, error) {
 	tok, err := a.authenticate(op, r)
 	if err != nil {
 		return "", err
@@ -147,6 +148,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 	if r.Method == http.MethodHead { // the headers a GET would start with, no stream
 		w.Header().Set("Content-Type", wire.MIMEEventStream)
 		w.WriteHeader(http.StatusOK)
+		a.observe(op, label, nil, start)
 		return label, nil
 	}
 	if err := a.liveAcquire(key, channel); err != nil {
@@ -185,6 +187,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 	}
 	// retry: how long an EventSource waits before reconnecting.
 	fmt.Fprintf(bw, "retry: 2000\n: live %s after %d\n\n", clip.String(session, clip.Max), after)
+	a.observe(op, label, nil, start)
 	if flush() != nil {
 		return label, nil
 	}
