@@ -63,7 +63,9 @@ func (e *Engine) Watch(ctx context.Context, session string, afterSeq uint64) (*W
 		if err := events.ValidateSessionID(session); err != nil {
 			return nil, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 		}
-		st, err := e.proj.Read(ctx, session, projection.ReadOptions{})
+		// At least what this engine acknowledged (a deletion it just
+		// wrote), as every read (Session).
+		st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: e.floor(session, 0)})
 		if err != nil {
 			return nil, fmt.Errorf("watch session %q: %w", session, err)
 		}
