@@ -227,7 +227,7 @@ var liveDocIntro = `
 
 A session's events, or every session's, as they are appended: first the stored ones after a
 given sequence, then each new one, in stream order. Events erased or purged from the stream are
-simply absent. Reads: read-only tokens may watch; the Host and Origin checks of every GET apply.
+simply absent; a session with no events yet is watched until its first. Reads: read-only tokens may watch; the Host and Origin checks of every GET apply.
 Each open stream holds a slot of its own budget, apart from the requests in flight: at most 8
 per channel and 64 per engine (api.Config.MaxLivePerChannel, MaxLive); beyond that the answer is
 ` + "`429 busy`" + ` with ` + "`Retry-After`" + `. A stream of a deleted session ends after its ` + "`SessionDeleted`" + `

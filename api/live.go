@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -43,7 +42,7 @@ type LiveEvent struct {
 }
 
 // liveEventOf is r as a live stream sends it.
-func liveEventOf(r jetstream.Record) LiveEvent {
+func liveEventOf(r service.WatchedEvent) LiveEvent {
 	e := LiveEvent{
 		EventRef: service.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
 		Session:  r.Session,
@@ -103,9 +102,9 @@ func (a *API) httpLive(op *operation) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w.Header().Set("Vary", "Authorization")
-		label, err := a.serveLive(op, w, r)
-		a.observe(op, label, err, start)
+		label, err := a.serveLive(op, w, r, start)
 		if err != nil {
+			a.observe(op, label, err, start)
 			e := errorOf(err)
 			if e.Code == CodeUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
@@ -117,8 +116,9 @@ func (a *API) httpLive(op *operation) http.Handler {
 }
 
 // serveLive streams; it returns an error only before the stream started
-// (after that, errors end the stream with an "error" event).
-func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (string, error) {
+// (after that, errors end the stream with an "error" event). It counts a stream that started in the metrics when it starts (the
+// latency is the time to the first byte, not the stream's length).
+func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, start time.Time) (string, error) {
 	tok, err := a.authenticate(op, r)
 	if err != nil {
 		return "", err
@@ -145,6 +145,12 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 		return label, err
 	}
 	session := r.PathValue("session")
+	if r.Method == http.MethodHead { // the headers a GET would start with, no stream
+		w.Header().Set("Content-Type", wire.MIMEEventStream)
+		w.WriteHeader(http.StatusOK)
+		a.observe(op, label, nil, start)
+		return label, nil
+	}
 	if err := a.liveAcquire(key, channel); err != nil {
 		return label, err
 	}
@@ -181,6 +187,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 	}
 	// retry: how long an EventSource waits before reconnecting.
 	fmt.Fprintf(bw, "retry: 2000\n: live %s after %d\n\n", clip.String(session, clip.Max), after)
+	a.observe(op, label, nil, start)
 	if flush() != nil {
 		return label, nil
 	}
@@ -190,7 +197,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request) (
 		ncancel()
 		switch {
 		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, jetstream.ErrWatchStopped):
+		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, service.ErrWatchStopped):
 			// client gone, engine stopping, or the session was deleted
 			if errors.Is(err, service.ErrWatchEnded) {
 				fmt.Fprint(bw, "event: end\ndata: {}\n\n")
@@ -349,7 +356,7 @@ func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, repl
 		case errors.Is(err, service.ErrWatchEnded):
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
 			return
-		case ctx.Err() != nil, errors.Is(err, jetstream.ErrWatchStopped):
+		case ctx.Err() != nil, errors.Is(err, service.ErrWatchStopped):
 			// The engine stops: the client reconnects (to another engine).
 			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/service"
@@ -276,5 +279,93 @@ func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
 	_, code, body = openSSE(t, url, audit...)
 	if code != http.StatusServiceUnavailable {
 		t.Fatalf("stream after StopLive: %d %s, want 503", code, body)
+	}
+}
+
+// #29: a live stream outlives the HTTP server's read and write timeouts
+// (sized for one request; engine serve's write timeout is 45 s): after
+// several timeouts' worth of heartbeats an appended event still arrives.
+func TestLiveHTTPOutlivesServerTimeouts(t *testing.T) {
+	e := newEnv(t, Config{LiveHeartbeat: 20 * time.Millisecond})
+	hs := httptest.NewUnstartedServer(e.api.Handler())
+	hs.Config.ReadTimeout, hs.Config.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+	hs.Start()
+	t.Cleanup(hs.Close)
+	s, code, body := openSSE(t, hs.URL+"/v1/sessions/lt/events/live")
+	if s == nil {
+		t.Fatalf("open: %d %s", code, body)
+	}
+	for beats := 0; beats < 25; { // 25 heartbeats: at least 5 timeouts' time
+		f, err := s.frame()
+		if err != nil {
+			t.Fatalf("after %d heartbeats: %v (the server's timeouts cut the stream)", beats, err)
+		}
+		if f.comment == "heartbeat" {
+			beats++
+		}
+	}
+	seq := toggle(t, e, "lt", true)
+	if _, ev := s.event(); ev.Seq != seq {
+		t.Fatalf("event after the timeouts: %+v, want seq %d", ev, seq)
+	}
+}
+
+// #29: over NATS, a client that goes away (unsubscribes its inbox) ends
+// its stream at the next heartbeat, which gives its slot back: with one
+// stream per channel, a second watch is refused (429) while the first is
+// subscribed and taken once it left.
+func TestLiveNATSGoneClientFreesSlot(t *testing.T) {
+	e := newEnv(t, Config{MaxLivePerChannel: 1, LiveHeartbeat: 20 * time.Millisecond})
+	start := func() (*nats.Subscription, *nats.Msg) {
+		inbox := e.nc.NewRespInbox()
+		sub, err := e.nc.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("tools.api.web.events.live")
+		m.Reply, m.Data = inbox, []byte(`{}`)
+		if err := e.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		first, err := sub.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub, first
+	}
+	sub, first := start()
+	if first.Header.Get(wire.LiveHeader) != wire.LiveHeartbeatMsg {
+		t.Fatalf("first message %v %s, want a heartbeat", first.Header, first.Data)
+	}
+	sub2, second := start()
+	if second.Header.Get("Nats-Service-Error-Code") != "429" {
+		t.Fatalf("second stream of the channel: %v %s, want 429", second.Header, second.Data)
+	}
+	_ = sub2.Unsubscribe()
+	seq := toggle(t, e, "ln", true)
+	for {
+		m, err := sub.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get(wire.LiveHeader) == wire.LiveEventMsg {
+			var ev LiveEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Seq != seq || ev.Session != "ln" {
+				t.Fatalf("event %s (%v), want seq %d", m.Data, err, seq)
+			}
+			break
+		}
+	}
+	_ = sub.Unsubscribe()
+	for i := 0; ; i++ {
+		s, m := start()
+		_ = s.Unsubscribe()
+		if m.Header.Get(wire.LiveHeader) == wire.LiveHeartbeatMsg {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("the gone client's slot never came back: %v %s", m.Header, m.Data)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -152,6 +152,16 @@ func TestWatchReconnectsHTTP(t *testing.T) {
 			t.Fatalf("event %+v %v, want seq %d", ev, err, want)
 		}
 	}
+	// The first connection was cut after the write that carried its first
+	// event (perhaps all three): an event appended now arrives over the
+	// resumed one, once.
+	r, err := c.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.Enable()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := next(); err != nil || ev.Seq != r.LastSeq {
+		t.Fatalf("event after the reconnect %+v %v, want seq %d", ev, err, r.LastSeq)
+	}
 	if lives.Load() < 2 || resumed.Load() < 1 {
 		t.Fatalf("%d live connections, %d resumed with Last-Event-ID: want the cut one and a resumed one", lives.Load(), resumed.Load())
 	}

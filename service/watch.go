@@ -22,6 +22,14 @@ import (
 // SessionDeleted audit record remains). The all-sessions watch never ends
 // for a deletion: it delivers the SessionDeleted and goes on.
 
+// ErrWatchStopped is what Watch.Next returns after Stop or the end of
+// Watch's context.
+var ErrWatchStopped = jetstream.ErrWatchStopped
+
+// WatchedEvent is one event a Watch delivers: the stored record, with Err
+// set when the engine cannot decode it.
+type WatchedEvent = jetstream.Record
+
 // ErrWatchEnded is what Watch.Next returns after a watched session's
 // SessionDeleted: the session takes no more events.
 var ErrWatchEnded = errors.New("watched session was deleted: no more events")
@@ -55,7 +63,9 @@ func (e *Engine) Watch(ctx context.Context, session string, afterSeq uint64) (*W
 		if err := events.ValidateSessionID(session); err != nil {
 			return nil, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 		}
-		st, err := e.proj.Read(ctx, session, projection.ReadOptions{})
+		// At least what this engine acknowledged (a deletion it just
+		// wrote), as every read (Session).
+		st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: e.floor(session, 0)})
 		if err != nil {
 			return nil, fmt.Errorf("watch session %q: %w", session, err)
 		}
@@ -76,11 +86,11 @@ func (e *Engine) Watch(ctx context.Context, session string, afterSeq uint64) (*W
 
 // Next returns the next event, waiting for one. It returns ctx's error
 // when ctx ends first (the watch stays usable), ErrWatchEnded after a
-// watched session's SessionDeleted, jetstream.ErrWatchStopped after Stop,
+// watched session's SessionDeleted, ErrWatchStopped after Stop,
 // or the read error that ended the watch.
-func (w *Watch) Next(ctx context.Context) (jetstream.Record, error) {
+func (w *Watch) Next(ctx context.Context) (WatchedEvent, error) {
 	if w.ended {
-		return jetstream.Record{}, ErrWatchEnded
+		return WatchedEvent{}, ErrWatchEnded
 	}
 	r, err := w.w.Next(ctx)
 	if err != nil {

@@ -197,3 +197,43 @@ func TestLiveSubscriptionsBinary(t *testing.T) {
 		b.Close()
 	}
 }
+
+// #29 item 4: under deploy/nats-server.conf a channel user (web: publish
+// tools.api.web.>, subscribe _INBOX_web.> only, no JetStream, no event
+// subjects) follows a session live over NATS with no right beyond its
+// API rights: the engine streams to the request's inbox.
+func TestLiveNATSChannelUserDeploy(t *testing.T) {
+	conf, err := filepath.Abs(permConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := permUsers(t, conf)
+	p := startEngine(t, t.TempDir(), rtDeployArgs(conf, pw)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	web := permConnect(t, p.NATSURL, "web", pw["web"])
+	c := client.NewNATS(web.nc, client.WithChannel("web"))
+	first, err := c.Append(ctx, client.AppendRequest{Session: "perm-live", Commands: []client.Command{client.Enable()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := c.Watch(ctx, "perm-live", 0)
+	if err != nil {
+		t.Fatalf("web user's watch: %v", err)
+	}
+	w := liveIter(t, seq)
+	liveWant(t, w, "stored event", first.LastSeq)
+	next, err := c.Append(ctx, client.AppendRequest{Session: "perm-live", Commands: []client.Command{client.DisableTool("bash")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := liveWant(t, w, "live event", next.LastSeq); ev.Channel != "web" || ev.Type != "ToolDisabled" {
+		t.Fatalf("live event %+v", ev)
+	}
+	web.mu.Lock()
+	errs := append([]string(nil), web.errs...)
+	web.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("the web user's watch met server errors (a permission it lacks?): %q", errs)
+	}
+}
