@@ -302,11 +302,11 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 				h.Cause = "registry"
 			}
 		}
+		rp.prevPruned = p.pruned
 		if cp, ok := h.Payload.(events.CheckpointRecorded); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
 		rp.prevTools, rp.prevPrefix, rp.prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
-		rp.prevPruned = p.pruned
 		last = r.Seq
 		full = !emit(h)
 		return nil
