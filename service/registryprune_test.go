@@ -81,6 +81,7 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("pass: %d versions pruned, %d kept, in %v", len(pass.Pruned), pass.Kept, pass.Took)
 	kept := []string{version(3), version(7), version(26), version(27), version(28), version(29), version(30)}
 	if len(pass.Pruned) != 23 || pass.Kept != 7 || len(observed) != 1 || pass.Referenced != 4 {
 		t.Fatalf("pass %+v (observed %d): want 23 pruned, 7 kept, 4 referenced (3, 7, 26 and the live 30)", pass, len(observed))

@@ -140,6 +140,24 @@ func TestRegistryPruneBinary(t *testing.T) {
 		return nil
 	})
 
+	// The engine user may not purge: the prune went through the admin.
+	enc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	ejs, err := jetstream.New(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est, err := ejs.Stream(ctx, "TOOLS_REGISTRY_HISTORY"); err != nil {
+		t.Fatal(err)
+	} else if err := func() error {
+		// A denied request gets no reply: it fails by the permissions
+		// violation or this bound, whichever comes first.
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return est.Purge(pctx, jetstream.WithPurgeSubject("tools.registry.history.x"))
+	}(); err == nil {
+		t.Fatal("the engine user purged the registry history: want it denied (only the privileged connection purges)")
+	}
+
 	ex, err := gc.Explain(ctx, client.ExplainRequest{Session: "old", Tool: "bash", Until: wire.UntilSeq(oldSeq)})
 	if err != nil {
 		t.Fatal(err)
