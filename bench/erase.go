@@ -97,9 +97,9 @@ func perSession(a, b uint64, n int) float64 { return (float64(a) - float64(b)) /
 //	h3 projection dropped (the views bucket stays)
 //	h4 a fresh projection, engine and eraser erased all N (running)
 //	h5 projection, engine and eraser dropped
-//	h6 event stream deleted; h7 audit stream deleted; h8 views deleted
+//	h6 audit stream deleted; h7 event stream deleted; h8 views deleted
 //
-// Event stream per session: before = h1-h0, after = h5-h6 (by deleting
+// Event stream per session: before = h1-h0, after = h6-h7 (by deleting
 // it, as memory.go measures the views). Process per session: before =
 // h2-h0, after = h4-h0.
 func (h *harness) eraseMemory(ctx context.Context) error {
@@ -303,15 +303,17 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 	}
 	f.auditMsgs, f.auditBytes, f.auditSubjects = ainfo.State.Msgs, ainfo.State.Bytes, uint64(ainfo.State.NumSubjects)
 
-	// Attribution by deleting: event stream, audit stream, views bucket.
-	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
-		return fmt.Errorf("erase: delete the event stream: %w", err)
+	// Attribution by deleting: audit stream, event stream, views bucket.
+	// The audit stream goes first: its dedupe entries (2 min window)
+	// expire meanwhile, which must not fall in the event stream's delta.
+	if err := h.rjs.DeleteStream(ctx, auditName); err != nil {
+		return fmt.Errorf("erase: delete the audit stream: %w", err)
 	}
 	if f.h6, err = reading(); err != nil {
 		return err
 	}
-	if err := h.rjs.DeleteStream(ctx, auditName); err != nil {
-		return fmt.Errorf("erase: delete the audit stream: %w", err)
+	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
+		return fmt.Errorf("erase: delete the event stream: %w", err)
 	}
 	if f.h7, err = reading(); err != nil {
 		return err
@@ -329,11 +331,11 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 // addEraseLines turns one run's readings into the step's lines.
 func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub time.Duration) {
 	n := f.n
-	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h5, f.h6, n)
+	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h6, f.h7, n)
 	returned := 1 - streamAfter/streamBefore
 	viewsBefore, projBefore := perSession(f.h3, f.h1, n), perSession(f.h2, f.h3, n)
 	procBefore, procAfter := perSession(f.h2, f.h0, n), perSession(f.h4, f.h0, n)
-	engAfter, auditHeap, viewsAfter := perSession(f.h4, f.h5, n), perSession(f.h6, f.h7, n), perSession(f.h7, f.h8, n)
+	engAfter, auditHeap, viewsAfter := perSession(f.h4, f.h5, n), perSession(f.h5, f.h6, n), perSession(f.h7, f.h8, n)
 	rate := float64(n) / f.erase.Seconds()
 	auditPer := float64(f.auditBytes) / float64(n)
 	names := eraseLineNames(h.cfg)
@@ -342,8 +344,8 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 	}
 	h.add(one(names[0], "fraction", returned, fmt.Sprintf(
 		"1 - after/before of the event stream's server memory per session (Go heap after 2 GCs and a scavenge, read %s after the last write; server and engine share the process): "+
-			"before = %.0f B/session = heap with the %d sessions stored (%d events each, raw publishes of the wire format, no projection) - heap of the baseline (streams made, a warm session erased); "+
-			"after = %.0f B/session = heap after erasing all of them through Engine.Erase - heap once the event stream is deleted (so it also holds one empty stream's fixed state, which the baseline had before); "+
+			"before = %.0f B/session = heap with the %d sessions stored (%d events each, raw publishes of the wire format, no projection) - heap of the baseline (streams made, a warm session erased), its per-block subject state (2 min expiry) still in, as in the memory step's server line; "+
+			"after = %.0f B/session = heap after erasing all of them through Engine.Erase (erasing engine dropped, audit stream deleted) - heap once the event stream is deleted too (so it also holds one empty stream's fixed state, which the baseline had before); "+
 			"stream state before: %d subjects, %d msgs, %d B; after: %d subjects, %d msgs, %d B; a raw direct get last-by-subject of %d erased sessions found nothing; the step's event stream has a %s dedupe window (engine default 2 min) so that no reading holds Nats-Msg-Ids",
 		settle, streamBefore, n, eraseEvents, streamAfter, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
 	h.add(one(names[1], "B/session", procBefore, fmt.Sprintf(
