@@ -161,8 +161,8 @@ func TestInspectorOpenRequests(t *testing.T) {
 			}
 			inspWait(t, bctx, consoleErrs, "explain", "document.body.dataset.explained", "open-me@now")
 			page := min(len(reg.Tools), 50)
-			if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != float64(page) {
-				t.Errorf("the explain card sent %v explain requests, want one page of %d", n, page)
+			if n, b := inspAPIRequests(t, p.HTTPURL)["explain"]-before["explain"], inspAPIRequests(t, p.HTTPURL)["explain-batch"]-before["explain-batch"]; n != 0 || b != 1 {
+				t.Errorf("the explain card sent %v explain and %v explain-batch requests, want one explain-batch for its page of %d (#29)", n, b, page)
 			}
 			rows := inspEval[int](t, bctx, `document.querySelectorAll("#explain tbody tr[data-state=in], #explain tbody tr[data-state=out]").length`)
 			if rows != page || !strings.Contains(text(t, bctx, `#explain tbody tr[data-tool="bash"]`), "disabled-by-session") {
@@ -175,8 +175,8 @@ func TestInspectorOpenRequests(t *testing.T) {
 					t.Fatal(err)
 				}
 				inspWait(t, bctx, consoleErrs, "explain page 2", "document.body.dataset.explained", "open-me@now")
-				if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != 50 {
-					t.Errorf("explain page 2 sent %v explain requests, want 50", n)
+				if b := inspAPIRequests(t, p.HTTPURL)["explain-batch"] - before["explain-batch"]; b != 1 {
+					t.Errorf("explain page 2 sent %v explain-batch requests, want 1 for its 50 tools", b)
 				}
 				if l := text(t, bctx, "#explain-page"); l != fmt.Sprintf("51–100 of %d", len(reg.Tools)) {
 					t.Errorf("explain pager: %q", l)
@@ -190,8 +190,8 @@ func TestInspectorOpenRequests(t *testing.T) {
 			}
 			inspWait(t, bctx, consoleErrs, "explain one", `document.body.dataset.explained || ""`, "open-me@now")
 			one := inspEval[[]string](t, bctx, `Array.from(document.querySelectorAll("#explain tbody tr")).map((r) => r.dataset.tool + ":" + r.dataset.state)`)
-			if n := inspAPIRequests(t, p.HTTPURL)["explain"] - before["explain"]; n != 1 || !slices.Equal(one, []string{"read_file:in"}) {
-				t.Errorf("explaining read_file sent %v explain requests and shows %q; want 1 and read_file in", n, one)
+			if n := inspAPIRequests(t, p.HTTPURL)["explain-batch"] - before["explain-batch"]; n != 1 || !slices.Equal(one, []string{"read_file:in"}) {
+				t.Errorf("explaining read_file sent %v explain-batch requests and shows %q; want 1 and read_file in", n, one)
 			}
 		})
 	}

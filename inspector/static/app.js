@@ -915,31 +915,23 @@ function loadExplain(gen) {
     $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools" + star;
   };
   progress();
-  const q = until ? "?until=" + until : "";
   const s = enc(state.session);
-  let failed = null;
-  return pool(page.map((t) => t.name), async (name) => {
-    if (gen !== state.gen || failed) return;
-    let ex;
-    try {
-      ex = await getJSON("/sessions/" + s + "/explain/" + enc(name) + q);
-    } catch (e) {
-      // One message for the card, not one per row.
-      if (gen === state.gen && !failed) { failed = e; showError(e); }
-      return;
-    }
+  const body = { tools: page.map((t) => t.name) };
+  if (until) body.until = /^\d+$/.test(String(until)) ? Number(until) : String(until);
+  // One explain-batch request for the page (#29), not one per tool.
+  return request("/sessions/" + s + "/explain", body).then((reply) => {
     if (gen !== state.gen) return;
-    fillExplain(rows.get(name), ex);
-    done++;
+    for (const ex of (reply && reply.explanations) || []) {
+      const row = rows.get(ex.tool);
+      if (row) { fillExplain(row, ex); done++; }
+    }
     progress();
-  }).then(() => {
-    if (gen !== state.gen) return;
-    if (failed) {
-      $("#explain-progress").textContent = "explain failed: see the message above";
-      document.body.dataset.explained = state.session + "@error";
-      return;
-    }
     document.body.dataset.explained = state.session + "@" + (until || "now");
+  }, (e) => {
+    if (gen !== state.gen) return;
+    showError(e); // one message for the card, not one per row
+    $("#explain-progress").textContent = "explain failed: see the message above";
+    document.body.dataset.explained = state.session + "@error";
   });
 }
 
