@@ -13,8 +13,8 @@
 // Explaining every registry tool is on demand: the explain card, once
 // opened for a session, explains one page of EXPLAIN_PAGE tools at a
 // time (<body data-explained> is "ID@now" or "ID@SEQ" when a page is
-// done). The only write-shaped request is the call-check form's POST,
-// which writes nothing either.
+// done), with one explain-batch request per page. The POSTs it sends
+// (explain-batch, the call-check form) write nothing.
 "use strict";
 
 const API = "/v1";
