@@ -138,7 +138,7 @@ func TestServerConfigParses(t *testing.T) {
 		users = append(users, u.Username)
 	}
 	slices.Sort(users)
-	want := []string{"admin", "auditor", "backend", "engine", "engine-api", "slack", "tui", "web"}
+	want := []string{"admin", "auditor", "backend", "engine", "engine-api", "eraser", "slack", "tui", "web"} // eraser: #30
 	if !slices.Equal(users, want) {
 		t.Fatalf("users %v, want %v", users, want)
 	}

@@ -184,6 +184,11 @@ func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// registry diff reads the projection's views: wait until pt's view
+	// holds the turn end (read-your-writes takes min_seq).
+	if _, err := tui.Intent(ctx, client.IntentRequest{Session: "pt", MinSeq: end.Seq}); err != nil {
+		t.Fatal(err)
+	}
 	imp, err := tui.RegistryDiff(ctx, cand)
 	if err != nil {
 		t.Fatal(err)
