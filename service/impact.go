@@ -59,6 +59,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 		return out, err
 	}
 	slices.Sort(sessions)
+	channels := impactChannels(cur, cand)
 	for _, s := range sessions {
 		st, err := e.Session(ctx, s, 0)
 		if errors.Is(err, ErrDeleted) {
@@ -68,7 +69,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 			return out, fmt.Errorf("impact: read session %q: %w", s, err)
 		}
 		out.Sessions++
-		changed, lost := sessionImpact(st, cur, cand)
+		changed, lost := sessionImpact(st, cur, cand, channels)
 		if changed {
 			out.PrefixChanged = append(out.PrefixChanged, s)
 		}
@@ -82,14 +83,19 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 	return out, nil
 }
 
-// sessionImpact reports whether st's tools prefix differs between the two
-// registries for any channel either channel policy names or any other
-// channel (#31: a policy change's blast radius is per channel), and the
-// checkpoint's tools restored under cur but not cand for any of them.
-func sessionImpact(st aggregate.State, cur, cand *resolver.Registry) (bool, []string) {
+// impactChannels is "" (any other channel) followed by every channel
+// either registry's channel policy names, sorted: the requests whose
+// resolution a policy change can change (#31). The same for every session.
+func impactChannels(cur, cand *resolver.Registry) []string {
 	channels := append(cur.PolicyChannels(), cand.PolicyChannels()...)
 	slices.Sort(channels)
-	channels = append([]string{""}, slices.Compact(channels)...)
+	return append([]string{""}, slices.Compact(channels)...)
+}
+
+// sessionImpact reports whether st's tools prefix differs between the two
+// registries for any of channels (impactChannels), and the checkpoint's
+// tools restored under cur but not cand for any of them.
+func sessionImpact(st aggregate.State, cur, cand *resolver.Registry, channels []string) (bool, []string) {
 	changed := false
 	var lost []string
 	for _, ch := range channels {
