@@ -6,9 +6,11 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/deferral"
@@ -184,11 +186,23 @@ func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// registry diff reads the projection's views: wait until pt's view
-	// holds the turn end (read-your-writes takes min_seq).
+	// registry diff reads the sessions the views bucket lists, which the
+	// projection writes once per flush window, after its in-memory state
+	// (what min_seq waits for): wait until pt's view holds the turn end and
+	// the bucket lists pt.
 	if _, err := tui.Intent(ctx, client.IntentRequest{Session: "pt", MinSeq: end.Seq}); err != nil {
 		t.Fatal(err)
 	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		l, err := tui.Sessions(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(l.Sessions, "pt") {
+			return errors.New("sessions does not list pt yet")
+		}
+		return nil
+	})
 	imp, err := tui.RegistryDiff(ctx, cand)
 	if err != nil {
 		t.Fatal(err)
