@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/openapi"
 	"github.com/toolintent/engine/wire"
 
 	"bytes"
@@ -195,7 +196,7 @@ func docHTTPRequest(t *testing.T, env *testEnv, name, reqJSON string) (*http.Req
 		t.Fatalf("%s: documented request: %v", name, err)
 	}
 	path := op.Path
-	for _, n := range pathNames(op.Path) {
+	for _, n := range openapi.PathNames(op.Path) {
 		var v string
 		if err := json.Unmarshal(fields[n], &v); err != nil {
 			t.Fatalf("%s: path field %s: %v", name, n, err)
@@ -535,7 +536,7 @@ func renderLiveDoc(b *strings.Builder) {
 		fmt.Fprintf(b, "| `%s` | `%s` | `GET %s` | %s |\n", o.Name, o.Subject, o.Path, strings.ReplaceAll(o.Summary, "|", "\\|"))
 	}
 	b.WriteString("\nThe event (the `data:` line over HTTP, the body of an `event` message over NATS):\n\n")
-	writeFieldTable(b, "event field", "always present", docFields(schemaOf(reflect.TypeFor[LiveEvent](), nil), "", true))
+	writeFieldTable(b, "event field", "always present", docFields(schemaOf(reflect.TypeFor[LiveEvent]()), "", true))
 }
 
 func writeFieldTable(b *strings.Builder, what, always string, fields []docField) {

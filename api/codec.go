@@ -490,14 +490,3 @@ func contentType(msgpackReply bool) string {
 	}
 	return MIMEJSON
 }
-
-// pathNames are the {wildcards} of a route pattern.
-func pathNames(pattern string) []string {
-	var out []string
-	for _, seg := range strings.Split(pattern, "/") {
-		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-			out = append(out, strings.TrimSuffix(strings.TrimPrefix(seg, "{"), "}"))
-		}
-	}
-	return out
-}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -80,7 +81,7 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 }
 
 func (a *API) httpOp(op *operation) http.Handler {
-	names := pathNames(op.Path)
+	names := openapi.PathNames(op.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mp := wantsMsgpack(r.Header.Get("Accept"))
 		start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -250,8 +251,8 @@ func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.G
 			"http":            strings.Join(op.Methods, "|") + " " + op.Path,
 			"write":           "false",
 			"summary":         op.Summary,
-			"request_schema":  schemaJSON(schemaOf(reflect.TypeFor[wire.LiveRequest](), nil)),
-			"response_schema": schemaJSON(schemaOf(reflect.TypeFor[LiveEvent](), nil)),
+			"request_schema":  openapi.JSON(schemaOf(reflect.TypeFor[wire.LiveRequest]())),
+			"response_schema": openapi.JSON(schemaOf(reflect.TypeFor[LiveEvent]())),
 			"streaming":       "true",
 		}
 		if err := group.AddEndpoint(op.Name, a.microLive(ctx, nc, op), micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -74,8 +74,8 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"summary": op.Summary,
 			// JSON Schemas of the request and the reply, shown by
 			// `nats micro info` (docs/api.md lists the same).
-			"request_schema":  schemaJSON(schemaOf(op.reqType, nil)),
-			"response_schema": schemaJSON(schemaOf(op.respType, nil)),
+			"request_schema":  openapi.JSON(schemaOf(op.reqType)),
+			"response_schema": openapi.JSON(schemaOf(op.respType)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
@@ -264,14 +264,6 @@ func byteSize(n int64) string {
 		s += " (" + strconv.FormatInt(n>>10, 10) + " KiB)"
 	}
 	return s
-}
-
-func schemaJSON(s Schema) string {
-	b, err := json.Marshal(s)
-	if err != nil { // a Schema holds only maps, slices, strings and numbers
-		return "{}"
-	}
-	return string(b)
 }
 
 // unknownOpEndpoint is the micro endpoint that answers unknown operations.

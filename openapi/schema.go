@@ -1,4 +1,9 @@
-package api
+// Package openapi derives JSON Schemas and the OpenAPI 3.1 document of the
+// engine's HTTP API from Go types by reflection: the transports (package
+// api) pass in their operation table, so that the document, the schemas
+// `nats micro info` shows and docs/api.md all come from one source (#25).
+// It holds no transport: it writes maps that encode as JSON.
+package openapi
 
 import (
 	"encoding/json"
@@ -8,45 +13,40 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // Schema is a JSON Schema (draft 2020-12 subset) of a request or a reply,
-// derived from the Go types of the operation table: what `nats micro info`
-// shows in each endpoint's metadata (request_schema, response_schema) and
-// what docs/api.md lists, so that neither can drift from the code.
+// derived from a Go type: what `nats micro info` shows in each endpoint's
+// metadata (request_schema, response_schema) and what docs/api.md lists,
+// so that neither can drift from the code.
 type Schema = map[string]any
-
-// RequestSchema returns the JSON Schema of an operation's request, or nil
-// when the operation is unknown.
-func RequestSchema(op string) Schema {
-	o, ok := opsByName[op]
-	if !ok {
-		return nil
-	}
-	return schemaOf(o.reqType, nil)
-}
-
-// ResponseSchema returns the JSON Schema of an operation's reply, or nil
-// when the operation is unknown.
-func ResponseSchema(op string) Schema {
-	o, ok := opsByName[op]
-	if !ok {
-		return nil
-	}
-	return schemaOf(o.respType, nil)
-}
 
 var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 	timeType       = reflect.TypeFor[time.Time]()
-	untilType      = reflect.TypeFor[Until]()
-	commandType    = reflect.TypeFor[Command]()
-	commandsType   = reflect.TypeFor[Commands]()
+	untilType      = reflect.TypeFor[wire.Until]()
 	payloadType    = reflect.TypeFor[events.Payload]()
 )
 
-// schemaOf maps a Go type to its JSON form; seen breaks cycles.
-func schemaOf(t reflect.Type, seen []reflect.Type) Schema {
+// Types gives the schema of types whose JSON form their Go type does not
+// show (a type with its own MarshalJSON): a command object, a list of
+// them. Each call returns a fresh Schema.
+type Types map[reflect.Type]func() Schema
+
+// SchemaOf maps a Go type to its JSON form: struct fields by their json
+// tags (omitempty ones optional), json.RawMessage as any value, time.Time
+// as a date-time, wire.Until as a sequence or a time, events.Payload as a
+// command object, and the types of special as given.
+func SchemaOf(t reflect.Type, special Types) Schema {
+	return schemaOf(t, special, nil)
+}
+
+// schemaOf is SchemaOf; seen breaks cycles.
+func schemaOf(t reflect.Type, special Types, seen []reflect.Type) Schema {
+	if f, ok := special[t]; ok {
+		return f()
+	}
 	switch t {
 	case rawMessageType:
 		return Schema{"description": "any JSON value"}
@@ -54,10 +54,8 @@ func schemaOf(t reflect.Type, seen []reflect.Type) Schema {
 		return Schema{"type": "string", "format": "date-time"}
 	case untilType:
 		return Schema{"type": []string{"string", "integer"}, "description": "a stream sequence or an RFC 3339 time"}
-	case commandType, payloadType:
-		return commandSchema()
-	case commandsType:
-		return Schema{"type": "array", "items": commandSchema()}
+	case payloadType:
+		return CommandSchema()
 	}
 	if slices.Contains(seen, t) {
 		return Schema{}
@@ -65,7 +63,7 @@ func schemaOf(t reflect.Type, seen []reflect.Type) Schema {
 	seen = append(seen, t)
 	switch t.Kind() {
 	case reflect.Pointer:
-		return schemaOf(t.Elem(), seen)
+		return schemaOf(t.Elem(), special, seen)
 	case reflect.Bool:
 		return Schema{"type": "boolean"}
 	case reflect.String:
@@ -77,9 +75,9 @@ func schemaOf(t reflect.Type, seen []reflect.Type) Schema {
 	case reflect.Float32, reflect.Float64:
 		return Schema{"type": "number"}
 	case reflect.Slice, reflect.Array:
-		return Schema{"type": "array", "items": schemaOf(t.Elem(), seen)}
+		return Schema{"type": "array", "items": schemaOf(t.Elem(), special, seen)}
 	case reflect.Map:
-		return Schema{"type": "object", "additionalProperties": schemaOf(t.Elem(), seen)}
+		return Schema{"type": "object", "additionalProperties": schemaOf(t.Elem(), special, seen)}
 	case reflect.Struct:
 		props := Schema{}
 		var required []string
@@ -97,7 +95,7 @@ func schemaOf(t reflect.Type, seen []reflect.Type) Schema {
 				if name == "" {
 					name = f.Name
 				}
-				props[name] = schemaOf(f.Type, seen)
+				props[name] = schemaOf(f.Type, special, seen)
 				if !omit {
 					required = append(required, name)
 				}
@@ -132,9 +130,10 @@ func jsonField(f reflect.StructField) (name string, omit, ok bool) {
 	return name, omit, true
 }
 
-// commandSchema is the command object of DecodeCommand: one object per
-// command type with that type's fields.
-func commandSchema() Schema {
+// CommandSchema is the command object of events.DecodeCommand: one object
+// per command type with that type's fields, from the events command
+// table.
+func CommandSchema() Schema {
 	var one []any
 	for _, t := range events.Types() {
 		fields, ok := events.CommandFields(t)
@@ -179,4 +178,14 @@ func fieldKindSchema(k events.FieldKind) Schema {
 		}}
 	}
 	return Schema{}
+}
+
+// JSON is s encoded compactly ("{}" if it cannot be: a Schema holds only
+// maps, slices, strings and numbers).
+func JSON(s Schema) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
 }
