@@ -36,6 +36,22 @@ type Record struct {
 	// event or batch): the session had no events before it, so a
 	// projection need not read a view it cannot have (#28 item 1).
 	First bool
+	// Held reports that the feed did not decode the record because its
+	// FeedConfig.Held said the consumer already holds the event (a writer
+	// of the same process handed it over, #28): Envelope is zero and Err
+	// nil. Log.Decode decodes it when the consumer needs it after all.
+	Held bool
+}
+
+// Decode returns r decoded when the feed left it undecoded (Held); any
+// other record is returned as it is.
+func (l *Log) Decode(r Record) Record {
+	if !r.Held {
+		return r
+	}
+	d := l.record(r.Seq, r.Subject, r.Time, r.MsgID, r.Data)
+	d.First = r.First
+	return d
 }
 
 // firstOfSubject reports whether h made the message's store conditional
@@ -307,6 +323,11 @@ type FeedConfig struct {
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
 	AckWait time.Duration
+	// Held, when set, is asked for each delivered event (its session,
+	// stream sequence and Nats-Msg-Id header) before it is decoded: when
+	// it returns true the record is delivered undecoded, with Held set
+	// (#28). It runs on the feed's goroutine and must be cheap.
+	Held func(session string, seq uint64, msgID string) bool
 }
 
 // Feed is a durable, at-least-once stream of every event, for projections.
@@ -326,6 +347,7 @@ type Feed struct {
 	ch   chan jetstream.Msg
 	done chan struct{}
 	once sync.Once
+	held func(session string, seq uint64, msgID string) bool
 }
 
 // Feed creates (or resumes) a durable consumer over all events.
@@ -345,7 +367,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
-	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{})}
+	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{}), held: cfg.Held}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
 		case f.ch <- m:
@@ -390,8 +412,14 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 			// and the next feed restores the consumer's configuration.
 			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", md.Sequence.Stream, ErrDrift)
 		}
-		r := f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
-		r.First = firstOfSubject(m.Headers())
+		h := m.Headers()
+		var r Record
+		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, md.Sequence.Stream, id) {
+			r = Record{Seq: md.Sequence.Stream, Subject: m.Subject(), Session: session, Time: md.Timestamp, MsgID: id, Data: m.Data(), Held: true}
+		} else {
+			r = f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, id, m.Data())
+		}
+		r.First = firstOfSubject(h)
 		b.Records = append(b.Records, r)
 		b.Pending = md.NumPending
 		b.last = m

@@ -133,6 +133,10 @@ type Projection struct {
 	evicted    *evictedSet       // sessions evicted since the rebuild began (trustCache); Run only
 	feedStart  uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
 	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
+	handing    bool              // a feed runs: Handoff may fold into cache (#28)
+	handFloor  uint64            // feedStart, for Handoff (under cacheMu)
+	hand       handed            // events handed over, not yet delivered (#28)
+	heldN      atomic.Uint64     // delivered events skipped because handed over
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool
