@@ -328,7 +328,21 @@ type FeedConfig struct {
 	// it returns true the record is delivered undecoded, with Held set
 	// (#28). It runs on the feed's goroutine and must be cheap.
 	Held func(session string, seq uint64, msgID string) bool
+	// Pace, when positive, replaces the standing pull (every event sent
+	// alone as it is stored, one delivery per event) by pulls of what the
+	// stream holds, one every Pace while the feed is caught up and back to
+	// back while it is behind (#28): events arrive in batches, at most
+	// about Pace after they were stored, and a writer of the same process
+	// does not compete with one delivery per event. Zero: a standing pull.
+	Pace time.Duration
 }
+
+// Pulls of a paced feed: up to pacedBatch events while the feed is behind
+// (the last pull came back full), pacedIdle while it is caught up.
+const (
+	pacedBatch = 4096
+	pacedIdle  = 512
+)
 
 // Feed is a durable, at-least-once stream of every event, for projections.
 // Position survives restarts: the consumer resumes after the last
@@ -368,6 +382,10 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
 	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{}), held: cfg.Held}
+	if cfg.Pace > 0 {
+		go f.pull(cfg.Pace)
+		return f, nil
+	}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
 		case f.ch <- m:
@@ -380,6 +398,42 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed %s: consume: %w", cfg.Durable, err)
 	}
 	return f, nil
+}
+
+// pull feeds f.ch with no-wait pulls until Stop: back to back while they
+// come back full, one every pace otherwise. A failed pull (a lost
+// connection, a leader election) is tried again at the next tick, as the
+// standing pull's errors are; a delivery lost in between is a gap the
+// consumer fills from the log (see Feed).
+func (f *Feed) pull(pace time.Duration) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	batch := pacedBatch
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		n := 0
+		if b, err := f.cons.FetchNoWait(batch); err == nil {
+			for m := range b.Messages() {
+				select {
+				case f.ch <- m:
+					n++
+				case <-f.done:
+					return
+				}
+			}
+		}
+		if n >= batch {
+			batch = pacedBatch
+			t.Reset(0)
+			continue
+		}
+		batch = pacedIdle
+		t.Reset(pace)
+	}
 }
 
 // Batch is a run of records from a feed.
@@ -483,7 +537,9 @@ func (f *Feed) Ack(b Batch) error {
 func (f *Feed) Stop() {
 	f.once.Do(func() {
 		close(f.done)
-		f.cc.Stop()
+		if f.cc != nil {
+			f.cc.Stop()
+		}
 	})
 }
 

@@ -30,7 +30,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		p.handing = false
 		p.cacheMu.Unlock()
 	}()
-	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held})
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Pace: p.cfg.Pace})
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 				u.last = recs[len(recs)-1]
 			}
 			if u.events == 0 && len(recs) > 0 {
-				u.since = time.Now()
+				u.since = p.windowStart(recs[0], b.Pending)
 			}
 			u.events += len(recs)
 			u.batch, u.pending = b, b.Pending
@@ -153,6 +153,22 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// windowStart is when the flush window that first holds rec began: now,
+// or, for a paced feed that is caught up, when rec was stored, if at most
+// Pace ago (#28): the wait for the pull counts toward the window, so that
+// pacing does not add to the time from an append to its view. (A
+// server clock ahead of this one counts as now.)
+func (p *Projection) windowStart(rec jetstream.Record, pending uint64) time.Time {
+	now := time.Now()
+	if p.cfg.Pace <= 0 || pending >= catchUpPending || rec.Time.After(now) {
+		return now
+	}
+	if earliest := now.Add(-p.cfg.Pace); rec.Time.Before(earliest) {
+		return earliest
+	}
+	return rec.Time
 }
 
 // Catch-up windows: while the feed is far behind (a replay, a restart
