@@ -36,6 +36,22 @@ type Record struct {
 	// event or batch): the session had no events before it, so a
 	// projection need not read a view it cannot have (#28 item 1).
 	First bool
+	// Held reports that the feed did not decode the record because its
+	// FeedConfig.Held said the consumer already holds the event (a writer
+	// of the same process handed it over, #28): Envelope is zero and Err
+	// nil. Log.Decode decodes it when the consumer needs it after all.
+	Held bool
+}
+
+// Decode returns r decoded when the feed left it undecoded (Held); any
+// other record is returned as it is.
+func (l *Log) Decode(r Record) Record {
+	if !r.Held {
+		return r
+	}
+	d := l.record(r.Seq, r.Subject, r.Time, r.MsgID, r.Data)
+	d.First = r.First
+	return d
 }
 
 // firstOfSubject reports whether h made the message's store conditional
@@ -307,7 +323,26 @@ type FeedConfig struct {
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
 	AckWait time.Duration
+	// Held, when set, is asked for each delivered event (its session,
+	// stream sequence and Nats-Msg-Id header) before it is decoded: when
+	// it returns true the record is delivered undecoded, with Held set
+	// (#28). It runs on the feed's goroutine and must be cheap.
+	Held func(session string, seq uint64, msgID string) bool
+	// Pace, when positive, replaces the standing pull (every event sent
+	// alone as it is stored, one delivery per event) by pulls of what the
+	// stream holds, one every Pace while the feed is caught up and back to
+	// back while it is behind (#28): events arrive in batches, at most
+	// about Pace after they were stored, and a writer of the same process
+	// does not compete with one delivery per event. Zero: a standing pull.
+	Pace time.Duration
 }
+
+// Pulls of a paced feed: up to pacedBatch events while the feed is behind
+// (the last pull came back full), pacedIdle while it is caught up.
+const (
+	pacedBatch = 4096
+	pacedIdle  = 512
+)
 
 // Feed is a durable, at-least-once stream of every event, for projections.
 // Position survives restarts: the consumer resumes after the last
@@ -326,6 +361,7 @@ type Feed struct {
 	ch   chan jetstream.Msg
 	done chan struct{}
 	once sync.Once
+	held func(session string, seq uint64, msgID string) bool
 }
 
 // Feed creates (or resumes) a durable consumer over all events.
@@ -345,7 +381,11 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
-	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{})}
+	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{}), held: cfg.Held}
+	if cfg.Pace > 0 {
+		go f.pull(cfg.Pace)
+		return f, nil
+	}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
 		case f.ch <- m:
@@ -358,6 +398,42 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed %s: consume: %w", cfg.Durable, err)
 	}
 	return f, nil
+}
+
+// pull feeds f.ch with no-wait pulls until Stop: back to back while they
+// come back full, one every pace otherwise. A failed pull (a lost
+// connection, a leader election) is tried again at the next tick, as the
+// standing pull's errors are; a delivery lost in between is a gap the
+// consumer fills from the log (see Feed).
+func (f *Feed) pull(pace time.Duration) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	batch := pacedBatch
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		n := 0
+		if b, err := f.cons.FetchNoWait(batch); err == nil {
+			for m := range b.Messages() {
+				select {
+				case f.ch <- m:
+					n++
+				case <-f.done:
+					return
+				}
+			}
+		}
+		if n >= batch {
+			batch = pacedBatch
+			t.Reset(0)
+			continue
+		}
+		batch = pacedIdle
+		t.Reset(pace)
+	}
 }
 
 // Batch is a run of records from a feed.
@@ -390,8 +466,14 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 			// and the next feed restores the consumer's configuration.
 			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", md.Sequence.Stream, ErrDrift)
 		}
-		r := f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
-		r.First = firstOfSubject(m.Headers())
+		h := m.Headers()
+		var r Record
+		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, md.Sequence.Stream, id) {
+			r = Record{Seq: md.Sequence.Stream, Subject: m.Subject(), Session: session, Time: md.Timestamp, MsgID: id, Data: m.Data(), Held: true}
+		} else {
+			r = f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, id, m.Data())
+		}
+		r.First = firstOfSubject(h)
 		b.Records = append(b.Records, r)
 		b.Pending = md.NumPending
 		b.last = m
@@ -455,7 +537,9 @@ func (f *Feed) Ack(b Batch) error {
 func (f *Feed) Stop() {
 	f.once.Do(func() {
 		close(f.done)
-		f.cc.Stop()
+		if f.cc != nil {
+			f.cc.Stop()
+		}
 	})
 }
 

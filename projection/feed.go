@@ -18,7 +18,19 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	if err := p.checkLog(ctx); err != nil {
 		return err
 	}
-	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable})
+	// Handed-over events (#28) are folded into the cache; a new feed
+	// starts from the views, so it forgets them, and Handoff waits until
+	// the cache is reset below.
+	p.cacheMu.Lock()
+	p.handing = false
+	p.hand.reset()
+	p.cacheMu.Unlock()
+	defer func() {
+		p.cacheMu.Lock()
+		p.handing = false
+		p.cacheMu.Unlock()
+	}()
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Pace: p.cfg.Pace})
 	if err != nil {
 		return err
 	}
@@ -33,6 +45,8 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.cacheMu.Lock()
 	p.cache = newCache()
 	p.revs = make(map[string]uint64)
+	p.hand.reset()
+	p.handing, p.handFloor = true, pos.Delivered
 	p.cacheMu.Unlock()
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten. Its
@@ -124,7 +138,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 				u.last = recs[len(recs)-1]
 			}
 			if u.events == 0 && len(recs) > 0 {
-				u.since = time.Now()
+				u.since = p.windowStart(recs[0], b.Pending)
 			}
 			u.events += len(recs)
 			u.batch, u.pending = b, b.Pending
@@ -139,6 +153,22 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// windowStart is when the flush window that first holds rec began: now,
+// or, for a paced feed that is caught up, when rec was stored, if at most
+// Pace ago (#28): the wait for the pull counts toward the window, so that
+// pacing does not add to the time from an append to its view. (A
+// server clock ahead of this one counts as now.)
+func (p *Projection) windowStart(rec jetstream.Record, pending uint64) time.Time {
+	now := time.Now()
+	if p.cfg.Pace <= 0 || pending >= catchUpPending || rec.Time.After(now) {
+		return now
+	}
+	if earliest := now.Add(-p.cfg.Pace); rec.Time.Before(earliest) {
+		return earliest
+	}
+	return rec.Time
 }
 
 // Catch-up windows: while the feed is far behind (a replay, a restart
@@ -380,8 +410,14 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	if err := p.loadAll(ctx, recs); err != nil {
 		return err
 	}
+	if err := p.heldCovered(recs); err != nil {
+		return err
+	}
 	evs := make([]aggregate.Stored, len(recs))
 	for i, rec := range recs {
+		if rec.Held {
+			continue // folded by Handoff
+		}
 		var err error
 		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
 			return err
@@ -391,15 +427,46 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	defer p.cacheMu.Unlock()
 	for i, rec := range recs {
 		st, _ := p.cache.Get(rec.Session) // loaded above; evict runs between batches
-		if rec.Seq <= st.LastSeq {
-			continue // redelivered: already in the view
+		if rec.Held {
+			p.heldN.Add(1)
 		}
-		if err := st.ApplyStored(evs[i]); err != nil {
-			p.report(rec, err)
+		if rec.Seq > st.LastSeq {
+			if err := st.ApplyStored(evs[i]); err != nil {
+				p.report(rec, err)
+			}
 		}
+		// Marked for writing even when the state already holds it: folded
+		// by a writer's Handoff (#28), or (after a restart) a redelivery
+		// the view holds, written again unchanged.
 		if !dirty[rec.Session] {
 			dirty[rec.Session] = true
 			*order = append(*order, rec.Session)
+		}
+	}
+	return nil
+}
+
+// heldCovered decodes, in place, the records the feed left undecoded
+// (Held) whose handed-over fold the cache no longer holds (the session
+// was evicted in between), and fails when a delivered event was not the
+// one handed over. Only the feed's goroutine evicts, so a record covered
+// here stays covered until fold has run.
+func (p *Projection) heldCovered(recs []jetstream.Record) error {
+	p.hand.mu.Lock()
+	err := p.hand.mismatch
+	p.hand.mu.Unlock()
+	if err != nil {
+		p.cfg.Logger.Error().Err(err).Msg("projection: a handed-over event is not the log's; starting over from the views")
+		return err
+	}
+	p.cacheMu.RLock()
+	defer p.cacheMu.RUnlock()
+	for i, rec := range recs {
+		if !rec.Held {
+			continue
+		}
+		if st, ok := p.cache.Get(rec.Session); !ok || st.LastSeq < rec.Seq {
+			recs[i] = p.log.Decode(rec)
 		}
 	}
 	return nil

@@ -51,6 +51,15 @@ type Config struct {
 	// write (MinSeq) are not delayed by it: they fold the log's tail.
 	// Default 20ms; negative flushes after every delivery.
 	FlushInterval time.Duration
+	// Pace is how often the feed pulls the events stored since its last
+	// pull while it is caught up (#28): a writer of this process hands its
+	// events over (Handoff) and the feed only verifies them and writes
+	// their views, so they need not be delivered one by one as they are
+	// stored, on the writer's cores. Events of other writers reach the
+	// views at most Pace later. Default FlushInterval/2, at most 25ms;
+	// negative (or a negative FlushInterval): a standing pull, every event
+	// delivered as it is stored.
+	Pace time.Duration
 	// CacheSize bounds the views kept in memory between batches. Default
 	// 100,000. Beyond it, cached views are dropped and re-read from KV.
 	CacheSize int
@@ -99,6 +108,12 @@ func (c Config) withDefaults() Config {
 	if c.FlushInterval == 0 {
 		c.FlushInterval = 20 * time.Millisecond
 	}
+	if c.Pace == 0 && c.FlushInterval > 0 {
+		c.Pace = min(c.FlushInterval/2, 25*time.Millisecond)
+	}
+	if c.Pace < 0 || c.FlushInterval < 0 {
+		c.Pace = 0
+	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 5 * time.Second
 	}
@@ -133,6 +148,10 @@ type Projection struct {
 	evicted    *evictedSet       // sessions evicted since the rebuild began (trustCache); Run only
 	feedStart  uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
 	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
+	handing    bool              // a feed runs: Handoff may fold into cache (#28)
+	handFloor  uint64            // feedStart, for Handoff (under cacheMu)
+	hand       handed            // events handed over, not yet delivered (#28)
+	heldN      atomic.Uint64     // delivered events skipped because handed over
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool

@@ -154,6 +154,7 @@ func (p *Projection) evict(inflight []jetstream.Put) {
 	}
 	for _, k := range p.cache.Trim(p.cfg.CacheSize-p.cfg.CacheSize/10, func(k string) bool { return keep[k] }) {
 		delete(p.revs, k)
+		p.hand.forget(k) // the feed decodes them when they come
 		if p.trustCache {
 			p.evicted.add(k) // read back from the views if it comes again
 		}

@@ -315,6 +315,8 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 			next.Apply(ar.First+uint64(i), env)
 		}
 		e.remember(next)
+		// #28: the projection folds them now; its feed skips them.
+		e.handoff(session, st.LastSeq, ar, envs)
 		e.marks.raise(session, ar.Last) // acknowledged: reads through this engine include it
 		res.First, res.Last, res.Duplicate, res.State = ar.First, ar.Last, ar.Duplicate, next
 		for _, env := range envs {

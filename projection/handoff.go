@@ -1,0 +1,167 @@
+package projection
+
+// The writer's handoff (#28): a writer of this process hands the events
+// the log just acknowledged to the projection, which folds them into the
+// state it holds at once; when the durable feed later delivers them, it
+// verifies them by stream sequence and Nats-Msg-Id and neither decodes nor
+// folds them again. The feed still acknowledges them, and their views are
+// still written in the feed's batches, so another engine and a restart
+// see them as before.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// Acked is an append the log acknowledged: Events were stored at stream
+// sequences First, First+1, ... on Session's subject, on the condition
+// that the session's last sequence was Expected.
+type Acked struct {
+	Session  string
+	Expected uint64
+	First    uint64
+	Events   []events.Envelope
+}
+
+// handed is the events handed over and not yet delivered by the feed, per
+// session, in sequence order.
+type handed struct {
+	mu        sync.Mutex
+	bySession map[string][]handedEvent
+	delivered uint64 // highest stream sequence the feed delivered
+	mismatch  error  // a delivered event that was not the one handed over
+}
+
+type handedEvent struct {
+	seq uint64
+	id  string
+}
+
+// reset forgets every handed event (a feed starting over from the views).
+func (h *handed) reset() {
+	h.mu.Lock()
+	h.bySession, h.delivered, h.mismatch = nil, 0, nil
+	h.mu.Unlock()
+}
+
+// held is the feed's FeedConfig.Held: it reports whether the event at seq
+// is the one a writer handed over (same session, sequence and id), and
+// forgets it. An event at a handed sequence with another id is recorded
+// as a mismatch, which fails the feed (see fold).
+func (h *handed) held(session string, seq uint64, msgID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.delivered = max(h.delivered, seq)
+	evs := h.bySession[session]
+	if len(evs) == 0 {
+		return false
+	}
+	i := 0
+	for i < len(evs) && evs[i].seq < seq {
+		i++ // delivered without the check (a gap filled from the log): stale
+	}
+	ok := i < len(evs) && evs[i].seq == seq
+	if ok && evs[i].id != msgID {
+		h.mismatch = errHandoffMismatch(session, seq, evs[i].id, msgID)
+		ok = false
+	}
+	if ok {
+		i++
+	}
+	if i == len(evs) {
+		delete(h.bySession, session)
+	} else {
+		h.bySession[session] = evs[i:]
+	}
+	return ok
+}
+
+// forget drops the handed events of a session (evicted from the cache:
+// the feed must decode them when they come).
+func (h *handed) forget(session string) {
+	h.mu.Lock()
+	delete(h.bySession, session)
+	h.mu.Unlock()
+}
+
+// Handoff takes the events a writer of this process appended and the log
+// acknowledged, and folds them into the session's state in the
+// projection's memory, so that the feed, delivering them later, skips
+// their decoding and folding. It reports whether it took them. It does
+// not take them (and the feed folds them from the log as before) when
+// this projection is not folding now (a standby, or between feeds), when
+// it does not hold the session at exactly a.Expected (another writer's
+// events are not folded yet, or the session was evicted), or when an
+// event's fold needs the registry in force when it was stored
+// (aggregate.NeedsRegistry): the projection, not the writer, judges
+// those. The events are folded with the same rules as the feed's
+// (State.ApplyStored, the Nats-Msg-Id being the event id), so the views
+// stay the fold of the log. A new session (a.Expected 0) that the
+// projection does not hold is taken when the feed started before it.
+//
+// The view is written in the feed's next batch after the feed delivers
+// the events, and acknowledged after it (as before): a crash before that
+// refolds them from the log on restart. Safe for concurrent use.
+func (p *Projection) Handoff(a Acked) bool {
+	if p == nil || len(a.Events) == 0 || a.Session == "" || a.First <= a.Expected || !p.runner.Load() {
+		return false
+	}
+	for _, env := range a.Events {
+		if env.Session != a.Session || aggregate.NeedsRegistry(env) {
+			return false
+		}
+	}
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if !p.handing {
+		return false
+	}
+	p.hand.mu.Lock()
+	defer p.hand.mu.Unlock()
+	if a.First <= p.hand.delivered {
+		// The feed delivered (and decoded) them already: nothing to skip.
+		return false
+	}
+	st, ok := p.cache.Get(a.Session)
+	switch {
+	case ok && st.LastSeq == a.Expected:
+	case !ok && a.Expected == 0 && a.First > p.handFloor:
+		// Stored on the condition that the subject was empty, after the
+		// feed started: no feed folded it, so it has no view (as loadAll).
+		st = &aggregate.State{Session: a.Session}
+		p.cache.Put(a.Session, st)
+		p.revs[a.Session] = 0
+	default:
+		return false
+	}
+	if p.hand.bySession == nil {
+		p.hand.bySession = make(map[string][]handedEvent)
+	}
+	for i, env := range a.Events {
+		seq := a.First + uint64(i)
+		if err := st.ApplyStored(aggregate.Stored{Seq: seq, MsgID: env.ID, Envelope: env}); err != nil {
+			p.report(jetstream.Record{Seq: seq, Session: a.Session, MsgID: env.ID, Envelope: env}, err)
+		}
+		p.hand.bySession[a.Session] = append(p.hand.bySession[a.Session], handedEvent{seq: seq, id: env.ID})
+	}
+	return true
+}
+
+// HandedOff counts the events the feed delivered and did not decode or
+// fold because a writer had handed them over (Handoff).
+func (p *Projection) HandedOff() uint64 { return p.heldN.Load() }
+
+// ErrHandoffMismatch: the feed delivered, at a sequence a writer of this
+// process handed over, an event with another id. The log's
+// acknowledgement said otherwise: the feed stops and starts again from
+// the views, folding from the log.
+var ErrHandoffMismatch = errors.New("handed-over event differs from the log's")
+
+func errHandoffMismatch(session string, seq uint64, want, got string) error {
+	return fmt.Errorf("session %q seq %d: handed over %s, the log holds %q: %w", session, seq, want, got, ErrHandoffMismatch)
+}
