@@ -100,6 +100,8 @@ type Engine struct {
 
 	eraser atomic.Pointer[Eraser] // purges erased sessions (#30); nil: none
 
+	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
+
 	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
 	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
@@ -234,6 +236,11 @@ func checkWrite(session string, cmds []events.Payload) error {
 // decided (a client's idempotency key, see ApplyKeyed).
 func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
 	var res CommandResult
+	sealed, err := e.sealActor(ctx, origin.Actor) // #30: the log stores the sealed actor
+	if err != nil {
+		return res, err
+	}
+	origin.Actor = sealed
 	unlock, err := e.writes.lock(ctx, session)
 	if err != nil {
 		return res, fmt.Errorf("append to %q: wait for the session's other writes: %w", session, err)

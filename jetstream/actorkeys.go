@@ -1,0 +1,94 @@
+package jetstream
+
+// The key store of encrypt-mode actors (#30): a KV bucket
+// <PREFIX>_ACTORKEYS holding one wrapped data key per person, named by a
+// keyed hash (no person's id). History 1; a destroy deletes and purges the
+// key, so no revision of it stays readable.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/actor"
+)
+
+// ActorKeys is the actor key store on JetStream KV. It implements
+// actor.KeyStore and is safe for concurrent use.
+type ActorKeys struct {
+	log    *Log
+	kv     jetstream.KeyValue
+	bucket string
+}
+
+var _ actor.KeyStore = (*ActorKeys)(nil)
+
+// ActorKeysBucket is the actor key bucket of a prefix: <PREFIX>_ACTORKEYS.
+func ActorKeysBucket(prefix string) string { return strings.ToUpper(prefix) + "_ACTORKEYS" }
+
+// OpenActorKeys opens the actor key bucket on l's connection, creating it
+// on first use.
+func (l *Log) OpenActorKeys(ctx context.Context) (*ActorKeys, error) {
+	bucket := ActorKeysBucket(l.cfg.Prefix)
+	kv, err := l.openBucket(ctx, bucket, "engine actor data keys, wrapped, by keyed-hash id; destroy = forget (#30)")
+	if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
+		kv, err = l.js.KeyValue(ctx, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open actor key bucket %s: %w", bucket, err)
+	}
+	return &ActorKeys{log: l, kv: kv, bucket: bucket}, nil
+}
+
+// Bucket is the bucket's name.
+func (k *ActorKeys) Bucket() string { return k.bucket }
+
+// Get returns the wrapped key under id; actor.ErrNoKey when there is none
+// (never created, or destroyed).
+func (k *ActorKeys) Get(ctx context.Context, id string) ([]byte, error) {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	e, err := k.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, fmt.Errorf("actor key %s: %w", id, actor.ErrNoKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get actor key %s: %w", id, err)
+	}
+	return e.Value(), nil
+}
+
+// Create stores wrapped under id unless a key is there (actor.ErrKeyExists):
+// KV create, so of two engines racing on a person's first write one
+// creates the key and the other reads it.
+func (k *ActorKeys) Create(ctx context.Context, id string, wrapped []byte) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	_, err := k.kv.Create(ctx, id, wrapped)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("create actor key %s: %w", id, actor.ErrKeyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create actor key %s: %w", id, err)
+	}
+	return nil
+}
+
+// Destroy deletes the key under id and purges its revisions (a purge
+// marker with rollup replaces them), so no copy stays readable in the
+// bucket; the bytes leave the disk when JetStream compacts the block.
+// A missing key is not an error.
+func (k *ActorKeys) Destroy(ctx context.Context, id string) error {
+	ctx, cancel := k.log.withTimeout(ctx)
+	defer cancel()
+	if err := k.kv.Delete(ctx, id); err != nil {
+		return fmt.Errorf("destroy actor key %s: delete: %w", id, err)
+	}
+	if err := k.kv.Purge(ctx, id); err != nil {
+		return fmt.Errorf("destroy actor key %s: purge: %w", id, err)
+	}
+	return nil
+}
