@@ -149,6 +149,9 @@ type Config struct {
 	// server's admin, or the engine's own connection on --nats.
 	NATSEraseUser     string
 	NATSErasePassword string
+	// Actors is how actors are stored (#30; serve --actor-mode,
+	// --actor-key-file): plain by default.
+	Actors ActorConfig
 
 	// HTTP is the host:port of the HTTP API, /metrics, /healthz, /readyz
 	// and the inspector; empty: no HTTP. The listener opens first, so the
@@ -241,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("--replicas %d: want 1 or more", c.Replicas))
+	}
+	if err := c.Actors.Validate(); err != nil { // #30
+		errs = append(errs, err)
 	}
 	if c.RetainIdle < 0 {
 		errs = append(errs, fmt.Errorf("--retain-idle %v: want a positive duration such as 90d (or none: keep sessions)", c.RetainIdle))

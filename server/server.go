@@ -99,6 +99,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
 	eng := newEngine(ctx, jlog, proj, reg, m, wp, log)
+	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil { // #30
+		return err
+	}
 	stopEraser := c.startEraser(ctx, cfg, url, jlog, eng, log.With().Str("component", "eraser").Logger())
 	defer stopEraser()
 

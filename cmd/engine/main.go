@@ -35,6 +35,7 @@ type cli struct {
 	Sessions    sessionsCmd                  `cmd:"" help:"List sessions that have a view."`
 	Delete      deleteCmd                    `cmd:"" help:"Delete a session for good: reads answer 410 deleted, writes are refused, the id starts no new session (#30)."`
 	Erase       eraseCmd                     `cmd:"" help:"Erase a session: delete it and purge its events (erase channel only), leaving an audit record without personal data (#30)."`
+	Actor       actorCmd                     `cmd:"" help:"Pseudonymous actors: print a user's hash token (token), or destroy a user's key in encrypt mode (forget) (#30)."`
 	Registry    registryCmd                  `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
 	Import      importCmd                    `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild     rebuildCmd                   `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`

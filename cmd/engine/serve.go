@@ -74,6 +74,7 @@ type serveCmd struct {
 	storeFlags
 	httpFlags
 	apiConnFlags
+	actorFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
@@ -155,6 +156,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		NATSAPIPassword:   c.NATSAPIPassword,
 		NATSEraseUser:     c.NATSEraseUser,
 		NATSErasePassword: c.NATSErasePassword,
+		Actors:            c.actorFlags.config(), // #30
 		HTTP:              c.HTTP,
 		HTTPMaxConns:      maxConns,
 		HTTPReadTimeout:   orNone(c.HTTPRead),
