@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	enginejs "github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -277,5 +278,53 @@ func TestActorSealingLeavesFoldUnchanged(t *testing.T) {
 	j, _ := json.Marshal(b)
 	if bytes.Contains(j, []byte("e1:")) || bytes.Contains(j, []byte("alice")) {
 		t.Errorf("the resolution carries an actor: %s", j)
+	}
+}
+
+// #30: what sealing adds to a write (hash: an HMAC; encrypt: AES-GCM with
+// the person's key, read from KV once per 10 s), and what RevealActor of
+// an encrypted actor costs (one KV get), against a real server.
+func BenchmarkActorModes(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []actor.Mode{actor.Plain, actor.Hash, actor.Encrypt} {
+		srv := natstest.Server(b)
+		nc := natstest.Connect(b, srv.ClientURL())
+		log, err := enginejs.OpenLog(ctx, nc, enginejs.LogConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		proj, err := projection.Open(ctx, log, projection.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := service.New(log, proj, resolver.Default(), service.Config{})
+		var s *actor.Sealer
+		if mode != actor.Plain {
+			cfg := actor.Config{Mode: mode, Key: actorKey}
+			if mode == actor.Encrypt {
+				if cfg.Keys, err = log.OpenActorKeys(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, _ = actor.New(cfg)
+			e.SetActorSealer(s)
+		}
+		b.Run("apply-"+string(mode), func(b *testing.B) {
+			for i := range b.N {
+				if _, err := e.Apply(ctx, fmt.Sprintf("b%d", i%64), service.Origin{Channel: "web", Actor: person}, nil, events.ToolsToggled{Enabled: on(i%2 == 0)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		if mode == actor.Encrypt {
+			stored, _ := s.Seal(ctx, person)
+			b.Run("reveal-encrypt", func(b *testing.B) {
+				for range b.N {
+					if e.RevealActor(ctx, stored) != person {
+						b.Fatal("reveal")
+					}
+				}
+			})
+		}
 	}
 }
