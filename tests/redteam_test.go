@@ -311,6 +311,20 @@ func TestAttackConsumerReconfiguredHeadersOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The feed has acknowledged the bystander's events before the attack:
+	// otherwise a paced feed (#28) fetches them headers-only, restores its
+	// consumer at once (the repair this test checks below) and readiness
+	// never sees the change.
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("feed: %d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
 	cfg := c.CachedInfo().Config
 	cfg.HeadersOnly = true
 	if _, err := js.UpdateConsumer(ctx, "TOOLS_EVENTS", cfg); err != nil {
