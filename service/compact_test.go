@@ -1,0 +1,276 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+var compactor = service.Origin{Channel: "engine", Actor: "engine:compact"}
+
+// storedOf turns log records into what the fold takes.
+func storedOf(recs []jetstream.Record) []aggregate.Stored {
+	out := make([]aggregate.Stored, len(recs))
+	for i, r := range recs {
+		out[i] = aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
+	}
+	return out
+}
+
+// longSession writes a session with intent changes, two turns with a
+// loaded deferred tool and a checkpoint, and a permission answer.
+func longSession(ctx context.Context, t *testing.T, e *service.Engine, log *jetstream.Log, s string) {
+	t.Helper()
+	if _, err := e.Apply(ctx, s, web, nil, events.ToolsToggled{Enabled: on(true)}, events.ToolDisabled{Name: "bash"}, events.WebSearchSet{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	turnEndSession(ctx, t, e, log, s)
+	if _, err := e.Apply(ctx, s, web, nil, events.PermissionGranted{By: "alice", Scope: events.ScopeSession, Tool: "send_message"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EndTurn(ctx, s, web); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, s, web, nil, events.ToolEnabled{Name: "bash"}, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// compactStack is an engine with a running projection and an eraser on a
+// fresh server.
+func compactStack(t *testing.T) (*service.Engine, *jetstream.Log, string) {
+	t.Helper()
+	url := natstest.Server(t).ClientURL()
+	e, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	x, err := log.NewEraser(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	return e, log, url
+}
+
+// #30: compacting a long session leaves its subject one message (a raw
+// JetStream read of the subject), a cold load reads that message and the
+// tail written after it (counted by the log's read counter) and folds to
+// the state the whole history folds to; the projection's view, resume of
+// the checkpoint and the permission answer work on as before; compacting
+// again is a no-op.
+func TestCompactColdLoadReadsSnapshotAndTail(t *testing.T) {
+	ctx := context.Background()
+	e, log, url := compactStack(t)
+	longSession(ctx, t, e, log, "long")
+	orig, err := log.ReadSession(ctx, "long", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := aggregate.Fold("long", storedOf(orig))
+	res, err := e.Compact(ctx, "long", compactor, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Already || res.Count != uint64(len(orig)) || res.FirstSeq != orig[0].Seq || res.LastSeq != orig[len(orig)-1].Seq || res.Purged != uint64(len(orig)) {
+		t.Fatalf("compact result %+v; want %d events %d..%d purged", res, len(orig), orig[0].Seq, orig[len(orig)-1].Seq)
+	}
+	if got := rawEvents(t, log, "long"); len(got) != 1 {
+		t.Fatalf("the subject holds %d messages after compaction, want 1", len(got))
+	}
+	if _, err := e.Apply(ctx, "long", web, nil, events.PresetChosen{Preset: ""}, events.ToolDisabled{Name: "read_file"}); err != nil {
+		t.Fatal(err)
+	}
+	// A cold load on a new connection: one message and the tail.
+	cold, err := jetstream.OpenLog(ctx, natstest.Connect(t, url), jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := cold.ReadSession(ctx, "long", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || cold.MessagesRead() != 2 || recs[0].Envelope.Type != events.TypeSessionCompacted {
+		t.Fatalf("cold load read %d messages (%d records, first %s), want the snapshot and 1 tail event", cold.MessagesRead(), len(recs), recs[0].Envelope.Type)
+	}
+	got := aggregate.Fold("long", storedOf(recs))
+	whole := aggregate.Fold("long", storedOf(append(append([]jetstream.Record(nil), orig...), recs...)))
+	if !reflect.DeepEqual(got, whole) {
+		t.Fatalf("cold fold differs from the whole history's:\n got %+v\nwant %+v", got, whole)
+	}
+	if !reflect.DeepEqual(got.Intent, whole.Intent) || got.Checkpoint == nil || !slices.Equal(got.Loaded, want.Loaded) {
+		t.Fatalf("cold state %+v", got)
+	}
+	v, err := e.Session(ctx, "long", recs[1].Seq)
+	if err != nil || !reflect.DeepEqual(v.Intent, whole.Intent) || v.LastSeq != recs[1].Seq {
+		t.Fatalf("view after compaction: %+v %v", v, err)
+	}
+	// The session's permission answer survives compaction.
+	g, err := e.Grants(ctx, "long", 0)
+	if err != nil || len(g.Session) != 1 || g.Session[0].Tool != "send_message" {
+		t.Fatalf("grants after compaction: %+v %v", g, err)
+	}
+	// Resume validates the checkpoint the snapshot carries.
+	r, err := e.Resume(ctx, "long", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Outcome.OK || !slices.Equal(r.Outcome.Restored, []string{"send_message"}) || r.Checkpoint == nil || r.Checkpoint.ContractHash != want.Checkpoint.ContractHash {
+		t.Fatalf("resume after compaction = %+v (checkpoint %+v); want send_message restored", r.Outcome, r.Checkpoint)
+	}
+	// Idempotent: compact a compact session writes nothing.
+	if _, err := e.Compact(ctx, "long", compactor, ""); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Compact(ctx, "long", compactor, "")
+	if err != nil || !again.Already || again.Purged != 0 {
+		t.Fatalf("compact of a compact session: %+v %v; want Already, nothing purged", again, err)
+	}
+	if n := len(rawEvents(t, log, "long")); n != 1 {
+		t.Fatalf("after compacting twice the subject holds %d messages, want 1", n)
+	}
+}
+
+// scanThenWrite is a Log whose first full scan of a session (what Compact
+// folds) is followed by another writer's event on that session, before
+// the snapshot is appended.
+type scanThenWrite struct {
+	*jetstream.Log
+	session string
+	once    sync.Once
+	t       *testing.T
+}
+
+func (w *scanThenWrite) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+	err := w.Log.ScanSession(ctx, session, from, upTo, fn)
+	if session == w.session && from <= 1 {
+		w.once.Do(func() { appendAged(w.t, w.Log, session, timeNow(), events.ToolDisabled{Name: "web_search"}) })
+	}
+	return err
+}
+
+// #30: a write that lands while a compaction folds the session makes the
+// compaction fail with a conflict (the snapshot is appended on the
+// condition that the session is still at the folded sequence): nothing is
+// purged and the write is kept; compacting again folds it into the
+// snapshot.
+func TestCompactConcurrentWriteConflicts(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e2, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	longSession(ctx, t, e2, log, "busy")
+	before := rawEvents(t, log, "busy")
+	w := &scanThenWrite{Log: log, session: "busy", t: t}
+	e := service.NewFromPorts(service.Ports{Log: w, Views: e2.Projection()}, resolver.Default(), service.Config{})
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	_, err = e.Compact(ctx, "busy", compactor, "")
+	if !errors.Is(err, jetstream.ErrConflict) || service.KindOf(err) != service.KindConflict {
+		t.Fatalf("compaction during a write: %v (kind %v), want a conflict", err, service.KindOf(err))
+	}
+	after := rawEvents(t, log, "busy")
+	if len(after) != len(before)+1 || !slices.Equal(after[:len(before)], before) {
+		t.Fatalf("after the refused compaction the subject holds %d messages, want the %d before and the write", len(after), len(before))
+	}
+	res, err := e.Compact(ctx, "busy", compactor, "")
+	if err != nil || res.Count != uint64(len(after)) {
+		t.Fatalf("compact again: %+v %v; want the %d events compacted", res, err, len(after))
+	}
+	recs, err := log.ReadSession(ctx, "busy", 0, 0)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("after compaction: %d events %v", len(recs), err)
+	}
+	st := aggregate.Fold("busy", storedOf(recs))
+	if !slices.Contains(st.Intent.Disabled, "web_search") {
+		t.Fatalf("the concurrent write is lost: intent %+v", st.Intent)
+	}
+}
+
+// #30: with two engines, one compacts and the other's projection folds
+// the snapshot message through its feed: both serve the same view, and a
+// write through the other engine after the compaction lands after the
+// snapshot; a deleted session is refused (ErrDeleted), a session in an
+// open turn is a conflict, a session without events is not found.
+func TestCompactTwoEnginesAndRefusals(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	b, _ := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetEraser(x)
+	longSession(ctx, t, a, log, "s")
+	va, err := a.Session(ctx, "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Compact(ctx, "s", compactor, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's projection folds the snapshot from its feed.
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		v, err := a.Session(ctx, "s", res.Seq)
+		if err != nil {
+			return err
+		}
+		if v.LastSeq != res.Seq {
+			return errors.New("not folded yet")
+		}
+		return nil
+	})
+	v, _ := a.Session(ctx, "s", res.Seq)
+	if !reflect.DeepEqual(v.Intent, va.Intent) || !reflect.DeepEqual(v.Checkpoint, va.Checkpoint) || v.Events != va.Events+1 {
+		t.Fatalf("a's view after b's compaction:\n got %+v\nwant %+v", v, va)
+	}
+	w, err := a.Apply(ctx, "s", web, nil, events.ToolDisabled{Name: "read_file"})
+	if err != nil || w.First <= res.Seq {
+		t.Fatalf("write after compaction: %+v %v", w, err)
+	}
+	vb, err := b.Session(ctx, "s", w.Last)
+	if err != nil || !slices.Contains(vb.Intent.Disabled, "read_file") || !slices.Contains(vb.Intent.Disabled, "grep") {
+		t.Fatalf("b's view after a's write: %+v %v", vb, err)
+	}
+
+	// Refusals.
+	if _, err := a.Apply(ctx, "gone", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete(ctx, "gone", web, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Compact(ctx, "gone", compactor, ""); !errors.Is(err, service.ErrDeleted) || service.KindOf(err) != service.KindDeleted {
+		t.Errorf("compact a deleted session: %v (kind %v), want deleted", err, service.KindOf(err))
+	}
+	if _, err := a.BeginTurn(ctx, "open", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rawEvents(t, log, "open"))
+	if _, err := b.Compact(ctx, "open", compactor, ""); !errors.Is(err, service.ErrTurnOpen) || service.KindOf(err) != service.KindConflict {
+		t.Errorf("compact in an open turn: %v (kind %v), want a conflict naming the open turn", err, service.KindOf(err))
+	}
+	if got := len(rawEvents(t, log, "open")); got != n {
+		t.Errorf("a refused compaction changed the open session: %d events, was %d", got, n)
+	}
+	if _, err := b.Compact(ctx, "nobody", compactor, ""); !errors.Is(err, service.ErrNotFound) {
+		t.Errorf("compact a session without events: %v, want not found", err)
+	}
+	if _, err := a.Compact(ctx, "s", compactor, ""); !errors.Is(err, service.ErrEraseUnavailable) {
+		t.Errorf("compact without an eraser: %v, want ErrEraseUnavailable", err)
+	}
+}
+
+func timeNow() time.Time { return time.Now() }
