@@ -274,3 +274,52 @@ func TestCompactTwoEnginesAndRefusals(t *testing.T) {
 }
 
 func timeNow() time.Time { return time.Now() }
+
+// #30: after a compaction the history starts with the snapshot's entry,
+// which names the replaced range, count, times and who compacted; a
+// history or explain of a point before it answers ErrCompacted (kind not
+// found) with that range in the message, not an empty timeline; explain
+// of a tool whose rule a compacted event set names the snapshot and what
+// it replaced.
+func TestCompactHistoryAndExplain(t *testing.T) {
+	ctx := context.Background()
+	e, log, _ := compactStack(t)
+	longSession(ctx, t, e, log, "h")
+	orig, err := log.ReadSession(ctx, "h", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Compact(ctx, "h", compactor, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, "h", web, nil, events.ToolDisabled{Name: "read_file"}); err != nil {
+		t.Fatal(err)
+	}
+	h, st, err := e.History(ctx, "h", service.Until{}, service.ResolveRequest{})
+	if err != nil || len(h) != 2 {
+		t.Fatalf("history after compaction: %d entries, %v; want the snapshot and the tail", len(h), err)
+	}
+	c := h[0].Compacted
+	if c == nil || h[0].Seq != res.Seq || c.Seq != res.Seq || c.FirstSeq != orig[0].Seq || c.LastSeq != orig[len(orig)-1].Seq || c.Count != uint64(len(orig)) ||
+		c.Actor != compactor.Actor || c.Channel != compactor.Channel || c.Reason != "idle" || c.Time.IsZero() || c.FirstTime.IsZero() || c.LastTime.Before(c.FirstTime) {
+		t.Fatalf("compaction entry %+v: %+v", h[0].EventRef, c)
+	}
+	if h[0].Error != "" || !slices.Contains(h[0].Intent.Disabled, "grep") || h[0].Cause != "compaction" || h[1].Compacted != nil || !slices.Contains(st.Intent.Disabled, "read_file") {
+		t.Fatalf("history entries %+v / %+v", h[0], h[1])
+	}
+	for name, until := range map[string]service.Until{"seq": {Seq: orig[2].Seq}, "time": {Time: orig[0].Time}} {
+		_, _, err := e.History(ctx, "h", until, service.ResolveRequest{})
+		var ce *service.CompactedError
+		if !errors.As(err, &ce) || !errors.Is(err, service.ErrCompacted) || service.KindOf(err) != service.KindNotFound || ce.Count != uint64(len(orig)) || ce.Seq != res.Seq {
+			t.Fatalf("history before the compaction (by %s): %v (kind %v)", name, err, service.KindOf(err))
+		}
+		if _, err := e.Explain(ctx, "h", "bash", until, service.ResolveRequest{}); !errors.Is(err, service.ErrCompacted) {
+			t.Fatalf("explain before the compaction (by %s): %v", name, err)
+		}
+	}
+	x, err := e.Explain(ctx, "h", "grep", service.Until{}, service.ResolveRequest{})
+	if err != nil || x.Included || x.Event == nil || x.Event.Seq != res.Seq || x.Compacted == nil || x.Compacted.Count != uint64(len(orig)) {
+		t.Fatalf("explain grep after compaction: %+v (event %+v, compacted %+v) %v", x.Explanation, x.Event, x.Compacted, err)
+	}
+}
