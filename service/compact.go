@@ -63,6 +63,13 @@ type CompactResult struct {
 // compacting again then folds the new event in. Without a compactor it is
 // ErrEraseUnavailable.
 func (e *Engine) Compact(ctx context.Context, session string, origin Origin, reason string) (CompactResult, error) {
+	return e.compact(ctx, session, origin, reason, nil)
+}
+
+// compact is Compact; with expected set, the session must be at that
+// sequence (else a conflict, nothing written): retention compacts the
+// session it found idle, not one written since.
+func (e *Engine) compact(ctx context.Context, session string, origin Origin, reason string, expected *uint64) (CompactResult, error) {
 	var res CompactResult
 	if err := events.ValidateSessionID(session); err != nil {
 		return res, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
@@ -116,6 +123,9 @@ func (e *Engine) Compact(ctx context.Context, session string, origin Origin, rea
 	}
 	if err := alive(session, st); err != nil {
 		return res, err
+	}
+	if expected != nil && *expected != st.LastSeq {
+		return res, &jetstream.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
 	}
 	if count == 0 {
 		if err := e.erasedID(ctx, session, st); err != nil {
