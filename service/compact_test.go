@@ -323,3 +323,57 @@ func TestCompactHistoryAndExplain(t *testing.T) {
 		t.Fatalf("explain grep after compaction: %+v (event %+v, compacted %+v) %v", x.Explanation, x.Event, x.Compacted, err)
 	}
 }
+
+// #30: a projection that had not read a session's events when they were
+// compacted and purged reads the gap as compacted (the audit record's
+// range), not as lost data: it folds the snapshot, is not damaged, and
+// serves the compacted state and a bystander's.
+func TestCompactBeforeProjectionReadsIt(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	w, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetEraser(x)
+	if _, err := w.Apply(ctx, "by", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+	longSession(ctx, t, w, log, "late")
+	if _, err := w.Apply(ctx, "by", web, nil, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := log.ReadSession(ctx, "late", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := aggregate.Fold("late", storedOf(orig))
+	res, err := w.Compact(ctx, "late", compactor, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := log.LastStreamSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	p := r.Projection()
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if err := p.Damaged(ctx); err != nil {
+			t.Fatalf("the projection took the compacted gap for damage: %v", err)
+		}
+		if p.Applied() < last {
+			return errors.New("not caught up")
+		}
+		return nil
+	})
+	v, err := r.Session(ctx, "late", res.Seq)
+	if err != nil || !reflect.DeepEqual(v.Intent, want.Intent) || !reflect.DeepEqual(v.Checkpoint, want.Checkpoint) || v.LastSeq != res.Seq {
+		t.Fatalf("view of the compacted session: %+v %v; want intent %+v", v, err, want.Intent)
+	}
+	b, err := r.Session(ctx, "by", 0)
+	if err != nil || len(b.Intent.Disabled) != 2 {
+		t.Fatalf("bystander view %+v %v", b, err)
+	}
+}
