@@ -22,7 +22,9 @@ type ExplainResult struct {
 	// rule: after it the tool was in or out for this rule, and no later
 	// event changed that (R25). Nil when no event did: the explanation is
 	// the one of a session without events (the profile, the registry or a
-	// per-turn override decides).
+	// per-turn override decides). A SessionCompacted here (#30) means the
+	// event that set it was compacted: the history's compaction entry
+	// says which events the snapshot replaced.
 	Event *EventRef `json:"event,omitempty"`
 	// RegistryVersion is the registry the explanation used.
 	RegistryVersion string `json:"registry_version"`
@@ -32,9 +34,6 @@ type ExplainResult struct {
 	Evicted *EventRef `json:"evicted,omitempty"`
 	// Seq is the session sequence explained.
 	Seq uint64 `json:"seq"`
-	// Compacted is set when Event is a SessionCompacted (#30): the event
-	// that set the outcome was compacted, among the events it describes.
-	Compacted *Compaction `json:"compacted,omitempty"`
 }
 
 // Explain says why tool is or is not in the session's resolved set at
@@ -110,12 +109,10 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	}
 	blame := aggregate.NewChannelBlame(reg, session, tool, req.Override, req.Profile, req.Channel)
 	var last, evicted *EventRef
-	var compacted *Compaction
 	for i, r := range recs {
 		if blame.Apply(evs[i]) {
 			ref := refOf(r)
 			last = &ref
-			compacted, _ = compactionOf(r)
 		}
 		switch p := r.Envelope.Payload.(type) {
 		case events.DeferredEvicted:
@@ -130,5 +127,5 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		}
 	}
 	bst := blame.State()
-	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq, Compacted: compacted}, nil
+	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil
 }
