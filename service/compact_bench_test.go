@@ -63,4 +63,3 @@ func BenchmarkColdLoadCompacted(b *testing.B) {
 		})
 	}
 }
-
