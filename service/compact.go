@@ -41,17 +41,21 @@ var _ Compactor = (*jetstream.Eraser)(nil)
 type CompactResult struct {
 	// Seq is the stream sequence of the session's SessionCompacted (the
 	// new one, or the one already in place), EventID its id.
-	Seq     uint64
-	EventID string
+	Seq     uint64 `json:"seq"`
+	EventID string `json:"event_id"`
 	// Already reports that the session was compact already: its first
 	// event is its SessionCompacted and nothing else precedes it.
-	Already bool
-	// Compacted describes the events the snapshot replaces: stream
-	// sequences, count, first and last write times.
-	FirstSeq, LastSeq, Count uint64
-	FirstTime, LastTime      time.Time
+	Already bool `json:"already"`
+	// FirstSeq, LastSeq, Count, FirstTime and LastTime describe the events
+	// the snapshot replaces: stream sequences, count, first and last write
+	// times.
+	FirstSeq  uint64    `json:"first_seq"`
+	LastSeq   uint64    `json:"last_seq"`
+	Count     uint64    `json:"count"`
+	FirstTime time.Time `json:"first_time"`
+	LastTime  time.Time `json:"last_time"`
 	// Purged counts the messages purged by this call.
-	Purged uint64
+	Purged uint64 `json:"purged"`
 }
 
 // Compact rolls session's log up into one SessionCompacted (#30): see the
