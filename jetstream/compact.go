@@ -50,6 +50,11 @@ type CompactReport struct {
 	AuditSeq uint64
 }
 
+// PurgeDenied reports an event stream created with deny_purge (before
+// #30): nothing of it can be compacted (nor erased), so a compaction is
+// refused before it appends its snapshot.
+func (x *Eraser) PurgeDenied() bool { return x.log.purgeDenied }
+
 // AuditCompactSubject is the subject of session's compaction records.
 func (x *Eraser) AuditCompactSubject(session string) string {
 	return x.log.cfg.Prefix + ".audit." + AuditCompact + "." + session

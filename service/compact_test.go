@@ -5,9 +5,12 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
@@ -375,5 +378,40 @@ func TestCompactBeforeProjectionReadsIt(t *testing.T) {
 	b, err := r.Session(ctx, "by", 0)
 	if err != nil || len(b.Intent.Disabled) != 2 {
 		t.Fatalf("bystander view %+v %v", b, err)
+	}
+}
+
+// #30: on an event stream created before #30 with deny_purge (which
+// JetStream cannot lift), compaction is refused before it writes anything
+// (KindForbidden, naming deny_purge): the session keeps its events and no
+// snapshot is appended.
+func TestCompactLegacyDenyPurgeStream(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	js, err := njs.New(natstest.Connect(t, srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, njs.StreamConfig{Name: "TOOLS_EVENTS", Subjects: []string{"tools.events.*"}, Storage: njs.FileStorage,
+		Duplicates: 2 * time.Minute, MaxMsgSize: int32(events.MaxEventBytes + 4096), DenyDelete: true, DenyPurge: true,
+		AllowDirect: true, AllowAtomicPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	e, log := stackOn(t, srv.ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	if _, err := e.Apply(ctx, "old", web, nil, events.ToolsToggled{Enabled: on(true)}, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	before := rawEvents(t, log, "old")
+	_, err = e.Compact(ctx, "old", compactor, "")
+	if !errors.Is(err, jetstream.ErrPurgeDenied) || service.KindOf(err) != service.KindForbidden || !strings.Contains(err.Error(), "deny_purge") {
+		t.Fatalf("compact on a deny_purge stream: %v (kind %v)", err, service.KindOf(err))
+	}
+	if got := rawEvents(t, log, "old"); strings.Join(got, ",") != strings.Join(before, ",") {
+		t.Fatalf("a refused compaction changed the session: %d events, was %d", len(got), len(before))
 	}
 }
