@@ -235,6 +235,8 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		return decideCheckpoint(s, reg, c)
 	case events.PermissionGranted:
 		return decideGranted(s, reg, c)
+	case events.SessionCompacted:
+		return nil, fmt.Errorf("decide SessionCompacted: a snapshot is not a command; compact the session through the engine's compact operation (#30): %w", ErrInvalidCommand)
 	}
 	return nil, fmt.Errorf("decide: command %T is not supported: %w", p, ErrInvalidCommand)
 }

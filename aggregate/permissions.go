@@ -45,6 +45,8 @@ func (g *Grants) Observe(seq uint64, e events.Envelope) {
 	switch v := p.(type) {
 	case events.TurnStarted:
 		g.Turn, g.Once = v.Turn, nil
+	case events.SessionCompacted:
+		*g = compactedGrants(v)
 	case events.PermissionGranted:
 		gr := Grant{Tool: v.Tool, Scope: v.Scope, By: v.By, Turn: v.Turn, Seq: seq}
 		if v.Scope == events.ScopeOnce {

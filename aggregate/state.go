@@ -203,7 +203,8 @@ func Fold(session string, evs []Stored) State {
 // checkpoint as that CheckpointRecorded would, with Checkpoint.Seq the
 // TurnEnded's sequence;
 // SessionDeleted clears the state down to its counters and sets
-// DeletedSeq (#30), after which every event is rejected.
+// DeletedSeq (#30), after which every event is rejected; SessionCompacted
+// replaces the state by the one it carries (#30, see compactedState).
 func (s *State) ApplyStored(ev Stored) error {
 	if ev.Seq <= s.LastSeq {
 		return nil
@@ -292,6 +293,11 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		*s = State{Session: s.Session, Events: s.Events, Skipped: s.Skipped, Rejected: s.Rejected, DeletedSeq: seq}
 	case events.CheckpointRecorded:
 		s.checkpointAt(seq, v)
+	case events.SessionCompacted:
+		if v.LastSeq >= seq {
+			return s.refuse(seq, e.ID, string(e.Type), KindRejected, fmt.Errorf("%w: SessionCompacted at sequence %d claims to replace events up to %d, after itself (#30): %w", ErrRejected, seq, v.LastSeq, events.ErrBrokenRule))
+		}
+		*s = compactedState(s.Session, v)
 	}
 	if s.Session == "" {
 		s.Session = e.Session
@@ -329,7 +335,10 @@ func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
 //   - PermissionGranted answers in a turn already started (turn <= Turn),
 //     and a "once" answer in the open turn (#31);
 //   - no event follows a SessionDeleted (#30): a deleted session takes no
-//     event, from any publisher.
+//     event, from any publisher;
+//   - a SessionCompacted covers every event the fold has seen (its
+//     last_seq is at least LastSeq) and, when it covers exactly them, no
+//     turn is open (#30); see compactedRule.
 //
 // CheckAt adds the rules that need the registry in force when the event
 // was stored, the API's rules (Decide) applied to every event whoever
@@ -415,6 +424,8 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 		if v.Turn > s.Turn {
 			why = fmt.Sprintf("CheckpointRecorded at turn %d, after the last started turn %d", v.Turn, s.Turn)
 		}
+	case events.SessionCompacted:
+		why = compactedRule(s, v)
 	}
 	if why == "" && reg != nil {
 		why = registryRule(p, reg)

@@ -156,6 +156,8 @@ func encodePayload(s *sticky, p Payload) {
 		s.str(v.Reason)
 		s.str("turn")
 		s.uint(v.Turn)
+	case SessionCompacted:
+		encodeCompacted(s, v)
 	case SessionDeleted:
 		s.mapLen(1)
 		s.str("reason")
@@ -381,6 +383,8 @@ func decodePayload(t Type, m map[string]any) (Payload, error) {
 		}
 		p.Turn, err = uintField(m, "turn")
 		return p, err
+	case TypeSessionCompacted:
+		return decodeCompacted(m)
 	case TypeSessionDeleted:
 		var p SessionDeleted
 		p.Reason, err = strField(m, "reason", false)

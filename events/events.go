@@ -64,13 +64,14 @@ const (
 	TypeDeferredEvicted    Type = "DeferredEvicted"
 	TypePermissionGranted  Type = "PermissionGranted"
 	TypeSessionDeleted     Type = "SessionDeleted"
+	TypeSessionCompacted   Type = "SessionCompacted"
 )
 
 var allTypes = [...]Type{
 	TypeToolsToggled, TypeWebSearchSet, TypePresetChosen, TypeToolDisabled,
 	TypeToolEnabled, TypeToolsPicked, TypeDeferredLoaded, TypeTurnStarted,
 	TypeTurnEnded, TypeCheckpointRecorded, TypeDeferredEvicted, TypePermissionGranted,
-	TypeSessionDeleted,
+	TypeSessionDeleted, TypeSessionCompacted,
 }
 
 // Types returns every known event type in a fixed order. The slice is a
@@ -455,8 +456,10 @@ func PayloadValue(p Payload) (v Payload, ok bool) { return deref(p) }
 func deref(p Payload) (Payload, bool) {
 	switch v := p.(type) {
 	case ToolsToggled, WebSearchSet, PresetChosen, ToolDisabled, ToolEnabled,
-		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted, PermissionGranted, SessionDeleted:
+		ToolsPicked, DeferredLoaded, TurnStarted, TurnEnded, CheckpointRecorded, DeferredEvicted, PermissionGranted, SessionDeleted, SessionCompacted:
 		return v, true
+	case *SessionCompacted:
+		return derefPtr(v)
 	case *SessionDeleted:
 		return derefPtr(v)
 	case *PermissionGranted:

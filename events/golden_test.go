@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/toolintent/engine/intent"
 )
 
 var update = flag.Bool("update", false, "regenerate testdata/vectors and testdata/fuzz/FuzzDecode seeds")
@@ -107,6 +109,18 @@ func vectors() []vector {
 		{name: "deferred_loaded", description: "v2 DeferredLoaded in turn 3", env: v2(9, DeferredLoaded{Names: []string{"playwright_browser"}, Turn: 3})},
 		{name: "deferred_evicted", description: "v2 DeferredEvicted after turn 7: the loaded set's bound unloads two tools (#26 item 5)", env: v2(24, DeferredEvicted{Names: []string{"send_message", "playwright_browser"}, Turn: 7, Reason: "bound"})},
 		{name: "session_deleted", description: "v2 SessionDeleted: the session is closed for good (#30)", env: v2(26, SessionDeleted{Reason: "user request"})},
+		{name: "session_compacted", description: "v2 SessionCompacted: events 3..40 (12 of them) rolled up into the state they fold to, then purged (#30)", env: v2(28, SessionCompacted{
+			FirstSeq: 3, LastSeq: 40, Count: 12, FirstMs: vecTime, LastMs: vecTime + 5000, Reason: "retention: idle since 2026-01-01T00:00:00Z",
+			Intent:     intent.Intent{Enabled: bp(true), WebSearch: bp(true), Disabled: []string{"bash"}},
+			Loaded:     []string{"playwright_browser"},
+			Referenced: []string{"playwright_browser", "send_message"},
+			Turn:       3, TurnSeq: 31,
+			Checkpoint: &CheckpointRecorded{Loaded: []string{"playwright_browser"}, ContractHash: strings.Repeat("ab", 32), RegistryVersion: "builtin-2026.12.1", Turn: 3,
+				Contract: []ContractEntry{{Name: "playwright_browser", Hash: strings.Repeat("01", 32)}}},
+			CheckpointSeq: 38, Events: 12,
+			Grants:     []CompactedGrant{{Tool: "bash", Scope: ScopeSession, By: "user:alice", Channel: "web", Turn: 2, Seq: 20}},
+			GrantsTurn: 3,
+		})},
 		{name: "permission_granted", description: "v2 PermissionGranted: alice allows bash for the session, answered in turn 5 (#31)", env: v2(25, PermissionGranted{By: "user:alice", Scope: ScopeSession, Tool: "bash", Turn: 5})},
 		{name: "turn_started", description: "v2 TurnStarted{turn:3}", env: v2(10, TurnStarted{Turn: 3})},
 		{name: "turn_ended", description: "v2 TurnEnded{turn:3}", env: v2(11, TurnEnded{Turn: 3})},

@@ -38,7 +38,9 @@ var ErrBrokenRule = errors.New("event breaks a fold rule")
 //     TurnEnded whose checkpoint breaks the rule is refused as a whole;
 //   - TurnStarted's recorded request is well formed (see checkTurnStarted):
 //     registry version and contract hash together, a valid hash, an
-//     override of one form, curated lists within MaxPicked (R2, R31).
+//     override of one form, curated lists within MaxPicked (R2, R31);
+//   - SessionCompacted carries a coherent range and a state a fold can
+//     reach (see checkCompacted) (#30).
 //
 // The rules that depend on the session (turn order, set bounds) are
 // checked by the fold itself (package aggregate). CheckStored is pure and
@@ -72,6 +74,8 @@ func CheckStored(e Envelope, msgID string) error {
 		}
 	case TurnStarted:
 		return checkTurnStarted(v)
+	case SessionCompacted:
+		return checkCompacted(v)
 	}
 	return nil
 }

@@ -75,11 +75,55 @@ func genPayload(t *rapid.T) Payload {
 		return DeferredEvicted{Names: genNonEmptyNames(t, "names"), Turn: rapid.Uint64().Draw(t, "turn"), Reason: genText.Draw(t, "reason")}
 	case TypeSessionDeleted: // #30
 		return SessionDeleted{Reason: genText.Draw(t, "reason")}
+	case TypeSessionCompacted: // #30
+		return genCompacted(t)
 	case TypePermissionGranted: // #31
 		return PermissionGranted{By: genName.Draw(t, "by"), Scope: rapid.SampledFrom([]string{ScopeSession, ScopeOnce}).Draw(t, "scope"), Tool: genName.Draw(t, "tool"), Turn: rapid.Uint64().Draw(t, "turn")}
 	default:
 		return genCheckpoint(t)
 	}
+}
+
+// genCompacted draws a SessionCompacted payload (#30), with nil versus
+// empty lists and an optional checkpoint.
+func genCompacted(t *rapid.T) SessionCompacted {
+	c := SessionCompacted{
+		FirstSeq: rapid.Uint64().Draw(t, "first_seq"), LastSeq: rapid.Uint64().Draw(t, "last_seq"),
+		Count: rapid.Uint64().Draw(t, "count"), FirstMs: rapid.Int64().Draw(t, "first_ms"), LastMs: rapid.Int64().Draw(t, "last_ms"),
+		Reason: genText.Draw(t, "reason"),
+		Loaded: genNames(t, "loaded"), Referenced: genNames(t, "referenced"),
+		Turn: rapid.Uint64().Draw(t, "turn"), TurnSeq: rapid.Uint64().Draw(t, "turn_seq"),
+		Events: rapid.Uint64().Draw(t, "events"), Skipped: rapid.Uint64().Draw(t, "skipped"), Rejected: rapid.Uint64().Draw(t, "rejected"),
+		GrantsTurn: rapid.Uint64().Draw(t, "grants_turn"),
+	}
+	c.Intent.Enabled = genTri(t, "enabled")
+	c.Intent.WebSearch = genTri(t, "web_search")
+	c.Intent.Disabled = genNames(t, "disabled")
+	c.Intent.Picked = genNames(t, "picked")
+	if rapid.Bool().Draw(t, "preset_set") {
+		c.Intent.Preset = genName.Draw(t, "preset")
+	}
+	if rapid.Bool().Draw(t, "with_checkpoint") {
+		cp := genCheckpoint(t)
+		c.Checkpoint, c.CheckpointSeq = &cp, rapid.Uint64().Draw(t, "checkpoint_seq")
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "rejections_kind") {
+	case 1:
+		c.Rejections = []CompactedRejection{}
+	case 2:
+		for range rapid.IntRange(1, MaxCompactedRejections).Draw(t, "rejections") {
+			c.Rejections = append(c.Rejections, CompactedRejection{Seq: rapid.Uint64().Draw(t, "rseq"), ID: genText.Draw(t, "rid"), Type: genText.Draw(t, "rtype"), Kind: genText.Draw(t, "rkind"), Reason: genText.Draw(t, "rreason")})
+		}
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "grants_kind") {
+	case 1:
+		c.Grants = []CompactedGrant{}
+	case 2:
+		for range rapid.IntRange(1, 4).Draw(t, "grants") {
+			c.Grants = append(c.Grants, CompactedGrant{Tool: genName.Draw(t, "gtool"), Scope: rapid.SampledFrom([]string{ScopeSession, ScopeOnce}).Draw(t, "gscope"), By: genName.Draw(t, "gby"), Channel: genText.Draw(t, "gchannel"), Turn: rapid.Uint64().Draw(t, "gturn"), Seq: rapid.Uint64().Draw(t, "gseq")})
+		}
+	}
+	return c
 }
 
 // genCheckpoint draws a valid CheckpointRecorded payload.

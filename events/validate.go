@@ -194,6 +194,8 @@ func validatePayload(p Payload) error {
 		return validateText("by", v.By)
 	case SessionDeleted:
 		return validateText("reason", v.Reason)
+	case SessionCompacted:
+		return validateCompacted(v)
 	case DeferredEvicted:
 		if len(v.Names) == 0 {
 			return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)

@@ -273,7 +273,7 @@ func isPurgeDenied(err error) bool {
 // SeqRange is a run of stream sequences, First to Last inclusive.
 type SeqRange struct{ First, Last uint64 }
 
-// ErasedRanges returns the sequence range of every erase the audit stream
+// ErasedRanges returns the sequence range of every erase or compaction the audit stream
 // records (#30), in record order; none when the stream does not exist.
 // A sequence missing from the event stream inside one of them was purged
 // by an erase, not lost.
@@ -288,7 +288,7 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 		return nil, fmt.Errorf("erased ranges: %w", err)
 	}
 	var out []SeqRange
-	subj := l.cfg.Prefix + ".audit.erase.>"
+	subj := l.cfg.Prefix + ".audit.>" // erases and compactions (#30)
 	for seq := uint64(1); ; {
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -180,11 +180,14 @@ type Config struct {
 	// ends (default 10 s; negative: none).
 	ShutdownTimeout time.Duration
 
-	// RetainIdle, when positive, deletes the sessions whose last event is
-	// older (#30; serve --retain-idle); 0: sessions are kept for ever.
+	// RetainIdle, when positive, deletes (or erases, or compacts) the
+	// sessions whose last event is older (#30; serve --retain-idle); 0:
+	// sessions are kept for ever.
 	RetainIdle time.Duration
 	// RetainAction is "delete" (default: a SessionDeleted, the events
-	// stay) or "erase" (deleted and purged, with the audit record).
+	// stay), "erase" (deleted and purged, with the audit record) or
+	// "compact" (the events replaced by one snapshot of the same state,
+	// then purged, with an audit record; the session stays).
 	RetainAction string
 	// RetainTick is the interval of retention ticks (default 1 min).
 	RetainTick time.Duration
@@ -252,9 +255,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--retain-idle %v: want a positive duration such as 90d (or none: keep sessions)", c.RetainIdle))
 	}
 	switch service.RetentionAction(c.RetainAction) {
-	case "", service.RetainDelete, service.RetainErase:
+	case "", service.RetainDelete, service.RetainErase, service.RetainCompact:
 	default:
-		errs = append(errs, fmt.Errorf("--retain-action %q: want delete or erase", c.RetainAction))
+		errs = append(errs, fmt.Errorf("--retain-action %q: want delete, erase or compact", c.RetainAction))
 	}
 	if c.RetainTick < 0 {
 		errs = append(errs, fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))

@@ -52,8 +52,9 @@ func ParseRetainDuration(s string) (time.Duration, error) {
 // cfg.RetainIdle is set: every cfg.RetainTick it examines at most
 // cfg.RetainBatch sessions, on the engine that runs the projection (one
 // engine of a stream at a time; two at once during a hand-over are
-// harmless, their deletes are conditional). An erase action without an
-// eraser is refused: the operator asked for data to be purged. The
+// harmless, their deletes and compactions are conditional). An erase or
+// compact action without an eraser is refused: the operator asked for
+// data to be purged. The
 // returned channel closes when the loop has stopped (after ctx ends).
 func startRetention(ctx context.Context, cfg Config, eng *service.Engine, proj *projection.Projection, m *metrics.Metrics, log zerolog.Logger) (<-chan struct{}, error) {
 	done := make(chan struct{})

@@ -1,8 +1,8 @@
 package service
 
-// Retention of idle sessions (#30): a policy that deletes (or erases) the
-// sessions whose last event is older than a limit, a bounded number of
-// sessions per tick.
+// Retention of idle sessions (#30): a policy that deletes (or erases, or
+// compacts) the sessions whose last event is older than a limit, a
+// bounded number of sessions per tick.
 //
 // Where the idle time comes from: the envelope time (time_ms, the writer's
 // clock, the documented wire field every event carries) of the session's
@@ -10,7 +10,8 @@ package service
 // at (one direct get). aggregate.State keeps no time, and the view's
 // sequence already names the last event, so no new state field is needed;
 // an event the engine could not decode falls back to the time the log
-// stored it. A session written after its view was read is not deleted:
+// stored it, and a SessionCompacted counts as written when the last event
+// it replaced was (so a compaction does not make a session fresh). A session written after its view was read is not deleted:
 // the SessionDeleted is appended on the condition that the session is
 // still at the examined sequence (the CAS path), so the newer write wins
 // and the tick counts a conflict. Two engines running retention at once
@@ -38,6 +39,11 @@ const (
 	// RetainErase deletes and then purges the session's events through
 	// the engine's eraser, leaving the audit record (see Erase).
 	RetainErase RetentionAction = "erase"
+	// RetainCompact replaces the session's events by one SessionCompacted
+	// and purges them through the engine's eraser (see Compact): the
+	// session stays, its state unchanged; a session already compact (its
+	// last event is its snapshot) is kept as is.
+	RetainCompact RetentionAction = "compact"
 )
 
 // Defaults of a zero RetentionConfig.
@@ -55,7 +61,7 @@ var RetentionOrigin = Origin{Channel: "engine", Actor: "engine:retention"}
 type RetentionConfig struct {
 	// Idle is the limit: a session whose last event is older is deleted.
 	Idle time.Duration
-	// Action is RetainDelete (default) or RetainErase.
+	// Action is RetainDelete (default), RetainErase or RetainCompact.
 	Action RetentionAction
 	// Batch bounds the sessions one tick examines (default 1000).
 	Batch int
@@ -72,9 +78,9 @@ func (c RetentionConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--retain-idle %v: want a positive duration such as 90d, 36h or 30m: %w", c.Idle, ErrInvalid))
 	}
 	switch c.Action {
-	case "", RetainDelete, RetainErase:
+	case "", RetainDelete, RetainErase, RetainCompact:
 	default:
-		errs = append(errs, fmt.Errorf("--retain-action %q: want delete or erase: %w", c.Action, ErrInvalid))
+		errs = append(errs, fmt.Errorf("--retain-action %q: want delete, erase or compact: %w", c.Action, ErrInvalid))
 	}
 	if c.Batch < 0 {
 		errs = append(errs, fmt.Errorf("--retain-batch %d: want 1 or more (0: the default %d): %w", c.Batch, DefaultRetentionBatch, ErrInvalid))
@@ -95,8 +101,11 @@ type RetentionTick struct {
 	// by the next ticks and counted in Errors), Erased those purged
 	// (action erase).
 	Deleted, Erased int
+	// Compacted counts the idle sessions compacted (action compact).
+	Compacted int
 	// Conflicts counts idle sessions written (or deleted by another
-	// engine) between the examination and the delete: they are kept.
+	// engine) between the examination and the delete (or compaction, or
+	// in an open turn, which a compaction waits for): they are kept.
 	Conflicts int
 	// Errors counts sessions whose examination or delete failed; they are
 	// examined again in the next pass.
@@ -135,6 +144,9 @@ func (e *Engine) NewRetention(cfg RetentionConfig) (*Retention, error) {
 	}
 	if cfg.Action == RetainErase && e.getEraser() == nil {
 		return nil, fmt.Errorf("--retain-action erase: this engine cannot erase (it needs the privileged connection that purges the event stream: the embedded server's admin or --nats-erase-user); use --retain-action delete: %w", ErrEraseUnavailable)
+	}
+	if _, ok := e.getEraser().(Compactor); cfg.Action == RetainCompact && !ok {
+		return nil, fmt.Errorf("--retain-action compact: this engine cannot compact (it purges the replaced events through the privileged connection that purges the event stream: the embedded server's admin or --nats-erase-user); use --retain-action delete: %w", ErrEraseUnavailable)
 	}
 	return &Retention{e: e, cfg: cfg}, nil
 }
@@ -203,6 +215,8 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 		switch err := r.examine(ctx, s, cutoff); {
 		case err == nil:
 		case errors.Is(err, errKept):
+		case errors.Is(err, errCompactedNow):
+			t.Compacted++
 		case errors.Is(err, errDeletedNow):
 			if r.cfg.Action == RetainErase {
 				t.Erased++
@@ -229,12 +243,14 @@ var (
 	errKept       = errors.New("kept")
 	errDeletedNow = errors.New("deleted")
 	errNotErased  = errors.New("deleted, not erased")
+	// errCompactedNow: compacted by this examination (action compact).
+	errCompactedNow = errors.New("compacted")
 )
 
 // examine deletes session when its last event is before cutoff, on the
 // condition that it is still at the sequence examined.
 func (r *Retention) examine(ctx context.Context, session string, cutoff time.Time) error {
-	st, err := r.e.proj.Read(ctx, session, projection.ReadOptions{})
+	st, err := r.e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: r.e.floor(session, 0)})
 	if err != nil {
 		return fmt.Errorf("read view: %w", err)
 	}
@@ -246,12 +262,28 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 		return err
 	}
 	if !ok {
+		// The view is behind a compaction that purged its last event
+		// (#30): fold what the log holds after it, once.
+		if st, err = r.e.proj.Read(ctx, session, projection.ReadOptions{Latest: true}); err != nil {
+			return fmt.Errorf("read view: %w", err)
+		}
+		if st.Deleted() || st.LastSeq == 0 {
+			return errKept
+		}
+		if last, ok, err = r.lastEventTime(ctx, session, st.LastSeq); err != nil {
+			return err
+		}
+	}
+	if !ok {
 		return fmt.Errorf("the view's last event %d is not in the log: %w", st.LastSeq, ErrConflict)
 	}
 	if !last.Before(cutoff) {
 		return errKept
 	}
 	reason := "retention: idle since " + last.UTC().Format(time.RFC3339)
+	if r.cfg.Action == RetainCompact {
+		return r.compact(ctx, session, st.LastSeq, reason)
+	}
 	expected := st.LastSeq
 	if _, err := r.e.Apply(ctx, session, RetentionOrigin, &expected, events.SessionDeleted{Reason: reason}); err != nil {
 		return err
@@ -264,6 +296,28 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 	}
 	r.e.cfg.Logger.Debug().Str("session", session).Str("reason", reason).Str("action", string(r.cfg.Action)).Msg("retention: idle session deleted")
 	return errDeletedNow
+}
+
+// compact compacts the idle session whose view ends at seq, unless its
+// last event is already its snapshot. A write after seq, or one that lands
+// during the compaction, makes it a conflict (the session is kept as is,
+// with the write).
+func (r *Retention) compact(ctx context.Context, session string, seq uint64, reason string) error {
+	recs, err := r.e.log.ReadSession(ctx, session, seq, seq)
+	if err != nil {
+		return fmt.Errorf("read the last event: %w", err)
+	}
+	if len(recs) == 1 {
+		if _, ok := recs[0].Envelope.Payload.(events.SessionCompacted); ok && recs[0].Err == nil {
+			return errKept // compact already (a failed purge is finished by engine compact)
+		}
+	}
+	res, err := r.e.compact(ctx, session, RetentionOrigin, reason, &seq)
+	if err != nil {
+		return err
+	}
+	r.e.cfg.Logger.Debug().Str("session", session).Str("reason", reason).Uint64("events", res.Count).Msg("retention: idle session compacted")
+	return errCompactedNow
 }
 
 // lastEventTime is the time of the session's event at seq: its envelope's
@@ -282,8 +336,12 @@ func (r *Retention) lastEventTime(ctx context.Context, session string, seq uint6
 }
 
 // recordTime is rec's envelope time, or its stored time when the envelope
-// has none.
+// has none; for a SessionCompacted, the time of the last event it
+// replaced.
 func recordTime(rec jetstream.Record) time.Time {
+	if p, ok := rec.Envelope.Payload.(events.SessionCompacted); ok && rec.Err == nil && p.LastMs > 0 {
+		return time.UnixMilli(p.LastMs)
+	}
 	if rec.Err == nil && rec.Envelope.TimeMs > 0 {
 		return time.UnixMilli(rec.Envelope.TimeMs)
 	}
@@ -316,10 +374,10 @@ func (r *Retention) Run(ctx context.Context, interval time.Duration, active func
 			continue
 		}
 		ev := log.Debug()
-		if t.Deleted+t.Erased > 0 || t.Errors > 0 {
+		if t.Deleted+t.Erased+t.Compacted > 0 || t.Errors > 0 {
 			ev = log.Info()
 		}
-		ev.Int("examined", t.Examined).Int("deleted", t.Deleted).Int("erased", t.Erased).Int("conflicts", t.Conflicts).
+		ev.Int("examined", t.Examined).Int("deleted", t.Deleted).Int("erased", t.Erased).Int("compacted", t.Compacted).Int("conflicts", t.Conflicts).
 			Int("errors", t.Errors).Int("remaining", t.Remaining).Dur("took", t.Took).Str("idle_limit", r.cfg.Idle.String()).
 			Msg("retention tick")
 	}

@@ -1,0 +1,127 @@
+package jetstream
+
+// Compacting a session (#30): once the engine has appended a
+// SessionCompacted (with the expected last subject sequence, so it covers
+// exactly the events before it), the events it replaces are purged from
+// the session's subject by the eraser's privileged connection, below the
+// snapshot's sequence only: an event appended after the snapshot is never
+// touched. An audit record of kind "compact" names the session, the time
+// and the replaced range (no personal data), and is written first, so that
+// a projection that had not read the purged events yet reads the gap as
+// compacted, not lost (ErasedRanges).
+//
+// Why not a Nats-Rollup: sub publish: a rollup needs allow_rollup_hdrs on
+// the event stream, and then every user that may publish an event subject
+// (a channel) could wipe a session's history with one header, which the
+// stream's permissions deny today (purge is for the admin path only).
+// Appending the snapshot with a CAS and purging below it through the
+// admin path keeps that, and is as safe: a crash between the two leaves
+// the history and the snapshot, which fold to the same state, and
+// compacting again purges.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// ErrNotSnapshot means the sequence given to Compact does not hold the
+// session's SessionCompacted.
+var ErrNotSnapshot = errors.New("not a snapshot of the session")
+
+// AuditCompact is the Kind of the audit record of a compaction.
+const AuditCompact = "compact"
+
+// CompactReport is the outcome of Eraser.Compact.
+type CompactReport struct {
+	// FirstSeq and LastSeq bound the events the snapshot replaces, and
+	// Count counts them, as the snapshot says.
+	FirstSeq, LastSeq, Count uint64
+	// Purged counts the messages purged now (0: they were purged before).
+	Purged uint64
+	// AuditSeq is the audit record's sequence (0 when nothing was left to
+	// purge).
+	AuditSeq uint64
+}
+
+// PurgeDenied reports an event stream created with deny_purge (before
+// #30): nothing of it can be compacted (nor erased), so a compaction is
+// refused before it appends its snapshot.
+func (x *Eraser) PurgeDenied() bool { return x.log.purgeDenied }
+
+// AuditCompactSubject is the subject of session's compaction records.
+func (x *Eraser) AuditCompactSubject(session string) string {
+	return x.log.cfg.Prefix + ".audit." + AuditCompact + "." + session
+}
+
+// Compact purges the events of session below snapshot, the stream
+// sequence of the session's SessionCompacted that replaces them, after
+// writing the audit record (#30). Compacting again after a failed purge
+// purges; after a done one it purges nothing (Purged 0).
+func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (CompactReport, error) {
+	var rep CompactReport
+	if err := events.ValidateSessionID(session); err != nil {
+		return rep, fmt.Errorf("compact %q: %w", session, err)
+	}
+	l := x.log
+	if l.purgeDenied {
+		return rep, fmt.Errorf("compact %q: stream %s was created with deny_purge (before #30) and JetStream cannot lift it: %w", session, l.name, ErrPurgeDenied)
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	subj := l.Subject(session)
+	stream, err := x.js.Stream(ctx, l.name)
+	if err != nil {
+		return rep, fmt.Errorf("compact %q: look up stream %s: %w", session, l.name, err)
+	}
+	m, err := stream.GetMsg(ctx, snapshot)
+	if err != nil {
+		return rep, fmt.Errorf("compact %q: read the snapshot at %d: %w", session, snapshot, err)
+	}
+	env, derr := events.Decode(m.Data)
+	snap, ok := env.Payload.(events.SessionCompacted)
+	if m.Subject != subj || derr != nil || !ok || env.Session != session || snap.LastSeq >= snapshot {
+		return rep, fmt.Errorf("compact %q: sequence %d holds no SessionCompacted of the session: %w", session, snapshot, ErrNotSnapshot)
+	}
+	rep.FirstSeq, rep.LastSeq, rep.Count = snap.FirstSeq, snap.LastSeq, snap.Count
+	first, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	if err != nil {
+		return rep, fmt.Errorf("compact %q: first event: %w", session, err)
+	}
+	if first.Sequence >= snapshot {
+		return rep, nil // purged before
+	}
+	rec := AuditRecord{Kind: AuditCompact, Session: session, Stream: l.name, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Purged: snap.Count,
+		Time: time.Now().UTC().Truncate(time.Millisecond)}
+	data, _ := json.Marshal(rec)
+	ack, err := x.js.Publish(ctx, x.AuditCompactSubject(session), data,
+		jetstream.WithMsgID(fmt.Sprintf("compact-%s-%d", session, snapshot)), jetstream.WithExpectStream(x.AuditStream()))
+	if err != nil {
+		return rep, fmt.Errorf("compact %q: write the audit record: %w", session, err)
+	}
+	rep.AuditSeq = ack.Sequence
+	er := EraseReport{FirstSeq: first.Sequence, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: ack.Sequence}
+	if x.BeforePurge != nil {
+		if err := x.BeforePurge(er); err != nil {
+			return rep, fmt.Errorf("compact %q: before the purge: %w (the snapshot and the audit record are written; compact again)", session, err)
+		}
+	}
+	err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(snapshot))
+	if x.AfterPurge != nil {
+		x.AfterPurge(er, err)
+	}
+	if err != nil {
+		if isPurgeDenied(err) {
+			return rep, fmt.Errorf("compact %q: the erase connection may not purge stream %s: %w: %w", session, l.name, ErrPurgeDenied, err)
+		}
+		return rep, fmt.Errorf("compact %q: purge %s below %d: %w (the snapshot is written; compact again)", session, subj, snapshot, err)
+	}
+	rep.Purged = snap.Count
+	return rep, nil
+}

@@ -1,0 +1,192 @@
+package service
+
+// Compacting a session (#30): its events are replaced by one
+// SessionCompacted that carries the state they fold to (aggregate
+// Compaction), appended on the condition that the session is still at the
+// sequence it was folded to (a concurrent write conflicts, nothing is
+// lost), then the replaced events are purged below the snapshot through
+// the eraser's privileged connection. A cold load then reads one message
+// and the tail after it. History and explain of the replaced sequences
+// answer that they were compacted, with the range, count, time and actor.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// ErrTurnOpen: a compaction was asked while a turn is open; the open turn
+// is rebuilt from its TurnStarted, which compaction would remove. It
+// matches jetstream.ErrConflict too (KindConflict): compact after the turn
+// ends.
+var ErrTurnOpen = aggregate.ErrTurnOpen
+
+// Compactor purges the events a SessionCompacted replaces (#30), through
+// the privileged path of erases. *jetstream.Eraser implements it; an
+// engine whose eraser does not cannot compact (ErrEraseUnavailable).
+type Compactor interface {
+	// Compact purges the session's events below snapshot, the sequence of
+	// its SessionCompacted, and writes the audit record.
+	Compact(ctx context.Context, session string, snapshot uint64) (jetstream.CompactReport, error)
+}
+
+var _ Compactor = (*jetstream.Eraser)(nil)
+
+// CompactResult is the outcome of Compact.
+type CompactResult struct {
+	// Seq is the stream sequence of the session's SessionCompacted (the
+	// new one, or the one already in place), EventID its id.
+	Seq     uint64 `json:"seq"`
+	EventID string `json:"event_id"`
+	// Already reports that the session was compact already: its first
+	// event is its SessionCompacted and nothing else precedes it.
+	Already bool `json:"already"`
+	// FirstSeq, LastSeq, Count, FirstTime and LastTime describe the events
+	// the snapshot replaces: stream sequences, count, first and last write
+	// times.
+	FirstSeq  uint64    `json:"first_seq"`
+	LastSeq   uint64    `json:"last_seq"`
+	Count     uint64    `json:"count"`
+	FirstTime time.Time `json:"first_time"`
+	LastTime  time.Time `json:"last_time"`
+	// Purged counts the messages purged by this call.
+	Purged uint64 `json:"purged"`
+}
+
+// Compact rolls session's log up into one SessionCompacted (#30): see the
+// file comment. It refuses a deleted session (ErrDeleted), one with no
+// events (ErrNotFound) and one in an open turn (ErrTurnOpen, a conflict);
+// a session whose events were compacted and that has no event after its
+// snapshot answers Already, writing nothing. A concurrent write makes it
+// fail with a conflict (jetstream.ErrConflict) and nothing is purged;
+// compacting again then folds the new event in. Without a compactor it is
+// ErrEraseUnavailable.
+func (e *Engine) Compact(ctx context.Context, session string, origin Origin, reason string) (CompactResult, error) {
+	return e.compact(ctx, session, origin, reason, nil)
+}
+
+// compact is Compact; with expected set, the session must be at that
+// sequence (else a conflict, nothing written): retention compacts the
+// session it found idle, not one written since.
+func (e *Engine) compact(ctx context.Context, session string, origin Origin, reason string, expected *uint64) (CompactResult, error) {
+	var res CompactResult
+	if err := events.ValidateSessionID(session); err != nil {
+		return res, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	x, _ := e.getEraser().(Compactor)
+	if x == nil {
+		return res, fmt.Errorf("compact %q: this engine has no eraser (compaction purges through a connection allowed to purge the event stream): %w", session, ErrEraseUnavailable)
+	}
+	if pd, ok := x.(interface{ PurgeDenied() bool }); ok && pd.PurgeDenied() {
+		return res, fmt.Errorf("compact %q: the event stream was created with deny_purge (before #30), so the events a snapshot replaces could not be purged; create the stream anew without it (see engine erase): %w", session, jetstream.ErrPurgeDenied)
+	}
+	if origin.Channel == "" {
+		return res, fmt.Errorf("%w: compact %q: no channel: the snapshot records the channel that wrote it", ErrInvalid, session)
+	}
+	if origin.Actor == "" {
+		origin.Actor = Anonymous
+	}
+	unlock, err := e.writes.lock(ctx, session)
+	if err != nil {
+		return res, fmt.Errorf("compact %q: wait for the session's other writes: %w", session, err)
+	}
+	defer unlock()
+
+	// Fold the whole log as the projection does (the registry in force at
+	// each event), with the grants the snapshot keeps.
+	st := aggregate.State{Session: session}
+	var g aggregate.Grants
+	var first, last jetstream.Record
+	var count uint64
+	var lastSnap *jetstream.Record
+	err = e.scanSession(ctx, session, 0, func(r jetstream.Record) error {
+		ev, err := e.storedOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		before := st.LastSeq
+		applied := st.ApplyStored(ev) == nil && ev.Seq > before
+		if applied {
+			g.Observe(ev.Seq, ev.Envelope)
+		}
+		if count == 0 {
+			first = r
+		}
+		last = r
+		count++
+		if _, ok := ev.Envelope.Payload.(events.SessionCompacted); ok && applied && ev.Err == nil {
+			rc := r
+			lastSnap = &rc
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("compact %q: read its events: %w", session, err)
+	}
+	if err := alive(session, st); err != nil {
+		return res, err
+	}
+	if expected != nil && *expected != st.LastSeq {
+		return res, &jetstream.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
+	}
+	if count == 0 {
+		if err := e.erasedID(ctx, session, st); err != nil {
+			return res, err
+		}
+		return res, fmt.Errorf("compact session %q: it has no events: %w", session, ErrNotFound)
+	}
+	if lastSnap != nil && lastSnap.Seq == last.Seq {
+		// The last event is an applied snapshot: compacted already, or
+		// its purge did not finish (compact again purges).
+		rep, err := x.Compact(ctx, session, last.Seq)
+		snap := last.Envelope.Payload.(events.SessionCompacted)
+		res = CompactResult{Seq: last.Seq, EventID: last.Envelope.ID, Already: count == 1, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Count: snap.Count,
+			FirstTime: time.UnixMilli(snap.FirstMs).UTC(), LastTime: time.UnixMilli(snap.LastMs).UTC(), Purged: rep.Purged}
+		return res, err
+	}
+	c := aggregate.Compacted{FirstSeq: first.Seq, LastSeq: last.Seq, Count: count, FirstMs: recordMs(first), LastMs: recordMs(last), Reason: reason}
+	snap, err := aggregate.Compaction(st, g, c)
+	if errors.Is(err, aggregate.ErrTurnOpen) {
+		return res, fmt.Errorf("%w: %w", err, jetstream.ErrConflict)
+	}
+	if err != nil {
+		return res, fmt.Errorf("compact %q: %w", session, err)
+	}
+	env := events.New(session, origin.Channel, origin.Actor, snap)
+	ar, err := e.appendResend(ctx, session, st.LastSeq, []events.Envelope{env})
+	if err != nil {
+		e.forget(session)
+		return res, fmt.Errorf("compact %q: append the snapshot after sequence %d: %w", session, st.LastSeq, err)
+	}
+	e.onAppended(1, ar.Duplicate)
+	next := st.Clone()
+	if err := next.Apply(ar.First, env); err != nil {
+		// Not reachable: the snapshot was built from this very state.
+		e.forget(session)
+		return res, fmt.Errorf("compact %q: the snapshot at %d does not fold: %w", session, ar.First, err)
+	}
+	e.remember(next)
+	e.marks.raise(session, ar.First)
+	res = CompactResult{Seq: ar.First, EventID: env.ID, FirstSeq: c.FirstSeq, LastSeq: c.LastSeq, Count: c.Count,
+		FirstTime: time.UnixMilli(c.FirstMs).UTC(), LastTime: time.UnixMilli(c.LastMs).UTC()}
+	rep, err := x.Compact(ctx, session, ar.First)
+	res.Purged = rep.Purged
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// recordMs is the write time of r in unix milliseconds: the envelope's,
+// else the stream's timestamp.
+func recordMs(r jetstream.Record) int64 {
+	if r.Err == nil && r.Envelope.TimeMs > 0 {
+		return r.Envelope.TimeMs
+	}
+	return r.Time.UnixMilli()
+}

@@ -1,0 +1,102 @@
+package service
+
+// History and explain of a compacted session (#30): the SessionCompacted
+// entry says what it replaced, and a point before it answers that its
+// events were compacted, with the range, count, times and who compacted,
+// rather than an empty history or a bare error.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// ErrCompacted: the events asked for were replaced by a SessionCompacted
+// and purged (#30). A *CompactedError says which and when; it matches
+// ErrNotFound too (KindNotFound: the log no longer holds those events).
+var ErrCompacted = errors.New("events compacted")
+
+// Compaction describes a SessionCompacted: the events it replaced and who
+// compacted them, when (#30).
+type Compaction struct {
+	// Seq is the snapshot's own stream sequence: the session's history
+	// starts there.
+	Seq uint64 `json:"seq"`
+	// FirstSeq and LastSeq bound the replaced events, Count counts them.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	Count    uint64 `json:"count"`
+	// FirstTime and LastTime are the write times of the first and the
+	// last replaced event.
+	FirstTime time.Time `json:"first_time"`
+	LastTime  time.Time `json:"last_time"`
+	// Channel and Actor compacted them at Time, for Reason.
+	Channel string    `json:"channel"`
+	Actor   string    `json:"actor"`
+	Time    time.Time `json:"time"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+// compactionOf describes r when it is a decoded SessionCompacted.
+func compactionOf(r jetstream.Record) (*Compaction, bool) {
+	p, ok := r.Envelope.Payload.(events.SessionCompacted)
+	if !ok || r.Err != nil {
+		return nil, false
+	}
+	return &Compaction{Seq: r.Seq, FirstSeq: p.FirstSeq, LastSeq: p.LastSeq, Count: p.Count,
+		FirstTime: time.UnixMilli(p.FirstMs).UTC(), LastTime: time.UnixMilli(p.LastMs).UTC(),
+		Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time, Reason: p.Reason}, true
+}
+
+// CompactedError answers a history or explain of a point before a
+// session's compaction (#30).
+type CompactedError struct {
+	Session string
+	// Until is the point asked for.
+	Until Until
+	Compaction
+}
+
+func (e *CompactedError) Error() string {
+	at := fmt.Sprintf("sequence %d", e.Until.Seq)
+	if e.Until.Seq == 0 {
+		at = e.Until.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("session %q at %s: its events %d..%d (%d events, written %s to %s) were compacted into one snapshot at sequence %d by %s/%s at %s: the log no longer holds them; history and explain start at sequence %d",
+		e.Session, at, e.FirstSeq, e.LastSeq, e.Count, e.FirstTime.Format(time.RFC3339), e.LastTime.Format(time.RFC3339),
+		e.Seq, e.Channel, e.Actor, e.Time.UTC().Format(time.RFC3339), e.Seq)
+}
+
+// Unwrap makes the error match ErrCompacted and ErrNotFound.
+func (e *CompactedError) Unwrap() []error { return []error{ErrCompacted, ErrNotFound} }
+
+// compactedBefore returns a *CompactedError when the session's first
+// event is a SessionCompacted that until stops before: the point asked for
+// was compacted. nil otherwise (the session has no events, or until
+// reaches its first one).
+func (e *Engine) compactedBefore(ctx context.Context, session string, until Until) error {
+	if until.Seq == 0 && until.Time.IsZero() {
+		return nil
+	}
+	var first *jetstream.Record
+	stop := errors.New("stop")
+	err := e.log.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
+		first = &r
+		return stop
+	})
+	if err != nil && !errors.Is(err, stop) {
+		return err
+	}
+	if first == nil || !until.stops(*first) {
+		return nil
+	}
+	c, ok := compactionOf(*first)
+	if !ok {
+		return nil
+	}
+	return &CompactedError{Session: session, Until: until, Compaction: *c}
+}
