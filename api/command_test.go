@@ -88,10 +88,15 @@ func TestDecodeCommandErrors(t *testing.T) {
 }
 
 func TestEncodeCommandEveryType(t *testing.T) {
-	for _, typ := range events.Types() {
+	for _, typ := range events.CommandTypes() {
 		if _, ok := events.CommandFields(typ); !ok {
 			t.Errorf("event type %s has no command fields", typ)
 		}
+	}
+	// #30: a compaction snapshot is written by the engine, never sent as
+	// a command.
+	if _, err := DecodeCommand([]byte(`{"type":"SessionCompacted"}`)); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("SessionCompacted decoded as a command: %v", err)
 	}
 	if _, err := EncodeCommand(nil); err == nil {
 		t.Error("EncodeCommand(nil) succeeded")
