@@ -24,7 +24,7 @@ func newRetention(reg *prometheus.Registry) *retention {
 			Name: "engine_retention_examined_total", Help: "Sessions the retention of idle sessions examined (serve --retain-idle).",
 		}),
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_retention_deleted_total", Help: "Idle sessions retention deleted, by action (delete: SessionDeleted appended; erase: deleted and purged).",
+			Name: "engine_retention_deleted_total", Help: "Idle sessions retention deleted, by action (delete: SessionDeleted appended; erase: deleted and purged; compact: rolled up into one SessionCompacted, its replaced events purged).",
 		}, []string{"action"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "engine_retention_conflicts_total", Help: "Idle sessions retention kept because they were written (or deleted by another engine) between its examination and its delete.",
@@ -47,6 +47,7 @@ func newRetention(reg *prometheus.Registry) *retention {
 	}
 	r.deleted.WithLabelValues(string(service.RetainDelete))
 	r.deleted.WithLabelValues(string(service.RetainErase))
+	r.deleted.WithLabelValues(string(service.RetainCompact))
 	reg.MustRegister(r.examined, r.deleted, r.conflicts, r.errors, r.ticks, r.lastTick, r.tookLast, r.remaining)
 	return r
 }
@@ -59,6 +60,7 @@ func (m *Metrics) ObserveRetention(t service.RetentionTick) {
 	r.examined.Add(float64(t.Examined))
 	r.deleted.WithLabelValues(string(service.RetainDelete)).Add(float64(t.Deleted))
 	r.deleted.WithLabelValues(string(service.RetainErase)).Add(float64(t.Erased))
+	r.deleted.WithLabelValues(string(service.RetainCompact)).Add(float64(t.Compacted))
 	r.conflicts.Add(float64(t.Conflicts))
 	r.errors.Add(float64(t.Errors))
 	r.lastTick.Set(float64(t.Started.UnixNano()) / 1e9)

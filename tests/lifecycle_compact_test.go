@@ -92,6 +92,10 @@ func TestLifecycleRetentionCompactBinary(t *testing.T) {
 	if err != nil || !strings.Contains(string(rec.Data), `"kind":"compact"`) || !strings.Contains(string(rec.Data), `"purged":4`) || strings.Contains(string(rec.Data), "alice") {
 		t.Fatalf("audit record of the compaction: %v %s", err, rec.Data)
 	}
+	// The tick's count reaches the metrics (#30).
+	if m := waitMetric(t, p, `engine_retention_deleted_total{action="compact"}`, 1); m[`engine_retention_deleted_total{action="delete"}`] != 0 {
+		t.Errorf("compaction counted as a delete: %v", m)
+	}
 	check := func(when string, wantDisabled []string) {
 		t.Helper()
 		v, err := c.Intent(ctx, client.IntentRequest{Session: "dormant"})
