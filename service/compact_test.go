@@ -415,3 +415,31 @@ func TestCompactLegacyDenyPurgeStream(t *testing.T) {
 		t.Fatalf("a refused compaction changed the session: %d events, was %d", len(got), len(before))
 	}
 }
+
+// #30: a keyed write retried after a compaction replaced its events is a
+// duplicate (the snapshot folds them), not a damaged log, and nothing is
+// applied twice.
+func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
+	ctx := context.Background()
+	e, _, _ := compactStack(t)
+	key := events.NewID()
+	first, err := e.ApplyKeyed(ctx, "keyed", web, nil, key, events.ToolDisabled{Name: "bash"})
+	if err != nil || first.Duplicate {
+		t.Fatal(first, err)
+	}
+	if _, err := e.Apply(ctx, "keyed", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.Compact(ctx, "keyed", compactor, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.ApplyKeyed(ctx, "keyed", web, nil, key, events.ToolDisabled{Name: "bash"})
+	if err != nil || !again.Duplicate || again.First != first.First {
+		t.Fatalf("keyed retry after compaction: %+v %v, want a duplicate at %d", again, err, first.First)
+	}
+	st, err := e.Session(ctx, "keyed", 0)
+	if err != nil || st.LastSeq != snap.Seq || !slices.Equal(st.Intent.Disabled, []string{"bash", "grep"}) {
+		t.Fatalf("after the retry: last seq %d, disabled %v, %v; want the snapshot's seq %d and [bash grep] (nothing appended)", st.LastSeq, st.Intent.Disabled, err, snap.Seq)
+	}
+}

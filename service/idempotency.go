@@ -207,6 +207,17 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 	}
 	ids := claimIDs(session, key, claim, claim.Count)
 	ok, err := e.log.StoredAt(ctx, session, claim.First, ids)
+	if err != nil || !ok {
+		// A compaction (#30) replaced the claimed events by a snapshot
+		// that folds them (the log no longer holds them): they were
+		// stored, the retry is a duplicate.
+		var ce *CompactedError
+		last := claim.First + uint64(claim.Count) - 1
+		if cerr := e.compactedBefore(ctx, session, Until{Seq: claim.First}); errors.As(cerr, &ce) && ce.FirstSeq <= claim.First && last <= ce.LastSeq {
+			res, found, err := e.duplicate(ctx, session, CommandResult{First: claim.First, Last: last, EventIDs: ids})
+			return res, found, 0, err
+		}
+	}
 	if err != nil {
 		return CommandResult{}, false, 0, fmt.Errorf("idempotency key %q: read its events at sequence %d: %w", key, claim.First, err)
 	}
