@@ -65,10 +65,10 @@ func Compaction(s State, g Grants, c Compacted) (events.SessionCompacted, error)
 		v.Rejections = append(v.Rejections, events.CompactedRejection{Seq: r.Seq, ID: r.ID, Type: r.Type, Kind: r.Kind, Reason: r.Reason})
 	}
 	for _, gr := range g.Session {
-		v.Grants = append(v.Grants, events.CompactedGrant{Tool: gr.Tool, Scope: gr.Scope, By: gr.By, Turn: gr.Turn, Seq: gr.Seq})
+		v.Grants = append(v.Grants, events.CompactedGrant{Tool: gr.Tool, Scope: gr.Scope, By: gr.By, Channel: gr.Channel, Turn: gr.Turn, Seq: gr.Seq})
 	}
 	for _, gr := range g.Once {
-		v.Grants = append(v.Grants, events.CompactedGrant{Tool: gr.Tool, Scope: gr.Scope, By: gr.By, Turn: gr.Turn, Seq: gr.Seq})
+		v.Grants = append(v.Grants, events.CompactedGrant{Tool: gr.Tool, Scope: gr.Scope, By: gr.By, Channel: gr.Channel, Turn: gr.Turn, Seq: gr.Seq})
 	}
 	return v, nil
 }
@@ -125,7 +125,7 @@ func compactedState(session string, v events.SessionCompacted) State {
 func compactedGrants(v events.SessionCompacted) Grants {
 	g := Grants{Turn: v.GrantsTurn}
 	for _, c := range v.Grants {
-		gr := Grant{Tool: c.Tool, Scope: c.Scope, By: c.By, Turn: c.Turn, Seq: c.Seq}
+		gr := Grant{Tool: c.Tool, Scope: c.Scope, By: c.By, Turn: c.Turn, Seq: c.Seq, Channel: c.Channel}
 		if c.Scope == events.ScopeOnce {
 			g.Once = append(g.Once, gr)
 		} else {

@@ -21,6 +21,10 @@ type Grant struct {
 	Turn  uint64 `json:"turn"`
 	// Seq is the stream sequence of the event, for audit.
 	Seq uint64 `json:"seq"`
+	// Channel is the channel the answer was recorded on: a compaction
+	// snapshot keeps it, so an answer from a channel whose policy denies
+	// the tool is refused after a compaction as before it (#30, #31).
+	Channel string `json:"-"`
 }
 
 // Grants is the fold of a session's applied PermissionGranted events:
@@ -48,7 +52,7 @@ func (g *Grants) Observe(seq uint64, e events.Envelope) {
 	case events.SessionCompacted:
 		*g = compactedGrants(v)
 	case events.PermissionGranted:
-		gr := Grant{Tool: v.Tool, Scope: v.Scope, By: v.By, Turn: v.Turn, Seq: seq}
+		gr := Grant{Tool: v.Tool, Scope: v.Scope, By: v.By, Turn: v.Turn, Seq: seq, Channel: e.Channel}
 		if v.Scope == events.ScopeOnce {
 			if v.Turn == g.Turn {
 				g.Once = putGrant(g.Once, gr)

@@ -443,3 +443,41 @@ func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
 		t.Fatalf("after the retry: last seq %d, disabled %v, %v; want the snapshot's seq %d and [bash grep] (nothing appended)", st.LastSeq, st.Intent.Disabled, err, snap.Seq)
 	}
 }
+
+// #30 with #31: after a compaction, a permission answer recorded on a
+// channel whose policy denies the tool still does not allow it (the
+// snapshot's answers are judged on their own channel, as the events
+// were), while an answer from an allowed channel still does.
+func TestCompactKeepsGrantChannelRule(t *testing.T) {
+	ctx := context.Background()
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, policyRegistry(t), service.Config{}, true)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	tui := service.Origin{Channel: "tui", Actor: "alice"}
+	if _, err := e.Apply(ctx, "g", tui, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, "g", public, nil, events.PermissionGranted{Tool: "bash", Scope: events.ScopeSession, By: "mallory"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, "g", tui, nil, events.PermissionGranted{Tool: "mcp__github__create_issue", Scope: events.ScopeSession, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Compact(ctx, "g", compactor, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginTurn(ctx, "g", tui, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	bash, err := e.CallCheck(ctx, "g", "bash")
+	if err != nil || bash.Callable || bash.Reason != service.CallAsk {
+		t.Errorf("bash after compaction: callable %v reason %s rule %s %v; want ask (public's answer does not count)", bash.Callable, bash.Reason, bash.Rule, err)
+	}
+	issue, err := e.CallCheck(ctx, "g", "mcp__github__create_issue")
+	if err != nil || !issue.Callable || issue.Grant == nil || issue.Grant.By != "alice" {
+		t.Errorf("create_issue after compaction: callable %v reason %s note %s grant %+v %v; want allowed by alice's answer", issue.Callable, issue.Reason, issue.Note, issue.Grant, err)
+	}
+}

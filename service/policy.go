@@ -46,11 +46,38 @@ func (e *Engine) grantsWhere(ctx context.Context, session string, upTo uint64, k
 		}
 		before := st.LastSeq
 		if st.ApplyStored(ev) == nil && ev.Seq > before && (keep == nil || keep(ev.Envelope)) {
-			g.Observe(ev.Seq, ev.Envelope)
+			g.Observe(ev.Seq, keptGrants(ev.Envelope, keep))
 		}
 		return nil
 	})
 	return g, err
+}
+
+// keptGrants is env, with the answers a compaction snapshot carries (#30)
+// narrowed to those keep accepts, each judged as the PermissionGranted it
+// was, on its own channel: a snapshot does not let an answer a filter
+// would refuse back in. (A snapshot keeps each tool's latest answer only:
+// when that one is refused, an earlier accepted answer it replaced is not
+// restored, so the decision after a compaction can only be stricter.)
+func keptGrants(env events.Envelope, keep func(events.Envelope) bool) events.Envelope {
+	if keep == nil {
+		return env
+	}
+	v, _ := events.PayloadValue(env.Payload)
+	snap, ok := v.(events.SessionCompacted)
+	if !ok {
+		return env
+	}
+	var grants []events.CompactedGrant
+	for _, c := range snap.Grants {
+		as := events.Envelope{Session: env.Session, Channel: c.Channel, Actor: c.By, Payload: events.PermissionGranted{Tool: c.Tool, Scope: c.Scope, By: c.By, Turn: c.Turn}}
+		if keep(as) {
+			grants = append(grants, c)
+		}
+	}
+	snap.Grants = grants
+	env.Payload = snap
+	return env
 }
 
 // decideCall adds the permission decision to a call-check of the open
