@@ -60,6 +60,11 @@ func internalActor(a string) bool {
 
 // sealActor is the stored form of a writer's actor.
 func (e *Engine) sealActor(ctx context.Context, a string) (string, error) {
+	if actor.Sealed(a) {
+		// Only the engine seals: a writer sending a sealed form could pass
+		// a copied ciphertext or token off as another person's (#30).
+		return "", fmt.Errorf("%w: actor %q has the form the engine stores sealed actors in (h1:, e1:); send the person's own id", ErrInvalid, a)
+	}
 	s := e.getSealer()
 	if s == nil || internalActor(a) {
 		return a, nil

@@ -122,8 +122,8 @@ func TestActorEncryptRevealForget(t *testing.T) {
 		t.Fatalf("RevealActor: %q, want %q", got, person)
 	}
 	h, _, err := e.History(ctx, "s1", service.Until{}, service.ResolveRequest{})
-	if err != nil || len(h) != 1 || e.RevealActor(ctx, h[0].Actor) != person {
-		t.Fatalf("history's actor does not reveal: %+v %v", h, err)
+	if err != nil || len(h) != 1 || h[0].Actor != person {
+		t.Fatalf("history's actor is not revealed: %+v %v", h, err)
 	}
 
 	bucket := enginejs.ActorKeysBucket(log.Prefix())
@@ -178,6 +178,9 @@ func TestActorEncryptRevealForget(t *testing.T) {
 	}
 	if _, err := s.Reveal(ctx, stored); !errors.Is(err, service.ErrActorErased) {
 		t.Errorf("reveal after forget: %v, want ErrActorErased", err)
+	}
+	if h, _, err := e.History(ctx, "s1", service.Until{}, service.ResolveRequest{}); err != nil || len(h) != 1 || h[0].Actor != service.ErasedActor {
+		t.Errorf("history's actor after forget: %+v %v, want %q", h, err, service.ErasedActor)
 	}
 	// The log was not rewritten: the event is there, byte for byte.
 	if !bytes.Equal(rawLast(t, log, "s1"), data) {
@@ -325,6 +328,27 @@ func BenchmarkActorModes(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// #30: a writer cannot send an actor in the engine's sealed forms (it
+// could pass a copied token or ciphertext off as another person's), in
+// plain mode as in the sealing modes; nothing is written.
+func TestActorSealedFormRefused(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	for _, mode := range []actor.Mode{actor.Plain, actor.Encrypt} {
+		e, log, _ := sealedEngine(t, srv.ClientURL(), mode, mode == actor.Plain)
+		for _, forged := range []string{"h1:00ff", "e1:abc:def"} {
+			s := "forged-" + string(mode)
+			_, err := e.Apply(ctx, s, service.Origin{Channel: "web", Actor: forged}, nil, events.ToolDisabled{Name: "bash"})
+			if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), forged) {
+				t.Errorf("%s: actor %q: %v, want ErrInvalid naming it", mode, forged, err)
+			}
+			if last, err := log.LastSeq(ctx, s); err != nil || last != 0 {
+				t.Errorf("%s: actor %q: session at %d %v, want nothing written", mode, forged, last, err)
+			}
 		}
 	}
 }

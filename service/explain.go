@@ -127,5 +127,10 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		}
 	}
 	bst := blame.State()
+	for _, ref := range []*EventRef{last, evicted} {
+		if ref != nil {
+			ref.Actor = e.RevealActor(ctx, ref.Actor) // #30
+		}
+	}
 	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil
 }

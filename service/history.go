@@ -254,6 +254,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			rp.primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
+		h.Actor = e.RevealActor(ctx, h.Actor) // #30: a sealed actor reads back (or as erased)
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
 		}
@@ -283,6 +284,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			}
 		}
 		if c, ok := compactionOf(r); ok && applied {
+			c.Actor = e.RevealActor(ctx, c.Actor)
 			h.Compacted = c
 		}
 		if !st.InTurn {

@@ -98,5 +98,6 @@ func (e *Engine) compactedBefore(ctx context.Context, session string, until Unti
 	if !ok {
 		return nil
 	}
+	c.Actor = e.RevealActor(ctx, c.Actor)
 	return &CompactedError{Session: session, Until: until, Compaction: *c}
 }
