@@ -476,60 +476,72 @@ func (l *Log) apiPrefix() string {
 func (f *Feed) startPull(durable string, pace time.Duration) error {
 	nc := f.log.nc
 	inbox := nc.NewInbox()
-	// Room for every event asked for (at most three pulls: two, and one
-	// at a tick that finds them stalled): a full channel drops messages.
-	msgs := make(chan *nats.Msg, 4*pacedBatch)
-	sub, err := nc.ChanSubscribe(inbox, msgs)
+	next := f.log.apiPrefix() + "CONSUMER.MSG.NEXT." + f.log.name + "." + durable
+	req := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	var (
+		mu     sync.Mutex
+		credit int  // events asked for and not received
+		recv   bool // a message came since the last tick
+	)
+	ask := func() { // mu held
+		if nc.PublishRequest(next, inbox, req) == nil {
+			credit += pacedBatch
+		}
+	}
+	// An asynchronous subscription without pending limits: while the
+	// consumer folds, deliveries wait in the subscription's queue (at most
+	// the feed's MaxAckPending), never dropped as a full channel would
+	// drop them (a dropped last delivery would wait for AckWait).
+	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		mu.Lock()
+		recv = true
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			credit = 0 // a pull ended (no messages, or a warning)
+			mu.Unlock()
+			return
+		}
+		credit = max(credit-1, 0)
+		if _, pending, _, ok := ackMeta(m.Reply); ok {
+			switch {
+			case pending == 0:
+				credit = 0 // caught up: the no-wait pulls have ended
+			case pending > uint64(credit) && credit < pacedBatch:
+				ask()
+			}
+		}
+		mu.Unlock()
+		select {
+		case f.ch <- feedMsg{raw: m}:
+		case <-f.done:
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", inbox, err)
 	}
-	next := f.log.apiPrefix() + "CONSUMER.MSG.NEXT." + f.log.name + "." + durable
-	req := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
 	go func() {
 		defer sub.Unsubscribe() //nolint:errcheck // the feed is stopping
 		t := time.NewTimer(0)
 		defer t.Stop()
-		credit := 0   // events asked for and not received
-		recv := false // a message came since the last tick
-		ask := func() {
-			if nc.PublishRequest(next, inbox, req) == nil {
-				credit += pacedBatch
-			}
-		}
 		for {
 			select {
 			case <-f.done:
 				return
 			case <-t.C:
-				if !recv {
-					credit = 0 // nothing came: earlier no-wait pulls have ended
-				}
-				if credit == 0 {
-					ask()
-				}
-				recv = false
-				t.Reset(pace)
-			case m := <-msgs:
-				recv = true
-				if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-					credit = 0 // a pull ended (no messages, or a warning)
-					continue
-				}
-				credit = max(credit-1, 0)
-				if _, pending, _, ok := ackMeta(m.Reply); ok {
-					switch {
-					case pending == 0:
-						credit = 0 // caught up: the no-wait pulls have ended
-					case pending > uint64(credit) && credit < pacedBatch:
-						ask()
-					}
-				}
-				select {
-				case f.ch <- feedMsg{raw: m}:
-				case <-f.done:
-					return
-				}
 			}
+			mu.Lock()
+			if !recv {
+				credit = 0 // nothing came: earlier no-wait pulls have ended
+			}
+			if credit == 0 {
+				ask()
+			}
+			recv = false
+			mu.Unlock()
+			t.Reset(pace)
 		}
 	}()
 	return nil
