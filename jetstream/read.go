@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -329,20 +330,16 @@ type FeedConfig struct {
 	// (#28). It runs on the feed's goroutine and must be cheap.
 	Held func(session string, seq uint64, msgID string) bool
 	// Pace, when positive, replaces the standing pull (every event sent
-	// alone as it is stored, one delivery per event) by pulls of what the
-	// stream holds, one every Pace while the feed is caught up and back to
-	// back while it is behind (#28): events arrive in batches, at most
+	// alone as it is stored, one delivery per event) by no-wait pulls of
+	// what the stream holds, one every Pace while the feed is caught up
+	// and back to back while it is behind (#28): events arrive in batches, at most
 	// about Pace after they were stored, and a writer of the same process
 	// does not compete with one delivery per event. Zero: a standing pull.
 	Pace time.Duration
 }
 
-// Pulls of a paced feed: up to pacedBatch events while the feed is behind
-// (the last pull came back full), pacedIdle while it is caught up.
-const (
-	pacedBatch = 4096
-	pacedIdle  = 512
-)
+// pacedBatch is how many events one pull of a paced feed asks for.
+const pacedBatch = 4096
 
 // Feed is a durable, at-least-once stream of every event, for projections.
 // Position survives restarts: the consumer resumes after the last
@@ -358,7 +355,7 @@ type Feed struct {
 	log  *Log
 	cons jetstream.Consumer
 	cc   jetstream.ConsumeContext
-	ch   chan jetstream.Msg
+	ch   chan feedMsg
 	done chan struct{}
 	once sync.Once
 	held func(session string, seq uint64, msgID string) bool
@@ -381,14 +378,16 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 	}
-	f := &Feed{log: l, cons: cons, ch: make(chan jetstream.Msg, 8192), done: make(chan struct{}), held: cfg.Held}
+	f := &Feed{log: l, cons: cons, ch: make(chan feedMsg, 8192), done: make(chan struct{}), held: cfg.Held}
 	if cfg.Pace > 0 {
-		go f.pull(cfg.Pace)
+		if err := f.startPull(cfg.Durable, cfg.Pace); err != nil {
+			return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+		}
 		return f, nil
 	}
 	f.cc, err = cons.Consume(func(m jetstream.Msg) {
 		select {
-		case f.ch <- m:
+		case f.ch <- feedMsg{js: m}:
 		case <-f.done:
 		}
 	},
@@ -400,40 +399,152 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	return f, nil
 }
 
-// pull feeds f.ch with no-wait pulls until Stop: back to back while they
-// come back full, one every pace otherwise. A failed pull (a lost
-// connection, a leader election) is tried again at the next tick, as the
-// standing pull's errors are; a delivery lost in between is a gap the
-// consumer fills from the log (see Feed).
-func (f *Feed) pull(pace time.Duration) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	batch := pacedBatch
-	for {
-		select {
-		case <-f.done:
-			return
-		case <-t.C:
+// feedMsg is a delivered message: a jetstream.Msg of the standing pull,
+// or the core message of a paced feed's own pulls (#28), without the
+// client library's per-message wrapper, fetch goroutine and timers. A
+// value, so that a paced delivery costs no allocation of its own.
+type feedMsg struct {
+	js  jetstream.Msg
+	raw *nats.Msg
+}
+
+func (m feedMsg) Subject() string {
+	if m.raw != nil {
+		return m.raw.Subject
+	}
+	return m.js.Subject()
+}
+
+func (m feedMsg) Reply() string {
+	if m.raw != nil {
+		return m.raw.Reply
+	}
+	return m.js.Reply()
+}
+
+func (m feedMsg) Headers() nats.Header {
+	if m.raw != nil {
+		return m.raw.Header
+	}
+	return m.js.Headers()
+}
+
+func (m feedMsg) Data() []byte {
+	if m.raw != nil {
+		return m.raw.Data
+	}
+	return m.js.Data()
+}
+
+// Metadata is asked only for a reply subject ackMeta cannot read.
+func (m feedMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	if m.raw != nil {
+		return nil, fmt.Errorf("delivery with reply subject %q: not a JetStream acknowledgement subject", m.raw.Reply)
+	}
+	return m.js.Metadata()
+}
+
+// Ack acknowledges the message (and, AckAll, every one before it).
+func (m feedMsg) Ack() error {
+	if m.raw != nil {
+		return m.raw.Respond([]byte("+ACK"))
+	}
+	return m.js.Ack()
+}
+
+func (m feedMsg) none() bool { return m.raw == nil && m.js == nil }
+
+// apiPrefix is the JetStream API prefix of the log's requests.
+func (l *Log) apiPrefix() string {
+	o := l.js.Options()
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	}
+	return "$JS.API."
+}
+
+// startPull starts a paced feed: no-wait pull requests on one inbox,
+// sent every pace, and at once while a delivery says more events are
+// pending than are asked for (at most two pulls outstanding), so a feed
+// that is behind gets batches back to back and one that is caught up
+// asks once per pace. A lost request or delivery (a leader election) is
+// asked again at the next tick; a lost delivery is a gap the consumer
+// fills from the log (see Feed).
+func (f *Feed) startPull(durable string, pace time.Duration) error {
+	nc := f.log.nc
+	inbox := nc.NewInbox()
+	next := f.log.apiPrefix() + "CONSUMER.MSG.NEXT." + f.log.name + "." + durable
+	req := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	var (
+		mu     sync.Mutex
+		credit int  // events asked for and not received
+		recv   bool // a message came since the last tick
+	)
+	ask := func() { // mu held
+		if nc.PublishRequest(next, inbox, req) == nil {
+			credit += pacedBatch
 		}
-		n := 0
-		if b, err := f.cons.FetchNoWait(batch); err == nil {
-			for m := range b.Messages() {
-				select {
-				case f.ch <- m:
-					n++
-				case <-f.done:
-					return
-				}
+	}
+	// An asynchronous subscription without pending limits: while the
+	// consumer folds, deliveries wait in the subscription's queue (at most
+	// the feed's MaxAckPending), never dropped as a full channel would
+	// drop them (a dropped last delivery would wait for AckWait).
+	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		mu.Lock()
+		recv = true
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			credit = 0 // a pull ended (no messages, or a warning)
+			mu.Unlock()
+			return
+		}
+		credit = max(credit-1, 0)
+		if _, pending, _, ok := ackMeta(m.Reply); ok {
+			switch {
+			case pending == 0:
+				credit = 0 // caught up: the no-wait pulls have ended
+			case pending > uint64(credit) && credit < pacedBatch:
+				ask()
 			}
 		}
-		if n >= batch {
-			batch = pacedBatch
-			t.Reset(0)
-			continue
+		mu.Unlock()
+		select {
+		case f.ch <- feedMsg{raw: m}:
+		case <-f.done:
 		}
-		batch = pacedIdle
-		t.Reset(pace)
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
 	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	go func() {
+		defer sub.Unsubscribe() //nolint:errcheck // the feed is stopping
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.done:
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			if !recv {
+				credit = 0 // nothing came: earlier no-wait pulls have ended
+			}
+			if credit == 0 {
+				ask()
+			}
+			recv = false
+			mu.Unlock()
+			t.Reset(pace)
+		}
+	}()
+	return nil
 }
 
 // Batch is a run of records from a feed.
@@ -442,7 +553,7 @@ type Batch struct {
 	// Pending is the number of events the server still holds for the feed
 	// after this batch (0: caught up at the time of the last message).
 	Pending uint64
-	last    jetstream.Msg
+	last    feedMsg
 }
 
 // Next waits for at least one event (or ctx), then returns up to max events
@@ -455,27 +566,35 @@ func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
 // negative wait waits for ever) and returns an empty batch when none came.
 func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Batch, error) {
 	var b Batch
-	add := func(m jetstream.Msg) error {
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("feed: %w", err)
+	add := func(m feedMsg) error {
+		seq, pending, ts, ok := ackMeta(m.Reply())
+		if !ok {
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("feed: %w", err)
+			}
+			seq, pending, ts = md.Sequence.Stream, md.NumPending, md.Timestamp
 		}
-		if len(m.Data()) == 0 && m.Headers().Get(nats.MsgSize) != "" && f.headersOnly(ctx) {
+		h := m.Headers()
+		if len(m.Data()) == 0 && h.Get(nats.MsgSize) != "" && f.headersOnly(ctx) {
 			// A headers-only delivery: someone reconfigured the consumer.
 			// Folding it would skip a real event; fail the feed instead,
 			// and the next feed restores the consumer's configuration.
-			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", md.Sequence.Stream, ErrDrift)
+			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", seq, ErrDrift)
 		}
-		h := m.Headers()
 		var r Record
-		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, md.Sequence.Stream, id) {
-			r = Record{Seq: md.Sequence.Stream, Subject: m.Subject(), Session: session, Time: md.Timestamp, MsgID: id, Data: m.Data(), Held: true}
+		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, seq, id) {
+			r = Record{Seq: seq, Subject: m.Subject(), Session: session, Time: ts, MsgID: id, Data: m.Data(), Held: true}
 		} else {
-			r = f.log.record(md.Sequence.Stream, m.Subject(), md.Timestamp, id, m.Data())
+			r = f.log.record(seq, m.Subject(), ts, id, m.Data())
 		}
 		r.First = firstOfSubject(h)
+		if b.Records == nil {
+			// One allocation for what is already received (#28).
+			b.Records = make([]Record, 0, min(max, len(f.ch)+1))
+		}
 		b.Records = append(b.Records, r)
-		b.Pending = md.NumPending
+		b.Pending = pending
 		b.last = m
 		return nil
 	}
@@ -508,6 +627,46 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 	return b, nil
 }
 
+// ackMeta reads a delivery's stream sequence, pending count and
+// timestamp from its acknowledgement subject without allocating (#28: the
+// client library's Metadata allocates a struct and strings per message):
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>, or
+// with <domain>.<account hash> after ACK and a token at the end. ok is
+// false for any other form.
+func ackMeta(reply string) (seq, pending uint64, ts time.Time, ok bool) {
+	rest, found := strings.CutPrefix(reply, "$JS.ACK.")
+	if !found {
+		return 0, 0, time.Time{}, false
+	}
+	var tok [10]string
+	n := 0
+	for n < len(tok) {
+		var t string
+		t, rest, found = strings.Cut(rest, ".")
+		tok[n] = t
+		n++
+		if !found {
+			break
+		}
+	}
+	var at int // index of <sseq> in tok
+	switch {
+	case n == 7 && !found:
+		at = 3 // stream, consumer, delivered, sseq, cseq, tm, pending
+	case n >= 9:
+		at = 5 // domain, account hash, stream, consumer, delivered, sseq, cseq, tm, pending, ...
+	default:
+		return 0, 0, time.Time{}, false
+	}
+	seq, err1 := strconv.ParseUint(tok[at], 10, 64)
+	tm, err2 := strconv.ParseInt(tok[at+2], 10, 64)
+	pending, err3 := strconv.ParseUint(tok[at+3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, time.Time{}, false
+	}
+	return seq, pending, time.Unix(0, tm), true
+}
+
 // headersOnly asks the server whether the feed's consumer sends headers
 // only (a publisher may add a Nats-Msg-Size header to an empty event
 // itself: that alone proves nothing).
@@ -523,7 +682,7 @@ func (f *Feed) headersOnly(ctx context.Context) bool {
 // are delivered again, which a consumer must tolerate anyway (at least
 // once).
 func (f *Feed) Ack(b Batch) error {
-	if b.last == nil {
+	if b.last.none() {
 		return nil
 	}
 	if err := b.last.Ack(); err != nil {

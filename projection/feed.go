@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/resolver"
 )
 
 // runFeed folds from one feed until an error or ctx ends.
@@ -117,7 +118,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if u.events > 0 {
 			wait = max(0, p.flushInterval(&u)-time.Since(u.since))
 		}
-		b, err := feed.NextWithin(ctx, p.cfg.BatchSize, wait)
+		b, err := feed.NextWithin(ctx, p.takeLimit(&u), wait)
 		if err != nil {
 			return err
 		}
@@ -198,6 +199,21 @@ func (p *Projection) flushInterval(u *unflushed) time.Duration {
 	}
 	return p.cfg.FlushInterval
 }
+
+// takeLimit is how many delivered events the next fold takes: while
+// catching up, large batches (#28: fewer, larger folds), else no more than
+// fill the window to BatchSize sessions, so that a window (and the views
+// kept in memory beyond CacheSize while they are written) stays within
+// BatchSize however the feed's deliveries bunch up.
+func (p *Projection) takeLimit(u *unflushed) int {
+	if u.catchingUp() {
+		return max(p.cfg.BatchSize, catchUpTake)
+	}
+	return max(1, p.cfg.BatchSize-len(u.order))
+}
+
+// catchUpTake is the most events one fold takes while catching up.
+const catchUpTake = 4096
 
 // flushDue reports whether the folded window should be written now.
 func (p *Projection) flushDue(u *unflushed) bool {
@@ -323,6 +339,9 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 // order from next on: redeliveries below next are dropped and missing
 // sequences are read from the log.
 func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jetstream.Record) ([]jetstream.Record, error) {
+	if len(delivered) > 0 && delivered[0].Seq == next && delivered[len(delivered)-1].Seq == next+uint64(len(delivered))-1 {
+		return delivered, nil // contiguous from next, as almost always: no copy (#28)
+	}
 	out := make([]jetstream.Record, 0, len(delivered))
 	for _, r := range delivered {
 		if r.Seq < next {
@@ -413,26 +432,35 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	if err := p.heldCovered(recs); err != nil {
 		return err
 	}
-	evs := make([]aggregate.Stored, len(recs))
+	// The registry in force, for the few events whose fold needs one
+	// (read outside the lock); the others are folded as delivered,
+	// without an intermediate copy (#28).
+	var regOf map[int]*resolver.Registry
 	for i, rec := range recs {
-		if rec.Held {
-			continue // folded by Handoff
+		if rec.Held || rec.Err != nil || !aggregate.NeedsRegistry(rec.Envelope) {
+			continue
 		}
-		var err error
-		if evs[i], err = p.regs.Stored(ctx, rec); err != nil {
+		ev, err := p.regs.Stored(ctx, rec)
+		if err != nil {
 			return err
 		}
+		if regOf == nil {
+			regOf = make(map[int]*resolver.Registry)
+		}
+		regOf[i] = ev.Registry
 	}
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
-	for i, rec := range recs {
+	for i := range recs {
+		rec := &recs[i]
 		st, _ := p.cache.Get(rec.Session) // loaded above; evict runs between batches
 		if rec.Held {
 			p.heldN.Add(1)
 		}
 		if rec.Seq > st.LastSeq {
-			if err := st.ApplyStored(evs[i]); err != nil {
-				p.report(rec, err)
+			ev := aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err, Registry: regOf[i]}
+			if err := st.ApplyStored(ev); err != nil {
+				p.report(*rec, err)
 			}
 		}
 		// Marked for writing even when the state already holds it: folded

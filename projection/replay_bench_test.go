@@ -1,0 +1,89 @@
+package projection_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+)
+
+// BenchmarkReplay is a fresh projection (new durable and bucket) folding
+// a stream of 20,000 events over 1,000 sessions until WaitApplied (#28
+// item "replay"); one op is one event. allocs/event and B/event count
+// every allocation of the process (the embedded server's too) during the
+// replay.
+func BenchmarkReplay(b *testing.B) {
+	const sessions, per = 1000, 20
+	srv := natstest.Server(b)
+	nc := natstest.Connect(b, srv.ClientURL())
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := []string{"bash", "grep", "read_file", "web_fetch"}
+	var last uint64
+	for round := range per {
+		for s := range sessions {
+			session := fmt.Sprintf("rp%04d", s)
+			var p events.Payload = events.ToolDisabled{Name: names[round%len(names)]}
+			if round%2 == 1 {
+				p = events.ToolEnabled{Name: names[round%len(names)]}
+			}
+			ar, err := l.Append(ctx, session, lastOf(b, l, session), events.New(session, "web", "u", p))
+			if err != nil {
+				b.Fatal(err)
+			}
+			last = ar.Last
+		}
+	}
+	run := 0
+	replay := func() {
+		run++
+		p, err := projection.Open(ctx, l, projection.Config{Durable: fmt.Sprintf("rb%03d", run), Bucket: fmt.Sprintf("RB%03d", run)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+		err = p.WaitApplied(wctx, last)
+		wcancel()
+		cancel()
+		<-done
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	replay() // warm: the server's caches
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		replay()
+		n++
+	}
+	el := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	events := float64(n) * sessions * per
+	b.ReportMetric(events/el.Seconds(), "events/s")
+	b.ReportMetric(float64(m1.Mallocs-m0.Mallocs)/events, "allocs/event")
+	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/events, "B/event")
+}
+
+func lastOf(b *testing.B, l *jetstream.Log, session string) uint64 {
+	b.Helper()
+	seq, err := l.LastSeq(context.Background(), session)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return seq
+}
