@@ -54,7 +54,7 @@ func EncodeCommand(p events.Payload) ([]byte, error) {
 // ErrBadRequest, with the same text.
 func asBadRequest(err error) error {
 	if errors.Is(err, events.ErrInvalidCommand) {
-		return &badRequestError{msg: err.Error()}
+		return wire.BadRequest("%s", err.Error())
 	}
 	return err
 }

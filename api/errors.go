@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -33,19 +32,12 @@ const (
 
 // ErrBadRequest is matched (errors.Is) by every error the api package returns for a
 // request it cannot accept (malformed JSON, unknown field or command type,
-// wrong field type, bad query parameter). It maps to CodeInvalid.
-var ErrBadRequest = errors.New("bad request")
+// wrong field type, bad query parameter): wire.ErrBadRequest. It maps to
+// CodeInvalid.
+var ErrBadRequest = wire.ErrBadRequest
 
-// badRequestError is a request error whose message is only the problem;
-// it matches ErrBadRequest.
-type badRequestError struct{ msg string }
-
-func (e *badRequestError) Error() string        { return e.msg }
-func (e *badRequestError) Is(target error) bool { return target == ErrBadRequest }
-
-func badRequest(format string, args ...any) error {
-	return &badRequestError{msg: fmt.Sprintf(format, args...)}
-}
+// badRequest is wire.BadRequest.
+var badRequest = wire.BadRequest
 
 // APIError is an error reply: wire.Error, whose JSON is the envelope's
 // "error" object. Status is the HTTP status (also the NATS micro error

@@ -53,7 +53,7 @@ func (a *API) Handler() http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		mp := wantsMsgpack(r.Header.Get("Accept"))
+		mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 		if allow := allowed(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
@@ -83,7 +83,7 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 func (a *API) httpOp(op *operation) http.Handler {
 	names := openapi.PathNames(op.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mp := wantsMsgpack(r.Header.Get("Accept"))
+		mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 		start := time.Now()
 		resp, channel, err := a.serveHTTP(op, names, r)
 		defer func() { a.observe(op, channel, err, start) }()
@@ -158,12 +158,12 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 			return nil, label, err
 		}
 	default: // GET, HEAD
-		if err := bindQuery(req, r.URL.Query(), names); err != nil {
+		if err := wire.BindQuery(req, r.URL.Query(), names); err != nil {
 			return nil, label, err
 		}
 	}
 	for _, n := range names {
-		if err := bindPath(req, n, r.PathValue(n)); err != nil {
+		if err := wire.BindPath(req, n, r.PathValue(n)); err != nil {
 			return nil, label, err
 		}
 	}
@@ -172,7 +172,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	}
 	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
 	if tok != nil && tok.Actor != "" {
-		body, _ := fieldString(req, "actor")
+		body, _ := wire.FieldString(req, "actor")
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
 				return nil, label, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/wire"
 )
 
 // Token is one entry of a tokens file: a bearer token and the channel
@@ -147,7 +148,7 @@ func checkContentType(r *http.Request, data []byte) error {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == MIMEJSON || isMsgpack(mt)) {
+	if err == nil && (mt == MIMEJSON || wire.IsMsgpack(mt)) {
 		return nil
 	}
 	if ct == "" {
@@ -184,13 +185,13 @@ func (a *API) Protect(next http.Handler) http.Handler {
 		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
 			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clip.String(originOf(r), clip.Max))})
 	}))
 	protected := cop.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r.Host) {
-			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
 				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clip.String(r.Host, clip.Max), strings.Join(a.hostNames(), ", "))})
 			return
 		}

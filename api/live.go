@@ -111,7 +111,7 @@ func (a *API) httpLive(op *operation) http.Handler {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
 			}
 			a.logError(op, e, err)
-			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), e)
+			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), e)
 		}
 	})
 }

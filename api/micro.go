@@ -136,7 +136,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 			return
 		}
 		start := time.Now()
-		mp := wantsMsgpack(r.Headers().Get("Accept"))
+		mp := wire.WantsMsgpack(r.Headers().Get("Accept"))
 		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
@@ -297,6 +297,6 @@ func (a *API) unknownOp() micro.Handler {
 		}
 		e := &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
 			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clip.String(suffix, clip.Max), clip.String(r.Subject(), clip.Max), prefix, strings.Join(subjects, ", "))}
-		a.respondError(r, wantsMsgpack(r.Headers().Get("Accept")), e)
+		a.respondError(r, wire.WantsMsgpack(r.Headers().Get("Accept")), e)
 	})
 }

@@ -75,7 +75,7 @@ var openAPIJSON = func() []byte {
 // serveOpenAPI answers GET PathOpenAPI with the read operations'
 // authentication.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
-	mp := wantsMsgpack(r.Header.Get("Accept"))
+	mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 	if _, err := a.authenticate(opsByName[wire.OpSessions.Name], r); err != nil {
 		e := errorOf(err)
 		if e.Code == CodeUnauthorized {

@@ -301,16 +301,16 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 
 // check validates the fields every operation shares and fills o.Actor.
 func (a *API) check(req any, o *service.Origin) error {
-	if s, ok := fieldString(req, "session"); ok {
+	if s, ok := wire.FieldString(req, "session"); ok {
 		if err := validSession(s); err != nil {
 			return err
 		}
 	}
-	if p, ok := fieldString(req, "provider"); ok && p != "" && !slices.Contains(service.Providers, p) {
+	if p, ok := wire.FieldString(req, "provider"); ok && p != "" && !slices.Contains(service.Providers, p) {
 		return badRequest("provider %q is unknown: use one of %s", clip.String(p, clip.Max), strings.Join(service.Providers, ", "))
 	}
 	if o.Actor == "" {
-		o.Actor, _ = fieldString(req, "actor")
+		o.Actor, _ = wire.FieldString(req, "actor")
 	}
 	return validActor(o.Actor)
 }
