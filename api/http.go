@@ -122,7 +122,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	if tok != nil {
 		channel = tok.Channel
 	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := validToken(HeaderChannel+" header", ch); err != nil {
+		if err := service.ValidToken(HeaderChannel+" header", ch); err != nil {
 			return nil, "", err
 		}
 		channel = ch

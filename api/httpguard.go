@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -61,10 +62,10 @@ func ParseTokens(data []byte) (*Tokens, error) {
 		if len(e.Token) < MinTokenLen {
 			return nil, fmt.Errorf("tokens: entry %d (channel %q): token has %d characters, want at least %d (e.g. openssl rand -hex 24)", i, e.Channel, len(e.Token), MinTokenLen)
 		}
-		if err := validToken("channel of tokens entry "+fmt.Sprint(i), e.Channel); err != nil {
+		if err := service.ValidToken("channel of tokens entry "+fmt.Sprint(i), e.Channel); err != nil {
 			return nil, fmt.Errorf("tokens: %v", err)
 		}
-		if err := validActor(e.Actor); err != nil {
+		if err := service.ValidActor(e.Actor); err != nil {
 			return nil, fmt.Errorf("tokens: entry %d: %v", i, err)
 		}
 		h := sha256.Sum256([]byte(e.Token))

@@ -34,29 +34,6 @@ import (
 // it shuts down) ends every stream at once, so that http.Server.Shutdown
 // does not wait for them.
 
-// LiveEvent is one event of a live stream (wire.LiveEvent's JSON).
-type LiveEvent struct {
-	service.EventRef
-	Session string   `json:"session"`
-	Payload *Command `json:"payload,omitempty"`
-	Error   string   `json:"error,omitempty"`
-}
-
-// liveEventOf is r as a live stream sends it.
-func liveEventOf(r service.WatchedEvent) LiveEvent {
-	e := LiveEvent{
-		EventRef: service.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
-		Session:  r.Session,
-	}
-	if r.Err != nil {
-		e.Error = r.Err.Error()
-	}
-	if r.Envelope.Payload != nil {
-		e.Payload = &Command{r.Envelope.Payload}
-	}
-	return e
-}
-
 var liveOps = func() map[string]*operation {
 	m := map[string]*operation{}
 	for _, o := range wire.LiveOperations() {
@@ -128,7 +105,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 	if tok != nil {
 		channel = tok.Channel
 	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := validToken(HeaderChannel+" header", ch); err != nil {
+		if err := service.ValidToken(HeaderChannel+" header", ch); err != nil {
 			return "", err
 		}
 		channel = ch
@@ -219,7 +196,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 			_ = flush()
 			return label, nil
 		}
-		body, err := json.Marshal(liveEventOf(rec))
+		body, err := json.Marshal(service.LiveEventOf(rec))
 		if err != nil {
 			return label, nil
 		}
@@ -278,7 +255,7 @@ func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro
 			a.respondError(r, false, e)
 			a.observe(op, channel, err, start)
 		}
-		if err := validToken("channel (subject token)", channel); err != nil {
+		if err := service.ValidToken("channel (subject token)", channel); err != nil {
 			fail(err)
 			return
 		}
@@ -374,7 +351,7 @@ func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, repl
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
 			return
 		}
-		body, err := json.Marshal(liveEventOf(rec))
+		body, err := json.Marshal(service.LiveEventOf(rec))
 		if err != nil {
 			continue
 		}

@@ -118,7 +118,7 @@ func Subject(prefix, channel, op string) (string, error) {
 	if prefix == "" {
 		prefix = Config{}.withDefaults().SubjectPrefix
 	}
-	if err := validToken("channel", channel); err != nil {
+	if err := service.ValidToken("channel", channel); err != nil {
 		return "", err
 	}
 	return prefix + "." + channel + "." + o.Subject, nil
@@ -189,7 +189,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 // prepareMicro decodes and checks a request (quick, bounded work).
 func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any, service.Origin, error) {
 	var o service.Origin
-	if err := validToken("channel (subject token)", channel); err != nil {
+	if err := service.ValidToken("channel (subject token)", channel); err != nil {
 		return nil, o, err
 	}
 	data := r.Data()
@@ -207,7 +207,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	// Every operation knows its caller's channel: writes record it, reads
 	// resolve under its policy (#31).
 	o.Channel = channel
-	if err := a.check(req, &o); err != nil {
+	if err := service.CheckRequest(req, &o); err != nil {
 		return nil, o, err
 	}
 	return req, o, nil
