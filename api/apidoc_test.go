@@ -2,7 +2,7 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/wire"
 
 	"bytes"

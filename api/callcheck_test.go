@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -97,7 +98,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 // path; the reply carries the #31 fields by their JSON names; a read-only
 // token may call it (it writes nothing), not turn-begin.
 func TestCallCheckHTTPBodyAndReadOnlyToken(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

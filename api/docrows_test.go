@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/tokens"
 
 	"encoding/json"
 	"net/http"
@@ -133,7 +134,7 @@ func TestReadOnlyTokenAsDocumented(t *testing.T) {
 	if strings.Contains(readOnlyList(), "turn-dispatch") || !strings.Contains(doc, "`turn-dispatch`\n  writes no events but records") {
 		t.Errorf("docs/api.md does not say why turn-dispatch needs a writing token")
 	}
-	toks, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -136,7 +137,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 
 // Issue 11 item 6: with tokens, the channel comes from the token.
 func TestHTTPTokens(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"bot-token-0123456789","channel":"slack","actor":"bot"}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"bot-token-0123456789","channel":"slack","actor":"bot"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func TestHTTPTokens(t *testing.T) {
 		t.Fatalf("history: %+v %v", h.Entries, err)
 	}
 	for _, bad := range []string{`[]`, `[{"token":"short","channel":"web"}]`, `[{"token":"0123456789abcdef","channel":"a.b"}]`, `{"token":"x"}`} {
-		if _, err := ParseTokens([]byte(bad)); err == nil {
-			t.Errorf("ParseTokens(%s) accepted", bad)
+		if _, err := tokens.Parse([]byte(bad)); err == nil {
+			t.Errorf("tokens.Parse(%s) accepted", bad)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )

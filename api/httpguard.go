@@ -1,101 +1,18 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/wire"
 )
-
-// Token is one entry of a tokens file: a bearer token and the channel
-// (and optionally the actor) its requests write as.
-type Token struct {
-	// Token is the secret, at least 16 characters.
-	Token string `json:"token"`
-	// Channel is recorded on the events the token's requests write; an
-	// Engine-Channel header must be absent or equal.
-	Channel string `json:"channel"`
-	// Actor, when set, is the only actor the token may write as.
-	Actor string `json:"actor,omitempty"`
-	// ReadOnly tokens may call only the read operations (intent, resolve,
-	// history, explain, sessions, registry, budget, turn-inspect,
-	// turn-call-check, registry-diff: those that write no event).
-	ReadOnly bool `json:"read_only,omitempty"`
-}
-
-// Tokens authenticate HTTP requests (Config.Tokens). Build it with
-// LoadTokens or ParseTokens.
-type Tokens struct {
-	byHash map[[32]byte]Token
-}
-
-// MinTokenLen is the shortest token a tokens file may hold.
-const MinTokenLen = 16
-
-// ParseTokens reads a tokens file: a JSON array of Token, e.g.
-//
-//	[{"token":"4f1c…","channel":"web"},
-//	 {"token":"9a07…","channel":"audit","read_only":true}]
-func ParseTokens(data []byte) (*Tokens, error) {
-	var list []Token
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&list); err != nil {
-		return nil, fmt.Errorf("tokens: want a JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}: %w", err)
-	}
-	if len(list) == 0 {
-		return nil, errors.New("tokens: the file lists no token")
-	}
-	t := &Tokens{byHash: make(map[[32]byte]Token, len(list))}
-	for i, e := range list {
-		if len(e.Token) < MinTokenLen {
-			return nil, fmt.Errorf("tokens: entry %d (channel %q): token has %d characters, want at least %d (e.g. openssl rand -hex 24)", i, e.Channel, len(e.Token), MinTokenLen)
-		}
-		if err := service.ValidToken("channel of tokens entry "+fmt.Sprint(i), e.Channel); err != nil {
-			return nil, fmt.Errorf("tokens: %v", err)
-		}
-		if err := service.ValidActor(e.Actor); err != nil {
-			return nil, fmt.Errorf("tokens: entry %d: %v", i, err)
-		}
-		h := sha256.Sum256([]byte(e.Token))
-		if _, dup := t.byHash[h]; dup {
-			return nil, fmt.Errorf("tokens: entry %d repeats an earlier token", i)
-		}
-		t.byHash[h] = e
-	}
-	return t, nil
-}
-
-// LoadTokens reads a tokens file (see ParseTokens).
-func LoadTokens(path string) (*Tokens, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read tokens file: %w", err)
-	}
-	t, err := ParseTokens(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return t, nil
-}
-
-// lookup finds a token. The map is keyed by the token's SHA-256, so the
-// lookup time does not depend on how much of a guess matches a token.
-func (t *Tokens) lookup(token string) (Token, bool) {
-	e, ok := t.byHash[sha256.Sum256([]byte(token))]
-	return e, ok
-}
 
 // readOnlyOps are the operations a read-only token may call.
 var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true,
@@ -103,7 +20,7 @@ var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": tr
 	"turn-call-check": true, "registry-diff": true, "session-live": true, "events-live": true}
 
 // authenticate returns the token of an HTTP request, or a 401/403 error.
-func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
+func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error) {
 	if a.cfg.Tokens == nil {
 		return nil, nil
 	}
@@ -112,7 +29,7 @@ func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
 		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 			Message: "this engine's HTTP API needs Authorization: Bearer <token> (a token of its --http-tokens file)"}
 	}
-	e, ok := a.cfg.Tokens.lookup(strings.TrimSpace(tok))
+	e, ok := a.cfg.Tokens.Lookup(strings.TrimSpace(tok))
 	if !ok {
 		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the bearer token is not one of this engine's tokens"}
 	}
@@ -133,7 +50,7 @@ func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
 // unknownChannels, one budget that every made-up Engine-Channel shares.
 // Without tokens the header is the caller's word: a client that sends
 // many channel names gets no more than one channel's share.
-func (a *API) httpLimitKey(tok *Token, channel string) string {
+func (a *API) httpLimitKey(tok *tokens.Token, channel string) string {
 	if tok != nil || channel == a.cfg.HTTPChannel || slices.Contains(a.cfg.HTTPChannels, channel) {
 		return channel
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -92,7 +93,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 // erase is the erase channel's only: any other channel gets 403 and
 // nothing is written.
 func TestDeleteRights(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"web-token-0123456789","channel":"web"}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"web-token-0123456789","channel":"web"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

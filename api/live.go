@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -230,7 +231,7 @@ func TestLiveHTTPDeletedSessionEnds(t *testing.T) {
 // heartbeats; StopLive (engine shutdown) ends every stream and refuses
 // new ones with 503.
 func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"reflect"
 
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/wire"
 )
 

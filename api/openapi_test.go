@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/tokens"
 
 	"bytes"
 	"encoding/json"
@@ -180,7 +181,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 // no tokens file, and with one to any of its tokens, read-only included
 // (the read operations' rule); without a token it is 401.
 func TestOpenAPIServedAsReadOperations(t *testing.T) {
-	tokens, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	tokens, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -157,8 +158,8 @@ type Config struct {
 	EraseChannel string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
-	// (see LoadTokens).
-	Tokens *Tokens
+	// (see tokens.Load).
+	Tokens *tokens.Set
 	// Hosts are the Host header values the HTTP gateway accepts (a name,
 	// or name:port); a request naming another host is refused, which
 	// stops DNS rebinding. Default: localhost, 127.0.0.1 and [::1] on any
