@@ -46,18 +46,7 @@ var liveOps = func() map[string]*operation {
 // with 503: engine serve calls it when it shuts down (http.Server's
 // RegisterOnShutdown), before waiting for requests in flight. Safe to
 // call more than once.
-func (a *API) StopLive() { a.stopLive() }
-
-// liveAcquire takes a live-stream slot of key, or returns the 429 of a
-// full live budget.
-func (a *API) liveAcquire(key, channel string) error {
-	if err := a.live.acquire(key, channel); err != nil {
-		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-			Message: fmt.Sprintf("channel %q has the most live streams open the engine allows (%d per channel, %d in all): close one or retry later",
-				clip.String(channel, clip.Max), a.cfg.MaxLivePerChannel, a.cfg.MaxLive)}
-	}
-	return nil
-}
+func (a *API) StopLive() { a.live.Stop() }
 
 // liveAfter is where a live stream starts: Last-Event-ID (what a
 // reconnecting EventSource sends) wins over the after_seq parameter.
@@ -129,22 +118,14 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 		a.observe(op, label, nil, start)
 		return label, nil
 	}
-	if err := a.liveAcquire(key, channel); err != nil {
-		return label, err
-	}
-	defer a.live.release(key)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(a.liveCtx, cancel)
-	defer stop()
-	if a.liveCtx.Err() != nil {
+	st, err := a.live.Open(r.Context(), key, channel, session, after)
+	if errors.Is(err, service.ErrLiveStopped) {
 		return label, &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect to another engine or later"}
 	}
-	wt, err := a.eng.Watch(ctx, session, after)
 	if err != nil {
 		return label, err
 	}
-	defer wt.Stop()
+	defer st.Close()
 
 	// A stream outlives the server's read and write timeouts, which are
 	// sized for one request.
@@ -166,49 +147,28 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 	// retry: how long an EventSource waits before reconnecting.
 	fmt.Fprintf(bw, "retry: 2000\n: live %s after %d\n\n", clip.String(session, clip.Max), after)
 	a.observe(op, label, nil, start)
-	if flush() != nil {
-		return label, nil
-	}
-	for {
-		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
-		rec, err := wt.Next(nctx)
-		ncancel()
-		switch {
-		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, service.ErrWatchStopped):
-			// client gone, engine stopping, or the session was deleted
-			if errors.Is(err, service.ErrWatchEnded) {
-				fmt.Fprint(bw, "event: end\ndata: {}\n\n")
-				_ = flush()
-			}
-			return label, nil
-		case errors.Is(err, context.DeadlineExceeded):
+	for err := flush(); err == nil; err = flush() {
+		switch step := st.Next(); step.Kind {
+		case service.LiveEventStep:
+			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", step.Seq, step.Type, step.Data)
+		case service.LiveHeartbeatStep:
 			fmt.Fprint(bw, ": heartbeat\n\n")
-			if flush() != nil {
-				return label, nil
-			}
-			continue
+		case service.LiveEndedStep: // the session was deleted
+			fmt.Fprint(bw, "event: end\ndata: {}\n\n")
+			_ = flush()
+			return label, nil
+		case service.LiveStoppedStep: // client gone or engine stopping
+			return label, nil
 		default:
-			e := errorOf(err)
-			a.logError(op, e, err)
+			e := errorOf(step.Err)
+			a.logError(op, e, step.Err)
 			body, _ := json.Marshal(wire.Envelope{Error: e})
 			fmt.Fprintf(bw, "event: error\ndata: %s\n\n", body)
 			_ = flush()
 			return label, nil
 		}
-		body, err := json.Marshal(service.LiveEventOf(rec))
-		if err != nil {
-			return label, nil
-		}
-		typ := string(rec.Envelope.Type)
-		if rec.Err != nil || typ == "" || strings.ContainsAny(typ, "\r\n") {
-			typ = "undecodable"
-		}
-		fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, typ, body)
-		if flush() != nil {
-			return label, nil
-		}
 	}
+	return label, nil
 }
 
 // addLiveEndpoints adds the live operations to the micro service: a
@@ -277,35 +237,19 @@ func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro
 			fail(badRequest("%s: field \"session\" is required", op.Name))
 			return
 		}
-		if err := a.liveAcquire(channel, channel); err != nil {
-			fail(err)
-			return
+		st, err := a.live.Open(ctx, channel, channel, req.Session, req.AfterSeq)
+		if errors.Is(err, service.ErrLiveStopped) {
+			err = &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"}
 		}
-		sctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(a.liveCtx, cancel)
-		if a.liveCtx.Err() != nil {
-			stop()
-			cancel()
-			a.live.release(channel)
-			fail(&APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"})
-			return
-		}
-		wt, err := a.eng.Watch(sctx, req.Session, req.AfterSeq)
 		if err != nil {
-			stop()
-			cancel()
-			a.live.release(channel)
 			fail(err)
 			return
 		}
 		a.observe(op, channel, nil, start)
 		reply := r.Reply()
 		go func() {
-			defer a.live.release(channel)
-			defer cancel()
-			defer stop()
-			defer wt.Stop()
-			a.streamNATS(sctx, nc, op, reply, wt)
+			defer st.Close()
+			a.streamNATS(nc, op, reply, st)
 		}()
 	})
 }
@@ -314,10 +258,10 @@ func liveMsg(reply, kind string, body []byte) *nats.Msg {
 	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{wire.LiveHeader: []string{kind}, "Content-Type": []string{MIMEJSON}}}
 }
 
-// streamNATS sends wt's events to reply until the stream ends.
-func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, reply string, wt *service.Watch) {
+// streamNATS sends st's steps to reply until the stream ends.
+func (a *API) streamNATS(nc *nats.Conn, op *operation, reply string, st *service.LiveStream) {
 	alive := func() bool {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, cancel := context.WithTimeout(st.Context(), time.Second)
 		defer cancel()
 		_, err := nc.RequestMsgWithContext(pctx, liveMsg(reply, wire.LiveHeartbeatMsg, nil))
 		return !errors.Is(err, nats.ErrNoResponders)
@@ -326,36 +270,28 @@ func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, repl
 		return
 	}
 	for {
-		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
-		rec, err := wt.Next(nctx)
-		ncancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, service.ErrWatchEnded):
+		switch step := st.Next(); step.Kind {
+		case service.LiveEventStep:
+			if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, step.Data)); err != nil {
+				return
+			}
+		case service.LiveHeartbeatStep:
+			if !alive() {
+				return
+			}
+		case service.LiveEndedStep:
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
 			return
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchStopped):
+		case service.LiveStoppedStep:
 			// The engine stops: the client reconnects (to another engine).
 			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
 			return
-		case errors.Is(err, context.DeadlineExceeded):
-			if !alive() {
-				return
-			}
-			continue
 		default:
-			e := errorOf(err)
-			a.logError(op, e, err)
+			e := errorOf(step.Err)
+			a.logError(op, e, step.Err)
 			body, _ := json.Marshal(wire.Envelope{Error: e})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
-			return
-		}
-		body, err := json.Marshal(service.LiveEventOf(rec))
-		if err != nil {
-			continue
-		}
-		if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, body)); err != nil {
 			return
 		}
 	}

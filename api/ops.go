@@ -267,9 +267,7 @@ type API struct {
 	cfg Config
 	lim *limiter
 
-	live     *limiter // live streams (live.go)
-	liveCtx  context.Context
-	stopLive context.CancelFunc
+	live *service.LiveHub // live streams (live.go)
 }
 
 // New returns the API of eng, or the problems of cfg (Config.Validate).
@@ -278,9 +276,8 @@ func New(eng *service.Engine, cfg Config) (*API, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	lctx, stop := context.WithCancel(context.Background())
 	return &API{eng: eng, req: service.NewRequests(eng), cfg: cfg, lim: newLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight),
-		live: newLimiter(cfg.MaxLivePerChannel, cfg.MaxLive), liveCtx: lctx, stopLive: stop}, nil
+		live: service.NewLiveHub(eng, cfg.MaxLivePerChannel, cfg.MaxLive, cfg.LiveHeartbeat)}, nil
 }
 
 // Config returns the configuration in use, defaults filled in.
