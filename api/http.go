@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/msgpackjson"
 	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -96,7 +97,7 @@ func (a *API) httpOp(op *operation) http.Handler {
 			a.writeError(w, mp, e)
 			return
 		}
-		body, err := encodeReply(resp, mp)
+		body, err := msgpackjson.EncodeReply(resp, mp)
 		if err != nil {
 			a.writeError(w, mp, errorOf(err))
 			return
@@ -154,7 +155,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		if err := checkContentType(r, data); err != nil {
 			return nil, label, err
 		}
-		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
+		if err := msgpackjson.DecodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
 			return nil, label, err
 		}
 	default: // GET, HEAD
@@ -197,7 +198,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 	if ra := retryAfter(e); ra != "" {
 		w.Header().Set(HeaderRetryAfter, ra)
 	}
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
+	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		http.Error(w, e.Message, e.Status)
 		return

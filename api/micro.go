@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/msgpackjson"
 	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -173,7 +174,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 				a.observe(op, channel, err, start)
 				return
 			}
-			body, err := encodeReply(resp, mp)
+			body, err := msgpackjson.EncodeReply(resp, mp)
 			if err != nil {
 				late.Add(1)
 				_ = nc.PublishMsg(errorMsg(reply, mp, errorOf(err)))
@@ -197,7 +198,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 		return nil, o, tooLarge(a.cfg.MaxBodyBytes)
 	}
 	req := op.newReq()
-	if err := decodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
+	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}
 	if err := bindIdempotencyKey(req, r.Headers().Get(HeaderIdempotencyKey)); err != nil {
@@ -214,7 +215,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 }
 
 func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
+	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}
@@ -231,7 +232,7 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 // errorMsg is the error reply respondError sends, as a message to reply:
 // the same body and headers (micro's error headers included).
 func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
+	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}
