@@ -133,11 +133,11 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	// "other" (#24 row 6: a made-up Engine-Channel neither gets a budget
 	// of its own nor a metrics series).
 	key := a.httpLimitKey(tok, channel)
-	label := channelLabel(key)
-	if err := a.lim.acquire(key, channel); err != nil {
+	label := service.ChannelLabel(key)
+	if err := a.lim.Acquire(key, channel); err != nil {
 		return nil, label, err
 	}
-	defer a.lim.release(key)
+	defer a.lim.Release(key)
 	req := op.newReq()
 	switch r.Method {
 	case http.MethodPost:

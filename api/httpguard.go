@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -47,14 +48,14 @@ func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error
 // httpLimitKey is the limiter key of an HTTP request of channel (#24 row
 // 6): the channel itself when the engine knows it (a token's channel, the
 // default HTTPChannel, or one of Config.HTTPChannels), else
-// unknownChannels, one budget that every made-up Engine-Channel shares.
+// service.UnknownChannels, one budget that every made-up Engine-Channel shares.
 // Without tokens the header is the caller's word: a client that sends
 // many channel names gets no more than one channel's share.
 func (a *API) httpLimitKey(tok *tokens.Token, channel string) string {
 	if tok != nil || channel == a.cfg.HTTPChannel || slices.Contains(a.cfg.HTTPChannels, channel) {
 		return channel
 	}
-	return unknownChannels
+	return service.UnknownChannels
 }
 
 // checkContentType refuses a body that is neither JSON nor msgpack (issue

@@ -100,7 +100,7 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 		channel = ch
 	}
 	key := a.httpLimitKey(tok, channel)
-	label := channelLabel(key)
+	label := service.ChannelLabel(key)
 	q := r.URL.Query()
 	for k := range q {
 		if k != "after_seq" {

@@ -150,7 +150,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 			fail(err)
 			return
 		}
-		if err := a.lim.acquire(channel, channel); err != nil {
+		if err := a.lim.Acquire(channel, channel); err != nil {
 			fail(err)
 			return
 		}
@@ -164,7 +164,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 		// Respond and Error write it (a data race under -race).
 		reply := r.Reply()
 		go func() {
-			defer a.lim.release(channel)
+			defer a.lim.Release(channel)
 			resp, err := a.call(ctx, op, req, o)
 			if err != nil {
 				late.Add(1)

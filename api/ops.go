@@ -265,7 +265,7 @@ type API struct {
 	eng *service.Engine
 	req *service.Requests
 	cfg Config
-	lim *limiter
+	lim *service.Limiter
 
 	live *service.LiveHub // live streams (live.go)
 }
@@ -276,7 +276,7 @@ func New(eng *service.Engine, cfg Config) (*API, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &API{eng: eng, req: service.NewRequests(eng), cfg: cfg, lim: newLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight),
+	return &API{eng: eng, req: service.NewRequests(eng), cfg: cfg, lim: service.NewLimiter(cfg.MaxInFlightPerChannel, cfg.MaxInFlight),
 		live: service.NewLiveHub(eng, cfg.MaxLivePerChannel, cfg.MaxLive, cfg.LiveHeartbeat)}, nil
 }
 

@@ -94,9 +94,7 @@ func TestRetryAfterOnBusyAndUnavailable(t *testing.T) {
 func holding(t *testing.T, env *testEnv, channel string) {
 	t.Helper()
 	natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-		env.api.lim.mu.Lock()
-		defer env.api.lim.mu.Unlock()
-		if n := env.api.lim.inFlight[channel]; n != 1 {
+		if n := env.api.lim.InFlight(channel); n != 1 {
 			return fmt.Errorf("channel %s has %d requests in flight", channel, n)
 		}
 		return nil

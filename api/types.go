@@ -67,3 +67,7 @@ var EncodeCommand = service.EncodeCommand
 // DefaultEraseChannel is the channel allowed to erase sessions when
 // Config.EraseChannel is empty (#30).
 const DefaultEraseChannel = "ops"
+
+// OtherChannels is the channel label of requests from unknown HTTP
+// channels in Config.Observe (and so in /metrics): service.OtherChannels.
+const OtherChannels = service.OtherChannels
