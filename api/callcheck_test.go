@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // editedRegistry is the default registry with version and tool's
@@ -58,7 +59,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := c.CallCheck(ctx, s, "bash")
-		asAPIError(t, err, http.StatusConflict, CodeNoTurn)
+		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
 		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s}); err != nil {
 			t.Fatal(err)
 		}

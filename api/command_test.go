@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
 )
 
 func TestDecodeCommand(t *testing.T) {
@@ -42,7 +43,7 @@ func TestDecodeCommand(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %#v, want %#v", tc.in, got, tc.want)
 		}
-		enc, err := EncodeCommand(got)
+		enc, err := service.EncodeCommand(got)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,14 +93,14 @@ func TestEncodeCommandEveryType(t *testing.T) {
 			t.Errorf("event type %s has no command fields", typ)
 		}
 	}
-	if _, err := EncodeCommand(nil); err == nil {
+	if _, err := service.EncodeCommand(nil); err == nil {
 		t.Error("EncodeCommand(nil) succeeded")
 	}
-	b, _ := EncodeCommand(&events.ToolDisabled{Name: "bash"})
+	b, _ := service.EncodeCommand(&events.ToolDisabled{Name: "bash"})
 	if string(b) != `{"type":"ToolDisabled","name":"bash"}` {
 		t.Errorf("pointer payload encodes as %s", b)
 	}
-	b, _ = EncodeCommand(events.TurnStarted{Turn: 2})
+	b, _ = service.EncodeCommand(events.TurnStarted{Turn: 2})
 	if string(b) != `{"type":"TurnStarted","turn":2}` {
 		t.Errorf("TurnStarted encodes as %s", b)
 	}
@@ -125,7 +126,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if _, ok := events.PayloadValue(p); !ok {
 			t.Fatalf("decoded %T is not a payload", p)
 		}
-		enc, err := EncodeCommand(p)
+		enc, err := service.EncodeCommand(p)
 		if err != nil {
 			t.Fatalf("encode %#v: %v", p, err)
 		}

@@ -57,11 +57,11 @@ func (a *API) Handler() http.Handler {
 		mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 		if allow := allowed(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethodNotAllowed,
 				Message: "method " + r.Method + " is not allowed on " + r.URL.Path + ": use " + strings.Join(allow, " or ")})
 			return
 		}
-		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: "no route for " + r.Method + " " + r.URL.Path + ": the API is under /v1 (GET /v1/sessions, /v1/sessions/{session}, ...)"})
 	}))
 }
@@ -88,7 +88,7 @@ func (a *API) httpOp(op *operation) http.Handler {
 		start := time.Now()
 		resp, channel, err := a.serveHTTP(op, names, r)
 		defer func() { a.observe(op, channel, err, start) }()
-		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == CodeUnauthorized {
+		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == wire.CodeUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
 		}
 		if err != nil {
@@ -168,15 +168,15 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 			return nil, label, err
 		}
 	}
-	if err := bindIdempotencyKey(req, r.Header.Get(HeaderIdempotencyKey)); err != nil {
+	if err := bindIdempotencyKey(req, r.Header.Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, label, err
 	}
-	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
+	o := service.Origin{Actor: r.Header.Get(wire.HeaderActor)}
 	if tok != nil && tok.Actor != "" {
 		body, _ := wire.FieldString(req, "actor")
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
-				return nil, label, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+				return nil, label, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clip.String(got, clip.Max), tok.Actor)}
 			}
 		}
@@ -190,13 +190,13 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 }
 
 func tooLarge(limit int64) error {
-	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
 		Message: "request body exceeds " + byteSize(limit) + ": send fewer commands per request"}
 }
 
 func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 	if ra := retryAfter(e); ra != "" {
-		w.Header().Set(HeaderRetryAfter, ra)
+		w.Header().Set(wire.HeaderRetryAfter, ra)
 	}
 	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
@@ -213,7 +213,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 
 func (a *API) logError(op *operation, e *APIError, err error) {
 	ev := a.cfg.Logger.Debug()
-	if e.Code == CodeInternal || e.Code == CodeUnavailable {
+	if e.Code == wire.CodeInternal || e.Code == CodeUnavailable {
 		ev = a.cfg.Logger.Warn()
 	}
 	ev.Str("op", op.Name).Str("code", e.Code).Err(err).Msg("request failed")

@@ -27,19 +27,19 @@ func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error
 	}
 	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		return nil, &APIError{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized,
 			Message: "this engine's HTTP API needs Authorization: Bearer <token> (a token of its --http-tokens file)"}
 	}
 	e, ok := a.cfg.Tokens.Lookup(strings.TrimSpace(tok))
 	if !ok {
-		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the bearer token is not one of this engine's tokens"}
+		return nil, &APIError{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized, Message: "the bearer token is not one of this engine's tokens"}
 	}
 	if e.ReadOnly && !readOnlyOps[op.Name] {
-		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("the token of channel %q is read-only and may not call %s", e.Channel, op.Name)}
 	}
 	if ch := r.Header.Get(HeaderChannel); ch != "" && ch != e.Channel {
-		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("%s %q differs from the token's channel %q: leave the header out or send the token of that channel", HeaderChannel, clip.String(ch, clip.Max), e.Channel)}
 	}
 	return &e, nil
@@ -73,8 +73,8 @@ func checkContentType(r *http.Request, data []byte) error {
 	if ct == "" {
 		ct = "none"
 	}
-	return &APIError{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia,
-		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, MIMEMsgpack)}
+	return &APIError{Status: http.StatusUnsupportedMediaType, Code: wire.CodeUnsupportedMedia,
+		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, wire.MIMEMsgpack)}
 }
 
 // parseOrigin checks an allowed origin: scheme://host[:port], no path.
@@ -104,13 +104,13 @@ func (a *API) Protect(next http.Handler) http.Handler {
 		}
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clip.String(originOf(r), clip.Max))})
 	}))
 	protected := cop.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r.Host) {
-			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clip.String(r.Host, clip.Max), strings.Join(a.hostNames(), ", "))})
 			return
 		}

@@ -73,7 +73,7 @@ func (a *API) httpLive(op *operation) http.Handler {
 		if err != nil {
 			a.observe(op, label, err, start)
 			e := errorOf(err)
-			if e.Code == CodeUnauthorized {
+			if e.Code == wire.CodeUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
 			}
 			a.logError(op, e, err)
@@ -189,7 +189,7 @@ func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.G
 			"write":           "false",
 			"summary":         op.Summary,
 			"request_schema":  openapi.JSON(schemaOf(reflect.TypeFor[wire.LiveRequest]())),
-			"response_schema": openapi.JSON(schemaOf(reflect.TypeFor[LiveEvent]())),
+			"response_schema": openapi.JSON(schemaOf(reflect.TypeFor[service.LiveEvent]())),
 			"streaming":       "true",
 		}
 		if err := group.AddEndpoint(op.Name, a.microLive(ctx, nc, op), micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {

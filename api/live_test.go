@@ -93,7 +93,7 @@ func (s *sseStream) frame() (sseFrame, error) {
 }
 
 // event reads frames up to the next event (skipping comments and retry).
-func (s *sseStream) event() (sseFrame, LiveEvent) {
+func (s *sseStream) event() (sseFrame, service.LiveEvent) {
 	s.t.Helper()
 	for {
 		f, err := s.frame()
@@ -103,7 +103,7 @@ func (s *sseStream) event() (sseFrame, LiveEvent) {
 		if f.event == "" {
 			continue
 		}
-		var ev LiveEvent
+		var ev service.LiveEvent
 		if f.event != "end" && f.event != "error" {
 			if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
 				s.t.Fatalf("live event data %q: %v", f.data, err)
@@ -250,7 +250,7 @@ func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
 		open = append(open, s)
 	}
 	_, code, body := openSSE(t, url, audit...)
-	if code != http.StatusTooManyRequests || apiError(t, body).Code != CodeBusy {
+	if code != http.StatusTooManyRequests || apiError(t, body).Code != wire.CodeBusy {
 		t.Fatalf("third stream of a channel: %d %s, want 429 busy", code, body)
 	}
 	web, code, body := openSSE(t, url, "Authorization", "Bearer web-token-0123456789")
@@ -350,7 +350,7 @@ func TestLiveNATSGoneClientFreesSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.Header.Get(wire.LiveHeader) == wire.LiveEventMsg {
-			var ev LiveEvent
+			var ev service.LiveEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Seq != seq || ev.Session != "ln" {
 				t.Fatalf("event %s (%v), want seq %d", m.Data, err, seq)
 			}

@@ -201,10 +201,10 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}
-	if err := bindIdempotencyKey(req, r.Headers().Get(HeaderIdempotencyKey)); err != nil {
+	if err := bindIdempotencyKey(req, r.Headers().Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, o, err
 	}
-	o.Actor = r.Headers().Get(HeaderActor)
+	o.Actor = r.Headers().Get(wire.HeaderActor)
 	// Every operation knows its caller's channel: writes record it, reads
 	// resolve under its policy (#31).
 	o.Channel = channel
@@ -224,7 +224,7 @@ func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
 		HeaderErrorCode: []string{e.Code},
 	}
 	if ra := retryAfter(e); ra != "" {
-		h[HeaderRetryAfter] = []string{ra}
+		h[wire.HeaderRetryAfter] = []string{ra}
 	}
 	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(h))
 }
@@ -243,7 +243,7 @@ func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
 		HeaderErrorCode:       []string{e.Code},
 	}
 	if ra := retryAfter(e); ra != "" {
-		h[HeaderRetryAfter] = []string{ra}
+		h[wire.HeaderRetryAfter] = []string{ra}
 	}
 	return &nats.Msg{Subject: reply, Data: body, Header: h}
 }
@@ -296,7 +296,7 @@ func (a *API) unknownOp() micro.Handler {
 		for _, op := range operations {
 			subjects = append(subjects, op.Subject)
 		}
-		e := &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+		e := &APIError{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clip.String(suffix, clip.Max), clip.String(r.Subject(), clip.Max), prefix, strings.Join(subjects, ", "))}
 		a.respondError(r, wire.WantsMsgpack(r.Headers().Get("Accept")), e)
 	})

@@ -3,6 +3,7 @@ package api
 import (
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/wire"
 
 	"bytes"
 	"encoding/json"
@@ -66,7 +67,7 @@ func checkOpenAPI(t *testing.T, v validator.Validator, what string, req *http.Re
 	resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {MIMEJSON}},
 		Body: io.NopCloser(bytes.NewReader(body)), Request: mk()}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		resp.Header.Set(HeaderRetryAfter, "1")
+		resp.Header.Set(wire.HeaderRetryAfter, "1")
 	}
 	if ok, errs := v.ValidateHttpResponse(mk(), resp); !ok {
 		for _, e := range errs {
@@ -135,11 +136,11 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 		}
 	}
 	call("append expecting another sequence", "append", `{"session":"oa","expected_seq":5,"commands":[{"type":"ToolDisabled","name":"bash"}]}`)
-	ok, _, b := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/oa/events", `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`, HeaderIdempotencyKey, "k-oa")
+	ok, _, b := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/oa/events", `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, "k-oa")
 	if ok != http.StatusOK {
 		t.Fatalf("keyed append: %d %s", ok, b)
 	}
-	call("append reusing a key with other commands", "append", `{"session":"oa","commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, "k-oa")
+	call("append reusing a key with other commands", "append", `{"session":"oa","commands":[{"type":"ToolEnabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, "k-oa")
 	for _, want := range []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity} {
 		if !seen[want] {
 			t.Errorf("no %d reply was checked", want)

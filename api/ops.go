@@ -24,13 +24,10 @@ const ServiceName = "tool-engine"
 // Version is the API version, reported as the micro service version.
 const Version = "1.0.0"
 
-// Header names (wire's).
+// Header names callers outside api use: wire's.
 const (
-	HeaderChannel        = wire.HeaderChannel
-	HeaderActor          = wire.HeaderActor
-	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
-	HeaderErrorCode      = wire.HeaderErrorCode
-	HeaderRetryAfter     = wire.HeaderRetryAfter
+	HeaderChannel   = wire.HeaderChannel
+	HeaderErrorCode = wire.HeaderErrorCode
 )
 
 // RetryAfterSeconds is the Retry-After of busy (429) and unavailable or
@@ -47,25 +44,19 @@ func retryAfter(e *APIError) string {
 	return ""
 }
 
-// Media types of request and reply bodies (wire's).
-const (
-	MIMEJSON    = wire.MIMEJSON
-	MIMEMsgpack = wire.MIMEMsgpack
-)
-
-// Operation describes one operation of the API: wire.Operation.
-type Operation = wire.Operation
+// MIMEJSON is the media type of JSON bodies: wire's.
+const MIMEJSON = wire.MIMEJSON
 
 // operation is an Operation with its request type and implementation.
 type operation struct {
-	Operation
+	wire.Operation
 	newReq   func() any
 	reqType  reflect.Type
 	respType reflect.Type
 	call     func(ctx context.Context, q *service.Requests, req any, o service.Origin) (any, error)
 }
 
-func defOp[Req, Resp any](o Operation, call func(q *service.Requests, ctx context.Context, req *Req, o service.Origin) (Resp, error)) *operation {
+func defOp[Req, Resp any](o wire.Operation, call func(q *service.Requests, ctx context.Context, req *Req, o service.Origin) (Resp, error)) *operation {
 	return &operation{
 		Operation: o,
 		newReq:    func() any { return new(Req) },
@@ -111,8 +102,8 @@ var opsByName = func() map[string]*operation {
 }()
 
 // Operations returns the API's operations in a fixed order (a fresh copy).
-func Operations() []Operation {
-	out := make([]Operation, len(operations))
+func Operations() []wire.Operation {
+	out := make([]wire.Operation, len(operations))
 	for i, op := range operations {
 		out[i] = op.Operation
 		out[i].Methods = append([]string(nil), op.Methods...)
@@ -293,10 +284,10 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 
 // call executes op with a checked request, under the request timeout.
 func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
-	if d, ok := req.(*DeleteRequest); ok && d.Erase && o.Channel != a.cfg.EraseChannel {
+	if d, ok := req.(*wire.DeleteRequest); ok && d.Erase && o.Channel != a.cfg.EraseChannel {
 		// #30: only the erase channel may purge a session's events; any
 		// other channel is refused before anything is written.
-		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("channel %q may not erase sessions: only the erase channel %q may (engine serve --erase-channel); delete without erase=true instead", o.Channel, a.cfg.EraseChannel)}
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -315,7 +306,7 @@ func bindIdempotencyKey(req any, key string) error {
 		return nil
 	}
 	if r.EventID != "" && r.EventID != key {
-		return badRequest("%s header %q differs from the body's event_id %q: send one of them", HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
+		return badRequest("%s header %q differs from the body's event_id %q: send one of them", wire.HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
 	}
 	r.EventID = key
 	return nil

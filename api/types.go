@@ -15,43 +15,33 @@ import (
 // refused. "actor" is a fallback: the Engine-Actor header wins. The
 // names below are the ones this package's callers and tests use.
 type (
-	AppendRequest        = service.AppendRequest
-	AppendResponse       = wire.AppendReply
-	IntentRequest        = wire.IntentRequest
-	SessionView          = wire.Session
-	ResolveRequest       = wire.ResolveRequest
-	HistoryRequest       = wire.HistoryRequest
-	HistoryResponse      = service.HistoryPageReply
-	HistoryEntry         = service.HistoryPageEntry
-	ExplainRequest       = wire.ExplainRequest
-	ExplainBatchResponse = service.ExplainBatchReply
-	ResumeRequest        = wire.ResumeRequest
-	ResumeResponse       = wire.ResumeReply
-	BeginTurnRequest     = wire.BeginTurnRequest
-	DiscoverRequest      = wire.DiscoverRequest
-	DispatchRequest      = wire.DispatchRequest
-	DispatchRecord       = wire.DispatchRecord
-	TurnRequest          = wire.TurnRequest
-	CheckpointResponse   = wire.CheckpointReply
-	CallCheckRequest     = wire.CallCheckRequest
-	RegistryDiffRequest  = wire.RegistryDiffRequest
-	DeleteRequest        = wire.DeleteRequest
-	DeleteResponse       = wire.DeleteReply
-	SessionsResponse     = wire.SessionList
-	RegistryInfo         = wire.RegistryInfo
-	Empty                = wire.Empty
-	Override             = wire.Override
-	Until                = wire.Until
-	Command              = service.Command
-	Commands             = service.Commands
-	LiveEvent            = service.LiveEvent
+	AppendRequest      = service.AppendRequest
+	AppendResponse     = wire.AppendReply
+	IntentRequest      = wire.IntentRequest
+	SessionView        = wire.Session
+	ResolveRequest     = wire.ResolveRequest
+	HistoryRequest     = wire.HistoryRequest
+	HistoryResponse    = service.HistoryPageReply
+	HistoryEntry       = service.HistoryPageEntry
+	ExplainRequest     = wire.ExplainRequest
+	ResumeRequest      = wire.ResumeRequest
+	ResumeResponse     = wire.ResumeReply
+	BeginTurnRequest   = wire.BeginTurnRequest
+	DiscoverRequest    = wire.DiscoverRequest
+	DispatchRequest    = wire.DispatchRequest
+	DispatchRecord     = wire.DispatchRecord
+	TurnRequest        = wire.TurnRequest
+	CheckpointResponse = wire.CheckpointReply
+	SessionsResponse   = wire.SessionList
+	RegistryInfo       = wire.RegistryInfo
+	Empty              = wire.Empty
+	Override           = wire.Override
+	Command            = service.Command
 )
 
-// History pages (#24 row 7): wire's bounds.
+// Bounds of history pages (#24 row 7) and appends: wire's.
 const (
-	DefaultHistoryPage  = wire.DefaultHistoryPage
-	MaxHistoryPage      = wire.MaxHistoryPage
-	MaxHistoryPageBytes = wire.MaxHistoryPageBytes
+	MaxHistoryPage = wire.MaxHistoryPage
 	// MaxCommands bounds the commands of one append request.
 	MaxCommands = wire.MaxCommands
 )
@@ -59,10 +49,6 @@ const (
 // DecodeCommand decodes one command object (service.DecodeCommand); its
 // errors match ErrBadRequest.
 var DecodeCommand = service.DecodeCommand
-
-// EncodeCommand encodes a payload as a command object
-// (service.EncodeCommand).
-var EncodeCommand = service.EncodeCommand
 
 // DefaultEraseChannel is the channel allowed to erase sessions when
 // Config.EraseChannel is empty (#30).
