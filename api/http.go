@@ -88,13 +88,8 @@ func (a *API) httpOp(op *operation) http.Handler {
 		start := time.Now()
 		resp, channel, err := a.serveHTTP(op, names, r)
 		defer func() { a.observe(op, channel, err, start) }()
-		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == wire.CodeUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
-		}
 		if err != nil {
-			e := errorOf(err)
-			a.logError(op, e, err)
-			a.writeError(w, mp, e)
+			a.failHTTP(w, r, op, err)
 			return
 		}
 		body, err := msgpackjson.EncodeReply(resp, mp)
@@ -115,18 +110,9 @@ func (a *API) httpOp(op *operation) http.Handler {
 // label: "" when refused before the channel was known, OtherChannels for
 // an unknown HTTP channel (see httpLimitKey).
 func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, string, error) {
-	tok, err := a.authenticate(op, r)
+	tok, channel, err := a.httpChannel(op, r)
 	if err != nil {
 		return nil, "", err
-	}
-	channel := a.cfg.HTTPChannel
-	if tok != nil {
-		channel = tok.Channel
-	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := service.ValidToken(HeaderChannel+" header", ch); err != nil {
-			return nil, "", err
-		}
-		channel = ch
 	}
 	// From here on the request counts under its limiter key: the channel,
 	// or the one key of every unknown HTTP channel, whose label is
@@ -192,6 +178,17 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 func tooLarge(limit int64) error {
 	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
 		Message: "request body exceeds " + byteSize(limit) + ": send fewer commands per request"}
+}
+
+// failHTTP answers an HTTP request of op with err's error reply (and the
+// WWW-Authenticate challenge of a 401), and logs it.
+func (a *API) failHTTP(w http.ResponseWriter, r *http.Request, op *operation, err error) {
+	e := errorOf(err)
+	if e.Code == wire.CodeUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
+	}
+	a.logError(op, e, err)
+	a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), e)
 }
 
 func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {

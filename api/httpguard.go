@@ -45,6 +45,24 @@ func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error
 	return &e, nil
 }
 
+// httpChannel authenticates an HTTP request of op and returns its token
+// (nil without tokens) and channel: the token's, else the Engine-Channel
+// header, else Config.HTTPChannel.
+func (a *API) httpChannel(op *operation, r *http.Request) (*tokens.Token, string, error) {
+	tok, err := a.authenticate(op, r)
+	if err != nil {
+		return nil, "", err
+	}
+	if tok != nil {
+		return tok, tok.Channel, nil
+	}
+	ch := r.Header.Get(HeaderChannel)
+	if ch == "" {
+		return nil, a.cfg.HTTPChannel, nil
+	}
+	return nil, ch, service.ValidToken(HeaderChannel+" header", ch)
+}
+
 // httpLimitKey is the limiter key of an HTTP request of channel (#24 row
 // 6): the channel itself when the engine knows it (a token's channel, the
 // default HTTPChannel, or one of Config.HTTPChannels), else

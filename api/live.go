@@ -72,12 +72,7 @@ func (a *API) httpLive(op *operation) http.Handler {
 		label, err := a.serveLive(op, w, r, start)
 		if err != nil {
 			a.observe(op, label, err, start)
-			e := errorOf(err)
-			if e.Code == wire.CodeUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
-			}
-			a.logError(op, e, err)
-			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), e)
+			a.failHTTP(w, r, op, err)
 		}
 	})
 }
@@ -86,18 +81,9 @@ func (a *API) httpLive(op *operation) http.Handler {
 // (after that, errors end the stream with an "error" event). It counts a stream that started in the metrics when it starts (the
 // latency is the time to the first byte, not the stream's length).
 func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, start time.Time) (string, error) {
-	tok, err := a.authenticate(op, r)
+	tok, channel, err := a.httpChannel(op, r)
 	if err != nil {
 		return "", err
-	}
-	channel := a.cfg.HTTPChannel
-	if tok != nil {
-		channel = tok.Channel
-	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := service.ValidToken(HeaderChannel+" header", ch); err != nil {
-			return "", err
-		}
-		channel = ch
 	}
 	key := a.httpLimitKey(tok, channel)
 	label := service.ChannelLabel(key)
@@ -200,15 +186,12 @@ func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.G
 }
 
 func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro.Handler {
-	prefix := a.cfg.SubjectPrefix + "."
-	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
-		if err := replyAllowed(r.Reply()); err != nil {
-			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		channel, ok := a.microChannel(op, r)
+		if !ok {
 			return
 		}
 		start := time.Now()
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)

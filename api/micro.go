@@ -125,20 +125,27 @@ func Subject(prefix, channel, op string) (string, error) {
 	return prefix + "." + channel + "." + o.Subject, nil
 }
 
+// microChannel is the channel of a request to op (the subject token after
+// the prefix), or false when the request is dropped: the engine never
+// publishes into its own namespaces (issue 11, item 3), so a request whose
+// reply subject is not an inbox gets no reply, since the only way to tell
+// its sender is that reply.
+func (a *API) microChannel(op *operation, r micro.Request) (string, bool) {
+	if err := replyAllowed(r.Reply()); err != nil {
+		a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(r.Subject(), a.cfg.SubjectPrefix+"."), "."+op.Subject), true
+}
+
 func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *atomic.Uint64) micro.Handler {
-	prefix := a.cfg.SubjectPrefix + "."
-	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
-		// Never publish into the engine's own namespaces (issue 11, item
-		// 3): a request whose reply subject is not an inbox is dropped,
-		// since the only way to tell its sender is that reply.
-		if err := replyAllowed(r.Reply()); err != nil {
-			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		channel, ok := a.microChannel(op, r)
+		if !ok {
 			return
 		}
 		start := time.Now()
 		mp := wire.WantsMsgpack(r.Headers().Get("Accept"))
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
@@ -215,37 +222,30 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 }
 
 func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
-	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
-	if err != nil {
-		body = nil
-	}
-	h := micro.Headers{
-		"Content-Type":  []string{contentType(mp)},
-		HeaderErrorCode: []string{e.Code},
-	}
-	if ra := retryAfter(e); ra != "" {
-		h[wire.HeaderRetryAfter] = []string{ra}
-	}
-	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(h))
+	body, h := errorReply(mp, e)
+	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(micro.Headers(h)))
 }
 
 // errorMsg is the error reply respondError sends, as a message to reply:
 // the same body and headers (micro's error headers included).
 func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
+	body, h := errorReply(mp, e)
+	h[micro.ErrorHeader] = []string{errorDescription(e)}
+	h[micro.ErrorCodeHeader] = []string{strconv.Itoa(e.Status)}
+	return &nats.Msg{Subject: reply, Data: body, Header: h}
+}
+
+// errorReply is the body and headers of a NATS error reply.
+func errorReply(mp bool, e *APIError) ([]byte, nats.Header) {
 	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}
-	h := nats.Header{
-		micro.ErrorHeader:     []string{errorDescription(e)},
-		micro.ErrorCodeHeader: []string{strconv.Itoa(e.Status)},
-		"Content-Type":        []string{contentType(mp)},
-		HeaderErrorCode:       []string{e.Code},
-	}
+	h := nats.Header{"Content-Type": []string{contentType(mp)}, HeaderErrorCode: []string{e.Code}}
 	if ra := retryAfter(e); ra != "" {
 		h[wire.HeaderRetryAfter] = []string{ra}
 	}
-	return &nats.Msg{Subject: reply, Data: body, Header: h}
+	return body, h
 }
 
 // errorDescription is the one-line text of micro's error header.

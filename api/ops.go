@@ -217,37 +217,25 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = "tools.api"
-	}
-	if c.HTTPChannel == "" {
-		c.HTTPChannel = "http"
-	}
-	if c.EraseChannel == "" {
-		c.EraseChannel = DefaultEraseChannel
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 30 * time.Second
-	}
-	if c.MaxInFlightPerChannel == 0 {
-		c.MaxInFlightPerChannel = 32
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 256
-	}
-	if c.MaxLivePerChannel == 0 {
-		c.MaxLivePerChannel = 8
-	}
-	if c.MaxLive == 0 {
-		c.MaxLive = 64
-	}
-	if c.LiveHeartbeat == 0 {
-		c.LiveHeartbeat = wire.LiveHeartbeat
-	}
+	orDefault(&c.SubjectPrefix, "tools.api")
+	orDefault(&c.HTTPChannel, "http")
+	orDefault(&c.EraseChannel, DefaultEraseChannel)
+	orDefault(&c.MaxBodyBytes, 1<<20)
+	orDefault(&c.RequestTimeout, 30*time.Second)
+	orDefault(&c.MaxInFlightPerChannel, 32)
+	orDefault(&c.MaxInFlight, 256)
+	orDefault(&c.MaxLivePerChannel, 8)
+	orDefault(&c.MaxLive, 64)
+	orDefault(&c.LiveHeartbeat, wire.LiveHeartbeat)
 	return c
+}
+
+// orDefault sets *p to v when *p is the zero value.
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
 }
 
 // API serves an engine over HTTP (Handler) and NATS micro (StartMicro).
