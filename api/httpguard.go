@@ -3,13 +3,12 @@ package api
 import (
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/httpguard"
 	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -95,79 +94,14 @@ func checkContentType(r *http.Request, data []byte) error {
 		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, wire.MIMEMsgpack)}
 }
 
-// parseOrigin checks an allowed origin: scheme://host[:port], no path.
-func parseOrigin(o string) (string, error) {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return "", fmt.Errorf("allowed origin %q: want scheme://host[:port], e.g. https://console.example.com", o)
-	}
-	return u.Scheme + "://" + u.Host, nil
-}
-
 // Protect wraps an HTTP handler with the checks every route of the
-// engine's HTTP server needs (issue 11, item 5):
-//   - the Host header must name the engine (Config.Hosts, by default
-//     localhost, 127.0.0.1 and [::1]): a page whose DNS name was rebound
-//     to the engine's address sends its own name and is refused;
-//   - a browser request with an unsafe method from another origin
-//     (Sec-Fetch-Site, or Origin against Host) is refused unless the
-//     origin is in Config.Origins: no cross-site form or fetch writes.
-//
-// Handler applies Protect itself; wrap other routes served beside it.
+// engine's HTTP server needs (issue 11, item 5; httpguard.Guard of
+// Config.Hosts and Config.Origins): Host names the engine (no DNS
+// rebinding), no cross-origin writes. A refused request gets a forbidden
+// (403) error reply. Handler applies Protect itself; wrap other routes
+// served beside it.
 func (a *API) Protect(next http.Handler) http.Handler {
-	cop := http.NewCrossOriginProtection()
-	for _, o := range a.cfg.Origins {
-		if norm, err := parseOrigin(o); err == nil {
-			_ = cop.AddTrustedOrigin(norm)
-		}
-	}
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
-			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clip.String(originOf(r), clip.Max))})
-	}))
-	protected := cop.Handler(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.hostAllowed(r.Host) {
-			a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
-				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clip.String(r.Host, clip.Max), strings.Join(a.hostNames(), ", "))})
-			return
-		}
-		protected.ServeHTTP(w, r)
-	})
-}
-
-func originOf(r *http.Request) string {
-	if o := r.Header.Get("Origin"); o != "" {
-		return o
-	}
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
-		return "a " + s + " page"
-	}
-	return "another origin"
-}
-
-func (a *API) hostNames() []string {
-	if len(a.cfg.Hosts) > 0 {
-		return a.cfg.Hosts
-	}
-	return []string{"localhost", "127.0.0.1", "[::1]"}
-}
-
-// hostAllowed matches a Host header against the configured names: a name
-// without a port matches any port.
-func (a *API) hostAllowed(host string) bool {
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	return slices.ContainsFunc(a.hostNames(), func(want string) bool {
-		if strings.EqualFold(want, host) {
-			return true
-		}
-		if _, _, err := net.SplitHostPort(want); err == nil {
-			return false // a name with a port matches only exactly
-		}
-		return strings.EqualFold(strings.TrimSuffix(strings.TrimPrefix(want, "["), "]"), name)
+	return httpguard.Guard{Hosts: a.cfg.Hosts, Origins: a.cfg.Origins}.Protect(next, func(w http.ResponseWriter, r *http.Request, msg string) {
+		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden, Message: msg})
 	})
 }

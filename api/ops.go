@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/httpguard"
 	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -209,7 +210,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, o := range c.Origins {
-		if _, err := parseOrigin(o); err != nil {
+		if _, err := httpguard.ParseOrigin(o); err != nil {
 			errs = append(errs, fmt.Errorf("api config: %w", err))
 		}
 	}
