@@ -18,25 +18,13 @@ import (
 // Handler returns the HTTP/JSON gateway: one route per operation (see
 // Operations), plus JSON 404 and 405 replies for everything else.
 //
-// With Config.Tokens every request needs Authorization: Bearer <token>
-// and the channel an event records is the token's (an Engine-Channel
-// header must be absent or equal); read-only tokens call read operations
-// only. Without tokens the channel comes from the Engine-Channel header
-// (default Config.HTTPChannel), which the engine cannot verify: listen on
-// loopback only (engine serve refuses anything else without tokens). The
-// actor is Engine-Actor (or the body's "actor"), fixed by a token that
-// names one.
-//
-// Every route is behind Protect (Host names, no cross-origin writes);
-// POST bodies must be application/json or application/msgpack (415
-// otherwise); each channel has at most Config.MaxInFlightPerChannel
-// requests in flight (429 beyond). Without tokens only HTTPChannel and
-// Config.HTTPChannels are channels of their own: every other
-// Engine-Channel shares one such budget (and the metrics label "other").
-//
-// Request bodies are JSON (or msgpack with Content-Type:
-// application/msgpack), at most Config.MaxBodyBytes (413 beyond); replies
-// are JSON, or msgpack when Accept names application/msgpack.
+// Channels, tokens, actors and in-flight budgets are as the package doc
+// says (Channels and trust); read-only tokens call read operations only,
+// and a token that names an actor fixes it. Every route is behind Protect
+// (Host names, no cross-origin writes); POST bodies must be
+// application/json or application/msgpack (415 otherwise), at most
+// Config.MaxBodyBytes (413 beyond); replies are JSON, or msgpack when
+// Accept names application/msgpack.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, op := range operations {
@@ -154,7 +142,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 			return nil, label, err
 		}
 	}
-	if err := bindIdempotencyKey(req, r.Header.Get(wire.HeaderIdempotencyKey)); err != nil {
+	if err := service.BindIdempotencyKey(req, r.Header.Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, label, err
 	}
 	o := service.Origin{Actor: r.Header.Get(wire.HeaderActor)}

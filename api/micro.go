@@ -26,19 +26,11 @@ import (
 // "tool-engine" so that several engines share the load; `nats micro ls`,
 // `info` and `stats` see it.
 //
-// The channel of a request is the subject token after the prefix:
-// tools.api.web.events.append writes events with channel "web". Give each
-// channel its own NATS user allowed to publish only to
-// tools.api.<channel>.> (plus its _INBOX for replies), and the channel is
-// verified by the server. The actor comes from the Engine-Actor header, or
-// the body's "actor" field. The session id is in the JSON body.
-//
-// Request bodies are JSON (or msgpack with Content-Type:
-// application/msgpack); replies are JSON, or msgpack when the request has
-// the header Accept: application/msgpack. An error reply has the micro
-// headers Nats-Service-Error-Code (the HTTP status, e.g. "409") and
-// Nats-Service-Error (the message), the header Engine-Error-Code (the code)
-// and the error envelope as body, so that micro stats count it.
+// The channel of a request is the subject token after the prefix
+// (tools.api.web.events.append writes as "web"; see the package doc for
+// the NATS permissions that verify it); bodies and error replies are as
+// package wire documents (Formats, Errors), micro's error headers set so
+// that micro stats count errors.
 //
 // ctx bounds every request handled (cancel it to fail requests in
 // flight); each request also gets Config.RequestTimeout. Requests run
@@ -208,7 +200,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}
-	if err := bindIdempotencyKey(req, r.Headers().Get(wire.HeaderIdempotencyKey)); err != nil {
+	if err := service.BindIdempotencyKey(req, r.Headers().Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, o, err
 	}
 	o.Actor = r.Headers().Get(wire.HeaderActor)

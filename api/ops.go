@@ -12,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/httpguard"
 	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
@@ -175,22 +174,21 @@ type Config struct {
 // Validate reports every problem of c.
 func (c Config) Validate() error {
 	var errs []error
+	check := func(what, token string) {
+		if err := service.ValidToken(what, token); err != nil {
+			errs = append(errs, fmt.Errorf("api config: %v", err))
+		}
+	}
 	if c.SubjectPrefix != "" {
 		for _, tok := range strings.Split(c.SubjectPrefix, ".") {
-			if err := service.ValidToken("subject prefix token", tok); err != nil {
-				errs = append(errs, fmt.Errorf("api config: %v", err))
-			}
+			check("subject prefix token", tok)
 		}
 	}
 	if c.HTTPChannel != "" {
-		if err := service.ValidToken("HTTP channel", c.HTTPChannel); err != nil {
-			errs = append(errs, fmt.Errorf("api config: %v", err))
-		}
+		check("HTTP channel", c.HTTPChannel)
 	}
 	if c.EraseChannel != "" {
-		if err := service.ValidToken("erase channel", c.EraseChannel); err != nil {
-			errs = append(errs, fmt.Errorf("api config: %v", err))
-		}
+		check("erase channel", c.EraseChannel)
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxBodyBytes %d is negative", c.MaxBodyBytes))
@@ -205,9 +203,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("api config: MaxInFlightPerChannel %d and MaxInFlight %d must not be negative", c.MaxInFlightPerChannel, c.MaxInFlight))
 	}
 	for _, ch := range c.HTTPChannels {
-		if err := service.ValidToken("HTTP channel", ch); err != nil {
-			errs = append(errs, fmt.Errorf("api config: %v", err))
-		}
+		check("HTTP channel", ch)
 	}
 	for _, o := range c.Origins {
 		if _, err := httpguard.ParseOrigin(o); err != nil {
@@ -285,20 +281,6 @@ func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin
 		defer cancel()
 	}
 	return op.call(ctx, a.req, req, o)
-}
-
-// bindIdempotencyKey sets an append's event_id from the Idempotency-Key
-// header; a header and a body field that differ are refused.
-func bindIdempotencyKey(req any, key string) error {
-	r, ok := req.(*AppendRequest)
-	if !ok || key == "" {
-		return nil
-	}
-	if r.EventID != "" && r.EventID != key {
-		return badRequest("%s header %q differs from the body's event_id %q: send one of them", wire.HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
-	}
-	r.EventID = key
-	return nil
 }
 
 // observe reports one answered request to Config.Observe.

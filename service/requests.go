@@ -61,6 +61,21 @@ type AppendRequest struct {
 	EventID string `json:"event_id,omitempty"`
 }
 
+// BindIdempotencyKey sets an append's event_id from the Idempotency-Key
+// header ("": none; req of another operation: nothing to do); a header
+// and a body field that differ are refused.
+func BindIdempotencyKey(req any, key string) error {
+	r, ok := req.(*AppendRequest)
+	if !ok || key == "" {
+		return nil
+	}
+	if r.EventID != "" && r.EventID != key {
+		return wire.BadRequest("%s header %q differs from the body's event_id %q: send one of them", wire.HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
+	}
+	r.EventID = key
+	return nil
+}
+
 // CheckRequest validates the fields every operation's request shares
 // (session, provider, actor) and fills o.Actor from the body's "actor"
 // when the transport gave none.
