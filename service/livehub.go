@@ -23,9 +23,7 @@ type LiveHub struct {
 	eng               *Engine
 	perChannel, total int
 	heartbeat         time.Duration
-	mu                sync.Mutex
-	open              map[string]int
-	all               int
+	slots             *Limiter
 	ctx               context.Context
 	stop              context.CancelFunc
 }
@@ -38,7 +36,7 @@ var ErrLiveStopped = errors.New("live streams stopped: the engine is shutting do
 // and total in all, each sending a heartbeat after heartbeat idle.
 func NewLiveHub(eng *Engine, perChannel, total int, heartbeat time.Duration) *LiveHub {
 	ctx, stop := context.WithCancel(context.Background())
-	return &LiveHub{eng: eng, perChannel: perChannel, total: total, heartbeat: heartbeat, open: map[string]int{}, ctx: ctx, stop: stop}
+	return &LiveHub{eng: eng, perChannel: perChannel, total: total, heartbeat: heartbeat, slots: NewLimiter(perChannel, total), ctx: ctx, stop: stop}
 }
 
 // Stop ends every stream and refuses new ones (ErrLiveStopped). Safe to
@@ -50,16 +48,11 @@ func (h *LiveHub) Stop() { h.stop() }
 // error: a 429 *wire.Error when key or the hub is full). ctx bounds the
 // stream besides Stop. The caller must Close it.
 func (h *LiveHub) Open(ctx context.Context, key, channel, session string, after uint64) (*LiveStream, error) {
-	h.mu.Lock()
-	if h.open[key] >= h.perChannel || h.all >= h.total {
-		h.mu.Unlock()
+	if h.slots.Acquire(key, channel) != nil {
 		return nil, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeBusy,
 			Message: fmt.Sprintf("channel %q has the most live streams open the engine allows (%d per channel, %d in all): close one or retry later",
 				clip.String(channel, clip.Max), h.perChannel, h.total)}
 	}
-	h.open[key]++
-	h.all++
-	h.mu.Unlock()
 	s := &LiveStream{hub: h, key: key}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.unhook = context.AfterFunc(h.ctx, s.cancel)
@@ -74,15 +67,6 @@ func (h *LiveHub) Open(ctx context.Context, key, channel, session string, after 
 	}
 	s.w = w
 	return s, nil
-}
-
-func (h *LiveHub) release(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.all--
-	if h.open[key]--; h.open[key] <= 0 {
-		delete(h.open, key)
-	}
 }
 
 // LiveStream is one open stream of a LiveHub.
@@ -108,7 +92,7 @@ func (s *LiveStream) Close() {
 		}
 		s.unhook()
 		s.cancel()
-		s.hub.release(s.key)
+		s.hub.slots.Release(s.key)
 	})
 }
 
