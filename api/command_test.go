@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/service"
 )
 
 func TestDecodeCommand(t *testing.T) {
@@ -43,7 +42,7 @@ func TestDecodeCommand(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %#v, want %#v", tc.in, got, tc.want)
 		}
-		enc, err := service.EncodeCommand(got)
+		enc, err := EncodeCommand(got)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,14 +92,14 @@ func TestEncodeCommandEveryType(t *testing.T) {
 			t.Errorf("event type %s has no command fields", typ)
 		}
 	}
-	if _, err := service.EncodeCommand(nil); err == nil {
+	if _, err := EncodeCommand(nil); err == nil {
 		t.Error("EncodeCommand(nil) succeeded")
 	}
-	b, _ := service.EncodeCommand(&events.ToolDisabled{Name: "bash"})
+	b, _ := EncodeCommand(&events.ToolDisabled{Name: "bash"})
 	if string(b) != `{"type":"ToolDisabled","name":"bash"}` {
 		t.Errorf("pointer payload encodes as %s", b)
 	}
-	b, _ = service.EncodeCommand(events.TurnStarted{Turn: 2})
+	b, _ = EncodeCommand(events.TurnStarted{Turn: 2})
 	if string(b) != `{"type":"TurnStarted","turn":2}` {
 		t.Errorf("TurnStarted encodes as %s", b)
 	}
@@ -126,7 +125,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		if _, ok := events.PayloadValue(p); !ok {
 			t.Fatalf("decoded %T is not a payload", p)
 		}
-		enc, err := service.EncodeCommand(p)
+		enc, err := EncodeCommand(p)
 		if err != nil {
 			t.Fatalf("encode %#v: %v", p, err)
 		}

@@ -50,6 +50,10 @@ const (
 // errors match ErrBadRequest.
 var DecodeCommand = service.DecodeCommand
 
+// EncodeCommand encodes a payload as a command object
+// (service.EncodeCommand).
+var EncodeCommand = service.EncodeCommand
+
 // DefaultEraseChannel is the channel allowed to erase sessions when
 // Config.EraseChannel is empty (#30).
 const DefaultEraseChannel = "ops"
