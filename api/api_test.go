@@ -37,7 +37,7 @@ type outcome struct {
 	HistoryUntil HistoryResponse
 	Explain      service.ExplainResult
 	ExplainThen  service.ExplainResult
-	ExplainBatch ExplainBatchResponse
+	ExplainBatch service.ExplainBatchReply
 	Registry     RegistryInfo
 	Budget       deferral.BudgetTable
 	RegistryDiff resolver.RegistryDiff // the impact's counts depend on the other sessions
@@ -167,7 +167,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	gone := s + "-gone"
 	_, err = c.Append(ctx, gone, nil, events.ToolsToggled{Enabled: ptr(true)})
 	must("append to the session to delete", err)
-	del, err := c.Delete(ctx, DeleteRequest{Session: gone, Reason: "test"})
+	del, err := c.Delete(ctx, wire.DeleteRequest{Session: gone, Reason: "test"})
 	must("delete", err)
 	if del.Seq == 0 || del.Erased {
 		t.Fatalf("delete = %+v", del)

@@ -2,7 +2,8 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 
 	"bytes"
@@ -536,7 +537,7 @@ func renderLiveDoc(b *strings.Builder) {
 		fmt.Fprintf(b, "| `%s` | `%s` | `GET %s` | %s |\n", o.Name, o.Subject, o.Path, strings.ReplaceAll(o.Summary, "|", "\\|"))
 	}
 	b.WriteString("\nThe event (the `data:` line over HTTP, the body of an `event` message over NATS):\n\n")
-	writeFieldTable(b, "event field", "always present", docFields(schemaOf(reflect.TypeFor[LiveEvent]()), "", true))
+	writeFieldTable(b, "event field", "always present", docFields(schemaOf(reflect.TypeFor[service.LiveEvent]()), "", true))
 }
 
 func writeFieldTable(b *strings.Builder, what, always string, fields []docField) {

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/toolintent/engine/internal/msgpackjson"
+	"github.com/toolintent/engine/wire"
 )
 
 // bodyAllocOracle bounds what decoding a request body may allocate: a
@@ -35,12 +38,12 @@ func FuzzDecodeBody(f *testing.F) {
 		op := operations[int(opIndex)%len(operations)]
 		ct := MIMEJSON
 		if mp {
-			ct = MIMEMsgpack
+			ct = wire.MIMEMsgpack
 		}
 		req := op.newReq()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		err := decodeBody(data, ct, req)
+		err := msgpackjson.DecodeBody(data, ct, req)
 		runtime.ReadMemStats(&after)
 		if err != nil && !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("decode %x as %s for %s: error %v is not ErrBadRequest", data, ct, op.Name, err)
@@ -65,13 +68,13 @@ func TestDecodeBodyHostileMsgpack(t *testing.T) {
 		"integer keys":                  {[]byte{0x81, 0x01, 0xc0}, "not a string"},
 	} {
 		var req IntentRequest
-		err := decodeBody(c.data, MIMEMsgpack, &req)
+		err := msgpackjson.DecodeBody(c.data, wire.MIMEMsgpack, &req)
 		if !errors.Is(err, ErrBadRequest) || !bytes.Contains([]byte(err.Error()), []byte(c.mention)) {
 			t.Errorf("%s: %v, want a bad request mentioning %q", name, err, c.mention)
 		}
 	}
 	var req IntentRequest
-	if err := decodeBody(good, MIMEMsgpack, &req); err != nil || req.Session != "s1" {
+	if err := msgpackjson.DecodeBody(good, wire.MIMEMsgpack, &req); err != nil || req.Session != "s1" {
 		t.Fatalf("good msgpack body: %+v, %v", req, err)
 	}
 }

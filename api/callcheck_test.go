@@ -12,8 +12,10 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // editedRegistry is the default registry with version and tool's
@@ -57,7 +59,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := c.CallCheck(ctx, s, "bash")
-		asAPIError(t, err, http.StatusConflict, CodeNoTurn)
+		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
 		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s}); err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +99,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 // path; the reply carries the #31 fields by their JSON names; a read-only
 // token may call it (it writes nothing), not turn-begin.
 func TestCallCheckHTTPBodyAndReadOnlyToken(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,8 +150,8 @@ func (c *Client) Explain(ctx context.Context, req ExplainRequest) (service.Expla
 }
 
 // ExplainBatch explains each of req.Tools in one request.
-func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest) (ExplainBatchResponse, error) {
-	return call[ExplainBatchResponse](ctx, c, wire.OpExplainBatch, &req)
+func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest) (service.ExplainBatchReply, error) {
+	return call[service.ExplainBatchReply](ctx, c, wire.OpExplainBatch, &req)
 }
 
 // Checkpoint records a safe point of the session's open turn.
@@ -191,12 +191,12 @@ func (c *Client) LastDispatch(ctx context.Context, session string) (DispatchReco
 
 // CallCheck asks whether a call of tool may execute in the open turn.
 func (c *Client) CallCheck(ctx context.Context, session, tool string) (service.CallCheckResult, error) {
-	return call[service.CallCheckResult](ctx, c, wire.OpCallCheck, &CallCheckRequest{Session: session, Tool: tool})
+	return call[service.CallCheckResult](ctx, c, wire.OpCallCheck, &wire.CallCheckRequest{Session: session, Tool: tool})
 }
 
 // RegistryDiff compares a candidate registry with the live one.
 func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (service.Impact, error) {
-	return call[service.Impact](ctx, c, wire.OpRegistryDiff, &RegistryDiffRequest{Registry: registry})
+	return call[service.Impact](ctx, c, wire.OpRegistryDiff, &wire.RegistryDiffRequest{Registry: registry})
 }
 
 // EndTurn ends the open turn at a safe point.
@@ -205,8 +205,8 @@ func (c *Client) EndTurn(ctx context.Context, session string) (CheckpointRespons
 }
 
 // Delete deletes (or, with req.Erase, erases) a session (#30).
-func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteResponse, error) {
-	return call[DeleteResponse](ctx, c, wire.OpDelete, &req)
+func (c *Client) Delete(ctx context.Context, req wire.DeleteRequest) (wire.DeleteReply, error) {
+	return call[wire.DeleteReply](ctx, c, wire.OpDelete, &req)
 }
 
 // Sessions lists the sessions that have a view.

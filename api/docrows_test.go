@@ -2,6 +2,8 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/wire"
 
 	"encoding/json"
 	"net/http"
@@ -67,7 +69,7 @@ func TestContentTypeAsDocumented(t *testing.T) {
 	}
 	env := newEnv(t, Config{})
 	status, _, body := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/ct1/events", `{"commands":[{"type":"ToolsToggled","enabled":true}]}`, "Content-Type", "")
-	if status != http.StatusUnsupportedMediaType || apiError(t, body).Code != CodeUnsupportedMedia {
+	if status != http.StatusUnsupportedMediaType || apiError(t, body).Code != wire.CodeUnsupportedMedia {
 		t.Errorf("HTTP POST without Content-Type: status %d: %s", status, body)
 	}
 	status, _, body = rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/ct1/turn/begin", "")
@@ -108,7 +110,7 @@ func TestDispatchOutsideTurnAsDocumented(t *testing.T) {
 		}
 		for _, op := range []string{"turn-end", "turn-checkpoint"} {
 			body, status := callDocumented(t, env, transport, op, `{"session":"`+s+`"}`)
-			if status != http.StatusConflict || apiError(t, body).Code != CodeNoTurn {
+			if status != http.StatusConflict || apiError(t, body).Code != wire.CodeNoTurn {
 				t.Errorf("%s without a turn over %s: status %d, want 409 no_turn: %s", op, transport, status, clip.Raw(body))
 			}
 		}
@@ -133,14 +135,14 @@ func TestReadOnlyTokenAsDocumented(t *testing.T) {
 	if strings.Contains(readOnlyList(), "turn-dispatch") || !strings.Contains(doc, "`turn-dispatch`\n  writes no events but records") {
 		t.Errorf("docs/api.md does not say why turn-dispatch needs a writing token")
 	}
-	toks, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := newEnv(t, Config{Tokens: toks})
 	auth := []string{"Authorization", "Bearer audit-token-0123456789"}
 	status, _, body := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/ro1/turn/dispatch", "{}", auth...)
-	if status != http.StatusForbidden || apiError(t, body).Code != CodeForbidden {
+	if status != http.StatusForbidden || apiError(t, body).Code != wire.CodeForbidden {
 		t.Errorf("read-only token on turn-dispatch: status %d: %s", status, body)
 	}
 	status, _, body = rawHTTP(t, http.MethodGet, env.httpURL+"/v1/sessions/ro1/resolve", "", auth...)
@@ -163,10 +165,10 @@ func TestUnknownNATSOperationGetsEnvelope(t *testing.T) {
 			t.Errorf("%s: error code header %q, want 404: %s", subj, c, msg.Data)
 		}
 		e := apiError(t, msg.Data)
-		if e.Code != CodeNotFound || !strings.Contains(e.Message, "session.resolve") {
+		if e.Code != wire.CodeNotFound || !strings.Contains(e.Message, "session.resolve") {
 			t.Errorf("%s: error %s %q, want not_found naming the operations", subj, e.Code, e.Message)
 		}
-		if msg.Header.Get(HeaderErrorCode) != CodeNotFound {
+		if msg.Header.Get(HeaderErrorCode) != wire.CodeNotFound {
 			t.Errorf("%s: %s header %q", subj, HeaderErrorCode, msg.Header.Get(HeaderErrorCode))
 		}
 	}

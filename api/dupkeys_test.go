@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/toolintent/engine/wire"
 )
 
 // TestDuplicateJSONKeysRefused: a request body naming a key twice (or two
@@ -59,11 +61,11 @@ func TestDuplicateMsgpackKeysRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	status, _, b := rawHTTP(t, "POST", e.httpURL+"/v1/sessions/dm1/events", buf.String(), "Content-Type", MIMEMsgpack)
+	status, _, b := rawHTTP(t, "POST", e.httpURL+"/v1/sessions/dm1/events", buf.String(), "Content-Type", wire.MIMEMsgpack)
 	if status != http.StatusBadRequest || !strings.Contains(apiError(t, b).Message, `key "session" appears twice`) {
 		t.Errorf("HTTP msgpack: %d %s, want 400 naming the key", status, b)
 	}
-	m := rawNATS(t, e.nc, "tools.api.cli.events.append", buf.String(), "Content-Type", MIMEMsgpack)
+	m := rawNATS(t, e.nc, "tools.api.cli.events.append", buf.String(), "Content-Type", wire.MIMEMsgpack)
 	if got := m.Header.Get(HeaderErrorCode); got != CodeInvalid || !strings.Contains(apiError(t, m.Data).Message, `key "session" appears twice`) {
 		t.Errorf("NATS msgpack: %s %s, want %s naming the key", got, m.Data, CodeInvalid)
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -10,42 +9,21 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Error codes: wire's, the stable "code" of an error reply.
+// Error codes callers outside api use: wire's.
 const (
-	CodeConflict         = wire.CodeConflict
-	CodeInvalid          = wire.CodeInvalid
-	CodeNoTurn           = wire.CodeNoTurn
-	CodeNotFound         = wire.CodeNotFound
-	CodeMethodNotAllowed = wire.CodeMethodNotAllowed
-	CodeTooLarge         = wire.CodeTooLarge
-	CodeUnavailable      = wire.CodeUnavailable
-	CodeOutcomeUnknown   = wire.CodeOutcomeUnknown
-	CodeStorageFull      = wire.CodeStorageFull
-	CodeInternal         = wire.CodeInternal
-	CodeBusy             = wire.CodeBusy
-	CodeUnauthorized     = wire.CodeUnauthorized
-	CodeForbidden        = wire.CodeForbidden
-	CodeKeyInUse         = wire.CodeKeyInUse
-	CodeKeyMismatch      = wire.CodeKeyMismatch
-	CodeUnsupportedMedia = wire.CodeUnsupportedMedia
-	CodeDeleted          = wire.CodeDeleted
+	CodeInvalid     = wire.CodeInvalid
+	CodeUnavailable = wire.CodeUnavailable
+	CodeStorageFull = wire.CodeStorageFull
 )
 
 // ErrBadRequest is matched (errors.Is) by every error the api package returns for a
 // request it cannot accept (malformed JSON, unknown field or command type,
-// wrong field type, bad query parameter). It maps to CodeInvalid.
-var ErrBadRequest = errors.New("bad request")
+// wrong field type, bad query parameter): wire.ErrBadRequest. It maps to
+// CodeInvalid.
+var ErrBadRequest = wire.ErrBadRequest
 
-// badRequestError is a request error whose message is only the problem;
-// it matches ErrBadRequest.
-type badRequestError struct{ msg string }
-
-func (e *badRequestError) Error() string        { return e.msg }
-func (e *badRequestError) Is(target error) bool { return target == ErrBadRequest }
-
-func badRequest(format string, args ...any) error {
-	return &badRequestError{msg: fmt.Sprintf(format, args...)}
-}
+// badRequest is wire.BadRequest.
+var badRequest = wire.BadRequest
 
 // APIError is an error reply: wire.Error, whose JSON is the envelope's
 // "error" object. Status is the HTTP status (also the NATS micro error
@@ -57,17 +35,17 @@ var kindCodes = map[service.Kind]struct {
 	status int
 	code   string
 }{
-	service.KindInternal:       {http.StatusInternalServerError, CodeInternal},
-	service.KindConflict:       {http.StatusConflict, CodeConflict},
-	service.KindNoTurn:         {http.StatusConflict, CodeNoTurn},
-	service.KindOutcomeUnknown: {http.StatusServiceUnavailable, CodeOutcomeUnknown},
+	service.KindInternal:       {http.StatusInternalServerError, wire.CodeInternal},
+	service.KindConflict:       {http.StatusConflict, wire.CodeConflict},
+	service.KindNoTurn:         {http.StatusConflict, wire.CodeNoTurn},
+	service.KindOutcomeUnknown: {http.StatusServiceUnavailable, wire.CodeOutcomeUnknown},
 	service.KindStorageFull:    {http.StatusInsufficientStorage, CodeStorageFull},
-	service.KindKeyInUse:       {http.StatusUnprocessableEntity, CodeKeyInUse},
+	service.KindKeyInUse:       {http.StatusUnprocessableEntity, wire.CodeKeyInUse},
 	service.KindInvalid:        {http.StatusBadRequest, CodeInvalid},
 	service.KindUnavailable:    {http.StatusServiceUnavailable, CodeUnavailable},
-	service.KindDeleted:        {http.StatusGone, CodeDeleted},
-	service.KindNotFound:       {http.StatusNotFound, CodeNotFound},
-	service.KindForbidden:      {http.StatusForbidden, CodeForbidden},
+	service.KindDeleted:        {http.StatusGone, wire.CodeDeleted},
+	service.KindNotFound:       {http.StatusNotFound, wire.CodeNotFound},
+	service.KindForbidden:      {http.StatusForbidden, wire.CodeForbidden},
 }
 
 // errorOf maps an error of the service layer (or of this package) to its
@@ -89,7 +67,7 @@ func errorOf(err error) *APIError {
 	var me *service.KeyMismatchError
 	switch {
 	case kind == service.KindKeyInUse && errors.As(err, &me):
-		e.Code, e.Message = CodeKeyMismatch, me.Error()
+		e.Code, e.Message = wire.CodeKeyMismatch, me.Error()
 	case kind == service.KindConflict && errors.As(err, &ce):
 		e.Expected, e.Actual = ce.Expected, ce.Actual
 	case kind == service.KindKeyInUse && errors.As(err, &ke):

@@ -36,7 +36,7 @@ func TestConflict(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = c.Append(ctx, s, ptr(uint64(0)), events.PresetChosen{Preset: "research"})
-		ae := asAPIError(t, err, http.StatusConflict, CodeConflict)
+		ae := asAPIError(t, err, http.StatusConflict, wire.CodeConflict)
 		if ae.Expected != 0 || ae.Actual != res.LastSeq {
 			t.Fatalf("conflict expected %d actual %d, want 0 and %d", ae.Expected, ae.Actual, res.LastSeq)
 		}
@@ -207,14 +207,14 @@ func TestNoTurn(t *testing.T) {
 	transports(t, e, func(t *testing.T, c *Client) {
 		ctx := ctxT(t)
 		_, err := c.Discover(ctx, "idle", "", "send_message")
-		asAPIError(t, err, http.StatusConflict, CodeNoTurn)
+		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
 		if !errors.Is(err, service.ErrNoTurn) {
 			t.Fatalf("errors.Is(ErrNoTurn) = false for %v", err)
 		}
 		_, err = c.EndTurn(ctx, "idle")
-		asAPIError(t, err, http.StatusConflict, CodeNoTurn)
+		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
 		_, err = c.Checkpoint(ctx, "idle")
-		asAPIError(t, err, http.StatusConflict, CodeNoTurn)
+		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
 	})
 }
 
@@ -225,12 +225,12 @@ func TestNotFound(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{"GET", "/v1/nope", 404, CodeNotFound},
-		{"GET", "/", 404, CodeNotFound},
-		{"GET", "/v1/sessions/s1/events", 405, CodeMethodNotAllowed},
-		{"PATCH", "/v1/sessions/s1", 405, CodeMethodNotAllowed},
-		{"DELETE", "/v1/sessions/s1", 404, CodeNotFound}, // #30: nothing to delete
-		{"PUT", "/v1/sessions/s1/resolve", 405, CodeMethodNotAllowed},
+		{"GET", "/v1/nope", 404, wire.CodeNotFound},
+		{"GET", "/", 404, wire.CodeNotFound},
+		{"GET", "/v1/sessions/s1/events", 405, wire.CodeMethodNotAllowed},
+		{"PATCH", "/v1/sessions/s1", 405, wire.CodeMethodNotAllowed},
+		{"DELETE", "/v1/sessions/s1", 404, wire.CodeNotFound}, // #30: nothing to delete
+		{"PUT", "/v1/sessions/s1/resolve", 405, wire.CodeMethodNotAllowed},
 	} {
 		status, h, body := rawHTTP(t, tc.method, e.httpURL+tc.path, "")
 		ae := apiError(t, body)
@@ -247,7 +247,7 @@ func TestNotFound(t *testing.T) {
 	// Nothing dispatched yet: not_found, both ways (R21).
 	transports(t, e, func(t *testing.T, c *Client) {
 		_, err := c.LastDispatch(ctxT(t), "never")
-		ae := asAPIError(t, err, http.StatusNotFound, CodeNotFound)
+		ae := asAPIError(t, err, http.StatusNotFound, wire.CodeNotFound)
 		if !strings.Contains(ae.Message, `"never"`) {
 			t.Fatalf("message %q lacks the session", ae.Message)
 		}
@@ -259,7 +259,7 @@ func TestBodyTooLarge(t *testing.T) {
 	big := `{"commands":[{"type":"PresetChosen","preset":"` + strings.Repeat("x", 1<<20) + `"}]}`
 	status, _, body := rawHTTP(t, "POST", e.httpURL+"/v1/sessions/s1/events", big)
 	ae := apiError(t, body)
-	if status != http.StatusRequestEntityTooLarge || ae.Code != CodeTooLarge || !strings.Contains(ae.Message, "1 MiB") {
+	if status != http.StatusRequestEntityTooLarge || ae.Code != wire.CodeTooLarge || !strings.Contains(ae.Message, "1 MiB") {
 		t.Fatalf("%d %s %q, want 413 naming 1 MiB", status, ae.Code, ae.Message)
 	}
 	// Over NATS, with a smaller bound than the server's max payload.
@@ -268,7 +268,7 @@ func TestBodyTooLarge(t *testing.T) {
 	if got := msg.Header.Get(micro.ErrorCodeHeader); got != "413" {
 		t.Fatalf("NATS error code %q, want 413: %s", got, msg.Data)
 	}
-	if ae := apiError(t, msg.Data); ae.Code != CodeTooLarge || !strings.Contains(ae.Message, "1024 bytes (1 KiB)") {
+	if ae := apiError(t, msg.Data); ae.Code != wire.CodeTooLarge || !strings.Contains(ae.Message, "1024 bytes (1 KiB)") {
 		t.Fatalf("NATS: %+v", ae)
 	}
 }
@@ -301,15 +301,15 @@ func TestErrorOfMapping(t *testing.T) {
 		status int
 		code   string
 	}{
-		{errors.New("boom"), 500, CodeInternal},
+		{errors.New("boom"), 500, wire.CodeInternal},
 		{context.DeadlineExceeded, 503, CodeUnavailable},
 		{service.ErrInvalid, 400, CodeInvalid},
 		{events.ErrInvalidSession, 400, CodeInvalid},
-		{service.ErrNoTurn, 409, CodeNoTurn},
-		{service.ErrConflict, 409, CodeConflict},
+		{service.ErrNoTurn, 409, wire.CodeNoTurn},
+		{service.ErrConflict, 409, wire.CodeConflict},
 		// #12 items 2 and 4: outcome unknown and disk full are their own
 		// codes, distinct from refusals and from "unavailable".
-		{fmt.Errorf("append: %w", &jetstream.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, CodeOutcomeUnknown},
+		{fmt.Errorf("append: %w", &jetstream.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, wire.CodeOutcomeUnknown},
 		{fmt.Errorf("append: %w", jetstream.ErrNotSent), 503, CodeUnavailable},
 		{fmt.Errorf("append: %w", jetstream.ErrStorageFull), 507, CodeStorageFull},
 	} {
@@ -370,7 +370,7 @@ func TestKindOfEverySentinel(t *testing.T) {
 		}
 	}
 	e := errorOf(fmt.Errorf("append: %w", &jetstream.ConflictError{Session: "s", Expected: 1, Actual: 2}))
-	if e.Status != 409 || e.Code != CodeConflict || e.Expected != 1 || e.Actual != 2 {
+	if e.Status != 409 || e.Code != wire.CodeConflict || e.Expected != 1 || e.Actual != 2 {
 		t.Errorf("conflict: %+v", e)
 	}
 }

@@ -2,9 +2,7 @@ package api
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/toolintent/engine/internal/clip"
 )
@@ -33,70 +31,4 @@ func replyAllowed(subject string) error {
 		}
 	}
 	return nil
-}
-
-// limiter bounds the requests in flight per channel and in total (issue
-// 11, item 7): one channel flooding the engine with slow requests
-// (min_seq waits, large appends) gets "busy" replies while the other
-// channels are served. Every HTTP channel the engine does not know
-// shares the one key unknownChannels (#24 row 6): made-up Engine-Channel
-// values cannot multiply the per-channel budget into the total.
-type limiter struct {
-	mu         sync.Mutex
-	perChannel int
-	total      int
-	all        int
-	inFlight   map[string]int
-}
-
-// unknownChannels is the limiter key of every HTTP channel that is not
-// known (see API.httpLimitKey); it is no valid channel token, so no real
-// channel shares it.
-const unknownChannels = "\x00unknown"
-
-// OtherChannels is the channel label of requests from unknown HTTP
-// channels in Config.Observe (and so in /metrics).
-const OtherChannels = "other"
-
-// channelLabel is the label Config.Observe gets for a limiter key.
-func channelLabel(key string) string {
-	if key == unknownChannels {
-		return OtherChannels
-	}
-	return key
-}
-
-func newLimiter(perChannel, total int) *limiter {
-	return &limiter{perChannel: perChannel, total: total, inFlight: map[string]int{}}
-}
-
-// acquire takes a slot for key (a channel, or unknownChannels for
-// channel), or returns a CodeBusy error.
-func (l *limiter) acquire(key, channel string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inFlight[key] >= l.perChannel {
-		if key == unknownChannels {
-			return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-				Message: fmt.Sprintf("channel %q is not a known HTTP channel, and the unknown ones share %d requests in flight, all taken: retry later, or use a known channel (serve --http-channel, or a token of --http-tokens)", clip.String(channel, clip.Max), l.perChannel)}
-		}
-		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-			Message: fmt.Sprintf("channel %q has %d requests in flight, the most the engine handles at once per channel: retry later", clip.String(channel, clip.Max), l.perChannel)}
-	}
-	if l.all >= l.total {
-		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-			Message: fmt.Sprintf("the engine has %d requests in flight, the most it handles at once: retry later", l.total)}
-	}
-	l.inFlight[key]++
-	l.all++
-	return nil
-}
-
-func (l *limiter) release(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.all--
-	if l.inFlight[key]--; l.inFlight[key] <= 0 {
-		delete(l.inFlight, key)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -77,11 +78,11 @@ func TestMicroConcurrencyPerChannel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Header.Get(HeaderErrorCode) == CodeBusy || time.Since(start) > 4*time.Second {
+		if m.Header.Get(HeaderErrorCode) == wire.CodeBusy || time.Since(start) > 4*time.Second {
 			break
 		}
 	}
-	if m.Header.Get(HeaderErrorCode) != CodeBusy || m.Header.Get("Nats-Service-Error-Code") != "429" {
+	if m.Header.Get(HeaderErrorCode) != wire.CodeBusy || m.Header.Get("Nats-Service-Error-Code") != "429" {
 		t.Fatalf("fourth web request: %v %s, want a 429 busy", m.Header, m.Data)
 	}
 	// Slack is served meanwhile, well before the waits end.
@@ -108,11 +109,11 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 		status  int
 		code    string
 	}{
-		{"text/plain (no-cors fetch)", []string{"Content-Type", "text/plain"}, 415, CodeUnsupportedMedia},
-		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, CodeUnsupportedMedia},
-		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"}, 403, CodeForbidden},
-		{"cross-origin without fetch metadata", []string{"Origin", "https://evil.example"}, 403, CodeForbidden},
-		{"rebound DNS name", []string{"Host", "evil.example"}, 403, CodeForbidden},
+		{"text/plain (no-cors fetch)", []string{"Content-Type", "text/plain"}, 415, wire.CodeUnsupportedMedia},
+		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, wire.CodeUnsupportedMedia},
+		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"}, 403, wire.CodeForbidden},
+		{"cross-origin without fetch metadata", []string{"Origin", "https://evil.example"}, 403, wire.CodeForbidden},
+		{"rebound DNS name", []string{"Host", "evil.example"}, 403, wire.CodeForbidden},
 		{"same origin", []string{"Origin", e.httpURL, "Sec-Fetch-Site", "same-origin"}, 200, ""},
 		{"no browser", nil, 200, ""},
 	} {
@@ -136,7 +137,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 
 // Issue 11 item 6: with tokens, the channel comes from the token.
 func TestHTTPTokens(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"bot-token-0123456789","channel":"slack","actor":"bot"}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"bot-token-0123456789","channel":"slack","actor":"bot"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestHTTPTokens(t *testing.T) {
 		{"wrong token", []string{"Authorization", "Bearer nope-nope-nope-nope"}, 401},
 		{"read-only token", []string{"Authorization", "Bearer audit-token-0123456789"}, 403},
 		{"other channel", []string{"Authorization", "Bearer web-token-0123456789", HeaderChannel, "slack"}, 403},
-		{"other actor", []string{"Authorization", "Bearer bot-token-0123456789", HeaderActor, "eve"}, 403},
+		{"other actor", []string{"Authorization", "Bearer bot-token-0123456789", wire.HeaderActor, "eve"}, 403},
 		{"web", []string{"Authorization", "Bearer web-token-0123456789", HeaderChannel, "web"}, 200},
 		{"bot", []string{"Authorization", "Bearer bot-token-0123456789"}, 200},
 	} {
@@ -170,8 +171,8 @@ func TestHTTPTokens(t *testing.T) {
 		t.Fatalf("history: %+v %v", h.Entries, err)
 	}
 	for _, bad := range []string{`[]`, `[{"token":"short","channel":"web"}]`, `[{"token":"0123456789abcdef","channel":"a.b"}]`, `{"token":"x"}`} {
-		if _, err := ParseTokens([]byte(bad)); err == nil {
-			t.Errorf("ParseTokens(%s) accepted", bad)
+		if _, err := tokens.Parse([]byte(bad)); err == nil {
+			t.Errorf("tokens.Parse(%s) accepted", bad)
 		}
 	}
 }

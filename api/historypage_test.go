@@ -54,8 +54,8 @@ func TestHistoryPaged(t *testing.T) {
 		t.Fatalf("GET history: %d %.200s", status, body)
 	}
 	t.Logf("history-page: default page %d entries, %d bytes (the whole timeline is %d events)", len(first.Entries), len(body), n)
-	if len(first.Entries) != DefaultHistoryPage || !first.More || first.NextAfterSeq != seqs[DefaultHistoryPage-1] || len(body) > MaxHistoryPageBytes+64<<10 {
-		t.Fatalf("default page: %d entries (want %d), more %v, next %d (want %d), %d bytes", len(first.Entries), DefaultHistoryPage, first.More, first.NextAfterSeq, seqs[DefaultHistoryPage-1], len(body))
+	if len(first.Entries) != wire.DefaultHistoryPage || !first.More || first.NextAfterSeq != seqs[wire.DefaultHistoryPage-1] || len(body) > wire.MaxHistoryPageBytes+64<<10 {
+		t.Fatalf("default page: %d entries (want %d), more %v, next %d (want %d), %d bytes", len(first.Entries), wire.DefaultHistoryPage, first.More, first.NextAfterSeq, seqs[wire.DefaultHistoryPage-1], len(body))
 	}
 	if first.State.Seq != first.NextAfterSeq {
 		t.Fatalf("state of the first page at seq %d, want the page's last entry %d", first.State.Seq, first.NextAfterSeq)
@@ -67,7 +67,7 @@ func TestHistoryPaged(t *testing.T) {
 		t.Fatalf("GET history limit %d: %d %.200s", MaxHistoryPage, status, body)
 	}
 	t.Logf("history-page: limit %d: %d entries, %d bytes", MaxHistoryPage, len(big.Entries), len(body))
-	if len(big.Entries) > MaxHistoryPage || len(body) > MaxHistoryPageBytes+64<<10 || !big.More {
+	if len(big.Entries) > MaxHistoryPage || len(body) > wire.MaxHistoryPageBytes+64<<10 || !big.More {
 		t.Fatalf("limit %d page: %d entries, %d bytes, more %v", MaxHistoryPage, len(big.Entries), len(body), big.More)
 	}
 	status, _, body = rawHTTP(t, "GET", fmt.Sprintf("%s/v1/sessions/hp5k/history?limit=%d", e.httpURL, MaxHistoryPage+1), "")
@@ -83,7 +83,7 @@ func TestHistoryPaged(t *testing.T) {
 				pages++
 				max := limit
 				if max == 0 {
-					max = DefaultHistoryPage
+					max = wire.DefaultHistoryPage
 				}
 				if len(p.Entries) == 0 || len(p.Entries) > max {
 					return fmt.Errorf("page %d has %d entries, want 1 to %d", pages, len(p.Entries), max)

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/msgpackjson"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -17,25 +18,13 @@ import (
 // Handler returns the HTTP/JSON gateway: one route per operation (see
 // Operations), plus JSON 404 and 405 replies for everything else.
 //
-// With Config.Tokens every request needs Authorization: Bearer <token>
-// and the channel an event records is the token's (an Engine-Channel
-// header must be absent or equal); read-only tokens call read operations
-// only. Without tokens the channel comes from the Engine-Channel header
-// (default Config.HTTPChannel), which the engine cannot verify: listen on
-// loopback only (engine serve refuses anything else without tokens). The
-// actor is Engine-Actor (or the body's "actor"), fixed by a token that
-// names one.
-//
-// Every route is behind Protect (Host names, no cross-origin writes);
-// POST bodies must be application/json or application/msgpack (415
-// otherwise); each channel has at most Config.MaxInFlightPerChannel
-// requests in flight (429 beyond). Without tokens only HTTPChannel and
-// Config.HTTPChannels are channels of their own: every other
-// Engine-Channel shares one such budget (and the metrics label "other").
-//
-// Request bodies are JSON (or msgpack with Content-Type:
-// application/msgpack), at most Config.MaxBodyBytes (413 beyond); replies
-// are JSON, or msgpack when Accept names application/msgpack.
+// Channels, tokens, actors and in-flight budgets are as the package doc
+// says (Channels and trust); read-only tokens call read operations only,
+// and a token that names an actor fixes it. Every route is behind Protect
+// (Host names, no cross-origin writes); POST bodies must be
+// application/json or application/msgpack (415 otherwise), at most
+// Config.MaxBodyBytes (413 beyond); replies are JSON, or msgpack when
+// Accept names application/msgpack.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, op := range operations {
@@ -53,14 +42,14 @@ func (a *API) Handler() http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		mp := wantsMsgpack(r.Header.Get("Accept"))
+		mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 		if allow := allowed(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+			a.writeError(w, mp, &APIError{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethodNotAllowed,
 				Message: "method " + r.Method + " is not allowed on " + r.URL.Path + ": use " + strings.Join(allow, " or ")})
 			return
 		}
-		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+		a.writeError(w, mp, &APIError{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: "no route for " + r.Method + " " + r.URL.Path + ": the API is under /v1 (GET /v1/sessions, /v1/sessions/{session}, ...)"})
 	}))
 }
@@ -83,20 +72,15 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 func (a *API) httpOp(op *operation) http.Handler {
 	names := openapi.PathNames(op.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mp := wantsMsgpack(r.Header.Get("Accept"))
+		mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 		start := time.Now()
 		resp, channel, err := a.serveHTTP(op, names, r)
 		defer func() { a.observe(op, channel, err, start) }()
-		if e := (*APIError)(nil); errors.As(err, &e) && e.Code == CodeUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
-		}
 		if err != nil {
-			e := errorOf(err)
-			a.logError(op, e, err)
-			a.writeError(w, mp, e)
+			a.failHTTP(w, r, op, err)
 			return
 		}
-		body, err := encodeReply(resp, mp)
+		body, err := msgpackjson.EncodeReply(resp, mp)
 		if err != nil {
 			a.writeError(w, mp, errorOf(err))
 			return
@@ -114,29 +98,20 @@ func (a *API) httpOp(op *operation) http.Handler {
 // label: "" when refused before the channel was known, OtherChannels for
 // an unknown HTTP channel (see httpLimitKey).
 func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, string, error) {
-	tok, err := a.authenticate(op, r)
+	tok, channel, err := a.httpChannel(op, r)
 	if err != nil {
 		return nil, "", err
-	}
-	channel := a.cfg.HTTPChannel
-	if tok != nil {
-		channel = tok.Channel
-	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := validToken(HeaderChannel+" header", ch); err != nil {
-			return nil, "", err
-		}
-		channel = ch
 	}
 	// From here on the request counts under its limiter key: the channel,
 	// or the one key of every unknown HTTP channel, whose label is
 	// "other" (#24 row 6: a made-up Engine-Channel neither gets a budget
 	// of its own nor a metrics series).
 	key := a.httpLimitKey(tok, channel)
-	label := channelLabel(key)
-	if err := a.lim.acquire(key, channel); err != nil {
+	label := service.ChannelLabel(key)
+	if err := a.lim.Acquire(key, channel); err != nil {
 		return nil, label, err
 	}
-	defer a.lim.release(key)
+	defer a.lim.Release(key)
 	req := op.newReq()
 	switch r.Method {
 	case http.MethodPost:
@@ -154,28 +129,28 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		if err := checkContentType(r, data); err != nil {
 			return nil, label, err
 		}
-		if err := decodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
+		if err := msgpackjson.DecodeBody(data, r.Header.Get("Content-Type"), req); err != nil {
 			return nil, label, err
 		}
 	default: // GET, HEAD
-		if err := bindQuery(req, r.URL.Query(), names); err != nil {
+		if err := wire.BindQuery(req, r.URL.Query(), names); err != nil {
 			return nil, label, err
 		}
 	}
 	for _, n := range names {
-		if err := bindPath(req, n, r.PathValue(n)); err != nil {
+		if err := wire.BindPath(req, n, r.PathValue(n)); err != nil {
 			return nil, label, err
 		}
 	}
-	if err := bindIdempotencyKey(req, r.Header.Get(HeaderIdempotencyKey)); err != nil {
+	if err := service.BindIdempotencyKey(req, r.Header.Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, label, err
 	}
-	o := service.Origin{Actor: r.Header.Get(HeaderActor)}
+	o := service.Origin{Actor: r.Header.Get(wire.HeaderActor)}
 	if tok != nil && tok.Actor != "" {
-		body, _ := fieldString(req, "actor")
+		body, _ := wire.FieldString(req, "actor")
 		for _, got := range []string{o.Actor, body} {
 			if got != "" && got != tok.Actor {
-				return nil, label, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+				return nil, label, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 					Message: fmt.Sprintf("actor %q differs from the token's actor %q: leave it out or send that actor's token", clip.String(got, clip.Max), tok.Actor)}
 			}
 		}
@@ -189,15 +164,26 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 }
 
 func tooLarge(limit int64) error {
-	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
 		Message: "request body exceeds " + byteSize(limit) + ": send fewer commands per request"}
+}
+
+// failHTTP answers an HTTP request of op with err's error reply (and the
+// WWW-Authenticate challenge of a 401), and logs it.
+func (a *API) failHTTP(w http.ResponseWriter, r *http.Request, op *operation, err error) {
+	e := errorOf(err)
+	if e.Code == wire.CodeUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
+	}
+	a.logError(op, e, err)
+	a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), e)
 }
 
 func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 	if ra := retryAfter(e); ra != "" {
-		w.Header().Set(HeaderRetryAfter, ra)
+		w.Header().Set(wire.HeaderRetryAfter, ra)
 	}
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
+	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		http.Error(w, e.Message, e.Status)
 		return
@@ -212,7 +198,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 
 func (a *API) logError(op *operation, e *APIError, err error) {
 	ev := a.cfg.Logger.Debug()
-	if e.Code == CodeInternal || e.Code == CodeUnavailable {
+	if e.Code == wire.CodeInternal || e.Code == CodeUnavailable {
 		ev = a.cfg.Logger.Warn()
 	}
 	ev.Str("op", op.Name).Str("code", e.Code).Err(err).Msg("request failed")

@@ -1,99 +1,18 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/httpguard"
+	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
-
-// Token is one entry of a tokens file: a bearer token and the channel
-// (and optionally the actor) its requests write as.
-type Token struct {
-	// Token is the secret, at least 16 characters.
-	Token string `json:"token"`
-	// Channel is recorded on the events the token's requests write; an
-	// Engine-Channel header must be absent or equal.
-	Channel string `json:"channel"`
-	// Actor, when set, is the only actor the token may write as.
-	Actor string `json:"actor,omitempty"`
-	// ReadOnly tokens may call only the read operations (intent, resolve,
-	// history, explain, sessions, registry, budget, turn-inspect,
-	// turn-call-check, registry-diff: those that write no event).
-	ReadOnly bool `json:"read_only,omitempty"`
-}
-
-// Tokens authenticate HTTP requests (Config.Tokens). Build it with
-// LoadTokens or ParseTokens.
-type Tokens struct {
-	byHash map[[32]byte]Token
-}
-
-// MinTokenLen is the shortest token a tokens file may hold.
-const MinTokenLen = 16
-
-// ParseTokens reads a tokens file: a JSON array of Token, e.g.
-//
-//	[{"token":"4f1c…","channel":"web"},
-//	 {"token":"9a07…","channel":"audit","read_only":true}]
-func ParseTokens(data []byte) (*Tokens, error) {
-	var list []Token
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&list); err != nil {
-		return nil, fmt.Errorf("tokens: want a JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}: %w", err)
-	}
-	if len(list) == 0 {
-		return nil, errors.New("tokens: the file lists no token")
-	}
-	t := &Tokens{byHash: make(map[[32]byte]Token, len(list))}
-	for i, e := range list {
-		if len(e.Token) < MinTokenLen {
-			return nil, fmt.Errorf("tokens: entry %d (channel %q): token has %d characters, want at least %d (e.g. openssl rand -hex 24)", i, e.Channel, len(e.Token), MinTokenLen)
-		}
-		if err := validToken("channel of tokens entry "+fmt.Sprint(i), e.Channel); err != nil {
-			return nil, fmt.Errorf("tokens: %v", err)
-		}
-		if err := validActor(e.Actor); err != nil {
-			return nil, fmt.Errorf("tokens: entry %d: %v", i, err)
-		}
-		h := sha256.Sum256([]byte(e.Token))
-		if _, dup := t.byHash[h]; dup {
-			return nil, fmt.Errorf("tokens: entry %d repeats an earlier token", i)
-		}
-		t.byHash[h] = e
-	}
-	return t, nil
-}
-
-// LoadTokens reads a tokens file (see ParseTokens).
-func LoadTokens(path string) (*Tokens, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read tokens file: %w", err)
-	}
-	t, err := ParseTokens(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return t, nil
-}
-
-// lookup finds a token. The map is keyed by the token's SHA-256, so the
-// lookup time does not depend on how much of a guess matches a token.
-func (t *Tokens) lookup(token string) (Token, bool) {
-	e, ok := t.byHash[sha256.Sum256([]byte(token))]
-	return e, ok
-}
 
 // readOnlyOps are the operations a read-only token may call.
 var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true,
@@ -101,41 +20,59 @@ var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": tr
 	"turn-call-check": true, "registry-diff": true, "session-live": true, "events-live": true}
 
 // authenticate returns the token of an HTTP request, or a 401/403 error.
-func (a *API) authenticate(op *operation, r *http.Request) (*Token, error) {
+func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error) {
 	if a.cfg.Tokens == nil {
 		return nil, nil
 	}
 	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		return nil, &APIError{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized,
 			Message: "this engine's HTTP API needs Authorization: Bearer <token> (a token of its --http-tokens file)"}
 	}
-	e, ok := a.cfg.Tokens.lookup(strings.TrimSpace(tok))
+	e, ok := a.cfg.Tokens.Lookup(strings.TrimSpace(tok))
 	if !ok {
-		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the bearer token is not one of this engine's tokens"}
+		return nil, &APIError{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized, Message: "the bearer token is not one of this engine's tokens"}
 	}
 	if e.ReadOnly && !readOnlyOps[op.Name] {
-		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("the token of channel %q is read-only and may not call %s", e.Channel, op.Name)}
 	}
 	if ch := r.Header.Get(HeaderChannel); ch != "" && ch != e.Channel {
-		return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("%s %q differs from the token's channel %q: leave the header out or send the token of that channel", HeaderChannel, clip.String(ch, clip.Max), e.Channel)}
 	}
 	return &e, nil
 }
 
+// httpChannel authenticates an HTTP request of op and returns its token
+// (nil without tokens) and channel: the token's, else the Engine-Channel
+// header, else Config.HTTPChannel.
+func (a *API) httpChannel(op *operation, r *http.Request) (*tokens.Token, string, error) {
+	tok, err := a.authenticate(op, r)
+	if err != nil {
+		return nil, "", err
+	}
+	if tok != nil {
+		return tok, tok.Channel, nil
+	}
+	ch := r.Header.Get(HeaderChannel)
+	if ch == "" {
+		return nil, a.cfg.HTTPChannel, nil
+	}
+	return nil, ch, service.ValidToken(HeaderChannel+" header", ch)
+}
+
 // httpLimitKey is the limiter key of an HTTP request of channel (#24 row
 // 6): the channel itself when the engine knows it (a token's channel, the
 // default HTTPChannel, or one of Config.HTTPChannels), else
-// unknownChannels, one budget that every made-up Engine-Channel shares.
+// service.UnknownChannels, one budget that every made-up Engine-Channel shares.
 // Without tokens the header is the caller's word: a client that sends
 // many channel names gets no more than one channel's share.
-func (a *API) httpLimitKey(tok *Token, channel string) string {
+func (a *API) httpLimitKey(tok *tokens.Token, channel string) string {
 	if tok != nil || channel == a.cfg.HTTPChannel || slices.Contains(a.cfg.HTTPChannels, channel) {
 		return channel
 	}
-	return unknownChannels
+	return service.UnknownChannels
 }
 
 // checkContentType refuses a body that is neither JSON nor msgpack (issue
@@ -147,89 +84,24 @@ func checkContentType(r *http.Request, data []byte) error {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == MIMEJSON || isMsgpack(mt)) {
+	if err == nil && (mt == MIMEJSON || wire.IsMsgpack(mt)) {
 		return nil
 	}
 	if ct == "" {
 		ct = "none"
 	}
-	return &APIError{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia,
-		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, MIMEMsgpack)}
-}
-
-// parseOrigin checks an allowed origin: scheme://host[:port], no path.
-func parseOrigin(o string) (string, error) {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return "", fmt.Errorf("allowed origin %q: want scheme://host[:port], e.g. https://console.example.com", o)
-	}
-	return u.Scheme + "://" + u.Host, nil
+	return &APIError{Status: http.StatusUnsupportedMediaType, Code: wire.CodeUnsupportedMedia,
+		Message: fmt.Sprintf("request body has Content-Type %s: send %s (or %s)", clip.String(ct, clip.Max), MIMEJSON, wire.MIMEMsgpack)}
 }
 
 // Protect wraps an HTTP handler with the checks every route of the
-// engine's HTTP server needs (issue 11, item 5):
-//   - the Host header must name the engine (Config.Hosts, by default
-//     localhost, 127.0.0.1 and [::1]): a page whose DNS name was rebound
-//     to the engine's address sends its own name and is refused;
-//   - a browser request with an unsafe method from another origin
-//     (Sec-Fetch-Site, or Origin against Host) is refused unless the
-//     origin is in Config.Origins: no cross-site form or fetch writes.
-//
-// Handler applies Protect itself; wrap other routes served beside it.
+// engine's HTTP server needs (issue 11, item 5; httpguard.Guard of
+// Config.Hosts and Config.Origins): Host names the engine (no DNS
+// rebinding), no cross-origin writes. A refused request gets a forbidden
+// (403) error reply. Handler applies Protect itself; wrap other routes
+// served beside it.
 func (a *API) Protect(next http.Handler) http.Handler {
-	cop := http.NewCrossOriginProtection()
-	for _, o := range a.cfg.Origins {
-		if norm, err := parseOrigin(o); err == nil {
-			_ = cop.AddTrustedOrigin(norm)
-		}
-	}
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-			Message: fmt.Sprintf("cross-origin %s from %s refused: the engine accepts writes only from its own pages (or serve --http-origin)", r.Method, clip.String(originOf(r), clip.Max))})
-	}))
-	protected := cop.Handler(next)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.hostAllowed(r.Host) {
-			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-				Message: fmt.Sprintf("Host %q is not a name of this engine (%s): reach it by one of those, or add the name with serve --http-host", clip.String(r.Host, clip.Max), strings.Join(a.hostNames(), ", "))})
-			return
-		}
-		protected.ServeHTTP(w, r)
-	})
-}
-
-func originOf(r *http.Request) string {
-	if o := r.Header.Get("Origin"); o != "" {
-		return o
-	}
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
-		return "a " + s + " page"
-	}
-	return "another origin"
-}
-
-func (a *API) hostNames() []string {
-	if len(a.cfg.Hosts) > 0 {
-		return a.cfg.Hosts
-	}
-	return []string{"localhost", "127.0.0.1", "[::1]"}
-}
-
-// hostAllowed matches a Host header against the configured names: a name
-// without a port matches any port.
-func (a *API) hostAllowed(host string) bool {
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	return slices.ContainsFunc(a.hostNames(), func(want string) bool {
-		if strings.EqualFold(want, host) {
-			return true
-		}
-		if _, _, err := net.SplitHostPort(want); err == nil {
-			return false // a name with a port matches only exactly
-		}
-		return strings.EqualFold(strings.TrimSuffix(strings.TrimPrefix(want, "["), "]"), name)
+	return httpguard.Guard{Hosts: a.cfg.Hosts, Origins: a.cfg.Origins}.Protect(next, func(w http.ResponseWriter, r *http.Request, msg string) {
+		a.writeError(w, wire.WantsMsgpack(r.Header.Get("Accept")), &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden, Message: msg})
 	})
 }

@@ -78,7 +78,7 @@ func TestAppendIdempotencyKey(t *testing.T) {
 				session := name + "-" + via
 				key := "3f1c2a9e-7b4d-4c11-9a60-" + via + "-" + name // any opaque string (#29 item 1)
 				keyID := wire.IdempotencyEventIDs(session, key, 1)[0]
-				req, headers := body, []string{HeaderIdempotencyKey, key}
+				req, headers := body, []string{wire.HeaderIdempotencyKey, key}
 				if via == "field" {
 					req, headers = `{"event_id":"`+key+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`, nil
 				}
@@ -109,28 +109,28 @@ func TestAppendIdempotencyKey(t *testing.T) {
 			}
 			// Refusals.
 			k1, k2 := events.NewID(), events.NewID()
-			if st, b := do(t, name+"-bad", `{"event_id":"`+k1+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`, HeaderIdempotencyKey, k2); st != http.StatusBadRequest {
+			if st, b := do(t, name+"-bad", `{"event_id":"`+k1+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, k2); st != http.StatusBadRequest {
 				t.Fatalf("header and field differ: %d %s, want 400", st, b)
 			}
-			if st, b := do(t, name+"-bad", body, HeaderIdempotencyKey, strings.Repeat("k", 256)); st != http.StatusBadRequest {
+			if st, b := do(t, name+"-bad", body, wire.HeaderIdempotencyKey, strings.Repeat("k", 256)); st != http.StatusBadRequest {
 				t.Fatalf("key of 256 bytes: %d %s, want 400", st, b)
 			}
 			// #29 item 1: the same key with other commands is 422
 			// idempotency_key_mismatch naming both, and writes nothing.
 			k := "order-42/attempt-" + name
-			if st, b := do(t, name+"-mismatch", body, HeaderIdempotencyKey, k); st != http.StatusOK {
+			if st, b := do(t, name+"-mismatch", body, wire.HeaderIdempotencyKey, k); st != http.StatusOK {
 				t.Fatalf("keyed append %d %s", st, b)
 			}
-			st, b := do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, k)
+			st, b := do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, k)
 			var env struct {
 				Error APIError `json:"error"`
 			}
-			if err := json.Unmarshal(b, &env); err != nil || st != http.StatusUnprocessableEntity || env.Error.Code != CodeKeyMismatch ||
+			if err := json.Unmarshal(b, &env); err != nil || st != http.StatusUnprocessableEntity || env.Error.Code != wire.CodeKeyMismatch ||
 				!strings.Contains(env.Error.Message, k) || !strings.Contains(env.Error.Message, "ToolDisabled") || !strings.Contains(env.Error.Message, "ToolEnabled") {
-				t.Fatalf("same key, other commands: %d %s, want 422 %s naming the key and both commands", st, b, CodeKeyMismatch)
+				t.Fatalf("same key, other commands: %d %s, want 422 %s naming the key and both commands", st, b, wire.CodeKeyMismatch)
 			}
 			// Case-sensitive: the upper-case key is another key.
-			st, b = do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, strings.ToUpper(k))
+			st, b = do(t, name+"-mismatch", `{"commands":[{"type":"ToolEnabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, strings.ToUpper(k))
 			if up := decode(t, b); st != http.StatusOK || up.Duplicate || len(up.EventIDs) != 1 {
 				t.Fatalf("upper-case key: %d %s, want a new event", st, b)
 			}
@@ -149,7 +149,7 @@ func TestAppendIdempotencyKeyOtherSession(t *testing.T) {
 	e := newEnv(t, Config{})
 	key := events.NewID()
 	body := `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`
-	if st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/holder/events", body, HeaderIdempotencyKey, key); st != http.StatusOK {
+	if st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/holder/events", body, wire.HeaderIdempotencyKey, key); st != http.StatusOK {
 		t.Fatalf("first append %d %s", st, b)
 	}
 	check := func(via string, status string, data []byte) {
@@ -157,12 +157,12 @@ func TestAppendIdempotencyKeyOtherSession(t *testing.T) {
 		var env struct {
 			Error APIError `json:"error"`
 		}
-		if err := json.Unmarshal(data, &env); err != nil || status != "422" || env.Error.Code != CodeKeyInUse ||
+		if err := json.Unmarshal(data, &env); err != nil || status != "422" || env.Error.Code != wire.CodeKeyInUse ||
 			!strings.Contains(env.Error.Message, key) || strings.Contains(env.Error.Message, "holder") {
-			t.Fatalf("%s: %s %s, want 422 %s naming the key only", via, status, data, CodeKeyInUse)
+			t.Fatalf("%s: %s %s, want 422 %s naming the key only", via, status, data, wire.CodeKeyInUse)
 		}
 	}
-	st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/other/events", body, HeaderIdempotencyKey, key)
+	st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/other/events", body, wire.HeaderIdempotencyKey, key)
 	check("http", strconv.Itoa(st), b)
 	msg := rawNATS(t, e.nc, "tools.api.slack.events.append", `{"session":"other","event_id":"`+key+`","commands":[{"type":"ToolDisabled","name":"bash"}]}`)
 	check("nats", msg.Header.Get("Nats-Service-Error-Code"), msg.Data)

@@ -13,8 +13,10 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // #30: a deleted session answers 410 with the error envelope, code
@@ -34,7 +36,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := c.Delete(ctx, DeleteRequest{Session: "gone1", Reason: "user request"})
+	del, err := c.Delete(ctx, wire.DeleteRequest{Session: "gone1", Reason: "user request"})
 	if err != nil || del.Seq == 0 {
 		t.Fatalf("delete: %+v %v", del, err)
 	}
@@ -53,7 +55,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 		{http.MethodDelete, "/v1/sessions/gone1", ""},
 	} {
 		status, _, body := rawHTTP(t, r.method, env.httpURL+r.path, r.body)
-		if e := apiError(t, body); status != http.StatusGone || e.Code != CodeDeleted || !strings.Contains(e.Message, "deleted") {
+		if e := apiError(t, body); status != http.StatusGone || e.Code != wire.CodeDeleted || !strings.Contains(e.Message, "deleted") {
 			t.Errorf("HTTP %s %s: %d %s %q, want 410 deleted", r.method, r.path, status, e.Code, e.Message)
 		}
 	}
@@ -65,7 +67,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 		{"session.delete", `{"session":"gone1"}`},
 	} {
 		msg := rawNATS(t, env.nc, "tools.api.web."+r.op, r.body)
-		if msg.Header.Get(micro.ErrorCodeHeader) != "410" || msg.Header.Get(HeaderErrorCode) != CodeDeleted || apiError(t, msg.Data).Code != CodeDeleted {
+		if msg.Header.Get(micro.ErrorCodeHeader) != "410" || msg.Header.Get(HeaderErrorCode) != wire.CodeDeleted || apiError(t, msg.Data).Code != wire.CodeDeleted {
 			t.Errorf("NATS %s: headers %v body %s, want 410 deleted", r.op, msg.Header, msg.Data)
 		}
 	}
@@ -83,7 +85,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 		t.Errorf("impact after a delete: %+v %v, want the bystander only", imp, err)
 	}
 	// Deleting a session with no events is not_found (404).
-	if _, err := c.Delete(ctx, DeleteRequest{Session: "never1"}); !errors.Is(err, service.ErrNotFound) {
+	if _, err := c.Delete(ctx, wire.DeleteRequest{Session: "never1"}); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("delete of a session with no events: %v, want not_found", err)
 	}
 }
@@ -92,7 +94,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 // erase is the erase channel's only: any other channel gets 403 and
 // nothing is written.
 func TestDeleteRights(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"web-token-0123456789","channel":"web"}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"web-token-0123456789","channel":"web"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +104,11 @@ func TestDeleteRights(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, _, body := rawHTTP(t, http.MethodDelete, env.httpURL+"/v1/sessions/r1", "", "Authorization", "Bearer audit-token-0123456789")
-	if status != http.StatusForbidden || apiError(t, body).Code != CodeForbidden {
+	if status != http.StatusForbidden || apiError(t, body).Code != wire.CodeForbidden {
 		t.Errorf("read-only token deletes: %d %s", status, body)
 	}
 	status, _, body = rawHTTP(t, http.MethodDelete, env.httpURL+"/v1/sessions/r1?erase=true", "", "Authorization", "Bearer web-token-0123456789")
-	if e := apiError(t, body); status != http.StatusForbidden || e.Code != CodeForbidden || !strings.Contains(e.Message, `"ops"`) {
+	if e := apiError(t, body); status != http.StatusForbidden || e.Code != wire.CodeForbidden || !strings.Contains(e.Message, `"ops"`) {
 		t.Errorf("web channel erases: %d %s", status, body)
 	}
 	msg := rawNATS(t, env.nc, "tools.api.web.session.delete", `{"session":"r1","erase":true}`)
@@ -161,7 +163,7 @@ func TestEraseOverBothTransports(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := env.httpClient(WithChannel("ops"))
-	res, err := ops.Delete(ctx, DeleteRequest{Session: "e-http", Erase: true})
+	res, err := ops.Delete(ctx, wire.DeleteRequest{Session: "e-http", Erase: true})
 	if err != nil || !res.Erased || res.Purged != 2 || res.Seq == 0 || res.AuditSeq == 0 {
 		t.Fatalf("erase over HTTP: %+v %v", res, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -34,29 +34,6 @@ import (
 // it shuts down) ends every stream at once, so that http.Server.Shutdown
 // does not wait for them.
 
-// LiveEvent is one event of a live stream (wire.LiveEvent's JSON).
-type LiveEvent struct {
-	service.EventRef
-	Session string   `json:"session"`
-	Payload *Command `json:"payload,omitempty"`
-	Error   string   `json:"error,omitempty"`
-}
-
-// liveEventOf is r as a live stream sends it.
-func liveEventOf(r service.WatchedEvent) LiveEvent {
-	e := LiveEvent{
-		EventRef: service.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
-		Session:  r.Session,
-	}
-	if r.Err != nil {
-		e.Error = r.Err.Error()
-	}
-	if r.Envelope.Payload != nil {
-		e.Payload = &Command{r.Envelope.Payload}
-	}
-	return e
-}
-
 var liveOps = func() map[string]*operation {
 	m := map[string]*operation{}
 	for _, o := range wire.LiveOperations() {
@@ -69,18 +46,7 @@ var liveOps = func() map[string]*operation {
 // with 503: engine serve calls it when it shuts down (http.Server's
 // RegisterOnShutdown), before waiting for requests in flight. Safe to
 // call more than once.
-func (a *API) StopLive() { a.stopLive() }
-
-// liveAcquire takes a live-stream slot of key, or returns the 429 of a
-// full live budget.
-func (a *API) liveAcquire(key, channel string) error {
-	if err := a.live.acquire(key, channel); err != nil {
-		return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy,
-			Message: fmt.Sprintf("channel %q has the most live streams open the engine allows (%d per channel, %d in all): close one or retry later",
-				clip.String(channel, clip.Max), a.cfg.MaxLivePerChannel, a.cfg.MaxLive)}
-	}
-	return nil
-}
+func (a *API) StopLive() { a.live.Stop() }
 
 // liveAfter is where a live stream starts: Last-Event-ID (what a
 // reconnecting EventSource sends) wins over the after_seq parameter.
@@ -106,12 +72,7 @@ func (a *API) httpLive(op *operation) http.Handler {
 		label, err := a.serveLive(op, w, r, start)
 		if err != nil {
 			a.observe(op, label, err, start)
-			e := errorOf(err)
-			if e.Code == CodeUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
-			}
-			a.logError(op, e, err)
-			a.writeError(w, wantsMsgpack(r.Header.Get("Accept")), e)
+			a.failHTTP(w, r, op, err)
 		}
 	})
 }
@@ -120,21 +81,12 @@ func (a *API) httpLive(op *operation) http.Handler {
 // (after that, errors end the stream with an "error" event). It counts a stream that started in the metrics when it starts (the
 // latency is the time to the first byte, not the stream's length).
 func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, start time.Time) (string, error) {
-	tok, err := a.authenticate(op, r)
+	tok, channel, err := a.httpChannel(op, r)
 	if err != nil {
 		return "", err
 	}
-	channel := a.cfg.HTTPChannel
-	if tok != nil {
-		channel = tok.Channel
-	} else if ch := r.Header.Get(HeaderChannel); ch != "" {
-		if err := validToken(HeaderChannel+" header", ch); err != nil {
-			return "", err
-		}
-		channel = ch
-	}
 	key := a.httpLimitKey(tok, channel)
-	label := channelLabel(key)
+	label := service.ChannelLabel(key)
 	q := r.URL.Query()
 	for k := range q {
 		if k != "after_seq" {
@@ -152,22 +104,14 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 		a.observe(op, label, nil, start)
 		return label, nil
 	}
-	if err := a.liveAcquire(key, channel); err != nil {
-		return label, err
-	}
-	defer a.live.release(key)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(a.liveCtx, cancel)
-	defer stop()
-	if a.liveCtx.Err() != nil {
+	st, err := a.live.Open(r.Context(), key, channel, session, after)
+	if errors.Is(err, service.ErrLiveStopped) {
 		return label, &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect to another engine or later"}
 	}
-	wt, err := a.eng.Watch(ctx, session, after)
 	if err != nil {
 		return label, err
 	}
-	defer wt.Stop()
+	defer st.Close()
 
 	// A stream outlives the server's read and write timeouts, which are
 	// sized for one request.
@@ -189,49 +133,28 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 	// retry: how long an EventSource waits before reconnecting.
 	fmt.Fprintf(bw, "retry: 2000\n: live %s after %d\n\n", clip.String(session, clip.Max), after)
 	a.observe(op, label, nil, start)
-	if flush() != nil {
-		return label, nil
-	}
-	for {
-		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
-		rec, err := wt.Next(nctx)
-		ncancel()
-		switch {
-		case err == nil:
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchEnded), errors.Is(err, service.ErrWatchStopped):
-			// client gone, engine stopping, or the session was deleted
-			if errors.Is(err, service.ErrWatchEnded) {
-				fmt.Fprint(bw, "event: end\ndata: {}\n\n")
-				_ = flush()
-			}
-			return label, nil
-		case errors.Is(err, context.DeadlineExceeded):
+	for err := flush(); err == nil; err = flush() {
+		switch step := st.Next(); step.Kind {
+		case service.LiveEventStep:
+			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", step.Seq, step.Type, step.Data)
+		case service.LiveHeartbeatStep:
 			fmt.Fprint(bw, ": heartbeat\n\n")
-			if flush() != nil {
-				return label, nil
-			}
-			continue
+		case service.LiveEndedStep: // the session was deleted
+			fmt.Fprint(bw, "event: end\ndata: {}\n\n")
+			_ = flush()
+			return label, nil
+		case service.LiveStoppedStep: // client gone or engine stopping
+			return label, nil
 		default:
-			e := errorOf(err)
-			a.logError(op, e, err)
+			e := errorOf(step.Err)
+			a.logError(op, e, step.Err)
 			body, _ := json.Marshal(wire.Envelope{Error: e})
 			fmt.Fprintf(bw, "event: error\ndata: %s\n\n", body)
 			_ = flush()
 			return label, nil
 		}
-		body, err := json.Marshal(liveEventOf(rec))
-		if err != nil {
-			return label, nil
-		}
-		typ := string(rec.Envelope.Type)
-		if rec.Err != nil || typ == "" || strings.ContainsAny(typ, "\r\n") {
-			typ = "undecodable"
-		}
-		fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", rec.Seq, typ, body)
-		if flush() != nil {
-			return label, nil
-		}
 	}
+	return label, nil
 }
 
 // addLiveEndpoints adds the live operations to the micro service: a
@@ -252,7 +175,7 @@ func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.G
 			"write":           "false",
 			"summary":         op.Summary,
 			"request_schema":  openapi.JSON(schemaOf(reflect.TypeFor[wire.LiveRequest]())),
-			"response_schema": openapi.JSON(schemaOf(reflect.TypeFor[LiveEvent]())),
+			"response_schema": openapi.JSON(schemaOf(reflect.TypeFor[service.LiveEvent]())),
 			"streaming":       "true",
 		}
 		if err := group.AddEndpoint(op.Name, a.microLive(ctx, nc, op), micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
@@ -263,22 +186,19 @@ func (a *API) addLiveEndpoints(ctx context.Context, nc *nats.Conn, group micro.G
 }
 
 func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro.Handler {
-	prefix := a.cfg.SubjectPrefix + "."
-	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
-		if err := replyAllowed(r.Reply()); err != nil {
-			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		channel, ok := a.microChannel(op, r)
+		if !ok {
 			return
 		}
 		start := time.Now()
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
 			a.respondError(r, false, e)
 			a.observe(op, channel, err, start)
 		}
-		if err := validToken("channel (subject token)", channel); err != nil {
+		if err := service.ValidToken("channel (subject token)", channel); err != nil {
 			fail(err)
 			return
 		}
@@ -300,35 +220,19 @@ func (a *API) microLive(ctx context.Context, nc *nats.Conn, op *operation) micro
 			fail(badRequest("%s: field \"session\" is required", op.Name))
 			return
 		}
-		if err := a.liveAcquire(channel, channel); err != nil {
-			fail(err)
-			return
+		st, err := a.live.Open(ctx, channel, channel, req.Session, req.AfterSeq)
+		if errors.Is(err, service.ErrLiveStopped) {
+			err = &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"}
 		}
-		sctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(a.liveCtx, cancel)
-		if a.liveCtx.Err() != nil {
-			stop()
-			cancel()
-			a.live.release(channel)
-			fail(&APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: retry later"})
-			return
-		}
-		wt, err := a.eng.Watch(sctx, req.Session, req.AfterSeq)
 		if err != nil {
-			stop()
-			cancel()
-			a.live.release(channel)
 			fail(err)
 			return
 		}
 		a.observe(op, channel, nil, start)
 		reply := r.Reply()
 		go func() {
-			defer a.live.release(channel)
-			defer cancel()
-			defer stop()
-			defer wt.Stop()
-			a.streamNATS(sctx, nc, op, reply, wt)
+			defer st.Close()
+			a.streamNATS(nc, op, reply, st)
 		}()
 	})
 }
@@ -337,10 +241,10 @@ func liveMsg(reply, kind string, body []byte) *nats.Msg {
 	return &nats.Msg{Subject: reply, Data: body, Header: nats.Header{wire.LiveHeader: []string{kind}, "Content-Type": []string{MIMEJSON}}}
 }
 
-// streamNATS sends wt's events to reply until the stream ends.
-func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, reply string, wt *service.Watch) {
+// streamNATS sends st's steps to reply until the stream ends.
+func (a *API) streamNATS(nc *nats.Conn, op *operation, reply string, st *service.LiveStream) {
 	alive := func() bool {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, cancel := context.WithTimeout(st.Context(), time.Second)
 		defer cancel()
 		_, err := nc.RequestMsgWithContext(pctx, liveMsg(reply, wire.LiveHeartbeatMsg, nil))
 		return !errors.Is(err, nats.ErrNoResponders)
@@ -349,36 +253,28 @@ func (a *API) streamNATS(ctx context.Context, nc *nats.Conn, op *operation, repl
 		return
 	}
 	for {
-		nctx, ncancel := context.WithTimeout(ctx, a.cfg.LiveHeartbeat)
-		rec, err := wt.Next(nctx)
-		ncancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, service.ErrWatchEnded):
+		switch step := st.Next(); step.Kind {
+		case service.LiveEventStep:
+			if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, step.Data)); err != nil {
+				return
+			}
+		case service.LiveHeartbeatStep:
+			if !alive() {
+				return
+			}
+		case service.LiveEndedStep:
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, nil))
 			return
-		case ctx.Err() != nil, errors.Is(err, service.ErrWatchStopped):
+		case service.LiveStoppedStep:
 			// The engine stops: the client reconnects (to another engine).
 			body, _ := json.Marshal(wire.Envelope{Error: &APIError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the engine is shutting down: reconnect after the last event seen"}})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
 			return
-		case errors.Is(err, context.DeadlineExceeded):
-			if !alive() {
-				return
-			}
-			continue
 		default:
-			e := errorOf(err)
-			a.logError(op, e, err)
+			e := errorOf(step.Err)
+			a.logError(op, e, step.Err)
 			body, _ := json.Marshal(wire.Envelope{Error: e})
 			_ = nc.PublishMsg(liveMsg(reply, wire.LiveEndMsg, body))
-			return
-		}
-		body, err := json.Marshal(liveEventOf(rec))
-		if err != nil {
-			continue
-		}
-		if err := nc.PublishMsg(liveMsg(reply, wire.LiveEventMsg, body)); err != nil {
 			return
 		}
 	}

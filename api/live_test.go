@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -92,7 +93,7 @@ func (s *sseStream) frame() (sseFrame, error) {
 }
 
 // event reads frames up to the next event (skipping comments and retry).
-func (s *sseStream) event() (sseFrame, LiveEvent) {
+func (s *sseStream) event() (sseFrame, service.LiveEvent) {
 	s.t.Helper()
 	for {
 		f, err := s.frame()
@@ -102,7 +103,7 @@ func (s *sseStream) event() (sseFrame, LiveEvent) {
 		if f.event == "" {
 			continue
 		}
-		var ev LiveEvent
+		var ev service.LiveEvent
 		if f.event != "end" && f.event != "error" {
 			if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
 				s.t.Fatalf("live event data %q: %v", f.data, err)
@@ -230,7 +231,7 @@ func TestLiveHTTPDeletedSessionEnds(t *testing.T) {
 // heartbeats; StopLive (engine shutdown) ends every stream and refuses
 // new ones with 503.
 func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
-	toks, err := ParseTokens([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
 		open = append(open, s)
 	}
 	_, code, body := openSSE(t, url, audit...)
-	if code != http.StatusTooManyRequests || apiError(t, body).Code != CodeBusy {
+	if code != http.StatusTooManyRequests || apiError(t, body).Code != wire.CodeBusy {
 		t.Fatalf("third stream of a channel: %d %s, want 429 busy", code, body)
 	}
 	web, code, body := openSSE(t, url, "Authorization", "Bearer web-token-0123456789")
@@ -349,7 +350,7 @@ func TestLiveNATSGoneClientFreesSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.Header.Get(wire.LiveHeader) == wire.LiveEventMsg {
-			var ev LiveEvent
+			var ev service.LiveEvent
 			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Seq != seq || ev.Session != "ln" {
 				t.Fatalf("event %s (%v), want seq %d", m.Data, err, seq)
 			}

@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/clip"
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/msgpackjson"
+	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -25,19 +26,11 @@ import (
 // "tool-engine" so that several engines share the load; `nats micro ls`,
 // `info` and `stats` see it.
 //
-// The channel of a request is the subject token after the prefix:
-// tools.api.web.events.append writes events with channel "web". Give each
-// channel its own NATS user allowed to publish only to
-// tools.api.<channel>.> (plus its _INBOX for replies), and the channel is
-// verified by the server. The actor comes from the Engine-Actor header, or
-// the body's "actor" field. The session id is in the JSON body.
-//
-// Request bodies are JSON (or msgpack with Content-Type:
-// application/msgpack); replies are JSON, or msgpack when the request has
-// the header Accept: application/msgpack. An error reply has the micro
-// headers Nats-Service-Error-Code (the HTTP status, e.g. "409") and
-// Nats-Service-Error (the message), the header Engine-Error-Code (the code)
-// and the error envelope as body, so that micro stats count it.
+// The channel of a request is the subject token after the prefix
+// (tools.api.web.events.append writes as "web"; see the package doc for
+// the NATS permissions that verify it); bodies and error replies are as
+// package wire documents (Formats, Errors), micro's error headers set so
+// that micro stats count errors.
 //
 // ctx bounds every request handled (cancel it to fail requests in
 // flight); each request also gets Config.RequestTimeout. Requests run
@@ -118,26 +111,33 @@ func Subject(prefix, channel, op string) (string, error) {
 	if prefix == "" {
 		prefix = Config{}.withDefaults().SubjectPrefix
 	}
-	if err := validToken("channel", channel); err != nil {
+	if err := service.ValidToken("channel", channel); err != nil {
 		return "", err
 	}
 	return prefix + "." + channel + "." + o.Subject, nil
 }
 
+// microChannel is the channel of a request to op (the subject token after
+// the prefix), or false when the request is dropped: the engine never
+// publishes into its own namespaces (issue 11, item 3), so a request whose
+// reply subject is not an inbox gets no reply, since the only way to tell
+// its sender is that reply.
+func (a *API) microChannel(op *operation, r micro.Request) (string, bool) {
+	if err := replyAllowed(r.Reply()); err != nil {
+		a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(r.Subject(), a.cfg.SubjectPrefix+"."), "."+op.Subject), true
+}
+
 func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *atomic.Uint64) micro.Handler {
-	prefix := a.cfg.SubjectPrefix + "."
-	suffix := "." + op.Subject
 	return micro.HandlerFunc(func(r micro.Request) {
-		// Never publish into the engine's own namespaces (issue 11, item
-		// 3): a request whose reply subject is not an inbox is dropped,
-		// since the only way to tell its sender is that reply.
-		if err := replyAllowed(r.Reply()); err != nil {
-			a.cfg.Logger.Warn().Str("op", op.Name).Str("subject", r.Subject()).Str("reply", clip.String(r.Reply(), clip.Max)).Err(err).Msg("request refused: reply subject is not an inbox")
+		channel, ok := a.microChannel(op, r)
+		if !ok {
 			return
 		}
 		start := time.Now()
-		mp := wantsMsgpack(r.Headers().Get("Accept"))
-		channel := strings.TrimSuffix(strings.TrimPrefix(r.Subject(), prefix), suffix)
+		mp := wire.WantsMsgpack(r.Headers().Get("Accept"))
 		fail := func(err error) {
 			e := errorOf(err)
 			a.logError(op, e, err)
@@ -149,7 +149,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 			fail(err)
 			return
 		}
-		if err := a.lim.acquire(channel, channel); err != nil {
+		if err := a.lim.Acquire(channel, channel); err != nil {
 			fail(err)
 			return
 		}
@@ -163,7 +163,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 		// Respond and Error write it (a data race under -race).
 		reply := r.Reply()
 		go func() {
-			defer a.lim.release(channel)
+			defer a.lim.Release(channel)
 			resp, err := a.call(ctx, op, req, o)
 			if err != nil {
 				late.Add(1)
@@ -173,7 +173,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 				a.observe(op, channel, err, start)
 				return
 			}
-			body, err := encodeReply(resp, mp)
+			body, err := msgpackjson.EncodeReply(resp, mp)
 			if err != nil {
 				late.Add(1)
 				_ = nc.PublishMsg(errorMsg(reply, mp, errorOf(err)))
@@ -189,7 +189,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 // prepareMicro decodes and checks a request (quick, bounded work).
 func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any, service.Origin, error) {
 	var o service.Origin
-	if err := validToken("channel (subject token)", channel); err != nil {
+	if err := service.ValidToken("channel (subject token)", channel); err != nil {
 		return nil, o, err
 	}
 	data := r.Data()
@@ -197,54 +197,47 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 		return nil, o, tooLarge(a.cfg.MaxBodyBytes)
 	}
 	req := op.newReq()
-	if err := decodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
+	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}
-	if err := bindIdempotencyKey(req, r.Headers().Get(HeaderIdempotencyKey)); err != nil {
+	if err := service.BindIdempotencyKey(req, r.Headers().Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, o, err
 	}
-	o.Actor = r.Headers().Get(HeaderActor)
+	o.Actor = r.Headers().Get(wire.HeaderActor)
 	// Every operation knows its caller's channel: writes record it, reads
 	// resolve under its policy (#31).
 	o.Channel = channel
-	if err := a.check(req, &o); err != nil {
+	if err := service.CheckRequest(req, &o); err != nil {
 		return nil, o, err
 	}
 	return req, o, nil
 }
 
 func (a *API) respondError(r micro.Request, mp bool, e *APIError) {
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
-	if err != nil {
-		body = nil
-	}
-	h := micro.Headers{
-		"Content-Type":  []string{contentType(mp)},
-		HeaderErrorCode: []string{e.Code},
-	}
-	if ra := retryAfter(e); ra != "" {
-		h[HeaderRetryAfter] = []string{ra}
-	}
-	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(h))
+	body, h := errorReply(mp, e)
+	_ = r.Error(strconv.Itoa(e.Status), errorDescription(e), body, micro.WithHeaders(micro.Headers(h)))
 }
 
 // errorMsg is the error reply respondError sends, as a message to reply:
 // the same body and headers (micro's error headers included).
 func errorMsg(reply string, mp bool, e *APIError) *nats.Msg {
-	body, err := encodeReply(wire.Envelope{Error: e}, mp)
+	body, h := errorReply(mp, e)
+	h[micro.ErrorHeader] = []string{errorDescription(e)}
+	h[micro.ErrorCodeHeader] = []string{strconv.Itoa(e.Status)}
+	return &nats.Msg{Subject: reply, Data: body, Header: h}
+}
+
+// errorReply is the body and headers of a NATS error reply.
+func errorReply(mp bool, e *APIError) ([]byte, nats.Header) {
+	body, err := msgpackjson.EncodeReply(wire.Envelope{Error: e}, mp)
 	if err != nil {
 		body = nil
 	}
-	h := nats.Header{
-		micro.ErrorHeader:     []string{errorDescription(e)},
-		micro.ErrorCodeHeader: []string{strconv.Itoa(e.Status)},
-		"Content-Type":        []string{contentType(mp)},
-		HeaderErrorCode:       []string{e.Code},
-	}
+	h := nats.Header{"Content-Type": []string{contentType(mp)}, HeaderErrorCode: []string{e.Code}}
 	if ra := retryAfter(e); ra != "" {
-		h[HeaderRetryAfter] = []string{ra}
+		h[wire.HeaderRetryAfter] = []string{ra}
 	}
-	return &nats.Msg{Subject: reply, Data: body, Header: h}
+	return body, h
 }
 
 // errorDescription is the one-line text of micro's error header.
@@ -295,8 +288,8 @@ func (a *API) unknownOp() micro.Handler {
 		for _, op := range operations {
 			subjects = append(subjects, op.Subject)
 		}
-		e := &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+		e := &APIError{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: fmt.Sprintf("no operation %q on subject %q: send to %s<channel>.<op>, op one of %s", clip.String(suffix, clip.Max), clip.String(r.Subject(), clip.Max), prefix, strings.Join(subjects, ", "))}
-		a.respondError(r, wantsMsgpack(r.Headers().Get("Accept")), e)
+		a.respondError(r, wire.WantsMsgpack(r.Headers().Get("Accept")), e)
 	})
 }

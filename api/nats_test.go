@@ -57,8 +57,8 @@ func TestMsgpackReply(t *testing.T) {
 	}
 	req := `{"session":"mp","min_seq":1}`
 	js := rawNATS(t, e.nc, "tools.api.web.session.resolve", req)
-	mp := rawNATS(t, e.nc, "tools.api.web.session.resolve", req, "Accept", MIMEMsgpack)
-	if ct := mp.Header.Get("Content-Type"); ct != MIMEMsgpack {
+	mp := rawNATS(t, e.nc, "tools.api.web.session.resolve", req, "Accept", wire.MIMEMsgpack)
+	if ct := mp.Header.Get("Content-Type"); ct != wire.MIMEMsgpack {
 		t.Fatalf("Content-Type %q", ct)
 	}
 	if js.Header.Get("Content-Type") != MIMEJSON {
@@ -68,17 +68,17 @@ func TestMsgpackReply(t *testing.T) {
 		t.Fatalf("msgpack and JSON differ:\njson    %s\nmsgpack %s", a, b)
 	}
 	// Over HTTP too, errors included.
-	_, h, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/mp/resolve", "", "Accept", MIMEMsgpack)
-	if h.Get("Content-Type") != MIMEMsgpack || !strings.Contains(msgpackAsJSON(t, body), `"source":"session-intent"`) {
+	_, h, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/mp/resolve", "", "Accept", wire.MIMEMsgpack)
+	if h.Get("Content-Type") != wire.MIMEMsgpack || !strings.Contains(msgpackAsJSON(t, body), `"source":"session-intent"`) {
 		t.Fatalf("HTTP msgpack reply: %s", msgpackAsJSON(t, body))
 	}
-	status, _, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/a.b", "", "Accept", MIMEMsgpack)
+	status, _, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/a.b", "", "Accept", wire.MIMEMsgpack)
 	if status != 400 || !strings.Contains(msgpackAsJSON(t, body), `"code":"invalid"`) {
 		t.Fatalf("msgpack error reply %d: %s", status, msgpackAsJSON(t, body))
 	}
 	// A msgpack request body.
 	cmd, _ := msgpack.Marshal(map[string]any{"session": "mp", "commands": []any{map[string]any{"type": "ToolDisabled", "name": "grep"}}})
-	reply := rawNATS(t, e.nc, "tools.api.web.events.append", string(cmd), "Content-Type", MIMEMsgpack, "Accept", MIMEMsgpack)
+	reply := rawNATS(t, e.nc, "tools.api.web.events.append", string(cmd), "Content-Type", wire.MIMEMsgpack, "Accept", wire.MIMEMsgpack)
 	if reply.Header.Get(micro.ErrorCodeHeader) != "" || !strings.Contains(msgpackAsJSON(t, reply.Data), `"disabled":["grep"]`) {
 		t.Fatalf("msgpack append: %v %s", reply.Header, msgpackAsJSON(t, reply.Data))
 	}
@@ -161,7 +161,7 @@ func TestOriginRecorded(t *testing.T) {
 		t.Fatalf("append: %s", msg.Data)
 	}
 	// The header wins over the body.
-	msg = rawNATS(t, e.nc, "tools.api.slack.events.append", `{"session":"origin","actor":"mallory","commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderActor, "dave")
+	msg = rawNATS(t, e.nc, "tools.api.slack.events.append", `{"session":"origin","actor":"mallory","commands":[{"type":"ToolEnabled","name":"bash"}]}`, wire.HeaderActor, "dave")
 	if msg.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("append: %s", msg.Data)
 	}

@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"reflect"
 
-	"github.com/toolintent/engine/openapi"
+	"github.com/toolintent/engine/internal/openapi"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -17,8 +18,8 @@ type Schema = openapi.Schema
 
 // schemaTypes are the types that encode themselves: command objects.
 var schemaTypes = openapi.Types{
-	reflect.TypeFor[Command]():  openapi.CommandSchema,
-	reflect.TypeFor[Commands](): func() Schema { return Schema{"type": "array", "items": openapi.CommandSchema()} },
+	reflect.TypeFor[Command]():          openapi.CommandSchema,
+	reflect.TypeFor[service.Commands](): func() Schema { return Schema{"type": "array", "items": openapi.CommandSchema()} },
 }
 
 // schemaOf is the JSON Schema of a request or reply type.
@@ -56,7 +57,7 @@ const PathOpenAPI = "/v1/openapi.json"
 // operation's real requests and replies, success and error, against it.
 func OpenAPI() map[string]any {
 	spec := openapi.Spec{Version: Version, Path: PathOpenAPI, Live: wire.LiveOperations(),
-		LiveEvent: reflect.TypeFor[LiveEvent](), Types: schemaTypes}
+		LiveEvent: reflect.TypeFor[service.LiveEvent](), Types: schemaTypes}
 	for _, op := range operations {
 		spec.Ops = append(spec.Ops, openapi.Op{Operation: op.Operation, Request: op.reqType, Reply: op.respType})
 	}
@@ -75,10 +76,10 @@ var openAPIJSON = func() []byte {
 // serveOpenAPI answers GET PathOpenAPI with the read operations'
 // authentication.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
-	mp := wantsMsgpack(r.Header.Get("Accept"))
+	mp := wire.WantsMsgpack(r.Header.Get("Accept"))
 	if _, err := a.authenticate(opsByName[wire.OpSessions.Name], r); err != nil {
 		e := errorOf(err)
-		if e.Code == CodeUnauthorized {
+		if e.Code == wire.CodeUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="engine"`)
 		}
 		a.writeError(w, mp, e)

@@ -2,6 +2,8 @@ package api
 
 import (
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/wire"
 
 	"bytes"
 	"encoding/json"
@@ -65,7 +67,7 @@ func checkOpenAPI(t *testing.T, v validator.Validator, what string, req *http.Re
 	resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {MIMEJSON}},
 		Body: io.NopCloser(bytes.NewReader(body)), Request: mk()}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		resp.Header.Set(HeaderRetryAfter, "1")
+		resp.Header.Set(wire.HeaderRetryAfter, "1")
 	}
 	if ok, errs := v.ValidateHttpResponse(mk(), resp); !ok {
 		for _, e := range errs {
@@ -134,11 +136,11 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 		}
 	}
 	call("append expecting another sequence", "append", `{"session":"oa","expected_seq":5,"commands":[{"type":"ToolDisabled","name":"bash"}]}`)
-	ok, _, b := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/oa/events", `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`, HeaderIdempotencyKey, "k-oa")
+	ok, _, b := rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/oa/events", `{"commands":[{"type":"ToolDisabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, "k-oa")
 	if ok != http.StatusOK {
 		t.Fatalf("keyed append: %d %s", ok, b)
 	}
-	call("append reusing a key with other commands", "append", `{"session":"oa","commands":[{"type":"ToolEnabled","name":"bash"}]}`, HeaderIdempotencyKey, "k-oa")
+	call("append reusing a key with other commands", "append", `{"session":"oa","commands":[{"type":"ToolEnabled","name":"bash"}]}`, wire.HeaderIdempotencyKey, "k-oa")
 	for _, want := range []int{http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity} {
 		if !seen[want] {
 			t.Errorf("no %d reply was checked", want)
@@ -180,7 +182,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 // no tokens file, and with one to any of its tokens, read-only included
 // (the read operations' rule); without a token it is 401.
 func TestOpenAPIServedAsReadOperations(t *testing.T) {
-	tokens, err := ParseTokens([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
+	tokens, err := tokens.Parse([]byte(`[{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
 )
 
 // #29 item "Retry-After on 429/503": a busy (429) reply and an
@@ -35,7 +36,7 @@ func TestRetryAfterOnBusyAndUnavailable(t *testing.T) {
 		if m.Header.Get(micro.ErrorCodeHeader) != "429" {
 			t.Fatalf("a second request while the slot is held: %v %s, want 429", m.Header, m.Data)
 		}
-		if got := m.Header.Get(HeaderRetryAfter); got != want {
+		if got := m.Header.Get(wire.HeaderRetryAfter); got != want {
 			t.Errorf("NATS 429: Retry-After %q, want %q: %v", got, want, m.Header)
 		}
 		m, err = sub.NextMsg(15 * time.Second)
@@ -45,7 +46,7 @@ func TestRetryAfterOnBusyAndUnavailable(t *testing.T) {
 		if m.Header.Get(micro.ErrorCodeHeader) != "503" {
 			t.Fatalf("the waiting read: %v %s, want 503", m.Header, m.Data)
 		}
-		if got := m.Header.Get(HeaderRetryAfter); got != want {
+		if got := m.Header.Get(wire.HeaderRetryAfter); got != want {
 			t.Errorf("NATS 503: Retry-After %q, want %q: %v", got, want, m.Header)
 		}
 	})
@@ -71,22 +72,22 @@ func TestRetryAfterOnBusyAndUnavailable(t *testing.T) {
 		if status != http.StatusTooManyRequests {
 			t.Fatalf("a second request while the slot is held: %d %s, want 429", status, body)
 		}
-		if got := h.Get(HeaderRetryAfter); got != want {
+		if got := h.Get(wire.HeaderRetryAfter); got != want {
 			t.Errorf("HTTP 429: Retry-After %q, want %q", got, want)
 		}
 		r := <-done
 		if r.err != nil || r.status != http.StatusServiceUnavailable {
 			t.Fatalf("the waiting read: %d %v, want 503", r.status, r.err)
 		}
-		if got := r.header.Get(HeaderRetryAfter); got != want {
+		if got := r.header.Get(wire.HeaderRetryAfter); got != want {
 			t.Errorf("HTTP 503: Retry-After %q, want %q", got, want)
 		}
 	})
 
 	// Other errors carry none.
 	status, h, _ := rawHTTP(t, http.MethodGet, env.httpURL+"/v1/nope", "")
-	if status != http.StatusNotFound || h.Get(HeaderRetryAfter) != "" {
-		t.Errorf("404: status %d Retry-After %q, want none", status, h.Get(HeaderRetryAfter))
+	if status != http.StatusNotFound || h.Get(wire.HeaderRetryAfter) != "" {
+		t.Errorf("404: status %d Retry-After %q, want none", status, h.Get(wire.HeaderRetryAfter))
 	}
 }
 
@@ -94,9 +95,7 @@ func TestRetryAfterOnBusyAndUnavailable(t *testing.T) {
 func holding(t *testing.T, env *testEnv, channel string) {
 	t.Helper()
 	natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-		env.api.lim.mu.Lock()
-		defer env.api.lim.mu.Unlock()
-		if n := env.api.lim.inFlight[channel]; n != 1 {
+		if n := env.api.lim.InFlight(channel); n != 1 {
 			return fmt.Errorf("channel %s has %d requests in flight", channel, n)
 		}
 		return nil

@@ -110,3 +110,7 @@ func Operations() []Operation {
 	}
 	return ops
 }
+
+// Empty is the request of operations that take no parameters
+// (sessions.list, registry.info, registry.budget).
+type Empty struct{}

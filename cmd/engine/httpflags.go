@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/internal/tokens"
 )
 
 // apiConnFlags give the NATS micro service its own login (issue 11):
@@ -34,7 +35,7 @@ type httpFlags struct {
 // and refuses a non-loopback listener without tokens.
 func (f httpFlags) apiConfig(cfg api.Config, addr string) (api.Config, error) {
 	if f.HTTPTokens != "" {
-		toks, err := api.LoadTokens(f.HTTPTokens)
+		toks, err := tokens.Load(f.HTTPTokens)
 		if err != nil {
 			return cfg, err
 		}

@@ -1,4 +1,4 @@
-package api
+package service
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ import (
 // for the session (known preset, known tool, R2) is decided by the engine
 // when it is appended.
 //
-// Errors match ErrBadRequest.
+// Errors match wire.ErrBadRequest.
 func DecodeCommand(data []byte) (events.Payload, error) {
 	p, err := events.DecodeCommand(data)
 	return p, asBadRequest(err)
@@ -51,10 +51,10 @@ func EncodeCommand(p events.Payload) ([]byte, error) {
 }
 
 // asBadRequest makes an events.ErrInvalidCommand error match
-// ErrBadRequest, with the same text.
+// wire.ErrBadRequest, with the same text.
 func asBadRequest(err error) error {
 	if errors.Is(err, events.ErrInvalidCommand) {
-		return &badRequestError{msg: err.Error()}
+		return wire.BadRequest("%s", err.Error())
 	}
 	return err
 }
@@ -116,12 +116,12 @@ func (cs *Commands) UnmarshalJSON(b []byte) error {
 		*cs = nil
 		return nil
 	}
-	items, err := readArray(b)
-	if err != nil {
-		return badRequest(`field "commands" must be an array of command objects, got %s`, clip.Raw(b))
+	var items []json.RawMessage
+	if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '[' || json.Unmarshal(b, &items) != nil {
+		return wire.BadRequest(`field "commands" must be an array of command objects, got %s`, clip.Raw(b))
 	}
-	if len(items) > MaxCommands {
-		return badRequest("field \"commands\" has %d commands, at most %d are accepted in one request", len(items), MaxCommands)
+	if len(items) > wire.MaxCommands {
+		return wire.BadRequest("field \"commands\" has %d commands, at most %d are accepted in one request", len(items), wire.MaxCommands)
 	}
 	out := make(Commands, 0, len(items))
 	for i, it := range items {
@@ -133,20 +133,4 @@ func (cs *Commands) UnmarshalJSON(b []byte) error {
 	}
 	*cs = out
 	return nil
-}
-
-// MaxCommands bounds the commands of one append request: wire's.
-const MaxCommands = wire.MaxCommands
-
-// readArray splits one JSON array into its raw elements.
-func readArray(data []byte) ([]json.RawMessage, error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '[' {
-		return nil, errors.New("not an array")
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(data, &items); err != nil {
-		return nil, err
-	}
-	return items, nil
 }

@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"encoding"
@@ -7,10 +7,10 @@ import (
 )
 
 // Lists in replies are [] and objects {}, never null (wire-format.md):
-// the reply types come from several packages (service.TurnView,
+// the server's reply types come from several packages (service.TurnView,
 // service.DiscoverResult, ...) whose nil slices encoding/json writes as
-// null, so encodeReply passes every reply through withArrays, the one
-// place that makes the rule hold for every operation (#29 row 1).
+// null, so Marshal passes every reply through withArrays, the one place
+// that makes the rule hold for every operation (#29 row 1).
 
 var (
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()

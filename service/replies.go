@@ -1,0 +1,208 @@
+package service
+
+import (
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
+)
+
+// The API's replies (#25): the transports send what Requests returns. A
+// reply is a wire type where wire has one with the same JSON; the types
+// below carry command objects (Command) or engine results, and encode to
+// the JSON of wire's type of the same role.
+
+// HistoryPageReply is one page of a session's timeline (session.history,
+// R25), in stream order (the JSON of wire.History).
+type HistoryPageReply struct {
+	Session string             `json:"session"`
+	Entries []HistoryPageEntry `json:"entries"`
+	// State is the session after the last entry of this page (after the
+	// whole timeline on its last page).
+	State wire.Session `json:"state"`
+	// More is true when the session has events after this page (within
+	// Until): ask again with after_seq = NextAfterSeq.
+	More bool `json:"more"`
+	// NextAfterSeq is the Seq of this page's last entry when More, else
+	// absent.
+	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
+}
+
+// HistoryPageEntry is one event of a timeline with the state it left and
+// how the resolved tool set changed (see HistoryEntry; the JSON of
+// wire.HistoryEntry).
+type HistoryPageEntry struct {
+	EventRef
+	// Payload is the event as a command object (absent: undecodable).
+	Payload *Command `json:"payload,omitempty"`
+	// Error says why the event was not applied ("" when it was); Rejected
+	// is true when it broke a fold rule (R28) rather than being
+	// undecodable (R26).
+	Error         string        `json:"error,omitempty"`
+	Rejected      bool          `json:"rejected,omitempty"`
+	Intent        intent.Intent `json:"intent"`
+	Tools         []string      `json:"tools"`
+	Gained        []string      `json:"gained,omitempty"`
+	Lost          []string      `json:"lost,omitempty"`
+	Provider      []string      `json:"provider"`
+	Catalog       []string      `json:"catalog"`
+	Loaded        []string      `json:"loaded"`
+	PrefixHash    string        `json:"prefix_hash"`
+	PrefixChanged bool          `json:"prefix_changed"`
+	Cause         string        `json:"cause,omitempty"`
+	Turn          uint64        `json:"turn"`
+	InTurn        bool          `json:"in_turn"`
+	// RegistryVersion is the registry this point resolved against: the
+	// open turn's, else the one in force when the event was stored (R25).
+	RegistryVersion string `json:"registry_version"`
+	// Dispatch is, inside a turn, the classification a provider dispatch
+	// at this point records (R21), derived from the log.
+	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
+}
+
+// ExplainBatchReply is explain-batch's reply: one explanation per
+// requested tool, in the request's order (wire.ExplainBatchReply).
+type ExplainBatchReply struct {
+	Session      string          `json:"session"`
+	Explanations []ExplainResult `json:"explanations"`
+}
+
+// LiveEvent is one event of a live stream (wire.LiveEvent's JSON).
+type LiveEvent struct {
+	EventRef
+	Session string   `json:"session"`
+	Payload *Command `json:"payload,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// LiveEventOf is r as a live stream sends it.
+func LiveEventOf(r WatchedEvent) LiveEvent {
+	e := LiveEvent{
+		EventRef: EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
+		Session:  r.Session,
+	}
+	if r.Err != nil {
+		e.Error = r.Err.Error()
+	}
+	if r.Envelope.Payload != nil {
+		e.Payload = &Command{r.Envelope.Payload}
+	}
+	return e
+}
+
+func orEmpty(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+// SessionOf is a session's state as the API shows it (session.intent).
+func SessionOf(st aggregate.State) wire.Session {
+	v := wire.Session{
+		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Loaded: orEmpty(st.Loaded),
+		Turn: st.Turn, InTurn: st.InTurn, Events: st.Events, Skipped: st.Skipped, Rejected: st.Rejected,
+	}
+	for _, r := range st.Rejections {
+		v.Rejections = append(v.Rejections, wire.Rejection{Seq: r.Seq, ID: r.ID, Type: r.Type, Kind: r.Kind, Reason: r.Reason})
+	}
+	if cp := st.Checkpoint; cp != nil {
+		v.Checkpoint = &wire.Checkpoint{
+			Loaded: orEmpty(cp.Loaded), ContractHash: cp.ContractHash, RegistryVersion: cp.RegistryVersion,
+			Turn: cp.Turn, Seq: cp.Seq, Contract: wireContract(cp.Contract),
+		}
+	}
+	return v
+}
+
+func wireCheckpoint(r checkpoint.Record, seq uint64) wire.Checkpoint {
+	return wire.Checkpoint{
+		Loaded: orEmpty(r.Loaded), ContractHash: r.ContractHash, RegistryVersion: r.RegistryVersion,
+		Turn: r.Turn, Seq: seq, Contract: wireContract(r.Contract),
+	}
+}
+
+func wireContract(c []events.ContractEntry) []wire.ContractEntry {
+	var out []wire.ContractEntry
+	for _, e := range c {
+		out = append(out, wire.ContractEntry(e))
+	}
+	return out
+}
+
+func wireResume(session string, r ResumeResult) wire.ResumeReply {
+	out := wire.ResumeReply{
+		Session: session, Seq: r.Seq,
+		Outcome: wire.ResumeOutcome{Restored: orEmpty(r.Outcome.Restored), OK: r.Outcome.OK, Reason: r.Outcome.Reason, Tools: []wire.ResumeDecision{}},
+	}
+	for _, d := range r.Outcome.Tools {
+		out.Outcome.Tools = append(out.Outcome.Tools, wire.ResumeDecision{Tool: d.Tool, Kind: string(d.Kind), Rule: d.Rule, Reason: d.Reason})
+	}
+	for _, c := range r.Outcome.Changes {
+		out.Outcome.Changes = append(out.Outcome.Changes, wire.ContractChange{Tool: c.Tool, Kind: string(c.Kind), From: c.From, To: c.To, Description: c.String()})
+	}
+	if r.Checkpoint != nil {
+		cp := wireCheckpoint(*r.Checkpoint, 0)
+		out.Checkpoint = &cp
+	}
+	return out
+}
+
+func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
+	e := HistoryPageEntry{
+		EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
+		Tools: orEmpty(h.Tools), Gained: h.Gained, Lost: h.Lost,
+		Provider: orEmpty(h.Provider), Catalog: orEmpty(h.Catalog), Loaded: orEmpty(h.Loaded),
+		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+		RegistryVersion: h.RegistryVersion,
+	}
+	if h.Dispatch != nil {
+		d := wireDispatch(session, *h.Dispatch)
+		e.Dispatch = &d
+	}
+	if h.Payload != nil {
+		e.Payload = &Command{h.Payload}
+	}
+	return e
+}
+
+func wireDispatch(session string, d checkpoint.Dispatch) wire.DispatchRecord {
+	return wire.DispatchRecord{
+		Session: session, Turn: d.Turn, ContractHash: d.ContractHash,
+		Resident: orEmpty(d.Resident), Deferred: orEmpty(d.Deferred), Loaded: orEmpty(d.Loaded), AtMs: d.At,
+	}
+}
+
+func wireRegistry(reg *resolver.Registry) wire.RegistryInfo {
+	info := wire.RegistryInfo{
+		Version: reg.Version(), Tools: []wire.RegistryTool{},
+		DefaultTools: orEmpty(reg.DefaultTools()), ResidentTools: orEmpty(reg.ResidentTools()),
+		DeferredDefaultTools: orEmpty(reg.DeferredDefaultTools()),
+		Presets:              map[string][]string{}, Profiles: []wire.Profile{},
+	}
+	for _, t := range reg.Tools() {
+		ti := wire.RegistryTool{Name: t.Name, Description: t.Description, Available: t.Available, Deferred: t.Deferred, Permission: t.Permission}
+		if len(t.Native.Anthropic) > 0 {
+			ti.Native = append(ti.Native, ProviderAnthropic)
+		}
+		if len(t.Native.OpenAI) > 0 {
+			ti.Native = append(ti.Native, ProviderOpenAI)
+		}
+		info.Tools = append(info.Tools, ti)
+	}
+	for _, name := range reg.PresetNames() {
+		list, _ := reg.Preset(name)
+		info.Presets[name] = orEmpty(list)
+	}
+	for _, name := range reg.ProfileNames() {
+		if p, ok := reg.Profile(name); ok {
+			if p.Name == "" {
+				p.Name = name
+			}
+			info.Profiles = append(info.Profiles, wire.Profile(p))
+		}
+	}
+	return info
+}

@@ -1,0 +1,468 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
+)
+
+// Requests answers the API's operations in the API's vocabulary (#25):
+// each method takes one operation's request (a wire type, or AppendRequest
+// for commands) and the caller's Origin, checks what the engine's rules
+// need, calls the Engine and returns the reply (a wire type, or a type of
+// this package with the same JSON). The transports (package api) only
+// decode, route, limit and encode. Safe for concurrent use.
+//
+// Request errors match wire.ErrBadRequest (or are a *wire.Error); the
+// others are the Engine's, classified by KindOf.
+type Requests struct {
+	eng *Engine
+
+	budgetMu sync.Mutex
+	budget   *deferral.BudgetTable // of budget.RegistryVersion
+}
+
+// NewRequests returns the request handlers of eng.
+func NewRequests(eng *Engine) *Requests { return &Requests{eng: eng} }
+
+// Engine returns the engine the requests run on.
+func (q *Requests) Engine() *Engine { return q.eng }
+
+// AppendRequest appends intent commands to a session (events.append; the
+// JSON of wire.AppendRequest).
+type AppendRequest struct {
+	Session string `json:"session"`
+	// ExpectedSeq, when set, is the sequence the session must be at (0:
+	// no events yet); otherwise retry-safe commands are retried on
+	// conflict.
+	ExpectedSeq *uint64 `json:"expected_seq,omitempty"`
+	// Commands are applied atomically, in order.
+	Commands Commands `json:"commands"`
+	Actor    string   `json:"actor,omitempty"`
+	// EventID is the client's idempotency key: any string of 1 to 255
+	// bytes (a UUID, say), case-sensitive. The stored events' ids are
+	// wire.IdempotencyEventIDs(session, key, n). A retry with the same
+	// event_id and commands returns the original sequences and ids
+	// (duplicate true) and writes nothing, also after the log's dedupe
+	// window; other commands are idempotency_key_mismatch (422). The
+	// Idempotency-Key header (HTTP and NATS) sets it too.
+	EventID string `json:"event_id,omitempty"`
+}
+
+// BindIdempotencyKey sets an append's event_id from the Idempotency-Key
+// header ("": none; req of another operation: nothing to do); a header
+// and a body field that differ are refused.
+func BindIdempotencyKey(req any, key string) error {
+	r, ok := req.(*AppendRequest)
+	if !ok || key == "" {
+		return nil
+	}
+	if r.EventID != "" && r.EventID != key {
+		return wire.BadRequest("%s header %q differs from the body's event_id %q: send one of them", wire.HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
+	}
+	r.EventID = key
+	return nil
+}
+
+// CheckRequest validates the fields every operation's request shares
+// (session, provider, actor) and fills o.Actor from the body's "actor"
+// when the transport gave none.
+func CheckRequest(req any, o *Origin) error {
+	if s, ok := wire.FieldString(req, "session"); ok {
+		if err := ValidSession(s); err != nil {
+			return err
+		}
+	}
+	if p, ok := wire.FieldString(req, "provider"); ok && p != "" && !slices.Contains(Providers, p) {
+		return wire.BadRequest("provider %q is unknown: use one of %s", clip.String(p, clip.Max), strings.Join(Providers, ", "))
+	}
+	if o.Actor == "" {
+		o.Actor, _ = wire.FieldString(req, "actor")
+	}
+	return ValidActor(o.Actor)
+}
+
+// ValidSession checks a request's session id, naming it.
+func ValidSession(s string) error {
+	if s == "" {
+		return wire.BadRequest(`field "session" is required: a session id of 1 to 128 [A-Za-z0-9_-]`)
+	}
+	if err := events.ValidateSessionID(s); err != nil {
+		return wire.BadRequest("session %q: %v", clip.String(s, clip.Max), err)
+	}
+	return nil
+}
+
+// ValidToken checks a channel name (what says which): one NATS subject
+// token of [A-Za-z0-9_-], at most 64 bytes.
+func ValidToken(what, s string) error {
+	if len(s) == 0 || len(s) > 64 {
+		return wire.BadRequest("%s %q has %d bytes, want 1 to 64 of [A-Za-z0-9_-]", what, clip.String(s, clip.Max), len(s))
+	}
+	if i := events.BadTokenByte(s); i >= 0 {
+		return wire.BadRequest("%s %q has byte %q at %d, use only [A-Za-z0-9_-]", what, clip.String(s, clip.Max), s[i], i)
+	}
+	return nil
+}
+
+// ValidActor checks an actor: valid UTF-8 of at most events.MaxTextLen
+// bytes.
+func ValidActor(s string) error {
+	if len(s) > events.MaxTextLen {
+		return wire.BadRequest("actor has %d bytes, at most %d allowed", len(s), events.MaxTextLen)
+	}
+	if !utf8.ValidString(s) {
+		return wire.BadRequest("actor %q is not valid UTF-8", clip.String(s, clip.Max))
+	}
+	return nil
+}
+
+// overrideOf converts o; nil is no override.
+func overrideOf(o *wire.Override) (intent.Override, error) {
+	if o == nil {
+		return intent.Override{}, nil
+	}
+	var k intent.OverrideKind
+	if o.Kind == "" {
+		return intent.Override{}, wire.BadRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
+	}
+	if err := k.UnmarshalText([]byte(o.Kind)); err != nil {
+		return intent.Override{}, wire.BadRequest("override kind %q is unknown: use one of none, empty, intent, names", clip.String(o.Kind, clip.Max))
+	}
+	out := intent.Override{Kind: k}
+	switch k {
+	case intent.OverrideNone, intent.OverrideEmpty:
+		if o.Intent != nil || o.Allowed != nil || o.Names != nil {
+			return out, wire.BadRequest("override kind %q takes no other field (got intent, allowed or names)", o.Kind)
+		}
+	case intent.OverrideIntent:
+		if o.Names != nil {
+			return out, wire.BadRequest(`override kind "intent" takes intent and allowed, not names: use kind "names" for a list`)
+		}
+		if o.Intent != nil {
+			out.Intent = *o.Intent
+		}
+		out.Allowed = o.Allowed
+	case intent.OverrideNames:
+		if o.Intent != nil || o.Allowed != nil {
+			return out, wire.BadRequest(`override kind "names" takes names only, not intent or allowed: use kind "intent"`)
+		}
+		if len(o.Names) == 0 {
+			return out, wire.BadRequest(`override kind "names" needs at least one name: use kind "empty" for no tools`)
+		}
+		for _, n := range o.Names {
+			if err := events.ValidateToolName(n); err != nil {
+				return out, wire.BadRequest("override names: %v", err)
+			}
+		}
+		out.Names = o.Names
+	}
+	return out, nil
+}
+
+// parseUntil reads a wire.Until into the engine's bound.
+func parseUntil(u wire.Until) (Until, error) {
+	seq, t, err := u.Bound()
+	return Until{Seq: seq, Time: t}, err
+}
+
+func resolveRequest(profile, provider string, ov *wire.Override, minSeq uint64) (ResolveRequest, error) {
+	o, err := overrideOf(ov)
+	if err != nil {
+		return ResolveRequest{}, err
+	}
+	return ResolveRequest{Profile: profile, Provider: provider, Override: o, MinSeq: minSeq}, nil
+}
+
+// Append answers events.append.
+func (q *Requests) Append(ctx context.Context, r *AppendRequest, o Origin) (wire.AppendReply, error) {
+	if len(r.Commands) == 0 {
+		return wire.AppendReply{}, wire.BadRequest(`field "commands" is required: give at least one command, e.g. {"type":"ToolsToggled","enabled":true}`)
+	}
+	res, err := q.eng.ApplyKeyed(ctx, r.Session, o, r.ExpectedSeq, r.EventID, r.Commands...)
+	if err != nil {
+		return wire.AppendReply{}, err
+	}
+	st := res.State
+	st.Session = r.Session
+	return wire.AppendReply{Session: r.Session, FirstSeq: res.First, LastSeq: res.Last, Duplicate: res.Duplicate, Retries: res.Retries,
+		EventIDs: res.EventIDs, State: SessionOf(st)}, nil
+}
+
+// Intent answers session.intent.
+func (q *Requests) Intent(ctx context.Context, r *wire.IntentRequest, _ Origin) (wire.Session, error) {
+	st, err := q.eng.Session(ctx, r.Session, r.MinSeq)
+	if err != nil {
+		return wire.Session{}, err
+	}
+	return SessionOf(st), nil
+}
+
+// Resolve answers session.resolve under the caller's channel policy (#31).
+func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin) (TurnView, error) {
+	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
+	if err != nil {
+		return TurnView{}, err
+	}
+	rr.Channel = o.Channel // #31: the caller's channel policy applies
+	return q.eng.Resolve(ctx, r.Session, rr)
+}
+
+// History answers session.history with one page (#24 row 7): memory and
+// reply size are bounded by the page, not by the session's length.
+func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin) (HistoryPageReply, error) {
+	until, err := parseUntil(r.Until)
+	if err != nil {
+		return HistoryPageReply{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return HistoryPageReply{}, err
+	}
+	rr.Channel = o.Channel // #31: the timeline as the caller's channel sees it
+	limit := r.Limit
+	if limit < 0 || limit > wire.MaxHistoryPage {
+		return HistoryPageReply{}, wire.BadRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, wire.MaxHistoryPage, wire.DefaultHistoryPage)
+	}
+	if limit == 0 {
+		limit = wire.DefaultHistoryPage
+	}
+	out := HistoryPageReply{Session: r.Session, Entries: []HistoryPageEntry{}}
+	size := 0
+	st, more, err := q.eng.HistoryPage(ctx, r.Session, until, rr, r.AfterSeq, func(h HistoryEntry) bool {
+		e := wireHistoryEntry(r.Session, h)
+		if b, err := json.Marshal(e); err == nil {
+			size += len(b) + 1
+		}
+		out.Entries = append(out.Entries, e)
+		return len(out.Entries) < limit && size < wire.MaxHistoryPageBytes
+	})
+	if err != nil {
+		return HistoryPageReply{}, err
+	}
+	st.Session = r.Session
+	out.State, out.More = SessionOf(st), more
+	if more && len(out.Entries) > 0 {
+		out.NextAfterSeq = out.Entries[len(out.Entries)-1].Seq
+	}
+	return out, nil
+}
+
+// Explain answers session.explain under the caller's channel policy.
+func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin) (ExplainResult, error) {
+	if r.Tool == "" {
+		return ExplainResult{}, wire.BadRequest(`field "tool" is required: the tool name to explain`)
+	}
+	if err := events.ValidateToolName(r.Tool); err != nil {
+		return ExplainResult{}, wire.BadRequest("tool: %v", err)
+	}
+	until, err := parseUntil(r.Until)
+	if err != nil {
+		return ExplainResult{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return ExplainResult{}, err
+	}
+	rr.Channel = o.Channel // #31: explain names the caller's channel policy
+	return q.eng.Explain(ctx, r.Session, r.Tool, until, rr)
+}
+
+// ExplainBatch explains up to wire.MaxExplainBatch tools in one request
+// (#29: the inspector's explain card asks one request per page, not one
+// per tool), each exactly as Explain would, under the caller's channel.
+func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest, o Origin) (ExplainBatchReply, error) {
+	if len(r.Tools) == 0 || len(r.Tools) > wire.MaxExplainBatch {
+		return ExplainBatchReply{}, wire.BadRequest(`field "tools" has %d names: give 1 to %d tool names, e.g. {"tools":["bash","grep"]}, and page through longer lists`, len(r.Tools), wire.MaxExplainBatch)
+	}
+	for i, name := range r.Tools {
+		if err := events.ValidateToolName(name); err != nil {
+			return ExplainBatchReply{}, wire.BadRequest("tools[%d]: %v", i, err)
+		}
+	}
+	until, err := parseUntil(r.Until)
+	if err != nil {
+		return ExplainBatchReply{}, err
+	}
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return ExplainBatchReply{}, err
+	}
+	rr.Channel = o.Channel
+	out := ExplainBatchReply{Session: r.Session, Explanations: make([]ExplainResult, 0, len(r.Tools))}
+	for _, name := range r.Tools {
+		ex, err := q.eng.Explain(ctx, r.Session, name, until, rr)
+		if err != nil {
+			return ExplainBatchReply{}, err
+		}
+		out.Explanations = append(out.Explanations, ex)
+	}
+	return out, nil
+}
+
+// Resume answers session.resume.
+func (q *Requests) Resume(ctx context.Context, r *wire.ResumeRequest, o Origin) (wire.ResumeReply, error) {
+	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
+	if err != nil {
+		return wire.ResumeReply{}, err
+	}
+	res, err := q.eng.Resume(ctx, r.Session, o, rr)
+	if err != nil {
+		return wire.ResumeReply{}, err
+	}
+	return wireResume(r.Session, res), nil
+}
+
+// BeginTurn answers turn.begin.
+func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Origin) (TurnView, error) {
+	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, 0)
+	if err != nil {
+		return TurnView{}, err
+	}
+	return q.eng.BeginTurn(ctx, r.Session, o, rr)
+}
+
+// Discover answers turn.discover: the model's tool_search input, or names.
+func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Origin) (DiscoverResult, error) {
+	var req deferral.SearchRequest
+	switch {
+	case len(r.Input) > 0 && len(r.Names) > 0:
+		return DiscoverResult{}, wire.BadRequest(`give "input" (the tool_search call's input object) or "names", not both`)
+	case len(r.Input) > 0:
+		sr, err := deferral.ParseSearchInput(r.Input)
+		if err != nil {
+			return DiscoverResult{}, wire.BadRequest("input: %v", err)
+		}
+		req = sr
+	case len(r.Names) > 0:
+		req = deferral.SearchRequest{Names: r.Names}
+		if err := req.Validate(); err != nil {
+			return DiscoverResult{}, wire.BadRequest("names: %v", err)
+		}
+	default:
+		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
+	}
+	return q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
+}
+
+// Dispatch answers turn.dispatch.
+func (q *Requests) Dispatch(ctx context.Context, r *wire.DispatchRequest, _ Origin) (TurnView, error) {
+	return q.eng.Dispatch(ctx, r.Session, r.Provider)
+}
+
+// Inspect answers turn.inspect: the last dispatch of the session's turn.
+func (q *Requests) Inspect(ctx context.Context, r *wire.TurnRequest, _ Origin) (wire.DispatchRecord, error) {
+	d, ok, err := q.eng.LastDispatchOf(ctx, r.Session)
+	if err != nil {
+		return wire.DispatchRecord{}, err
+	}
+	if !ok {
+		return wire.DispatchRecord{}, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
+			Message: "session " + strconv.Quote(r.Session) + " has started no turn: begin and dispatch a turn first (turn.begin, turn.dispatch)"}
+	}
+	return wireDispatch(r.Session, d), nil
+}
+
+// CallCheck asks, before a tool call executes, whether it may (#26 item
+// 3, #31): a refusal is a reply with callable false, not an error.
+func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Origin) (CallCheckResult, error) {
+	if r.Tool == "" {
+		return CallCheckResult{}, wire.BadRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
+	}
+	if err := events.ValidateToolName(r.Tool); err != nil {
+		return CallCheckResult{}, wire.BadRequest("tool: %v", err)
+	}
+	return q.eng.CallCheckAs(ctx, r.Session, r.Tool, o.Channel)
+}
+
+// Checkpoint answers turn.checkpoint.
+func (q *Requests) Checkpoint(ctx context.Context, r *wire.TurnRequest, o Origin) (wire.CheckpointReply, error) {
+	res, err := q.eng.Checkpoint(ctx, r.Session, o)
+	if err != nil {
+		return wire.CheckpointReply{}, err
+	}
+	return wire.CheckpointReply{Session: r.Session, Seq: res.Seq, Checkpoint: wireCheckpoint(res.Record, res.Seq)}, nil
+}
+
+// EndTurn answers turn.end.
+func (q *Requests) EndTurn(ctx context.Context, r *wire.TurnRequest, o Origin) (wire.CheckpointReply, error) {
+	res, err := q.eng.EndTurn(ctx, r.Session, o)
+	if err != nil {
+		return wire.CheckpointReply{}, err
+	}
+	return wire.CheckpointReply{Session: r.Session, Seq: res.Seq, Checkpoint: wireCheckpoint(res.Record, res.Seq)}, nil
+}
+
+// Delete deletes a session (#30) or, with erase, purges it too: whether
+// the caller may erase is the transport's to decide before.
+func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) (wire.DeleteReply, error) {
+	if r.Erase {
+		res, err := q.eng.Erase(ctx, r.Session, o, r.Reason)
+		if err != nil {
+			return wire.DeleteReply{}, err
+		}
+		return wire.DeleteReply{Session: r.Session, Seq: res.DeleteSeq, Erased: true,
+			FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, Purged: res.Purged, AuditSeq: res.AuditSeq}, nil
+	}
+	res, err := q.eng.Delete(ctx, r.Session, o, r.Reason)
+	if err != nil {
+		return wire.DeleteReply{}, err
+	}
+	return wire.DeleteReply{Session: r.Session, Seq: res.Seq}, nil
+}
+
+// Sessions answers sessions.list.
+func (q *Requests) Sessions(ctx context.Context, _ *wire.Empty, _ Origin) (wire.SessionList, error) {
+	list, err := q.eng.Sessions(ctx)
+	if err != nil {
+		return wire.SessionList{}, err
+	}
+	return wire.SessionList{Sessions: orEmpty(list)}, nil
+}
+
+// Registry answers registry.info.
+func (q *Requests) Registry(_ context.Context, _ *wire.Empty, _ Origin) (wire.RegistryInfo, error) {
+	return wireRegistry(q.eng.Registry()), nil
+}
+
+// RegistryDiff reports what pushing a candidate registry would change
+// (#31 item 3); it writes nothing.
+func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest, _ Origin) (Impact, error) {
+	if len(r.Registry) == 0 || string(r.Registry) == "null" {
+		return Impact{}, wire.BadRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)
+	}
+	cand, err := resolver.Load(r.Registry)
+	if err != nil {
+		return Impact{}, wire.BadRequest("registry: %v", err)
+	}
+	return q.eng.Impact(ctx, cand)
+}
+
+// Budget measures the live registry once per registry version
+// (registry.budget).
+func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (deferral.BudgetTable, error) {
+	reg := q.eng.Registry()
+	q.budgetMu.Lock()
+	defer q.budgetMu.Unlock()
+	if q.budget != nil && q.budget.RegistryVersion == reg.Version() {
+		return *q.budget, nil
+	}
+	t, err := deferral.Table(reg)
+	if err != nil {
+		return deferral.BudgetTable{}, err
+	}
+	q.budget = &t
+	return t, nil
+}

@@ -1,0 +1,403 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Strict decoding of requests, the same for every transport and for any
+// program that reads a request (#25): request structs are flat, each
+// exported field has a json tag, which is also its query-parameter name
+// (HTTP GET) and, for "session" and "tool", its path-value name (HTTP).
+// Unknown, duplicated and mistyped fields are refused with a message that
+// names them.
+
+// ErrBadRequest is matched (errors.Is) by every error of a request that
+// cannot be accepted as sent (malformed JSON, an unknown, duplicated or
+// mistyped field, a bad query parameter). A server answers it with
+// CodeInvalid (400).
+var ErrBadRequest = errors.New("bad request")
+
+// badRequestError is a request error whose message is only the problem;
+// it matches ErrBadRequest.
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string        { return e.msg }
+func (e *badRequestError) Is(target error) bool { return target == ErrBadRequest }
+
+// BadRequest returns an error matching ErrBadRequest whose text is the
+// formatted message.
+func BadRequest(format string, args ...any) error {
+	return &badRequestError{msg: fmt.Sprintf(format, args...)}
+}
+
+type fieldSet struct {
+	index map[string]int
+	names []string
+}
+
+var fieldSets sync.Map // reflect.Type -> *fieldSet
+
+func fieldsOf(t reflect.Type) *fieldSet {
+	if fs, ok := fieldSets.Load(t); ok {
+		return fs.(*fieldSet)
+	}
+	fs := &fieldSet{index: map[string]int{}}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		fs.index[name] = i
+		fs.names = append(fs.names, name)
+	}
+	fieldSets.Store(t, fs)
+	return fs
+}
+
+// field returns the addressable field of *req tagged name.
+func field(req any, name string) (reflect.Value, bool) {
+	v := reflect.ValueOf(req)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	v = v.Elem()
+	i, ok := fieldsOf(v.Type()).index[name]
+	if !ok {
+		return reflect.Value{}, false
+	}
+	return v.Field(i), true
+}
+
+// FieldString reads the string field of the request *req whose json tag
+// is name; false when it has none.
+func FieldString(req any, name string) (string, bool) {
+	f, ok := field(req, name)
+	if !ok || f.Kind() != reflect.String {
+		return "", false
+	}
+	return f.String(), true
+}
+
+func fieldList(req any) string {
+	v := reflect.ValueOf(req)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	names := fieldsOf(v.Type()).names
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// BindPath sets the field of *req tagged name to a path value; a
+// different value already in the field (from the body) is refused.
+func BindPath(req any, name, value string) error {
+	f, ok := field(req, name)
+	if !ok {
+		return nil
+	}
+	if cur := f.String(); cur != "" && cur != value {
+		return BadRequest("%s %q in the body differs from %q in the path", name, clipString(cur), clipString(value))
+	}
+	f.SetString(value)
+	return nil
+}
+
+// BindQuery sets fields of *req from query parameters, strictly: an
+// unknown parameter, one of pathNames, or one given twice is refused;
+// a structured field is JSON in the parameter.
+func BindQuery(req any, q url.Values, pathNames []string) error {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	// Report the first bad parameter in a stable order.
+	slices.Sort(keys)
+	for _, k := range keys {
+		vals := q[k]
+		f, ok := field(req, k)
+		if !ok || slices.Contains(pathNames, k) {
+			return BadRequest("unknown query parameter %q: this operation takes %s", clipString(k), queryList(req, pathNames))
+		}
+		if len(vals) != 1 {
+			return BadRequest("query parameter %q is given %d times, give it once", k, len(vals))
+		}
+		if err := setString(f, k, vals[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func queryList(req any, pathNames []string) string {
+	var out []string
+	for _, n := range strings.Split(fieldList(req), ", ") {
+		if !slices.Contains(pathNames, n) && n != "(none)" {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return "no parameters"
+	}
+	return strings.Join(out, ", ")
+}
+
+func setString(f reflect.Value, name, s string) error {
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+		return nil
+	case reflect.Uint64, reflect.Uint32, reflect.Uint:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return BadRequest("query parameter %q must be a non-negative integer, got %q", name, clipString(s))
+		}
+		f.SetUint(n)
+		return nil
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return BadRequest("query parameter %q must be an integer, got %q", name, clipString(s))
+		}
+		f.SetInt(n)
+		return nil
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return BadRequest("query parameter %q must be true or false, got %q", name, clipString(s))
+		}
+		f.SetBool(b)
+		return nil
+	case reflect.Pointer:
+		switch f.Type().Elem().Kind() {
+		case reflect.Uint64, reflect.Bool:
+			p := reflect.New(f.Type().Elem())
+			if err := setString(p.Elem(), name, s); err != nil {
+				return err
+			}
+			f.Set(p)
+			return nil
+		}
+	}
+	// A structured value: JSON in the parameter.
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(f.Addr().Interface()); err != nil {
+		return BadRequest("query parameter %q must be JSON (%s): %s", name, describeType(f.Type()), jsonMessage(err, name+"."))
+	}
+	return nil
+}
+
+// DecodeJSON decodes a JSON request body into *req strictly: an object
+// naming a key twice, an unknown field, a value of the wrong type and data
+// after the object are refused with an error matching ErrBadRequest (or
+// the *Error a field's own decoder returned). An empty body leaves req as
+// is.
+func DecodeJSON(data []byte, req any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := duplicateKey(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		var we *Error
+		if errors.Is(err, ErrBadRequest) || errors.As(err, &we) {
+			return err
+		}
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return BadRequest("%s: the request's fields are %s", strings.TrimPrefix(err.Error(), "json: "), fieldList(req))
+		}
+		return BadRequest("request body: %s", jsonMessage(err, ""))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return BadRequest("request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// DuplicateKeyError is the error of a body in which an object names key
+// twice (folded: encoding/json matches fields case-insensitively); prev
+// is the key as first sent and where the object it is in.
+func DuplicateKeyError(prev, key, where string) error {
+	if prev == key {
+		return BadRequest("request body: key %q appears twice in %s: send each field once", clipString(key), where)
+	}
+	return BadRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(key), where)
+}
+
+// duplicateKey refuses a JSON body in which an object names a key twice
+// (#24 row 12(b)): encoding/json keeps the last value, so {"session":"a",
+// "session":"b"} would act on a session that a proxy or a log that reads
+// the first one never saw. Keys are compared case-insensitively too, as
+// encoding/json matches struct fields. It walks the tokens without
+// building values; a syntax error is left to the decoder, which names it.
+func duplicateKey(data []byte) error {
+	type frame struct {
+		path string
+		obj  bool
+		keys map[string]string // folded key -> key as sent
+		last string            // the key whose value comes next
+		next int               // array index
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		if len(stack) > 0 && expectKey {
+			top := stack[len(stack)-1]
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+				continue
+			}
+			k, _ := tok.(string)
+			fold := strings.ToLower(k)
+			if prev, dup := top.keys[fold]; dup {
+				return DuplicateKeyError(prev, k, top.path)
+			}
+			top.keys[fold] = k
+			top.last = k
+			expectKey = false
+			continue
+		}
+		// A value: in an object after its key, in an array, or the top.
+		path := "the top-level object"
+		if len(stack) > 0 {
+			top := stack[len(stack)-1]
+			if top.obj {
+				path = fmt.Sprintf("object %q", clipString(top.last))
+				expectKey = true
+			} else {
+				path = fmt.Sprintf("element %d of %s", top.next, top.path)
+				top.next++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: path, obj: true, keys: map[string]string{}})
+			expectKey = true
+		case json.Delim('['):
+			stack = append(stack, &frame{path: path})
+			expectKey = false
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
+		}
+	}
+}
+
+// jsonMessage turns a json decoding error into a message naming the field.
+func jsonMessage(err error, prefix string) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Sprintf("want %s, got a JSON %s", describeType(te.Type), te.Value)
+		}
+		return fmt.Sprintf("field %q must be %s, got a JSON %s", prefix+te.Field, describeType(te.Type), te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "truncated JSON"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Uint64, reflect.Uint32, reflect.Uint:
+		return "a non-negative integer"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.String {
+			return "an array of strings"
+		}
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return describeType(t.Elem()) + " or null"
+	}
+	return t.String()
+}
+
+// Marshal encodes a reply as JSON: lists as [] and objects as {}, never
+// null (withArrays), HTML characters unescaped, no trailing newline.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(withArrays(v)); err != nil {
+		return nil, fmt.Errorf("encode reply: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// IsMsgpack reports whether a media type (a Content-Type) is msgpack.
+func IsMsgpack(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case MIMEMsgpack, "application/x-msgpack", "application/vnd.msgpack":
+		return true
+	}
+	return false
+}
+
+// WantsMsgpack reports whether an Accept header asks for msgpack.
+func WantsMsgpack(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		if IsMsgpack(strings.TrimSpace(part)) {
+			return true
+		}
+	}
+	return false
+}
+
+// clipString shortens s for an error message as internal/clip.String does
+// at clip.Max (80 bytes, cut on a rune boundary, then "..."): wire imports
+// the standard library only.
+func clipString(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\ufffd")
+	if len(s) <= max {
+		return s + "..."
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
