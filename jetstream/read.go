@@ -341,6 +341,10 @@ type FeedConfig struct {
 // pacedBatch is how many events one pull of a paced feed asks for.
 const pacedBatch = 4096
 
+// pacedIdleShift bounds how far an idle paced feed stretches its pace: at
+// most pace<<pacedIdleShift between pulls.
+const pacedIdleShift = 3
+
 // Feed is a durable, at-least-once stream of every event, for projections.
 // Position survives restarts: the consumer resumes after the last
 // acknowledged event.
@@ -482,6 +486,8 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 		mu     sync.Mutex
 		credit int  // events asked for and not received
 		recv   bool // a message came since the last tick
+		got    bool // an event came since the last tick
+		idle   uint // ticks in a row without an event (at most pacedIdleShift)
 	)
 	ask := func() { // mu held
 		if nc.PublishRequest(next, inbox, req) == nil {
@@ -501,6 +507,7 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 			return
 		}
 		credit = max(credit-1, 0)
+		got = true
 		if _, pending, _, ok := ackMeta(m.Reply); ok {
 			switch {
 			case pending == 0:
@@ -539,9 +546,18 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 			if credit == 0 {
 				ask()
 			}
-			recv = false
+			// An idle feed asks less often: the wait doubles with each
+			// tick without an event, up to pace<<pacedIdleShift (40 ms at
+			// the default 5 ms), and is pace again at the next event, so
+			// an idle engine sends 25 pulls a second, not 200.
+			if got {
+				idle = 0
+			} else if idle < pacedIdleShift {
+				idle++
+			}
+			recv, got = false, false
 			mu.Unlock()
-			t.Reset(pace)
+			t.Reset(pace << idle)
 		}
 	}()
 	return nil
