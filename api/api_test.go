@@ -167,6 +167,12 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	gone := s + "-gone"
 	_, err = c.Append(ctx, gone, nil, events.ToolsToggled{Enabled: ptr(true)})
 	must("append to the session to delete", err)
+	// #30: compaction purges events: a channel other than the erase
+	// channel is refused before anything is written.
+	var ae *APIError
+	if _, err := c.Compact(ctx, wire.CompactRequest{Session: gone}); !errors.As(err, &ae) || ae.Code != wire.CodeForbidden {
+		t.Fatalf("compact from a channel that is not the erase channel: %v, want forbidden", err)
+	}
 	del, err := c.Delete(ctx, wire.DeleteRequest{Session: gone, Reason: "test"})
 	must("delete", err)
 	if del.Seq == 0 || del.Erased {

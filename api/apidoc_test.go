@@ -7,6 +7,7 @@ import (
 	"github.com/toolintent/engine/wire"
 
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -44,7 +45,7 @@ const apiDocPath = "../docs/api.md"
 // turn, resume a checkpoint).
 var docOrder = []string{"append", "intent", "resolve", "history", "explain", "explain-batch",
 	"turn-begin", "turn-discover", "turn-dispatch", "turn-inspect", "turn-call-check", "turn-checkpoint", "turn-end",
-	"resume", "sessions", "registry", "budget", "registry-diff", "session-delete"}
+	"resume", "sessions", "registry", "budget", "registry-diff", "session-compact", "session-delete"}
 
 // docRequests are the documented requests, in their NATS form (the JSON
 // body; over HTTP the path fields go into the path).
@@ -64,6 +65,7 @@ var docRequests = map[string]string{
 	"turn-end":        `{"session":"doc1"}`,
 	"resume":          `{"session":"doc1"}`,
 	"sessions":        `{}`,
+	"session-compact": `{"session":"doc1","reason":"archive"}`,
 	"session-delete":  `{"session":"doc1","reason":"user request"}`,
 	"registry":        `{}`,
 	"budget":          `{}`,
@@ -111,7 +113,14 @@ func TestAPIDoc(t *testing.T) {
 	}
 	for _, transport := range []string{"nats", "http"} {
 		t.Run(transport, func(t *testing.T) {
-			env := newEnv(t, Config{})
+			// #30: the page's channel is the erase channel, with an eraser,
+			// so that session-compact is documented by a real call.
+			env := newEnv(t, Config{EraseChannel: "doc"})
+			x, err := env.eng.Log().NewEraser(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.eng.SetEraser(x)
 			v := openAPIValidator(t, env)
 			for _, name := range docOrder {
 				body, status := callDocumented(t, env, transport, name, requests[name])

@@ -209,6 +209,11 @@ func (c *Client) Delete(ctx context.Context, req wire.DeleteRequest) (wire.Delet
 	return call[wire.DeleteReply](ctx, c, wire.OpDelete, &req)
 }
 
+// Compact compacts a session (#30; the erase channel only).
+func (c *Client) Compact(ctx context.Context, req wire.CompactRequest) (wire.CompactReply, error) {
+	return call[wire.CompactReply](ctx, c, wire.OpCompact, &req)
+}
+
 // Sessions lists the sessions that have a view.
 func (c *Client) Sessions(ctx context.Context) ([]string, error) {
 	out, err := call[SessionsResponse](ctx, c, wire.OpSessions, &Empty{})

@@ -87,6 +87,7 @@ var operations = []*operation{
 	defOp(wire.OpCheckpoint, (*service.Requests).Checkpoint),
 	defOp(wire.OpEndTurn, (*service.Requests).EndTurn),
 	defOp(wire.OpDelete, (*service.Requests).Delete),
+	defOp(wire.OpCompact, (*service.Requests).Compact),
 	defOp(wire.OpSessions, (*service.Requests).Sessions),
 	defOp(wire.OpRegistry, (*service.Requests).Registry),
 	defOp(wire.OpBudget, (*service.Requests).Budget),
@@ -269,11 +270,11 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 
 // call executes op with a checked request, under the request timeout.
 func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
-	if d, ok := req.(*wire.DeleteRequest); ok && d.Erase && o.Channel != a.cfg.EraseChannel {
-		// #30: only the erase channel may purge a session's events; any
-		// other channel is refused before anything is written.
+	if d, ok := req.(*wire.DeleteRequest); (op.Purges || ok && d.Erase) && o.Channel != a.cfg.EraseChannel {
+		// #30: only the erase channel may purge a session's events (erase,
+		// compact); any other channel is refused before anything is written.
 		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
-			Message: fmt.Sprintf("channel %q may not erase sessions: only the erase channel %q may (engine serve --erase-channel); delete without erase=true instead", o.Channel, a.cfg.EraseChannel)}
+			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", o.Channel, map[bool]string{true: "compact", false: "erase"}[op.Purges], a.cfg.EraseChannel)}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -58,6 +58,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"budget":          {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.BudgetTable]()},
 		"registry-diff":   {reflect.TypeFor[wire.RegistryDiffRequest](), reflect.TypeFor[wire.RegistryImpact]()},
 		"session-delete":  {reflect.TypeFor[wire.DeleteRequest](), reflect.TypeFor[wire.DeleteReply]()},
+		"session-compact": {reflect.TypeFor[wire.CompactRequest](), reflect.TypeFor[wire.CompactReply]()},
 	}
 	for _, o := range wire.Operations() {
 		ts, ok := types[o.Name]

@@ -50,6 +50,7 @@ var (
 	opEndTurn    = wire.OpEndTurn
 	opSessions   = wire.OpSessions
 	opDelete     = wire.OpDelete
+	opCompact    = wire.OpCompact
 	opRegistry   = wire.OpRegistry
 	opBudget     = wire.OpBudget
 	opCallCheck  = wire.OpCallCheck
@@ -264,6 +265,14 @@ func (c *Client) Checkpoint(ctx context.Context, req TurnRequest) (CheckpointRep
 func (c *Client) EndTurn(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
 	return out, c.Do(ctx, opEndTurn, &req, &out)
+}
+
+// Compact rolls a session's log up into one SessionCompacted that folds
+// to the same state, and purges the events it replaces (#30; the engine's
+// erase channel only). Reply.Already: it was compact already.
+func (c *Client) Compact(ctx context.Context, req CompactRequest) (CompactReply, error) {
+	var out CompactReply
+	return out, c.Do(ctx, opCompact, &req, &out)
 }
 
 // Delete deletes a session for good (#30): reads of it then fail with

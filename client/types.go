@@ -33,6 +33,10 @@ type (
 	TurnRequest = wire.TurnRequest
 	// DeleteRequest deletes (or erases) a session (#30).
 	DeleteRequest = wire.DeleteRequest
+	// CompactRequest compacts a session (#30).
+	CompactRequest = wire.CompactRequest
+	// CompactReply is wire.CompactReply.
+	CompactReply = wire.CompactReply
 	// CallCheckRequest is wire.CallCheckRequest.
 	CallCheckRequest = wire.CallCheckRequest
 	// CallCheckReply is wire.CallCheckReply.

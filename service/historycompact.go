@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
 
 // ErrCompacted: the events asked for were replaced by a SessionCompacted
@@ -21,25 +22,8 @@ import (
 var ErrCompacted = errors.New("events compacted")
 
 // Compaction describes a SessionCompacted: the events it replaced and who
-// compacted them, when (#30).
-type Compaction struct {
-	// Seq is the snapshot's own stream sequence: the session's history
-	// starts there.
-	Seq uint64 `json:"seq"`
-	// FirstSeq and LastSeq bound the replaced events, Count counts them.
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
-	Count    uint64 `json:"count"`
-	// FirstTime and LastTime are the write times of the first and the
-	// last replaced event.
-	FirstTime time.Time `json:"first_time"`
-	LastTime  time.Time `json:"last_time"`
-	// Channel and Actor compacted them at Time, for Reason.
-	Channel string    `json:"channel"`
-	Actor   string    `json:"actor"`
-	Time    time.Time `json:"time"`
-	Reason  string    `json:"reason,omitempty"`
-}
+// compacted them, when (#30); history entries carry it.
+type Compaction = wire.Compaction
 
 // compactionOf describes r when it is a decoded SessionCompacted.
 func compactionOf(r jetstream.Record) (*Compaction, bool) {

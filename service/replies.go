@@ -60,6 +60,8 @@ type HistoryPageEntry struct {
 	// Dispatch is, inside a turn, the classification a provider dispatch
 	// at this point records (R21), derived from the log.
 	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
+	// Compacted, on a compaction's entry (#30), says what it replaced.
+	Compacted *Compaction `json:"compacted,omitempty"`
 }
 
 // ExplainBatchReply is explain-batch's reply: one explanation per
@@ -156,7 +158,7 @@ func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
 		Tools: orEmpty(h.Tools), Gained: h.Gained, Lost: h.Lost,
 		Provider: orEmpty(h.Provider), Catalog: orEmpty(h.Catalog), Loaded: orEmpty(h.Loaded),
 		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
-		RegistryVersion: h.RegistryVersion,
+		RegistryVersion: h.RegistryVersion, Compacted: h.Compacted,
 	}
 	if h.Dispatch != nil {
 		d := wireDispatch(session, *h.Dispatch)

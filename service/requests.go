@@ -423,6 +423,17 @@ func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) 
 	return wire.DeleteReply{Session: r.Session, Seq: res.Seq}, nil
 }
 
+// Compact compacts a session (#30): its events are replaced by one
+// SessionCompacted and purged below it.
+func (q *Requests) Compact(ctx context.Context, r *wire.CompactRequest, o Origin) (wire.CompactReply, error) {
+	res, err := q.eng.Compact(ctx, r.Session, o, r.Reason)
+	if err != nil {
+		return wire.CompactReply{}, err
+	}
+	return wire.CompactReply{Session: r.Session, Seq: res.Seq, EventID: res.EventID, Already: res.Already, FirstSeq: res.FirstSeq,
+		LastSeq: res.LastSeq, Count: res.Count, FirstTime: res.FirstTime, LastTime: res.LastTime, Purged: res.Purged}, nil
+}
+
 // Sessions answers sessions.list.
 func (q *Requests) Sessions(ctx context.Context, _ *wire.Empty, _ Origin) (wire.SessionList, error) {
 	list, err := q.eng.Sessions(ctx)

@@ -142,3 +142,66 @@ func TestLifecycleRetentionCompactBinary(t *testing.T) {
 	check("after engine rebuild", want)
 	p.Stop(t)
 }
+
+// #30: engine compact (the built binary, over HTTP as the erase channel)
+// and the NATS operation compact a session: its subject holds one
+// message, history starts with the compaction entry naming the replaced
+// range, a point before it answers that it was compacted, and the intent
+// is unchanged; another channel is refused (403 forbidden over HTTP and
+// NATS) before anything is written; a compaction during an open turn is a
+// conflict; compacting again says it was compact already.
+func TestLifecycleCompactCLIBinary(t *testing.T) {
+	p := startEngine(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := p.GoClient("web")
+	for _, cmd := range []client.Command{client.Enable(), client.DisableTool("bash"), client.DisableTool("grep")} {
+		if _, err := c.Append(ctx, client.AppendRequest{Session: "long", Commands: []client.Command{cmd}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := c.Intent(ctx, client.IntentRequest{Session: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
+	if _, err := c.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("compact from channel web over HTTP: %v, want forbidden", err)
+	}
+	web := client.NewNATS(nc, client.WithChannel("web"))
+	if _, err := web.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("compact from channel web over NATS: %v, want forbidden", err)
+	}
+	if n := len(rawSubject(t, nc, "tools.events.long")); n != 3 {
+		t.Fatalf("a refused compaction changed the log: %d messages, want 3", n)
+	}
+	out, err := p.runCLI(t, "compact", "long", "--reason", "archive")
+	if err != nil || !strings.Contains(out, "compacted") || !strings.Contains(out, "3 events, seq 1..3") {
+		t.Fatalf("engine compact: %v\n%s", err, out)
+	}
+	if n := len(rawSubject(t, nc, "tools.events.long")); n != 1 {
+		t.Fatalf("after engine compact the subject holds %d messages, want 1", n)
+	}
+	after, err := c.Intent(ctx, client.IntentRequest{Session: "long"})
+	if err != nil || !slices.Equal(after.Intent.Disabled, before.Intent.Disabled) || after.Intent.Enabled == nil || !*after.Intent.Enabled {
+		t.Fatalf("intent after compaction %+v %v, want %+v", after.Intent, err, before.Intent)
+	}
+	h, err := c.History(ctx, client.HistoryRequest{Session: "long"})
+	if err != nil || len(h.Entries) != 1 || h.Entries[0].Compacted == nil || h.Entries[0].Compacted.Count != 3 || h.Entries[0].Compacted.Reason != "archive" {
+		t.Fatalf("history after compaction: %+v %v, want one entry naming 3 replaced events", h.Entries, err)
+	}
+	if _, err := c.History(ctx, client.HistoryRequest{Session: "long", Until: client.UntilSeq(2)}); err == nil || !strings.Contains(err.Error(), "compacted") {
+		t.Fatalf("history until seq 2 (compacted): %v, want an error saying it was compacted", err)
+	}
+	ops := client.NewNATS(nc, client.WithChannel("ops"))
+	again, err := ops.Compact(ctx, client.CompactRequest{Session: "long"})
+	if err != nil || !again.Already || again.Purged != 0 {
+		t.Fatalf("compact again over NATS: %+v %v, want already", again, err)
+	}
+	if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("compact during an open turn: %v, want a conflict", err)
+	}
+}

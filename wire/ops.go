@@ -43,6 +43,9 @@ type Operation struct {
 	// Write is true for operations that append events: they record the
 	// channel and actor.
 	Write bool `json:"write"`
+	// Purges is true for operations that purge events from the log
+	// (compaction, #30): only the engine's erase channel may call them.
+	Purges bool `json:"purges,omitempty"`
 	// Summary says what the operation does.
 	Summary string `json:"summary"`
 }
@@ -91,6 +94,8 @@ var (
 		Summary: "End the open turn at a safe point: one TurnEnded event carrying the checkpoint."}
 	OpDelete = Operation{Name: "session-delete", Subject: "session.delete", Methods: []string{del}, Path: "/v1/sessions/{session}", Write: true,
 		Summary: "Delete a session for good (#30): a SessionDeleted closes it; reads answer 410 deleted, writes are refused, the id starts no new session. erase=true (the erase channel only) also purges its events, leaving an audit record without personal data."}
+	OpCompact = Operation{Name: "session-compact", Subject: "session.compact", Methods: []string{post}, Path: "/v1/sessions/{session}/compact", Write: true, Purges: true,
+		Summary: "Compact a session (#30; the erase channel only): one SessionCompacted that folds to the same state replaces its events, which are purged below it, leaving an audit record without personal data; refused in an open turn and after a delete. History starts at the compaction."}
 	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
 		Summary: "List the sessions that have a view."}
 	OpRegistry = Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",
@@ -104,7 +109,7 @@ var (
 // Operations returns the API's operations in a fixed order (a fresh copy).
 func Operations() []Operation {
 	ops := []Operation{OpAppend, OpIntent, OpResolve, OpHistory, OpExplain, OpExplainBatch, OpResume, OpBeginTurn, OpDiscover,
-		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpDelete, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
+		OpDispatch, OpInspect, OpCallCheck, OpCheckpoint, OpEndTurn, OpDelete, OpCompact, OpSessions, OpRegistry, OpBudget, OpRegistryDiff}
 	for i := range ops {
 		ops[i].Methods = append([]string(nil), ops[i].Methods...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/toolintent/engine/client"
 )
@@ -78,5 +79,49 @@ func (c *eraseCmd) Run(ctx context.Context) error {
 		}
 		fmt.Fprintf(w, "purged\t%d events, seq %d..%d\n", r.Purged, r.FirstSeq, r.LastSeq)
 		fmt.Fprintf(w, "audit\tseq %d\n", r.AuditSeq)
+	})
+}
+
+// compactCmd is `engine compact SESSION` (#30).
+type compactCmd struct {
+	clientFlags
+	Session string `arg:"" help:"Session id to compact."`
+	Reason  string `name:"reason" help:"Why, recorded on the SessionCompacted event (optional; never a person's name or data)."`
+}
+
+// Help is the long help of engine compact.
+func (c *compactCmd) Help() string {
+	return "Compacts SESSION: one SessionCompacted event that folds to the same state (intent, loaded tools, last " +
+		"checkpoint, permission answers) replaces its events, which are then purged below it through the engine's " +
+		"admin connection, with an audit record (<prefix>.audit.compact.SESSION) that names the session, the " +
+		"replaced range and the time, and no personal data. A cold load then reads one message and the tail. " +
+		"History starts at the compaction; points before it answer that they were compacted. Refused during an " +
+		"open turn and after a delete; a concurrent write wins (compact again). Only the erase channel may compact " +
+		"(serve --erase-channel, default ops); --channel defaults to ops here."
+}
+
+func (c *compactCmd) Run(ctx context.Context) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if c.Channel == "cli" { // the default of --channel: compaction asks as the erase channel
+		c.Channel = "ops"
+	}
+	cl, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := cl.Compact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func(w io.Writer) {
+		if r.Already {
+			fmt.Fprintf(w, "compact\t%s already (SessionCompacted at seq %d)\n", r.Session, r.Seq)
+			return
+		}
+		fmt.Fprintf(w, "compacted\t%s (SessionCompacted at seq %d)\n", r.Session, r.Seq)
+		fmt.Fprintf(w, "replaced\t%d events, seq %d..%d, written %s to %s\n", r.Count, r.FirstSeq, r.LastSeq,
+			r.FirstTime.Format(time.RFC3339), r.LastTime.Format(time.RFC3339))
+		fmt.Fprintf(w, "purged\t%d\n", r.Purged)
 	})
 }

@@ -34,6 +34,7 @@ type cli struct {
 	Resume      resumeCmd                    `cmd:"" help:"Resume a session after a crash: verify the checkpoint's contract hash, restore loaded deferred tools or say why not."`
 	Sessions    sessionsCmd                  `cmd:"" help:"List sessions that have a view."`
 	Delete      deleteCmd                    `cmd:"" help:"Delete a session for good: reads answer 410 deleted, writes are refused, the id starts no new session (#30)."`
+	Compact     compactCmd                   `cmd:"" help:"Compact a session: one SessionCompacted that folds to the same state replaces its events, which are purged (erase channel only), leaving an audit record (#30)."`
 	Erase       eraseCmd                     `cmd:"" help:"Erase a session: delete it and purge its events (erase channel only), leaving an audit record without personal data (#30)."`
 	Actor       actorCmd                     `cmd:"" help:"Pseudonymous actors: print a user's hash token (token), or destroy a user's key in encrypt mode (forget) (#30)."`
 	Registry    registryCmd                  `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
