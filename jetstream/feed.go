@@ -1,0 +1,452 @@
+package jetstream
+
+// The durable feed: a consumer over every event for projections, with a
+// standing pull or paced pulls (#28).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// FeedConfig configures a durable feed.
+type FeedConfig struct {
+	// Durable is the consumer name. Required.
+	Durable string
+	// MaxAckPending bounds unacknowledged events. Default 100,000.
+	MaxAckPending int
+	// AckWait is how long before unacknowledged events are redelivered.
+	// Default 30s.
+	AckWait time.Duration
+	// Held, when set, is asked for each delivered event (its session,
+	// stream sequence and Nats-Msg-Id header) before it is decoded: when
+	// it returns true the record is delivered undecoded, with Held set
+	// (#28). It runs on the feed's goroutine and must be cheap.
+	Held func(session string, seq uint64, msgID string) bool
+	// Pace, when positive, replaces the standing pull (every event sent
+	// alone as it is stored, one delivery per event) by no-wait pulls of
+	// what the stream holds, one every Pace while the feed is caught up
+	// and back to back while it is behind (#28): events arrive in batches, at most
+	// about Pace after they were stored, and a writer of the same process
+	// does not compete with one delivery per event. Zero: a standing pull.
+	Pace time.Duration
+}
+
+// pacedBatch is how many events one pull of a paced feed asks for.
+const pacedBatch = 4096
+
+// pacedIdleShift bounds how far an idle paced feed stretches its pace: at
+// most pace<<pacedIdleShift between pulls.
+const pacedIdleShift = 3
+
+// Feed is a durable, at-least-once stream of every event, for projections.
+// Position survives restarts: the consumer resumes after the last
+// acknowledged event.
+//
+// Acknowledgement is cumulative (AckAll): acknowledging a batch also
+// acknowledges every earlier event, including events delivered to an
+// earlier feed that stopped before processing them, and deliveries lost in
+// a consumer leader change. Event sequences are contiguous, so a consumer
+// detects such a gap by sequence and reads it with ScanRange before it
+// acknowledges (the projection does).
+type Feed struct {
+	log  *Log
+	cons jetstream.Consumer
+	cc   jetstream.ConsumeContext
+	ch   chan feedMsg
+	done chan struct{}
+	once sync.Once
+	held func(session string, seq uint64, msgID string) bool
+}
+
+// Feed creates (or resumes) a durable consumer over all events.
+func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
+	if !events.ValidToken(cfg.Durable) {
+		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
+	}
+	if cfg.MaxAckPending == 0 {
+		cfg.MaxAckPending = 100000
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.name, l.feedConsumerConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+	}
+	f := &Feed{log: l, cons: cons, ch: make(chan feedMsg, 8192), done: make(chan struct{}), held: cfg.Held}
+	if cfg.Pace > 0 {
+		if err := f.startPull(cfg.Durable, cfg.Pace); err != nil {
+			return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+		}
+		return f, nil
+	}
+	f.cc, err = cons.Consume(func(m jetstream.Msg) {
+		select {
+		case f.ch <- feedMsg{js: m}:
+		case <-f.done:
+		}
+	},
+		jetstream.PullMaxMessages(4096),
+		jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}))
+	if err != nil {
+		return nil, fmt.Errorf("feed %s: consume: %w", cfg.Durable, err)
+	}
+	return f, nil
+}
+
+// feedMsg is a delivered message: a jetstream.Msg of the standing pull,
+// or the core message of a paced feed's own pulls (#28), without the
+// client library's per-message wrapper, fetch goroutine and timers. A
+// value, so that a paced delivery costs no allocation of its own.
+type feedMsg struct {
+	js  jetstream.Msg
+	raw *nats.Msg
+}
+
+func (m feedMsg) Subject() string {
+	if m.raw != nil {
+		return m.raw.Subject
+	}
+	return m.js.Subject()
+}
+
+func (m feedMsg) Reply() string {
+	if m.raw != nil {
+		return m.raw.Reply
+	}
+	return m.js.Reply()
+}
+
+func (m feedMsg) Headers() nats.Header {
+	if m.raw != nil {
+		return m.raw.Header
+	}
+	return m.js.Headers()
+}
+
+func (m feedMsg) Data() []byte {
+	if m.raw != nil {
+		return m.raw.Data
+	}
+	return m.js.Data()
+}
+
+// Metadata is asked only for a reply subject ackMeta cannot read.
+func (m feedMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	if m.raw != nil {
+		return nil, fmt.Errorf("delivery with reply subject %q: not a JetStream acknowledgement subject", m.raw.Reply)
+	}
+	return m.js.Metadata()
+}
+
+// Ack acknowledges the message (and, AckAll, every one before it).
+func (m feedMsg) Ack() error {
+	if m.raw != nil {
+		return m.raw.Respond([]byte("+ACK"))
+	}
+	return m.js.Ack()
+}
+
+func (m feedMsg) none() bool { return m.raw == nil && m.js == nil }
+
+// startPull starts a paced feed: no-wait pull requests on one inbox,
+// sent every pace, and at once while a delivery says more events are
+// pending than are asked for (at most two pulls outstanding), so a feed
+// that is behind gets batches back to back and one that is caught up
+// asks once per pace. A lost request or delivery (a leader election) is
+// asked again at the next tick; a lost delivery is a gap the consumer
+// fills from the log (see Feed).
+func (f *Feed) startPull(durable string, pace time.Duration) error {
+	nc := f.log.nc
+	inbox := nc.NewInbox()
+	next := f.log.apiPrefix() + "CONSUMER.MSG.NEXT." + f.log.name + "." + durable
+	req := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	var (
+		mu     sync.Mutex
+		credit int  // events asked for and not received
+		recv   bool // a message came since the last tick
+		got    bool // an event came since the last tick
+		idle   uint // ticks in a row without an event (at most pacedIdleShift)
+	)
+	ask := func() { // mu held
+		if nc.PublishRequest(next, inbox, req) == nil {
+			credit += pacedBatch
+		}
+	}
+	// An asynchronous subscription without pending limits: while the
+	// consumer folds, deliveries wait in the subscription's queue (at most
+	// the feed's MaxAckPending), never dropped as a full channel would
+	// drop them (a dropped last delivery would wait for AckWait).
+	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		mu.Lock()
+		recv = true
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			credit = 0 // a pull ended (no messages, or a warning)
+			mu.Unlock()
+			return
+		}
+		credit = max(credit-1, 0)
+		got = true
+		if _, pending, _, ok := ackMeta(m.Reply); ok {
+			switch {
+			case pending == 0:
+				credit = 0 // caught up: the no-wait pulls have ended
+			case pending > uint64(credit) && credit < pacedBatch:
+				ask()
+			}
+		}
+		mu.Unlock()
+		select {
+		case f.ch <- feedMsg{raw: m}:
+		case <-f.done:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe %s: %w", inbox, err)
+	}
+	go func() {
+		defer sub.Unsubscribe() //nolint:errcheck // the feed is stopping
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.done:
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			if !recv {
+				credit = 0 // nothing came: earlier no-wait pulls have ended
+			}
+			if credit == 0 {
+				ask()
+			}
+			// An idle feed asks less often: the wait doubles with each
+			// tick without an event, up to pace<<pacedIdleShift (40 ms at
+			// the default 5 ms), and is pace again at the next event, so
+			// an idle engine sends 25 pulls a second, not 200.
+			if got {
+				idle = 0
+			} else if idle < pacedIdleShift {
+				idle++
+			}
+			recv, got = false, false
+			mu.Unlock()
+			t.Reset(pace << idle)
+		}
+	}()
+	return nil
+}
+
+// Batch is a run of records from a feed.
+type Batch struct {
+	Records []Record
+	// Pending is the number of events the server still holds for the feed
+	// after this batch (0: caught up at the time of the last message).
+	Pending uint64
+	last    feedMsg
+}
+
+// Next waits for at least one event (or ctx), then returns up to max events
+// already received, without waiting for more.
+func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
+	return f.NextWithin(ctx, max, -1)
+}
+
+// NextWithin is Next that waits at most wait for the first event (a
+// negative wait waits for ever) and returns an empty batch when none came.
+func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Batch, error) {
+	var b Batch
+	add := func(m feedMsg) error {
+		seq, pending, ts, ok := ackMeta(m.Reply())
+		if !ok {
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("feed: %w", err)
+			}
+			seq, pending, ts = md.Sequence.Stream, md.NumPending, md.Timestamp
+		}
+		h := m.Headers()
+		if len(m.Data()) == 0 && h.Get(nats.MsgSize) != "" && f.headersOnly(ctx) {
+			// A headers-only delivery: someone reconfigured the consumer.
+			// Folding it would skip a real event; fail the feed instead,
+			// and the next feed restores the consumer's configuration.
+			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", seq, ErrDrift)
+		}
+		var r Record
+		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, seq, id) {
+			r = Record{Seq: seq, Subject: m.Subject(), Session: session, Time: ts, MsgID: id, Data: m.Data(), Held: true}
+		} else {
+			r = f.log.record(seq, m.Subject(), ts, id, m.Data())
+		}
+		r.First = firstOfSubject(h)
+		if b.Records == nil {
+			// One allocation for what is already received (#28).
+			b.Records = make([]Record, 0, min(max, len(f.ch)+1))
+		}
+		b.Records = append(b.Records, r)
+		b.Pending = pending
+		b.last = m
+		return nil
+	}
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return b, ctx.Err()
+	case <-timeout:
+		return b, nil
+	case m := <-f.ch:
+		if err := add(m); err != nil {
+			return b, err
+		}
+	}
+	for len(b.Records) < max {
+		select {
+		case m := <-f.ch:
+			if err := add(m); err != nil {
+				return b, err
+			}
+		default:
+			return b, nil
+		}
+	}
+	return b, nil
+}
+
+// ackMeta reads a delivery's stream sequence, pending count and
+// timestamp from its acknowledgement subject without allocating (#28: the
+// client library's Metadata allocates a struct and strings per message):
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>, or
+// with <domain>.<account hash> after ACK and a token at the end. ok is
+// false for any other form.
+func ackMeta(reply string) (seq, pending uint64, ts time.Time, ok bool) {
+	rest, found := strings.CutPrefix(reply, "$JS.ACK.")
+	if !found {
+		return 0, 0, time.Time{}, false
+	}
+	var tok [10]string
+	n := 0
+	for n < len(tok) {
+		var t string
+		t, rest, found = strings.Cut(rest, ".")
+		tok[n] = t
+		n++
+		if !found {
+			break
+		}
+	}
+	var at int // index of <sseq> in tok
+	switch {
+	case n == 7 && !found:
+		at = 3 // stream, consumer, delivered, sseq, cseq, tm, pending
+	case n >= 9:
+		at = 5 // domain, account hash, stream, consumer, delivered, sseq, cseq, tm, pending, ...
+	default:
+		return 0, 0, time.Time{}, false
+	}
+	seq, err1 := strconv.ParseUint(tok[at], 10, 64)
+	tm, err2 := strconv.ParseInt(tok[at+2], 10, 64)
+	pending, err3 := strconv.ParseUint(tok[at+3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, time.Time{}, false
+	}
+	return seq, pending, time.Unix(0, tm), true
+}
+
+// headersOnly asks the server whether the feed's consumer sends headers
+// only (a publisher may add a Nats-Msg-Size header to an empty event
+// itself: that alone proves nothing).
+func (f *Feed) headersOnly(ctx context.Context) bool {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	return err == nil && info.Config.HeadersOnly
+}
+
+// Ack acknowledges every event of the batch and all before it. It does
+// not wait for the server: a lost acknowledgement only means the events
+// are delivered again, which a consumer must tolerate anyway (at least
+// once).
+func (f *Feed) Ack(b Batch) error {
+	if b.last.none() {
+		return nil
+	}
+	if err := b.last.Ack(); err != nil {
+		return fmt.Errorf("feed: ack through %d: %w", b.Records[len(b.Records)-1].Seq, err)
+	}
+	return nil
+}
+
+// Stop stops delivery. Unacknowledged events are redelivered to the next
+// feed with the same durable name.
+func (f *Feed) Stop() {
+	f.once.Do(func() {
+		close(f.done)
+		if f.cc != nil {
+			f.cc.Stop()
+		}
+	})
+}
+
+// FeedPosition is where a feed stands.
+type FeedPosition struct {
+	// AckFloor is the stream sequence up to which every event has been
+	// acknowledged (0 for a new feed).
+	AckFloor uint64
+	// Delivered is the last stream sequence delivered to any feed of this
+	// durable; events in (AckFloor, Delivered] that an earlier feed was
+	// handed but did not acknowledge are redelivered only after AckWait.
+	Delivered uint64
+	// Undelivered counts events not yet delivered.
+	Undelivered uint64
+	// AckedNone reports a feed that never acknowledged an event. Its
+	// AckFloor is 0, or, on a stream whose first sequences were purged by
+	// an erase (#30), the sequence before the stream's first.
+	AckedNone bool
+}
+
+// Position asks the server where the feed stands.
+func (f *Feed) Position(ctx context.Context) (FeedPosition, error) {
+	ctx, cancel := f.log.withTimeout(ctx)
+	defer cancel()
+	info, err := f.cons.Info(ctx)
+	if err != nil {
+		return FeedPosition{}, fmt.Errorf("feed info: %w", err)
+	}
+	return FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending,
+		AckedNone: info.AckFloor.Consumer == 0}, nil
+}
+
+// ResetFeed deletes a durable feed, so that the next Feed with that name
+// starts from the first event (a projection rebuild). Deleting a feed that
+// does not exist is not an error.
+func (l *Log) ResetFeed(ctx context.Context, durable string) error {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	err := l.js.DeleteConsumer(ctx, l.name, durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("reset feed %s: %w", durable, err)
+	}
+	return nil
+}
