@@ -1,0 +1,466 @@
+// Red-team tests of issue #30 (compaction and pseudonymous actors): each
+// test attacks one entry of the two features and asserts the behaviour
+// README "Data lifecycle" and docs/semantics.md "Compaction" and
+// "Pseudonymous actors" promise. Helpers are prefixed rtl.
+
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/actor"
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// rtlWeb is the origin the attacks write the sessions with.
+var rtlWeb = service.Origin{Channel: "web", Actor: "alice"}
+
+// rtlEngine is an in-process engine on url: its own connection, log,
+// running projection (durable and bucket named by name) and eraser.
+func rtlEngine(t *testing.T, url, name string) (*service.Engine, *jetstream.Log) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nc := natstest.Connect(t, url, nats.Name(name))
+	log, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = proj.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e := service.New(log, proj, resolver.Default(), service.Config{})
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	return e, log
+}
+
+// rtlCtx is a bounded context for one test.
+func rtlCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// rtlSession writes session: intent, turn 1 begun, ended (with its
+// checkpoint) and one more intent change; with open, turn 2 is left open.
+func rtlSession(ctx context.Context, t *testing.T, e *service.Engine, session string, open bool) aggregate.State {
+	t.Helper()
+	if _, err := e.Apply(ctx, session, rtlWeb, nil, events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginTurn(ctx, session, rtlWeb, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EndTurn(ctx, session, rtlWeb); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Apply(ctx, session, rtlWeb, nil, events.ToolDisabled{Name: "grep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res.Last
+	if open {
+		if _, err := e.BeginTurn(ctx, session, rtlWeb, service.ResolveRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		last = 0
+	}
+	st, err := e.Session(ctx, session, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open {
+		if st, err = rtlFold(ctx, t, e, session); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// rtlFold folds session's whole log from the stream (a fresh replay).
+func rtlFold(ctx context.Context, t *testing.T, e *service.Engine, session string) (aggregate.State, error) {
+	t.Helper()
+	_, st, err := e.History(ctx, session, service.Until{}, service.ResolveRequest{})
+	return st, err
+}
+
+// rtlSameIntent reports whether a and b hold the same intent.
+func rtlSameIntent(a, b aggregate.State) bool {
+	ab := func(p *bool) string { return fmt.Sprint(p != nil && *p, p == nil) }
+	return ab(a.Intent.Enabled) == ab(b.Intent.Enabled) && ab(a.Intent.WebSearch) == ab(b.Intent.WebSearch) &&
+		strings.Join(a.Intent.Disabled, ",") == strings.Join(b.Intent.Disabled, ",") && a.Intent.Preset == b.Intent.Preset
+}
+
+// rtlPublish publishes env as a direct publisher on the session's subject,
+// after sequence after (the CAS header), and returns the stored sequence.
+func rtlPublish(ctx context.Context, t *testing.T, nc *nats.Conn, env events.Envelope, after uint64) uint64 {
+	t.Helper()
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := events.Encode(env)
+	if err != nil {
+		t.Fatalf("encode the forged %s: %v", env.Type, err)
+	}
+	m := nats.NewMsg("tools.events." + env.Session)
+	m.Data = body
+	m.Header.Set("Nats-Msg-Id", env.ID)
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(after))
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatalf("direct publish: %v", err)
+	}
+	return ack.Sequence
+}
+
+// rtlSnapshot is a well-formed SessionCompacted of st covering 1..st.LastSeq.
+func rtlSnapshot(st aggregate.State) events.SessionCompacted {
+	now := time.Now().UnixMilli()
+	return events.SessionCompacted{FirstSeq: 1, LastSeq: st.LastSeq, Count: 1, FirstMs: now, LastMs: now,
+		Intent: st.Intent.Clone(), Turn: st.Turn, TurnSeq: st.TurnSeq, Events: st.Events, Skipped: st.Skipped, Rejected: st.Rejected}
+}
+
+// #30 red-team: forged SessionCompacted events sent straight to
+// tools.events.<session> by a direct publisher are judged by the fold:
+// after a delete, after an event past the range they claim, with counts
+// that do not fit, claiming events after themselves, and inside an open
+// turn at the point they replace, each is kept in the log, not applied,
+// and counted as rejected, by the serving engine and a fresh replay; the
+// session's intent is unchanged.
+func TestRedteamLifecycleForgedSnapshotRefused(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, _ := rtlEngine(t, url, "rtl-a")
+	nc := natstest.Connect(t, url)
+	for _, c := range []struct {
+		name   string
+		open   bool
+		delete bool
+		forge  func(st aggregate.State, v *events.SessionCompacted)
+	}{
+		{name: "after-delete", delete: true, forge: func(st aggregate.State, v *events.SessionCompacted) { v.Intent.Disabled = nil }},
+		{name: "not-covering", forge: func(st aggregate.State, v *events.SessionCompacted) {
+			v.LastSeq = st.LastSeq - 1
+			v.Intent.Disabled = nil
+		}},
+		{name: "count-past-range", forge: func(st aggregate.State, v *events.SessionCompacted) {
+			v.Count = st.LastSeq + 5
+			v.Intent.Disabled = nil
+		}},
+		{name: "covers-itself", forge: func(st aggregate.State, v *events.SessionCompacted) {
+			v.LastSeq = st.LastSeq + 1000
+			v.Intent.Disabled = nil
+		}},
+		{name: "open-turn", open: true, forge: func(st aggregate.State, v *events.SessionCompacted) { v.Intent.Disabled = nil }},
+		{name: "counts-short", forge: func(st aggregate.State, v *events.SessionCompacted) {
+			v.Count, v.Events, v.Skipped, v.Rejected = 3, 1, 0, 0
+			v.Intent.Disabled = nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			session := "rtl-forge-" + c.name
+			st := rtlSession(ctx, t, e, session, c.open)
+			if c.delete {
+				d, err := e.Delete(ctx, session, rtlWeb, "red team")
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.LastSeq = d.Seq
+			}
+			v := rtlSnapshot(st)
+			c.forge(st, &v)
+			seq := rtlPublish(ctx, t, nc, events.New(session, "web", "mallory", v), st.LastSeq)
+			if c.delete {
+				if _, err := e.Session(ctx, session, seq); !errors.Is(err, service.ErrDeleted) {
+					t.Fatalf("deleted session after a forged snapshot: %v, want still deleted", err)
+				}
+				return
+			}
+			got, err := e.Session(ctx, session, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := rtlFold(ctx, t, e, session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for who, s := range map[string]aggregate.State{"view": got, "replay": fresh} {
+				if s.Rejected != st.Rejected+1 || len(s.Intent.Disabled) != 2 || s.InTurn != c.open || s.LastSeq != seq {
+					t.Errorf("%s after the forged snapshot at %d: rejected %d (was %d), disabled %v, in turn %v, last %d",
+						who, seq, s.Rejected, st.Rejected, s.Intent.Disabled, s.InTurn, s.LastSeq)
+				}
+			}
+		})
+	}
+}
+
+// #30 red-team: a crash between the snapshot's append and the purge (the
+// eraser fails right before purging) leaves the history and the snapshot,
+// which fold to the state of the history alone, for the serving engine and
+// a second engine; compacting again from the second engine purges (a raw
+// read of the subject finds the snapshot alone) and a third compaction is
+// a no-op; the session stays writable and its checkpoint resumes.
+func TestRedteamLifecycleCrashBetweenAppendAndPurge(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	a, logA := rtlEngine(t, url, "rtl-a")
+	b, _ := rtlEngine(t, url, "rtl-b")
+	const session = "rtl-crash"
+	want := rtlSession(ctx, t, a, session, false)
+	x, err := logA.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.BeforePurge = func(jetstream.EraseReport) error { return errors.New("killed") }
+	a.SetEraser(x)
+	res, err := a.Compact(ctx, session, rtlWeb, "red team")
+	if err == nil || res.Seq == 0 {
+		t.Fatalf("compaction with a crash before the purge: %+v %v", res, err)
+	}
+	nc := natstest.Connect(t, url)
+	if n := len(rawSubject(t, nc, "tools.events."+session)); n != int(res.Count)+1 {
+		t.Fatalf("after the crash the subject holds %d messages, want the %d events and the snapshot", n, res.Count)
+	}
+	for who, e := range map[string]*service.Engine{"a": a, "b": b} {
+		got, err := e.Session(ctx, session, res.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rtlSameIntent(got, want) || got.Turn != want.Turn || got.Checkpoint == nil || got.InTurn {
+			t.Errorf("engine %s after the crash: %+v, want the intent of %+v, turn %d and its checkpoint", who, got, want, want.Turn)
+		}
+	}
+	again, err := b.Compact(ctx, session, rtlWeb, "red team again")
+	if err != nil || again.Seq != res.Seq || again.Purged != res.Count {
+		t.Fatalf("compacting again on engine b: %+v %v, want the snapshot at %d purging %d", again, err, res.Seq, res.Count)
+	}
+	if n := len(rawSubject(t, nc, "tools.events."+session)); n != 1 {
+		t.Fatalf("after compacting again the subject holds %d messages, want the snapshot", n)
+	}
+	third, err := a.Compact(ctx, session, rtlWeb, "")
+	if err == nil {
+		// a's eraser still fails before purging, but nothing is left to purge.
+		if !third.Already || third.Purged != 0 {
+			t.Errorf("third compaction: %+v", third)
+		}
+	} else {
+		t.Errorf("third compaction: %v", err)
+	}
+	if _, err := b.Resume(ctx, session, rtlWeb, service.ResolveRequest{}); err != nil {
+		t.Errorf("resume of the compacted checkpoint: %v", err)
+	}
+	if _, err := a.Apply(ctx, session, rtlWeb, nil, events.ToolEnabled{Name: "grep"}); err != nil {
+		t.Errorf("write after the compaction: %v", err)
+	}
+}
+
+// #30 red-team: two engines: while engine b holds a turn open, engine a's
+// compaction is refused as a conflict (ErrTurnOpen) and writes nothing;
+// after b ends the turn a compacts, and b folds the snapshot to the state
+// it had.
+func TestRedteamLifecycleCompactWhileOtherEngineTurn(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	a, _ := rtlEngine(t, url, "rtl-a")
+	b, _ := rtlEngine(t, url, "rtl-b")
+	const session = "rtl-two"
+	rtlSession(ctx, t, b, session, true)
+	nc := natstest.Connect(t, url)
+	before := rawSubject(t, nc, "tools.events."+session)
+	if _, err := a.Compact(ctx, session, rtlWeb, ""); !errors.Is(err, service.ErrTurnOpen) || !errors.Is(err, jetstream.ErrConflict) {
+		t.Fatalf("compaction during b's open turn: %v, want a turn-open conflict", err)
+	}
+	if got := rawSubject(t, nc, "tools.events."+session); strings.Join(got, ",") != strings.Join(before, ",") {
+		t.Fatal("a refused compaction changed the log")
+	}
+	cp, err := b.EndTurn(ctx, session, rtlWeb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.Session(ctx, session, cp.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Compact(ctx, session, rtlWeb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Session(ctx, session, res.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rtlSameIntent(got, want) || got.Turn != want.Turn || got.Checkpoint == nil || got.Checkpoint.Seq != want.Checkpoint.Seq {
+		t.Errorf("b after a's compaction: %+v, want %+v", got, want)
+	}
+	if _, err := b.BeginTurn(ctx, session, rtlWeb, service.ResolveRequest{}); err != nil {
+		t.Errorf("b begins a turn after the compaction: %v", err)
+	}
+}
+
+// rtlKeyFile is a 32-byte operator key.
+func rtlKey(b byte) []byte {
+	k := make([]byte, 32)
+	for i := range k {
+		k[i] = b + byte(i)
+	}
+	return k
+}
+
+// rtlSealer is an encrypt-mode sealer on log's key bucket.
+func rtlSealer(ctx context.Context, t *testing.T, log *jetstream.Log, key []byte, cacheFor time.Duration) *actor.Sealer {
+	t.Helper()
+	keys, err := log.OpenActorKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := actor.New(actor.Config{Mode: actor.Encrypt, Key: key, Keys: keys, CacheFor: cacheFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rtlLastActor is the actor stored in session's last event.
+func rtlLastActor(t *testing.T, nc *nats.Conn, session string) string {
+	t.Helper()
+	return lastRaw(t, nc, session).Actor
+}
+
+// #30 red-team: in encrypt mode an actor of the longest sealable length is
+// stored sealed and reads back in history; one byte more is refused as
+// invalid (nothing written); an actor of odd unicode (combining marks,
+// right-to-left override, emoji) round-trips; an actor in a sealed form
+// (h1:, e1:) is refused.
+func TestRedteamLifecycleActorEdges(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, log := rtlEngine(t, url, "rtl-a")
+	e.SetActorSealer(rtlSealer(ctx, t, log, rtlKey(1), 0))
+	nc := natstest.Connect(t, url)
+	long := strings.Repeat("x", actor.MaxActorLen)
+	odd := "e\u0301ve\u202e\U0001F600\u200d"
+	for _, who := range []string{long, odd} {
+		session := fmt.Sprintf("rtl-actor-%d", len(who))
+		res, err := e.Apply(ctx, session, service.Origin{Channel: "web", Actor: who}, nil, events.ToolsToggled{Enabled: e2eBool(true)})
+		if err != nil {
+			t.Fatalf("actor of %d bytes: %v", len(who), err)
+		}
+		stored := rtlLastActor(t, nc, session)
+		if !strings.HasPrefix(stored, actor.EncryptPrefix) || strings.Contains(stored, who) {
+			t.Errorf("stored actor %q", stored)
+		}
+		h, _, err := e.History(ctx, session, service.Until{Seq: res.Last}, service.ResolveRequest{})
+		if err != nil || len(h) == 0 || h[len(h)-1].Actor != who {
+			t.Errorf("history of an actor of %d bytes: %v %+v", len(who), err, h)
+		}
+	}
+	for _, who := range []string{long + "x", actor.EncryptPrefix + "0123", actor.HashPrefix + "abc"} {
+		_, err := e.Apply(ctx, "rtl-actor-bad", service.Origin{Channel: "web", Actor: who}, nil, events.ToolsToggled{Enabled: e2eBool(true)})
+		if !errors.Is(err, service.ErrInvalid) {
+			t.Errorf("actor %.20q (%d bytes): %v, want ErrInvalid", who, len(who), err)
+		}
+	}
+	if n := len(rawSubject(t, nc, "tools.events.rtl-actor-bad")); n != 0 {
+		t.Errorf("refused actors wrote %d events", n)
+	}
+}
+
+// #30 red-team: an engine restarted with another key file shows an actor
+// sealed under the first as stored, never as erased (the person was not
+// forgotten); a person the first engine never saw gets a key of the new
+// file. An admin who deletes the key bucket makes writes fail or stay
+// sealed: no actor is ever stored plain.
+func TestRedteamLifecycleWrongKeyAndDeletedBucket(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, log := rtlEngine(t, url, "rtl-a")
+	e.SetActorSealer(rtlSealer(ctx, t, log, rtlKey(1), 0))
+	nc := natstest.Connect(t, url)
+	const session = "rtl-wrongkey"
+	if _, err := e.Apply(ctx, session, service.Origin{Channel: "web", Actor: "carol"}, nil, events.ToolsToggled{Enabled: e2eBool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	stored := rtlLastActor(t, nc, session)
+	e.SetActorSealer(rtlSealer(ctx, t, log, rtlKey(100), 0))
+	if got := e.RevealActor(ctx, stored); got != stored {
+		t.Errorf("reveal under another key file: %q, want the stored form %q", got, stored)
+	}
+	if _, err := e.Apply(ctx, session, service.Origin{Channel: "web", Actor: "dave"}, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Errorf("write by a new person under the new key file: %v", err)
+	}
+
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, jetstream.ActorKeysBucket("tools")); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"dave", "erin"} {
+		_, err := e.Apply(ctx, session, service.Origin{Channel: "web", Actor: who}, nil, events.ToolEnabled{Name: "grep"})
+		if err == nil {
+			if a := rtlLastActor(t, nc, session); !strings.HasPrefix(a, actor.EncryptPrefix) {
+				t.Errorf("after the key bucket was deleted %s's write stored actor %q", who, a)
+			}
+		}
+	}
+	for _, r := range rawSubject(t, nc, "tools.events."+session) {
+		for _, who := range []string{"carol", "dave", "erin"} {
+			if strings.Contains(r, fmt.Sprintf("%x", who)) {
+				t.Errorf("the log holds %q in plain", who)
+			}
+		}
+	}
+}
+
+// #30 red-team: a write retried with its idempotency key after a
+// compaction replaced (and purged) the events it stored is answered as a
+// duplicate on the engine that wrote it and on another one; nothing is
+// written again.
+func TestRedteamLifecycleIdempotentAfterCompact(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, _ := rtlEngine(t, url, "rtl-a")
+	first, err := e.ApplyKeyed(ctx, "rtl-idem", rtlWeb, nil, "key-1", events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Compact(ctx, "rtl-idem", rtlWeb, ""); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := rtlEngine(t, url, "rtl-b")
+	for who, x := range map[string]*service.Engine{"a": e, "b": b} {
+		again, err := x.ApplyKeyed(ctx, "rtl-idem", rtlWeb, nil, "key-1", events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "bash"})
+		if err != nil || !again.Duplicate {
+			t.Errorf("engine %s: retry of key-1 after the compaction: %+v %v, want a duplicate of %+v", who, again, err, first)
+		}
+	}
+	if n := len(rawSubject(t, natstest.Connect(t, url), "tools.events.rtl-idem")); n != 1 {
+		t.Errorf("after retries the subject holds %d messages, want the snapshot", n)
+	}
+}
