@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/actor"
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -32,6 +33,12 @@ var rtlWeb = service.Origin{Channel: "web", Actor: "alice"}
 // rtlEngine is an in-process engine on url: its own connection, log,
 // running projection (durable and bucket named by name) and eraser.
 func rtlEngine(t *testing.T, url, name string) (*service.Engine, *jetstream.Log) {
+	t.Helper()
+	return rtlEngineReg(t, url, name, resolver.Default())
+}
+
+// rtlEngineReg is rtlEngine serving reg.
+func rtlEngineReg(t *testing.T, url, name string, reg *resolver.Registry) (*service.Engine, *jetstream.Log) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nc := natstest.Connect(t, url, nats.Name(name))
@@ -48,7 +55,7 @@ func rtlEngine(t *testing.T, url, name string) (*service.Engine, *jetstream.Log)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = proj.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e := service.New(log, proj, resolver.Default(), service.Config{})
+	e := service.New(log, proj, reg, service.Config{})
 	x, err := log.NewEraser(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -462,5 +469,59 @@ func TestRedteamLifecycleIdempotentAfterCompact(t *testing.T) {
 	}
 	if n := len(rawSubject(t, natstest.Connect(t, url), "tools.events.rtl-idem")); n != 1 {
 		t.Errorf("after retries the subject holds %d messages, want the snapshot", n)
+	}
+}
+
+// #30 red-team: a forged snapshot that carries the user's answers to asks
+// (#31) never widens a channel's policy: a session grant of bash (ask)
+// claimed on "public", whose policy denies bash, does not make bash
+// callable in a turn of "web" (it stays ask) nor of "public" (deny); a
+// grant claimed on "web" does not reach a turn of "public" (and makes bash
+// callable in a turn of "web", the control).
+func TestRedteamLifecycleSnapshotGrantsNeverWiden(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	reg, err := resolver.LoadFile(policyRegistryFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := rtlEngineReg(t, url, "rtl-a", reg)
+	nc := natstest.Connect(t, url)
+	for _, c := range []struct{ grantOn, turnOn, want string }{
+		{"public", "web", "ask"}, {"public", "public", "deny"}, {"web", "public", "deny"},
+		{"web", "web", "allow"}, // the control: a snapshot's answer counts where the policy lets it
+	} {
+		session := "rtl-grant-" + c.grantOn + "-" + c.turnOn
+		on := service.Origin{Channel: c.turnOn, Actor: "alice"}
+		if _, err := e.Apply(ctx, session, on, nil, events.ToolsToggled{Enabled: e2eBool(true)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.BeginTurn(ctx, session, on, service.ResolveRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := e.EndTurn(ctx, session, on)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.Session(ctx, session, cp.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := rtlSnapshot(st)
+		v.Grants = []events.CompactedGrant{{Tool: "bash", Scope: events.ScopeSession, By: "mallory", Channel: c.grantOn, Turn: st.Turn, Seq: st.LastSeq}}
+		seq := rtlPublish(ctx, t, nc, events.New(session, c.grantOn, "mallory", v), st.LastSeq)
+		if _, err := e.Session(ctx, session, seq); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.BeginTurn(ctx, session, on, service.ResolveRequest{Override: intent.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file"}}}); err != nil {
+			t.Fatal(err)
+		}
+		cc, err := e.CallCheck(ctx, session, "bash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.Callable != (c.want == "allow") || cc.Decision != c.want {
+			t.Errorf("grant claimed on %s, turn on %s: call-check bash %+v, want %s", c.grantOn, c.turnOn, cc, c.want)
+		}
 	}
 }
