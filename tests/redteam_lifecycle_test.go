@@ -582,3 +582,100 @@ func TestRedteamLifecycleKillBetweenSnapshotAndPurgeBinary(t *testing.T) {
 	p = startEngine(t, dir)
 	check(p, "after a rebuild")
 }
+
+// #30 red-team: in encrypt mode, after a compaction: history of the
+// session starts with the compaction entry and reveals the tail's actor;
+// history and explain of a point before the compaction answer
+// ErrCompacted (also ErrNotFound), naming the range; after bob is
+// forgotten through another engine's sealer (engine actor forget), a
+// second engine shows his events as erased, and his next write, sealed
+// under a new key, reads back as bob.
+func TestRedteamLifecycleCompactedHistoryAndForget(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	a, logA := rtlEngine(t, url, "rtl-a")
+	b, logB := rtlEngine(t, url, "rtl-b")
+	a.SetActorSealer(rtlSealer(ctx, t, logA, rtlKey(7), 0))
+	b.SetActorSealer(rtlSealer(ctx, t, logB, rtlKey(7), 0))
+	const session = "rtl-hist"
+	bob := service.Origin{Channel: "web", Actor: "bob"}
+	rtlSession(ctx, t, a, session, false)
+	c, err := a.Compact(ctx, session, service.Origin{Channel: "web", Actor: service.Anonymous}, "red team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.Apply(ctx, session, bob, nil, events.ToolEnabled{Name: "grep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := b.History(ctx, session, service.Until{Seq: w.Last}, service.ResolveRequest{})
+	if err != nil || len(h) != 2 || h[0].Seq != c.Seq || h[1].Actor != "bob" {
+		t.Fatalf("history after the compaction: %v %+v", err, h)
+	}
+	var ce *service.CompactedError
+	if _, _, err := b.History(ctx, session, service.Until{Seq: c.Seq - 1}, service.ResolveRequest{}); !errors.As(err, &ce) || !errors.Is(err, service.ErrNotFound) || ce.FirstSeq != c.FirstSeq || ce.LastSeq != c.LastSeq {
+		t.Errorf("history before the compaction: %v", err)
+	}
+	if _, err := b.Explain(ctx, session, "grep", service.Until{Seq: c.Seq - 1}, service.ResolveRequest{}); !errors.Is(err, service.ErrCompacted) {
+		t.Errorf("explain before the compaction: %v", err)
+	}
+	cli := rtlSealer(ctx, t, logA, rtlKey(7), 0)
+	if _, err := cli.Forget(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	h, _, err = b.History(ctx, session, service.Until{Seq: w.Last}, service.ResolveRequest{})
+	if err != nil || h[1].Actor != service.ErasedActor {
+		t.Errorf("history after forget: %v %+v, want bob's event by %s", err, h, service.ErasedActor)
+	}
+	w2, err := b.Apply(ctx, session, bob, nil, events.ToolDisabled{Name: "grep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err = a.History(ctx, session, service.Until{Seq: w2.Last}, service.ResolveRequest{})
+	if err != nil || len(h) != 3 || h[1].Actor != service.ErasedActor || h[2].Actor != "bob" {
+		t.Errorf("history after bob wrote again: %v %+v, want (erased) then bob", err, h)
+	}
+}
+
+// #30 red-team: a compacted session can be deleted (later compactions are
+// refused as deleted) and erased: the raw subject is empty afterwards and
+// the audit stream keeps the compaction's and the erase's records.
+func TestRedteamLifecycleDeleteAndEraseAfterCompact(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, _ := rtlEngine(t, url, "rtl-a")
+	nc := natstest.Connect(t, url)
+	const session = "rtl-del"
+	rtlSession(ctx, t, e, session, false)
+	if _, err := e.Compact(ctx, session, rtlWeb, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Delete(ctx, session, rtlWeb, "red team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Compact(ctx, session, rtlWeb, ""); !errors.Is(err, service.ErrDeleted) {
+		t.Errorf("compact after delete: %v, want ErrDeleted", err)
+	}
+	if _, err := e.Erase(ctx, session, rtlWeb, "red team"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rawSubject(t, nc, "tools.events."+session)); n != 0 {
+		t.Errorf("after erase the subject holds %d messages", n)
+	}
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := js.Stream(ctx, "TOOLS_AUDIT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{"tools.audit.compact." + session} {
+		if _, err := audit.GetLastMsgForSubject(ctx, subj); err != nil {
+			t.Errorf("audit %s: %v", subj, err)
+		}
+	}
+	if _, err := e.Compact(ctx, session, rtlWeb, ""); err == nil {
+		t.Error("compact after erase succeeded")
+	}
+}
