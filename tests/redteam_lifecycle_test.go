@@ -679,3 +679,72 @@ func TestRedteamLifecycleDeleteAndEraseAfterCompact(t *testing.T) {
 		t.Error("compact after erase succeeded")
 	}
 }
+
+// #30 red-team: a forged snapshot whose checkpoint names a registry
+// version and contract no engine served, loading a tool the registry does
+// not have, does not make resume restore that tool: resume answers with
+// an outcome (nothing restored that the live contract does not have) and
+// the engine keeps serving the session. A forged snapshot with more
+// grants than the format allows cannot be encoded, one at the limit folds
+// and leaves the session usable, and a body over the stream's message
+// limit is refused by the server.
+func TestRedteamLifecycleForgedSnapshotCheckpointAndOversize(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	e, _ := rtlEngine(t, url, "rtl-a")
+	nc := natstest.Connect(t, url)
+	const session = "rtl-cp"
+	st := rtlSession(ctx, t, e, session, false)
+	v := rtlSnapshot(st)
+	v.Checkpoint = &events.CheckpointRecorded{Loaded: []string{"no_such_tool"}, ContractHash: strings.Repeat("0", 64), RegistryVersion: "forged-1", Turn: st.Turn}
+	v.CheckpointSeq = st.LastSeq
+	seq := rtlPublish(ctx, t, nc, events.New(session, "web", "mallory", v), st.LastSeq)
+	if _, err := e.Session(ctx, session, seq); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Resume(ctx, session, rtlWeb, service.ResolveRequest{})
+	if err != nil {
+		t.Fatalf("resume of a forged checkpoint: %v", err)
+	}
+	for _, n := range r.Outcome.Restored {
+		if n == "no_such_tool" {
+			t.Errorf("resume restored a tool the registry does not have: %+v", r.Outcome)
+		}
+	}
+	if _, err := e.BeginTurn(ctx, session, rtlWeb, service.ResolveRequest{}); err != nil {
+		t.Errorf("begin turn after the forged checkpoint: %v", err)
+	}
+
+	const big = "rtl-oversize"
+	st = rtlSession(ctx, t, e, big, false)
+	v = rtlSnapshot(st)
+	for i := range 2*events.MaxListLen + 1 {
+		v.Grants = append(v.Grants, events.CompactedGrant{Tool: fmt.Sprintf("t%d", i), Scope: events.ScopeSession, By: "m"})
+	}
+	body, err := events.Encode(events.New(big, "web", "mallory", v))
+	if err == nil {
+		t.Fatalf("encode accepted %d grants (%d bytes)", len(v.Grants), len(body))
+	}
+	// The most grants the format allows fold (a direct publisher may
+	// answer for any tool, as with PermissionGranted) and the session
+	// stays usable.
+	v.Grants = v.Grants[:2*events.MaxListLen]
+	seq = rtlPublish(ctx, t, nc, events.New(big, "web", "mallory", v), st.LastSeq)
+	got, err := e.Session(ctx, big, seq)
+	if err != nil || got.LastSeq != seq {
+		t.Fatalf("after a snapshot of %d grants: %+v %v", len(v.Grants), got, err)
+	}
+	if _, err := e.BeginTurn(ctx, big, rtlWeb, service.ResolveRequest{}); err != nil {
+		t.Errorf("begin turn after a snapshot of %d grants: %v", len(v.Grants), err)
+	}
+	// A body over the stream's message limit never reaches the log.
+	m := nats.NewMsg("tools.events." + big)
+	m.Data = make([]byte, events.MaxEventBytes+8192)
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, m); err == nil {
+		t.Error("the stream stored a message over its limit")
+	}
+}
