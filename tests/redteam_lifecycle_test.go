@@ -431,12 +431,14 @@ func TestRedteamLifecycleWrongKeyAndDeletedBucket(t *testing.T) {
 	}
 	for _, who := range []string{"dave", "erin"} {
 		_, err := e.Apply(ctx, session, service.Origin{Channel: "web", Actor: who}, nil, events.ToolEnabled{Name: "grep"})
+		t.Logf("%s writes after the key bucket was deleted: %v", who, err)
 		if err == nil {
 			if a := rtlLastActor(t, nc, session); !strings.HasPrefix(a, actor.EncryptPrefix) {
 				t.Errorf("after the key bucket was deleted %s's write stored actor %q", who, a)
 			}
 		}
 	}
+	t.Logf("reveal of carol after the bucket was deleted: %q", e.RevealActor(ctx, stored))
 	for _, r := range rawSubject(t, nc, "tools.events."+session) {
 		for _, who := range []string{"carol", "dave", "erin"} {
 			if strings.Contains(r, fmt.Sprintf("%x", who)) {
@@ -746,5 +748,44 @@ func TestRedteamLifecycleForgedSnapshotCheckpointAndOversize(t *testing.T) {
 	}
 	if _, err := js.PublishMsg(ctx, m); err == nil {
 		t.Error("the stream stored a message over its limit")
+	}
+}
+
+// #30 red-team: engine b holds the session in its cache when engine a
+// compacts it; b's next write (without and with an expected sequence at
+// the snapshot) lands after the snapshot with the state the history had,
+// and a write expecting the pre-compaction sequence is a conflict.
+func TestRedteamLifecycleStaleCacheAfterCompact(t *testing.T) {
+	ctx := rtlCtx(t)
+	url := natstest.Server(t).ClientURL()
+	a, _ := rtlEngine(t, url, "rtl-a")
+	b, _ := rtlEngine(t, url, "rtl-b")
+	const session = "rtl-stale"
+	want := rtlSession(ctx, t, b, session, false)
+	if _, err := b.Session(ctx, session, want.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Compact(ctx, session, rtlWeb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := want.LastSeq
+	if _, err := b.Apply(ctx, session, rtlWeb, &old, events.WebSearchSet{Enabled: e2eBool(true)}); !errors.Is(err, jetstream.ErrConflict) {
+		t.Errorf("write expecting the sequence before the compaction: %v, want a conflict", err)
+	}
+	w, err := b.Apply(ctx, session, rtlWeb, nil, events.ToolEnabled{Name: "grep"})
+	if err != nil || w.First <= c.Seq {
+		t.Fatalf("b's write after a's compaction: %+v %v", w, err)
+	}
+	snap := w.Last
+	w2, err := b.Apply(ctx, session, rtlWeb, &snap, events.ToolEnabled{Name: "bash"})
+	if err != nil {
+		t.Fatalf("b's write expecting %d: %v", snap, err)
+	}
+	for who, e := range map[string]*service.Engine{"a": a, "b": b} {
+		got, err := e.Session(ctx, session, w2.Last)
+		if err != nil || len(got.Intent.Disabled) != 0 || got.Turn != want.Turn || got.Checkpoint == nil || got.Rejected != 0 {
+			t.Errorf("engine %s after the writes: %+v %v", who, got, err)
+		}
 	}
 }
