@@ -345,6 +345,27 @@ func (s *Sealer) openKey(ctx context.Context, id string) (cipher.AEAD, error) {
 	return newGCM(dk), nil
 }
 
+// checkID is the key id of the key-file check: a data key no actor uses,
+// created under the operator key the first time a key store is checked
+// (a KeyID is a hex MAC and never has this form).
+const checkID = "key-file-check"
+
+// Check verifies that the operator key opens the key store's keys: it
+// unwraps the check key, creating it in a store that has none. It answers
+// ErrWrongKey when the store's keys were made with another key file, so a
+// wrong --actor-key-file is refused at start instead of making new keys
+// for every person and showing their earlier actors as ciphertext.
+func (s *Sealer) Check(ctx context.Context) error {
+	if s.keys == nil {
+		return ErrNoKeyStore
+	}
+	_, err := s.openKey(ctx, checkID)
+	if errors.Is(err, ErrNoKey) {
+		_, err = s.createKey(ctx, checkID)
+	}
+	return err
+}
+
 // Sealed reports whether stored has the form of a sealed actor (hash or
 // encrypt).
 func Sealed(stored string) bool {

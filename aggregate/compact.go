@@ -87,6 +87,10 @@ func compactedRule(s *State, v events.SessionCompacted) string {
 		return fmt.Sprintf("SessionCompacted replaces events up to sequence %d, but the session has an event at %d after them: a snapshot covers every event before it", v.LastSeq, s.LastSeq)
 	case s.LastSeq == v.LastSeq && s.InTurn:
 		return fmt.Sprintf("SessionCompacted inside turn %d: the open turn is rebuilt from its TurnStarted; compact after the turn ends", s.Turn)
+	case v.Turn > s.Turn && v.Turn-s.Turn > v.LastSeq-s.LastSeq:
+		// Each replaced event begins at most one turn: a larger turn is a
+		// state no fold reaches (a forged one could use every turn number).
+		return fmt.Sprintf("SessionCompacted claims turn %d, but the events it replaces after sequence %d (turn %d) can begin at most %d turns", v.Turn, s.LastSeq, s.Turn, v.LastSeq-s.LastSeq)
 	}
 	return ""
 }

@@ -79,6 +79,16 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 	if err != nil {
 		return errors.Join(fmt.Errorf("--actor-mode %s", mode), err)
 	}
+	if keys != nil {
+		// #30 red-team: a wrong key file would otherwise make new keys for
+		// every person and show their earlier actors as ciphertext.
+		if err := s.Check(ctx); err != nil {
+			if mode == actor.Encrypt || errors.Is(err, actor.ErrWrongKey) {
+				return fmt.Errorf("--actor-key-file %s does not open the actor keys in the key bucket (they were made with another key file): start with the key file they were made with: %w", cfg.KeyFile, err)
+			}
+			log.Warn().Err(err).Msg("actor key check failed: encrypted actors of earlier events may be shown as stored")
+		}
+	}
 	eng.SetActorSealer(s)
 	log.Info().Str("actor_mode", string(mode)).Msg("actors sealed")
 	return nil

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -91,6 +92,11 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	if origin.Actor == "" {
 		origin.Actor = Anonymous
 	}
+	sealed, err := e.sealActor(ctx, origin.Actor) // the snapshot's actor is sealed like any event's
+	if err != nil {
+		return res, err
+	}
+	origin.Actor = sealed
 	unlock, err := e.writes.lock(ctx, session)
 	if err != nil {
 		return res, fmt.Errorf("compact %q: wait for the session's other writes: %w", session, err)
@@ -103,16 +109,26 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	var g aggregate.Grants
 	var first, last jetstream.Record
 	var count uint64
-	var lastSnap *jetstream.Record
+	var lastSnap, forged *jetstream.Record
 	err = e.scanSession(ctx, session, 0, func(r jetstream.Record) error {
 		ev, err := e.storedOf(ctx, r)
 		if err != nil {
 			return err
 		}
 		before := st.LastSeq
+		var pre aggregate.State
+		var preG aggregate.Grants
+		_, isSnap := ev.Envelope.Payload.(events.SessionCompacted)
+		if isSnap && count > 0 {
+			pre, preG = st.Clone(), g
+		}
 		applied := st.ApplyStored(ev) == nil && ev.Seq > before
 		if applied {
 			g.Observe(ev.Seq, ev.Envelope)
+		}
+		if isSnap && applied && count > 0 && forged == nil && !snapshotOf(session, pre, preG, ev, first.Seq, last.Seq, count) {
+			rc := r
+			forged = &rc
 		}
 		if count == 0 {
 			first = r
@@ -139,6 +155,14 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 			return res, err
 		}
 		return res, fmt.Errorf("compact session %q: it has no events: %w", session, ErrNotFound)
+	}
+	if forged != nil {
+		// A compaction purges only history whose fold it checked: a
+		// snapshot that does not fold to the state of the events before
+		// it (not written by a compaction: a direct publisher's) would
+		// launder them away.
+		return res, fmt.Errorf("compact %q: the SessionCompacted at sequence %d (by %s/%s) does not fold to the state of the events before it, so it was not written by a compaction of them: nothing is compacted or purged, the log keeps the evidence (see history): %w",
+			session, forged.Seq, forged.Envelope.Channel, forged.Envelope.Actor, ErrSnapshotMismatch)
 	}
 	if lastSnap != nil && lastSnap.Seq == last.Seq {
 		// The last event is an applied snapshot: compacted already, or
@@ -189,4 +213,28 @@ func recordMs(r jetstream.Record) int64 {
 		return r.Envelope.TimeMs
 	}
 	return r.Time.UnixMilli()
+}
+
+// ErrSnapshotMismatch: a session's log holds a SessionCompacted, with
+// events before it, whose state is not what those events fold to (#30):
+// compaction refuses to purge them.
+var ErrSnapshotMismatch = errors.New("snapshot does not match the events it replaces")
+
+// snapshotOf reports whether snap names the count events firstSeq..lastSeq
+// before it and, folded alone, gives the state and grants pre (the fold of
+// those events) leads to with snap applied: the check a compaction makes
+// before purging the events a snapshot claims to replace.
+func snapshotOf(session string, pre aggregate.State, preG aggregate.Grants, snap aggregate.Stored, firstSeq, lastSeq, count uint64) bool {
+	if p, ok := snap.Envelope.Payload.(events.SessionCompacted); !ok || p.FirstSeq != firstSeq || p.LastSeq != lastSeq || p.Count != count {
+		return false // it does not name the events before it
+	}
+	want := pre.Clone()
+	want.LastSeq, want.Events = snap.Seq, pre.Events+1
+	cold := aggregate.State{Session: session}
+	var coldG aggregate.Grants
+	if cold.ApplyStored(snap) != nil {
+		return false
+	}
+	coldG.Observe(snap.Seq, snap.Envelope)
+	return reflect.DeepEqual(cold, want) && reflect.DeepEqual(coldG, preG)
 }

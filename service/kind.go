@@ -103,7 +103,7 @@ func KindOf(err error) Kind {
 	switch {
 	case err == nil:
 		return KindInternal
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrSnapshotMismatch):
 		return KindConflict
 	case errors.Is(err, ErrDeleted):
 		return KindDeleted // before invalid: a command refused as deleted is wrapped in ErrInvalid

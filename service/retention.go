@@ -303,18 +303,16 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 // during the compaction, makes it a conflict (the session is kept as is,
 // with the write).
 func (r *Retention) compact(ctx context.Context, session string, seq uint64, reason string) error {
-	recs, err := r.e.log.ReadSession(ctx, session, seq, seq)
-	if err != nil {
-		return fmt.Errorf("read the last event: %w", err)
-	}
-	if len(recs) == 1 {
-		if _, ok := recs[0].Envelope.Payload.(events.SessionCompacted); ok && recs[0].Err == nil {
-			return errKept // compact already (a failed purge is finished by engine compact)
-		}
-	}
+	// A session whose last event is its snapshot is compact already, or
+	// its purge was interrupted (a crash between the snapshot and the
+	// purge): compact finishes the purge then, and answers Already when
+	// nothing was left to purge.
 	res, err := r.e.compact(ctx, session, RetentionOrigin, reason, &seq)
 	if err != nil {
 		return err
+	}
+	if res.Already {
+		return errKept
 	}
 	r.e.cfg.Logger.Debug().Str("session", session).Str("reason", reason).Uint64("events", res.Count).Msg("retention: idle session compacted")
 	return errCompactedNow
