@@ -275,23 +275,23 @@ func TestOverride(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.PresetChosen{Preset: "research"}); err != nil {
 			t.Fatal(err)
 		}
-		v, err := c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: "names", Names: []string{"grep", "read_file", "nosuch"}}})
+		v, err := c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file", "nosuch"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(v.Tools, []string{"grep", "read_file"}) || !slices.Equal(v.Unknown, []string{"nosuch"}) || v.Source != "override-names" {
 			t.Fatalf("names override: tools %v unknown %v source %s", v.Tools, v.Unknown, v.Source)
 		}
-		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: "empty"}})
+		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideEmpty}})
 		if err != nil || len(v.Tools) != 0 || v.Source != "override-empty" {
 			t.Fatalf("empty override: %v %v %s", err, v.Tools, v.Source)
 		}
-		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: "intent", Intent: &intent.Intent{Preset: "minimal"}}})
+		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "minimal"}}})
 		if err != nil || !slices.Equal(v.Tools, []string{"read_file", "edit_file", "bash", "tool_search"}) {
 			t.Fatalf("intent override: %v %v", err, v.Tools)
 		}
 		// History and explain take the override too (GET: JSON in the query).
-		ex, err := c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Override: &Override{Kind: "empty"}})
+		ex, err := c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Override: &Override{Kind: intent.OverrideEmpty}})
 		if err != nil || ex.Included || ex.Rule != "override-empty" {
 			t.Fatalf("explain with override: %v %+v", err, ex)
 		}

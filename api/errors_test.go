@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
@@ -89,12 +91,8 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Provider: "gemini"})
 				return err
 			}, []string{`"gemini"`, "anthropic"}},
-			{"unknown override kind", func() error {
-				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Override: &Override{Kind: "some"}})
-				return err
-			}, []string{`"some"`, "none, empty, intent, names"}},
 			{"override field of another kind", func() error {
-				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Override: &Override{Kind: "empty", Names: []string{"bash"}}})
+				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Override: &Override{Kind: intent.OverrideEmpty, Names: []string{"bash"}}})
 				return err
 			}, []string{`"empty"`}},
 			{"bad until", func() error {
@@ -127,6 +125,52 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 			}
 		}
 	})
+}
+
+// R5: an override object is refused, with a message naming what to send,
+// when its kind is missing or unknown or a field belongs to another kind:
+// in a NATS body and in an HTTP query parameter alike. (The typed Go
+// client cannot send an unknown kind, so these are raw.)
+func TestInvalidOverrideObjects(t *testing.T) {
+	e := newEnv(t, Config{})
+	for _, tc := range []struct {
+		name, override string
+		want           []string
+	}{
+		{"missing kind", `{"names":["bash"]}`, []string{`field "kind" is required`, "none, empty, intent, names"}},
+		{"empty kind", `{"kind":""}`, []string{`field "kind" is required`}},
+		{"unknown kind", `{"kind":"some"}`, []string{`override kind "some" is unknown`, "none, empty, intent, names"}},
+		{"names without names", `{"kind":"names"}`, []string{"at least one name"}},
+		{"intent with names", `{"kind":"intent","names":["bash"]}`, []string{`use kind "names"`}},
+		{"names with intent", `{"kind":"names","names":["bash"],"intent":{}}`, []string{"names only"}},
+		{"none with intent", `{"kind":"none","intent":{}}`, []string{`"none" takes no other field`}},
+		{"unknown field", `{"kind":"empty","why":1}`, []string{`"why"`}},
+		{"wrong field type", `{"kind":"names","names":"bash"}`, []string{`"override.names"`, "array of strings"}},
+		{"bad tool name", `{"kind":"names","names":["1bash"]}`, []string{`"1bash"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := rawNATS(t, e.nc, "tools.api.web.session.resolve", `{"session":"s1","override":`+tc.override+`}`)
+			if got := msg.Header.Get(micro.ErrorCodeHeader); got != "400" {
+				t.Fatalf("NATS error code %q, want 400 (body %s)", got, msg.Data)
+			}
+			checkMessage(t, "NATS", apiError(t, msg.Data).Message, tc.want)
+			status, _, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/s1/resolve?override="+url.QueryEscape(tc.override), "")
+			ae := apiError(t, body)
+			if status != http.StatusBadRequest || ae.Code != CodeInvalid {
+				t.Fatalf("HTTP %d %s: %s", status, ae.Code, ae.Message)
+			}
+			checkMessage(t, "HTTP", ae.Message, tc.want[:1])
+		})
+	}
+}
+
+func checkMessage(t *testing.T, where, msg string, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%s message %q lacks %q", where, msg, w)
+		}
+	}
 }
 
 // Raw bodies: unknown command types, wrong field types, unknown fields.

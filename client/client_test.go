@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/intent"
 )
 
 func clients(t *testing.T) map[string]*client.Client {
@@ -59,7 +60,7 @@ func TestEveryOperationBothTransports(t *testing.T) {
 			if err != nil || slices.Contains(v.Tools, "bash") || v.Tools[len(v.Tools)-1] != "web_search" || v.RenderedFor != "openai" || !json.Valid(v.Rendering) {
 				t.Fatalf("Resolve = %v, %v", v.Tools, err)
 			}
-			ov, err := c.Resolve(ctx, client.ResolveRequest{Session: s, Override: &client.Override{Kind: "names", Names: []string{"grep", "read_file"}}})
+			ov, err := c.Resolve(ctx, client.ResolveRequest{Session: s, Override: &client.Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file"}}})
 			if err != nil || !slices.Equal(ov.Tools, []string{"grep", "read_file"}) {
 				t.Fatalf("Resolve with override = %v, %v", ov.Tools, err)
 			}

@@ -334,7 +334,11 @@ const (
 // TurnStarted records it (R5): the kind as its string and the intent only
 // for kind "intent", so that the fold can refuse a record from another
 // writer whose fields do not fit its kind (checkTurnStarted).
-// RecordOverride and Override convert; no other code needs to.
+// RecordOverride and Override convert; no other code needs to. It stays
+// apart from intent.Override because the stored msgpack holds what that
+// type cannot: the kind as any string (an unknown one must decode and be
+// rejected by the fold, not fail to decode) and whether an intent map is
+// present, so one type would change stored bytes or verdicts (#25).
 type TurnOverride struct {
 	// Kind is OverrideEmpty, OverrideIntent or OverrideNames.
 	Kind string `msgpack:"kind" json:"kind"`

@@ -10,10 +10,14 @@
 package intent
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid reports an override kind that is not one of the constants.
@@ -144,6 +148,85 @@ type Override struct {
 	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
 	// the user's order (R5). An empty Names list means no tools.
 	Names []string `json:"names,omitempty"`
+}
+
+// overrideError is an override object refused by UnmarshalJSON: its text
+// is the whole message (the API sends it as is) and it matches ErrInvalid.
+type overrideError string
+
+func (e overrideError) Error() string { return string(e) }
+
+func (e overrideError) Is(target error) bool { return target == ErrInvalid }
+
+// UnmarshalJSON decodes the API's override object strictly (R5): an
+// unknown field is refused, "kind" is required and must name a kind, and
+// each kind takes only its own fields ("none" and "empty" none, "intent"
+// intent and allowed, "names" a non-empty names). A refusal matches
+// ErrInvalid and its text is the message the API sends. null leaves o as
+// is. Tool names are checked by the engine, not here.
+func (o *Override) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var raw struct {
+		Kind    *string  `json:"kind"`
+		Intent  *Intent  `json:"intent"`
+		Allowed []string `json:"allowed"`
+		Names   []string `json:"names"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	if raw.Kind == nil || *raw.Kind == "" {
+		return overrideError(`override: field "kind" is required: use one of none, empty, intent, names`)
+	}
+	var k OverrideKind
+	if err := k.UnmarshalText([]byte(*raw.Kind)); err != nil {
+		return overrideError(fmt.Sprintf("override kind %q is unknown: use one of none, empty, intent, names", clipKind(*raw.Kind)))
+	}
+	out := Override{Kind: k}
+	switch k {
+	case OverrideNone, OverrideEmpty:
+		if raw.Intent != nil || raw.Allowed != nil || raw.Names != nil {
+			return overrideError(fmt.Sprintf("override kind %q takes no other field (got intent, allowed or names)", k))
+		}
+	case OverrideIntent:
+		if raw.Names != nil {
+			return overrideError(`override kind "intent" takes intent and allowed, not names: use kind "names" for a list`)
+		}
+		if raw.Intent != nil {
+			out.Intent = *raw.Intent
+		}
+		out.Allowed = raw.Allowed
+	case OverrideNames:
+		if raw.Intent != nil || raw.Allowed != nil {
+			return overrideError(`override kind "names" takes names only, not intent or allowed: use kind "intent"`)
+		}
+		if len(raw.Names) == 0 {
+			return overrideError(`override kind "names" needs at least one name: use kind "empty" for no tools`)
+		}
+		out.Names = raw.Names
+	}
+	*o = out
+	return nil
+}
+
+// clipKind shortens an unknown kind for its error message, like
+// internal/clip.String at 80 bytes (this leaf imports only the standard
+// library).
+func clipKind(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\ufffd")
+	n := min(max, len(s))
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // Clone returns a deep copy of o; nil lists stay nil.

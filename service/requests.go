@@ -129,47 +129,19 @@ func ValidActor(s string) error {
 	return nil
 }
 
-// overrideOf converts o; nil is no override.
+// overrideOf is the override of a request (nil is none): the wire
+// decoder checked its kind and fields (intent.Override.UnmarshalJSON);
+// the tool names are checked here, by the engine's rule.
 func overrideOf(o *wire.Override) (intent.Override, error) {
 	if o == nil {
 		return intent.Override{}, nil
 	}
-	var k intent.OverrideKind
-	if o.Kind == "" {
-		return intent.Override{}, wire.BadRequest(`override: field "kind" is required: use one of none, empty, intent, names`)
+	for _, n := range o.Names {
+		if err := events.ValidateToolName(n); err != nil {
+			return intent.Override{}, wire.BadRequest("override names: %v", err)
+		}
 	}
-	if err := k.UnmarshalText([]byte(o.Kind)); err != nil {
-		return intent.Override{}, wire.BadRequest("override kind %q is unknown: use one of none, empty, intent, names", clip.String(o.Kind, clip.Max))
-	}
-	out := intent.Override{Kind: k}
-	switch k {
-	case intent.OverrideNone, intent.OverrideEmpty:
-		if o.Intent != nil || o.Allowed != nil || o.Names != nil {
-			return out, wire.BadRequest("override kind %q takes no other field (got intent, allowed or names)", o.Kind)
-		}
-	case intent.OverrideIntent:
-		if o.Names != nil {
-			return out, wire.BadRequest(`override kind "intent" takes intent and allowed, not names: use kind "names" for a list`)
-		}
-		if o.Intent != nil {
-			out.Intent = *o.Intent
-		}
-		out.Allowed = o.Allowed
-	case intent.OverrideNames:
-		if o.Intent != nil || o.Allowed != nil {
-			return out, wire.BadRequest(`override kind "names" takes names only, not intent or allowed: use kind "intent"`)
-		}
-		if len(o.Names) == 0 {
-			return out, wire.BadRequest(`override kind "names" needs at least one name: use kind "empty" for no tools`)
-		}
-		for _, n := range o.Names {
-			if err := events.ValidateToolName(n); err != nil {
-				return out, wire.BadRequest("override names: %v", err)
-			}
-		}
-		out.Names = o.Names
-	}
-	return out, nil
+	return *o, nil
 }
 
 // parseUntil reads a wire.Until into the engine's bound.

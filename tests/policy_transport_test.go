@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
@@ -89,8 +90,8 @@ func TestPolicyChannelDeniedOnEveryTransport(t *testing.T) {
 	withheld := []string{"bash", "mcp__github__create_issue", "mcp__fs__run_script"}
 	overrides := map[string]*wire.Override{
 		"none":   nil,
-		"names":  {Kind: "names", Names: []string{"bash", "read_file", "mcp__github__create_issue", "mcp__fs__run_script"}},
-		"intent": {Kind: "intent", Intent: &wire.Intent{Picked: []string{"bash", "mcp__github__create_issue", "mcp__github__get_issue"}}},
+		"names":  {Kind: intent.OverrideNames, Names: []string{"bash", "read_file", "mcp__github__create_issue", "mcp__fs__run_script"}},
+		"intent": {Kind: intent.OverrideIntent, Intent: wire.Intent{Picked: []string{"bash", "mcp__github__create_issue", "mcp__github__get_issue"}}},
 	}
 	transports := map[string]func(channel string) *client.Client{
 		"http": func(ch string) *client.Client { return p.GoClient(ch) },

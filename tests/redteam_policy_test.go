@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/wire"
 )
@@ -240,7 +241,7 @@ func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "grant")
 	pub := p.GoClient("public")
-	begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant", Override: &wire.Override{Kind: "names", Names: []string{"bash", "read_file", "mcp__fs__run_script", "mcp__github__create_issue"}}})
+	begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file", "mcp__fs__run_script", "mcp__github__create_issue"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestRedteamPolicyUnknownOddAndTokenChannels(t *testing.T) {
 		t.Fatal(err)
 	}
 	rpNoWithheld(t, "resolve with the public token", v)
-	begun, err := tc.BeginTurn(ctx, wire.BeginTurnRequest{Session: "tk", Override: &wire.Override{Kind: "names", Names: []string{"bash", "read_file"}}})
+	begun, err := tc.BeginTurn(ctx, wire.BeginTurnRequest{Session: "tk", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

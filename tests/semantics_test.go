@@ -63,10 +63,10 @@ func TestR5CLIOverride(t *testing.T) {
 		source string
 		want   []string
 	}{
-		{"empty", api.Override{Kind: "empty"}, resolver.SourceOverrideEmpty, nil},
-		{"names:grep,read_file", api.Override{Kind: "names", Names: []string{"grep", "read_file"}}, resolver.SourceOverrideNames, []string{"grep", "read_file"}},
-		{`intent:{"preset":"research"}`, api.Override{Kind: "intent", Intent: &intent.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
-		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, api.Override{Kind: "intent", Intent: &intent.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
+		{"empty", api.Override{Kind: intent.OverrideEmpty}, resolver.SourceOverrideEmpty, nil},
+		{"names:grep,read_file", api.Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file"}}, resolver.SourceOverrideNames, []string{"grep", "read_file"}},
+		{`intent:{"preset":"research"}`, api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
+		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
 	}
 	for _, tc := range cases {
 		v, stderr := semView(t, p, "resolve", "s1", "--override", tc.flag)

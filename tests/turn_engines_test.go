@@ -56,7 +56,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry", turnRegistryFile(t))
 	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--no-projection")
 	ca, cb := a.Client("web"), b.Client("web")
-	begin := api.BeginTurnRequest{Session: "killed", Provider: "anthropic-engine", Profile: "coder", Override: &api.Override{Kind: "intent", Intent: &intent.Intent{Disabled: []string{"bash"}}}}
+	begin := api.BeginTurnRequest{Session: "killed", Provider: "anthropic-engine", Profile: "coder", Override: &api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := ca.BeginTurn(ctx, begin)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/toolintent/engine/intent"
 )
 
 // Strict decoding of requests, the same for every transport and for any
@@ -197,6 +199,9 @@ func setString(f reflect.Value, name, s string) error {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(f.Addr().Interface()); err != nil {
+		if errors.Is(err, intent.ErrInvalid) {
+			return BadRequest("query parameter %q: %s", name, err.Error())
+		}
 		return BadRequest("query parameter %q must be JSON (%s): %s", name, describeType(f.Type()), jsonMessage(err, name+"."))
 	}
 	return nil
@@ -220,6 +225,9 @@ func DecodeJSON(data []byte, req any) error {
 		var we *Error
 		if errors.Is(err, ErrBadRequest) || errors.As(err, &we) {
 			return err
+		}
+		if errors.Is(err, intent.ErrInvalid) {
+			return BadRequest("%s", err.Error()) // a field's own refusal (an override's kind), its message as is
 		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
 			return BadRequest("%s: the request's fields are %s", strings.TrimPrefix(err.Error(), "json: "), fieldList(req))

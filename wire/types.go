@@ -148,13 +148,10 @@ type TurnRequest struct {
 
 // Override is a per-turn override: Kind "none", "empty" (no tools),
 // "names" (exactly Names) or "intent" (Intent expanded live, with
-// Allowed filtering the defaults). See docs/semantics.md#overrides.
-type Override struct {
-	Kind    string   `json:"kind"`
-	Intent  *Intent  `json:"intent,omitempty"`
-	Allowed []string `json:"allowed,omitempty"`
-	Names   []string `json:"names,omitempty"`
-}
+// Allowed filtering the defaults). See docs/semantics.md#overrides. It
+// is the one definition, intent.Override, whose UnmarshalJSON refuses a
+// missing or unknown kind and fields of another kind.
+type Override = intent.Override
 
 // Intent is a session's stored intent (docs/semantics.md#intent): the
 // one definition, intent.Intent (a stdlib-only leaf). A nil Enabled or

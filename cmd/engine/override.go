@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -44,7 +45,7 @@ func parseOverride(s string) (*wire.Override, error) {
 	case s == "" || s == "none":
 		return nil, nil
 	case s == "empty":
-		return &wire.Override{Kind: "empty"}, nil
+		return &wire.Override{Kind: resolver.OverrideEmpty}, nil
 	case strings.HasPrefix(s, "names:"):
 		var names []string
 		for _, n := range strings.Split(strings.TrimPrefix(s, "names:"), ",") {
@@ -60,13 +61,13 @@ func parseOverride(s string) (*wire.Override, error) {
 				return nil, fmt.Errorf("--override %q: %w", s, err)
 			}
 		}
-		return &wire.Override{Kind: "names", Names: names}, nil
+		return &wire.Override{Kind: resolver.OverrideNames, Names: names}, nil
 	case strings.HasPrefix(s, "intent:"):
 		var in wire.Intent
 		if err := strict("intent", strings.TrimPrefix(s, "intent:"), &in); err != nil {
 			return nil, err
 		}
-		return &wire.Override{Kind: "intent", Intent: &in}, nil
+		return &wire.Override{Kind: resolver.OverrideIntent, Intent: in}, nil
 	case strings.HasPrefix(s, "{"):
 		var o wire.Override
 		if err := strict("object", s, &o); err != nil {
@@ -85,7 +86,7 @@ func warnNoEvents(v wire.TurnView, profile string, o *wire.Override) {
 	}
 	what := "the defaults"
 	switch {
-	case o != nil && o.Kind != "none":
+	case o != nil && o.Kind != resolver.OverrideNone:
 		what = "the per-turn override"
 	case profile != "":
 		what = fmt.Sprintf("profile %q", profile)

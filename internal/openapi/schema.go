@@ -6,6 +6,7 @@
 package openapi
 
 import (
+	"encoding"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -23,10 +24,11 @@ import (
 type Schema = map[string]any
 
 var (
-	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	timeType       = reflect.TypeFor[time.Time]()
-	untilType      = reflect.TypeFor[wire.Until]()
-	payloadType    = reflect.TypeFor[events.Payload]()
+	rawMessageType    = reflect.TypeFor[json.RawMessage]()
+	timeType          = reflect.TypeFor[time.Time]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+	untilType         = reflect.TypeFor[wire.Until]()
+	payloadType       = reflect.TypeFor[events.Payload]()
 )
 
 // Types gives the schema of types whose JSON form their Go type does not
@@ -56,6 +58,9 @@ func schemaOf(t reflect.Type, special Types, seen []reflect.Type) Schema {
 		return Schema{"type": []string{"string", "integer"}, "description": "a stream sequence or an RFC 3339 time"}
 	case payloadType:
 		return CommandSchema()
+	}
+	if t.Kind() != reflect.Struct && t.Kind() != reflect.Pointer && t.Implements(textMarshalerType) {
+		return Schema{"type": "string"} // a named kind encoded as its name (intent.OverrideKind)
 	}
 	if slices.Contains(seen, t) {
 		return Schema{}
