@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
 
 // ErrTurnOpen: a compaction was asked while a turn is open; the open turn
@@ -38,26 +39,10 @@ type Compactor interface {
 
 var _ Compactor = (*jetstream.Eraser)(nil)
 
-// CompactResult is the outcome of Compact.
-type CompactResult struct {
-	// Seq is the stream sequence of the session's SessionCompacted (the
-	// new one, or the one already in place), EventID its id.
-	Seq     uint64 `json:"seq"`
-	EventID string `json:"event_id"`
-	// Already reports that the session was compact already: its first
-	// event is its SessionCompacted and nothing else precedes it.
-	Already bool `json:"already"`
-	// FirstSeq, LastSeq, Count, FirstTime and LastTime describe the events
-	// the snapshot replaces: stream sequences, count, first and last write
-	// times.
-	FirstSeq  uint64    `json:"first_seq"`
-	LastSeq   uint64    `json:"last_seq"`
-	Count     uint64    `json:"count"`
-	FirstTime time.Time `json:"first_time"`
-	LastTime  time.Time `json:"last_time"`
-	// Purged counts the messages purged by this call.
-	Purged uint64 `json:"purged"`
-}
+// CompactResult is the outcome of Compact: the SessionCompacted's
+// sequence and id, whether the session was compact already, the replaced
+// events and the messages this call purged (the API's reply).
+type CompactResult = wire.CompactReply
 
 // Compact rolls session's log up into one SessionCompacted (#30): see the
 // file comment. It refuses a deleted session (ErrDeleted), one with no
@@ -169,7 +154,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 		// its purge did not finish (compact again purges).
 		rep, err := x.Compact(ctx, session, last.Seq)
 		snap := last.Envelope.Payload.(events.SessionCompacted)
-		res = CompactResult{Seq: last.Seq, EventID: last.Envelope.ID, Already: count == 1, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Count: snap.Count,
+		res = CompactResult{Session: session, Seq: last.Seq, EventID: last.Envelope.ID, Already: count == 1, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Count: snap.Count,
 			FirstTime: time.UnixMilli(snap.FirstMs).UTC(), LastTime: time.UnixMilli(snap.LastMs).UTC(), Purged: rep.Purged}
 		return res, err
 	}
@@ -196,7 +181,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	}
 	e.remember(next)
 	e.marks.raise(session, ar.First)
-	res = CompactResult{Seq: ar.First, EventID: env.ID, FirstSeq: c.FirstSeq, LastSeq: c.LastSeq, Count: c.Count,
+	res = CompactResult{Session: session, Seq: ar.First, EventID: env.ID, FirstSeq: c.FirstSeq, LastSeq: c.LastSeq, Count: c.Count,
 		FirstTime: time.UnixMilli(c.FirstMs).UTC(), LastTime: time.UnixMilli(c.LastMs).UTC()}
 	rep, err := x.Compact(ctx, session, ar.First)
 	res.Purged = rep.Purged

@@ -398,12 +398,7 @@ func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) 
 // Compact compacts a session (#30): its events are replaced by one
 // SessionCompacted and purged below it.
 func (q *Requests) Compact(ctx context.Context, r *wire.CompactRequest, o Origin) (wire.CompactReply, error) {
-	res, err := q.eng.Compact(ctx, r.Session, o, r.Reason)
-	if err != nil {
-		return wire.CompactReply{}, err
-	}
-	return wire.CompactReply{Session: r.Session, Seq: res.Seq, EventID: res.EventID, Already: res.Already, FirstSeq: res.FirstSeq,
-		LastSeq: res.LastSeq, Count: res.Count, FirstTime: res.FirstTime, LastTime: res.LastTime, Purged: res.Purged}, nil
+	return q.eng.Compact(ctx, r.Session, o, r.Reason)
 }
 
 // Sessions answers sessions.list.
