@@ -65,6 +65,10 @@ type eraseFigures struct {
 	n int
 	// Go heap after GC and scavenge at each point (see eraseMemory).
 	h0, h1, h2, h3, h4, h5, h6, h7, h8 uint64
+	// h9 and h10: a fresh, empty event stream of the same configuration
+	// made and deleted after h8: its fixed state (buffers every stream
+	// holds whatever it stores), which h6-h7 includes and h1-h0 does not.
+	h9, h10 uint64
 	// Event stream state before and after the erase.
 	subjBefore, subjAfter   uint64
 	bytesBefore, bytesAfter uint64
@@ -100,7 +104,9 @@ func perSession(a, b uint64, n int) float64 { return (float64(a) - float64(b)) /
 //	h6 audit stream deleted; h7 event stream deleted; h8 views deleted
 //
 // Event stream per session: before = h1-h0, after = h6-h7 (by deleting
-// it, as memory.go measures the views). Process per session: before =
+// it, as memory.go measures the views) less h9-h10, the fixed state of a
+// fresh empty stream of the same configuration (h0 holds one too; at 2k
+// sessions it is about as large as the sessions' own state). Process per session: before =
 // h2-h0, after = h4-h0.
 func (h *harness) eraseMemory(ctx context.Context) error {
 	n, c := h.cfg.EraseSessions, h.cfg.EraseConcurrency
@@ -324,6 +330,18 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 	if f.h8, err = reading(); err != nil {
 		return err
 	}
+	if _, err := jetstream.OpenLog(ctx, h.rawNC, lcfg); err != nil {
+		return fmt.Errorf("erase: a fresh empty event stream: %w", err)
+	}
+	if f.h9, err = reading(); err != nil {
+		return err
+	}
+	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
+		return fmt.Errorf("erase: delete the fresh event stream: %w", err)
+	}
+	if f.h10, err = reading(); err != nil {
+		return err
+	}
 	h.addEraseLines(f, c, label, settle, pub)
 	return nil
 }
@@ -331,7 +349,8 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 // addEraseLines turns one run's readings into the step's lines.
 func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub time.Duration) {
 	n := f.n
-	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h6, f.h7, n)
+	fixed := perSession(f.h9, f.h10, n) // an empty stream's own state, per session
+	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h6, f.h7, n)-fixed
 	returned := 1 - streamAfter/streamBefore
 	viewsBefore, projBefore := perSession(f.h3, f.h1, n), perSession(f.h2, f.h3, n)
 	procBefore, procAfter := perSession(f.h2, f.h0, n), perSession(f.h4, f.h0, n)
@@ -345,9 +364,9 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 	h.add(one(names[0], "fraction", returned, fmt.Sprintf(
 		"1 - after/before of the event stream's server memory per session (Go heap after 2 GCs and a scavenge, read %s after the last write; server and engine share the process): "+
 			"before = %.0f B/session = heap with the %d sessions stored (%d events each, raw publishes of the wire format, no projection) - heap of the baseline (streams made, a warm session erased), its per-block subject state (2 min expiry) still in, as in the memory step's server line; "+
-			"after = %.0f B/session = heap after erasing all of them through Engine.Erase (erasing engine dropped, audit stream deleted) - heap once the event stream is deleted too (so it also holds one empty stream's fixed state, which the baseline had before); "+
+			"after = %.0f B/session = heap after erasing all of them through Engine.Erase (erasing engine dropped, audit stream deleted) - heap once the event stream is deleted too, less the fixed state of a fresh empty stream of the same configuration (%.0f B/session, made and deleted at the end: the baseline holds one too, so before excludes it); "+
 			"stream state before: %d subjects, %d msgs, %d B; after: %d subjects, %d msgs, %d B; a raw direct get last-by-subject of %d erased sessions found nothing; the step's event stream has a %s dedupe window (engine default 2 min) so that no reading holds Nats-Msg-Ids",
-		settle, streamBefore, n, eraseEvents, streamAfter, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
+		settle, streamBefore, n, eraseEvents, streamAfter, fixed, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
 	h.add(one(names[1], "B/session", procBefore, fmt.Sprintf(
 		"whole process (Go heap) per session with the %d sessions stored and folded, the projection running - the baseline: event stream %.0f B, views bucket %.0f B (one view each), running projection %.0f B (%d sessions cached); %d events published in %.1f s; process RSS at the baseline %.0f MB",
 		n, streamBefore, viewsBefore, projBefore, f.cachedBefore, n*eraseEvents, pub.Seconds(), float64(f.rssBefore)/1e6)))
