@@ -238,9 +238,9 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 				ask()
 			}
 			// An idle feed asks less often: the wait doubles with each
-			// tick without an event, up to pace<<pacedIdleShift (40 ms at
-			// the default 5 ms), and is pace again at the next event, so
-			// an idle engine sends 25 pulls a second, not 200.
+			// tick without an event, up to pace<<pacedIdleShift (16 ms at
+			// the projection's default 2 ms), and is pace again at the next
+			// event, so an idle engine sends about 60 pulls a second, not 500.
 			if got {
 				idle = 0
 			} else if idle < pacedIdleShift {
