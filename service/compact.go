@@ -150,9 +150,13 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 			session, forged.Seq, forged.Envelope.Channel, forged.Envelope.Actor, ErrSnapshotMismatch)
 	}
 	if lastSnap != nil && lastSnap.Seq == last.Seq {
-		// The last event is an applied snapshot: compacted already, or
-		// its purge did not finish (compact again purges).
-		rep, err := x.Compact(ctx, session, last.Seq)
+		// The last event is an applied snapshot: compacted already (it is
+		// the subject's only message: nothing to purge), or its purge did
+		// not finish (compact again purges).
+		var rep jetstream.CompactReport
+		if count > 1 {
+			rep, err = x.Compact(ctx, session, last.Seq)
+		}
 		snap := last.Envelope.Payload.(events.SessionCompacted)
 		res = CompactResult{Session: session, Seq: last.Seq, EventID: last.Envelope.ID, Already: count == 1, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Count: snap.Count,
 			FirstTime: time.UnixMilli(snap.FirstMs).UTC(), LastTime: time.UnixMilli(snap.LastMs).UTC(), Purged: rep.Purged}

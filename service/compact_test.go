@@ -481,3 +481,44 @@ func TestCompactKeepsGrantChannelRule(t *testing.T) {
 		t.Errorf("create_issue after compaction: callable %v reason %s note %s grant %+v %v; want allowed by alice's answer", issue.Callable, issue.Reason, issue.Note, issue.Grant, err)
 	}
 }
+
+// countingEraser counts the purge calls a compaction makes.
+type countingEraser struct {
+	*jetstream.Eraser
+	compacts int
+}
+
+func (c *countingEraser) Compact(ctx context.Context, session string, snapshot uint64) (jetstream.CompactReport, error) {
+	c.compacts++
+	return c.Eraser.Compact(ctx, session, snapshot)
+}
+
+// #30: compacting a session whose subject holds only its snapshot (what
+// retention does on every pass over a compacted idle session) answers
+// Already without a purge call: there is nothing below the snapshot, and
+// the call costs three JetStream round trips.
+func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingEraser{Eraser: x}
+	e.SetEraser(c)
+	if _, err := e.Apply(ctx, "quiet", web, nil, events.ToolsToggled{Enabled: on(true)}, events.ToolDisabled{Name: "bash"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Compact(ctx, "quiet", compactor, "test"); err != nil || res.Already || res.Purged != 2 {
+		t.Fatalf("first compaction: %+v %v", res, err)
+	}
+	before := c.compacts
+	res, err := e.Compact(ctx, "quiet", compactor, "test")
+	if err != nil || !res.Already || res.Purged != 0 || res.Count != 2 {
+		t.Fatalf("compact again: %+v %v, want already, nothing purged, 2 events replaced", res, err)
+	}
+	if n := c.compacts - before; n != 0 {
+		t.Errorf("compacting a compact session made %d purge calls, want 0", n)
+	}
+}
