@@ -378,6 +378,46 @@ func Sealed(stored string) bool {
 // key, read from the store on every call; a destroyed key (or one created
 // anew after a destroy) gives ErrErased, for good.
 func (s *Sealer) Reveal(ctx context.Context, stored string) (string, error) {
+	return s.reveal(ctx, stored, s.openKey)
+}
+
+// Revealer reveals the actors of one read, such as a page of history: it
+// reads each data key once for its lifetime instead of once per actor (an
+// actor's every event is sealed with a fresh nonce, so the stored forms
+// differ while the key is the same). Keep one only for one read: a forget
+// is seen by the next Revealer, not by one already holding the key. Not
+// safe for concurrent use.
+type Revealer struct {
+	s    *Sealer
+	keys map[string]revealedKey
+}
+
+type revealedKey struct {
+	aead cipher.AEAD
+	err  error
+}
+
+// Revealer returns a Revealer over s.
+func (s *Sealer) Revealer() *Revealer {
+	return &Revealer{s: s, keys: map[string]revealedKey{}}
+}
+
+// Reveal is Sealer.Reveal, reading each key id at most once.
+func (r *Revealer) Reveal(ctx context.Context, stored string) (string, error) {
+	return r.s.reveal(ctx, stored, func(ctx context.Context, id string) (cipher.AEAD, error) {
+		k, ok := r.keys[id]
+		if !ok {
+			k.aead, k.err = r.s.openKey(ctx, id)
+			if ctx.Err() == nil { // a cancelled read is not the key's answer
+				r.keys[id] = k
+			}
+		}
+		return k.aead, k.err
+	})
+}
+
+// reveal is Reveal with the data key of a key id read by open.
+func (s *Sealer) reveal(ctx context.Context, stored string, open func(context.Context, string) (cipher.AEAD, error)) (string, error) {
 	rest, ok := strings.CutPrefix(stored, EncryptPrefix)
 	if !ok {
 		return stored, nil
@@ -393,7 +433,7 @@ func (s *Sealer) Reveal(ctx context.Context, stored string) (string, error) {
 	if s.keys == nil || s.wrapKey == nil {
 		return "", fmt.Errorf("reveal an encrypted actor: %w", ErrNoKeyStore)
 	}
-	aead, err := s.openKey(ctx, id)
+	aead, err := open(ctx, id)
 	if errors.Is(err, ErrNoKey) {
 		return "", fmt.Errorf("reveal: key %s destroyed: %w", id, ErrErased)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolintent/engine/actor"
@@ -180,5 +181,61 @@ func TestConfigValidate(t *testing.T) {
 	os.WriteFile(good, append(opKey, '\n'), 0o600)
 	if k, err := actor.ReadKeyFile(good); err != nil || !bytes.Equal(k, opKey) {
 		t.Errorf("key file: %q %v", k, err)
+	}
+}
+
+// countingKeys counts the key store's reads.
+type countingKeys struct {
+	memKeys
+	gets atomic.Int64
+}
+
+func (k *countingKeys) Get(ctx context.Context, id string) ([]byte, error) {
+	k.gets.Add(1)
+	return k.memKeys.Get(ctx, id)
+}
+
+// #30: a Revealer reads each person's key once for a whole page of their
+// events (each sealed with its own nonce), reveals the same names as
+// Sealer.Reveal, and a Revealer made after a forget shows the person as
+// erased.
+func TestRevealerReadsEachKeyOnce(t *testing.T) {
+	ctx := context.Background()
+	keys := &countingKeys{memKeys: memKeys{m: map[string][]byte{}}}
+	s, err := actor.New(actor.Config{Mode: actor.Encrypt, Key: opKey, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	people := []string{"alice@example.com", "bob@example.com"}
+	var stored []string
+	for i := range 100 {
+		a, err := s.Seal(ctx, people[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, a)
+	}
+	if stored[0] == stored[2] {
+		t.Fatal("two seals of one person are byte-identical; the test needs distinct stored forms")
+	}
+	before := keys.gets.Load()
+	r := s.Revealer()
+	for i, a := range stored {
+		got, err := r.Reveal(ctx, a)
+		if err != nil || got != people[i%2] {
+			t.Fatalf("reveal %d: %q %v, want %q", i, got, err, people[i%2])
+		}
+	}
+	if n := keys.gets.Load() - before; n != 2 {
+		t.Errorf("100 reveals of 2 people read the key store %d times, want 2", n)
+	}
+	if _, err := s.Forget(ctx, people[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Revealer().Reveal(ctx, stored[0]); !errors.Is(err, actor.ErrErased) {
+		t.Errorf("a new Revealer after forget: %v, want ErrErased", err)
+	}
+	if got, err := s.Revealer().Reveal(ctx, stored[1]); err != nil || got != people[1] {
+		t.Errorf("the other person after forget: %q %v", got, err)
 	}
 }

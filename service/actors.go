@@ -89,12 +89,38 @@ func (e *Engine) RevealActor(ctx context.Context, stored string) string {
 	if s == nil || !actor.Sealed(stored) {
 		return stored
 	}
-	a, err := s.Reveal(ctx, stored)
-	switch {
-	case errors.Is(err, ErrActorErased):
-		return ErasedActor
-	case err != nil:
-		return stored
+	return shown(s.Reveal(ctx, stored))(stored)
+}
+
+// shown maps a reveal's answer to what history shows for stored.
+func shown(a string, err error) func(stored string) string {
+	return func(stored string) string {
+		switch {
+		case errors.Is(err, ErrActorErased):
+			return ErasedActor
+		case err != nil:
+			return stored
+		}
+		return a
 	}
-	return a
+}
+
+// actorRevealer returns RevealActor for one page of history: it reads each
+// person's key once for the page, not once per entry (#30: a 100-entry
+// page of one person's events made 100 key-store reads).
+func (e *Engine) actorRevealer(ctx context.Context) func(stored string) string {
+	s := e.getSealer()
+	if s == nil {
+		return func(stored string) string { return stored }
+	}
+	reveal := s.Reveal
+	if p, ok := s.(interface{ Revealer() *actor.Revealer }); ok {
+		reveal = p.Revealer().Reveal
+	}
+	return func(stored string) string {
+		if !actor.Sealed(stored) {
+			return stored
+		}
+		return shown(reveal(ctx, stored))(stored)
+	}
 }

@@ -237,6 +237,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 	full := false
 	var last uint64 // the last entry emitted
 	stop := errors.New("stop")
+	reveal := e.actorRevealer(ctx)
 	err = e.scanSessionFrom(ctx, session, from, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
@@ -254,7 +255,9 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			rp.primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
-		h.Actor = e.RevealActor(ctx, h.Actor) // #30: a sealed actor reads back (or as erased)
+		if show {
+			h.Actor = reveal(h.Actor) // #30: a sealed actor reads back (or as erased)
+		}
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
 		}
@@ -284,7 +287,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			}
 		}
 		if c, ok := compactionOf(r); ok && applied {
-			c.Actor = e.RevealActor(ctx, c.Actor)
+			c.Actor = reveal(c.Actor)
 			h.Compacted = c
 		}
 		if !st.InTurn {
