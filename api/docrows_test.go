@@ -149,6 +149,20 @@ func TestReadOnlyTokenAsDocumented(t *testing.T) {
 	if status != http.StatusOK {
 		t.Errorf("read-only token on resolve: status %d: %s", status, body)
 	}
+	// explain-batch writes nothing: every operation that is not a write,
+	// but for turn-dispatch, is open to a read-only token.
+	status, _, body = rawHTTP(t, http.MethodPost, env.httpURL+"/v1/sessions/ro1/explain", `{"tools":["read_file"]}`, auth...)
+	if status != http.StatusOK {
+		t.Errorf("read-only token on explain-batch: status %d: %s", status, body)
+	}
+	for _, op := range wire.Operations() {
+		if !op.Write && op.Name != "turn-dispatch" && !readOnlyOps[op.Name] {
+			t.Errorf("%s writes no events but a read-only token may not call it", op.Name)
+		}
+		if op.Write && readOnlyOps[op.Name] {
+			t.Errorf("%s writes events but a read-only token may call it", op.Name)
+		}
+	}
 }
 
 // #29 row 6: a NATS request to an operation the engine does not have gets

@@ -15,7 +15,7 @@ import (
 )
 
 // readOnlyOps are the operations a read-only token may call.
-var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true,
+var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true, "explain-batch": true,
 	"sessions": true, "registry": true, "budget": true, "turn-inspect": true,
 	"turn-call-check": true, "registry-diff": true, "session-live": true, "events-live": true}
 
