@@ -1,0 +1,108 @@
+package searcheval
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestHeldOut4Loads checks the fourth blind set's shape only (#27): every
+// server file parses and is listed in servers.json with its tool count,
+// no server name is already in mcp, mcp2 or mcp3, tool names are unique,
+// every schema is a JSON object, ids are unique k001, k002, ... with
+// every third one in split "final" and the rest "dev", every kind is one
+// of the five, and every label names an mcp4 tool. It says nothing about
+// ranking quality.
+func TestHeldOut4Loads(t *testing.T) {
+	servers, err := HeldOut4Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]struct {
+		Tools int `json:"tools"`
+	}
+	b, err := files4.ReadFile("testdata/mcp4/servers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != len(meta) {
+		t.Fatalf("%d server files, servers.json lists %d", len(servers), len(meta))
+	}
+	taken := map[string]bool{}
+	for _, load := range []func() ([]Server, error){Servers, HeldOutServers, HeldOut3Servers} {
+		old, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range old {
+			taken[s.Name] = true
+		}
+	}
+	names := map[string]bool{}
+	for _, s := range servers {
+		if taken[s.Name] {
+			t.Errorf("server %s is already in mcp, mcp2 or mcp3", s.Name)
+		}
+		if m, ok := meta[s.Name]; !ok || m.Tools != len(s.Tools) || s.Description == "" {
+			t.Errorf("server %s: servers.json entry %+v, %d tools in file", s.Name, m, len(s.Tools))
+		}
+		for _, tool := range s.Tools {
+			n := ToolName(s.Name, tool.Name)
+			if names[n] {
+				t.Errorf("duplicate tool %s", n)
+			}
+			names[n] = true
+			var schema struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(tool.InputSchema, &schema); err != nil || schema.Type != "object" || tool.Description == "" {
+				t.Errorf("tool %s: schema type %q (%v), description %q", n, schema.Type, err, tool.Description)
+			}
+		}
+	}
+	docs, err := HeldOut4Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != len(names) {
+		t.Fatalf("%d docs for %d tools", len(docs), len(names))
+	}
+	qs, err := HeldOut4Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKind := map[string]int{}
+	for i, q := range qs {
+		split := "dev"
+		if (i+1)%3 == 0 {
+			split = "final"
+		}
+		if id := fmt.Sprintf("k%03d", i+1); q.ID != id || q.Split != split || q.Query == "" {
+			t.Errorf("query %+v: want id %s, split %s and a text", q, id, split)
+		}
+		perKind[q.Kind]++
+		if len(q.Relevant) == 0 {
+			t.Errorf("query %s %q has no relevant tool", q.ID, q.Query)
+		}
+		seen := map[string]bool{}
+		for _, r := range q.Relevant {
+			if !names[r] || seen[r] {
+				t.Errorf("query %s %q: label %s is not an mcp4 tool or is listed twice", q.ID, q.Query, r)
+			}
+			seen[r] = true
+		}
+	}
+	for _, k := range Kinds {
+		if perKind[k] == 0 {
+			t.Errorf("no %s queries", k)
+		}
+		delete(perKind, k)
+	}
+	if len(perKind) != 0 {
+		t.Errorf("unknown kinds: %v", perKind)
+	}
+	t.Logf("%d servers, %d tools, %d queries", len(servers), len(names), len(qs))
+}
