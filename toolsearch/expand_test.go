@@ -166,9 +166,9 @@ func TestChineseEnglishLexicon(t *testing.T) {
 			t.Errorf("Keyword(%q) first = %q, want %s", q, got, want)
 		}
 	}
-	weightZh = 0
-	defer func() { weightZh = 0.5 }()
+	weightZh, weightCedict = 0, 0
+	defer func() { weightZh, weightCedict = 0.5, 0.5 }()
 	if got := hitNames(ix.Keyword("发送短信", 5, nil)); slices.Contains(got, "send_sms") {
-		t.Errorf("without the lexicon Keyword(发送短信) = %v, want no send_sms", got)
+		t.Errorf("without the lexicon and the dictionary Keyword(发送短信) = %v, want no send_sms", got)
 	}
 }

@@ -298,6 +298,27 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 			}
 		}
 	}
+	// CC-CEDICT's English words for each Chinese word of the query.
+	if weightCedict > 0 && hasCJK(query) {
+		cjkRuns(nfkc(query), func(run []rune) {
+			cedictWords(run, func(at int, word, line string) {
+				first := word
+				if len(run) > 1 {
+					if at+2 > len(run) {
+						at = len(run) - 2
+					}
+					first = string(run[at : at+2])
+				}
+				k := slices.Index(terms, first)
+				if k < 0 {
+					return
+				}
+				for _, e := range cedictTerms(line) {
+					addTerm(e, weightCedict, wordBit(k), capOf(first))
+				}
+			})
+		})
+	}
 	// Two neighbouring query words written apart that the tools write as
 	// one ("postgre sql", "time off", "config map").
 	if weightJoined > 0 {
@@ -346,6 +367,7 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		if weightPrefix > 0 {
 			ix.prefixed(t, func(id int32) { addID(id, weightPrefix, wordBit(i), inf) })
 		}
+
 	}
 	// A question asks to read: its tools are the ones that get, list or
 	// show; an action word asks for the tools whose verb does it. These

@@ -84,13 +84,18 @@ func wordnetRelated(t string) iter.Seq2[string, float32] {
 
 // wordnetLine returns the related terms of t's line of the table (the
 // text after the term), or "" when t has none, by binary search over
-// byte offsets: every line starting before lo has a term below t, every
-// line starting at or after hi one at or above it.
-func wordnetLine(t string) string {
-	s := wordnetTable
+// byte offsets (tableLine).
+func wordnetLine(t string) string { return tableLine(wordnetTable, t) }
+
+// tableLine returns the text after the key t of t's line in the sorted
+// table s (the WordNet and CC-CEDICT tables), or "" when s has no line
+// for t.
+func tableLine(s, t string) string {
 	if t == "" {
 		return ""
 	}
+	// Every line starting before lo has a key below t, every line
+	// starting at or after hi one at or above it.
 	lo, hi := 0, len(s)
 	for lo < hi {
 		mid := lo + (hi-lo)/2
