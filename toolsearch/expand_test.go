@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -170,5 +171,30 @@ func TestChineseEnglishLexicon(t *testing.T) {
 	defer func() { weightZh, weightCedict = 0.5, 0.5 }()
 	if got := hitNames(ix.Keyword("发送短信", 5, nil)); slices.Contains(got, "send_sms") {
 		t.Errorf("without the lexicon and the dictionary Keyword(发送短信) = %v, want no send_sms", got)
+	}
+}
+
+// #27 (paraphrase): neighbouring query words that spell a WordNet verb of
+// two or three words ("call off", "get rid of", "look up") bring in its
+// synonyms, so a phrasal request finds the tool of the one-word verb.
+func TestWordNetCollocations(t *testing.T) {
+	ix := Build([]Doc{
+		{Name: "a_create_meeting", Description: "Create a meeting.", Parameters: emptySchema},
+		{Name: "z_cancel_meeting", Description: "Cancel a meeting.", Parameters: emptySchema},
+		{Name: "a_add_background", Description: "Add a background to an image.", Parameters: emptySchema},
+		{Name: "z_remove_background", Description: "Remove the background of an image.", Parameters: emptySchema},
+	}, nil)
+	for q, want := range map[string]string{"call off the meeting": "z_cancel_meeting", "get rid of the background": "z_remove_background"} {
+		if got := firstHit(ix, q); got != want {
+			t.Errorf("Keyword(%q) first = %q, want %s", q, got, want)
+		}
+	}
+	if !strings.Contains(wordnetLine("_calloff"), "cancel") {
+		t.Errorf("table line _calloff = %q, want cancel among its synonyms", wordnetLine("_calloff"))
+	}
+	collocScale = 0
+	defer func() { collocScale = 2 }()
+	if got := firstHit(ix, "call off the meeting"); got != "a_create_meeting" {
+		t.Errorf("without collocations Keyword(call off the meeting) first = %q; want the tie broken by name (a_create_meeting)", got)
 	}
 }

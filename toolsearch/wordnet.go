@@ -22,6 +22,10 @@ import (
 //	notify =advis appris appriz @inform +notification notic notifiabl
 //	vacation =holiday @leisur spend pass +vacationist vacat vacationer ~time away work take
 //
+// A verb of two or three words has a line too, keyed by "_" and its
+// words joined (#27: "_calloff =cancel scratch scrub call ..."), which
+// neighbouring query words look up (collocScale).
+//
 // It stays in the binary's read-only data: a lookup is a binary search
 // over its lines, with no load step and no heap.
 //

@@ -44,6 +44,8 @@ type config struct {
 	senses    int
 	maxSenses int
 	gloss     int
+	// collocations keeps verbs of two or three words (collocation).
+	collocations bool
 }
 
 func main() {
@@ -53,6 +55,7 @@ func main() {
 	flag.IntVar(&cfg.senses, "senses", 3, "senses of a lemma to expand, most frequent first")
 	flag.IntVar(&cfg.maxSenses, "maxsenses", 16, "leave out lemmas with more senses than this")
 	flag.IntVar(&cfg.gloss, "gloss", 4, "content words of the first sense's definition to keep (relation ~)")
+	flag.BoolVar(&cfg.collocations, "collocations", true, "keep verbs of two or three words (get_rid_of) under the key _getridof")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		log.Fatal(err)
@@ -193,6 +196,9 @@ func readIndex(path, pos string, cfg config, synsets map[string]*synset, table m
 		}
 		f := strings.Fields(line)
 		lemma := word(f[0])
+		if cfg.collocations && pos == "v" && strings.Contains(f[0], "_") {
+			lemma = collocation(f[0])
+		}
 		if lemma == "" || len(lemma) < 3 {
 			return nil
 		}
@@ -325,6 +331,9 @@ func write(path string, table map[string]*entry) (err error) {
 	for _, pass := range [][]byte{marks[:len(marks)-1], marks[len(marks)-1:]} {
 		for _, l := range lemmas {
 			key := term(l)
+			if strings.HasPrefix(l, "_") {
+				key = l // a collocation's key is its words joined
+			}
 			if key == "" {
 				continue
 			}
@@ -407,4 +416,24 @@ var glossStop = map[string]bool{
 	"very": true, "some": true, "there": true, "about": true, "over": true, "under": true, "without": true,
 	"within": true, "been": true, "have": true, "will": true, "would": true, "also": true, "each": true,
 	"example": true, "especial": true, "particular": true, "various": true, "given": true, "like": true,
+}
+
+// collocation turns a WordNet lemma of two or three words ("get_rid_of",
+// "turn_off") into its table key: "_" and its words joined ("_getridof"),
+// the form toolsearch looks neighbouring query words up by; "" for other
+// lemmas.
+func collocation(lemma string) string {
+	parts := strings.Split(lemma, "_")
+	if len(parts) < 2 || len(parts) > 3 {
+		return ""
+	}
+	key := "_"
+	for _, p := range parts {
+		w := word(p)
+		if w == "" {
+			return ""
+		}
+		key += w
+	}
+	return key
 }
