@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// #27: the blind third set's table (engine beside plain BM25), logged only
-// when SEARCHEVAL_HELDOUT3 is set: the set judges a ranking once, it is
-// never looked at while tuning.
+// #27: the blind sets' tables (engine beside plain BM25): the third set
+// and the fourth set's final split, logged only when SEARCHEVAL_HELDOUT3
+// is set: they judge a ranking once, they are never looked at while
+// tuning.
 func TestReportBlindSet(t *testing.T) {
 	docs, err := HeldOut3Docs()
 	if err != nil {
@@ -20,7 +21,19 @@ func TestReportBlindSet(t *testing.T) {
 	if len(docs) == 0 || len(qs) == 0 {
 		t.Fatalf("blind set: %d tools, %d queries; want both non-empty", len(docs), len(qs))
 	}
+	d4, err := HeldOut4Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q4, err := HeldOut4Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ofSplit(q4, "final")) == 0 {
+		t.Fatal("mcp4 has no final queries")
+	}
 	if os.Getenv("SEARCHEVAL_HELDOUT3") != "" {
 		t.Log("\n" + table("blind set (heldout3)", docs, qs))
+		t.Log("\n" + table("blind set (heldout4 final)", d4, ofSplit(q4, "final")))
 	}
 }

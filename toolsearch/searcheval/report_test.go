@@ -59,6 +59,15 @@ func TestReport(t *testing.T) {
 	}
 	t.Log("\n" + table("tuning: first corpus", first, firstQs))
 	t.Log("\n" + table("tuning: mcp2 tuning queries", docs, tun))
+	d4, err := HeldOut4Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q4, err := HeldOut4Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + table("tuning: mcp4 dev queries", d4, ofSplit(q4, "dev")))
 	if os.Getenv("SEARCHEVAL_HELDOUT") != "" {
 		t.Log("\n" + table("held-out: mcp2 held-out queries", docs, held))
 	}
