@@ -31,7 +31,7 @@ const (
 // registry's deferral by budget (auto_defer).
 func EstimateToolTokens(t *Tool) int {
 	return textTokens(t.Description, escapedLen(t.Description), proseBytesPerToken) +
-		textTokens(string(t.Parameters), len(t.Parameters), schemaBytesPerToken) +
+		bytesTokens(t.Parameters, schemaBytesPerToken) +
 		NameTokens(t.Name) + ToolWrapperTokens
 }
 
@@ -39,6 +39,18 @@ func EstimateToolTokens(t *Tool) int {
 // inside a JSON string or a prompt.
 func EstimateTextTokens(s string) int {
 	return textTokens(s, escapedLen(s), proseBytesPerToken)
+}
+
+// bytesTokens is textTokens of b, the JSON bytes of a schema (payload
+// length len(b)): ASCII-only bytes, the common case, without copying them
+// into a string.
+func bytesTokens(b []byte, ratio float64) int {
+	for _, c := range b {
+		if c >= 0x80 {
+			return textTokens(string(b), len(b), ratio)
+		}
+	}
+	return ceilDiv(len(b), ratio)
 }
 
 // Non-ASCII text: Chinese, Japanese and Korean characters cost about one

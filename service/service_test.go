@@ -37,7 +37,7 @@ func newEngineWith(t *testing.T, cfg service.Config) *service.Engine {
 // log with lcfg, its projection (running when project: one engine of a
 // stream does) and an engine with cfg and reg over them, all stopped when
 // the test ends.
-func stackOn(t *testing.T, url string, lcfg jetstream.LogConfig, reg *resolver.Registry, cfg service.Config, project bool) (*service.Engine, *jetstream.Log) {
+func stackOn(t testing.TB, url string, lcfg jetstream.LogConfig, reg *resolver.Registry, cfg service.Config, project bool) (*service.Engine, *jetstream.Log) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nc := natstest.Connect(t, url)

@@ -432,7 +432,10 @@ func (e *Engine) markDispatch(v TurnView) {
 	if !seen {
 		return
 	}
-	change := prev.prefix.Compare(v.Rendering)
+	change := deferral.PrefixSame // equal Prefixes are the same array: no hashing
+	if prev.prefix != v.prefix {
+		change = prev.prefix.Compare(v.Rendering)
+	}
 	catalogChanged := prev.catalog != catalog
 	if change == deferral.PrefixSame && !catalogChanged {
 		return
