@@ -63,7 +63,7 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 
 	contract := make([]events.ContractEntry, len(res.Tools))
 	for i := range res.Tools {
-		contract[i] = events.ContractEntry{Name: res.Tools[i].Name, Hash: resolver.ToolHash(res.Tools[i])}
+		contract[i] = events.ContractEntry{Name: res.Tools[i].Name, Hash: res.ToolHashAt(i)}
 	}
 	return Record{
 		Loaded:          names,

@@ -45,12 +45,26 @@ func EstimateTextTokens(s string) int {
 // length len(b)): ASCII-only bytes, the common case, without copying them
 // into a string.
 func bytesTokens(b []byte, ratio float64) int {
-	for _, c := range b {
-		if c >= 0x80 {
-			return textTokens(string(b), len(b), ratio)
-		}
+	if asciiPrefix(b) < len(b) {
+		return textTokens(string(b), len(b), ratio)
 	}
 	return ceilDiv(len(b), ratio)
+}
+
+// asciiPrefix returns the length of the longest prefix of s that is
+// ASCII, reading eight bytes a step (tool text is long and almost always
+// ASCII; estimates run on every turn).
+func asciiPrefix[T string | []byte](s T) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+			break
+		}
+	}
+	for i < len(s) && s[i] < 0x80 {
+		i++
+	}
+	return i
 }
 
 // Non-ASCII text: Chinese, Japanese and Korean characters cost about one
@@ -66,10 +80,7 @@ const (
 // characters per character. ASCII-only text, the common case, is one
 // division.
 func textTokens(s string, n int, ratio float64) int {
-	i := 0
-	for i < len(s) && s[i] < 0x80 {
-		i++
-	}
+	i := asciiPrefix(s)
 	if i == len(s) {
 		return ceilDiv(n, ratio)
 	}

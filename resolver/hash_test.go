@@ -113,3 +113,36 @@ func TestContractHashFromToolHashes(t *testing.T) {
 		}
 	}
 }
+
+// #28: a resolution from Registry.Resolve answers ToolHashAt from the
+// digests its contract hash was computed with: the same as hashing each
+// tool again, for every tool, budget-deferred ones included; a
+// resolution built by hand hashes.
+func TestToolHashAtMatchesToolHash(t *testing.T) {
+	budget := loadMCP(t, `,"auto_defer":{"context_window":2000,"max_share":0.05}`)
+	for _, reg := range []*Registry{Default(), budget} {
+		res, err := reg.Resolve(Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.digests) != len(res.Tools)*32 {
+			t.Fatalf("resolution keeps %d digest bytes for %d tools", len(res.digests), len(res.Tools))
+		}
+		deferred := 0
+		for i := range res.Tools {
+			if res.Tools[i].Deferred {
+				deferred++
+			}
+			if got, want := res.ToolHashAt(i), ToolHash(res.Tools[i]); got != want {
+				t.Errorf("%s: ToolHashAt(%d) %s = %s, want %s", reg.Version(), i, res.Tools[i].Name, got, want)
+			}
+		}
+		if deferred == 0 {
+			t.Errorf("%s: no deferred tool; the test needs one", reg.Version())
+		}
+		hand := Resolution{Tools: res.Tools[:2]}
+		if got, want := hand.ToolHashAt(1), ToolHash(res.Tools[1]); got != want {
+			t.Errorf("hand-built ToolHashAt(1) = %s, want %s", got, want)
+		}
+	}
+}

@@ -2,7 +2,7 @@ package resolver
 
 import (
 	"crypto/sha256"
-	"hash"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -294,7 +294,7 @@ func (r *Registry) budgetDefer(out []int32) bitset {
 // copyBudgeted copies the tools of out into dst with the deferral marks
 // budgetDefer set, and writes their contract digests to h: a tool deferred
 // by budget hashes with its mark, so the contract says how it was sent.
-func (r *Registry) copyBudgeted(dst []Tool, out []int32, auto bitset, h hash.Hash) {
+func (r *Registry) copyBudgeted(dst []Tool, out []int32, auto bitset, h io.Writer) {
 	for k, i := range out {
 		dst[k] = r.tools[i]
 		if auto.has(i) {

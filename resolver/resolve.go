@@ -3,6 +3,7 @@ package resolver
 import (
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"strings"
 )
 
@@ -99,7 +100,7 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 	if prefix == nil { // zero Registry
 		prefix = contractPrefix(r.version)
 	}
-	h := newContractHash(prefix, len(out))
+	h := &digestWriter{h: newContractHash(prefix, len(out)), digests: make([]byte, 0, len(out)*sha256.Size)}
 	if auto != nil {
 		r.copyBudgeted(res.Tools, out, auto, h)
 		out = nil // copied
@@ -114,10 +115,23 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 		h.Write(r.digests[int(i)*sha256.Size : (int(i)+run)*sha256.Size])
 		k += run
 	}
-	res.ContractHash = hexSum(h)
+	res.ContractHash = hexSum(h.h)
+	res.digests = h.digests
 	res.Namespaces = r.namespacesOf(res.Tools)
 	res.CatalogMaxTokens = r.CatalogMaxTokens()
 	return res, nil
+}
+
+// digestWriter writes tool digests to a contract hash and keeps them, so
+// that the resolution can answer ToolHashAt without hashing a tool again.
+type digestWriter struct {
+	h       hash.Hash
+	digests []byte
+}
+
+func (w *digestWriter) Write(p []byte) (int, error) {
+	w.digests = append(w.digests, p...)
+	return w.h.Write(p)
 }
 
 // bitset is a set of tool indices.

@@ -13,6 +13,8 @@
 package resolver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/toolintent/engine/intent"
@@ -166,6 +168,22 @@ type Resolution struct {
 	Withheld []string `json:"withheld,omitempty"`
 	// CatalogMaxTokens is the registry's catalog budget (R15).
 	CatalogMaxTokens int `json:"-"`
+
+	// digests are the SHA-256 digests of Tools, in order, as the contract
+	// hash was computed from them (Registry.Resolve); nil for a
+	// resolution built otherwise.
+	digests []byte
+}
+
+// ToolHashAt returns ToolHash(res.Tools[i]). For a resolution from
+// Registry.Resolve it reads the digest the contract hash was computed
+// with instead of hashing the tool again (a checkpoint lists every tool's
+// hash at every turn end, #28).
+func (res *Resolution) ToolHashAt(i int) string {
+	if len(res.digests) == len(res.Tools)*sha256.Size {
+		return hex.EncodeToString(res.digests[i*sha256.Size : (i+1)*sha256.Size])
+	}
+	return ToolHash(res.Tools[i])
 }
 
 // Names returns the names of the resolved tools, in order, in a new slice.

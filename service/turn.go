@@ -201,7 +201,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
 		Catalog: split.Catalog, CatalogText: split.CatalogText,
-		Budget: deferral.Estimate(split), Classification: split.Classification, Loaded: st.Loaded,
+		Classification: split.Classification, Loaded: st.Loaded,
 		RenderedFor: provider, Policy: res.Policy, Withheld: res.Withheld,
 	}
 	row, ok := deferral.LookupProvider(provider)
@@ -228,6 +228,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
+	v.Budget = deferral.Estimate(split) // a native view's budget is its rendering's (nativeRender)
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
