@@ -101,3 +101,46 @@ func TestCallCheck(t *testing.T) {
 		t.Errorf("an empty name: %v, want ErrInvalid", err)
 	}
 }
+
+// #28, #26 item 3: native renderings are shared across sessions and turns
+// only when they are the same array: two sessions with the same intent
+// get byte-identical arrays, and a session whose history references a
+// tool the other's does not gets its own (the referenced tool defined),
+// whichever rendered first.
+func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	// "ref" loads send_message, ends the turn, disables it.
+	if _, err := e.BeginTurn(ctx, "ref", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.Discover(ctx, "ref", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message"}}}); err != nil || len(d.Loaded) != 1 {
+		t.Fatalf("discover: %+v, %v", d, err)
+	}
+	if _, err := e.EndTurn(ctx, "ref", web); err != nil {
+		t.Fatal(err)
+	}
+	views := map[string]service.TurnView{}
+	for _, s := range []string{"plain1", "ref", "plain2"} {
+		if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "send_message"}); err != nil {
+			t.Fatal(err)
+		}
+		v, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		views[s] = v
+	}
+	if views["plain1"].ContractHash != views["ref"].ContractHash {
+		t.Fatalf("the sessions' contracts differ; the test needs one contract")
+	}
+	if !bytes.Equal(views["plain1"].Rendering, views["plain2"].Rendering) {
+		t.Error("two sessions with the same intent render different arrays")
+	}
+	if bytes.Contains(views["plain1"].Rendering, []byte(`"send_message"`)) {
+		t.Error("a session that never loaded send_message renders it")
+	}
+	if !bytes.Contains(views["ref"].Rendering, []byte(`"send_message"`)) {
+		t.Error("the session that loaded send_message got another session's array without it")
+	}
+}

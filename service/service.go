@@ -95,8 +95,9 @@ type Engine struct {
 
 	states *lrucache.Cache[string, aggregate.State] // last state this process wrote or read strongly
 
-	ts    turnState // bounded caches of open turns, dispatches, registries (frozen.go)
-	marks *marks    // per session: the highest sequence acknowledged or served (#19)
+	ts     turnState   // bounded caches of open turns, dispatches, registries (frozen.go)
+	native nativeCache // native renderings across turns (nativecache.go)
+	marks  *marks      // per session: the highest sequence acknowledged or served (#19)
 
 	eraser atomic.Pointer[Eraser] // purges erased sessions (#30); nil: none
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,16 +185,6 @@ func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferr
 	return e.viewOf(st, res, split, provider, nil)
 }
 
-// referencedLookup finds the definitions of tools the session's history
-// references that res lacks (#26 item 3): in reg, the registry that
-// resolved res (the live one when nil).
-func (e *Engine) referencedLookup(reg *resolver.Registry) func(string) (resolver.Tool, bool) {
-	if reg == nil {
-		reg = e.Registry()
-	}
-	return reg.Tool
-}
-
 // viewOf builds a view; ot, when not nil, caches native renderings for the
 // turn.
 func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string, ot *openTurn) TurnView {
@@ -217,7 +208,10 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		if ot != nil {
 			reg = ot.reg
 		}
-		nv := nativeRender(res, row, ot, st.Referenced, e.referencedLookup(reg))
+		if reg == nil {
+			reg = e.Registry()
+		}
+		nv := e.nativeRender(res, row, ot, st.Referenced, reg)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
@@ -242,7 +236,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 // tool it ever loaded) that res lacks stay defined, marked not callable
 // (deferral.WithReferenced, #26 item 3): a tool loaded in the turn is in
 // res, so the set is the turn's.
-func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, lookup func(string) (resolver.Tool, bool)) *nativeView {
+func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, reg *resolver.Registry) *nativeView {
 	if ot != nil {
 		ot.mu.Lock()
 		defer ot.mu.Unlock()
@@ -250,12 +244,18 @@ func nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn,
 			return nv
 		}
 	}
-	// A referenced tool the channel policy withholds keeps only a stub (#31).
-	nv := &nativeView{rendering: row.Render(deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, lookup)), res.Namespaces, 0)}
-	nv.catalogText, nv.budget = row.Context(res)
-	sum := sha256.Sum256(nv.rendering)
-	nv.hash = hex.EncodeToString(sum[:])
-	nv.prefix = deferral.PrefixOf(nv.rendering)
+	key := nativeKey(row.Name, res.ContractHash, reg.Version(), res.Withheld, referenced)
+	nv := e.native.get(key)
+	if nv == nil {
+		// A referenced tool the channel policy withholds keeps only a stub (#31).
+		// Clipped: the view is shared, an append to it must copy.
+		nv = &nativeView{rendering: slices.Clip(row.Render(deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool)), res.Namespaces, 0))}
+		nv.catalogText, nv.budget = row.Context(res)
+		sum := sha256.Sum256(nv.rendering)
+		nv.hash = hex.EncodeToString(sum[:])
+		nv.prefix = deferral.PrefixOf(nv.rendering)
+		e.native.put(key, nv)
+	}
 	if ot != nil {
 		if ot.native == nil {
 			ot.native = map[string]*nativeView{}
