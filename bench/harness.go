@@ -165,6 +165,16 @@ func (h *harness) close() {
 
 // waitProjection waits until the engine's projection has folded the whole
 // engine stream, so that a measurement does not compete with its catch-up.
+// serverMsgs is the messages the embedded server received and sent so
+// far (every connection's).
+func (h *harness) serverMsgs() uint64 {
+	v, err := h.srv.Server().Varz(nil)
+	if err != nil {
+		return 0
+	}
+	return uint64(v.InMsgs + v.OutMsgs)
+}
+
 func (h *harness) waitProjection(ctx context.Context) error {
 	last, err := h.elog.LastStreamSeq(ctx)
 	if err != nil {

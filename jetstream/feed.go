@@ -5,11 +5,13 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +41,20 @@ type FeedConfig struct {
 	// about Pace after they were stored, and a writer of the same process
 	// does not compete with one delivery per event. Zero: a standing pull.
 	Pace time.Duration
+	// Skip, when set on a paced feed, is asked before each pull with the
+	// stream sequence the consumer delivers next (#28). It returns the
+	// records of the run of sequences from there on that need no delivery
+	// (a writer of this process handed them over: Held, without Data),
+	// which it gives up, and, when the run is empty, the lowest such
+	// sequence above from (0: none). The feed hands the run to the
+	// consumer as if delivered and moves the consumer past it (a consumer
+	// reset, which also acknowledges it), and pulls only the sequences in
+	// between: an event of this process costs no delivery. The reset
+	// acknowledges the run before its views are written, so a consumer
+	// that sets Skip must not trust the acknowledged position alone on
+	// its next start (the projection starts from its watermark). It runs
+	// on the feed's pull goroutine and must be cheap.
+	Skip func(from uint64, limit int) (run []Record, next uint64)
 }
 
 // pacedBatch is how many events one pull of a paced feed asks for.
@@ -66,6 +82,11 @@ type Feed struct {
 	done chan struct{}
 	once sync.Once
 	held func(session string, seq uint64, msgID string) bool
+	// carry is the rest of a skipped run a batch had no room for; only
+	// NextWithin's caller uses it.
+	carry feedMsg
+	// skipped counts the events handed over by Skip without delivery.
+	skipped atomic.Uint64
 }
 
 // Feed creates (or resumes) a durable consumer over all events.
@@ -87,7 +108,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	}
 	f := &Feed{log: l, cons: cons, ch: make(chan feedMsg, 8192), done: make(chan struct{}), held: cfg.Held}
 	if cfg.Pace > 0 {
-		if err := f.startPull(cfg.Durable, cfg.Pace); err != nil {
+		if err := f.startPull(cfg.Durable, cfg.Pace, cfg.Skip, cons.CachedInfo().Delivered.Stream+1); err != nil {
 			return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 		}
 		return f, nil
@@ -113,6 +134,12 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 type feedMsg struct {
 	js  jetstream.Msg
 	raw *nats.Msg
+	// skip is a run of records the feed's Skip gave up, handed on without
+	// a delivery, with the estimate of the events pending after it.
+	skip    []Record
+	pending uint64
+	// err fails the feed when it comes.
+	err error
 }
 
 func (m feedMsg) Subject() string {
@@ -151,15 +178,19 @@ func (m feedMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return m.js.Metadata()
 }
 
-// Ack acknowledges the message (and, AckAll, every one before it).
+// Ack acknowledges the message (and, AckAll, every one before it). A
+// skipped run was acknowledged by the reset that skipped it.
 func (m feedMsg) Ack() error {
+	if m.skip != nil {
+		return nil
+	}
 	if m.raw != nil {
 		return m.raw.Respond([]byte("+ACK"))
 	}
 	return m.js.Ack()
 }
 
-func (m feedMsg) none() bool { return m.raw == nil && m.js == nil }
+func (m feedMsg) none() bool { return m.raw == nil && m.js == nil && m.skip == nil }
 
 // startPull starts a paced feed: no-wait pull requests on one inbox,
 // sent every pace, and at once while a delivery says more events are
@@ -168,21 +199,44 @@ func (m feedMsg) none() bool { return m.raw == nil && m.js == nil }
 // asks once per pace. A lost request or delivery (a leader election) is
 // asked again at the next tick; a lost delivery is a gap the consumer
 // fills from the log (see Feed).
-func (f *Feed) startPull(durable string, pace time.Duration) error {
+//
+// With skip (#28), each tick with no pull outstanding first asks skip for
+// the run of sequences at the consumer's cursor that need no delivery,
+// hands it on and resets the consumer past it; it pulls only when the
+// sequence at the cursor is not handed over at two ticks in a row (the
+// first may be a write of this process whose acknowledgement is still on
+// its way to the writer), and then no more than the sequences up to the
+// next handed-over one. cursor is the sequence the consumer delivers
+// next.
+func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, int) ([]Record, uint64), cursor uint64) error {
 	nc := f.log.nc
 	inbox := nc.NewInbox()
 	next := f.log.apiPrefix() + "CONSUMER.MSG.NEXT." + f.log.name + "." + durable
-	req := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	resetSubj := f.log.apiPrefix() + "CONSUMER.RESET." + f.log.name + "." + durable
+	full := []byte(fmt.Sprintf(`{"batch":%d,"no_wait":true}`, pacedBatch))
+	// mu is held while a delivery or a skipped run is handed on, so that
+	// they reach the consumer in stream order.
 	var (
-		mu     sync.Mutex
-		credit int  // events asked for and not received
-		recv   bool // a message came since the last tick
-		got    bool // an event came since the last tick
-		idle   uint // ticks in a row without an event (at most pacedIdleShift)
+		mu        sync.Mutex
+		credit    int    // events asked for and not received
+		more      bool   // the last pull asked for a whole batch: ask again while behind
+		recv      bool   // a message came since the last tick
+		got       bool   // an event came (or was skipped) since the last tick
+		idle      uint   // ticks in a row without an event (at most pacedIdleShift)
+		pending   uint64 // events the server held after the last delivery, less those skipped since
+		stalled   uint64 // the cursor at the last tick that found it not handed over
+		sinceSkip = skipQuiet
+		resetTo   uint64    // the consumer is still to be moved past skipped runs, to here (0: it is)
+		lastReset time.Time // when the last reset was sent
 	)
-	ask := func() { // mu held
+	ask := func(n int) { // mu held
+		req := full
+		if n < pacedBatch {
+			req = []byte(`{"batch":` + strconv.Itoa(n) + `,"no_wait":true}`)
+		}
 		if nc.PublishRequest(next, inbox, req) == nil {
-			credit += pacedBatch
+			credit += n
+			more = n == pacedBatch
 		}
 	}
 	// An asynchronous subscription without pending limits: while the
@@ -191,23 +245,24 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 	// drop them (a dropped last delivery would wait for AckWait).
 	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
 		mu.Lock()
+		defer mu.Unlock()
 		recv = true
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 			credit = 0 // a pull ended (no messages, or a warning)
-			mu.Unlock()
 			return
 		}
 		credit = max(credit-1, 0)
 		got = true
-		if _, pending, _, ok := ackMeta(m.Reply); ok {
+		if seq, p, _, ok := ackMeta(m.Reply); ok {
+			cursor = max(cursor, seq+1)
+			pending = p
 			switch {
-			case pending == 0:
+			case p == 0:
 				credit = 0 // caught up: the no-wait pulls have ended
-			case pending > uint64(credit) && credit < pacedBatch:
-				ask()
+			case more && p > uint64(credit) && credit < pacedBatch:
+				ask(pacedBatch)
 			}
 		}
-		mu.Unlock()
 		select {
 		case f.ch <- feedMsg{raw: m}:
 		case <-f.done:
@@ -220,8 +275,77 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("subscribe %s: %w", inbox, err)
 	}
+	// The resets' replies: a failed reset leaves the consumer where it
+	// was, which costs only deliveries the consumer drops as folded. A
+	// reply names the consumer's configuration: one reconfigured to send
+	// headers only fails the feed, as a headers-only delivery does (see
+	// NextWithin), since a feed that skips may deliver nothing for long.
+	resetInbox := nc.NewInbox()
+	rsub, err := nc.Subscribe(resetInbox, func(m *nats.Msg) {
+		var r struct {
+			Config *struct {
+				HeadersOnly bool `json:"headers_only"`
+			} `json:"config"`
+		}
+		if json.Unmarshal(m.Data, &r) != nil || r.Config == nil || !r.Config.HeadersOnly {
+			return
+		}
+		select {
+		case f.ch <- feedMsg{err: fmt.Errorf("feed: the consumer was reconfigured headers_only: %w", ErrDrift)}:
+		case <-f.done:
+		}
+	})
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe %s: %w", resetInbox, err)
+	}
+	// sendReset moves the consumer past the runs skipped since the last
+	// reset (mu held). A reset writes the consumer's state file in the
+	// server, in line with the connection's other requests, so it is sent
+	// before the next pull, or after resetEvery, not for each run.
+	sendReset := func() {
+		if resetTo == 0 {
+			return
+		}
+		_ = nc.PublishRequest(resetSubj, resetInbox, []byte(`{"seq":`+strconv.FormatUint(resetTo, 10)+`}`))
+		resetTo, lastReset = 0, time.Now()
+	}
+	pull := func() { // mu held, no pull outstanding
+		if skip == nil {
+			ask(pacedBatch)
+			return
+		}
+		run, above := skip(cursor, pacedBatch)
+		if len(run) > 0 {
+			last := run[len(run)-1].Seq
+			resetTo = last + 1
+			cursor = last + 1
+			pending -= min(pending, uint64(len(run)))
+			got, sinceSkip = true, 0
+			f.skipped.Add(uint64(len(run)))
+			select {
+			case f.ch <- feedMsg{skip: run, pending: pending}:
+			case <-f.done:
+			}
+			return
+		}
+		if sinceSkip < skipQuiet && stalled != cursor {
+			// A writer of this process handed events over lately: the
+			// event at the cursor may be one whose acknowledgement has
+			// not reached its writer yet. Look again at the next tick.
+			stalled = cursor
+			return
+		}
+		n := pacedBatch
+		if above > cursor {
+			n = int(min(above-cursor, pacedBatch))
+		}
+		sendReset() // first: the pull must start at the cursor
+		ask(n)
+	}
 	go func() {
-		defer sub.Unsubscribe() //nolint:errcheck // the feed is stopping
+		defer sub.Unsubscribe()  //nolint:errcheck // the feed is stopping
+		defer rsub.Unsubscribe() //nolint:errcheck // the feed is stopping
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
@@ -235,8 +359,12 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 				credit = 0 // nothing came: earlier no-wait pulls have ended
 			}
 			if credit == 0 {
-				ask()
+				pull()
 			}
+			if resetTo != 0 && time.Since(lastReset) >= resetEvery {
+				sendReset()
+			}
+			sinceSkip = min(sinceSkip+1, skipQuiet)
 			// An idle feed asks less often: the wait doubles with each
 			// tick without an event, up to pace<<pacedIdleShift (16 ms at
 			// the projection's default 2 ms), and is pace again at the next
@@ -253,6 +381,19 @@ func (f *Feed) startPull(durable string, pace time.Duration) error {
 	}()
 	return nil
 }
+
+// resetEvery is how often, at most, a paced feed that skips runs moves
+// its consumer past them when it does not pull: the consumer's
+// acknowledged position lags the skipped runs by about this much.
+const resetEvery = 200 * time.Millisecond
+
+// skipQuiet is how many ticks after the last skipped run a paced feed
+// still waits a tick before it pulls a sequence not handed over.
+const skipQuiet = 8
+
+// Skipped counts the events this feed handed on without a delivery,
+// given up by FeedConfig.Skip.
+func (f *Feed) Skipped() uint64 { return f.skipped.Load() }
 
 // Batch is a run of records from a feed.
 type Batch struct {
@@ -274,6 +415,29 @@ func (f *Feed) Next(ctx context.Context, max int) (Batch, error) {
 func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Batch, error) {
 	var b Batch
 	add := func(m feedMsg) error {
+		if m.err != nil {
+			return m.err
+		}
+		if m.skip != nil {
+			take := m.skip
+			room := max - len(b.Records)
+			if room < 1 {
+				room = 1
+			}
+			if len(take) > room {
+				rest := take[room:]
+				f.carry = feedMsg{skip: rest, pending: m.pending}
+				m.pending += uint64(len(rest))
+				take = take[:room]
+			}
+			if b.Records == nil {
+				b.Records = make([]Record, 0, min(max, len(take)+len(f.ch)))
+			}
+			b.Records = append(b.Records, take...)
+			b.Pending = m.pending
+			b.last = feedMsg{skip: take}
+			return nil
+		}
 		seq, pending, ts, ok := ackMeta(m.Reply())
 		if !ok {
 			md, err := m.Metadata()
@@ -311,17 +475,25 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case <-ctx.Done():
-		return b, ctx.Err()
-	case <-timeout:
-		return b, nil
-	case m := <-f.ch:
+	if f.carry.skip != nil {
+		m := f.carry
+		f.carry = feedMsg{}
 		if err := add(m); err != nil {
 			return b, err
 		}
+	} else {
+		select {
+		case <-ctx.Done():
+			return b, ctx.Err()
+		case <-timeout:
+			return b, nil
+		case m := <-f.ch:
+			if err := add(m); err != nil {
+				return b, err
+			}
+		}
 	}
-	for len(b.Records) < max {
+	for len(b.Records) < max && f.carry.skip == nil {
 		select {
 		case m := <-f.ch:
 			if err := add(m); err != nil {
@@ -420,9 +592,13 @@ type FeedPosition struct {
 	Delivered uint64
 	// Undelivered counts events not yet delivered.
 	Undelivered uint64
-	// AckedNone reports a feed that never acknowledged an event. Its
-	// AckFloor is 0, or, on a stream whose first sequences were purged by
-	// an erase (#30), the sequence before the stream's first.
+	// AckedNone reports a feed that acknowledged none of the events the
+	// stream holds: it never acknowledged an event, and its AckFloor is
+	// 0, or, on a stream whose first sequences were purged by an erase
+	// (#30), below the stream's first. (A consumer reset past skipped
+	// events, FeedConfig.Skip, has acknowledged no delivery since, but
+	// its AckFloor is a sequence the stream holds, or held before an
+	// erase purged everything up to it.)
 	AckedNone bool
 }
 
@@ -434,8 +610,15 @@ func (f *Feed) Position(ctx context.Context) (FeedPosition, error) {
 	if err != nil {
 		return FeedPosition{}, fmt.Errorf("feed info: %w", err)
 	}
-	return FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending,
-		AckedNone: info.AckFloor.Consumer == 0}, nil
+	pos := FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending}
+	if info.AckFloor.Consumer == 0 {
+		sinfo, err := f.log.stream.Info(ctx)
+		if err != nil {
+			return FeedPosition{}, fmt.Errorf("feed position: stream info %s: %w", f.log.name, err)
+		}
+		pos.AckedNone = pos.AckFloor == 0 || pos.AckFloor < sinfo.State.FirstSeq
+	}
+	return pos, nil
 }
 
 // ResetFeed deletes a durable feed, so that the next Feed with that name

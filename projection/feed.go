@@ -31,7 +31,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		p.handing = false
 		p.cacheMu.Unlock()
 	}()
-	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Pace: p.cfg.Pace})
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Skip: p.hand.skip, Pace: p.cfg.Pace})
 	if err != nil {
 		return err
 	}
@@ -41,6 +41,21 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	floor := pos.AckFloor
+	// A feed that skipped handed-over events (#28, FeedConfig.Skip) moved
+	// the consumer's acknowledged position past them before their views
+	// were written: the watermark, written after the views, is where they
+	// are known folded. Start from it when it is behind (and fold from the
+	// log what lies between, as for events delivered and not
+	// acknowledged); a watermark without views written (0: none, or a
+	// views refold under way) says nothing.
+	folded, foldedViews, err := p.meta.Watermark(ctx)
+	if err != nil {
+		return err
+	}
+	if foldedViews > 0 && folded < floor {
+		p.cfg.Logger.Debug().Uint64("ack_floor", floor).Uint64("watermark", folded).Msg("projection feed starts from its watermark, behind the acknowledged position")
+		floor = folded
+	}
 	// State cached by an earlier feed may be ahead of the views if that
 	// feed failed before a flush: start from the views.
 	p.cacheMu.Lock()
@@ -317,6 +332,13 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 				done <- err
 				return
 			}
+			if viewsSeq > 0 {
+				// A restart now starts at most from here: the feed may
+				// skip handed-over events (see runFeed).
+				p.hand.mu.Lock()
+				p.hand.skipping = true
+				p.hand.mu.Unlock()
+			}
 		}
 		if err := feed.Ack(batch); err != nil {
 			done <- err
@@ -429,7 +451,7 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 	if err := p.loadAll(ctx, recs); err != nil {
 		return err
 	}
-	if err := p.heldCovered(recs); err != nil {
+	if err := p.heldCovered(ctx, recs); err != nil {
 		return err
 	}
 	// The registry in force, for the few events whose fold needs one
@@ -476,10 +498,11 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 
 // heldCovered decodes, in place, the records the feed left undecoded
 // (Held) whose handed-over fold the cache no longer holds (the session
-// was evicted in between), and fails when a delivered event was not the
-// one handed over. Only the feed's goroutine evicts, so a record covered
+// was evicted in between), reading from the log those the feed skipped
+// without a delivery, and fails when a delivered event was not the one
+// handed over. Only the feed's goroutine evicts, so a record covered
 // here stays covered until fold has run.
-func (p *Projection) heldCovered(recs []jetstream.Record) error {
+func (p *Projection) heldCovered(ctx context.Context, recs []jetstream.Record) error {
 	p.hand.mu.Lock()
 	err := p.hand.mismatch
 	p.hand.mu.Unlock()
@@ -487,14 +510,42 @@ func (p *Projection) heldCovered(recs []jetstream.Record) error {
 		p.cfg.Logger.Error().Err(err).Msg("projection: a handed-over event is not the log's; starting over from the views")
 		return err
 	}
+	var unread []int // skipped records to read from the log
 	p.cacheMu.RLock()
-	defer p.cacheMu.RUnlock()
 	for i, rec := range recs {
 		if !rec.Held {
 			continue
 		}
 		if st, ok := p.cache.Get(rec.Session); !ok || st.LastSeq < rec.Seq {
+			if rec.Data == nil {
+				unread = append(unread, i)
+				continue
+			}
 			recs[i] = p.log.Decode(rec)
+		}
+	}
+	p.cacheMu.RUnlock()
+	for _, i := range unread {
+		seq := recs[i].Seq
+		found := false
+		err := p.log.ScanRange(ctx, seq, seq, func(r jetstream.Record) error {
+			if r.Seq == seq {
+				recs[i], found = r, true
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read skipped event %d of %q: %w", seq, recs[i].Session, err)
+		}
+		if !found {
+			gap, err := p.readGap(ctx, seq, seq)
+			if err != nil {
+				return err
+			}
+			if len(gap) == 0 {
+				return fmt.Errorf("skipped event %d of %q: not in the log", seq, recs[i].Session)
+			}
+			recs[i] = gap[0]
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
@@ -29,24 +30,44 @@ type Acked struct {
 }
 
 // handed is the events handed over and not yet delivered by the feed, per
-// session, in sequence order.
+// session, in sequence order, and the session of each by sequence (the
+// feed's Skip walks the stream's sequences).
 type handed struct {
 	mu        sync.Mutex
 	bySession map[string][]handedEvent
-	delivered uint64 // highest stream sequence the feed delivered
+	bySeq     map[uint64]string
+	delivered uint64 // highest stream sequence the feed delivered (or skipped)
 	mismatch  error  // a delivered event that was not the one handed over
+	// skipping allows skip to give runs up: set once the feed has written
+	// views and its watermark, from which a restart starts when the
+	// consumer's acknowledged position is ahead of it (see runFeed).
+	skipping bool
 }
 
 type handedEvent struct {
 	seq uint64
 	id  string
+	at  time.Time // when it was handed over
 }
 
 // reset forgets every handed event (a feed starting over from the views).
 func (h *handed) reset() {
 	h.mu.Lock()
-	h.bySession, h.delivered, h.mismatch = nil, 0, nil
+	h.bySession, h.bySeq, h.delivered, h.mismatch, h.skipping = nil, nil, 0, nil, false
 	h.mu.Unlock()
+}
+
+// drop forgets the first n handed events of session, whose list is evs
+// (h.mu held).
+func (h *handed) drop(session string, evs []handedEvent, n int) {
+	for _, e := range evs[:n] {
+		delete(h.bySeq, e.seq)
+	}
+	if n == len(evs) {
+		delete(h.bySession, session)
+	} else {
+		h.bySession[session] = evs[n:]
+	}
 }
 
 // held is the feed's FeedConfig.Held: it reports whether the event at seq
@@ -73,19 +94,61 @@ func (h *handed) held(session string, seq uint64, msgID string) bool {
 	if ok {
 		i++
 	}
-	if i == len(evs) {
-		delete(h.bySession, session)
-	} else {
-		h.bySession[session] = evs[i:]
-	}
+	h.drop(session, evs, i)
 	return ok
+}
+
+// skip is the feed's FeedConfig.Skip: it gives up the run of handed
+// events at from, from+1, ... (at most limit), as records the fold takes
+// as held, and otherwise reports the lowest handed sequence above from.
+// The records carry no data: the log acknowledged each at its sequence
+// with its id, and Handoff folded it already.
+func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.skipping || len(h.bySeq) == 0 {
+		return nil, 0
+	}
+	for seq := from; len(run) < limit; seq++ {
+		session, ok := h.bySeq[seq]
+		if !ok {
+			break
+		}
+		evs := h.bySession[session]
+		i := 0
+		for i < len(evs) && evs[i].seq < seq {
+			i++ // stale (see held)
+		}
+		if i == len(evs) || evs[i].seq != seq {
+			h.drop(session, evs, i)
+			delete(h.bySeq, seq)
+			break
+		}
+		if run == nil {
+			run = make([]jetstream.Record, 0, min(limit, len(h.bySeq)))
+		}
+		run = append(run, jetstream.Record{Seq: seq, Session: session, Time: evs[i].at, MsgID: evs[i].id, Held: true})
+		h.drop(session, evs, i+1)
+	}
+	if len(run) > 0 {
+		h.delivered = max(h.delivered, run[len(run)-1].Seq)
+		return run, 0
+	}
+	for seq := range h.bySeq {
+		if seq > from && (next == 0 || seq < next) {
+			next = seq
+		}
+	}
+	return nil, next
 }
 
 // forget drops the handed events of a session (evicted from the cache:
 // the feed must decode them when they come).
 func (h *handed) forget(session string) {
 	h.mu.Lock()
-	delete(h.bySession, session)
+	if evs := h.bySession[session]; len(evs) > 0 {
+		h.drop(session, evs, len(evs))
+	}
 	h.mu.Unlock()
 }
 
@@ -141,13 +204,16 @@ func (p *Projection) Handoff(a Acked) bool {
 	}
 	if p.hand.bySession == nil {
 		p.hand.bySession = make(map[string][]handedEvent)
+		p.hand.bySeq = make(map[uint64]string)
 	}
+	now := time.Now()
 	for i, env := range a.Events {
 		seq := a.First + uint64(i)
 		if err := st.ApplyStored(aggregate.Stored{Seq: seq, MsgID: env.ID, Envelope: env}); err != nil {
 			p.report(jetstream.Record{Seq: seq, Session: a.Session, MsgID: env.ID, Envelope: env}, err)
 		}
-		p.hand.bySession[a.Session] = append(p.hand.bySession[a.Session], handedEvent{seq: seq, id: env.ID})
+		p.hand.bySession[a.Session] = append(p.hand.bySession[a.Session], handedEvent{seq: seq, id: env.ID, at: now})
+		p.hand.bySeq[seq] = a.Session
 	}
 	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,11 +158,18 @@ func TestHandoffCrashBeforeViewWrite(t *testing.T) {
 // by session, stream sequence and Nats-Msg-Id; an event at a handed
 // sequence that is not the one handed over stops the feed
 // (ErrHandoffMismatch), which starts again from the views and folds the
-// log's event: the view is the log's, not the writer's.
+// log's event: the view is the log's, not the writer's. (A paced feed
+// delivers no handed event it can skip: it takes the log's
+// acknowledgement, which the handoff carries, as the check. This feed is
+// a standing pull, which delivers every event.)
 func TestHandoffMismatchFoldsTheLog(t *testing.T) {
 	srv := natstest.Server(t)
 	e := open(t, srv.ClientURL())
-	p, _ := start(t, e.log)
+	p, err := projection.Open(context.Background(), e.log, projection.Config{Pace: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFor(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ar, _ := handAppend(t, e.log, p, "mm", events.ToolDisabled{Name: "bash"})
@@ -193,4 +201,92 @@ func TestHandoffMismatchFoldsTheLog(t *testing.T) {
 		t.Fatalf("view disables %s, want the log's [bash read_file]", got)
 	}
 	assertViewsEqualFold(t, p, e.log)
+}
+
+// blockingViews holds every view write, once block is set, until its
+// context ends: a projection whose flush never completes.
+type blockingViews struct {
+	projection.ViewStore
+	block atomic.Bool
+}
+
+func (b *blockingViews) PutAllSeq(ctx context.Context, puts []jetstream.Put) ([]uint64, error) {
+	if b.block.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.ViewStore.PutAllSeq(ctx, puts)
+}
+
+// #28: the paced feed skips the events a writer handed over (no
+// delivery) and moves the consumer past them, which acknowledges them
+// before their views are written. A crash then (the consumer's
+// acknowledged position past the events, the watermark and the views
+// behind them) loses nothing: a new projection on the same durable starts
+// from the watermark and folds them from the log.
+func TestHandoffSkipCrashBeforeViewWrite(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The crashing projection has its own connection.
+	c := open(t, srv.ClientURL())
+	p, err := projection.Open(ctx, c.log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := &blockingViews{}
+	projection.WrapViews(p, func(v projection.ViewStore) projection.ViewStore { views.ViewStore = v; return views })
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	defer func() { rcancel(); <-done }()
+	// A first window written (views and watermark): the feed may skip.
+	ar, _ := handAppend(t, e.log, p, "crash2", events.ToolDisabled{Name: "bash"})
+	if err := p.WaitApplied(ctx, ar.Last); err != nil {
+		t.Fatal(err)
+	}
+	views.block.Store(true)
+	var want, last uint64
+	for i := range 20 {
+		ar, ok := handAppend(t, e.log, p, "crash2", events.ToolDisabled{Name: fmt.Sprintf("t%02d", i)})
+		if ok {
+			want++
+		}
+		last = ar.Last
+	}
+	if want != 20 {
+		t.Fatalf("%d of 20 handoffs taken", want)
+	}
+	cons, err := e.log.JetStream().Consumer(ctx, e.log.StreamName(), projection.DefaultDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.AckFloor.Stream < last {
+			return fmt.Errorf("consumer acknowledged up to %d, want the skipped events up to %d", info.AckFloor.Stream, last)
+		}
+		return nil
+	})
+	folded, _, err := p.Meta().Watermark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folded >= last {
+		t.Fatalf("watermark at %d: the views of the events up to %d were written: the test does not crash where it should", folded, last)
+	}
+	c.nc.Close() // the crash: nothing more reaches the server
+	p2, _ := start(t, e.log)
+	if err := p2.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	v, err := unran(t, e.log).Read(ctx, "crash2", projection.ReadOptions{})
+	if err != nil || v.LastSeq != last || len(v.Intent.Disabled) != 21 {
+		t.Fatalf("view of crash2 after the restart: seq %d, %d disabled (%v): want seq %d, 21 disabled", v.LastSeq, len(v.Intent.Disabled), err, last)
+	}
+	assertViewsEqualFold(t, unran(t, e.log), e.log)
 }
