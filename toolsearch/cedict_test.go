@@ -10,21 +10,9 @@ import (
 // headword, one line a headword, each found by the binary search, with
 // the stemmed terms of its English glosses.
 func TestCedictTable(t *testing.T) {
-	lines := strings.Split(strings.TrimSuffix(cedictTable, "\n"), "\n")
-	if len(lines) < 50000 {
-		t.Fatalf("CC-CEDICT table holds %d words, want tens of thousands", len(lines))
-	}
-	prev := ""
-	for _, l := range lines {
-		k := lineKey(l)
-		if k <= prev {
-			t.Fatalf("table line %q after %q: want headwords sorted and distinct", k, prev)
-		}
-		prev = k
-		if got := tableLine(cedictTable, k); got != l[len(k):] {
-			t.Fatalf("tableLine(%q) = %q, want %q", k, got, l[len(k):])
-		}
-		if n := len([]rune(k)); n > maxCedictWord || !hasCJK(k) {
+	checkTable(t, "CC-CEDICT", cedictTable, 50000)
+	for _, l := range strings.Split(strings.TrimSuffix(cedictTable, "\n"), "\n") {
+		if k := lineKey(l); len([]rune(k)) > maxCedictWord || !hasCJK(k) {
 			t.Fatalf("headword %q: want 1 to %d Chinese characters", k, maxCedictWord)
 		}
 	}

@@ -11,21 +11,7 @@ import (
 // synonyms, derivations, an irregular form's lemma (mice, from noun.exc)
 // and the words of a definition, all weighted below the general lexicon.
 func TestWordNetTable(t *testing.T) {
-	lines := strings.Split(strings.TrimSuffix(wordnetTable, "\n"), "\n")
-	if len(lines) < 10000 {
-		t.Fatalf("WordNet table holds %d terms, want tens of thousands", len(lines))
-	}
-	prev := ""
-	for _, l := range lines {
-		k := lineKey(l)
-		if k <= prev {
-			t.Fatalf("table line %q after %q: want terms sorted and distinct", k, prev)
-		}
-		prev = k
-		if got := wordnetLine(k); got != l[len(k):] {
-			t.Fatalf("wordnetLine(%q) = %q, want %q", k, got, l[len(k):])
-		}
-	}
+	checkTable(t, "WordNet", wordnetTable, 10000)
 	for _, absent := range []string{"", "0", "aaaa", "zzzzzzzz", "apprisez"} {
 		if got := wordnetLine(absent); got != "" {
 			t.Errorf("wordnetLine(%q) = %q, want nothing", absent, got)
@@ -84,5 +70,26 @@ func TestWordNetExpansion(t *testing.T) {
 	defer func() { wordnetOn = true }()
 	if off := ix.Keyword("apprise", 3, nil); len(off) != 0 {
 		t.Errorf("apprise without WordNet: %v, want no hits", off)
+	}
+}
+
+// checkTable checks an embedded table of lines "key rest": at least min
+// lines, keys sorted and distinct, and every line found by tableLine.
+func checkTable(t *testing.T, name, table string, min int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(lines) < min {
+		t.Fatalf("%s table holds %d lines, want at least %d", name, len(lines), min)
+	}
+	prev := ""
+	for _, l := range lines {
+		k := lineKey(l)
+		if k <= prev {
+			t.Fatalf("%s table line %q after %q: want keys sorted and distinct", name, k, prev)
+		}
+		prev = k
+		if got := tableLine(table, k); got != l[len(k):] {
+			t.Fatalf("%s: tableLine(%q) = %q, want %q", name, k, got, l[len(k):])
+		}
 	}
 }

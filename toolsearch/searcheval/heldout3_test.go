@@ -1,7 +1,6 @@
 package searcheval
 
 import (
-	"encoding/json"
 	"testing"
 )
 
@@ -15,53 +14,7 @@ func TestHeldOut3Loads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var meta map[string]struct {
-		Tools int `json:"tools"`
-	}
-	b, err := files3.ReadFile("testdata/mcp3/servers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
-	if len(servers) != len(meta) {
-		t.Fatalf("%d server files, servers.json lists %d", len(servers), len(meta))
-	}
-	old, err := Servers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old2, err := HeldOutServers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken := map[string]bool{}
-	for _, s := range append(old, old2...) {
-		taken[s.Name] = true
-	}
-	names := map[string]bool{}
-	for _, s := range servers {
-		if taken[s.Name] {
-			t.Errorf("server %s is already in mcp or mcp2", s.Name)
-		}
-		if m, ok := meta[s.Name]; !ok || m.Tools != len(s.Tools) || s.Description == "" {
-			t.Errorf("server %s: servers.json entry %+v, %d tools in file", s.Name, m, len(s.Tools))
-		}
-		for _, tool := range s.Tools {
-			n := ToolName(s.Name, tool.Name)
-			if names[n] {
-				t.Errorf("duplicate tool %s", n)
-			}
-			names[n] = true
-			var schema struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(tool.InputSchema, &schema); err != nil || schema.Type != "object" || tool.Description == "" {
-				t.Errorf("tool %s: schema type %q (%v), description %q", n, schema.Type, err, tool.Description)
-			}
-		}
-	}
+	names := checkServers(t, files3, "testdata/mcp3", servers, Servers, HeldOutServers)
 	docs, err := HeldOut3Docs()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package searcheval
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -18,51 +17,7 @@ func TestHeldOut4Loads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var meta map[string]struct {
-		Tools int `json:"tools"`
-	}
-	b, err := files4.ReadFile("testdata/mcp4/servers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
-	if len(servers) != len(meta) {
-		t.Fatalf("%d server files, servers.json lists %d", len(servers), len(meta))
-	}
-	taken := map[string]bool{}
-	for _, load := range []func() ([]Server, error){Servers, HeldOutServers, HeldOut3Servers} {
-		old, err := load()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range old {
-			taken[s.Name] = true
-		}
-	}
-	names := map[string]bool{}
-	for _, s := range servers {
-		if taken[s.Name] {
-			t.Errorf("server %s is already in mcp, mcp2 or mcp3", s.Name)
-		}
-		if m, ok := meta[s.Name]; !ok || m.Tools != len(s.Tools) || s.Description == "" {
-			t.Errorf("server %s: servers.json entry %+v, %d tools in file", s.Name, m, len(s.Tools))
-		}
-		for _, tool := range s.Tools {
-			n := ToolName(s.Name, tool.Name)
-			if names[n] {
-				t.Errorf("duplicate tool %s", n)
-			}
-			names[n] = true
-			var schema struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(tool.InputSchema, &schema); err != nil || schema.Type != "object" || tool.Description == "" {
-				t.Errorf("tool %s: schema type %q (%v), description %q", n, schema.Type, err, tool.Description)
-			}
-		}
-	}
+	names := checkServers(t, files4, "testdata/mcp4", servers, Servers, HeldOutServers, HeldOut3Servers)
 	docs, err := HeldOut4Docs()
 	if err != nil {
 		t.Fatal(err)
