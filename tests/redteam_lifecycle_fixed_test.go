@@ -91,8 +91,13 @@ func TestRedteamLifecycleFixedForgedSnapshotNotPurged(t *testing.T) {
 	}
 }
 
-// #30 red-team 3: a purge interrupted by SIGKILL between the snapshot and
-// the purge is finished by retention's next pass (the built binary).
+// #30 red-team 3: the built binary compacting an idle session (retention
+// compact) is killed with SIGKILL the moment its audit record of the
+// compaction appears, that is after the snapshot's append and before the
+// purge. Restarted without retention it serves the session's state from
+// the history and the snapshot; restarted with retention its next pass
+// finishes the purge (a raw read finds the snapshot alone) with the same
+// state; and an engine rebuild afterwards folds to it too.
 func TestRedteamLifecycleFixedRetentionFinishesPurgeBinary(t *testing.T) {
 	dir := t.TempDir()
 	retain := []string{"--retain-idle", "90d", "--retain-action", "compact", "--retain-tick", "200ms"}
@@ -128,8 +133,10 @@ func TestRedteamLifecycleFixedRetentionFinishesPurgeBinary(t *testing.T) {
 	nc = natstest.Connect(t, p.NATSURL, p.natsAuth(t))
 	n := len(rawSubject(t, nc, "tools.events.dormant"))
 	t.Logf("after the kill the subject holds %d messages", n)
-	if n != 5 {
-		t.Errorf("killed after the audit record: the subject holds %d messages, want the 4 events and the snapshot", n)
+	if n != 5 && n != 1 {
+		// 5: killed before the purge (the usual case); 1: the purge
+		// request left before the SIGKILL landed.
+		t.Errorf("killed after the audit record: the subject holds %d messages, want the 4 events and the snapshot (or the snapshot alone)", n)
 	}
 	check(p, "after the kill")
 	p.Stop(t)

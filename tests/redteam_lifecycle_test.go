@@ -18,7 +18,6 @@ import (
 
 	"github.com/toolintent/engine/actor"
 	"github.com/toolintent/engine/aggregate"
-	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
@@ -527,62 +526,6 @@ func TestRedteamLifecycleSnapshotGrantsNeverWiden(t *testing.T) {
 			t.Errorf("grant claimed on %s, turn on %s: call-check bash %+v, want %s", c.grantOn, c.turnOn, cc, c.want)
 		}
 	}
-}
-
-// #30 red-team: the built binary compacting an idle session (retention
-// compact) is killed with SIGKILL the moment its audit record of the
-// compaction appears, that is after the snapshot's append and before the
-// purge. Restarted without retention it serves the session's state from
-// the history and the snapshot; restarted with retention it finishes the
-// purge (a raw read finds the snapshot alone) with the same state; and an
-// engine rebuild afterwards folds to it too.
-func TestRedteamLifecycleKillBetweenSnapshotAndPurgeBinary(t *testing.T) {
-	dir := t.TempDir()
-	retain := []string{"--retain-idle", "90d", "--retain-action", "compact", "--retain-tick", "200ms"}
-	p := startEngine(t, dir, retain...)
-	ctx := rtlCtx(t)
-	watch := natstest.Connect(t, p.NATSURL, p.adminAuth(t), nats.NoReconnect())
-	killed := make(chan struct{})
-	if _, err := watch.Subscribe("tools.audit.compact.dormant", func(*nats.Msg) {
-		p.Kill()
-		close(killed)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t), nats.NoReconnect())
-	publishAgedLog(t, nc, "dormant", time.Now().Add(-200*24*time.Hour),
-		events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "bash"}, events.WebSearchSet{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "grep"})
-	select {
-	case <-killed:
-	case <-ctx.Done():
-		t.Fatal("no compaction audit record")
-	}
-	check := func(p *engineProc, when string) {
-		t.Helper()
-		v, err := p.GoClient("web").Intent(ctx, client.IntentRequest{Session: "dormant"})
-		if err != nil || strings.Join(v.Intent.Disabled, ",") != "bash,grep" || v.Intent.WebSearch == nil || !*v.Intent.WebSearch || v.Rejected != 0 {
-			t.Errorf("%s: dormant %+v %v, want disabled bash,grep, web_search on, nothing rejected", when, v, err)
-		}
-	}
-	p = startEngine(t, dir)
-	nc = natstest.Connect(t, p.NATSURL, p.natsAuth(t))
-	n := len(rawSubject(t, nc, "tools.events.dormant"))
-	t.Logf("after the kill the subject holds %d messages", n)
-	if n != 5 && n != 1 {
-		// 5: killed before the purge (the usual case); 1: the purge
-		// request left before the SIGKILL landed.
-		t.Errorf("killed after the audit record: the subject holds %d messages, want the 4 events and the snapshot (or the snapshot alone)", n)
-	}
-	check(p, "after the kill")
-	p.Stop(t)
-	if out, _, err := runEngine(t, "rebuild", "--data", dir); err != nil {
-		t.Fatalf("engine rebuild: %v\n%s", err, out)
-	}
-	p = startEngine(t, dir)
-	check(p, "after a rebuild")
 }
 
 // #30 red-team: in encrypt mode, after a compaction: history of the
