@@ -410,7 +410,19 @@ func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.
 			return out, nil
 		}
 		if wait > time.Second {
-			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1))
+			// Direct gets are answered by any replica, and one that lags
+			// after a failover or a partition answers "nothing more" for
+			// events the leader holds: ask the leader before calling them
+			// lost (#28: a 3-node cluster under load, a node healed from a
+			// partition, read 256 of 1,426 for seconds).
+			full, err := p.readGapLeader(ctx, from, to, out)
+			if err == nil {
+				return full, nil
+			}
+			if !errors.Is(err, jetstream.ErrNotStored) {
+				return nil, err // no leader to ask now: the feed starts over, nothing is marked lost
+			}
+			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable, and the stream leader lacks some too: %v): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -418,6 +430,31 @@ func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.
 		case <-time.After(wait):
 		}
 	}
+}
+
+// readGapLeader completes out (the records of [from, to] the direct gets
+// read, in order) with the missing ones read from the stream's leader,
+// and returns all of [from, to] in order; ErrNotStored (wrapped) when the
+// leader lacks one too.
+func (p *Projection) readGapLeader(ctx context.Context, from, to uint64, out []jetstream.Record) ([]jetstream.Record, error) {
+	full := make([]jetstream.Record, 0, to-from+1)
+	k := 0
+	for seq := from; seq <= to; seq++ {
+		for k < len(out) && out[k].Seq < seq {
+			k++
+		}
+		if k < len(out) && out[k].Seq == seq {
+			full = append(full, out[k])
+			continue
+		}
+		r, err := p.log.ReadLeader(ctx, seq)
+		if err != nil {
+			return nil, err
+		}
+		full = append(full, r)
+	}
+	p.cfg.Logger.Info().Uint64("from", from).Uint64("to", to).Int("from_leader", len(full)-len(out)).Msg("projection: a replica's reads came up short; read the rest from the stream leader")
+	return full, nil
 }
 
 // erasedGap reports whether every sequence of [from, to] missing from out
