@@ -529,13 +529,15 @@ type RegistryImpact struct {
 // RegistryDiff compares a candidate registry (To) with the live one
 // (From): AllHashesChange when the registry versions differ
 // (every contract hash changes); Presets and Profiles whose expansion
-// changes.
+// changes; Embeddings, the tools whose search embedding alone differs
+// (no contract change).
 type RegistryDiff struct {
 	From            string       `json:"from"`
 	To              string       `json:"to"`
 	Added           []string     `json:"added,omitempty"`
 	Removed         []string     `json:"removed,omitempty"`
 	Changed         []ToolChange `json:"changed,omitempty"`
+	Embeddings      []string     `json:"embeddings,omitempty"`
 	AllHashesChange bool         `json:"all_hashes_change"`
 	PolicyFrom      string       `json:"policy_from,omitempty"`
 	PolicyTo        string       `json:"policy_to,omitempty"`
