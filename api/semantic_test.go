@@ -95,6 +95,15 @@ func TestToolSearchQueryVector(t *testing.T) {
 		if d, err := c.Dispatch(ctx, s, service.ProviderAnthropicEngine); err != nil || slices.Contains(d.Provider, "send_message") {
 			t.Errorf("a refused search loaded tools: %v, %v", d.Provider, err)
 		}
+		// A query that is exactly a tool's name ranks it first, with or
+		// without a vector, and the reply encodes (its score was +Inf,
+		// which JSON cannot carry: a 500 before).
+		for _, v := range [][]float32{nil, vec} {
+			r, err := discoverVec(t, c, s, `{"query":"enter_plan_mode"}`, v)
+			if err != nil || len(r.Matches) == 0 || r.Matches[0].Name != "enter_plan_mode" || len(r.Tools) == 0 || r.Tools[0].Name != "enter_plan_mode" {
+				t.Errorf("exact name, vector %v: %+v, %v", v, r.Matches, err)
+			}
+		}
 		// The model's own input cannot carry a vector.
 		_, err = discoverVec(t, c, s, `{"query":"x","query_vector":[0,0,0,1]}`, nil)
 		asAPIError(t, err, http.StatusBadRequest, CodeInvalid)

@@ -261,7 +261,9 @@ type Match struct {
 	Name string `json:"name"`
 	// Via is "query" or "regex".
 	Via string `json:"via"`
-	// Score is the ranking score within its search.
+	// Score is the ranking score within its search; a query that is
+	// exactly the tool's name scores math.MaxFloat64 (the index ranks it
+	// +Inf, which JSON cannot carry).
 	Score float64 `json:"score"`
 	// Weak marks a query match below ConfidentShare of the best one: it
 	// is listed, not loaded.

@@ -179,3 +179,18 @@ func TestSemanticSearchRefusesBadVectors(t *testing.T) {
 		t.Errorf("model input with a vector: %v, want it refused as an unknown field", err)
 	}
 }
+
+// #27: a query that is exactly a tool's name ranks it first, fused or
+// not, and its match encodes as JSON (the index scores it +Inf).
+func TestExactNameMatchEncodes(t *testing.T) {
+	reg := embeddedRegistry(t, semanticVectors)
+	for _, vec := range [][]float32{nil, messageVector} {
+		res, err := FreezeIndexed(1, resolve(t, reg, defaultSession()), nil, IndexFor(reg)).Search(SearchRequest{Query: "enter_plan_mode", QueryVector: vec})
+		if err != nil || len(res.Matches) == 0 || res.Matches[0].Name != "enter_plan_mode" || res.Loaded[0] != "enter_plan_mode" {
+			t.Fatalf("vector %v: %+v, %v", vec, res, err)
+		}
+		if _, err := json.Marshal(res.Matches); err != nil {
+			t.Errorf("vector %v: matches do not encode: %v", vec, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package deferral
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -318,7 +319,7 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 			}
 			seen[h.Name] = struct{}{}
 			matched++
-			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: h.Score, Weak: isWeak[j]})
+			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: min(h.Score, math.MaxFloat64), Weak: isWeak[j]})
 			if isWeak[j] {
 				weak = append(weak, h.Name)
 				continue
