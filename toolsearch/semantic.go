@@ -63,13 +63,31 @@ func (ix *Index) Semantic(vec []float32, k int, f *Filter) []Hit {
 		if v == nil || !f.Has(i) {
 			continue
 		}
-		var dot float64
-		for j, x := range v {
-			dot += float64(x) * float64(q[j])
+		dot := dotProduct(v, q)
+		if len(top) == k && !better(Hit{Name: ix.names[i], Score: dot}, top[k-1]) {
+			continue // not in the best k: skip offer's scan
 		}
 		top = ix.offer(top, k, Hit{Name: ix.names[i], Score: dot, doc: int32(i)})
 	}
 	return top
+}
+
+// dotProduct returns the dot product of two vectors of the same length,
+// summed in float64 over four lanes in a fixed order (deterministic).
+func dotProduct(v, q []float32) float64 {
+	q = q[:len(v)]
+	var s0, s1, s2, s3 float64
+	j := 0
+	for ; j+4 <= len(v); j += 4 {
+		s0 += float64(v[j]) * float64(q[j])
+		s1 += float64(v[j+1]) * float64(q[j+1])
+		s2 += float64(v[j+2]) * float64(q[j+2])
+		s3 += float64(v[j+3]) * float64(q[j+3])
+	}
+	for ; j < len(v); j++ {
+		s0 += float64(v[j]) * float64(q[j])
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // Fusion parameters of Fused.
