@@ -3,7 +3,9 @@ package resolver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -211,4 +213,43 @@ func mergeVecs(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// #27: any embedding text either fails the load with ErrInvalidRegistry
+// or loads as 1 to 4096 finite numbers, not all zero, whose canonical
+// form is a load/marshal fixed point.
+func FuzzEmbedding(f *testing.F) {
+	for _, s := range []string{`[1,0,0]`, `[0.1,-2.5e-3,1E2,0.30000001]`, `[]`, `[0,0]`, `[1e39]`, `[1e-46,1]`, `[-0,1]`, `"x"`, `null`, `[1,"a"]`, `[[1]]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, emb string) {
+		doc := `{"version":"v1","tools":[{"name":"tool_search","description":"Loads tools.","parameters":{"type":"object"},"embedding":` + emb +
+			`},{"name":"grep","description":"Greps.","parameters":{"type":"object"},"embedding":[1,2]}],"default_tools":["tool_search","grep"]}`
+		r, err := Load([]byte(doc))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidRegistry) {
+				t.Fatalf("error %v is not ErrInvalidRegistry", err)
+			}
+			return
+		}
+		ts, _ := r.Tool(ToolSearch)
+		zero := true
+		for _, x := range ts.Embedding {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("loaded a non-finite number: %v", ts.Embedding)
+			}
+			zero = zero && x == 0
+		}
+		if ts.Embedding != nil && (zero || len(ts.Embedding) > MaxEmbeddingDim) {
+			t.Fatalf("loaded embedding %v", ts.Embedding)
+		}
+		m1, _ := r.MarshalJSON()
+		r2, err := Load(m1)
+		if err != nil {
+			t.Fatalf("canonical form does not load: %v\n%s", err, m1)
+		}
+		if m2, _ := r2.MarshalJSON(); !bytes.Equal(m1, m2) {
+			t.Fatalf("not a fixed point:\n%s\n%s", m1, m2)
+		}
+	})
 }
