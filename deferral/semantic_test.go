@@ -194,3 +194,24 @@ func TestExactNameMatchEncodes(t *testing.T) {
 		}
 	}
 }
+
+// #27, #26 item 4: a fused search never returns or loads an excluded
+// (disabled) tool; the nearest tool by vector among the others loads.
+func TestSemanticSearchSkipsExcluded(t *testing.T) {
+	reg := embeddedRegistry(t, semanticVectors)
+	for _, idx := range []*Index{nil, IndexFor(reg)} {
+		turn := FreezeIndexed(1, resolve(t, reg, defaultSession()), nil, idx)
+		res, err := turn.SearchExcluding(SearchRequest{Query: paraphrase, QueryVector: []float32{0.3, 0, 0.2, 1}}, []string{"send_message"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res.Matches {
+			if m.Name == "send_message" {
+				t.Errorf("index %v: excluded send_message matched: %+v", idx != nil, res.Matches)
+			}
+		}
+		if !slices.Equal(res.Loaded, []string{"playwright_browser"}) {
+			t.Errorf("index %v: loaded %v, want playwright_browser, the nearest not excluded", idx != nil, res.Loaded)
+		}
+	}
+}
