@@ -180,6 +180,14 @@ a timeout of your own.
 | ` + "`max_results`" + ` | integer | the most tools ` + "`query`" + ` and ` + "`regex`" + ` load together (default ` + strconv.Itoa(deferral.DefaultMaxResults) + `) |
 
 Any other field is ` + "`invalid`" + ` (400), e.g. ` + "`{\"input\":{\"query\":\"browser screenshot\",\"max_results\":3}}`" + `.
+
+Beside ` + "`input`" + `, a backend whose registry carries tool embeddings (each tool's
+` + "`embedding`" + `, from the operator's embedding model) may send ` + "`query_vector`" + `: the query's
+embedding from the same model, an array of numbers. The query then ranks by keywords and
+vector fused (reciprocal rank fusion), deterministically; the model never writes it. A
+vector of another dimension than the tools' embeddings, or with all zeros, is ` + "`invalid`" + `
+(400, naming both dimensions); against a registry without embeddings it is unused and the
+reply's ` + "`note`" + ` says so.
 `
 
 // readOnlyList names the operations a read-only token may call, in the

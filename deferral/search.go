@@ -59,6 +59,15 @@ type SearchRequest struct {
 	// MaxResults caps the tools Query and Regex load together; 0 means
 	// DefaultMaxResults.
 	MaxResults int `json:"max_results,omitempty"`
+	// QueryVector is Query's embedding, from the model that embedded the
+	// registry's tools (issue #27's optional semantic path). It is not
+	// part of the model's tool_search input (ParseSearchInput refuses it):
+	// the backend that intercepts the call adds it. With it, and tools
+	// that carry embeddings, Query ranks by reciprocal rank fusion of the
+	// keyword and the vector ranking (toolsearch.Index.Fused). It must
+	// have the dimension of the tools' embeddings, finite numbers, not
+	// all zero; without tool embeddings it is unused, with a Note.
+	QueryVector []float32 `json:"query_vector,omitempty"`
 }
 
 // Validate checks the request against the bounds of the tool_search
@@ -80,6 +89,32 @@ func (r SearchRequest) Validate() error {
 	}
 	if r.MaxResults < 0 || r.MaxResults > MaxMaxResults {
 		return fmt.Errorf("%w: max_results is %d, want 1 to %d", ErrInvalidSearch, r.MaxResults, MaxMaxResults)
+	}
+	if len(r.QueryVector) > resolver.MaxEmbeddingDim {
+		return fmt.Errorf("%w: query_vector has %d numbers, at most %d allowed", ErrInvalidSearch, len(r.QueryVector), resolver.MaxEmbeddingDim)
+	}
+	return queryVectorError(r.QueryVector, 0)
+}
+
+// queryVectorError checks a query vector against tool embeddings of
+// dimension dim (0: any dimension): the same dimension, finite numbers,
+// not all zero. The error wraps ErrInvalidSearch.
+func queryVectorError(vec []float32, dim int) error {
+	if len(vec) == 0 {
+		return nil
+	}
+	if dim > 0 && len(vec) != dim {
+		return fmt.Errorf("%w: query_vector has %d numbers, but this registry's tool embeddings have %d; embed the query with the model that embedded the tools", ErrInvalidSearch, len(vec), dim)
+	}
+	zero := true
+	for i, x := range vec {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("%w: query_vector[%d] is %v, want a finite number", ErrInvalidSearch, i, x)
+		}
+		zero = zero && x == 0
+	}
+	if zero {
+		return fmt.Errorf("%w: query_vector is all zeros, a vector with no direction; embed the query", ErrInvalidSearch)
 	}
 	return nil
 }
@@ -226,7 +261,9 @@ type Match struct {
 	Name string `json:"name"`
 	// Via is "query" or "regex".
 	Via string `json:"via"`
-	// Score is the ranking score within its search.
+	// Score is the ranking score within its search; a query that is
+	// exactly the tool's name scores math.MaxFloat64 (the index ranks it
+	// +Inf, which JSON cannot carry).
 	Score float64 `json:"score"`
 	// Weak marks a query match below ConfidentShare of the best one: it
 	// is listed, not loaded.
@@ -314,11 +351,12 @@ func NewIndex(tools []resolver.Tool, prev *Index) *Index {
 }
 
 // docsOf turns tools into search documents; a namespaced tool's context is
-// its namespace's description.
+// its namespace's description, and a tool's embedding is its vector
+// (#27).
 func docsOf(tools []resolver.Tool, namespaces []resolver.Namespace) []toolsearch.Doc {
 	docs := make([]toolsearch.Doc, len(tools))
 	for i := range tools {
-		docs[i] = toolsearch.Doc{Name: tools[i].Name, Description: tools[i].Description, Parameters: tools[i].Parameters}
+		docs[i] = toolsearch.Doc{Name: tools[i].Name, Description: tools[i].Description, Parameters: tools[i].Parameters, Vector: tools[i].Embedding}
 		if ns, _, ok := resolver.NamespaceOf(tools[i].Name); ok {
 			if j, found := slices.BinarySearchFunc(namespaces, ns, func(n resolver.Namespace, name string) int { return strings.Compare(n.Name, name) }); found {
 				docs[i].Context = namespaces[j].Description

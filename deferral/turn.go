@@ -2,6 +2,7 @@ package deferral
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -220,6 +221,25 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	if err := req.Validate(); err != nil {
 		return SearchResult{}, err
 	}
+	var vectorNote string
+	if len(req.QueryVector) > 0 {
+		// #27: a query vector of another dimension than the tools'
+		// embeddings is refused before anything loads; without tool
+		// embeddings, or without a query, it is unused and said so.
+		ix, _ := t.searchIndex()
+		dim := t.embeddingDim(ix)
+		switch {
+		case dim == 0:
+			vectorNote = "this registry carries no tool embeddings; ranked by keywords"
+		case !ix.HasVectors():
+			vectorNote = "no deferred tool of this turn carries an embedding; ranked by keywords"
+		case req.Query == "":
+			vectorNote = "query_vector ranks a query only; it was not used"
+		}
+		if err := queryVectorError(req.QueryVector, dim); err != nil {
+			return SearchResult{}, err
+		}
+	}
 	isExcluded := func(name string) bool {
 		_, found := slices.BinarySearch(excluded, name)
 		return found
@@ -252,11 +272,20 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 		var via []string
 		var isWeak []bool
 		if req.Query != "" {
-			qh := withoutExcluded(ix.Keyword(req.Query, k+len(excluded), filter), isExcluded)
-			for j, h := range qh {
+			var qh []toolsearch.Hit
+			if len(req.QueryVector) > 0 && ix.HasVectors() {
+				var weakQ []bool
+				qh, weakQ = fusedHits(ix, req, k+len(excluded), filter, isExcluded)
+				isWeak = append(isWeak, weakQ...)
+			} else {
+				qh = withoutExcluded(ix.Keyword(req.Query, k+len(excluded), filter), isExcluded)
+				for j, h := range qh {
+					isWeak = append(isWeak, j > 0 && h.Score < ConfidentShare*qh[0].Score)
+				}
+			}
+			for _, h := range qh {
 				hits = append(hits, h)
 				via = append(via, "query")
-				isWeak = append(isWeak, j > 0 && h.Score < ConfidentShare*qh[0].Score)
 			}
 			if len(qh) == 0 {
 				notes = append(notes, fmt.Sprintf("no deferred tool matched the query %q; try other keywords, or a regex", req.Query))
@@ -290,13 +319,16 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 			}
 			seen[h.Name] = struct{}{}
 			matched++
-			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: h.Score, Weak: isWeak[j]})
+			res.Matches = append(res.Matches, Match{Name: h.Name, Via: via[j], Score: min(h.Score, math.MaxFloat64), Weak: isWeak[j]})
 			if isWeak[j] {
 				weak = append(weak, h.Name)
 				continue
 			}
 			picked = append(picked, i)
 		}
+	}
+	if vectorNote != "" {
+		notes = append(notes, vectorNote)
 	}
 	if len(req.Names) == 0 && req.Query == "" && req.Regex == "" {
 		notes = append(notes, "nothing to search: pass names from the catalog, a query of keywords, or a regex")
@@ -341,6 +373,51 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	}
 	res.Note = strings.Join(notes, "; ")
 	return res, nil
+}
+
+// fusedHits ranks req.Query with req.QueryVector by reciprocal rank
+// fusion (#27), at most k hits admitted by filter and not excluded, and
+// marks each hit weak (listed, not loaded) unless it is the first, a
+// confident keyword match (ConfidentShare of the best keyword score among
+// the hits) or the nearest tool by vector among the hits: fusion scores
+// are close together, so their ratio says nothing about confidence, and
+// a vector ranking ranks every tool that has a vector.
+func fusedHits(ix *toolsearch.Index, req SearchRequest, k int, filter *toolsearch.Filter, excluded func(string) bool) ([]toolsearch.Hit, []bool) {
+	fh := slices.DeleteFunc(ix.FusedRanked(req.Query, req.QueryVector, k, filter), func(h toolsearch.FusedHit) bool { return excluded(h.Name) })
+	bestKW, bestSem := 0.0, 0
+	for _, h := range fh {
+		if h.KeywordRank > 0 && h.KeywordScore > bestKW {
+			bestKW = h.KeywordScore
+		}
+		if h.SemanticRank > 0 && (bestSem == 0 || h.SemanticRank < bestSem) {
+			bestSem = h.SemanticRank
+		}
+	}
+	hits := make([]toolsearch.Hit, len(fh))
+	weak := make([]bool, len(fh))
+	for j, h := range fh {
+		hits[j] = h.Hit
+		confident := j == 0 ||
+			h.KeywordRank > 0 && h.KeywordScore >= ConfidentShare*bestKW ||
+			h.SemanticRank > 0 && h.SemanticRank == bestSem
+		weak[j] = !confident
+	}
+	return hits, weak
+}
+
+// embeddingDim is the dimension of the tool embeddings this turn
+// searches: the search index's, or, when its tools have none, that of
+// any frozen tool (resident ones included); 0 without embeddings.
+func (t *Turn) embeddingDim(ix *toolsearch.Index) int {
+	if d := ix.Dim(); d > 0 {
+		return d
+	}
+	for i := range t.tools {
+		if n := len(t.tools[i].Embedding); n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // withoutExcluded drops the hits of excluded names (in place).

@@ -26,6 +26,13 @@ type RegistryDiff struct {
 	Removed []string `json:"removed,omitempty"`
 	// Changed are the tools of both whose contract bytes differ.
 	Changed []ToolChange `json:"changed,omitempty"`
+	// Embeddings are the tools of both whose embedding (issue #27's
+	// semantic path) is added, removed or changed, in the candidate's
+	// order. An embedding only ranks tool_search queries that carry a
+	// vector: it is not part of the contract, so these tools change no
+	// contract hash, tools prefix or checkpoint; the registry is still
+	// another one, to push.
+	Embeddings []string `json:"embeddings,omitempty"`
 	// AllHashesChange is true when the registry versions differ: the
 	// version is hashed into every contract hash, so every session's
 	// contract hash changes even where its tools do not. A channel
@@ -59,6 +66,9 @@ func Diff(cur, cand *Registry) RegistryDiff {
 		}
 		if f := changedFields(&old, t); f != nil {
 			d.Changed = append(d.Changed, ToolChange{Name: t.Name, Fields: f})
+		}
+		if !slices.Equal(old.Embedding, t.Embedding) {
+			d.Embeddings = append(d.Embeddings, t.Name)
 		}
 	}
 	for i := range cur.tools {

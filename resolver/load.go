@@ -13,7 +13,7 @@ import (
 const namePatternText = toolname.Pattern
 
 var topLevelKeys = []string{"version", "tools", "namespaces", "default_tools", "resident_tools", "deferred_default_tools", "presets", "profiles", "auto_defer", "catalog_max_tokens", "channel_policy"}
-var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native", "defer"}
+var toolKeys = []string{"name", "description", "parameters", "available", "permission", "native", "defer", "embedding"}
 var nativeKeys = []string{"anthropic", "openai"}
 var profileKeys = []string{"tools", "preset", "allowed"}
 
@@ -22,6 +22,8 @@ type loader struct {
 	problems []error
 	firstAt  map[string]int // tool name -> position in the file's tools array
 	sorted   []int32        // tool indices by name, for pattern expansion
+	embFirst string         // the first tool with an embedding, whose dimension every other must have
+	embDim   int            // that embedding's dimension; 0 before the first
 }
 
 func (l *loader) addf(format string, args ...any) {
@@ -373,6 +375,7 @@ func build(data []byte) (*Registry, error) {
 	// tools changes that channel's contract through them, and a checkpoint's
 	// (name, ToolHash) entries add up to its hash (R20).
 	r.prefix = contractPrefix(r.version)
+	r.embeddingDim = l.embDim
 	r.cache.init()
 	return r, nil
 }

@@ -76,6 +76,9 @@ func (l *loader) tool(r *Registry, i int, tn *jnode) {
 			flag = -1
 		}
 	}
+	if n := tn.get("embedding"); n != nil && n.kind != jNull {
+		t.Embedding = l.embedding(path+".embedding", n, t.Name)
+	}
 	if !nameOK {
 		return
 	}

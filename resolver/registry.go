@@ -51,6 +51,8 @@ type Registry struct {
 
 	policy *Policy // channel_policy (#31); nil without one
 
+	embeddingDim int // the dimension of every tool embedding; 0 when no tool has one
+
 	cache resolveCache
 }
 
@@ -289,6 +291,10 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 			b = append(b, `,"defer":true`...)
 		case -1:
 			b = append(b, `,"defer":false`...)
+		}
+		if len(t.Embedding) > 0 {
+			b = append(b, `,"embedding":`...)
+			b = appendEmbedding(b, t.Embedding)
 		}
 		b = append(b, '}')
 	}

@@ -53,6 +53,13 @@ type Tool struct {
 	// e.g. Anthropic's server web search, OpenAI's web_search). Zero when
 	// the registry does not opt in: the tool renders as a function.
 	Native Native `json:"native,omitzero"`
+	// Embedding is the tool's vector from the operator's embedding model
+	// (issue #27's optional semantic path), nil when the registry gives
+	// none. It only ranks tool_search queries that carry a query vector:
+	// it is not part of the tool's contract (ToolHash), never rendered for
+	// a provider, and not encoded with the tool (only the registry's
+	// canonical form carries it). Shared with the registry: read-only.
+	Embedding []float32 `json:"-"`
 }
 
 // Native is a tool's provider-native forms, each a JSON object in

@@ -39,7 +39,9 @@ type DiscoverResult struct {
 
 // DiscoverRequest is one tool_search call inside the open turn.
 type DiscoverRequest struct {
-	// Search is the model's tool_search input (deferral.ParseSearchInput).
+	// Search is the model's tool_search input (deferral.ParseSearchInput),
+	// with the query's embedding when the backend gives one (#27:
+	// QueryVector, never part of the model's input).
 	Search deferral.SearchRequest
 	// Provider selects the rendering of the view and of Output.
 	Provider string
@@ -61,7 +63,10 @@ type DiscoverRequest struct {
 // froze before it was disabled (#26 item 4): it is reported not found, and
 // a disable stored between the search and its DeferredLoaded makes the
 // engine search again. A keyword query loads only its confident matches
-// (deferral.ConfidentShare), at most max_results.
+// (deferral.ConfidentShare), at most max_results. A query with a query
+// vector, against tools with embeddings, ranks by keywords and vector
+// fused (#27); a vector of another dimension than the embeddings is
+// ErrInvalid.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := e.discover(ctx, session, origin, req)

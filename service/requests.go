@@ -326,6 +326,7 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 	default:
 		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
+	req.QueryVector = r.QueryVector // #27: the backend's embedding of the query, beside the model's input
 	return q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
 }
 

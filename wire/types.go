@@ -112,13 +112,19 @@ type BeginTurnRequest struct {
 // object as it wrote it ({"query":"..."}, {"names":[...]}, {"regex":"..."},
 // "max_results"), or Names alone for a backend that knows them. CallID is
 // the provider's id of the call (OpenAI's native tool search output).
+// QueryVector is the optional embedding of the input's query, from the
+// model that embedded the registry's tools (issue #27): the backend adds
+// it beside the model's input, which never carries one; with tool
+// embeddings the query ranks by keywords and vector fused, otherwise it
+// is unused with a note. Its dimension must be the tools' embeddings'.
 type DiscoverRequest struct {
-	Session  string          `json:"session"`
-	Input    json.RawMessage `json:"input,omitempty"`
-	Names    []string        `json:"names,omitempty"`
-	Provider string          `json:"provider,omitempty"`
-	CallID   string          `json:"call_id,omitempty"`
-	Actor    string          `json:"actor,omitempty"`
+	Session     string          `json:"session"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Names       []string        `json:"names,omitempty"`
+	Provider    string          `json:"provider,omitempty"`
+	CallID      string          `json:"call_id,omitempty"`
+	Actor       string          `json:"actor,omitempty"`
+	QueryVector []float32       `json:"query_vector,omitempty"`
 }
 
 // DispatchRequest asks for the provider request of the open turn.
@@ -529,13 +535,15 @@ type RegistryImpact struct {
 // RegistryDiff compares a candidate registry (To) with the live one
 // (From): AllHashesChange when the registry versions differ
 // (every contract hash changes); Presets and Profiles whose expansion
-// changes.
+// changes; Embeddings, the tools whose search embedding alone differs
+// (no contract change).
 type RegistryDiff struct {
 	From            string       `json:"from"`
 	To              string       `json:"to"`
 	Added           []string     `json:"added,omitempty"`
 	Removed         []string     `json:"removed,omitempty"`
 	Changed         []ToolChange `json:"changed,omitempty"`
+	Embeddings      []string     `json:"embeddings,omitempty"`
 	AllHashesChange bool         `json:"all_hashes_change"`
 	PolicyFrom      string       `json:"policy_from,omitempty"`
 	PolicyTo        string       `json:"policy_to,omitempty"`
