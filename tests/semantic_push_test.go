@@ -104,6 +104,11 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 		d.Changed != nil || d.AllHashesChange || d.DefaultsChange || len(imp.PrefixChanged) != 0 || imp.Checkpoints != 1 || len(imp.CheckpointLosses) != 0 {
 		t.Fatalf("registry diff of embeddings only = %+v", imp)
 	}
+	// The summary names them on its tools line.
+	summary, err := p.runCLI(t, "registry", "diff", file)
+	if err != nil || !strings.Contains(summary, "tools: +0 -0 ~0   embeddings changed: playwright_browser, enter_plan_mode, exit_plan_mode, send_message (search only, no contract change)\n") {
+		t.Errorf("registry diff summary: %v\n%s", err, summary)
+	}
 
 	if out, err := pushRegistry(file, p.NATSURL, p.DataDir); err != nil {
 		t.Fatalf("registry push: %v\n%s", err, out)

@@ -79,6 +79,9 @@ func impactSummary(w io.Writer, imp wire.RegistryImpact) {
 		}
 		tools += "   changed: " + strings.Join(ch, ", ")
 	}
+	if len(d.Embeddings) > 0 {
+		tools += "   embeddings changed: " + strings.Join(d.Embeddings, ", ") + " (search only, no contract change)"
+	}
 	fmt.Fprintln(w, tools)
 	defaults := "unchanged"
 	if d.DefaultsChange {
