@@ -24,7 +24,9 @@ import (
 type FeedConfig struct {
 	// Durable is the consumer name. Required.
 	Durable string
-	// MaxAckPending bounds unacknowledged events. Default 100,000.
+	// MaxAckPending bounds unacknowledged events. Default 400,000: above
+	// a projection's catch-up window (300,000 events), whose events are
+	// acknowledged only after its views are written (#28).
 	MaxAckPending int
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
@@ -95,7 +97,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
 	}
 	if cfg.MaxAckPending == 0 {
-		cfg.MaxAckPending = 100000
+		cfg.MaxAckPending = 400_000
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 30 * time.Second

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
@@ -101,4 +103,78 @@ func lastOf(b *testing.B, l *jetstream.Log, session string) uint64 {
 		b.Fatal(err)
 	}
 	return seq
+}
+
+// BenchmarkReplayWindows is BenchmarkReplay at the size of engine bench's
+// replay step (170,000 events over 10,000 sessions, round-robin), where a
+// replay spans several catch-up windows and each window writes every
+// session's view once: its CPU per event shows what the window bounds
+// cost. The events are published without the engine's conditions (a
+// replay reads them the same way).
+func BenchmarkReplayWindows(b *testing.B) {
+	const sessions, per = 10_000, 17
+	srv := natstest.Server(b)
+	nc := natstest.Connect(b, srv.ClientURL())
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := l.JetStream()
+	for round := range per {
+		for s := range sessions {
+			session := fmt.Sprintf("rw%05d", s)
+			env := events.New(session, "web", "u", events.ToolDisabled{Name: fmt.Sprintf("t%02d", round)})
+			data, err := events.Encode(env)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := nats.NewMsg(l.Subject(session))
+			m.Data = data
+			m.Header.Set("Nats-Msg-Id", env.ID)
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			b.Fatal("publish did not complete")
+		}
+	}
+	last, err := l.LastStreamSeq(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := 0
+	replay := func() {
+		run++
+		p, err := projection.Open(ctx, l, projection.Config{Durable: fmt.Sprintf("rw%03d", run), Bucket: fmt.Sprintf("RW%03d", run)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		err = p.WaitApplied(wctx, last)
+		wcancel()
+		cancel()
+		<-done
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu0 := cpuTime()
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		replay()
+		n++
+	}
+	el := time.Since(start)
+	cpu := cpuTime() - cpu0
+	events := float64(n) * float64(last)
+	b.ReportMetric(events/el.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/events, "cpu-µs/event")
 }
