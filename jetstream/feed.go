@@ -24,7 +24,9 @@ import (
 type FeedConfig struct {
 	// Durable is the consumer name. Required.
 	Durable string
-	// MaxAckPending bounds unacknowledged events. Default 100,000.
+	// MaxAckPending bounds unacknowledged events. Default 400,000: above
+	// a projection's catch-up window (300,000 events), whose events are
+	// acknowledged only after its views are written (#28).
 	MaxAckPending int
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
@@ -95,7 +97,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		return nil, fmt.Errorf("feed: durable name %q must be one token of [A-Za-z0-9_-]", cfg.Durable)
 	}
 	if cfg.MaxAckPending == 0 {
-		cfg.MaxAckPending = 100000
+		cfg.MaxAckPending = 400_000
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 30 * time.Second
@@ -275,19 +277,36 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("subscribe %s: %w", inbox, err)
 	}
-	// The resets' replies: a failed reset leaves the consumer where it
-	// was, which costs only deliveries the consumer drops as folded. A
-	// reply names the consumer's configuration: one reconfigured to send
-	// headers only fails the feed, as a headers-only delivery does (see
-	// NextWithin), since a feed that skips may deliver nothing for long.
+	// The resets' replies. A failed reset leaves the consumer where it
+	// was: it delivers the skipped events again, which the consumer drops
+	// as folded, but its next pulls start behind the cursor, so the feed
+	// stops skipping (a server before 2.14 has no consumer reset, or the
+	// consumer is gone) and pulls whole batches again. A reply names the
+	// consumer's configuration: one reconfigured to send headers only
+	// fails the feed, as a headers-only delivery does (see NextWithin),
+	// since a feed that skips may deliver nothing for long.
+	// A reset that is never answered (a user not allowed to reset: the
+	// server drops the request) stops the skipping after resetTimeout.
+	var (
+		noReset      atomic.Bool
+		unansweredAt time.Time // the first reset sent since the last reply (zero: none); under mu
+	)
 	resetInbox := nc.NewInbox()
 	rsub, err := nc.Subscribe(resetInbox, func(m *nats.Msg) {
+		mu.Lock()
+		unansweredAt = time.Time{}
+		mu.Unlock()
 		var r struct {
+			Error  *jetstream.APIError `json:"error"`
 			Config *struct {
 				HeadersOnly bool `json:"headers_only"`
 			} `json:"config"`
 		}
-		if json.Unmarshal(m.Data, &r) != nil || r.Config == nil || !r.Config.HeadersOnly {
+		if len(m.Data) == 0 || json.Unmarshal(m.Data, &r) != nil || r.Error != nil {
+			noReset.Store(true) // no responders, or refused
+			return
+		}
+		if r.Config == nil || !r.Config.HeadersOnly {
 			return
 		}
 		select {
@@ -309,9 +328,12 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		}
 		_ = nc.PublishRequest(resetSubj, resetInbox, []byte(`{"seq":`+strconv.FormatUint(resetTo, 10)+`}`))
 		resetTo, lastReset = 0, time.Now()
+		if unansweredAt.IsZero() {
+			unansweredAt = lastReset
+		}
 	}
 	pull := func() { // mu held, no pull outstanding
-		if skip == nil {
+		if skip == nil || noReset.Load() {
 			ask(pacedBatch)
 			return
 		}
@@ -364,6 +386,9 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 			if resetTo != 0 && time.Since(lastReset) >= resetEvery {
 				sendReset()
 			}
+			if !unansweredAt.IsZero() && time.Since(unansweredAt) > resetTimeout {
+				noReset.Store(true)
+			}
 			sinceSkip = min(sinceSkip+1, skipQuiet)
 			// An idle feed asks less often: the wait doubles with each
 			// tick without an event, up to pace<<pacedIdleShift (16 ms at
@@ -386,6 +411,10 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 // its consumer past them when it does not pull: the consumer's
 // acknowledged position lags the skipped runs by about this much.
 const resetEvery = 200 * time.Millisecond
+
+// resetTimeout is how long a paced feed waits for the reply to a consumer
+// reset before it stops skipping.
+const resetTimeout = 5 * time.Second
 
 // skipQuiet is how many ticks after the last skipped run a paced feed
 // still waits a tick before it pulls a sequence not handed over.

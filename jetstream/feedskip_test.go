@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
@@ -106,4 +109,105 @@ func TestFeedSkipsHandedRuns(t *testing.T) {
 	if err != nil || len(b.Records) != 0 {
 		t.Fatalf("after the last sequence: %d records (%v), want none", len(b.Records), err)
 	}
+}
+
+// #28: a feed whose consumer resets are never answered (here a user not
+// allowed to reset: the server drops the request) loses nothing: the
+// consumer, still behind, delivers the skipped events again (the feed's
+// consumer drops them as folded) and everything after them; after
+// resetTimeout the feed stops skipping and handed events are delivered.
+func TestFeedWithoutResetLosesNothing(t *testing.T) {
+	perms := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.RESET.>"}}}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nc := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("eng", "pw"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	add := func(n int) {
+		for range n {
+			res, err := l.Append(ctx, "s", last, toggled("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = res.Last
+		}
+	}
+	add(6)
+	var mu sync.Mutex
+	handed := map[uint64]bool{1: true, 2: true, 3: true}
+	skip := func(from uint64, limit int) ([]jetstream.Record, uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		var run []jetstream.Record
+		for seq := from; handed[seq] && len(run) < limit; seq++ {
+			run = append(run, jetstream.Record{Seq: seq, Session: "s", Held: true})
+			delete(handed, seq)
+		}
+		return run, 0
+	}
+	f, err := l.Feed(ctx, jetstream.FeedConfig{Durable: "noreset", Pace: 2 * time.Millisecond, Skip: skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	delivered := map[uint64]bool{}
+	held := map[uint64]bool{}
+	collect := func(upTo uint64) {
+		t.Helper()
+		for !delivered[upTo] {
+			b, err := f.Next(ctx, 100)
+			if err != nil {
+				t.Fatalf("waiting for %d: %v", upTo, err)
+			}
+			for _, r := range b.Records {
+				if r.Held {
+					held[r.Seq] = true
+				} else {
+					delivered[r.Seq] = true
+				}
+			}
+		}
+	}
+	collect(6)
+	for seq := uint64(1); seq <= 6; seq++ {
+		if !delivered[seq] {
+			t.Fatalf("seq %d not delivered (held: %v): the consumer, never reset, must deliver everything", seq, held[seq])
+		}
+	}
+	if len(held) != 3 || f.Skipped() != 3 {
+		t.Fatalf("held %v, skipped %d: want 1-3 skipped once", held, f.Skipped())
+	}
+	// Once the unanswered reset times out, handed events are delivered.
+	natstest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		b, err := f.NextWithin(ctx, 100, 0)
+		if err != nil {
+			return err
+		}
+		if len(b.Records) > 0 {
+			return fmt.Errorf("unexpected records %d..", b.Records[0].Seq)
+		}
+		before := f.Skipped()
+		mu.Lock()
+		handed[last+1] = true
+		mu.Unlock()
+		add(1)
+		collect(last)
+		if f.Skipped() != before {
+			return fmt.Errorf("handed seq %d skipped: the feed still skips", last)
+		}
+		return nil
+	})
 }

@@ -2,11 +2,16 @@ package projection
 
 // The writer's handoff (#28): a writer of this process hands the events
 // the log just acknowledged to the projection, which folds them into the
-// state it holds at once; when the durable feed later delivers them, it
-// verifies them by stream sequence and Nats-Msg-Id and neither decodes nor
-// folds them again. The feed still acknowledges them, and their views are
-// still written in the feed's batches, so another engine and a restart
-// see them as before.
+// state it holds at once. A paced feed does not have them delivered at
+// all: it takes the run of handed sequences at its consumer's cursor as
+// folded (handed.skip) and moves the consumer past it (a consumer reset);
+// the log's acknowledgement, which the handoff carries (sequence and
+// Nats-Msg-Id), is the check. A standing-pull feed delivers them, and
+// verifies each by stream sequence and Nats-Msg-Id, neither decoding nor
+// folding it again. Either way their views are written in the feed's
+// batches, so another engine sees them as before; a restart starts from
+// the watermark written after the views (see runFeed), since the reset
+// acknowledges them before.
 
 import (
 	"errors"
@@ -218,8 +223,9 @@ func (p *Projection) Handoff(a Acked) bool {
 	return true
 }
 
-// HandedOff counts the events the feed delivered and did not decode or
-// fold because a writer had handed them over (Handoff).
+// HandedOff counts the events the feed did not decode or fold because a
+// writer had handed them over (Handoff): delivered and verified, or
+// skipped without a delivery.
 func (p *Projection) HandedOff() uint64 { return p.heldN.Load() }
 
 // ErrHandoffMismatch: the feed delivered, at a sequence a writer of this
