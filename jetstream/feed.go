@@ -225,7 +225,6 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		recv      bool   // a message came since the last tick
 		got       bool   // an event came (or was skipped) since the last tick
 		idle      uint   // ticks in a row without an event (at most pacedIdleShift)
-		pending   uint64 // events the server held after the last delivery, less those skipped since
 		stalled   uint64 // the cursor at the last tick that found it not handed over
 		sinceSkip = skipQuiet
 		resetTo   uint64    // the consumer is still to be moved past skipped runs, to here (0: it is)
@@ -257,7 +256,6 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		got = true
 		if seq, p, _, ok := ackMeta(m.Reply); ok {
 			cursor = max(cursor, seq+1)
-			pending = p
 			switch {
 			case p == 0:
 				credit = 0 // caught up: the no-wait pulls have ended
@@ -342,11 +340,16 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 			last := run[len(run)-1].Seq
 			resetTo = last + 1
 			cursor = last + 1
-			pending -= min(pending, uint64(len(run)))
 			got, sinceSkip = true, 0
 			f.skipped.Add(uint64(len(run)))
 			select {
-			case f.ch <- feedMsg{skip: run, pending: pending}:
+			// Pending 0: a run of this process's own events is not a
+			// backlog. (An estimate from the last delivery, less the runs
+			// skipped since, kept the projection in catch-up windows of
+			// seconds while it was caught up: ack-to-view lags of 2-13 s
+			// in engine bench's 64-session line.) The next delivery says
+			// what the server holds.
+			case f.ch <- feedMsg{skip: run}:
 			case <-f.done:
 			}
 			return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -117,16 +116,19 @@ func (l *Log) reconnected() <-chan struct{} {
 //
 // A store fault (faulted closed) cancels the attempt too, and the error
 // returned then matches errStoreFault.
-//
-// The watch costs no goroutine per append (#28: one per append was ~5% of
-// an append's CPU): the attempt's context is canceled by a context.AfterFunc
-// on a context shared by every append while the connection and the
-// store's fault signal stay the same (see interrupts).
 func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
 	for n := 0; ; n++ {
+		rc := l.reconnected()
 		actx, cancel := context.WithCancelCause(ctx)
-		ictx := interrupts(l.reconnected(), faulted)
-		stop := context.AfterFunc(ictx, func() { cancel(context.Cause(ictx)) })
+		go func() {
+			select {
+			case <-rc:
+				cancel(errReconnected)
+			case <-faulted:
+				cancel(errStoreFault)
+			case <-actx.Done():
+			}
+		}()
 		if n > 0 {
 			// Right after a reconnect the reply may still be lost: the
 			// servers learn the new connection's reply interest over
@@ -136,7 +138,6 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 			defer t.Stop()
 		}
 		res, err := attempt(actx)
-		stop()
 		if err != nil && errors.Is(context.Cause(actx), errStoreFault) && ctx.Err() == nil {
 			cancel(nil)
 			return res, fmt.Errorf("%w: %w", errStoreFault, err)
@@ -147,41 +148,6 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 			return res, err
 		}
 	}
-}
-
-// interruptKey is a pair of signals an append in flight watches: the
-// connection's next reconnect and the store's next fault (nil: none).
-type interruptKey struct{ rc, faulted <-chan struct{} }
-
-// interruptCtxs holds, per pair of signals, the context canceled when the
-// first of them fires, with cause errReconnected or errStoreFault.
-var interruptCtxs sync.Map // interruptKey -> context.Context
-
-// interrupts returns the context canceled when rc or faulted closes (with
-// cause errReconnected or errStoreFault). The signals are replaced only
-// when they fire, so one context (and one goroutine) serves every append
-// until then; it is forgotten when it fires. A pair that never fires (the
-// connection closed) keeps one goroutine.
-func interrupts(rc, faulted <-chan struct{}) context.Context {
-	k := interruptKey{rc, faulted}
-	if v, ok := interruptCtxs.Load(k); ok {
-		return v.(context.Context)
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	if v, loaded := interruptCtxs.LoadOrStore(k, ctx); loaded {
-		cancel(nil)
-		return v.(context.Context)
-	}
-	go func() {
-		select {
-		case <-rc:
-			cancel(errReconnected)
-		case <-faulted:
-			cancel(errStoreFault)
-		}
-		interruptCtxs.Delete(k)
-	}()
-	return ctx
 }
 
 // resendWait is how long an append re-sent after a reconnect waits for
