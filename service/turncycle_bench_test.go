@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/toolintent/engine/deferral"
@@ -29,8 +30,22 @@ func BenchmarkTurnCycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if i%4 == 0 && len(v.Catalog) > 0 {
-			if _, err := e.Discover(ctx, "tc", origin, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{v.Catalog[0]}}}); err != nil {
+		if i%4 == 0 {
+			// The first deferred tool not loaded yet, else the first
+			// deferred one again (a re-search: nothing to write).
+			name := ""
+			for _, c := range v.Classification {
+				if c.Deferred && (name == "" || !c.Loaded) {
+					name = c.Name
+					if !c.Loaded {
+						break
+					}
+				}
+			}
+			if name == "" {
+				b.Fatal("the default registry defers no tool")
+			}
+			if _, err := e.Discover(ctx, "tc", origin, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -39,6 +54,38 @@ func BenchmarkTurnCycle(b *testing.B) {
 		}
 		if _, err := e.EndTurn(ctx, "tc", origin); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDiscoverLoad measures a discovery that loads a deferred tool
+// (one DeferredLoaded append and the turn's new view), on a fresh session
+// per iteration so that every search loads; for profiles (#28).
+//
+//	go test -run '^$' -bench DiscoverLoad -benchtime 2000x -cpuprofile /tmp/dl.pprof ./service/
+func BenchmarkDiscoverLoad(b *testing.B) {
+	ctx := context.Background()
+	e, _ := stackOn(b, natstest.Server(b).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	origin := service.Origin{Channel: "web", Actor: "bench"}
+	b.ReportAllocs()
+	for i := range b.N {
+		b.StopTimer()
+		s := fmt.Sprintf("dl-%d", i)
+		v, err := e.BeginTurn(ctx, s, origin, service.ResolveRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := ""
+		for _, c := range v.Classification {
+			if c.Deferred {
+				name = c.Name
+				break
+			}
+		}
+		b.StartTimer()
+		d, err := e.Discover(ctx, s, origin, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}})
+		if err != nil || len(d.Loaded) != 1 {
+			b.Fatalf("discover %s: %+v %v", name, d.Loaded, err)
 		}
 	}
 }
