@@ -35,7 +35,7 @@ type testEnv struct {
 	svc     micro.Service
 }
 
-func newEnv(t *testing.T, cfg Config) *testEnv {
+func newEnv(t testing.TB, cfg Config) *testEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -43,7 +43,7 @@ func newEnv(t *testing.T, cfg Config) *testEnv {
 	return newEnvOn(t, ctx, srv, srv.ClientURL(), cfg)
 }
 
-func newEnvOn(t *testing.T, ctx context.Context, srv *jetstream.Embedded, url string, cfg Config, opts ...nats.Option) *testEnv {
+func newEnvOn(t testing.TB, ctx context.Context, srv *jetstream.Embedded, url string, cfg Config, opts ...nats.Option) *testEnv {
 	t.Helper()
 	engNC := natstest.Connect(t, url, opts...)
 	log, err := jetstream.OpenLog(ctx, engNC, jetstream.LogConfig{})
