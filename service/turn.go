@@ -151,6 +151,15 @@ type TurnView struct {
 // is the cause of the prefix change it makes.
 const EvictBound = "bound"
 
+// SplitRaw returns v with its rendering replaced by mark, and the
+// rendering (wire.RawReply): the engine rendered it compact and valid, so
+// a JSON reply writes it in without encoding/json scanning it again.
+func (v TurnView) SplitRaw(mark json.RawMessage) (any, []byte) {
+	raw := v.Rendering
+	v.Rendering = mark
+	return v, raw
+}
+
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.
 type nativeView struct {

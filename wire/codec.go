@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -359,6 +361,50 @@ func describeType(t reflect.Type) string {
 // Marshal encodes a reply as JSON: lists as [] and objects as {}, never
 // null (withArrays), HTML characters unescaped, no trailing newline.
 func Marshal(v any) ([]byte, error) {
+	if rr, ok := v.(RawReply); ok {
+		rest, raw := rr.SplitRaw(rawMark)
+		if len(raw) >= minSplice {
+			b, err := marshal(rest)
+			if err != nil {
+				return nil, err
+			}
+			if i := bytes.Index(b, rawMark); i >= 0 && bytes.Count(b, rawMark) == 1 {
+				out := make([]byte, 0, len(b)-len(rawMark)+len(raw))
+				out = append(out, b[:i]...)
+				out = append(out, raw...)
+				return append(out, b[i+len(rawMark):]...), nil
+			}
+		}
+	}
+	return marshal(v)
+}
+
+// RawReply is implemented by a reply that carries a large JSON value the
+// engine rendered itself, valid and compact (a turn's provider tools
+// array): Marshal encodes the rest of the reply and writes that value in
+// as it is, where encoding/json would scan and compact it again (#28: that
+// scan of a 40 KB rendering was 30% of an HTTP turn's CPU,
+// BenchmarkHTTPTurn).
+type RawReply interface {
+	// SplitRaw returns the reply with the raw value replaced by mark (a
+	// JSON string), and the raw value.
+	SplitRaw(mark json.RawMessage) (rest any, raw []byte)
+}
+
+// minSplice is the smallest raw value Marshal splices in; a smaller one is
+// encoded as usual.
+const minSplice = 1024
+
+// rawMark is the placeholder Marshal splices a RawReply's value over: a
+// JSON string of 32 random hex digits drawn at start, which no other part
+// of a reply can spell (its quotes would be escaped inside a string).
+var rawMark = func() json.RawMessage {
+	var r [16]byte
+	_, _ = rand.Read(r[:])
+	return json.RawMessage(`"` + hex.EncodeToString(r[:]) + `"`)
+}()
+
+func marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
