@@ -3,12 +3,14 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // #26 item 3: a native rendering never drops a tool the session's history
@@ -142,5 +144,55 @@ func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
 	}
 	if !bytes.Contains(views["ref"].Rendering, []byte(`"send_message"`)) {
 		t.Error("the session that loaded send_message got another session's array without it")
+	}
+}
+
+// #28: the JSON replies of a turn view and of a discovery carry the
+// rendering byte for byte (spliced in by wire.Marshal, not re-encoded),
+// inside valid JSON.
+func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	v, err := e.BeginTurn(ctx, "raw-reply", web, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ""
+	for _, c := range v.Classification {
+		if c.Deferred {
+			name = c.Name
+			break
+		}
+	}
+	d, err := e.Discover(ctx, "raw-reply", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for label, c := range map[string]struct {
+		reply     any
+		rendering []byte
+		view      func([]byte) (json.RawMessage, error)
+	}{
+		"view": {v, v.Rendering, func(b []byte) (json.RawMessage, error) {
+			var x struct{ Rendering json.RawMessage }
+			err := json.Unmarshal(b, &x)
+			return x.Rendering, err
+		}},
+		"discovery": {d, d.View.Rendering, func(b []byte) (json.RawMessage, error) {
+			var x struct {
+				View struct{ Rendering json.RawMessage }
+			}
+			err := json.Unmarshal(b, &x)
+			return x.View.Rendering, err
+		}},
+	} {
+		b, err := wire.Marshal(c.reply)
+		if err != nil || !json.Valid(b) {
+			t.Fatalf("%s: %v, valid %v", label, err, json.Valid(b))
+		}
+		got, err := c.view(b)
+		if err != nil || !bytes.Equal(got, c.rendering) || len(c.rendering) < 1024 {
+			t.Errorf("%s: the reply's rendering (%d bytes, %v) is not the view's (%d bytes)", label, len(got), err, len(c.rendering))
+		}
 	}
 }

@@ -160,6 +160,13 @@ func (v TurnView) SplitRaw(mark json.RawMessage) (any, []byte) {
 	return v, raw
 }
 
+// SplitRaw is TurnView.SplitRaw for the view a discovery returns.
+func (d DiscoverResult) SplitRaw(mark json.RawMessage) (any, []byte) {
+	raw := d.View.Rendering
+	d.View.Rendering = mark
+	return d, raw
+}
+
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.
 type nativeView struct {
