@@ -157,13 +157,7 @@ func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := ""
-	for _, c := range v.Classification {
-		if c.Deferred {
-			name = c.Name
-			break
-		}
-	}
+	name := deferredTool(v, false)
 	d, err := e.Discover(ctx, "raw-reply", web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}})
 	if err != nil {
 		t.Fatal(err)

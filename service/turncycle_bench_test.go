@@ -33,15 +33,7 @@ func BenchmarkTurnCycle(b *testing.B) {
 		if i%4 == 0 {
 			// The first deferred tool not loaded yet, else the first
 			// deferred one again (a re-search: nothing to write).
-			name := ""
-			for _, c := range v.Classification {
-				if c.Deferred && (name == "" || !c.Loaded) {
-					name = c.Name
-					if !c.Loaded {
-						break
-					}
-				}
-			}
+			name := deferredTool(v, true)
 			if name == "" {
 				b.Fatal("the default registry defers no tool")
 			}
@@ -75,17 +67,33 @@ func BenchmarkDiscoverLoad(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		name := ""
-		for _, c := range v.Classification {
-			if c.Deferred {
-				name = c.Name
-				break
-			}
-		}
+		name := deferredTool(v, false)
 		b.StartTimer()
 		d, err := e.Discover(ctx, s, origin, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{name}}})
 		if err != nil || len(d.Loaded) != 1 {
 			b.Fatalf("discover %s: %+v %v", name, d.Loaded, err)
 		}
 	}
+}
+
+// deferredTool returns the first deferred tool of v's classification, or
+// with unloaded the first one not loaded yet if there is one; "" when v
+// defers nothing.
+func deferredTool(v service.TurnView, unloaded bool) string {
+	name := ""
+	for _, c := range v.Classification {
+		if !c.Deferred {
+			continue
+		}
+		if name == "" {
+			name = c.Name
+		}
+		if !unloaded {
+			break
+		}
+		if !c.Loaded {
+			return c.Name
+		}
+	}
+	return name
 }
