@@ -315,6 +315,12 @@ func TestBodyTooLarge(t *testing.T) {
 	if ae := apiError(t, msg.Data); ae.Code != wire.CodeTooLarge || !strings.Contains(ae.Message, "1024 bytes (1 KiB)") {
 		t.Fatalf("NATS: %+v", ae)
 	}
+	// The fix named fits the operation: a registry is not a list of
+	// commands (#27: a registry with tool embeddings outgrows the bound).
+	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	if ae := apiError(t, body); status != http.StatusRequestEntityTooLarge || !strings.Contains(ae.Message, "serve --registry FILE") || strings.Contains(ae.Message, "commands") {
+		t.Errorf("registry diff over the bound: %d %q", status, ae.Message)
+	}
 }
 
 // JetStream gone: 503 unavailable, not 500.

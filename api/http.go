@@ -122,7 +122,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, label, tooLarge(a.cfg.MaxBodyBytes)
+				return nil, label, tooLarge(op, a.cfg.MaxBodyBytes)
 			}
 			return nil, label, badRequest("read request body: %v", err)
 		}
@@ -163,9 +163,18 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	return resp, label, err
 }
 
-func tooLarge(limit int64) error {
+// tooLarge is the error of a request body over limit, with the fix that
+// fits the operation.
+func tooLarge(op *operation, limit int64) error {
+	fix := "send fewer commands per request"
+	switch op.Name {
+	case wire.OpRegistryDiff.Name:
+		fix = "a registry file this large (tool embeddings make one so) cannot be diffed through the API; load it with serve --registry FILE instead"
+	case wire.OpExplainBatch.Name:
+		fix = "ask for fewer tools per request"
+	}
 	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
-		Message: "request body exceeds " + byteSize(limit) + ": send fewer commands per request"}
+		Message: "request body exceeds " + byteSize(limit) + ": " + fix}
 }
 
 // failHTTP answers an HTTP request of op with err's error reply (and the

@@ -194,7 +194,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	}
 	data := r.Data()
 	if int64(len(data)) > a.cfg.MaxBodyBytes {
-		return nil, o, tooLarge(a.cfg.MaxBodyBytes)
+		return nil, o, tooLarge(op, a.cfg.MaxBodyBytes)
 	}
 	req := op.newReq()
 	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
