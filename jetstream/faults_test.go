@@ -37,14 +37,7 @@ func TestEmbeddedFaultsSignal(t *testing.T) {
 	if !closed(f) || !closed(e.Faults()) || e.WriteFault() == "" {
 		t.Fatalf("after a write fault: signalled %v, standing %v, fault %q", closed(f), closed(e.Faults()), e.WriteFault())
 	}
-	// nats-server's JetStream start leaves API worker goroutines that read
-	// their queues when first scheduled; shutting JetStream down and
-	// enabling it again before they ran is a data race inside the server
-	// (its re-enable writes those fields unlocked: CI's race stage caught it
-	// once, 20 ms after the start). The engine never restarts JetStream
-	// within 5 s of a start (RestartJetStream's settle); the test lets the
-	// workers run first.
-	time.Sleep(time.Second)
+	letJetStreamWorkersStart()
 	if err := e.Server().ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,3 +96,13 @@ func TestAppendInFlightStopsAtStoreFault(t *testing.T) {
 	}
 	t.Logf("while the fault stands: %v", err)
 }
+
+// letJetStreamWorkersStart waits for the JetStream API worker goroutines a
+// server's start leaves to run: they read their queues when first
+// scheduled, and shutting JetStream down and enabling it again before they
+// ran is a data race inside nats-server (its re-enable writes those fields
+// unlocked; CI's race stage caught it once, 20 ms after a start). The
+// engine never restarts JetStream within 5 s of a start
+// (RestartJetStream's settle); tests that shut it down by hand wait this
+// long first.
+func letJetStreamWorkersStart() { time.Sleep(time.Second) }

@@ -42,6 +42,7 @@ func TestReenableJetStreamKeepsStoreDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the server does by itself on a write error it cannot survive.
+	letJetStreamWorkersStart()
 	if err := e.Server().ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +89,7 @@ func TestRestartJetStreamSettles(t *testing.T) {
 		t.Fatal("the refused restart shut JetStream down")
 	}
 	// A JetStream the server shut down itself starts again at once.
+	letJetStreamWorkersStart()
 	if err := e.Server().ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
