@@ -138,7 +138,15 @@ func TestInspectorPage(t *testing.T) {
 	defer bcancel()
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
+		err := chromedp.Do(bctx, steps...)
+		// The live page may re-render an element between the query of a
+		// single step and its action (the session list refreshes): the
+		// step is asked again, querying anew. (CI run 13: "Could not find
+		// node with given id" clicking a session.)
+		for try := 0; err != nil && len(steps) == 1 && try < 5 && strings.Contains(err.Error(), "Could not find node with given id"); try++ {
+			err = chromedp.Do(bctx, steps...)
+		}
+		if err != nil {
 			t.Fatalf("%s: %v\nconsole: %v", what, err, consoleErrs())
 		}
 	}
