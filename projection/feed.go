@@ -568,26 +568,16 @@ func (p *Projection) heldCovered(ctx context.Context, recs []jetstream.Record) e
 	p.cacheMu.RUnlock()
 	for _, i := range unread {
 		seq := recs[i].Seq
-		found := false
-		err := p.log.ScanRange(ctx, seq, seq, func(r jetstream.Record) error {
-			if r.Seq == seq {
-				recs[i], found = r, true
-			}
-			return nil
-		})
+		// readGap: the log's read, asked again while a replica lags, then
+		// the stream leader, before the event is called lost.
+		gap, err := p.readGap(ctx, seq, seq)
 		if err != nil {
 			return fmt.Errorf("read skipped event %d of %q: %w", seq, recs[i].Session, err)
 		}
-		if !found {
-			gap, err := p.readGap(ctx, seq, seq)
-			if err != nil {
-				return err
-			}
-			if len(gap) == 0 {
-				return fmt.Errorf("skipped event %d of %q: not in the log", seq, recs[i].Session)
-			}
-			recs[i] = gap[0]
+		if len(gap) == 0 {
+			return fmt.Errorf("skipped event %d of %q: not in the log", seq, recs[i].Session)
 		}
+		recs[i] = gap[0]
 	}
 	return nil
 }
