@@ -85,29 +85,13 @@ func (e *Engine) sealActor(ctx context.Context, a string) (string, error) {
 // (no sealer, wrong key file, key store unreachable). It never fails:
 // history shows what it can.
 func (e *Engine) RevealActor(ctx context.Context, stored string) string {
-	s := e.getSealer()
-	if s == nil || !actor.Sealed(stored) {
-		return stored
-	}
-	return shown(s.Reveal(ctx, stored))(stored)
+	return e.actorRevealer(ctx)(stored)
 }
 
-// shown maps a reveal's answer to what history shows for stored.
-func shown(a string, err error) func(stored string) string {
-	return func(stored string) string {
-		switch {
-		case errors.Is(err, ErrActorErased):
-			return ErasedActor
-		case err != nil:
-			return stored
-		}
-		return a
-	}
-}
-
-// actorRevealer returns RevealActor for one page of history: it reads each
-// person's key once for the page, not once per entry (#30: a 100-entry
-// page of one person's events made 100 key-store reads).
+// actorRevealer returns RevealActor for one read, such as a page of
+// history: it reads each person's key once for the read, not once per
+// entry (#30: a 100-entry page of one person's events made 100 key-store
+// reads).
 func (e *Engine) actorRevealer(ctx context.Context) func(stored string) string {
 	s := e.getSealer()
 	if s == nil {
@@ -121,6 +105,13 @@ func (e *Engine) actorRevealer(ctx context.Context) func(stored string) string {
 		if !actor.Sealed(stored) {
 			return stored
 		}
-		return shown(reveal(ctx, stored))(stored)
+		a, err := reveal(ctx, stored)
+		switch {
+		case errors.Is(err, ErrActorErased):
+			return ErasedActor
+		case err != nil:
+			return stored
+		}
+		return a
 	}
 }
