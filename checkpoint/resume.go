@@ -339,7 +339,7 @@ func diff(rec *Record, current *resolver.Resolution) []Change {
 		now := make(map[string]string, len(current.Tools))
 		for i := range current.Tools {
 			if _, dup := now[current.Tools[i].Name]; !dup {
-				now[current.Tools[i].Name] = resolver.ToolHash(current.Tools[i])
+				now[current.Tools[i].Name] = current.ToolHashAt(i)
 			}
 		}
 		was := make(map[string]bool, len(rec.Contract))

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"sync"
 )
 
 // Domain-separation prefixes of the two hashes; a change to either byte
@@ -34,11 +33,9 @@ func toolDigest(t *Tool) [sha256.Size]byte {
 	if !t.Native.IsZero() {
 		n += 6 + 8 + len(t.Native.Anthropic) + len(t.Native.OpenAI)
 	}
-	// A tool's text is often kilobytes: a new buffer per digest was most
-	// of a turn's allocations (#28), so the buffers are pooled.
-	bp := digestBufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	if cap(b) < n {
+	var stack [512]byte
+	b := stack[:0]
+	if n > len(stack) {
 		b = make([]byte, 0, n)
 	}
 	b = append(b, toolHashDomain...)
@@ -55,19 +52,8 @@ func toolDigest(t *Tool) [sha256.Size]byte {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(t.Native.OpenAI)))
 		b = append(b, t.Native.OpenAI...)
 	}
-	d := sha256.Sum256(b)
-	if cap(b) <= maxPooledDigestBuf {
-		*bp = b
-		digestBufs.Put(bp)
-	}
-	return d
+	return sha256.Sum256(b)
 }
-
-// digestBufs pools toolDigest's buffers; one larger than
-// maxPooledDigestBuf is not kept.
-var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledDigestBuf = 64 << 10
 
 func appendField(b []byte, s string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
