@@ -368,7 +368,7 @@ func Marshal(v any) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if i := bytes.Index(b, rawMark); i >= 0 && bytes.Count(b, rawMark) == 1 {
+			if i := bytes.Index(b, rawMark); i >= 0 && !bytes.Contains(b[i+len(rawMark):], rawMark) {
 				out := make([]byte, 0, len(b)-len(rawMark)+len(raw))
 				out = append(out, b[:i]...)
 				out = append(out, raw...)
