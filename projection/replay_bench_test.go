@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,21 +50,7 @@ func BenchmarkReplay(b *testing.B) {
 	run := 0
 	replay := func() {
 		run++
-		p, err := projection.Open(ctx, l, projection.Config{Durable: fmt.Sprintf("rb%03d", run), Bucket: fmt.Sprintf("RB%03d", run)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.Run(rctx) }()
-		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
-		err = p.WaitApplied(wctx, last)
-		wcancel()
-		cancel()
-		<-done
-		if err != nil {
-			b.Fatal(err)
-		}
+		replayInto(ctx, b, l, fmt.Sprintf("rb%03d", run), last, 2*time.Minute)
 	}
 	replay() // warm: the server's caches
 	var m0, m1 runtime.MemStats
@@ -151,21 +138,7 @@ func BenchmarkReplayWindows(b *testing.B) {
 	run := 0
 	replay := func() {
 		run++
-		p, err := projection.Open(ctx, l, projection.Config{Durable: fmt.Sprintf("rw%03d", run), Bucket: fmt.Sprintf("RW%03d", run)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.Run(rctx) }()
-		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
-		err = p.WaitApplied(wctx, last)
-		wcancel()
-		cancel()
-		<-done
-		if err != nil {
-			b.Fatal(err)
-		}
+		replayInto(ctx, b, l, fmt.Sprintf("rw%03d", run), last, 5*time.Minute)
 	}
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -179,4 +152,26 @@ func BenchmarkReplayWindows(b *testing.B) {
 	events := float64(n) * float64(last)
 	b.ReportMetric(events/el.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/events, "cpu-µs/event")
+}
+
+// replayInto replays the whole stream of l into a fresh projection (its
+// own durable consumer and views bucket, named after name) and waits up to
+// wait for it to apply sequence last.
+func replayInto(ctx context.Context, b *testing.B, l *jetstream.Log, name string, last uint64, wait time.Duration) {
+	b.Helper()
+	p, err := projection.Open(ctx, l, projection.Config{Durable: name, Bucket: strings.ToUpper(name)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, wait)
+	err = p.WaitApplied(wctx, last)
+	wcancel()
+	cancel()
+	<-done
+	if err != nil {
+		b.Fatal(err)
+	}
 }
