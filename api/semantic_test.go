@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/registrytest"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -17,30 +18,12 @@ import (
 // embeddedRegistryJSON is the default registry file with fixed
 // 4-dimensional embeddings on its four deferred defaults (#27).
 func embeddedRegistryJSON(t *testing.T) []byte {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(resolver.DefaultRegistryJSON()))
-	dec.UseNumber()
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	vecs := map[string][]float32{
+	return registrytest.DefaultWithEmbeddings(t, map[string][]float32{
 		"playwright_browser": {1, 0, 0, 0},
 		"enter_plan_mode":    {0, 1, 0, 0},
 		"exit_plan_mode":     {0, 0.8, 0.2, 0},
 		"send_message":       {0, 0, 0.1, 1},
-	}
-	for _, tv := range doc["tools"].([]any) {
-		tool := tv.(map[string]any)
-		if v, ok := vecs[tool["name"].(string)]; ok {
-			tool["embedding"] = v
-		}
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	})
 }
 
 // discoverVec is turn.discover with the model's input and a query vector.

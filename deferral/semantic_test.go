@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolintent/engine/internal/registrytest"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -31,22 +32,7 @@ var messageVector = []float32{0.05, 0, 0.2, 1}
 // embeddedRegistry is the default registry with vecs as tool embeddings.
 func embeddedRegistry(t testing.TB, vecs map[string][]float32) *resolver.Registry {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(resolver.DefaultRegistryJSON()))
-	dec.UseNumber()
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, tv := range doc["tools"].([]any) {
-		tool := tv.(map[string]any)
-		if v, ok := vecs[tool["name"].(string)]; ok {
-			tool["embedding"] = v
-		}
-	}
-	data, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := registrytest.DefaultWithEmbeddings(t, vecs)
 	reg, err := resolver.Load(data)
 	if err != nil {
 		t.Fatal(err)

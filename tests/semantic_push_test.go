@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/internal/registrytest"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -25,27 +24,12 @@ import (
 // returns its path.
 func embeddedRegistryFile(t *testing.T) string {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(resolver.DefaultRegistryJSON()))
-	dec.UseNumber()
-	var file map[string]any
-	if err := dec.Decode(&file); err != nil {
-		t.Fatal(err)
-	}
-	vecs := map[string][]float32{
+	data := registrytest.DefaultWithEmbeddings(t, map[string][]float32{
 		"playwright_browser": {1, 0, 0, 0},
 		"enter_plan_mode":    {0, 1, 0, 0},
 		"exit_plan_mode":     {0, 0.8, 0.2, 0},
 		"send_message":       {0, 0, 0.1, 1},
-	}
-	for _, x := range file["tools"].([]any) {
-		if m := x.(map[string]any); vecs[m["name"].(string)] != nil {
-			m["embedding"] = vecs[m["name"].(string)]
-		}
-	}
-	data, err := json.Marshal(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	path := filepath.Join(t.TempDir(), "embedded.json")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
