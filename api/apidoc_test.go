@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/internal/openapi"
 	"github.com/toolintent/engine/service"
@@ -135,6 +136,7 @@ func TestAPIDoc(t *testing.T) {
 				if err := json.Unmarshal(body, &reply); err != nil {
 					t.Fatalf("%s over %s: reply is not a JSON object: %v: %s", name, transport, err, body)
 				}
+				checkDecodeReply(t, transport+" "+name, opsByName[name].respType, body)
 				for _, f := range docFields(ResponseSchema(name), "", true) {
 					if f.always {
 						if _, ok := lookupPath(reply, f.path); !ok {
@@ -565,4 +567,20 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// checkDecodeReply: the Go client decodes a reply with client.DecodeReply
+// (go-json, #28); it must give the reply type's value encoding/json gives.
+func checkDecodeReply(t *testing.T, what string, rt reflect.Type, body []byte) {
+	t.Helper()
+	want, got := reflect.New(rt), reflect.New(rt)
+	if err := json.Unmarshal(body, want.Interface()); err != nil {
+		t.Fatalf("%s: encoding/json cannot decode the reply into %v: %v", what, rt, err)
+	}
+	if err := client.DecodeReply(body, got.Interface()); err != nil {
+		t.Fatalf("%s: client.DecodeReply cannot decode the reply into %v: %v", what, rt, err)
+	}
+	if !reflect.DeepEqual(want.Interface(), got.Interface()) {
+		t.Fatalf("%s: client.DecodeReply and encoding/json decode the reply into %v differently:\n%#v\n%#v", what, rt, want.Elem().Interface(), got.Elem().Interface())
+	}
 }

@@ -406,7 +406,7 @@ func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor stri
 	if resp.StatusCode != http.StatusOK {
 		return wire.DecodeError(resp.StatusCode, data, resp.Header.Get(wire.HeaderRetryAfter))
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	if err := DecodeReply(data, out); err != nil {
 		return fmt.Errorf("%s %s: decode reply: %w", o.Method(), path, err)
 	}
 	return nil
@@ -449,7 +449,7 @@ func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor stri
 		}
 		return wire.DecodeError(status, resp.Data, resp.Header.Get(wire.HeaderRetryAfter))
 	}
-	if err := json.Unmarshal(resp.Data, out); err != nil {
+	if err := DecodeReply(resp.Data, out); err != nil {
 		return fmt.Errorf("request %s: decode reply: %w", subj, err)
 	}
 	return nil
