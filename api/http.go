@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,12 +86,7 @@ func (a *API) httpOp(op *operation) http.Handler {
 			a.writeError(w, mp, errorOf(err))
 			return
 		}
-		w.Header().Set("Content-Type", contentType(mp))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
-		if !mp {
-			_, _ = w.Write([]byte("\n"))
-		}
+		writeBody(w, http.StatusOK, mp, body)
 	})
 }
 
@@ -197,8 +193,20 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 		http.Error(w, e.Message, e.Status)
 		return
 	}
+	writeBody(w, e.Status, mp, body)
+}
+
+// writeBody writes a reply body (JSON ends with a newline) with its
+// Content-Length: without it a reply over net/http's 2 KB buffer went out
+// chunked, and the client could not size its read (#28).
+func writeBody(w http.ResponseWriter, status int, mp bool, body []byte) {
+	n := len(body)
+	if !mp {
+		n++
+	}
 	w.Header().Set("Content-Type", contentType(mp))
-	w.WriteHeader(e.Status)
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	if !mp {
 		_, _ = w.Write([]byte("\n"))

@@ -399,7 +399,7 @@ func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor stri
 		return fmt.Errorf("%s %s: %w", o.Method(), t.base+path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := readReply(resp)
 	if err != nil {
 		return fmt.Errorf("%s %s: read reply: %w", o.Method(), path, err)
 	}
@@ -453,4 +453,22 @@ func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor stri
 		return fmt.Errorf("request %s: decode reply: %w", subj, err)
 	}
 	return nil
+}
+
+// maxReply bounds a reply body the client reads.
+const maxReply = 64 << 20
+
+// readReply reads a reply body of at most maxReply bytes into one buffer
+// of its Content-Length when the server sent one (#28: io.ReadAll's
+// doubling allocated 94 KB for a 40 KB turn view, a third of an HTTP
+// turn's garbage).
+func readReply(resp *http.Response) ([]byte, error) {
+	body := io.LimitReader(resp.Body, maxReply)
+	if n := resp.ContentLength; n > 0 && n <= maxReply {
+		var b bytes.Buffer
+		b.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead spare before it reads EOF
+		_, err := b.ReadFrom(body)
+		return b.Bytes(), err
+	}
+	return io.ReadAll(body)
 }
