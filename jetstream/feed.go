@@ -43,6 +43,13 @@ type FeedConfig struct {
 	// about Pace after they were stored, and a writer of the same process
 	// does not compete with one delivery per event. Zero: a standing pull.
 	Pace time.Duration
+	// StartAfter, when above the consumer's acknowledged position, moves
+	// the consumer on to deliver StartAfter+1 next (a consumer reset,
+	// which acknowledges everything up to it) before the feed starts: a
+	// projection that folded the backlog with CatchUp starts its feed
+	// past it (#28). A server that refuses the reset leaves the consumer
+	// where it was (the events are delivered again).
+	StartAfter uint64
 	// Skip, when set on a paced feed, is asked before each pull with the
 	// stream sequence the consumer delivers next (#28). It returns the
 	// records of the run of sequences from there on that need no delivery
@@ -107,6 +114,13 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	cons, err := l.js.CreateOrUpdateConsumer(ctx, l.name, l.feedConsumerConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+	}
+	if cfg.StartAfter > cons.CachedInfo().AckFloor.Stream {
+		if err := l.startAfter(ctx, cfg.Durable, cfg.StartAfter); err == nil {
+			if _, err := cons.Info(ctx); err != nil { // the cursor below
+				return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
+			}
+		}
 	}
 	f := &Feed{log: l, cons: cons, ch: make(chan feedMsg, 8192), done: make(chan struct{}), held: cfg.Held}
 	if cfg.Pace > 0 {
@@ -642,11 +656,32 @@ func (f *Feed) Position(ctx context.Context) (FeedPosition, error) {
 	if err != nil {
 		return FeedPosition{}, fmt.Errorf("feed info: %w", err)
 	}
+	return f.log.position(ctx, info)
+}
+
+// FeedPosition asks the server where the durable feed stands without
+// creating it; found is false when it does not exist (a feed of that
+// name would start from the first event).
+func (l *Log) FeedPosition(ctx context.Context, durable string) (pos FeedPosition, found bool, err error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	c, err := l.js.Consumer(ctx, l.name, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return FeedPosition{AckedNone: true}, false, nil
+	}
+	if err != nil {
+		return FeedPosition{}, false, fmt.Errorf("feed %s: %w", durable, err)
+	}
+	pos, err = l.position(ctx, c.CachedInfo())
+	return pos, err == nil, err
+}
+
+func (l *Log) position(ctx context.Context, info *jetstream.ConsumerInfo) (FeedPosition, error) {
 	pos := FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending}
 	if info.AckFloor.Consumer == 0 {
-		sinfo, err := f.log.stream.Info(ctx)
+		sinfo, err := l.stream.Info(ctx)
 		if err != nil {
-			return FeedPosition{}, fmt.Errorf("feed position: stream info %s: %w", f.log.name, err)
+			return FeedPosition{}, fmt.Errorf("feed position: stream info %s: %w", l.name, err)
 		}
 		pos.AckedNone = pos.AckFloor == 0 || pos.AckFloor < sinfo.State.FirstSeq
 	}

@@ -31,7 +31,11 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		p.handing = false
 		p.cacheMu.Unlock()
 	}()
-	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Skip: p.hand.skip, Pace: p.cfg.Pace})
+	startAfter, err := p.catchUpOrdered(ctx)
+	if err != nil {
+		return err
+	}
+	feed, err := p.log.Feed(ctx, jetstream.FeedConfig{Durable: p.cfg.Durable, Held: p.hand.held, Skip: p.hand.skip, Pace: p.cfg.Pace, StartAfter: startAfter})
 	if err != nil {
 		return err
 	}
@@ -344,9 +348,11 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 				p.hand.mu.Unlock()
 			}
 		}
-		if err := feed.Ack(batch); err != nil {
-			done <- err
-			return
+		if feed != nil { // nil: an ordered catch-up has nothing to acknowledge
+			if err := feed.Ack(batch); err != nil {
+				done <- err
+				return
+			}
 		}
 		if n > 0 {
 			p.folded.Add(uint64(n))

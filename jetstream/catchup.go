@@ -1,0 +1,124 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// catchUpBatch is how many events CatchUp hands on at most at a time and
+// asks the server for per pull.
+const catchUpBatch = 4096
+
+// CatchUp reads every event from stream sequence from on with an ordered
+// consumer (ephemeral, in memory, no acknowledgements, flow controlled),
+// and calls fn with runs of up to 4,096 records in stream order and the
+// number of events the stream held after each run, until a run leaves
+// none (the stream's end at that moment). It returns the last sequence
+// handed to fn (0: none, the stream held nothing from from on).
+//
+// A durable feed makes the server track and acknowledge every delivery;
+// an ordered consumer does not (#28: the consumer store's pending state,
+// acknowledgement replies and redelivery tracking were the replay's extra
+// server CPU). A projection that rebuilds its views from an empty start
+// folds the backlog this way, then starts its durable feed past it
+// (FeedConfig.StartAfter). Sequences the stream no longer holds (an
+// erase's purge) are skipped as the consumer skips them.
+func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, pending uint64) error) (uint64, error) {
+	if from == 0 {
+		from = 1
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.subjBase + "*"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("catch up from %d: %w", from, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(catchUpBatch))
+	if err != nil {
+		return 0, fmt.Errorf("catch up from %d: %w", from, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	// An empty stream past from: nothing to wait for (Next would block).
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("catch up from %d: stream info %s: %w", from, l.name, err)
+	}
+	if info.State.LastSeq < from {
+		return 0, nil
+	}
+	var last uint64
+	recs := make([]Record, 0, catchUpBatch)
+	for {
+		recs = recs[:0]
+		var pending uint64
+		for len(recs) < catchUpBatch {
+			m, err := it.Next()
+			if err != nil {
+				if ctx.Err() != nil {
+					return last, ctx.Err()
+				}
+				return last, fmt.Errorf("catch up after %d: %w", last, err)
+			}
+			seq, p, ts, ok := ackMeta(m.Reply())
+			if !ok {
+				md, err := m.Metadata()
+				if err != nil {
+					return last, fmt.Errorf("catch up after %d: %w", last, err)
+				}
+				seq, p, ts = md.Sequence.Stream, md.NumPending, md.Timestamp
+			}
+			h := m.Headers()
+			r := l.record(seq, m.Subject(), ts, h.Get(headerMsgID), m.Data())
+			r.First = firstOfSubject(h)
+			recs = append(recs, r)
+			pending = p
+			if p == 0 {
+				break
+			}
+		}
+		if err := fn(recs, pending); err != nil {
+			return last, err
+		}
+		last = recs[len(recs)-1].Seq
+		if pending == 0 {
+			return last, nil
+		}
+	}
+}
+
+// startAfter moves a durable feed's consumer to deliver seq+1 next (a
+// consumer reset, which also acknowledges everything up to seq), unless
+// it is there or past it already. A server without consumer resets
+// (before 2.14) or a user not allowed them answers ErrResetUnsupported:
+// the feed then delivers from where it was, which a projection folds as
+// repeats.
+func (l *Log) startAfter(ctx context.Context, durable string, seq uint64) error {
+	subj := l.apiPrefix() + "CONSUMER.RESET." + l.name + "." + durable
+	resp, err := l.nc.RequestWithContext(ctx, subj, fmt.Appendf(nil, `{"seq":%d}`, seq+1))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrResetUnsupported, err)
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return fmt.Errorf("%w: reply %q: %w", ErrResetUnsupported, strings.TrimSpace(string(resp.Data)), err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%w: %w", ErrResetUnsupported, r.Error)
+	}
+	return nil
+}
+
+// ErrResetUnsupported: the server did not move a consumer (no consumer
+// reset before nats-server 2.14, or the user may not reset).
+var ErrResetUnsupported = errors.New("consumer reset refused or unsupported")
