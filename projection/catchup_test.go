@@ -22,15 +22,23 @@ func orderedCatchUp(t *testing.T) {
 
 // R24, #28: a new projection rebuilds its views through an ordered
 // consumer while writers go on appending; the views equal the fold, every
-// event is folded once, and the durable feed starts after the rebuilt
-// backlog (acknowledged up to it, not from the first event).
+// event is folded once, the durable feed starts after the rebuilt backlog
+// (acknowledged up to it, not from the first event), and the rebuilt
+// sessions stay cached: neither the rebuild nor the events after it nor
+// the reads read a view back.
 func TestOrderedCatchUpEqualsFold(t *testing.T) {
 	orderedCatchUp(t)
 	srv := natstest.Server(t)
 	e := open(t, srv.ClientURL())
 	r := rand.New(rand.NewPCG(7, 8))
 	appendRandom(t, e.log, r, 40, 1500)
-	p, _ := start(t, e.log)
+	p, err := projection.Open(context.Background(), e.log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &countingViews{}
+	projection.WrapViews(p, func(v projection.ViewStore) projection.ViewStore { cv.ViewStore = v; return cv })
+	runFor(t, p)
 	var wg sync.WaitGroup
 	var last uint64
 	wg.Go(func() { last = appendRandom(t, e.log, rand.New(rand.NewPCG(9, 10)), 40, 300) })
@@ -43,6 +51,9 @@ func TestOrderedCatchUpEqualsFold(t *testing.T) {
 	assertViewsEqualFold(t, p, e.log)
 	if f := p.Folded(); f != last {
 		t.Fatalf("folded %d events, want each of the %d once", f, last)
+	}
+	if n := cv.gets.Load(); n != 0 {
+		t.Fatalf("%d view reads after rebuilding 40 sessions that stay cached, want 0", n)
 	}
 	pos, found, err := e.log.FeedPosition(ctx, projection.DefaultDurable)
 	if err != nil || !found || pos.AckedNone || pos.AckFloor < 1500 {
@@ -86,10 +97,13 @@ func TestOrderedCatchUpStoppedMidway(t *testing.T) {
 }
 
 // The rebuild tests of the durable feed hold through the ordered consumer
-// too: erased sequences, and no view read for a session never evicted.
+// too: erased sequences, a restart after the rebuild. (No view read
+// during a rebuild: TestOrderedCatchUpEqualsFold. How many views a rebuild
+// with a small cache reads back later depends on its flush windows, which
+// the ordered catch-up sizes as catch-up windows: not the durable feed's
+// TestRebuildReadsOnlyEvictedViews figures.)
 func TestOrderedCatchUpRebuilds(t *testing.T) {
 	orderedCatchUp(t)
 	t.Run("after erase", TestRebuildAfterErase)
-	t.Run("reads only evicted views", TestRebuildReadsOnlyEvictedViews)
 	t.Run("restart catches up", TestProjectionCatchUp)
 }

@@ -61,10 +61,14 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		floor = folded
 	}
 	// State cached by an earlier feed may be ahead of the views if that
-	// feed failed before a flush: start from the views.
+	// feed failed before a flush: start from the views. What an ordered
+	// catch-up just folded is the views, all written, and the feed starts
+	// after it: it stays cached.
 	p.cacheMu.Lock()
-	p.cache = newCache()
-	p.revs = make(map[string]uint64)
+	if startAfter == 0 || floor != startAfter {
+		p.cache = newCache()
+		p.revs = make(map[string]uint64)
+	}
 	p.hand.reset()
 	p.handing, p.handFloor = true, pos.Delivered
 	p.cacheMu.Unlock()
