@@ -45,6 +45,9 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	floor := pos.AckFloor
+	if startAfter > 0 && floor < startAfter {
+		p.cfg.Logger.Warn().Uint64("rebuilt_to", startAfter).Uint64("ack_floor", floor).Msg("projection: the server did not move the feed past the rebuilt views (no consumer reset: nats-server before 2.14, or not permitted): it folds them again")
+	}
 	// A feed that skipped handed-over events (#28, FeedConfig.Skip) moved
 	// the consumer's acknowledged position past them before their views
 	// were written: the watermark, written after the views, is where they
@@ -362,7 +365,9 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			p.folded.Add(uint64(n))
 			p.setApplied(last.Seq)
 		}
-		p.caughtUp.Store(pending == 0)
+		// An ordered catch-up (feed nil) is not caught up before its feed
+		// exists: the integrity check looks for the feed from then on.
+		p.caughtUp.Store(pending == 0 && feed != nil)
 		if p.cfg.OnBatch != nil && n > 0 {
 			p.cfg.OnBatch(n, time.Since(last.Time), pending)
 		}
