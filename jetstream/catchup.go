@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -103,6 +104,10 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 // repeats.
 func (l *Log) startAfter(ctx context.Context, durable string, seq uint64) error {
 	subj := l.apiPrefix() + "CONSUMER.RESET." + l.name + "." + durable
+	// A user not allowed to reset gets no answer at all (the server drops
+	// the request): do not hold the feed's start for the log's timeout.
+	ctx, cancel := context.WithTimeout(ctx, startAfterWait)
+	defer cancel()
 	resp, err := l.nc.RequestWithContext(ctx, subj, fmt.Appendf(nil, `{"seq":%d}`, seq+1))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrResetUnsupported, err)
@@ -118,6 +123,9 @@ func (l *Log) startAfter(ctx context.Context, durable string, seq uint64) error 
 	}
 	return nil
 }
+
+// startAfterWait bounds the wait for a consumer reset's answer.
+const startAfterWait = 2 * time.Second
 
 // ErrResetUnsupported: the server did not move a consumer (no consumer
 // reset before nats-server 2.14, or the user may not reset).

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -106,4 +110,49 @@ func TestOrderedCatchUpRebuilds(t *testing.T) {
 	orderedCatchUp(t)
 	t.Run("after erase", TestRebuildAfterErase)
 	t.Run("restart catches up", TestProjectionCatchUp)
+}
+
+// #28: a user not allowed to reset consumers (the server drops the
+// request): the feed starts where it was after the rebuild, without
+// waiting the log's timeout for an answer, and folds the rebuilt events
+// again as repeats; the views equal the fold.
+func TestOrderedCatchUpWithoutReset(t *testing.T) {
+	orderedCatchUp(t)
+	perms := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.RESET.>"}}}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	nc := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("eng", "pw"))
+	ctx := context.Background()
+	// A log timeout far above the test's bound: a feed start that waited
+	// it out for the refused reset's answer fails the bound below.
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := appendRandom(t, l, rand.New(rand.NewPCG(13, 14)), 20, 400)
+	began := time.Now()
+	p, _ := start(t, l)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.WaitApplied(wctx, last); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		if !p.CaughtUp() {
+			return fmt.Errorf("not caught up")
+		}
+		return nil
+	})
+	if d := time.Since(began); d > time.Minute {
+		t.Fatalf("rebuild and feed start took %v without consumer resets: waited out the log's timeout (2m)", d)
+	}
+	assertViewsEqualFold(t, p, l)
 }
