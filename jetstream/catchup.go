@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -61,8 +62,13 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 	for {
 		recs = recs[:0]
 		var pending uint64
+		stalled := false
 		for len(recs) < catchUpBatch {
-			m, err := it.Next()
+			m, err := it.Next(jetstream.NextMaxWait(catchUpIdle))
+			if errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+				stalled = true
+				break
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return last, ctx.Err()
@@ -86,15 +92,30 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 				break
 			}
 		}
-		if err := fn(recs, pending); err != nil {
-			return last, err
+		if len(recs) > 0 {
+			if err := fn(recs, pending); err != nil {
+				return last, err
+			}
+			last = recs[len(recs)-1].Seq
 		}
-		last = recs[len(recs)-1].Seq
+		if stalled {
+			return last, fmt.Errorf("%w: no event for %s after sequence %d (%d pending)", ErrCatchUpStalled, catchUpIdle, last, pending)
+		}
 		if pending == 0 {
 			return last, nil
 		}
 	}
 }
+
+// catchUpIdle is how long CatchUp waits for the next event while the
+// server says more are pending before it gives up (ErrCatchUpStalled).
+const catchUpIdle = 5 * time.Second
+
+// ErrCatchUpStalled: CatchUp received nothing for catchUpIdle although
+// events were pending (a store that cannot read them, say). What it
+// handed on stands; the caller goes on by other means (the projection's
+// durable feed, with its gap and damage handling).
+var ErrCatchUpStalled = errors.New("catch-up stalled")
 
 // startAfter moves a durable feed's consumer to deliver seq+1 next (a
 // consumer reset, which also acknowledges everything up to seq), unless

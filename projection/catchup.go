@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/toolintent/engine/jetstream"
@@ -91,6 +92,12 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 		}
 		return p.flush(ctx, nil, &u, &pipe)
 	})
+	if errors.Is(err, jetstream.ErrCatchUpStalled) {
+		// The durable feed goes on from what was folded, with its gap
+		// fill and damage rules.
+		p.cfg.Logger.Warn().Err(err).Msg("projection: ordered catch-up stalled; the feed goes on after what it folded")
+		err = nil
+	}
 	if err == nil && u.events > 0 {
 		err = p.flush(ctx, nil, &u, &pipe)
 	}
