@@ -134,16 +134,7 @@ func TestFeedSkipsHandedRuns(t *testing.T) {
 // resetTimeout the feed stops skipping and handed events are delivered.
 func TestFeedWithoutResetLosesNothing(t *testing.T) {
 	perms := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.RESET.>"}}}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := natstest.ServerWith(t, server.Options{Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
 	nc := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("eng", "pw"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

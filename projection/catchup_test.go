@@ -119,16 +119,7 @@ func TestOrderedCatchUpRebuilds(t *testing.T) {
 func TestOrderedCatchUpWithoutReset(t *testing.T) {
 	orderedCatchUp(t)
 	perms := &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.RESET.>"}}}
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := natstest.ServerWith(t, server.Options{Users: []*server.User{{Username: "eng", Password: "pw", Permissions: perms}}})
 	nc := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("eng", "pw"))
 	ctx := context.Background()
 	// A log timeout far above the test's bound: a feed start that waited

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/aggregate"
@@ -31,6 +32,32 @@ func ServerAt(t testing.TB, dir string) *jetstream.Embedded {
 	}
 	t.Cleanup(s.Shutdown)
 	return s
+}
+
+// ServerWith starts a single JetStream server built from opts (loopback,
+// a random port, a fresh store directory, no logs unless opts asks),
+// shut down by t.Cleanup: for the tests that need a server the
+// embedded default does not configure (users with permissions, a
+// JetStream domain).
+func ServerWith(t testing.TB, opts server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.JetStream, opts.NoSigs = "127.0.0.1", -1, true, true
+	if opts.StoreDir == "" {
+		opts.StoreDir = t.TempDir()
+	}
+	if !opts.Debug && !opts.Trace {
+		opts.NoLog = true
+	}
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready for connections within 10 s")
+	}
+	return srv
 }
 
 // Connect opens a client connection to url, closed by t.Cleanup.
