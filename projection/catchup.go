@@ -87,7 +87,8 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 		if pending > 0 {
 			u.pending = max(pending, catchUpPending)
 		}
-		if pending > 0 && !p.flushDue(&u) {
+		// The last window is written after CatchUp returns, below.
+		if pending == 0 || !p.flushDue(&u) {
 			return nil
 		}
 		return p.flush(ctx, nil, &u, &pipe)
@@ -99,6 +100,11 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 		err = nil
 	}
 	if err == nil && u.events > 0 {
+		// Applied moves to the end only once the durable feed is past it
+		// (runFeed): a waiter for the stream's end (engine rebuild) stops
+		// the projection then, not before the feed exists, which would
+		// leave the next start to rebuild again (through an accepted gap).
+		u.holdApplied = true
 		err = p.flush(ctx, nil, &u, &pipe)
 	}
 	if werr := pipe.wait(); err == nil {

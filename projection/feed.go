@@ -266,6 +266,9 @@ type unflushed struct {
 	last    jetstream.Record // last folded record
 	batch   jetstream.Batch  // last delivered batch: acknowledging it covers all
 	pending uint64
+	// holdApplied: the flush does not move Applied (an ordered catch-up's
+	// last window, see catchUpOrdered).
+	holdApplied bool
 }
 
 // flushPipe runs at most one flush's writes at a time in the background,
@@ -306,7 +309,7 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		}
 	}
 	p.cacheMu.RUnlock()
-	n, last, pending, batch := u.events, u.last, u.pending, u.batch
+	n, last, pending, batch, hold := u.events, u.last, u.pending, u.batch, u.holdApplied
 	clear(u.dirty)
 	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
 	if err := pipe.wait(); err != nil {
@@ -363,7 +366,9 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		}
 		if n > 0 {
 			p.folded.Add(uint64(n))
-			p.setApplied(last.Seq)
+			if !hold {
+				p.setApplied(last.Seq)
+			}
 		}
 		// An ordered catch-up (feed nil) is not caught up before its feed
 		// exists: the integrity check looks for the feed from then on.
