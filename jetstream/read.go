@@ -265,14 +265,25 @@ func (w *batchWait) stop() {
 // Replay calls fn for every event of the stream with sequence >= from, in
 // order, up to the last sequence at the time of the call, using an ordered
 // consumer.
+//
+// The ordered consumer may be served by a replica behind the leader
+// (after a partition heals), which holds fewer events: a whole-stream
+// replay that reads fewer events than the leader counts up to its last
+// sequence returns an error matching ErrReplayShort, to be asked again.
 func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) error {
-	last, err := l.LastStreamSeq(ctx)
+	info, err := l.stream.Info(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("replay: stream info %s: %w", l.name, err)
 	}
+	last := info.State.LastSeq
 	if from == 0 {
 		from = 1
 	}
+	want := uint64(0) // events a whole-stream replay must read (0: not checked)
+	if from <= info.State.FirstSeq {
+		want = info.State.Msgs
+	}
+	var read uint64
 	if last < from {
 		return nil
 	}
@@ -305,14 +316,26 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 		}
 		r := l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
 		r.First = firstOfSubject(m.Headers())
+		if md.Sequence.Stream > last {
+			break // appended after the call
+		}
+		read++
 		if err := fn(r); err != nil {
 			return err
 		}
 		if md.Sequence.Stream >= last || md.NumPending == 0 {
-			return nil
+			break
 		}
 	}
+	if read < want {
+		return fmt.Errorf("replay: %w: read %d of the %d events the stream leader holds up to sequence %d", ErrReplayShort, read, want, last)
+	}
+	return nil
 }
+
+// ErrReplayShort: a replay read fewer events than the stream's leader
+// holds (a replica behind it answered); ask again.
+var ErrReplayShort = errors.New("replay came up short of the stream leader")
 
 // apiPrefix is the JetStream API prefix of the log's requests.
 func (l *Log) apiPrefix() string {
