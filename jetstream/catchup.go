@@ -34,6 +34,14 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 	if from == 0 {
 		from = 1
 	}
+	// An empty stream past from: nothing to wait for (Next would block).
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("catch up from %d: stream info %s: %w", from, l.name, err)
+	}
+	if info.State.LastSeq < from {
+		return 0, nil
+	}
 	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{l.subjBase + "*"},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -49,14 +57,6 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	// An empty stream past from: nothing to wait for (Next would block).
-	info, err := l.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("catch up from %d: stream info %s: %w", from, l.name, err)
-	}
-	if info.State.LastSeq < from {
-		return 0, nil
-	}
 	// A watchdog, not a timer per Next (8% of the replay's throughput):
 	// it stops the iterator when no event came for catchUpIdle while the
 	// loop waited for one.
@@ -107,13 +107,9 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 				}
 				return last, fmt.Errorf("catch up after %d: %w", last, err)
 			}
-			seq, p, ts, ok := ackMeta(m.Reply())
-			if !ok {
-				md, err := m.Metadata()
-				if err != nil {
-					return last, fmt.Errorf("catch up after %d: %w", last, err)
-				}
-				seq, p, ts = md.Sequence.Stream, md.NumPending, md.Timestamp
+			seq, p, ts, err := deliveryMeta(m)
+			if err != nil {
+				return last, fmt.Errorf("catch up after %d: %w", last, err)
 			}
 			h := m.Headers()
 			r := l.record(seq, m.Subject(), ts, h.Get(headerMsgID), m.Data())
@@ -186,3 +182,20 @@ const startAfterWait = 2 * time.Second
 // ErrResetUnsupported: the server did not move a consumer (no consumer
 // reset before nats-server 2.14, or the user may not reset).
 var ErrResetUnsupported = errors.New("consumer reset refused or unsupported")
+
+// deliveryMeta reads a consumer delivery's stream sequence, pending count
+// and timestamp from its acknowledgement subject without allocating
+// (ackMeta), or else from the client library's Metadata.
+func deliveryMeta(m interface {
+	Reply() string
+	Metadata() (*jetstream.MsgMetadata, error)
+}) (seq, pending uint64, ts time.Time, err error) {
+	if seq, pending, ts, ok := ackMeta(m.Reply()); ok {
+		return seq, pending, ts, nil
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return 0, 0, time.Time{}, err
+	}
+	return md.Sequence.Stream, md.NumPending, md.Timestamp, nil
+}

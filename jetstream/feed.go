@@ -484,13 +484,9 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 			b.last = feedMsg{skip: take}
 			return nil
 		}
-		seq, pending, ts, ok := ackMeta(m.Reply())
-		if !ok {
-			md, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("feed: %w", err)
-			}
-			seq, pending, ts = md.Sequence.Stream, md.NumPending, md.Timestamp
+		seq, pending, ts, err := deliveryMeta(m)
+		if err != nil {
+			return fmt.Errorf("feed: %w", err)
 		}
 		h := m.Headers()
 		if len(m.Data()) == 0 && h.Get(nats.MsgSize) != "" && f.headersOnly(ctx) {

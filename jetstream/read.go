@@ -263,8 +263,8 @@ func (w *batchWait) stop() {
 }
 
 // Replay calls fn for every event of the stream with sequence >= from, in
-// order, up to the last sequence at the time of the call, using an ordered
-// consumer.
+// order, up to the last sequence at the time of the call, read with
+// CatchUp's ordered consumer.
 //
 // The ordered consumer may be served by a replica behind the leader
 // (after a partition heals), which holds fewer events: a whole-stream
@@ -284,54 +284,38 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 		want = info.State.Msgs
 	}
 	var read uint64
-	if last < from {
-		return nil
-	}
-	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{l.subjBase + "*"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return fmt.Errorf("replay from %d: %w", from, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("replay from %d: %w", from, err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("replay: %w", ctx.Err())
+	var fnErr error
+	_, err = l.CatchUp(ctx, from, func(recs []Record, _ uint64) error {
+		for _, r := range recs {
+			if r.Seq > last {
+				return errReplayEnd // appended after the call
 			}
-			return fmt.Errorf("replay: %w", err)
+			read++
+			if fnErr = fn(r); fnErr != nil {
+				return fnErr
+			}
+			if r.Seq >= last {
+				return errReplayEnd
+			}
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		r := l.record(md.Sequence.Stream, m.Subject(), md.Timestamp, m.Headers().Get(headerMsgID), m.Data())
-		r.First = firstOfSubject(m.Headers())
-		if md.Sequence.Stream > last {
-			break // appended after the call
-		}
-		read++
-		if err := fn(r); err != nil {
-			return err
-		}
-		if md.Sequence.Stream >= last || md.NumPending == 0 {
-			break
-		}
+		return nil
+	})
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case errors.Is(err, errReplayEnd):
+	case err != nil:
+		return fmt.Errorf("replay: %w", err)
 	}
 	if read < want {
 		return fmt.Errorf("replay: %w: read %d of the %d events the stream leader holds up to sequence %d", ErrReplayShort, read, want, last)
 	}
 	return nil
 }
+
+// errReplayEnd stops Replay's CatchUp at the stream's last sequence of the
+// time of the call.
+var errReplayEnd = errors.New("replay reached its last sequence")
 
 // ErrReplayShort: a replay read fewer events than the stream's leader
 // holds (a replica behind it answered); ask again.
