@@ -713,6 +713,7 @@ func pcFollowerKillRound(t *testing.T, c *natstest.ProcessCluster, lc jetstream.
 		stop  atomic.Bool
 		wg    sync.WaitGroup
 		fails atomic.Int64
+		errs  []string // the first failures, for the log
 	)
 	for w := range writers {
 		wg.Add(1)
@@ -729,6 +730,11 @@ func pcFollowerKillRound(t *testing.T, c *natstest.ProcessCluster, lc jetstream.
 				cancel()
 				if err != nil {
 					fails.Add(1)
+					mu.Lock()
+					if len(errs) < 5 {
+						errs = append(errs, fmt.Sprintf("writer %d at %s: %v", w, time.Now().Format("15:04:05.000"), err))
+					}
+					mu.Unlock()
 					continue
 				}
 				mu.Lock()
@@ -766,6 +772,9 @@ func pcFollowerKillRound(t *testing.T, c *natstest.ProcessCluster, lc jetstream.
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	for _, e := range errs {
+		t.Logf("round %d (n%d killed at %s): append failed: %s", round, follower, at.Format("15:04:05.000"), e)
+	}
 	var p time.Duration
 	for _, ts := range times {
 		g, _ := clMaxGap(ts, at, time.Now())
