@@ -15,6 +15,16 @@ import (
 
 func micros(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
 
+// appendSlices is how many slices each run of the append lines is cut
+// into (see pairSlices): 400 appends a slice at the default sizes.
+const appendSlices = 5
+
+// sliceOf returns the first and last of the appends 1..n that slice k of
+// appendSlices does.
+func sliceOf(n, k int) (from, to int) {
+	return k*n/appendSlices + 1, (k + 1) * n / appendSlices
+}
+
 // appendSync: one session at a time, each append waiting for its ack.
 // Engine: Engine.Apply of one ToolDisabled/ToolEnabled command (decide,
 // fresh ULID, encode, CAS publish), with the projection running as in
@@ -23,17 +33,22 @@ func micros(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 
 func (h *harness) appendSync(ctx context.Context) error {
 	n := h.cfg.SyncOps
 	var syncMsgs []float64
-	engine := func(ctx context.Context, run int) (float64, error) {
+	var msgs uint64 // the engine's NATS messages in the current run so far
+	engine := func(ctx context.Context, run, k int) (time.Duration, error) {
 		if err := h.waitProjection(ctx); err != nil {
 			return 0, err
 		}
 		s := fmt.Sprintf("sync-e%03d", run)
-		if _, err := h.eng.Apply(ctx, s, origin, nil, toggle(0)); err != nil { // warm: first read of the session
-			return 0, err
+		if k == 0 {
+			if _, err := h.eng.Apply(ctx, s, origin, nil, toggle(0)); err != nil { // warm: first read of the session
+				return 0, err
+			}
+			msgs = 0
 		}
+		from, to := sliceOf(n, k)
 		m0 := h.serverMsgs()
 		start := time.Now()
-		for i := 1; i <= n; i++ {
+		for i := from; i <= to; i++ {
 			if _, err := h.eng.Apply(ctx, s, origin, nil, toggle(i)); err != nil {
 				return 0, err
 			}
@@ -42,27 +57,37 @@ func (h *harness) appendSync(ctx context.Context) error {
 		if err := h.waitProjection(ctx); err != nil {
 			return 0, err
 		}
-		syncMsgs = append(syncMsgs, float64(h.serverMsgs()-m0)/float64(n))
-		return micros(el, n), nil
+		msgs += h.serverMsgs() - m0
+		if k == appendSlices-1 {
+			syncMsgs = append(syncMsgs, float64(msgs)/float64(n))
+		}
+		return el, nil
 	}
-	raw := func(ctx context.Context, run int) (float64, error) {
+	var (
+		w    *rawWriter
+		last uint64
+	)
+	raw := func(ctx context.Context, run, k int) (time.Duration, error) {
 		if err := h.waitProjection(ctx); err != nil {
 			return 0, err
 		}
-		w := newRawWriter(fmt.Sprintf("sync-r%03d", run))
-		last, err := w.publishSync(ctx, h.rjs, 0, 0)
-		if err != nil {
-			return 0, err
+		var err error
+		if k == 0 {
+			w = newRawWriter(fmt.Sprintf("sync-r%03d", run))
+			if last, err = w.publishSync(ctx, h.rjs, 0, 0); err != nil {
+				return 0, err
+			}
 		}
+		from, to := sliceOf(n, k)
 		start := time.Now()
-		for i := 1; i <= n; i++ {
+		for i := from; i <= to; i++ {
 			if last, err = w.publishSync(ctx, h.rjs, i, last); err != nil {
 				return 0, err
 			}
 		}
-		return micros(time.Since(start), n), nil
+		return time.Since(start), nil
 	}
-	l, err := h.pair(ctx, nameAppendSync, "µs/op", false, engine, raw)
+	l, err := h.pairSlices(ctx, nameAppendSync, "µs/op", false, appendSlices, func(d time.Duration) float64 { return micros(d, n) }, engine, raw)
 	if err != nil {
 		return err
 	}
@@ -71,7 +96,7 @@ func (h *harness) appendSync(ctx context.Context) error {
 		return err
 	}
 	ratioTarget(&l, 0.9)
-	l.Note = fmt.Sprintf("%d appends/run, %d B events, %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply (decide, fresh ULID, encode, js.PublishMsg with Nats-Msg-Id + type + expected-last-subject-seq headers) with its projection folding behind in the same process; raw = js.PublishMsg of a fresh msgpack/v5 encode of an event of the same size with a fresh ULID Nats-Msg-Id, the type header and the expected-last-subject-seq header", n, size, median(syncMsgs))
+	l.Note = fmt.Sprintf("%d appends/run in %d slices alternating with the raw's, %d B events, %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply (decide, fresh ULID, encode, js.PublishMsg with Nats-Msg-Id + type + expected-last-subject-seq headers) with its projection folding behind in the same process; raw = js.PublishMsg of a fresh msgpack/v5 encode of an event of the same size with a fresh ULID Nats-Msg-Id, the type header and the expected-last-subject-seq header", n, appendSlices, size, median(syncMsgs))
 	h.add(l)
 	return nil
 }
@@ -84,33 +109,39 @@ func (h *harness) appendConcurrent(ctx context.Context) error {
 	c := h.cfg.Clients
 	per := h.cfg.ConcurrentOps / c
 	total := per * c
-	run := func(ctx context.Context, warm func(g int) error, loop func(g int) error) (float64, error) {
-		if err := h.waitProjection(ctx); err != nil {
-			return 0, err
-		}
-		el, err := gated(c, warm, loop)
-		if err != nil {
-			return 0, err
-		}
-		return float64(total) / el.Seconds(), nil
-	}
+	nowarm := func(int) error { return nil }
 	var lagP99, lagP50, concMsgs []float64
 	var lagN int
-	engine := func(ctx context.Context, r int) (float64, error) {
+	var (
+		acks  [][]ackAt
+		watch *viewWatch
+		msgs  uint64 // the engine's NATS messages in the current run so far
+	)
+	engine := func(ctx context.Context, r, k int) (time.Duration, error) {
 		name := func(g int) string { return fmt.Sprintf("conc-e%03d-%03d", r, g) }
-		acks := make([][]ackAt, c)
-		var watch *viewWatch
-		var m0 uint64
-		v, err := run(ctx, func(g int) error {
-			acks[g] = make([]ackAt, 0, per)
-			_, err := h.eng.Apply(ctx, name(g), origin, nil, toggle(0))
-			if g == 0 && err == nil {
-				watch = watchViews(ctx, h.proj) // every goroutine's warm-up is done before the gate opens
-				m0 = h.serverMsgs()
+		if k == 0 {
+			// Each session's first append (its first read) is not timed.
+			acks = make([][]ackAt, c)
+			if _, err := gated(c, func(g int) error {
+				acks[g] = make([]ackAt, 0, per)
+				_, err := h.eng.Apply(ctx, name(g), origin, nil, toggle(0))
+				return err
+			}, nowarm); err != nil {
+				return 0, err
 			}
-			return err
-		}, func(g int) error {
-			for i := 1; i <= per; i++ {
+			if err := h.waitProjection(ctx); err != nil {
+				return 0, err
+			}
+			watch, msgs = watchViews(ctx, h.proj), 0
+		}
+		if err := h.waitProjection(ctx); err != nil {
+			watch.stop()
+			return 0, err
+		}
+		from, to := sliceOf(per, k)
+		m0 := h.serverMsgs()
+		el, err := gated(c, nowarm, func(g int) error {
+			for i := from; i <= to; i++ {
 				res, err := h.eng.Apply(ctx, name(g), origin, nil, toggle(i))
 				if err != nil {
 					return err
@@ -119,30 +150,47 @@ func (h *harness) appendConcurrent(ctx context.Context) error {
 			}
 			return nil
 		})
-		if watch != nil {
-			if err == nil {
-				err = h.waitProjection(ctx)
-			}
-			concMsgs = append(concMsgs, float64(h.serverMsgs()-m0)/float64(total))
+		if err == nil {
+			err = h.waitProjection(ctx)
+		}
+		msgs += h.serverMsgs() - m0
+		if err != nil {
+			watch.stop()
+			return 0, err
+		}
+		if k == appendSlices-1 {
+			concMsgs = append(concMsgs, float64(msgs)/float64(total))
 			watch.stop()
 			lags := watch.lags(acks)
 			lagN = len(lags)
 			lagP99 = append(lagP99, quantileMs(lags, 0.99))
 			lagP50 = append(lagP50, quantileMs(lags, 0.50))
 		}
-		return v, err
+		return el, nil
 	}
-	raw := func(ctx context.Context, r int) (float64, error) {
-		ws := make([]*rawWriter, c)
-		lasts := make([]uint64, c)
-		return run(ctx, func(g int) error {
-			ws[g] = newRawWriter(fmt.Sprintf("conc-r%03d-%03d", r, g))
+	var (
+		ws    []*rawWriter
+		lasts []uint64
+	)
+	raw := func(ctx context.Context, r, k int) (time.Duration, error) {
+		if k == 0 {
+			ws, lasts = make([]*rawWriter, c), make([]uint64, c)
+			if _, err := gated(c, func(g int) error {
+				ws[g] = newRawWriter(fmt.Sprintf("conc-r%03d-%03d", r, g))
+				var err error
+				lasts[g], err = ws[g].publishAsync(ctx, h.rjs, 0, 0)
+				return err
+			}, nowarm); err != nil {
+				return 0, err
+			}
+		}
+		if err := h.waitProjection(ctx); err != nil {
+			return 0, err
+		}
+		from, to := sliceOf(per, k)
+		return gated(c, nowarm, func(g int) error {
 			var err error
-			lasts[g], err = ws[g].publishAsync(ctx, h.rjs, 0, 0)
-			return err
-		}, func(g int) error {
-			var err error
-			for i := 1; i <= per; i++ {
+			for i := from; i <= to; i++ {
 				if lasts[g], err = ws[g].publishAsync(ctx, h.rjs, i, lasts[g]); err != nil {
 					return err
 				}
@@ -150,12 +198,12 @@ func (h *harness) appendConcurrent(ctx context.Context) error {
 			return nil
 		})
 	}
-	l, err := h.pair(ctx, fmt.Sprintf(nameAppendConcurrent, c), "events/s", true, engine, raw)
+	l, err := h.pairSlices(ctx, fmt.Sprintf(nameAppendConcurrent, c), "events/s", true, appendSlices, func(d time.Duration) float64 { return float64(total) / d.Seconds() }, engine, raw)
 	if err != nil {
 		return err
 	}
 	ratioTarget(&l, 0.85)
-	l.Note = fmt.Sprintf("%d appends/run, %d goroutines x 1 session each, one append in flight per session (CAS), %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply as above, its projection folding behind; raw = js.PublishMsgAsync of a fresh msgpack/v5 encode, fresh ULID Nats-Msg-Id, type and expected-last-subject-seq headers, next append of a session on its ack", total, c, median(concMsgs))
+	l.Note = fmt.Sprintf("%d appends/run in %d slices alternating with the raw's, %d goroutines x 1 session each, each session's first append untimed, one append in flight per session (CAS), %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply as above, its projection folding behind; raw = js.PublishMsgAsync of a fresh msgpack/v5 encode, fresh ULID Nats-Msg-Id, type and expected-last-subject-seq headers, next append of a session on its ack", total, appendSlices, c, median(concMsgs))
 	h.add(l)
 	lagP99, lagP50 = lagP99[:min(len(lagP99), l.Runs)], lagP50[:min(len(lagP50), l.Runs)]
 	lag := Line{Name: fmt.Sprintf(nameProjectionLag, c), Unit: "ms", Runs: len(lagP99), Engine: median(lagP99), EngineRuns: lagP99}
