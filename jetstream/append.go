@@ -124,6 +124,18 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		if errors.As(err, &ce) {
 			atLeast = ce.Actual
 		}
+		if errors.Is(err, errDuplicateInBatch) {
+			// 10201 names no sequence: ask the leader where the session
+			// is, so that a replica behind it cannot hide a stored batch
+			// (the server checks a batch's ids before its expected
+			// sequence, so a re-sent stored batch is answered so). Not
+			// knowing is an unknown outcome, never "another session's".
+			n, lerr := l.LeaderLastSeq(ctx, session)
+			if lerr != nil {
+				return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: errors.Join(err, lerr)}
+			}
+			atLeast = n
+		}
 		dup, ok, seen := l.findStored(ctx, session, expected, evs)
 		// Direct gets may be answered by a replica that lags the leader
 		// (after a partition heals, say) and miss our own events stored
@@ -294,7 +306,11 @@ func (l *Log) publishError(ctx context.Context, session string, expected uint64,
 				return ce
 			}
 		}
-		if n, lerr := l.LastSeq(ctx, session); lerr == nil {
+		// 10164 names no sequence either; the leader's answer, since the
+		// caller acts on it (a re-send while it equals expected).
+		if n, lerr := l.LeaderLastSeq(ctx, session); lerr == nil {
+			ce.Actual = n
+		} else if n, lerr := l.LastSeq(ctx, session); lerr == nil {
 			ce.Actual = n
 		}
 		return ce

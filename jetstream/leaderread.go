@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/events"
 )
 
 // ErrNotStored is returned by ReadLeader for a sequence the stream's
@@ -22,14 +24,79 @@ var ErrNotStored = errors.New("no event stored at this sequence")
 // asks the leader before it calls the events lost. ErrNotStored when the
 // leader has none there.
 func (l *Log) ReadLeader(ctx context.Context, seq uint64) (Record, error) {
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
-	req, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
-	m, err := l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+l.name, req)
+	r, err := l.leaderGet(ctx, leaderGetRequest{Seq: seq})
 	if err != nil {
 		return Record{}, fmt.Errorf("read event %d from the stream leader: %w", seq, err)
+	}
+	if r.Seq != seq {
+		return Record{}, fmt.Errorf("read event %d from the stream leader: reply without that message", seq)
+	}
+	return r, nil
+}
+
+// LeaderLastSeq returns the sequence of the session's last event as the
+// stream's leader holds it (0: none): LastSeq asked of the one node that
+// has every acknowledged write, for the callers that act on the answer
+// (a refusal, a search for their own events) rather than only show it.
+func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
+	}
+	r, err := l.leaderGet(ctx, leaderGetRequest{LastBy: l.Subject(session)})
+	if errors.Is(err, ErrNotStored) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last sequence of %q from the stream leader: %w", session, err)
+	}
+	return r.Seq, nil
+}
+
+// ReadSessionThrough is ReadSession for a caller that knows the session
+// holds an event at upTo (a sequence the leader acknowledged or reported):
+// when the direct gets end before upTo (a replica behind the leader
+// answered them), the rest is read from the stream's leader, one event a
+// request. Events erased meanwhile are not asked for again.
+func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]Record, error) {
+	recs, err := l.ReadSession(ctx, session, from, upTo)
+	if err != nil || upTo == 0 {
+		return recs, err
+	}
+	next := from
+	if n := len(recs); n > 0 {
+		next = recs[n-1].Seq + 1
+	}
+	for next <= upTo {
+		r, err := l.leaderGet(ctx, leaderGetRequest{Seq: next, NextBy: l.Subject(session)})
+		if errors.Is(err, ErrNotStored) || err == nil && r.Seq > upTo {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read session %q from %d on the stream leader: %w", session, next, err)
+		}
+		recs = append(recs, r)
+		next = r.Seq + 1
+	}
+	return recs, nil
+}
+
+// leaderGetRequest is a STREAM.MSG.GET request: the message at Seq, the
+// last on subject LastBy, or the first at or after Seq on subject NextBy.
+type leaderGetRequest struct {
+	Seq    uint64 `json:"seq,omitempty"`
+	LastBy string `json:"last_by_subj,omitempty"`
+	NextBy string `json:"next_by_subj,omitempty"`
+}
+
+// leaderGet asks the stream's leader for one message; ErrNotStored when
+// it holds none that matches.
+func (l *Log) leaderGet(ctx context.Context, get leaderGetRequest) (Record, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	req, _ := json.Marshal(get)
+	m, err := l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+l.name, req)
+	if err != nil {
+		return Record{}, err
 	}
 	var resp struct {
 		Error *struct {
@@ -46,27 +113,27 @@ func (l *Log) ReadLeader(ctx context.Context, seq uint64) (Record, error) {
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return Record{}, fmt.Errorf("read event %d from the stream leader: %w", seq, err)
+		return Record{}, err
 	}
 	if resp.Error != nil {
 		if resp.Error.Code == 404 {
-			return Record{}, fmt.Errorf("read event %d from the stream leader: %w", seq, ErrNotStored)
+			return Record{}, ErrNotStored
 		}
-		return Record{}, fmt.Errorf("read event %d from the stream leader: %d %s", seq, resp.Error.Code, resp.Error.Desc)
+		return Record{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Desc)
 	}
-	if resp.Message == nil || resp.Message.Seq != seq {
-		return Record{}, fmt.Errorf("read event %d from the stream leader: reply without that message", seq)
+	if resp.Message == nil {
+		return Record{}, errors.New("reply without a message")
 	}
 	h := nats.Header{}
 	if len(resp.Message.Header) > 0 {
 		hm, err := nats.DecodeHeadersMsg(resp.Message.Header)
 		if err != nil {
-			return Record{}, fmt.Errorf("read event %d from the stream leader: headers: %w", seq, err)
+			return Record{}, fmt.Errorf("headers: %w", err)
 		}
 		h = hm
 	}
 	l.msgsRead.Add(1)
-	r := l.record(seq, resp.Message.Subject, resp.Message.Time, h.Get(headerMsgID), resp.Message.Data)
+	r := l.record(resp.Message.Seq, resp.Message.Subject, resp.Message.Time, h.Get(headerMsgID), resp.Message.Data)
 	r.First = firstOfSubject(h)
 	return r, nil
 }

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
-
-	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
@@ -59,36 +56,8 @@ func TestReadLeaderMatchesDirectReads(t *testing.T) {
 // would fail with certainty but for 2^-40.
 func TestStoredAtAsksLeaderWhenReplicaLags(t *testing.T) {
 	ctx := context.Background()
-	l, nc := openLog(t)
-	// The mirror answers direct gets once it has mirrored a message: it
-	// mirrors only session "other", whose event is at sequence 1 (a mirror
-	// keeps the stream's sequences), and holds nothing after.
-	if _, err := l.Append(ctx, "other", 0, toggled("other")); err != nil {
-		t.Fatal(err)
-	}
-	js, err := njs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mirror, err := js.CreateStream(ctx, njs.StreamConfig{
-		Name:         "LAGGING_REPLICA",
-		Mirror:       &njs.StreamSource{Name: l.StreamName(), FilterSubject: l.Subject("other")},
-		MirrorDirect: true,
-		AllowDirect:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		info, err := mirror.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs != 1 {
-			return fmt.Errorf("mirror holds %d messages, want 1", info.State.Msgs)
-		}
-		return nil
-	})
+	l, _ := openLog(t)
+	natstest.LaggingReplica(t, l)
 	evs := []events.Envelope{toggled("lag1"), toggled("lag1")}
 	res, err := l.Append(ctx, "lag1", 0, evs...)
 	if err != nil {
@@ -104,5 +73,74 @@ func TestStoredAtAsksLeaderWhenReplicaLags(t *testing.T) {
 	// A sequence nobody holds stays an error, not "stored elsewhere".
 	if ok, err := l.StoredAt(ctx, "lag1", res.Last+5, ids[:1]); err == nil {
 		t.Errorf("StoredAt past the end = %v, nil; want an error", ok)
+	}
+}
+
+// #20 item 3, R23: a re-sent atomic batch whose first copy was stored is
+// answered 10201 (ids already stored: the server checks them before the
+// expected sequence), which names no sequence; the append looks for its
+// events on the session up to where the stream's leader says the session
+// is, not up to where a lagging replica's direct gets end. Before, one
+// short read answered "key in use by another session" for a stored batch.
+func TestResentBatchFoundPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLog(t)
+	natstest.LaggingReplica(t, l)
+	for i := 0; i < 20; i++ {
+		s := fmt.Sprintf("resent-%d", i)
+		evs := []events.Envelope{toggled(s), toggled(s), toggled(s)}
+		first, err := l.Append(ctx, s, 0, evs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := l.Append(ctx, s, 0, evs...)
+		if err != nil {
+			t.Fatalf("%s: re-sent batch: %v, want it found stored at %d..%d", s, err, first.First, first.Last)
+		}
+		if !again.Duplicate || again.First != first.First || again.Last != first.Last {
+			t.Fatalf("%s: re-sent batch = %+v, want duplicate at %d..%d", s, again, first.First, first.Last)
+		}
+	}
+}
+
+// LeaderLastSeq and ReadSessionThrough answer from the leader what a
+// lagging replica's direct gets miss.
+func TestLeaderReadsPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLog(t)
+	natstest.LaggingReplica(t, l)
+	var want []uint64
+	for i := 0; i < 5; i++ {
+		r, err := l.Append(ctx, "through", uint64(0), toggled("through"))
+		if i > 0 {
+			r, err = l.Append(ctx, "through", want[len(want)-1], toggled("through"))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r.Last)
+		if _, err := l.Append(ctx, fmt.Sprintf("between-%d", i), 0, toggled(fmt.Sprintf("between-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		n, err := l.LeaderLastSeq(ctx, "through")
+		if err != nil || n != want[4] {
+			t.Fatalf("LeaderLastSeq = %d, %v; want %d", n, err, want[4])
+		}
+		recs, err := l.ReadSessionThrough(ctx, "through", want[1], want[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for _, r := range recs {
+			got = append(got, r.Seq)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[1:4]) {
+			t.Fatalf("read %d: ReadSessionThrough = %v, want %v", i, got, want[1:4])
+		}
+	}
+	if n, err := l.LeaderLastSeq(ctx, "never-written"); err != nil || n != 0 {
+		t.Errorf("LeaderLastSeq of an empty session = %d, %v; want 0", n, err)
 	}
 }

@@ -1,0 +1,54 @@
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	njs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// LaggingSession is the session whose one event LaggingReplica's mirror
+// holds.
+const LaggingSession = "lagging"
+
+// LaggingReplica gives l's stream, on a single server, a replica that lags
+// its leader for the direct gets, as a follower does for entries it has
+// not applied yet: a mirror that answers the stream's direct gets beside
+// the stream (MirrorDirect: about half of them) and holds only one event
+// of session LaggingSession, which it appends first (a mirror keeps the
+// stream's sequences). The mirror answers "not found" for any later
+// sequence and ends batched direct gets there. l's stream must be empty
+// before; nothing may be appended to LaggingSession after.
+func LaggingReplica(t testing.TB, l *jetstream.Log) {
+	t.Helper()
+	ctx := context.Background()
+	ev := events.New(LaggingSession, "test", "natstest", events.ToolsToggled{Enabled: new(true)})
+	if _, err := l.Append(ctx, LaggingSession, 0, ev); err != nil {
+		t.Fatalf("lagging replica: %v", err)
+	}
+	mirror, err := l.JetStream().CreateStream(ctx, njs.StreamConfig{
+		Name:         "LAGGING_REPLICA_" + l.StreamName(),
+		Mirror:       &njs.StreamSource{Name: l.StreamName(), FilterSubject: l.Subject(LaggingSession)},
+		MirrorDirect: true,
+		AllowDirect:  true,
+	})
+	if err != nil {
+		t.Fatalf("lagging replica: %v", err)
+	}
+	// The mirror answers direct gets from its first mirrored message on.
+	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		info, err := mirror.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 1 {
+			return fmt.Errorf("lagging replica holds %d messages, want 1", info.State.Msgs)
+		}
+		return nil
+	})
+}
