@@ -10,6 +10,7 @@ package logtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -88,7 +89,24 @@ func read(t *testing.T, l service.Log, session string, from, upTo uint64) []jets
 	if err != nil {
 		t.Fatalf("read %q [%d, %d]: %v", session, from, upTo, err)
 	}
+	// ReadSessionThrough reads the same events (on one node or a
+	// current replica; a lagging one is the jetstream package's test).
+	through, err := l.ReadSessionThrough(ctx, session, from, upTo)
+	if err != nil {
+		t.Fatalf("read %q [%d, %d] through: %v", session, from, upTo, err)
+	}
+	if fmt.Sprint(seqsOf(through)) != fmt.Sprint(seqsOf(recs)) {
+		t.Fatalf("read %q [%d, %d]: ReadSessionThrough read %v, ReadSession %v", session, from, upTo, seqsOf(through), seqsOf(recs))
+	}
 	return recs
+}
+
+func seqsOf(recs []jetstream.Record) []uint64 {
+	out := make([]uint64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Seq
+	}
+	return out
 }
 
 func lastSeq(t *testing.T, l service.Log, session string) uint64 {

@@ -156,6 +156,12 @@ func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64
 	return out, err
 }
 
+// ReadSessionThrough is ReadSession: the memory log has no replicas to
+// lag behind.
+func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
+	return l.ReadSession(ctx, session, from, upTo)
+}
+
 // ScanSession calls fn for each of the session's events with sequence in
 // [from, upTo] (upTo 0: to the end at the time of the call), in order, and
 // returns fn's first error, wrapped. fn runs without the log's lock: it

@@ -307,7 +307,9 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 	if from == 0 {
 		from = 1 // a view folded before TurnSeq was kept: find the turn
 	}
-	recs, err := e.log.ReadSession(ctx, st.Session, from, st.LastSeq)
+	// Through st.LastSeq: a replica behind the leader would end the read
+	// early, and the turn would be rebuilt without its last discoveries.
+	recs, err := e.log.ReadSessionThrough(ctx, st.Session, from, st.LastSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +388,11 @@ func (e *Engine) catchUpLocked(ctx context.Context, ot *openTurn, st aggregate.S
 	if ot.applied >= st.LastSeq {
 		return nil
 	}
-	recs, err := e.log.ReadSession(ctx, st.Session, ot.applied+1, st.LastSeq)
+	// Through st.LastSeq, as ot.applied says below: a replica behind the
+	// leader ends a direct-get read early, and the discoveries it missed
+	// would be missing from the turn's tools and from the checkpoint the
+	// turn's end writes (it replaces the session's loaded set).
+	recs, err := e.log.ReadSessionThrough(ctx, st.Session, ot.applied+1, st.LastSeq)
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,11 @@ type Log interface {
 	// ReadSession returns the session's events with sequence in
 	// [from, upTo] (from 0 is 1; upTo 0: to the end), in order.
 	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error)
+	// ReadSessionThrough is ReadSession for a caller that knows the
+	// session holds an event at upTo (a sequence the log acknowledged or
+	// a state folded): it reads through upTo even when the replica first
+	// asked lags the stream's leader, where ReadSession may end early.
+	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error)
 	// ScanSession calls fn for each event ReadSession would return, in
 	// order, and stops at fn's first error, which it returns (wrapped).
 	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error

@@ -536,7 +536,7 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 	if err != nil {
 		return checkpoint.Dispatch{}, false, err
 	}
-	recs, err := e.log.ReadSession(ctx, session, st.LastSeq, st.LastSeq)
+	recs, err := e.log.ReadSessionThrough(ctx, session, st.LastSeq, st.LastSeq)
 	if err != nil {
 		return checkpoint.Dispatch{}, false, err
 	}

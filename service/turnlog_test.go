@@ -354,3 +354,69 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 		}
 	}
 }
+
+// R16, R21 (#20): engine A holds a session's open turn, engine B loads a
+// deferred tool in it, then A dispatches and ends the turn. A folds B's
+// discovery into its turn by reading the log up to the sequence its state
+// says the session is at; a replica behind the stream's leader (here a
+// mirror answering half the direct gets, natstest.LaggingReplica) ends
+// such a read early. Before, A then served the turn without the tool and
+// its checkpoint, which replaces the session's loaded set, dropped it.
+func TestTurnCatchUpPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, logA := engineAt(t, url, resolver.Default(), false)
+	b, _ := engineAt(t, url, resolver.Default(), true)
+	natstest.LaggingReplica(t, logA)
+	// Each engine reads the session at least where the other left it
+	// (read-your-writes across engines, at the sequence the leader holds):
+	// reads without a sequence may be stale on a lagging replica, as
+	// documented; what is tested is A's turn catching up to its state.
+	caughtUp := func(e *service.Engine, s string) {
+		t.Helper()
+		at, err := logA.LeaderLastSeq(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Session(ctx, s, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := service.ResolveRequest{Provider: service.ProviderAnthropicEngine, Profile: "coder"}
+	for i := 0; i < 12; i++ {
+		s := fmt.Sprintf("catch-up-%d", i)
+		begun, err := a.BeginTurn(ctx, s, web, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(begun.Catalog, "enter_plan_mode") {
+			t.Fatalf("%s: catalog %v lacks enter_plan_mode", s, begun.Catalog)
+		}
+		if _, err := a.Dispatch(ctx, s, service.ProviderAnthropicEngine); err != nil {
+			t.Fatal(err)
+		}
+		caughtUp(b, s)
+		found, err := b.Discover(ctx, s, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"enter_plan_mode"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(found.Loaded, []string{"enter_plan_mode"}) {
+			t.Fatalf("%s: B's search loaded %v", s, found.Loaded)
+		}
+		caughtUp(a, s)
+		v, err := a.Dispatch(ctx, s, service.ProviderAnthropicEngine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(v.Provider, "enter_plan_mode") {
+			t.Fatalf("%s: A's dispatch after B's search serves %v, without enter_plan_mode", s, v.Provider)
+		}
+		end, err := a.EndTurn(ctx, s, web)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(end.Record.Loaded, []string{"enter_plan_mode"}) {
+			t.Fatalf("%s: A's checkpoint holds %v, want [enter_plan_mode]", s, end.Record.Loaded)
+		}
+	}
+}
