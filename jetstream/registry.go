@@ -73,6 +73,24 @@ func (r *RegistryStore) Put(ctx context.Context, data []byte) (uint64, error) {
 	return rev, nil
 }
 
+// Seed stores data as the registry only if the bucket holds none (a KV
+// create, which the bucket's stream leader checks): seeded false means a
+// registry is there already, though a replica behind the leader may have
+// answered Get that none was. A plain Put would have replaced the
+// cluster's pushed registry with this engine's fallback.
+func (r *RegistryStore) Seed(ctx context.Context, data []byte) (seeded bool, err error) {
+	ctx, cancel := r.log.withTimeout(ctx)
+	defer cancel()
+	_, err = r.kv.Create(ctx, registryKey, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("seed registry: %w", err)
+	}
+	return true, nil
+}
+
 // Watch calls fn with every registry stored after the call (not the
 // current one), until ctx ends. fn runs on one goroutine, in order.
 func (r *RegistryStore) Watch(ctx context.Context, fn func(data []byte, rev uint64)) error {

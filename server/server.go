@@ -265,6 +265,10 @@ func writeReady(path string, r ready) error {
 	return nil
 }
 
+// registrySeedWait bounds how long a start waits for a replica to serve
+// the registry another engine seeded.
+const registrySeedWait = 30 * time.Second
+
 // registryFromKV returns the registry stored in the bucket, seeding the
 // bucket with fallback when it holds none.
 func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
@@ -281,10 +285,26 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := store.Put(ctx, seed); err != nil {
+		seeded, err := store.Seed(ctx, seed)
+		if err != nil {
 			return nil, nil, err
 		}
-		return store, fallback, nil
+		if seeded {
+			return store, fallback, nil
+		}
+		// Another engine stored one, or a replica behind the bucket's
+		// leader answered the Get: read until a replica has it.
+		backoff := jetstream.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+		wctx, cancel := context.WithTimeout(ctx, registrySeedWait)
+		defer cancel()
+		for data == nil {
+			if err := jetstream.Sleep(wctx, backoff.Next()); err != nil {
+				return nil, nil, fmt.Errorf("the registry bucket holds a registry no replica serves yet: %w", err)
+			}
+			if data, rev, err = store.Get(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	reg, err := resolver.Load(data)
 	if err == nil {
