@@ -88,15 +88,36 @@ type leaderGetRequest struct {
 	NextBy string `json:"next_by_subj,omitempty"`
 }
 
-// leaderGet asks the stream's leader for one message; ErrNotStored when
-// it holds none that matches.
+// leaderGet asks the event stream's leader for one event; ErrNotStored
+// when it holds none that matches.
 func (l *Log) leaderGet(ctx context.Context, get leaderGetRequest) (Record, error) {
+	m, err := l.leaderMsg(ctx, l.name, get)
+	if err != nil {
+		return Record{}, err
+	}
+	r := l.record(m.seq, m.subject, m.time, m.header.Get(headerMsgID), m.data)
+	r.First = firstOfSubject(m.header)
+	return r, nil
+}
+
+// storedMsg is a message as a stream's leader returned it.
+type storedMsg struct {
+	subject string
+	seq     uint64
+	header  nats.Header
+	data    []byte
+	time    time.Time
+}
+
+// leaderMsg asks the leader of stream (one of the log's streams) for one
+// message (STREAM.MSG.GET); ErrNotStored when it holds none that matches.
+func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	req, _ := json.Marshal(get)
-	m, err := l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+l.name, req)
+	m, err := l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
 	if err != nil {
-		return Record{}, err
+		return storedMsg{}, err
 	}
 	var resp struct {
 		Error *struct {
@@ -113,27 +134,25 @@ func (l *Log) leaderGet(ctx context.Context, get leaderGetRequest) (Record, erro
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return Record{}, err
+		return storedMsg{}, err
 	}
 	if resp.Error != nil {
 		if resp.Error.Code == 404 {
-			return Record{}, ErrNotStored
+			return storedMsg{}, ErrNotStored
 		}
-		return Record{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Desc)
+		return storedMsg{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Desc)
 	}
 	if resp.Message == nil {
-		return Record{}, errors.New("reply without a message")
+		return storedMsg{}, errors.New("reply without a message")
 	}
 	h := nats.Header{}
 	if len(resp.Message.Header) > 0 {
 		hm, err := nats.DecodeHeadersMsg(resp.Message.Header)
 		if err != nil {
-			return Record{}, fmt.Errorf("headers: %w", err)
+			return storedMsg{}, fmt.Errorf("headers: %w", err)
 		}
 		h = hm
 	}
 	l.msgsRead.Add(1)
-	r := l.record(resp.Message.Seq, resp.Message.Subject, resp.Message.Time, h.Get(headerMsgID), resp.Message.Data)
-	r.First = firstOfSubject(h)
-	return r, nil
+	return storedMsg{subject: resp.Message.Subject, seq: resp.Message.Seq, header: h, data: resp.Message.Data, time: resp.Message.Time}, nil
 }

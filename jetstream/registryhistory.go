@@ -151,7 +151,20 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 	defer cancel()
 	m, err := h.stream.GetLastMsgForSubject(ctx, h.subject(version))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, fmt.Errorf("registry %q: %w", version, ErrRegistryVersionUnknown)
+		// A replica behind the history's leader answers "none" for a
+		// version recorded since; callers cache "unknown" (the fold then
+		// judges without registry rules), so the leader decides.
+		lm, lerr := h.log.leaderMsg(ctx, h.name, leaderGetRequest{LastBy: h.subject(version)})
+		if errors.Is(lerr, ErrNotStored) {
+			return nil, fmt.Errorf("registry %q: %w", version, ErrRegistryVersionUnknown)
+		}
+		if lerr != nil {
+			return nil, fmt.Errorf("look up registry %q on the history's leader: %w", version, lerr)
+		}
+		if isTombstone(lm.header) {
+			return nil, prunedErr(version)
+		}
+		return lm.data, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up registry %q: %w", version, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -56,5 +57,42 @@ func TestRegistryHistory(t *testing.T) {
 	}
 	if got, err := h2.Lookup(ctx, "v.1"); err != nil || string(got) != `{"a":3}` {
 		t.Fatalf("second opener: %s, %v", got, err)
+	}
+}
+
+// R31 (#20): a version recorded since a replica behind the history's
+// leader last applied is not "unknown" (a projection caches that answer
+// and folds without the version's rules): Lookup asks the leader when the
+// direct get finds nothing.
+func TestRegistryLookupPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	log, _ := openLog(t)
+	h, err := log.OpenRegistryHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Record(ctx, "lagging", []byte(`{"lagging":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := log.JetStream().Stream(ctx, h.StreamName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingMirror(t, log.JetStream(), h.StreamName(), first.Subject)
+	if err := h.Record(ctx, "v.2", []byte(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		got, err := h.Lookup(ctx, "v.2")
+		if err != nil || string(got) != `{"v":2}` {
+			t.Fatalf("lookup %d of v.2: %s, %v", i, got, err)
+		}
+	}
+	if _, err := h.Lookup(ctx, "never"); !errors.Is(err, jetstream.ErrRegistryVersionUnknown) {
+		t.Errorf("lookup of a version never recorded: %v, want ErrRegistryVersionUnknown", err)
 	}
 }

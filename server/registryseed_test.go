@@ -3,11 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
-	"time"
 
-	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/internal/natstest"
@@ -42,25 +39,7 @@ func TestRegistrySeedKeepsPushedPastLaggingReplica(t *testing.T) {
 	if _, err := kv.Put(ctx, "other", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	mirror, err := jlog.JetStream().CreateStream(ctx, njs.StreamConfig{
-		Name:         "LAGGING_REGISTRY",
-		Mirror:       &njs.StreamSource{Name: "KV_" + bucket, FilterSubject: "$KV." + bucket + ".other"},
-		MirrorDirect: true,
-		AllowDirect:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		info, err := mirror.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs != 1 {
-			return fmt.Errorf("mirror holds %d messages, want 1", info.State.Msgs)
-		}
-		return nil
-	})
+	natstest.LaggingMirror(t, jlog.JetStream(), "KV_"+bucket, "$KV."+bucket+".other")
 	var doc map[string]any
 	if err := json.Unmarshal(resolver.DefaultRegistryJSON(), &doc); err != nil {
 		t.Fatal(err)

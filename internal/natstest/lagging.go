@@ -31,9 +31,20 @@ func LaggingReplica(t testing.TB, l *jetstream.Log) {
 	if _, err := l.Append(ctx, LaggingSession, 0, ev); err != nil {
 		t.Fatalf("lagging replica: %v", err)
 	}
-	mirror, err := l.JetStream().CreateStream(ctx, njs.StreamConfig{
-		Name:         "LAGGING_REPLICA_" + l.StreamName(),
-		Mirror:       &njs.StreamSource{Name: l.StreamName(), FilterSubject: l.Subject(LaggingSession)},
+	LaggingMirror(t, l.JetStream(), l.StreamName(), l.Subject(LaggingSession))
+}
+
+// LaggingMirror is LaggingReplica for any stream on a single server: a
+// mirror of stream answering its direct gets (about half of them) that
+// holds only the messages on subject, of which the stream must hold
+// exactly one, before every other message; nothing may be published on
+// subject after.
+func LaggingMirror(t testing.TB, js njs.JetStream, stream, subject string) {
+	t.Helper()
+	ctx := context.Background()
+	mirror, err := js.CreateStream(ctx, njs.StreamConfig{
+		Name:         "LAGGING_REPLICA_" + stream,
+		Mirror:       &njs.StreamSource{Name: stream, FilterSubject: subject},
 		MirrorDirect: true,
 		AllowDirect:  true,
 	})
