@@ -205,8 +205,11 @@ func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("erase %q: look up stream %s: %w", session, l.name, err)
 	}
-	first, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	// The first and last events from the stream's leader: a replica
+	// behind it answers "none" for a session written since, and the erase
+	// would then purge nothing and report the session erased.
+	first, err := l.leaderMsg(ctx, l.name, leaderGetRequest{Seq: 1, NextBy: subj})
+	if errors.Is(err, ErrNotStored) {
 		erased, err := x.Erased(ctx, session)
 		if err != nil || erased {
 			return rep, err
@@ -214,12 +217,12 @@ func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error)
 	} else if err != nil {
 		return rep, fmt.Errorf("erase %q: first event: %w", session, err)
 	} else {
-		rep.FirstSeq = first.Sequence
-		last, err := stream.GetLastMsgForSubject(ctx, subj)
+		rep.FirstSeq = first.seq
+		last, err := l.leaderMsg(ctx, l.name, leaderGetRequest{LastBy: subj})
 		if err != nil {
 			return rep, fmt.Errorf("erase %q: last event: %w", session, err)
 		}
-		rep.LastSeq = last.Sequence
+		rep.LastSeq = last.seq
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
 		if err != nil {
 			return rep, fmt.Errorf("erase %q: count events: %w", session, err)
@@ -289,19 +292,22 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 	}
 	var out []SeqRange
 	subj := l.cfg.Prefix + ".audit.>" // erases and compactions (#30)
+	// From the audit stream's leader: a replica behind it would end the
+	// list early, and a reader would call the sequences of the records it
+	// missed lost (a damaged log) rather than erased.
 	for seq := uint64(1); ; {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
+		m, err := l.leaderMsg(ctx, st.CachedInfo().Config.Name, leaderGetRequest{Seq: seq, NextBy: subj})
+		if errors.Is(err, ErrNotStored) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("erased ranges: read audit record after %d: %w", seq, err)
 		}
 		var rec AuditRecord
-		if json.Unmarshal(m.Data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
+		if json.Unmarshal(m.data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
 			out = append(out, SeqRange{First: rec.FirstSeq, Last: rec.LastSeq})
 		}
-		seq = m.Sequence + 1
+		seq = m.seq + 1
 	}
 }
 

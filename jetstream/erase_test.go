@@ -209,3 +209,64 @@ func TestEraseLegacyDenyPurge(t *testing.T) {
 		t.Error("an audit record claims the refused erase")
 	}
 }
+
+// R44, #30, #20: an erase finds the session's events on the stream's
+// leader, not on a replica behind it, which answers "none" for a session
+// written since: the erase then purged nothing and reported the session
+// erased (Purged 0, an audit record, every later read "erased") while
+// its events stayed in the stream. And the erased ranges an audit lists
+// are read from the audit stream's leader, whole.
+func TestErasePastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLog(t)
+	natstest.LaggingReplica(t, l)
+	x, err := l.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The audit stream lags too: its mirror holds only the first erase's
+	// record.
+	if _, err := l.Append(ctx, "first-erased", 0, toggled("first-erased")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Erase(ctx, "first-erased"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingMirror(t, l.JetStream(), x.AuditStream(), x.AuditSubject("first-erased"))
+	ranges := 1
+	for i := 0; i < 12; i++ {
+		s := fmt.Sprintf("gdpr-%d", i)
+		res, err := l.Append(ctx, s, 0, toggled(s), toggled(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := x.Erase(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Purged != 2 || rep.FirstSeq != res.First || rep.LastSeq != res.Last {
+			t.Fatalf("%s: erase report %+v, want 2 events purged, %d..%d", s, rep, res.First, res.Last)
+		}
+		ranges++
+		info, err := l.JetStream().Stream(ctx, l.StreamName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := info.Info(ctx, njs.WithSubjectFilter(l.Subject(s)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.State.Subjects[l.Subject(s)]; n != 0 {
+			t.Fatalf("%s: %d events left in the stream after the erase", s, n)
+		}
+		for j := 0; j < 4; j++ {
+			got, err := l.ErasedRanges(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != ranges {
+				t.Fatalf("%s: %d erased ranges listed, want %d", s, len(got), ranges)
+			}
+		}
+	}
+}
