@@ -34,10 +34,12 @@ func (l *Log) ReadLeader(ctx context.Context, seq uint64) (Record, error) {
 	return r, nil
 }
 
-// LeaderLastSeq returns the sequence of the session's last event as the
-// stream's leader holds it (0: none): LastSeq asked of the one node that
-// has every acknowledged write, for the callers that act on the answer
-// (a refusal, a search for their own events) rather than only show it.
+// LeaderLastSeq is LastSeq as the stream's leader holds it: a
+// STREAM.MSG.GET, which only the leader answers, for the callers that act
+// on the answer (a refusal, a search for their own events, a refold)
+// where a replica behind the leader would answer with a sequence it
+// passed. It costs a JetStream API request where LastSeq's direct get
+// does not: not for paths taken on every request.
 func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)

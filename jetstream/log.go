@@ -284,7 +284,9 @@ func (l *Log) lock(session string) *sync.Mutex {
 }
 
 // LastSeq returns the stream sequence of the session's last event, 0 when
-// it has none. One direct get.
+// it has none. One direct get, which any replica may answer: one behind
+// the leader answers with a sequence it passed. Callers that act on the
+// answer where a low one is not safe ask LeaderLastSeq.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)

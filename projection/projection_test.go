@@ -446,3 +446,41 @@ func TestRunCountsInterruptions(t *testing.T) {
 		t.Fatalf("after the interruption: %v", err)
 	}
 }
+
+// R24 (#20): Reconcile, run by engine rebuild, refolds only the views
+// ahead of the log, and asks the stream's leader where each session is: a
+// replica behind it answered "no events" for sessions written since, and
+// Reconcile then replaced their views by a refold of what that replica
+// held (the zero view), for events the feed had long acknowledged.
+func TestReconcileKeepsViewsPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	natstest.LaggingReplica(t, e.log)
+	p, stop := start(t, e.log)
+	// Appends that know where each session is (not asking the log).
+	r := rand.New(rand.NewPCG(3, 4))
+	at := map[string]uint64{}
+	var last uint64
+	for i := 0; i < 200; i++ {
+		s := fmt.Sprintf("s%03d", r.IntN(20))
+		res, err := e.log.Append(ctx, s, at[s], events.New(s, "web", "u", randomPayload(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[s], last = res.Last, res.Last
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := p.WaitApplied(wctx, last); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for i := 0; i < 3; i++ {
+		fixed, err := p.Reconcile(ctx)
+		if err != nil || fixed != 0 {
+			t.Fatalf("Reconcile %d of views in step with the log: fixed %d, %v; want 0, nil", i, fixed, err)
+		}
+	}
+	assertViewsEqualFold(t, p, e.log)
+}

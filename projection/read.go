@@ -171,14 +171,20 @@ func newCache() *lru.Cache[string, *aggregate.State] {
 // end), into st.
 func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
 	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
-		ev, err := p.regs.Stored(ctx, r)
-		if err != nil {
-			return err
-		}
-		st.ApplyStored(ev) //nolint:errcheck // recorded in st; the projection reports
-		return nil
+		return p.foldRecord(ctx, &st, r)
 	})
 	return st, err
+}
+
+// foldRecord folds one stored event into st, with the registry in force
+// when it was stored.
+func (p *Projection) foldRecord(ctx context.Context, st *aggregate.State, r jetstream.Record) error {
+	ev, err := p.regs.Stored(ctx, r)
+	if err != nil {
+		return err
+	}
+	st.ApplyStored(ev) //nolint:errcheck // recorded in st; the projection reports
+	return nil
 }
 
 // ReadOptions qualify a read.
@@ -330,16 +336,27 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 		if err != nil {
 			return fixed, err
 		}
-		last, err := p.log.LastSeq(ctx, s)
+		last, err := p.log.LeaderLastSeq(ctx, s)
 		if err != nil {
 			return fixed, err
 		}
 		if v.LastSeq <= last || (v.Deleted() && last == 0) {
 			continue // in step; or erased (#30): its view is the deleted state, its events purged on purpose
 		}
-		st, err := p.foldLog(ctx, s, aggregate.State{Session: s}, 0)
-		if err != nil {
-			return fixed, err
+		// Through last, read from the stream's leader where a replica
+		// behind it ends the direct gets early: the view written here is
+		// final (the feed acknowledged these events long ago).
+		st := aggregate.State{Session: s}
+		if last > 0 {
+			recs, err := p.log.ReadSessionThrough(ctx, s, 1, last)
+			if err != nil {
+				return fixed, err
+			}
+			for _, r := range recs {
+				if err := p.foldRecord(ctx, &st, r); err != nil {
+					return fixed, err
+				}
+			}
 		}
 		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
 		// A session the log holds nothing of gets the zero view (no KV
