@@ -292,22 +292,33 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 	}
 	var out []SeqRange
 	subj := l.cfg.Prefix + ".audit.>" // erases and compactions (#30)
-	// From the audit stream's leader: a replica behind it would end the
-	// list early, and a reader would call the sequences of the records it
-	// missed lost (a damaged log) rather than erased.
 	for seq := uint64(1); ; {
-		m, err := l.leaderMsg(ctx, st.CachedInfo().Config.Name, leaderGetRequest{Seq: seq, NextBy: subj})
-		if errors.Is(err, ErrNotStored) {
-			return out, nil
-		}
-		if err != nil {
+		var data []byte
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			// A replica behind the audit stream's leader ends the list
+			// early, and a reader would call the sequences of the records
+			// it missed lost (a damaged log) rather than erased: the
+			// leader says whether this is the end (one JetStream API
+			// request a call; the records are direct gets).
+			lm, lerr := l.leaderMsg(ctx, st.CachedInfo().Config.Name, leaderGetRequest{Seq: seq, NextBy: subj})
+			if errors.Is(lerr, ErrNotStored) {
+				return out, nil
+			}
+			if lerr != nil {
+				return nil, fmt.Errorf("erased ranges: read audit record after %d from the audit stream's leader: %w", seq, lerr)
+			}
+			data, seq = lm.data, lm.seq
+		} else if err != nil {
 			return nil, fmt.Errorf("erased ranges: read audit record after %d: %w", seq, err)
+		} else {
+			data, seq = m.Data, m.Sequence
 		}
 		var rec AuditRecord
-		if json.Unmarshal(m.data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
+		if json.Unmarshal(data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
 			out = append(out, SeqRange{First: rec.FirstSeq, Last: rec.LastSeq})
 		}
-		seq = m.seq + 1
+		seq++
 	}
 }
 
