@@ -115,6 +115,10 @@ func lastSeq(t *testing.T, l service.Log, session string) uint64 {
 	if err != nil {
 		t.Fatalf("last sequence of %q: %v", session, err)
 	}
+	// On one node (or current replicas) the leader's answer is the same.
+	if ln, err := l.LeaderLastSeq(ctx, session); err != nil || ln != n {
+		t.Fatalf("last sequence of %q: LeaderLastSeq = %d, %v; LastSeq %d", session, ln, err, n)
+	}
 	return n
 }
 

@@ -156,6 +156,11 @@ func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64
 	return out, err
 }
 
+// LeaderLastSeq is LastSeq: the memory log has no replicas to lag behind.
+func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error) {
+	return l.LastSeq(ctx, session)
+}
+
 // ReadSessionThrough is ReadSession: the memory log has no replicas to
 // lag behind.
 func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {

@@ -45,7 +45,7 @@ func (e *Engine) Delete(ctx context.Context, session string, origin Origin, reas
 	if err := events.ValidateSessionID(session); err != nil {
 		return DeleteResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
+	st, err := e.lifecycleRead(ctx, session)
 	if err != nil {
 		return DeleteResult{}, err
 	}
@@ -65,6 +65,23 @@ func (e *Engine) Delete(ctx context.Context, session string, origin Origin, reas
 		out.EventID = res.EventIDs[0]
 	}
 	return out, nil
+}
+
+// lifecycleRead reads the session as the log holds it for a delete or an
+// erase. A session that reads as having no events is asked of the
+// stream's leader before it is refused as not found: a replica behind the
+// leader answers "none" for a session written since, and "nothing to
+// erase" would leave its events in the log.
+func (e *Engine) lifecycleRead(ctx context.Context, session string) (aggregate.State, error) {
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
+	if err != nil || st.LastSeq != 0 {
+		return st, err
+	}
+	last, err := e.log.LeaderLastSeq(ctx, session)
+	if err != nil || last == 0 {
+		return st, err
+	}
+	return e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: last})
 }
 
 // dropSession forgets what this engine caches of session: its state, its
@@ -136,7 +153,7 @@ func (e *Engine) Erase(ctx context.Context, session string, origin Origin, reaso
 	if err := events.ValidateSessionID(session); err != nil {
 		return res, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
+	st, err := e.lifecycleRead(ctx, session)
 	if err != nil {
 		return res, err
 	}

@@ -3,9 +3,11 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/memlog"
 	"github.com/toolintent/engine/resolver"
@@ -73,5 +75,43 @@ func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 	}
 	if _, err := e.Apply(ctx, "fresh", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
 		t.Errorf("a new id: %v", err)
+	}
+}
+
+// #30, R44 (#20): a delete or an erase through an engine that does not
+// hold the session does not answer "it has no events" (ErrNotFound) for
+// a session a replica behind the stream's leader has not caught up with:
+// the client would take it as nothing to erase, and the events would stay
+// in the log. Engine B writes, engine A (nothing cached, no projection)
+// deletes half the sessions and erases the others (B runs the projection); the lagging replica is
+// a mirror answering half the direct gets (natstest.LaggingReplica).
+func TestDeleteAndErasePastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, logA := engineAt(t, url, resolver.Default(), false)
+	b, _ := engineAt(t, url, resolver.Default(), true) // an erase waits for the views to fold its delete
+	natstest.LaggingReplica(t, logA)
+	x, err := logA.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetEraser(x)
+	for i := 0; i < 12; i++ {
+		s := fmt.Sprintf("gone-%d", i)
+		if _, err := b.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "bash"}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := a.Delete(ctx, s, web, "test"); err != nil {
+				t.Fatalf("%s: delete: %v", s, err)
+			}
+			continue
+		}
+		if _, err := a.Erase(ctx, s, web, "test"); err != nil {
+			t.Fatalf("%s: erase: %v", s, err)
+		}
+		if n, err := logA.LeaderLastSeq(ctx, s); err != nil || n != 0 {
+			t.Fatalf("%s: after the erase the leader holds its events up to %d (%v)", s, n, err)
+		}
 	}
 }

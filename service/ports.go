@@ -39,8 +39,13 @@ import (
 type Log interface {
 	// Append stores evs on session if its last sequence is expected.
 	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error)
-	// LastSeq is the sequence of the session's last event, 0 for none.
+	// LastSeq is the sequence of the session's last event, 0 for none;
+	// on a replicated stream it may come from a replica behind the leader.
 	LastSeq(ctx context.Context, session string) (uint64, error)
+	// LeaderLastSeq is LastSeq as the stream's leader holds it, for the
+	// answers that must not rest on a replica behind it (a refusal that
+	// the session has no events); it may cost more than LastSeq.
+	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
 	// ReadSession returns the session's events with sequence in
 	// [from, upTo] (from 0 is 1; upTo 0: to the end), in order.
 	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error)
