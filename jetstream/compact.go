@@ -80,21 +80,24 @@ func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (
 	if err != nil {
 		return rep, fmt.Errorf("compact %q: look up stream %s: %w", session, l.name, err)
 	}
-	m, err := stream.GetMsg(ctx, snapshot)
-	if err != nil {
+	// The snapshot and the session's first event from the stream's
+	// leader: the snapshot was appended just before, and a replica behind
+	// the leader answers a direct get for it with "not found".
+	m, err := l.leaderMsg(ctx, l.name, leaderGetRequest{Seq: snapshot})
+	if err != nil && !errors.Is(err, ErrNotStored) {
 		return rep, fmt.Errorf("compact %q: read the snapshot at %d: %w", session, snapshot, err)
 	}
-	env, derr := events.Decode(m.Data)
+	env, derr := events.Decode(m.data)
 	snap, ok := env.Payload.(events.SessionCompacted)
-	if m.Subject != subj || derr != nil || !ok || env.Session != session || snap.LastSeq >= snapshot {
+	if err != nil || m.seq != snapshot || m.subject != subj || derr != nil || !ok || env.Session != session || snap.LastSeq >= snapshot {
 		return rep, fmt.Errorf("compact %q: sequence %d holds no SessionCompacted of the session: %w", session, snapshot, ErrNotSnapshot)
 	}
 	rep.FirstSeq, rep.LastSeq, rep.Count = snap.FirstSeq, snap.LastSeq, snap.Count
-	first, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
+	first, err := l.leaderMsg(ctx, l.name, leaderGetRequest{Seq: 1, NextBy: subj})
 	if err != nil {
 		return rep, fmt.Errorf("compact %q: first event: %w", session, err)
 	}
-	if first.Sequence >= snapshot {
+	if first.seq >= snapshot {
 		return rep, nil // purged before
 	}
 	rec := AuditRecord{Kind: AuditCompact, Session: session, Stream: l.name, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Purged: snap.Count,
@@ -106,7 +109,7 @@ func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (
 		return rep, fmt.Errorf("compact %q: write the audit record: %w", session, err)
 	}
 	rep.AuditSeq = ack.Sequence
-	er := EraseReport{FirstSeq: first.Sequence, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: ack.Sequence}
+	er := EraseReport{FirstSeq: first.seq, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: ack.Sequence}
 	if x.BeforePurge != nil {
 		if err := x.BeforePurge(er); err != nil {
 			return rep, fmt.Errorf("compact %q: before the purge: %w (the snapshot and the audit record are written; compact again)", session, err)

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -520,5 +521,43 @@ func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
 	}
 	if n := c.compacts - before; n != 0 {
 		t.Errorf("compacting a compact session made %d purge calls, want 0", n)
+	}
+}
+
+// #30, R44 (#20): a compaction through an engine that did not write the
+// session folds, and purges below, the session as the stream's leader
+// holds it, not as a replica behind the leader answers (a shorter log, or
+// "no events": ErrNotFound); and the log's compaction reads the snapshot
+// it was just given from the leader (a lagging replica answered "not
+// found"). Engine B writes, engine A compacts; the lagging replica is a
+// mirror answering half the direct gets (natstest.LaggingReplica).
+func TestCompactPastLaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, logA := engineAt(t, url, resolver.Default(), false)
+	b, _ := engineAt(t, url, resolver.Default(), true)
+	natstest.LaggingReplica(t, logA)
+	x, err := logA.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetEraser(x)
+	for i := 0; i < 8; i++ {
+		s := fmt.Sprintf("roll-%d", i)
+		for _, p := range []events.Payload{events.ToolDisabled{Name: "bash"}, events.ToolEnabled{Name: "bash"}, events.ToolDisabled{Name: "grep"}} {
+			if _, err := b.Apply(ctx, s, web, nil, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := a.Compact(ctx, s, compactor, "test")
+		if err != nil {
+			t.Fatalf("%s: compact: %v", s, err)
+		}
+		if res.Count != 3 || res.Purged != 3 {
+			t.Fatalf("%s: compact result %+v; want the 3 events replaced and purged", s, res)
+		}
+		if n, err := logA.LeaderLastSeq(ctx, s); err != nil || n != res.Seq {
+			t.Fatalf("%s: the leader's last event is at %d (%v), want the snapshot at %d", s, n, err, res.Seq)
+		}
 	}
 }
