@@ -132,6 +132,12 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
 	for {
+		// A context ended before a request fails the read: the select
+		// below may otherwise take an already-arrived reply over a done
+		// context and answer a cancelled call with events.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		// A fresh inbox per request: the replies of a request given up
 		// on (see below) cannot mix with the next one's.
 		if sub != nil {
