@@ -529,19 +529,10 @@ func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
 // holds it, not as a replica behind the leader answers (a shorter log, or
 // "no events": ErrNotFound); and the log's compaction reads the snapshot
 // it was just given from the leader (a lagging replica answered "not
-// found"). Engine B writes, engine A compacts; the lagging replica is a
-// mirror answering half the direct gets (natstest.LaggingReplica).
+// found"). Engine B writes, engine A compacts (laggingPair).
 func TestCompactPastLaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	a, logA := engineAt(t, url, resolver.Default(), false)
-	b, _ := engineAt(t, url, resolver.Default(), true)
-	natstest.LaggingReplica(t, logA)
-	x, err := logA.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetEraser(x)
+	a, b, logA := laggingPair(t, true)
 	for i := 0; i < 8; i++ {
 		s := fmt.Sprintf("roll-%d", i)
 		for _, p := range []events.Payload{events.ToolDisabled{Name: "bash"}, events.ToolEnabled{Name: "bash"}, events.ToolDisabled{Name: "grep"}} {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/memlog"
 	"github.com/toolintent/engine/resolver"
@@ -83,19 +82,10 @@ func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 // a session a replica behind the stream's leader has not caught up with:
 // the client would take it as nothing to erase, and the events would stay
 // in the log. Engine B writes, engine A (nothing cached, no projection)
-// deletes half the sessions and erases the others (B runs the projection); the lagging replica is
-// a mirror answering half the direct gets (natstest.LaggingReplica).
+// deletes half the sessions and erases the others (laggingPair).
 func TestDeleteAndErasePastLaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	a, logA := engineAt(t, url, resolver.Default(), false)
-	b, _ := engineAt(t, url, resolver.Default(), true) // an erase waits for the views to fold its delete
-	natstest.LaggingReplica(t, logA)
-	x, err := logA.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetEraser(x)
+	a, b, logA := laggingPair(t, true) // B's projection: an erase waits for the views to fold its delete
 	for i := 0; i < 12; i++ {
 		s := fmt.Sprintf("gone-%d", i)
 		if _, err := b.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "bash"}); err != nil {

@@ -32,6 +32,26 @@ func engineAt(t *testing.T, url string, reg *resolver.Registry, project bool) (*
 	return e, log
 }
 
+// laggingPair is two engines on one fresh server: B writes and runs the
+// projection; A, with nothing cached and no projection, reads through a
+// replica behind the stream's leader (natstest.LaggingReplica: a mirror
+// answering half the direct gets) and, with erase, has an eraser.
+func laggingPair(t *testing.T, erase bool) (a, b *service.Engine, logA *jetstream.Log) {
+	t.Helper()
+	url := natstest.Server(t).ClientURL()
+	a, logA = engineAt(t, url, resolver.Default(), false)
+	b, _ = engineAt(t, url, resolver.Default(), true)
+	natstest.LaggingReplica(t, logA)
+	if erase {
+		x, err := logA.NewEraser(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetEraser(x)
+	}
+	return a, b, logA
+}
+
 // pushedRegistry is the default registry under another version, with one
 // more default tool: what a registry push gives.
 func pushedRegistry(t *testing.T, version, extra string) *resolver.Registry {
@@ -364,10 +384,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 // its checkpoint, which replaces the session's loaded set, dropped it.
 func TestTurnCatchUpPastLaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	a, logA := engineAt(t, url, resolver.Default(), false)
-	b, _ := engineAt(t, url, resolver.Default(), true)
-	natstest.LaggingReplica(t, logA)
+	a, b, logA := laggingPair(t, false)
 	// Each engine reads the session at least where the other left it
 	// (read-your-writes across engines, at the sequence the leader holds):
 	// reads without a sequence may be stale on a lagging replica, as
