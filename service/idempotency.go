@@ -199,6 +199,13 @@ func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, cla
 // sequence of the session that search read).
 func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
 	if claim.Pending() {
+		// Search up to where the stream's leader says the session is: a
+		// replica behind it ends the search before the key's events, and
+		// once the dedupe window has passed the retry would store them
+		// a second time.
+		if n, lerr := e.log.LeaderLastSeq(ctx, session); lerr == nil {
+			e.marks.raise(session, n)
+		}
 		res, found, seen, err = e.findKeyed(ctx, session, key, claimIDs(session, key, claim, 1)[0], claim.After+1, 0)
 		if err == nil && found {
 			e.settle(ctx, keys, session, key, claim, res)
@@ -236,7 +243,7 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 func (e *Engine) findKeyed(ctx context.Context, session, key, first string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
 	next := first
 	stop := errors.New("stop")
-	err = e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+	err = e.scanSessionFrom(ctx, session, max(from, 1), upTo, func(r jetstream.Record) error {
 		seen = r.Seq
 		id := r.MsgID
 		if r.Err == nil {

@@ -409,3 +409,49 @@ func TestApplyKeyedOpaqueKeys(t *testing.T) {
 		t.Fatalf("session holds %d events (%v), want 3: nothing written by the retry and the refusals", len(recs), err)
 	}
 }
+
+// #24 row 5, R4 (#20): a keyed retry whose first call stored its events
+// and died before settling the index entry (a pending claim), sent after
+// the dedupe window through an engine reading a replica behind the
+// stream's leader (natstest.LaggingReplica: a mirror answering half the
+// direct gets), finds the stored events and answers them as a duplicate;
+// before, the replica's short answer ended the search, and the retry was
+// decided again (a second event, or a no-op answered as new).
+func TestApplyKeyedPendingPastLaggingReplica(t *testing.T) {
+	const window = 200 * time.Millisecond
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	a, logA := stackOn(t, url, jetstream.LogConfig{Duplicates: window}, resolver.Default(), service.Config{}, false)
+	_, logB := stackOn(t, url, jetstream.LogConfig{Duplicates: window}, resolver.Default(), service.Config{}, true)
+	natstest.LaggingReplica(t, logA)
+	keys, err := logB.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]uint64{}
+	keyOf := map[string]string{}
+	for i := 0; i < 8; i++ {
+		s := fmt.Sprintf("keyed-%d", i)
+		key := events.NewID()
+		if _, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: s, Channel: web.Channel, IDs: jetstream.KeyIDsV1}); err != nil || !claimed {
+			t.Fatal(claimed, err)
+		}
+		env := events.New(s, web.Channel, web.Actor, events.ToolDisabled{Name: "grep"})
+		env.ID = jetstream.KeyEventIDs(s, key, 1)[0]
+		res, err := logB.Append(ctx, s, 0, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[s], keyOf[s] = res.First, key
+	}
+	time.Sleep(3 * window) // the dedupe window is time: let it pass
+	for s, want := range stored {
+		got, err := a.ApplyKeyed(ctx, s, web, nil, keyOf[s], events.ToolDisabled{Name: "grep"})
+		if err != nil || !got.Duplicate || got.First != want || got.Last != want {
+			t.Fatalf("%s: retry of the pending key: %+v %v; want a duplicate at %d", s, got, err, want)
+		}
+		if n, err := logA.LeaderLastSeq(ctx, s); err != nil || n != want {
+			t.Fatalf("%s: the leader's last event is at %d (%v), want %d: the retry wrote", s, n, err, want)
+		}
+	}
+}
