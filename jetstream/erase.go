@@ -299,8 +299,9 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 			// A replica behind the audit stream's leader ends the list
 			// early, and a reader would call the sequences of the records
 			// it missed lost (a damaged log) rather than erased: the
-			// leader says whether this is the end (one JetStream API
-			// request a call; the records are direct gets).
+			// leader says whether this is the end, and answers each
+			// record the replica lacks (one JetStream API request a call
+			// when the replica is current; the records are direct gets).
 			lm, lerr := l.leaderMsg(ctx, st.CachedInfo().Config.Name, leaderGetRequest{Seq: seq, NextBy: subj})
 			if errors.Is(lerr, ErrNotStored) {
 				return out, nil

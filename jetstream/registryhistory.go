@@ -149,8 +149,13 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, error) {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
+	var header nats.Header
+	var data []byte
 	m, err := h.stream.GetLastMsgForSubject(ctx, h.subject(version))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	switch {
+	case err == nil:
+		header, data = m.Header, m.Data
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		// A replica behind the history's leader answers "none" for a
 		// version recorded since; callers cache "unknown" (the fold then
 		// judges without registry rules), so the leader decides.
@@ -161,18 +166,14 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 		if lerr != nil {
 			return nil, fmt.Errorf("look up registry %q on the history's leader: %w", version, lerr)
 		}
-		if isTombstone(lm.header) {
-			return nil, prunedErr(version)
-		}
-		return lm.data, nil
-	}
-	if err != nil {
+		header, data = lm.header, lm.data
+	default:
 		return nil, fmt.Errorf("look up registry %q: %w", version, err)
 	}
-	if isTombstone(m.Header) {
+	if isTombstone(header) {
 		return nil, prunedErr(version)
 	}
-	return m.Data, nil
+	return data, nil
 }
 
 // LookupAll returns every stored content of version, newest first (a
