@@ -92,9 +92,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	// behind it answers a shorter log, or none ("no events"). Without an
 	// answer from the leader the scan goes on; the snapshot's CAS refuses
 	// a fold that missed events.
-	if n, err := e.log.LeaderLastSeq(ctx, session); err == nil {
-		e.marks.raise(session, n)
-	}
+	_, _ = e.raiseToLeader(ctx, session)
 	// Fold the whole log as the projection does (the registry in force at
 	// each event), with the grants the snapshot keeps.
 	st := aggregate.State{Session: session}

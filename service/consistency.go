@@ -62,6 +62,22 @@ func (e *Engine) floor(session string, minSeq uint64) uint64 {
 	return max(minSeq, e.marks.get(session))
 }
 
+// raiseToLeader raises session's read mark to the session's last
+// sequence as the stream's leader holds it, and returns that sequence:
+// reads and scans through this engine then include every event the
+// leader holds, however far the replica answering their direct gets lags
+// behind it. One JetStream API request: for refusal and recovery paths
+// (delete, erase, compaction, a pending idempotency key), never a
+// per-request read.
+func (e *Engine) raiseToLeader(ctx context.Context, session string) (uint64, error) {
+	n, err := e.log.LeaderLastSeq(ctx, session)
+	if err != nil {
+		return 0, err
+	}
+	e.marks.raise(session, n)
+	return n, nil
+}
+
 // readWait bounds how long a log scan waits for a replica to have the
 // sequence this engine acknowledged (as projection.Read does for views).
 const readWait = 5 * time.Second

@@ -202,10 +202,9 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 		// Search up to where the stream's leader says the session is: a
 		// replica behind it ends the search before the key's events, and
 		// once the dedupe window has passed the retry would store them
-		// a second time.
-		if n, lerr := e.log.LeaderLastSeq(ctx, session); lerr == nil {
-			e.marks.raise(session, n)
-		}
+		// a second time. Without an answer from the leader the search
+		// reads what the replica holds, as before.
+		_, _ = e.raiseToLeader(ctx, session)
 		res, found, seen, err = e.findKeyed(ctx, session, key, claimIDs(session, key, claim, 1)[0], claim.After+1, 0)
 		if err == nil && found {
 			e.settle(ctx, keys, session, key, claim, res)

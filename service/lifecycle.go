@@ -73,15 +73,17 @@ func (e *Engine) Delete(ctx context.Context, session string, origin Origin, reas
 // leader answers "none" for a session written since, and "nothing to
 // erase" would leave its events in the log.
 func (e *Engine) lifecycleRead(ctx context.Context, session string) (aggregate.State, error) {
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
+	read := func() (aggregate.State, error) {
+		return e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
+	}
+	st, err := read()
 	if err != nil || st.LastSeq != 0 {
 		return st, err
 	}
-	last, err := e.log.LeaderLastSeq(ctx, session)
-	if err != nil || last == 0 {
+	if last, err := e.raiseToLeader(ctx, session); err != nil || last == 0 {
 		return st, err
 	}
-	return e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: last})
+	return read()
 }
 
 // dropSession forgets what this engine caches of session: its state, its
