@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -63,10 +62,10 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		if err != nil {
 			return AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
 		}
-		m := nats.NewMsg(subj)
-		m.Data = data
-		m.Header.Set(headerMsgID, e.ID)
-		m.Header.Set(HeaderEventType, string(e.Type))
+		m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
+			headerMsgID:     []string{e.ID},
+			HeaderEventType: []string{string(e.Type)},
+		}}
 		msgs[i] = m
 	}
 	ctx, cancel := l.withTimeout(ctx)
@@ -88,11 +87,11 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		}
 	default:
 	}
-	publish := func(ctx context.Context) (AppendResult, error) {
+	publish := func(ctx context.Context, abort abortOn) (AppendResult, error) {
 		if len(msgs) == 1 {
-			return l.appendOne(ctx, session, expected, msgs[0])
+			return l.appendOne(ctx, session, expected, msgs[0], abort)
 		}
-		return l.appendBatch(ctx, session, expected, msgs)
+		return l.appendBatch(ctx, session, expected, msgs, abort)
 	}
 	res, err := l.resendOnReconnect(ctx, faulted, publish)
 	if errors.Is(err, errStoreFault) {
@@ -231,25 +230,23 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 	return res, !broken && i == len(evs), seen
 }
 
-func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg) (AppendResult, error) {
-	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected))
+func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg, abort abortOn) (AppendResult, error) {
+	m.Header[headerExpectedSeq] = []string{strconv.FormatUint(expected, 10)}
+	resp, err := l.acks.request(ctx, m, abort)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+		}
+		return AppendResult{}, transportError(session, expected, err)
+	}
+	ack, err := decodeAck(resp)
 	if err != nil {
 		return AppendResult{}, l.publishError(ctx, session, expected, err)
 	}
-	return AppendResult{First: ack.Sequence, Last: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return AppendResult{First: ack.Seq, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
 
-// batchAck is the server's reply to the commit of an atomic batch.
-type batchAck struct {
-	Stream    string              `json:"stream"`
-	Seq       uint64              `json:"seq"`
-	Duplicate bool                `json:"duplicate,omitempty"`
-	BatchID   string              `json:"batch,omitempty"`
-	Count     uint64              `json:"count,omitempty"`
-	Error     *jetstream.APIError `json:"error,omitempty"`
-}
-
-func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg) (AppendResult, error) {
+func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg, abort abortOn) (AppendResult, error) {
 	id := msgs[0].Header.Get(headerMsgID)
 	n := len(msgs)
 	for i, m := range msgs {
@@ -267,19 +264,16 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 	}
 	last := msgs[n-1]
 	last.Header.Set(headerBatchCommit, "1")
-	resp, err := l.nc.RequestMsgWithContext(ctx, last)
+	resp, err := l.acks.request(ctx, last, abort)
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, jetstream.ErrNoStreamResponse)
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, err)
 		}
 		return AppendResult{}, transportError(session, expected, fmt.Errorf("commit: %w", err))
 	}
-	var ack batchAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return AppendResult{}, fmt.Errorf("append batch to %q: decode ack %q: %w", session, resp.Data, err)
-	}
-	if ack.Error != nil {
-		return AppendResult{}, l.publishError(ctx, session, expected, ack.Error)
+	ack, err := decodeAck(resp)
+	if err != nil {
+		return AppendResult{}, l.publishError(ctx, session, expected, err)
 	}
 	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }

@@ -132,6 +132,7 @@ type Log struct {
 
 	rcMu sync.Mutex
 	rc   chan struct{} // closed (and replaced) when the connection reconnects
+	acks ackMux        // the appends' publishes and their acknowledgements
 
 	keys     keysOnce      // the idempotency-key index, opened on first use
 	msgsRead atomic.Uint64 // messages read back by scans and direct gets
@@ -178,6 +179,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 	}
 	l := &Log{
 		nc:       nc,
+		acks:     ackMux{nc: nc},
 		js:       js,
 		cfg:      cfg,
 		name:     EventStreamName(cfg.Prefix),

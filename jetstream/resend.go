@@ -107,43 +107,33 @@ func (l *Log) reconnected() <-chan struct{} {
 }
 
 // resendOnReconnect runs attempt and, when the connection reconnects
-// before its reply came, cancels it and runs it again at once: the request
-// went out on the old connection, so no reply is coming, and waiting out
-// the attempt's timeout would stall the append for nothing (#20 item 3).
-// The re-sent messages carry the same ids and expected sequence: if the
-// first ones were stored, the server deduplicates them or reports the
-// expected sequence stale, and Append finds them stored.
+// before its reply came, abandons it and runs it again at once: the
+// request went out on the old connection, so no reply is coming, and
+// waiting out the attempt's timeout would stall the append for nothing
+// (#20 item 3). The re-sent messages carry the same ids and expected
+// sequence: if the first ones were stored, the server deduplicates them or
+// reports the expected sequence stale, and Append finds them stored.
 //
-// A store fault (faulted closed) cancels the attempt too, and the error
-// returned then matches errStoreFault.
-func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context) (AppendResult, error)) (AppendResult, error) {
+// A store fault (faulted closed) abandons the attempt too, and the error
+// returned then matches errStoreFault. The attempt's wait selects on
+// these signals itself (abortOn): no context or goroutine per append.
+func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context, abortOn) (AppendResult, error)) (AppendResult, error) {
 	for n := 0; ; n++ {
-		rc := l.reconnected()
-		actx, cancel := context.WithCancelCause(ctx)
-		go func() {
-			select {
-			case <-rc:
-				cancel(errReconnected)
-			case <-faulted:
-				cancel(errStoreFault)
-			case <-actx.Done():
-			}
-		}()
+		abort := abortOn{reconnected: l.reconnected(), faulted: faulted}
 		if n > 0 {
 			// Right after a reconnect the reply may still be lost: the
 			// servers learn the new connection's reply interest over
 			// their routes asynchronously. Ask again soon (the resend
 			// is deduplicated) rather than wait out the whole attempt.
-			t := time.AfterFunc(resendWait, func() { cancel(errReconnected) })
+			t := time.NewTimer(resendWait)
 			defer t.Stop()
+			abort.resend = t.C
 		}
-		res, err := attempt(actx)
-		if err != nil && errors.Is(context.Cause(actx), errStoreFault) && ctx.Err() == nil {
-			cancel(nil)
+		res, err := attempt(ctx, abort)
+		if err != nil && errors.Is(err, errStoreFault) && ctx.Err() == nil {
 			return res, fmt.Errorf("%w: %w", errStoreFault, err)
 		}
-		resend := err != nil && errors.Is(context.Cause(actx), errReconnected) && ctx.Err() == nil && n < maxResends
-		cancel(nil)
+		resend := err != nil && errors.Is(err, errReconnected) && ctx.Err() == nil && n < maxResends
 		if !resend {
 			return res, err
 		}
