@@ -55,7 +55,8 @@ type FeedConfig struct {
 	// records of the run of sequences from there on that need no delivery
 	// (a writer of this process handed them over: Held, without Data),
 	// which it gives up, and, when the run is empty, the lowest such
-	// sequence above from (0: none). The feed hands the run to the
+	// sequence above from (0: none, or not worth pulling up to: the feed
+	// pulls a whole batch). The feed hands the run to the
 	// consumer as if delivered and moves the consumer past it (a consumer
 	// reset, which also acknowledges it), and pulls only the sequences in
 	// between: an event of this process costs no delivery. The reset
