@@ -96,7 +96,7 @@ func (h *harness) appendSync(ctx context.Context) error {
 		return err
 	}
 	ratioTarget(&l, 0.9)
-	l.Note = fmt.Sprintf("%d appends/run in %d slices alternating with the raw's, %d B events, %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply (decide, fresh ULID, encode, js.PublishMsg with Nats-Msg-Id + type + expected-last-subject-seq headers) with its projection folding behind in the same process; raw = js.PublishMsg of a fresh msgpack/v5 encode of an event of the same size with a fresh ULID Nats-Msg-Id, the type header and the expected-last-subject-seq header", n, appendSlices, size, median(syncMsgs))
+	l.Note = fmt.Sprintf("%d appends/run in %d slices alternating with the raw's, %d B events, %.2f NATS msgs/append (engine, its projection's included; raw 2); engine = Engine.Apply (decide, fresh ULID, encode, a publish with Nats-Msg-Id + type + expected-last-subject-seq headers, its ack awaited on the log's reply subscription) with its projection folding behind in the same process; raw = js.PublishMsg of a fresh msgpack/v5 encode of an event of the same size with a fresh ULID Nats-Msg-Id, the type header and the expected-last-subject-seq header", n, appendSlices, size, median(syncMsgs))
 	h.add(l)
 	return nil
 }
