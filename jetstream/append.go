@@ -87,13 +87,13 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		}
 	default:
 	}
-	publish := func(ctx context.Context, abort abortOn) (AppendResult, error) {
+	attempt := func(ctx context.Context, abort abortOn) (AppendResult, error) {
 		if len(msgs) == 1 {
 			return l.appendOne(ctx, session, expected, msgs[0], abort)
 		}
 		return l.appendBatch(ctx, session, expected, msgs, abort)
 	}
-	res, err := l.resendOnReconnect(ctx, faulted, publish)
+	res, err := l.resendOnReconnect(ctx, faulted, attempt)
 	if errors.Is(err, errStoreFault) {
 		return l.afterFault(ctx, session, expected, evs, err)
 	}
@@ -109,7 +109,7 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		if Sleep(ctx, inFlight.Next()) != nil {
 			break
 		}
-		res, err = l.resendOnReconnect(ctx, faulted, publish)
+		res, err = l.resendOnReconnect(ctx, faulted, attempt)
 		if errors.Is(err, errStoreFault) {
 			return l.afterFault(ctx, session, expected, evs, err)
 		}
@@ -232,18 +232,30 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 
 func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg, abort abortOn) (AppendResult, error) {
 	m.Header[headerExpectedSeq] = []string{strconv.FormatUint(expected, 10)}
+	ack, err := l.publish(ctx, session, expected, m, abort)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return AppendResult{First: ack.Seq, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+}
+
+// publish sends an append's message (its only one, or its batch's commit)
+// and reads the server's acknowledgement, each failure classified: the
+// server's refusal (publishError), no stream listening, or a transport
+// error whose outcome may be unknown (transportError).
+func (l *Log) publish(ctx context.Context, session string, expected uint64, m *nats.Msg, abort abortOn) (pubAck, error) {
 	resp, err := l.acks.request(ctx, m, abort)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
-			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+			return pubAck{}, fmt.Errorf("append to %q: %w", session, err)
 		}
-		return AppendResult{}, transportError(session, expected, err)
+		return pubAck{}, transportError(session, expected, err)
 	}
 	ack, err := decodeAck(resp)
 	if err != nil {
-		return AppendResult{}, l.publishError(ctx, session, expected, err)
+		return pubAck{}, l.publishError(ctx, session, expected, err)
 	}
-	return AppendResult{First: ack.Seq, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+	return ack, nil
 }
 
 func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg, abort abortOn) (AppendResult, error) {
@@ -264,16 +276,9 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 	}
 	last := msgs[n-1]
 	last.Header.Set(headerBatchCommit, "1")
-	resp, err := l.acks.request(ctx, last, abort)
+	ack, err := l.publish(ctx, session, expected, last, abort)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) {
-			return AppendResult{}, fmt.Errorf("append batch to %q: %w", session, err)
-		}
-		return AppendResult{}, transportError(session, expected, fmt.Errorf("commit: %w", err))
-	}
-	ack, err := decodeAck(resp)
-	if err != nil {
-		return AppendResult{}, l.publishError(ctx, session, expected, err)
+		return AppendResult{}, err
 	}
 	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
