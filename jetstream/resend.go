@@ -67,7 +67,10 @@ func (l *Log) afterFault(ctx context.Context, session string, expected uint64, e
 	}
 	var ou *OutcomeUnknownError
 	if errors.As(err, &ou) {
-		err = fmt.Errorf("%w: %w", errStoreFault, ou.Err) // not "outcome unknown" twice
+		err = ou.Err // not "outcome unknown" twice
+	}
+	if !errors.Is(err, errStoreFault) {
+		err = fmt.Errorf("%w: %w", errStoreFault, err)
 	}
 	return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
 }
@@ -129,10 +132,10 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 			defer t.Stop()
 			abort.resend = t.C
 		}
+		// A wait cut short by a store fault returns an error matching
+		// errStoreFault (ackMux.wait): not re-sent, Append reads the
+		// session for the events (afterFault).
 		res, err := attempt(ctx, abort)
-		if err != nil && errors.Is(err, errStoreFault) && ctx.Err() == nil {
-			return res, fmt.Errorf("%w: %w", errStoreFault, err)
-		}
 		resend := err != nil && errors.Is(err, errReconnected) && ctx.Err() == nil && n < maxResends
 		if !resend {
 			return res, err
