@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -33,7 +32,7 @@ type ackMux struct {
 	prefix  string // the reply subjects' prefix, "<inbox>."; "" until the first publish
 	sub     *nats.Subscription
 	waiting map[string]chan *nats.Msg
-	next    atomic.Uint64
+	next    uint64 // the last token given
 }
 
 // abortOn are the signals that end an append's wait for its reply before
@@ -53,26 +52,30 @@ type abortOn struct {
 // would for a cancelled request.
 var errAckWaitAborted = fmt.Errorf("wait for the acknowledgement abandoned: %w", context.Canceled)
 
-// subscribe makes the reply subscription on first use.
-func (a *ackMux) subscribe() (string, error) {
+// register adds a waiter for one reply, making the reply subscription on
+// first use (and again once the connection closed it), and returns the
+// waiter's token and the reply subject to publish with.
+func (a *ackMux) register(ch chan *nats.Msg) (token, reply string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sub != nil && a.sub.IsValid() {
-		return a.prefix, nil
+	if a.sub == nil || !a.sub.IsValid() {
+		prefix := a.nc.NewInbox() + "."
+		sub, err := a.nc.Subscribe(prefix+"*", a.deliver)
+		if err != nil {
+			return "", "", fmt.Errorf("subscribe to the append acknowledgements: %w", err)
+		}
+		// Every waiter has one reply at most in flight: the subscription
+		// holds as many as there are appends waiting.
+		_ = sub.SetPendingLimits(-1, -1)
+		a.prefix, a.sub = prefix, sub
+		if a.waiting == nil {
+			a.waiting = make(map[string]chan *nats.Msg)
+		}
 	}
-	prefix := a.nc.NewInbox() + "."
-	sub, err := a.nc.Subscribe(prefix+"*", a.deliver)
-	if err != nil {
-		return "", fmt.Errorf("subscribe to the append acknowledgements: %w", err)
-	}
-	// Every waiter has one reply at most in flight: the subscription
-	// holds as many as there are appends waiting.
-	_ = sub.SetPendingLimits(-1, -1)
-	a.prefix, a.sub = prefix, sub
-	if a.waiting == nil {
-		a.waiting = make(map[string]chan *nats.Msg)
-	}
-	return prefix, nil
+	a.next++
+	token = strconv.FormatUint(a.next, 36)
+	a.waiting[token] = ch
+	return token, a.prefix + token, nil
 }
 
 // deliver hands a reply to its waiter, if it still waits. The send is
@@ -97,22 +100,12 @@ func (a *ackMux) deliver(m *nats.Msg) {
 // stream leader yet) is asked again twice, 250 ms apart, as nats.go's
 // PublishMsg does, then answered jetstream.ErrNoStreamResponse.
 func (a *ackMux) request(ctx context.Context, m *nats.Msg, abort abortOn) (*nats.Msg, error) {
-	prefix, err := a.subscribe()
-	if err != nil {
-		return nil, err
-	}
 	for try := 0; ; try++ {
-		token := strconv.FormatUint(a.next.Add(1), 36)
-		ch := make(chan *nats.Msg, 1)
-		a.mu.Lock()
-		a.waiting[token] = ch
-		a.mu.Unlock()
-		m.Reply = prefix + token
-		resp, err := a.wait(ctx, m, token, ch, abort)
+		resp, err := a.wait(ctx, m, abort)
 		if err != nil {
 			return nil, err
 		}
-		if !noResponders(resp) {
+		if statusOnly(resp) != "503" {
 			return resp, nil
 		}
 		if try >= noResponderRetries {
@@ -132,54 +125,54 @@ func (a *ackMux) request(ctx context.Context, m *nats.Msg, abort abortOn) (*nats
 // is sent again (nats.go's DefaultPubRetryAttempts).
 const noResponderRetries = jetstream.DefaultPubRetryAttempts
 
-func (a *ackMux) wait(ctx context.Context, m *nats.Msg, token string, ch chan *nats.Msg, abort abortOn) (*nats.Msg, error) {
+// wait publishes m with a reply subject of its own and waits for the
+// reply (see request).
+func (a *ackMux) wait(ctx context.Context, m *nats.Msg, abort abortOn) (*nats.Msg, error) {
 	if err := ctx.Err(); err != nil {
-		// Nothing is sent for a context that has ended.
-		a.forget(token)
+		return nil, err // nothing is sent for a context that has ended
+	}
+	ch := make(chan *nats.Msg, 1)
+	token, reply, err := a.register(ch)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.nc.PublishMsg(m); err != nil {
-		a.forget(token)
-		return nil, err
+	m.Reply = reply
+	if err = a.nc.PublishMsg(m); err == nil {
+		select {
+		case resp := <-ch:
+			return resp, nil // deliver forgot the token
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-abort.reconnected:
+			err = fmt.Errorf("%w: %w", errReconnected, errAckWaitAborted)
+		case <-abort.resend:
+			err = fmt.Errorf("%w: %w", errReconnected, errAckWaitAborted)
+		case <-abort.faulted:
+			err = fmt.Errorf("%w: %w", errStoreFault, errAckWaitAborted)
+		}
 	}
-	select {
-	case resp := <-ch:
-		return resp, nil
-	case <-ctx.Done():
-		a.forget(token)
-		return nil, ctx.Err()
-	case <-abort.reconnected:
-		a.forget(token)
-		return nil, fmt.Errorf("%w: %w", errReconnected, errAckWaitAborted)
-	case <-abort.resend:
-		a.forget(token)
-		return nil, fmt.Errorf("%w: %w", errReconnected, errAckWaitAborted)
-	case <-abort.faulted:
-		a.forget(token)
-		return nil, fmt.Errorf("%w: %w", errStoreFault, errAckWaitAborted)
-	}
-}
-
-func (a *ackMux) forget(token string) {
 	a.mu.Lock()
 	delete(a.waiting, token)
 	a.mu.Unlock()
+	return nil, err
 }
 
-// noResponders reports the server's 503 status: no stream listens on the
-// subject (yet).
-func noResponders(m *nats.Msg) bool {
-	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
+// statusOnly is the status of a status message (no data, a Status
+// header: 503 no responders, 404 or 204 ends of a batch or a pull, 408,
+// 409, ...), "" for any other message.
+func statusOnly(m *nats.Msg) string {
+	if len(m.Data) != 0 {
+		return ""
+	}
+	return m.Header.Get("Status")
 }
 
 // pubAck is the server's reply to a publish to a stream: a single
-// message's ack, or the commit of an atomic batch (Count, BatchID).
+// message's ack, or the commit of an atomic batch (Seq its last).
 type pubAck struct {
 	Stream    string              `json:"stream"`
 	Seq       uint64              `json:"seq"`
 	Duplicate bool                `json:"duplicate,omitempty"`
-	BatchID   string              `json:"batch,omitempty"`
-	Count     uint64              `json:"count,omitempty"`
 	Error     *jetstream.APIError `json:"error,omitempty"`
 }
 

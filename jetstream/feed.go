@@ -263,7 +263,7 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		mu.Lock()
 		defer mu.Unlock()
 		recv = true
-		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+		if statusOnly(m) != "" {
 			credit = 0 // a pull ended (no messages, or a warning)
 			return
 		}

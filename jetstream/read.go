@@ -172,9 +172,9 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			if err != nil {
 				return fmt.Errorf("from %d: %w", from, err)
 			}
-			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			if st := statusOnly(m); st != "" {
 				// 204 EOB ends a batch; 404 means nothing (more) to read.
-				if st := m.Header.Get("Status"); st != "204" && st != "404" {
+				if st != "204" && st != "404" {
 					return fmt.Errorf("direct get status %s %s", st, m.Header.Get("Description"))
 				}
 				break
