@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -260,7 +261,9 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 }
 
 // BenchmarkSessionRead is one engine session read, one raw KV get of the
-// same key, and one Engine.Resolve (the per-turn read path).
+// same key, one read by a second engine that does not run the projection
+// (engine bench's remote read line: a view get and decode), and one
+// Engine.Resolve (the per-turn read path).
 func BenchmarkSessionRead(b *testing.B) {
 	h := fixture(b)
 	ctx := context.Background()
@@ -282,6 +285,21 @@ func BenchmarkSessionRead(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := h.rkv.Get(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The remote line's engine: a second engine on the stream that does
+	// not run the projection (one view get and decode per read).
+	other, err := projection.Open(ctx, h.elog, projection.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reader := service.New(h.elog, other, resolver.Default(), service.Config{})
+	b.Run("engine-remote", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reader.Session(ctx, s, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
