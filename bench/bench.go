@@ -349,7 +349,7 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out, promptCacheLineNames()...)
 	out = append(out, turnCycleLineNames(cfg)...)
 	out = append(out, atomicBatchLineNames()...)
-	out = append(out, nameReplay, nameReplayLimit, nameColdStart)
+	out = append(out, nameReplay, nameReplayLimit, nameReplayWrites, nameColdStart)
 	for k := 1; k <= 3; k++ {
 		out = append(out, fmt.Sprintf(nameScaleOut, k))
 	}
@@ -383,6 +383,7 @@ const (
 	nameSplit500         = "split per call, 500 tools"
 	nameReplay           = "replay whole stream into a fresh projection"
 	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
+	nameReplayWrites     = "replay, against consume + decode + one KV put per session (the same writes)"
 	nameScaleOut         = "scale-out, %d engine(s), 3-node R3 cluster"
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"

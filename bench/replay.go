@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/aggregate"
@@ -169,7 +171,20 @@ func (h *harness) replay(ctx context.Context) error {
 		}
 		return float64(msgs) / el.Seconds(), nil
 	}
-	consume := func(ctx context.Context, decode bool) (float64, error) {
+	// consume reads the whole stream with an ordered consumer: counting
+	// only (replayCount), decoding each event (replayDecode), or decoding
+	// and then writing one KV value per session, its last event's bytes,
+	// into a fresh bucket (replayWrite: the work the engine's replay does
+	// besides folding).
+	consume := func(ctx context.Context, run int, mode replayMode) (float64, error) {
+		var bucket string
+		if mode == replayWrite {
+			bucket = fmt.Sprintf("RAWREPLAY%03d", run)
+			if _, err := h.rjs.CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, History: 1, Storage: njs.FileStorage}); err != nil {
+				return 0, err
+			}
+			defer h.rjs.DeleteKeyValue(context.WithoutCancel(ctx), bucket) //nolint:errcheck // a bench bucket
+		}
 		start := time.Now()
 		cons, err := h.rjs.OrderedConsumer(ctx, h.elog.StreamName(), njs.OrderedConsumerConfig{
 			FilterSubjects: []string{prefixEngine + ".events.*"},
@@ -183,36 +198,48 @@ func (h *harness) replay(ctx context.Context) error {
 		}
 		defer it.Stop()
 		var ev rawEvent
+		var last map[string][]byte
+		if mode == replayWrite {
+			last = make(map[string][]byte, subjects)
+		}
 		for n := uint64(0); n < msgs; n++ {
 			m, err := it.Next()
 			if err != nil {
 				return 0, fmt.Errorf("ordered consumer after %d of %d: %w", n, msgs, err)
 			}
-			if decode {
-				if err := rawDecode(m.Data(), &ev); err != nil {
-					return 0, fmt.Errorf("raw decode of message %d: %w", n, err)
-				}
+			if mode == replayCount {
+				continue
+			}
+			if err := rawDecode(m.Data(), &ev); err != nil {
+				return 0, fmt.Errorf("raw decode of message %d: %w", n, err)
+			}
+			if last != nil {
+				subj := m.Subject()
+				last[subj[strings.LastIndexByte(subj, '.')+1:]] = m.Data()
+			}
+		}
+		if mode == replayWrite {
+			if err := rawPutAll(ctx, h.rjs, bucket, last); err != nil {
+				return 0, err
 			}
 		}
 		return float64(msgs) / time.Since(start).Seconds(), nil
 	}
-	var countOnly []float64
+	var countOnly, sameWrites []float64
 	raw := func(ctx context.Context, run int) (float64, error) {
-		// Alternate which consumer goes first (the first warms caches).
-		var v, c float64
-		var err error
-		for k := 0; k < 2 && err == nil; k++ {
-			if (k+run)%2 == 0 {
-				v, err = consume(ctx, true)
-			} else {
-				c, err = consume(ctx, false)
+		// Rotate which consumer goes first (the first warms caches).
+		var v [3]float64
+		for k := range 3 {
+			mode := replayMode((k + run) % 3)
+			r, err := consume(ctx, run, mode)
+			if err != nil {
+				return 0, err
 			}
+			v[mode] = r
 		}
-		if err != nil {
-			return 0, err
-		}
-		countOnly = append(countOnly, c)
-		return v, nil
+		countOnly = append(countOnly, v[replayCount])
+		sameWrites = append(sameWrites, v[replayWrite])
+		return v[replayDecode], nil
 	}
 	l, err := h.pair(ctx, nameReplay, "events/s", true, engine, raw)
 	if err != nil {
@@ -231,5 +258,58 @@ func (h *harness) replay(ctx context.Context) error {
 	limit.Ratio = limit.Engine / limit.Raw
 	limit.Note = "the engine runs of the line above; raw = the same ordered consumer counting messages only (no decode): the physical limit of delivery"
 	h.add(limit)
+	sameWrites = sameWrites[:min(len(sameWrites), l.Runs)]
+	same := Line{Name: nameReplayWrites, Unit: "events/s", Runs: l.Runs, Rate: true, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(sameWrites), RawRuns: sameWrites}
+	same.Ratio = same.Engine / same.Raw
+	same.Note = fmt.Sprintf("the engine runs of the line above; raw = the same ordered consumer and decode, then one KV put per session (%d, its last event's bytes) into a fresh bucket, async with at most %d unacknowledged, all acknowledged: the views the engine writes, without the fold", subjects, rawPutWindow)
+	h.add(same)
+	return nil
+}
+
+// replayMode is what the replay line's raw consumer does per event.
+type replayMode int
+
+const (
+	replayDecode replayMode = iota // decode (the line's baseline)
+	replayCount                    // count only (the delivery limit)
+	replayWrite                    // decode, then one KV put per session
+)
+
+// rawPutWindow bounds rawPutAll's unacknowledged puts, as the projection's
+// own (jetstream.Views.PutAll) are.
+const rawPutWindow = 2048
+
+// rawPutAll writes values into bucket with async publishes, at most
+// rawPutWindow unacknowledged, and waits for every acknowledgement.
+func rawPutAll(ctx context.Context, js njs.JetStream, bucket string, values map[string][]byte) error {
+	inflight := make([]njs.PubAckFuture, 0, rawPutWindow)
+	wait := func(f njs.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return fmt.Errorf("raw put into %s: %w", bucket, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for key, v := range values {
+		if len(inflight) == rawPutWindow {
+			if err := wait(inflight[0]); err != nil {
+				return err
+			}
+			inflight = inflight[1:]
+		}
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: "$KV." + bucket + "." + key, Data: v})
+		if err != nil {
+			return fmt.Errorf("raw put into %s: %w", bucket, err)
+		}
+		inflight = append(inflight, f)
+	}
+	for _, f := range inflight {
+		if err := wait(f); err != nil {
+			return err
+		}
+	}
 	return nil
 }
