@@ -218,3 +218,52 @@ func TestFeedWithoutResetLosesNothing(t *testing.T) {
 		return nil
 	})
 }
+
+// #28: Wake makes a paced feed pull at once the events a writer of this
+// process did not hand over, rather than at its next tick, and without the
+// tick it otherwise waits for a sequence at its cursor that is not handed
+// over. With a ten-minute pace and a Skip that reports handed events, an
+// event appended after the first tick arrives only because of Wake.
+func TestFeedWakePullsAtOnce(t *testing.T) {
+	l, _ := openLog(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := l.Append(ctx, "w1", 0, toggled("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	skipped := false
+	skip := func(from uint64, limit int) ([]jetstream.Record, uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if from == res.Last && !skipped { // sequence 1 was "handed over"
+			skipped = true
+			return []jetstream.Record{{Seq: from, Session: "w1", Held: true}}, 0
+		}
+		return nil, 0
+	}
+	f, err := l.Feed(ctx, jetstream.FeedConfig{Durable: "waker", Pace: 10 * time.Minute, Skip: skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	if b, err := f.Next(ctx, 10); err != nil || len(b.Records) != 1 || !b.Records[0].Held {
+		t.Fatalf("first tick: %+v, %v; want the handed sequence skipped", b.Records, err)
+	}
+	res2, err := l.Append(ctx, "w2", 0, toggled("w2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := f.NextWithin(ctx, 10, 500*time.Millisecond); err != nil || len(b.Records) != 0 {
+		t.Fatalf("before Wake: %+v, %v; want nothing until the next tick, ten minutes on", b.Records, err)
+	}
+	f.Wake(res2.Last)
+	b, err := f.NextWithin(ctx, 10, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Records) != 1 || b.Records[0].Seq != res2.Last || b.Records[0].Held || b.Records[0].Session != "w2" {
+		t.Fatalf("after Wake: %+v; want sequence %d delivered", b.Records, res2.Last)
+	}
+}

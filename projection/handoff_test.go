@@ -290,3 +290,53 @@ func TestHandoffSkipCrashBeforeViewWrite(t *testing.T) {
 	}
 	assertViewsEqualFold(t, unran(t, e.log), e.log)
 }
+
+// #28: an event a writer appended and the projection did not take (its
+// fold needs the registry in force: a picked list) wakes the paced feed,
+// which folds it at once, after skipping the run handed over before it:
+// with a ten-minute pace, the projection applies it within seconds, where
+// it would otherwise wait for the next tick.
+func TestRefusedHandoffWakesThePacedFeed(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := projection.Open(ctx, e.log, projection.Config{Pace: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	for !p.CaughtUp() { // the feed runs
+		select {
+		case <-ctx.Done():
+			t.Fatal("the projection's feed did not start")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	picked := events.ToolsPicked{Names: []string{"bash"}}
+	refused := func() jetstream.AppendResult {
+		t.Helper()
+		ar, ok := handAppend(t, e.log, p, "wk1", picked)
+		if ok {
+			t.Fatal("a picked list was taken: its fold needs the registry in force")
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer wcancel()
+		if err := p.WaitApplied(wctx, ar.Last); err != nil {
+			t.Fatalf("the refused event at %d was not folded: %v (applied %d)", ar.Last, err, p.Applied())
+		}
+		return ar
+	}
+	refused() // folded and written: from now on the feed skips handed runs
+	if _, ok := handAppend(t, e.log, p, "wk0", events.ToolsToggled{Enabled: ptr(true)}); !ok {
+		t.Fatal("a new session's first event was not taken")
+	}
+	ar := refused() // behind the handed run
+	v, err := p.Read(ctx, "wk1", projection.ReadOptions{})
+	if err != nil || v.LastSeq != ar.Last {
+		t.Fatalf("view of wk1: seq %d, %v; want %d", v.LastSeq, err, ar.Last)
+	}
+}
