@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-func openLog(t *testing.T) (*jetstream.Log, *nats.Conn) {
+func openLog(t testing.TB) (*jetstream.Log, *nats.Conn) {
 	t.Helper()
 	srv := natstest.Server(t)
 	nc := natstest.Connect(t, srv.ClientURL())

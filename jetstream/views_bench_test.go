@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -25,13 +24,8 @@ import (
 //	go test -run '^$' -bench ViewsFlush -benchtime 20x -count 5 ./jetstream/
 func BenchmarkViewsFlush(b *testing.B) {
 	const views, size = 10_000, 300
-	srv := natstest.Server(b)
-	nc := natstest.Connect(b, srv.ClientURL())
+	l, nc := openLog(b)
 	ctx := context.Background()
-	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
 	value := make([]byte, size)
 	puts := make([]jetstream.Put, views)
 	for i := range puts {
@@ -104,13 +98,8 @@ func cpuSeconds() float64 { return cpuTime().Seconds() }
 // 54 µs, and was not kept: elapsed time here is the wake-ups of the
 // goroutines on both sides, not the client's CPU.
 func BenchmarkViewsGet(b *testing.B) {
-	srv := natstest.Server(b)
-	nc := natstest.Connect(b, srv.ClientURL())
+	l, nc := openLog(b)
 	ctx := context.Background()
-	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
 	v, err := l.OpenViews(ctx, "GET")
 	if err != nil {
 		b.Fatal(err)
