@@ -97,34 +97,6 @@ type Feed struct {
 	carry feedMsg
 	// skipped counts the events handed over by Skip without delivery.
 	skipped atomic.Uint64
-	// wake and woken carry Wake to a paced feed's pulls.
-	wake  chan struct{}
-	woken atomic.Uint64
-}
-
-// Wake tells a paced feed that the events up to sequence upTo are stored
-// and that no writer of this process hands them over (the projection's
-// Handoff refused them): its next pull goes out now, not at its next
-// tick, and does not wait the tick it gives a sequence at its cursor
-// whose acknowledgement may still be on its way to a writer. (#28: after
-// a discovery, whose DeferredLoaded the projection folds from the log, a
-// session's cached state waited up to an idle feed's 16 ms for it, and
-// every read meanwhile folded the growing tail from the log; engine
-// bench's turn/dispatch p99.) A no-op on a standing-pull feed.
-func (f *Feed) Wake(upTo uint64) {
-	if f == nil || f.wake == nil {
-		return
-	}
-	for {
-		cur := f.woken.Load()
-		if upTo <= cur || f.woken.CompareAndSwap(cur, upTo) {
-			break
-		}
-	}
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Feed creates (or resumes) a durable consumer over all events.
@@ -153,7 +125,6 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	}
 	f := &Feed{log: l, cons: cons, ch: make(chan feedMsg, 8192), done: make(chan struct{}), held: cfg.Held}
 	if cfg.Pace > 0 {
-		f.wake = make(chan struct{}, 1)
 		if err := f.startPull(cfg.Durable, cfg.Pace, cfg.Skip, cons.CachedInfo().Delivered.Stream+1); err != nil {
 			return nil, fmt.Errorf("feed %s: %w", cfg.Durable, err)
 		}
@@ -398,7 +369,7 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 			}
 			return
 		}
-		if sinceSkip < skipQuiet && stalled != cursor && cursor > f.woken.Load() {
+		if sinceSkip < skipQuiet && stalled != cursor {
 			// A writer of this process handed events over lately: the
 			// event at the cursor may be one whose acknowledgement has
 			// not reached its writer yet. Look again at the next tick.
@@ -418,31 +389,12 @@ func (f *Feed) startPull(durable string, pace time.Duration, skip func(uint64, i
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
-			woken := false
 			select {
 			case <-f.done:
 				return
 			case <-t.C:
-			case <-f.wake:
-				woken = true
 			}
 			mu.Lock()
-			if woken {
-				// Not a tick: pull if none is outstanding (after the
-				// handed runs before the woken sequences, skipped now
-				// too), and go back to the pace (events are coming).
-				for credit == 0 && cursor <= f.woken.Load() {
-					at := cursor
-					pull()
-					if cursor == at {
-						break // asked, or nothing to pull
-					}
-				}
-				idle = 0
-				mu.Unlock()
-				t.Reset(pace)
-				continue
-			}
 			if !recv {
 				credit = 0 // nothing came: earlier no-wait pulls have ended
 			}

@@ -40,8 +40,6 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	defer feed.Stop()
-	p.feed.Store(feed)
-	defer p.feed.Store(nil)
 	pos, err := feed.Position(ctx)
 	if err != nil {
 		return err

@@ -185,23 +185,9 @@ func (h *handed) forget(session string) {
 //
 // The view is written in the feed's next batch after the feed delivers
 // the events, and acknowledged after it (as before): a crash before that
-// refolds them from the log on restart. Events it does not take wake a
-// paced feed (jetstream.Feed.Wake), which pulls them at once. Safe for
-// concurrent use.
+// refolds them from the log on restart. Safe for concurrent use.
 func (p *Projection) Handoff(a Acked) bool {
-	if p == nil || len(a.Events) == 0 || a.Session == "" || a.First <= a.Expected {
-		return false
-	}
-	if p.handoff(a) {
-		return true
-	}
-	p.feed.Load().Wake(a.First + uint64(len(a.Events)) - 1)
-	return false
-}
-
-// handoff is Handoff's fold.
-func (p *Projection) handoff(a Acked) bool {
-	if !p.runner.Load() {
+	if p == nil || len(a.Events) == 0 || a.Session == "" || a.First <= a.Expected || !p.runner.Load() {
 		return false
 	}
 	for _, env := range a.Events {
