@@ -110,8 +110,10 @@ func (l Limits) withDefaults() Limits {
 //   - CheckpointRecorded: ContractHash is a SHA-256 in lower-case hex and
 //     RegistryVersion is not empty; Turn 0 means s.Turn, otherwise at most
 //     s.Turn; loaded names belong to Contract (a checkpoint that loads
-//     tools records its contract, R19), whose entries add up to
-//     ContractHash (resolver.ContractHashFromToolHashes); when the
+//     tools records its contract, R19), which lists exactly the loaded
+//     tools with their per-tool hashes, or (the older form) the whole
+//     contract, whose entries then add up to ContractHash
+//     (resolver.ContractHashFromToolHashes); when the
 //     checkpoint names the live registry's version, loaded names are
 //     deferred tools of it, not resident ones. Loaded is emitted sorted and
 //     de-duplicated.
@@ -489,6 +491,27 @@ func decideEvicted(s State, c events.DeferredEvicted) ([]events.Payload, error) 
 	return one(c), nil
 }
 
+// loadedOnly reports whether c's contract lists exactly its loaded tools,
+// each once: the form a checkpoint is written in, sized by what the turn
+// loaded. Any other list is the older form, the whole contract.
+func loadedOnly(c events.CheckpointRecorded) bool {
+	loaded := sortedSet(c.Loaded)
+	if len(c.Contract) != len(loaded) {
+		return false
+	}
+	seen := make(map[string]bool, len(c.Contract))
+	for _, e := range c.Contract {
+		if seen[e.Name] {
+			return false
+		}
+		seen[e.Name] = true
+		if _, found := slices.BinarySearch(loaded, e.Name); !found {
+			return false
+		}
+	}
+	return true
+}
+
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
 	if c.RegistryVersion == "" {
 		return nil, fmt.Errorf("decide CheckpointRecorded: registry_version is empty, record the registry version of the contract (see docs/semantics.md#checkpoints): %w", ErrInvalidCommand)
@@ -534,7 +557,9 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 	if !events.ValidHash(c.ContractHash) {
 		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clip.String(c.ContractHash, clip.Max), events.HashLen, ErrInvalidCommand)
 	}
-	if c.Contract != nil {
+	if c.Contract != nil && !loadedOnly(c) {
+		// The older form lists the whole contract: its entries add up to
+		// the contract hash.
 		hashes := make([]string, len(c.Contract))
 		for i, e := range c.Contract {
 			if !events.ValidHash(e.Hash) {
@@ -547,7 +572,12 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 			return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
 		}
 		if sum != c.ContractHash {
-			return nil, fmt.Errorf("decide CheckpointRecorded: the contract entries of registry %s add up to %s, not contract_hash %s; record the contract the hash was computed from: %w", c.RegistryVersion, sum, c.ContractHash, ErrInvalidCommand)
+			return nil, fmt.Errorf("decide CheckpointRecorded: contract has %d entries for %d loaded tools, and as a whole contract of registry %s they add up to %s, not contract_hash %s; list exactly the loaded tools with their hashes (see docs/wire-format.md#checkpoints): %w", len(c.Contract), len(sortedSet(c.Loaded)), c.RegistryVersion, sum, c.ContractHash, ErrInvalidCommand)
+		}
+	}
+	for i, e := range c.Contract {
+		if !events.ValidHash(e.Hash) {
+			return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d] (%s) hash %q is not a SHA-256 in lower-case hex: %w", i, e.Name, clip.String(e.Hash, clip.Max), ErrInvalidCommand)
 		}
 	}
 	out := c

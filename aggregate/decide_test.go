@@ -298,6 +298,40 @@ func TestDecideCheckpoint(t *testing.T) {
 	decideOK(t, s, def, old)
 }
 
+// R19, R45: a checkpoint whose contract lists exactly its loaded tools,
+// with their hashes, is decided without the rest of the contract, however
+// large the registry; a list that is neither that nor a whole contract
+// adding up to the hash is refused, naming both forms.
+func TestDecideCheckpointLoadedOnly(t *testing.T) {
+	def := resolver.Default()
+	s := Fold(testSession, stored(events.TurnStarted{Turn: 1}))
+	sum, contract := realContract(t, def)
+	var loaded []events.ContractEntry
+	for _, e := range contract {
+		if e.Name == "send_message" || e.Name == "playwright_browser" {
+			loaded = append(loaded, e)
+		}
+	}
+	good := events.CheckpointRecorded{Loaded: []string{"send_message", "playwright_browser"}, ContractHash: sum, RegistryVersion: def.Version(), Contract: loaded}
+	out := decideOK(t, s, def, good)
+	if got := out[0].(events.CheckpointRecorded); !slices.Equal(got.Contract, loaded) {
+		t.Fatalf("checkpoint = %+v, want its loaded entries kept", got)
+	}
+	empty := events.CheckpointRecorded{Loaded: []string{}, ContractHash: sum, RegistryVersion: def.Version(), Contract: []events.ContractEntry{}}
+	decideOK(t, s, def, empty)
+
+	extra := good
+	extra.Contract = append(slices.Clone(loaded), contract[0])
+	decideErr(t, s, def, extra, Limits{}, ErrInvalidCommand, "list exactly the loaded tools")
+	dup := good
+	dup.Contract = []events.ContractEntry{loaded[0], loaded[1], loaded[0]}
+	decideErr(t, s, def, dup, Limits{}, ErrInvalidCommand, "list exactly the loaded tools")
+	badHash := good
+	badHash.Contract = slices.Clone(loaded)
+	badHash.Contract[1].Hash = "1"
+	decideErr(t, s, def, badHash, Limits{}, ErrInvalidCommand, "is not a SHA-256")
+}
+
 // R2, R28: limits looser than the wire bounds are lowered to them, so
 // Decide never writes what the fold rejects.
 func TestDecideLimitsClampedToWireBounds(t *testing.T) {

@@ -46,7 +46,7 @@ func ExampleNew() {
 	_, err = checkpoint.New(3, res, []string{"read_file"})
 	fmt.Println(errors.Is(err, checkpoint.ErrNotInContract))
 	// Output:
-	// [send_message] v1 true 3 <nil>
+	// [send_message] v1 true 1 <nil>
 	// true
 }
 

@@ -191,7 +191,7 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 		}
 
 		current := resolveNames(t, load(t, f), w.names...)
-		out := Resume(&rec, current)
+		out := ResumeFrom(&rec, current, Sources{Recorded: w.res})
 		want := slices.DeleteFunc(sortedSet(loaded), func(n string) bool { return n == target })
 		wasLoaded := slices.Contains(rec.Loaded, target)
 		if !slices.Equal(out.Restored, want) || out.OK == wasLoaded || (out.Err() != nil) != wasLoaded {
@@ -224,6 +224,19 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 		}
 		if !strings.Contains(out.Reason, `tool "`+target+`" changed`) {
 			t.Fatalf("Reason %q does not name %s", out.Reason, target)
+		}
+		// Without the recorded contract the decisions are the same, and
+		// Changes names the target only when it was loaded.
+		bare := Resume(&rec, current)
+		if !slices.Equal(bare.Restored, out.Restored) || !slices.Equal(decisionKinds(bare.Tools), decisionKinds(out.Tools)) {
+			t.Fatalf("loaded-only resume %+v differs from %+v", bare, out)
+		}
+		var wantBare []Change
+		if wasLoaded {
+			wantBare = []Change{{Tool: target, Kind: ChangeSchema}}
+		}
+		if got := kinds(bare.Changes); !slices.Equal(got, wantBare) {
+			t.Fatalf("loaded-only Changes = %v, want %v", bare.Changes, wantBare)
 		}
 	})
 }

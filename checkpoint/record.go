@@ -22,9 +22,14 @@ import (
 // ContractHash. A Record read back from the log keeps whatever the writer
 // stored; a nil Loaded there is an older checkpoint without the field and
 // means the empty set. Resume checks a Record against the current contract
-// whatever its origin. Contract lists each tool of the contract, in
-// resolution order, with its resolver.ToolHash, so that Resume can say
-// which tool changed; it is empty for checkpoints of older writers.
+// whatever its origin.
+//
+// Contract lists each loaded tool with its resolver.ToolHash, in Loaded
+// order, so that Resume can tell per tool whether it changed; the record
+// so grows with what the turn loaded, never with the registry (Size gives
+// its bound). Checkpoints of older writers list every tool of the
+// contract, in resolution order (FullContract reports that form), or
+// nothing at all; both still resume.
 type Record = events.CheckpointRecorded
 
 // New records a checkpoint at turn turn of the loaded deferred tools
@@ -61,9 +66,9 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 			turn, res.ContractHash, strings.Join(bad, ", "), ErrNotInContract)
 	}
 
-	contract := make([]events.ContractEntry, len(res.Tools))
-	for i := range res.Tools {
-		contract[i] = events.ContractEntry{Name: res.Tools[i].Name, Hash: res.ToolHashAt(i)}
+	contract := make([]events.ContractEntry, len(names))
+	for i, name := range names {
+		contract[i] = events.ContractEntry{Name: name, Hash: res.ToolHashAt(index(res.Tools, name))}
 	}
 	return Record{
 		Loaded:          names,
@@ -76,12 +81,21 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 
 // find returns the first tool of tools named name.
 func find(tools []resolver.Tool, name string) (resolver.Tool, bool) {
-	for i := range tools {
-		if tools[i].Name == name {
-			return tools[i], true
-		}
+	if i := index(tools, name); i >= 0 {
+		return tools[i], true
 	}
 	return resolver.Tool{}, false
+}
+
+// index returns the position of the first tool of tools named name, -1
+// when there is none.
+func index(tools []resolver.Tool, name string) int {
+	for i := range tools {
+		if tools[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // isDeferred is the effective deferral mark: the resolver's mark, except

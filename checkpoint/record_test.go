@@ -12,9 +12,10 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R19: a checkpoint records loaded_deferred_tools (sorted, de-duplicated),
-// the contract hash of the resolution they belong to, its registry version
-// and one per-tool hash per tool, in resolution order.
+// R19, R45: a checkpoint records loaded_deferred_tools (sorted,
+// de-duplicated), the contract hash of the resolution they belong to, its
+// registry version and the per-tool hash of each loaded tool, in loaded
+// order: nothing of the tools the turn did not load.
 func TestNewRecordsLoadedWithContract(t *testing.T) {
 	res := resolveAll(t, base(t))
 	rec := mustNew(t, 4, res, "web_fetch", "send_message", "web_fetch")
@@ -25,13 +26,17 @@ func TestNewRecordsLoadedWithContract(t *testing.T) {
 	if rec.ContractHash != res.ContractHash || rec.RegistryVersion != "test-1" || rec.Turn != 4 {
 		t.Errorf("record = %+v; want hash %s, version test-1, turn 4", rec, res.ContractHash)
 	}
-	if len(rec.Contract) != len(res.Tools) {
-		t.Fatalf("Contract has %d entries, want %d", len(rec.Contract), len(res.Tools))
+	if len(rec.Contract) != len(rec.Loaded) {
+		t.Fatalf("Contract has %d entries, want one per loaded tool (%d)", len(rec.Contract), len(rec.Loaded))
 	}
 	for i, e := range rec.Contract {
-		if e.Name != res.Tools[i].Name || e.Hash != resolver.ToolHash(res.Tools[i]) {
-			t.Errorf("Contract[%d] = %+v, want %s with its ToolHash", i, e, res.Tools[i].Name)
+		tool, _ := find(res.Tools, rec.Loaded[i])
+		if e.Name != rec.Loaded[i] || e.Hash != resolver.ToolHash(tool) {
+			t.Errorf("Contract[%d] = %+v, want %s with its ToolHash", i, e, rec.Loaded[i])
 		}
+	}
+	if FullContract(&rec) {
+		t.Error("FullContract reports the loaded-only record as a whole contract")
 	}
 }
 

@@ -125,8 +125,9 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 	reg := load(t, base(t))
 	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch"), "send_message", "web_fetch")
 
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
 	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
-	out := Resume(&rec, added)
+	out := ResumeFrom(&rec, added, Sources{Recorded: recorded})
 	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("added: Resume = %+v, want both restored and Changes %v", out, want)
 	}
@@ -138,7 +139,7 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 	}
 
 	removed := resolveNames(t, reg, "read_file", "tool_search", "send_message")
-	out = Resume(&rec, removed)
+	out = ResumeFrom(&rec, removed, Sources{Recorded: recorded})
 	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("removed: Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
@@ -154,8 +155,9 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 // but each loaded tool is unchanged, so all are restored.
 func TestResumeReordered(t *testing.T) {
 	reg := load(t, base(t))
-	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message"), "send_message")
-	out := Resume(&rec, resolveNames(t, reg, "tool_search", "read_file", "send_message"))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message")
+	rec := mustNew(t, 1, recorded, "send_message")
+	out := ResumeFrom(&rec, resolveNames(t, reg, "tool_search", "read_file", "send_message"), Sources{Recorded: recorded})
 	if want := []Change{{Kind: ChangeReordered}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
@@ -214,6 +216,81 @@ func TestR32ResumePerToolReasons(t *testing.T) {
 	out = Resume(&bad, resolveAll(t, g2(t)))
 	if got := decisionKinds(out.Tools); !slices.Contains(got, "send_message:not-recorded") || slices.Contains(out.Restored, "send_message") {
 		t.Errorf("checkpoint without send_message's entry: %v restored %v", got, out.Restored)
+	}
+}
+
+// R32, R45: without the whole recorded contract (a loaded-only checkpoint
+// and no registry history), Changes lists what changed of the loaded tools
+// and the registry version, and the per-tool decisions are the same as
+// with it: a tool added to the contract restores everything, a removed
+// loaded tool is named.
+func TestResumeLoadedOnlyChanges(t *testing.T) {
+	reg := load(t, base(t))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
+	rec := mustNew(t, 1, recorded, "send_message", "web_fetch")
+
+	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
+	out := Resume(&rec, added)
+	if !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || len(out.Changes) != 0 {
+		t.Errorf("added: Resume = %+v, want both restored and no loaded tool changed", out)
+	}
+	if !strings.Contains(out.Reason, "tools outside the loaded set changed") {
+		t.Errorf("added: Reason %q does not say the change is outside the loaded set", out.Reason)
+	}
+	with := ResumeFrom(&rec, added, Sources{Recorded: recorded})
+	if !slices.Equal(with.Restored, out.Restored) || !slices.Equal(decisionKinds(with.Tools), decisionKinds(out.Tools)) {
+		t.Errorf("decisions differ with the recorded contract: %v vs %v", decisionKinds(with.Tools), decisionKinds(out.Tools))
+	}
+
+	removed := resolveNames(t, reg, "read_file", "tool_search", "send_message")
+	out = Resume(&rec, removed)
+	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("removed: Resume = %+v, want send_message restored and Changes %v", out, want)
+	}
+
+	// A recorded contract whose hash is not the checkpoint's proves
+	// nothing and is not used.
+	other := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "bash")
+	if out := ResumeFrom(&rec, added, Sources{Recorded: other}); len(out.Changes) != 0 {
+		t.Errorf("a recorded contract of another hash was used: %v", out.Changes)
+	}
+}
+
+// R20, R45: a checkpoint of an older writer that lists the whole contract
+// still resumes and reports every change of the contract from its own
+// list.
+func TestResumeFullContractRecord(t *testing.T) {
+	reg := load(t, base(t))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
+	rec := mustNew(t, 1, recorded, "send_message", "web_fetch")
+	rec.Contract = nil
+	for i := range recorded.Tools {
+		rec.Contract = append(rec.Contract, events.ContractEntry{Name: recorded.Tools[i].Name, Hash: resolver.ToolHash(recorded.Tools[i])})
+	}
+	if !FullContract(&rec) {
+		t.Fatal("FullContract does not recognise the whole contract")
+	}
+	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
+	out := Resume(&rec, added)
+	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; !out.OK || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("Resume = %+v, want both restored and Changes %v", out, want)
+	}
+}
+
+// R20, R32: a checkpoint without per-tool hashes is decided per tool when
+// the registry history gives back its recorded contract.
+func TestResumeNoPerToolListWithRecorded(t *testing.T) {
+	f := base(t)
+	recorded := resolveAll(t, f)
+	rec := mustNew(t, 1, recorded, "web_fetch", "send_message")
+	rec.Contract = nil
+	f.Tools[toolIndex(t, f, "web_fetch")].Description = "Fetch."
+	out := ResumeFrom(&rec, resolveAll(t, f), Sources{Recorded: recorded})
+	if got := decisionKinds(out.Tools); !slices.Equal(got, []string{"send_message:restored", "web_fetch:changed"}) {
+		t.Errorf("Tools = %v, want send_message restored, web_fetch changed", got)
+	}
+	if want := []Change{{Tool: "web_fetch", Kind: ChangeSchema}}; !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("Changes = %v, want %v", out.Changes, want)
 	}
 }
 

@@ -125,7 +125,11 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
 		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
 	}
-	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
+	src := checkpoint.Sources{Explain: explain}
+	if rec != nil && rec.ContractHash != res.ContractHash {
+		src.Recorded = e.recordedContract(ctx, st, rec, req)
+	}
+	out := ResumeResult{Outcome: checkpoint.ResumeFrom(rec, res, src), Checkpoint: rec}
 	e.ts.turns.Remove(session)
 	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
 	if err != nil {
@@ -156,3 +160,37 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 //
 // Use aggregate.Checkpoint, which this is.
 type CheckpointResult = aggregate.Checkpoint
+
+// recordedContract rebuilds the contract checkpoint rec was recorded
+// against from the registry history: the request of its turn's
+// TurnStarted (when rec belongs to the session's last turn) or, failing
+// that, the resumed request, each resolved against rec's registry
+// version. It returns nil when neither gives rec's contract hash (the
+// version was pruned, or the intent changed since): Resume then reports
+// the changes of the loaded tools only. Each try costs one read.
+func (e *Engine) recordedContract(ctx context.Context, st aggregate.State, rec *checkpoint.Record, req ResolveRequest) *resolver.Resolution {
+	if rec.Turn == st.Turn && st.TurnSeq > 0 {
+		recs, err := e.log.ReadSession(ctx, st.Session, st.TurnSeq, st.TurnSeq)
+		if err == nil && len(recs) == 1 && recs[0].Err == nil {
+			if ts, ok := recs[0].Envelope.Payload.(events.TurnStarted); ok && ts.Recorded() && ts.ContractHash == rec.ContractHash {
+				if res, _, _, err := e.replayTurn(ctx, ts, recs[0].Envelope.Channel, st); err == nil {
+					return res
+				}
+			}
+		}
+	}
+	var res *resolver.Resolution
+	rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
+	_, err := e.registryOf(ctx, rec.RegistryVersion, func(r *resolver.Registry) bool {
+		out, err := r.Resolve(rq)
+		if err != nil || out.ContractHash != rec.ContractHash {
+			return false
+		}
+		res = out
+		return true
+	})
+	if err != nil {
+		return nil
+	}
+	return res
+}
