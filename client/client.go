@@ -305,7 +305,7 @@ func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 // CallCheck asks, before a tool call the model made executes, whether
 // tool may run now in the session's open turn for the client's channel
 // (#26 item 3, #31): a refusal is a reply with Callable false and a
-// Reason ("disabled", "not_in_turn", "unknown", "ask", "denied"), not an
+// Reason ("disabled", "not_in_turn", "not_loaded", "unknown", "ask", "denied"), not an
 // error; outside a turn the error is ErrNoTurn.
 func (c *Client) CallCheck(ctx context.Context, session, tool string) (CallCheckReply, error) {
 	var out CallCheckReply

@@ -164,6 +164,15 @@ func (t *Turn) Loaded() []string {
 	return out
 }
 
+// IsLoaded reports whether name is a loaded deferred tool of this turn
+// (kept from Freeze or loaded by Search).
+func (t *Turn) IsLoaded(name string) bool {
+	t.mu.Lock()
+	_, ok := t.loaded[name]
+	t.mu.Unlock()
+	return ok
+}
+
 // Discovered returns the names Search loaded during this turn, in load
 // order, as a fresh slice: the names of the turn's DeferredLoaded event.
 func (t *Turn) Discovered() []string {

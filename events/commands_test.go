@@ -23,7 +23,7 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 		TypeDeferredLoaded:  {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
 		TypeDeferredEvicted: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "reason", Kind: FieldString}},
 		TypeTurnStarted: {{Name: "turn", Kind: FieldUint}, {Name: "intent", Kind: FieldIntent}, {Name: "profile", Kind: FieldString},
-			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}},
+			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}, {Name: "provider", Kind: FieldString}},
 		// #28: the engine's turn end carries its checkpoint.
 		TypeTurnEnded: {{Name: "turn", Kind: FieldUint}, {Name: "checkpoint", Kind: FieldCheckpoint}},
 		TypeCheckpointRecorded: {{Name: "loaded_deferred_tools", Kind: FieldNames}, {Name: "contract_hash", Kind: FieldString, Required: true},

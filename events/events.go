@@ -308,6 +308,12 @@ type TurnStarted struct {
 	// ContractHash is the contract hash of the frozen resolution; set
 	// together with RegistryVersion.
 	ContractHash string `msgpack:"contract_hash" json:"contract_hash,omitempty"`
+	// Provider is the provider mode the turn was begun for (a row of the
+	// provider table, e.g. "anthropic" or "openai-engine"); "" when not
+	// recorded, which reads as the default mode. It decides nothing of
+	// the frozen tools: readers (call-check, the inspector, prompt-cache
+	// figures) use it to see the turn as its backend sends it.
+	Provider string `msgpack:"provider" json:"provider,omitempty"`
 }
 
 // Recorded reports whether the event records its request (RegistryVersion

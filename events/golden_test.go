@@ -155,6 +155,13 @@ func vectors() []vector {
 			RegistryVersion: "builtin-2026.12.1",
 			ContractHash:    strings.Repeat("ef", 32),
 		})},
+		{name: "turn_started_provider", description: "v2 TurnStarted recording its request and the provider mode the turn was begun for", env: v2(29, TurnStarted{
+			Turn:            5,
+			Intent:          &TurnIntent{Enabled: bp(true)},
+			RegistryVersion: "builtin-2026.12.1",
+			ContractHash:    strings.Repeat("ef", 32),
+			Provider:        "openai-engine",
+		})},
 		{name: "turn_started_override_names", description: "v2 TurnStarted with an override of names, a short user-curated list", env: v2(23, TurnStarted{
 			Turn:            5,
 			Intent:          &TurnIntent{},

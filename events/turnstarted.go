@@ -15,11 +15,11 @@ import (
 //
 //	turn, intent{enabled, web_search, preset, disabled, picked}, profile,
 //	override{kind, intent{...}, allowed, names}, registry_version,
-//	contract_hash
+//	contract_hash, provider
 
 func encodeTurnStarted(s *sticky, v TurnStarted) {
 	n := 1
-	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != ""} {
+	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != "", v.Provider != ""} {
 		if set {
 			n++
 		}
@@ -67,6 +67,10 @@ func encodeTurnStarted(s *sticky, v TurnStarted) {
 		s.str("contract_hash")
 		s.str(v.ContractHash)
 	}
+	if v.Provider != "" {
+		s.str("provider")
+		s.str(v.Provider)
+	}
 }
 
 func encodeTurnIntent(s *sticky, in *intent.Intent) {
@@ -99,6 +103,9 @@ func decodeTurnStarted(m map[string]any) (Payload, error) {
 		return nil, err
 	}
 	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
+		return nil, err
+	}
+	if p.Provider, err = strField(m, "provider", false); err != nil {
 		return nil, err
 	}
 	om, err := mapField(m, "override")
@@ -166,6 +173,9 @@ func validateTurnStarted(v TurnStarted) error {
 		return err
 	}
 	if err := validateText("registry_version", v.RegistryVersion); err != nil {
+		return err
+	}
+	if err := validateText("provider", v.Provider); err != nil {
 		return err
 	}
 	if err := validateText("contract_hash", v.ContractHash); err != nil {
@@ -302,7 +312,8 @@ func (t TurnStarted) MarshalJSON() ([]byte, error) {
 		Override        *TurnOverride   `json:"override,omitempty"`
 		RegistryVersion string          `json:"registry_version,omitempty"`
 		ContractHash    string          `json:"contract_hash,omitempty"`
-	}{t.Turn, in, t.Profile, t.Override, t.RegistryVersion, t.ContractHash})
+		Provider        string          `json:"provider,omitempty"`
+	}{t.Turn, in, t.Profile, t.Override, t.RegistryVersion, t.ContractHash, t.Provider})
 }
 
 // MarshalJSON writes a TurnOverride as its JSON tags say, its intent with

@@ -190,3 +190,45 @@ func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
 		}
 	}
 }
+
+// R37: call-check agrees with the array the request sends. In an
+// engine-side mode the array defines the resident and loaded tools only,
+// so a deferred tool the turn has not loaded is not callable (not_loaded)
+// until tool_search loads it; in a native mode every tool of the turn is
+// defined, so it is callable. The mode is the request's, else the one the
+// turn was begun for (recorded in its TurnStarted), else the default.
+func TestCallCheckAgreesWithTheArray(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.BeginTurn(ctx, "cc", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.CallCheckIn(ctx, "cc", "send_message", "", "")
+	if err != nil || c.Callable || c.Reason != service.CallNotLoaded || c.Provider != service.ProviderAnthropicEngine || !c.Deferred || c.Loaded {
+		t.Fatalf("engine-side turn, deferred tool not loaded: %+v, %v; want not callable, not_loaded", c, err)
+	}
+	c, err = e.CallCheckIn(ctx, "cc", "send_message", "", service.ProviderAnthropic)
+	if err != nil || !c.Callable || c.Provider != service.ProviderAnthropic {
+		t.Fatalf("the same turn asked for a native request: %+v, %v; want callable", c, err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc", "read_file", "", ""); err != nil || !c.Callable {
+		t.Fatalf("resident tool: %+v, %v; want callable", c, err)
+	}
+	if _, err := e.Discover(ctx, "cc", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc", "send_message", "", ""); err != nil || !c.Callable || !c.Loaded {
+		t.Fatalf("after tool_search loaded it: %+v, %v; want callable, loaded", c, err)
+	}
+	if _, err := e.CallCheckIn(ctx, "cc", "send_message", "", "nosuch"); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("an unknown provider: %v, want ErrInvalid", err)
+	}
+
+	// A turn begun without a provider is the default, native.
+	if _, err := e.BeginTurn(ctx, "cc2", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc2", "send_message", "", ""); err != nil || !c.Callable || c.Provider != deferral.DefaultProvider {
+		t.Fatalf("default turn: %+v, %v; want callable in %s", c, err, deferral.DefaultProvider)
+	}
+}

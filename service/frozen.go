@@ -230,7 +230,7 @@ func intentOf(in *intent.Intent) intent.Intent {
 // for st and req (R31).
 func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resolver.Resolution) events.TurnStarted {
 	return events.TurnStarted{Turn: turn, Intent: turnIntent(st.Intent), Profile: req.Profile, Override: events.RecordOverride(req.Override),
-		RegistryVersion: res.RegistryVersion, ContractHash: res.ContractHash}
+		RegistryVersion: res.RegistryVersion, ContractHash: res.ContractHash, Provider: req.Provider}
 }
 
 // replayTurn resolves the request a TurnStarted records against the
@@ -239,7 +239,7 @@ func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resol
 // the channel that wrote the TurnStarted (its envelope's), whose policy
 // narrowed the turn (#31).
 func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel string, st aggregate.State) (*resolver.Resolution, *resolver.Registry, ResolveRequest, error) {
-	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override(), Channel: channel}
+	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override(), Channel: channel, Provider: ts.Provider}
 	if !ts.Recorded() { // written before turns recorded their request
 		res, reg, err := e.resolveWith(st, req)
 		return res, reg, req, err

@@ -357,7 +357,7 @@ func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Or
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return CallCheckResult{}, wire.BadRequest("tool: %v", err)
 	}
-	return q.eng.CallCheckAs(ctx, r.Session, r.Tool, o.Channel)
+	return q.eng.CallCheckIn(ctx, r.Session, r.Tool, o.Channel, r.Provider)
 }
 
 // Checkpoint answers turn.checkpoint.

@@ -138,6 +138,11 @@ type DispatchRequest struct {
 type CallCheckRequest struct {
 	Session string `json:"session"`
 	Tool    string `json:"tool"`
+	// Provider is the provider mode of the request the model answered
+	// (one of the provider values; "" is the mode the turn was begun for,
+	// else the default): in an engine-side mode only the resident and
+	// loaded tools are defined, so only they are callable.
+	Provider string `json:"provider,omitempty"`
 }
 
 // RegistryDiffRequest carries a candidate registry (the JSON of a
@@ -485,6 +490,7 @@ const (
 	CallDisabled  = "disabled"
 	CallNotInTurn = "not_in_turn"
 	CallUnknown   = "unknown"
+	CallNotLoaded = "not_loaded"
 	CallAsk       = "ask"
 	CallDenied    = "denied"
 )
@@ -507,6 +513,7 @@ type CallCheckReply struct {
 	Permission string `json:"permission,omitempty"`
 	Deferred   bool   `json:"deferred"`
 	Loaded     bool   `json:"loaded"`
+	Provider   string `json:"provider"`
 	Channel    string `json:"channel,omitempty"`
 	Decision   string `json:"decision,omitempty"`
 	Rule       string `json:"rule,omitempty"`
