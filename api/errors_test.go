@@ -317,9 +317,16 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 	// The fix named fits the operation: a registry is not a list of
 	// commands (#27: a registry with tool embeddings outgrows the bound).
-	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	// A registry diff takes a registry file of up to the registry
+	// history's bound, whatever MaxBodyBytes says.
+	limit := service.MaxRegistryBytes + 64<<10
+	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", limit)+`"}}`)
 	if ae := apiError(t, body); status != http.StatusRequestEntityTooLarge || !strings.Contains(ae.Message, "serve --registry FILE") || strings.Contains(ae.Message, "commands") {
 		t.Errorf("registry diff over the bound: %d %q", status, ae.Message)
+	}
+	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `unknown key \"x\"`) {
+		t.Errorf("a registry diff over MaxBodyBytes but under the registry bound: %d %s, want it read (400 for the bad registry)", status, body)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"turn-checkpoint": {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"turn-end":        {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"sessions":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.SessionList]()},
-		"registry":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.RegistryInfo]()},
+		"registry":        {reflect.TypeFor[wire.RegistryRequest](), reflect.TypeFor[wire.RegistryInfo]()},
 		"budget":          {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.BudgetTable]()},
 		"registry-diff":   {reflect.TypeFor[wire.RegistryDiffRequest](), reflect.TypeFor[wire.RegistryImpact]()},
 		"session-delete":  {reflect.TypeFor[wire.DeleteRequest](), reflect.TypeFor[wire.DeleteReply]()},

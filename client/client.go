@@ -293,7 +293,7 @@ func (c *Client) Sessions(ctx context.Context) (SessionList, error) {
 // Registry describes the live registry.
 func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
 	var out RegistryInfo
-	return out, c.Do(ctx, opRegistry, &struct{}{}, &out)
+	return out, c.Do(ctx, opRegistry, &wire.RegistryRequest{}, &out)
 }
 
 // Budget returns the live registry's per-turn token table.

@@ -33,8 +33,10 @@ type BudgetTable struct {
 	// ResidentTools is the number of tools in the provider array with
 	// deferral.
 	ResidentTools int `json:"resident_tools"`
-	// Deferred lists the catalog names with deferral, in order.
-	Deferred []string `json:"deferred"`
+	// Deferred lists the catalog names with deferral, in order; the API
+	// reply names the first 128 of them and DeferredCount counts all.
+	Deferred      []string `json:"deferred"`
+	DeferredCount int      `json:"deferred_count"`
 	// WithoutDeferral is the provider array when every default tool is
 	// resident: the rendered Anthropic tools array of the whole resolution.
 	WithoutDeferral Tokens `json:"without_deferral"`
@@ -91,6 +93,7 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 		Tools:           len(res.Tools),
 		ResidentTools:   len(with.Provider),
 		Deferred:        with.Catalog,
+		DeferredCount:   len(with.Catalog),
 	}
 	t.WithoutDeferral.Estimate = Estimate(without).Resident
 	eb := Estimate(with)

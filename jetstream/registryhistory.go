@@ -18,8 +18,9 @@ import (
 // headerRegistryVersion names the registry version a history message holds.
 const headerRegistryVersion = "Engine-Registry-Version"
 
-// MaxRegistryBytes bounds one stored registry file.
-const MaxRegistryBytes = 4 << 20
+// MaxRegistryBytes bounds one stored registry file: the embedded
+// server's max_payload, about 10,000 MCP tools with their schemas.
+const MaxRegistryBytes = EmbeddedMaxPayload
 
 // ErrRegistryVersionUnknown means the registry history holds no registry of
 // the version asked for.

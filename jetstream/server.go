@@ -132,6 +132,10 @@ const jetStreamSettle = 5 * time.Second
 // ago would have to be shut down: try again later.
 var ErrJetStreamSettling = errors.New("JetStream restarted moments ago")
 
+// EmbeddedMaxPayload is the embedded server's max_payload when its
+// config file sets none.
+const EmbeddedMaxPayload = 8 << 20
+
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
 // until it accepts connections.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
@@ -176,6 +180,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	opts.Port = cfg.Port
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if opts.MaxPayload == 0 {
+		// A registry of about 10,000 MCP tools is some 8 MB of JSON: its
+		// native rendering, its registry history record and a registry
+		// push each travel as one message. 8 MiB is the most the NATS
+		// docs recommend; a config file may set another.
+		opts.MaxPayload = EmbeddedMaxPayload
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)

@@ -13,8 +13,13 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 )
+
+// MaxRegistryBytes bounds a registry file the engine stores in its
+// registry history, and so a candidate registry-diff compares.
+const MaxRegistryBytes = jetstream.MaxRegistryBytes
 
 // CheckpointLoss is a session whose last checkpoint would lose tools on
 // resume under the candidate registry that it keeps under the live one.

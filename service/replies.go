@@ -62,6 +62,43 @@ type HistoryPageEntry struct {
 	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
 	// Compacted, on a compaction's entry (#30), says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
+	// Lists, present when a list of the entry was cut to HistoryListMax
+	// names, gives each list's full length.
+	Lists *wire.EntryLists `json:"lists,omitempty"`
+}
+
+// HistoryListMax is the most names a history entry lists in each of
+// tools, provider, catalog, gained, lost and its dispatch's lists: an
+// entry of a registry of 10,000 tools summarises them (Lists counts
+// them), so a page stays bounded by wire.MaxHistoryPageBytes and one
+// entry.
+const HistoryListMax = 64
+
+// summarise cuts each list of e to HistoryListMax names and, when it cut
+// one, records every list's full length in e.Lists.
+func (e *HistoryPageEntry) summarise() {
+	l := wire.EntryLists{Tools: len(e.Tools), Provider: len(e.Provider), Catalog: len(e.Catalog), Gained: len(e.Gained), Lost: len(e.Lost)}
+	long := max(l.Tools, l.Provider, l.Catalog, l.Gained, l.Lost) > HistoryListMax
+	if d := e.Dispatch; d != nil {
+		l.Resident, l.Deferred, l.Loaded = len(d.Resident), len(d.Deferred), len(d.Loaded)
+		long = long || max(l.Resident, l.Deferred, l.Loaded) > HistoryListMax
+	}
+	if !long {
+		return
+	}
+	e.Tools, e.Provider, e.Catalog = page(e.Tools, 0, HistoryListMax), page(e.Provider, 0, HistoryListMax), page(e.Catalog, 0, HistoryListMax)
+	if e.Gained != nil {
+		e.Gained = page(e.Gained, 0, HistoryListMax)
+	}
+	if e.Lost != nil {
+		e.Lost = page(e.Lost, 0, HistoryListMax)
+	}
+	if d := e.Dispatch; d != nil {
+		c := *d
+		c.Resident, c.Deferred, c.Loaded = page(d.Resident, 0, HistoryListMax), page(d.Deferred, 0, HistoryListMax), page(d.Loaded, 0, HistoryListMax)
+		e.Dispatch = &c
+	}
+	e.Lists = &l
 }
 
 // ExplainBatchReply is explain-batch's reply: one explanation per
@@ -167,6 +204,7 @@ func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
 	if h.Payload != nil {
 		e.Payload = &Command{h.Payload}
 	}
+	e.summarise()
 	return e
 }
 

@@ -189,7 +189,12 @@ func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin
 		return TurnView{}, err
 	}
 	rr.Channel = o.Channel // #31: the caller's channel policy applies
-	return q.eng.Resolve(ctx, r.Session, rr)
+	shape := ViewShape{ListOffset: r.ListOffset, ListLimit: r.ListLimit, IfNoneMatch: r.IfNoneMatch}
+	if err := shape.Validate(); err != nil {
+		return TurnView{}, err
+	}
+	v, err := q.eng.Resolve(ctx, r.Session, rr)
+	return v.Shape(shape), err
 }
 
 // History answers session.history with one page (#24 row 7): memory and
@@ -303,7 +308,8 @@ func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Or
 	if err != nil {
 		return TurnView{}, err
 	}
-	return q.eng.BeginTurn(ctx, r.Session, o, rr)
+	v, err := q.eng.BeginTurn(ctx, r.Session, o, rr)
+	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
 }
 
 // Discover answers turn.discover: the model's tool_search input, or names.
@@ -327,12 +333,15 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
 	req.QueryVector = r.QueryVector // #27: the backend's embedding of the query, beside the model's input
-	return q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
+	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
+	d.View = d.View.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch})
+	return d, err
 }
 
 // Dispatch answers turn.dispatch.
 func (q *Requests) Dispatch(ctx context.Context, r *wire.DispatchRequest, _ Origin) (TurnView, error) {
-	return q.eng.Dispatch(ctx, r.Session, r.Provider)
+	v, err := q.eng.Dispatch(ctx, r.Session, r.Provider)
+	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
 }
 
 // Inspect answers turn.inspect: the last dispatch of the session's turn.
@@ -345,7 +354,12 @@ func (q *Requests) Inspect(ctx context.Context, r *wire.TurnRequest, _ Origin) (
 		return wire.DispatchRecord{}, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: "session " + strconv.Quote(r.Session) + " has started no turn: begin and dispatch a turn first (turn.begin, turn.dispatch)"}
 	}
-	return wireDispatch(r.Session, d), nil
+	rec := wireDispatch(r.Session, d)
+	if max(len(rec.Resident), len(rec.Deferred), len(rec.Loaded)) > ViewListMax {
+		rec.Lists = &wire.EntryLists{Resident: len(rec.Resident), Deferred: len(rec.Deferred), Loaded: len(rec.Loaded)}
+		rec.Resident, rec.Deferred, rec.Loaded = page(rec.Resident, 0, ViewListMax), page(rec.Deferred, 0, ViewListMax), page(rec.Loaded, 0, ViewListMax)
+	}
+	return rec, nil
 }
 
 // CallCheck asks, before a tool call executes, whether it may (#26 item
@@ -412,8 +426,36 @@ func (q *Requests) Sessions(ctx context.Context, _ *wire.Empty, _ Origin) (wire.
 }
 
 // Registry answers registry.info.
-func (q *Requests) Registry(_ context.Context, _ *wire.Empty, _ Origin) (wire.RegistryInfo, error) {
-	return wireRegistry(q.eng.Registry()), nil
+func (q *Requests) Registry(_ context.Context, r *wire.RegistryRequest, _ Origin) (wire.RegistryInfo, error) {
+	if r.ToolOffset < 0 || r.ToolLimit < 0 || r.ToolLimit > wire.MaxRegistryPage {
+		return wire.RegistryInfo{}, wire.BadRequest("tool_offset %d and tool_limit %d: want tool_offset >= 0 and tool_limit 1 to %d (0 lists every tool)", r.ToolOffset, r.ToolLimit, wire.MaxRegistryPage)
+	}
+	info := wireRegistry(q.eng.Registry())
+	if r.ToolFilter != "" {
+		f := strings.ToLower(r.ToolFilter)
+		exact := slices.IndexFunc(info.Tools, func(t wire.RegistryTool) bool { return strings.ToLower(t.Name) == f })
+		if exact >= 0 {
+			info.Tools = info.Tools[exact : exact+1]
+		} else {
+			info.Tools = slices.DeleteFunc(info.Tools, func(t wire.RegistryTool) bool { return !strings.Contains(strings.ToLower(t.Name), f) })
+		}
+	}
+	info.ToolCount = len(info.Tools)
+	if r.ToolLimit > 0 {
+		info.Tools = page(info.Tools, r.ToolOffset, r.ToolLimit)
+		on := make(map[string]bool, len(info.Tools))
+		for _, t := range info.Tools {
+			on[t.Name] = true
+		}
+		keep := func(names []string) []string {
+			return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !on[n] })
+		}
+		info.DefaultTools, info.ResidentTools, info.DeferredDefaultTools = keep(info.DefaultTools), keep(info.ResidentTools), keep(info.DeferredDefaultTools)
+		for name, list := range info.Presets {
+			info.Presets[name] = keep(list)
+		}
+	}
+	return info, nil
 }
 
 // RegistryDiff reports what pushing a candidate registry would change
@@ -435,13 +477,20 @@ func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (deferral.
 	reg := q.eng.Registry()
 	q.budgetMu.Lock()
 	defer q.budgetMu.Unlock()
-	if q.budget != nil && q.budget.RegistryVersion == reg.Version() {
-		return *q.budget, nil
+	if q.budget == nil || q.budget.RegistryVersion != reg.Version() {
+		t, err := deferral.Table(reg)
+		if err != nil {
+			return deferral.BudgetTable{}, err
+		}
+		q.budget = &t
 	}
-	t, err := deferral.Table(reg)
-	if err != nil {
-		return deferral.BudgetTable{}, err
+	// The reply names the first deferred tools, and counts them all: the
+	// table is a figure per registry, not a list of it.
+	t := *q.budget
+	t.DeferredCount = len(t.Deferred)
+	t.Deferred = page(t.Deferred, 0, ViewListMax)
+	if len(t.Unreachable) > ViewListMax {
+		t.Unreachable = page(t.Unreachable, 0, ViewListMax)
 	}
-	q.budget = &t
 	return t, nil
 }

@@ -123,6 +123,14 @@ type TurnView struct {
 	// PrefixHash is the sha256 of Rendering: equal hashes, equal prompt
 	// cache prefix.
 	PrefixHash string `json:"prefix_hash"`
+	// RenderingHash is the sha256 of Rendering's bytes: a caller holding
+	// the rendering sends it as if_none_match (HTTP If-None-Match) and the
+	// reply leaves the rendering out, RenderingUnchanged set.
+	RenderingHash      string `json:"rendering_hash"`
+	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
+	// Lists says which page of the name lists (Tools, Provider, Catalog,
+	// Classification, Unknown, Withheld) an API reply holds; set by Shape.
+	Lists ViewLists `json:"lists"`
 	// ContractHash and RegistryVersion identify the tool contract.
 	ContractHash    string `json:"contract_hash"`
 	RegistryVersion string `json:"registry_version"`
@@ -229,7 +237,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		}
 		nv := e.nativeRender(res, row, ot, st.Referenced, reg)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
-		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
+		v.Rendering, v.PrefixHash, v.RenderingHash, v.prefix = nv.rendering, nv.hash, nv.hash, nv.prefix
 		v.CatalogText = nv.catalogText
 		v.Budget = nv.budget
 		v.Budget.ResidentTools = len(split.Provider)
@@ -242,6 +250,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
 	v.PrefixHash = hex.EncodeToString(sum[:])
+	v.RenderingHash = v.PrefixHash
 	v.prefix = deferral.PrefixOf(v.Rendering)
 	return v
 }

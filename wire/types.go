@@ -44,6 +44,29 @@ type ResolveRequest struct {
 	Provider string    `json:"provider,omitempty"`
 	Override *Override `json:"override,omitempty"`
 	MinSeq   uint64    `json:"min_seq,omitempty"`
+	// ListOffset and ListLimit page the view's name lists (0: from the
+	// first; 0: 128 names, at most 1000); the reply's lists say how long
+	// each full list is.
+	ListOffset int `json:"list_offset,omitempty"`
+	ListLimit  int `json:"list_limit,omitempty"`
+	// IfNoneMatch is the rendering_hash of a rendering the caller holds:
+	// when the view's is the same, the reply leaves the rendering out
+	// (rendering_unchanged), on either transport; "*" leaves any
+	// rendering out. (Over HTTP a view reply
+	// also carries an ETag of the whole reply; a GET whose If-None-Match
+	// header names it is answered 304.)
+	IfNoneMatch string `json:"if_none_match,omitempty"`
+}
+
+// IfNoneMatchField implements Conditional.
+func (r *ResolveRequest) IfNoneMatchField() *string { return &r.IfNoneMatch }
+
+// Conditional is a request that takes if_none_match: the rendering_hash
+// of a provider tools array the caller holds, so that the reply leaves it
+// out when it has not changed.
+type Conditional interface {
+	// IfNoneMatchField returns the request's if_none_match field.
+	IfNoneMatchField() *string
 }
 
 // HistoryRequest asks for a session's timeline; Until bounds it (a
@@ -106,7 +129,12 @@ type BeginTurnRequest struct {
 	Provider string    `json:"provider,omitempty"`
 	Override *Override `json:"override,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
+	// IfNoneMatch is as ResolveRequest's.
+	IfNoneMatch string `json:"if_none_match,omitempty"`
 }
+
+// IfNoneMatchField implements Conditional.
+func (r *BeginTurnRequest) IfNoneMatchField() *string { return &r.IfNoneMatch }
 
 // DiscoverRequest is one tool_search call: Input is the model's input
 // object as it wrote it ({"query":"..."}, {"names":[...]}, {"regex":"..."},
@@ -125,13 +153,23 @@ type DiscoverRequest struct {
 	CallID      string          `json:"call_id,omitempty"`
 	Actor       string          `json:"actor,omitempty"`
 	QueryVector []float32       `json:"query_vector,omitempty"`
+	// IfNoneMatch is as ResolveRequest's, for the reply's view.
+	IfNoneMatch string `json:"if_none_match,omitempty"`
 }
+
+// IfNoneMatchField implements Conditional.
+func (r *DiscoverRequest) IfNoneMatchField() *string { return &r.IfNoneMatch }
 
 // DispatchRequest asks for the provider request of the open turn.
 type DispatchRequest struct {
 	Session  string `json:"session"`
 	Provider string `json:"provider,omitempty"`
+	// IfNoneMatch is as ResolveRequest's.
+	IfNoneMatch string `json:"if_none_match,omitempty"`
 }
+
+// IfNoneMatchField implements Conditional.
+func (r *DispatchRequest) IfNoneMatchField() *string { return &r.IfNoneMatch }
 
 // CallCheckRequest asks whether a call of Tool may execute now in the
 // session's open turn (for the channel of the request).
@@ -233,20 +271,27 @@ type ContractEntry struct {
 // TurnView is a resolution: Rendering is the provider tools array to send
 // as is, CatalogText the deferred catalog for the system prompt.
 type TurnView struct {
-	Session         string           `json:"session"`
-	Seq             uint64           `json:"seq"`
-	Turn            uint64           `json:"turn"`
-	Frozen          bool             `json:"frozen"`
-	Intent          Intent           `json:"intent"`
-	Source          string           `json:"source"`
-	Tools           []string         `json:"tools"`
-	Provider        []string         `json:"provider"`
-	Catalog         []string         `json:"catalog"`
-	CatalogText     string           `json:"catalog_text"`
-	Unknown         []string         `json:"unknown,omitempty"`
-	Rendering       json.RawMessage  `json:"rendering"`
-	RenderedFor     string           `json:"rendered_for"`
-	PrefixHash      string           `json:"prefix_hash"`
+	Session     string          `json:"session"`
+	Seq         uint64          `json:"seq"`
+	Turn        uint64          `json:"turn"`
+	Frozen      bool            `json:"frozen"`
+	Intent      Intent          `json:"intent"`
+	Source      string          `json:"source"`
+	Tools       []string        `json:"tools"`
+	Provider    []string        `json:"provider"`
+	Catalog     []string        `json:"catalog"`
+	CatalogText string          `json:"catalog_text"`
+	Unknown     []string        `json:"unknown,omitempty"`
+	Rendering   json.RawMessage `json:"rendering"`
+	RenderedFor string          `json:"rendered_for"`
+	PrefixHash  string          `json:"prefix_hash"`
+	// RenderingHash is the sha256 of Rendering; RenderingUnchanged says
+	// the reply left the rendering out because the request's
+	// if_none_match named it.
+	RenderingHash      string `json:"rendering_hash"`
+	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
+	// Lists says which page of the name lists the reply holds.
+	Lists           ViewLists        `json:"lists"`
 	ContractHash    string           `json:"contract_hash"`
 	RegistryVersion string           `json:"registry_version"`
 	Budget          Budget           `json:"budget"`
@@ -257,6 +302,22 @@ type TurnView struct {
 	// tools it kept from the channel (both empty without a policy).
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
+}
+
+// ViewLists says which page of a view's name lists (tools, provider,
+// catalog, classification, unknown, withheld) a reply holds: the entries
+// [Offset, Offset+Limit) of each, with each full list's length; Complete
+// when every list is whole.
+type ViewLists struct {
+	Offset         int  `json:"offset"`
+	Limit          int  `json:"limit"`
+	Tools          int  `json:"tools"`
+	Provider       int  `json:"provider"`
+	Catalog        int  `json:"catalog"`
+	Classification int  `json:"classification"`
+	Unknown        int  `json:"unknown"`
+	Withheld       int  `json:"withheld"`
+	Complete       bool `json:"complete"`
 }
 
 // Budget is a resolution's token estimate.
@@ -313,6 +374,23 @@ type HistoryEntry struct {
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
 	// Compacted, on a compaction's entry (#30), says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
+	// Lists, present when the entry's lists were cut to 64 names each,
+	// gives each list's full length.
+	Lists *EntryLists `json:"lists,omitempty"`
+}
+
+// EntryLists gives the full length of each list of a history entry whose
+// lists were cut (tools, provider, catalog, gained, lost, and its
+// dispatch's resident, deferred and loaded).
+type EntryLists struct {
+	Tools    int `json:"tools"`
+	Provider int `json:"provider"`
+	Catalog  int `json:"catalog"`
+	Gained   int `json:"gained"`
+	Lost     int `json:"lost"`
+	Resident int `json:"resident"`
+	Deferred int `json:"deferred"`
+	Loaded   int `json:"loaded"`
 }
 
 // EventRef names an event of the log.
@@ -380,6 +458,9 @@ type DispatchRecord struct {
 	Deferred     []string `json:"deferred"`
 	Loaded       []string `json:"loaded"`
 	AtMs         int64    `json:"at_ms"`
+	// Lists, present when turn-inspect cut the lists to their first 128
+	// names each, gives their full lengths (Resident, Deferred, Loaded).
+	Lists *EntryLists `json:"lists,omitempty"`
 }
 
 // CheckpointReply is the outcome of Checkpoint and EndTurn.
@@ -430,9 +511,28 @@ type SessionList struct {
 	Sessions []string `json:"sessions"`
 }
 
-// RegistryInfo describes the live registry.
+// RegistryRequest asks for the live registry. Without ToolLimit the
+// reply lists every tool (a registry of 10,000 tools is some 2 MB of
+// names and descriptions); with it, the page [ToolOffset,
+// ToolOffset+ToolLimit) of the tools ToolFilter keeps (a case-insensitive
+// substring of the name; a filter equal to a tool's name keeps that tool
+// alone), and ToolCount says how many it keeps; the name lists and
+// presets of a page name only the page's tools.
+type RegistryRequest struct {
+	ToolOffset int    `json:"tool_offset,omitempty"`
+	ToolLimit  int    `json:"tool_limit,omitempty"`
+	ToolFilter string `json:"tool_filter,omitempty"`
+}
+
+// MaxRegistryPage is the largest tool_limit of a registry request.
+const MaxRegistryPage = 1000
+
+// RegistryInfo is the live registry: its tools (a page of them when the
+// request named a tool_limit) without schemas, its lists, presets and
+// profiles.
 type RegistryInfo struct {
 	Version              string              `json:"version"`
+	ToolCount            int                 `json:"tool_count"`
 	Tools                []RegistryTool      `json:"tools"`
 	DefaultTools         []string            `json:"default_tools"`
 	ResidentTools        []string            `json:"resident_tools"`
@@ -467,6 +567,7 @@ type BudgetTable struct {
 	Tools                     int        `json:"tools"`
 	ResidentTools             int        `json:"resident_tools"`
 	Deferred                  []string   `json:"deferred"`
+	DeferredCount             int        `json:"deferred_count"`
 	WithoutDeferral           TokenCount `json:"without_deferral"`
 	WithDeferral              TokenCount `json:"with_deferral"`
 	Catalog                   TokenCount `json:"catalog"`
