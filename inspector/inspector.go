@@ -23,11 +23,15 @@
 // page. While the engine does not answer, the page shows one message and
 // an "offline" badge, and loads the view again once it answers.
 //
-// Opening a session costs a handful of requests: /v1/sessions,
-// /v1/registry, /v1/budget, the pages of /v1/sessions/{id}/history and
-// one .../resolve (plus one explain or call-check per withheld tool shown,
-// 20 at most). .../explain/{tool} runs only when the explain card is
-// opened, 50 tools a page. The call-check form POSTs
+// Opening a session costs a handful of requests, each bounded whatever
+// the registry holds: /v1/sessions, one page of /v1/registry, /v1/budget,
+// the pages of /v1/sessions/{id}/history and one .../resolve without its
+// rendering (plus one explain or call-check per withheld tool shown, 20
+// at most). The session is shown as its backend sends it: rendered for
+// the provider its turn was begun for (the TurnStarted records it), else
+// the API's default, native deferral. The explain card reads a page of
+// 50 registry tools (filtered by name on the engine) and explains them in
+// one explain-batch, only once it is opened. The call-check form POSTs
 // .../turn/call-check, which writes nothing; the page writes nothing.
 package inspector
 

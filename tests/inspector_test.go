@@ -119,7 +119,9 @@ func TestInspectorPage(t *testing.T) {
 	must("intent", err)
 	hist, err := c.History(ctx, api.HistoryRequest{Session: sid})
 	must("history", err)
-	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid, Provider: "anthropic-engine"})
+	// The page shows the session as its backend sends it: in the provider
+	// its turn was begun for, else the API's default (native deferral).
+	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid})
 	must("resolve", err)
 	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint (#28)
 	if nEvents != 6 {
@@ -235,6 +237,9 @@ func TestInspectorPage(t *testing.T) {
 	if !slices.Contains(now.Resident, "playwright_browser") || now.Class["playwright_browser"] != "loaded" || now.Class["read_file"] != "resident" ||
 		!slices.Contains(now.Catalog, "send_message") || now.Class["send_message"] != "catalog" {
 		t.Errorf("classification after discovery: resident %q catalog %q classes %q", now.Resident, now.Catalog, now.Class)
+	}
+	if at := text(t, bctx, "#tools-at"); !strings.Contains(at, "rendered for "+live.RenderedFor) || live.RenderedFor != "anthropic" {
+		t.Errorf("tools at %q, want them rendered for the default provider (no turn recorded another), resolve renders for %q", at, live.RenderedFor)
 	}
 	if got := digits(now.Total); got != strconv.Itoa(live.Budget.Total) || !strings.Contains(now.Budget, "tokens per turn") {
 		t.Errorf("budget total %q (digits %s), resolve says %d; budget text %q", now.Total, got, live.Budget.Total, now.Budget)
