@@ -32,7 +32,7 @@ func (l *Log) OpenRegistryStore(ctx context.Context) (*RegistryStore, error) {
 			Description:  "engine tool registry (key current), with its last versions",
 			History:      16,
 			Replicas:     l.cfg.Replicas,
-			MaxValueSize: 4 << 20,
+			MaxValueSize: MaxRegistryBytes,
 		}
 		kv, err = l.js.CreateKeyValue(ctx, cfg)
 	}

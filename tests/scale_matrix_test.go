@@ -427,7 +427,9 @@ var scaleLoadNames = []string{
 func runScaleMatrix(t *testing.T, size scaleSize) {
 	reg, tools := scaleRegistry(t, size)
 	dir := t.TempDir()
-	p := startEngine(t, dir, "--registry", reg)
+	// The registry is served from the KV bucket (seeded from the file), so
+	// that a push reaches the engine.
+	p := startEngine(t, dir, "--registry-kv", "--registry", reg)
 	s := newScaleStats()
 	trs := scaleTransports(t, p)
 	for _, tr := range trs {
@@ -437,7 +439,7 @@ func runScaleMatrix(t *testing.T, size scaleSize) {
 	// Resume after kill -9 of the engine: each session gets its loaded
 	// tools back.
 	p.Kill()
-	p = startEngine(t, dir, "--registry", reg)
+	p = startEngine(t, dir, "--registry-kv", "--registry", reg)
 	trs = scaleTransports(t, p)
 	for _, tr := range trs {
 		session := "scale-" + tr.name
@@ -453,8 +455,8 @@ func runScaleMatrix(t *testing.T, size scaleSize) {
 		}
 	}
 
-	scaleRegistryDiff(t, s, trs, reg)
 	scaleInspector(t, s, p, "scale-http")
+	scaleRegistryDiff(t, s, trs, p, reg)
 	for _, tr := range trs {
 		scaleEvents(t, s, p, "scale-"+tr.name)
 		scaleLifecycle(t, s, tr, "scale-"+tr.name)
@@ -523,8 +525,10 @@ func scaleSession(t *testing.T, s *scaleStats, tr scaleTransport, session string
 }
 
 // scaleRegistryDiff diffs, over each transport, a candidate that changes
-// one deferred tool's description, and pushes it with the CLI.
-func scaleRegistryDiff(t *testing.T, s *scaleStats, trs []scaleTransport, reg string) {
+// one deferred tool's description, and pushes it with the CLI (engine
+// registry push, which asks a serving engine for the diff first), until
+// the engine serves it.
+func scaleRegistryDiff(t *testing.T, s *scaleStats, trs []scaleTransport, p *engineProc, reg string) {
 	t.Helper()
 	data, err := os.ReadFile(reg)
 	if err != nil {
@@ -548,6 +552,29 @@ func scaleRegistryDiff(t *testing.T, s *scaleStats, trs []scaleTransport, reg st
 			t.Fatalf("%s: registry diff %+v, want the one changed tool", tr.name, imp.Diff)
 		}
 	}
+	file2 := filepath.Join(t.TempDir(), "candidate.json")
+	if err := os.WriteFile(file2, cand, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := pushRegistry(file2, p.NATSURL, p.DataDir)
+	if err != nil {
+		t.Fatalf("registry push of %d bytes: %v\n%s", len(cand), err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		var info wire.RegistryInfo
+		err := trs[0].web.Do(ctx, wire.OpRegistry, &wire.RegistryRequest{ToolLimit: 1}, &info)
+		if err == nil && info.Version == "scale-candidate" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the engine does not serve the pushed registry: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.record("registry-push (CLI, until served)", len(out), scaleReplyBound, "CLI output", time.Since(start))
 }
 
 // scaleLifecycle compacts, deletes and erases over tr: session is
