@@ -106,7 +106,7 @@ func TestRegistryJSONLoads(t *testing.T) {
 
 // fixture is the engine and raw side of the harness, for the Go
 // benchmarks (and `go test -bench -cpuprofile`).
-func fixture(b *testing.B) *harness {
+func fixture(b testing.TB) *harness {
 	b.Helper()
 	ctx := context.Background()
 	h := &harness{cfg: Config{}.withDefaults(), dir: b.TempDir(), started: time.Now()}

@@ -232,3 +232,36 @@ func TestCallCheckAgreesWithTheArray(t *testing.T) {
 		t.Fatalf("default turn: %+v, %v; want callable in %s", c, err, deferral.DefaultProvider)
 	}
 }
+
+// R37, R38: eviction shrinks the loaded set, but in a native mode the
+// tool_reference blocks already in the history keep the evicted tools'
+// definitions in the provider's context: the view names them as
+// references a backend may drop when it compacts its history, and keeps
+// defining them; the engine's catalog modes have nothing to drop.
+func TestDroppableReferencesAfterEviction(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	const s = "evicted-refs"
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Discover(ctx, s, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message", "enter_plan_mode"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EndTurn(ctx, s, web); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, s, web, nil, events.DeferredEvicted{Names: []string{"send_message"}, Reason: "bound"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.DroppableReferences) != 1 || v.DroppableReferences[0] != "send_message" || !bytes.Contains(v.Rendering, []byte(`"send_message"`)) {
+		t.Fatalf("native view after evicting send_message: droppable %v, loaded %v; want send_message droppable and still defined", v.DroppableReferences, v.Loaded)
+	}
+	if ev, err := e.Resolve(ctx, s, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil || len(ev.DroppableReferences) != 0 {
+		t.Fatalf("engine-mode view: droppable %v, %v; want none", ev.DroppableReferences, err)
+	}
+}

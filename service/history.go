@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -75,7 +73,12 @@ type HistoryEntry struct {
 	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
 	PrefixChanged bool   `json:"prefix_changed"`
-	Cause         string `json:"cause,omitempty"`
+	// ReferencesHash, in Anthropic's native modes, is the hash of the
+	// definitions the provider expands at the history's tool_reference
+	// blocks; PrefixChanged counts a change of it too (a cache break from
+	// the first reference of the changed tool on).
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
 	// Turn and InTurn are the turn state after the event.
 	Turn   uint64 `json:"turn"`
 	InTurn bool   `json:"in_turn"`
@@ -160,13 +163,16 @@ func prunedText(version string) string {
 	return fmt.Sprintf("registry version %s pruned: the registry history no longer holds it (serve --registry-keep), so the tools at this point cannot be resolved", version)
 }
 
-// replayedTurn is an open turn as a replay rebuilds it: turn and res,
-// or, when the registry version it was frozen against was pruned (#30),
-// only pruned, that version.
+// replayedTurn is an open turn as a replay rebuilds it: turn, res, the
+// registry that resolved it and the provider it was begun for, or, when
+// the registry version it was frozen against was pruned (#30), only
+// pruned, that version.
 type replayedTurn struct {
-	turn   *deferral.Turn
-	res    *resolver.Resolution
-	pruned string
+	turn     *deferral.Turn
+	res      *resolver.Resolution
+	reg      *resolver.Registry
+	provider string
+	pruned   string
 }
 
 // startTurn rebuilds the turn a TurnStarted stored at t opened, for a
@@ -174,14 +180,16 @@ type replayedTurn struct {
 // older event, against req and the registry in force at t.
 func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.TurnStarted, channel string, before aggregate.State, t time.Time, req ResolveRequest) (*replayedTurn, error) {
 	var res *resolver.Resolution
+	var reg *resolver.Registry
 	var err error
 	if ts.Recorded() {
-		res, _, _, err = e.replayTurn(ctx, ts, channel, before)
+		res, reg, _, err = e.replayTurn(ctx, ts, channel, before)
 		if errors.Is(err, ErrRegistryPruned) {
 			return &replayedTurn{pruned: ts.RegistryVersion}, err
 		}
 	} else {
-		reg, pruned := regs.at(ctx, t)
+		var pruned string
+		reg, pruned = regs.at(ctx, t)
 		if reg == nil {
 			return &replayedTurn{pruned: pruned}, fmt.Errorf("rebuild turn %d of session %q: %s: %w", ts.Turn, before.Session, prunedText(pruned), ErrRegistryPruned)
 		}
@@ -190,7 +198,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 	if err != nil {
 		return nil, err
 	}
-	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res}, nil
+	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res, reg: reg, provider: ts.Provider}, nil
 }
 
 // History replays a session's events up to until and returns its timeline:
@@ -250,8 +258,8 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		if show && !rp.primed {
 			// The point before this page: what the last folded event left
 			// (or, for a page from the start, the session without events).
-			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, req)
-			rp.prevTools, rp.prevPrefix, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.RegistryVersion, p.pruned
+			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, rp.request(req))
+			rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.refs, p.RegistryVersion, p.pruned
 			rp.primed = true
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
@@ -279,7 +287,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 				if err != nil {
 					h.Error = err.Error()
 				}
-				rp.turn = t
+				rp.turn, rp.provider = t, p.Provider
 			case events.DeferredLoaded:
 				if rp.turn != nil && rp.turn.turn != nil {
 					load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
@@ -297,17 +305,17 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		if !show {
 			return nil
 		}
-		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, req)
+		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, rp.request(req))
 		if h.Error == "" {
 			h.Error = p.Error
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
 		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
-		h.PrefixHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.RegistryVersion, p.Dispatch
+		h.PrefixHash, h.ReferencesHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.ReferencesHash, p.RegistryVersion, p.Dispatch
 		if !p.pruned && !rp.prevPruned {
 			h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
 		}
-		h.PrefixChanged = h.PrefixHash != rp.prevPrefix && !p.pruned
+		h.PrefixChanged = (p.PrefixHash != rp.prevPrefix || deferral.ReferencesBroke(rp.prevRefs, p.refs)) && !p.pruned
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
 			if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
@@ -318,7 +326,7 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
-		rp.prevTools, rp.prevPrefix, rp.prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
+		rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion = h.Tools, p.PrefixHash, p.refs, h.RegistryVersion
 		last = r.Seq
 		full = !emit(h)
 		return nil
@@ -373,9 +381,19 @@ type historyResume struct {
 	turn     *replayedTurn
 	lastTime time.Time
 
+	provider string // the provider mode the last turn replayed was begun for
+
 	prevTools               []string
 	prevPrefix, prevVersion string
-	prevPruned              bool // the last entry's registry version was pruned
+	prevRefs                map[string]string // the previous point's referenced definitions
+	prevPruned              bool              // the last entry's registry version was pruned
+}
+
+// request is req in the provider mode of the last turn replayed: a point
+// outside a turn is what that backend's next request would send.
+func (rp *historyResume) request(req ResolveRequest) ResolveRequest {
+	req.Provider = rp.provider
+	return req
 }
 
 func (p *historyPages) cache() *lru.Cache[historyKey, *historyResume] {
@@ -415,6 +433,8 @@ func (p *historyPages) put(session string, after uint64, rp *historyResume, now 
 type point struct {
 	Tools, Provider, Catalog    []string
 	PrefixHash, RegistryVersion string
+	ReferencesHash              string
+	refs                        map[string]string // deferral.Provider.ReferenceDefs
 	Dispatch                    *checkpoint.Dispatch
 	Error                       string
 	pruned                      bool // RegistryVersion was pruned (#30): no tools known
@@ -436,7 +456,8 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	if turn != nil {
 		split := turn.turn.Request()
 		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
-		p.PrefixHash, p.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
+		p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(turn.provider, turn.res, turn.reg, split, st.Referenced)
+		p.RegistryVersion = turn.res.RegistryVersion
 		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
 		p.Dispatch = &d
 		return p
@@ -452,8 +473,30 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	}
 	split := deferral.SplitInLoadOrder(res, st.InLoadOrder())
 	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-	p.PrefixHash, p.RegistryVersion = prefixOf(split), res.RegistryVersion
+	p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(req.Provider, res, reg, split, st.Referenced)
+	p.RegistryVersion = res.RegistryVersion
 	return p
+}
+
+// cacheOf is the prefix hash, the references hash and the referenced
+// definitions (deferral.Provider.ReferenceDefs) a request of res would
+// have in provider mode provider ("": the default), the tools it renders
+// as a view renders them (the referenced tools res lacks kept, stubs of
+// withheld ones): outside a turn, and in a turn begun without a recorded
+// provider, the default mode's.
+func cacheOf(provider string, res *resolver.Resolution, reg *resolver.Registry, split deferral.Split, referenced []string) (string, string, map[string]string) {
+	row, ok := deferral.LookupProvider(provider)
+	if !ok {
+		row, _ = deferral.LookupProvider("")
+	}
+	if !row.Native {
+		return row.PrefixHash(split.Provider, res.Namespaces, split.Frozen), "", nil
+	}
+	tools := res.Tools
+	if reg != nil {
+		tools = deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool))
+	}
+	return row.PrefixHash(tools, res.Namespaces, 0), row.ReferencesHash(tools, referenced), row.ReferenceDefs(tools, referenced)
 }
 
 // dispatchOfSplit is the classification a dispatch of split records (R21).
@@ -524,11 +567,6 @@ func names(tools []resolver.Tool) []string {
 		out[i] = t.Name
 	}
 	return out
-}
-
-func prefixOf(s deferral.Split) string {
-	sum := sha256.Sum256(resolver.RenderAnthropicFrozen(s.Provider, s.Frozen))
-	return hex.EncodeToString(sum[:])
 }
 
 // diff returns the names in b but not a, and in a but not b, each in the

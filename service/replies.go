@@ -51,9 +51,11 @@ type HistoryPageEntry struct {
 	Loaded        []string      `json:"loaded"`
 	PrefixHash    string        `json:"prefix_hash"`
 	PrefixChanged bool          `json:"prefix_changed"`
-	Cause         string        `json:"cause,omitempty"`
-	Turn          uint64        `json:"turn"`
-	InTurn        bool          `json:"in_turn"`
+	// ReferencesHash is HistoryEntry's.
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
+	Turn           uint64 `json:"turn"`
+	InTurn         bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's, else the one in force when the event was stored (R25).
 	RegistryVersion string `json:"registry_version"`
@@ -194,7 +196,7 @@ func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
 		EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
 		Tools: orEmpty(h.Tools), Gained: h.Gained, Lost: h.Lost,
 		Provider: orEmpty(h.Provider), Catalog: orEmpty(h.Catalog), Loaded: orEmpty(h.Loaded),
-		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, ReferencesHash: h.ReferencesHash, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
 		RegistryVersion: h.RegistryVersion, Compacted: h.Compacted,
 	}
 	if h.Dispatch != nil {

@@ -120,9 +120,15 @@ type TurnView struct {
 	Rendering json.RawMessage `json:"rendering"`
 	// RenderedFor is the provider of Rendering.
 	RenderedFor string `json:"rendered_for"`
-	// PrefixHash is the sha256 of Rendering: equal hashes, equal prompt
-	// cache prefix.
-	PrefixHash string `json:"prefix_hash"`
+	// PrefixHash is the sha256 of the part of Rendering the provider
+	// caches as the request's tools prefix, by its documented rule
+	// (deferral.Provider.CachedPrefix): equal hashes, equal prompt-cache
+	// prefix. ReferencesHash, for a provider that expands a discovered
+	// tool's definition at its tool_reference in the history (Anthropic's
+	// native modes), is the sha256 of the definitions of the tools the
+	// history references; "" otherwise.
+	PrefixHash     string `json:"prefix_hash"`
+	ReferencesHash string `json:"references_hash,omitempty"`
 	// RenderingHash is the sha256 of Rendering's bytes: a caller holding
 	// the rendering sends it as if_none_match (HTTP If-None-Match) and the
 	// reply leaves the rendering out, RenderingUnchanged set.
@@ -140,6 +146,14 @@ type TurnView struct {
 	Classification []deferral.Class `json:"classification"`
 	// Loaded are the session's loaded deferred tools.
 	Loaded []string `json:"loaded"`
+	// DroppableReferences, in a native mode, are the tools the session's
+	// history references (a tool_reference block, or a tool_search_output
+	// item, loaded them) that are no longer loaded (evicted, or disabled
+	// since): the provider keeps their definitions in its context as long
+	// as those blocks stay in the history, so a backend compacting its
+	// history may drop them. The array keeps defining them while the log
+	// references them.
+	DroppableReferences []string `json:"droppable_references,omitempty"`
 	// NoEvents is true when the session had no events before this
 	// request: its intent is unset, so the profile or the defaults decide.
 	// Clients can warn about a mistyped session id.
@@ -150,7 +164,8 @@ type TurnView struct {
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
 
-	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
+	prefix  deferral.Prefix // of cached, for the prompt-cache metrics
+	cached  []byte          // the cached part of Rendering (CachedPrefix)
 	evicted bool            // the turn began with an eviction (#26 item 5)
 }
 
@@ -179,8 +194,11 @@ func (d DiscoverResult) SplitRaw(mark json.RawMessage) (any, []byte) {
 // does not change within a turn, so it is computed once.
 type nativeView struct {
 	rendering   []byte
-	prefix      deferral.Prefix
-	hash        string
+	tools       []resolver.Tool // rendered: the turn's, and the referenced ones it lacks
+	prefix      deferral.Prefix // of cached
+	cached      []byte          // the part the provider caches (CachedPrefix)
+	prefixHash  string          // of cached
+	hash        string          // of rendering
 	catalogText string
 	budget      deferral.Budget
 }
@@ -237,7 +255,13 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		}
 		nv := e.nativeRender(res, row, ot, st.Referenced, reg)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
-		v.Rendering, v.PrefixHash, v.RenderingHash, v.prefix = nv.rendering, nv.hash, nv.hash, nv.prefix
+		v.Rendering, v.PrefixHash, v.RenderingHash, v.prefix, v.cached = nv.rendering, nv.prefixHash, nv.hash, nv.prefix, nv.cached
+		v.ReferencesHash = row.ReferencesHash(nv.tools, st.Referenced)
+		for _, n := range st.Referenced {
+			if _, loaded := slices.BinarySearch(st.Loaded, n); !loaded {
+				v.DroppableReferences = append(v.DroppableReferences, n)
+			}
+		}
 		v.CatalogText = nv.catalogText
 		v.Budget = nv.budget
 		v.Budget.ResidentTools = len(split.Provider)
@@ -249,9 +273,10 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	v.Budget = deferral.Estimate(split) // a native view's budget is its rendering's (nativeRender)
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
-	v.PrefixHash = hex.EncodeToString(sum[:])
-	v.RenderingHash = v.PrefixHash
-	v.prefix = deferral.PrefixOf(v.Rendering)
+	v.RenderingHash = hex.EncodeToString(sum[:])
+	v.cached = row.CachedPrefix(split.Provider, res.Namespaces, split.Frozen)
+	v.PrefixHash = v.RenderingHash // the engine's array is cached as sent
+	v.prefix = deferral.PrefixOf(v.cached)
 	return v
 }
 
@@ -274,11 +299,15 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 	if nv == nil {
 		// A referenced tool the channel policy withholds keeps only a stub (#31).
 		// Clipped: the view is shared, an append to it must copy.
-		nv = &nativeView{rendering: slices.Clip(row.Render(deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool)), res.Namespaces, 0))}
+		tools := deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool))
+		nv = &nativeView{rendering: slices.Clip(row.Render(tools, res.Namespaces, 0)), tools: slices.Clip(tools)}
 		nv.catalogText, nv.budget = row.Context(res)
 		sum := sha256.Sum256(nv.rendering)
 		nv.hash = hex.EncodeToString(sum[:])
-		nv.prefix = deferral.PrefixOf(nv.rendering)
+		nv.cached = row.CachedPrefix(tools, res.Namespaces, 0)
+		sum = sha256.Sum256(nv.cached)
+		nv.prefixHash = hex.EncodeToString(sum[:])
+		nv.prefix = deferral.PrefixOf(nv.cached)
 		e.native.put(key, nv)
 	}
 	if ot != nil {
@@ -460,7 +489,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	}
 	change := deferral.PrefixSame // equal Prefixes are the same array: no hashing
 	if prev.prefix != v.prefix {
-		change = prev.prefix.Compare(v.Rendering)
+		change = prev.prefix.Compare(v.cached)
 	}
 	catalogChanged := prev.catalog != catalog
 	if change == deferral.PrefixSame && !catalogChanged {

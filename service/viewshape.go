@@ -16,7 +16,8 @@ import (
 )
 
 // ViewListMax is the most names a turn view reply holds in each of its
-// lists (tools, provider, catalog, classification, unknown, withheld)
+// lists (tools, provider, catalog, classification, unknown, withheld,
+// droppable_references)
 // when the request names no list_limit; ViewListLimitMax is the largest
 // list_limit a request may name.
 const (
@@ -36,6 +37,7 @@ type ViewLists struct {
 	Classification int  `json:"classification"`
 	Unknown        int  `json:"unknown"`
 	Withheld       int  `json:"withheld"`
+	Droppable      int  `json:"droppable_references"`
 	Complete       bool `json:"complete"`
 }
 
@@ -70,8 +72,8 @@ func (v TurnView) Shape(s ViewShape) TurnView {
 		limit = ViewListMax
 	}
 	v.Lists = ViewLists{Offset: s.ListOffset, Limit: limit, Tools: len(v.Tools), Provider: len(v.Provider), Catalog: len(v.Catalog),
-		Classification: len(v.Classification), Unknown: len(v.Unknown), Withheld: len(v.Withheld)}
-	v.Lists.Complete = s.ListOffset == 0 && max(len(v.Tools), len(v.Provider), len(v.Catalog), len(v.Classification), len(v.Unknown), len(v.Withheld)) <= limit
+		Classification: len(v.Classification), Unknown: len(v.Unknown), Withheld: len(v.Withheld), Droppable: len(v.DroppableReferences)}
+	v.Lists.Complete = s.ListOffset == 0 && max(len(v.Tools), len(v.Provider), len(v.Catalog), len(v.Classification), len(v.Unknown), len(v.Withheld), len(v.DroppableReferences)) <= limit
 	v.Tools = page(v.Tools, s.ListOffset, limit)
 	v.Provider = page(v.Provider, s.ListOffset, limit)
 	v.Catalog = page(v.Catalog, s.ListOffset, limit)
@@ -81,6 +83,9 @@ func (v TurnView) Shape(s ViewShape) TurnView {
 	}
 	if v.Withheld != nil {
 		v.Withheld = page(v.Withheld, s.ListOffset, limit)
+	}
+	if v.DroppableReferences != nil {
+		v.DroppableReferences = page(v.DroppableReferences, s.ListOffset, limit)
 	}
 	if s.IfNoneMatch == "*" || s.IfNoneMatch != "" && s.IfNoneMatch == v.RenderingHash {
 		v.Rendering, v.RenderingUnchanged = nil, true

@@ -63,9 +63,11 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	must("all off", err)
 	_, err = c.Append(ctx, sid, nil, events.ToolsToggled{Enabled: &on})
 	must("all on", err)
-	// Turn 1: the frozen array, then a tool_search load (a cache break of
-	// cause discovery inside the turn).
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	// Turn 1: the frozen array, then a tool_search load: in the engine's
+	// catalog mode, which the turn records and the page shows, a cache
+	// break of cause discovery inside the turn (in the default native
+	// mode a discovery changes nothing of the cached prefix).
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 1", err)
 	_, err = c.Discover(ctx, sid, "", "playwright_browser", "enter_plan_mode", "exit_plan_mode")
 	must("discover", err)
@@ -75,12 +77,12 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	// the cache, caused by the ToolDisabled.
 	noBash, err := c.Append(ctx, sid, nil, events.ToolDisabled{Name: "bash"})
 	must("disable bash", err)
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 2", err)
 	end2, err := c.EndTurn(ctx, sid)
 	must("end 2", err)
 	// Turn 3 with nothing changed: its request keeps the prefix.
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 3", err)
 	_, err = c.Intent(ctx, sid, end2.Seq)
 	must("intent", err)

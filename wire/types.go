@@ -284,7 +284,12 @@ type TurnView struct {
 	Unknown     []string        `json:"unknown,omitempty"`
 	Rendering   json.RawMessage `json:"rendering"`
 	RenderedFor string          `json:"rendered_for"`
-	PrefixHash  string          `json:"prefix_hash"`
+	// PrefixHash is the hash of what the provider caches of the tools
+	// array (its documented rule, docs/semantics.md#prompt-cache);
+	// ReferencesHash, in Anthropic's native modes, of the definitions it
+	// expands at the history's tool_reference blocks.
+	PrefixHash     string `json:"prefix_hash"`
+	ReferencesHash string `json:"references_hash,omitempty"`
 	// RenderingHash is the sha256 of Rendering; RenderingUnchanged says
 	// the reply left the rendering out because the request's
 	// if_none_match named it.
@@ -297,7 +302,12 @@ type TurnView struct {
 	Budget          Budget           `json:"budget"`
 	Classification  []Classification `json:"classification"`
 	Loaded          []string         `json:"loaded"`
-	NoEvents        bool             `json:"no_events,omitempty"`
+	// DroppableReferences, in a native mode, are the tools the history
+	// references that are no longer loaded: their tool_reference blocks
+	// (or tool_search_output items) keep the definitions in the provider's
+	// context, and a backend compacting its history may drop them.
+	DroppableReferences []string `json:"droppable_references,omitempty"`
+	NoEvents            bool     `json:"no_events,omitempty"`
 	// Policy is the registry's channel policy version, Withheld the
 	// tools it kept from the channel (both empty without a policy).
 	Policy   string   `json:"policy,omitempty"`
@@ -317,6 +327,7 @@ type ViewLists struct {
 	Classification int  `json:"classification"`
 	Unknown        int  `json:"unknown"`
 	Withheld       int  `json:"withheld"`
+	Droppable      int  `json:"droppable_references"`
 	Complete       bool `json:"complete"`
 }
 
@@ -363,9 +374,13 @@ type HistoryEntry struct {
 	Loaded        []string `json:"loaded"`
 	PrefixHash    string   `json:"prefix_hash"`
 	PrefixChanged bool     `json:"prefix_changed"`
-	Cause         string   `json:"cause,omitempty"`
-	Turn          uint64   `json:"turn"`
-	InTurn        bool     `json:"in_turn"`
+	// ReferencesHash, in Anthropic's native modes, hashes the definitions
+	// expanded at the history's tool_reference blocks; PrefixChanged
+	// counts its changes too.
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
+	Turn           uint64 `json:"turn"`
+	InTurn         bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's, else the one in force when the event was stored.
 	RegistryVersion string `json:"registry_version"`
@@ -633,11 +648,14 @@ type Grant struct {
 
 // RegistryImpact is what pushing a candidate registry would change.
 type RegistryImpact struct {
-	Diff             RegistryDiff     `json:"diff"`
-	Sessions         int              `json:"sessions"`
-	PrefixChanged    []string         `json:"prefix_changed,omitempty"`
-	Checkpoints      int              `json:"checkpoints"`
-	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
+	Diff          RegistryDiff `json:"diff"`
+	Sessions      int          `json:"sessions"`
+	PrefixChanged []string     `json:"prefix_changed,omitempty"`
+	// ReferencesChanged are those of PrefixChanged whose tools prefix
+	// holds but whose history's referenced definitions change.
+	ReferencesChanged []string         `json:"references_changed,omitempty"`
+	Checkpoints       int              `json:"checkpoints"`
+	CheckpointLosses  []CheckpointLoss `json:"checkpoint_losses,omitempty"`
 }
 
 // RegistryDiff compares a candidate registry (To) with the live one

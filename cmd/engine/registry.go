@@ -89,6 +89,9 @@ func impactSummary(w io.Writer, imp wire.RegistryImpact) {
 	}
 	fmt.Fprintf(w, "presets whose expansion changes: %s    profiles: %s    defaults: %s\n", noneList(d.Presets), noneList(d.Profiles), defaults)
 	fmt.Fprintf(w, "sessions: %d examined, %d would see a different tools prefix (prompt-cache misses)\n", imp.Sessions, len(imp.PrefixChanged))
+	if len(imp.ReferencesChanged) > 0 {
+		fmt.Fprintf(w, "  of which %d keep the tools prefix but miss from a tool_reference their history holds (a referenced definition changes)\n", len(imp.ReferencesChanged))
+	}
 	line := fmt.Sprintf("checkpoints: %d of %d would lose tools on resume", len(imp.CheckpointLosses), imp.Checkpoints)
 	for i, l := range imp.CheckpointLosses {
 		if i == maxSummaryLosses {

@@ -542,7 +542,9 @@ function turnsOf(entries) {
   const request = (e) => {
     const r = { seq: e.seq, type: e.type, prefix: e.prefix_hash, provider: e.provider || [], catalog: e.catalog || [],
       loaded: e.loaded || [], contract: e.dispatch ? e.dispatch.contract_hash : "", causes: [], hit: false, first: !lastPrefix };
-    if (lastPrefix && e.prefix_hash === lastPrefix) r.hit = true;
+    // A hit keeps the tools prefix and breaks no definition the history
+    // references (prefix_changed counts both, by the provider's rule).
+    if (lastPrefix && e.prefix_hash === lastPrefix && !since.length) r.hit = true;
     else if (lastPrefix) r.causes = since.slice();
     lastPrefix = e.prefix_hash;
     since = [];
