@@ -42,13 +42,10 @@ type scaleSize struct {
 	rounds int
 }
 
-// The registries of the matrix: the MCP corpus as imported (1,065 tools
-// plus the 21 built-in ones), and the corpus plus 100 generated servers
-// of 90 tools each (10,086 tools).
-var (
-	scale1k  = scaleSize{name: "1k", rounds: 4}
-	scale10k = scaleSize{name: "10k", servers: 100, perServer: 90, rounds: 3}
-)
+// scale1k is the matrix's first registry: the MCP corpus as imported
+// (1,095 tools with the built-in ones); mcp_scale10k_test.go adds 100
+// generated servers of 90 tools (10,095 tools).
+var scale1k = scaleSize{name: "1k", rounds: 4}
 
 // Bounds of the matrix, as docs/semantics.md#limits states them.
 const (
@@ -514,10 +511,7 @@ func scaleSession(t *testing.T, s *scaleStats, tr scaleTransport, session string
 		scaleCall(t, s, tr, tr.web, "history", wire.OpHistory, &wire.HistoryRequest{Session: session, AfterSeq: h.NextAfterSeq}, &h)
 	}
 	scaleCall(t, s, tr, tr.web, "explain", wire.OpExplain, &wire.ExplainRequest{Session: session, Tool: "mcp__jira__getJiraIssue"}, nil)
-	var batch []string
-	for _, n := range scaleLoadNames {
-		batch = append(batch, n)
-	}
+	batch := slices.Clone(scaleLoadNames)
 	for i := 0; len(batch) < wire.MaxExplainBatch; i++ {
 		batch = append(batch, fmt.Sprintf("mcp__slack__slack_%s", []string{"list_channels", "post_message", "get_users", "add_reaction"}[i%4]))
 	}
