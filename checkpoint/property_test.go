@@ -231,7 +231,7 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 		if !slices.Equal(bare.Restored, out.Restored) || !slices.Equal(decisionKinds(bare.Tools), decisionKinds(out.Tools)) {
 			t.Fatalf("loaded-only resume %+v differs from %+v", bare, out)
 		}
-		var wantBare []Change
+		wantBare := []Change{{Kind: ChangeUnlisted}}
 		if wasLoaded {
 			wantBare = []Change{{Tool: target, Kind: ChangeSchema}}
 		}

@@ -30,6 +30,11 @@ const (
 	ChangeReordered ChangeKind = "reordered"
 	// ChangeRegistryVersion: the registry version differs.
 	ChangeRegistryVersion ChangeKind = "registry-version"
+	// ChangeUnlisted: the contract changed in tools the checkpoint does
+	// not list (it records its loaded tools only) and the registry
+	// history could not give back the recorded contract: which tools
+	// changed is not known, only that no loaded one did.
+	ChangeUnlisted ChangeKind = "unlisted"
 )
 
 // Change is one difference between a recorded contract and the current
@@ -59,6 +64,8 @@ func (c Change) String() string {
 		return "tool order changed"
 	case ChangeRegistryVersion:
 		return "registry version " + strconv.Quote(c.From) + " -> " + strconv.Quote(c.To)
+	case ChangeUnlisted:
+		return "tools outside the loaded set changed (the checkpoint lists only its loaded tools)"
 	}
 	return string(c.Kind) + " " + strconv.Quote(c.Tool)
 }
@@ -202,7 +209,7 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 // restores nothing. Changes lists what changed in the whole contract when
 // the whole recorded contract is known (an older checkpoint listing it,
 // or src.Recorded), else what changed of the loaded tools and the
-// registry version; Reason names it. src.Explain, when not nil, refines
+// registry version, or ChangeUnlisted when neither did; Reason names it. src.Explain, when not nil, refines
 // why a tool is not in current.
 //
 // ResumeFrom reads only rec, current and src: it never replays searches
@@ -281,8 +288,8 @@ func perTool(rec *Record, current *resolver.Resolution, names []string, src Sour
 	var changes []Change
 	if whole != nil {
 		changes = diff(whole, rec.RegistryVersion, current)
-	} else {
-		changes = loadedDiff(names, recorded, rec.RegistryVersion, current)
+	} else if changes = loadedDiff(names, recorded, rec.RegistryVersion, current); len(changes) == 0 && rec.Contract != nil {
+		changes = []Change{{Kind: ChangeUnlisted}}
 	}
 	if len(recorded) == 0 {
 		why := "contract hash changed (no per-tool list recorded)"
@@ -300,9 +307,7 @@ func perTool(rec *Record, current *resolver.Resolution, names []string, src Sour
 	for i, c := range changes {
 		parts[i] = c.String()
 	}
-	if len(parts) == 0 && whole == nil {
-		parts = []string{"tools outside the loaded set changed"}
-	} else if len(parts) == 0 {
+	if len(parts) == 0 {
 		parts = []string{"recorded tools and registry version match but the recorded hash does not"}
 	}
 	why := "contract hash changed: " + strings.Join(parts, ", ")
