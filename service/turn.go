@@ -164,9 +164,10 @@ type TurnView struct {
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
 
-	prefix  deferral.Prefix // of cached, for the prompt-cache metrics
-	cached  []byte          // the cached part of Rendering (CachedPrefix)
-	evicted bool            // the turn began with an eviction (#26 item 5)
+	prefix  deferral.Prefix   // of cached, for the prompt-cache metrics
+	cached  []byte            // the cached part of Rendering (CachedPrefix)
+	refs    map[string]string // the referenced definitions (ReferenceDefs)
+	evicted bool              // the turn began with an eviction (#26 item 5)
 }
 
 // EvictBound is the reason of the DeferredEvicted a turn boundary appends
@@ -256,7 +257,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		nv := e.nativeRender(res, row, ot, st.Referenced, reg)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
 		v.Rendering, v.PrefixHash, v.RenderingHash, v.prefix, v.cached = nv.rendering, nv.prefixHash, nv.hash, nv.prefix, nv.cached
-		v.ReferencesHash = row.ReferencesHash(nv.tools, st.Referenced)
+		v.ReferencesHash, v.refs = row.ReferencesHash(nv.tools, st.Referenced), row.ReferenceDefs(nv.tools, st.Referenced)
 		for _, n := range st.Referenced {
 			if _, loaded := slices.BinarySearch(st.Loaded, n); !loaded {
 				v.DroppableReferences = append(v.DroppableReferences, n)
@@ -455,6 +456,7 @@ func (e *Engine) Dispatch(ctx context.Context, session string, provider string) 
 // dispatchMark is what the last dispatch of a session looked like.
 type dispatchMark struct {
 	prefix   deferral.Prefix
+	refs     map[string]string
 	catalog  [sha256.Size]byte
 	registry string
 	contract string
@@ -482,7 +484,7 @@ func (e *Engine) markDispatch(v TurnView) {
 		}
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
-	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	mark := dispatchMark{prefix: v.prefix, refs: v.refs, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	prev, seen := e.ts.last.Swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
@@ -490,6 +492,9 @@ func (e *Engine) markDispatch(v TurnView) {
 	change := deferral.PrefixSame // equal Prefixes are the same array: no hashing
 	if prev.prefix != v.prefix {
 		change = prev.prefix.Compare(v.cached)
+	}
+	if change == deferral.PrefixSame && deferral.ReferencesBroke(prev.refs, v.refs) {
+		change = deferral.PrefixBroken // a definition the history references changed: the cache breaks there
 	}
 	catalogChanged := prev.catalog != catalog
 	if change == deferral.PrefixSame && !catalogChanged {
