@@ -216,11 +216,18 @@ func TestInspectorPage(t *testing.T) {
 	}
 	timeline := text(t, bctx, "#timeline tbody")
 	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded",
-		"+web_search", "−bash", "changed", "intent", "discovery", "web / test",
+		"+web_search", "−bash", "changed", "intent", "web / test",
 		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // #28: the TurnEnded row shows its checkpoint
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}
+	}
+	// R46: the turn was begun in the default mode, native deferral, where a
+	// discovery references the tool after the cached prefix: its row keeps
+	// the prefix (the engine's catalog mode would show a discovery break,
+	// TestInspectorTimelineAndTurns).
+	if row := text(t, bctx, fmt.Sprintf(`#timeline tbody tr[data-seq="%d"] td.prefix`, hist.Entries[4].Seq)); hist.Entries[4].Type != "DeferredLoaded" || !strings.Contains(row, "same") {
+		t.Errorf("the discovery's prefix cell %q (%s), want the prefix kept", row, hist.Entries[4].Type)
 	}
 	// (2) The intent now.
 	if now.Intent["enabled"] != "true" || now.Intent["web_search"] != "on" || now.Intent["disabled"] != "bash" ||
