@@ -63,7 +63,8 @@ const (
 
 // scaleOp is what the matrix saw of one operation.
 type scaleOp struct {
-	largest int    // bytes of the largest reply
+	largest int    // bytes of the largest reply, past what its bound excludes
+	full    int    // bytes of the largest reply, rendering included
 	bound   int    // its bound
 	what    string // what the bound covers
 	lat     []time.Duration
@@ -82,7 +83,7 @@ func newScaleStats() *scaleStats {
 
 // record notes one reply of op: n bytes (past the parts its bound
 // excludes, see boundOf), after d.
-func (s *scaleStats) record(op string, n int, bound int, what string, d time.Duration) {
+func (s *scaleStats) record(op string, n, full int, bound int, what string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o := s.ops[op]
@@ -90,7 +91,7 @@ func (s *scaleStats) record(op string, n int, bound int, what string, d time.Dur
 		o = &scaleOp{bound: bound, what: what}
 		s.ops[op] = o
 	}
-	o.largest = max(o.largest, n)
+	o.largest, o.full = max(o.largest, n), max(o.full, full)
 	o.lat = append(o.lat, d)
 }
 
@@ -122,10 +123,10 @@ func (s *scaleStats) check(t testing.TB, size scaleSize, tools int) {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "scale matrix %s (%d tools): operation | largest reply (bytes, bounded part) | bound | p99 | samples\n", size.name, tools)
+	fmt.Fprintf(&b, "scale matrix %s (%d tools): operation | largest reply (bytes, bounded part) | bound | largest whole reply | p99 | samples\n", size.name, tools)
 	for _, n := range names {
 		o := s.ops[n]
-		fmt.Fprintf(&b, "  %-34s %9d  %9d %-28s %9s %3d\n", n, o.largest, o.bound, o.what, p99(o.lat).Round(100*time.Microsecond), len(o.lat))
+		fmt.Fprintf(&b, "  %-34s %9d  %9d %-28s %9d %9s %3d\n", n, o.largest, o.bound, o.what, o.full, p99(o.lat).Round(100*time.Microsecond), len(o.lat))
 		if o.largest > o.bound {
 			t.Errorf("%s: largest reply %d bytes (%s), over its bound %d", n, o.largest, o.what, o.bound)
 		}
@@ -340,7 +341,7 @@ func scaleCall(t *testing.T, s *scaleStats, tr scaleTransport, c *client.Client,
 	if o.Name == wire.OpHistory.Name {
 		bound = historyBound
 	}
-	s.record(name, n, bound, what, d)
+	s.record(name, n, len(raw), bound, what, d)
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
 			t.Fatalf("%s over %s: decode reply: %v", name, tr.name, err)
@@ -491,6 +492,12 @@ func scaleSession(t *testing.T, s *scaleStats, tr scaleTransport, session string
 		for _, mode := range []string{"", "openai-engine"} {
 			scaleCall(t, s, tr, tr.web, "turn-dispatch "+or(mode, "default"), wire.OpDispatch, &wire.DispatchRequest{Session: session, Provider: mode}, nil)
 		}
+		// A backend holding the turn's rendering is not sent it again.
+		var held wire.TurnView
+		scaleCall(t, s, tr, tr.web, "turn-dispatch if_none_match", wire.OpDispatch, &wire.DispatchRequest{Session: session, IfNoneMatch: begin.RenderingHash}, &held)
+		if !held.RenderingUnchanged || len(held.Rendering) > 4 {
+			t.Fatalf("%s: dispatch with the rendering's hash: unchanged %v, %d rendering bytes", tr.name, held.RenderingUnchanged, len(held.Rendering))
+		}
 		scaleCall(t, s, tr, tr.web, "turn-inspect", wire.OpInspect, &wire.TurnRequest{Session: session}, nil)
 		var cc wire.CallCheckReply
 		scaleCall(t, s, tr, tr.web, "turn-call-check", wire.OpCallCheck, &wire.CallCheckRequest{Session: session, Tool: scaleLoadNames[0]}, &cc)
@@ -568,7 +575,7 @@ func scaleRegistryDiff(t *testing.T, s *scaleStats, trs []scaleTransport, p *eng
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.record("registry-push (CLI, until served)", len(out), scaleReplyBound, "CLI output", time.Since(start))
+	s.record("registry-push (CLI, until served)", len(out), len(out), scaleReplyBound, "CLI output", time.Since(start))
 }
 
 // scaleLifecycle compacts, deletes and erases over tr: session is
@@ -610,7 +617,7 @@ func scaleInspector(t *testing.T, s *scaleStats, p *engineProc, session string) 
 		if strings.HasSuffix(e.Path, "/history") {
 			bound = historyBound
 		}
-		s.record(op, e.Bytes, bound, "reply", time.Duration(e.Ms*float64(time.Millisecond)))
+		s.record(op, e.Bytes, e.Bytes, bound, "reply", time.Duration(e.Ms*float64(time.Millisecond)))
 	}
 }
 
