@@ -49,7 +49,9 @@ type EmbeddedConfig struct {
 	Credentials *Credentials
 	// Sync is the fsync policy. Default SyncInterval.
 	Sync SyncPolicy
-	// SyncEvery overrides the fsync interval for SyncInterval (default 2m).
+	// SyncEvery overrides the server's sync interval (default 2m): the
+	// fsync interval under SyncInterval, and, under either policy, how
+	// often the server compacts message blocks that deletes emptied.
 	SyncEvery time.Duration
 	// ServerName names the server (default "engine").
 	ServerName string
@@ -77,6 +79,9 @@ func (c EmbeddedConfig) Validate() error {
 	case "", SyncInterval, SyncAlways:
 	default:
 		errs = append(errs, fmt.Errorf("embedded server: sync policy %q unknown: use %q or %q", c.Sync, SyncInterval, SyncAlways))
+	}
+	if c.SyncEvery < 0 {
+		errs = append(errs, fmt.Errorf("embedded server: sync interval %v is negative: give a positive duration such as 2m (0: the default)", c.SyncEvery))
 	}
 	host := c.host()
 	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" {
@@ -191,13 +196,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
 	}
-	switch cfg.Sync {
-	case SyncAlways:
-		opts.SyncAlways = true
-	default:
-		if cfg.SyncEvery > 0 {
-			opts.SyncInterval = cfg.SyncEvery
-		}
+	opts.SyncAlways = cfg.Sync == SyncAlways
+	if cfg.SyncEvery > 0 {
+		// Under SyncAlways the interval still paces the server's block
+		// maintenance (compacting blocks that deletes emptied).
+		opts.SyncInterval = cfg.SyncEvery
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

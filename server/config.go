@@ -62,9 +62,13 @@ type Store struct {
 	// Sync is the embedded server's fsync policy, "interval" (default) or
 	// "always".
 	Sync string
+	// SyncEvery is the embedded server's sync interval (nats-server's
+	// sync_interval; default 2m): fsyncs under Sync "interval", and the
+	// compaction of message blocks that purges emptied, under either.
+	SyncEvery time.Duration
 	// AcceptStoreDamage starts on an embedded store the start-up check
-	// found damaged, cutting damaged blocks and recording the loss;
-	// without it such a store is refused.
+	// found damaged, dropping only the damaged bytes of its blocks and
+	// recording the loss; without it such a store is refused.
 	AcceptStoreDamage bool
 	// Admin connects as the admin of Data's generated users (stream
 	// repair) instead of the engine user.

@@ -53,6 +53,13 @@ func (c *storeFlags) store(listen, sync string) server.Store {
 	}
 }
 
+// serveStore is the store of engine serve: c.store with the sync interval.
+func (c *serveCmd) serveStore() server.Store {
+	st := c.store(c.Listen, c.Sync)
+	st.SyncEvery = c.SyncEvery
+	return st
+}
+
 // openLog connects (starting the embedded server on listen when no --nats
 // is given) and opens the event stream (server.OpenLog). The returned func
 // closes the connection and shuts the embedded server down.
@@ -67,7 +74,7 @@ func (c *storeFlags) leaseOwner() string { return c.store("", "").LeaseOwner() }
 // storeCheckFlags are the start-up store check's flags (issue 24 rows 2,
 // 3 and 12(c)).
 type storeCheckFlags struct {
-	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: each damaged block is cut at its first bad record (a copy is kept in <data>/damaged-<time>), the stream's index is rebuilt from the blocks, and the gap is recorded as accepted. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
+	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: only the damaged bytes are dropped (the intact records after them are kept), copies of the damaged files and a list of the dropped records by subject (session) are kept in <data>/damaged-<time>, the stream's index is rebuilt from the blocks, and the missing sequences are recorded as accepted. What erases and compactions purged is never damage. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
 }
 
 type serveCmd struct {
@@ -77,6 +84,7 @@ type serveCmd struct {
 	actorFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	SyncEvery  time.Duration `name:"sync-interval" env:"ENGINE_SYNC_INTERVAL" default:"2m" help:"Embedded server's sync interval (nats-server sync_interval): how often it fsyncs under --sync interval, and, under either policy, how often it compacts the message blocks that erases and compactions emptied (the purged bytes leave the disk then)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
 	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
@@ -146,7 +154,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		maxConns = -1 // no bound
 	}
 	return server.Run(ctx, server.Config{
-		Store:             c.store(c.Listen, c.Sync),
+		Store:             c.serveStore(),
 		Logger:            log,
 		Registry:          reg,
 		RegistryKV:        c.RegistryKV,
