@@ -104,8 +104,9 @@ class Client:
         self.retry = retry or RetryPolicy()
         self.read_your_writes = read_your_writes
         self._local = threading.local()
+        self._open: set = set()  # every thread's connection, for close()
         self._seqs: dict[str, int] = {}
-        self._seqs_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._sleep = time.sleep  # the waits between retries; tests record them
 
     # Transport.
@@ -121,6 +122,9 @@ class Client:
             cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
             conn = cls(self._host, self._port, timeout=timeout)
             self._local.conn = conn
+        if conn.sock is None:  # new, or closed by close(): it connects on this request
+            with self._lock:
+                self._open.add(conn)
         conn.timeout = timeout
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
@@ -131,10 +135,15 @@ class Client:
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._lock:
+                self._open.discard(conn)
 
     def close(self) -> None:
-        """Closes this thread's connection (others close when their thread ends)."""
-        self._drop()
+        """Closes the connections of every thread; a later request opens a new one."""
+        with self._lock:
+            conns, self._open = self._open, set()
+        for conn in conns:
+            conn.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -244,14 +253,14 @@ class Client:
 
     def _wrote(self, session: str, seq: int) -> None:
         if seq:
-            with self._seqs_lock:
+            with self._lock:
                 if seq > self._seqs.get(session, 0):
                     self._seqs[session] = seq
 
     def _min_seq(self, session: str, given: Optional[int]) -> Optional[int]:
         if not self.read_your_writes:
             return given
-        with self._seqs_lock:
+        with self._lock:
             seen = self._seqs.get(session, 0)
         best = max(given or 0, seen)
         return best or None
