@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 from typing import Callable, Optional
 
