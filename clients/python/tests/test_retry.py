@@ -37,6 +37,7 @@ class Stub:
     def __init__(self, actions):
         self.actions = list(actions)
         self.seen: list[tuple[str, str, bytes]] = []
+        self.closed = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,6 +55,9 @@ class Stub:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if action == "close-after":  # answer, then close the kept-alive connection
+                    action = (200, json.dumps(OK_REGISTRY).encode(), {})
+                    self.close_connection = True
                 if action[0] == "slow":
                     _, seconds, status, data = action
                     threading.Event().wait(seconds)
@@ -69,6 +73,12 @@ class Stub:
                     self.wfile.write(data)
                 except OSError:
                     self.close_connection = True  # the client gave up waiting (a timeout test)
+                if self.close_connection:
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass  # the client closed it first
+                    stub.closed.set()
 
             do_GET = do_POST = do_DELETE = _handle
 
@@ -176,6 +186,17 @@ class RetryTest(unittest.TestCase):
             c.turn_begin("s1")
         self.assertIn("read the session", str(cm.exception))
         self.assertEqual((waits, len(s.seen)), ([], 1))
+
+    def test_write_after_the_engine_closed_the_connection_reconnects(self):
+        # The engine closed the kept-alive connection (an idle timeout, or a
+        # restart): the write goes out on a new one, not into the closed one.
+        s = self.stub("close-after", (200, b'{"session":"s1","turn":1}', {}))
+        c = self.client(s.url)
+        waits = recording(c)
+        c.registry()
+        self.assertTrue(s.closed.wait(10))
+        self.assertEqual(c.turn_begin("s1").turn, 1)
+        self.assertEqual((waits, len(s.seen)), ([], 2))
 
     def test_timeout_of_a_write_is_outcome_unknown_of_a_read_retried(self):
         s = self.stub(("slow", 0.6, 200, b"{}"), ("slow", 0.6, 200, b"{}"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import threading
 import time
 import urllib.parse
@@ -67,6 +68,18 @@ class RetryPolicy:
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 """A policy that sends each request once."""
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection was closed by the other end: it
+    has something to read (the end of the stream) when nothing is due."""
+    if conn.sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 class _Lost(Exception):
@@ -113,9 +126,11 @@ class Client:
 
     def _conn(self, timeout: float) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
-        if conn is not None and time.monotonic() - getattr(self._local, "used", 0.0) > IDLE_REUSE:
-            # The engine closes idle connections after 60 s; a request on one
-            # it is closing would fail with its outcome unknown.
+        if conn is not None and (time.monotonic() - getattr(self._local, "used", 0.0) > IDLE_REUSE
+                                 or _closed_by_peer(conn)):
+            # A request on a connection the engine closes (after 60 s idle)
+            # or closed (it restarted) would fail after it was written, with
+            # its outcome unknown: open a new one first.
             self._drop()
             conn = None
         if conn is None:
