@@ -27,7 +27,10 @@ on, calls resume (which ends the turn the crash left open and restores the
 loaded tools the last checkpoint recorded, or says per tool why not),
 answers the tool calls the crash left without a result as interrupted
 rather than running them twice, and finishes the message in a new turn.
-The engine's client retries while the engine itself restarts.
+The engine's client retries while the engine itself restarts. A write whose
+reply was lost (OutcomeUnknownError) is settled by reading the session for
+turn-begin and turn-end; for any other the loop exits, and its restart
+resumes as after a kill.
 
 Usage: user messages on stdin, one a line; one JSON line per step on stdout.
 
