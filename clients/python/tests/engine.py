@@ -67,10 +67,24 @@ class Engine:
         self.nats_url = ""
         self.proc: Optional[subprocess.Popen] = None
         self.starts = 0
+        self.closed = False
         self._log = None
 
     def start(self, timeout: float = 90.0) -> "Engine":
-        """Starts the engine and waits until /readyz answers 200."""
+        """Starts the engine and waits until /readyz answers 200. A first
+        start that fails removes the engine's directory (the error carries
+        the log's end); a start after cleanup() is refused."""
+        if self.closed:
+            raise RuntimeError(f"engine in {self.dir} was cleaned up: start a new Engine")
+        try:
+            return self._start(timeout)
+        except Exception:
+            self.kill()
+            if self.starts == 1:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def _start(self, timeout: float) -> "Engine":
         ready = os.path.join(self.dir, f"ready-{self.starts}.json")
         argv = [engine_bin(), "serve", "--data", self.data, "--listen", f"127.0.0.1:{self.nats_port}",
                 "--http", f"127.0.0.1:{self.http_port}", "--ready-file", ready, "--log-level", "warn"]
@@ -87,7 +101,6 @@ class Engine:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"engine exited with {self.proc.returncode} before it was ready:\n{self.log_tail()}")
             if time.monotonic() > deadline:
-                self.kill()
                 raise RuntimeError(f"engine not ready after {timeout:.0f} s:\n{self.log_tail()}")
             if os.path.exists(ready):
                 try:
@@ -151,7 +164,8 @@ class Engine:
             return ""
 
     def cleanup(self) -> None:
-        """Stops the engine and removes its directory."""
+        """Stops the engine and removes its directory; it cannot start again."""
+        self.closed = True
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -154,6 +155,7 @@ class AgentLoopEndToEnd(unittest.TestCase):
     def tearDownClass(cls):
         cls.standin.close()
         cls.engine.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def scenario(self, settings: Client, session: str, backend: Backend) -> list[Turn]:
         """The 50 turns: each kind of step several times."""
@@ -167,7 +169,9 @@ class AgentLoopEndToEnd(unittest.TestCase):
 
         def kill_engine():
             eng.kill()
-            threading.Timer(0.5, eng.start).start()  # the backend's calls meet a dead engine first
+            restart = threading.Timer(0.5, eng.start)  # the backend's calls meet a dead engine first
+            self.restarts.append(restart)
+            restart.start()
 
         chat = "[script: say=hello]"
         browse = "[script: search=browser screenshot; call=playwright_browser; say=found it]"
@@ -217,6 +221,8 @@ class AgentLoopEndToEnd(unittest.TestCase):
                           retry=RetryPolicy(max_attempts=1000, deadline=120))
         self.addCleanup(settings.close)
         self.addCleanup(backend.close)
+        self.restarts: list[threading.Timer] = []
+        self.addCleanup(self.join_restarts)
         settings.append(session, [commands.enable()])
         backend.start()
         backend.until("ready")
@@ -229,6 +235,12 @@ class AgentLoopEndToEnd(unittest.TestCase):
             backend.send(f"turn {i}: {turn.script}")
             backend.until("turn_done")
         self.check(shape, session, backend)
+
+    def join_restarts(self) -> None:
+        """Waits for the engine restarts the scenario set off, so that none
+        starts an engine after the test is over."""
+        for timer in self.restarts:
+            timer.join()
 
     def check(self, shape: str, session: str, backend: Backend) -> None:
         records = [r for r in self.standin.records if r.conversation == session]
