@@ -141,6 +141,7 @@ class AgentLoopEndToEnd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="agent-loop-e2e-")
+        cls.addClassCleanup(shutil.rmtree, cls.dir, True)
         cls.files = {}
         for version, change in (("e2e-1", None), ("e2e-2", describe("grep", " Matches are listed by file.")),
                                 ("e2e-3", describe("read_file", " Binary files are refused."))):
@@ -148,14 +149,11 @@ class AgentLoopEndToEnd(unittest.TestCase):
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(registry(version, change), f)
             cls.files[version] = path
-        cls.engine = Engine(registry=cls.files["e2e-1"], registry_kv=True).start()
+        cls.engine = Engine(registry=cls.files["e2e-1"], registry_kv=True)
+        cls.addClassCleanup(cls.engine.cleanup)
+        cls.engine.start()
         cls.standin = ProviderStandin()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.standin.close()
-        cls.engine.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        cls.addClassCleanup(cls.standin.close)
 
     def scenario(self, settings: Client, session: str, backend: Backend) -> list[Turn]:
         """The 50 turns: each kind of step several times."""
