@@ -334,10 +334,12 @@ func (r *blockReader) resync(from int64, prev uint64) (int64, uint64, error) {
 	return -1, 0, nil
 }
 
-// auditRecord notes the purged range an audit stream's record names.
+// auditRecord notes the purged range an audit stream's record names (the
+// range record of an erase or a compaction; the other steps repeat it or
+// name none).
 func (c *checker) auditRecord(body []byte) {
 	var rec AuditRecord
-	if json.Unmarshal(body, &rec) != nil || rec.Stream == "" || rec.FirstSeq == 0 || rec.LastSeq < rec.FirstSeq {
+	if json.Unmarshal(body, &rec) != nil || rec.Phase != "" || rec.Stream == "" || rec.FirstSeq == 0 || rec.LastSeq < rec.FirstSeq {
 		return
 	}
 	c.purged = append(c.purged, AcceptedLoss{Stream: rec.Stream, From: rec.FirstSeq, To: rec.LastSeq, Count: max(rec.Purged, 1),

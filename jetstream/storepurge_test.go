@@ -18,8 +18,8 @@ import (
 // purgedStore writes 300 messages of about 60 KB on the event stream of a
 // fresh embedded server whose block maintenance runs every 100 ms: every
 // fourth on the session "keep", the others on "big"; then it erases "big"
-// (the audit stream records the purged range; no accepted-loss file is
-// written), waits until the server has rewritten the first block without
+// below a 301st message (the audit stream records the purged range; no
+// accepted-loss file is written), waits until the server has rewritten the first block without
 // the purged records, stops the server and returns the data directory and
 // the stream's msgs directory.
 func purgedStore(t *testing.T) (string, string) {
@@ -53,7 +53,11 @@ func purgedStore(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := x.Erase(ctx, "big")
+	del, err := js.Publish(ctx, "tools.events.big", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := x.Erase(ctx, "big", del.Sequence)
 	if err != nil || rep.Purged != 225 {
 		t.Fatalf("erase big: %+v, %v; want 225 purged", rep, err)
 	}

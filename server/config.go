@@ -197,6 +197,10 @@ type Config struct {
 	RetainTick time.Duration
 	// RetainBatch bounds the sessions one tick examines (default 1000).
 	RetainBatch int
+	// EraseTakeover is how old the last audit record of an erase another
+	// process began (and a crash interrupted) must be before this engine
+	// finishes it (default 30 s; service.Config.EraseTakeover).
+	EraseTakeover time.Duration
 
 	// RegistryKeep, when positive, prunes the registry history (#30;
 	// serve --registry-keep): the newest RegistryKeep versions are kept,
@@ -262,6 +266,9 @@ func (c Config) Validate() error {
 	case "", service.RetainDelete, service.RetainErase, service.RetainCompact:
 	default:
 		errs = append(errs, fmt.Errorf("--retain-action %q: want delete, erase or compact", c.RetainAction))
+	}
+	if c.EraseTakeover < 0 {
+		errs = append(errs, fmt.Errorf("--erase-takeover %v: want a positive duration such as 30s", c.EraseTakeover))
 	}
 	if c.RetainTick < 0 {
 		errs = append(errs, fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))

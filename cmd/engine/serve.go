@@ -100,6 +100,8 @@ type serveCmd struct {
 	RetainTick   time.Duration `name:"retain-tick" env:"ENGINE_RETAIN_TICK" default:"1m" help:"Interval of retention ticks."`
 	RetainBatch  int           `name:"retain-batch" env:"ENGINE_RETAIN_BATCH" default:"1000" help:"Sessions one retention tick examines at most; the next tick resumes where it stopped."`
 
+	EraseTakeover time.Duration `name:"erase-takeover" env:"ENGINE_ERASE_TAKEOVER" default:"30s" help:"An erase is recorded step by step in the audit stream, and the engine that runs the projection finishes one a crash interrupted: at once when this process began it, and once its last record is this old when another process did (one in flight writes its next record well within it). It looks at start and every --erase-takeover (at most every minute)."`
+
 	RegistryKeep      int           `name:"registry-keep" env:"ENGINE_REGISTRY_KEEP" default:"20" help:"Registry history: keep the newest N registry versions plus every version an open turn or a session's last checkpoint references; the others are purged (through the privileged connection of erases), once at start-up and after each registry change, on the engine that runs the projection. History and explain of a point under a pruned version say 'registry version X pruned'. 0 keeps every version."`
 	RegistryPruneTick time.Duration `name:"registry-prune-tick" env:"ENGINE_REGISTRY_PRUNE_TICK" default:"30s" help:"How often the registry history is looked at for a change to prune after (--registry-keep)."`
 }
@@ -176,6 +178,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		RetainAction:      c.RetainAction,
 		RetainTick:        c.RetainTick,
 		RetainBatch:       c.RetainBatch,
+		EraseTakeover:     c.EraseTakeover,
 		RegistryKeep:      c.RegistryKeep,
 		RegistryPruneTick: c.RegistryPruneTick,
 	})
