@@ -200,3 +200,36 @@ func TestEraseOverBothTransports(t *testing.T) {
 		t.Errorf("bystander: %+v %v, was %+v", after, err, stay)
 	}
 }
+
+// With DeleteChannels set, a channel not named may not delete a session
+// (403, nothing written), over both transports; a named channel and the
+// erase channel may.
+func TestDeleteRestrictedToChannels(t *testing.T) {
+	env := newEnv(t, Config{DeleteChannels: []string{"web"}})
+	ctx := ctxT(t)
+	c := env.httpClient()
+	for _, s := range []string{"d-slack", "d-nats", "d-web", "d-ops"} {
+		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, _, body := rawHTTP(t, http.MethodDelete, env.httpURL+"/v1/sessions/d-slack", "", HeaderChannel, "slack")
+	if e := apiError(t, body); status != http.StatusForbidden || !strings.Contains(e.Message, "may not delete") || !strings.Contains(e.Message, "--delete-channel") {
+		t.Fatalf("delete from channel slack: %d %s", status, body)
+	}
+	msg := rawNATS(t, env.nc, "tools.api.slack.session.delete", `{"session":"d-nats"}`)
+	if msg.Header.Get(micro.ErrorCodeHeader) != "403" {
+		t.Fatalf("delete over NATS from channel slack: %v %s", msg.Header, msg.Data)
+	}
+	for _, s := range []string{"d-slack", "d-nats"} {
+		if _, err := c.Intent(ctx, s, 0); err != nil {
+			t.Errorf("%s after a refused delete: %v", s, err)
+		}
+	}
+	if _, err := env.httpClient(WithChannel("web")).Delete(ctx, wire.DeleteRequest{Session: "d-web"}); err != nil {
+		t.Errorf("delete from channel web: %v", err)
+	}
+	if _, err := env.httpClient(WithChannel("ops")).Delete(ctx, wire.DeleteRequest{Session: "d-ops"}); err != nil {
+		t.Errorf("delete from the erase channel: %v", err)
+	}
+}

@@ -3,12 +3,15 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -184,6 +187,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)
+	if opts.JetStreamMaxStore == 0 {
+		// Left unset, nats-server caps its store at 75% of the disk space
+		// free when it starts, for as long as it runs: started on a full
+		// disk it refuses every write ("insufficient storage resources")
+		// after space returns, until a restart. The disk's whole size
+		// bounds the store instead; the free-space guard (serve
+		// --min-free) keeps the disk from filling.
+		opts.JetStreamMaxStore = storeLimit(opts.StoreDir)
+	}
 	opts.NoSigs = true
 	opts.NoLog = false // the fault watch below reads the server's errors
 	opts.ServerName = cfg.ServerName
@@ -380,4 +392,19 @@ func ConfigLogin(path string) (users []string, needsLogin bool, err error) {
 		users = append(users, u.Username)
 	}
 	return users, (len(opts.Users) > 0 || len(opts.Nkeys) > 0) && opts.NoAuthUser == "", nil
+}
+
+// storeLimit is the store limit of an embedded server on dir's disk: the
+// disk's size, at least 1 TiB (nats-server's own guess when it cannot
+// measure).
+func storeLimit(dir string) int64 {
+	const floor = 1 << 40
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return floor
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return floor
+	}
+	return max(int64(min(st.Blocks*uint64(st.Bsize), math.MaxInt64)), floor)
 }

@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if !cfg.NoProjection {
 			wp.watchRunner(proj)
 		}
+		wp.write = proj.Meta().ProbeWrite
 		go wp.run(runCtx)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})

@@ -157,9 +157,10 @@ func fillDisk(t *testing.T, dir string, leave uint64) string {
 	return path
 }
 
-// #12 item 4: a full disk is reported as such (507 storage_full naming
-// the free bytes) within a second, readiness fails naming the disk, and
-// the engine accepts appends again without a restart when space returns.
+// A full disk is reported as such (507 storage_full naming the free
+// bytes) within a second, readiness fails naming the disk, and the engine
+// accepts appends again without a restart when space returns; without the
+// floor (--min-free 0) too, also after a restart on the full disk.
 // As root the disk is a real tmpfs filled with a file; otherwise the
 // engine is given a floor above the disk's free space (recovery is then
 // shown by jetstream's TestAppendDiskFull).
@@ -258,6 +259,34 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged appends all readable", len(acked))
+
+	// A restart on a full disk, still without the floor: the engine
+	// starts, is not ready while the store takes no write, and takes
+	// appends again within seconds of space returning, no restart.
+	p.Stop(t)
+	filler = fillDisk(t, dir, 0)
+	p = startEngineUnready(t, dir, "--min-free", "0")
+	stderrOnFailure(t, p)
+	c = p.Client("disk")
+	body = rtReady(t, p, http.StatusServiceUnavailable, "the store takes no write")
+	t.Logf("restarted on a full disk: %s", body)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed = time.Now()
+	natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return appendFresh(actx)
+	})
+	t.Logf("restarted on a full disk: appends accepted %v after space returned", time.Since(freed).Round(time.Millisecond))
+	rtReady(t, p, http.StatusOK, `"stream":{"ok":true}`)
+	for s, seq := range acked {
+		v, err := c.Intent(ctx, s, seq)
+		if err != nil || v.Seq != seq {
+			t.Fatalf("acknowledged append to %s at %d: read %+v, %v", s, seq, v, err)
+		}
+	}
 }
 
 // stderrOnFailure logs the engine's stderr (with its exit status, if it
