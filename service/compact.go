@@ -197,6 +197,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	if err != nil {
 		return res, err
 	}
+	e.forgetAnchors(ctx, session) // they lead to events the purge removed
 	return res, nil
 }
 

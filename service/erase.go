@@ -213,6 +213,7 @@ func (e *Engine) eraseBatch(ctx context.Context, x Eraser, items []eraseItem) []
 		}
 		it.res.EraseReport, it.err = x.Erase(ctx, it.session, it.deleted)
 		if it.err == nil {
+			e.forgetAnchors(ctx, it.session) // a history anchor holds the session's state
 			e.dropSession(it.session)
 			e.marks.forget(it.session) // its sequences are purged: reads ask for none of them
 		}
