@@ -103,8 +103,7 @@ type Index struct {
 	descs  []string
 	ctxs   []string
 	params [][]byte
-	vecs   [][]float32 // unit-length tool vectors, nil where a tool has none
-	dim    int         // the length of every vector in vecs
+	emb    *Vectors // the docs' own vectors (Doc.Vector); nil when none has one
 	docs   []analyzed
 	byName map[string]int32
 
@@ -148,9 +147,9 @@ func Build(docs []Doc, prev *Index) *Index {
 	an := &analyzer{cache: make(map[string]string, 4096)}
 	tf := make(map[string]float32, 64)
 	var total float64
+	ix.emb = ix.docVectors(docs)
 	for i, d := range docs {
 		ix.names[i], ix.descs[i], ix.ctxs[i], ix.params[i] = d.Name, d.Description, d.Context, d.Parameters
-		ix.addVector(i, d.Vector, len(docs))
 		if _, dup := ix.byName[d.Name]; !dup {
 			ix.byName[d.Name] = int32(i)
 		}
