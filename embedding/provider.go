@@ -555,6 +555,7 @@ func (p *Provider) EmbedQuery(ctx context.Context, query string) ([]float32, err
 		}
 		p.qPause = min(max(2*p.qPause, backoffFirst), backoffMax)
 		p.qDown, p.qErr = time.Now().Add(p.qPause), err
+		p.log.Warn().Err(err).Dur("retry_in", p.qPause).Msg("query embedding failed: tool_search ranks by keywords until the endpoint answers")
 		return nil, err
 	}
 	p.qPause, p.qDown, p.qErr = 0, time.Time{}, nil

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
@@ -66,7 +67,10 @@ type DiscoverRequest struct {
 // (deferral.ConfidentShare), at most max_results. A query with a query
 // vector, against tools with embeddings, ranks by keywords and vector
 // fused (#27); a vector of another dimension than the embeddings is
-// ErrInvalid.
+// ErrInvalid. With an embedder (SetEmbedder) a query without a vector
+// ranks by its keywords and its vector from the operator's model fused;
+// when that vector or the tools' are not to be had, by keywords, and the
+// note says why.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := e.discover(ctx, session, origin, req)
@@ -95,10 +99,18 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	// the log stores the loads.
 	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
 		st = now
+		search := req.Search
+		var embedNote string
+		if search.Query != "" && len(search.QueryVector) == 0 {
+			search.Embedded, embedNote = e.embeddedSearch(ctx, ot, search.Query)
+		}
 		// #26 item 5: a full loaded set loads what fits, never an error.
-		sr, err := ot.turn.SearchWithin(req.Search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
+		sr, err := ot.turn.SearchWithin(search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if embedNote != "" {
+			sr.Note = strings.TrimPrefix(sr.Note+"; "+embedNote, "; ")
 		}
 		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
 		if len(sr.Loaded) > 0 {

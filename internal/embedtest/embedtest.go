@@ -31,18 +31,19 @@ const DefaultDim = 64
 type Server struct {
 	srv *httptest.Server
 
-	mu        sync.Mutex
-	dim       int
-	status    int           // answer every request with this status (0: 200)
-	statusQ   bool          // status applies only to one-input requests
-	delay     time.Duration // before answering a request
-	delayQ    bool          // delay applies only to one-input requests
-	badDim    bool          // the last vector of each answer has one number more
-	requests  int
-	inputs    int
-	texts     map[string]int // how often each input was embedded
-	models    map[string]int // requests per model
-	sizes     []int          // inputs per request, in order
+	mu       sync.Mutex
+	dim      int
+	status   int           // answer every request with this status (0: 200)
+	statusQ  bool          // status applies only to one-input requests
+	delay    time.Duration // before answering a request
+	delayQ   bool          // delay applies only to one-input requests
+	badDim   bool          // the last vector of each answer has one number more
+	requests int
+	inputs   int
+	texts    map[string]int // how often each input was embedded
+	models   map[string]int // requests per model
+	sizes    []int          // inputs per request, in order
+	synonyms map[string]string
 }
 
 // Start runs a stand-in on a loopback port until the test ends.
@@ -84,6 +85,15 @@ func (s *Server) Delay(d time.Duration, queryOnly bool) {
 // BadDimension makes the last vector of every answer one number longer
 // than the others (on) or not (off).
 func (s *Server) BadDimension(on bool) { s.mu.Lock(); s.badDim = on; s.mu.Unlock() }
+
+// Synonyms has each key word embed as its value word from now on: a
+// query of words no tool has ("blorft") lands near the tools of the word
+// it stands for, as a real model's paraphrase does.
+func (s *Server) Synonyms(m map[string]string) {
+	s.mu.Lock()
+	s.synonyms = m
+	s.mu.Unlock()
+}
 
 // Requests returns the requests answered (or failed) so far.
 func (s *Server) Requests() int { s.mu.Lock(); defer s.mu.Unlock(); return s.requests }
@@ -149,7 +159,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		s.texts[in]++
 	}
 	one := len(inputs) == 1
-	status, delay, dim, badDim := s.status, s.delay, s.dim, s.badDim
+	status, delay, dim, badDim, syn := s.status, s.delay, s.dim, s.badDim, s.synonyms
 	if s.statusQ && !one {
 		status = 0
 	}
@@ -189,7 +199,17 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		if badDim && i == len(inputs)-1 {
 			d++
 		}
-		out.Data = append(out.Data, datum{Object: "embedding", Index: i, Embedding: Vector(req.Model, in, d)})
+		text := in
+		if len(syn) > 0 {
+			ws := words(in)
+			for j, w := range ws {
+				if r, ok := syn[w]; ok {
+					ws[j] = r
+				}
+			}
+			text = strings.Join(ws, " ")
+		}
+		out.Data = append(out.Data, datum{Object: "embedding", Index: i, Embedding: Vector(req.Model, text, d)})
 		out.Usage.PromptTokens += len(words(in))
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens
