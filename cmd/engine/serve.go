@@ -75,6 +75,7 @@ type serveCmd struct {
 	httpFlags
 	apiConnFlags
 	actorFlags
+	embeddingFlags
 	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync       string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
@@ -170,6 +171,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		RetainBatch:       c.RetainBatch,
 		RegistryKeep:      c.RegistryKeep,
 		RegistryPruneTick: c.RegistryPruneTick,
+		Embeddings:        c.embeddingFlags.config(),
 	})
 }
 
