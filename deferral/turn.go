@@ -452,29 +452,22 @@ func (t *Turn) Load(names ...string) SearchResult {
 }
 
 // searchIndex returns the index searches use and the filter admitting the
-// turn's deferred tools, built once per turn.
+// turn's deferred tools, built once per turn: the registry's index with
+// the filter of the turn's frozen set (shared by the turns of that set),
+// or, when the registry's index lacks one of the tools, an index of the
+// deferred tools alone.
 func (t *Turn) searchIndex() (*toolsearch.Index, *toolsearch.Filter) {
 	t.searchOnce.Do(func() {
+		if t.index != nil {
+			if f, ok := t.deferredFilter(t.index.ix); ok {
+				t.search, t.filter = t.index.ix, f
+				return
+			}
+		}
 		var deferred []resolver.Tool
-		var names []string
 		for i := range t.tools {
 			if t.tools[i].Deferred {
 				deferred = append(deferred, t.tools[i])
-				names = append(names, t.tools[i].Name)
-			}
-		}
-		if t.index != nil {
-			ix := t.index.ix
-			complete := true
-			for _, n := range names {
-				if _, ok := ix.Lookup(n); !ok {
-					complete = false
-					break
-				}
-			}
-			if complete {
-				t.search, t.filter = ix, ix.NewFilter(names)
-				return
 			}
 		}
 		t.search = toolsearch.Build(docsOf(deferred, t.namespaces), nil) // holds only deferred tools: no filter

@@ -35,6 +35,7 @@ package toolsearch
 
 import (
 	"bytes"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -304,6 +305,20 @@ func (ix *Index) NewFilter(names []string) *Filter {
 		}
 	}
 	return f
+}
+
+// FilterAll returns the filter admitting the named documents in one pass
+// over names, and true; false when the index lacks one of them.
+func (ix *Index) FilterAll(names iter.Seq[string]) (*Filter, bool) {
+	f := &Filter{bits: make([]uint64, (len(ix.names)+63)/64)}
+	for n := range names {
+		i, ok := ix.byName[n]
+		if !ok {
+			return nil, false
+		}
+		f.bits[i>>6] |= 1 << (uint(i) & 63)
+	}
+	return f, true
 }
 
 // Has reports whether the filter admits document i. A nil filter admits
