@@ -49,6 +49,12 @@ type DiscoverRequest struct {
 	// CallID is the provider's id of the tool_search call, written into
 	// an OpenAI tool_search_output item ("" leaves it out).
 	CallID string
+	// NoView leaves the turn's next provider request out of the result:
+	// View then carries the session, turn, intent, loaded tools and
+	// contract only, its lists empty (searchView). Rendering the view of
+	// a large turn costs more than the search (1.6 MB of JSON at 10,000
+	// tools).
+	NoView bool
 }
 
 // Discover is tool_search inside the open turn (R16, R29): it finds tools
@@ -123,7 +129,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 			settled = e.settled(session, ot, res.First, res.Last)
 		}
 		if settled {
-			out.View = e.frozenView(st, ot, req.Provider)
+			out.View = e.discoverView(st, ot, req)
 		}
 		return nil
 	})
@@ -132,10 +138,26 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	}
 	// Another engine wrote in between: the log's order wins.
 	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
-		out.View = e.frozenView(st, ot, req.Provider)
+		out.View = e.discoverView(st, ot, req)
 		return nil
 	})
 	return out, err
+}
+
+// discoverView is the view a search returns: the turn's next provider
+// request, or with NoView its identity alone (session, sequence, turn,
+// intent, loaded tools, contract), every list empty.
+func (e *Engine) discoverView(st aggregate.State, ot *openTurn, req DiscoverRequest) TurnView {
+	if !req.NoView {
+		return e.frozenView(st, ot, req.Provider)
+	}
+	row, _ := deferral.LookupProvider(req.Provider)
+	return TurnView{
+		Session: st.Session, Seq: st.LastSeq, Turn: ot.turn.Number(), Frozen: true, Intent: st.Intent, Source: ot.res.Source,
+		Tools: []string{}, Provider: []string{}, Catalog: []string{}, Rendering: json.RawMessage("[]"), RenderedFor: row.Name,
+		ContractHash: ot.res.ContractHash, RegistryVersion: ot.res.RegistryVersion, Classification: []deferral.Class{}, Loaded: ot.turn.Loaded(),
+		Policy: ot.res.Policy,
+	}
 }
 
 // discoverOutput renders the tool result of a search for the provider
