@@ -115,6 +115,16 @@ func asksToRead(q string) bool {
 	return end > 0 && end <= 5 && questionWords[strings.ToLower(q[:end])]
 }
 
+// shortSingular is the singular of a plural of three letters, which the
+// stemmer leaves alone ("ads" → ad, "vms" → vm, "ids" → id), or "". A
+// query word the index lacks brings its singular in at full weight.
+func shortSingular(t string) string {
+	if len(t) != 3 || t[2] != 's' || t[1] == 's' || !asciiLetters(t) {
+		return ""
+	}
+	return t[:2]
+}
+
 // coord is the factor of the coordination of a document that answers the
 // share c of the query's words: its square root. The power 1 ranked the
 // tuning sets a little better but spreads scores so that fewer right
@@ -235,6 +245,11 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 			addTerm(t, weightUnigram, wordBit(i), inf)
 		} else {
 			addTerm(t, 1, wordBit(i), inf)
+			if sg := shortSingular(t); sg != "" {
+				if _, known := ix.dict[t]; !known {
+					addTerm(sg, 1, wordBit(i), inf)
+				}
+			}
 			if !slices.Contains(terms[:i], t) {
 				words++
 			}
