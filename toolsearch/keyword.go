@@ -115,6 +115,12 @@ func asksToRead(q string) bool {
 	return end > 0 && end <= 5 && questionWords[strings.ToLower(q[:end])]
 }
 
+// countPostings, when set, is told how many postings each keyword query
+// scores: the work of a query, which the ablation benchmark weighs
+// against each expansion's recall (a time would measure the machine's
+// load as much).
+var countPostings func(n int)
+
 // shortSingular is the singular of a plural of three letters, which the
 // stemmer leaves alone ("ads" → ad, "vms" → vm, "ids" → id), or "". A
 // query word the index lacks brings its singular in at full weight.
@@ -426,6 +432,13 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 		for _, v := range actionVerbs[t] {
 			addTerm(v, weightAction, intentBit, inf)
 		}
+	}
+	if countPostings != nil {
+		n := 0
+		for _, id := range ids {
+			n += int(ix.offs[id+1] - ix.offs[id])
+		}
+		countPostings(n)
 	}
 	exact, hasExact := ix.byName[strings.TrimSpace(query)]
 	if hasExact && !f.Has(int(exact)) {
