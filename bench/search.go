@@ -36,6 +36,7 @@ func searchLineNames() []string {
 		out = append(out, fmt.Sprintf(nameSearchP50, sessionsLabel(n)), fmt.Sprintf(nameSearchP99, sessionsLabel(n)))
 	}
 	big := sessionsLabel(searchSizes[len(searchSizes)-1])
+	out = append(out, searchHTTPLineNames()...)
 	return append(out, fmt.Sprintf(nameSearchRegexP50, big), fmt.Sprintf(nameIndexBuild, big), fmt.Sprintf(nameIndexIncremental, big),
 		fmt.Sprintf(nameResolveSplit10k, big), fmt.Sprintf(nameResolveCached10k, big))
 }
@@ -146,6 +147,9 @@ func (h *harness) searchLines(ctx context.Context) error {
 		h.add(p99)
 	}
 
+	if err := h.searchHTTPLines(ctx, big); err != nil {
+		return err
+	}
 	label := sessionsLabel(searchSizes[len(searchSizes)-1])
 	on := true
 	req := resolver.Request{Session: resolver.Intent{Enabled: &on}}
