@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/embedding"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -210,6 +211,13 @@ type Config struct {
 	// RegistryPruneTick is how often the registry history is looked at for
 	// a change to prune after (default 30 s).
 	RegistryPruneTick time.Duration
+
+	// Embeddings, with URL and Model set (serve --embeddings-url,
+	// --embeddings-model), has tool_search rank queries by the operator's
+	// embedding model fused with keywords; its vectors are kept in the
+	// <PREFIX>_EMBEDDINGS bucket. Run sets its Logger and Hooks. Zero:
+	// keywords only.
+	Embeddings embedding.Config
 }
 
 // withDefaults fills the zero fields.
@@ -281,6 +289,9 @@ func (c Config) Validate() error {
 	}
 	if c.RegistryPruneTick < 0 {
 		errs = append(errs, fmt.Errorf("--registry-prune-tick %v: want a positive interval such as 30s", c.RegistryPruneTick))
+	}
+	if err := c.validEmbeddings(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -107,6 +107,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	if err := startEmbeddings(runCtx, cfg, jlog, eng, m, log.With().Str("component", "embeddings").Logger()); err != nil {
+		return err
+	}
 	if regStore != nil {
 		if err := followRegistry(runCtx, regStore, eng, log); err != nil {
 			return err

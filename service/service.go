@@ -64,6 +64,11 @@ type Hooks struct {
 	// CatalogChanged is called when the catalog text of the system prompt
 	// differs from the previous dispatch's. Same causes.
 	CatalogChanged func(cause string)
+	// SearchEmbedded is called for each tool_search query with an
+	// embedder set (SetEmbedder): EmbedFused, or the reason it ranked by
+	// keywords (EmbedNotReady, EmbedTimeout, EmbedUnavailable, EmbedError,
+	// EmbedDimension).
+	SearchEmbedded func(outcome string)
 }
 
 // Config configures an Engine. The zero value is usable.
@@ -109,6 +114,8 @@ type Engine struct {
 
 	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
 
+	embedder atomic.Pointer[embedderBox] // tool_search's engine-side embeddings (embedsearch.go); nil: none
+
 	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
 	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
 }
@@ -152,6 +159,7 @@ func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
 	e.keepRegistry(reg)       // open turns of either version rebuild without the history
 	go deferral.IndexFor(reg) // built from the previous index: changed tools only
+	e.prepareEmbeddings(reg)  // the changed tools' vectors, in the background
 	if old.Version() != reg.Version() {
 		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")
 	}

@@ -117,6 +117,11 @@ type BeginTurnRequest struct {
 // it beside the model's input, which never carries one; with tool
 // embeddings the query ranks by keywords and vector fused, otherwise it
 // is unused with a note. Its dimension must be the tools' embeddings'.
+// View "none" answers without the turn's next provider request: the
+// reply's view then carries only the session, turn, intent, loaded tools
+// and contract, its lists empty, for a backend that asks turn/dispatch
+// for the request (at 10,000 tools the full view is 1.6 MB of JSON, 5.8
+// MB with a native rendering); "" or "full" returns it whole.
 type DiscoverRequest struct {
 	Session     string          `json:"session"`
 	Input       json.RawMessage `json:"input,omitempty"`
@@ -125,6 +130,7 @@ type DiscoverRequest struct {
 	CallID      string          `json:"call_id,omitempty"`
 	Actor       string          `json:"actor,omitempty"`
 	QueryVector []float32       `json:"query_vector,omitempty"`
+	View        string          `json:"view,omitempty"`
 }
 
 // DispatchRequest asks for the provider request of the open turn.

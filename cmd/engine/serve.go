@@ -82,6 +82,7 @@ type serveCmd struct {
 	httpFlags
 	apiConnFlags
 	actorFlags
+	embeddingFlags
 	Listen      string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync        string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	SyncEvery   time.Duration `name:"sync-interval" env:"ENGINE_SYNC_INTERVAL" default:"2m" help:"Embedded server's sync interval (nats-server sync_interval): how often it fsyncs under --sync interval, and, under either policy, how often it compacts the message blocks that erases and compactions emptied (the purged bytes leave the disk then)."`
@@ -182,6 +183,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		EraseTakeover:     c.EraseTakeover,
 		RegistryKeep:      c.RegistryKeep,
 		RegistryPruneTick: c.RegistryPruneTick,
+		Embeddings:        c.embeddingFlags.config(),
 	})
 }
 
