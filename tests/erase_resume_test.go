@@ -244,14 +244,7 @@ func publishDirect(t *testing.T, nc *nats.Conn, session string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, "TOOLS_EVENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, st := eventStream(ctx, t, nc)
 	last, err := st.GetLastMsgForSubject(ctx, "tools.events."+session)
 	if err != nil {
 		t.Fatal(err)

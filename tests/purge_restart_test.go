@@ -17,12 +17,9 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// subjectCounts reads, with a plain JetStream client, how many messages
-// each subject of the event stream holds.
-func subjectCounts(t *testing.T, nc *nats.Conn) map[string]uint64 {
+// eventStream opens the event stream with a plain JetStream client.
+func eventStream(ctx context.Context, t *testing.T, nc *nats.Conn) (natsjs.JetStream, natsjs.Stream) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	js, err := natsjs.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +28,16 @@ func subjectCounts(t *testing.T, nc *nats.Conn) map[string]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js, st
+}
+
+// subjectCounts reads, with a plain JetStream client, how many messages
+// each subject of the event stream holds.
+func subjectCounts(t *testing.T, nc *nats.Conn) map[string]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, st := eventStream(ctx, t, nc)
 	info, err := st.Info(ctx, natsjs.WithSubjectFilter("tools.events.>"))
 	if err != nil {
 		t.Fatal(err)
