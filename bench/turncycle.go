@@ -120,22 +120,22 @@ func (d engineDriver) end(ctx context.Context, s string) error {
 type httpDriver struct{ c *client.Client }
 
 func (d httpDriver) begin(ctx context.Context, s string) ([]string, []string, error) {
-	v, err := d.c.BeginTurn(ctx, client.BeginTurnRequest{Session: s})
+	v, err := d.c.TurnBegin(ctx, client.BeginTurnRequest{Session: s})
 	return v.Catalog, v.Loaded, err
 }
 
 func (d httpDriver) discover(ctx context.Context, s, name string) error {
-	_, err := d.c.Discover(ctx, client.DiscoverRequest{Session: s, Names: []string{name}})
+	_, err := d.c.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Names: []string{name}})
 	return err
 }
 
 func (d httpDriver) dispatch(ctx context.Context, s string) error {
-	_, err := d.c.Dispatch(ctx, client.DispatchRequest{Session: s})
+	_, err := d.c.TurnDispatch(ctx, client.DispatchRequest{Session: s})
 	return err
 }
 
 func (d httpDriver) end(ctx context.Context, s string) error {
-	_, err := d.c.EndTurn(ctx, client.TurnRequest{Session: s})
+	_, err := d.c.TurnEnd(ctx, client.TurnRequest{Session: s})
 	return err
 }
 

@@ -554,7 +554,7 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := len(permDirectRead(t, users["engine"].nc, bs))
-		res, err := ops.Delete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
+		res, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
 		if err != nil || !res.Erased || res.Purged != 2 {
 			t.Fatalf("erase under the deployed accounts: %+v %v", res, err)
 		}

@@ -146,7 +146,8 @@ type RegistryDiffRequest struct {
 	Registry json.RawMessage `json:"registry"`
 }
 
-// TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
+// TurnRequest names the session of turn-inspect, turn-checkpoint and
+// turn-end.
 type TurnRequest struct {
 	Session string `json:"session"`
 	Actor   string `json:"actor,omitempty"`
@@ -377,7 +378,7 @@ type DispatchRecord struct {
 	AtMs         int64    `json:"at_ms"`
 }
 
-// CheckpointReply is the outcome of Checkpoint and EndTurn.
+// CheckpointReply is the reply of turn-checkpoint and turn-end.
 type CheckpointReply struct {
 	Session    string     `json:"session"`
 	Seq        uint64     `json:"seq"`

@@ -31,7 +31,7 @@ func (c *deleteCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
+	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (c *eraseCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
+	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (c *compactCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Compact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
+	r, err := cl.SessionCompact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (c *registryDiffCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	imp, err := cl.RegistryDiff(ctx, data)
+	imp, err := cl.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: data})
 	if err != nil {
 		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
@@ -214,7 +214,7 @@ type registryPushCmd struct {
 func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data []byte) error {
 	limited := c.MaxPrefixChanges >= 0 || c.MaxCheckpointLosses >= 0
 	cl := client.NewNATS(nc, client.WithChannel("cli"), client.WithActor("registry-push"), client.WithSubjectPrefix(c.Prefix+".api"))
-	imp, err := cl.RegistryDiff(ctx, data)
+	imp, err := cl.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: data})
 	if err != nil {
 		if limited && !c.Force {
 			return fmt.Errorf("registry push: no impact summary to check the thresholds against (%w): serve an engine on this NATS, or push with --force", err)
