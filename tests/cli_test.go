@@ -157,7 +157,14 @@ type follower struct {
 
 func startFollower(t *testing.T, args ...string) *follower {
 	t.Helper()
+	return startFollowerEnv(t, nil, args...)
+}
+
+// startFollowerEnv is startFollower with extra environment variables.
+func startFollowerEnv(t *testing.T, env []string, args ...string) *follower {
+	t.Helper()
 	cmd := exec.Command(engineBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

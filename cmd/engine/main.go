@@ -44,7 +44,7 @@ type cli struct {
 	Bench       benchCmd                     `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget      budgetCmd                    `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
 	Events      eventsCmd                    `cmd:"" help:"Print a session's events from the stream, decoded, one JSON object per line (--follow: live)."`
-	Tail        tailCmd                      `cmd:"" help:"Print every session's new events from the stream as they are appended, decoded, one JSON object per line."`
+	Tail        tailCmd                      `cmd:"" help:"Print every session's new events from the stream as they are appended, decoded, one JSON object per line (--last N: the last N events first)."`
 	Version     versionCmd                   `cmd:"" help:"Print the engine's version: module version, commit, Go, nats-server and API versions."`
 	Completion  kongplete.InstallCompletions `cmd:"" help:"Print the shell completion setup for your login shell (bash, zsh or fish): add eval \"$(engine completion)\" to its rc file."`
 	Healthcheck healthcheckCmd               `cmd:"" help:"Exit 0 when the engine at --server is ready (/readyz; --live: /healthz), 1 otherwise (container healthchecks)."`
