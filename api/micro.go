@@ -67,7 +67,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"summary": op.Summary,
 			// JSON Schemas of the request and the reply, shown by
 			// `nats micro info` (docs/api.md lists the same).
-			"request_schema":  openapi.JSON(schemaOf(op.reqType)),
+			"request_schema":  openapi.JSON(RequestSchema(op.Name)),
 			"response_schema": openapi.JSON(schemaOf(op.respType)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
