@@ -100,7 +100,7 @@ func (l *Log) NewEraser(ctx context.Context, admin *nats.Conn) (*Eraser, error) 
 	name := AuditStreamName(l.cfg.Prefix)
 	sc := jetstream.StreamConfig{
 		Name:        name,
-		Description: "audit of erased sessions: session, time and purged range, no personal data (#30)",
+		Description: "audit of erased sessions: session, time and purged range, no personal data",
 		Subjects:    []string{l.cfg.Prefix + ".audit.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -196,7 +196,7 @@ func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error)
 	}
 	l := x.log
 	if l.purgeDenied {
-		return rep, fmt.Errorf("erase %q: stream %s was created with deny_purge (before #30) and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions: %w", session, l.name, ErrPurgeDenied)
+		return rep, fmt.Errorf("erase %q: stream %s was created with deny_purge (by an older engine) and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions: %w", session, l.name, ErrPurgeDenied)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()

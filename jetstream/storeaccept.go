@@ -63,7 +63,7 @@ func RecordErased(dataDir, stream string, from, to uint64, now time.Time) error 
 	if a.covers(StoreDamage{Stream: stream, LostFrom: from, LostTo: to}) {
 		return nil
 	}
-	a = append(a, AcceptedLoss{Stream: stream, From: from, To: to, What: "erased (#30): one session's events purged; the audit stream records the erase", At: now.UTC()})
+	a = append(a, AcceptedLoss{Stream: stream, From: from, To: to, What: "erased: one session's events purged; the audit stream records the erase", At: now.UTC()})
 	data, _ := json.MarshalIndent(a, "", "  ")
 	if err := writeFileAtomic(filepath.Join(dataDir, AcceptedLossFile), data); err != nil {
 		return fmt.Errorf("record erased range: %w", err)
