@@ -28,9 +28,10 @@ this page (and [wire-format.md](wire-format.md) to publish events directly).
 field. ` + "`<channel>`" + ` is one subject token (1 to 64 of ` + "`[A-Za-z0-9_-]`" + `) naming the writing channel
 (web, telegram, tui, ...); give each channel its own NATS user that may publish only to
 ` + "`tools.api.<channel>.>`" + ` and the server verifies it. The engine answers only to inbox reply
-subjects (` + "`_INBOX.`" + ` or ` + "`_INBOX_<user>.`" + `). With natscli:
+subjects (` + "`_INBOX.`" + ` or ` + "`_INBOX_<user>.`" + `). With natscli (as a user the server lets publish
+there: the embedded server's users are in ` + "`<data>/nats-users.json`" + `):
 
-` + "```sh" + `
+` + "```sh norun" + `
 nats req tools.api.cli.session.resolve '{"session":"s1"}'
 nats micro info tool-engine       # every endpoint with its request_schema and response_schema
 ` + "```" + `
@@ -49,9 +50,9 @@ requests and replies, success and error, against it), for any language's client 
 takes the same token as the read operations (none without a tokens file). With curl:
 
 ` + "```sh" + `
-curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai
+curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai   # ` + "`\"rendered_for\":\"openai\"`" + `
 curl -s -X POST -H 'Content-Type: application/json' -H 'Engine-Channel: web' \
-  -d '{"commands":[{"type":"ToolsToggled","enabled":true}]}' http://127.0.0.1:7420/v1/sessions/s1/events
+  -d '{"commands":[{"type":"ToolsToggled","enabled":true}]}' http://127.0.0.1:7420/v1/sessions/s1/events   # ` + "`\"event_ids\"`" + `
 ` + "```" + `
 
 Unknown fields and unknown query parameters are refused (` + "`invalid`" + `), naming the field.

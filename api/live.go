@@ -21,7 +21,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Live subscriptions (#29): GET /v1/sessions/{session}/events/live and
+// Live subscriptions: GET /v1/sessions/{session}/events/live and
 // GET /v1/events/live answer with Server-Sent Events (wire/live.go has the
 // framing), and a NATS request to <prefix>.<channel>.session.live or
 // .events.live streams the same events to the request's reply inbox.

@@ -36,7 +36,7 @@ const (
 const RetryAfterSeconds = 1
 
 // retryAfter is the Retry-After header value of an error reply, "" when
-// it has none (#29: 429 and 503 said nothing of when to retry).
+// it has none: 429 and 503 say when to retry.
 func retryAfter(e *APIError) string {
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		return strconv.Itoa(RetryAfterSeconds)
@@ -281,7 +281,7 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 // call executes op with a checked request, under the request timeout.
 func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
 	if d, ok := req.(*wire.DeleteRequest); (op.Purges || ok && d.Erase) && o.Channel != a.cfg.EraseChannel {
-		// #30: only the erase channel may purge a session's events (erase,
+		// Only the erase channel may purge a session's events (erase,
 		// compact); any other channel is refused before anything is written.
 		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", o.Channel, map[bool]string{true: "compact", false: "erase"}[op.Purges], a.cfg.EraseChannel)}

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #26 item 3, #31: Client.CallCheck over both transports: no turn is
+// Client.TurnCallCheck over both transports: no turn is
 // ErrNoTurn; a tool of the turn is callable with the client's channel and
 // an allow decision; disabled mid-turn it is refused with a reason, not an
 // error.
@@ -42,7 +42,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 	}
 }
 
-// #31 item 3: Client.RegistryDiff over both transports names the edited
+// Client.RegistryDiff over both transports names the edited
 // tool and the presets whose expansion changes, and a candidate that does
 // not load is ErrInvalid.
 func TestRegistryDiffBothTransports(t *testing.T) {

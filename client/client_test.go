@@ -31,7 +31,7 @@ func clients(t *testing.T) map[string]*client.Client {
 	}
 }
 
-// #17 item 4: every method works over both transports against a real
+// Every method works over both transports against a real
 // engine, and the engine's errors come back as *client.Error matching
 // the sentinels.
 func TestEveryOperationBothTransports(t *testing.T) {
@@ -133,10 +133,10 @@ func TestEveryOperationBothTransports(t *testing.T) {
 	}
 }
 
-// #17 item 4: a program that imports the client does not pull in the
-// embedded NATS server, the tokenizer or any engine package but the
-// stdlib-only wire vocabulary (#25 item 1) and the stdlib-only intent
-// leaf whose Intent the wire carries (#25 item 3), so it stays small (the size
+// A program that imports the client does not pull in the embedded NATS
+// server, the tokenizer or any engine package but the stdlib-only wire
+// vocabulary and the stdlib-only intent leaf whose Intent the wire
+// carries, so it stays small (the size
 // of a 20-line client is logged).
 func TestClientDependenciesAreLight(t *testing.T) {
 	lightDeps := []string{"github.com/toolintent/engine/client", "github.com/toolintent/engine/wire", "github.com/toolintent/engine/intent"}

@@ -113,7 +113,7 @@ type BeginTurnRequest struct {
 // "max_results"), or Names alone for a backend that knows them. CallID is
 // the provider's id of the call (OpenAI's native tool search output).
 // QueryVector is the optional embedding of the input's query, from the
-// model that embedded the registry's tools (issue #27): the backend adds
+// model that embedded the registry's tools: the backend adds
 // it beside the model's input, which never carries one; with tool
 // embeddings the query ranks by keywords and vector fused, otherwise it
 // is unused with a note. Its dimension must be the tools' embeddings'.
@@ -307,7 +307,7 @@ type HistoryEntry struct {
 	// Dispatch is, inside a turn, the classification a provider dispatch
 	// at this point records, derived from the log.
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry (#30), says what it replaced.
+	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
 }
 

@@ -178,6 +178,7 @@ func PayloadSchema() Schema {
 		props["type"] = Schema{"const": string(t)}
 		req, _ := s["required"].([]string)
 		s["required"] = append([]string{"type"}, req...)
+		s["additionalProperties"] = false // as a command object's
 		one = append(one, s)
 	}
 	return Schema{"oneOf": one}
