@@ -230,8 +230,8 @@ func (f *follower) ready(t *testing.T) {
 }
 
 // #17 item 5: the CLI's tables fit 120 columns (long lists wrap under
-// their value column, or are cut in a wide table's cells), for the seed
-// walk-through of the README.
+// their value column, or are cut in a wide table's cells), for the
+// walk-through of the README's Try-it block.
 func TestCLITablesFit120Columns(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	steps := [][]string{

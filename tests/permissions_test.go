@@ -473,7 +473,7 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatalf("stream state changed: %+v, before %+v", after.State, before.State)
 	}
 
-	// The auditor is "read-only" (deploy/nats-server.conf, README): it may
+	// The auditor is "read-only" (deploy/nats-server.conf, docs/security.md): it may
 	// not write events through the API either.
 	t.Run("auditor cannot append through the API", func(t *testing.T) {
 		var res api.AppendResponse
