@@ -135,9 +135,12 @@ defaults) with ` + "`seq`" + ` 0, and ` + "`resolve`" + ` says ` + "`no_events`"
 **Deleted.** ` + "`session-delete`" + ` appends a ` + "`SessionDeleted`" + `. From then on every write and every read
 answers ` + "`deleted`" + ` (410), with two exceptions: ` + "`history`" + ` still answers 200 with the timeline up to
 and including the ` + "`SessionDeleted`" + ` entry (an audit needs it), and a live stream opened from before
-the deletion delivers the events up to it, then ends. The id never starts a new session.
-` + "`erase=true`" + ` also purges the session's events from the log, leaving an audit record without
-personal data; ` + "`history`" + ` then answers 200 with no entries.
+the deletion delivers the events up to it, then ends. The id never starts a new session. Any
+writing channel may delete, unless the engine serves with ` + "`--delete-channel NAME`" + `: then only
+the channels named and the erase channel may (` + "`forbidden`" + `, 403, for the others).
+` + "`erase=true`" + ` also purges the session's events from the log, keeping only its ` + "`SessionDeleted`" + ` as
+the id's tombstone, and leaves an audit record without personal data; every read of an erased
+session, ` + "`history`" + ` included, answers ` + "`deleted`" + ` (410).
 
 **Compacted.** ` + "`session-compact`" + ` replaces a session's events by one ` + "`SessionCompacted`" + ` event that
 folds to the same state, and purges the events it replaces. The session stays usable; its

@@ -50,11 +50,11 @@ func TestSessionIDRuleAsDocumented(t *testing.T) {
 }
 
 // A deleted session: writes and reads answer 410 deleted, history 200
-// with the timeline up to the SessionDeleted; an erased one's history has
-// no entries. Both replies match the OpenAPI document.
+// with the timeline up to the SessionDeleted; an erased one answers 410
+// to history too. The replies match the OpenAPI document.
 func TestDeletedSessionAsDocumented(t *testing.T) {
 	doc := readAPIDoc(t)
-	for _, want := range []string{"`history` still answers 200 with the timeline up to\nand including the `SessionDeleted` entry", "`history` then answers 200 with no entries"} {
+	for _, want := range []string{"`history` still answers 200 with the timeline up to\nand including the `SessionDeleted` entry", "every read of an erased\nsession, `history` included, answers `deleted` (410)"} {
 		if !strings.Contains(doc, want) {
 			t.Fatalf("docs/api.md does not say %q", want)
 		}
@@ -87,27 +87,23 @@ func TestDeletedSessionAsDocumented(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []struct {
-		session  string
-		lastType string
-	}{{"dd1", "SessionDeleted"}, {"dd2", ""}} {
-		req := `{"session":"` + c.session + `"}`
-		for _, transport := range []string{"http", "nats"} {
-			body, status := callDocumented(t, e, transport, "history", req)
-			var h HistoryResponse
-			if status != http.StatusOK || json.Unmarshal(body, &h) != nil {
-				t.Fatalf("history of %s over %s: %d %s, want 200", c.session, transport, status, body)
-			}
-			last := ""
-			if n := len(h.Entries); n > 0 {
-				last = h.Entries[n-1].Type
-			}
-			if last != c.lastType {
-				t.Errorf("history of %s over %s ends with %q, want %q: %s", c.session, transport, last, c.lastType, body)
-			}
-			hr, hb := docHTTPRequest(t, e, "history", req)
-			checkOpenAPI(t, v, transport+" history of "+c.session, hr, hb, status, body)
+	for _, transport := range []string{"http", "nats"} {
+		req := `{"session":"dd1"}`
+		body, status := callDocumented(t, e, transport, "history", req)
+		var h HistoryResponse
+		if status != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Entries) == 0 || h.Entries[len(h.Entries)-1].Type != "SessionDeleted" {
+			t.Fatalf("history of a deleted session over %s: %d %s, want 200 ending with its SessionDeleted", transport, status, body)
 		}
+		hr, hb := docHTTPRequest(t, e, "history", req)
+		checkOpenAPI(t, v, transport+" history of a deleted session", hr, hb, status, body)
+
+		req = `{"session":"dd2"}`
+		body, status = callDocumented(t, e, transport, "history", req)
+		if status != http.StatusGone || apiError(t, body).Code != wire.CodeDeleted {
+			t.Errorf("history of an erased session over %s: %d %s, want 410 deleted", transport, status, body)
+		}
+		hr, hb = docHTTPRequest(t, e, "history", req)
+		checkOpenAPI(t, v, transport+" history of an erased session", hr, hb, status, body)
 	}
 }
 

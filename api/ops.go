@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +150,10 @@ type Config struct {
 	// (DELETE with erase=true) and compaction. Default
 	// DefaultEraseChannel ("ops").
 	EraseChannel string
+	// DeleteChannels, when set, are the channels that may delete sessions
+	// (besides EraseChannel); any other is refused. Empty: every writing
+	// channel may.
+	DeleteChannels []string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
 	// (see tokens.Load).
@@ -191,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.EraseChannel != "" {
 		check("erase channel", c.EraseChannel)
+	}
+	for _, ch := range c.DeleteChannels {
+		check("delete channel", ch)
 	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxBodyBytes %d is negative", c.MaxBodyBytes))
@@ -285,6 +293,10 @@ func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin
 		// compact); any other channel is refused before anything is written.
 		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", o.Channel, map[bool]string{true: "compact", false: "erase"}[op.Purges], a.cfg.EraseChannel)}
+	}
+	if _, ok := req.(*wire.DeleteRequest); ok && len(a.cfg.DeleteChannels) > 0 && o.Channel != a.cfg.EraseChannel && !slices.Contains(a.cfg.DeleteChannels, o.Channel) {
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+			Message: fmt.Sprintf("channel %q may not delete sessions: only %s and the erase channel %q may (engine serve --delete-channel)", o.Channel, strings.Join(a.cfg.DeleteChannels, ", "), a.cfg.EraseChannel)}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -54,9 +54,9 @@ var (
 	// nothing was written.
 	ErrStorageFull = &Error{Code: "storage_full"}
 	// ErrDeleted (410): the session was deleted: it takes no write, its id
-	// starts no new session, and every read but history (its timeline up
-	// to the deletion) and a live stream from before the deletion
-	// answers this.
+	// starts no new session, and every read answers this but, unless it
+	// was erased, history (its timeline up to the deletion) and a live
+	// stream from before the deletion.
 	ErrDeleted = &Error{Code: "deleted"}
 )
 

@@ -137,13 +137,13 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 	if err := c.checkConfigLogin(); err != nil {
 		return nil, "", nil, err
 	}
-	// Damage is found before the server loads the store (issue 24).
+	// Damage is found before the server loads the store.
 	if err := c.checkStore(ctx, log); err != nil {
 		return nil, "", nil, err
 	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
-		Sync: jetstream.SyncPolicy(c.Sync), ConfigFile: c.ServerConfig,
+		Sync: jetstream.SyncPolicy(c.Sync), SyncEvery: c.SyncEvery, ConfigFile: c.ServerConfig,
 	}
 	if log.GetLevel() <= zerolog.DebugLevel {
 		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}

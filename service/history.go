@@ -213,7 +213,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 	return out, st, err
 }
 
-// HistoryPage is one page of History (#24 row 7): it folds the events up
+// HistoryPage is one page of History: it folds the events up
 // to after (without resolving them: only their state is carried) and
 // passes each later entry, in order, to emit, until emit returns false or
 // until ends. more reports whether the session has an event after the last
@@ -226,6 +226,9 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, false, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	if err := e.erasedHistory(ctx, session); err != nil {
+		return aggregate.State{}, false, err
 	}
 	regs := e.registriesAt(ctx)
 	rp := e.pages.take(session, after, until, req, e.clock())

@@ -82,6 +82,11 @@ type Config struct {
 	Logger zerolog.Logger
 	// Hooks observe the engine.
 	Hooks Hooks
+	// EraseTakeover is how old the last audit record of an erase another
+	// process began must be before FinishErases finishes it (a crash
+	// interrupted it; one in flight writes its next record well within
+	// it). Default 30 s.
+	EraseTakeover time.Duration
 }
 
 // Engine serves sessions.
@@ -99,7 +104,8 @@ type Engine struct {
 	native nativeCache // native renderings across turns (nativecache.go)
 	marks  *marks      // per session: the highest sequence acknowledged or served (#19)
 
-	eraser atomic.Pointer[Eraser] // purges erased sessions (#30); nil: none
+	eraser atomic.Pointer[Eraser] // purges erased sessions; nil: none
+	erases eraseScan              // the unfinished erases FinishErases knows
 
 	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
 
@@ -121,6 +127,9 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100_000
+	}
+	if cfg.EraseTakeover <= 0 {
+		cfg.EraseTakeover = DefaultEraseTakeover
 	}
 	e := &Engine{
 		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,

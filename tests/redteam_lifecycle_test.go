@@ -603,8 +603,8 @@ func TestRedteamLifecycleDeleteAndEraseAfterCompact(t *testing.T) {
 	if _, err := e.Erase(ctx, session, rtlWeb, "red team"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(rawSubject(t, nc, "tools.events."+session)); n != 0 {
-		t.Errorf("after erase the subject holds %d messages", n)
+	if n := len(rawSubject(t, nc, "tools.events."+session)); n != 1 {
+		t.Errorf("after erase the subject holds %d messages, want its SessionDeleted only", n)
 	}
 	js, err := njs.New(nc)
 	if err != nil {

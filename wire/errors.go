@@ -65,9 +65,9 @@ const (
 	// application/json nor application/msgpack.
 	CodeUnsupportedMedia = "unsupported_media_type"
 	// CodeDeleted (410): the session was deleted: it takes no write, its
-	// id starts no new session, and every read but history (its timeline
-	// up to the deletion) and a live stream from before the deletion
-	// answers this.
+	// id starts no new session, and every read answers this but, unless
+	// it was erased, history (its timeline up to the deletion) and a live
+	// stream from before the deletion.
 	CodeDeleted = "deleted"
 )
 

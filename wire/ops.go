@@ -93,7 +93,7 @@ var (
 	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
 		Summary: "End the open turn at a safe point: one TurnEnded event carrying the checkpoint."}
 	OpDelete = Operation{Name: "session-delete", Subject: "session.delete", Methods: []string{del}, Path: "/v1/sessions/{session}", Write: true,
-		Summary: "Delete a session for good: a SessionDeleted closes it; writes and every read but history answer 410 deleted, and the id starts no new session. erase=true (the erase channel only) also purges its events, leaving an audit record without personal data."}
+		Summary: "Delete a session for good: a SessionDeleted closes it; writes and every read but history answer 410 deleted, and the id starts no new session. erase=true (the erase channel only) also purges its events but the SessionDeleted, leaving an audit record without personal data; history then answers 410 too."}
 	OpCompact = Operation{Name: "session-compact", Subject: "session.compact", Methods: []string{post}, Path: "/v1/sessions/{session}/compact", Write: true, Purges: true,
 		Summary: "Compact a session (the erase channel only): one SessionCompacted that folds to the same state replaces its events, which are purged below it, leaving an audit record without personal data; refused in an open turn and after a delete. History starts with the SessionCompacted entry."}
 	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
