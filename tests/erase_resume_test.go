@@ -168,13 +168,13 @@ func TestErasedIDStaysErasedThroughRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ops.Delete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); err != nil {
+	if _, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); err != nil {
 		t.Fatal(err)
 	}
 	// legacy: erased the way an earlier engine did: deleted, then every
 	// event purged, its SessionDeleted too, and one audit record of the
 	// range.
-	del, err := web.Delete(ctx, client.DeleteRequest{Session: "legacy"})
+	del, err := web.SessionDelete(ctx, client.DeleteRequest{Session: "legacy"})
 	if err != nil {
 		t.Fatal(err)
 	}

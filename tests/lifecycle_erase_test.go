@@ -35,10 +35,10 @@ func TestLifecycleEraseBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: "victim"}); err != nil {
+	if _, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: "victim"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Discover(ctx, client.DiscoverRequest{Session: "victim", Names: []string{"send_message"}}); err != nil {
+	if _, err := c.TurnDiscover(ctx, client.DiscoverRequest{Session: "victim", Names: []string{"send_message"}}); err != nil {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
@@ -47,7 +47,7 @@ func TestLifecycleEraseBinary(t *testing.T) {
 		t.Fatalf("victim has %d events before the erase, want 4", n)
 	}
 	// Another channel may not erase.
-	if _, err := c.Delete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); !errors.Is(err, client.ErrForbidden) {
+	if _, err := c.SessionDelete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("erase from channel web: %v, want forbidden", err)
 	}
 	out, err := p.runCLI(t, "erase", "victim")

@@ -473,7 +473,7 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatalf("stream state changed: %+v, before %+v", after.State, before.State)
 	}
 
-	// The auditor is "read-only" (deploy/nats-server.conf, README): it may
+	// The auditor is "read-only" (deploy/nats-server.conf, docs/security.md): it may
 	// not write events through the API either.
 	t.Run("auditor cannot append through the API", func(t *testing.T) {
 		var res api.AppendResponse
@@ -554,7 +554,7 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := len(permDirectRead(t, users["engine"].nc, bs))
-		res, err := ops.Delete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
+		res, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
 		if err != nil || !res.Erased || res.Purged != 2 {
 			t.Fatalf("erase under the deployed accounts: %+v %v", res, err)
 		}

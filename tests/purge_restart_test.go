@@ -82,10 +82,10 @@ func TestPurgedBlocksRewrittenThenRestart(t *testing.T) {
 	// sealed, so the server rewrites it once the purges empty it.
 	appendN("big", 42_000)
 	appendN("keep", 20)
-	if _, err := ops.Delete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); err != nil {
+	if _, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "victim", Erase: true}); err != nil {
 		t.Fatalf("erase victim: %v", err)
 	}
-	if _, err := ops.Compact(ctx, client.CompactRequest{Session: "big"}); err != nil {
+	if _, err := ops.SessionCompact(ctx, client.CompactRequest{Session: "big"}); err != nil {
 		t.Fatalf("compact big: %v", err)
 	}
 	appendN("big", 3)

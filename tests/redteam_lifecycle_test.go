@@ -1,7 +1,6 @@
-// Red-team tests of issue #30 (compaction and pseudonymous actors): each
-// test attacks one entry of the two features and asserts the behaviour
-// README "Data lifecycle" and docs/semantics.md "Compaction" and
-// "Pseudonymous actors" promise. Helpers are prefixed rtl.
+// Red-team tests of compaction and pseudonymous actors: each test attacks
+// one entry of the two features and asserts the behaviour docs/lifecycle.md
+// and docs/semantics.md "Compaction" and "Pseudonymous actors" promise. Helpers are prefixed rtl.
 
 package tests
 

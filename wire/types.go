@@ -113,7 +113,7 @@ type BeginTurnRequest struct {
 // "max_results"), or Names alone for a backend that knows them. CallID is
 // the provider's id of the call (OpenAI's native tool search output).
 // QueryVector is the optional embedding of the input's query, from the
-// model that embedded the registry's tools (issue #27): the backend adds
+// model that embedded the registry's tools: the backend adds
 // it beside the model's input, which never carries one; with tool
 // embeddings the query ranks by keywords and vector fused, otherwise it
 // is unused with a note. Its dimension must be the tools' embeddings'.
@@ -152,7 +152,8 @@ type RegistryDiffRequest struct {
 	Registry json.RawMessage `json:"registry"`
 }
 
-// TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
+// TurnRequest names the session of turn-inspect, turn-checkpoint and
+// turn-end.
 type TurnRequest struct {
 	Session string `json:"session"`
 	Actor   string `json:"actor,omitempty"`
@@ -312,7 +313,7 @@ type HistoryEntry struct {
 	// Dispatch is, inside a turn, the classification a provider dispatch
 	// at this point records, derived from the log.
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry (#30), says what it replaced.
+	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
 }
 
@@ -383,7 +384,7 @@ type DispatchRecord struct {
 	AtMs         int64    `json:"at_ms"`
 }
 
-// CheckpointReply is the outcome of Checkpoint and EndTurn.
+// CheckpointReply is the reply of turn-checkpoint and turn-end.
 type CheckpointReply struct {
 	Session    string     `json:"session"`
 	Seq        uint64     `json:"seq"`

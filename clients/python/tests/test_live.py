@@ -84,6 +84,20 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(DeletedError):
             c.intent(s)
 
+    def test_message_form_yields_the_same_events(self):
+        # message=True: the engine sends every event untyped (what a
+        # browser's EventSource needs); the stream yields the same events
+        # and ends after the deletion as the typed form does.
+        c = Client(shared_engine().url, channel="web")
+        self.addCleanup(c.close)
+        s = f"py-live-{uuid.uuid4().hex[:10]}"
+        c.append(s, [commands.enable(), commands.disable_tool("bash")])
+        c.session_delete(s)
+        stream = c.session_live(s, message=True)
+        self.addCleanup(stream.close)
+        self.assertEqual([e.type for e in stream], ["ToolsToggled", "ToolDisabled", "SessionDeleted"])
+        self.assertTrue(stream.ended)
+
     def test_resume_by_last_event_id_across_engine_kill(self):
         engine = Engine().start()
         self.addCleanup(engine.cleanup)

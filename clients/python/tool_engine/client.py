@@ -423,14 +423,16 @@ class Client:
 
     # Live operations (live.py).
 
-    def session_live(self, session: str, *, after_seq: Optional[int] = None, **kwargs: Any):
+    def session_live(self, session: str, *, after_seq: Optional[int] = None, message: Optional[bool] = None, **kwargs: Any):
         """Follows a session's events live from after ``after_seq``: an
         iterator of LiveEvent that reconnects with Last-Event-ID and ends
-        after the session's deletion (live.LiveStream)."""
+        after the session's deletion (live.LiveStream). ``message`` asks for
+        the untyped SSE form a browser's EventSource needs; the iterator
+        yields the same events either way."""
         from .live import LiveStream
-        return LiveStream(self, BY_NAME["session-live"], session, after_seq, **kwargs)
+        return LiveStream(self, BY_NAME["session-live"], session, after_seq, message=bool(message), **kwargs)
 
-    def events_live(self, *, after_seq: Optional[int] = None, **kwargs: Any):
+    def events_live(self, *, after_seq: Optional[int] = None, message: Optional[bool] = None, **kwargs: Any):
         """Follows every session's events live, in stream order (live.LiveStream)."""
         from .live import LiveStream
-        return LiveStream(self, BY_NAME["events-live"], None, after_seq, **kwargs)
+        return LiveStream(self, BY_NAME["events-live"], None, after_seq, message=bool(message), **kwargs)

@@ -37,12 +37,14 @@ class LiveStream:
     ``reconnects`` counts them all."""
 
     def __init__(self, client: "Client", op: Operation, session: Optional[str], after_seq: Optional[int], *,
-                 idle_timeout: float = 45.0, reconnect_delay: float = 1.0, max_reconnect: Optional[int] = None):
+                 idle_timeout: float = 45.0, reconnect_delay: float = 1.0, max_reconnect: Optional[int] = None,
+                 message: bool = False):
         if op.path.count("{session}") and not session:
             raise ValueError(f"{op.name}: session is required (a non-empty string)")
         self._client = client
         self._op = op
         self._session = session
+        self._message = message
         self.last_seq = after_seq or 0
         self.idle_timeout = idle_timeout
         self.reconnect_delay = reconnect_delay
@@ -79,6 +81,8 @@ class LiveStream:
         path = self._op.path
         if self._session:
             path = path.replace("{session}", urllib.parse.quote(self._session, safe=""))
+        if self._message:
+            path += "?message=true"  # every event untyped, its type in data
         headers = c.headers()
         headers["Accept"] = "text/event-stream"
         if self.last_seq:
@@ -149,6 +153,15 @@ class LiveStream:
                     self.ended = True
                     return None
                 text = "\n".join(data)
+                if not event:
+                    # message=true: the type is in data; the end and the
+                    # error come as {"type":"end"} and {"type":"error",...}.
+                    kind = json.loads(text).get("type")
+                    if kind == "end":
+                        self.ended = True
+                        return None
+                    if kind == "error":
+                        event = "error"
                 if event == "error":
                     err = error_from_reply(0, text.encode(), None, self._op.name)
                     if isinstance(err, (BusyError, UnavailableError)):

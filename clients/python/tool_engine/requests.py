@@ -226,7 +226,10 @@ class RegistryDiffRequest:
 @dataclass
 class LiveRequest:
     """Starts a live stream of a session's events (every session's when
-    ``session`` is None) after ``after_seq``."""
+    ``session`` is None) after ``after_seq``. ``message`` asks the engine to
+    send every event as the SSE default type (for browsers' EventSource);
+    LiveStream reads both forms."""
 
     session: Optional[str] = None
     after_seq: Optional[int] = None
+    message: Optional[bool] = None
