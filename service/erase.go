@@ -359,6 +359,14 @@ func (e *Engine) forgetKeys(ctx context.Context, session string) (int, error) {
 	if e.keys == nil {
 		return 0, nil
 	}
+	if h, ok := e.log.(interface {
+		HasKeys(ctx context.Context) (bool, error)
+	}); ok {
+		// No bucket, no keys: an erase does not create it.
+		if has, err := h.HasKeys(ctx); err != nil || !has {
+			return 0, err
+		}
+	}
 	k, err := e.keys(ctx)
 	if err != nil {
 		return 0, err

@@ -498,3 +498,25 @@ func BenchmarkRetentionListing(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
 }
+
+// An erase on a stream that never had a keyed append does not create the
+// idempotency-key bucket (on a cluster with a peer down its creation
+// would fail the erase): there are no keys to forget.
+func TestEraseCreatesNoKeyBucket(t *testing.T) {
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "gone", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	if _, err := e.Erase(ctx, "gone", web, ""); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := log.HasKeys(ctx); err != nil || has {
+		t.Fatalf("the key bucket after an erase: exists %v (%v), want none", has, err)
+	}
+}
