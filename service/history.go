@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -225,6 +226,11 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 // a while (see historyPages), so that the next page continues there: a
 // client paging through a session costs time linear in its length.
 func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
+	release, err := e.reads.take(ctx)
+	if err != nil {
+		return aggregate.State{}, false, fmt.Errorf("history of %q: wait for a read slot: %w", session, err)
+	}
+	defer release()
 	return e.historyPage(ctx, session, until, req, after, emit, true)
 }
 
@@ -622,4 +628,24 @@ func compacted(r jetstream.Record) bool {
 	}
 	_, ok := r.Envelope.Payload.(events.SessionCompacted)
 	return ok
+}
+
+// readSlots bounds the history pages that fold at once to half the
+// processors (at least one): a page folds and resolves up to hundreds of
+// events, and many readers at once would take the CPU the writers need.
+// Pages beyond wait for a slot (their context bounds the wait). The zero
+// value is ready to use.
+type readSlots struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (r *readSlots) take(ctx context.Context) (release func(), err error) {
+	r.once.Do(func() { r.slots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) })
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -117,7 +117,8 @@ type Engine struct {
 	embedder atomic.Pointer[embedderBox] // tool_search's engine-side embeddings (embedsearch.go); nil: none
 
 	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
-	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
+	pages  historyPages // where recent history pages ended (history.go)
+	reads  readSlots    // history pages folding at once
 }
 
 // New returns an engine over a JetStream log, its projection and a
