@@ -172,8 +172,8 @@ type streamMeta struct {
 
 // appendOnly reports whether the stream's sequences must be contiguous
 // from 1: nothing may delete or age messages out (the engine's event
-// stream). Purge is allowed since #30, for erases only: the engine records
-// each erased range in AcceptedLossFile, so its gaps are not damage.
+// stream). Purge is allowed for erases and compactions only: the audit
+// stream records each purged range, so its gaps are not damage.
 func (m streamMeta) appendOnly() bool {
 	return m.DenyDelete && m.MaxMsgs <= 0 && m.MaxBytes <= 0 && m.MaxAge == 0 && m.MaxPerSubj <= 0
 }
