@@ -110,7 +110,7 @@ type Engine struct {
 	marks  *marks      // per session: the highest sequence acknowledged or served (#19)
 
 	eraser atomic.Pointer[Eraser] // purges erased sessions; nil: none
-	erases eraseScan              // the unfinished erases FinishErases knows
+	erases *eraseScan             // the unfinished erases FinishErases knows, and this process's
 
 	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
 
@@ -140,7 +140,7 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 		cfg.EraseTakeover = DefaultEraseTakeover
 	}
 	e := &Engine{
-		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
+		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now, erases: newEraseScan(),
 		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
