@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of the repository on a fresh machine: installs what Go does
 # not fetch (Debian's chromium, for the inspector's browser test) when it is
-# missing, then runs `go test -count=1 -timeout 45m ./...`. Arguments are
-# passed to go test after the defaults (./test.sh -run TestSmoke ./tests/).
+# missing, runs `go test -count=1 -timeout 45m ./...`, then the Python
+# client's tests (`python3 -m unittest discover` in clients/python, standard
+# library only) against an engine binary built here once (ENGINE_BIN). The
+# script fails when either fails. Arguments are passed to go test after the
+# defaults and run the Go tests only (./test.sh -run TestSmoke ./tests/).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -23,7 +26,25 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
-if [ "$#" -eq 0 ]; then
-  set -- ./...
+if [ "$#" -gt 0 ]; then
+  exec go test -count=1 -timeout 45m "$@"
 fi
-exec go test -count=1 -timeout 45m "$@"
+
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "test.sh: python3 is not on PATH: install Python 3.10 or later (the Python client's tests need nothing else)" >&2
+  exit 2
+fi
+
+status=0
+go test -count=1 -timeout 45m ./... || status=$?
+
+bin_dir="$(mktemp -d)"
+trap 'rm -rf "$bin_dir"' EXIT
+echo "test.sh: Python client tests (clients/python) against an engine built into $bin_dir"
+if go build -o "$bin_dir/engine" ./cmd/engine; then
+  (cd clients/python && ENGINE_BIN="$bin_dir/engine" python3 -m unittest discover) || status=$?
+else
+  echo "test.sh: go build ./cmd/engine failed: the Python client tests did not run" >&2
+  status=1
+fi
+exit "$status"

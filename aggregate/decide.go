@@ -199,7 +199,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 			return nil, fmt.Errorf("decide TurnStarted: turn %d, want %d (the last started turn is %d): %w", c.Turn, want, s.Turn, ErrInvalidCommand)
 		}
 		if o := c.Override; o != nil && len(o.Names) > lim.MaxPicked {
-			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (R2); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
+			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (docs/semantics.md#picked-lists); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
 		}
 		c.Turn = want // the recorded request (R31) goes with it
 		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
@@ -238,7 +238,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 	case events.PermissionGranted:
 		return decideGranted(s, reg, c)
 	case events.SessionCompacted:
-		return nil, fmt.Errorf("decide SessionCompacted: a snapshot is not a command; compact the session through the engine's compact operation (#30): %w", ErrInvalidCommand)
+		return nil, fmt.Errorf("decide SessionCompacted: a snapshot is not a command; compact the session through the engine's compact operation: %w", ErrInvalidCommand)
 	}
 	return nil, fmt.Errorf("decide: command %T is not supported: %w", p, ErrInvalidCommand)
 }

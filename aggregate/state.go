@@ -295,7 +295,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		s.checkpointAt(seq, v)
 	case events.SessionCompacted:
 		if v.LastSeq >= seq {
-			return s.refuse(seq, e.ID, string(e.Type), KindRejected, fmt.Errorf("%w: SessionCompacted at sequence %d claims to replace events up to %d, after itself (#30): %w", ErrRejected, seq, v.LastSeq, events.ErrBrokenRule))
+			return s.refuse(seq, e.ID, string(e.Type), KindRejected, fmt.Errorf("%w: SessionCompacted at sequence %d claims to replace events up to %d, after itself: %w", ErrRejected, seq, v.LastSeq, events.ErrBrokenRule))
 		}
 		*s = compactedState(s.Session, v)
 	}
@@ -372,7 +372,7 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 		return fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	if s.DeletedSeq != 0 {
-		return fmt.Errorf("%w: session %q was deleted at sequence %d, no event follows a SessionDeleted (#30): %w", ErrRejected, s.Session, s.DeletedSeq, events.ErrBrokenRule)
+		return fmt.Errorf("%w: session %q was deleted at sequence %d, no event follows a SessionDeleted: %w", ErrRejected, s.Session, s.DeletedSeq, events.ErrBrokenRule)
 	}
 	var why string
 	switch v := p.(type) {
@@ -453,9 +453,9 @@ func registryRule(p events.Payload, reg *resolver.Registry) string {
 		case !ok:
 			return ""
 		case preset == "":
-			return fmt.Sprintf("ToolsPicked equals the defaults of registry %s (in force when it was stored), an expanded tool list (R2); store ToolsToggled{enabled:true}%s instead", reg.Version(), webSearchHint(picked))
+			return fmt.Sprintf("ToolsPicked equals the defaults of registry %s (in force when it was stored), an expanded tool list (docs/semantics.md#picked-lists); store ToolsToggled{enabled:true}%s instead", reg.Version(), webSearchHint(picked))
 		default:
-			return fmt.Sprintf("ToolsPicked equals the whole preset %q of registry %s (in force when it was stored), an expanded tool list (R2); store PresetChosen{preset:%q}%s instead", preset, reg.Version(), preset, webSearchHint(picked))
+			return fmt.Sprintf("ToolsPicked equals the whole preset %q of registry %s (in force when it was stored), an expanded tool list (docs/semantics.md#picked-lists); store PresetChosen{preset:%q}%s instead", preset, reg.Version(), preset, webSearchHint(picked))
 		}
 	case events.DeferredLoaded:
 		for _, n := range v.Names {

@@ -6,6 +6,9 @@ import (
 
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/openapi"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // apiDocIntro is the hand-written part of docs/api.md; the rest is
@@ -25,9 +28,10 @@ this page (and [wire-format.md](wire-format.md) to publish events directly).
 field. ` + "`<channel>`" + ` is one subject token (1 to 64 of ` + "`[A-Za-z0-9_-]`" + `) naming the writing channel
 (web, telegram, tui, ...); give each channel its own NATS user that may publish only to
 ` + "`tools.api.<channel>.>`" + ` and the server verifies it. The engine answers only to inbox reply
-subjects (` + "`_INBOX.`" + ` or ` + "`_INBOX_<user>.`" + `). With natscli:
+subjects (` + "`_INBOX.`" + ` or ` + "`_INBOX_<user>.`" + `). With natscli (as a user the server lets publish
+there: the embedded server's users are in ` + "`<data>/nats-users.json`" + `):
 
-` + "```sh" + `
+` + "```sh norun" + `
 nats req tools.api.cli.session.resolve '{"session":"s1"}'
 nats micro info tool-engine       # every endpoint with its request_schema and response_schema
 ` + "```" + `
@@ -46,9 +50,9 @@ requests and replies, success and error, against it), for any language's client 
 takes the same token as the read operations (none without a tokens file). With curl:
 
 ` + "```sh" + `
-curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai
+curl -s http://127.0.0.1:7420/v1/sessions/s1/resolve?provider=openai   # ` + "`\"rendered_for\":\"openai\"`" + `
 curl -s -X POST -H 'Content-Type: application/json' -H 'Engine-Channel: web' \
-  -d '{"commands":[{"type":"ToolsToggled","enabled":true}]}' http://127.0.0.1:7420/v1/sessions/s1/events
+  -d '{"commands":[{"type":"ToolsToggled","enabled":true}]}' http://127.0.0.1:7420/v1/sessions/s1/events   # ` + "`\"event_ids\"`" + `
 ` + "```" + `
 
 Unknown fields and unknown query parameters are refused (` + "`invalid`" + `), naming the field.
@@ -121,14 +125,56 @@ if the projection lags. If the view still does not reach ` + "`min_seq`" + ` aft
 request's deadline), the reply is ` + "`unavailable`" + ` (503): retry it. A ` + "`min_seq`" + ` beyond the
 session's last event therefore ends in 503, never in a stale reply.
 
-## Pagination and bounds
+## Sessions
 
-No operation pages today. ` + "`sessions`" + ` returns every session that has a view in one reply;
-` + "`history`" + ` returns the whole timeline, bounded by ` + "`until`" + ` (a sequence or an RFC 3339 time)
-to look at an earlier point; ` + "`registry`" + ` returns every tool without its schema. Each
-channel has at most 32 requests in flight and the engine 256; beyond that the reply is ` + "`busy`" + `
-(429): retry after the reply's ` + "`Retry-After`" + ` seconds.
+A session id is 1 to ` + strconv.Itoa(events.MaxSessionLen) + ` characters of ` + "`A-Z a-z 0-9 _ -`" + ` (one NATS subject token: no dots,
+spaces or wildcards); any other id is ` + "`invalid`" + ` (400) on every operation. A session exists from its
+first event: reading one that has none answers the defaults (the profile, then the registry's
+defaults) with ` + "`seq`" + ` 0, and ` + "`resolve`" + ` says ` + "`no_events`" + `.
 
+**Deleted.** ` + "`session-delete`" + ` appends a ` + "`SessionDeleted`" + `. From then on every write and every read
+answers ` + "`deleted`" + ` (410), with two exceptions: ` + "`history`" + ` still answers 200 with the timeline up to
+and including the ` + "`SessionDeleted`" + ` entry (an audit needs it), and a live stream opened from before
+the deletion delivers the events up to it, then ends. The id never starts a new session. Any
+writing channel may delete, unless the engine serves with ` + "`--delete-channel NAME`" + `: then only
+the channels named and the erase channel may (` + "`forbidden`" + `, 403, for the others).
+` + "`erase=true`" + ` also purges the session's events from the log, keeping only its ` + "`SessionDeleted`" + ` as
+the id's tombstone, and leaves an audit record without personal data; every read of an erased
+session, ` + "`history`" + ` included, answers ` + "`deleted`" + ` (410).
+
+**Compacted.** ` + "`session-compact`" + ` replaces a session's events by one ` + "`SessionCompacted`" + ` event that
+folds to the same state, and purges the events it replaces. The session stays usable; its
+` + "`history`" + ` starts with the ` + "`SessionCompacted`" + ` entry, whose payload names what it replaced:
+
+` + compactedTable() + `
+A ` + "`history`" + ` or ` + "`explain`" + ` whose ` + "`until`" + ` falls on a compacted event answers ` + "`not_found`" + ` (404), naming
+the compacted range and where history starts now.
+
+**The erase channel.** Only one channel may purge events: erase (` + "`session-delete`" + ` with
+` + "`erase=true`" + `) and ` + "`session-compact`" + `. It is ` + "`" + DefaultEraseChannel + "`" + ` unless the engine serves with
+` + "`--erase-channel NAME`" + `; any other channel gets ` + "`forbidden`" + ` (403). Over HTTP the channel is the
+` + "`Engine-Channel`" + ` header (or the token's); over NATS, the subject's channel token.
+
+## Paging and bounds
+
+` + "`history`" + ` returns one page: at most ` + "`limit`" + ` entries (` + strconv.Itoa(wire.DefaultHistoryPage) + ` when ` + "`limit`" + ` is absent or 0, at most
+` + strconv.Itoa(wire.MaxHistoryPage) + `; a larger ` + "`limit`" + ` is ` + "`invalid`" + `), and fewer when the page's JSON passes about
+` + strconv.Itoa(wire.MaxHistoryPageBytes>>10) + ` KiB. When ` + "`more`" + ` is true, ask again with ` + "`after_seq`" + ` set to the reply's ` + "`next_after_seq`" + `
+until ` + "`more`" + ` is false; a client that reads only the first page sees only the first
+` + strconv.Itoa(wire.DefaultHistoryPage) + ` entries. ` + "`until`" + ` (a sequence or an RFC 3339 time) ends the timeline at an earlier point;
+each page's ` + "`state`" + ` is the session after its last entry. ` + "`explain-batch`" + ` explains at most
+` + strconv.Itoa(wire.MaxExplainBatch) + ` tools per request. The other operations do not page: ` + "`sessions`" + ` lists every session that has
+a view, and ` + "`registry`" + ` every tool, without schemas. Each channel has at most ` + strconv.Itoa(DefaultMaxInFlightPerChannel) + ` requests in
+flight and the engine ` + strconv.Itoa(DefaultMaxInFlight) + `; beyond that the reply is ` + "`busy`" + ` (429): retry after the reply's
+` + "`Retry-After`" + ` seconds.
+
+## Providers and renderings
+
+` + "`resolve`" + `, ` + "`turn-begin`" + `, ` + "`turn-discover`" + ` and ` + "`turn-dispatch`" + ` take ` + "`provider`" + `: how the tools are
+rendered for the model's provider and how a discovery reaches it. Without it the rendering is
+` + "`" + service.ProviderAnthropic + "`" + `; any other value is ` + "`invalid`" + ` (400). The reply's ` + "`rendered_for`" + ` echoes it.
+
+` + providerTable() + `
 ## Overrides and commands
 
 A per-turn ` + "`override`" + ` (resolve, history, explain, turn-begin, resume) is one of
@@ -206,8 +252,7 @@ func readOnlyList() string {
 }
 
 // commandTable is the table of command types and their fields, from the
-// decoder's own field list (#29: the command types were only in
-// nats micro info).
+// decoder's own field list.
 func commandTable() string {
 	var b strings.Builder
 	b.WriteString("| type | fields |\n|---|---|\n")
@@ -231,13 +276,13 @@ func commandTable() string {
 
 // liveDocIntro is the hand-written part of docs/api.md's live section.
 var liveDocIntro = `
-## Live subscriptions (#29)
+## Live subscriptions
 
 A session's events, or every session's, as they are appended: first the stored ones after a
 given sequence, then each new one, in stream order. Events erased or purged from the stream are
 simply absent; a session with no events yet is watched until its first. Reads: read-only tokens may watch; the Host and Origin checks of every GET apply.
-Each open stream holds a slot of its own budget, apart from the requests in flight: at most 8
-per channel and 64 per engine (api.Config.MaxLivePerChannel, MaxLive); beyond that the answer is
+Each open stream holds a slot of its own budget, apart from the requests in flight: at most ` + strconv.Itoa(DefaultMaxLivePerChannel) + `
+per channel and ` + strconv.Itoa(DefaultMaxLive) + ` per engine; beyond that the answer is
 ` + "`429 busy`" + ` with ` + "`Retry-After`" + `. A stream of a deleted session ends after its ` + "`SessionDeleted`" + `
 (an ` + "`end`" + ` event); opening one at or after the deletion answers ` + "`410 deleted`" + `. The all-sessions stream
 goes on past deletions. When the engine shuts down it ends every stream at once; clients
@@ -262,12 +307,29 @@ event: end
 data: {}
 ` + "```" + `
 
-` + "`id`" + ` is the stream sequence (resume with it), ` + "`event`" + ` the event type (` + "`undecodable`" + ` for an event the engine
-cannot decode: ` + "`error`" + ` says why), ` + "`data`" + ` one line of JSON: the fields of a history entry's event
-reference, the session, and the payload as a command object (as history's ` + "`payload`" + `). A comment
-line ` + "`: heartbeat`" + ` comes every 15 s when nothing happens. ` + "`event: end`" + ` follows a watched session's
-` + "`SessionDeleted`" + `; ` + "`event: error`" + ` (data: the error envelope) ends a stream on a read failure.
-The inspector follows its session this way (read with fetch, so that a bearer token goes along).
+` + "`id`" + ` is the stream sequence (resume with it), ` + "`event`" + ` the event type, ` + "`data`" + ` one line of JSON: the
+fields of a history entry's event reference, the session, and the payload (as history's
+` + "`payload`" + `). The event types are ` + eventTypeList() + `, and ` + "`undecodable`" + ` for an
+event the engine cannot decode (` + "`error`" + ` says why). Two more types end a stream: ` + "`end`" + ` follows a
+watched session's ` + "`SessionDeleted`" + `, and ` + "`error`" + ` (data: the error envelope) ends it on a read failure.
+A comment line ` + "`: heartbeat`" + ` comes every 15 s when nothing happens.
+
+**In a browser.** An ` + "`EventSource`" + `'s ` + "`onmessage`" + ` receives only events of the default type
+` + "`message`" + `, none of the typed ones above: listen with ` + "`addEventListener(type, ...)`" + ` per type, or
+open the stream with ` + "`?" + wire.LiveMessageParam + "=true`" + `, which sends every event without an ` + "`event:`" + ` line; its type is
+data's ` + "`type`" + `, the end comes as ` + "`data: {\"type\":\"end\"}`" + ` and the error as
+` + "`data: {\"type\":\"error\",\"error\":{...}}`" + `:
+
+` + "```js" + `
+const es = new EventSource("/v1/sessions/s1/events/live?` + wire.LiveMessageParam + `=true");
+es.onmessage = (m) => {
+  const ev = JSON.parse(m.data);
+  if (ev.type === "end" || ev.type === "error") es.close(); else console.log(ev.seq, ev.type, ev.payload);
+};
+` + "```" + `
+
+An ` + "`EventSource`" + ` sends no ` + "`Authorization`" + ` header: against an engine with a tokens file, read the
+stream with fetch instead (the inspector does).
 
 **NATS.** A request to ` + "`tools.api.<channel>.session.live`" + ` (body ` + "`{\"session\":\"s1\",\"after_seq\":41}`" + `) or
 ` + "`tools.api.<channel>.events.live`" + ` (body ` + "`{\"after_seq\":41}`" + `) with a reply inbox the caller subscribes
@@ -280,3 +342,92 @@ JSON below), or ` + "`end`" + ` (the last: no body after a ` + "`SessionDeleted`
 ` + "`unavailable`" + ` when the engine shuts down). To resume, request again with the last sequence seen.
 The Go client's ` + "`Watch`" + ` does both transports and reconnects by itself.
 `
+
+// compactedTable lists the fields of a SessionCompacted payload, from
+// the schema the OpenAPI document gives it, in compactedFields' order.
+func compactedTable() string {
+	var props Schema
+	for _, o := range openapi.PayloadSchema()["oneOf"].([]any) {
+		sc := o.(Schema)
+		if c, _ := sc["properties"].(Schema)["type"].(Schema); c["const"] == string(events.TypeSessionCompacted) {
+			props = sc["properties"].(Schema)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| field | type | meaning |\n|---|---|---|\n")
+	for _, f := range compactedFields {
+		ps, ok := props[f[0]].(Schema)
+		if !ok {
+			panic("api doc: compactedFields names " + f[0] + ", which a SessionCompacted payload lacks")
+		}
+		typ := typeName(ps)
+		if f[0] == "type" {
+			typ = "string"
+		}
+		b.WriteString("| `" + f[0] + "` | " + typ + " | " + f[1] + " |\n")
+	}
+	if len(props) != len(compactedFields) {
+		panic("api doc: a SessionCompacted payload field has no row in compactedFields")
+	}
+	return b.String()
+}
+
+// compactedFields describe the fields of a SessionCompacted payload.
+var compactedFields = [][2]string{
+	{"type", "`SessionCompacted`"},
+	{"first_seq", "the first sequence it replaced"},
+	{"last_seq", "the last sequence it replaced (the session's last event then)"},
+	{"count", "how many of the session's events it replaced"},
+	{"first_time_ms", "the write time of the first replaced event, Unix milliseconds"},
+	{"last_time_ms", "the write time of the last replaced event, Unix milliseconds"},
+	{"reason", "why, as the caller (or retention) said"},
+	{"intent", "the session's intent the replaced events fold to"},
+	{"loaded", "the loaded deferred tools, in load order (null: none)"},
+	{"referenced", "the deferred tools the replaced history references (null: none)"},
+	{"turn", "the last turn begun (it had ended)"},
+	{"turn_seq", "the sequence of that turn's TurnStarted (0: not kept)"},
+	{"checkpoint", "the last checkpoint (absent: none)"},
+	{"checkpoint_seq", "the sequence of that checkpoint"},
+	{"events", "events the fold applied"},
+	{"skipped", "events the fold skipped (undecodable)"},
+	{"rejected", "events the fold did not apply (they broke a rule)"},
+	{"rejections", "the last events the fold did not apply, oldest first (absent: none)"},
+	{"grants", "the user's answers to permission asks, with their channel (absent: none)"},
+	{"grants_turn", "the turn the once-answers among grants belong to"},
+}
+
+// providerTable lists the provider values, one row per row of the
+// engine's provider table.
+func providerTable() string {
+	var b strings.Builder
+	b.WriteString("| provider | tools array | a discovery | tool_search result |\n|---|---|---|---|\n")
+	for _, p := range service.Providers {
+		row, ok := providerRows[p]
+		if !ok {
+			panic("api doc: provider " + p + " has no row in providerRows")
+		}
+		b.WriteString("| `" + p + "` | " + row + " |\n")
+	}
+	return b.String()
+}
+
+// providerRows describe each provider value: its tools array, what a
+// discovery changes, and tool_search's result.
+var providerRows = map[string]string{
+	service.ProviderAnthropic:       "the default: as `anthropic-native` | as `anthropic-native` | as `anthropic-native`",
+	service.ProviderOpenAI:          "as `openai-native` | as `openai-native` | as `openai-native`",
+	service.ProviderAnthropicNative: "every tool once, deferred ones with `\"defer_loading\": true` | no byte changes | `tool_reference` blocks",
+	service.ProviderAnthropicServer: "as `anthropic-native`, with Anthropic's server-side BM25 search tool in place of `tool_search` | no byte changes (Anthropic searches) | —",
+	service.ProviderOpenAINative:    "functions, one `namespace` per server, deferred ones `defer_loading`, and `{\"type\":\"tool_search\",\"execution\":\"client\"}` | no byte changes | a `tool_search_output` item (send `call_id`)",
+	service.ProviderAnthropicEngine: "the resident tools, then the loaded ones in discovery order (Anthropic's format); the other deferred tools are named in `catalog_text` | appended after the frozen array | the schemas as JSON",
+	service.ProviderOpenAIEngine:    "as `anthropic-engine`, in OpenAI's function format | appended after the frozen array | the schemas as JSON",
+}
+
+// eventTypeList names every event type, in the events package's order.
+func eventTypeList() string {
+	var names []string
+	for _, t := range events.Types() {
+		names = append(names, "`"+string(t)+"`")
+	}
+	return strings.Join(names, ", ")
+}

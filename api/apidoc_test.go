@@ -403,6 +403,9 @@ func typeName(s Schema) string {
 			}
 			return "object"
 		case "integer":
+			if s["minimum"] != nil && s["maximum"] != nil {
+				return fmt.Sprintf("integer %v to %v", s["minimum"], s["maximum"])
+			}
 			if s["minimum"] != nil {
 				return "integer ≥ 0"
 			}
@@ -410,6 +413,12 @@ func typeName(s Schema) string {
 		case "string":
 			if s["format"] == "date-time" {
 				return "string (RFC 3339 time)"
+			}
+			if s["pattern"] == openapi.SessionIDPattern {
+				return "session id"
+			}
+			if enum, ok := s["enum"].([]string); ok {
+				return "string: " + strings.Join(enum, ", ")
 			}
 		}
 		return t

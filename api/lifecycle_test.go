@@ -137,7 +137,8 @@ func checkSessions(t *testing.T, c *Client, want, gone string) {
 }
 
 // #30: the erase channel erases over both transports: the session's
-// events are gone from the stream, reads and writes of the id answer 410
+// events are gone from the stream but the SessionDeleted kept as its
+// tombstone, reads and writes of the id answer 410
 // deleted (also on an engine that never saw it), and a
 // bystander is untouched; without an eraser the engine answers 403.
 func TestEraseOverBothTransports(t *testing.T) {
@@ -164,7 +165,7 @@ func TestEraseOverBothTransports(t *testing.T) {
 	}
 	ops := env.httpClient(WithChannel("ops"))
 	res, err := ops.Delete(ctx, wire.DeleteRequest{Session: "e-http", Erase: true})
-	if err != nil || !res.Erased || res.Purged != 2 || res.Seq == 0 || res.AuditSeq == 0 {
+	if err != nil || !res.Erased || res.Purged != 1 || res.Seq == 0 || res.AuditSeq == 0 {
 		t.Fatalf("erase over HTTP: %+v %v", res, err)
 	}
 	msg := rawNATS(t, env.nc, "tools.api.ops.session.delete", `{"session":"e-nats","erase":true}`)
@@ -172,8 +173,8 @@ func TestEraseOverBothTransports(t *testing.T) {
 		t.Fatalf("erase over NATS: %v %s", msg.Header, msg.Data)
 	}
 	for _, s := range []string{"e-http", "e-nats"} {
-		if seq, err := env.eng.Log().LastSeq(ctx, s); err != nil || seq != 0 {
-			t.Errorf("%s still has events up to %d (%v)", s, seq, err)
+		if recs, err := env.eng.Log().ReadSession(ctx, s, 0, 0); err != nil || len(recs) != 1 || recs[0].Envelope.Type != events.TypeSessionDeleted {
+			t.Errorf("%s holds %d events (%v), want its SessionDeleted only", s, len(recs), err)
 		}
 		if _, err := c.Intent(ctx, s, 0); !errors.Is(err, service.ErrDeleted) {
 			t.Errorf("intent of erased %s: %v", s, err)
@@ -197,5 +198,38 @@ func TestEraseOverBothTransports(t *testing.T) {
 	after, err := c.Intent(ctx, "e-stay", 0)
 	if err != nil || after.Seq != stay.Seq {
 		t.Errorf("bystander: %+v %v, was %+v", after, err, stay)
+	}
+}
+
+// With DeleteChannels set, a channel not named may not delete a session
+// (403, nothing written), over both transports; a named channel and the
+// erase channel may.
+func TestDeleteRestrictedToChannels(t *testing.T) {
+	env := newEnv(t, Config{DeleteChannels: []string{"web"}})
+	ctx := ctxT(t)
+	c := env.httpClient()
+	for _, s := range []string{"d-slack", "d-nats", "d-web", "d-ops"} {
+		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, _, body := rawHTTP(t, http.MethodDelete, env.httpURL+"/v1/sessions/d-slack", "", HeaderChannel, "slack")
+	if e := apiError(t, body); status != http.StatusForbidden || !strings.Contains(e.Message, "may not delete") || !strings.Contains(e.Message, "--delete-channel") {
+		t.Fatalf("delete from channel slack: %d %s", status, body)
+	}
+	msg := rawNATS(t, env.nc, "tools.api.slack.session.delete", `{"session":"d-nats"}`)
+	if msg.Header.Get(micro.ErrorCodeHeader) != "403" {
+		t.Fatalf("delete over NATS from channel slack: %v %s", msg.Header, msg.Data)
+	}
+	for _, s := range []string{"d-slack", "d-nats"} {
+		if _, err := c.Intent(ctx, s, 0); err != nil {
+			t.Errorf("%s after a refused delete: %v", s, err)
+		}
+	}
+	if _, err := env.httpClient(WithChannel("web")).Delete(ctx, wire.DeleteRequest{Session: "d-web"}); err != nil {
+		t.Errorf("delete from channel web: %v", err)
+	}
+	if _, err := env.httpClient(WithChannel("ops")).Delete(ctx, wire.DeleteRequest{Session: "d-ops"}); err != nil {
+		t.Errorf("delete from the erase channel: %v", err)
 	}
 }

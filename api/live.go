@@ -21,7 +21,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Live subscriptions (#29): GET /v1/sessions/{session}/events/live and
+// Live subscriptions: GET /v1/sessions/{session}/events/live and
 // GET /v1/events/live answer with Server-Sent Events (wire/live.go has the
 // framing), and a NATS request to <prefix>.<channel>.session.live or
 // .events.live streams the same events to the request's reply inbox.
@@ -89,11 +89,15 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 	label := service.ChannelLabel(key)
 	q := r.URL.Query()
 	for k := range q {
-		if k != "after_seq" {
-			return label, badRequest("unknown query parameter %q: %s takes after_seq only", clip.String(k, clip.Max), op.Path)
+		if k != "after_seq" && k != wire.LiveMessageParam {
+			return label, badRequest("unknown query parameter %q: %s takes after_seq and %s only", clip.String(k, clip.Max), op.Path, wire.LiveMessageParam)
 		}
 	}
 	after, err := liveAfter(r.Header.Get(wire.HeaderLastEventID), q.Get("after_seq"))
+	if err != nil {
+		return label, err
+	}
+	asMessage, err := liveMessageMode(q.Get(wire.LiveMessageParam))
 	if err != nil {
 		return label, err
 	}
@@ -136,11 +140,19 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 	for err := flush(); err == nil; err = flush() {
 		switch step := st.Next(); step.Kind {
 		case service.LiveEventStep:
-			fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", step.Seq, step.Type, step.Data)
+			if asMessage { // no event: line: the browser's default "message" type
+				fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", step.Seq, step.Data)
+			} else {
+				fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", step.Seq, step.Type, step.Data)
+			}
 		case service.LiveHeartbeatStep:
 			fmt.Fprint(bw, ": heartbeat\n\n")
 		case service.LiveEndedStep: // the session was deleted
-			fmt.Fprint(bw, "event: end\ndata: {}\n\n")
+			if asMessage {
+				fmt.Fprintf(bw, "data: {\"type\":%q}\n\n", wire.LiveEndEvent)
+			} else {
+				fmt.Fprintf(bw, "event: %s\ndata: {}\n\n", wire.LiveEndEvent)
+			}
 			_ = flush()
 			return label, nil
 		case service.LiveStoppedStep: // client gone or engine stopping
@@ -148,13 +160,37 @@ func (a *API) serveLive(op *operation, w http.ResponseWriter, r *http.Request, s
 		default:
 			e := errorOf(step.Err)
 			a.logError(op, e, step.Err)
-			body, _ := json.Marshal(wire.Envelope{Error: e})
-			fmt.Fprintf(bw, "event: error\ndata: %s\n\n", body)
+			if asMessage {
+				body, _ := json.Marshal(liveErrorMessage{Type: wire.LiveErrorEvent, Error: e})
+				fmt.Fprintf(bw, "data: %s\n\n", body)
+			} else {
+				body, _ := json.Marshal(wire.Envelope{Error: e})
+				fmt.Fprintf(bw, "event: %s\ndata: %s\n\n", wire.LiveErrorEvent, body)
+			}
 			_ = flush()
 			return label, nil
 		}
 	}
 	return label, nil
+}
+
+// liveErrorMessage is the data of the error that ends a stream in
+// message mode: the error envelope with "type":"error" beside it.
+type liveErrorMessage struct {
+	Type  string    `json:"type"`
+	Error *APIError `json:"error"`
+}
+
+// liveMessageMode reads the message query parameter: true sends every
+// event as the SSE default type.
+func liveMessageMode(v string) (bool, error) {
+	switch v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	}
+	return false, badRequest("%s=%q: give %s=true (every event as an SSE message, its type in data) or leave it out", wire.LiveMessageParam, clip.String(v, clip.Max), wire.LiveMessageParam)
 }
 
 // addLiveEndpoints adds the live operations to the micro service: a

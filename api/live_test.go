@@ -370,3 +370,48 @@ func TestLiveNATSGoneClientFreesSlot(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// With ?message=true every event comes without an event: line, as the SSE
+// default type "message" that a browser EventSource's onmessage receives,
+// its type in data; the end after a SessionDeleted comes as data
+// {"type":"end"}. A bad value is refused before the stream.
+func TestLiveHTTPMessageModeForEventSource(t *testing.T) {
+	e := newEnv(t, Config{})
+	first := toggle(t, e, "lm", true)
+	s, code, body := openSSE(t, e.httpURL+"/v1/sessions/lm/events/live?message=true")
+	if s == nil {
+		t.Fatalf("open with message=true: %d %s", code, body)
+	}
+	next := func() sseFrame {
+		for {
+			f, err := s.frame()
+			if err != nil {
+				t.Fatalf("live stream: %v", err)
+			}
+			if f.data != "" {
+				return f
+			}
+		}
+	}
+	f := next()
+	var ev service.LiveEvent
+	if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
+		t.Fatalf("data %q: %v", f.data, err)
+	}
+	if f.event != "" || f.id != jsonNum(first) || ev.Type != "ToolsToggled" || ev.Seq != first {
+		t.Fatalf("message mode: frame %+v, want id %d, no event: line and type ToolsToggled in data", f, first)
+	}
+	d, err := e.eng.Delete(context.Background(), "lm", service.Origin{Channel: "web"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := next(); f.event != "" || !strings.Contains(f.data, `"type":"SessionDeleted"`) || f.id != jsonNum(d.Seq) {
+		t.Fatalf("after delete: %+v", f)
+	}
+	if f := next(); f.event != "" || f.data != `{"type":"end"}` {
+		t.Fatalf("end in message mode: %+v, want data {\"type\":\"end\"} without an event: line", f)
+	}
+	if _, code, body := openSSE(t, e.httpURL+"/v1/sessions/lm/events/live?message=yes"); code != http.StatusBadRequest || apiError(t, body).Code != CodeInvalid {
+		t.Fatalf("message=yes: %d %s, want 400 invalid", code, body)
+	}
+}

@@ -68,7 +68,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			"summary": op.Summary,
 			// JSON Schemas of the request and the reply, shown by
 			// `nats micro info` (docs/api.md lists the same).
-			"request_schema":  openapi.JSON(schemaOf(op.reqType)),
+			"request_schema":  openapi.JSON(RequestSchema(op.Name)),
 			"response_schema": openapi.JSON(schemaOf(op.respType)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
@@ -82,7 +82,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 		return nil, err
 	}
 	// A request to an operation the engine does not have gets the error
-	// envelope (not_found), not "no responders" (#29 row 6). The endpoint
+	// envelope (not_found), not "no responders". The endpoint
 	// has a queue group of its own, so it also sees the requests of the
 	// known operations and leaves them to their endpoints.
 	if err := svc.AddEndpoint(unknownOpEndpoint, a.unknownOp(), micro.WithEndpointSubject(a.cfg.SubjectPrefix+".*.>"),
@@ -222,7 +222,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	}
 	o.Actor = r.Headers().Get(wire.HeaderActor)
 	// Every operation knows its caller's channel: writes record it, reads
-	// resolve under its policy (#31).
+	// resolve under its policy.
 	o.Channel = channel
 	if err := service.CheckRequest(req, &o); err != nil {
 		return nil, o, err

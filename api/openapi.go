@@ -16,24 +16,33 @@ import (
 // what docs/api.md lists, so that neither can drift from the code.
 type Schema = openapi.Schema
 
-// schemaTypes are the types that encode themselves: command objects.
+// schemaTypes are the types that encode themselves: an event's payload as
+// a reply carries it (a command object, or a SessionCompacted's fields)
+// and an append's commands.
 var schemaTypes = openapi.Types{
-	reflect.TypeFor[Command]():          openapi.CommandSchema,
-	reflect.TypeFor[service.Commands](): func() Schema { return Schema{"type": "array", "items": openapi.CommandSchema()} },
+	reflect.TypeFor[Command](): openapi.PayloadSchema,
+	reflect.TypeFor[service.Commands](): func() Schema {
+		return Schema{"type": "array", "items": openapi.CommandSchema(), "minItems": 1, "maxItems": MaxCommands}
+	},
 }
 
 // schemaOf is the JSON Schema of a request or reply type.
 func schemaOf(t reflect.Type) Schema { return openapi.SchemaOf(t, schemaTypes) }
 
 // RequestSchema returns the JSON Schema of an operation's request, or nil
-// when the operation is unknown.
+// when the operation is unknown, with the shared field bounds
+// (fieldRules: the session-id rule, the history page limit, the provider
+// values).
 func RequestSchema(op string) Schema {
 	o, ok := opsByName[op]
 	if !ok {
 		return nil
 	}
-	return schemaOf(o.reqType)
+	return fieldRules.Apply(schemaOf(o.reqType))
 }
+
+// fieldRules bound the request fields every operation shares.
+var fieldRules = openapi.FieldRules{Providers: service.Providers, DefaultProvider: service.ProviderAnthropic}
 
 // ResponseSchema returns the JSON Schema of an operation's reply, or nil
 // when the operation is unknown.
@@ -53,11 +62,11 @@ const PathOpenAPI = "/v1/openapi.json"
 // OpenAPI returns the OpenAPI 3.1 document of the HTTP API
 // (openapi.Document of the operation table), so that any language's
 // generator gets the routes, bodies, parameters and error envelope the
-// engine serves (#29 item 2). A test validates every documented
-// operation's real requests and replies, success and error, against it.
+// engine serves. A test validates every documented operation's real
+// requests and replies, success and error, against it.
 func OpenAPI() map[string]any {
 	spec := openapi.Spec{Version: Version, Path: PathOpenAPI, Live: wire.LiveOperations(),
-		LiveEvent: reflect.TypeFor[service.LiveEvent](), Types: schemaTypes}
+		LiveEvent: reflect.TypeFor[service.LiveEvent](), Types: schemaTypes, Fields: fieldRules}
 	for _, op := range operations {
 		spec.Ops = append(spec.Ops, openapi.Op{Operation: op.Operation, Request: op.reqType, Reply: op.respType})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +37,7 @@ const (
 const RetryAfterSeconds = 1
 
 // retryAfter is the Retry-After header value of an error reply, "" when
-// it has none (#29: 429 and 503 said nothing of when to retry).
+// it has none: 429 and 503 say when to retry.
 func retryAfter(e *APIError) string {
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		return strconv.Itoa(RetryAfterSeconds)
@@ -130,7 +131,7 @@ type Config struct {
 	MaxInFlightPerChannel int
 	// MaxInFlight bounds the requests in flight in total. Default 256.
 	MaxInFlight int
-	// MaxLivePerChannel bounds the live streams (#29) one channel has
+	// MaxLivePerChannel bounds the live streams one channel has
 	// open, both transports; more get a CodeBusy (429) reply. Default 8.
 	MaxLivePerChannel int
 	// MaxLive bounds the live streams open in total. Default 64 (each
@@ -143,11 +144,16 @@ type Config struct {
 	// HTTPChannels are the Engine-Channel values the HTTP gateway trusts
 	// without tokens, besides HTTPChannel: each has its own in-flight
 	// budget and metrics label; every other channel shares one budget and
-	// the label "other" (#24 row 6). With Tokens, the tokens' channels.
+	// the label "other". With Tokens, the tokens' channels.
 	HTTPChannels []string
-	// EraseChannel is the one channel that may erase sessions (DELETE
-	// with erase=true, #30). Default DefaultEraseChannel ("ops").
+	// EraseChannel is the one channel that may purge events: erase
+	// (DELETE with erase=true) and compaction. Default
+	// DefaultEraseChannel ("ops").
 	EraseChannel string
+	// DeleteChannels, when set, are the channels that may delete sessions
+	// (besides EraseChannel); any other is refused. Empty: every writing
+	// channel may.
+	DeleteChannels []string
 	// Tokens, when set, authenticate HTTP requests: each needs
 	// Authorization: Bearer <token>, and the channel comes from the token
 	// (see tokens.Load).
@@ -191,6 +197,9 @@ func (c Config) Validate() error {
 	if c.EraseChannel != "" {
 		check("erase channel", c.EraseChannel)
 	}
+	for _, ch := range c.DeleteChannels {
+		check("delete channel", ch)
+	}
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("api config: MaxBodyBytes %d is negative", c.MaxBodyBytes))
 	}
@@ -214,16 +223,25 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The default bounds of Config: requests in flight and live streams, per
+// channel and in all.
+const (
+	DefaultMaxInFlightPerChannel = 32
+	DefaultMaxInFlight           = 256
+	DefaultMaxLivePerChannel     = 8
+	DefaultMaxLive               = 64
+)
+
 func (c Config) withDefaults() Config {
 	orDefault(&c.SubjectPrefix, "tools.api")
 	orDefault(&c.HTTPChannel, "http")
 	orDefault(&c.EraseChannel, DefaultEraseChannel)
 	orDefault(&c.MaxBodyBytes, 1<<20)
 	orDefault(&c.RequestTimeout, 30*time.Second)
-	orDefault(&c.MaxInFlightPerChannel, 32)
-	orDefault(&c.MaxInFlight, 256)
-	orDefault(&c.MaxLivePerChannel, 8)
-	orDefault(&c.MaxLive, 64)
+	orDefault(&c.MaxInFlightPerChannel, DefaultMaxInFlightPerChannel)
+	orDefault(&c.MaxInFlight, DefaultMaxInFlight)
+	orDefault(&c.MaxLivePerChannel, DefaultMaxLivePerChannel)
+	orDefault(&c.MaxLive, DefaultMaxLive)
 	orDefault(&c.LiveHeartbeat, wire.LiveHeartbeat)
 	return c
 }
@@ -271,10 +289,14 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 // call executes op with a checked request, under the request timeout.
 func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
 	if d, ok := req.(*wire.DeleteRequest); (op.Purges || ok && d.Erase) && o.Channel != a.cfg.EraseChannel {
-		// #30: only the erase channel may purge a session's events (erase,
+		// Only the erase channel may purge a session's events (erase,
 		// compact); any other channel is refused before anything is written.
 		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
 			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", o.Channel, map[bool]string{true: "compact", false: "erase"}[op.Purges], a.cfg.EraseChannel)}
+	}
+	if _, ok := req.(*wire.DeleteRequest); ok && len(a.cfg.DeleteChannels) > 0 && o.Channel != a.cfg.EraseChannel && !slices.Contains(a.cfg.DeleteChannels, o.Channel) {
+		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+			Message: fmt.Sprintf("channel %q may not delete sessions: only %s and the erase channel %q may (engine serve --delete-channel)", o.Channel, strings.Join(a.cfg.DeleteChannels, ", "), a.cfg.EraseChannel)}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -87,7 +87,7 @@ type Config struct {
 	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
 	// include those caches); negative waits not at all in either mode.
 	MemorySettle time.Duration `json:"memory_settle_ns"`
-	// EraseSessions is the sessions of the erase-memory step (#30),
+	// EraseSessions is the sessions of the erase-memory step,
 	// created, measured, erased and measured again. Default 100,000,
 	// quick 10,000 (at 2,000 and 5,000 the event stream's fixed caches, about 5 MB,
 	// outweigh the sessions' own state). At 100k the step alone takes several minutes on 2
@@ -96,7 +96,7 @@ type Config struct {
 	// EraseConcurrency is how many erases the erase-memory step runs at
 	// once. Default 64.
 	EraseConcurrency int `json:"erase_concurrency"`
-	// TurnCycleTurns is the turns per run of the turn cycle lines (#28):
+	// TurnCycleTurns is the turns per run of the turn cycle lines:
 	// on one session, and spread over TurnCycleSessions sessions at once.
 	// Default 200 over 4 sessions; quick 12 over 2.
 	TurnCycleTurns    int `json:"turn_cycle_turns"`
@@ -191,9 +191,9 @@ type Line struct {
 	// Allocs is the engine's heap allocations per operation (CPU-only
 	// lines); nil elsewhere.
 	Allocs *float64 `json:"allocs_per_op,omitempty"`
-	// Target is the issue's target for this line, if any, and Met whether
-	// this run reached it: every run, not only the median (#28: a figure
-	// whose spread crosses its target is not met).
+	// Target is the line's target, if any, and Met whether this run
+	// reached it: every run, not only the median (a figure whose spread
+	// crosses its target is not met).
 	Target string `json:"target,omitempty"`
 	Met    *bool  `json:"met,omitempty"`
 	// Crossed says the median meets the target but the spread crosses it
@@ -218,8 +218,14 @@ type Report struct {
 	NumCPU        int       `json:"num_cpu"`
 	GOMAXPROCS    int       `json:"gomaxprocs"`
 	ServerVersion string    `json:"server_version"`
-	Config        Config    `json:"config"`
-	Lines         []Line    `json:"lines"`
+	// CPUModel is the machine's processor (/proc/cpuinfo's model name;
+	// "" where there is none), LoadStart and LoadEnd the 1, 5 and 15
+	// minute load averages when the run started and ended.
+	CPUModel  string `json:"cpu_model,omitempty"`
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
+	Config    Config `json:"config"`
+	Lines     []Line `json:"lines"`
 }
 
 // Line returns the line of that name.
@@ -385,7 +391,7 @@ const (
 	nameReplay           = "replay whole stream into a fresh projection"
 	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
 	nameReplayWrites     = "replay, against consume + decode + one KV put per session (the same writes)"
-	nameScaleOut         = "scale-out, %d engine(s), 3-node R3 cluster"
+	nameScaleOut         = "scale-out, %d engine(s), 3-node cluster, 3 replicas"
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"
 	nameMemServer        = "memory per session subject, server, %s sessions"
@@ -410,7 +416,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		Started: time.Now(), Quick: cfg.Quick, Runs: cfg.Runs, Config: cfg,
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		ServerVersion: serverVersion(),
+		ServerVersion: serverVersion(), CPUModel: cpuModel(), LoadStart: loadAverage(),
 	}
 	if cfg.ProfileDir != "" {
 		if err := os.MkdirAll(cfg.ProfileDir, 0o750); err != nil {
@@ -446,7 +452,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		// state and dedupe entries of earlier steps would make the deltas
 		// drift); the table keeps the issue's order.
 		{"memory", h.memory},
-		// Erase right after memory, for the same reason (#30).
+		// Erase right after memory, for the same reason.
 		{"erase memory", h.eraseMemory},
 		{"append sync", h.appendSync},
 		{"append concurrent", h.appendConcurrent},
@@ -485,6 +491,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	})
 	rep.Lines = h.lines
 	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.LoadEnd = loadAverage()
 	h.progress("done in %.1f s", rep.Seconds)
 	return rep, err
 }

@@ -124,7 +124,7 @@ func (e *clusterEngine) close() {
 }
 
 // scaleOut: 1, 2 and 3 engines, each connected to its own node of a
-// 3-node R3 cluster, each with 32 goroutines appending to disjoint
+// 3-node cluster (3 replicas), each with 32 goroutines appending to disjoint
 // sessions; engine 0 also runs the projection (one per stream), the others
 // are writers (serve --no-projection). Raw: as many connections, one per
 // node, with as many goroutines doing the fair raw async publish.
@@ -139,7 +139,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 	perEngineClients := max(1, h.cfg.Clients/2)
 	per := max(1, h.cfg.ConcurrentOps/4/perEngineClients)
 
-	// Raw side: one connection per node, the raw stream at R3.
+	// Raw side: one connection per node, the raw stream with 3 replicas.
 	var rawJS []njs.JetStream
 	var rawStream []njs.Stream
 	for i := 0; i < nodes; i++ {
@@ -199,7 +199,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			return err
 		}
 	}
-	h.progress("scale-out: 3-node R3 cluster formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
+	h.progress("scale-out: 3-node cluster (3 replicas) formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
 
 	parallel := gated
 	var first float64
@@ -267,7 +267,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 		if k > 1 && first > 0 {
 			scale = fmt.Sprintf("; %.2fx the 1-engine figure", l.Engine/first)
 		}
-		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views R3, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack, the same event sent again after a CAS refusal of its own write (%d times over all runs: the R3 leader answers 10164 while its previous write to the subject is still counted in flight)%s",
+		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views with 3 replicas, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack, the same event sent again after a CAS refusal of its own write (%d times over all runs: the replicated stream's leader answers 10164 while its previous write to the subject is still counted in flight)%s",
 			cpuCount(), k, nodeList(k), perEngineClients, total, k, casRetries, scale)
 		h.add(l)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// The turn cycle (#28): a whole model turn as a backend drives it on the
+// The turn cycle: a whole model turn as a backend drives it on the
 // embedded default (default registry, embedded server): turn/begin, a
 // tool_search every 4th turn, one dispatch, turn/end. Each phase's p50 and
 // p99 are measured in-process (service.Engine) and over HTTP (the API's
@@ -137,22 +137,22 @@ func (d engineDriver) resume(ctx context.Context, s string) error {
 type httpDriver struct{ c *client.Client }
 
 func (d httpDriver) begin(ctx context.Context, s string) ([]string, []string, error) {
-	v, err := d.c.BeginTurn(ctx, client.BeginTurnRequest{Session: s})
+	v, err := d.c.TurnBegin(ctx, client.BeginTurnRequest{Session: s})
 	return v.Catalog, v.Loaded, err
 }
 
 func (d httpDriver) discover(ctx context.Context, s, name string) error {
-	_, err := d.c.Discover(ctx, client.DiscoverRequest{Session: s, Names: []string{name}})
+	_, err := d.c.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Names: []string{name}})
 	return err
 }
 
 func (d httpDriver) dispatch(ctx context.Context, s string) error {
-	_, err := d.c.Dispatch(ctx, client.DispatchRequest{Session: s})
+	_, err := d.c.TurnDispatch(ctx, client.DispatchRequest{Session: s})
 	return err
 }
 
 func (d httpDriver) end(ctx context.Context, s string) error {
-	_, err := d.c.EndTurn(ctx, client.TurnRequest{Session: s})
+	_, err := d.c.TurnEnd(ctx, client.TurnRequest{Session: s})
 	return err
 }
 
@@ -539,7 +539,7 @@ func tcNote(phase, sessions, turns, searches int, loads float64) string {
 	case tcDispatch:
 		return who + "; engine = Dispatch (the frozen turn's provider request); it writes nothing, so there is no raw baseline"
 	case tcEnd:
-		return who + "; engine = EndTurn (one TurnEnded carrying the checkpoint, #28); raw = one sync CAS publish of the same event's bytes"
+		return who + "; engine = EndTurn (one TurnEnded carrying the checkpoint); raw = one sync CAS publish of the same event's bytes"
 	case tcResume:
 		return who + "; engine = Resume after each turn (verifies the checkpoint's contract and restores its loaded tools; it writes nothing when they are the session's), not part of the whole turn; no raw baseline"
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #26 item 3, #31: Client.CallCheck over both transports: no turn is
+// Client.TurnCallCheck over both transports: no turn is
 // ErrNoTurn; a tool of the turn is callable with the client's channel and
 // an allow decision; disabled mid-turn it is refused with a reason, not an
 // error.
@@ -21,20 +21,20 @@ func TestCallCheckBothTransports(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			s := "callcheck-" + name
-			if _, err := c.CallCheck(ctx, s, "read_file"); !errors.Is(err, client.ErrNoTurn) {
+			if _, err := c.TurnCallCheck(ctx, client.CallCheckRequest{Session: s, Tool: "read_file"}); !errors.Is(err, client.ErrNoTurn) {
 				t.Fatalf("call-check without a turn: %v, want ErrNoTurn", err)
 			}
-			if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: s}); err != nil {
+			if _, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: s}); err != nil {
 				t.Fatal(err)
 			}
-			r, err := c.CallCheck(ctx, s, "read_file")
+			r, err := c.TurnCallCheck(ctx, client.CallCheckRequest{Session: s, Tool: "read_file"})
 			if err != nil || !r.Callable || r.Reason != "callable" || r.Channel != "web" || r.Decision != "allow" || r.Tool == nil || r.Tool.Name != "read_file" {
 				t.Fatalf("CallCheck read_file = %+v, %v", r, err)
 			}
 			if _, err := c.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("read_file")}}); err != nil {
 				t.Fatal(err)
 			}
-			r, err = c.CallCheck(ctx, s, "read_file")
+			r, err = c.TurnCallCheck(ctx, client.CallCheckRequest{Session: s, Tool: "read_file"})
 			if err != nil || r.Callable || r.Reason != "disabled" || r.Note == "" {
 				t.Fatalf("CallCheck read_file after the disable = %+v, %v", r, err)
 			}
@@ -42,7 +42,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 	}
 }
 
-// #31 item 3: Client.RegistryDiff over both transports names the edited
+// Client.RegistryDiff over both transports names the edited
 // tool and the presets whose expansion changes, and a candidate that does
 // not load is ErrInvalid.
 func TestRegistryDiffBothTransports(t *testing.T) {
@@ -64,7 +64,7 @@ func TestRegistryDiffBothTransports(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			imp, err := c.RegistryDiff(ctx, cand)
+			imp, err := c.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: cand})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestRegistryDiffBothTransports(t *testing.T) {
 			if d.To != "client-diff-2" || len(d.Changed) != 1 || d.Changed[0].Name != "playwright_browser" || d.Changed[0].Fields[0] != "description" || !d.AllHashesChange || len(d.Added)+len(d.Removed) != 0 {
 				t.Fatalf("RegistryDiff = %+v", imp)
 			}
-			if _, err := c.RegistryDiff(ctx, json.RawMessage(`{"version":"x"}`)); !errors.Is(err, client.ErrInvalid) {
+			if _, err := c.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: json.RawMessage(`{"version":"x"}`)}); !errors.Is(err, client.ErrInvalid) {
 				t.Fatalf("RegistryDiff of a bad registry: %v, want ErrInvalid", err)
 			}
 		})

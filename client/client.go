@@ -152,9 +152,9 @@ func (c *Client) Do(ctx context.Context, o wire.Operation, req, out any) error {
 	return c.t.call(ctx, o, req, out, c.actor)
 }
 
-// Append appends intent commands to a session, atomically. opts set the
-// request's optional fields per call (ExpectSeq, IdempotencyKey) instead
-// of its pointer fields, which still work (#29 item 4).
+// Append appends intent commands to a session, atomically (operation
+// append). opts set the request's optional fields per call (ExpectSeq,
+// IdempotencyKey) instead of its pointer fields, which still work.
 func (c *Client) Append(ctx context.Context, req AppendRequest, opts ...AppendOption) (AppendReply, error) {
 	for _, o := range opts {
 		o(&req)
@@ -228,58 +228,62 @@ func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeReply, er
 	return out, c.Do(ctx, opResume, &req, &out)
 }
 
-// BeginTurn begins the session's next turn and freezes its tools.
-func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (TurnView, error) {
+// TurnBegin begins the session's next turn and freezes its tools
+// (operation turn-begin).
+func (c *Client) TurnBegin(ctx context.Context, req BeginTurnRequest) (TurnView, error) {
 	var out TurnView
 	return out, c.Do(ctx, opBeginTurn, &req, &out)
 }
 
-// Discover is tool_search in the open turn: pass the model's input object
-// as Input, or Names.
-func (c *Client) Discover(ctx context.Context, req DiscoverRequest) (DiscoverReply, error) {
+// TurnDiscover is tool_search in the open turn (operation turn-discover):
+// pass the model's input object as Input, or Names.
+func (c *Client) TurnDiscover(ctx context.Context, req DiscoverRequest) (DiscoverReply, error) {
 	var out DiscoverReply
 	return out, c.Do(ctx, opDiscover, &req, &out)
 }
 
-// Dispatch returns the provider request of the open turn and records its
-// classification.
-func (c *Client) Dispatch(ctx context.Context, req DispatchRequest) (TurnView, error) {
+// TurnDispatch returns the provider request of the open turn and records
+// its classification (operation turn-dispatch).
+func (c *Client) TurnDispatch(ctx context.Context, req DispatchRequest) (TurnView, error) {
 	var out TurnView
 	return out, c.Do(ctx, opDispatch, &req, &out)
 }
 
-// LastDispatch returns the classification of the session's last dispatch
-// in the engine process that served it.
-func (c *Client) LastDispatch(ctx context.Context, req TurnRequest) (DispatchRecord, error) {
+// TurnInspect returns the classification of the session's last dispatch
+// (operation turn-inspect).
+func (c *Client) TurnInspect(ctx context.Context, req TurnRequest) (DispatchRecord, error) {
 	var out DispatchRecord
 	return out, c.Do(ctx, opInspect, &req, &out)
 }
 
-// Checkpoint records a checkpoint of the session's open turn.
-func (c *Client) Checkpoint(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
+// TurnCheckpoint records a checkpoint of the session's open turn
+// (operation turn-checkpoint).
+func (c *Client) TurnCheckpoint(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
 	return out, c.Do(ctx, opCheckpoint, &req, &out)
 }
 
-// EndTurn ends the open turn at a safe point (turn end and checkpoint).
-func (c *Client) EndTurn(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
+// TurnEnd ends the open turn at a safe point: one TurnEnded event carrying
+// the checkpoint (operation turn-end).
+func (c *Client) TurnEnd(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
 	return out, c.Do(ctx, opEndTurn, &req, &out)
 }
 
-// Compact rolls a session's log up into one SessionCompacted that folds
-// to the same state, and purges the events it replaces (#30; the engine's
-// erase channel only). Reply.Already: it was compact already.
-func (c *Client) Compact(ctx context.Context, req CompactRequest) (CompactReply, error) {
+// SessionCompact rolls a session's log up into one SessionCompacted that
+// folds to the same state, and purges the events it replaces (operation
+// session-compact; the engine's erase channel only). Reply.Already: it was
+// compact already.
+func (c *Client) SessionCompact(ctx context.Context, req CompactRequest) (CompactReply, error) {
 	var out CompactReply
 	return out, c.Do(ctx, opCompact, &req, &out)
 }
 
-// Delete deletes a session for good (#30): reads of it then fail with
-// ErrDeleted, writes too, and the id starts no new session. With
-// req.Erase its events are purged as well (the engine's erase channel
-// only; others get ErrForbidden).
-func (c *Client) Delete(ctx context.Context, req DeleteRequest) (DeleteReply, error) {
+// SessionDelete deletes a session for good (operation session-delete):
+// reads of it then fail with ErrDeleted, writes too, and the id starts no
+// new session. With req.Erase its events are purged as well (the engine's
+// erase channel only; others get ErrForbidden).
+func (c *Client) SessionDelete(ctx context.Context, req DeleteRequest) (DeleteReply, error) {
 	var out DeleteReply
 	return out, c.Do(ctx, opDelete, &req, &out)
 }
@@ -302,23 +306,25 @@ func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 	return out, c.Do(ctx, opBudget, &struct{}{}, &out)
 }
 
-// CallCheck asks, before a tool call the model made executes, whether
-// tool may run now in the session's open turn for the client's channel
-// (#26 item 3, #31): a refusal is a reply with Callable false and a
-// Reason ("disabled", "not_in_turn", "not_loaded", "unknown", "ask", "denied"), not an
-// error; outside a turn the error is ErrNoTurn.
-func (c *Client) CallCheck(ctx context.Context, session, tool string) (CallCheckReply, error) {
+// TurnCallCheck asks, before a tool call the model made executes, whether
+// req.Tool may run now in the session's open turn for the client's
+// channel (operation turn-call-check): a refusal is a reply with Callable
+// false and a Reason ("disabled", "not_in_turn", "not_loaded",
+// "unknown", "ask", "denied"), not an error; outside a turn the error is
+// ErrNoTurn.
+func (c *Client) TurnCallCheck(ctx context.Context, req CallCheckRequest) (CallCheckReply, error) {
 	var out CallCheckReply
-	return out, c.Do(ctx, opCallCheck, &CallCheckRequest{Session: session, Tool: tool}, &out)
+	return out, c.Do(ctx, opCallCheck, &req, &out)
 }
 
-// RegistryDiff compares a candidate registry (the JSON of a registry
-// file) with the live one and reports what pushing it would change: the
-// tools, presets and profiles, the sessions whose tools prefix changes and
-// the checkpoints that lose tools on resume. It writes nothing.
-func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (RegistryImpact, error) {
+// RegistryDiff compares a candidate registry (req.Registry, the JSON of a
+// registry file) with the live one and reports what pushing it would
+// change (operation registry-diff): the tools, presets and profiles, the
+// sessions whose tools prefix changes and the checkpoints that lose tools
+// on resume. It writes nothing.
+func (c *Client) RegistryDiff(ctx context.Context, req RegistryDiffRequest) (RegistryImpact, error) {
 	var out RegistryImpact
-	return out, c.Do(ctx, opRegDiff, &RegistryDiffRequest{Registry: registry}, &out)
+	return out, c.Do(ctx, opRegDiff, &req, &out)
 }
 
 // fields returns a request's JSON object as a map.
@@ -459,9 +465,8 @@ func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor stri
 const maxReply = 64 << 20
 
 // readReply reads a reply body of at most maxReply bytes into one buffer
-// of its Content-Length when the server sent one (#28: io.ReadAll's
-// doubling allocated 94 KB for a 40 KB turn view, a third of an HTTP
-// turn's garbage).
+// of its Content-Length when the server sent one (io.ReadAll's doubling
+// would allocate about 94 KB for a 40 KB turn view).
 func readReply(resp *http.Response) ([]byte, error) {
 	body := io.LimitReader(resp.Body, maxReply)
 	if n := resp.ContentLength; n > 0 && n <= maxReply {

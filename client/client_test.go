@@ -31,7 +31,7 @@ func clients(t *testing.T) map[string]*client.Client {
 	}
 }
 
-// #17 item 4: every method works over both transports against a real
+// Every method works over both transports against a real
 // engine, and the engine's errors come back as *client.Error matching
 // the sentinels.
 func TestEveryOperationBothTransports(t *testing.T) {
@@ -72,29 +72,29 @@ func TestEveryOperationBothTransports(t *testing.T) {
 			if err != nil || ex.Included || ex.Event == nil || ex.Event.Seq != app.FirstSeq+1 {
 				t.Fatalf("Explain = %+v, %v", ex, err)
 			}
-			if _, err := c.EndTurn(ctx, client.TurnRequest{Session: s}); !errors.Is(err, client.ErrNoTurn) {
+			if _, err := c.TurnEnd(ctx, client.TurnRequest{Session: s}); !errors.Is(err, client.ErrNoTurn) {
 				t.Fatalf("EndTurn without a turn: %v, want no_turn", err)
 			}
-			bt, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: s})
+			bt, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: s})
 			if err != nil || !bt.Frozen || bt.Turn != 1 {
 				t.Fatalf("BeginTurn = %+v, %v", bt, err)
 			}
-			d, err := c.Discover(ctx, client.DiscoverRequest{Session: s, Input: json.RawMessage(`{"names":["send_message"]}`)})
+			d, err := c.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Input: json.RawMessage(`{"names":["send_message"]}`)})
 			if err != nil || !slices.Equal(d.Loaded, []string{"send_message"}) || !json.Valid(d.Output) {
 				t.Fatalf("Discover = %+v, %v", d, err)
 			}
-			if _, err := c.Dispatch(ctx, client.DispatchRequest{Session: s}); err != nil {
+			if _, err := c.TurnDispatch(ctx, client.DispatchRequest{Session: s}); err != nil {
 				t.Fatal(err)
 			}
-			rec, err := c.LastDispatch(ctx, client.TurnRequest{Session: s})
+			rec, err := c.TurnInspect(ctx, client.TurnRequest{Session: s})
 			if err != nil || !slices.Contains(rec.Loaded, "send_message") {
 				t.Fatalf("LastDispatch = %+v, %v", rec, err)
 			}
-			cp, err := c.Checkpoint(ctx, client.TurnRequest{Session: s})
+			cp, err := c.TurnCheckpoint(ctx, client.TurnRequest{Session: s})
 			if err != nil || !slices.Equal(cp.Checkpoint.Loaded, []string{"send_message"}) {
 				t.Fatalf("Checkpoint = %+v, %v", cp, err)
 			}
-			end, err := c.EndTurn(ctx, client.TurnRequest{Session: s})
+			end, err := c.TurnEnd(ctx, client.TurnRequest{Session: s})
 			if err != nil || end.Checkpoint.Turn != 1 {
 				t.Fatalf("EndTurn = %+v, %v", end, err)
 			}
@@ -133,10 +133,10 @@ func TestEveryOperationBothTransports(t *testing.T) {
 	}
 }
 
-// #17 item 4: a program that imports the client does not pull in the
-// embedded NATS server, the tokenizer or any engine package but the
-// stdlib-only wire vocabulary (#25 item 1) and the stdlib-only intent
-// leaf whose Intent the wire carries (#25 item 3), so it stays small (the size
+// A program that imports the client does not pull in the embedded NATS
+// server, the tokenizer or any engine package but the stdlib-only wire
+// vocabulary and the stdlib-only intent leaf whose Intent the wire
+// carries, so it stays small (the size
 // of a 20-line client is logged).
 func TestClientDependenciesAreLight(t *testing.T) {
 	lightDeps := []string{"github.com/toolintent/engine/client", "github.com/toolintent/engine/wire", "github.com/toolintent/engine/intent"}

@@ -53,8 +53,10 @@ var (
 	// ErrStorageFull (507): the engine's store is short of free space;
 	// nothing was written.
 	ErrStorageFull = &Error{Code: "storage_full"}
-	// ErrDeleted (410): the session was deleted (#30): it answers no read
-	// and takes no write, and its id starts no new session.
+	// ErrDeleted (410): the session was deleted: it takes no write, its id
+	// starts no new session, and every read answers this but, unless it
+	// was erased, history (its timeline up to the deletion) and a live
+	// stream from before the deletion.
 	ErrDeleted = &Error{Code: "deleted"}
 )
 

@@ -117,7 +117,7 @@ func ExampleClient_Do() {
 
 // A turn over NATS: begin (tools frozen), load a deferred tool with
 // tool_search, end at a safe point.
-func ExampleClient_BeginTurn() {
+func ExampleClient_TurnBegin() {
 	ctx := context.Background()
 	nc, err := nats.Connect(engineNATS) // client.DefaultNATSURL for `engine serve`
 	if err != nil {
@@ -126,17 +126,17 @@ func ExampleClient_BeginTurn() {
 	}
 	defer nc.Close()
 	c := client.NewNATS(nc, client.WithChannel("tui"))
-	turn, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: "ex-turn"})
+	turn, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: "ex-turn"})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	found, err := c.Discover(ctx, client.DiscoverRequest{Session: "ex-turn", Input: []byte(`{"names":["send_message"]}`)})
+	found, err := c.TurnDiscover(ctx, client.DiscoverRequest{Session: "ex-turn", Input: []byte(`{"names":["send_message"]}`)})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	end, err := c.EndTurn(ctx, client.TurnRequest{Session: "ex-turn"})
+	end, err := c.TurnEnd(ctx, client.TurnRequest{Session: "ex-turn"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// AppendOption sets an optional field of one Append call (#29 item 4):
+// AppendOption sets an optional field of one Append call:
 // client.ExpectSeq(7) instead of a *uint64 in the request.
 type AppendOption func(*AppendRequest)
 

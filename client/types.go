@@ -19,7 +19,7 @@ type (
 	HistoryRequest = wire.HistoryRequest
 	// ExplainRequest is wire.ExplainRequest.
 	ExplainRequest = wire.ExplainRequest
-	// ExplainBatchRequest asks explain for many tools at once (#29).
+	// ExplainBatchRequest asks explain for many tools at once.
 	ExplainBatchRequest = wire.ExplainBatchRequest
 	// ResumeRequest is wire.ResumeRequest.
 	ResumeRequest = wire.ResumeRequest
@@ -31,9 +31,9 @@ type (
 	DispatchRequest = wire.DispatchRequest
 	// TurnRequest is wire.TurnRequest.
 	TurnRequest = wire.TurnRequest
-	// DeleteRequest deletes (or erases) a session (#30).
+	// DeleteRequest deletes (or erases) a session.
 	DeleteRequest = wire.DeleteRequest
-	// CompactRequest compacts a session (#30).
+	// CompactRequest compacts a session.
 	CompactRequest = wire.CompactRequest
 	// CompactReply is wire.CompactReply.
 	CompactReply = wire.CompactReply

@@ -31,7 +31,7 @@ var ErrWatchEnded = errors.New("watch ended: the session was deleted")
 const watchRetry = time.Second
 
 // Watch follows session's events ("": every session's) live, from the
-// event after afterSeq on (#29): over HTTP a Server-Sent Events stream
+// event after afterSeq on: over HTTP a Server-Sent Events stream
 // (GET /v1/sessions/{session}/events/live or /v1/events/live), over NATS
 // the session.live / events.live stream on an inbox. The engine's
 // refusal of the stream (a bad id, a deleted session, 429 busy, ...) is

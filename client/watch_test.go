@@ -58,7 +58,7 @@ func TestWatchBothTransports(t *testing.T) {
 			if ev, err := next(); err != nil || ev.Seq != third.LastSeq {
 				t.Fatalf("live event: %+v %v, want seq %d (not %s's)", ev, err, third.LastSeq, other)
 			}
-			if _, err := c.Delete(ctx, client.DeleteRequest{Session: s}); err != nil {
+			if _, err := c.SessionDelete(ctx, client.DeleteRequest{Session: s}); err != nil {
 				t.Fatal(err)
 			}
 			if ev, err := next(); err != nil || ev.Type != "SessionDeleted" {

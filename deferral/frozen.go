@@ -6,6 +6,7 @@ import (
 	"weak"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/toolsearch"
 )
 
 // frozen is the immutable part of a frozen turn: deep copies of the
@@ -21,6 +22,32 @@ type frozen struct {
 	byName          map[string]int       // name → position in tools; lookups only
 	namespaces      []resolver.Namespace // of the frozen resolution, for the catalog
 	catalogMax      int                  // the registry's catalog budget
+
+	// The deferred tools' filter in a registry's search index, built by
+	// the first search of any turn of this set and shared by the others.
+	searchMu sync.Mutex
+	searchIx *toolsearch.Index
+	searchF  *toolsearch.Filter // nil: searchIx lacks one of the tools
+}
+
+// deferredFilter returns the filter admitting the frozen deferred tools
+// in ix, and false when ix lacks one of them. It is built once per
+// frozen set and index: a turn's first search of a 10,000-tool registry
+// then costs no pass over its tools.
+func (f *frozen) deferredFilter(ix *toolsearch.Index) (*toolsearch.Filter, bool) {
+	f.searchMu.Lock()
+	defer f.searchMu.Unlock()
+	if f.searchIx != ix {
+		f.searchIx = ix
+		f.searchF, _ = ix.FilterAll(func(yield func(string) bool) {
+			for i := range f.tools {
+				if f.tools[i].Deferred && !yield(f.tools[i].Name) {
+					return
+				}
+			}
+		})
+	}
+	return f.searchF, f.searchF != nil
 }
 
 // frozenCache maps a resolution to its frozen copy; both weakly held, so

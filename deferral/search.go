@@ -68,6 +68,24 @@ type SearchRequest struct {
 	// have the dimension of the tools' embeddings, finite numbers, not
 	// all zero; without tool embeddings it is unused, with a Note.
 	QueryVector []float32 `json:"query_vector,omitempty"`
+	// Embedded ranks Query by meaning with vectors the engine computed
+	// itself (the operator's embedding endpoint): the query's embedding
+	// and the tools' vectors from one model. It is never part of the
+	// model's input nor of a caller's request; a QueryVector, when given,
+	// ranks instead.
+	Embedded *Embedded `json:"-"`
+}
+
+// Embedded is a query's embedding and the vectors of a registry index's
+// tools from the same model, both computed by the engine.
+type Embedded struct {
+	// Query is the query's embedding.
+	Query []float32
+	// Vectors are the vectors of the tools of the index the turn was
+	// frozen with (IndexFor of its registry): a turn that searches
+	// another index, or a Query of another dimension, ranks by keywords
+	// with a note.
+	Vectors *toolsearch.Vectors
 }
 
 // Validate checks the request against the bounds of the tool_search

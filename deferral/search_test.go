@@ -203,3 +203,25 @@ func TestTurnSearchQuality(t *testing.T) {
 		t.Errorf("recall@5 %.3f, MRR %.3f; want at least 0.95 and 0.8", q.Recall, q.MRR)
 	}
 }
+
+// Turns frozen from one resolution share their search filter (built by
+// the first search of any of them), so the first search of every other
+// turn costs no pass over a large registry's tools; it admits exactly the
+// turn's deferred tools.
+func TestTurnsShareSearchFilter(t *testing.T) {
+	reg := resolver.Default()
+	res := resolve(t, reg, defaultSession())
+	a := FreezeIndexed(1, res, nil, IndexFor(reg))
+	b := FreezeIndexed(2, res, nil, IndexFor(reg))
+	ixa, fa := a.searchIndex()
+	ixb, fb := b.searchIndex()
+	if ixa != ixb || fa == nil || fa != fb {
+		t.Fatalf("turns of one resolution: index shared %v, filters %p %p; want one shared filter", ixa == ixb, fa, fb)
+	}
+	for i := range ixa.Len() {
+		tool, _ := a.Lookup(ixa.Name(i))
+		if want := tool.Name != "" && tool.Deferred; fa.Has(i) != want {
+			t.Errorf("%s: admitted %v, deferred in the turn %v", ixa.Name(i), fa.Has(i), want)
+		}
+	}
+}

@@ -201,3 +201,51 @@ func TestSemanticSearchSkipsExcluded(t *testing.T) {
 		}
 	}
 }
+
+// Vectors the engine computed itself (Embedded) rank a query as the
+// registry's own embeddings do with a caller's vector: same loads, same
+// matches. A caller's query_vector ranks instead when both are given;
+// vectors of another index, or a query vector of another dimension, leave
+// the keyword ranking with a note; a turn without the registry's index
+// has nothing they are of.
+func TestSearchEmbeddedByEngine(t *testing.T) {
+	plain := resolver.Default()
+	idx := IndexFor(plain)
+	vs := idx.Search().NewVectors(4, func(i int) []float32 { return semanticVectors[idx.Search().Name(i)] })
+	turn := func(x *Index) *Turn { return FreezeIndexed(1, resolve(t, plain, defaultSession()), nil, x) }
+	if turn(idx).Index() != idx || turn(nil).Index() != nil {
+		t.Fatal("Turn.Index is not the index the turn was frozen with")
+	}
+	got, err := turn(idx).Search(SearchRequest{Query: paraphrase, Embedded: &Embedded{Query: messageVector, Vectors: vs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := embeddedRegistry(t, semanticVectors)
+	want, err := FreezeIndexed(1, resolve(t, reg, defaultSession()), nil, IndexFor(reg)).Search(SearchRequest{Query: paraphrase, QueryVector: messageVector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Loaded, []string{"send_message"}) || !reflect.DeepEqual(got.Matches, want.Matches) || got.Note != want.Note {
+		t.Fatalf("engine vectors: loaded %v, matches %+v, note %q; want %v, %+v, %q", got.Loaded, got.Matches, got.Note, want.Loaded, want.Matches, want.Note)
+	}
+	// A caller's vector ranks by the registry's embeddings, not the engine's.
+	both, err := turn(idx).Search(SearchRequest{Query: paraphrase, QueryVector: messageVector, Embedded: &Embedded{Query: messageVector, Vectors: vs}})
+	if err != nil || len(both.Loaded) != 0 || !strings.Contains(both.Note, "this registry carries no tool embeddings") {
+		t.Errorf("caller's vector beside the engine's: %+v, %v; want the caller's path (no registry embeddings: keywords, said so)", both, err)
+	}
+	other := NewIndex(plain.Tools(), nil)
+	for name, em := range map[string]*Embedded{
+		"another index's vectors": {Query: messageVector, Vectors: other.Search().NewVectors(4, func(i int) []float32 { return semanticVectors[other.Search().Name(i)] })},
+		"a query of dimension 3":  {Query: messageVector[:3], Vectors: vs},
+		"no vectors":              {Query: messageVector},
+	} {
+		r, err := turn(idx).Search(SearchRequest{Query: "send a message", Embedded: em})
+		kw, _ := turn(idx).Search(SearchRequest{Query: "send a message"})
+		if err != nil || !reflect.DeepEqual(r.Matches, kw.Matches) || !strings.Contains(r.Note, "the engine's tool embeddings do not cover this turn's tools; ranked by keywords") {
+			t.Errorf("%s: matches %+v, note %q, %v; want the keyword matches %+v with a note", name, r.Matches, r.Note, err, kw.Matches)
+		}
+	}
+	if r, err := turn(nil).Search(SearchRequest{Query: "send a message", Embedded: &Embedded{Query: messageVector, Vectors: vs}}); err != nil || !strings.Contains(r.Note, "do not cover") {
+		t.Errorf("a turn without the registry's index: note %q, %v", r.Note, err)
+	}
+}

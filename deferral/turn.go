@@ -151,6 +151,11 @@ func (t *Turn) Request() Split {
 	return s
 }
 
+// Index returns the registry's search index the turn was frozen with
+// (FreezeIndexed), or nil: the index whose tools vectors computed for a
+// search (Embedded) must be of.
+func (t *Turn) Index() *Index { return t.index }
+
 // Loaded returns the loaded deferred tools of this turn, sorted, as a fresh
 // slice: those kept from Freeze plus those Search loaded.
 func (t *Turn) Loaded() []string {
@@ -282,9 +287,20 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 		var isWeak []bool
 		if req.Query != "" {
 			var qh []toolsearch.Hit
+			em := req.Embedded
+			if len(req.QueryVector) > 0 || em == nil {
+				em = nil // a caller's vector ranks by the registry's embeddings
+			} else if !em.Vectors.Of(ix) || len(em.Query) != em.Vectors.Dim() {
+				notes = append(notes, "the engine's tool embeddings do not cover this turn's tools; ranked by keywords")
+				em = nil
+			}
 			if len(req.QueryVector) > 0 && ix.HasVectors() {
 				var weakQ []bool
-				qh, weakQ = fusedHits(ix, req, k+len(excluded), filter, isExcluded)
+				qh, weakQ = fusedHits(ix.FusedRanked(req.Query, req.QueryVector, k+len(excluded), filter), isExcluded)
+				isWeak = append(isWeak, weakQ...)
+			} else if em != nil {
+				var weakQ []bool
+				qh, weakQ = fusedHits(ix.FusedRankedWith(req.Query, em.Query, em.Vectors, k+len(excluded), filter), isExcluded)
 				isWeak = append(isWeak, weakQ...)
 			} else {
 				qh = withoutExcluded(ix.Keyword(req.Query, k+len(excluded), filter), isExcluded)
@@ -384,15 +400,16 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	return res, nil
 }
 
-// fusedHits ranks req.Query with req.QueryVector by reciprocal rank
-// fusion (#27), at most k hits admitted by filter and not excluded, and
-// marks each hit weak (listed, not loaded) unless it is the first, a
-// confident keyword match (ConfidentShare of the best keyword score among
-// the hits) or the nearest tool by vector among the hits: fusion scores
-// are close together, so their ratio says nothing about confidence, and
-// a vector ranking ranks every tool that has a vector.
-func fusedHits(ix *toolsearch.Index, req SearchRequest, k int, filter *toolsearch.Filter, excluded func(string) bool) ([]toolsearch.Hit, []bool) {
-	fh := slices.DeleteFunc(ix.FusedRanked(req.Query, req.QueryVector, k, filter), func(h toolsearch.FusedHit) bool { return excluded(h.Name) })
+// fusedHits takes a query's hits ranked by reciprocal rank fusion of its
+// keywords and a vector (the caller's or the engine's), drops the
+// excluded ones, and marks each hit weak (listed, not loaded) unless it
+// is the first, a confident keyword match (ConfidentShare of the best
+// keyword score among the hits) or the nearest tool by vector among the
+// hits: fusion scores are close together, so their ratio says nothing
+// about confidence, and a vector ranking ranks every tool that has a
+// vector.
+func fusedHits(ranked []toolsearch.FusedHit, excluded func(string) bool) ([]toolsearch.Hit, []bool) {
+	fh := slices.DeleteFunc(ranked, func(h toolsearch.FusedHit) bool { return excluded(h.Name) })
 	bestKW, bestSem := 0.0, 0
 	for _, h := range fh {
 		if h.KeywordRank > 0 && h.KeywordScore > bestKW {
@@ -444,29 +461,22 @@ func (t *Turn) Load(names ...string) SearchResult {
 }
 
 // searchIndex returns the index searches use and the filter admitting the
-// turn's deferred tools, built once per turn.
+// turn's deferred tools, built once per turn: the registry's index with
+// the filter of the turn's frozen set (shared by the turns of that set),
+// or, when the registry's index lacks one of the tools, an index of the
+// deferred tools alone.
 func (t *Turn) searchIndex() (*toolsearch.Index, *toolsearch.Filter) {
 	t.searchOnce.Do(func() {
+		if t.index != nil {
+			if f, ok := t.deferredFilter(t.index.ix); ok {
+				t.search, t.filter = t.index.ix, f
+				return
+			}
+		}
 		var deferred []resolver.Tool
-		var names []string
 		for i := range t.tools {
 			if t.tools[i].Deferred {
 				deferred = append(deferred, t.tools[i])
-				names = append(names, t.tools[i].Name)
-			}
-		}
-		if t.index != nil {
-			ix := t.index.ix
-			complete := true
-			for _, n := range names {
-				if _, ok := ix.Lookup(n); !ok {
-					complete = false
-					break
-				}
-			}
-			if complete {
-				t.search, t.filter = ix, ix.NewFilter(names)
-				return
 			}
 		}
 		t.search = toolsearch.Build(docsOf(deferred, t.namespaces), nil) // holds only deferred tools: no filter

@@ -286,7 +286,7 @@ func picked(in *intent.Intent) []string {
 // names, each once (a longer list is an expanded tool list, R2).
 func checkCurated(field string, names []string) error {
 	if len(names) > MaxPicked {
-		return fmt.Errorf("%s has %d names, at most %d: a long list is an expanded tool list (R2); record the intent instead: %w", field, len(names), MaxPicked, ErrBrokenRule)
+		return fmt.Errorf("%s has %d names, at most %d: a long list is an expanded tool list (docs/semantics.md#picked-lists); record the intent instead: %w", field, len(names), MaxPicked, ErrBrokenRule)
 	}
 	for i, n := range names {
 		if slices.Contains(names[:i], n) {

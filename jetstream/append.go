@@ -297,6 +297,13 @@ func (l *Log) publishError(ctx context.Context, session string, expected uint64,
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicateID {
 		return fmt.Errorf("%w: %w", errDuplicateInBatch, err)
 	}
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeMsgIDInProcess {
+		// An earlier try with the same message id is still being stored
+		// (a re-send after a timeout or a leader change): its outcome is
+		// not known yet, and a later re-send learns it (the stored
+		// sequence as a duplicate, or a store once the leader changed).
+		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+	}
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
 		ce := &ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
 		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {

@@ -71,7 +71,7 @@ func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (
 	}
 	l := x.log
 	if l.purgeDenied {
-		return rep, fmt.Errorf("compact %q: stream %s was created with deny_purge (before #30) and JetStream cannot lift it: %w", session, l.name, ErrPurgeDenied)
+		return rep, fmt.Errorf("compact %q: stream %s was created with deny_purge (by an older engine) and JetStream cannot lift it: %w", session, l.name, ErrPurgeDenied)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()

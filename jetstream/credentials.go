@@ -62,28 +62,41 @@ func LoadOrCreateCredentials(dataDir string) (c Credentials, created bool, err e
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return c, false, err
 	}
-	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return c, false, fmt.Errorf("create data directory: %w", err)
-	}
-	c = Credentials{Engine: UserPass{"engine", randomSecret()}, Admin: UserPass{"admin", randomSecret()}}
-	data, _ := json.MarshalIndent(c, "", "  ")
-	path := CredentialsPath(dataDir)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) { // created meanwhile by another process
+	c = NewCredentials()
+	if err := SaveCredentials(dataDir, c); errors.Is(err, fs.ErrExist) { // created meanwhile by another process
 		c, err = ReadCredentials(dataDir)
 		return c, false, err
+	} else if err != nil {
+		return c, false, err
 	}
+	return c, true, nil
+}
+
+// NewCredentials returns an engine user and an admin with random
+// passwords.
+func NewCredentials() Credentials {
+	return Credentials{Engine: UserPass{"engine", randomSecret()}, Admin: UserPass{"admin", randomSecret()}}
+}
+
+// SaveCredentials writes c to dataDir's users file (mode 0600); it fails
+// matching fs.ErrExist when the file exists.
+func SaveCredentials(dataDir string, c Credentials) error {
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	data, _ := json.MarshalIndent(c, "", "  ")
+	f, err := os.OpenFile(CredentialsPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return c, false, fmt.Errorf("create NATS users file: %w", err)
+		return fmt.Errorf("create NATS users file: %w", err)
 	}
 	if _, err := f.Write(append(data, '\n')); err != nil {
 		f.Close()
-		return c, false, fmt.Errorf("write NATS users file: %w", err)
+		return fmt.Errorf("write NATS users file: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return c, false, fmt.Errorf("write NATS users file: %w", err)
+		return fmt.Errorf("write NATS users file: %w", err)
 	}
-	return c, true, nil
+	return nil
 }
 
 func randomSecret() string {

@@ -1,10 +1,21 @@
 package jetstream
 
-// Erasing a session (#30): its subject is purged from the event stream by
-// a privileged connection (the embedded server's admin, or a user the
-// deployment allows to purge the event stream; never a channel's), and an
-// audit record naming the session, the time and the purged range, and
-// nothing else, is appended to a separate stream.
+// Erasing a session: its events before the SessionDeleted that closed it
+// are purged from the event stream by a privileged connection (the
+// embedded server's admin, or a user the deployment allows to purge the
+// event stream; never a channel's), and audit records naming the
+// session, the time and the purged range, and nothing else, are appended
+// to a separate stream that no channel may write. The SessionDeleted
+// stays as the id's tombstone, so that every reader of the log, a rebuild
+// included, folds the id as deleted for good.
+//
+// An erase is a resumable operation recorded in the audit stream, one
+// record per step on the session's audit subject: "begun" (the intent,
+// before the delete), the range (before the purge), "done" (after it),
+// or "cancelled" (a conditional erase whose session was written in
+// between). A session whose last record is neither done nor cancelled is
+// an erase a crash interrupted: Unfinished lists them and any engine
+// finishes them.
 
 import (
 	"context"
@@ -22,25 +33,39 @@ import (
 )
 
 // ErrPurgeDenied is matched by an erase on an event stream created with
-// deny_purge (before #30): JetStream cannot lift that setting on a live
+// deny_purge: JetStream cannot lift that setting on a live
 // stream, so no session of it can be erased.
 var ErrPurgeDenied = errors.New("the event stream denies purge")
 
 // AuditStreamName is the audit stream of a prefix: <PREFIX>_AUDIT.
 func AuditStreamName(prefix string) string { return strings.ToUpper(prefix) + "_AUDIT" }
 
-// AuditRecord is one record of the audit stream: an erase of Session at
-// Time, which purged Purged events between FirstSeq and LastSeq of Stream.
-// It holds no actor, channel, reason or event content.
+// AuditRecord is one record of the audit stream: a step of an erase (or a
+// compaction) of Session at Time. The range record says it purges Purged
+// events between FirstSeq and LastSeq of Stream. It holds no actor,
+// channel, reason or event content.
 type AuditRecord struct {
-	Kind     string    `json:"kind"` // "erase"
+	Kind     string    `json:"kind"` // "erase" or "compact"
 	Session  string    `json:"session"`
 	Stream   string    `json:"stream"`
 	FirstSeq uint64    `json:"first_seq"`
 	LastSeq  uint64    `json:"last_seq"`
 	Purged   uint64    `json:"purged"`
 	Time     time.Time `json:"time"`
+	// Phase is the erase's step: PhaseBegun, "" (the range, written
+	// before the purge), PhaseDone or PhaseCancelled.
+	Phase string `json:"phase,omitempty"`
+	// ExpectedSeq, on a begun record, is the sequence the session must
+	// still be at for the erase to go on (0: erase whatever it holds).
+	ExpectedSeq uint64 `json:"expected_seq,omitempty"`
 }
+
+// The phases of an erase's audit records.
+const (
+	PhaseBegun     = "begun"
+	PhaseDone      = "done"
+	PhaseCancelled = "cancelled"
+)
 
 // EraseReport is the outcome of Eraser.Erase.
 type EraseReport struct {
@@ -100,7 +125,7 @@ func (l *Log) NewEraser(ctx context.Context, admin *nats.Conn) (*Eraser, error) 
 	name := AuditStreamName(l.cfg.Prefix)
 	sc := jetstream.StreamConfig{
 		Name:        name,
-		Description: "audit of erased sessions: session, time and purged range, no personal data (#30)",
+		Description: "audit of erased sessions: session, time and purged range, no personal data",
 		Subjects:    []string{l.cfg.Prefix + ".audit.>"},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -132,8 +157,9 @@ func (x *Eraser) AuditStream() string { return x.audit.CachedInfo().Config.Name 
 // AuditSubject is the subject of session's audit records.
 func (x *Eraser) AuditSubject(session string) string { return x.subj + session }
 
-// Erased reports whether the audit stream records an erase of session.
-// A positive answer is cached: an erase is for good.
+// Erased reports whether the audit stream records an erase of session
+// that reached its purge (its range or its end; not one only begun, nor
+// one cancelled). A positive answer is cached: an erase is for good.
 func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return false, fmt.Errorf("erased %q: %w", session, err)
@@ -166,15 +192,31 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 			}
 		}
 	}
-	_, err := x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
-	}
+	rec, ok, err := x.lastRecord(ctx, session)
 	if err != nil {
-		return false, fmt.Errorf("erased %q: read audit stream: %w", session, err)
+		return false, fmt.Errorf("erased %q: %w", session, err)
+	}
+	if !ok || rec.Phase == PhaseCancelled || rec.Phase == PhaseBegun {
+		return false, nil
 	}
 	x.remember(session)
 	return true, nil
+}
+
+// lastRecord reads the last audit record of session's erase.
+func (x *Eraser) lastRecord(ctx context.Context, session string) (AuditRecord, bool, error) {
+	var rec AuditRecord
+	m, err := x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, fmt.Errorf("read the audit stream: %w", err)
+	}
+	if err := json.Unmarshal(m.Data, &rec); err != nil {
+		return rec, false, fmt.Errorf("read the audit stream: record %d of %s: %w", m.Sequence, session, err)
+	}
+	return rec, true, nil
 }
 
 func (x *Eraser) remember(session string) {
@@ -184,19 +226,80 @@ func (x *Eraser) remember(session string) {
 	x.mu.Unlock()
 }
 
-// Erase purges every event of session from the event stream and appends
-// the audit record first (so no purge goes unaudited; a failed purge is
-// retried by erasing again). A session whose subject holds nothing is
-// already erased: its report has Purged 0 and no new record, unless none
-// exists. The bytes stay on disk until JetStream compacts the blocks.
-func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error) {
+func (x *Eraser) forgetErased(session string) {
+	x.mu.Lock()
+	delete(x.erased, session)
+	x.mu.Unlock()
+}
+
+// record appends rec (its kind, stream and time filled in) to session's
+// audit subject.
+func (x *Eraser) record(ctx context.Context, session string, rec AuditRecord, msgID string) (uint64, error) {
+	rec.Kind, rec.Session, rec.Stream = "erase", session, x.log.name
+	rec.Time = time.Now().UTC().Truncate(time.Millisecond)
+	data, _ := json.Marshal(rec)
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(x.AuditStream())}
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	ack, err := x.js.Publish(ctx, x.AuditSubject(session), data, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Begin records the intent to erase session, before anything of it is
+// deleted or purged: from then on, until Erase or Cancel records its end,
+// Unfinished lists it, and any engine may finish it. expected, when not
+// 0, is the sequence the session must still be at when its delete is
+// appended (a retention's examined sequence). A session whose last record
+// is begun already is not recorded again.
+func (x *Eraser) Begin(ctx context.Context, session string, expected uint64) error {
+	if err := events.ValidateSessionID(session); err != nil {
+		return fmt.Errorf("erase %q: %w", session, err)
+	}
+	ctx, cancel := x.log.withTimeout(ctx)
+	defer cancel()
+	if rec, ok, err := x.lastRecord(ctx, session); err != nil {
+		return fmt.Errorf("erase %q: %w", session, err)
+	} else if ok && rec.Phase == PhaseBegun && rec.ExpectedSeq == expected {
+		return nil
+	}
+	if _, err := x.record(ctx, session, AuditRecord{Phase: PhaseBegun, ExpectedSeq: expected}, ""); err != nil {
+		return fmt.Errorf("erase %q: record its start in the audit stream: %w", session, err)
+	}
+	return nil
+}
+
+// Cancel records that the erase of session begun with an expected
+// sequence does not go on: the session moved past it.
+func (x *Eraser) Cancel(ctx context.Context, session string) error {
+	ctx, cancel := x.log.withTimeout(ctx)
+	defer cancel()
+	if _, err := x.record(ctx, session, AuditRecord{Phase: PhaseCancelled}, ""); err != nil {
+		return fmt.Errorf("erase %q: record its cancellation in the audit stream: %w", session, err)
+	}
+	x.forgetErased(session)
+	return nil
+}
+
+// Erase purges every event of session before deleted, the sequence of the
+// SessionDeleted that closed it, which stays as the id's tombstone (0:
+// the session holds no event to keep, nothing is purged), and records the
+// erase's range before the purge and its end after it. The purged range
+// is what the subject holds below deleted: nothing appended after the
+// delete is touched. Erasing again after a failure finishes the erase; a
+// finished one purges nothing (Purged 0). The bytes stay on disk until
+// the server compacts the blocks.
+func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (EraseReport, error) {
 	var rep EraseReport
 	if err := events.ValidateSessionID(session); err != nil {
 		return rep, fmt.Errorf("erase %q: %w", session, err)
 	}
 	l := x.log
 	if l.purgeDenied {
-		return rep, fmt.Errorf("erase %q: stream %s was created with deny_purge (before #30) and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions: %w", session, l.name, ErrPurgeDenied)
+		return rep, fmt.Errorf("erase %q: stream %s was created with deny_purge and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions: %w", session, l.name, ErrPurgeDenied)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
@@ -205,58 +308,119 @@ func (x *Eraser) Erase(ctx context.Context, session string) (EraseReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("erase %q: look up stream %s: %w", session, l.name, err)
 	}
-	// The first and last events from the stream's leader: a replica
-	// behind it answers "none" for a session written since, and the erase
-	// would then purge nothing and report the session erased.
+	// The first event from the stream's leader: a replica behind it
+	// answers "none" for a session written since, and the erase would
+	// then purge nothing and report the session erased.
 	first, err := l.leaderMsg(ctx, l.name, leaderGetRequest{Seq: 1, NextBy: subj})
-	if errors.Is(err, ErrNotStored) {
-		erased, err := x.Erased(ctx, session)
-		if err != nil || erased {
+	switch {
+	case errors.Is(err, ErrNotStored):
+	case err != nil:
+		return rep, fmt.Errorf("erase %q: first event: %w", session, err)
+	case deleted > 0 && first.seq < deleted:
+		rep.FirstSeq, rep.LastSeq = first.seq, deleted-1
+		n, err := x.countBelow(ctx, stream, session, deleted)
+		if err != nil {
 			return rep, err
 		}
-	} else if err != nil {
-		return rep, fmt.Errorf("erase %q: first event: %w", session, err)
-	} else {
-		rep.FirstSeq = first.seq
-		last, err := l.leaderMsg(ctx, l.name, leaderGetRequest{LastBy: subj})
-		if err != nil {
-			return rep, fmt.Errorf("erase %q: last event: %w", session, err)
-		}
-		rep.LastSeq = last.seq
-		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
-		if err != nil {
-			return rep, fmt.Errorf("erase %q: count events: %w", session, err)
-		}
-		rep.Purged = info.State.Subjects[subj]
+		rep.Purged = n
 	}
-	rec := AuditRecord{Kind: "erase", Session: session, Stream: l.name, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq, Purged: rep.Purged, Time: time.Now().UTC().Truncate(time.Millisecond)}
-	data, _ := json.Marshal(rec)
-	ack, err := x.js.Publish(ctx, x.AuditSubject(session), data,
-		jetstream.WithMsgID(fmt.Sprintf("erase-%s-%d-%d", session, rep.FirstSeq, rep.LastSeq)), jetstream.WithExpectStream(x.AuditStream()))
-	if err != nil {
-		return rep, fmt.Errorf("erase %q: write the audit record: %w", session, err)
+	if rep.Purged > 0 {
+		seq, err := x.record(ctx, session, AuditRecord{FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq, Purged: rep.Purged},
+			fmt.Sprintf("erase-%s-%d-%d", session, rep.FirstSeq, rep.LastSeq))
+		if err != nil {
+			return rep, fmt.Errorf("erase %q: write the audit record: %w", session, err)
+		}
+		rep.AuditSeq = seq
+		x.remember(session)
+		if x.BeforePurge != nil {
+			if err := x.BeforePurge(rep); err != nil {
+				return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, err)
+			}
+		}
+		err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(deleted))
+		if x.AfterPurge != nil {
+			x.AfterPurge(rep, err)
+		}
+		if err != nil {
+			if isPurgeDenied(err) {
+				return rep, fmt.Errorf("erase %q: the erase connection may not purge stream %s: give engine serve a user allowed $JS.API.STREAM.PURGE.%s (--nats-erase-user; deploy/accounts.conf: eraser): %w: %w", session, l.name, l.name, ErrPurgeDenied, err)
+			}
+			return rep, fmt.Errorf("erase %q: purge %s below %d: %w (the audit record is written; erase again)", session, subj, deleted, err)
+		}
 	}
-	rep.AuditSeq = ack.Sequence
-	x.remember(session)
-	if rep.Purged == 0 && rep.LastSeq == 0 {
+	if rec, ok, err := x.lastRecord(ctx, session); err != nil {
+		return rep, fmt.Errorf("erase %q: %w", session, err)
+	} else if ok && rec.Phase == PhaseDone {
 		return rep, nil
 	}
-	if x.BeforePurge != nil {
-		if err := x.BeforePurge(rep); err != nil {
-			return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, err)
-		}
-	}
-	err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj))
-	if x.AfterPurge != nil {
-		x.AfterPurge(rep, err)
-	}
+	seq, err := x.record(ctx, session, AuditRecord{Phase: PhaseDone, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq, Purged: rep.Purged}, "")
 	if err != nil {
-		if isPurgeDenied(err) {
-			return rep, fmt.Errorf("erase %q: the erase connection may not purge stream %s: give engine serve a user allowed $JS.API.STREAM.PURGE.%s (--nats-erase-user; deploy/accounts.conf: eraser): %w: %w", session, l.name, l.name, ErrPurgeDenied, err)
-		}
-		return rep, fmt.Errorf("erase %q: purge %s: %w (the audit record is written; erase again)", session, subj, err)
+		return rep, fmt.Errorf("erase %q: record its end in the audit stream: %w (the events are purged; erase again)", session, err)
 	}
+	if rep.AuditSeq == 0 {
+		rep.AuditSeq = seq
+	}
+	x.remember(session)
 	return rep, nil
+}
+
+// countBelow counts the messages of session's subject below seq: all of
+// them but those at or after it (the SessionDeleted at seq, and what a
+// direct publisher appended after it, which the fold refuses).
+func (x *Eraser) countBelow(ctx context.Context, stream jetstream.Stream, session string, seq uint64) (uint64, error) {
+	l := x.log
+	subj := l.Subject(session)
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, fmt.Errorf("erase %q: count events: %w", session, err)
+	}
+	n := info.State.Subjects[subj]
+	for at := seq; n > 0; n-- {
+		m, err := l.leaderMsg(ctx, l.name, leaderGetRequest{Seq: at, NextBy: subj})
+		if errors.Is(err, ErrNotStored) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("erase %q: count events after %d: %w", session, at, err)
+		}
+		at = m.seq + 1
+	}
+	return n, nil
+}
+
+// UnfinishedErase is an erase whose audit records stop before its end.
+type UnfinishedErase struct {
+	Session string
+	// ExpectedSeq is the begun record's condition (0: none).
+	ExpectedSeq uint64
+	// Since is the time of its last record.
+	Since time.Time
+}
+
+// Unfinished reads the erase records of the audit stream after sequence
+// after (0: from the start) and returns, per session, the last record of
+// each session among them, and the stream sequence it read up to. A
+// caller that keeps the records it was given and passes the returned
+// sequence next time reads each record once.
+func (x *Eraser) Unfinished(ctx context.Context, after uint64) (map[string]AuditRecord, uint64, error) {
+	ctx, cancel := x.log.withTimeout(ctx)
+	defer cancel()
+	out := map[string]AuditRecord{}
+	subj := x.subj + "*"
+	for seq := after + 1; ; {
+		m, err := x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, seq - 1, nil
+		}
+		if err != nil {
+			return nil, after, fmt.Errorf("unfinished erases: read the audit stream after %d: %w", seq, err)
+		}
+		var rec AuditRecord
+		if json.Unmarshal(m.Data, &rec) == nil && rec.Session != "" {
+			out[rec.Session] = rec
+		}
+		seq = m.Sequence + 1
+	}
 }
 
 // jsErrPurgeFailed is JetStream's error code of a refused purge (10110:
@@ -277,7 +441,7 @@ func isPurgeDenied(err error) bool {
 type SeqRange struct{ First, Last uint64 }
 
 // ErasedRanges returns the sequence range of every erase or compaction the audit stream
-// records (#30), in record order; none when the stream does not exist.
+// records, in record order; none when the stream does not exist.
 // A sequence missing from the event stream inside one of them was purged
 // by an erase, not lost.
 func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
@@ -291,7 +455,7 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 		return nil, fmt.Errorf("erased ranges: %w", err)
 	}
 	var out []SeqRange
-	subj := l.cfg.Prefix + ".audit.>" // erases and compactions (#30)
+	subj := l.cfg.Prefix + ".audit.>" // erases and compactions
 	for seq := uint64(1); ; {
 		var data []byte
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
@@ -316,7 +480,7 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 			data, seq = m.Data, m.Sequence
 		}
 		var rec AuditRecord
-		if json.Unmarshal(data, &rec) == nil && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
+		if json.Unmarshal(data, &rec) == nil && rec.Phase == "" && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
 			out = append(out, SeqRange{First: rec.FirstSeq, Last: rec.LastSeq})
 		}
 		seq++

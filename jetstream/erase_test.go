@@ -40,11 +40,25 @@ func rawSubject(t *testing.T, l *jetstream.Log, stream, subject string) []string
 	}
 }
 
-// #30: an erase purges every event of one session (a raw JetStream read
-// finds none), leaves the other sessions byte for byte, writes an audit
-// record naming the session, the time and the range, and no actor,
-// channel or content; a second erase purges nothing and fails nothing;
-// the session's idempotency keys are forgotten, others' kept.
+// closeSession appends the SessionDeleted that an erase keeps as the
+// session's tombstone after the session's last event, at last, and
+// returns its sequence.
+func closeSession(t *testing.T, l *jetstream.Log, session string, last uint64) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	r, err := l.Append(ctx, session, last, events.New(session, "engine", "engine:erase", events.SessionDeleted{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Last
+}
+
+// An erase purges every event of one session before the SessionDeleted
+// that closed it (a raw JetStream read finds that one only), leaves the
+// other sessions byte for byte, writes audit records naming the session,
+// the time and the range, and no actor, channel or content, and records
+// its end; a second erase purges nothing and fails nothing; the session's
+// idempotency keys are forgotten, others' kept.
 func TestEraseSession(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := context.Background()
@@ -88,21 +102,25 @@ func TestEraseSession(t *testing.T) {
 	if n, err := keys.ForgetSession(ctx, "victim"); err != nil || n != 1 {
 		t.Fatalf("forget keys: %d %v", n, err)
 	}
-	rep, err := x.Erase(ctx, "victim")
+	if err := x.Begin(ctx, "victim", 0); err != nil {
+		t.Fatal(err)
+	}
+	deleted := closeSession(t, l, "victim", last["victim"])
+	rep, err := x.Erase(ctx, "victim", deleted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Purged != 3 || rep.FirstSeq != 1 || rep.LastSeq != last["victim"] || rep.AuditSeq == 0 {
+	if rep.Purged != 3 || rep.FirstSeq != 1 || rep.LastSeq != deleted-1 || rep.AuditSeq == 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if strings.Join(hooked, ",") != "before 3,after <nil>" {
 		t.Errorf("hooks %v", hooked)
 	}
-	if got := rawSubject(t, l, l.StreamName(), l.Subject("victim")); len(got) != 0 {
-		t.Fatalf("victim still has %d events: %v", len(got), got)
+	if got := rawSubject(t, l, l.StreamName(), l.Subject("victim")); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("%d:", deleted)) {
+		t.Fatalf("victim holds %v, want only its SessionDeleted at %d", got, deleted)
 	}
-	if seq, err := l.LastSeq(ctx, "victim"); err != nil || seq != 0 {
-		t.Fatalf("victim last seq %d %v", seq, err)
+	if seq, err := l.LastSeq(ctx, "victim"); err != nil || seq != deleted {
+		t.Fatalf("victim last seq %d %v, want %d", seq, err, deleted)
 	}
 	for s, want := range before {
 		if got := rawSubject(t, l, l.StreamName(), l.Subject(s)); !slices.Equal(got, want) {
@@ -111,32 +129,46 @@ func TestEraseSession(t *testing.T) {
 	}
 	// The audit record: exactly these keys, nothing of the actor or the
 	// channel.
-	audit := rawSubject(t, l, jetstream.AuditStreamName("tools"), "tools.audit.erase.victim")
-	if len(audit) != 1 {
-		t.Fatalf("audit records %v", audit)
-	}
+	// The audit records: begun, the range, done; exactly these keys,
+	// nothing of the actor or the channel.
 	m, err := l.JetStream().Stream(ctx, "TOOLS_AUDIT")
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := m.GetLastMsgForSubject(ctx, "tools.audit.erase.victim")
-	if err != nil {
-		t.Fatal(err)
+	var phases []string
+	for seq := uint64(1); ; {
+		msg, err := m.GetMsg(ctx, seq, njs.WithGetMsgSubject("tools.audit.erase.victim"))
+		if errors.Is(err, njs.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = msg.Sequence + 1
+		var rec map[string]any
+		if err := json.Unmarshal(msg.Data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		var keysOf []string
+		for k := range rec {
+			keysOf = append(keysOf, k)
+		}
+		slices.Sort(keysOf)
+		phase, _ := rec["phase"].(string)
+		phases = append(phases, phase)
+		want := "first_seq,kind,last_seq,purged,session,stream,time"
+		if phase != "" {
+			want = "first_seq,kind,last_seq,phase,purged,session,stream,time"
+		}
+		if strings.Join(keysOf, ",") != want || rec["session"] != "victim" {
+			t.Errorf("audit record %s", msg.Data)
+		}
+		if strings.Contains(string(msg.Data), "alice") || strings.Contains(string(msg.Data), "web") {
+			t.Errorf("audit record names the actor or channel: %s", msg.Data)
+		}
 	}
-	var rec map[string]any
-	if err := json.Unmarshal(msg.Data, &rec); err != nil {
-		t.Fatal(err)
-	}
-	var keysOf []string
-	for k := range rec {
-		keysOf = append(keysOf, k)
-	}
-	slices.Sort(keysOf)
-	if strings.Join(keysOf, ",") != "first_seq,kind,last_seq,purged,session,stream,time" || rec["session"] != "victim" {
-		t.Errorf("audit record %s", msg.Data)
-	}
-	if strings.Contains(string(msg.Data), "alice") || strings.Contains(string(msg.Data), "web") {
-		t.Errorf("audit record names the actor or channel: %s", msg.Data)
+	if strings.Join(phases, ",") != "begun,,done" {
+		t.Errorf("audit records' phases %q, want begun, the range, done", phases)
 	}
 	if cfg := m.CachedInfo().Config; !cfg.DenyDelete || !cfg.DenyPurge {
 		t.Errorf("audit stream deny_delete %v deny_purge %v, want both", cfg.DenyDelete, cfg.DenyPurge)
@@ -147,9 +179,12 @@ func TestEraseSession(t *testing.T) {
 			t.Errorf("erased(%s) = %v %v", s, got, err)
 		}
 	}
-	again, err := x.Erase(ctx, "victim")
+	again, err := x.Erase(ctx, "victim", deleted)
 	if err != nil || again.Purged != 0 {
 		t.Errorf("second erase: %+v %v", again, err)
+	}
+	if open, _, err := x.Unfinished(ctx, 0); err != nil || open["victim"].Phase != jetstream.PhaseDone {
+		t.Errorf("victim's last audit record: %+v %v, want done", open["victim"], err)
 	}
 	if _, found, err := keys.Get(ctx, "k-victim"); err != nil || found {
 		t.Errorf("victim's key kept: %v %v", found, err)
@@ -159,7 +194,7 @@ func TestEraseSession(t *testing.T) {
 	}
 	// The erased range is known, and a gap inside it is covered.
 	rs, err := l.ErasedRanges(ctx)
-	if err != nil || len(rs) != 1 || rs[0] != (jetstream.SeqRange{First: 1, Last: last["victim"]}) {
+	if err != nil || len(rs) != 1 || rs[0] != (jetstream.SeqRange{First: 1, Last: deleted - 1}) {
 		t.Fatalf("erased ranges %v %v", rs, err)
 	}
 	if !jetstream.Covered(rs, 1, 3, []uint64{2, 3}) || jetstream.Covered(rs, 1, last["by1"]+1, nil) {
@@ -191,19 +226,20 @@ func TestEraseLegacyDenyPurge(t *testing.T) {
 	if err := l.CheckStream(ctx); err != nil {
 		t.Errorf("legacy stream reported as drift: %v", err)
 	}
-	if _, err := l.Append(ctx, "old", 0, toggled("old")); err != nil {
+	old, err := l.Append(ctx, "old", 0, toggled("old"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	x, err := l.NewEraser(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = x.Erase(ctx, "old")
+	_, err = x.Erase(ctx, "old", closeSession(t, l, "old", old.Last))
 	if !errors.Is(err, jetstream.ErrPurgeDenied) || !strings.Contains(err.Error(), "deny_purge") || !strings.Contains(err.Error(), "create the stream anew") {
 		t.Fatalf("erase on a legacy stream: %v", err)
 	}
-	if got := rawSubject(t, l, l.StreamName(), l.Subject("old")); len(got) != 1 {
-		t.Errorf("events of old: %v", got)
+	if got := rawSubject(t, l, l.StreamName(), l.Subject("old")); len(got) != 2 {
+		t.Errorf("events of old: %v, want its event and its SessionDeleted", got)
 	}
 	if erased, _ := x.Erased(ctx, "old"); erased {
 		t.Error("an audit record claims the refused erase")
@@ -226,10 +262,11 @@ func TestErasePastLaggingReplica(t *testing.T) {
 	}
 	// The audit stream lags too: its mirror holds only the first erase's
 	// record.
-	if _, err := l.Append(ctx, "first-erased", 0, toggled("first-erased")); err != nil {
+	first, err := l.Append(ctx, "first-erased", 0, toggled("first-erased"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Erase(ctx, "first-erased"); err != nil {
+	if _, err := x.Erase(ctx, "first-erased", closeSession(t, l, "first-erased", first.Last)); err != nil {
 		t.Fatal(err)
 	}
 	natstest.LaggingMirror(t, l.JetStream(), x.AuditStream(), x.AuditSubject("first-erased"))
@@ -240,7 +277,7 @@ func TestErasePastLaggingReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := x.Erase(ctx, s)
+		rep, err := x.Erase(ctx, s, closeSession(t, l, s, res.Last))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,8 +293,8 @@ func TestErasePastLaggingReplica(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := st.State.Subjects[l.Subject(s)]; n != 0 {
-			t.Fatalf("%s: %d events left in the stream after the erase", s, n)
+		if n := st.State.Subjects[l.Subject(s)]; n != 1 {
+			t.Fatalf("%s: %d events left in the stream after the erase, want its SessionDeleted only", s, n)
 		}
 		for j := 0; j < 4; j++ {
 			got, err := l.ErasedRanges(ctx)

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -46,5 +47,21 @@ func TestInFlightRefusal(t *testing.T) {
 		if got := inFlightRefusal(tc.err, 7); got != tc.want {
 			t.Errorf("inFlightRefusal(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A re-send refused because an earlier try with the same message id is
+// still being stored (10158, "duplicate message id is in process", as
+// after a leader change) is an unknown outcome the append path re-sends,
+// not a conflict answered to the caller.
+func TestMsgIDInProcessIsOutcomeUnknown(t *testing.T) {
+	l := &Log{}
+	err := l.publishError(context.Background(), "s1", 7, &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"})
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrConflict) {
+		t.Fatalf("10158: %v, want ErrOutcomeUnknown and no conflict", err)
+	}
+	var ou *OutcomeUnknownError
+	if !errors.As(err, &ou) || ou.Session != "s1" || ou.AfterSeq != 7 {
+		t.Fatalf("10158: %#v, want the session and the expected sequence", err)
 	}
 }

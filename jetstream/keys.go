@@ -509,3 +509,26 @@ func (k *Keys) ForgetSession(ctx context.Context, session string) (int, error) {
 	}
 	return len(doomed), nil
 }
+
+// HasKeys reports whether the idempotency-key bucket exists (a keyed
+// append made it), without creating it: an erase forgets a session's keys
+// only where there can be some, and creating the bucket (with the log's
+// replicas) must not be what an erase waits for.
+func (l *Log) HasKeys(ctx context.Context) (bool, error) {
+	l.keys.mu.Lock()
+	opened := l.keys.keys != nil
+	l.keys.mu.Unlock()
+	if opened {
+		return true, nil
+	}
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	_, err := l.js.KeyValue(ctx, strings.ToUpper(l.cfg.Prefix)+"_KEYS")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up the idempotency key bucket: %w", err)
+	}
+	return true, nil
+}

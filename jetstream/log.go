@@ -22,6 +22,9 @@ import (
 const (
 	codeWrongLastSeq         = jetstream.JSErrCodeStreamWrongLastSequence         // 10071
 	codeWrongLastSeqConstant = jetstream.JSErrCodeStreamWrongLastSequenceConstant // 10164
+	// codeMsgIDInProcess: a message with this Nats-Msg-Id is being stored
+	// (proposed to the stream's group, not yet applied).
+	codeMsgIDInProcess jetstream.ErrorCode = 10158
 )
 
 // Header names used on event messages: nats.go's where it has them (the

@@ -130,6 +130,21 @@ func (m *Meta) Damage(ctx context.Context) (string, error) {
 	return string(v), err
 }
 
+// metaProbe is the key ProbeWrite writes.
+const metaProbe = "probe"
+
+// ProbeWrite stores one small value in the meta bucket: whether the store
+// takes a write now (a full disk, or a store that refuses writes, answers
+// with an error), whatever the free-space guard says.
+func (m *Meta) ProbeWrite(ctx context.Context) error {
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	if _, err := m.kv.Put(ctx, metaProbe, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		return fmt.Errorf("write to bucket %s: %w", m.bucket, err)
+	}
+	return nil
+}
+
 // SetDamage records log damage: it stays recorded, across restarts, until
 // ClearDamage (engine rebuild).
 func (m *Meta) SetDamage(ctx context.Context, msg string) error {

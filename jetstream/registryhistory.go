@@ -68,7 +68,7 @@ func (l *Log) OpenRegistryHistory(ctx context.Context) (*RegistryHistory, error)
 	h := &RegistryHistory{log: l, name: strings.ToUpper(l.cfg.Prefix) + "_REGISTRY_HISTORY", subjBase: l.cfg.Prefix + ".registry.history."}
 	sc := jetstream.StreamConfig{
 		Name:              h.name,
-		Description:       "every registry version an engine served, one subject per version (R31)",
+		Description:       "every registry version an engine served, one subject per version",
 		Subjects:          []string{h.subjBase + "*"},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,

@@ -117,7 +117,7 @@ type RegistryPruner struct {
 // ErrRegistryPruneDenied when the stream was created with deny_purge.
 func (h *RegistryHistory) NewPruner(ctx context.Context, admin *nats.Conn) (*RegistryPruner, error) {
 	if h.purgeDenied {
-		return nil, fmt.Errorf("registry history %s was created with deny_purge (before #30) and JetStream cannot lift it: registry versions are kept for ever; to prune them, create the stream anew without deny_purge (back it up, then restore it with deny_purge false): %w", h.name, ErrRegistryPruneDenied)
+		return nil, fmt.Errorf("registry history %s was created with deny_purge (by an older engine) and JetStream cannot lift it: registry versions are kept for ever; to prune them, create the stream anew without deny_purge (back it up, then restore it with deny_purge false): %w", h.name, ErrRegistryPruneDenied)
 	}
 	js := h.log.js
 	if admin != nil {

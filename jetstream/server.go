@@ -3,12 +3,15 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -49,7 +52,9 @@ type EmbeddedConfig struct {
 	Credentials *Credentials
 	// Sync is the fsync policy. Default SyncInterval.
 	Sync SyncPolicy
-	// SyncEvery overrides the fsync interval for SyncInterval (default 2m).
+	// SyncEvery overrides the server's sync interval (default 2m): the
+	// fsync interval under SyncInterval, and, under either policy, how
+	// often the server compacts message blocks that deletes emptied.
 	SyncEvery time.Duration
 	// ServerName names the server (default "engine").
 	ServerName string
@@ -77,6 +82,9 @@ func (c EmbeddedConfig) Validate() error {
 	case "", SyncInterval, SyncAlways:
 	default:
 		errs = append(errs, fmt.Errorf("embedded server: sync policy %q unknown: use %q or %q", c.Sync, SyncInterval, SyncAlways))
+	}
+	if c.SyncEvery < 0 {
+		errs = append(errs, fmt.Errorf("embedded server: sync interval %v is negative: give a positive duration such as 2m (0: the default)", c.SyncEvery))
 	}
 	host := c.host()
 	if !isLoopback(host) && (c.User == "" || c.Password == "") && c.ConfigFile == "" {
@@ -190,6 +198,15 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)
+	if opts.JetStreamMaxStore == 0 {
+		// Left unset, nats-server caps its store at 75% of the disk space
+		// free when it starts, for as long as it runs: started on a full
+		// disk it refuses every write ("insufficient storage resources")
+		// after space returns, until a restart. The disk's whole size
+		// bounds the store instead; the free-space guard (serve
+		// --min-free) keeps the disk from filling.
+		opts.JetStreamMaxStore = storeLimit(opts.StoreDir)
+	}
 	opts.NoSigs = true
 	opts.NoLog = false // the fault watch below reads the server's errors
 	opts.ServerName = cfg.ServerName
@@ -202,13 +219,11 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
 	}
-	switch cfg.Sync {
-	case SyncAlways:
-		opts.SyncAlways = true
-	default:
-		if cfg.SyncEvery > 0 {
-			opts.SyncInterval = cfg.SyncEvery
-		}
+	opts.SyncAlways = cfg.Sync == SyncAlways
+	if cfg.SyncEvery > 0 {
+		// Under SyncAlways the interval still paces the server's block
+		// maintenance (compacting blocks that deletes emptied).
+		opts.SyncInterval = cfg.SyncEvery
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -388,4 +403,19 @@ func ConfigLogin(path string) (users []string, needsLogin bool, err error) {
 		users = append(users, u.Username)
 	}
 	return users, (len(opts.Users) > 0 || len(opts.Nkeys) > 0) && opts.NoAuthUser == "", nil
+}
+
+// storeLimit is the store limit of an embedded server on dir's disk: the
+// disk's size, at least 1 TiB (nats-server's own guess when it cannot
+// measure).
+func storeLimit(dir string) int64 {
+	const floor = 1 << 40
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return floor
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return floor
+	}
+	return max(int64(min(st.Blocks*uint64(st.Bsize), math.MaxInt64)), floor)
 }

@@ -61,13 +61,29 @@ type StoreDamage struct {
 	// Consumer names the consumer whose state file is damaged ("" for
 	// message blocks).
 	Consumer string
-	// Corrupt is true when a record's bytes are wrong (checksum or
-	// framing) but the block goes on: the records after it may be intact,
-	// and cutting the block there (AcceptStoreDamage) loses them.
+	// End is where intact records resume after a damaged span that
+	// starts at Offset (the file's size when none does); 0 for a Gap.
+	End int64
+	// Subjects names the subjects of the damaged records whose bytes
+	// still read as one (a subject names its session); a damaged record
+	// whose subject is unreadable is named only by its sequences.
+	Subjects []string
+	// Count, when not 0, is how many of LostFrom..LostTo are gone (a
+	// purge's range also spans other sessions' messages, which must be
+	// there); 0: all of them.
+	Count uint64
+	// Corrupt is true when a record's bytes are wrong (checksum, framing
+	// or sequence) and intact records may follow it: AcceptStoreDamage
+	// drops the span from Offset to End and keeps the records after it.
 	Corrupt bool
 	// Gap is true when the damage is only a run of sequences missing
-	// between intact blocks (or before the first): once accepted
-	// (AcceptStoreDamage) it is no longer reported.
+	// while the records around it are intact (inside a block, between
+	// blocks, or where index.db says a block or the stream goes on): what
+	// a purge leaves once the server has compacted its blocks. A run the
+	// engine purged (an erase or a compaction, as the audit stream and
+	// AcceptedLossFile record) is not reported; any other is damage
+	// that nothing can cut away, and once accepted (AcceptStoreDamage)
+	// it is no longer reported.
 	Gap bool
 
 	torn bool // the block ends inside a record
@@ -86,9 +102,17 @@ func (d StoreDamage) String() string {
 	b.WriteString(d.What)
 	switch {
 	case d.LostTo > 0 && d.Corrupt:
-		fmt.Fprintf(&b, "; sequences %d..%d (%d messages) are in or after the bad record, to the block's end", d.LostFrom, d.LostTo, d.LostTo-d.LostFrom+1)
+		fmt.Fprintf(&b, "; sequences %d..%d (%d messages) are in the damaged bytes", d.LostFrom, d.LostTo, d.LostTo-d.LostFrom+1)
+	case d.LostTo > 0 && d.Count > 0:
+		fmt.Fprintf(&b, ": %d messages of other sessions are gone from %d..%d", d.Count, d.LostFrom, d.LostTo)
 	case d.LostTo > 0:
 		fmt.Fprintf(&b, "; sequences %d..%d (%d messages) are gone", d.LostFrom, d.LostTo, d.LostTo-d.LostFrom+1)
+	}
+	if d.Corrupt && d.End > d.Offset {
+		fmt.Fprintf(&b, " (bytes %d..%d)", d.Offset, d.End)
+	}
+	if len(d.Subjects) > 0 {
+		fmt.Fprintf(&b, "; subjects %s", strings.Join(d.Subjects, ", "))
 	}
 	return b.String()
 }
@@ -148,8 +172,8 @@ type streamMeta struct {
 
 // appendOnly reports whether the stream's sequences must be contiguous
 // from 1: nothing may delete or age messages out (the engine's event
-// stream). Purge is allowed since #30, for erases only: the engine records
-// each erased range in AcceptedLossFile, so its gaps are not damage.
+// stream). Purge is allowed for erases and compactions only: the audit
+// stream records each purged range, so its gaps are not damage.
 func (m streamMeta) appendOnly() bool {
 	return m.DenyDelete && m.MaxMsgs <= 0 && m.MaxBytes <= 0 && m.MaxAge == 0 && m.MaxPerSubj <= 0
 }
@@ -210,13 +234,25 @@ func CheckStore(ctx context.Context, dataDir string, cfg StoreCheckConfig) (Stor
 			return rep, err
 		}
 	}
-	kept := rep.Damage[:0]
+	expected := newPurgeRuns(append(accepted, c.purged...))
+	var kept []StoreDamage
 	for _, d := range rep.Damage {
-		if !d.Gap || !accepted.covers(d) {
+		if !d.Gap {
 			kept = append(kept, d)
+			continue
+		}
+		// Only the part of a missing run that no purge and no accepted
+		// loss explains is damage.
+		for _, run := range expected.uncovered(d.Stream, d.LostFrom, d.LostTo) {
+			u := d
+			u.LostFrom, u.LostTo = run.First, run.Last
+			kept = append(kept, u)
 		}
 	}
-	rep.Damage = kept
+	for stream, seqs := range c.tombs {
+		expected.tombstoned(stream, seqs)
+	}
+	rep.Damage = append(kept, expected.overdrawn(c.msgDirs)...)
 	return rep, nil
 }
 
@@ -228,7 +264,10 @@ const maxSeqJump = 1 << 32
 
 type checker struct {
 	ctx      context.Context
-	idxLast  uint64 // the stream's last sequence in index.db (0: unknown)
+	purged   []AcceptedLoss      // the ranges the audit stream's records name
+	tombs    map[string][]uint64 // stream -> the sequences its tombstone records name
+	msgDirs  map[string]string   // stream -> its msgs/index.db
+	idxLast  uint64              // the stream's last sequence in index.db (0: unknown)
 	rep      *StoreReport
 	total    int64
 	progress func(done, total int64)
@@ -264,6 +303,10 @@ func (c *checker) stream(dir string) error {
 	strict := meta.appendOnly()
 	before := len(c.rep.Damage)
 	mdir := filepath.Join(dir, "msgs")
+	if c.msgDirs == nil {
+		c.msgDirs = map[string]string{}
+	}
+	c.msgDirs[name] = filepath.Join(mdir, "index.db")
 	index, lastBlk, lastSeq, idxOK := readStreamState(filepath.Join(mdir, "index.db"), name)
 	c.idxLast = lastSeq
 
@@ -285,7 +328,7 @@ func (c *checker) stream(dir string) error {
 		for _, n := range listed {
 			bs := index[n]
 			if !onDisk[n] && bs.last >= bs.first && bs.first > 0 {
-				c.damage(StoreDamage{Stream: name, File: filepath.Join(mdir, fmt.Sprintf("%d.blk", n)), Offset: -1,
+				c.damage(StoreDamage{Stream: name, File: filepath.Join(mdir, fmt.Sprintf("%d.blk", n)), Offset: -1, Gap: true,
 					LostFrom: bs.first, LostTo: bs.last, What: "the block is missing (index.db lists it)"})
 			}
 		}
@@ -293,51 +336,50 @@ func (c *checker) stream(dir string) error {
 	var prevLast uint64 // last sequence of the blocks before
 	var prevFile string
 	var prevBad bool // the block before was damaged: the gap after it is its loss
+	audit := strings.HasSuffix(name, "_AUDIT")
 	for _, n := range blocks {
 		if err := c.ctx.Err(); err != nil {
 			return fmt.Errorf("check store: %w", err)
 		}
 		file := filepath.Join(mdir, fmt.Sprintf("%d.blk", n))
-		first, last, bad, err := c.block(file, name, n, strict, prevLast)
+		scan, err := c.block(file, name, n, strict, audit, prevLast)
 		if err != nil {
 			return err
 		}
+		first, last := scan.first, scan.last
+		var lead []StoreDamage // what the block's place in the stream says
 		bs, listed := index[n]
-		if bad == nil && strict && first > 0 && prevLast > 0 && first != prevLast+1 && !prevBad {
-			bad = &StoreDamage{Offset: 0, Seq: prevLast, LostFrom: prevLast + 1, LostTo: first - 1, Gap: true,
-				What: fmt.Sprintf("the block starts at sequence %d, the block before (%s) ends at %d", first, filepath.Base(prevFile), prevLast)}
+		if strict && first > 0 && prevLast > 0 && first != prevLast+1 && !prevBad {
+			lead = append(lead, StoreDamage{Offset: 0, Seq: prevLast, LostFrom: prevLast + 1, LostTo: first - 1, Gap: true,
+				What: fmt.Sprintf("the block starts at sequence %d, the block before (%s) ends at %d", first, filepath.Base(prevFile), prevLast)})
 		}
-		if bad == nil && strict && first > 1 && prevLast == 0 && (!idxOK || !listed || bs.first <= 1) {
-			bad = &StoreDamage{Offset: 0, LostFrom: 1, LostTo: first - 1, Gap: true,
-				What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1 (nothing may delete this stream, and no erase recorded these sequences)", first)}
+		if strict && first > 1 && prevLast == 0 && (!idxOK || !listed || bs.first <= 1) {
+			lead = append(lead, StoreDamage{Offset: 0, LostFrom: 1, LostTo: first - 1, Gap: true,
+				What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1", first)})
 		}
-		if idxOK && strict && listed && bs.last >= bs.first && bs.first > 0 {
-			got := last
-			if bad != nil && !bad.Gap {
-				got = bad.Seq
-			}
-			if got < bs.last {
-				if bad == nil {
-					size := int64(-1)
-					if fi, err := os.Stat(file); err == nil {
-						size = fi.Size()
-					}
-					bad = &StoreDamage{Offset: size, Seq: got, What: fmt.Sprintf("the block ends at sequence %d, index.db says it holds up to %d (cut short?)", got, bs.last)}
-				}
-				bad.LostFrom, bad.LostTo = max(got+1, bs.first), bs.last
+		ds := append(lead, scan.damage...)
+		if idxOK && strict && listed && bs.last >= bs.first && bs.first > 0 && last < bs.last {
+			if k := len(ds) - 1; k >= 0 && !ds[k].Gap && ds[k].End >= scan.size {
+				// The damage runs to the block's end: what index.db says
+				// the block held after it is in the damaged bytes.
+				ds[k].LostFrom, ds[k].LostTo = max(last+1, bs.first), bs.last
+			} else {
+				ds = append(ds, StoreDamage{Offset: scan.size, Seq: last, Gap: true, LostFrom: max(last+1, bs.first), LostTo: bs.last,
+					What: fmt.Sprintf("the block ends at sequence %d, index.db says it holds up to %d (cut short?)", last, bs.last)})
 			}
 		}
-		if bad != nil && bad.torn && bad.LostTo == 0 && n == blocks[len(blocks)-1] {
+		if k := len(ds) - 1; k >= 0 && ds[k].torn && ds[k].LostTo == 0 && n == blocks[len(blocks)-1] {
 			// The stream's tail record, cut by an interrupted write that
 			// no index counts: never acknowledged (the stream-end check
 			// below still compares with index.db).
-			c.rep.TornTails = append(c.rep.TornTails, fmt.Sprintf("%s at offset %d (after sequence %d): %s", file, bad.Offset, bad.Seq, bad.What))
-			bad = nil
+			d := ds[k]
+			c.rep.TornTails = append(c.rep.TornTails, fmt.Sprintf("%s at offset %d (after sequence %d): %s", file, d.Offset, d.Seq, d.What))
+			ds = ds[:k]
 		}
-		prevBad = bad != nil && !bad.Gap
-		if bad != nil {
-			bad.Stream, bad.File = name, file
-			c.damage(*bad)
+		prevBad = scan.bad()
+		for _, d := range ds {
+			d.Stream, d.File = name, file
+			c.damage(d)
 		}
 		if last > 0 {
 			prevLast, prevFile = last, file
@@ -345,9 +387,13 @@ func (c *checker) stream(dir string) error {
 	}
 	// The stream's end: index.db's last block and sequence against what
 	// the blocks hold (the last block deleted or cut on a record boundary).
-	if idxOK && strict && lastSeq > prevLast && len(c.rep.Damage) == before {
+	reported := prevLast // the last sequence the blocks or the damage found account for
+	for _, d := range c.rep.Damage[before:] {
+		reported = max(reported, d.LostTo)
+	}
+	if idxOK && strict && lastSeq > reported {
 		file := filepath.Join(mdir, fmt.Sprintf("%d.blk", lastBlk))
-		c.damage(StoreDamage{Stream: name, File: file, Offset: -1, Seq: prevLast, LostFrom: prevLast + 1, LostTo: lastSeq,
+		c.damage(StoreDamage{Stream: name, File: file, Offset: -1, Seq: prevLast, LostFrom: reported + 1, LostTo: lastSeq, Gap: true,
 			What: fmt.Sprintf("the blocks end at sequence %d, index.db says the stream's last sequence is %d", prevLast, lastSeq)})
 	}
 	return c.consumers(dir, name)

@@ -285,12 +285,14 @@ func flip(t *testing.T, file string, off, n int) {
 	}
 }
 
-// #24 rows 2 and 12(c): accepting the damage makes the store loadable and
-// clean for later checks: the bad block is cut at its first bad record (a
-// copy kept aside), the stream's state is rebuilt from the blocks, the
-// damaged consumer is moved aside, and the gap left is recorded as
+// Accepting the damage makes the store loadable and clean for later
+// checks while dropping only the damaged bytes: the bad block is rewritten
+// without the damaged records and every record after them is kept (a copy
+// of the block is kept aside, and the dropped records are named by their
+// sequences and subjects), the stream's state is rebuilt from the blocks,
+// the damaged consumer is moved aside, and the gap left is recorded as
 // accepted.
-func TestAcceptStoreDamage(t *testing.T) {
+func TestAcceptStoreDamageDropsOnlyTheDamagedRecords(t *testing.T) {
 	ctx := context.Background()
 	orig, _ := storeWithBlocks(t, 300)
 	dir, mdir := copyStore(t, orig)
@@ -300,12 +302,25 @@ func TestAcceptStoreDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := mustDamage(t, dir, "2.blk", "o.dat")
-	aside, err := jetstream.AcceptStoreDamage(ctx, dir, rep, time.Now())
+	ar, err := jetstream.AcceptStoreDamage(ctx, dir, rep, time.Now())
 	if err != nil {
 		t.Fatalf("accept: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(aside, "TOOLS_EVENTS", "2.blk")); err != nil {
+	if _, err := os.Stat(filepath.Join(ar.Aside, "TOOLS_EVENTS", "2.blk")); err != nil {
 		t.Fatalf("no copy of the damaged block aside: %v", err)
+	}
+	var dropped uint64
+	for _, d := range ar.Dropped {
+		if d.LostTo == 0 || len(d.Subjects) == 0 {
+			t.Fatalf("dropped span %v names no sequences or subjects", d)
+		}
+		dropped += d.LostTo - d.LostFrom + 1
+	}
+	if dropped == 0 || dropped > 2 {
+		t.Fatalf("dropped %d records for 2 KB of flipped bytes in 60 KB records, want 1 or 2: %v", dropped, ar.Dropped)
+	}
+	if _, err := os.Stat(filepath.Join(ar.Aside, jetstream.DroppedFile)); err != nil {
+		t.Fatalf("no %s aside: %v", jetstream.DroppedFile, err)
 	}
 	again, err := jetstream.CheckStore(ctx, dir, jetstream.StoreCheckConfig{})
 	if err != nil || again.Err() != nil {
@@ -322,10 +337,10 @@ func TestAcceptStoreDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.CachedInfo().State
-	if st.LastSeq != 300 || st.Msgs >= 300 || st.Msgs == 0 {
-		t.Fatalf("stream after accepting: %+v, want last 300 with fewer messages", st)
+	if st.LastSeq != 300 || st.Msgs != 300-dropped {
+		t.Fatalf("stream after accepting: %+v, want last 300 and %d messages (all but the dropped)", st, 300-dropped)
 	}
-	t.Logf("stream after accepting: %d messages, last %d, %d deleted", st.Msgs, st.LastSeq, st.NumDeleted)
+	t.Logf("stream after accepting: %d messages, last %d, %d deleted; dropped %v", st.Msgs, st.LastSeq, st.NumDeleted, ar.Dropped)
 	if _, err := js.Consumer(ctx, "TOOLS_EVENTS", "views"); !errors.Is(err, natsjs.ErrConsumerNotFound) {
 		t.Fatalf("damaged consumer: %v, want it gone (moved aside)", err)
 	}

@@ -164,7 +164,7 @@ func nestedStore(dir string) error {
 	}
 	acc := accounts[0]
 	from, to := filepath.Join(nested, acc), filepath.Join(dir, "jetstream", acc)
-	return fmt.Errorf("%w: data dir %s: %s holds a JetStream store (accounts %v), moved there by an in-process JetStream restart of an engine before #24 row 1, "+
+	return fmt.Errorf("%w: data dir %s: %s holds a JetStream store (accounts %v), moved there by an in-process JetStream restart of an older engine, "+
 		"while the engine serves %s: with no engine running on %s, move each account back, e.g. `mv '%s' '%s'` "+
 		"(if %s exists it was created empty after the move: move it aside first, and keep it if anything was appended to it), then remove the empty %s and start again",
 		ErrNestedStore, dir, nested, accounts, filepath.Join(dir, "jetstream"), dir, from, to, to, nested)

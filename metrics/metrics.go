@@ -36,6 +36,7 @@ type Metrics struct {
 	requests      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 	ret           *retention // retention of idle sessions (#30)
+	emb           *embeddingMetrics
 
 	chMu     sync.Mutex
 	channels map[string]bool // channel label values in use, at most maxChannels
@@ -110,6 +111,7 @@ func New() *Metrics {
 	m.conflicts.WithLabelValues("true")
 	m.conflicts.WithLabelValues("false")
 	m.ret = newRetention(m.reg)
+	m.emb = newEmbeddingMetrics(m.reg)
 	return m
 }
 
@@ -172,6 +174,7 @@ func (m *Metrics) Hooks() service.Hooks {
 		PrefixChanged:  func(cause string) { m.prefixChange.WithLabelValues(cause).Inc() },
 		PrefixExtended: func(cause string) { m.prefixExtend.WithLabelValues(cause).Inc() },
 		CatalogChanged: func(cause string) { m.catalogChange.WithLabelValues(cause).Inc() },
+		SearchEmbedded: func(outcome string) { m.emb.search.WithLabelValues(outcome).Inc() },
 	}
 }
 

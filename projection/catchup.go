@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolintent/engine/jetstream"
 )
@@ -57,7 +58,7 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 	p.evicted = newEvictedSet()
 	p.feedStart = 0
 	p.setApplied(0)
-	u := unflushed{dirty: make(map[string]bool)}
+	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]bool)}
 	var pipe flushPipe
 	next := st.FirstSeq
 	last, err := p.log.CatchUp(ctx, st.FirstSeq, func(recs []jetstream.Record, pending uint64) error {
@@ -71,7 +72,7 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 		if len(recs) == 0 {
 			return nil
 		}
-		if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+		if err := p.fold(ctx, recs, &u); err != nil {
 			return err
 		}
 		next = recs[len(recs)-1].Seq + 1

@@ -37,7 +37,7 @@ func TestFeedSkipsErasedSequences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Erase(ctx, "victim"); err != nil {
+	if _, err := x.Erase(ctx, "victim", last["victim"]); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := start(t, e.log)
@@ -56,9 +56,10 @@ func TestFeedSkipsErasedSequences(t *testing.T) {
 	}
 }
 
-// #30: a rebuild after an erase (the feed reset, every view folded again
-// from the start) folds the bystanders and catches up, although the
-// stream's first and last sequences were purged.
+// A rebuild after an erase (the feed reset, every view folded again from
+// the start) folds the bystanders and catches up, although the stream's
+// first sequence was purged, and folds the erased id as deleted: its
+// SessionDeleted stays in the log as its tombstone.
 func TestRebuildAfterErase(t *testing.T) {
 	srv := natstest.Server(t)
 	e := open(t, srv.ClientURL())
@@ -89,7 +90,7 @@ func TestRebuildAfterErase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Erase(ctx, "victim"); err != nil {
+	if _, err := x.Erase(ctx, "victim", last["victim"]); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.log.ResetFeed(ctx, projection.DefaultDurable); err != nil {
@@ -112,13 +113,15 @@ func TestRebuildAfterErase(t *testing.T) {
 	if st, err := p2.Read(ctx, "by", projection.ReadOptions{}); err != nil || len(st.Intent.Disabled) != 2 {
 		t.Errorf("by %+v %v", st, err)
 	}
+	if st, err := p2.Read(ctx, "victim", projection.ReadOptions{}); err != nil || !st.Deleted() || st.DeletedSeq != last["victim"] {
+		t.Errorf("victim after the rebuild: %+v %v, want deleted at %d", st, err, last["victim"])
+	}
 }
 
-// #30: a direct publisher that writes a "first" event (expected last
-// subject sequence 0) to an erased id, whose subject is empty: the
-// projection does not take it for a new session; the event is rejected
-// against the deleted view, and the bystanders' views go on.
-func TestFirstEventToErasedIDRejected(t *testing.T) {
+// A direct publisher that writes an event to an erased id after its
+// tombstone: the projection does not take it for a new session; the event
+// is rejected against the deleted view, and the bystanders' views go on.
+func TestEventAfterErasedTombstoneRejected(t *testing.T) {
 	srv := natstest.Server(t)
 	e := open(t, srv.ClientURL())
 	ctx := context.Background()
@@ -144,12 +147,12 @@ func TestFirstEventToErasedIDRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Erase(ctx, "victim"); err != nil {
+	if _, err := x.Erase(ctx, "victim", last["victim"]); err != nil {
 		t.Fatal(err)
 	}
-	// The log's own append writes the first-of-subject header (expected
-	// last subject sequence 0), as a direct publisher may.
-	if _, err := e.log.Append(ctx, "victim", 0, events.New("victim", "backend", "svc", events.ToolDisabled{Name: "grep"})); err != nil {
+	// The log's own append, with the sequence of the tombstone, as a
+	// direct publisher may.
+	if _, err := e.log.Append(ctx, "victim", last["victim"], events.New("victim", "backend", "svc", events.ToolDisabled{Name: "grep"})); err != nil {
 		t.Fatal(err)
 	}
 	add("by", events.ToolDisabled{Name: "glob"})

@@ -87,7 +87,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.feedStart = pos.Delivered
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
-	u := unflushed{dirty: make(map[string]bool)}
+	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]bool)}
 	var pipe flushPipe
 	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
@@ -104,7 +104,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+		if err := p.fold(ctx, recs, &u); err != nil {
 			return err
 		}
 		if len(recs) > 0 {
@@ -157,7 +157,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := p.fold(ctx, recs, u.dirty, &u.order); err != nil {
+			if err := p.fold(ctx, recs, &u); err != nil {
 				return err
 			}
 			if len(recs) > 0 {
@@ -259,8 +259,12 @@ func (p *Projection) flushDue(u *unflushed) bool {
 // unflushed is what has been folded into the cache but not yet written to
 // the views and acknowledged.
 type unflushed struct {
-	dirty   map[string]bool
-	order   []string // dirty sessions in first-touched order
+	dirty map[string]time.Time // dirty sessions, with the time of the last event folded into each
+	order []string             // dirty sessions in first-touched order
+	// compacted are the dirty sessions a SessionCompacted was folded into.
+	compacted map[string]bool
+	// anchors are the history anchors the fold took, to be written.
+	anchors []anchorJob
 	events  int
 	since   time.Time
 	last    jetstream.Record // last folded record
@@ -303,15 +307,17 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		}
 		puts = append(puts, jetstream.Put{Key: s, Value: data})
 		if st.Deleted() {
-			// The marker that keeps it out of Sessions (#30); written
-			// again when later (rejected) events dirty the view.
+			// The marker that keeps it out of Sessions; written again
+			// when later (rejected) events dirty the view.
 			puts = append(puts, jetstream.Put{Key: DeletedKeyPrefix + s, Value: []byte{1}})
 		}
 	}
 	p.cacheMu.RUnlock()
+	anchors := p.anchorJobs(u)
 	n, last, pending, batch, hold := u.events, u.last, u.pending, u.batch, u.holdApplied
 	clear(u.dirty)
-	*u = unflushed{dirty: u.dirty, order: u.order[:0]}
+	clear(u.compacted)
+	*u = unflushed{dirty: u.dirty, compacted: u.compacted, order: u.order[:0]}
 	if err := pipe.wait(); err != nil {
 		return err
 	}
@@ -333,6 +339,7 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			done <- err
 			return
 		}
+		p.writeAnchors(ctx, anchors)
 		var viewsSeq uint64
 		p.cacheMu.Lock()
 		for i, rev := range revs {
@@ -506,7 +513,7 @@ func (p *Projection) setApplied(seq uint64) {
 }
 
 // fold applies records to the cached views and marks the touched ones.
-func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty map[string]bool, order *[]string) error {
+func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflushed) error {
 	// Load the views of sessions not cached, and the registries in force
 	// for the events whose verdict needs one, outside the lock.
 	if err := p.loadAll(ctx, recs); err != nil {
@@ -544,15 +551,20 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, dirty ma
 			ev := aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err, Registry: regOf[i]}
 			if err := st.ApplyStored(ev); err != nil {
 				p.report(*rec, err)
+			} else if compactedIn(rec) {
+				u.compacted[rec.Session] = true
 			}
 		}
-		// Marked for writing even when the state already holds it: folded
-		// by a writer's Handoff (#28), or (after a restart) a redelivery
-		// the view holds, written again unchanged.
-		if !dirty[rec.Session] {
-			dirty[rec.Session] = true
-			*order = append(*order, rec.Session)
+		if rec.Seq == st.LastSeq {
+			p.anchor(u, st, rec.Time)
 		}
+		// Marked for writing even when the state already holds it: folded
+		// by a writer's Handoff, or (after a restart) a redelivery the
+		// view holds, written again unchanged.
+		if _, ok := u.dirty[rec.Session]; !ok {
+			u.order = append(u.order, rec.Session)
+		}
+		u.dirty[rec.Session] = rec.Time
 	}
 	return nil
 }

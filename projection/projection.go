@@ -139,6 +139,9 @@ type Projection struct {
 	regs  *Registries
 	cfg   Config
 
+	history  *jetstream.HistoryIndex    // history anchors (nil: none written or read)
+	anchored *lru.Cache[string, uint64] // the last anchor written per session; under cacheMu
+
 	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
 
 	// cacheMu guards the states in cache: Run folds into them, Read
@@ -180,7 +183,12 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 	if err != nil {
 		return nil, err
 	}
-	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, cache: newCache(), advance: make(chan struct{})}, nil
+	history, err := log.OpenHistoryIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Projection{log: log, views: views, meta: meta, regs: NewRegistries(log), cfg: cfg, cache: newCache(), advance: make(chan struct{}),
+		history: history, anchored: lru.New[string, uint64](cfg.CacheSize)}, nil
 }
 
 // Registries answers which registry was in force when an event was

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/embedding"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -62,9 +63,13 @@ type Store struct {
 	// Sync is the embedded server's fsync policy, "interval" (default) or
 	// "always".
 	Sync string
+	// SyncEvery is the embedded server's sync interval (nats-server's
+	// sync_interval; default 2m): fsyncs under Sync "interval", and the
+	// compaction of message blocks that purges emptied, under either.
+	SyncEvery time.Duration
 	// AcceptStoreDamage starts on an embedded store the start-up check
-	// found damaged, cutting damaged blocks and recording the loss;
-	// without it such a store is refused.
+	// found damaged, dropping only the damaged bytes of its blocks and
+	// recording the loss; without it such a store is refused.
 	AcceptStoreDamage bool
 	// Admin connects as the admin of Data's generated users (stream
 	// repair) instead of the engine user.
@@ -193,6 +198,10 @@ type Config struct {
 	RetainTick time.Duration
 	// RetainBatch bounds the sessions one tick examines (default 1000).
 	RetainBatch int
+	// EraseTakeover is how old the last audit record of an erase another
+	// process began (and a crash interrupted) must be before this engine
+	// finishes it (default 30 s; service.Config.EraseTakeover).
+	EraseTakeover time.Duration
 
 	// RegistryKeep, when positive, prunes the registry history (#30;
 	// serve --registry-keep): the newest RegistryKeep versions are kept,
@@ -202,6 +211,13 @@ type Config struct {
 	// RegistryPruneTick is how often the registry history is looked at for
 	// a change to prune after (default 30 s).
 	RegistryPruneTick time.Duration
+
+	// Embeddings, with URL and Model set (serve --embeddings-url,
+	// --embeddings-model), has tool_search rank queries by the operator's
+	// embedding model fused with keywords; its vectors are kept in the
+	// <PREFIX>_EMBEDDINGS bucket. Run sets its Logger and Hooks. Zero:
+	// keywords only.
+	Embeddings embedding.Config
 }
 
 // withDefaults fills the zero fields.
@@ -259,6 +275,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--retain-action %q: want delete, erase or compact", c.RetainAction))
 	}
+	if c.EraseTakeover < 0 {
+		errs = append(errs, fmt.Errorf("--erase-takeover %v: want a positive duration such as 30s", c.EraseTakeover))
+	}
 	if c.RetainTick < 0 {
 		errs = append(errs, fmt.Errorf("--retain-tick %v: want a positive interval such as 1m", c.RetainTick))
 	}
@@ -270,6 +289,9 @@ func (c Config) Validate() error {
 	}
 	if c.RegistryPruneTick < 0 {
 		errs = append(errs, fmt.Errorf("--registry-prune-tick %v: want a positive interval such as 30s", c.RegistryPruneTick))
+	}
+	if err := c.validEmbeddings(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/toolintent/engine/embedding"
 )
 
 // #25 item 6 (STYLE 9): a zero Config is usable — its defaults are those
@@ -28,5 +30,29 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// The embeddings flags go together and are checked with the others: a
+// URL without a model, a model without a URL, a URL that is not http(s)
+// and a batch out of range are each named with their flag.
+func TestConfigEmbeddingsValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  embedding.Config
+		want string
+	}{
+		{embedding.Config{URL: "http://localhost:11434"}, "--embeddings-url and --embeddings-model go together"},
+		{embedding.Config{Model: "nomic-embed-text"}, "--embeddings-url and --embeddings-model go together"},
+		{embedding.Config{URL: "localhost:11434", Model: "m"}, "--embeddings-url"},
+		{embedding.Config{URL: "http://localhost:11434", Model: "m", BatchSize: 5000}, "--embeddings-batch 5000"},
+		{embedding.Config{URL: "http://localhost:11434", Model: "m", QueryTimeout: -1}, "--embeddings-query-timeout"},
+	} {
+		err := Config{Embeddings: c.cfg}.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want it to name %s", c.cfg, err, c.want)
+		}
+	}
+	if err := (Config{Embeddings: embedding.Config{URL: "http://localhost:11434", Model: "nomic-embed-text"}}).Validate(); err != nil {
+		t.Errorf("a good embeddings config: %v", err)
 	}
 }

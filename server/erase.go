@@ -9,10 +9,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
 
-// eraserConn opens the privileged connection of erases (#30), never a
+// eraserConn opens the privileged connection of erases, never a
 // channel's: the embedded server's admin (its generated users), or the
 // user --nats-erase-user names on an external server; nil (the engine's
 // own connection) when neither is there. The returned func closes it.
@@ -40,7 +41,7 @@ func (c *store) eraserConn(ctx context.Context, cfg Config, url string) (*nats.C
 	return nil, func() {}, nil
 }
 
-// startEraser gives eng its eraser (#30): the audit stream opened on the
+// startEraser gives eng its eraser: the audit stream opened on the
 // privileged connection, and on an embedded store the watermark lowered
 // and the erased range recorded as accepted before each purge, so an erase
 // never reads as data loss. Without it (the stream or connection cannot
@@ -58,14 +59,54 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, jlog *j
 		return func() {}
 	}
 	if c.embedded != nil {
-		x.BeforePurge = func(rep jetstream.EraseReport) error {
-			if err := jetstream.RecordErased(c.Data, jlog.StreamName(), rep.FirstSeq, rep.LastSeq, time.Now()); err != nil {
-				return err
-			}
-			return c.acked.beforePurge(rep.Purged)
-		}
+		// The store check reads the purged range from the audit
+		// stream's record, written before the purge: only the watermark
+		// is lowered here.
+		x.BeforePurge = func(rep jetstream.EraseReport) error { return c.acked.beforePurge(rep.Purged) }
 		x.AfterPurge = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
 	}
 	eng.SetEraser(x)
 	return closeEnc
+}
+
+// startEraseFinisher finishes the erases a crash interrupted
+// (service.Engine.FinishErases), on the engine that runs the projection:
+// shortly after start, then every --erase-takeover (at most every
+// minute). The returned channel closes when the loop has stopped (after
+// ctx ends).
+func startEraseFinisher(ctx context.Context, cfg Config, eng *service.Engine, proj *projection.Projection, log zerolog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	if cfg.NoProjection || !eng.CanErase() {
+		close(done)
+		return done
+	}
+	interval := min(max(cfg.EraseTakeover, time.Second), time.Minute)
+	if cfg.EraseTakeover <= 0 {
+		interval = service.DefaultEraseTakeover
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTimer(min(interval, 2*time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			t.Reset(interval)
+			if !proj.Runner() {
+				continue
+			}
+			rep, err := eng.FinishErases(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn().Err(err).Msg("look for erases a crash interrupted")
+			case rep.Finished+rep.Cancelled+rep.Errors > 0:
+				log.Info().Int("finished", rep.Finished).Int("cancelled", rep.Cancelled).Int("errors", rep.Errors).Int("open", rep.Open).
+					Msg("erases a crash interrupted: finished")
+			}
+		}
+	}()
+	return done
 }

@@ -48,11 +48,15 @@ type writeProbe struct {
 	// watermark, when set, is the standing-by engine's question (what the
 	// projection runner has folded), asked with the probe.
 	watermark func(ctx context.Context) (folded uint64, standing bool, err error)
+	// write, when set, stores one small value: whether the store takes a
+	// write, asked with the probe.
+	write func(ctx context.Context) error
 
 	mu       sync.Mutex
 	lastOK   time.Time // last answer with a leader
 	lastSeq  uint64
 	err      error // last probe's failure, nil when it succeeded
+	writeErr error // the last probe write's failure, nil when it succeeded
 	noLeader bool  // last answer said the stream has no leader
 	folded   uint64
 	foldKnow bool // folded was asked while standing by
@@ -99,8 +103,15 @@ func (p *writeProbe) probe(ctx context.Context) {
 		folded, standing, foldErr = p.watermark(cctx)
 		cancel()
 	}
+	var writeErr error
+	if p.write != nil {
+		cctx, cancel := context.WithTimeout(ctx, writeProbeTimeout)
+		writeErr = p.write(cctx)
+		cancel()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.writeErr = writeErr
 	if p.watermark != nil {
 		p.folded, p.foldKnow, p.foldErr = folded, standing && foldErr == nil, foldErr
 		if !standing {
@@ -124,7 +135,7 @@ func (p *writeProbe) probe(ctx context.Context) {
 func (p *writeProbe) appended() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.err, p.noLeader, p.lastOK = nil, false, p.now()
+	p.err, p.noLeader, p.lastOK, p.writeErr = nil, false, p.now(), nil
 }
 
 // check is the "stream" readiness check: the stream has a leader and
@@ -133,6 +144,8 @@ func (p *writeProbe) check(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
+	case p.writeErr != nil:
+		return fmt.Errorf("the store takes no write (appends fail; ready again once a write succeeds): %w", p.writeErr)
 	case p.noLeader:
 		return p.err
 	case p.lastOK.IsZero() && p.err != nil:

@@ -53,7 +53,7 @@ func (c *store) startRegistryPrune(ctx context.Context, cfg Config, url string, 
 	if err != nil {
 		closeEnc()
 		if errors.Is(err, jetstream.ErrRegistryPruneDenied) {
-			log.Warn().Err(err).Msg("registry history not pruned: its stream denies purge (created before #30); every registry version is kept")
+			log.Warn().Err(err).Msg("registry history not pruned: its stream denies purge (created by an older engine); every registry version is kept")
 		} else {
 			log.Warn().Err(err).Msg("registry history not pruned")
 		}

@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
-	eng := newEngine(ctx, jlog, proj, reg, m, wp, log)
+	eng := newEngine(ctx, jlog, proj, reg, m, wp, cfg.EraseTakeover, log)
 	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil { // #30
 		return err
 	}
@@ -107,6 +107,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	if err := startEmbeddings(runCtx, cfg, jlog, eng, m, log.With().Str("component", "embeddings").Logger()); err != nil {
+		return err
+	}
 	if regStore != nil {
 		if err := followRegistry(runCtx, regStore, eng, log); err != nil {
 			return err
@@ -117,6 +120,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer func() { cancelRun(); <-retDone }() // no tick outlives the connection
+	finDone := startEraseFinisher(runCtx, cfg, eng, proj, log.With().Str("component", "eraser").Logger())
+	defer func() { cancelRun(); <-finDone }()
 	pruneDone := c.startRegistryPrune(runCtx, cfg, url, jlog, eng, proj, m, log.With().Str("component", "registry-prune").Logger())
 	defer func() { cancelRun(); <-pruneDone }() // no prune pass outlives the connection
 	projDone := make(chan struct{})
@@ -151,6 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if !cfg.NoProjection {
 			wp.watchRunner(proj)
 		}
+		wp.write = proj.Meta().ProbeWrite
 		go wp.run(runCtx)
 		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
 			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})
@@ -212,7 +218,7 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 // and records the registry in its history: every registry version served
 // stays addressable, so any engine rebuilds a turn frozen against it
 // (R31).
-func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, log zerolog.Logger) *service.Engine {
+func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, takeover time.Duration, log zerolog.Logger) *service.Engine {
 	hooks := m.Hooks()
 	if counted := hooks.Appended; counted != nil {
 		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
@@ -220,8 +226,9 @@ func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projec
 		hooks.Appended = func(int, bool) { wp.appended() }
 	}
 	eng := service.New(jlog, proj, reg, service.Config{
-		Logger: log.With().Str("component", "service").Logger(),
-		Hooks:  hooks,
+		Logger:        log.With().Str("component", "service").Logger(),
+		Hooks:         hooks,
+		EraseTakeover: takeover,
 	})
 	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
 		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")

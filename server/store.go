@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
@@ -20,8 +22,12 @@ type store struct {
 	embedded *jetstream.Embedded // the embedded server connect started, if any
 	acked    *ackWatermark       // serve's record of what the embedded store held (#24 row 1)
 	// waitNATS makes openLog wait for an external cluster that is not
-	// there yet (serve, #20 item 1) instead of failing.
+	// there yet instead of failing.
 	waitNATS bool
+	// unsaved are users connect generated for a command that needs an
+	// existing store, kept out of the data directory until requireStream
+	// finds the event stream they serve.
+	unsaved *jetstream.Credentials
 }
 
 // OpenLog connects to the store (starting the embedded server on
@@ -62,6 +68,14 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 	if err := c.requireStream(ctx, nc); err != nil {
 		closeLog()
 		return nil, "", nil, err
+	}
+	if c.unsaved != nil {
+		if err := jetstream.SaveCredentials(c.Data, *c.unsaved); err != nil {
+			closeLog()
+			return nil, "", nil, err
+		}
+		log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600)")
+		c.unsaved = nil
 	}
 	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults})
 	if err != nil {
@@ -137,13 +151,13 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 	if err := c.checkConfigLogin(); err != nil {
 		return nil, "", nil, err
 	}
-	// Damage is found before the server loads the store (issue 24).
+	// Damage is found before the server loads the store.
 	if err := c.checkStore(ctx, log); err != nil {
 		return nil, "", nil, err
 	}
 	cfg := jetstream.EmbeddedConfig{
 		DataDir: c.Data, Host: host, Port: port, User: c.NATSUser, Password: c.NATSPassword,
-		Sync: jetstream.SyncPolicy(c.Sync), ConfigFile: c.ServerConfig,
+		Sync: jetstream.SyncPolicy(c.Sync), SyncEvery: c.SyncEvery, ConfigFile: c.ServerConfig,
 	}
 	if log.GetLevel() <= zerolog.DebugLevel {
 		cfg.Logger = natsLogger{log.With().Str("component", "nats-server").Logger()}
@@ -152,7 +166,20 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 	if c.ServerConfig == "" {
 		// No anonymous access (issue 11): an engine user and an admin
 		// with random passwords, kept in the data directory.
-		cr, created, err := jetstream.LoadOrCreateCredentials(c.Data)
+		var cr jetstream.Credentials
+		var created bool
+		var err error
+		if c.RequireStream {
+			// A store without the users file may be one served with
+			// --server-config: its users are written only once the event
+			// stream is found in their account (openLog).
+			if cr, err = jetstream.ReadCredentials(c.Data); errors.Is(err, fs.ErrNotExist) {
+				cr, err = jetstream.NewCredentials(), nil
+				c.unsaved = &cr
+			}
+		} else {
+			cr, created, err = jetstream.LoadOrCreateCredentials(c.Data)
+		}
 		if err != nil {
 			return nil, "", nil, err
 		}

@@ -95,7 +95,7 @@ func (c *store) checkStore(ctx context.Context, log zerolog.Logger) error {
 	}
 	if len(blocks) > 0 && !c.AcceptStoreDamage {
 		rep.Damage = blocks
-		return fmt.Errorf("%w in %s: %w; restore the data directory from a backup or a replica, or start once with --accept-store-damage to cut the damaged blocks at their first bad record and accept the loss (copies are kept), then run engine rebuild", errStoreRefused, c.Data, rep.Err())
+		return fmt.Errorf("%w in %s: %w; restore the data directory from a backup or a replica, or start once with --accept-store-damage to drop only the damaged bytes and accept their loss (intact records are kept, copies of the damaged files are kept, and every dropped span is named), then run engine rebuild", errStoreRefused, c.Data, rep.Err())
 	}
 	accept := feed
 	if c.AcceptStoreDamage {
@@ -118,17 +118,31 @@ func (c *store) checkStore(ctx context.Context, log zerolog.Logger) error {
 	if len(accept) == 0 {
 		return nil
 	}
-	aside, err := jetstream.AcceptStoreDamage(ctx, c.Data, jetstream.StoreReport{Damage: accept}, time.Now())
+	ar, err := jetstream.AcceptStoreDamage(ctx, c.Data, jetstream.StoreReport{Damage: accept}, time.Now())
 	if err != nil {
 		return err
 	}
 	for _, d := range feed {
-		log.Error().Str("file", d.File).Str("moved_to", aside).
+		log.Error().Str("file", d.File).Str("moved_to", ar.Aside).
 			Msg("store check: " + d.String() + ": the projection's consumer was moved aside; the projection folds every view again from the first event of the log")
 	}
+	for _, d := range ar.Dropped {
+		ev := log.Error().Str("file", d.File).Int64("from_offset", d.Offset).Int64("to_offset", d.End).Str("copies", ar.Aside)
+		if d.LostTo > 0 {
+			ev = ev.Uint64("first_seq", d.LostFrom).Uint64("last_seq", d.LostTo)
+		}
+		if len(d.Subjects) > 0 {
+			ev = ev.Strs("subjects", d.Subjects)
+		}
+		ev.Msg("store check: --accept-store-damage dropped damaged bytes: " + d.String())
+	}
+	for _, l := range ar.Accepted {
+		log.Error().Str("stream", l.Stream).Uint64("first_seq", l.From).Uint64("last_seq", l.To).Str("accepted", jetstream.AcceptedLossFile).
+			Msg("store check: --accept-store-damage accepted the loss of sequences no purge explains: " + l.What)
+	}
 	if c.AcceptStoreDamage && len(blocks) > 0 {
-		log.Error().Str("copies", aside).Str("accepted", jetstream.AcceptedLossFile).
-			Msg("store check: --accept-store-damage: accepted the loss of " + (jetstream.StoreReport{Damage: blocks}).Err().Error() + "; damaged blocks were cut at their first bad record; run engine rebuild")
+		log.Error().Str("copies", ar.Aside).Str("dropped", filepath.Join(ar.Aside, jetstream.DroppedFile)).
+			Msg("store check: --accept-store-damage: accepted the loss of " + (jetstream.StoreReport{Damage: blocks}).Err().Error() + "; intact records are kept; run engine rebuild")
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 		return res, fmt.Errorf("compact %q: this engine has no eraser (compaction purges through a connection allowed to purge the event stream): %w", session, ErrEraseUnavailable)
 	}
 	if pd, ok := x.(interface{ PurgeDenied() bool }); ok && pd.PurgeDenied() {
-		return res, fmt.Errorf("compact %q: the event stream was created with deny_purge (before #30), so the events a snapshot replaces could not be purged; create the stream anew without it (see engine erase): %w", session, jetstream.ErrPurgeDenied)
+		return res, fmt.Errorf("compact %q: the event stream was created with deny_purge (by an older engine), so the events a snapshot replaces could not be purged; create the stream anew without it (see engine erase): %w", session, jetstream.ErrPurgeDenied)
 	}
 	if origin.Channel == "" {
 		return res, fmt.Errorf("%w: compact %q: no channel: the snapshot records the channel that wrote it", ErrInvalid, session)
@@ -197,6 +197,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	if err != nil {
 		return res, err
 	}
+	e.forgetAnchors(ctx, session) // they lead to events the purge removed
 	return res, nil
 }
 

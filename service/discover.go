@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
@@ -48,6 +49,12 @@ type DiscoverRequest struct {
 	// CallID is the provider's id of the tool_search call, written into
 	// an OpenAI tool_search_output item ("" leaves it out).
 	CallID string
+	// NoView leaves the turn's next provider request out of the result:
+	// View then carries the session, turn, intent, loaded tools and
+	// contract only, its lists empty (searchView). Rendering the view of
+	// a large turn costs more than the search (1.6 MB of JSON at 10,000
+	// tools).
+	NoView bool
 }
 
 // Discover is tool_search inside the open turn (R16, R29): it finds tools
@@ -66,7 +73,10 @@ type DiscoverRequest struct {
 // (deferral.ConfidentShare), at most max_results. A query with a query
 // vector, against tools with embeddings, ranks by keywords and vector
 // fused (#27); a vector of another dimension than the embeddings is
-// ErrInvalid.
+// ErrInvalid. With an embedder (SetEmbedder) a query without a vector
+// ranks by its keywords and its vector from the operator's model fused;
+// when that vector or the tools' are not to be had, by keywords, and the
+// note says why.
 func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := e.discover(ctx, session, origin, req)
@@ -95,10 +105,18 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	// the log stores the loads.
 	err = e.withTurn(ctx, st, func(ot *openTurn, now aggregate.State) error {
 		st = now
+		search := req.Search
+		var embedNote string
+		if search.Query != "" && len(search.QueryVector) == 0 {
+			search.Embedded, embedNote = e.embeddedSearch(ctx, ot, search.Query)
+		}
 		// #26 item 5: a full loaded set loads what fits, never an error.
-		sr, err := ot.turn.SearchWithin(req.Search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
+		sr, err := ot.turn.SearchWithin(search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if embedNote != "" {
+			sr.Note = strings.TrimPrefix(sr.Note+"; "+embedNote, "; ")
 		}
 		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
 		if len(sr.Loaded) > 0 {
@@ -111,7 +129,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 			settled = e.settled(session, ot, res.First, res.Last)
 		}
 		if settled {
-			out.View = e.frozenView(st, ot, req.Provider)
+			out.View = e.discoverView(st, ot, req)
 		}
 		return nil
 	})
@@ -120,10 +138,26 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 	}
 	// Another engine wrote in between: the log's order wins.
 	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
-		out.View = e.frozenView(st, ot, req.Provider)
+		out.View = e.discoverView(st, ot, req)
 		return nil
 	})
 	return out, err
+}
+
+// discoverView is the view a search returns: the turn's next provider
+// request, or with NoView its identity alone (session, sequence, turn,
+// intent, loaded tools, contract), every list empty.
+func (e *Engine) discoverView(st aggregate.State, ot *openTurn, req DiscoverRequest) TurnView {
+	if !req.NoView {
+		return e.frozenView(st, ot, req.Provider)
+	}
+	row, _ := deferral.LookupProvider(req.Provider)
+	return TurnView{
+		Session: st.Session, Seq: st.LastSeq, Turn: ot.turn.Number(), Frozen: true, Intent: st.Intent, Source: ot.res.Source,
+		Tools: []string{}, Provider: []string{}, Catalog: []string{}, Rendering: json.RawMessage("[]"), RenderedFor: row.Name,
+		ContractHash: ot.res.ContractHash, RegistryVersion: ot.res.RegistryVersion, Classification: []deferral.Class{}, Loaded: ot.turn.Loaded(),
+		Policy: ot.res.Policy,
+	}
 }
 
 // discoverOutput renders the tool result of a search for the provider

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -221,7 +223,7 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 	return out, st, err
 }
 
-// HistoryPage is one page of History (#24 row 7): it folds the events up
+// HistoryPage is one page of History: it folds the events up
 // to after (without resolving them: only their state is carried) and
 // passes each later entry, in order, to emit, until emit returns false or
 // until ends. more reports whether the session has an event after the last
@@ -232,15 +234,29 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 // a while (see historyPages), so that the next page continues there: a
 // client paging through a session costs time linear in its length.
 func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
+	release, err := e.reads.take(ctx)
+	if err != nil {
+		return aggregate.State{}, false, fmt.Errorf("history of %q: wait for a read slot: %w", session, err)
+	}
+	defer release()
+	return e.historyPage(ctx, session, until, req, after, emit, true)
+}
+
+// historyPage is HistoryPage, starting from a history anchor when
+// useAnchors and one is found.
+func (e *Engine) historyPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool, useAnchors bool) (st aggregate.State, more bool, err error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, false, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+	}
+	if err := e.erasedHistory(ctx, session); err != nil {
+		return aggregate.State{}, false, err
 	}
 	regs := e.registriesAt(ctx)
 	rp := e.pages.take(session, after, until, req, e.clock())
 	from := after + 1
+	anchored := false
 	if rp == nil {
-		rp = &historyResume{until: until, req: req, st: aggregate.State{Session: session}}
-		from = 1
+		rp, from, anchored = e.historyStart(ctx, session, after, until, req, useAnchors)
 	}
 	full := false
 	var last uint64 // the last entry emitted
@@ -261,6 +277,14 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, rp.request(req))
 			rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.refs, p.RegistryVersion, p.pruned
 			rp.primed = true
+		}
+		if anchored {
+			// The first event after an anchor: a compaction since the
+			// anchor was written purged what it leads to.
+			anchored = false
+			if compacted(r) {
+				return errStaleAnchor
+			}
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
 		if show {
@@ -331,6 +355,10 @@ func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, r
 		full = !emit(h)
 		return nil
 	})
+	if errors.Is(err, errStaleAnchor) {
+		e.forgetAnchors(ctx, session)
+		return e.historyPage(ctx, session, until, req, after, emit, false)
+	}
 	if err != nil && !errors.Is(err, stop) {
 		return rp.st, false, err
 	}
@@ -583,4 +611,79 @@ func diff(a, b []string) (gained, lost []string) {
 		}
 	}
 	return gained, lost
+}
+
+// historyAnchors is what a Views implementation offers that keeps history
+// anchors (*projection.Projection): a long session's state every so many
+// events, so that a page deep in its history folds from there.
+type historyAnchors interface {
+	HistoryAnchor(ctx context.Context, session string, atMost uint64) (projection.Anchor, bool, error)
+	ForgetAnchors(ctx context.Context, session string, events uint64) error
+}
+
+// errStaleAnchor: the event after a history anchor is a compaction that
+// purged what the anchor leads to.
+var errStaleAnchor = errors.New("history anchor before a compaction")
+
+// historyStart is where a history page after after begins folding when no
+// page ended there lately: at the nearest history anchor at or before
+// after (anchored true), else at the session's first event.
+func (e *Engine) historyStart(ctx context.Context, session string, after uint64, until Until, req ResolveRequest, useAnchors bool) (*historyResume, uint64, bool) {
+	rp := &historyResume{until: until, req: req, st: aggregate.State{Session: session}}
+	ha, ok := e.proj.(historyAnchors)
+	if !ok || after == 0 || !useAnchors {
+		return rp, 1, false
+	}
+	a, found, err := ha.HistoryAnchor(ctx, session, after)
+	if err != nil || !found || (until.Seq != 0 && a.Seq > until.Seq) || (!until.Time.IsZero() && a.Time.After(until.Time)) {
+		return rp, 1, false
+	}
+	rp.st, rp.lastTime = a.State, a.Time
+	rp.st.Session = session
+	return rp, a.Seq + 1, true
+}
+
+// forgetAnchors drops session's history anchors (best effort: a lost
+// anchor only lengthens a history read).
+func (e *Engine) forgetAnchors(ctx context.Context, session string) {
+	ha, ok := e.proj.(historyAnchors)
+	if !ok {
+		return
+	}
+	st, err := e.proj.Read(ctx, session, projection.ReadOptions{})
+	if err != nil {
+		return
+	}
+	if err := ha.ForgetAnchors(ctx, session, st.Events); err != nil {
+		e.cfg.Logger.Warn().Err(err).Str("session", session).Msg("history anchors not forgotten")
+	}
+}
+
+// compacted reports whether r is a SessionCompacted.
+func compacted(r jetstream.Record) bool {
+	if r.Err != nil {
+		return false
+	}
+	_, ok := r.Envelope.Payload.(events.SessionCompacted)
+	return ok
+}
+
+// readSlots bounds the history pages that fold at once to half the
+// processors (at least one): a page folds and resolves up to hundreds of
+// events, and many readers at once would take the CPU the writers need.
+// Pages beyond wait for a slot (their context bounds the wait). The zero
+// value is ready to use.
+type readSlots struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (r *readSlots) take(ctx context.Context) (release func(), err error) {
+	r.once.Do(func() { r.slots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) })
+	select {
+	case r.slots <- struct{}{}:
+		return func() { <-r.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

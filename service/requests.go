@@ -333,7 +333,10 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
 	req.QueryVector = r.QueryVector // #27: the backend's embedding of the query, beside the model's input
-	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID})
+	if r.View != "" && r.View != "full" && r.View != "none" {
+		return DiscoverResult{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
+	}
+	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID, NoView: r.View == "none"})
 	d.View = d.View.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch})
 	return d, err
 }

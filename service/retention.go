@@ -1,6 +1,6 @@
 package service
 
-// Retention of idle sessions (#30): a policy that deletes (or erases, or
+// Retention of idle sessions: a policy that deletes (or erases, or
 // compacts) the sessions whose last event is older than a limit, a
 // bounded number of sessions per tick.
 //
@@ -93,13 +93,12 @@ type RetentionTick struct {
 	// Started is when the tick began; Took how long it ran.
 	Started time.Time
 	Took    time.Duration
-	// Examined counts the sessions looked at, erase retries included (at
-	// most the batch).
+	// Examined counts the sessions looked at (at most the batch).
 	Examined int
-	// Deleted counts the idle sessions deleted and not erased (action
-	// delete; under action erase, those whose erase failed: it is retried
-	// by the next ticks and counted in Errors), Erased those purged
-	// (action erase).
+	// Deleted counts the idle sessions deleted (action delete), Erased
+	// those erased (action erase), with the erases interrupted earlier
+	// that the tick finished first. An erase that fails is counted in
+	// Errors and finished by a later tick.
 	Deleted, Erased int
 	// Compacted counts the idle sessions compacted (action compact).
 	Compacted int
@@ -123,7 +122,6 @@ type Retention struct {
 
 	mu      sync.Mutex
 	pending []string // the current pass's sessions not yet examined, sorted
-	unerase []string // deleted by retention, their erase failed: retried first
 }
 
 // NewRetention returns the retention policy cfg over e's sessions. The
@@ -182,22 +180,16 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 		r.pending = all
 	}
 	budget := r.cfg.Batch
-	// Sessions this retention deleted but could not erase: a deleted
-	// session is no longer listed, so only this list brings them back.
-	if k := min(budget, len(r.unerase)); k > 0 {
-		retry := r.unerase[:k:k]
-		r.unerase = r.unerase[k:]
-		for _, s := range retry {
-			t.Examined++
-			budget--
-			if _, err := r.e.Erase(ctx, s, RetentionOrigin, ""); err != nil {
-				t.Errors++
-				r.unerase = append(r.unerase, s)
-				r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: erase of a deleted idle session failed again; retried next tick (or run engine erase)")
-				continue
-			}
-			t.Erased++
+	if r.cfg.Action == RetainErase {
+		// An erase this retention (or anyone) began and a crash
+		// interrupted is finished first.
+		fr, err := r.e.FinishErases(ctx)
+		if err != nil {
+			r.e.cfg.Logger.Warn().Err(err).Msg("retention: read the unfinished erases")
 		}
+		t.Erased += fr.Finished
+		t.Conflicts += fr.Cancelled
+		t.Errors += fr.Errors
 	}
 	n := min(budget, len(r.pending))
 	batch := r.pending[:n]
@@ -207,42 +199,79 @@ func (r *Retention) Tick(ctx context.Context) (RetentionTick, error) {
 	}
 	t.Remaining = len(r.pending)
 	cutoff := t.Started.Add(-r.cfg.Idle)
+	var erase []eraseItem // the idle sessions of an erase action, begun
 	for _, s := range batch {
 		if ctx.Err() != nil {
 			return t, ctx.Err()
 		}
 		t.Examined++
-		switch err := r.examine(ctx, s, cutoff); {
-		case err == nil:
-		case errors.Is(err, errKept):
-		case errors.Is(err, errCompactedNow):
-			t.Compacted++
-		case errors.Is(err, errDeletedNow):
-			if r.cfg.Action == RetainErase {
-				t.Erased++
-			} else {
-				t.Deleted++
+		err := r.examine(ctx, s, cutoff)
+		var idle *idleErase
+		if errors.As(err, &idle) {
+			erase = append(erase, eraseItem{session: s, origin: RetentionOrigin, reason: idle.reason, expected: idle.seq})
+			continue
+		}
+		r.count(&t, s, err)
+	}
+	// The erases, begun one by one, are carried on together: their
+	// deletes, one wait for the views to fold them, their purges.
+	if x := r.e.getEraser(); x != nil {
+		for len(erase) > 0 {
+			n := min(len(erase), eraseBatchSize)
+			for _, it := range r.e.eraseBatch(ctx, x, erase[:n]) {
+				err := it.err
+				if err == nil {
+					err = errDeletedNow
+				} else if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrDeleted) {
+					err = fmt.Errorf("%w: %w", errNotErased, err)
+				}
+				r.count(&t, it.session, err)
 			}
-		case errors.Is(err, errNotErased):
-			t.Deleted++
-			t.Errors++
-			r.unerase = append(r.unerase, s)
-			r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: idle session deleted, its erase failed; retried next tick")
-		case errors.Is(err, ErrConflict), errors.Is(err, ErrDeleted):
-			t.Conflicts++
-		default:
-			t.Errors++
-			r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: session not examined")
+			erase = erase[n:]
 		}
 	}
 	return t, nil
 }
 
+// count adds the outcome err of session's examination to t.
+func (r *Retention) count(t *RetentionTick, s string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, errKept):
+	case errors.Is(err, errCompactedNow):
+		t.Compacted++
+	case errors.Is(err, errDeletedNow):
+		if r.cfg.Action == RetainErase {
+			t.Erased++
+		} else {
+			t.Deleted++
+		}
+	case errors.Is(err, errNotErased):
+		t.Errors++
+		r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: the erase of an idle session began and did not finish; a later tick finishes it")
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrDeleted):
+		t.Conflicts++
+	default:
+		t.Errors++
+		r.e.cfg.Logger.Warn().Err(err).Str("session", s).Msg("retention: session not examined")
+	}
+}
+
+// idleErase is examine's outcome for an idle session under the erase
+// action: its erase is begun (the intent recorded), to be carried on with
+// the tick's others.
+type idleErase struct {
+	seq    uint64
+	reason string
+}
+
+func (i *idleErase) Error() string { return fmt.Sprintf("idle, erase begun at sequence %d", i.seq) }
+
 // Outcomes of examine besides errors.
 var (
 	errKept       = errors.New("kept")
 	errDeletedNow = errors.New("deleted")
-	errNotErased  = errors.New("deleted, not erased")
+	errNotErased  = errors.New("erase begun, not finished")
 	// errCompactedNow: compacted by this examination (action compact).
 	errCompactedNow = errors.New("compacted")
 )
@@ -285,15 +314,22 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 		return r.compact(ctx, session, st.LastSeq, reason)
 	}
 	expected := st.LastSeq
+	if r.cfg.Action == RetainErase {
+		// The erase's begun record, before the delete, makes it
+		// resumable: a crash at any later step leaves it to FinishErases.
+		x, err := r.e.eraserFor(session)
+		if err != nil {
+			return err
+		}
+		if err := r.e.beginErase(ctx, x, session, expected); err != nil {
+			return fmt.Errorf("%w: %w", errNotErased, err)
+		}
+		return &idleErase{seq: expected, reason: reason}
+	}
 	if _, err := r.e.Apply(ctx, session, RetentionOrigin, &expected, events.SessionDeleted{Reason: reason}); err != nil {
 		return err
 	}
 	r.e.dropSession(session)
-	if r.cfg.Action == RetainErase {
-		if _, err := r.e.Erase(ctx, session, RetentionOrigin, reason); err != nil {
-			return fmt.Errorf("%w: erase after the retention delete: %w", errNotErased, err)
-		}
-	}
 	r.e.cfg.Logger.Debug().Str("session", session).Str("reason", reason).Str("action", string(r.cfg.Action)).Msg("retention: idle session deleted")
 	return errDeletedNow
 }

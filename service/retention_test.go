@@ -290,9 +290,10 @@ func TestRetentionTwoEngines(t *testing.T) {
 	}
 }
 
-// #30: the erase action deletes and purges an idle session through the
-// engine's eraser: its events are gone from the stream, its audit record
-// stays, its id answers deleted; a fresh session is untouched.
+// The erase action deletes and purges an idle session through the
+// engine's eraser: its events before its SessionDeleted are gone from the
+// stream, its audit record stays, its id answers deleted; a fresh session
+// is untouched.
 func TestRetentionErase(t *testing.T) {
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
@@ -318,9 +319,10 @@ func TestRetentionErase(t *testing.T) {
 	if err != nil || tk.Erased != 1 || tk.Deleted != 0 || tk.Errors != 0 {
 		t.Fatalf("tick %+v %v; want 1 erased", tk, err)
 	}
-	if got := rawEvents(t, log, "gone"); len(got) != 0 {
-		t.Errorf("erased session still has %d events", len(got))
+	if got := rawEvents(t, log, "gone"); len(got) != 1 {
+		t.Errorf("erased session holds %d events, want its SessionDeleted only", len(got))
 	}
+	lastDeleted(t, log, "gone")
 	if ok, err := x.Erased(ctx, "gone"); !ok || err != nil {
 		t.Errorf("audit record of the erased session: %v %v", ok, err)
 	}
@@ -359,16 +361,17 @@ type failOnce struct {
 	failed bool
 }
 
-func (f *failOnce) Erase(ctx context.Context, session string) (jetstream.EraseReport, error) {
+func (f *failOnce) Erase(ctx context.Context, session string, deleted uint64) (jetstream.EraseReport, error) {
 	if !f.failed {
 		f.failed = true
 		return jetstream.EraseReport{}, errors.New("audit stream unreachable")
 	}
-	return f.Eraser.Erase(ctx, session)
+	return f.Eraser.Erase(ctx, session, deleted)
 }
 
-// #30: under the erase action, a session deleted by retention whose erase
-// failed (a deleted session is listed no more) is erased by the next tick.
+// Under the erase action, a session retention deleted whose purge failed
+// (a deleted session is listed no more) is erased by the next tick, which
+// finishes the erases begun and not ended first.
 func TestRetentionEraseRetried(t *testing.T) {
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
@@ -383,16 +386,17 @@ func TestRetentionEraseRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk, err := r.Tick(ctx); err != nil || tk.Deleted != 1 || tk.Errors != 1 || tk.Erased != 0 {
-		t.Fatalf("first tick %+v %v; want 1 deleted, its erase failed", tk, err)
+	if tk, err := r.Tick(ctx); err != nil || tk.Errors != 1 || tk.Erased != 0 {
+		t.Fatalf("first tick %+v %v; want its erase failed", tk, err)
 	}
 	lastDeleted(t, log, "gone")
 	if tk, err := r.Tick(ctx); err != nil || tk.Erased != 1 || tk.Errors != 0 {
-		t.Fatalf("second tick %+v %v; want the erase retried", tk, err)
+		t.Fatalf("second tick %+v %v; want the erase finished", tk, err)
 	}
-	if got := rawEvents(t, log, "gone"); len(got) != 0 {
-		t.Errorf("erased session still has %d events", len(got))
+	if got := rawEvents(t, log, "gone"); len(got) != 1 {
+		t.Errorf("erased session holds %d events, want its SessionDeleted only", len(got))
 	}
+	lastDeleted(t, log, "gone")
 }
 
 // benchStack is stackOn for benchmarks: a log, its running projection and
@@ -493,4 +497,26 @@ func BenchmarkRetentionListing(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
+}
+
+// An erase on a stream that never had a keyed append does not create the
+// idempotency-key bucket (on a cluster with a peer down its creation
+// would fail the erase): there are no keys to forget.
+func TestEraseCreatesNoKeyBucket(t *testing.T) {
+	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	ctx := context.Background()
+	if _, err := e.Apply(ctx, "gone", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	if _, err := e.Erase(ctx, "gone", web, ""); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := log.HasKeys(ctx); err != nil || has {
+		t.Fatalf("the key bucket after an erase: exists %v (%v), want none", has, err)
+	}
 }

@@ -64,6 +64,11 @@ type Hooks struct {
 	// CatalogChanged is called when the catalog text of the system prompt
 	// differs from the previous dispatch's. Same causes.
 	CatalogChanged func(cause string)
+	// SearchEmbedded is called for each tool_search query with an
+	// embedder set (SetEmbedder): EmbedFused, or the reason it ranked by
+	// keywords (EmbedNotReady, EmbedTimeout, EmbedUnavailable, EmbedError,
+	// EmbedDimension).
+	SearchEmbedded func(outcome string)
 }
 
 // Config configures an Engine. The zero value is usable.
@@ -82,6 +87,11 @@ type Config struct {
 	Logger zerolog.Logger
 	// Hooks observe the engine.
 	Hooks Hooks
+	// EraseTakeover is how old the last audit record of an erase another
+	// process began must be before FinishErases finishes it (a crash
+	// interrupted it; one in flight writes its next record well within
+	// it). Default 30 s.
+	EraseTakeover time.Duration
 }
 
 // Engine serves sessions.
@@ -99,12 +109,16 @@ type Engine struct {
 	native nativeCache // native renderings across turns (nativecache.go)
 	marks  *marks      // per session: the highest sequence acknowledged or served (#19)
 
-	eraser atomic.Pointer[Eraser] // purges erased sessions (#30); nil: none
+	eraser atomic.Pointer[Eraser] // purges erased sessions; nil: none
+	erases *eraseScan             // the unfinished erases FinishErases knows, and this process's
 
 	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
 
+	embedder atomic.Pointer[embedderBox] // tool_search's engine-side embeddings (embedsearch.go); nil: none
+
 	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
-	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
+	pages  historyPages // where recent history pages ended (history.go)
+	reads  readSlots    // history pages folding at once
 }
 
 // New returns an engine over a JetStream log, its projection and a
@@ -122,8 +136,11 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 100_000
 	}
+	if cfg.EraseTakeover <= 0 {
+		cfg.EraseTakeover = DefaultEraseTakeover
+	}
 	e := &Engine{
-		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
+		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now, erases: newEraseScan(),
 		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
@@ -143,6 +160,7 @@ func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
 	e.keepRegistry(reg)       // open turns of either version rebuild without the history
 	go deferral.IndexFor(reg) // built from the previous index: changed tools only
+	e.prepareEmbeddings(reg)  // the changed tools' vectors, in the background
 	if old.Version() != reg.Version() {
 		e.cfg.Logger.Info().Str("from", old.Version()).Str("to", reg.Version()).Msg("registry changed")
 	}

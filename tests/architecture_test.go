@@ -13,13 +13,17 @@ import (
 
 const modulePath = "github.com/toolintent/engine"
 
-// readmeImportTable reads the README's Architecture table: for each package
-// row (`pkg/`), the project packages the row says it imports ("—" for none).
-func readmeImportTable(t *testing.T) map[string][]string {
+// architectureDoc is the page that holds the package table.
+const architectureDoc = "docs/architecture.md"
+
+// importTable reads the package table of docs/architecture.md (its
+// "## Packages" section): for each package row (`pkg/`), the project
+// packages the row says it imports ("—" for none).
+func importTable(t *testing.T) map[string][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "README.md"))
+	f, err := os.Open(filepath.Join("..", architectureDoc))
 	if err != nil {
-		t.Fatalf("open README.md: %v", err)
+		t.Fatalf("open %s: %v", architectureDoc, err)
 	}
 	defer f.Close()
 	table := map[string][]string{}
@@ -28,7 +32,7 @@ func readmeImportTable(t *testing.T) map[string][]string {
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "## ") {
-			inArch = line == "## Architecture"
+			inArch = line == "## Packages"
 			continue
 		}
 		if !inArch || !strings.HasPrefix(line, "| `") {
@@ -36,7 +40,7 @@ func readmeImportTable(t *testing.T) map[string][]string {
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
 		if len(cells) < 3 {
-			t.Fatalf("README architecture row %q: want three cells (package, holds, imports)", line)
+			t.Fatalf("%s row %q: want three cells (package, holds, imports)", architectureDoc, line)
 		}
 		pkg := strings.TrimSuffix(strings.Trim(strings.TrimSpace(cells[0]), "`"), "/")
 		var imports []string
@@ -49,15 +53,15 @@ func readmeImportTable(t *testing.T) map[string][]string {
 		}
 		slices.Sort(imports)
 		if _, dup := table[pkg]; dup {
-			t.Fatalf("README architecture table lists %s twice", pkg)
+			t.Fatalf("%s lists %s twice", architectureDoc, pkg)
 		}
 		table[pkg] = imports
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("read README.md: %v", err)
+		t.Fatalf("read %s: %v", architectureDoc, err)
 	}
 	if len(table) == 0 {
-		t.Fatal("README.md has no \"## Architecture\" table of packages")
+		t.Fatalf("%s has no \"## Packages\" table", architectureDoc)
 	}
 	return table
 }
@@ -92,22 +96,23 @@ func projectImports(t *testing.T) map[string][]string {
 	return got
 }
 
-// TestReadmeImportTableIsTrue keeps the README's architecture table exact:
-// every package of the module has a row, every row names a package, and the
-// imports column lists exactly the project packages the package's code
-// imports (#25 item 9: dependencies point one way, and the table says which).
-func TestReadmeImportTableIsTrue(t *testing.T) {
-	table := readmeImportTable(t)
+// TestArchitectureImportTableIsTrue keeps the package table of
+// docs/architecture.md exact: every package of the module has a row, every
+// row names a package, and the imports column lists exactly the project
+// packages the package's code imports (dependencies point one way, and the
+// table says which).
+func TestArchitectureImportTableIsTrue(t *testing.T) {
+	table := importTable(t)
 	actual := projectImports(t)
 	for _, pkg := range slices.Sorted(maps.Keys(actual)) {
 		imports := actual[pkg]
 		want, ok := table[pkg]
 		if !ok {
-			t.Errorf("package %s is missing from README.md's architecture table; add a row `%s/` | what it holds | %s", pkg, pkg, strings.Join(imports, ", "))
+			t.Errorf("package %s is missing from %s; add a row `%s/` | what it holds | %s", pkg, architectureDoc, pkg, strings.Join(imports, ", "))
 			continue
 		}
 		if !slices.Equal(want, imports) {
-			t.Errorf("README.md says %s imports [%s]; its code imports [%s]: fix the row (or the import)", pkg, strings.Join(want, ", "), strings.Join(imports, ", "))
+			t.Errorf("%s says %s imports [%s]; its code imports [%s]: fix the row (or the import)", architectureDoc, pkg, strings.Join(want, ", "), strings.Join(imports, ", "))
 		}
 	}
 	for pkg := range table {
@@ -115,7 +120,35 @@ func TestReadmeImportTableIsTrue(t *testing.T) {
 			continue // tests/ holds only test files
 		}
 		if _, ok := actual[pkg]; !ok {
-			t.Errorf("README.md's architecture table lists %s/, which is not a package of the module", pkg)
+			t.Errorf("%s lists %s/, which is not a package of the module", architectureDoc, pkg)
+		}
+	}
+}
+
+// TestClientDependenciesAsDocumented keeps client/doc.go's claim true:
+// beside the standard library the Go client links nats.go (with the
+// modules nats.go itself needs), goccy/go-json and the engine's wire and
+// intent packages, nothing else of the engine.
+func TestClientDependenciesAsDocumented(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{.Module.Path}} {{.ImportPath}}{{end}}", "./client")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./client: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/nats-io/nats.go": true, "github.com/nats-io/nkeys": true, "github.com/nats-io/nuid": true,
+		"github.com/klauspost/compress": true, "golang.org/x/crypto": true, "golang.org/x/sys": true, // nats.go's own
+		"github.com/goccy/go-json": true,
+	}
+	engine := map[string]bool{modulePath + "/client": true, modulePath + "/wire": true, modulePath + "/intent": true}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		mod, pkg, _ := strings.Cut(line, " ")
+		switch {
+		case mod == modulePath && !engine[pkg]:
+			t.Errorf("client links the engine package %s; client/doc.go says it links only wire and intent", pkg)
+		case mod != modulePath && !allowed[mod]:
+			t.Errorf("client links %s (module %s), which client/doc.go does not name", pkg, mod)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestCLITurnCallCheck(t *testing.T) {
 	if out, err := p.runCLI(t, "turn", "call-check", "cc1", "bash"); err == nil || !strings.Contains(err.Error(), "turn") {
 		t.Fatalf("call-check without a turn: %v\n%s", err, out)
 	}
-	if _, err := gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "cc1"}); err != nil {
+	if _, err := gc.TurnBegin(ctx, client.BeginTurnRequest{Session: "cc1"}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := p.runCLI(t, "turn", "call-check", "cc1", "bash")
@@ -76,13 +76,13 @@ func TestCLIRegistryDiff(t *testing.T) {
 	if _, err := gc.Append(ctx, client.AppendRequest{Session: "with", Commands: []client.Command{client.Enable()}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "with"}); err != nil {
+	if _, err := gc.TurnBegin(ctx, client.BeginTurnRequest{Session: "with"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.Discover(ctx, client.DiscoverRequest{Session: "with", Names: []string{"send_message"}}); err != nil {
+	if _, err := gc.TurnDiscover(ctx, client.DiscoverRequest{Session: "with", Names: []string{"send_message"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.EndTurn(ctx, client.TurnRequest{Session: "with"}); err != nil {
+	if _, err := gc.TurnEnd(ctx, client.TurnRequest{Session: "with"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gc.Append(ctx, client.AppendRequest{Session: "without", Commands: []client.Command{client.Preset("minimal")}}); err != nil {

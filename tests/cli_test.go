@@ -157,7 +157,14 @@ type follower struct {
 
 func startFollower(t *testing.T, args ...string) *follower {
 	t.Helper()
+	return startFollowerEnv(t, nil, args...)
+}
+
+// startFollowerEnv is startFollower with extra environment variables.
+func startFollowerEnv(t *testing.T, env []string, args ...string) *follower {
+	t.Helper()
 	cmd := exec.Command(engineBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +230,8 @@ func (f *follower) ready(t *testing.T) {
 }
 
 // #17 item 5: the CLI's tables fit 120 columns (long lists wrap under
-// their value column, or are cut in a wide table's cells), for the seed
-// walk-through of the README.
+// their value column, or are cut in a wide table's cells), for the
+// walk-through of the README's Try-it block.
 func TestCLITablesFit120Columns(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	steps := [][]string{

@@ -349,7 +349,11 @@ func TestDamagedStoreRefused(t *testing.T) {
 		}
 		var lost uint64
 		for _, a := range accepted {
-			lost += a.To - a.From + 1
+			if a.Count > 0 {
+				lost += a.Count
+			} else {
+				lost += a.To - a.From + 1
+			}
 		}
 		st := si.CachedInfo().State
 		if st.Msgs+lost != fx.acked || st.LastSeq != fx.acked {

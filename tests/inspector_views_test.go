@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 )
 
@@ -370,7 +371,7 @@ func TestInspectorPolicyCard(t *testing.T) {
 		{"bash", "ask", "false"}, {"read_file", "allow", "true"}, {"kill_shell", "deny", "false"},
 	} {
 		d, rule, callable := check(tc.tool)
-		cc, err := gc.CallCheck(ctx, "pol", tc.tool)
+		cc, err := gc.TurnCallCheck(ctx, client.CallCheckRequest{Session: "pol", Tool: tc.tool})
 		must("call-check "+tc.tool, err)
 		if d != tc.decision || callable != tc.callable || rule != cc.Rule || d != cc.Decision {
 			t.Errorf("call-check %s on the page: %s %s (callable %s); want %s (callable %s), the API says %s %s", tc.tool, d, rule, callable, tc.decision, tc.callable, cc.Decision, cc.Rule)

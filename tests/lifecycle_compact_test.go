@@ -165,11 +165,11 @@ func TestLifecycleCompactCLIBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
-	if _, err := c.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
+	if _, err := c.SessionCompact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("compact from channel web over HTTP: %v, want forbidden", err)
 	}
 	web := client.NewNATS(nc, client.WithChannel("web"))
-	if _, err := web.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
+	if _, err := web.SessionCompact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("compact from channel web over NATS: %v, want forbidden", err)
 	}
 	if n := len(rawSubject(t, nc, "tools.events.long")); n != 3 {
@@ -194,14 +194,14 @@ func TestLifecycleCompactCLIBinary(t *testing.T) {
 		t.Fatalf("history until seq 2 (compacted): %v, want an error saying it was compacted", err)
 	}
 	ops := client.NewNATS(nc, client.WithChannel("ops"))
-	again, err := ops.Compact(ctx, client.CompactRequest{Session: "long"})
+	again, err := ops.SessionCompact(ctx, client.CompactRequest{Session: "long"})
 	if err != nil || !again.Already || again.Purged != 0 {
 		t.Fatalf("compact again over NATS: %+v %v, want already", again, err)
 	}
-	if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: "long"}); err != nil {
+	if _, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: "long"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Compact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrConflict) {
+	if _, err := ops.SessionCompact(ctx, client.CompactRequest{Session: "long"}); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("compact during an open turn: %v, want a conflict", err)
 	}
 }

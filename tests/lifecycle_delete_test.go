@@ -62,7 +62,7 @@ func TestLifecycleDeleteBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: "victim"}); err != nil {
+	if _, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: "victim"}); err != nil {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
@@ -93,7 +93,7 @@ func TestLifecycleDeleteBinary(t *testing.T) {
 		if _, err := c.Append(ctx, client.AppendRequest{Session: "victim", Commands: []client.Command{client.Enable()}}); !errors.Is(err, client.ErrDeleted) {
 			t.Errorf("%s: append to the deleted id: %v, want deleted", when, err)
 		}
-		if _, err := c.Delete(ctx, client.DeleteRequest{Session: "victim"}); !errors.Is(err, client.ErrDeleted) {
+		if _, err := c.SessionDelete(ctx, client.DeleteRequest{Session: "victim"}); !errors.Is(err, client.ErrDeleted) {
 			t.Errorf("%s: delete again: %v, want deleted", when, err)
 		}
 		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {

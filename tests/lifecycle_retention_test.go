@@ -176,8 +176,8 @@ func TestLifecycleRetentionEraseBinary(t *testing.T) {
 	if m[`engine_retention_deleted_total{action="delete"}`] != 0 {
 		t.Errorf("erase action counted deletes: %v", m)
 	}
-	if got := rawSubject(t, nc, "tools.events.forgotten"); len(got) != 0 {
-		t.Errorf("the erased session has %d events in the stream", len(got))
+	if got := rawSubject(t, nc, "tools.events.forgotten"); len(got) != 1 {
+		t.Errorf("the erased session has %d events in the stream, want its SessionDeleted only", len(got))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -473,7 +473,7 @@ func TestChannelPermissions(t *testing.T) {
 		t.Fatalf("stream state changed: %+v, before %+v", after.State, before.State)
 	}
 
-	// The auditor is "read-only" (deploy/nats-server.conf, README): it may
+	// The auditor is "read-only" (deploy/nats-server.conf, docs/security.md): it may
 	// not write events through the API either.
 	t.Run("auditor cannot append through the API", func(t *testing.T) {
 		var res api.AppendResponse
@@ -554,12 +554,12 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := len(permDirectRead(t, users["engine"].nc, bs))
-		res, err := ops.Delete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
-		if err != nil || !res.Erased || res.Purged != 2 {
+		res, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "perm-erase", Erase: true})
+		if err != nil || !res.Erased || res.Purged != 1 {
 			t.Fatalf("erase under the deployed accounts: %+v %v", res, err)
 		}
-		if n := len(permDirectRead(t, users["engine"].nc, "perm-erase")); n != 0 {
-			t.Errorf("the erased session still has %d events", n)
+		if n := len(permDirectRead(t, users["engine"].nc, "perm-erase")); n != 1 {
+			t.Errorf("the erased session still has %d events, want its SessionDeleted only", n)
 		}
 		if n := len(permDirectRead(t, users["engine"].nc, bs)); n != before {
 			t.Errorf("bystander %s has %d events, had %d", bs, n, before)

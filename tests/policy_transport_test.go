@@ -171,21 +171,21 @@ func TestPolicyChannelDeniedOnEveryTransport(t *testing.T) {
 	// A turn begun by the public channel with an override asking for bash
 	// freezes no bash, and a call to bash in that turn is refused.
 	pub := p.GoClient("public")
-	turn, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "s-js", Provider: "anthropic", Override: overrides["names"]})
+	turn, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: "s-js", Provider: "anthropic", Override: overrides["names"]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(turn.Tools, "bash") || !slices.Contains(turn.Withheld, "bash") {
 		t.Fatalf("public turn tools %v withheld %v: want bash withheld", turn.Tools, turn.Withheld)
 	}
-	cc, err := pub.CallCheck(ctx, "s-js", "bash")
+	cc, err := pub.TurnCallCheck(ctx, client.CallCheckRequest{Session: "s-js", Tool: "bash"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cc.Callable {
 		t.Fatalf("call-check bash in the public turn: %+v, want not callable", cc)
 	}
-	cc, err = pub.CallCheck(ctx, "s-js", "read_file")
+	cc, err = pub.TurnCallCheck(ctx, client.CallCheckRequest{Session: "s-js", Tool: "read_file"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestPolicyChannelDeniedOnEveryTransport(t *testing.T) {
 	// The turn ends with a checkpoint whose contract entries add up to
 	// the turn's contract hash (before: 400 on every policy registry, the
 	// policy version was hashed into the contract but not the entries).
-	ck, err := pub.EndTurn(ctx, wire.TurnRequest{Session: "s-js"})
+	ck, err := pub.TurnEnd(ctx, wire.TurnRequest{Session: "s-js"})
 	if err != nil {
 		t.Fatalf("end the public turn on a policy registry: %v", err)
 	}

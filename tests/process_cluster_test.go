@@ -413,7 +413,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 	// short run a follower that leads neither the stream nor the meta
 	// group: cutting off a node that led both has left the majority
 	// without a stream leader for more than 45 s in several runs (an open
-	// finding, see the README), which a run in every CI would turn into
+	// finding, see docs/durability.md), which a run in every CI would turn into
 	// a flaky failure.
 	pl := c.WaitLeaderOf(stream, waitBound)
 	what := "partition-stream-leader"
@@ -451,7 +451,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 
 	// Fault 5 (last: a leader partitioned soon after this restart has
 	// been seen to leave the two-node majority without a stream leader
-	// for more than 45 s, reported in the README): SIGKILL a follower of
+	// for more than 45 s, reported in docs/durability.md): SIGKILL a follower of
 	// the stream; damage its newest block file while it is down and
 	// restart it: it must repair from the leader and lose nothing.
 	sl := c.WaitLeaderOf(stream, waitBound)

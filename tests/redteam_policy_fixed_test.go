@@ -59,16 +59,16 @@ func TestRedteamPolicyFixedNativeReferencedWithheld(t *testing.T) {
 		session := "native-" + provider
 		rpEnabled(t, p, session)
 		tui, pub := p.GoClient("tui"), p.GoClient("public")
-		if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider}); err != nil {
+		if _, err := tui.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tui.Discover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Names: []string{"send_message", "mcp__fs__run_script"}}); err != nil {
+		if _, err := tui.TurnDiscover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Names: []string{"send_message", "mcp__fs__run_script"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tui.EndTurn(ctx, wire.TurnRequest{Session: session}); err != nil {
+		if _, err := tui.TurnEnd(ctx, wire.TurnRequest{Session: session}); err != nil {
 			t.Fatal(err)
 		}
-		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		begun, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestRedteamPolicyFixedTightenedMidTurnCallCheck(t *testing.T) {
 	ctx := e2eCtx(t)
 	a, b, natsURL := rpTwoEngines(t)
 	rpEnabled(t, a, "pt")
-	if _, err := a.GoClient("tui").BeginTurn(ctx, wire.BeginTurnRequest{Session: "pt"}); err != nil {
+	if _, err := a.GoClient("tui").TurnBegin(ctx, wire.BeginTurnRequest{Session: "pt"}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := pushRegistry(rpPol2(t), natsURL, a.DataDir); err != nil {
@@ -104,7 +104,7 @@ func TestRedteamPolicyFixedTightenedMidTurnCallCheck(t *testing.T) {
 	}
 	rpWaitRegistry(t, "builtin-2026.12.1-pol2", a, b)
 	for ei, p := range []*engineProc{a, b} {
-		cc, err := p.GoClient("tui").CallCheck(ctx, "pt", "mcp__fs__run_script")
+		cc, err := p.GoClient("tui").TurnCallCheck(ctx, client.CallCheckRequest{Session: "pt", Tool: "mcp__fs__run_script"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,11 +121,11 @@ func TestRedteamPolicyFixedCallCheckFromOtherChannel(t *testing.T) {
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "cc")
 	tui, pub := p.GoClient("tui"), p.GoClient("public")
-	if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
+	if _, err := tui.TurnBegin(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"mcp__fs__run_script", "write_file"} {
-		cc, err := pub.CallCheck(ctx, "cc", name)
+		cc, err := pub.TurnCallCheck(ctx, client.CallCheckRequest{Session: "cc", Tool: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,13 +169,13 @@ func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "pt")
 	tui := p.GoClient("tui")
-	if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "pt"}); err != nil {
+	if _, err := tui.TurnBegin(ctx, wire.BeginTurnRequest{Session: "pt"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tui.Discover(ctx, wire.DiscoverRequest{Session: "pt", Names: []string{"mcp__fs__run_script"}}); err != nil {
+	if _, err := tui.TurnDiscover(ctx, wire.DiscoverRequest{Session: "pt", Names: []string{"mcp__fs__run_script"}}); err != nil {
 		t.Fatal(err)
 	}
-	end, err := tui.EndTurn(ctx, wire.TurnRequest{Session: "pt"})
+	end, err := tui.TurnEnd(ctx, wire.TurnRequest{Session: "pt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 		}
 		return nil
 	})
-	imp, err := tui.RegistryDiff(ctx, cand)
+	imp, err := tui.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: cand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestRedteamPolicyFixedDiffAllHashesPolicyOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imp, err := p.GoClient("tui").RegistryDiff(ctx, cand)
+	imp, err := p.GoClient("tui").RegistryDiff(ctx, client.RegistryDiffRequest{Registry: cand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestRedteamPolicyFixedResolveDuringOtherChannelsTurn(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "rt")
-	if _, err := p.GoClient("tui").BeginTurn(ctx, wire.BeginTurnRequest{Session: "rt"}); err != nil {
+	if _, err := p.GoClient("tui").TurnBegin(ctx, wire.BeginTurnRequest{Session: "rt"}); err != nil {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
@@ -274,13 +274,13 @@ func TestRedteamPolicyFixedGrantFromDeniedChannel(t *testing.T) {
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "cc")
 	tui, pub := p.GoClient("tui"), p.GoClient("public")
-	if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
+	if _, err := tui.TurnBegin(ctx, wire.BeginTurnRequest{Session: "cc"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pub.Append(ctx, client.AppendRequest{Session: "cc", Commands: []wire.Command{{"type": "PermissionGranted", "tool": "bash", "scope": "session", "by": "mallory"}}}); err != nil {
 		t.Fatal(err)
 	}
-	cc, err := tui.CallCheck(ctx, "cc", "bash")
+	cc, err := tui.TurnCallCheck(ctx, client.CallCheckRequest{Session: "cc", Tool: "bash"})
 	if err != nil {
 		t.Fatal(err)
 	}

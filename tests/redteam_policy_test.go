@@ -66,7 +66,7 @@ func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
 		session := "disc-" + provider
 		rpEnabled(t, p, session)
 		pub := p.GoClient("public")
-		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		begun, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
 			`{"regex":".*","max_results":20}`,
 		}
 		for _, in := range inputs {
-			found, err := pub.Discover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Input: json.RawMessage(in)})
+			found, err := pub.TurnDiscover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Input: json.RawMessage(in)})
 			if err != nil {
 				t.Fatalf("%s discover %s: %v", provider, in, err)
 			}
@@ -104,7 +104,7 @@ func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
 			}
 			rpNoWithheld(t, provider+" discover "+in, found.View)
 		}
-		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		d, err := pub.TurnDispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
 		if !slices.Contains(d.Loaded, "playwright_browser") && provider != "anthropic" {
 			t.Errorf("%s: the allowed deferred playwright_browser was not loaded: %v", provider, d.Loaded)
 		}
-		if _, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session}); err != nil {
+		if _, err := pub.TurnEnd(ctx, wire.TurnRequest{Session: session}); err != nil {
 			t.Fatalf("%s end: %v", provider, err)
 		}
 	}
@@ -130,17 +130,17 @@ func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
 		session := "carry-" + provider
 		rpEnabled(t, p, session)
 		tui, pub := p.GoClient("tui"), p.GoClient("public")
-		if _, err := tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider}); err != nil {
+		if _, err := tui.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider}); err != nil {
 			t.Fatal(err)
 		}
-		found, err := tui.Discover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Names: []string{"send_message", "mcp__fs__run_script", "playwright_browser"}})
+		found, err := tui.TurnDiscover(ctx, wire.DiscoverRequest{Session: session, Provider: provider, Names: []string{"send_message", "mcp__fs__run_script", "playwright_browser"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Contains(found.Loaded, "send_message") || !slices.Contains(found.Loaded, "mcp__fs__run_script") {
 			t.Fatalf("%s: tui loaded %v, want send_message and mcp__fs__run_script", provider, found.Loaded)
 		}
-		end, err := tui.EndTurn(ctx, wire.TurnRequest{Session: session})
+		end, err := tui.TurnEnd(ctx, wire.TurnRequest{Session: session})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,18 +162,18 @@ func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
 				t.Errorf("%s: public resume restored withheld %s: %+v", provider, name, res.Outcome)
 			}
 		}
-		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		begun, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rpNoWithheld(t, provider+" public begin after tui's turn", begun)
-		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		d, err := pub.TurnDispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rpNoWithheld(t, provider+" public dispatch after tui's turn", d)
 		for _, name := range []string{"send_message", "mcp__fs__run_script", "bash"} {
-			cc, err := pub.CallCheck(ctx, session, name)
+			cc, err := pub.TurnCallCheck(ctx, client.CallCheckRequest{Session: session, Tool: name})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
 				t.Errorf("%s: call-check %s in public's turn: %+v, want not callable", provider, name, cc)
 			}
 		}
-		if _, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session}); err != nil {
+		if _, err := pub.TurnEnd(ctx, wire.TurnRequest{Session: session}); err != nil {
 			t.Fatalf("%s: end public's turn: %v", provider, err)
 		}
 		// tui still gets them back.
@@ -241,7 +241,7 @@ func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
 	ctx := e2eCtx(t)
 	rpEnabled(t, p, "grant")
 	pub := p.GoClient("public")
-	begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file", "mcp__fs__run_script", "mcp__github__create_issue"}}})
+	begun, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: "grant", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file", "mcp__fs__run_script", "mcp__github__create_issue"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
 	})
 	for _, c := range []*client.Client{pub, client.NewNATS(nc, client.WithChannel("public"))} {
 		for _, name := range []string{"bash", "mcp__fs__run_script", "mcp__github__create_issue"} {
-			cc, err := c.CallCheck(ctx, "grant", name)
+			cc, err := c.TurnCallCheck(ctx, client.CallCheckRequest{Session: "grant", Tool: name})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,17 +276,17 @@ func TestRedteamPolicyGrantNeverWidens(t *testing.T) {
 			}
 		}
 	}
-	d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: "grant"})
+	d, err := pub.TurnDispatch(ctx, wire.DispatchRequest{Session: "grant"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rpNoWithheld(t, "public dispatch after grants", d)
-	next, err := pub.EndTurn(ctx, wire.TurnRequest{Session: "grant"})
+	next, err := pub.TurnEnd(ctx, wire.TurnRequest{Session: "grant"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = next
-	again, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "grant"})
+	again, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: "grant"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,12 +380,12 @@ func TestRedteamPolicyUnknownOddAndTokenChannels(t *testing.T) {
 		t.Fatal(err)
 	}
 	rpNoWithheld(t, "resolve with the public token", v)
-	begun, err := tc.BeginTurn(ctx, wire.BeginTurnRequest{Session: "tk", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file"}}})
+	begun, err := tc.TurnBegin(ctx, wire.BeginTurnRequest{Session: "tk", Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"bash", "read_file"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rpNoWithheld(t, "turn begun with the public token", begun)
-	cc, err := tc.CallCheck(ctx, "tk", "bash")
+	cc, err := tc.TurnCallCheck(ctx, client.CallCheckRequest{Session: "tk", Tool: "bash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,11 +445,11 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 	a, b, natsURL := rpTwoEngines(t)
 	rpEnabled(t, a, "pt")
 	rpEnabled(t, a, "pp")
-	tuiTurn, err := a.GoClient("tui").BeginTurn(ctx, wire.BeginTurnRequest{Session: "pt"})
+	tuiTurn, err := a.GoClient("tui").TurnBegin(ctx, wire.BeginTurnRequest{Session: "pt"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubTurn, err := a.GoClient("public").BeginTurn(ctx, wire.BeginTurnRequest{Session: "pp"})
+	pubTurn, err := a.GoClient("public").TurnBegin(ctx, wire.BeginTurnRequest{Session: "pp"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 		for ei, p := range []*engineProc{a, b} {
 			for _, caller := range []string{"tui", "public"} {
 				c := p.GoClient(caller)
-				d, err := c.Dispatch(ctx, wire.DispatchRequest{Session: s.session})
+				d, err := c.TurnDispatch(ctx, wire.DispatchRequest{Session: s.session})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -479,7 +479,7 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 				var got answer
 				got.rendering = string(d.Rendering)
 				for i, name := range []string{"bash", "read_file"} {
-					cc, err := c.CallCheck(ctx, s.session, name)
+					cc, err := c.TurnCallCheck(ctx, client.CallCheckRequest{Session: s.session, Tool: name})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -498,7 +498,7 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 	}
 	rpNoWithheld(t, "public turn begun before the push", pubTurn)
 	for _, p := range []*engineProc{a, b} {
-		cc, err := p.GoClient("public").CallCheck(ctx, "pp", "bash")
+		cc, err := p.GoClient("public").TurnCallCheck(ctx, client.CallCheckRequest{Session: "pp", Tool: "bash"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -508,17 +508,17 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 	}
 	// End on B, begin the next turns on B: the new policy.
 	for _, s := range []struct{ ch, session string }{{"tui", "pt"}, {"public", "pp"}} {
-		if _, err := b.GoClient(s.ch).EndTurn(ctx, wire.TurnRequest{Session: s.session}); err != nil {
+		if _, err := b.GoClient(s.ch).TurnEnd(ctx, wire.TurnRequest{Session: s.session}); err != nil {
 			t.Fatalf("end %s on B after the push: %v", s.session, err)
 		}
-		v, err := b.GoClient(s.ch).BeginTurn(ctx, wire.BeginTurnRequest{Session: s.session})
+		v, err := b.GoClient(s.ch).TurnBegin(ctx, wire.BeginTurnRequest{Session: s.session})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if v.Policy != "pol-transport-2" || slices.Contains(v.Tools, "bash") != (s.ch == "public") {
 			t.Errorf("next turn of %s as %s: policy %s tools %v withheld %v, want pol-transport-2 (bash only for public)", s.session, s.ch, v.Policy, v.Tools, v.Withheld)
 		}
-		d, err := a.GoClient(s.ch).Dispatch(ctx, wire.DispatchRequest{Session: s.session})
+		d, err := a.GoClient(s.ch).TurnDispatch(ctx, wire.DispatchRequest{Session: s.session})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -540,7 +540,7 @@ func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
 	for _, provider := range []string{"anthropic-engine", "openai-engine"} {
 		session := "load-" + provider
 		rpEnabled(t, p, session)
-		begun, err := pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
+		begun, err := pub.TurnBegin(ctx, wire.BeginTurnRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,13 +564,13 @@ func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := pub.Dispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
+		d, err := pub.TurnDispatch(ctx, wire.DispatchRequest{Session: session, Provider: provider})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rpNoWithheld(t, provider+" dispatch after a direct DeferredLoaded (loaded "+strings.Join(st.Loaded, ",")+")", d)
 		for _, name := range []string{"send_message", "mcp__fs__run_script", "enter_plan_mode"} {
-			cc, err := pub.CallCheck(ctx, session, name)
+			cc, err := pub.TurnCallCheck(ctx, client.CallCheckRequest{Session: session, Tool: name})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -578,7 +578,7 @@ func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
 				t.Errorf("%s: call-check %s after a direct DeferredLoaded: %+v, want not callable", provider, name, cc)
 			}
 		}
-		end, err := pub.EndTurn(ctx, wire.TurnRequest{Session: session})
+		end, err := pub.TurnEnd(ctx, wire.TurnRequest{Session: session})
 		if err != nil {
 			t.Fatalf("%s: end public's turn after a direct DeferredLoaded: %v", provider, err)
 		}

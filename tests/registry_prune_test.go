@@ -117,16 +117,16 @@ func TestRegistryPruneBinary(t *testing.T) {
 			}
 			oldSeq = r.LastSeq
 		case 3:
-			if _, err := gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "checkpointed"}); err != nil {
+			if _, err := gc.TurnBegin(ctx, client.BeginTurnRequest{Session: "checkpointed"}); err != nil {
 				t.Fatal(err)
 			}
-			cp, err := gc.EndTurn(ctx, client.TurnRequest{Session: "checkpointed"})
+			cp, err := gc.TurnEnd(ctx, client.TurnRequest{Session: "checkpointed"})
 			if err != nil || cp.Checkpoint.RegistryVersion != version(3) {
 				t.Fatalf("checkpoint under version 3: %+v, %v", cp, err)
 			}
 		case 7:
 			var err error
-			if open, err = gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "open"}); err != nil || open.RegistryVersion != version(7) {
+			if open, err = gc.TurnBegin(ctx, client.BeginTurnRequest{Session: "open"}); err != nil || open.RegistryVersion != version(7) {
 				t.Fatalf("turn under version 7: %s, %v", open.RegistryVersion, err)
 			}
 		}
@@ -186,7 +186,7 @@ func TestRegistryPruneBinary(t *testing.T) {
 	// version 7 from the registry history.
 	p.Stop(t)
 	p = startEngine(t, dir, args...)
-	got, err := p.GoClient("web").Dispatch(ctx, client.DispatchRequest{Session: "open"})
+	got, err := p.GoClient("web").TurnDispatch(ctx, client.DispatchRequest{Session: "open"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRegistryPruneLegacyStreamBinary(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := p.GoClient("web").BeginTurn(ctx, client.BeginTurnRequest{Session: "legacy"}); err != nil {
+	if _, err := p.GoClient("web").TurnBegin(ctx, client.BeginTurnRequest{Session: "legacy"}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := st.Info(ctx); err != nil || info.State.Msgs == 0 || !info.Config.DenyPurge {

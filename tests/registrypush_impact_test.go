@@ -26,13 +26,13 @@ func TestCLIRegistryPushThreshold(t *testing.T) {
 	if _, err := gc.Append(ctx, client.AppendRequest{Session: "with", Commands: []client.Command{client.Enable()}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.BeginTurn(ctx, client.BeginTurnRequest{Session: "with"}); err != nil {
+	if _, err := gc.TurnBegin(ctx, client.BeginTurnRequest{Session: "with"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.Discover(ctx, client.DiscoverRequest{Session: "with", Names: []string{"send_message"}}); err != nil {
+	if _, err := gc.TurnDiscover(ctx, client.DiscoverRequest{Session: "with", Names: []string{"send_message"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.EndTurn(ctx, client.TurnRequest{Session: "with"}); err != nil {
+	if _, err := gc.TurnEnd(ctx, client.TurnRequest{Session: "with"}); err != nil {
 		t.Fatal(err)
 	}
 	var reg map[string]any

@@ -59,7 +59,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 	}
 	// Before: the registry has no embeddings; a vector is unused, said so.
 	vec := []float32{0.05, 0, 0.2, 1}
-	r, err := gc.Discover(ctx, client.DiscoverRequest{Session: "sem", Input: json.RawMessage(`{"query":"blorft zmiv quuxify"}`), QueryVector: vec})
+	r, err := gc.TurnDiscover(ctx, client.DiscoverRequest{Session: "sem", Input: json.RawMessage(`{"query":"blorft zmiv quuxify"}`), QueryVector: vec})
 	if err != nil || len(r.Loaded) != 0 || !strings.Contains(r.Note, "this registry carries no tool embeddings") {
 		t.Fatalf("vector before embeddings: %+v, %v", r, err)
 	}
@@ -109,7 +109,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 		if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: s}); err != nil {
 			return err
 		}
-		r, err := gc.Discover(ctx, client.DiscoverRequest{Session: s, Input: json.RawMessage(`{"query":"blorft zmiv quuxify"}`), QueryVector: vec})
+		r, err := gc.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Input: json.RawMessage(`{"query":"blorft zmiv quuxify"}`), QueryVector: vec})
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 		return nil
 	})
 	// A vector of another dimension is refused, naming both.
-	_, err = gc.Discover(ctx, client.DiscoverRequest{Session: fmt.Sprintf("probe-%d", attempt), Input: json.RawMessage(`{"query":"x"}`), QueryVector: []float32{1, 2}})
+	_, err = gc.TurnDiscover(ctx, client.DiscoverRequest{Session: fmt.Sprintf("probe-%d", attempt), Input: json.RawMessage(`{"query":"x"}`), QueryVector: []float32{1, 2}})
 	if err == nil || !strings.Contains(err.Error(), "query_vector has 2 numbers, but this registry's tool embeddings have 4") {
 		t.Errorf("vector of 2 numbers: %v", err)
 	}

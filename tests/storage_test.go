@@ -157,9 +157,10 @@ func fillDisk(t *testing.T, dir string, leave uint64) string {
 	return path
 }
 
-// #12 item 4: a full disk is reported as such (507 storage_full naming
-// the free bytes) within a second, readiness fails naming the disk, and
-// the engine accepts appends again without a restart when space returns.
+// A full disk is reported as such (507 storage_full naming the free
+// bytes) within a second, readiness fails naming the disk, and the engine
+// accepts appends again without a restart when space returns; without the
+// floor (--min-free 0) too, also after a restart on the full disk.
 // As root the disk is a real tmpfs filled with a file; otherwise the
 // engine is given a floor above the disk's free space (recovery is then
 // shown by jetstream's TestAppendDiskFull).
@@ -258,6 +259,34 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged appends all readable", len(acked))
+
+	// A restart on a full disk, still without the floor: the engine
+	// starts, is not ready while the store takes no write, and takes
+	// appends again within seconds of space returning, no restart.
+	p.Stop(t)
+	filler = fillDisk(t, dir, 0)
+	p = startEngineUnready(t, dir, "--min-free", "0")
+	stderrOnFailure(t, p)
+	c = p.Client("disk")
+	body = rtReady(t, p, http.StatusServiceUnavailable, "the store takes no write")
+	t.Logf("restarted on a full disk: %s", body)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed = time.Now()
+	natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return appendFresh(actx)
+	})
+	t.Logf("restarted on a full disk: appends accepted %v after space returned", time.Since(freed).Round(time.Millisecond))
+	rtReady(t, p, http.StatusOK, `"stream":{"ok":true}`)
+	for s, seq := range acked {
+		v, err := c.Intent(ctx, s, seq)
+		if err != nil || v.Seq != seq {
+			t.Fatalf("acknowledged append to %s at %d: read %+v, %v", s, seq, v, err)
+		}
+	}
 }
 
 // stderrOnFailure logs the engine's stderr (with its exit status, if it
@@ -382,15 +411,16 @@ func TestDamagedStore(t *testing.T) {
 
 	damageBlock(t, dir, 0.5, true)
 	start := time.Now()
-	// The start-up store check refuses the damaged block (#24 row 2);
-	// accepting the damage cuts it at the first bad record, and then the
-	// projection names the acknowledged events that are gone.
+	// The start-up store check refuses the damaged block; accepting the
+	// damage drops only the damaged records (those after them stay), names
+	// what it dropped at error level, and the engine is not ready while the
+	// log holds fewer events than it acknowledged.
 	p = startEngineUnready(t, dir, "--accept-store-damage")
-	body := rtReady(t, p, http.StatusServiceUnavailable, `"log_damage":{"ok":false,"error":"damaged log: stream last seq`)
+	body := rtReady(t, p, http.StatusServiceUnavailable, "acknowledged events are missing from the middle of the log")
 	t.Logf("damage reported in %v: %s", time.Since(start).Round(time.Millisecond), body)
 	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
-		if s := p.Stderr.String(); !strings.Contains(s, `"level":"error"`) || !strings.Contains(s, "damaged log") {
-			return fmt.Errorf("no error-level damaged log line in stderr:\n%s", s)
+		if s := p.Stderr.String(); !strings.Contains(s, `"level":"error"`) || !strings.Contains(s, "dropped damaged bytes") || !strings.Contains(s, "tools.events.dmg-") {
+			return fmt.Errorf("no error-level line naming the dropped records and their sessions in stderr:\n%s", s)
 		}
 		return nil
 	})
@@ -405,12 +435,14 @@ func TestDamagedStore(t *testing.T) {
 	// Sessions that lost events take appends again (their views no
 	// longer claim sequences the log lost: no 409 on every append).
 	c = p.Client("damage")
+	on := true
 	for i := range 31 {
 		s := fmt.Sprintf("dmg-%d", i)
 		if i == 30 {
 			s = "dmg-late"
 		}
-		r, err := c.Append(ctx, s, nil, events.ToolDisabled{Name: "web_fetch"})
+		// No session has toggled its tools: the append changes each.
+		r, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: &on})
 		if err != nil {
 			t.Fatalf("append to %s after the rebuild: %v", s, err)
 		}

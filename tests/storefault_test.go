@@ -344,10 +344,10 @@ func TestAppendsOnFullStoreFail507(t *testing.T) {
 	t.Logf("%d appends on the full store: all 507, slowest %v", n, slowest.Round(time.Millisecond))
 }
 
-// #24 row 10: `engine rebuild --data D` on a directory served with
-// --server-config (the store in the config's account TOOLS), run without
-// that config, is refused: it names the stream it looked for and the
-// streams it found, exits non-zero and creates no store; with the same
+// `engine rebuild --data D` on a directory served with --server-config
+// (the store in the config's account TOOLS), run without that config, is
+// refused: it names the stream it looked for and the streams it found,
+// exits non-zero and creates no store and no users file; with the same
 // --server-config and login it rebuilds the real store. Before, it
 // created an empty $G store beside the real one and printed "rebuilt
 // views from 0 events", exit 0.
@@ -374,6 +374,9 @@ func TestRebuildRefusesForeignStore(t *testing.T) {
 	t.Logf("refused: %s", out[strings.Index(out, "data dir "):])
 	if m, _ := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", "*")); len(m) > 0 {
 		t.Fatalf("the refused rebuild created streams %v", m)
+	}
+	if _, err := os.Stat(jetstream.CredentialsPath(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused rebuild wrote %s into a --server-config store (%v)", jetstream.CredentialsFile, err)
 	}
 	out, _, err = runEngine(t, append([]string{"rebuild", "--data", dir}, login...)...)
 	if err != nil || !strings.Contains(out, "rebuilt views from 5 events") {

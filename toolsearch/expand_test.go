@@ -198,3 +198,20 @@ func TestWordNetCollocations(t *testing.T) {
 		t.Errorf("without collocations Keyword(call off the meeting) first = %q; want the tie broken by name (a_create_meeting)", got)
 	}
 }
+
+// A plural of three letters the stemmer leaves alone finds its singular:
+// "ads" finds the ad break, "vms" the VM; a three-letter word the index
+// holds as written ("dns") keeps its meaning.
+func TestShortPluralFindsSingular(t *testing.T) {
+	ix := Build([]Doc{
+		{Name: "start_commercial", Description: "Start an ad break on the channel.", Parameters: emptySchema},
+		{Name: "list_guests", Description: "List the VM and container guests.", Parameters: emptySchema},
+		{Name: "set_dns", Description: "Set the DNS servers.", Parameters: emptySchema},
+		{Name: "list_dn", Description: "List distinguished names (DN).", Parameters: emptySchema},
+	}, nil)
+	for q, want := range map[string]string{"run ads": "start_commercial", "vms": "list_guests", "dns": "set_dns"} {
+		if got := firstHit(ix, q); got != want {
+			t.Errorf("Keyword(%q) first = %q, want %s", q, got, want)
+		}
+	}
+}

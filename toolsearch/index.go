@@ -35,6 +35,7 @@ package toolsearch
 
 import (
 	"bytes"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -103,8 +104,7 @@ type Index struct {
 	descs  []string
 	ctxs   []string
 	params [][]byte
-	vecs   [][]float32 // unit-length tool vectors, nil where a tool has none
-	dim    int         // the length of every vector in vecs
+	emb    *Vectors // the docs' own vectors (Doc.Vector); nil when none has one
 	docs   []analyzed
 	byName map[string]int32
 
@@ -148,9 +148,9 @@ func Build(docs []Doc, prev *Index) *Index {
 	an := &analyzer{cache: make(map[string]string, 4096)}
 	tf := make(map[string]float32, 64)
 	var total float64
+	ix.emb = ix.docVectors(docs)
 	for i, d := range docs {
 		ix.names[i], ix.descs[i], ix.ctxs[i], ix.params[i] = d.Name, d.Description, d.Context, d.Parameters
-		ix.addVector(i, d.Vector, len(docs))
 		if _, dup := ix.byName[d.Name]; !dup {
 			ix.byName[d.Name] = int32(i)
 		}
@@ -305,6 +305,20 @@ func (ix *Index) NewFilter(names []string) *Filter {
 		}
 	}
 	return f
+}
+
+// FilterAll returns the filter admitting the named documents in one pass
+// over names, and true; false when the index lacks one of them.
+func (ix *Index) FilterAll(names iter.Seq[string]) (*Filter, bool) {
+	f := &Filter{bits: make([]uint64, (len(ix.names)+63)/64)}
+	for n := range names {
+		i, ok := ix.byName[n]
+		if !ok {
+			return nil, false
+		}
+		f.bits[i>>6] |= 1 << (uint(i) & 63)
+	}
+	return f, true
 }
 
 // Has reports whether the filter admits document i. A nil filter admits

@@ -345,3 +345,23 @@ func TestKeywordActionAndQuestion(t *testing.T) {
 		}
 	}
 }
+
+// FilterAll admits exactly the named documents, as NewFilter does, and
+// says false when the index lacks a name.
+func TestFilterAll(t *testing.T) {
+	ix := Build(testDocs(), nil)
+	names := []string{ix.Name(0), ix.Name(2)}
+	f, ok := ix.FilterAll(slices.Values(names))
+	if !ok {
+		t.Fatal("FilterAll of indexed names: false")
+	}
+	want := ix.NewFilter(names)
+	for i := range ix.Len() {
+		if f.Has(i) != want.Has(i) {
+			t.Errorf("doc %d: FilterAll %v, NewFilter %v", i, f.Has(i), want.Has(i))
+		}
+	}
+	if _, ok := ix.FilterAll(slices.Values([]string{ix.Name(0), "no_such_tool"})); ok {
+		t.Error("FilterAll with an unknown name: true")
+	}
+}

@@ -55,3 +55,66 @@ func TestSemanticAndFused(t *testing.T) {
 		t.Errorf("an index without vectors reports HasVectors")
 	}
 }
+
+// Vectors computed apart from an index (an embedding endpoint's) rank its
+// documents as its own would: FusedRankedWith by NewVectors equals
+// FusedRanked by the same vectors given as Doc.Vector; vectors of another
+// index, or a query of another dimension, leave the keyword ranking.
+func TestVectorsComputedApart(t *testing.T) {
+	obj := []byte(`{"type":"object"}`)
+	vecs := map[string][]float32{
+		"set_status":       {1, 0, 0},
+		"status_page":      {0, 1, 0},
+		"request_time_off": {0.9, 0.1, 0},
+		"no_vector":        nil,
+		"bad_dimension":    {1, 0},
+	}
+	names := []string{"set_status", "status_page", "request_time_off", "no_vector", "bad_dimension"}
+	var plain, own []Doc
+	for _, n := range names {
+		d := Doc{Name: n, Description: "Status of " + n + ".", Parameters: obj}
+		plain = append(plain, d)
+		if len(vecs[n]) == 3 {
+			d.Vector = vecs[n]
+		}
+		own = append(own, d)
+	}
+	ix := Build(plain, nil)
+	if ix.HasVectors() {
+		t.Fatal("an index built without vectors has some")
+	}
+	vs := ix.NewVectors(3, func(i int) []float32 { return vecs[ix.Name(i)] })
+	if vs.Dim() != 3 || vs.Len() != 3 || !vs.Of(ix) {
+		t.Fatalf("NewVectors: dim %d, %d vectors, of ix %v; want 3, 3, true", vs.Dim(), vs.Len(), vs.Of(ix))
+	}
+	q := []float32{2, 0.1, 0}
+	ref := Build(own, nil)
+	want := ref.FusedRanked("status", q, 5, nil)
+	got := ix.FusedRankedWith("status", q, vs, 5, nil)
+	if len(got) != len(want) || len(got) == 0 {
+		t.Fatalf("FusedRankedWith = %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i].Name != want[i].Name || got[i].SemanticRank != want[i].SemanticRank || got[i].KeywordRank != want[i].KeywordRank {
+			t.Errorf("hit %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	kw := hitNames(ix.Keyword("status", 5, nil))
+	other := Build(plain, nil).NewVectors(3, func(i int) []float32 { return vecs[names[i]] })
+	for name, r := range map[string][]FusedHit{
+		"another index's vectors": ix.FusedRankedWith("status", q, other, 5, nil),
+		"a query of dimension 2":  ix.FusedRankedWith("status", []float32{1, 0}, vs, 5, nil),
+		"no vectors":              ix.FusedRankedWith("status", q, nil, 5, nil),
+	} {
+		names := make([]string, len(r))
+		for i := range r {
+			names[i] = r[i].Name
+		}
+		if !slices.Equal(names, kw) {
+			t.Errorf("%s: %v, want the keyword ranking %v", name, names, kw)
+		}
+	}
+	if ix.NewVectors(0, func(int) []float32 { return nil }) != nil {
+		t.Error("NewVectors of dimension 0 is not nil")
+	}
+}

@@ -64,8 +64,10 @@ const (
 	// CodeUnsupportedMedia (415): a request body that is neither
 	// application/json nor application/msgpack.
 	CodeUnsupportedMedia = "unsupported_media_type"
-	// CodeDeleted (410): the session was deleted (#30); it answers no
-	// read and takes no write, and its id starts no new session.
+	// CodeDeleted (410): the session was deleted: it takes no write, its
+	// id starts no new session, and every read answers this but, unless
+	// it was erased, history (its timeline up to the deletion) and a live
+	// stream from before the deletion.
 	CodeDeleted = "deleted"
 )
 

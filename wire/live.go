@@ -1,6 +1,6 @@
 package wire
 
-// Live subscriptions (#29): a session's, or every session's, events as
+// Live subscriptions: a session's, or every session's, events as
 // they are appended. Over HTTP a GET answered with Server-Sent Events
 // (text/event-stream), one per event:
 //
@@ -16,6 +16,21 @@ package wire
 // LiveHeader).
 
 import "time"
+
+// LiveMessageParam is the query parameter of an HTTP live stream that
+// sends every event as the SSE default type "message" (no event: line):
+// ?message=true, for a browser EventSource whose onmessage sees only that
+// type. The event's type stays in data's "type"; the stream's end and
+// error come as data {"type":"end"} and {"type":"error","error":{...}}.
+const LiveMessageParam = "message"
+
+// The SSE event types of a live stream besides the events' own: the end
+// of a watched session's stream after its SessionDeleted, and the error
+// that ends a stream on a read failure.
+const (
+	LiveEndEvent   = "end"
+	LiveErrorEvent = "error"
+)
 
 // MIMEEventStream is the media type of a live stream's HTTP reply.
 const MIMEEventStream = "text/event-stream"

@@ -44,7 +44,7 @@ type Operation struct {
 	// channel and actor.
 	Write bool `json:"write"`
 	// Purges is true for operations that purge events from the log
-	// (compaction, #30): only the engine's erase channel may call them.
+	// (compaction): only the engine's erase channel may call them.
 	Purges bool `json:"purges,omitempty"`
 	// Summary says what the operation does.
 	Summary string `json:"summary"`
@@ -93,9 +93,9 @@ var (
 	OpEndTurn = Operation{Name: "turn-end", Subject: "turn.end", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/end", Write: true,
 		Summary: "End the open turn at a safe point: one TurnEnded event carrying the checkpoint."}
 	OpDelete = Operation{Name: "session-delete", Subject: "session.delete", Methods: []string{del}, Path: "/v1/sessions/{session}", Write: true,
-		Summary: "Delete a session for good (#30): a SessionDeleted closes it; reads answer 410 deleted, writes are refused, the id starts no new session. erase=true (the erase channel only) also purges its events, leaving an audit record without personal data."}
+		Summary: "Delete a session for good: a SessionDeleted closes it; writes and every read but history answer 410 deleted, and the id starts no new session. erase=true (the erase channel only) also purges its events but the SessionDeleted, leaving an audit record without personal data; history then answers 410 too."}
 	OpCompact = Operation{Name: "session-compact", Subject: "session.compact", Methods: []string{post}, Path: "/v1/sessions/{session}/compact", Write: true, Purges: true,
-		Summary: "Compact a session (#30; the erase channel only): one SessionCompacted that folds to the same state replaces its events, which are purged below it, leaving an audit record without personal data; refused in an open turn and after a delete. History starts at the compaction."}
+		Summary: "Compact a session (the erase channel only): one SessionCompacted that folds to the same state replaces its events, which are purged below it, leaving an audit record without personal data; refused in an open turn and after a delete. History starts with the SessionCompacted entry."}
 	OpSessions = Operation{Name: "sessions", Subject: "sessions.list", Methods: []string{get}, Path: "/v1/sessions",
 		Summary: "List the sessions that have a view."}
 	OpRegistry = Operation{Name: "registry", Subject: "registry.info", Methods: []string{get}, Path: "/v1/registry",

@@ -141,10 +141,15 @@ func (r *BeginTurnRequest) IfNoneMatchField() *string { return &r.IfNoneMatch }
 // "max_results"), or Names alone for a backend that knows them. CallID is
 // the provider's id of the call (OpenAI's native tool search output).
 // QueryVector is the optional embedding of the input's query, from the
-// model that embedded the registry's tools (issue #27): the backend adds
+// model that embedded the registry's tools: the backend adds
 // it beside the model's input, which never carries one; with tool
 // embeddings the query ranks by keywords and vector fused, otherwise it
 // is unused with a note. Its dimension must be the tools' embeddings'.
+// View "none" answers without the turn's next provider request: the
+// reply's view then carries only the session, turn, intent, loaded tools
+// and contract, its lists empty, for a backend that asks turn/dispatch
+// for the request (at 10,000 tools the full view is 1.6 MB of JSON, 5.8
+// MB with a native rendering); "" or "full" returns it whole.
 type DiscoverRequest struct {
 	Session     string          `json:"session"`
 	Input       json.RawMessage `json:"input,omitempty"`
@@ -153,6 +158,7 @@ type DiscoverRequest struct {
 	CallID      string          `json:"call_id,omitempty"`
 	Actor       string          `json:"actor,omitempty"`
 	QueryVector []float32       `json:"query_vector,omitempty"`
+	View        string          `json:"view,omitempty"`
 	// IfNoneMatch is as ResolveRequest's, for the reply's view.
 	IfNoneMatch string `json:"if_none_match,omitempty"`
 }
@@ -189,7 +195,8 @@ type RegistryDiffRequest struct {
 	Registry json.RawMessage `json:"registry"`
 }
 
-// TurnRequest names the session of LastDispatch, Checkpoint and EndTurn.
+// TurnRequest names the session of turn-inspect, turn-checkpoint and
+// turn-end.
 type TurnRequest struct {
 	Session string `json:"session"`
 	Actor   string `json:"actor,omitempty"`
@@ -387,7 +394,7 @@ type HistoryEntry struct {
 	// Dispatch is, inside a turn, the classification a provider dispatch
 	// at this point records, derived from the log.
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry (#30), says what it replaced.
+	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
 	// Lists, present when the entry's lists were cut to 64 names each,
 	// gives each list's full length.
@@ -478,7 +485,7 @@ type DispatchRecord struct {
 	Lists *EntryLists `json:"lists,omitempty"`
 }
 
-// CheckpointReply is the outcome of Checkpoint and EndTurn.
+// CheckpointReply is the reply of turn-checkpoint and turn-end.
 type CheckpointReply struct {
 	Session    string     `json:"session"`
 	Seq        uint64     `json:"seq"`

@@ -1,6 +1,6 @@
 package main
 
-// Pseudonymous actors (#30): the serve flags, engine actor token and
+// Pseudonymous actors: the serve flags, engine actor token and
 // engine actor forget.
 
 import (
@@ -16,7 +16,7 @@ import (
 
 // actorFlags are serve's actor flags.
 type actorFlags struct {
-	ActorMode    string `name:"actor-mode" env:"ENGINE_ACTOR_MODE" default:"plain" enum:"plain,hash,encrypt" help:"How events store their actor (#30): 'plain' (as written), 'hash' (a keyed hash h1:..., the same for one person; engine actor token USER computes it to search an audit) or 'encrypt' (e1:..., under a per-person key in the <PREFIX>_ACTORKEYS bucket; engine actor forget USER destroys it, and every event of USER reads back as (erased)). Engine-internal actors (anonymous, engine:retention) stay plain. hash and encrypt need --actor-key-file."`
+	ActorMode    string `name:"actor-mode" env:"ENGINE_ACTOR_MODE" default:"plain" enum:"plain,hash,encrypt" help:"How events store their actor: 'plain' (as written), 'hash' (a keyed hash h1:..., the same for one person; engine actor token USER computes it to search an audit) or 'encrypt' (e1:..., under a per-person key in the <PREFIX>_ACTORKEYS bucket; engine actor forget USER destroys it, and every event of USER reads back as (erased)). Engine-internal actors (anonymous, engine:retention) stay plain. hash and encrypt need --actor-key-file."`
 	ActorKeyFile string `name:"actor-key-file" env:"ENGINE_ACTOR_KEY_FILE" type:"path" placeholder:"PATH" help:"Operator key of --actor-mode hash and encrypt: a file of at least 32 secret bytes (openssl rand -hex 32 > actor.key), kept outside the data directory and backed up: without it no token can be computed and no encrypted actor read. With plain mode it lets the engine read actors encrypted earlier."`
 }
 
@@ -38,7 +38,7 @@ func (f actorKeyFlag) key() ([]byte, error) {
 	return k, nil
 }
 
-// actorCmd is `engine actor` (#30).
+// actorCmd is `engine actor`.
 type actorCmd struct {
 	Token  actorTokenCmd  `cmd:"" help:"Print the stored token of USER in --actor-mode hash (h1:...), to find USER's events in an audit."`
 	Forget actorForgetCmd `cmd:"" help:"Forget USER in --actor-mode encrypt: destroy USER's key, so every event USER wrote reads back as (erased); the log is not rewritten."`

@@ -11,12 +11,14 @@ import (
 )
 
 type benchCmd struct {
-	Quick   bool   `name:"quick" help:"Small sizes: proves the harness works, in under a minute (CI runs this)."`
-	Runs    int    `name:"runs" help:"Runs per line; each line prints the median (default 5, quick 3)."`
-	JSON    bool   `name:"json" help:"Print the report as JSON instead of a table."`
-	Data    string `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
-	Profile string `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
-	// MemorySessions: #28 asks for the fold rate at 1M and 10M sessions;
+	Quick    bool   `name:"quick" help:"Small sizes: proves the harness works, in under a minute (CI runs this)."`
+	Runs     int    `name:"runs" help:"Runs per line; each line prints the median (default 5, quick 3)."`
+	JSON     bool   `name:"json" help:"Print the report as JSON instead of a table."`
+	Markdown bool   `name:"markdown" help:"Print the report as the Markdown page docs/performance.md (machine, date, table, notes) instead of a table."`
+	From     string `name:"from" type:"existingfile" placeholder:"FILE" help:"Measure nothing: read a report saved with --json from FILE and print it (as a table, or with --markdown as docs/performance.md)."`
+	Data     string `name:"data" type:"path" help:"Directory for the benchmark's embedded server (a fresh sub-directory, removed afterwards; default: the temp dir)."`
+	Profile  string `name:"profile" type:"path" help:"Write a CPU profile of one extra run of each line into this directory."`
+	// MemorySessions also measure the fold rate at 1M and 10M sessions;
 	// 10M is a separate, longer run (about 3 GB of stream on disk).
 	MemorySessions []int    `name:"memory-sessions" help:"Session counts of the memory step and its fold-rate lines (default 10000,100000,1000000; each size beyond 100k is held to >= 0.8 of the 100k fold rate). The 10M mode: --only memory --memory-sessions 100000,1000000,10000000 (tens of minutes, a few GB in --data)."`
 	Only           []string `name:"only" help:"Run only these steps (comma-separated): memory, erase-memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, prompt-cache, turn-cycle, atomic-batch, replay, cold-start, scale-out, restart."`
@@ -38,6 +40,9 @@ func (c *benchCmd) Run(ctx context.Context) error {
 			return fmt.Errorf("--memory-sessions %d: give positive session counts, e.g. 100000,1000000,10000000", n)
 		}
 	}
+	if c.From != "" {
+		return c.render(c.From)
+	}
 	cfg := bench.Config{Quick: c.Quick, Runs: c.Runs, DataDir: c.Data, ProfileDir: c.Profile, Only: c.Only, MemorySessions: c.MemorySessions, Out: newProgress().Writer()}
 	rep, err := bench.Run(ctx, cfg)
 	if c.JSON {
@@ -47,7 +52,36 @@ func (c *benchCmd) Run(ctx context.Context) error {
 			return eerr
 		}
 	} else if err == nil || len(rep.Lines) > 0 {
-		fmt.Print(rep.Table())
+		c.print(rep)
 	}
 	return err
+}
+
+// render prints a report saved with --json.
+func (c *benchCmd) render(file string) error {
+	if c.JSON {
+		return usage(fmt.Errorf("--from prints a saved report as a table or, with --markdown, as a page; it is JSON already"))
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("--from %s: not a report of engine bench --json: %w", file, err)
+	}
+	if len(rep.Lines) == 0 {
+		return fmt.Errorf("--from %s: the report has no lines: save one with engine bench --json > %s", file, file)
+	}
+	c.print(rep)
+	return nil
+}
+
+// print writes rep as a table or, with --markdown, as the performance page.
+func (c *benchCmd) print(rep bench.Report) {
+	if c.Markdown {
+		fmt.Print(rep.Markdown())
+		return
+	}
+	fmt.Print(rep.Table())
 }

@@ -18,7 +18,7 @@ import (
 
 // clientFlags are shared by every subcommand that talks to a running engine.
 type clientFlags struct {
-	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER" help:"HTTP address of the engine (engine serve --http); the scheme may be left out."`
+	Server  string        `name:"server" default:"http://127.0.0.1:7420" env:"ENGINE_SERVER,ENGINE_HTTP" help:"HTTP address of the engine (engine serve --http; ENGINE_SERVER, else serve's own ENGINE_HTTP); the scheme may be left out."`
 	JSON    bool          `name:"json" help:"Print the reply as JSON instead of a table."`
 	Channel string        `name:"channel" default:"cli" help:"Channel recorded on events this command writes."`
 	Actor   string        `name:"actor" env:"USER" help:"Actor recorded on events this command writes."`

@@ -16,10 +16,13 @@ import (
 )
 
 // eventFlags are shared by events and tail: how to reach the stream.
+// Without --nats they dial the embedded server of a local engine serve at
+// --listen, which follows serve's own ENGINE_LISTEN.
 type eventFlags struct {
 	clientNATSFlags
+	Listen string `name:"listen" env:"ENGINE_LISTEN" default:"127.0.0.1:4222" help:"host:port of a local engine serve's embedded NATS server (serve --listen), dialled when --nats is not given."`
 	Prefix string `name:"prefix" env:"ENGINE_PREFIX" default:"tools" help:"Subject prefix of the stream (engine serve --prefix)."`
-	From   uint64 `name:"from" help:"Start at this stream sequence (default: the first event)."`
+	From   uint64 `name:"from" help:"Start at this stream sequence (default: events: the first event; tail: only new events)."`
 }
 
 // eventsCmd prints one session's events decoded, as JSON lines.
@@ -29,10 +32,12 @@ type eventsCmd struct {
 	Follow  bool   `name:"follow" short:"f" help:"Keep printing new events as they are appended (Ctrl-C stops)."`
 }
 
-// tailCmd prints every session's new events, decoded, as JSON lines.
+// tailCmd prints every session's new events, decoded, as JSON lines:
+// only events appended after it starts, unless --last or --from asks for
+// some of the history first.
 type tailCmd struct {
 	eventFlags
-	Last uint64 `name:"last" short:"n" default:"10" help:"Start with the last N events of the stream (0: only new ones), unless --from is given."`
+	Last uint64 `name:"last" short:"n" default:"0" help:"Print the stream's last N events first, then the new ones (default 0: only events appended from now on); --from SEQ starts at a sequence instead."`
 }
 
 // eventLine is one event as printed: the envelope's fields, data as the
@@ -79,7 +84,7 @@ func decodeLine(seq uint64, subject string, stored time.Time, body []byte) event
 // keeps waiting for new ones until ctx ends, otherwise it stops at the
 // last event present when it started.
 func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, start uint64, tail *uint64, follow bool) error {
-	nc, err := f.connect(ctx, "nats://127.0.0.1:4222")
+	nc, err := f.connect(ctx, "nats://"+f.Listen)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/client"
 )
 
-// deleteCmd is `engine delete SESSION` (#30).
+// deleteCmd is `engine delete SESSION`.
 type deleteCmd struct {
 	clientFlags
 	Session string `arg:"" help:"Session id to delete."`
@@ -31,7 +31,7 @@ func (c *deleteCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
+	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (c *deleteCmd) Run(ctx context.Context) error {
 	})
 }
 
-// eraseCmd is `engine erase SESSION` (#30).
+// eraseCmd is `engine erase SESSION`.
 type eraseCmd struct {
 	clientFlags
 	Session string `arg:"" help:"Session id to erase."`
@@ -54,7 +54,7 @@ func (c *eraseCmd) Help() string {
 		"audit stream (<PREFIX>_AUDIT, subject <prefix>.audit.erase.SESSION) with the time, the session and the " +
 		"purged sequence range, and no actor or other personal data. Only the erase channel may erase " +
 		"(serve --erase-channel, default ops; with --http-tokens, a token of that channel). The id stays refused " +
-		"for good. --channel defaults to ops here. A stream created before #30 with deny_purge cannot be erased (the error says how to fix it). " +
+		"for good. --channel defaults to ops here. A stream created with deny_purge (by an older engine) cannot be erased (the error says how to fix it). " +
 		"The purged bytes leave the disk when JetStream compacts the blocks."
 }
 
@@ -68,7 +68,7 @@ func (c *eraseCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Delete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
+	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (c *eraseCmd) Run(ctx context.Context) error {
 	})
 }
 
-// compactCmd is `engine compact SESSION` (#30).
+// compactCmd is `engine compact SESSION`.
 type compactCmd struct {
 	clientFlags
 	Session string `arg:"" help:"Session id to compact."`
@@ -110,7 +110,7 @@ func (c *compactCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Compact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
+	r, err := cl.SessionCompact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
 	if err != nil {
 		return err
 	}

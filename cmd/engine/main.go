@@ -33,10 +33,10 @@ type cli struct {
 	Checkpoint  checkpointCmd                `cmd:"" help:"Record a checkpoint (safe point) of a session's open turn."`
 	Resume      resumeCmd                    `cmd:"" help:"Resume a session after a crash: verify the checkpoint's contract hash, restore loaded deferred tools or say why not."`
 	Sessions    sessionsCmd                  `cmd:"" help:"List sessions that have a view."`
-	Delete      deleteCmd                    `cmd:"" help:"Delete a session for good: reads answer 410 deleted, writes are refused, the id starts no new session (#30)."`
-	Compact     compactCmd                   `cmd:"" help:"Compact a session: one SessionCompacted that folds to the same state replaces its events, which are purged (erase channel only), leaving an audit record (#30)."`
-	Erase       eraseCmd                     `cmd:"" help:"Erase a session: delete it and purge its events (erase channel only), leaving an audit record without personal data (#30)."`
-	Actor       actorCmd                     `cmd:"" help:"Pseudonymous actors: print a user's hash token (token), or destroy a user's key in encrypt mode (forget) (#30)."`
+	Delete      deleteCmd                    `cmd:"" help:"Delete a session for good: writes and every read but history answer 410 deleted, the id starts no new session."`
+	Compact     compactCmd                   `cmd:"" help:"Compact a session: one SessionCompacted that folds to the same state replaces its events, which are purged (erase channel only), leaving an audit record."`
+	Erase       eraseCmd                     `cmd:"" help:"Erase a session: delete it and purge its events (erase channel only), leaving an audit record without personal data."`
+	Actor       actorCmd                     `cmd:"" help:"Pseudonymous actors: print a user's hash token (token), or destroy a user's key in encrypt mode (forget)."`
 	Registry    registryCmd                  `cmd:"" help:"Manage the registry served from KV (serve --registry-kv)."`
 	Import      importCmd                    `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild     rebuildCmd                   `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`
@@ -44,7 +44,7 @@ type cli struct {
 	Bench       benchCmd                     `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget      budgetCmd                    `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
 	Events      eventsCmd                    `cmd:"" help:"Print a session's events from the stream, decoded, one JSON object per line (--follow: live)."`
-	Tail        tailCmd                      `cmd:"" help:"Print every session's new events from the stream as they are appended, decoded, one JSON object per line."`
+	Tail        tailCmd                      `cmd:"" help:"Print every session's new events from the stream as they are appended, decoded, one JSON object per line (--last N: the last N events first)."`
 	Version     versionCmd                   `cmd:"" help:"Print the engine's version: module version, commit, Go, nats-server and API versions."`
 	Completion  kongplete.InstallCompletions `cmd:"" help:"Print the shell completion setup for your login shell (bash, zsh or fish): add eval \"$(engine completion)\" to its rc file."`
 	Healthcheck healthcheckCmd               `cmd:"" help:"Exit 0 when the engine at --server is ready (/readyz; --live: /healthz), 1 otherwise (container healthchecks)."`
@@ -70,7 +70,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "engine: %v\n", err)
 		os.Exit(1)
 	}
-	// Shell completion (#29 item 3): the shell runs the binary with
+	// Shell completion: the shell runs the binary with
 	// COMP_LINE set; Complete answers and exits, and does nothing otherwise.
 	kongplete.Complete(parser)
 	kctx, err := parser.Parse(os.Args[1:])

@@ -42,7 +42,7 @@ func (c *registryDiffCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	imp, err := cl.RegistryDiff(ctx, data)
+	imp, err := cl.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: data})
 	if err != nil {
 		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
@@ -57,7 +57,7 @@ func (c *registryDiffCmd) Run(ctx context.Context) error {
 const maxSummaryLosses = 5
 
 // impactSummary prints what pushing a candidate registry would change, in
-// five lines (#31 item 3).
+// five lines.
 func impactSummary(w io.Writer, imp wire.RegistryImpact) {
 	d := imp.Diff
 	hashes := "contract hashes change only where tools do"
@@ -213,11 +213,11 @@ type registryPushCmd struct {
 
 // checkImpact prints the impact summary of pushing data (the registry
 // diff of a serving engine, asked over nc) and refuses a push above the
-// thresholds unless --force (#31 item 3).
+// thresholds unless --force.
 func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data []byte) error {
 	limited := c.MaxPrefixChanges >= 0 || c.MaxCheckpointLosses >= 0
 	cl := client.NewNATS(nc, client.WithChannel("cli"), client.WithActor("registry-push"), client.WithSubjectPrefix(c.Prefix+".api"))
-	imp, err := cl.RegistryDiff(ctx, data)
+	imp, err := cl.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: data})
 	if err != nil {
 		if limited && !c.Force {
 			return fmt.Errorf("registry push: no impact summary to check the thresholds against (%w): serve an engine on this NATS, or push with --force", err)

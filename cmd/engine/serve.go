@@ -53,6 +53,13 @@ func (c *storeFlags) store(listen, sync string) server.Store {
 	}
 }
 
+// serveStore is the store of engine serve: c.store with the sync interval.
+func (c *serveCmd) serveStore() server.Store {
+	st := c.store(c.Listen, c.Sync)
+	st.SyncEvery = c.SyncEvery
+	return st
+}
+
 // openLog connects (starting the embedded server on listen when no --nats
 // is given) and opens the event stream (server.OpenLog). The returned func
 // closes the connection and shuts the embedded server down.
@@ -67,7 +74,7 @@ func (c *storeFlags) leaseOwner() string { return c.store("", "").LeaseOwner() }
 // storeCheckFlags are the start-up store check's flags (issue 24 rows 2,
 // 3 and 12(c)).
 type storeCheckFlags struct {
-	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: each damaged block is cut at its first bad record (a copy is kept in <data>/damaged-<time>), the stream's index is rebuilt from the blocks, and the gap is recorded as accepted. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
+	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: only the damaged bytes are dropped (the intact records after them are kept), copies of the damaged files and a list of the dropped records by subject (session) are kept in <data>/damaged-<time>, the stream's index is rebuilt from the blocks, and the missing sequences are recorded as accepted. What erases and compactions purged is never damage. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
 }
 
 type serveCmd struct {
@@ -75,22 +82,27 @@ type serveCmd struct {
 	httpFlags
 	apiConnFlags
 	actorFlags
-	Listen     string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
-	Sync       string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
-	HTTP       string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
-	Registry   string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
-	RegistryKV bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
-	Project    bool          `name:"projection" env:"ENGINE_PROJECTION" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
-	ReadyFile  string        `name:"ready-file" env:"ENGINE_READY_FILE" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
-	MinFree    string        `name:"min-free" env:"ENGINE_MIN_FREE" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
-	MaxLag     uint64        `name:"max-projection-lag" env:"ENGINE_MAX_PROJECTION_LAG" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
-	Shutdown   time.Duration `name:"shutdown-timeout" env:"ENGINE_SHUTDOWN_TIMEOUT" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
-	EraseChan  string        `name:"erase-channel" env:"ENGINE_ERASE_CHANNEL" default:"ops" help:"The one channel that may erase sessions (DELETE /v1/sessions/{session}?erase=true, engine erase): their events are purged, an audit record without personal data is kept."`
+	embeddingFlags
+	Listen      string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
+	Sync        string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
+	SyncEvery   time.Duration `name:"sync-interval" env:"ENGINE_SYNC_INTERVAL" default:"2m" help:"Embedded server's sync interval (nats-server sync_interval): how often it fsyncs under --sync interval, and, under either policy, how often it compacts the message blocks that erases and compactions emptied (the purged bytes leave the disk then)."`
+	HTTP        string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
+	Registry    string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
+	RegistryKV  bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`
+	Project     bool          `name:"projection" env:"ENGINE_PROJECTION" default:"true" negatable:"" help:"Take part in the projection that folds the log into the views. Engines on one stream elect one runner (a lease in the <PREFIX>_PROJECTION bucket); the others stand by and take over within seconds when it dies. --no-projection: never fold here, only read the views."`
+	ReadyFile   string        `name:"ready-file" env:"ENGINE_READY_FILE" type:"path" help:"Write {\"nats_url\",\"http_addr\"} as JSON to this file once serving (for scripts and tests)."`
+	MinFree     string        `name:"min-free" env:"ENGINE_MIN_FREE" default:"64MiB" help:"Free space the embedded server's disk must keep: below it appends are refused at once with 507 storage_full and /readyz fails, until space returns ('0' disables)."`
+	MaxLag      uint64        `name:"max-projection-lag" env:"ENGINE_MAX_PROJECTION_LAG" default:"10000" help:"Events the projection may be behind the log, once caught up, before /readyz fails."`
+	Shutdown    time.Duration `name:"shutdown-timeout" env:"ENGINE_SHUTDOWN_TIMEOUT" default:"10s" help:"Grace period for in-flight requests on SIGINT/SIGTERM."`
+	DeleteChans []string      `name:"delete-channel" env:"ENGINE_DELETE_CHANNELS" help:"Channels that may delete sessions (DELETE /v1/sessions/{session}, engine delete), besides the erase channel; repeat or comma-separate. Default: every writing channel may."`
+	EraseChan   string        `name:"erase-channel" env:"ENGINE_ERASE_CHANNEL" default:"ops" help:"The one channel that may erase sessions (DELETE /v1/sessions/{session}?erase=true, engine erase): their events are purged, an audit record without personal data is kept."`
 
 	RetainIdle   string        `name:"retain-idle" env:"ENGINE_RETAIN_IDLE" placeholder:"DURATION" help:"Retention: delete the sessions whose last event is older than this (units d, h, m, s: 90d, 36h, 1d12h). A SessionDeleted with reason 'retention: idle since <time>', channel engine, actor engine:retention; a session written meanwhile is kept. Runs on the engine that runs the projection. Default: off, sessions are kept for ever."`
 	RetainAction string        `name:"retain-action" env:"ENGINE_RETAIN_ACTION" default:"delete" enum:"delete,erase,compact" help:"What retention does to an idle session: 'delete' (the events stay in the log, reads answer 410 deleted), 'erase' (deleted, then its events purged with an audit record, as engine erase; needs the engine's privileged connection) or 'compact' (its events replaced by one snapshot event of the same state and purged, with an audit record; the session stays usable; needs the same connection)."`
 	RetainTick   time.Duration `name:"retain-tick" env:"ENGINE_RETAIN_TICK" default:"1m" help:"Interval of retention ticks."`
 	RetainBatch  int           `name:"retain-batch" env:"ENGINE_RETAIN_BATCH" default:"1000" help:"Sessions one retention tick examines at most; the next tick resumes where it stopped."`
+
+	EraseTakeover time.Duration `name:"erase-takeover" env:"ENGINE_ERASE_TAKEOVER" default:"30s" help:"An erase is recorded step by step in the audit stream, and the engine that runs the projection finishes one a crash interrupted: at once when this process began it, and once its last record is this old when another process did (one in flight writes its next record well within it). It looks at start and every --erase-takeover (at most every minute)."`
 
 	RegistryKeep      int           `name:"registry-keep" env:"ENGINE_REGISTRY_KEEP" default:"20" help:"Registry history: keep the newest N registry versions plus every version an open turn or a session's last checkpoint references; the others are purged (through the privileged connection of erases), once at start-up and after each registry change, on the engine that runs the projection. History and explain of a point under a pruned version say 'registry version X pruned'. 0 keeps every version."`
 	RegistryPruneTick time.Duration `name:"registry-prune-tick" env:"ENGINE_REGISTRY_PRUNE_TICK" default:"30s" help:"How often the registry history is looked at for a change to prune after (--registry-keep)."`
@@ -121,7 +133,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", EraseChannel: c.EraseChan, Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
+	acfg, err := c.apiConfig(api.Config{SubjectPrefix: c.Prefix + ".api", EraseChannel: c.EraseChan, DeleteChannels: c.DeleteChans, Logger: log.With().Str("component", "api").Logger()}, c.HTTP)
 	if err != nil {
 		return err
 	}
@@ -146,7 +158,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		maxConns = -1 // no bound
 	}
 	return server.Run(ctx, server.Config{
-		Store:             c.store(c.Listen, c.Sync),
+		Store:             c.serveStore(),
 		Logger:            log,
 		Registry:          reg,
 		RegistryKV:        c.RegistryKV,
@@ -168,8 +180,10 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		RetainAction:      c.RetainAction,
 		RetainTick:        c.RetainTick,
 		RetainBatch:       c.RetainBatch,
+		EraseTakeover:     c.EraseTakeover,
 		RegistryKeep:      c.RegistryKeep,
 		RegistryPruneTick: c.RegistryPruneTick,
+		Embeddings:        c.embeddingFlags.config(),
 	})
 }
 

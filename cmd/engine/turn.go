@@ -88,7 +88,7 @@ func (c *turnCallCheckCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.CallCheck(ctx, c.Session, c.Tool)
+	r, err := cl.TurnCallCheck(ctx, client.CallCheckRequest{Session: c.Session, Tool: c.Tool})
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.BeginTurn(ctx, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := cl.TurnBegin(ctx, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Discover(ctx, client.DiscoverRequest{Session: c.Session, Provider: c.Provider, Input: input})
+	r, err := cl.TurnDiscover(ctx, client.DiscoverRequest{Session: c.Session, Provider: c.Provider, Input: input})
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (c *turnDispatchCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := cl.Dispatch(ctx, client.DispatchRequest{Session: c.Session, Provider: c.Provider})
+	v, err := cl.TurnDispatch(ctx, client.DispatchRequest{Session: c.Session, Provider: c.Provider})
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func (c *turnEndCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.EndTurn(ctx, client.TurnRequest{Session: c.Session})
+	r, err := cl.TurnEnd(ctx, client.TurnRequest{Session: c.Session})
 	if err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func (c *checkpointCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Checkpoint(ctx, client.TurnRequest{Session: c.Session})
+	r, err := cl.TurnCheckpoint(ctx, client.TurnRequest{Session: c.Session})
 	if err != nil {
 		return err
 	}

@@ -36,9 +36,8 @@ func LaggingReplica(t testing.TB, l *jetstream.Log) {
 
 // LaggingMirror is LaggingReplica for any stream on a single server: a
 // mirror of stream answering its direct gets (about half of them) that
-// holds only the messages on subject, of which the stream must hold
-// exactly one, before every other message; nothing may be published on
-// subject after.
+// holds only the messages on subject, which must all come before every
+// other message of the stream; nothing may be published on subject after.
 func LaggingMirror(t testing.TB, js njs.JetStream, stream, subject string) {
 	t.Helper()
 	ctx := context.Background()
@@ -51,14 +50,24 @@ func LaggingMirror(t testing.TB, js njs.JetStream, stream, subject string) {
 	if err != nil {
 		t.Fatalf("lagging replica: %v", err)
 	}
-	// The mirror answers direct gets from its first mirrored message on.
+	// The mirror answers direct gets once it holds every message of the
+	// subject the source holds now.
+	src, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("lagging replica: %v", err)
+	}
+	si, err := src.Info(ctx, njs.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatalf("lagging replica: %v", err)
+	}
+	want := si.State.Msgs
 	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		info, err := mirror.Info(ctx)
 		if err != nil {
 			return err
 		}
-		if info.State.Msgs != 1 {
-			return fmt.Errorf("lagging replica holds %d messages, want 1", info.State.Msgs)
+		if info.State.Msgs != want {
+			return fmt.Errorf("lagging replica holds %d messages, want %d", info.State.Msgs, want)
 		}
 		return nil
 	})

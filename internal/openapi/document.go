@@ -31,12 +31,14 @@ type Spec struct {
 	LiveEvent reflect.Type
 	// Types are passed to SchemaOf.
 	Types Types
+	// Fields bound the request fields every operation shares.
+	Fields FieldRules
 }
 
 // Document returns the OpenAPI 3.1 document of the HTTP API of s: the
-// routes, bodies, parameters and error envelope the engine serves (#29
-// item 2), from the operation table and the JSON Schemas of its request
-// and reply types.
+// routes, bodies (JSON or msgpack), parameters and error envelope the
+// engine serves, from the operation table and the JSON Schemas of its
+// request and reply types.
 func Document(s Spec) map[string]any {
 	paths := map[string]any{}
 	for _, op := range s.Ops {
@@ -76,7 +78,7 @@ func Document(s Spec) map[string]any {
 				"description": "an error reply: the code is stable, the message names the bad value; 429 and 503 carry Retry-After",
 				"headers": map[string]any{wire.HeaderRetryAfter: map[string]any{
 					"description": "seconds to wait before retrying (429 and 503 only)", "schema": Schema{"type": "integer", "minimum": 0}}},
-				"content": map[string]any{wire.MIMEJSON: map[string]any{"schema": Schema{"$ref": "#/components/schemas/Error"}}},
+				"content": bodies(Schema{"$ref": "#/components/schemas/Error"}),
 			}},
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "a token of the engine's --http-tokens file; without that file the API takes no token (loopback only)"}},
@@ -116,7 +118,7 @@ func (s Spec) operation(op Op, method string) map[string]any {
 	path := PathNames(op.Path)
 	var params []any
 	for _, n := range path {
-		params = append(params, map[string]any{"name": n, "in": "path", "required": true, "schema": Schema{"type": "string"}})
+		params = append(params, pathParam(n))
 	}
 	params = append(params,
 		map[string]any{"name": wire.HeaderChannel, "in": "header", "required": false, "schema": Schema{"type": "string"},
@@ -134,7 +136,7 @@ func (s Spec) operation(op Op, method string) map[string]any {
 		"summary":        op.Summary,
 		"x-nats-subject": op.Subject,
 		"responses": map[string]any{
-			"200":     map[string]any{"description": "the reply", "content": map[string]any{wire.MIMEJSON: map[string]any{"schema": SchemaOf(op.Reply, s.Types)}}},
+			"200":     map[string]any{"description": "the reply (msgpack with the same keys when Accept names application/msgpack)", "content": bodies(SchemaOf(op.Reply, s.Types))},
 			"default": errorResponseRef,
 		},
 	}
@@ -157,7 +159,7 @@ func (s Spec) operation(op Op, method string) map[string]any {
 			params = append(params, p)
 		}
 	} else {
-		o["requestBody"] = map[string]any{"required": false, "content": map[string]any{wire.MIMEJSON: map[string]any{"schema": req}}}
+		o["requestBody"] = map[string]any{"required": false, "content": bodies(req)}
 	}
 	o["parameters"] = params
 	return o
@@ -166,7 +168,7 @@ func (s Spec) operation(op Op, method string) map[string]any {
 // requestBody is the request's schema without its path fields, which
 // travel in the path over HTTP; unknown fields are refused.
 func (s Spec) requestBody(op Op, path []string) Schema {
-	sc := SchemaOf(op.Request, s.Types)
+	sc := s.Fields.Apply(SchemaOf(op.Request, s.Types))
 	if props, ok := sc["properties"].(Schema); ok {
 		props = copyOf(props)
 		for _, n := range path {
@@ -205,16 +207,18 @@ func scalar(s Schema) bool {
 	return false
 }
 
-// live is a live operation (#29): a text/event-stream reply.
+// live is a live operation: a text/event-stream reply.
 func (s Spec) live(o wire.Operation) map[string]any {
 	params := []any{
 		map[string]any{"name": "after_seq", "in": "query", "required": false, "schema": Schema{"type": "integer", "minimum": 0},
 			"description": "start with the event after this stream sequence (default: the first event)"},
+		map[string]any{"name": wire.LiveMessageParam, "in": "query", "required": false, "schema": Schema{"type": "boolean"},
+			"description": "true: every event comes as the SSE default type message (no event: line), so that a browser EventSource's onmessage receives it; its type is data's type, and the end and error of the stream come as data {\"type\":\"end\"} and {\"type\":\"error\",\"error\":{...}}"},
 		map[string]any{"name": wire.HeaderLastEventID, "in": "header", "required": false, "schema": Schema{"type": "string", "pattern": "^[0-9]+$"},
 			"description": "the id (sequence) of the last event seen; wins over after_seq"},
 	}
 	if strings.Contains(o.Path, "{session}") {
-		params = append([]any{map[string]any{"name": "session", "in": "path", "required": true, "schema": Schema{"type": "string"}}}, params...)
+		params = append([]any{pathParam("session")}, params...)
 	}
 	return map[string]any{
 		"operationId":    o.Name,
@@ -223,7 +227,7 @@ func (s Spec) live(o wire.Operation) map[string]any {
 		"x-nats-subject": o.Subject,
 		"responses": map[string]any{
 			"200": map[string]any{
-				"description": "Server-Sent Events: per event `id: <seq>`, `event: <type>`, `data: <LiveEvent JSON>`; a `: heartbeat` comment every 15 s; `event: end` after a watched session's SessionDeleted; `event: error` (data: the error envelope) on a read failure",
+				"description": "Server-Sent Events: per event `id: <seq>`, `event: <type>`, `data: <LiveEvent JSON>` (with message=true no `event:` line); a `: heartbeat` comment every 15 s; `event: end` after a watched session's SessionDeleted; `event: error` (data: the error envelope) on a read failure",
 				"content": map[string]any{wire.MIMEEventStream: map[string]any{
 					"schema":       Schema{"type": "string"},
 					"x-event-data": SchemaOf(s.LiveEvent, s.Types),
@@ -232,6 +236,21 @@ func (s Spec) live(o wire.Operation) map[string]any {
 			"default": errorResponseRef,
 		},
 	}
+}
+
+// pathParam is the path parameter n: a session id follows the session-id
+// rule.
+func pathParam(n string) map[string]any {
+	sc := Schema{"type": "string"}
+	if n == "session" {
+		sc = SessionIDSchema()
+	}
+	return map[string]any{"name": n, "in": "path", "required": true, "schema": sc}
+}
+
+// bodies is a body's content: JSON, or msgpack with the same fields.
+func bodies(s Schema) map[string]any {
+	return map[string]any{wire.MIMEJSON: map[string]any{"schema": s}, wire.MIMEMsgpack: map[string]any{"schema": s}}
 }
 
 // PathNames are the {wildcards} of a route pattern.

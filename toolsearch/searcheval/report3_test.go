@@ -6,7 +6,7 @@ import (
 )
 
 // #27: the blind sets' tables (engine beside plain BM25): the third set
-// and the fourth set's final split, logged only when SEARCHEVAL_HELDOUT3
+// and the fourth and fifth sets' final splits, logged only when SEARCHEVAL_HELDOUT3
 // is set: they judge a ranking once, they are never looked at while
 // tuning.
 func TestReportBlindSet(t *testing.T) {
@@ -32,8 +32,20 @@ func TestReportBlindSet(t *testing.T) {
 	if len(ofSplit(q4, "final")) == 0 {
 		t.Fatal("mcp4 has no final queries")
 	}
+	d5, err := HeldOut5Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q5, err := HeldOut5Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ofSplit(q5, "final")) == 0 {
+		t.Fatal("mcp5 has no final queries")
+	}
 	if os.Getenv("SEARCHEVAL_HELDOUT3") != "" {
 		t.Log("\n" + table("blind set (heldout3)", docs, qs))
 		t.Log("\n" + table("blind set (heldout4 final)", d4, ofSplit(q4, "final")))
+		t.Log("\n" + table("blind set (heldout5 final)", d5, ofSplit(q5, "final")))
 	}
 }

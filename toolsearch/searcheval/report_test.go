@@ -68,6 +68,15 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table("tuning: mcp4 dev queries", d4, ofSplit(q4, "dev")))
+	d5, err := HeldOut5Docs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q5, err := HeldOut5Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + table("tuning: mcp5 dev queries", d5, ofSplit(q5, "dev")))
 	if os.Getenv("SEARCHEVAL_HELDOUT") != "" {
 		t.Log("\n" + table("held-out: mcp2 held-out queries", docs, held))
 	}

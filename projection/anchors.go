@@ -1,0 +1,196 @@
+package projection
+
+// History anchors: for a session with many events, its state every
+// AnchorEvery applied events (at the first flush after the count crosses
+// a multiple that finds no turn open), written to the history bucket as
+// the projection folds, so that a page of its history deep in the log
+// folds from the nearest anchor before it instead of from the session's
+// first event (HistoryAnchor). A compaction makes the anchors before it
+// useless (the events they lead to are purged): the fold of a
+// SessionCompacted forgets them.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolintent/engine/aggregate"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// AnchorEvery is how many applied events of a session lie between two
+// history anchors.
+const AnchorEvery = 256
+
+// Anchor is a session's state after the event at Seq, stored at Time,
+// with no turn open.
+type Anchor struct {
+	Seq   uint64
+	Time  time.Time
+	State aggregate.State
+}
+
+// encodeAnchor is seq (8 bytes) and time in Unix nanoseconds (8 bytes),
+// then the state as a view (aggregate.MarshalState).
+func encodeAnchor(st aggregate.State, t time.Time) ([]byte, error) {
+	view, err := aggregate.MarshalState(st)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 16, 16+len(view))
+	binary.BigEndian.PutUint64(b, st.LastSeq)
+	binary.BigEndian.PutUint64(b[8:], uint64(t.UnixNano()))
+	return append(b, view...), nil
+}
+
+func decodeAnchor(b []byte) (Anchor, error) {
+	if len(b) < 16 {
+		return Anchor{}, errors.New("history anchor: shorter than its header")
+	}
+	st, err := aggregate.UnmarshalState(b[16:])
+	if err != nil {
+		return Anchor{}, fmt.Errorf("history anchor: %w", err)
+	}
+	a := Anchor{Seq: binary.BigEndian.Uint64(b), Time: time.Unix(0, int64(binary.BigEndian.Uint64(b[8:]))).UTC(), State: st}
+	if a.Seq != st.LastSeq || a.Seq == 0 {
+		return Anchor{}, fmt.Errorf("history anchor: sequence %d, state at %d", a.Seq, st.LastSeq)
+	}
+	return a, nil
+}
+
+// anchorJob is one write or removal of anchors a flush leaves to its
+// background writes.
+type anchorJob struct {
+	session string
+	i       uint64 // the anchor to put (value), or the last to forget
+	value   []byte
+	forget  bool
+}
+
+// anchor takes a history anchor of st, whose last event was stored at t,
+// when its applied events crossed a multiple of AnchorEvery since its
+// last anchor and no turn is open (cacheMu held).
+func (p *Projection) anchor(u *unflushed, st *aggregate.State, t time.Time) {
+	i := st.Events / AnchorEvery
+	if p.history == nil || i == 0 || st.InTurn || st.Deleted() {
+		return
+	}
+	if last, ok := p.anchored.Get(st.Session); ok && last >= i {
+		return
+	}
+	value, err := encodeAnchor(*st, t)
+	if err != nil {
+		return // the view's own encoding reports it
+	}
+	u.anchors = append(u.anchors, anchorJob{session: st.Session, i: i, value: value})
+	p.anchored.Put(st.Session, i)
+}
+
+// anchorJobs returns the anchor writes and removals of a flush: the
+// anchors its fold took, and the removal of the anchors of each session a
+// SessionCompacted replaced (their events are purged).
+func (p *Projection) anchorJobs(u *unflushed) []anchorJob {
+	if p.history == nil {
+		return nil
+	}
+	jobs := u.anchors
+	if len(u.compacted) == 0 {
+		return jobs
+	}
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	for s := range u.compacted {
+		st, ok := p.cache.Get(s)
+		if !ok {
+			continue
+		}
+		p.anchored.Remove(s)
+		// The forget goes first: a later anchor of the same session in
+		// this flush is taken after the compaction.
+		jobs = append([]anchorJob{{session: s, i: st.Events/AnchorEvery + 1, forget: true}}, jobs...)
+	}
+	return jobs
+}
+
+// writeAnchors carries out jobs; a failure is logged, not returned: an
+// anchor only shortens a history read.
+func (p *Projection) writeAnchors(ctx context.Context, jobs []anchorJob) {
+	for _, j := range jobs {
+		var err error
+		if j.forget {
+			err = p.history.Forget(ctx, j.session, j.i)
+		} else {
+			err = p.history.Put(ctx, j.session, j.i, j.value)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Warn().Err(err).Str("session", j.session).Msg("history anchor not written: deep history pages of the session fold from an earlier point")
+		}
+	}
+}
+
+// ForgetAnchors removes every history anchor of session (an erase leaves
+// nothing of it): events counts its applied events.
+func (p *Projection) ForgetAnchors(ctx context.Context, session string, events uint64) error {
+	if p.history == nil {
+		return nil
+	}
+	p.cacheMu.Lock()
+	p.anchored.Remove(session)
+	p.cacheMu.Unlock()
+	return p.history.Forget(ctx, session, events/AnchorEvery+1)
+}
+
+// HistoryAnchor returns the last history anchor of session at or before
+// sequence atMost (ok false: none). It looks the anchors up by their index
+// (the session's view says how many there can be), a binary search of a
+// few reads, so a deep page of a long history costs what a page near its
+// start does.
+func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost uint64) (Anchor, bool, error) {
+	if p.history == nil || atMost == 0 {
+		return Anchor{}, false, nil
+	}
+	st, err := p.Read(ctx, session, ReadOptions{})
+	if err != nil {
+		return Anchor{}, false, err
+	}
+	get := func(i uint64) (Anchor, bool, error) {
+		b, ok, err := p.history.Get(ctx, session, i)
+		if err != nil || !ok {
+			return Anchor{}, false, err
+		}
+		a, err := decodeAnchor(b)
+		if err != nil {
+			return Anchor{}, false, nil // a damaged anchor is none
+		}
+		return a, true, nil
+	}
+	var best Anchor
+	found := false
+	lo, hi := uint64(1), st.Events/AnchorEvery
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		a, ok, err := get(mid)
+		if err != nil {
+			return Anchor{}, false, err
+		}
+		if ok && a.Seq <= atMost {
+			best, found = a, true
+			lo = mid + 1
+			continue
+		}
+		hi = mid - 1 // after atMost, or missing: look lower
+	}
+	return best, found, nil
+}
+
+// compactedIn reports whether rec is a SessionCompacted.
+func compactedIn(rec *jetstream.Record) bool {
+	if rec.Err != nil {
+		return false
+	}
+	_, ok := rec.Envelope.Payload.(events.SessionCompacted)
+	return ok
+}

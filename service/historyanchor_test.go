@@ -1,0 +1,220 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// countingLog counts the events a scan of the log hands on.
+type countingLog struct {
+	service.Log
+	scanned atomic.Int64
+}
+
+func (c *countingLog) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+	return c.Log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+		c.scanned.Add(1)
+		return fn(r)
+	})
+}
+
+// A page deep in a long session's history starts from the projection's
+// nearest history anchor: it folds a bounded number of events before the
+// page (about AnchorEvery), wherever the page starts, on an engine that never read the
+// session (no page of it ended there), and its entries are those of the
+// whole history, turns included.
+func TestDeepHistoryPageFoldsFromAnAnchor(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := engineAt(t, url, resolver.Default(), true)
+	const n = 12 * projection.AnchorEvery
+	for i := 0; i < n; i++ {
+		var p events.Payload = events.ToolDisabled{Name: "bash"}
+		if i%2 == 1 {
+			p = events.ToolEnabled{Name: "bash"}
+		}
+		if i%100 == 50 {
+			if _, err := e.BeginTurn(ctx, "long", web, service.ResolveRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.EndTurn(ctx, "long", web); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.Apply(ctx, "long", web, nil, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole, st, err := e.History(ctx, "long", service.Until{}, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the projection has folded the session (its anchors are
+	// written with the views).
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		last := st.LastSeq
+		if _, ok, err := proj.HistoryAnchor(ctx, "long", last); err != nil || !ok {
+			return fmt.Errorf("no anchor yet (%v)", err)
+		}
+		a, _, _ := proj.HistoryAnchor(ctx, "long", last)
+		if a.Seq < last-2*projection.AnchorEvery-100 {
+			return fmt.Errorf("last anchor at %d, log at %d", a.Seq, last)
+		}
+		return nil
+	})
+	cl := &countingLog{Log: log}
+	fresh := service.NewFromPorts(service.Ports{Log: cl, Views: proj}, e.Registry(), service.Config{})
+	hist, err := log.OpenRegistryHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.SetRegistryHistory(hist)
+	for _, at := range []int{0, n / 3, n / 2, len(whole) - 30} {
+		after := uint64(0)
+		if at > 0 {
+			after = whole[at-1].Seq
+		}
+		cl.scanned.Store(0)
+		var page []service.HistoryEntry
+		if _, _, err := fresh.HistoryPage(ctx, "long", service.Until{}, service.ResolveRequest{}, after, func(h service.HistoryEntry) bool {
+			page = append(page, h)
+			return len(page) < 20
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(page)
+		want, _ := json.Marshal(whole[at:min(at+20, len(whole))])
+		if string(got) != string(want) {
+			t.Fatalf("page after %d differs from the whole history:\n%s\nwant\n%s", after, got, want)
+		}
+		scanned := cl.scanned.Load()
+		// The anchor before the page is at most AnchorEvery events before
+		// it, plus the events a writer handed to the projection in one run
+		// (an anchor is taken where a delivery catches up with the state).
+		if bound := int64(2 * projection.AnchorEvery); at > projection.AnchorEvery && scanned > bound {
+			t.Errorf("page after %d (entry %d of %d) scanned %d events, want at most %d", after, at, len(whole), scanned, bound)
+		}
+		t.Logf("page after entry %d of %d: %d events scanned", at, len(whole), scanned)
+	}
+}
+
+// deepSession appends a session "deep" of 100,000 events (100 per append)
+// on a fresh server with a running projection, and waits until the
+// projection has written its history anchors.
+func deepSession(b *testing.B) (*service.Engine, *jetstream.Log, *projection.Projection) {
+	ctx := context.Background()
+	url := natstest.Server(b).ClientURL()
+	e, log := stackOn(b, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
+	const total = 100_000
+	var last uint64
+	for i := 0; i < total; i += 100 {
+		envs := make([]events.Envelope, 100)
+		for j := range envs {
+			var p events.Payload = events.ToolDisabled{Name: "bash"}
+			if (i+j)%2 == 1 {
+				p = events.ToolEnabled{Name: "bash"}
+			}
+			envs[j] = events.New("deep", "web", "alice", p)
+		}
+		r, err := log.Append(ctx, "deep", last, envs...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = r.Last
+	}
+	proj, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	natstest.CheckFor(b, 5*time.Minute, 100*time.Millisecond, func() error {
+		if a, ok, err := proj.HistoryAnchor(ctx, "deep", last); err != nil || !ok || a.Seq < last-projection.AnchorEvery {
+			return fmt.Errorf("anchors not written up to %d yet (%v)", last, err)
+		}
+		return nil
+	})
+	return e, log, proj
+}
+
+// BenchmarkHistoryPageAtDepth reads one page of 100 entries of a session
+// of 100,000 events after 0, 10,000 and 99,000 of them, on an engine that
+// never read the session (each page starts from the nearest history anchor
+// the projection wrote, or from the first event).
+func BenchmarkHistoryPageAtDepth(b *testing.B) {
+	ctx := context.Background()
+	_, log, proj := deepSession(b)
+	for _, depth := range []uint64{0, 10_000, 99_000} {
+		b.Run(fmt.Sprintf("after=%d", depth), func(b *testing.B) {
+			for b.Loop() {
+				fresh := service.NewFromPorts(service.Ports{Log: log, Views: proj}, resolver.Default(), service.Config{})
+				n := 0
+				if _, _, err := fresh.HistoryPage(ctx, "deep", service.Until{}, service.ResolveRequest{}, depth, func(service.HistoryEntry) bool {
+					n++
+					return n < 100
+				}); err != nil || n != 100 {
+					b.Fatalf("page after %d: %d entries, %v", depth, n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAppendBesideDeepHistoryReaders times appends (a toggle of
+// another session, one at a time) while 0 or 16 readers loop over pages
+// of 100 entries at depth 99,000 of a 100,000-event session on the same
+// engine, and reports their p50 and p99.
+func BenchmarkAppendBesideDeepHistoryReaders(b *testing.B) {
+	ctx := context.Background()
+	e, _, _ := deepSession(b)
+	for _, readers := range []int{0, 16} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
+			rctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for range readers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for rctx.Err() == nil {
+						n := 0
+						_, _, _ = e.HistoryPage(rctx, "deep", service.Until{}, service.ResolveRequest{}, 99_000, func(service.HistoryEntry) bool {
+							n++
+							return n < 100
+						})
+					}
+				}()
+			}
+			var took []time.Duration
+			i := 0
+			for b.Loop() {
+				i++
+				p := events.ToolDisabled{Name: "bash"}
+				start := time.Now()
+				if _, err := e.Apply(ctx, fmt.Sprintf("w-%d-%d", readers, i), web, nil, p); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			cancel()
+			wg.Wait()
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
