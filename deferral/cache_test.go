@@ -30,7 +30,9 @@ func TestCachedPrefixFollowsProviderRules(t *testing.T) {
 		return out
 	}
 	describe := func(t *resolver.Tool) { t.Description += " Anew." }
-	reschema := func(t *resolver.Tool) { t.Parameters = []byte(`{"type":"object","properties":{"x":{"type":"string"}}}`) }
+	reschema := func(t *resolver.Tool) {
+		t.Parameters = []byte(`{"type":"object","properties":{"x":{"type":"string"}}}`)
+	}
 	cases := []struct {
 		what    string
 		tools   []resolver.Tool
