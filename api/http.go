@@ -130,7 +130,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	}
 	// From here on the request counts under its limiter key: the channel,
 	// or the one key of every unknown HTTP channel, whose label is
-	// "other" (#24 row 6: a made-up Engine-Channel neither gets a budget
+	// "other" (a made-up Engine-Channel neither gets a budget
 	// of its own nor a metrics series).
 	key := a.httpLimitKey(tok, channel)
 	label := service.ChannelLabel(key)
@@ -184,7 +184,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		o.Actor = tok.Actor
 	}
 	// Every operation knows its caller's channel: writes record it, reads
-	// resolve under its policy (#31).
+	// resolve under its policy.
 	o.Channel = channel
 	resp, err := a.run(r.Context(), op, req, o)
 	return resp, label, err
@@ -239,7 +239,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 
 // writeBody writes a reply body (JSON ends with a newline) with its
 // Content-Length: without it a reply over net/http's 2 KB buffer went out
-// chunked, and the client could not size its read (#28).
+// chunked, and the client could not size its read.
 func writeBody(w http.ResponseWriter, status int, mp bool, body []byte) {
 	n := len(body)
 	if !mp {

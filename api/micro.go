@@ -120,7 +120,7 @@ func Subject(prefix, channel, op string) (string, error) {
 
 // microChannel is the channel of a request to op (the subject token after
 // the prefix), or false when the request is dropped: the engine never
-// publishes into its own namespaces (issue 11, item 3), so a request whose
+// publishes into its own namespaces, so a request whose
 // reply subject is not an inbox gets no reply, since the only way to tell
 // its sender is that reply.
 func (a *API) microChannel(op *operation, r micro.Request) (string, bool) {

@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// R45: a backend that holds a view's rendering is not sent it again. A
+// A backend that holds a view's rendering is not sent it again. A
 // request naming its rendering_hash as if_none_match gets the view without
 // it (rendering_unchanged), on both transports and for every view
 // operation; "*" leaves any rendering out. Over HTTP a view reply carries
@@ -86,7 +86,7 @@ func TestViewConditionalRendering(t *testing.T) {
 	}
 }
 
-// R45: a view's name lists are pages of 128 names (list_offset and
+// A view's name lists are pages of 128 names (list_offset and
 // list_limit page on), and lists gives each full list's length.
 func TestViewListsPage(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -110,7 +110,7 @@ func TestViewListsPage(t *testing.T) {
 	}
 }
 
-// R45: a NATS reply over the server's max_payload is answered at once
+// A NATS reply over the server's max_payload is answered at once
 // with a 413 that names the fix (if_none_match for a view), instead of a
 // publish that fails and leaves the caller waiting out its timeout.
 func TestNATSReplyTooLarge(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package checkpoint records and restores a session's loaded deferred tools
-// across a restart (R19, R20), and records each provider dispatch's
-// resident/deferred classification for inspection (R21).
+// across a restart, and records each provider dispatch's
+// resident/deferred classification for inspection.
 //
 // A Record is taken at a persistence safe point: it lists
 // loaded_deferred_tools, every one of which is a deferred tool of the
@@ -10,7 +10,7 @@
 // New refuses any other name. Resume verifies the recorded contract hash
 // against the current contract before it restores anything: an equal
 // hash restores exactly the recorded names; a changed contract is decided
-// per tool (R32): a loaded tool whose own contract entry (its per-tool
+// per tool: a loaded tool whose own contract entry (its per-tool
 // hash) is unchanged and that the current resolution still has deferred
 // is restored, every other one is dropped with its reason (removed,
 // unavailable, not permitted by the intent, now resident, changed, not

@@ -10,14 +10,14 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Record is the checkpoint of R19: the session's loaded deferred tools at a
+// Record is the checkpoint: the session's loaded deferred tools at a
 // persistence safe point and the tool contract they belong to. It is the
 // CheckpointRecorded event payload itself, so a record is appended as is
 // and read back as is (use Clone for a copy that shares no slice); a turn's
-// end at a safe point carries it inside its TurnEnded (TurnEnded.Checkpoint,
-// #28), and the fold makes either the session's last checkpoint.
+// end at a safe point carries it inside its TurnEnded (TurnEnded.Checkpoint),
+// and the fold makes either the session's last checkpoint.
 //
-// Records built by New satisfy R19: Loaded is sorted, de-duplicated, never
+// Records built by New satisfy the checkpoint rules: Loaded is sorted, de-duplicated, never
 // nil, and every name is a deferred tool of the contract whose hash is
 // ContractHash. A Record read back from the log keeps whatever the writer
 // stored; a nil Loaded there is an older checkpoint without the field and
@@ -33,7 +33,7 @@ import (
 type Record = events.CheckpointRecorded
 
 // New records a checkpoint at turn turn of the loaded deferred tools
-// loaded, against res, the resolution (tool contract) of that turn (R19).
+// loaded, against res, the resolution (tool contract) of that turn.
 //
 // Every loaded name must be a tool of res and deferred there (tool_search
 // and RESIDENT_TOOLS are resident and need no loading); otherwise New
@@ -99,7 +99,7 @@ func index(tools []resolver.Tool, name string) int {
 }
 
 // isDeferred is the effective deferral mark: the resolver's mark, except
-// that tool_search is never deferred (guard 2 of R14, as in deferral).
+// that tool_search is never deferred (guard 2, as in deferral).
 func isDeferred(t resolver.Tool) bool {
 	return t.Deferred && t.Name != resolver.ToolSearch
 }

@@ -26,7 +26,7 @@ const (
 	// ChangeAdded: a tool of the current contract was not recorded.
 	ChangeAdded ChangeKind = "added"
 	// ChangeReordered: the same tools with the same hashes, in another
-	// order (order is part of the contract, R9).
+	// order (order is part of the contract).
 	ChangeReordered ChangeKind = "reordered"
 	// ChangeRegistryVersion: the registry version differs.
 	ChangeRegistryVersion ChangeKind = "registry-version"
@@ -71,7 +71,7 @@ func (c Change) String() string {
 }
 
 // DecisionKind says what Resume did with one loaded deferred tool of a
-// checkpoint (R32).
+// checkpoint.
 type DecisionKind string
 
 // The kinds of Decision.
@@ -95,13 +95,13 @@ const (
 	// copy is stale; tool_search loads the new one.
 	DecisionChanged DecisionKind = "changed"
 	// DecisionNotRecorded: the checkpoint's per-tool contract has no entry
-	// for the tool (its writer broke R19), so nothing proves it unchanged.
+	// for the tool (its writer broke the checkpoint rules), so nothing proves it unchanged.
 	DecisionNotRecorded DecisionKind = "not-recorded"
 	// DecisionUnverifiable: the contract changed and the checkpoint
 	// recorded no per-tool contract (an older writer), so no tool can be
 	// proved unchanged.
 	DecisionUnverifiable DecisionKind = "unverifiable"
-	// DecisionRefused: the checkpoint breaks R19 against its own,
+	// DecisionRefused: the checkpoint breaks the checkpoint rules against its own,
 	// unchanged contract; none of it is trusted.
 	DecisionRefused DecisionKind = "refused"
 )
@@ -135,7 +135,7 @@ type Outcome struct {
 	// contract; nil when the hashes are equal.
 	Changes []Change
 	// Tools has one decision per loaded tool of the checkpoint, sorted by
-	// name: restored, or dropped and why (R32). Nil without a checkpoint
+	// name: restored, or dropped and why. Nil without a checkpoint
 	// or when nothing was loaded.
 	Tools []Decision
 
@@ -179,7 +179,7 @@ type Sources struct {
 }
 
 // Resume restores the loaded deferred set of checkpoint rec against
-// current, the resolution of the turn being resumed (R20, R32). It is
+// current, the resolution of the turn being resumed. It is
 // ResumeFrom without an explainer or a recorded contract.
 func Resume(rec *Record, current *resolver.Resolution) Outcome {
 	return ResumeFrom(rec, current, Sources{})
@@ -191,7 +191,7 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 }
 
 // ResumeFrom restores the loaded deferred set of checkpoint rec against
-// current, the resolution of the turn being resumed (R20, R32).
+// current, the resolution of the turn being resumed.
 //
 // It verifies the contract hash first. A nil rec (no checkpoint) restores
 // the empty set, OK. An equal hash restores exactly rec.Loaded, sorted and
@@ -199,7 +199,7 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 // loaded_deferred_tools) restores the empty set. A nil current restores
 // nothing.
 //
-// A different hash is decided per tool (R32): a loaded tool is restored
+// A different hash is decided per tool: a loaded tool is restored
 // when its own entry in rec.Contract (or, for a checkpoint without one,
 // in src.Recorded) has the hash (resolver.ToolHash) of the same tool in
 // current, and current still has it deferred; otherwise it is dropped
@@ -242,7 +242,7 @@ func ResumeFrom(rec *Record, current *resolver.Resolution, src Sources) Outcome 
 	}
 
 	// Equal hashes mean an identical contract, so every name New accepted
-	// is still deferred. A checkpoint from another writer may break R19;
+	// is still deferred. A checkpoint from another writer may break the checkpoint rules;
 	// trust none of it then.
 	var bad []string
 	for _, name := range names {
@@ -269,7 +269,7 @@ func ResumeFrom(rec *Record, current *resolver.Resolution, src Sources) Outcome 
 }
 
 // perTool decides each loaded tool of rec against current, whose contract
-// hash differs (R32).
+// hash differs.
 func perTool(rec *Record, current *resolver.Resolution, names []string, src Sources) Outcome {
 	whole := wholeContract(rec, src.Recorded)
 	recorded := make(map[string]string, len(rec.Contract))
@@ -368,7 +368,7 @@ func wholeContract(rec *Record, recorded *resolver.Resolution) []events.Contract
 	return out
 }
 
-// decide is the per-tool rule of R32 for one loaded name.
+// decide is the per-tool rule for one loaded name.
 func decide(name string, recorded map[string]string, current *resolver.Resolution, explain Explainer) Decision {
 	d := Decision{Tool: name}
 	t, inCurrent := find(current.Tools, name)

@@ -14,7 +14,7 @@ func longest(n int, suffix string) string {
 	return "t" + strings.Repeat("x", n-1-len(suffix)) + suffix
 }
 
-// R45: a TurnEnded carrying a checkpoint, and a CheckpointRecorded, with
+// A TurnEnded carrying a checkpoint, and a CheckpointRecorded, with
 // every text field at the length the codec accepts and n loaded tools of
 // the longest names, encodes to at most SizeBound(n) bytes, for every n up
 // to the loaded set's bound, which keeps it under events.MaxEventBytes.

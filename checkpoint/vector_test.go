@@ -41,7 +41,7 @@ func outcomeOf(o Outcome) vectorOutcome {
 	return v
 }
 
-// R20, R45: testdata/full_contract.hex is a TurnEnded written by an older
+// Testdata/full_contract.hex is a TurnEnded written by an older
 // writer, whose checkpoint lists every tool of its contract (not only the
 // loaded ones); docs/wire-format.md#checkpoints shows it. It still
 // decodes, passes the fold's rules, and resumes: against the unchanged

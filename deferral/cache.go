@@ -40,7 +40,7 @@ import (
 // tools (every tool of the turn, as the rendering has them) and
 // namespaces; for a catalog row, the rendering of tools (the split's
 // provider tools) with frozen. Equal bytes, equal prefix; the bytes are
-// deterministic (R9) but for the OpenAI native row are a canonical form
+// deterministic but for the OpenAI native row are a canonical form
 // of what the model sees, not the bytes sent.
 func (p Provider) CachedPrefix(tools []resolver.Tool, namespaces []resolver.Namespace, frozen int) []byte {
 	switch p.Mode {

@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R46: the cached tools prefix of each provider mode follows the
+// The cached tools prefix of each provider mode follows the
 // provider's documented rule. Anthropic native: the tools that are not
 // deferred, nothing of a deferred one; OpenAI native: a deferred top-level
 // function's name and description but not its schema, a namespace's name
@@ -64,7 +64,7 @@ func TestCachedPrefixFollowsProviderRules(t *testing.T) {
 	}
 }
 
-// R46: in Anthropic's native modes a referenced tool's definition is cached
+// In Anthropic's native modes a referenced tool's definition is cached
 // where its tool_reference sits: a change to it breaks the cache, a new
 // reference does not; the other modes expand no reference.
 func TestReferencesBreakOnlyOnChange(t *testing.T) {

@@ -21,7 +21,7 @@ type Tokens struct {
 }
 
 // BudgetTable compares the default session's per-turn tool cost without
-// and with deferral (R18). The default session is intent {enabled: true}
+// and with deferral. The default session is intent {enabled: true}
 // with no profile and no override, resolved against the given registry.
 type BudgetTable struct {
 	// RegistryVersion is the version of the registry measured.
@@ -56,16 +56,16 @@ type BudgetTable struct {
 	// EstimatedReduction is Reduction computed from the estimates.
 	EstimatedReduction float64 `json:"estimated_reduction_percent"`
 	// Unreachable lists default tools that are neither in the provider
-	// array nor in the catalog; it must be empty (R18). Nil when all are
+	// array nor in the catalog; it must be empty. Nil when all are
 	// reachable.
 	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // Reachable reports whether every default tool is resident or in the
-// catalog (R18).
+// catalog.
 func (t BudgetTable) Reachable() bool { return len(t.Unreachable) == 0 }
 
-// Table measures the default session's tool budget against reg (R18):
+// Table measures the default session's tool budget against reg:
 // the provider array without deferral (every default tool resident) and
 // with deferral, by estimate and by the real tokenizer, the catalog, the
 // reduction, and whether every default tool is still reachable. It

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/internal/clip"
 )
 
-// TurnStarted on the wire (R31): a msgpack map whose keys are written in
+// TurnStarted on the wire: a msgpack map whose keys are written in
 // this order, each only when set, so that an event without a recorded
 // request is byte for byte the older form {"turn"}:
 //
@@ -231,7 +231,7 @@ func validateTurnIntent(field string, in *intent.Intent) error {
 }
 
 // checkTurnStarted is the fold rule of a TurnStarted's recorded request
-// (R28, R2, R31): the registry version and the contract hash come
+// : the registry version and the contract hash come
 // together, the hash is a SHA-256 in hex, the override is one of its
 // forms with only its own fields, and no list in it is an expanded tool
 // list (a picked list or override names longer than MaxPicked, or naming
@@ -283,7 +283,7 @@ func picked(in *intent.Intent) []string {
 }
 
 // checkCurated is the rule of a user-curated list: at most MaxPicked
-// names, each once (a longer list is an expanded tool list, R2).
+// names, each once (a longer list is an expanded tool list).
 func checkCurated(field string, names []string) error {
 	if len(names) > MaxPicked {
 		return fmt.Errorf("%s has %d names, at most %d: a long list is an expanded tool list (docs/semantics.md#picked-lists); record the intent instead: %w", field, len(names), MaxPicked, ErrBrokenRule)
@@ -358,7 +358,7 @@ func turnIntentJSON(in *intent.Intent) (json.RawMessage, error) {
 
 // RecordOverride is o as a TurnStarted records it; nil for no override.
 // A names override with no names is recorded as kind "empty", its
-// meaning (R5).
+// meaning.
 func RecordOverride(o intent.Override) *TurnOverride {
 	switch o.Kind {
 	case intent.OverrideEmpty:

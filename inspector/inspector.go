@@ -16,7 +16,7 @@
 // A link opens one session: /inspector/?session=ID (or #session=ID), with
 // &until=SEQ for a point in the past. The view of "now" follows the
 // session live: the page reads the session's event stream (GET
-// /v1/sessions/{id}/events/live, Server-Sent Events, #29) and re-renders
+// /v1/sessions/{id}/events/live, Server-Sent Events) and re-renders
 // when an event newer than the view arrives, refreshing the session list
 // every 15 s; where the stream cannot be opened it polls the session's
 // sequence every 1.5 s instead. The session list is paged (50 a page) in the

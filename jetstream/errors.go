@@ -48,7 +48,7 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // ErrOutcomeUnknown is matched (errors.Is) by an append whose request may
 // have reached the server but whose acknowledgement never came (a timeout
 // or a connection lost after sending): the events may or may not be
-// stored. It is not a refusal: read the session to learn which (issue 12).
+// stored. It is not a refusal: read the session to learn which.
 var ErrOutcomeUnknown = errors.New("outcome unknown")
 
 // OutcomeUnknownError says an append's outcome is unknown and where to

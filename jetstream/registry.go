@@ -14,7 +14,7 @@ const registryKey = "current"
 
 // RegistryStore keeps the registry file in a KV bucket (<PREFIX>_REGISTRY),
 // with the last versions as history, so every engine on the stream serves
-// the same registry and picks up a change without a restart (R11).
+// the same registry and picks up a change without a restart.
 type RegistryStore struct {
 	log *Log
 	kv  jetstream.KeyValue

@@ -197,7 +197,7 @@ func StreamDirs(dataDir string) ([]string, error) {
 
 // CheckStore reads every message block of every stream of the stopped
 // embedded store in dataDir, and every consumer's state file, and reports
-// the damage it finds (issue 24 rows 2 and 3): record framing, each
+// the damage it finds: record framing, each
 // record's checksum, sequences that go backwards, and, for append-only
 // streams (deny delete and purge, no limits: the event stream), gaps in
 // the sequences and sequences that index.db says a block holds but the

@@ -1,6 +1,6 @@
 // Package logtest is the conformance suite of service.Log, in the pattern
 // of testing/slogtest: every implementation (the JetStream log, memlog)
-// runs the same cases, so the engine can rely on one contract (#25 item 7).
+// runs the same cases, so the engine can rely on one contract.
 //
 //	func TestConformance(t *testing.T) {
 //		logtest.Run(t, func(t *testing.T) service.Log { return memlog.New() })
@@ -122,7 +122,7 @@ func lastSeq(t *testing.T, l service.Log, session string) uint64 {
 	return n
 }
 
-// R23: an appended event reads back whole, at the sequence the append
+// An appended event reads back whole, at the sequence the append
 // returned; a session without events is at 0.
 func appendThenRead(t *testing.T, l service.Log) {
 	if n := lastSeq(t, l, "s1"); n != 0 {
@@ -150,7 +150,7 @@ func appendThenRead(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: sequences are stream-wide and grow; each session reads back only
+// Sequences are stream-wide and grow; each session reads back only
 // its own events, in append order.
 func sequencesStreamWide(t *testing.T, l service.Log) {
 	var last = map[string]uint64{}
@@ -177,7 +177,7 @@ func sequencesStreamWide(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: a multi-event append stores every event at consecutive sequences.
+// A multi-event append stores every event at consecutive sequences.
 func batchAllOrNothing(t *testing.T, l service.Log) {
 	evs := []events.Envelope{ev("s1"), ev("s1"), ev("s1")}
 	r := mustAppend(t, l, "s1", 0, evs...)
@@ -208,7 +208,7 @@ func wantConflict(t *testing.T, err error, session string, expected, actual uint
 	}
 }
 
-// R23: an append whose expected sequence is stale is a conflict naming the
+// An append whose expected sequence is stale is a conflict naming the
 // session's sequence, and stores nothing.
 func conflictOnStale(t *testing.T, l service.Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
@@ -221,14 +221,14 @@ func conflictOnStale(t *testing.T, l service.Log) {
 	mustAppend(t, l, "s1", r.Last, ev("s1")) // the sequence it named works
 }
 
-// R23: an expected sequence beyond the session's is a conflict too.
+// An expected sequence beyond the session's is a conflict too.
 func conflictAhead(t *testing.T, l service.Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
 	_, err := l.Append(ctx, "s1", r.Last+5, ev("s1"))
 	wantConflict(t, err, "s1", r.Last+5, r.Last)
 }
 
-// R23: of concurrent appends with the same expected sequence exactly one
+// Of concurrent appends with the same expected sequence exactly one
 // is stored; the others are conflicts.
 func oneWinner(t *testing.T, l service.Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
@@ -256,7 +256,7 @@ func oneWinner(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: a re-send of stored events (same ids, same expectation) stores
+// A re-send of stored events (same ids, same expectation) stores
 // nothing and returns their sequences as a duplicate.
 func dedupeByID(t *testing.T, l service.Log) {
 	evs := []events.Envelope{ev("s1"), ev("s1")}
@@ -274,7 +274,7 @@ func dedupeByID(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: a re-send after the session moved on (another write after ours)
+// A re-send after the session moved on (another write after ours)
 // is still recognised as stored, not returned as a conflict.
 func dedupeAfterMoved(t *testing.T, l service.Log) {
 	e := ev("s1")
@@ -286,7 +286,7 @@ func dedupeAfterMoved(t *testing.T, l service.Log) {
 	}
 }
 
-// #24 row 4: event ids stored on another session are refused, not handed
+// Event ids stored on another session are refused, not handed
 // back as this session's sequences.
 func idOfAnotherSession(t *testing.T, l service.Log) {
 	e := ev("s1")
@@ -301,7 +301,7 @@ func idOfAnotherSession(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: reads take [from, upTo], from 0 as 1, upTo 0 as the end; a range
+// Reads take [from, upTo], from 0 as 1, upTo 0 as the end; a range
 // past the end is empty.
 func readRanges(t *testing.T, l service.Log) {
 	var seqs []uint64
@@ -383,7 +383,7 @@ func storedAt(t *testing.T, l service.Log) {
 	}
 }
 
-// R1: a session id that is not one subject token fails every method with
+// A session id that is not one subject token fails every method with
 // events.ErrInvalidSession.
 func invalidSessions(t *testing.T, l service.Log) {
 	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "é"} {

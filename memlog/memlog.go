@@ -1,7 +1,7 @@
 // Package memlog is an in-memory event log implementing service.Log: the
 // same contract as the JetStream log (stream-wide sequences, appends with
 // an expected per-session sequence, all or nothing, deduplicated by event
-// id), checked by the same conformance suite, logtest.Run (#25 item 7).
+// id), checked by the same conformance suite, logtest.Run.
 //
 // It is for tests and tools that need a log without a NATS server. It is
 // not durable, its dedupe window is its whole life (JetStream's is

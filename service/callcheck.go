@@ -1,7 +1,6 @@
 package service
 
-// CallCheck: whether a tool call the model made may execute now (#26
-// item 3). A native rendering keeps defining tools the history references
+// CallCheck: whether a tool call the model made may execute now. A native rendering keeps defining tools the history references
 // after the user disabled them, so "defined" never means "allowed": the
 // backend asks before it executes.
 
@@ -72,10 +71,10 @@ type CallCheckResult struct {
 	// Provider is the provider mode the check was decided for: the
 	// request's, else the one the turn was begun for, else the default.
 	Provider string `json:"provider"`
-	// Channel is the channel whose policy decided: the open turn's (#31).
+	// Channel is the channel whose policy decided: the open turn's.
 	Channel string `json:"channel,omitempty"`
 	// Decision is the permission decision for a known tool: "allow",
-	// "ask" or "deny" (#31), "" for an unknown tool; an ask the user
+	// "ask" or "deny", "" for an unknown tool; an ask the user
 	// allowed reads "allow" with Grant set.
 	Decision string `json:"decision,omitempty"`
 	// Rule names what decided (resolver.Decision.Rule, or
@@ -86,7 +85,7 @@ type CallCheckResult struct {
 }
 
 // CallCheck reports whether a call of tool may execute now in the
-// session's open turn (#26 item 3): callable when the turn froze the tool
+// session's open turn: callable when the turn froze the tool
 // and the session does not disable it (checked against the log as it is
 // now, so a disable stored mid-turn refuses the next call); otherwise the
 // reason: disabled, not in the turn, or unknown. A refusal is a result,
@@ -100,7 +99,7 @@ func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheck
 // CallCheckAs is CallCheck asked by channel caller: when caller is not
 // the channel that began the turn, the caller's own channel policy
 // counts too, so a channel never reads "callable" for a tool its policy
-// denies or asks (#31). An empty caller is the turn's channel.
+// denies or asks. An empty caller is the turn's channel.
 func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) (CallCheckResult, error) {
 	return e.CallCheckIn(ctx, session, tool, caller, "")
 }
@@ -127,7 +126,7 @@ func (e *Engine) CallCheckIn(ctx context.Context, session, tool, caller, provide
 		if out.Reason == CallUnknown {
 			return nil
 		}
-		return e.decideCall(ctx, &out, ot, caller) // #31
+		return e.decideCall(ctx, &out, ot, caller)
 	})
 	return out, err
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #26 item 3: a native rendering never drops a tool the session's history
+// A native rendering never drops a tool the session's history
 // references: loaded with a tool_reference, then disabled, it stays
 // defined (deferred, marked not callable) in the next turn, and the call
 // check refuses it.
@@ -66,7 +66,7 @@ func TestNativeKeepsReferencedTool(t *testing.T) {
 	}
 }
 
-// #26 item 3: the call check answers callable with the turn's resolved
+// The call check answers callable with the turn's resolved
 // tool and its permission, and otherwise says why: disabled (also mid-
 // turn, for a tool the turn froze), not in the turn, unknown; outside a
 // turn it is ErrNoTurn.
@@ -104,7 +104,7 @@ func TestCallCheck(t *testing.T) {
 	}
 }
 
-// #28, #26 item 3: native renderings are shared across sessions and turns
+// Native renderings are shared across sessions and turns
 // only when they are the same array: two sessions with the same intent
 // get byte-identical arrays, and a session whose history references a
 // tool the other's does not gets its own (the referenced tool defined),
@@ -147,7 +147,7 @@ func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
 	}
 }
 
-// #28: the JSON replies of a turn view and of a discovery carry the
+// The JSON replies of a turn view and of a discovery carry the
 // rendering byte for byte (spliced in by wire.Marshal, not re-encoded),
 // inside valid JSON.
 func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
@@ -191,7 +191,7 @@ func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
 	}
 }
 
-// R37: call-check agrees with the array the request sends. In an
+// Call-check agrees with the array the request sends. In an
 // engine-side mode the array defines the resident and loaded tools only,
 // so a deferred tool the turn has not loaded is not callable (not_loaded)
 // until tool_search loads it; in a native mode every tool of the turn is
@@ -233,7 +233,7 @@ func TestCallCheckAgreesWithTheArray(t *testing.T) {
 	}
 }
 
-// R37, R38: eviction shrinks the loaded set, but in a native mode the
+// Eviction shrinks the loaded set, but in a native mode the
 // tool_reference blocks already in the history keep the evicted tools'
 // definitions in the provider's context: the view names them as
 // references a backend may drop when it compacts its history, and keeps

@@ -44,22 +44,22 @@ type EventRef struct {
 }
 
 // HistoryEntry is one event of a session's timeline, with the state it
-// left behind and how the resolved tool set changed (R25).
+// left behind and how the resolved tool set changed.
 type HistoryEntry struct {
 	EventRef
 	// Payload is the decoded event payload (nil when undecodable).
 	Payload events.Payload `json:"payload,omitempty"`
-	// Error says why the event was not applied: skipped (R26) or rejected
-	// (R28); "" when applied.
+	// Error says why the event was not applied: skipped or rejected;
+	// "" when applied.
 	Error string `json:"error,omitempty"`
 	// Rejected is true when the event was decoded but not applied because
-	// it breaks a fold rule (R28); Error names the rule.
+	// it breaks a fold rule; Error names the rule.
 	Rejected bool `json:"rejected,omitempty"`
 	// Intent is the session's intent after the event.
 	Intent intent.Intent `json:"intent"`
 	// Tools is the resolved tool set after the event; Gained and Lost
 	// compare it with the set before. Inside a turn it is the turn's
-	// frozen set, rebuilt from its TurnStarted (R16, R31).
+	// frozen set, rebuilt from its TurnStarted.
 	Tools  []string `json:"tools"`
 	Gained []string `json:"gained,omitempty"`
 	Lost   []string `json:"lost,omitempty"`
@@ -71,7 +71,7 @@ type HistoryEntry struct {
 	// PrefixHash is the sha256 of the rendered provider array;
 	// PrefixChanged says whether it differs from before the event, and
 	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume", "turn",
-	// "compaction" (the state a snapshot carries, #30) or "registry" (another registry version was in force, or the checkpoint
+	// "compaction" (the state a snapshot carries) or "registry" (another registry version was in force, or the checkpoint
 	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
 	PrefixChanged bool   `json:"prefix_changed"`
@@ -87,13 +87,13 @@ type HistoryEntry struct {
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's (recorded in its TurnStarted), else the version in
 	// force when the event was stored (the registry history's timeline),
-	// else the live one (R25).
+	// else the live one.
 	RegistryVersion string `json:"registry_version"`
 	// Dispatch is, inside a turn, the resident/deferred classification a
-	// provider dispatch at this point records (R21): derived from the log,
+	// provider dispatch at this point records: derived from the log,
 	// for any past turn.
 	Dispatch *checkpoint.Dispatch `json:"dispatch,omitempty"`
-	// Compacted, on the entry of an applied SessionCompacted (#30), says
+	// Compacted, on the entry of an applied SessionCompacted, says
 	// which events it replaced, when they were written, and who compacted
 	// them: the history before it is that one entry.
 	Compacted *Compaction `json:"compacted,omitempty"`
@@ -106,7 +106,7 @@ type registriesAt struct {
 	live   *resolver.Registry
 	marks  []jetstream.RegistryMark
 	byVer  map[string]*resolver.Registry
-	pruned map[string]bool // versions whose content was pruned (#30)
+	pruned map[string]bool // versions whose content was pruned
 }
 
 func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
@@ -139,7 +139,7 @@ func (r *registriesAt) version(ctx context.Context, v string) *resolver.Registry
 // at returns the registry in force at t: the last one recorded at or
 // before t, or the live one when the history has none (or t is zero).
 // When the version in force at t was pruned from the registry history
-// (#30) it returns nil and that version: the point cannot be resolved,
+// it returns nil and that version: the point cannot be resolved,
 // and resolving it against another version would be a wrong answer.
 func (r *registriesAt) at(ctx context.Context, t time.Time) (*resolver.Registry, string) {
 	if t.IsZero() {
@@ -160,14 +160,14 @@ func (r *registriesAt) at(ctx context.Context, t time.Time) (*resolver.Registry,
 }
 
 // prunedText is what a point under a pruned registry version says
-// (#30): a history entry's error, an explanation's detail.
+// : a history entry's error, an explanation's detail.
 func prunedText(version string) string {
 	return fmt.Sprintf("registry version %s pruned: the registry history no longer holds it (serve --registry-keep), so the tools at this point cannot be resolved", version)
 }
 
 // replayedTurn is an open turn as a replay rebuilds it: turn, res, the
 // registry that resolved it and the provider it was begun for, or, when
-// the registry version it was frozen against was pruned (#30), only
+// the registry version it was frozen against was pruned, only
 // pruned, that version.
 type replayedTurn struct {
 	turn     *deferral.Turn
@@ -208,7 +208,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 // changed. Inside a turn the tools are the turn's, rebuilt from its
 // TurnStarted against the registry version it recorded, with the tools
 // loaded so far in it, and the entry carries the classification a
-// dispatch would record (R21). Outside a turn the intent resolves, with
+// dispatch would record. Outside a turn the intent resolves, with
 // req's profile and override, against the registry in force when the
 // event was stored. Each entry names the registry version it used.
 //
@@ -288,7 +288,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
 		if show {
-			h.Actor = reveal(h.Actor) // #30: a sealed actor reads back (or as erased)
+			h.Actor = reveal(h.Actor) // A sealed actor reads back (or as erased)
 		}
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
@@ -363,7 +363,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		return rp.st, false, err
 	}
 	if from == 1 && rp.st.LastSeq == 0 {
-		// Nothing before until: a point before a compaction says so (#30).
+		// Nothing before until: a point before a compaction says so.
 		if err := e.compactedBefore(ctx, session, until); err != nil {
 			return rp.st, false, err
 		}
@@ -374,13 +374,13 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 	return rp.st, more, nil
 }
 
-// historyPages remembers where recent history pages ended (#24 row 7):
+// historyPages remembers where recent history pages ended:
 // the state, open turn and previous tool set after a page's last entry,
 // so that the page after it continues from there instead of folding the
 // session again from its first event. An entry is taken by the one page
 // that continues it (a replayed turn is not shared), lives
 // historyResumeTTL, and at most historyResumeMax are kept (the engine's
-// one LRU, #25 item 9); a page whose entry is gone replays from the start,
+// one LRU); a page whose entry is gone replays from the start,
 // with the same result. The zero value is ready to use; it is safe for
 // concurrent use.
 type historyPages struct {
@@ -465,7 +465,7 @@ type point struct {
 	refs                        map[string]string // deferral.Provider.ReferenceDefs
 	Dispatch                    *checkpoint.Dispatch
 	Error                       string
-	pruned                      bool // RegistryVersion was pruned (#30): no tools known
+	pruned                      bool // RegistryVersion was pruned: no tools known
 }
 
 // prunedPoint is the point of a replay under a pruned registry version.
@@ -527,7 +527,7 @@ func cacheOf(provider string, res *resolver.Resolution, reg *resolver.Registry, 
 	return row.PrefixHash(tools, res.Namespaces, 0), row.ReferencesHash(tools, referenced), row.ReferenceDefs(tools, referenced)
 }
 
-// dispatchOfSplit is the classification a dispatch of split records (R21).
+// dispatchOfSplit is the classification a dispatch of split records.
 func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) checkpoint.Dispatch {
 	d := checkpoint.Dispatch{Turn: turn, ContractHash: contractHash}
 	for _, c := range split.Classification {
@@ -545,7 +545,7 @@ func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) che
 
 // storedOf is r as the fold takes it: with the registry in force when it
 // was stored, as the projection folds it, so a replay gives the
-// projection's verdicts (R28).
+// projection's verdicts.
 func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.Stored, error) {
 	return e.proj.Registries().Stored(ctx, r)
 }
@@ -564,7 +564,7 @@ func causeOf(r jetstream.Record) string {
 		return "checkpoint"
 	case events.TurnEnded:
 		if _, ok := checkpointOf(r.Envelope.Payload); ok {
-			return "checkpoint" // #28: the turn end's checkpoint sets the loaded set
+			return "checkpoint" // The turn end's checkpoint sets the loaded set
 		}
 		return "turn"
 	case events.TurnStarted:
@@ -576,7 +576,7 @@ func causeOf(r jetstream.Record) string {
 }
 
 // checkpointOf returns the checkpoint p records: a CheckpointRecorded, or
-// the checkpoint a TurnEnded carries (#28).
+// the checkpoint a TurnEnded carries.
 func checkpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
 	switch v := p.(type) {
 	case events.CheckpointRecorded:

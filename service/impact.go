@@ -1,6 +1,6 @@
 package service
 
-// Registry change impact (#31 item 3): before a candidate registry is
+// Registry change impact: before a candidate registry is
 // pushed, which live sessions would see another tools prefix and which
 // checkpoints would lose tools on resume.
 
@@ -53,7 +53,7 @@ type Impact struct {
 	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
 }
 
-// Impact compares cand with the live registry (#31 item 3): the registry
+// Impact compares cand with the live registry: the registry
 // diff, then every session of the projection, resolved from its stored
 // intent (no profile or override: the session's own tools), for every
 // channel either channel policy names and for any other channel, with
@@ -76,7 +76,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 	for _, s := range sessions {
 		st, err := e.Session(ctx, s, 0)
 		if errors.Is(err, ErrDeleted) {
-			continue // deleted since the list was read (#30): it has no tools to change
+			continue // deleted since the list was read: it has no tools to change
 		}
 		if err != nil {
 			return out, fmt.Errorf("impact: read session %q: %w", s, err)
@@ -101,7 +101,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 
 // impactChannels is "" (any other channel) followed by every channel
 // either registry's channel policy names, sorted: the requests whose
-// resolution a policy change can change (#31). The same for every session.
+// resolution a policy change can change. The same for every session.
 func impactChannels(cur, cand *resolver.Registry) []string {
 	channels := append(cur.PolicyChannels(), cand.PolicyChannels()...)
 	slices.Sort(channels)

@@ -1,6 +1,6 @@
 package service_test
 
-// #31 item 3: a registry change's impact, checked against a brute-force
+// A registry change's impact, checked against a brute-force
 // count through two engines over a few thousand sessions.
 
 import (
@@ -29,7 +29,7 @@ func editedRegistry(t testing.TB, tool string) *resolver.Registry {
 	found := false
 	for _, x := range doc["tools"].([]any) {
 		if m := x.(map[string]any); m["name"] == tool {
-			m["parameters"].(map[string]any)["description"] = "edited for #31"
+			m["parameters"].(map[string]any)["description"] = "edited for the policy test"
 			found = true
 		}
 	}
@@ -108,7 +108,7 @@ func TestImpactMatchesBruteForce(t *testing.T) {
 	// Brute force: each session through each engine's public Resolve, in
 	// the mode its turns were begun for (none recorded: the default,
 	// native), where the cache breaks when the tools prefix or a
-	// referenced definition changes (R46).
+	// referenced definition changes.
 	var wantChanged, wantRefs []string
 	for s, seq := range last {
 		a, err := eCur.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq})

@@ -9,13 +9,13 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// The API's replies (#25): the transports send what Requests returns. A
+// The API's replies: the transports send what Requests returns. A
 // reply is a wire type where wire has one with the same JSON; the types
 // below carry command objects (Command) or engine results, and encode to
 // the JSON of wire's type of the same role.
 
-// HistoryPageReply is one page of a session's timeline (session.history,
-// R25), in stream order (the JSON of wire.History).
+// HistoryPageReply is one page of a session's timeline (session.history),
+// in stream order (the JSON of wire.History).
 type HistoryPageReply struct {
 	Session string             `json:"session"`
 	Entries []HistoryPageEntry `json:"entries"`
@@ -38,8 +38,8 @@ type HistoryPageEntry struct {
 	// Payload is the event as a command object (absent: undecodable).
 	Payload *Command `json:"payload,omitempty"`
 	// Error says why the event was not applied ("" when it was); Rejected
-	// is true when it broke a fold rule (R28) rather than being
-	// undecodable (R26).
+	// is true when it broke a fold rule rather than being
+	// undecodable.
 	Error         string        `json:"error,omitempty"`
 	Rejected      bool          `json:"rejected,omitempty"`
 	Intent        intent.Intent `json:"intent"`
@@ -57,12 +57,12 @@ type HistoryPageEntry struct {
 	Turn           uint64 `json:"turn"`
 	InTurn         bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
-	// open turn's, else the one in force when the event was stored (R25).
+	// open turn's, else the one in force when the event was stored.
 	RegistryVersion string `json:"registry_version"`
 	// Dispatch is, inside a turn, the classification a provider dispatch
-	// at this point records (R21), derived from the log.
+	// at this point records, derived from the log.
 	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry (#30), says what it replaced.
+	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
 	// Lists, present when a list of the entry was cut to HistoryListMax
 	// names, gives each list's full length.

@@ -18,7 +18,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Requests answers the API's operations in the API's vocabulary (#25):
+// Requests answers the API's operations in the API's vocabulary:
 // each method takes one operation's request (a wire type, or AppendRequest
 // for commands) and the caller's Origin, checks what the engine's rules
 // need, calls the Engine and returns the reply (a wire type, or a type of
@@ -182,13 +182,13 @@ func (q *Requests) Intent(ctx context.Context, r *wire.IntentRequest, _ Origin) 
 	return SessionOf(st), nil
 }
 
-// Resolve answers session.resolve under the caller's channel policy (#31).
+// Resolve answers session.resolve under the caller's channel policy.
 func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin) (TurnView, error) {
 	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
 	if err != nil {
 		return TurnView{}, err
 	}
-	rr.Channel = o.Channel // #31: the caller's channel policy applies
+	rr.Channel = o.Channel // The caller's channel policy applies
 	shape := ViewShape{ListOffset: r.ListOffset, ListLimit: r.ListLimit, IfNoneMatch: r.IfNoneMatch}
 	if err := shape.Validate(); err != nil {
 		return TurnView{}, err
@@ -197,7 +197,7 @@ func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin
 	return v.Shape(shape), err
 }
 
-// History answers session.history with one page (#24 row 7): memory and
+// History answers session.history with one page: memory and
 // reply size are bounded by the page, not by the session's length.
 func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin) (HistoryPageReply, error) {
 	until, err := parseUntil(r.Until)
@@ -208,7 +208,7 @@ func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin
 	if err != nil {
 		return HistoryPageReply{}, err
 	}
-	rr.Channel = o.Channel // #31: the timeline as the caller's channel sees it
+	rr.Channel = o.Channel // The timeline as the caller's channel sees it
 	limit := r.Limit
 	if limit < 0 || limit > wire.MaxHistoryPage {
 		return HistoryPageReply{}, wire.BadRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, wire.MaxHistoryPage, wire.DefaultHistoryPage)
@@ -253,12 +253,12 @@ func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin
 	if err != nil {
 		return ExplainResult{}, err
 	}
-	rr.Channel = o.Channel // #31: explain names the caller's channel policy
+	rr.Channel = o.Channel // Explain names the caller's channel policy
 	return q.eng.Explain(ctx, r.Session, r.Tool, until, rr)
 }
 
 // ExplainBatch explains up to wire.MaxExplainBatch tools in one request
-// (#29: the inspector's explain card asks one request per page, not one
+// (the inspector's explain card asks one request per page, not one
 // per tool), each exactly as Explain would, under the caller's channel.
 func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest, o Origin) (ExplainBatchReply, error) {
 	if len(r.Tools) == 0 || len(r.Tools) > wire.MaxExplainBatch {
@@ -332,7 +332,7 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 	default:
 		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
-	req.QueryVector = r.QueryVector // #27: the backend's embedding of the query, beside the model's input
+	req.QueryVector = r.QueryVector // The backend's embedding of the query, beside the model's input
 	if r.View != "" && r.View != "full" && r.View != "none" {
 		return DiscoverResult{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
 	}
@@ -365,8 +365,8 @@ func (q *Requests) Inspect(ctx context.Context, r *wire.TurnRequest, _ Origin) (
 	return rec, nil
 }
 
-// CallCheck asks, before a tool call executes, whether it may (#26 item
-// 3, #31): a refusal is a reply with callable false, not an error.
+// CallCheck asks, before a tool call executes, whether it may: a
+// refusal is a reply with callable false, not an error.
 func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Origin) (CallCheckResult, error) {
 	if r.Tool == "" {
 		return CallCheckResult{}, wire.BadRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
@@ -395,7 +395,7 @@ func (q *Requests) EndTurn(ctx context.Context, r *wire.TurnRequest, o Origin) (
 	return wire.CheckpointReply{Session: r.Session, Seq: res.Seq, Checkpoint: wireCheckpoint(res.Record, res.Seq)}, nil
 }
 
-// Delete deletes a session (#30) or, with erase, purges it too: whether
+// Delete deletes a session or, with erase, purges it too: whether
 // the caller may erase is the transport's to decide before.
 func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) (wire.DeleteReply, error) {
 	if r.Erase {
@@ -413,7 +413,7 @@ func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) 
 	return wire.DeleteReply{Session: r.Session, Seq: res.Seq}, nil
 }
 
-// Compact compacts a session (#30): its events are replaced by one
+// Compact compacts a session: its events are replaced by one
 // SessionCompacted and purged below it.
 func (q *Requests) Compact(ctx context.Context, r *wire.CompactRequest, o Origin) (wire.CompactReply, error) {
 	return q.eng.Compact(ctx, r.Session, o, r.Reason)
@@ -461,8 +461,8 @@ func (q *Requests) Registry(_ context.Context, r *wire.RegistryRequest, _ Origin
 	return info, nil
 }
 
-// RegistryDiff reports what pushing a candidate registry would change
-// (#31 item 3); it writes nothing.
+// RegistryDiff reports what pushing a candidate registry would change;
+// it writes nothing.
 func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest, _ Origin) (Impact, error) {
 	if len(r.Registry) == 0 || string(r.Registry) == "null" {
 		return Impact{}, wire.BadRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)

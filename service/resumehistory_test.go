@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// R32, R45: a turn's checkpoint records only the tools it loaded, and a
+// A turn's checkpoint records only the tools it loaded, and a
 // resume after a registry change still says what changed in the whole
 // contract: the engine rebuilds the recorded contract from the registry
 // history (the checkpoint's registry version and its turn's request), so

@@ -1,7 +1,7 @@
 package service
 
 // The safe points of a turn (Checkpoint, EndTurn) and Resume, which checks
-// the last checkpoint against the current contract (R19, R20).
+// the last checkpoint against the current contract.
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 )
 
 // Checkpoint records a safe point of the open turn: its loaded deferred
-// tools and the hash of the contract they belong to (R19).
+// tools and the hash of the contract they belong to.
 func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
 	return e.safePoint(ctx, session, origin, false)
 }
 
 // EndTurn ends the open turn at a safe point: one TurnEnded that carries
-// the checkpoint, one log write (#28; logs written before hold TurnEnded
+// the checkpoint, one log write (logs written before hold TurnEnded
 // and CheckpointRecorded, appended as one atomic batch, which fold the
 // same).
 func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
@@ -34,7 +34,7 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (ag
 // the session's last sequence; when another writer moves the session in
 // between, it reads the log again and retries (the checkpoint is derived
 // from the log, so this is safe). The first try starts from this engine's
-// state of the session (#28: no read of the log on the turn's path, as
+// state of the session (no read of the log on the turn's path, as
 // BeginTurn): the append expects that state's last sequence, so a state
 // behind the log is a conflict, and the retry reads the log. A state that
 // shows no open turn is checked against the log first (another engine may
@@ -88,7 +88,7 @@ type ResumeResult struct {
 	Seq uint64 `json:"seq"`
 }
 
-// Resume restores a session after a crash (R20, R32): it verifies the
+// Resume restores a session after a crash: it verifies the
 // last checkpoint's contract hash against the contract the live registry
 // now gives for the session's intent; an equal hash restores the
 // checkpoint's loaded deferred tools exactly, a different one restores
@@ -102,7 +102,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
 	}
-	req.Channel = origin.Channel // a resume resolves under its channel's policy (#31)
+	req.Channel = origin.Channel // a resume resolves under its channel's policy
 	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
 	if err != nil {
 		return ResumeResult{}, err
@@ -140,7 +140,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if same || (rec == nil && len(st.Loaded) == 0 && !needTurnEnd) {
 		return out, nil
 	}
-	// One event, one log write (#28): the open turn's end carries the
+	// One event, one log write: the open turn's end carries the
 	// restored checkpoint.
 	var cmd events.Payload = restored
 	if needTurnEnd {

@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// R45: a history entry of a large registry names at most HistoryListMax
+// A history entry of a large registry names at most HistoryListMax
 // tools in each list (the first ones, in order) and counts every list in
 // lists; an entry of a small one is as it was, without lists.
 func TestHistoryEntrySummarised(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 )
 
 // Providers the tools array can be rendered for, and how deferred tools
-// reach them (R30). Each is a row of deferral's provider table (name,
+// reach them. Each is a row of deferral's provider table (name,
 // native or not, rendering, search output), which the engine reads; the
 // constants name the rows for callers. A provider's own name means its
-// native deferral, the default (#26 item 2):
+// native deferral, the default:
 //
 //   - anthropic (the default), anthropic-native: provider-native deferral.
 //     The array holds every tool of the turn once, deferred ones with
@@ -43,12 +43,12 @@ import (
 //     on the frozen array) and the catalog text is the turn's; the cost is
 //     one cache miss of the appended tools per discovery, and the loaded
 //     tools' schemas in every later request. tool_search's result is the
-//     full schemas as JSON. Before #26, "anthropic" and "openai" named
+//     full schemas as JSON. Earlier, "anthropic" and "openai" named
 //     these.
 //
 // Native renderings also keep every tool the session has loaded that the
 // turn's resolution lacks (disabled since, or no longer permitted),
-// deferred and marked not callable (#26 item 3); CallCheck says whether a
+// deferred and marked not callable; CallCheck says whether a
 // call may execute.
 const (
 	ProviderAnthropic       = "anthropic"
@@ -61,21 +61,21 @@ const (
 )
 
 // Providers lists the provider values, in a fixed order: the rows of
-// deferral's provider table, which says how each renders (R30).
+// deferral's provider table, which says how each renders.
 var Providers = deferral.ProviderNames()
 
 // ResolveRequest qualifies a resolution.
 type ResolveRequest struct {
 	// Profile is the agent profile; "" for none.
 	Profile string `json:"profile,omitempty"`
-	// Override is a per-turn override (R4, R5); zero for none.
+	// Override is a per-turn override; zero for none.
 	Override intent.Override `json:"-"`
 	// Provider selects the rendering: one of Providers ("anthropic", its
 	// native deferral, by default).
 	Provider string `json:"provider,omitempty"`
 	// MinSeq asks for read-your-writes.
 	MinSeq uint64 `json:"min_seq,omitempty"`
-	// Channel is the channel the tools are for (#31): the registry's
+	// Channel is the channel the tools are for: the registry's
 	// channel policy narrows the resolution for it. BeginTurn sets it from
 	// the origin; a read (Resolve, History, Explain) names it, and ""
 	// resolves under the policy's "*" rule.
@@ -100,12 +100,12 @@ type TurnView struct {
 	// Seq is the session sequence the view was resolved at.
 	Seq uint64 `json:"seq"`
 	// Turn is the open turn's number (0 outside a turn); Frozen says the
-	// tools come from a frozen turn (R16).
+	// tools come from a frozen turn.
 	Turn   uint64 `json:"turn"`
 	Frozen bool   `json:"frozen"`
 	// Intent is the session's stored intent.
 	Intent intent.Intent `json:"intent"`
-	// Source names the rule that decided the base list (R4).
+	// Source names the rule that decided the base list.
 	Source string `json:"source"`
 	// Tools are every available tool of the resolution, in order.
 	Tools []string `json:"tools"`
@@ -116,7 +116,7 @@ type TurnView struct {
 	CatalogText string   `json:"catalog_text"`
 	// Unknown are requested names the registry lacks or cannot run.
 	Unknown []string `json:"unknown,omitempty"`
-	// Rendering is the provider tools array, byte-deterministic (R9).
+	// Rendering is the provider tools array, byte-deterministic.
 	Rendering json.RawMessage `json:"rendering"`
 	// RenderedFor is the provider of Rendering.
 	RenderedFor string `json:"rendered_for"`
@@ -140,9 +140,9 @@ type TurnView struct {
 	// ContractHash and RegistryVersion identify the tool contract.
 	ContractHash    string `json:"contract_hash"`
 	RegistryVersion string `json:"registry_version"`
-	// Budget is the token estimate (R17).
+	// Budget is the token estimate.
 	Budget deferral.Budget `json:"budget"`
-	// Classification is each tool's resident/deferred class (R21).
+	// Classification is each tool's resident/deferred class.
 	Classification []deferral.Class `json:"classification"`
 	// Loaded are the session's loaded deferred tools.
 	Loaded []string `json:"loaded"`
@@ -159,7 +159,7 @@ type TurnView struct {
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
 	// Policy is the version of the registry's channel policy and
-	// Withheld the tools it kept from this channel, in order (#31); both
+	// Withheld the tools it kept from this channel, in order; both
 	// empty without a policy.
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
@@ -167,11 +167,11 @@ type TurnView struct {
 	prefix  deferral.Prefix   // of cached, for the prompt-cache metrics
 	cached  []byte            // the cached part of Rendering (CachedPrefix)
 	refs    map[string]string // the referenced definitions (ReferenceDefs)
-	evicted bool              // the turn began with an eviction (#26 item 5)
+	evicted bool              // the turn began with an eviction
 }
 
 // EvictBound is the reason of the DeferredEvicted a turn boundary appends
-// when the loaded set is over deferral.LoadedBound (#26 item 5); "evict"
+// when the loaded set is over deferral.LoadedBound; "evict"
 // is the cause of the prefix change it makes.
 const EvictBound = "bound"
 
@@ -285,7 +285,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 // given: the array holds every tool and does not change within the turn.
 // The tools the session's history references (State.Referenced, every
 // tool it ever loaded) that res lacks stay defined, marked not callable
-// (deferral.WithReferenced, #26 item 3): a tool loaded in the turn is in
+// (deferral.WithReferenced): a tool loaded in the turn is in
 // res, so the set is the turn's.
 func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, reg *resolver.Registry) *nativeView {
 	if ot != nil {
@@ -298,7 +298,7 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 	key := nativeKey(row.Name, res.ContractHash, reg.Version(), res.Withheld, referenced)
 	nv := e.native.get(key)
 	if nv == nil {
-		// A referenced tool the channel policy withholds keeps only a stub (#31).
+		// A referenced tool the channel policy withholds keeps only a stub.
 		// Clipped: the view is shared, an append to it must copy.
 		tools := deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool))
 		nv = &nativeView{rendering: slices.Clip(row.Render(tools, res.Namespaces, 0)), tools: slices.Clip(tools)}
@@ -321,8 +321,8 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 }
 
 // Resolve resolves a session's tools against the live registry, or returns
-// the frozen tools of its open turn (R16), as rebuilt from the log by any
-// engine (R31). It writes nothing.
+// the frozen tools of its open turn, as rebuilt from the log by any
+// engine. It writes nothing.
 func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
@@ -349,7 +349,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 		frozen := false
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			if !ot.servesChannel(req.Channel, e.Registry()) {
-				return nil // another channel's turn under a policy: resolve live below (#31)
+				return nil // another channel's turn under a policy: resolve live below
 			}
 			v, frozen = e.frozenView(st, ot, req.Provider), true
 			return nil
@@ -382,16 +382,16 @@ func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) T
 }
 
 // BeginTurn starts the next turn: it resolves the session's tools, freezes
-// them with the loaded deferred set (R16), and appends TurnStarted (closing
+// them with the loaded deferred set, and appends TurnStarted (closing
 // a turn left open by a crash first). TurnStarted records the request, the
 // registry version and the contract hash, so that any engine rebuilds the
-// turn from the log (R31); the registry is stored in the registry history
+// turn from the log; the registry is stored in the registry history
 // first.
 func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
 	}
-	req.Channel = origin.Channel // #31: the turn's tools are its channel's
+	req.Channel = origin.Channel // The turn's tools are its channel's
 	for attempt := 0; ; attempt++ {
 		st, err := e.current(ctx, session, attempt > 0, 0)
 		if err != nil {
@@ -410,7 +410,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if st.InTurn {
 			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 		}
-		// #26 item 5: the loaded set is bounded by evicting, at the turn
+		// The loaded set is bounded by evicting, at the turn
 		// boundary, the tools loaded longest ago (an event in the log).
 		evicted := deferral.Evict(st.InLoadOrder(), deferral.LoadedBound)
 		if len(evicted) > 0 {
@@ -427,7 +427,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		}
 		fresh := st.LastSeq == 0
 		st = out.State
-		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with, less what was evicted
+		loaded := st.InLoadOrder() // The array the last turn ended with, less what was evicted
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
 		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last, evicted: len(evicted) > 0}
 		e.ts.turns.Put(session, ot)
@@ -439,7 +439,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 
 // Dispatch returns the provider request for the open turn (or a live
 // resolution outside a turn) and records its resident/deferred
-// classification for inspection (R21).
+// classification for inspection.
 func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
 	req := ResolveRequest{Provider: provider}
 	if err := req.validate(); err != nil {
@@ -467,8 +467,8 @@ type dispatchMark struct {
 	view     checkpoint.Dispatch
 }
 
-// markDispatch records a dispatch's classification (R21) and measures what
-// it did to the session's prompt cache (R30): the tools array against the
+// markDispatch records a dispatch's classification and measures what
+// it did to the session's prompt cache: the tools array against the
 // previous dispatch (same, extended by appended tools, or broken) and the
 // catalog text, each reported with its cause to the hooks.
 func (e *Engine) markDispatch(v TurnView) {
@@ -502,7 +502,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	}
 	// The resolved tools (the contract) change with the intent, the
 	// profile or an override, not with loads; a new turn over the same
-	// contract keeps the array (#26 item 1), so "turn" is left for what
+	// contract keeps the array, so "turn" is left for what
 	// else a turn boundary may change (a resume that dropped loaded tools).
 	cause := "intent"
 	switch {
@@ -513,7 +513,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
 	case prev.turn != v.Turn && v.evicted:
-		cause = "evict" // #26 item 5
+		cause = "evict"
 	case prev.turn != v.Turn:
 		cause = "turn"
 	}
@@ -536,7 +536,7 @@ func (e *Engine) markDispatch(v TurnView) {
 }
 
 // LastDispatch returns the classification recorded by the session's last
-// dispatch in this process (R21). LastDispatchOf also answers after a
+// dispatch in this process. LastDispatchOf also answers after a
 // crash, from the log.
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 	m, ok := e.ts.last.Get(session)
@@ -544,7 +544,7 @@ func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 }
 
 // LastDispatchOf returns the classification of the session's last
-// dispatch (R21, #26 item 6), whichever engine served it and whether or
+// dispatch, whichever engine served it and whether or
 // not it has crashed since: the one this process recorded while the log
 // still holds the session as it was then, otherwise the classification a
 // dispatch of the session's last turn gives as the log holds it (its

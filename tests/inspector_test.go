@@ -92,7 +92,7 @@ func TestInspectorPage(t *testing.T) {
 	// of the inspected session does not start at 1.
 	_, err := c.Append(ctx, "other-session", nil, events.ToolsToggled{Enabled: &on})
 	must("append other", err)
-	// R1: "all on" after a picked list clears it (it is not a no-op even
+	// "all on" after a picked list clears it (it is not a no-op even
 	// though enabled is already true); the timeline says so.
 	_, err = c.Append(ctx, "other-session", nil, events.ToolsPicked{Names: []string{"read_file", "grep"}})
 	must("pick in other", err)
@@ -123,7 +123,7 @@ func TestInspectorPage(t *testing.T) {
 	// its turn was begun for, else the API's default (native deferral).
 	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid})
 	must("resolve", err)
-	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint (#28)
+	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint
 	if nEvents != 6 {
 		t.Fatalf("history has %d entries, want 6: %+v", nEvents, hist.Entries)
 	}
@@ -196,7 +196,7 @@ func TestInspectorPage(t *testing.T) {
 	}
 	run("select the session", chromedp.Click(chromedp.CSS(`#sessions li[data-session="`+sid+`"] button`)))
 	waitReady(sid + "@now")
-	// #29: explain runs on demand, when its card is opened.
+	// Explain runs on demand, when its card is opened.
 	if n := len(snapshot().Explain); n != 0 {
 		t.Fatalf("explain has %d rows before its card was opened", n)
 	}
@@ -217,12 +217,12 @@ func TestInspectorPage(t *testing.T) {
 	timeline := text(t, bctx, "#timeline tbody")
 	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded",
 		"+web_search", "−bash", "changed", "intent", "web / test",
-		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // #28: the TurnEnded row shows its checkpoint
+		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // The TurnEnded row shows its checkpoint
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}
 	}
-	// R46: the turn was begun in the default mode, native deferral, where a
+	// The turn was begun in the default mode, native deferral, where a
 	// discovery references the tool after the cached prefix: its row keeps
 	// the prefix (the engine's catalog mode would show a discovery break,
 	// TestInspectorTimelineAndTurns).

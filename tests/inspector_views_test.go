@@ -36,7 +36,7 @@ const inspFitJS = `(() => {
   return bad;
 })()`
 
-// #29: the timeline fits its card at a wide and a narrow window (long
+// The timeline fits its card at a wide and a narrow window (long
 // gained/lost lists wrap or fold, the prefix column is not cut);
 // DeferredLoaded rows say what was loaded; not-loaded deferred tools say
 // "catalog"; and the turns card lists each turn's provider requests with
@@ -168,7 +168,7 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	}
 }
 
-// #29: the session list is paged in the page, 50 a page, with controls;
+// The session list is paged in the page, 50 a page, with controls;
 // the filter pages its matches; a linked session opens on its page.
 func TestInspectorSessionPages(t *testing.T) {
 	inspRequire(t)
@@ -290,7 +290,7 @@ func inspPolicyRegistry(t *testing.T) string {
 	return file
 }
 
-// #31: the channel policy card shows the registry's policy version, the
+// The channel policy card shows the registry's policy version, the
 // tools the policy withholds with the rule of each (the "*" rule outside
 // a turn, the turn's channel inside one), the recorded answers, and a
 // call-check form whose decision and rule are the call-check operation's.
@@ -425,7 +425,7 @@ func TestInspectorPolicyCard(t *testing.T) {
 	}
 }
 
-// #29: one error state. A bad session id shows a single message (no
+// One error state. A bad session id shows a single message (no
 // per-tool rows, no "live" badge); when the engine stops answering the
 // page shows the "offline" badge and still one message.
 func TestInspectorErrorAndOffline(t *testing.T) {

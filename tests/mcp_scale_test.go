@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// Issue #15 end to end, with the built binary: `engine registry import`
+// End to end, with the built binary: `engine registry import`
 // turns the MCP corpus into a registry, `engine serve` runs on it, a
 // session disables one server by pattern, and tool_search finds tools by
 // query and regex in the openai-native mode without changing the array;
@@ -76,7 +76,7 @@ func TestMCPScaleBinary(t *testing.T) {
 	}
 }
 
-// R45: every operation, over HTTP and NATS, on the MCP corpus imported as
+// Every operation, over HTTP and NATS, on the MCP corpus imported as
 // a registry (1,086 tools): each succeeds, a TurnEnded with 10 loaded
 // tools checkpoints them in a bounded event, resume after kill -9 of the
 // engine restores them, and no reply or event passes its bound

@@ -51,7 +51,7 @@ func pushRegistry(file, natsURL, dataDir string) (string, error) {
 	return string(out), err
 }
 
-// R11, R16, R20: with --registry-kv, a registry pushed to KV reaches the
+// With --registry-kv, a registry pushed to KV reaches the
 // running engine without a restart (versioned in the contract hash), the
 // prefix change is attributed to the registry, resume refuses the changed
 // contract, and the registry survives a restart.

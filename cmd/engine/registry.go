@@ -242,7 +242,7 @@ func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data [
 func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if c.NATS == "" {
 		// Without --nats this would start a server on the data directory
-		// and write the registry where no engine reads it (issue 12).
+		// and write the registry where no engine reads it.
 		return fmt.Errorf("registry push needs --nats URL: the NATS server of the engines serving with --registry-kv (e.g. --nats nats://127.0.0.1:4222)")
 	}
 	data, err := os.ReadFile(c.File)
