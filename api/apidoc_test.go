@@ -528,6 +528,7 @@ func renderAPIDoc(t *testing.T, requests, replies map[string]string) string {
 		op := opsByName[name]
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s\n\n", name, op.Summary)
 		fmt.Fprintf(&b, "- NATS: request to `tools.api.<channel>.%s`\n", op.Subject)
+		fmt.Fprintf(&b, "- Python: `Client.%s(...)` of [clients/python](python.md)\n", strings.ReplaceAll(name, "-", "_"))
 		fmt.Fprintf(&b, "- HTTP: `%s %s`", strings.Join(op.Methods, "` or `"), op.Path)
 		switch {
 		case slices.Contains(op.Methods, http.MethodGet) && slices.Contains(op.Methods, http.MethodPost):
