@@ -14,15 +14,6 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// AppendResult says where an append landed.
-type AppendResult struct {
-	// First and Last are the stream sequences of the first and last event.
-	First, Last uint64
-	// Duplicate is true when the server had already stored these events
-	// (a retried publish with the same ULIDs): nothing new was written.
-	Duplicate bool
-}
-
 // Append writes events to a session, all or nothing, provided the
 // session's last stored sequence is expected (0: the session has no
 // events). A stale expectation returns a *ConflictError (errors.Is

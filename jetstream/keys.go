@@ -17,37 +17,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// ErrKeyInUse is matched (errors.Is) by an append whose idempotency key
-// (its first event's id, a Nats-Msg-Id) is already used by an event of
-// another session, or claimed for another session. Nothing was
-// written and nothing of the other session is returned.
-var ErrKeyInUse = errors.New("idempotency key already used on another session")
-
-// KeyInUseError names the key refused and the session it was sent on (never
-// the session that holds it). Channel is set when the key is this
-// session's but was used by another channel than the one sending it.
-type KeyInUseError struct {
-	Key     string
-	Session string
-	Channel string
-}
-
-func (e *KeyInUseError) Error() string {
-	if e.Channel != "" {
-		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; use a new key for this append", e.Key, e.Session, e.Channel)
-	}
-	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; use a new key for this append", e.Key, e.Session)
-}
-
-// Unwrap makes errors.Is(err, ErrKeyInUse) true.
-func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
-
-// ErrKeyMismatch is matched (errors.Is) by an append whose idempotency key
-// this session used before with other commands (the IETF
-// Idempotency-Key draft's 422): nothing was written. It also matches
-// ErrKeyInUse: the key is taken, by another request.
-var ErrKeyMismatch = errors.New("idempotency key already used with other commands")
-
 // KeyMismatchError names the key, the commands it was first used with and
 // the commands sent now (their types: the digest says they differ, the
 // types say how).

@@ -40,10 +40,6 @@ const (
 	HeaderEventType = "Engine-Event-Type"
 )
 
-// MaxBatch is the largest multi-event append (the server's atomic batch
-// limit).
-const MaxBatch = 1000
-
 // LogConfig configures the event stream. The zero value is usable.
 type LogConfig struct {
 	// Prefix is the subject prefix: events go to <Prefix>.events.<session>.

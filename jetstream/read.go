@@ -15,34 +15,6 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// Record is one stored event as read back from the log. When the payload
-// cannot be decoded, Err says why and Envelope holds what could be
-// read of the header; the record is still returned so the caller can
-// report and skip it.
-type Record struct {
-	Seq     uint64
-	Subject string
-	Session string
-	Time    time.Time
-	// MsgID is the message's Nats-Msg-Id header as stored, "" when it has
-	// none; the fold checks it against the envelope id.
-	MsgID    string
-	Data     []byte
-	Envelope events.Envelope
-	Err      error
-	// First reports that the server stored the message on the condition
-	// that its subject held no earlier message (Nats-Expected-Last-
-	// Subject-Sequence: 0, as the engine appends a new session's first
-	// event or batch): the session had no events before it, so a
-	// projection need not read a view it cannot have.
-	First bool
-	// Held reports that the feed did not decode the record because its
-	// FeedConfig.Held said the consumer already holds the event (a writer
-	// of the same process handed it over): Envelope is zero and Err
-	// nil. Log.Decode decodes it when the consumer needs it after all.
-	Held bool
-}
-
 // Decode returns r decoded when the feed left it undecoded (Held); any
 // other record is returned as it is.
 func (l *Log) Decode(r Record) Record {
