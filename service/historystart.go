@@ -158,10 +158,12 @@ func compacted(r jetstream.Record) bool {
 }
 
 // readSlots bounds the history pages that fold at once to half the
-// processors (at least one): a page folds and resolves up to hundreds of
-// events, and many readers at once would take the CPU the writers need.
-// Pages beyond wait for a slot (their context bounds the wait). The zero
-// value is ready to use.
+// processors (at least one), and each slot to half of its time: a page
+// folds and resolves up to hundreds of events, and readers back to back
+// would take the CPU the writers need. A slot stays taken, after its page,
+// for as long as the page took, so history readers together use at most
+// a quarter of the processors. Pages beyond wait for a slot (their
+// context bounds the wait). The zero value is ready to use.
 type readSlots struct {
 	once  sync.Once
 	slots chan struct{}
@@ -171,7 +173,11 @@ func (r *readSlots) take(ctx context.Context) (release func(), err error) {
 	r.once.Do(func() { r.slots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) })
 	select {
 	case r.slots <- struct{}{}:
-		return func() { <-r.slots }, nil
+		start := time.Now()
+		return func() {
+			rest := time.Since(start)
+			time.AfterFunc(rest, func() { <-r.slots })
+		}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
