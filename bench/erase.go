@@ -22,7 +22,7 @@ import (
 
 // Lines of the erase-memory step (#30).
 const (
-	nameEraseReturned = "erase: event stream memory returned, %s sessions erased"
+	nameEraseReturned = "erase: event stream stored bytes returned, %s sessions erased"
 	nameEraseBefore   = "erase: process memory per session before erase, %s sessions"
 	nameEraseAfter    = "erase: process memory per session after erase, %s sessions"
 	nameEraseRate     = "erase: Engine.Erase, %d concurrent, %s sessions"
@@ -354,7 +354,8 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 	n := f.n
 	fixed := perSession(f.h9, f.h10, n) // an empty stream's own state, per session
 	streamBefore, streamAfter := perSession(f.h1, f.h0, n), perSession(f.h6, f.h7, n)-fixed
-	returned := 1 - streamAfter/streamBefore
+	heapReturned := 1 - streamAfter/streamBefore
+	returned := 1 - float64(f.bytesAfter)/float64(f.bytesBefore)
 	viewsBefore, projBefore := perSession(f.h3, f.h1, n), perSession(f.h2, f.h3, n)
 	procBefore, procAfter := perSession(f.h2, f.h0, n), perSession(f.h4, f.h0, n)
 	engAfter, auditHeap, viewsAfter := perSession(f.h4, f.h5, n), perSession(f.h5, f.h6, n), perSession(f.h7, f.h8, n)
@@ -365,11 +366,12 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 		return Line{Name: name, Unit: unit, Engine: v, Runs: 1, EngineRuns: []float64{v}, Note: note}
 	}
 	h.add(one(names[0], "fraction", returned, fmt.Sprintf(
-		"1 - after/before of the event stream's server memory per session (Go heap after 2 GCs and a scavenge, read %s after the last write; server and engine share the process; an erased id keeps its SessionDeleted and its subject as its tombstone, and the purged records leave the blocks and the server's delete maps at its sync interval, 2 min, so read sooner the figure can be negative): "+
+		"1 - after/before of the event stream's stored bytes (%d B before, %d B after: an erased id keeps its SessionDeleted and its subject as its tombstone, so a session of %d events keeps one). "+
+			"Its server memory per session returned: %.2f (1 - after/before of the Go heap after 2 GCs and a scavenge, read %s after the last write; server and engine share the process; the purged records leave the blocks and the server's delete maps at its sync interval, 2 min, so read sooner this figure can be negative): "+
 			"before = %.0f B/session = heap with the %d sessions stored (%d events each, raw publishes of the wire format, no projection) - heap of the baseline (streams made, a warm session erased), its per-block subject state (2 min expiry) still in, as in the memory step's server line; "+
 			"after = %.0f B/session = heap after erasing all of them through Engine.Erase (erasing engine dropped, audit stream deleted) - heap once the event stream is deleted too, less the fixed state of a fresh empty stream of the same configuration (%.0f B/session, made and deleted at the end: the baseline holds one too, so before excludes it); "+
 			"stream state before: %d subjects, %d msgs, %d B; after: %d subjects, %d msgs, %d B; a raw direct get last-by-subject of %d erased sessions found their SessionDeleted only (an erased id keeps it as its tombstone); the step's event stream has a %s dedupe window (engine default 2 min) so that no reading holds Nats-Msg-Ids",
-		settle, streamBefore, n, eraseEvents, streamAfter, fixed, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
+		f.bytesBefore, f.bytesAfter, eraseEvents, heapReturned, settle, streamBefore, n, eraseEvents, streamAfter, fixed, f.subjBefore, f.msgsBefore, f.bytesBefore, f.subjAfter, f.msgsAfter, f.bytesAfter, f.sampled, eraseDedupe)))
 	h.add(one(names[1], "B/session", procBefore, fmt.Sprintf(
 		"whole process (Go heap) per session with the %d sessions stored and folded, the projection running - the baseline: event stream %.0f B, views bucket %.0f B (one view each), running projection %.0f B (%d sessions cached); %d events published in %.1f s; process RSS at the baseline %.0f MB",
 		n, streamBefore, viewsBefore, projBefore, f.cachedBefore, n*eraseEvents, pub.Seconds(), float64(f.rssBefore)/1e6)))
@@ -382,8 +384,8 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 	h.add(one(names[4], "B/session", auditPer, fmt.Sprintf(
 		"the audit stream's stored bytes after the erase / the %d sessions erased (%d records on %d subjects, %d B; the warm session's record included); its server heap: %.0f B per erased session (by deleting it, dedupe entries of its 2 min window included)",
 		n, f.auditMsgs, f.auditSubjects, f.auditBytes, auditHeap)))
-	h.progress("erase-memory at %s: event stream %.0f -> %.0f B/session (%.2f returned), process %.0f -> %.0f B/session, %.0f sessions/s erased, audit %.0f B/session",
-		label, streamBefore, streamAfter, returned, procBefore, procAfter, rate, auditPer)
+	h.progress("erase-memory at %s: event stream %d -> %d B stored (%.2f returned), heap %.0f -> %.0f B/session (%.2f returned), process %.0f -> %.0f B/session, %.0f sessions/s erased, audit %.0f B/session",
+		label, f.bytesBefore, f.bytesAfter, returned, streamBefore, streamAfter, heapReturned, procBefore, procAfter, rate, auditPer)
 }
 
 // rawLastBySubject reads the last message of each session's subject with a

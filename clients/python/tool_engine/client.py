@@ -44,7 +44,7 @@ from .replies import (AppendReply, BudgetTable, CallCheckReply, CheckpointReply,
                       RegistryInfo, ResumeReply, Session, SessionList, TurnView)
 from .requests import (AppendRequest, BeginTurnRequest, CallCheckRequest, Command, CompactRequest,
                        DeleteRequest, DiscoverRequest, DispatchRequest, EmptyRequest, ExplainBatchRequest,
-                       ExplainRequest, HistoryRequest, IntentRequest, Override, RegistryDiffRequest,
+                       ExplainRequest, HistoryRequest, IntentRequest, Override, RegistryDiffRequest, RegistryRequest,
                        ResolveRequest, ResumeRequest, TurnRequest)
 
 DEFAULT_URL = "http://127.0.0.1:7420"
@@ -301,9 +301,15 @@ class Client:
         return self.request(BY_NAME["intent"], IntentRequest(session, self._min_seq(session, min_seq)))
 
     def resolve(self, session: str, *, profile: Optional[str] = None, provider: Optional[str] = None,
-                override: Optional[Override] = None, min_seq: Optional[int] = None) -> TurnView:
-        """Resolves a session's tools: the provider rendering, catalog and prefix hash (writes nothing)."""
-        req = ResolveRequest(session, profile, provider, override, self._min_seq(session, min_seq))
+                override: Optional[Override] = None, min_seq: Optional[int] = None,
+                list_offset: Optional[int] = None, list_limit: Optional[int] = None,
+                if_none_match: Optional[str] = None) -> TurnView:
+        """Resolves a session's tools: the provider rendering, catalog and
+        prefix hash (writes nothing). ``list_offset``/``list_limit`` page the
+        name lists; ``if_none_match`` (a ``rendering_hash`` held) leaves an
+        unchanged rendering out of the reply."""
+        req = ResolveRequest(session, profile, provider, override, self._min_seq(session, min_seq),
+                             list_offset, list_limit, if_none_match)
         return self.request(BY_NAME["resolve"], req)
 
     def history(self, session: str, *, until: Optional[str] = None, profile: Optional[str] = None,
@@ -351,35 +357,41 @@ class Client:
         return out
 
     def turn_begin(self, session: str, *, profile: Optional[str] = None, provider: Optional[str] = None,
-                   override: Optional[Override] = None, actor: Optional[str] = None) -> TurnView:
+                   override: Optional[Override] = None, actor: Optional[str] = None,
+                   if_none_match: Optional[str] = None) -> TurnView:
         """Begins the next turn: resolves and freezes the session's tools."""
-        out = self.request(BY_NAME["turn-begin"], BeginTurnRequest(session, profile, provider, override, actor))
+        req = BeginTurnRequest(session, profile, provider, override, actor, if_none_match)
+        out = self.request(BY_NAME["turn-begin"], req)
         self._wrote(session, out.seq)
         return out
 
     def turn_discover(self, session: str, *, input: Any = None, names: Optional[list[str]] = None,
                       provider: Optional[str] = None, call_id: Optional[str] = None, actor: Optional[str] = None,
-                      query_vector: Optional[list[float]] = None, view: Optional[str] = None) -> DiscoverReply:
+                      query_vector: Optional[list[float]] = None, view: Optional[str] = None,
+                      if_none_match: Optional[str] = None) -> DiscoverReply:
         """The model's tool_search call in the open turn: pass its input as
         it wrote it; return the reply's ``output`` to the model. ``view``
         "none" leaves the turn's next provider request out of the reply."""
-        req = DiscoverRequest(session, input, names, provider, call_id, actor, query_vector, view)
+        req = DiscoverRequest(session, input, names, provider, call_id, actor, query_vector, view, if_none_match)
         out = self.request(BY_NAME["turn-discover"], req)
         self._wrote(session, out.view.seq)
         return out
 
-    def turn_dispatch(self, session: str, *, provider: Optional[str] = None) -> TurnView:
+    def turn_dispatch(self, session: str, *, provider: Optional[str] = None,
+                      if_none_match: Optional[str] = None) -> TurnView:
         """The provider request of the open turn (its frozen tools), recording its classification."""
-        return self.request(BY_NAME["turn-dispatch"], DispatchRequest(session, provider))
+        return self.request(BY_NAME["turn-dispatch"], DispatchRequest(session, provider, if_none_match))
 
     def turn_inspect(self, session: str, *, actor: Optional[str] = None) -> DispatchRecord:
         """The classification the session's last dispatch recorded."""
         return self.request(BY_NAME["turn-inspect"], TurnRequest(session, actor))
 
-    def turn_call_check(self, session: str, tool: str) -> CallCheckReply:
+    def turn_call_check(self, session: str, tool: str, *, provider: Optional[str] = None) -> CallCheckReply:
         """Before executing a tool call: may ``tool`` run now? A refusal is
-        ``callable`` False with a reason, not an error."""
-        return self.request(BY_NAME["turn-call-check"], CallCheckRequest(session, tool))
+        ``callable`` False with a reason, not an error. ``provider`` is the
+        mode the call came from (absent: the turn's): in an engine-side mode
+        only resident and loaded tools are callable."""
+        return self.request(BY_NAME["turn-call-check"], CallCheckRequest(session, tool, provider))
 
     def turn_checkpoint(self, session: str, *, actor: Optional[str] = None) -> CheckpointReply:
         """Records a checkpoint (safe point) of the open turn."""
@@ -409,9 +421,11 @@ class Client:
         """The sessions that have a view."""
         return self.request(BY_NAME["sessions"], EmptyRequest())
 
-    def registry(self) -> RegistryInfo:
-        """The live registry: version, tools, defaults, presets, profiles."""
-        return self.request(BY_NAME["registry"], EmptyRequest())
+    def registry(self, *, tool_offset: Optional[int] = None, tool_limit: Optional[int] = None,
+                 tool_filter: Optional[str] = None) -> RegistryInfo:
+        """The live registry: version, tools, defaults, presets, profiles.
+        With ``tool_limit``, one page of the tools ``tool_filter`` keeps."""
+        return self.request(BY_NAME["registry"], RegistryRequest(tool_offset, tool_limit, tool_filter))
 
     def budget(self) -> BudgetTable:
         """The default session's per-turn token table, by a real tokenizer."""

@@ -74,7 +74,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("sessions", "sessions.list", "GET", "/v1/sessions", False,
               rq.EmptyRequest, rp.SessionList),
     Operation("registry", "registry.info", "GET", "/v1/registry", False,
-              rq.EmptyRequest, rp.RegistryInfo),
+              rq.RegistryRequest, rp.RegistryInfo),
     Operation("budget", "registry.budget", "GET", "/v1/budget", False,
               rq.EmptyRequest, rp.BudgetTable),
     Operation("registry-diff", "registry.diff", "POST", "/v1/registry/diff", False,

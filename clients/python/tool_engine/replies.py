@@ -16,7 +16,7 @@ from ._codec import field
 from .requests import Command, Intent
 
 __all__ = ["ContractEntry", "Checkpoint", "Rejection", "Session", "AppendReply", "Budget", "Classification",
-           "TurnView", "NativeForms", "Tool", "Match", "DiscoverReply", "DispatchRecord", "Grant",
+           "ViewLists", "EntryLists", "TurnView", "NativeForms", "Tool", "Match", "DiscoverReply", "DispatchRecord", "Grant",
            "CallCheckReply", "CheckpointReply", "ContractChange", "ResumeDecision", "ResumeOutcome",
            "ResumeReply", "EventRef", "Explanation", "ExplainBatchReply", "Compaction", "HistoryEntry",
            "History", "DeleteReply", "CompactReply", "SessionList", "RegistryTool", "Profile",
@@ -107,6 +107,39 @@ class Classification:
 
 
 @dataclass
+class ViewLists:
+    """Which page of a view's name lists a reply holds: entries [offset,
+    offset+limit) of each, with each full list's length; ``complete`` when
+    every list is whole."""
+
+    offset: int = 0
+    limit: int = 0
+    tools: int = 0
+    provider: int = 0
+    catalog: int = 0
+    classification: int = 0
+    unknown: int = 0
+    withheld: int = 0
+    droppable_references: int = 0
+    complete: bool = False
+
+
+@dataclass
+class EntryLists:
+    """The full length of each list of a history entry (or dispatch record)
+    whose lists were cut to 64 names."""
+
+    tools: int = 0
+    provider: int = 0
+    catalog: int = 0
+    gained: int = 0
+    lost: int = 0
+    resident: int = 0
+    deferred: int = 0
+    loaded: int = 0
+
+
+@dataclass
 class TurnView:
     """A resolution: ``rendering`` is the provider tools array to send as it
     is, ``catalog_text`` the deferred catalog for the system prompt, and
@@ -126,11 +159,16 @@ class TurnView:
     rendering: Any = None
     rendered_for: str = ""
     prefix_hash: str = ""
+    references_hash: str = ""
+    rendering_hash: str = ""
+    rendering_unchanged: bool = False
+    lists: ViewLists = field(factory=ViewLists)
     contract_hash: str = ""
     registry_version: str = ""
     budget: Budget = field(factory=Budget)
     classification: list[Classification] = field(factory=list)
     loaded: list[str] = field(factory=list)
+    droppable_references: list[str] = field(factory=list)
     no_events: bool = False
     policy: str = ""
     withheld: list[str] = field(factory=list)
@@ -191,6 +229,7 @@ class DispatchRecord:
     deferred: list[str] = field(factory=list)
     loaded: list[str] = field(factory=list)
     at_ms: int = 0
+    lists: Optional[EntryLists] = None
 
 
 @dataclass
@@ -220,6 +259,7 @@ class CallCheckReply:
     permission: str = ""
     deferred: bool = False
     loaded: bool = False
+    provider: str = ""
     channel: str = ""
     decision: str = ""
     rule: str = ""
@@ -350,12 +390,14 @@ class HistoryEntry:
     loaded: list[str] = field(factory=list)
     prefix_hash: str = ""
     prefix_changed: bool = False
+    references_hash: str = ""
     cause: str = ""
     turn: int = 0
     in_turn: bool = False
     registry_version: str = ""
     dispatch: Optional[DispatchRecord] = None
     compacted: Optional[Compaction] = None
+    lists: Optional[EntryLists] = None
 
 
 @dataclass
@@ -433,6 +475,7 @@ class RegistryInfo:
     """The live registry."""
 
     version: str = ""
+    tool_count: int = 0
     tools: list[RegistryTool] = field(factory=list)
     default_tools: list[str] = field(factory=list)
     resident_tools: list[str] = field(factory=list)
@@ -458,6 +501,7 @@ class BudgetTable:
     tools: int = 0
     resident_tools: int = 0
     deferred: list[str] = field(factory=list)
+    deferred_count: int = 0
     without_deferral: TokenCount = field(factory=TokenCount)
     with_deferral: TokenCount = field(factory=TokenCount)
     catalog: TokenCount = field(factory=TokenCount)
@@ -509,6 +553,7 @@ class RegistryImpact:
     diff: RegistryDiff = field(factory=RegistryDiff)
     sessions: int = 0
     prefix_changed: list[str] = field(factory=list)
+    references_changed: list[str] = field(factory=list)
     checkpoints: int = 0
     checkpoint_losses: list[CheckpointLoss] = field(factory=list)
 

@@ -17,7 +17,7 @@ from ._codec import field
 __all__ = ["Intent", "Override", "Command", "AppendRequest", "IntentRequest", "ResolveRequest",
            "HistoryRequest", "ExplainRequest", "ExplainBatchRequest", "ResumeRequest", "BeginTurnRequest",
            "DiscoverRequest", "DispatchRequest", "TurnRequest", "CallCheckRequest", "DeleteRequest",
-           "CompactRequest", "EmptyRequest", "RegistryDiffRequest", "LiveRequest"]
+           "CompactRequest", "EmptyRequest", "RegistryRequest", "RegistryDiffRequest", "LiveRequest"]
 
 # Shared values.
 
@@ -89,13 +89,21 @@ class IntentRequest:
 
 @dataclass
 class ResolveRequest:
-    """Resolves a session's tools for ``provider`` ("anthropic" by default)."""
+    """Resolves a session's tools for ``provider`` ("anthropic" by default).
+    ``list_offset`` and ``list_limit`` page the view's name lists (default
+    128 names, at most 1000; the reply's ``lists`` gives each full length);
+    ``if_none_match`` is the ``rendering_hash`` of a rendering the caller
+    holds: when it is still the view's, the reply leaves the rendering out
+    (``rendering_unchanged``); "*" leaves any rendering out."""
 
     session: str
     profile: Optional[str] = None
     provider: Optional[str] = None
     override: Optional[Override] = None
     min_seq: Optional[int] = None
+    list_offset: Optional[int] = None
+    list_limit: Optional[int] = None
+    if_none_match: Optional[str] = None
 
 
 @dataclass
@@ -152,6 +160,7 @@ class BeginTurnRequest:
     provider: Optional[str] = None
     override: Optional[Override] = None
     actor: Optional[str] = None
+    if_none_match: Optional[str] = None
 
 
 @dataclass
@@ -167,6 +176,7 @@ class DiscoverRequest:
     actor: Optional[str] = None
     query_vector: Optional[list[float]] = None
     view: Optional[str] = None
+    if_none_match: Optional[str] = None
 
 
 @dataclass
@@ -175,6 +185,7 @@ class DispatchRequest:
 
     session: str
     provider: Optional[str] = None
+    if_none_match: Optional[str] = None
 
 
 @dataclass
@@ -191,6 +202,7 @@ class CallCheckRequest:
 
     session: str
     tool: str
+    provider: Optional[str] = None
 
 
 @dataclass
@@ -214,7 +226,20 @@ class CompactRequest:
 
 @dataclass
 class EmptyRequest:
-    """The request of operations without parameters (sessions, registry, budget)."""
+    """The request of operations without parameters (sessions, budget)."""
+
+
+@dataclass
+class RegistryRequest:
+    """Asks for the live registry. Without ``tool_limit`` the reply lists
+    every tool; with it, the page [``tool_offset``, ``tool_offset`` +
+    ``tool_limit``) (at most 1000) of the tools ``tool_filter`` keeps (a
+    case-insensitive substring of the name), and the reply's ``tool_count``
+    says how many it keeps."""
+
+    tool_offset: Optional[int] = None
+    tool_limit: Optional[int] = None
+    tool_filter: Optional[str] = None
 
 
 @dataclass
