@@ -107,6 +107,15 @@ type Config struct {
 	// SkipRestart leaves out the cold start line that restarts the
 	// embedded server.
 	SkipRestart bool `json:"skip_restart"`
+	// ScaleSessions is the sessions (one event each) of the
+	// scale-restart step: restart after a clean stop and after kill -9,
+	// and engine rebuild, of an engine serve child process. Default
+	// 1,000,000, quick 10,000.
+	ScaleSessions int `json:"scale_sessions"`
+	// EngineBin is the engine executable the scale-restart step runs as
+	// a child process (engine bench sets it to its own executable).
+	// Required by that step.
+	EngineBin string `json:"-"`
 	// Only, when not empty, runs only the steps named (see Steps), to
 	// measure one lever at a time; the report then lacks the other lines.
 	Only []string `json:"only,omitempty"`
@@ -115,7 +124,7 @@ type Config struct {
 // Steps names the steps of a run, in order, for Config.Only.
 func Steps() []string {
 	return []string{"memory", "erase-memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
-		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart"}
+		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart", "scale-restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +150,7 @@ func (c Config) withDefaults() Config {
 	def(&c.AtomicBatchOps, 300, 30)
 	def(&c.EraseSessions, 100_000, 10_000)
 	def(&c.EraseConcurrency, 64, 64)
+	def(&c.ScaleSessions, 1_000_000, 10_000)
 	if len(c.RegistrySizes) == 0 {
 		c.RegistrySizes = []int{50, 500, 5000}
 	}
@@ -370,6 +380,7 @@ func ExpectedLines(cfg Config) []string {
 	if !cfg.SkipRestart {
 		out = append(out, nameColdRestart)
 	}
+	out = append(out, scaleRestartLineNames(cfg)...)
 	return out
 }
 
@@ -468,6 +479,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"cold start", h.coldStart},
 		{"scale-out", h.scaleOut},
 		{"restart", h.restart},
+		// Last: a child process with its own server, at a million
+		// sessions by default; nothing measured after it competes with
+		// its files.
+		{"scale restart", h.scaleRestart},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
