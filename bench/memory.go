@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -20,11 +22,12 @@ import (
 // caught up, and after the projection is dropped. Server per session
 // subject = stored - before; projection cache = caught up - after, per
 // cached session (the cache holds at most CacheSize sessions). The views
-// bucket is measured by deleting it (#28 item 1): with the event stream
-// already deleted, heap before - heap after deleting the bucket, per key.
-// (After - stored mixed the bucket's growth with the event stream's
-// per-subject state expiring during a long fold, and read -180 B per key
-// at 1M.) Each reading waits MemorySettle first.
+// bucket is measured by deleting it: with the event stream already
+// deleted, heap before - heap after deleting the bucket, per key (the
+// difference after - stored would mix the bucket's growth with the event
+// stream's per-subject state expiring during a long fold). Each reading
+// waits MemorySettle first. With ProfileDir set, a heap profile is
+// written at the stored and the folded readings.
 func (h *harness) memory(ctx context.Context) error {
 	type fig struct{ proj, server, rate float64 }
 	var figs []fig
@@ -53,6 +56,7 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		heap0, rss0 := heapAfterGC(), h.rss()
+		label := sessionsLabel(n)
 		sessions := sessionNames("m-", n)
 		start := time.Now()
 		if err := generate(ctx, h.rjs, prefix, sessions, 1); err != nil {
@@ -63,6 +67,9 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		heap1 := heapAfterGC()
+		if err := h.heapProfile(label, "stored"); err != nil {
+			return err
+		}
 		start = time.Now()
 		stop, err := runProjection(ctx, p, uint64(n+1), 20*time.Minute)
 		if err != nil {
@@ -74,6 +81,10 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		heap2 := heapAfterGC()
+		if err := h.heapProfile(label, "folded"); err != nil {
+			stop()
+			return err
+		}
 		cached := p.Cached()
 		stop()
 		p, mlog = nil, nil
@@ -88,7 +99,6 @@ func (h *harness) memory(ctx context.Context) error {
 			rate:   float64(n) / fold.Seconds(),
 		}
 		figs = append(figs, f)
-		label := sessionsLabel(n)
 		projLines = append(projLines, Line{Name: fmt.Sprintf(nameMemProjection, label), Unit: "B/session", Engine: f.proj, Runs: 1,
 			EngineRuns: []float64{f.proj},
 			Note:       fmt.Sprintf("Go heap held by the running projection after GC (%.1f MB) / the %d sessions in its cache (CacheSize 100k: 90-100k are kept; %d sessions folded, at %.0f events/s)", (float64(heap2)-float64(heap3))/1e6, cached, n, float64(n)/fold.Seconds())})
@@ -118,6 +128,27 @@ func (h *harness) memory(ctx context.Context) error {
 	return nil
 }
 
+// heapProfile writes the heap profile of the memory step at a size and
+// a point (stored: the events stored, nothing folded; folded: the
+// projection caught up) to <ProfileDir>/memory-<label>-<point>.heap.pprof
+// when ProfileDir is set: what holds the memory per session (the
+// server's per-subject state, the views, the projection's cache). The
+// heap was collected just before.
+func (h *harness) heapProfile(label, point string) error {
+	if h.cfg.ProfileDir == "" {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(h.cfg.ProfileDir, fmt.Sprintf("memory-%s-%s.heap.pprof", label, point)))
+	if err != nil {
+		return fmt.Errorf("memory: heap profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		return fmt.Errorf("memory: heap profile: %w", err)
+	}
+	return f.Close()
+}
+
 // viewsPerKey deletes the memory step's event stream, then its views
 // bucket, and returns the heap the bucket held per key: the difference
 // of the heap after GC before and after deleting it, both read with the
@@ -140,7 +171,7 @@ func (h *harness) viewsPerKey(ctx context.Context, prefix string, n int) (float6
 	return (float64(before) - float64(heapAfterGC())) / float64(n), nil
 }
 
-// nameMemFold is the fold rate line of each memory size (#28 item 1).
+// nameMemFold is the fold rate line of each memory size.
 const nameMemFold = "projection fold, one event for each of %s new sessions"
 
 // memoryFoldLineNames names the fold lines of cfg's memory sizes, in
@@ -155,8 +186,8 @@ func memoryFoldLineNames(cfg Config) []string {
 
 // addFoldLines adds the fold rate of each memory size, rate(i) for
 // MemorySessions[i]: past the reference size (100k, else the first) a
-// size must fold at >= 0.8 of its rate (#28: the scale cliff). A line
-// ExpectedLines does not list yet is left out.
+// size must fold at >= 0.8 of its rate (no cliff with the number of
+// sessions). A line ExpectedLines does not list yet is left out.
 func (h *harness) addFoldLines(rate func(int) float64) {
 	sizes := h.cfg.MemorySessions
 	ref := 0
