@@ -20,11 +20,12 @@ import (
 )
 
 // loadAll makes sure the states of the sessions of recs are cached. A
-// session known to have no view starts from the zero state without a read
-// (#28 item 1): its first event was stored on the condition that its
-// subject was empty (Record.First) and no feed folded it before, or the
-// feed rebuilds from the first event and never evicted it. The views of
-// the others are read concurrently, loadWorkers at a time.
+// session known to have no view starts from the zero state without a read:
+// its first event was stored on the condition that its subject was empty
+// (Record.First) and no feed folded it before, or the feed rebuilds from
+// the first event and never evicted it. The views of the others are read
+// concurrently, loadWorkers at a time; while rebuilding, only a view the
+// rebuild wrote is a base (rebuiltView).
 func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error {
 	type miss struct {
 		session string
@@ -32,6 +33,7 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 		rev     uint64
 		known   bool // rev is the view's revision (0: it has none)
 		read    bool // the view must be read
+		rebuilt bool // read with rebuiltView
 	}
 	var misses []miss
 	seen := make(map[string]bool)
@@ -49,6 +51,11 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 		case rec.Session == "":
 		case p.trustCache && !p.evicted.mayContain(rec.Session):
 			// Rebuilding: written unconditionally over any older view.
+		case p.trustCache:
+			// Rebuilding, maybe evicted: read back what the rebuild
+			// wrote. Record.First says nothing here: the views of an
+			// earlier fold are still in the bucket.
+			m.read, m.rebuilt = true, true
 		case rec.First && rec.Seq > p.feedStart:
 			m.known = true // no view: written on the condition there is none
 		default:
@@ -76,7 +83,11 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 				if !m.read {
 					continue
 				}
-				s, r, err := p.viewRev(ctx, m.session)
+				read := p.viewRev
+				if m.rebuilt {
+					read = p.rebuiltView
+				}
+				s, r, err := read(ctx, m.session)
 				if err != nil {
 					errs[w] = err
 					return
@@ -120,6 +131,31 @@ func (p *Projection) viewRev(ctx context.Context, session string) (aggregate.Sta
 	if err != nil {
 		return aggregate.State{Session: session}, 0, err
 	}
+	return p.decodeView(ctx, session, data, rev)
+}
+
+// rebuiltView reads, while the feed rebuilds every view from the first
+// event, the view of a session the evicted set may hold: the view this
+// rebuild wrote (a revision above rebuildFrom), else the zero state with
+// the revision read. A view stored before the rebuild is never a base to
+// fold on: the rebuild folds every view again from the log, and a false
+// positive of the evicted set must not keep a stale view, nor take a
+// session with a view for one without (its write, conditional on that
+// revision, would fail every time).
+func (p *Projection) rebuiltView(ctx context.Context, session string) (aggregate.State, uint64, error) {
+	data, rev, err := p.views.GetRev(ctx, session)
+	if err != nil {
+		return aggregate.State{Session: session}, 0, err
+	}
+	if rev <= p.rebuildFrom {
+		return aggregate.State{Session: session}, rev, nil
+	}
+	return p.decodeView(ctx, session, data, rev)
+}
+
+// decodeView is the state of a session's view read at rev: the fold of
+// its log when it has none or this build cannot decode it.
+func (p *Projection) decodeView(ctx context.Context, session string, data []byte, rev uint64) (aggregate.State, uint64, error) {
 	if data == nil {
 		// No view: a new session, or a view lost with a damaged views
 		// file. Never serve the defaults for a session with events: fold
