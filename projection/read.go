@@ -363,51 +363,85 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	fixed := 0
-	for _, s := range keys {
-		if events.ValidateSessionID(s) != nil {
-			continue
-		}
-		v, err := p.viewOf(ctx, s)
-		if err != nil {
-			return fixed, err
-		}
-		last, err := p.log.LeaderLastSeq(ctx, s)
-		if err != nil {
-			return fixed, err
-		}
-		if v.LastSeq <= last || (v.Deleted() && last == 0) {
-			continue // in step; or erased (#30): its view is the deleted state, its events purged on purpose
-		}
-		// Through last, read from the stream's leader where a replica
-		// behind it ends the direct gets early: the view written here is
-		// final (the feed acknowledged these events long ago).
-		st := aggregate.State{Session: s}
-		if last > 0 {
-			recs, err := p.log.ReadSessionThrough(ctx, s, 1, last)
-			if err != nil {
-				return fixed, err
-			}
-			for _, r := range recs {
-				if err := p.foldRecord(ctx, &st, r); err != nil {
-					return fixed, err
+	// Each view costs a view read and a request to the stream leader:
+	// loadWorkers at a time, as a fold's view reads.
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		fixed atomic.Int64
+		errs  = make([]error, loadWorkers)
+	)
+	for w := range loadWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) || ctx.Err() != nil {
+					return
+				}
+				ok, err := p.reconcileView(ctx, keys[i])
+				if err != nil {
+					errs[w] = err
+					next.Store(int64(len(keys))) // the others stop too
+					return
+				}
+				if ok {
+					fixed.Add(1)
 				}
 			}
-		}
-		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
-		// A session the log holds nothing of gets the zero view (no KV
-		// delete: a tombstone would hide the key's revision from the
-		// conditional writes).
-		data, err := aggregate.MarshalState(st)
-		if err == nil {
-			err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
-		}
-		if err != nil {
-			return fixed, err
-		}
-		fixed++
+		})
 	}
-	return fixed, nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return int(fixed.Load()), err
+	}
+	return int(fixed.Load()), ctx.Err()
+}
+
+// reconcileView corrects session's view when it claims a sequence beyond
+// the session's last in the log (see Reconcile), and reports whether it
+// did.
+func (p *Projection) reconcileView(ctx context.Context, s string) (bool, error) {
+	if events.ValidateSessionID(s) != nil {
+		return false, nil
+	}
+	v, err := p.viewOf(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	last, err := p.log.LeaderLastSeq(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	if v.LastSeq <= last || (v.Deleted() && last == 0) {
+		return false, nil // in step; or erased: its view is the deleted state, its events purged on purpose
+	}
+	// Through last, read from the stream's leader where a replica
+	// behind it ends the direct gets early: the view written here is
+	// final (the feed acknowledged these events long ago).
+	st := aggregate.State{Session: s}
+	if last > 0 {
+		recs, err := p.log.ReadSessionThrough(ctx, s, 1, last)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range recs {
+			if err := p.foldRecord(ctx, &st, r); err != nil {
+				return false, err
+			}
+		}
+	}
+	p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
+	// A session the log holds nothing of gets the zero view (no KV
+	// delete: a tombstone would hide the key's revision from the
+	// conditional writes).
+	data, err := aggregate.MarshalState(st)
+	if err == nil {
+		err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Cached is the number of sessions whose state the projection holds in
