@@ -18,6 +18,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -47,8 +48,9 @@ const enginePrefix = "tools"
 // ScaleSessions sessions, the engine running as its own process
 // (Config.EngineBin serve) on its embedded server, as an operator runs it:
 //
-//   - its sessions' events (one each) are published to the running
-//     engine, which folds them into its views as they come;
+//   - its sessions' events (one each, with the headers the engine puts
+//     on a session's first event) are published to the running engine,
+//     which folds them into its views as they come;
 //   - restart after a clean stop (SIGTERM): time from exec to /readyz
 //     200, beside the embedded server alone started on the same data
 //     directory until the event stream answers (the floor: the server
@@ -274,11 +276,31 @@ func (h *harness) scaleFill(ctx context.Context, c *engineChild, n int) error {
 	if err != nil {
 		return err
 	}
-	if err := generate(ctx, js, enginePrefix, sessionNames("r-", n), 1); err != nil {
+	if err := generateFirst(ctx, js, enginePrefix, sessionNames("r-", n)); err != nil {
 		return err
 	}
 	_, err = c.waitFolded(ctx, float64(n), 20*time.Minute)
 	return err
+}
+
+// generateFirst publishes one event to each session with the headers the
+// engine puts on a session's first event: the event id as Nats-Msg-Id and
+// the expected last subject sequence 0 (a projection then knows the
+// session had no view before it).
+func generateFirst(ctx context.Context, js njs.JetStream, prefix string, sessions []string) error {
+	return publishPipelined(ctx, js, len(sessions), 2048, func(i int) (*nats.Msg, error) {
+		s := sessions[i]
+		e := events.New(s, "bench", "gen", genPayload(0))
+		data, err := events.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		m := nats.NewMsg(prefix + ".events." + s)
+		m.Data = data
+		m.Header.Set("Nats-Msg-Id", e.ID)
+		m.Header.Set(njs.ExpectedLastSubjSeqHeader, "0")
+		return m, nil
+	})
 }
 
 // serverReady starts the embedded server alone on dir, waits until its
