@@ -87,6 +87,11 @@ type Config struct {
 	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
 	// include those caches); negative waits not at all in either mode.
 	MemorySettle time.Duration `json:"memory_settle_ns"`
+	// MemoryIdle is how long the memory step's largest event stream stays
+	// untouched, after its fold, before the idle server line reads it:
+	// its dedupe window and the server's expiry of per-block subject
+	// state. Default 2m, quick 0 (read at once); negative: 0.
+	MemoryIdle time.Duration `json:"memory_idle_ns"`
 	// EraseSessions is the sessions of the erase-memory step,
 	// created, measured, erased and measured again. Default 100,000,
 	// quick 10,000 (at 2,000 and 5,000 the event stream's fixed caches, about 5 MB,
@@ -169,6 +174,10 @@ func (c Config) withDefaults() Config {
 	if c.MemorySettle == 0 && !c.Quick {
 		c.MemorySettle = 11 * time.Second
 	}
+	if c.MemoryIdle == 0 && !c.Quick {
+		c.MemoryIdle = 2 * time.Minute
+	}
+	c.MemoryIdle = max(0, c.MemoryIdle)
 	if c.ColdSessions > c.ColdEvents {
 		c.ColdSessions = c.ColdEvents
 	}
@@ -375,6 +384,7 @@ func ExpectedLines(cfg Config) []string {
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemServer, sessionsLabel(n)))
 	}
+	out = append(out, fmt.Sprintf(nameMemServerIdle, sessionsLabel(slices.Max(cfg.MemorySessions))))
 	out = append(out, memoryFoldLineNames(cfg)...)
 	out = append(out, eraseLineNames(cfg)...)
 	if !cfg.SkipRestart {
@@ -405,6 +415,7 @@ const (
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"
 	nameMemServer        = "memory per session subject, server, %s sessions"
+	nameMemServerIdle    = "memory per idle session subject, server, %s sessions"
 	nameColdRestart      = "cold start incl. server restart"
 )
 

@@ -27,11 +27,13 @@ import (
 // difference after - stored would mix the bucket's growth with the event
 // stream's per-subject state expiring during a long fold). Each reading
 // waits MemorySettle first. With ProfileDir set, a heap profile is
-// written at the stored and the folded readings.
+// written at the stored and the folded readings, and a CPU profile of
+// the fold.
 func (h *harness) memory(ctx context.Context) error {
 	type fig struct{ proj, server, rate float64 }
 	var figs []fig
 	var projLines, serverLines []Line
+	largest := slices.Max(h.cfg.MemorySessions)
 	for idx, n := range h.cfg.MemorySessions {
 		prefix := fmt.Sprintf("mem%d", idx)
 		if _, err := jetstream.OpenLog(ctx, h.rawNC, jetstream.LogConfig{Prefix: prefix}); err != nil {
@@ -70,12 +72,18 @@ func (h *harness) memory(ctx context.Context) error {
 		if err := h.heapProfile(label, "stored"); err != nil {
 			return err
 		}
-		start = time.Now()
-		stop, err := runProjection(ctx, p, uint64(n+1), 20*time.Minute)
+		endProfile, err := h.cpuProfile(fmt.Sprintf("memory-%s-fold", label))
 		if err != nil {
 			return err
 		}
+		start = time.Now()
+		stop, err := runProjection(ctx, p, uint64(n+1), 20*time.Minute)
 		fold := time.Since(start)
+		folded := time.Now() // the event stream's blocks were last read
+		endProfile()
+		if err != nil {
+			return err
+		}
 		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			stop()
 			return err
@@ -89,7 +97,11 @@ func (h *harness) memory(ctx context.Context) error {
 		stop()
 		p, mlog = nil, nil
 		heap3, rss1 := heapAfterGC(), h.rss()
-		views, err := h.viewsPerKey(ctx, prefix, n)
+		idleFrom := time.Time{}
+		if n == largest {
+			idleFrom = folded
+		}
+		views, err := h.storePerKey(ctx, prefix, n, idleFrom)
 		if err != nil {
 			return err
 		}
@@ -128,6 +140,24 @@ func (h *harness) memory(ctx context.Context) error {
 	return nil
 }
 
+// cpuProfile starts the CPU profile <ProfileDir>/<name>.cpu.pprof when
+// ProfileDir is set (the whole process: server, projection, publisher)
+// and returns what stops it.
+func (h *harness) cpuProfile(name string) (stop func(), err error) {
+	if h.cfg.ProfileDir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(h.cfg.ProfileDir, name+".cpu.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("memory: CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("memory: CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // heapProfile writes the heap profile of the memory step at a size and
 // a point (stored: the events stored, nothing folded; folded: the
 // projection caught up) to <ProfileDir>/memory-<label>-<point>.heap.pprof
@@ -149,13 +179,33 @@ func (h *harness) heapProfile(label, point string) error {
 	return f.Close()
 }
 
-// viewsPerKey deletes the memory step's event stream, then its views
+// storePerKey deletes the memory step's event stream, then its views
 // bucket, and returns the heap the bucket held per key: the difference
 // of the heap after GC before and after deleting it, both read with the
 // event stream gone (its per-subject state no longer shrinking between
-// them).
-func (h *harness) viewsPerKey(ctx context.Context, prefix string, n int) (float64, error) {
-	if err := h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix)); err != nil {
+// them). When idleFrom is set (the largest size), it first waits until
+// the event stream has been idle since then for MemoryIdle and
+// MemorySettle, and adds the idle server line: the heap the stream held
+// per session subject then (the difference before and after deleting
+// it), once its dedupe entries and per-block subject state expired.
+func (h *harness) storePerKey(ctx context.Context, prefix string, n int, idleFrom time.Time) (float64, error) {
+	if !idleFrom.IsZero() {
+		wait := time.Until(idleFrom.Add(h.cfg.MemoryIdle + max(0, h.cfg.MemorySettle)))
+		h.progress("memory at %s sessions: waiting %.0f s for the event stream to be idle for %s", sessionsLabel(n), max(0, wait.Seconds()), h.cfg.MemoryIdle+max(0, h.cfg.MemorySettle))
+		if err := jetstream.Sleep(ctx, wait); err != nil {
+			return 0, err
+		}
+		before := heapAfterGC()
+		if err := h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix)); err != nil {
+			return 0, fmt.Errorf("memory: delete the event stream: %w", err)
+		}
+		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+			return 0, err
+		}
+		idle := (float64(before) - float64(heapAfterGC())) / float64(n)
+		h.add(Line{Name: fmt.Sprintf(nameMemServerIdle, sessionsLabel(n)), Unit: "B/session", Engine: idle, Runs: 1, EngineRuns: []float64{idle},
+			Note: fmt.Sprintf("Go heap the embedded server gives back when the event stream of %d sessions (one event each) is deleted, read after the stream was idle for %s (no write, no read since the fold): its dedupe entries (2 min window) and per-block subject state have expired, its per-subject index is what stays per idle session; the fixed state of one stream is in the figure", n, h.cfg.MemoryIdle+max(0, h.cfg.MemorySettle))})
+	} else if err := h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix)); err != nil {
 		return 0, fmt.Errorf("memory: delete the event stream: %w", err)
 	}
 	if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {

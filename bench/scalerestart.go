@@ -110,13 +110,18 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 		cleanFolded = append(cleanFolded, folded)
 		return d, err
 	}
-	raw := func(ctx context.Context, _ int) (float64, error) { return serverReady(ctx, data, &cr, uint64(n)) }
+	var sizes storeSizes
+	raw := func(ctx context.Context, _ int) (float64, error) {
+		d, sz, err := serverReady(ctx, data, &cr, uint64(n))
+		sizes = sz
+		return d, err
+	}
 	l, err := h.scalePair(ctx, names[0], engine, raw)
 	if err != nil {
 		return err
 	}
 	refoldTarget(&l, cleanFolded, n)
-	l.Note = fmt.Sprintf("engine = exec of engine serve on the data directory of %d sessions (one event each, folded live as they were published; every view written), SIGTERM'd at rest (it stopped in %.1f s), until /readyz answers 200 (the projection caught up), then SIGTERM; events folded at each restart %v; raw = the embedded server alone on the same directory (StartEmbedded, then the event stream's info), shut down", n, stopDur.Seconds(), cleanFolded)
+	l.Note = fmt.Sprintf("engine = exec of engine serve on the data directory of %d sessions (one event each, folded live as they were published; every view written), SIGTERM'd at rest (it stopped in %.1f s), until /readyz answers 200 (the projection caught up), then SIGTERM; events folded at each restart %v; raw = the embedded server alone on the same directory (StartEmbedded, then the event stream's info), shut down; stored: event stream %.0f B per session, views bucket %.0f B per session", n, stopDur.Seconds(), cleanFolded, float64(sizes.events)/float64(n), float64(sizes.views)/float64(n))
 	h.add(l)
 
 	// Restart after kill -9: the process is killed once it is ready and
@@ -141,7 +146,7 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 		return d, err
 	}
 	raw = func(ctx context.Context, _ int) (float64, error) {
-		d, err := serverReady(ctx, killed, &cr, uint64(n))
+		d, _, err := serverReady(ctx, killed, &cr, uint64(n))
 		_ = os.RemoveAll(killed)
 		return d, err
 	}
@@ -303,34 +308,43 @@ func generateFirst(ctx context.Context, js njs.JetStream, prefix string, session
 	})
 }
 
+// storeSizes are the bytes the event stream and the views bucket store.
+type storeSizes struct{ events, views uint64 }
+
 // serverReady starts the embedded server alone on dir, waits until its
 // event stream answers with n messages, shuts it down, and returns the
-// time from the start to the answer (s).
-func serverReady(ctx context.Context, dir string, cr *jetstream.Credentials, n uint64) (float64, error) {
+// time from the start to the answer (s), and the stores' sizes.
+func serverReady(ctx context.Context, dir string, cr *jetstream.Credentials, n uint64) (float64, storeSizes, error) {
+	var sz storeSizes
 	start := time.Now()
 	srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir, Host: "127.0.0.1", Credentials: cr, Command: "engine bench"})
 	if err != nil {
-		return 0, err
+		return 0, sz, err
 	}
 	defer srv.Shutdown()
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(cr.Engine.User, cr.Engine.Password), nats.Name("bench-scale-raw"))
 	if err != nil {
-		return 0, err
+		return 0, sz, err
 	}
 	defer nc.Close()
 	js, err := njs.New(nc)
 	if err != nil {
-		return 0, err
+		return 0, sz, err
 	}
 	s, err := js.Stream(ctx, jetstream.EventStreamName(enginePrefix))
 	if err != nil {
-		return 0, fmt.Errorf("event stream on the restarted server: %w", err)
+		return 0, sz, fmt.Errorf("event stream on the restarted server: %w", err)
 	}
 	d := time.Since(start).Seconds()
-	if s.CachedInfo().State.Msgs != n {
-		return 0, fmt.Errorf("event stream on the restarted server holds %d messages, want %d", s.CachedInfo().State.Msgs, n)
+	st := s.CachedInfo().State
+	if st.Msgs != n {
+		return 0, sz, fmt.Errorf("event stream on the restarted server holds %d messages, want %d", st.Msgs, n)
 	}
-	return d, nil
+	sz.events = st.Bytes
+	if v, err := js.Stream(ctx, "KV_"+strings.ToUpper(enginePrefix)+"_VIEWS"); err == nil {
+		sz.views = v.CachedInfo().State.Bytes
+	}
+	return d, sz, nil
 }
 
 // rebuildLine runs engine rebuild on data (the engine stopped) and
