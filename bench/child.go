@@ -169,6 +169,22 @@ func (c *engineChild) kill() {
 	c.stderr.Close()
 }
 
+// rss is the child's resident set size in bytes (Linux /proc; 0
+// elsewhere).
+func (c *engineChild) rss() uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // tail is the end of a log file, for an error message.
 func tail(path string) string {
 	data, err := os.ReadFile(path)

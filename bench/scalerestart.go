@@ -105,9 +105,10 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 
 	// Restart after a clean stop, beside the server alone.
 	var cleanFolded []float64
+	var rss uint64
 	engine := func(ctx context.Context, _ int) (float64, error) {
-		d, folded, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
-		cleanFolded = append(cleanFolded, folded)
+		d, folded, r, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
+		cleanFolded, rss = append(cleanFolded, folded), r
 		return d, err
 	}
 	var sizes storeSizes
@@ -121,7 +122,7 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 		return err
 	}
 	refoldTarget(&l, cleanFolded, n)
-	l.Note = fmt.Sprintf("engine = exec of engine serve on the data directory of %d sessions (one event each, folded live as they were published; every view written), SIGTERM'd at rest (it stopped in %.1f s), until /readyz answers 200 (the projection caught up), then SIGTERM; events folded at each restart %v; raw = the embedded server alone on the same directory (StartEmbedded, then the event stream's info), shut down; stored: event stream %.0f B per session, views bucket %.0f B per session", n, stopDur.Seconds(), cleanFolded, float64(sizes.events)/float64(n), float64(sizes.views)/float64(n))
+	l.Note = fmt.Sprintf("engine = exec of engine serve on the data directory of %d sessions (one event each, folded live as they were published; every view written), SIGTERM'd at rest (it stopped in %.1f s), until /readyz answers 200 (the projection caught up), then SIGTERM; events folded at each restart %v; raw = the embedded server alone on the same directory (StartEmbedded, then the event stream's info), shut down; stored: event stream %.0f B per session, views bucket %.0f B per session; engine serve's RSS once ready and its session read: %.0f MB", n, stopDur.Seconds(), cleanFolded, float64(sizes.events)/float64(n), float64(sizes.views)/float64(n), float64(rss)/1e6)
 	h.add(l)
 
 	// Restart after kill -9: the process is killed once it is ready and
@@ -141,7 +142,7 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 		if err := prepare(ctx); err != nil {
 			return 0, err
 		}
-		d, folded, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
+		d, folded, _, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
 		killFolded = append(killFolded, folded)
 		return d, err
 	}
@@ -176,7 +177,7 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 	}
 	h.add(rl)
 	var afterFolded []float64
-	d, f, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
+	d, f, _, err := h.scaleRestartOnce(ctx, bin, data, logPath(), probe)
 	if err != nil {
 		return err
 	}
@@ -230,12 +231,12 @@ func refoldTarget(l *Line, folded []float64, n int) {
 
 // scaleRestartOnce starts engine serve on data, waits until it is ready
 // and its projection has nothing pending, reads probe's view over HTTP,
-// and stops it with SIGTERM. It returns the time to ready (s) and the
-// events its projection folded.
-func (h *harness) scaleRestartOnce(ctx context.Context, bin, data, logPath, probe string) (float64, float64, error) {
+// and stops it with SIGTERM. It returns the time to ready (s), the
+// events its projection folded and its RSS before the stop.
+func (h *harness) scaleRestartOnce(ctx context.Context, bin, data, logPath, probe string) (float64, float64, uint64, error) {
 	c, err := startChild(ctx, bin, data, logPath)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	folded, err := c.waitFolded(ctx, 0, 10*time.Minute)
 	if err == nil {
@@ -243,12 +244,13 @@ func (h *harness) scaleRestartOnce(ctx context.Context, bin, data, logPath, prob
 	}
 	if err != nil {
 		c.kill()
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
+	rss := c.rss()
 	if err := c.stop(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return c.readyDur.Seconds(), folded, nil
+	return c.readyDur.Seconds(), folded, rss, nil
 }
 
 // checkProbe reads session's view over the child's HTTP API: it must
