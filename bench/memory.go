@@ -30,7 +30,7 @@ import (
 // written at the stored and the folded readings, and a CPU profile of
 // the fold.
 func (h *harness) memory(ctx context.Context) error {
-	type fig struct{ proj, server, rate float64 }
+	type fig struct{ proj, server, rate, cpu, cores float64 }
 	var figs []fig
 	var projLines, serverLines []Line
 	largest := slices.Max(h.cfg.MemorySessions)
@@ -76,9 +76,9 @@ func (h *harness) memory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		start = time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		stop, err := runProjection(ctx, p, uint64(n+1), 20*time.Minute)
-		fold := time.Since(start)
+		fold, cpu := time.Since(start), processCPU()-cpu0
 		folded := time.Now() // the event stream's blocks were last read
 		endProfile()
 		if err != nil {
@@ -109,6 +109,8 @@ func (h *harness) memory(ctx context.Context) error {
 			proj:   (float64(heap2) - float64(heap3)) / float64(max(cached, 1)),
 			server: (float64(heap1) - float64(heap0)) / float64(n),
 			rate:   float64(n) / fold.Seconds(),
+			cpu:    float64(cpu.Microseconds()) / float64(n),
+			cores:  cpu.Seconds() / fold.Seconds(),
 		}
 		figs = append(figs, f)
 		projLines = append(projLines, Line{Name: fmt.Sprintf(nameMemProjection, label), Unit: "B/session", Engine: f.proj, Runs: 1,
@@ -136,7 +138,7 @@ func (h *harness) memory(ctx context.Context) error {
 	for _, l := range serverLines {
 		h.add(l)
 	}
-	h.addFoldLines(func(i int) float64 { return figs[i].rate })
+	h.addFoldLines(func(i int) (float64, float64, float64) { return figs[i].rate, figs[i].cpu, figs[i].cores })
 	return nil
 }
 
@@ -234,11 +236,15 @@ func memoryFoldLineNames(cfg Config) []string {
 	return out
 }
 
-// addFoldLines adds the fold rate of each memory size, rate(i) for
-// MemorySessions[i]: past the reference size (100k, else the first) a
-// size must fold at >= 0.8 of its rate (no cliff with the number of
-// sessions). A line ExpectedLines does not list yet is left out.
-func (h *harness) addFoldLines(rate func(int) float64) {
+// addFoldLines adds the fold rate of each memory size, fig(i) for
+// MemorySessions[i] (events/s, the process's CPU µs per event and the
+// cores it had during the fold): past the reference size (100k, else the
+// first) a size must fold at >= 0.8 of its rate (no cliff with the number
+// of sessions). The CPU per event says what the rate is on a machine
+// whose other work takes cores. A line ExpectedLines does not list yet
+// is left out.
+func (h *harness) addFoldLines(fig func(int) (rate, cpu, cores float64)) {
+	rate := func(i int) float64 { r, _, _ := fig(i); return r }
 	sizes := h.cfg.MemorySessions
 	ref := 0
 	for i, n := range sizes {
@@ -253,8 +259,9 @@ func (h *harness) addFoldLines(rate func(int) float64) {
 		if !slices.Contains(expected, name) {
 			continue
 		}
+		_, cpu, cores := fig(i)
 		l := Line{Name: name, Unit: "events/s", Engine: rate(i), Runs: 1, EngineRuns: []float64{rate(i)},
-			Note: fmt.Sprintf("the memory step's fold: a fresh projection (CacheSize 100k) folding one event of each of %d sessions on a fresh stream, from its start until WaitApplied; past the cache size a new session must cost no view read", n)}
+			Note: fmt.Sprintf("the memory step's fold: a fresh projection (CacheSize 100k) folding one event of each of %d sessions on a fresh stream, from its start until WaitApplied; past the cache size a new session must cost no view read; the process (server, projection) used %.1f µs of CPU per event, %.2f cores on average", n, cpu, cores)}
 		if i > ref {
 			l.Target = fmt.Sprintf(">= 0.8 of the %s rate (%.0f events/s)", sessionsLabel(sizes[ref]), rate(ref))
 			l.Met = bptr(rate(i) >= 0.8*rate(ref))
