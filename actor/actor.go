@@ -1,4 +1,4 @@
-// Package actor seals the actor an event records (#30): stored as written
+// Package actor seals the actor an event records: stored as written
 // (plain), as a keyed hash (hash), or encrypted under a per-person data
 // key that can be destroyed (encrypt: crypto-shredding), so forgetting a
 // person never rewrites the log.

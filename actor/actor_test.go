@@ -50,7 +50,7 @@ func (k *memKeys) Destroy(_ context.Context, id string) error {
 
 var opKey = []byte("0123456789abcdef0123456789abcdef")
 
-// #30: hash mode is deterministic (same key and actor, same token), keyed
+// Hash mode is deterministic (same key and actor, same token), keyed
 // (another key, another token), carries no actor bytes, and reveal gives
 // the token back as stored.
 func TestHashDeterministic(t *testing.T) {
@@ -79,7 +79,7 @@ func TestHashDeterministic(t *testing.T) {
 	}
 }
 
-// #30: encrypt mode round-trips, each seal differs (random nonce), the
+// Encrypt mode round-trips, each seal differs (random nonce), the
 // key store names no person and holds the data key wrapped; forget makes
 // every earlier value erased, also after the person writes again under a
 // new key; another operator key is ErrWrongKey, not erased.
@@ -139,7 +139,7 @@ func TestEncryptForget(t *testing.T) {
 	}
 }
 
-// #30: the longest actor that fits is sealed within the event format's
+// The longest actor that fits is sealed within the event format's
 // limit; a longer one is refused with ErrTooLong.
 func TestEncryptLength(t *testing.T) {
 	ctx := context.Background()
@@ -153,7 +153,7 @@ func TestEncryptLength(t *testing.T) {
 	}
 }
 
-// #30: configuration errors name the problem.
+// Configuration errors name the problem.
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []struct {
 		cfg  actor.Config
@@ -195,7 +195,7 @@ func (k *countingKeys) Get(ctx context.Context, id string) ([]byte, error) {
 	return k.memKeys.Get(ctx, id)
 }
 
-// #30: a Revealer reads each person's key once for a whole page of their
+// A Revealer reads each person's key once for a whole page of their
 // events (each sealed with its own nonce), reveals the same names as
 // Sealer.Reveal, and a Revealer made after a forget shows the person as
 // erased.

@@ -37,8 +37,8 @@ func benchLog(b *testing.B) [][]byte {
 	return out
 }
 
-// R24: the cost of rebuilding a session from its log (decode + the fold's
-// rules + apply, per event, R28); snapshots bound how many events this runs
+// The cost of rebuilding a session from its log (decode + the fold's
+// rules + apply, per event); snapshots bound how many events this runs
 // over.
 func BenchmarkDecodeFold(b *testing.B) {
 	log := benchLog(b)
@@ -64,7 +64,7 @@ func BenchmarkDecodeFold(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(log)), "ns/event")
 }
 
-// R24: Apply alone, per event.
+// Apply alone, per event.
 func BenchmarkApply(b *testing.B) {
 	log := benchLog(b)
 	envs := make([]events.Envelope, len(log))
@@ -85,7 +85,7 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(envs)), "ns/event")
 }
 
-// R24: snapshot encode + decode of a folded state.
+// Snapshot encode + decode of a folded state.
 func BenchmarkMarshalState(b *testing.B) {
 	log := benchLog(b)
 	var s State
@@ -105,7 +105,7 @@ func BenchmarkMarshalState(b *testing.B) {
 	}
 }
 
-// R25: explaining one tool over a session's log: the fold plus one
+// Explaining one tool over a session's log: the fold plus one
 // registry explanation per event that changes the intent. Compare with
 // BenchmarkDecodeFold's fold alone (events are decoded once, outside the
 // loop, here).

@@ -6,7 +6,7 @@ import (
 )
 
 // Blame folds a session's events and tracks which event last changed the
-// explanation of one tool (R25): the event after which the registry's
+// explanation of one tool: the event after which the registry's
 // Explain of the session's request differs in its outcome (Included) or
 // its deciding rule (Rule) from what it was just before that event, with
 // no later event changing either again. When no event changed them, the
@@ -39,7 +39,7 @@ func NewBlame(reg *resolver.Registry, session, tool string, override intent.Over
 }
 
 // NewChannelBlame is NewBlame for the tools of channel, whose policy
-// narrows the registry's resolutions (#31).
+// narrows the registry's resolutions.
 func NewChannelBlame(reg *resolver.Registry, session, tool string, override intent.Override, profile, channel string) *Blame {
 	b := &Blame{state: State{Session: session}, reg: reg, tool: tool,
 		req: resolver.Request{Override: override, Profile: profile, Channel: channel}}
@@ -54,7 +54,7 @@ func (b *Blame) explain() resolver.Explanation {
 
 // Apply folds one event as read from the log (see State.ApplyStored) and
 // reports whether it changed the tool's explanation; if so, its sequence
-// becomes the blamed event. An event the fold does not apply (R26, R28)
+// becomes the blamed event. An event the fold does not apply
 // changes nothing and is never blamed.
 func (b *Blame) Apply(ev Stored) bool {
 	before := b.state.Intent

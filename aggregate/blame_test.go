@@ -68,7 +68,7 @@ func genOverride(t *rapid.T) intent.Override {
 	return intent.Override{}
 }
 
-// R25: the event Blame names is the one that last changed the explanation.
+// The event Blame names is the one that last changed the explanation.
 //
 // For a random registry request (tool, profile, per-turn override) and a
 // random log of intent events (no-ops and repeats included), let E(k) be
@@ -149,7 +149,7 @@ func TestR25PropertyBlameNamesTheLastChange(t *testing.T) {
 	})
 }
 
-// R25: the case. After enable, web-search on, web-search off, the
+// The case. After enable, web-search on, web-search off, the
 // explanation of web_search blames the event that switched it off, not
 // the master switch; with only enable and web-search off it blames the
 // overlay event too (rule web_search=false). Turning tools on after

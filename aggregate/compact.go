@@ -1,6 +1,6 @@
 package aggregate
 
-// Compaction (#30): a session's events are replaced by one
+// Compaction: a session's events are replaced by one
 // SessionCompacted that carries the state they fold to. Folding the
 // snapshot (and any tail after it) yields the state of folding the whole
 // history, whether the fold saw the replaced events or not.
@@ -15,7 +15,7 @@ import (
 )
 
 // ErrTurnOpen means a compaction was asked while a turn is open: the open
-// turn is rebuilt from its TurnStarted event (R31), which a compaction
+// turn is rebuilt from its TurnStarted event, which a compaction
 // would remove, so the session is compacted after the turn ends.
 var ErrTurnOpen = errors.New("a turn is open")
 

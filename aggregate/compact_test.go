@@ -13,7 +13,7 @@ import (
 
 // genAnyKindPayload draws a payload of any kind the fold knows, the
 // generic ones of genPayload plus evictions, permission answers and, once
-// in a while, a delete (#30, #31, #26).
+// in a while, a delete.
 func genAnyKindPayload(t *rapid.T) events.Payload {
 	turn := rapid.SampledFrom([]uint64{0, 1, 2, 3, 4, 5, math.MaxUint64}).Draw(t, "xturn")
 	switch rapid.IntRange(0, 9).Draw(t, "xkind") {
@@ -89,7 +89,7 @@ func throughWire(t *rapid.T, p events.Payload, id string) events.Envelope {
 	return d
 }
 
-// #30: compaction folds to the same state. For random histories of every
+// Compaction folds to the same state. For random histories of every
 // event kind, the SessionCompacted built from their fold, stored after
 // them and sent through the wire, followed by a random tail, folds to the
 // same state and grants whether the fold saw the whole history (the
@@ -171,7 +171,7 @@ func TestPropertyCompactionFoldsToSameState(t *testing.T) {
 	})
 }
 
-// #30: a snapshot a direct publisher stores gets the same verdict on every
+// A snapshot a direct publisher stores gets the same verdict on every
 // fold: one that does not cover the events before it, or lands in an open
 // turn, or follows a delete, or carries an incoherent range, is refused
 // and reported (Rejected, Rejections) like any refused event, and the

@@ -15,7 +15,7 @@ import (
 // Sentinel errors returned by Decide, matched with errors.Is.
 var (
 	// ErrMaterialized means a command tried to store an expanded tool list
-	// instead of an intent (R2): a picked list equal to a whole preset or
+	// instead of an intent: a picked list equal to a whole preset or
 	// to the defaults, or longer than Limits.MaxPicked.
 	ErrMaterialized = errors.New("expanded tool list refused")
 	// ErrInvalidCommand means a command is not valid against the state
@@ -25,11 +25,11 @@ var (
 	// have.
 	ErrUnknownTool = errors.New("unknown tool")
 	// ErrToolDisabled means a DeferredLoaded names a tool the session has
-	// disabled (#26 item 4: a search never loads a disabled tool); it
+	// disabled (a search never loads a disabled tool); it
 	// matches ErrInvalidCommand too.
 	ErrToolDisabled = errors.New("tool disabled in this session")
 	// ErrDeleted means the session was deleted (a SessionDeleted is in its
-	// log, #30): every command is refused, and the id never starts a new
+	// log): every command is refused, and the id never starts a new
 	// session.
 	ErrDeleted = errors.New("session deleted")
 )
@@ -46,9 +46,9 @@ const (
 
 // Limits bounds what a session may store. The zero value uses the defaults.
 // A limit above the fold's wire bound (events.MaxPicked, events.MaxListLen)
-// is lowered to it: Decide never emits an event the fold rejects (R28).
+// is lowered to it: Decide never emits an event the fold rejects.
 type Limits struct {
-	// MaxPicked bounds a picked list (R2); 0 means DefaultMaxPicked.
+	// MaxPicked bounds a picked list; 0 means DefaultMaxPicked.
 	MaxPicked int
 	// MaxDisabled bounds the disabled list; 0 means DefaultMaxDisabled.
 	MaxDisabled int
@@ -70,7 +70,7 @@ func (l Limits) withDefaults() Limits {
 // returns the payloads to append: usually cmd itself in value form, empty
 // when the command changes nothing (a no-op), normalised where noted. It is
 // pure and deterministic; it never panics. Every payload it returns, applied
-// in order, passes the fold's rules (State.Check, R28); on top of them it
+// in order, passes the fold's rules (State.Check); on top of them it
 // checks what needs the registry.
 //
 // Rules:
@@ -85,7 +85,7 @@ func (l Limits) withDefaults() Limits {
 //   - ToolsPicked: nil unsets. Otherwise 1 to Limits.MaxPicked distinct,
 //     known names, and not equal as a set to a whole preset or to the
 //     defaults (with or without web_search): that is an expanded list, and
-//     ErrMaterialized says which intent to store instead (R2). An empty
+//     ErrMaterialized says which intent to store instead. An empty
 //     list is refused; ToolsToggled{enabled:false} means no tools.
 //   - DeferredLoaded: inside an open turn; known, deferred tools that the
 //     session has not disabled (ErrToolDisabled: a tool disabled in the
@@ -101,21 +101,23 @@ func (l Limits) withDefaults() Limits {
 //   - TurnEnded: Turn must be s.Turn (0 means s.Turn); a no-op if that
 //     turn is already ended; an error before the first turn. A
 //     Checkpoint, if set, is decided as a CheckpointRecorded (below) and
-//     emitted inside the TurnEnded (#28: one event, one log write); when
+//     emitted inside the TurnEnded (one event, one log write); when
 //     the turn has already ended, the checkpoint alone is emitted as a
 //     CheckpointRecorded.
-//   - PermissionGranted (#31): a tool of the registry (a plain name),
+//   - PermissionGranted: a tool of the registry (a plain name),
 //     scope "session" or "once", a non-empty By; Turn 0 means s.Turn,
 //     otherwise it must equal s.Turn; "once" needs the turn open.
 //   - CheckpointRecorded: ContractHash is a SHA-256 in lower-case hex and
 //     RegistryVersion is not empty; Turn 0 means s.Turn, otherwise at most
 //     s.Turn; loaded names belong to Contract (a checkpoint that loads
-//     tools records its contract, R19), whose entries add up to
-//     ContractHash (resolver.ContractHashFromToolHashes); when the
+//     tools records its contract), which lists exactly the loaded
+//     tools with their per-tool hashes, or (the older form) the whole
+//     contract, whose entries then add up to ContractHash
+//     (resolver.ContractHashFromToolHashes); when the
 //     checkpoint names the live registry's version, loaded names are
 //     deferred tools of it, not resident ones. Loaded is emitted sorted and
 //     de-duplicated.
-//   - SessionDeleted (#30): closes the session, also in an open turn.
+//   - SessionDeleted: closes the session, also in an open turn.
 //
 // Every command on a deleted session (State.Deleted) is refused with
 // ErrDeleted, a SessionDeleted too.
@@ -199,7 +201,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if o := c.Override; o != nil && len(o.Names) > lim.MaxPicked {
 			return nil, fmt.Errorf("decide TurnStarted: override names %d tools, at most %d: a long list is an expanded tool list (docs/semantics.md#picked-lists); use an override intent (a preset, disabled names) instead: %w", len(o.Names), lim.MaxPicked, ErrMaterialized)
 		}
-		c.Turn = want // the recorded request (R31) goes with it
+		c.Turn = want // the recorded request goes with it
 		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
 			return nil, fmt.Errorf("decide TurnStarted: %w: %w", err, ErrInvalidCommand)
 		}
@@ -220,7 +222,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 			}
 			return one(events.TurnEnded{Turn: s.Turn}), nil
 		}
-		// #28: the checkpoint is decided as a CheckpointRecorded right
+		// The checkpoint is decided as a CheckpointRecorded right
 		// after the turn end (the turn end changes no rule it follows).
 		cp, err := decideCheckpoint(s, reg, *c.Checkpoint)
 		if err != nil {
@@ -311,7 +313,7 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("decide ToolsPicked: %s not in registry %s, check the names: %w", listNames(unknown), reg.Version(), ErrUnknownTool)
 	}
-	// R2: a picked list that equals an expansion is that expansion frozen.
+	// A picked list that equals an expansion is that expansion frozen.
 	if preset, ok := materializes(reg, seen); ok {
 		if preset == "" {
 			return nil, fmt.Errorf("decide ToolsPicked: picked list equals the registry defaults (DEFAULT_TOOLS), an expanded tool list, which a session never stores (see docs/semantics.md#picked-lists); store the intent instead: ToolsToggled{enabled:true}%s: %w",
@@ -331,7 +333,7 @@ func decidePicked(s State, reg *resolver.Registry, c events.ToolsPicked, lim Lim
 
 // materializes reports whether the picked set equals, as a set (with or
 // without web_search), the defaults of reg (preset "") or a whole preset
-// of reg (its name): the materialization guard of R2, which Decide applies
+// of reg (its name): the materialization guard, which Decide applies
 // against the live registry and every fold against the registry in force
 // when the event was stored (State.Check).
 func materializes(reg *resolver.Registry, picked map[string]bool) (preset string, ok bool) {
@@ -392,7 +394,7 @@ func availableOnly(reg *resolver.Registry, names []string) []string {
 }
 
 // sameSetModuloWebSearch reports whether the picked set equals list as a
-// set, or list plus web_search (the overlay of R7 applied to it).
+// set, or list plus web_search (the overlay applied to it).
 func sameSetModuloWebSearch(picked map[string]bool, list []string) bool {
 	if len(list) == 0 {
 		return false
@@ -459,7 +461,7 @@ func decideLoaded(s State, reg *resolver.Registry, c events.DeferredLoaded) ([]e
 
 // decideEvicted: between turns (after turn s.Turn; Turn 0 means it), a
 // reason, and names of which only the loaded ones are kept; none loaded is
-// a no-op (#26 item 5).
+// a no-op.
 func decideEvicted(s State, c events.DeferredEvicted) ([]events.Payload, error) {
 	if len(c.Names) == 0 || len(c.Names) > events.MaxListLen {
 		return nil, fmt.Errorf("decide DeferredEvicted: %d names, want 1 to %d loaded tools: %w", len(c.Names), events.MaxListLen, ErrInvalidCommand)
@@ -487,6 +489,27 @@ func decideEvicted(s State, c events.DeferredEvicted) ([]events.Payload, error) 
 		return nil, fmt.Errorf("decide DeferredEvicted: %w: %w", err, ErrInvalidCommand)
 	}
 	return one(c), nil
+}
+
+// loadedOnly reports whether c's contract lists exactly its loaded tools,
+// each once: the form a checkpoint is written in, sized by what the turn
+// loaded. Any other list is the older form, the whole contract.
+func loadedOnly(c events.CheckpointRecorded) bool {
+	loaded := sortedSet(c.Loaded)
+	if len(c.Contract) != len(loaded) {
+		return false
+	}
+	seen := make(map[string]bool, len(c.Contract))
+	for _, e := range c.Contract {
+		if seen[e.Name] {
+			return false
+		}
+		seen[e.Name] = true
+		if _, found := slices.BinarySearch(loaded, e.Name); !found {
+			return false
+		}
+	}
+	return true
 }
 
 func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecorded) ([]events.Payload, error) {
@@ -534,7 +557,9 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 	if !events.ValidHash(c.ContractHash) {
 		return nil, fmt.Errorf("decide CheckpointRecorded: contract_hash %q is not a SHA-256 in lower-case hex (%d digits); record the hash of the contract the loaded set belongs to (see docs/semantics.md#checkpoints): %w", clip.String(c.ContractHash, clip.Max), events.HashLen, ErrInvalidCommand)
 	}
-	if c.Contract != nil {
+	if c.Contract != nil && !loadedOnly(c) {
+		// The older form lists the whole contract: its entries add up to
+		// the contract hash.
 		hashes := make([]string, len(c.Contract))
 		for i, e := range c.Contract {
 			if !events.ValidHash(e.Hash) {
@@ -547,7 +572,12 @@ func decideCheckpoint(s State, reg *resolver.Registry, c events.CheckpointRecord
 			return nil, fmt.Errorf("decide CheckpointRecorded: %w: %w", err, ErrInvalidCommand)
 		}
 		if sum != c.ContractHash {
-			return nil, fmt.Errorf("decide CheckpointRecorded: the contract entries of registry %s add up to %s, not contract_hash %s; record the contract the hash was computed from: %w", c.RegistryVersion, sum, c.ContractHash, ErrInvalidCommand)
+			return nil, fmt.Errorf("decide CheckpointRecorded: contract has %d entries for %d loaded tools, and as a whole contract of registry %s they add up to %s, not contract_hash %s; list exactly the loaded tools with their hashes (see docs/wire-format.md#checkpoints): %w", len(c.Contract), len(sortedSet(c.Loaded)), c.RegistryVersion, sum, c.ContractHash, ErrInvalidCommand)
+		}
+	}
+	for i, e := range c.Contract {
+		if !events.ValidHash(e.Hash) {
+			return nil, fmt.Errorf("decide CheckpointRecorded: contract[%d] (%s) hash %q is not a SHA-256 in lower-case hex: %w", i, e.Name, clip.String(e.Hash, clip.Max), ErrInvalidCommand)
 		}
 	}
 	out := c

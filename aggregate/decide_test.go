@@ -35,7 +35,7 @@ func decideErr(t *testing.T, s State, reg *resolver.Registry, cmd Command, lim L
 	}
 }
 
-// R2: a picked list that is an expansion is refused, and the error says
+// A picked list that is an expansion is refused, and the error says
 // which intent to store instead.
 func TestDecideMaterializationGuard(t *testing.T) {
 	def := resolver.Default()
@@ -90,7 +90,7 @@ func TestDecideMaterializationGuard(t *testing.T) {
 	}
 }
 
-// R1, R2: the picked list's other validations.
+// The picked list's other validations.
 func TestDecidePicked(t *testing.T) {
 	def := resolver.Default()
 	var s State
@@ -111,7 +111,7 @@ func TestDecidePicked(t *testing.T) {
 	}
 }
 
-// R1: switch, overlay and preset commands.
+// Switch, overlay and preset commands.
 func TestDecideIntent(t *testing.T) {
 	def := resolver.Default()
 	var s State
@@ -146,7 +146,7 @@ func TestDecideIntent(t *testing.T) {
 	}
 }
 
-// R7: the web_search overlay needs a web_search tool.
+// The web_search overlay needs a web_search tool.
 func TestDecideWebSearchNeedsTool(t *testing.T) {
 	reg, err := resolver.Load([]byte(`{"version":"t","tools":[{"name":"tool_search","description":"t","parameters":{"type":"object"},"available":true}],"default_tools":["tool_search"]}`))
 	if err != nil {
@@ -158,7 +158,7 @@ func TestDecideWebSearchNeedsTool(t *testing.T) {
 	}
 }
 
-// R1: disabled list rules.
+// Disabled list rules.
 func TestDecideDisabled(t *testing.T) {
 	def := resolver.Default()
 	var s State
@@ -183,7 +183,7 @@ func TestDecideDisabled(t *testing.T) {
 	decideErr(t, s, def, events.ToolEnabled{Name: "a b"}, Limits{}, ErrInvalidCommand)
 }
 
-// R15, R16: DeferredLoaded names deferred tools of the current turn;
+// DeferredLoaded names deferred tools of the current turn;
 // already-loaded names are dropped.
 func TestDecideDeferredLoaded(t *testing.T) {
 	def := resolver.Default()
@@ -204,7 +204,7 @@ func TestDecideDeferredLoaded(t *testing.T) {
 	}
 }
 
-// R16: turn boundaries are numbered consecutively.
+// Turn boundaries are numbered consecutively.
 func TestDecideTurns(t *testing.T) {
 	def := resolver.Default()
 	var s State
@@ -243,7 +243,7 @@ func realContract(t *testing.T, reg *resolver.Registry) (string, []events.Contra
 	return res.ContractHash, c
 }
 
-// R19, R28: a checkpoint records deferred tools of its contract, with a
+// A checkpoint records deferred tools of its contract, with a
 // well-formed hash the contract adds up to.
 func TestDecideCheckpoint(t *testing.T) {
 	def := resolver.Default()
@@ -280,7 +280,7 @@ func TestDecideCheckpoint(t *testing.T) {
 	bad = good
 	bad.Contract = nil
 	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `"send_message" is not in the recorded contract`)
-	// The API gap of issue 11 item 8: a resident tool is never loaded.
+	// The API gap: a resident tool is never loaded.
 	bad = good
 	bad.Loaded = []string{"read_file"}
 	decideErr(t, s, def, bad, Limits{}, ErrInvalidCommand, `"read_file" is resident`)
@@ -298,7 +298,41 @@ func TestDecideCheckpoint(t *testing.T) {
 	decideOK(t, s, def, old)
 }
 
-// R2, R28: limits looser than the wire bounds are lowered to them, so
+// A checkpoint whose contract lists exactly its loaded tools,
+// with their hashes, is decided without the rest of the contract, however
+// large the registry; a list that is neither that nor a whole contract
+// adding up to the hash is refused, naming both forms.
+func TestDecideCheckpointLoadedOnly(t *testing.T) {
+	def := resolver.Default()
+	s := Fold(testSession, stored(events.TurnStarted{Turn: 1}))
+	sum, contract := realContract(t, def)
+	var loaded []events.ContractEntry
+	for _, e := range contract {
+		if e.Name == "send_message" || e.Name == "playwright_browser" {
+			loaded = append(loaded, e)
+		}
+	}
+	good := events.CheckpointRecorded{Loaded: []string{"send_message", "playwright_browser"}, ContractHash: sum, RegistryVersion: def.Version(), Contract: loaded}
+	out := decideOK(t, s, def, good)
+	if got := out[0].(events.CheckpointRecorded); !slices.Equal(got.Contract, loaded) {
+		t.Fatalf("checkpoint = %+v, want its loaded entries kept", got)
+	}
+	empty := events.CheckpointRecorded{Loaded: []string{}, ContractHash: sum, RegistryVersion: def.Version(), Contract: []events.ContractEntry{}}
+	decideOK(t, s, def, empty)
+
+	extra := good
+	extra.Contract = append(slices.Clone(loaded), contract[0])
+	decideErr(t, s, def, extra, Limits{}, ErrInvalidCommand, "list exactly the loaded tools")
+	dup := good
+	dup.Contract = []events.ContractEntry{loaded[0], loaded[1], loaded[0]}
+	decideErr(t, s, def, dup, Limits{}, ErrInvalidCommand, "list exactly the loaded tools")
+	badHash := good
+	badHash.Contract = slices.Clone(loaded)
+	badHash.Contract[1].Hash = "1"
+	decideErr(t, s, def, badHash, Limits{}, ErrInvalidCommand, "is not a SHA-256")
+}
+
+// Limits looser than the wire bounds are lowered to them, so
 // Decide never writes what the fold rejects.
 func TestDecideLimitsClampedToWireBounds(t *testing.T) {
 	def := resolver.Default()
@@ -318,7 +352,7 @@ func TestDecideLimitsClampedToWireBounds(t *testing.T) {
 	}
 }
 
-// R28: tool_search loads only inside an open turn.
+// Tool_search loads only inside an open turn.
 func TestDecideLoadOutsideTurn(t *testing.T) {
 	def := resolver.Default()
 	decideErr(t, State{}, def, events.DeferredLoaded{Names: []string{"send_message"}}, Limits{}, ErrInvalidCommand, "no turn is open")
@@ -326,7 +360,7 @@ func TestDecideLoadOutsideTurn(t *testing.T) {
 	decideErr(t, ended, def, events.DeferredLoaded{Names: []string{"send_message"}, Turn: 1}, Limits{}, ErrInvalidCommand, "no turn is open")
 }
 
-// R26: Decide never panics on bad input.
+// Decide never panics on bad input.
 func TestDecideBadInput(t *testing.T) {
 	def := resolver.Default()
 	decideErr(t, State{}, nil, events.TurnStarted{}, Limits{}, ErrInvalidCommand, "registry is nil")
@@ -335,11 +369,11 @@ func TestDecideBadInput(t *testing.T) {
 	decideErr(t, State{}, def, (*events.TurnStarted)(nil), Limits{}, ErrInvalidCommand)
 }
 
-// R1: "all on" after a picked list is the user's new choice. ToolsToggled
+// "all on" after a picked list is the user's new choice. ToolsToggled
 // clears the picked list in the fold (for every replay), so pick
 // read_file,grep then enable resolves to the whole defaults, not 2 tools;
 // and Decide does not treat ToolsToggled{true} as a no-op while a picked
-// list is set, even when enabled is already true (issue #14, item 3).
+// list is set, even when enabled is already true.
 func TestR1AllOnClearsPicked(t *testing.T) {
 	reg := resolver.Default()
 	var s State
@@ -382,7 +416,7 @@ func TestR1AllOnClearsPicked(t *testing.T) {
 	}
 }
 
-// R1, issue #15: disabled and picked lists take name patterns that match
+// Disabled and picked lists take name patterns that match
 // registry tools; a pattern that matches none is an unknown tool, a
 // malformed one an invalid command.
 func TestDecidePatterns(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #30: after a SessionDeleted the fold rejects every later event, of every
+// After a SessionDeleted the fold rejects every later event, of every
 // type, whoever published it (an event written straight to JetStream by
 // another writer is one the API never decided), and records DeletedSeq;
 // the state keeps no intent, tool or turn of the session.
@@ -67,7 +67,7 @@ func TestFoldRefusesAfterDelete(t *testing.T) {
 	}
 }
 
-// #30: Decide refuses every command on a deleted session with ErrDeleted,
+// Decide refuses every command on a deleted session with ErrDeleted,
 // and a delete inside an open turn is accepted as is.
 func TestDecideDeleted(t *testing.T) {
 	reg := smallRegistry(t)
@@ -90,7 +90,7 @@ func TestDecideDeleted(t *testing.T) {
 	}
 }
 
-// #30: a view written before deleted_seq existed (version 5) still reads,
+// A view written before deleted_seq existed (version 5) still reads,
 // as an open session.
 func TestUnmarshalVersion5View(t *testing.T) {
 	s, err := UnmarshalState([]byte("\x83\xa1v\x05\xa7session\xa1s\xa8last_seq\x07"))

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #26 item 5: DeferredEvicted folds between turns: it removes its names
+// DeferredEvicted folds between turns: it removes its names
 // from Loaded and LoadOrder, keeps the order of the rest, and ignores a
 // name not loaded; inside a turn it is rejected (the turn is frozen).
 func TestFoldEvicted(t *testing.T) {
@@ -41,7 +41,7 @@ func TestFoldEvicted(t *testing.T) {
 	}
 }
 
-// #26 item 5: Decide keeps only loaded names, refuses inside a turn, and
+// Decide keeps only loaded names, refuses inside a turn, and
 // an eviction of nothing loaded is a no-op.
 func TestDecideEvicted(t *testing.T) {
 	s := Fold(testSession, stored(
@@ -65,7 +65,7 @@ func TestDecideEvicted(t *testing.T) {
 	}
 }
 
-// #26 item 3: Referenced keeps every tool the history loaded, also after a
+// Referenced keeps every tool the history loaded, also after a
 // checkpoint or an eviction unloads it, and survives a snapshot.
 func TestReferencedOutlivesUnloads(t *testing.T) {
 	s := Fold(testSession, stored(

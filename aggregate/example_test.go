@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R24, R26, R28: fold a session's log into its current intent; an
+// Fold a session's log into its current intent; an
 // undecodable event is skipped, an event that breaks a fold rule (here a
 // turn number out of order) is rejected, and both are listed.
 func ExampleFold() {
@@ -37,7 +37,7 @@ func ExampleFold() {
 	// 6 TurnStarted rejected: event rejected: TurnStarted turn 18446744073709551615, want the next turn 2: event breaks a fold rule
 }
 
-// R2: Decide refuses a picked list that is a whole preset and says which
+// Decide refuses a picked list that is a whole preset and says which
 // intent to store instead.
 func ExampleDecide() {
 	reg := resolver.Default()
@@ -54,7 +54,7 @@ func ExampleDecide() {
 	// [{Preset:minimal}] <nil>
 }
 
-// R24: a snapshot of a state for the projection's KV value.
+// A snapshot of a state for the projection's KV value.
 func ExampleMarshalState() {
 	e := events.New("sess_01", "tui", "bob", events.PresetChosen{Preset: "research"})
 	s := aggregate.Fold("sess_01", []aggregate.Stored{{Seq: 1, MsgID: e.ID, Envelope: e}})

@@ -34,7 +34,7 @@ func stored(ps ...events.Payload) []Stored {
 func hash(b byte) string { return strings.Repeat(fmt.Sprintf("%02x", b), 32) }
 
 // smallRegistryJSON is a registry small enough that its defaults fit in a
-// picked list, to exercise the R2 "picked == defaults" refusal.
+// picked list, to exercise the "picked == defaults" refusal.
 const smallRegistryJSON = `{
   "version": "test-1",
   "tools": [

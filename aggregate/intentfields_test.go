@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/intent"
 )
 
-// R1, R3: a snapshot keeps every field of the session's intent: a State
+// A snapshot keeps every field of the session's intent: a State
 // whose intent has all fields set (intent.Full) survives MarshalState and
 // UnmarshalState. A new intent field fails here until the snapshot's
 // encoder and decoder carry it.

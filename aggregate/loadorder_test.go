@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #26 item 1: the fold keeps the loaded deferred tools in the order the
+// The fold keeps the loaded deferred tools in the order the
 // log loaded them (Loaded stays the sorted set): a DeferredLoaded appends
 // the names it newly loads, a CheckpointRecorded keeps the order of the
 // names it keeps and appends the ones it adds, and a snapshot taken

@@ -1,6 +1,6 @@
 package aggregate
 
-// The user's answers to "ask" decisions (#31): PermissionGranted events,
+// The user's answers to "ask" decisions: PermissionGranted events,
 // folded into a Grants set that any engine rebuilds from the log.
 
 import (
@@ -23,7 +23,7 @@ type Grant struct {
 	Seq uint64 `json:"seq"`
 	// Channel is the channel the answer was recorded on: a compaction
 	// snapshot keeps it, so an answer from a channel whose policy denies
-	// the tool is refused after a compaction as before it (#30, #31).
+	// the tool is refused after a compaction as before it.
 	Channel string `json:"-"`
 }
 

@@ -1,6 +1,6 @@
 package aggregate
 
-// #31 item 2: the user's answers to "ask" decisions fold like every other
+// The user's answers to "ask" decisions fold like every other
 // intent and replay to the same grants.
 
 import (

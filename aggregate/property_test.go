@@ -59,7 +59,7 @@ func genPayload(t *rapid.T) events.Payload {
 	case 7:
 		return events.TurnStarted{Turn: turn}
 	case 8:
-		if rapid.Bool().Draw(t, "end_with_checkpoint") { // #28
+		if rapid.Bool().Draw(t, "end_with_checkpoint") {
 			c := genAnyCheckpoint(t, rapid.SampledFrom([]uint64{0, 1, 2, 3, 4, 5, math.MaxUint64}).Draw(t, "cp_turn"))
 			return events.TurnEnded{Turn: turn, Checkpoint: &c}
 		}
@@ -91,7 +91,7 @@ func genAnyCheckpoint(t *rapid.T, turn uint64) events.CheckpointRecorded {
 
 // genLog draws a log: increasing sequences with gaps, occasional
 // redeliveries, decode errors, events of another session, and events that
-// break a fold rule (R28), including a missing or different Nats-Msg-Id.
+// break a fold rule, including a missing or different Nats-Msg-Id.
 func genLog(t *rapid.T) []Stored {
 	n := rapid.IntRange(0, 40).Draw(t, "n")
 	out := make([]Stored, 0, n)
@@ -132,8 +132,8 @@ func foldFrom(s State, evs []Stored) State {
 	return s
 }
 
-// R24, R26, R28: folding any event sequence never panics, gives the state
-// an independent reference fold gives (refFold, #21: not Fold compared
+// Folding any event sequence never panics, gives the state
+// an independent reference fold gives (refFold: not Fold compared
 // with itself), and keeps the state's invariants (sorted sets, counters).
 func TestPropertyFoldMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -161,7 +161,7 @@ func TestPropertyFoldMatchesReference(t *testing.T) {
 		if a.LastSeq != last {
 			t.Fatalf("LastSeq %d, want %d", a.LastSeq, last)
 		}
-		// R26, R28: every event above LastSeq is applied, skipped or
+		// Every event above LastSeq is applied, skipped or
 		// rejected, exactly one of them.
 		if a.Events+a.Skipped+a.Rejected != fresh {
 			t.Fatalf("counted %d+%d+%d of %d events", a.Events, a.Skipped, a.Rejected, fresh)
@@ -178,7 +178,7 @@ func TestPropertyFoldMatchesReference(t *testing.T) {
 	})
 }
 
-// R24: folding a prefix, snapshotting it through MarshalState /
+// Folding a prefix, snapshotting it through MarshalState /
 // UnmarshalState and folding the rest equals folding everything: this is
 // what snapshots rely on. Folding the rest onto a Clone equals it too.
 func TestPropertyFoldHalves(t *testing.T) {
@@ -217,7 +217,7 @@ func TestPropertyFoldHalves(t *testing.T) {
 	})
 }
 
-// R3, R24: folding events that went through the wire equals folding the
+// Folding events that went through the wire equals folding the
 // originals (nil versus empty, unset tri-states survive).
 func TestPropertyFoldThroughWire(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -307,10 +307,10 @@ func hashesOf(c []events.ContractEntry) []string {
 	return out
 }
 
-// R28: Decide never emits an event the fold rejects. For any state and
+// Decide never emits an event the fold rejects. For any state and
 // command, and any limits (even looser than the wire bounds), every event
 // Decide returns, applied in order as stored by the engine and folded
-// against the registry Decide used as the one in force (#24 row 11), is
+// against the registry Decide used as the one in force, is
 // applied.
 func TestPropertyDecideEmitsOnlyFoldable(t *testing.T) {
 	regs := []*resolver.Registry{resolver.Default(), smallRegistry(t)}
@@ -333,7 +333,7 @@ func TestPropertyDecideEmitsOnlyFoldable(t *testing.T) {
 	})
 }
 
-// R28: the fold's verdict depends only on the state, the event and its
+// The fold's verdict depends only on the state, the event and its
 // Nats-Msg-Id: Check agrees with what ApplyStored does, on every state a
 // fold can reach.
 func TestPropertyCheckIsTheVerdict(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// refState is the reference fold's state (#21): an independent, naive
+// refState is the reference fold's state: an independent, naive
 // implementation of the fold rules (State.ApplyStored's doc comment and
-// State.Check's rules, SPEC R24/R26/R28), with maps for sets and no code
+// State.Check's rules), with maps for sets and no code
 // shared with state.go beyond the events package's own envelope checks.
 // The property tests compare Fold with it.
 type refState struct {
@@ -71,7 +71,7 @@ func refFold(session string, log []Stored) refState {
 			r.turn, r.inTurn = v.Turn, true
 		case events.TurnEnded:
 			r.inTurn = false
-			if v.Checkpoint != nil { // #28: as a CheckpointRecorded right after it
+			if v.Checkpoint != nil { // As a CheckpointRecorded right after it
 				r.recordCheckpoint(*v.Checkpoint, ev.Seq)
 			}
 		case events.CheckpointRecorded:
@@ -89,7 +89,7 @@ func (r *refState) recordCheckpoint(v events.CheckpointRecorded, seq uint64) {
 	}
 }
 
-// allows applies the session rules of R28 to payload p.
+// allows applies the session rules to payload p.
 func (r *refState) allows(p events.Payload) bool {
 	switch v := p.(type) {
 	case events.TurnStarted:

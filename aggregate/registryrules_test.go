@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #24 row 11 (R2, R28): the fold applies the API's materialization guard
+// The fold applies the API's materialization guard
 // and loaded-tool rule against the registry in force when each event was
 // stored, whoever published it: a picked list equal to a whole preset or
 // to the defaults, and a load of a tool the registry lacks or keeps

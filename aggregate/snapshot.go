@@ -14,19 +14,19 @@ import (
 )
 
 // StateVersion is the schema version MarshalState writes under key "v"
-// (R3: snapshots carry a schema version). UnmarshalState reads
+// (snapshots carry a schema version). UnmarshalState reads
 // MinStateVersion to StateVersion.
 const StateVersion = 6
 
 // MinStateVersion is the oldest view UnmarshalState reads. Version 1 views
-// were folded before the fold rules of R28, version 2 views before the
-// rules that need the registry in force (State.CheckAt, #24 row 11): they
+// were folded before the fold rules, version 2 views before the
+// rules that need the registry in force (State.CheckAt): they
 // may hold events a fold now rejects, so they are refused with
 // ErrStateVersion and rebuilt from the log, like a view this build cannot
-// read. Version 3 views lack the load order (State.LoadOrder, #26 item 1),
+// read. Version 3 views lack the load order (State.LoadOrder),
 // which only a fold of the log recovers, so they are rebuilt too; version
-// 4 views lack the referenced tools (State.Referenced, #26 item 3).
-// Version 5 views lack deleted_seq (#30) and read as an open session:
+// 4 views lack the referenced tools (State.Referenced).
+// Version 5 views lack deleted_seq and read as an open session:
 // a build that wrote them did not know SessionDeleted, and such a view
 // folded before any session was deleted.
 const MinStateVersion = 5
@@ -55,7 +55,7 @@ var (
 //	skipped, rejected, rejections[{seq, id, type, kind, reason}] or nil,
 //	turn_seq (absent in views written before it: 0),
 //	load_order (version 4 on), referenced (version 5 on),
-//	deleted_seq (version 6 on, #30)
+//	deleted_seq (version 6 on)
 //
 // Integers are written in their shortest form, nil slices and pointers as
 // nil, empty slices as empty arrays. This is byte for byte what

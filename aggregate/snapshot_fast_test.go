@@ -384,7 +384,7 @@ func TestMarshalStateMatchesReference(t *testing.T) {
 // (vmihailenco/msgpack) allocates a struct slice's length before reading
 // its elements, so a count larger than the bytes left would make it
 // allocate gigabytes; such input is truncated msgpack, whose verdict is
-// known (malformed) without running it (#21: every input is checked, none
+// known (malformed) without running it (every input is checked, none
 // skipped; the reference only runs on input whose counts fit its bytes).
 func sameDecode(t tb, b []byte) {
 	t.Helper()
@@ -640,7 +640,7 @@ func TestUnmarshalStateMatchesReference(t *testing.T) {
 	}
 	typical, _ := refMarshalState(typicalState())
 	sameDecode(t, typical)
-	// #21: bytes that look like a huge array32 header inside a string no
+	// Bytes that look like a huge array32 header inside a string no
 	// longer skip the differential check; a real one is truncated input.
 	quoted := typicalState()
 	quoted.Session = "s\xdd\xff\xff\xff\xff"

@@ -1,16 +1,16 @@
 // Package aggregate folds a session's events into its current state: the
-// stored intent (R1), the loaded deferred set, the turn, the last checkpoint
-// and the last applied sequence (R24). It also validates commands against
-// that state and the live registry before they are appended (Decide, R2).
+// stored intent, the loaded deferred set, the turn, the last checkpoint
+// and the last applied sequence. It also validates commands against
+// that state and the live registry before they are appended (Decide).
 //
 // Folding is deterministic: the same events in the same order yield the same
 // State, byte for byte once marshalled, and folding a prefix, snapshotting it
 // with MarshalState and folding the rest yields the same State as folding
 // everything. Apply never panics; events it cannot use are counted as
-// skipped (R26). A State is a value; its methods are not safe for concurrent
+// skipped. A State is a value; its methods are not safe for concurrent
 // mutation, and Clone gives an independent copy for caching.
 //
-// Every fold applies the same rules to every event, whoever wrote it (R28):
+// Every fold applies the same rules to every event, whoever wrote it:
 // an event that breaks one (see Check) is kept in the log, not applied,
 // counted in Rejected and listed in Rejections, on every engine and every
 // replay alike.
@@ -31,9 +31,9 @@ import (
 // Verdicts of ApplyStored and Apply for an event they did not apply.
 var (
 	// ErrSkipped: the event could not be used at all (undecodable, of an
-	// unknown type, naming another session) (R26).
+	// unknown type, naming another session).
 	ErrSkipped = errors.New("event skipped")
-	// ErrRejected: the event was decoded but breaks a fold rule (R28).
+	// ErrRejected: the event was decoded but breaks a fold rule.
 	ErrRejected = errors.New("event rejected")
 )
 
@@ -57,7 +57,7 @@ type Rejection struct {
 	// unreadable), at most 64 bytes.
 	ID   string
 	Type string
-	// Kind is KindSkipped (R26) or KindRejected (R28).
+	// Kind is KindSkipped or KindRejected.
 	Kind string
 	// Reason says which rule the event broke, or why it could not be
 	// decoded; at most MaxReasonLen bytes.
@@ -69,7 +69,7 @@ type State struct {
 	// Session is the session id; set by Fold, or by the first applied
 	// event when empty.
 	Session string
-	// Intent is the session's stored intent (R1). Intent.Disabled is
+	// Intent is the session's stored intent. Intent.Disabled is
 	// sorted and de-duplicated, nil when empty; Intent.Picked is nil when
 	// unset and keeps the user's order.
 	Intent intent.Intent
@@ -77,7 +77,7 @@ type State struct {
 	// de-duplicated, nil when empty.
 	Loaded []string
 	// LoadOrder holds the names of Loaded in the order the log loaded
-	// them (#26 item 1): a DeferredLoaded appends the names it newly
+	// them: a DeferredLoaded appends the names it newly
 	// loads; a CheckpointRecorded keeps the order of the names it keeps
 	// and appends the ones it adds in the order it lists them. Nil when
 	// Loaded is empty. The next turn renders its loaded tools in this
@@ -85,7 +85,7 @@ type State struct {
 	// last request ended with. Use InLoadOrder.
 	LoadOrder []string
 	// Referenced are the deferred tools the session's history references
-	// (#26 item 3): every tool a DeferredLoaded loaded, sorted, kept when
+	//: every tool a DeferredLoaded loaded, sorted, kept when
 	// a checkpoint or an eviction unloads it, since the conversation still
 	// holds its tool_reference; at most events.MaxListLen (later names are
 	// not kept). A native rendering keeps defining them. Nil when none.
@@ -96,7 +96,7 @@ type State struct {
 	InTurn bool
 	// TurnSeq is the stream sequence of the TurnStarted of turn Turn, 0
 	// before the first turn (and in views folded before it was kept): an
-	// engine rebuilds the frozen turn from that event (R31).
+	// engine rebuilds the frozen turn from that event.
 	TurnSeq uint64
 	// LastSeq is the stream sequence of the last applied or skipped event.
 	LastSeq uint64
@@ -105,30 +105,30 @@ type State struct {
 	// Checkpoint is the last recorded checkpoint, nil if none.
 	Checkpoint *Checkpoint
 	// Skipped counts events that could not be applied (undecodable, of an
-	// unknown type, or naming another session) (R26).
+	// unknown type, or naming another session).
 	Skipped uint64
 	// Rejected counts events kept in the log but not applied because they
-	// break a fold rule (R28).
+	// break a fold rule.
 	Rejected uint64
 	// Rejections are the last MaxRejections events skipped or rejected,
 	// oldest first; nil when none.
 	Rejections []Rejection
 	// DeletedSeq is the stream sequence of the SessionDeleted that closed
-	// the session (#30), 0 while it is open. The delete cleared every
+	// the session, 0 while it is open. The delete cleared every
 	// other field but Session, LastSeq and the counters (Events, Skipped,
 	// Rejected); every later event is rejected by the fold.
 	DeletedSeq uint64
 }
 
-// Deleted reports whether a SessionDeleted closed the session (#30).
+// Deleted reports whether a SessionDeleted closed the session.
 func (s State) Deleted() bool { return s.DeletedSeq != 0 }
 
 // Record is a checkpoint record: the CheckpointRecorded event payload, the
 // one checkpoint record type of the core (checkpoint.Record is it too).
 type Record = events.CheckpointRecorded
 
-// Checkpoint is the last checkpoint of a session (R19), recorded by a
-// CheckpointRecorded event or a TurnEnded that carries one (#28): its
+// Checkpoint is the last checkpoint of a session, recorded by a
+// CheckpointRecorded event or a TurnEnded that carries one: its
 // payload as recorded (a nil Loaded is the empty set; Contract optionally
 // lists every tool of the contract with its hash) and its stream sequence.
 type Checkpoint struct {
@@ -147,7 +147,7 @@ type Stored struct {
 	MsgID string
 	// Envelope is the decoded event; ignored when Err is set.
 	Envelope events.Envelope
-	// Err is the decode error, if any; the event is then skipped (R26).
+	// Err is the decode error, if any; the event is then skipped.
 	Err error
 	// Registry is the registry in force when the event was stored (the
 	// registry history's last version recorded at or before the event's
@@ -186,8 +186,8 @@ func Fold(session string, evs []Stored) State {
 // the event was applied, or was at or below LastSeq (a redelivery, ignored,
 // so folding is idempotent). Otherwise the event is not applied: it is
 // counted (Skipped or Rejected), listed in Rejections, LastSeq advances so
-// later events keep applying, and the error, matching ErrSkipped (R26: a
-// decode error, another session) or ErrRejected (R28: see Check), is the
+// later events keep applying, and the error, matching ErrSkipped (a
+// decode error, another session) or ErrRejected (see Check), is the
 // recorded reason. ApplyStored is deterministic and never panics.
 //
 // Fold rules for applied events: ToolsToggled sets Intent.Enabled and
@@ -196,15 +196,15 @@ func Fold(session string, evs []Stored) State {
 // ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
 // ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
 // Loaded (and appends to LoadOrder); DeferredEvicted removes its loaded
-// names from both (#26 item 5); TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
+// names from both; TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
 // checkpoint's set (LoadOrder keeps the order of the names it keeps); a
-// TurnEnded with a checkpoint (#28) clears InTurn, then applies its
+// TurnEnded with a checkpoint clears InTurn, then applies its
 // checkpoint as that CheckpointRecorded would, with Checkpoint.Seq the
 // TurnEnded's sequence;
 // SessionDeleted clears the state down to its counters and sets
-// DeletedSeq (#30), after which every event is rejected; SessionCompacted
-// replaces the state by the one it carries (#30, see compactedState).
+// DeletedSeq, after which every event is rejected; SessionCompacted
+// replaces the state by the one it carries (see compactedState).
 func (s *State) ApplyStored(ev Stored) error {
 	if ev.Seq <= s.LastSeq {
 		return nil
@@ -285,10 +285,10 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 	case events.TurnEnded:
 		s.InTurn = false
 		if v.Checkpoint != nil {
-			s.checkpointAt(seq, *v.Checkpoint) // #28: as a CheckpointRecorded right after it
+			s.checkpointAt(seq, *v.Checkpoint) // As a CheckpointRecorded right after it
 		}
 	case events.SessionDeleted:
-		// The session keeps only what says it is closed (#30): no intent,
+		// The session keeps only what says it is closed: no intent,
 		// tools, turn or checkpoint stays in its view or any cache.
 		*s = State{Session: s.Session, Events: s.Events, Skipped: s.Skipped, Rejected: s.Rejected, DeletedSeq: seq}
 	case events.CheckpointRecorded:
@@ -308,7 +308,7 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 }
 
 // checkpointAt applies the checkpoint v recorded by the event at seq: a
-// CheckpointRecorded, or a TurnEnded's checkpoint (#28).
+// CheckpointRecorded, or a TurnEnded's checkpoint.
 func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
 	s.Checkpoint = &Checkpoint{Record: v.Clone(), Seq: seq}
 	s.LoadOrder = reorder(s.LoadOrder, v.Loaded)
@@ -317,7 +317,7 @@ func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
 
 // Check reports whether the event e, stored with Nats-Msg-Id msgID ("" when
 // the message has none), may be applied to s: nil, or an error matching
-// ErrRejected (and events.ErrBrokenRule) that names the rule (R28). It
+// ErrRejected (and events.ErrBrokenRule) that names the rule. It
 // depends on nothing but s, e and msgID, so every engine and every replay
 // gives the same verdict. The rules are events.CheckStored's (the id
 // header, the picked-list bound, a valid checkpoint contract) and these,
@@ -325,7 +325,7 @@ func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
 //
 //   - TurnStarted starts turn Turn+1, the next one;
 //   - TurnEnded ends the open turn, Turn; its checkpoint, if any, follows
-//     the rules of a CheckpointRecorded (#28), and a checkpoint that
+//     the rules of a CheckpointRecorded, and a checkpoint that
 //     breaks one rejects the whole TurnEnded;
 //   - DeferredLoaded loads inside the open turn, Turn, and the loaded set
 //     stays within events.MaxListLen;
@@ -333,16 +333,16 @@ func (s *State) checkpointAt(seq uint64, v events.CheckpointRecorded) {
 //   - ToolDisabled keeps the disabled set within events.MaxListLen;
 //   - CheckpointRecorded is taken at a turn already started (turn <= Turn);
 //   - PermissionGranted answers in a turn already started (turn <= Turn),
-//     and a "once" answer in the open turn (#31);
-//   - no event follows a SessionDeleted (#30): a deleted session takes no
+//     and a "once" answer in the open turn;
+//   - no event follows a SessionDeleted: a deleted session takes no
 //     event, from any publisher;
 //   - a SessionCompacted covers every event the fold has seen (its
 //     last_seq is at least LastSeq) and, when it covers exactly them, no
-//     turn is open (#30); see compactedRule.
+//     turn is open; see compactedRule.
 //
 // CheckAt adds the rules that need the registry in force when the event
 // was stored, the API's rules (Decide) applied to every event whoever
-// published it (R2, R28).
+// published it.
 func (s *State) Check(e events.Envelope, msgID string) error {
 	return s.CheckAt(e, msgID, nil)
 }
@@ -351,8 +351,8 @@ func (s *State) Check(e events.Envelope, msgID string) error {
 // stored, see Stored.Registry) is not nil, the rules that need it:
 //
 //   - ToolsPicked does not equal, as a set (with or without web_search),
-//     the defaults or a whole preset of reg: that is an expanded tool list
-//     (R2), the frozen list of the design's §1.3;
+//     the defaults or a whole preset of reg: that is an expanded tool list,
+//     the frozen list of the design's §1.3;
 //   - DeferredLoaded names only tools of reg that are deferred, not
 //     resident (a loaded tool is one tool_search can load).
 //
@@ -389,7 +389,7 @@ func (s *State) check(e events.Envelope, p events.Payload, msgID string, reg *re
 		case v.Turn != s.Turn:
 			why = fmt.Sprintf("TurnEnded turn %d, want the open turn %d", v.Turn, s.Turn)
 		case v.Checkpoint != nil && v.Checkpoint.Turn > s.Turn:
-			// The rule of a CheckpointRecorded right after it (#28).
+			// The rule of a CheckpointRecorded right after it.
 			why = fmt.Sprintf("TurnEnded checkpoint at turn %d, after the last started turn %d", v.Checkpoint.Turn, s.Turn)
 		}
 	case events.DeferredLoaded:

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// R1, R24: each event type folds into the state as documented.
+// Each event type folds into the state as documented.
 func TestApplyRules(t *testing.T) {
 	cp := events.CheckpointRecorded{Loaded: []string{"send_message", "big_browser"}, ContractHash: hash(0xab), RegistryVersion: "v", Turn: 2,
 		Contract: []events.ContractEntry{{Name: "big_browser", Hash: hash(1)}, {Name: "send_message", Hash: hash(2)}}}
@@ -33,15 +33,15 @@ func TestApplyRules(t *testing.T) {
 			func(s State) bool { return reflect.DeepEqual(s.Intent.Disabled, []string{"bash"}) }},
 		{"last enabled leaves nil", []events.Payload{events.ToolDisabled{Name: "grep"}, events.ToolEnabled{Name: "grep"}},
 			func(s State) bool { return s.Intent.Disabled == nil }},
-		{"R1 enabled true clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep", "bash"}}, events.ToolsToggled{Enabled: bp(true)}},
+		{"enabled true clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep", "bash"}}, events.ToolsToggled{Enabled: bp(true)}},
 			func(s State) bool { return s.Intent.Picked == nil && *s.Intent.Enabled }},
-		{"R1 enabled false clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{Enabled: bp(false)}},
+		{"enabled false clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{Enabled: bp(false)}},
 			func(s State) bool { return s.Intent.Picked == nil && !*s.Intent.Enabled }},
-		{"R1 follow profile clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{}},
+		{"follow profile clears picked", []events.Payload{events.ToolsPicked{Names: []string{"grep"}}, events.ToolsToggled{}},
 			func(s State) bool { return s.Intent.Picked == nil && s.Intent.Enabled == nil }},
-		{"R1 picked after the switch stays", []events.Payload{events.ToolsToggled{Enabled: bp(true)}, events.ToolsPicked{Names: []string{"grep"}}},
+		{"picked after the switch stays", []events.Payload{events.ToolsToggled{Enabled: bp(true)}, events.ToolsPicked{Names: []string{"grep"}}},
 			func(s State) bool { return reflect.DeepEqual(s.Intent.Picked, []string{"grep"}) && *s.Intent.Enabled }},
-		{"R1 the switch keeps preset, disabled and web_search", []events.Payload{events.PresetChosen{Preset: "research"}, events.ToolDisabled{Name: "grep"}, events.WebSearchSet{Enabled: bp(true)}, events.ToolsToggled{Enabled: bp(true)}},
+		{"the switch keeps preset, disabled and web_search", []events.Payload{events.PresetChosen{Preset: "research"}, events.ToolDisabled{Name: "grep"}, events.WebSearchSet{Enabled: bp(true)}, events.ToolsToggled{Enabled: bp(true)}},
 			func(s State) bool {
 				return s.Intent.Preset == "research" && reflect.DeepEqual(s.Intent.Disabled, []string{"grep"}) && *s.Intent.WebSearch
 			}},
@@ -75,7 +75,7 @@ func TestApplyRules(t *testing.T) {
 	}
 }
 
-// R24: the state never aliases the events it was folded from.
+// The state never aliases the events it was folded from.
 func TestApplyCopies(t *testing.T) {
 	names := []string{"grep"}
 	on := true
@@ -87,7 +87,7 @@ func TestApplyCopies(t *testing.T) {
 	}
 }
 
-// R23, R24: Apply ignores seq <= LastSeq, so a redelivered event is
+// Apply ignores seq <= LastSeq, so a redelivered event is
 // harmless.
 func TestApplyIdempotent(t *testing.T) {
 	var s State
@@ -108,7 +108,7 @@ func TestApplyIdempotent(t *testing.T) {
 	}
 }
 
-// R26: an undecodable event, an unknown type or a foreign session is
+// An undecodable event, an unknown type or a foreign session is
 // counted as skipped and later events keep applying.
 func TestSkipKeepsLaterEvents(t *testing.T) {
 	_, decodeErr := events.Decode([]byte{0xc1})
@@ -147,7 +147,7 @@ type foreign struct{}
 
 func (foreign) EventType() events.Type { return "Foreign" }
 
-// R24: Clone is a deep copy; caches can hand out clones safely.
+// Clone is a deep copy; caches can hand out clones safely.
 func TestClone(t *testing.T) {
 	s := Fold(testSession, stored(
 		events.ToolsToggled{Enabled: bp(true)}, events.WebSearchSet{Enabled: bp(true)},
@@ -192,7 +192,7 @@ func TestClone(t *testing.T) {
 	}
 }
 
-// R3, R24: MarshalState carries a schema version and round-trips exactly.
+// MarshalState carries a schema version and round-trips exactly.
 func TestMarshalState(t *testing.T) {
 	s := Fold(testSession, stored(
 		events.ToolsToggled{Enabled: bp(false)}, events.ToolsPicked{Names: []string{}},
@@ -231,7 +231,7 @@ func mustMarshal(t *testing.T, s State) []byte {
 	return b
 }
 
-// R3: a snapshot with a missing, older-than-1 or future version is refused
+// A snapshot with a missing, older-than-1 or future version is refused
 // with ErrStateVersion / ErrMalformedState, never misread.
 func TestUnmarshalStateErrors(t *testing.T) {
 	cases := []struct {
@@ -243,10 +243,10 @@ func TestUnmarshalStateErrors(t *testing.T) {
 		{"not a map", []byte{0x01}, ErrMalformedState},
 		{"no version", []byte("\x81\xa7session\xa1s"), ErrMalformedState},
 		{"version 0", []byte("\x81\xa1v\x00"), ErrStateVersion},
-		{"version 1 (folded before R28)", []byte("\x81\xa1v\x01"), ErrStateVersion},
-		{"version 2 (folded before the registry rules, #24 row 11)", []byte("\x81\xa1v\x02"), ErrStateVersion},
-		{"version 3 (folded before the load order, #26 item 1)", []byte("\x81\xa1v\x03"), ErrStateVersion},
-		{"version 4 (folded before the referenced tools, #26 item 3)", []byte("\x81\xa1v\x04"), ErrStateVersion},
+		{"version 1 (folded before the fold rules)", []byte("\x81\xa1v\x01"), ErrStateVersion},
+		{"version 2 (folded before the registry rules)", []byte("\x81\xa1v\x02"), ErrStateVersion},
+		{"version 3 (folded before the load order)", []byte("\x81\xa1v\x03"), ErrStateVersion},
+		{"version 4 (folded before the referenced tools)", []byte("\x81\xa1v\x04"), ErrStateVersion},
 		{"future version", []byte("\x81\xa1v\x07"), ErrStateVersion},
 		{"trailing", append(mustMarshal(t, State{}), 0xc0), ErrMalformedState},
 		{"wrong field type", []byte("\x82\xa1v\x05\xa4turn\xa1x"), ErrMalformedState},
@@ -265,7 +265,7 @@ func TestUnmarshalStateErrors(t *testing.T) {
 	}
 }
 
-// R26: UnmarshalState never panics on any input.
+// UnmarshalState never panics on any input.
 func FuzzUnmarshalState(f *testing.F) {
 	f.Add(mustMarshalF(f, State{}))
 	f.Add(mustMarshalF(f, Fold(testSession, stored(events.ToolsPicked{Names: []string{"a"}}, events.CheckpointRecorded{Loaded: []string{"b"}, Contract: []events.ContractEntry{{Name: "b"}}}))))
@@ -299,7 +299,7 @@ func mustMarshalF(f *testing.F, s State) []byte {
 	return b
 }
 
-// R28: every fold rule, on a session mid-turn: the breaking event is not
+// Every fold rule, on a session mid-turn: the breaking event is not
 // applied, LastSeq moves past it, and it is counted and listed with its
 // sequence, id, type and a reason naming the rule.
 func TestFoldRejectsBrokenRules(t *testing.T) {
@@ -366,7 +366,7 @@ func TestFoldRejectsBrokenRules(t *testing.T) {
 	}
 }
 
-// R28: loads outside a turn and turn ends without a turn are rejected;
+// Loads outside a turn and turn ends without a turn are rejected;
 // the sets stay within the wire bound whoever writes them.
 func TestFoldRejectsOutOfTurnAndOverflow(t *testing.T) {
 	for _, evs := range [][]events.Payload{
@@ -398,7 +398,7 @@ func TestFoldRejectsOutOfTurnAndOverflow(t *testing.T) {
 	}
 }
 
-// R28: Rejections keeps the last MaxRejections, oldest first, and the
+// Rejections keeps the last MaxRejections, oldest first, and the
 // counters keep counting.
 func TestRejectionsBounded(t *testing.T) {
 	var evs []events.Payload

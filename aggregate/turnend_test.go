@@ -13,7 +13,7 @@ import (
 )
 
 // turnEndLogs draws a random turn history as the engine writes it and
-// returns it in the two forms a log may hold (#28): older, every turn end
+// returns it in the two forms a log may hold: older, every turn end
 // at a safe point as the atomic pair TurnEnded + CheckpointRecorded; newer,
 // one TurnEnded carrying the checkpoint. The newer form reuses the older
 // one's sequences and ids, with the checkpoint's sequence on the combined
@@ -91,7 +91,7 @@ func validCheckpoint(t *rapid.T, turn uint64) events.CheckpointRecorded {
 	return c
 }
 
-// #28: a log whose turn ends are TurnEnded + CheckpointRecorded pairs and
+// A log whose turn ends are TurnEnded + CheckpointRecorded pairs and
 // a log whose turn ends are one TurnEnded carrying the checkpoint fold to
 // the same State (every field, Checkpoint and LoadOrder included, but the
 // count of applied events), at every prefix, and through a snapshot.
@@ -124,7 +124,7 @@ func TestPropertyTurnEndFormsFoldTheSame(t *testing.T) {
 	})
 }
 
-// #28, R28: a TurnEnded whose checkpoint breaks a rule of CheckpointRecorded
+// A TurnEnded whose checkpoint breaks a rule of CheckpointRecorded
 // is rejected as a whole, by every fold alike: the turn stays open, the
 // checkpoint and loaded set stay as they were, and the rejection names
 // the event and the rule.
@@ -170,7 +170,7 @@ func TestFoldRejectsTurnEndWithBadCheckpoint(t *testing.T) {
 	}
 }
 
-// #28: Decide validates a TurnEnded's checkpoint with the rules of a
+// Decide validates a TurnEnded's checkpoint with the rules of a
 // CheckpointRecorded and emits ONE event, the TurnEnded carrying the
 // normalised checkpoint; after the turn has ended, the checkpoint alone.
 func TestDecideTurnEndedWithCheckpoint(t *testing.T) {
@@ -204,7 +204,7 @@ func TestDecideTurnEndedWithCheckpoint(t *testing.T) {
 	bad = cp.Clone()
 	bad.Loaded = []string{"read_file"}
 	decideErr(t, before, def, events.TurnEnded{Checkpoint: &bad}, Limits{}, ErrInvalidCommand, `"read_file" is resident`)
-	// The turn has ended already: the checkpoint alone, as before #28.
+	// The turn has ended already: the checkpoint alone, as.
 	out = decideOK(t, s, def, events.TurnEnded{Checkpoint: &cp})
 	if len(out) != 1 {
 		t.Fatalf("Decide after the end = %+v", out)

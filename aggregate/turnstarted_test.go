@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R31, R2, R28: Decide keeps TurnStarted's recorded request (after a
+// Decide keeps TurnStarted's recorded request (after a
 // TurnEnded for a turn left open), refuses an override list that is an
 // expanded tool list, and never emits a TurnStarted the fold rejects.
 func TestDecideTurnStartedRecordsRequest(t *testing.T) {

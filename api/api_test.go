@@ -128,7 +128,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		t.Fatalf("explain = %+v", o.Explain)
 	}
 	// Before the ToolDisabled event, bash was a default tool.
-	// #29: explain-batch answers what explain answers, per tool, in order.
+	// Explain-batch answers what explain answers, per tool, in order.
 	o.ExplainBatch, err = c.ExplainBatch(ctx, wire.ExplainBatchRequest{Session: s, Tools: []string{"bash", "read_file"}})
 	must("explain batch", err)
 	if len(o.ExplainBatch.Explanations) != 2 || !reflect.DeepEqual(o.ExplainBatch.Explanations[0], o.Explain) ||
@@ -163,11 +163,11 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		}
 		return nil
 	})
-	// #30: a session of its own is deleted; reads of it answer deleted.
+	// A session of its own is deleted; reads of it answer deleted.
 	gone := s + "-gone"
 	_, err = c.Append(ctx, gone, nil, events.ToolsToggled{Enabled: ptr(true)})
 	must("append to the session to delete", err)
-	// #30: compaction purges events: a channel other than the erase
+	// Compaction purges events: a channel other than the erase
 	// channel is refused before anything is written.
 	var ae *APIError
 	if _, err := c.Compact(ctx, wire.CompactRequest{Session: gone}); !errors.As(err, &ae) || ae.Code != wire.CodeForbidden {
@@ -216,7 +216,7 @@ func normalize(t *testing.T, v any) any {
 	return walk(g)
 }
 
-// R4 R9 R16 R19 R20 R25: every operation over HTTP and over NATS micro,
+// Every operation over HTTP and over NATS micro,
 // against one real engine, gives the same results.
 func TestEveryOperationBothTransports(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -266,7 +266,7 @@ func TestEveryOperationBothTransports(t *testing.T) {
 	}
 }
 
-// R4 R5: the per-turn override forms over both transports.
+// The per-turn override forms over both transports.
 func TestOverride(t *testing.T) {
 	e := newEnv(t, Config{})
 	transports(t, e, func(t *testing.T, c *Client) {

@@ -35,7 +35,7 @@ import (
 // rewrites it. Without -update the test regenerates it from the table and
 // the page's own examples and fails on any difference, then calls every
 // operation the page lists, over NATS and over HTTP, with the documented
-// request, and checks every documented reply field. (#17 item 2)
+// request, and checks every documented reply field.
 
 var updateDoc = flag.Bool("update", false, "rewrite docs/api.md from the operation table and live example replies")
 
@@ -73,7 +73,7 @@ var docRequests = map[string]string{
 	"registry-diff":   `{"registry":{"version":"doc-2","tools":[{"name":"read_file","description":"Reads a file.","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}},{"name":"tool_search","description":"Loads deferred tools.","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}],"default_tools":["read_file","tool_search"]}}`,
 }
 
-func TestAPIDocOrderCoversEveryOperation(t *testing.T) { // #17 item 2
+func TestAPIDocOrderCoversEveryOperation(t *testing.T) {
 	var names []string
 	for _, op := range Operations() {
 		names = append(names, op.Name)
@@ -92,7 +92,7 @@ func TestAPIDocOrderCoversEveryOperation(t *testing.T) { // #17 item 2
 }
 
 // TestAPIDoc regenerates docs/api.md (or checks it), then calls every
-// operation the page lists over both transports. (#17 item 2)
+// operation the page lists over both transports.
 func TestAPIDoc(t *testing.T) {
 	var requests, replies map[string]string
 	if *updateDoc {
@@ -114,7 +114,7 @@ func TestAPIDoc(t *testing.T) {
 	}
 	for _, transport := range []string{"nats", "http"} {
 		t.Run(transport, func(t *testing.T) {
-			// #30: the page's channel is the erase channel, with an eraser,
+			// The page's channel is the erase channel, with an eraser,
 			// so that session-compact is documented by a real call.
 			env := newEnv(t, Config{EraseChannel: "doc"})
 			x, err := env.eng.Log().NewEraser(context.Background(), nil)
@@ -128,7 +128,7 @@ func TestAPIDoc(t *testing.T) {
 				if status != http.StatusOK {
 					t.Fatalf("%s over %s: status %d: %s", name, transport, status, body)
 				}
-				// #29 item 2: the request and the real reply are what
+				// The request and the real reply are what
 				// /v1/openapi.json says (over NATS: as the HTTP operation).
 				req, reqBody := docHTTPRequest(t, env, name, requests[name])
 				checkOpenAPI(t, v, transport+" "+name, req, reqBody, status, body)
@@ -158,7 +158,7 @@ func TestAPIDoc(t *testing.T) {
 }
 
 // TestMicroInfoHasSchemas checks that `nats micro info` shows each
-// endpoint's request and reply schema. (#17 item 2)
+// endpoint's request and reply schema.
 func TestMicroInfoHasSchemas(t *testing.T) {
 	env := newEnv(t, Config{})
 	msg, err := env.nc.Request("$SRV.INFO."+ServiceName, nil, 5*time.Second)
@@ -175,7 +175,7 @@ func TestMicroInfoHasSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The operations, the live ones and the endpoint answering unknown
-	// ones (#29 row 6).
+	// ones.
 	if len(info.Endpoints) != len(operations)+len(liveOps)+1 {
 		t.Fatalf("micro info lists %d endpoints, want %d", len(info.Endpoints), len(operations)+len(liveOps)+1)
 	}
@@ -470,7 +470,7 @@ func firstDiff(a, b string) string {
 }
 
 // errorCodes reads the Code constants of wire/errors.go with their
-// comments (#25 item 1: the codes are wire's; docs/api.md lists each).
+// comments (the codes are wire's; docs/api.md lists each).
 func errorCodes(t *testing.T) [][3]string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "../wire/errors.go", nil, parser.ParseComments)
@@ -528,6 +528,7 @@ func renderAPIDoc(t *testing.T, requests, replies map[string]string) string {
 		op := opsByName[name]
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s\n\n", name, op.Summary)
 		fmt.Fprintf(&b, "- NATS: request to `tools.api.<channel>.%s`\n", op.Subject)
+		fmt.Fprintf(&b, "- Python: `Client.%s(...)` of [clients/python](python.md)\n", strings.ReplaceAll(name, "-", "_"))
 		fmt.Fprintf(&b, "- HTTP: `%s %s`", strings.Join(op.Methods, "` or `"), op.Path)
 		switch {
 		case slices.Contains(op.Methods, http.MethodGet) && slices.Contains(op.Methods, http.MethodPost):
@@ -549,7 +550,7 @@ func renderAPIDoc(t *testing.T, requests, replies map[string]string) string {
 	return b.String()
 }
 
-// renderLiveDoc writes the live subscriptions' section (#29).
+// renderLiveDoc writes the live subscriptions' section.
 func renderLiveDoc(b *strings.Builder) {
 	b.WriteString(liveDocIntro)
 	b.WriteString("\n| operation | NATS subject (after `tools.api.<channel>.`) | HTTP | summary |\n|---|---|---|---|\n")
@@ -579,7 +580,7 @@ func yesNo(b bool) string {
 }
 
 // checkDecodeReply: the Go client decodes a reply with client.DecodeReply
-// (go-json, #28); it must give the reply type's value encoding/json gives.
+// (go-json); it must give the reply type's value encoding/json gives.
 func checkDecodeReply(t *testing.T, what string, rt reflect.Type, body []byte) {
 	t.Helper()
 	want, got := reflect.New(rt), reflect.New(rt)

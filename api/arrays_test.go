@@ -25,7 +25,7 @@ func nullPaths(v any, path string, out *[]string) {
 	}
 }
 
-// #29 row 1: lists in replies are [], never null — on resolve, turn/begin,
+// Lists in replies are [], never null — on resolve, turn/begin,
 // turn/discover of an unknown name, an empty override and a session whose
 // tools are switched off, over both transports.
 func TestRepliesHaveArraysNotNull(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // fixed multiple of the body plus a constant.
 func bodyAllocOracle(n int) uint64 { return uint64(96*n + 256<<10) }
 
-// Issue 11 item 1: the msgpack (and JSON) request body decoder of both
+// The msgpack (and JSON) request body decoder of both
 // transports never panics, refuses what it cannot decode with
 // ErrBadRequest, and allocates at most bodyAllocOracle of its input, for
 // every request type.
@@ -54,7 +54,7 @@ func FuzzDecodeBody(f *testing.F) {
 	})
 }
 
-// Issue 11 item 1: the body shapes that crashed the engine are refused
+// The body shapes that crashed the engine are refused
 // with a 400 naming the limit, and trailing bytes are an error.
 func TestDecodeBodyHostileMsgpack(t *testing.T) {
 	good, _ := msgpack.Marshal(map[string]any{"session": "s1"})

@@ -44,7 +44,7 @@ func editedRegistry(t *testing.T, version, tool, description string) json.RawMes
 	return b
 }
 
-// #26 item 3, #31: the call-check operation over both transports. A tool
+// The call-check operation over both transports. A tool
 // the user disabled mid-turn is still in the turn's frozen tools but is
 // refused (200, callable false, reason disabled); a known tool of the
 // turn is allowed with its permission, decision and channel; outside a
@@ -95,8 +95,8 @@ func TestCallCheckBothTransports(t *testing.T) {
 	})
 }
 
-// #26 item 3: over HTTP the body is {"tool"} and the session is in the
-// path; the reply carries the #31 fields by their JSON names; a read-only
+// Over HTTP the body is {"tool"} and the session is in the
+// path; the reply carries the policy fields by their JSON names; a read-only
 // token may call it (it writes nothing), not turn-begin.
 func TestCallCheckHTTPBodyAndReadOnlyToken(t *testing.T) {
 	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true}]`))
@@ -134,7 +134,7 @@ func TestCallCheckHTTPBodyAndReadOnlyToken(t *testing.T) {
 	}
 }
 
-// #31 item 3: registry-diff over both transports reports what the engine's
+// Registry-diff over both transports reports what the engine's
 // Impact reports for the same candidate (the transports add and drop
 // nothing), names the session that loaded the edited tool among those
 // whose prefix changes and leaves a session without it out; a bad

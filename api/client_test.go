@@ -20,7 +20,7 @@ import (
 // that link the engine. Errors from the engine are *APIError; errors.Is
 // also matches them against ErrBadRequest and any engine sentinel whose
 // service.KindOf maps to their code (service.ErrConflict, ErrNoTurn, ...).
-// It is test code now (#25 item 1): api's own tests call both transports
+// It is test code now: api's own tests call both transports
 // through it; programs use client.Client.
 type Client struct {
 	c      *client.Client
@@ -204,12 +204,12 @@ func (c *Client) EndTurn(ctx context.Context, session string) (CheckpointRespons
 	return call[CheckpointResponse](ctx, c, wire.OpEndTurn, &TurnRequest{Session: session})
 }
 
-// Delete deletes (or, with req.Erase, erases) a session (#30).
+// Delete deletes (or, with req.Erase, erases) a session.
 func (c *Client) Delete(ctx context.Context, req wire.DeleteRequest) (wire.DeleteReply, error) {
 	return call[wire.DeleteReply](ctx, c, wire.OpDelete, &req)
 }
 
-// Compact compacts a session (#30; the erase channel only).
+// Compact compacts a session (the erase channel only).
 func (c *Client) Compact(ctx context.Context, req wire.CompactRequest) (wire.CompactReply, error) {
 	return call[wire.CompactReply](ctx, c, wire.OpCompact, &req)
 }

@@ -92,7 +92,7 @@ func TestEncodeCommandEveryType(t *testing.T) {
 			t.Errorf("event type %s has no command fields", typ)
 		}
 	}
-	// #30: a compaction snapshot is written by the engine, never sent as
+	// A compaction snapshot is written by the engine, never sent as
 	// a command.
 	if _, err := DecodeCommand([]byte(`{"type":"SessionCompacted"}`)); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("SessionCompacted decoded as a command: %v", err)

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #19: within one engine a client reads its own acknowledged write without
+// Within one engine a client reads its own acknowledged write without
 // passing min_seq, and never reads a state older than one it read before
 // (monotonic reads). 1,000 write-then-read rounds per transport, from
 // several goroutines at once over HTTP and NATS against the same engine;

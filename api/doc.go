@@ -23,5 +23,5 @@
 // Config.MaxInFlightPerChannel requests per channel at once (429 busy).
 // Without tokens only the default HTTP channel and Config.HTTPChannels
 // have a budget of their own: every other Engine-Channel shares one, and
-// counts as channel "other" in Config.Observe (#24 row 6).
+// counts as channel "other" in Config.Observe.
 package api

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// #29 (not in the doc): an append whose every command changes nothing
+// An append whose every command changes nothing
 // writes nothing and answers first_seq = last_seq = 0 without event_ids,
 // and sequences are the stream's (a second session's first event is not
 // 1); the page says both. Over both transports.

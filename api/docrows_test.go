@@ -36,7 +36,7 @@ func appendOf(session string, n int) string {
 	return `{"session":"` + session + `","commands":[` + strings.Join(cmds, ",") + `]}`
 }
 
-// #29 row 2: the page states the limit the server enforces: MaxCommands
+// The page states the limit the server enforces: MaxCommands
 // commands are stored, one more is invalid, over both transports.
 func TestCommandsLimitAsDocumented(t *testing.T) {
 	doc := readAPIDoc(t)
@@ -56,7 +56,7 @@ func TestCommandsLimitAsDocumented(t *testing.T) {
 	}
 }
 
-// #29 row 3: over HTTP a POST body needs a JSON (or msgpack)
+// Over HTTP a POST body needs a JSON (or msgpack)
 // Content-Type, as the page now says; over NATS a body without one is
 // JSON.
 func TestContentTypeAsDocumented(t *testing.T) {
@@ -83,7 +83,7 @@ func TestContentTypeAsDocumented(t *testing.T) {
 	}
 }
 
-// #29 row 4: turn-dispatch outside a turn answers the live resolution
+// Turn-dispatch outside a turn answers the live resolution
 // (frozen false) by design: the engine measures cache breaks caused by
 // intent changes between out-of-turn dispatches. The page now says so
 // instead of promising no_turn, and the turn operations that need a turn
@@ -124,7 +124,7 @@ func TestDispatchOutsideTurnAsDocumented(t *testing.T) {
 	}
 }
 
-// #29 row 5: the page lists exactly the operations a read-only token may
+// The page lists exactly the operations a read-only token may
 // call, and turn-dispatch (no events, but it records the last dispatch)
 // is not one of them: 403.
 func TestReadOnlyTokenAsDocumented(t *testing.T) {
@@ -165,7 +165,7 @@ func TestReadOnlyTokenAsDocumented(t *testing.T) {
 	}
 }
 
-// #29 row 6: a NATS request to an operation the engine does not have gets
+// A NATS request to an operation the engine does not have gets
 // the error envelope (404 not_found naming the operations), not "no
 // responders"; the known operations still answer once.
 func TestUnknownNATSOperationGetsEnvelope(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 // TestDuplicateJSONKeysRefused: a request body naming a key twice (or two
 // spellings encoding/json maps to one field) is refused with 400 naming
-// the key, on both transports; nothing is written (#24 row 12(b)).
+// the key, on both transports; nothing is written.
 func TestDuplicateJSONKeysRefused(t *testing.T) {
 	e := newEnv(t, Config{})
 	cases := []struct {
@@ -45,8 +45,7 @@ func TestDuplicateJSONKeysRefused(t *testing.T) {
 }
 
 // TestDuplicateMsgpackKeysRefused: the same for a msgpack body, whose map
-// would otherwise collapse to the last value when converted (#24 row
-// 12(b)).
+// would otherwise collapse to the last value when converted.
 func TestDuplicateMsgpackKeysRefused(t *testing.T) {
 	e := newEnv(t, Config{})
 	var buf bytes.Buffer

@@ -27,7 +27,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// R23: a stale expected sequence is a 409 conflict with both sequences.
+// A stale expected sequence is a 409 conflict with both sequences.
 func TestConflict(t *testing.T) {
 	e := newEnv(t, Config{})
 	transports(t, e, func(t *testing.T, c *Client) {
@@ -52,7 +52,7 @@ func TestConflict(t *testing.T) {
 	})
 }
 
-// R2 R26 and input validation: 400 with a message naming the bad value,
+// And input validation: 400 with a message naming the bad value,
 // the same over both transports.
 func TestInvalidNamesTheBadValue(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -75,7 +75,7 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 				_, err := c.Append(ctx, "a.b", nil, events.ToolsToggled{})
 				return err
 			}, []string{`"a.b"`}},
-			{"materialized picked list (R2)", func() error {
+			{"materialized picked list", func() error {
 				_, err := c.Append(ctx, "s1", nil, events.ToolsPicked{Names: []string{"read_file", "edit_file", "bash", "tool_search"}})
 				return err
 			}, []string{`"minimal"`, "store the intent instead", "PresetChosen"}},
@@ -127,7 +127,7 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 	})
 }
 
-// R5: an override object is refused, with a message naming what to send,
+// An override object is refused, with a message naming what to send,
 // when its kind is missing or unknown or a field belongs to another kind:
 // in a NATS body and in an HTTP query parameter alike. (The typed Go
 // client cannot send an unknown kind, so these are raw.)
@@ -245,7 +245,7 @@ func TestInvalidRawBodies(t *testing.T) {
 	}
 }
 
-// R16: turn operations without an open turn are 409 no_turn.
+// Turn operations without an open turn are 409 no_turn.
 func TestNoTurn(t *testing.T) {
 	e := newEnv(t, Config{})
 	transports(t, e, func(t *testing.T, c *Client) {
@@ -273,7 +273,7 @@ func TestNotFound(t *testing.T) {
 		{"GET", "/", 404, wire.CodeNotFound},
 		{"GET", "/v1/sessions/s1/events", 405, wire.CodeMethodNotAllowed},
 		{"PATCH", "/v1/sessions/s1", 405, wire.CodeMethodNotAllowed},
-		{"DELETE", "/v1/sessions/s1", 404, wire.CodeNotFound}, // #30: nothing to delete
+		{"DELETE", "/v1/sessions/s1", 404, wire.CodeNotFound}, // Nothing to delete
 		{"PUT", "/v1/sessions/s1/resolve", 405, wire.CodeMethodNotAllowed},
 	} {
 		status, h, body := rawHTTP(t, tc.method, e.httpURL+tc.path, "")
@@ -288,7 +288,7 @@ func TestNotFound(t *testing.T) {
 			t.Errorf("%s %s: Content-Type %q", tc.method, tc.path, ct)
 		}
 	}
-	// Nothing dispatched yet: not_found, both ways (R21).
+	// Nothing dispatched yet: not_found, both ways.
 	transports(t, e, func(t *testing.T, c *Client) {
 		_, err := c.LastDispatch(ctxT(t), "never")
 		ae := asAPIError(t, err, http.StatusNotFound, wire.CodeNotFound)
@@ -316,10 +316,17 @@ func TestBodyTooLarge(t *testing.T) {
 		t.Fatalf("NATS: %+v", ae)
 	}
 	// The fix named fits the operation: a registry is not a list of
-	// commands (#27: a registry with tool embeddings outgrows the bound).
-	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	// commands (a registry with tool embeddings outgrows the bound).
+	// A registry diff takes a registry file of up to the registry
+	// history's bound, whatever MaxBodyBytes says.
+	limit := service.MaxRegistryBytes + 64<<10
+	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", limit)+`"}}`)
 	if ae := apiError(t, body); status != http.StatusRequestEntityTooLarge || !strings.Contains(ae.Message, "serve --registry FILE") || strings.Contains(ae.Message, "commands") {
 		t.Errorf("registry diff over the bound: %d %q", status, ae.Message)
+	}
+	status, _, body = rawHTTP(t, "POST", small.httpURL+"/v1/registry/diff", `{"registry":{"x":"`+strings.Repeat("x", 2<<10)+`"}}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `unknown key \"x\"`) {
+		t.Errorf("a registry diff over MaxBodyBytes but under the registry bound: %d %s, want it read (400 for the bad registry)", status, body)
 	}
 }
 
@@ -332,7 +339,7 @@ func TestUnavailable(t *testing.T) {
 	_, err = e.httpClient().Append(ctxT(t), "s1", nil, events.ToolsToggled{Enabled: ptr(true)})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 	// The micro service went with the connection: no responders, once the
-	// server has dropped the closed connection's subscriptions (#19: wait
+	// server has dropped the closed connection's subscriptions (wait
 	// for that event; a request sent before it reaches a dead subscriber).
 	subj := "tools.api.cli.session.resolve"
 	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
@@ -357,7 +364,7 @@ func TestErrorOfMapping(t *testing.T) {
 		{events.ErrInvalidSession, 400, CodeInvalid},
 		{service.ErrNoTurn, 409, wire.CodeNoTurn},
 		{service.ErrConflict, 409, wire.CodeConflict},
-		// #12 items 2 and 4: outcome unknown and disk full are their own
+		// Outcome unknown and disk full are their own
 		// codes, distinct from refusals and from "unavailable".
 		{fmt.Errorf("append: %w", &jetstream.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, wire.CodeOutcomeUnknown},
 		{fmt.Errorf("append: %w", jetstream.ErrNotSent), 503, CodeUnavailable},
@@ -385,7 +392,7 @@ func TestConflictEnvelopeAlwaysHasSequences(t *testing.T) {
 	}
 }
 
-// #25 item 2: the service decides an error's kind (service.KindOf) from
+// The service decides an error's kind (service.KindOf) from
 // the sentinels of every core package and of the log; the api maps each
 // kind to one wire code, and a kind it does not know would be a 500.
 func TestKindOfEverySentinel(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"github.com/toolintent/engine/internal/clip"
 )
 
-// replyAllowed reports whether the engine may publish a reply to subject
-// (issue 11, item 3). A reply goes only to an inbox: the first token is
+// replyAllowed reports whether the engine may publish a reply to subject.
+// A reply goes only to an inbox: the first token is
 // _INBOX (nats.go, natscli) or starts with _INBOX_ (the private inbox
 // prefixes of deploy/nats-server.conf, set with nats.CustomInboxPrefix),
 // or is _R_, the server's mapping of a reply subject for a request that

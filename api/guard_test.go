@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Issue 11 item 3: a request whose reply subject is not an inbox gets no
+// A request whose reply subject is not an inbox gets no
 // reply, so nothing is published to the log, the API or a KV bucket.
 func TestMicroRefusesNonInboxReply(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -54,7 +54,7 @@ func TestMicroRefusesNonInboxReply(t *testing.T) {
 	}
 }
 
-// Issue 11 item 7: slow requests on one channel do not delay another,
+// Slow requests on one channel do not delay another,
 // and a channel over its bound gets a 429 busy reply at once.
 func TestMicroConcurrencyPerChannel(t *testing.T) {
 	e := newEnv(t, Config{MaxInFlightPerChannel: 3})
@@ -98,7 +98,7 @@ func TestMicroConcurrencyPerChannel(t *testing.T) {
 	}
 }
 
-// Issue 11 item 5: writes need a JSON or msgpack body; cross-origin
+// Writes need a JSON or msgpack body; cross-origin
 // browser writes and foreign Host names are refused.
 func TestHTTPCrossSiteAndContentType(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -137,7 +137,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 	}
 }
 
-// Issue 11 item 6: with tokens, the channel comes from the token.
+// With tokens, the channel comes from the token.
 func TestHTTPTokens(t *testing.T) {
 	toks, err := tokens.Parse([]byte(`[{"token":"web-token-0123456789","channel":"web"},{"token":"audit-token-0123456789","channel":"audit","read_only":true},{"token":"bot-token-0123456789","channel":"slack","actor":"bot"}]`))
 	if err != nil {

@@ -36,7 +36,7 @@ func historySession(t *testing.T, c *Client, session string, n int) []uint64 {
 	return seqs
 }
 
-// #24 row 7: history is paged. A session of 5,000 events is read page by
+// History is paged. A session of 5,000 events is read page by
 // page (after_seq, limit, next_after_seq) over HTTP and NATS: the pages
 // cover every event exactly once, in order; a page holds at most the
 // default page size (or the limit, or about MaxHistoryPageBytes of JSON);

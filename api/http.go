@@ -81,6 +81,15 @@ func (a *API) httpOp(op *operation) http.Handler {
 			a.failHTTP(w, r, op, err)
 			return
 		}
+		if e, ok := resp.(etagged); ok {
+			if tag := e.ETag(); tag != "" {
+				w.Header().Set("ETag", `"`+tag+`"`)
+				if (r.Method == http.MethodGet || r.Method == http.MethodHead) && ifNoneMatch(r.Header.Get("If-None-Match")) == tag {
+					w.WriteHeader(http.StatusNotModified)
+					return
+				}
+			}
+		}
 		body, err := msgpackjson.EncodeReply(resp, mp)
 		if err != nil {
 			a.writeError(w, mp, errorOf(err))
@@ -88,6 +97,27 @@ func (a *API) httpOp(op *operation) http.Handler {
 		}
 		writeBody(w, http.StatusOK, mp, body)
 	})
+}
+
+// etagged is a reply with an entity tag (a turn view): the tag of the
+// whole reply, so that a GET whose If-None-Match names it is answered 304
+// without a body. A backend that holds the rendering alone names its
+// rendering_hash in the request's if_none_match instead, on any method
+// and over NATS, and gets the view without it.
+type etagged interface {
+	ETag() string
+}
+
+// ifNoneMatch returns the entity tag an If-None-Match header names: its
+// first tag, quotes and a weak prefix removed ("" for none or "*").
+func ifNoneMatch(h string) string {
+	tag, _, _ := strings.Cut(h, ",")
+	tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+	tag = strings.Trim(tag, `"`)
+	if tag == "*" {
+		return ""
+	}
+	return tag
 }
 
 // serveHTTP answers one request; it also returns the channel's metrics
@@ -100,7 +130,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	}
 	// From here on the request counts under its limiter key: the channel,
 	// or the one key of every unknown HTTP channel, whose label is
-	// "other" (#24 row 6: a made-up Engine-Channel neither gets a budget
+	// "other" (a made-up Engine-Channel neither gets a budget
 	// of its own nor a metrics series).
 	key := a.httpLimitKey(tok, channel)
 	label := service.ChannelLabel(key)
@@ -114,11 +144,11 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		if len(r.URL.RawQuery) > 0 {
 			return nil, label, badRequest("%s %s takes its parameters in the JSON body, not the query string (%s)", r.Method, op.Path, clip.String(r.URL.RawQuery, clip.Max))
 		}
-		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
+		data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.bodyLimit(op)))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, label, tooLarge(op, a.cfg.MaxBodyBytes)
+				return nil, label, tooLarge(op, a.bodyLimit(op))
 			}
 			return nil, label, badRequest("read request body: %v", err)
 		}
@@ -141,6 +171,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 	if err := service.BindIdempotencyKey(req, r.Header.Get(wire.HeaderIdempotencyKey)); err != nil {
 		return nil, label, err
 	}
+
 	o := service.Origin{Actor: r.Header.Get(wire.HeaderActor)}
 	if tok != nil && tok.Actor != "" {
 		body, _ := wire.FieldString(req, "actor")
@@ -153,10 +184,20 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		o.Actor = tok.Actor
 	}
 	// Every operation knows its caller's channel: writes record it, reads
-	// resolve under its policy (#31).
+	// resolve under its policy.
 	o.Channel = channel
 	resp, err := a.run(r.Context(), op, req, o)
 	return resp, label, err
+}
+
+// bodyLimit bounds a request body of op: Config.MaxBodyBytes, and for a
+// registry diff at least a registry file of service.MaxRegistryBytes in
+// its JSON envelope.
+func (a *API) bodyLimit(op *operation) int64 {
+	if op.Name == wire.OpRegistryDiff.Name {
+		return max(a.cfg.MaxBodyBytes, service.MaxRegistryBytes+64<<10)
+	}
+	return a.cfg.MaxBodyBytes
 }
 
 // tooLarge is the error of a request body over limit, with the fix that
@@ -198,7 +239,7 @@ func (a *API) writeError(w http.ResponseWriter, mp bool, e *APIError) {
 
 // writeBody writes a reply body (JSON ends with a newline) with its
 // Content-Length: without it a reply over net/http's 2 KB buffer went out
-// chunked, and the client could not size its read (#28).
+// chunked, and the client could not size its read.
 func writeBody(w http.ResponseWriter, status int, mp bool, body []byte) {
 	n := len(body)
 	if !mp {

@@ -62,8 +62,8 @@ func (a *API) httpChannel(op *operation, r *http.Request) (*tokens.Token, string
 	return nil, ch, service.ValidToken(HeaderChannel+" header", ch)
 }
 
-// httpLimitKey is the limiter key of an HTTP request of channel (#24 row
-// 6): the channel itself when the engine knows it (a token's channel, the
+// httpLimitKey is the limiter key of an HTTP request of channel: the
+// channel itself when the engine knows it (a token's channel, the
 // default HTTPChannel, or one of Config.HTTPChannels), else
 // service.UnknownChannels, one budget that every made-up Engine-Channel shares.
 // Without tokens the header is the caller's word: a client that sends
@@ -95,7 +95,7 @@ func checkContentType(r *http.Request, data []byte) error {
 }
 
 // Protect wraps an HTTP handler with the checks every route of the
-// engine's HTTP server needs (issue 11, item 5; httpguard.Guard of
+// engine's HTTP server needs (httpguard.Guard of
 // Config.Hosts and Config.Origins): Host names the engine (no DNS
 // rebinding), no cross-origin writes. A refused request gets a forbidden
 // (403) error reply. Handler applies Protect itself; wrap other routes

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #29 item 1: wire.IdempotencyEventIDs (for clients) and the engine's
+// Wire.IdempotencyEventIDs (for clients) and the engine's
 // jetstream.KeyEventIDs give the same ids, and wire's key rule is the
 // engine's.
 func TestIdempotencyEventIDsAgree(t *testing.T) {
@@ -34,11 +34,11 @@ func TestIdempotencyEventIDsAgree(t *testing.T) {
 	}
 }
 
-// #20 item 4: over HTTP and NATS an append takes an idempotency key as
+// Over HTTP and NATS an append takes an idempotency key as
 // the Idempotency-Key header or the body's event_id; a retry with the
 // same key returns the original sequence and event ids (duplicate) and
 // writes nothing; replies name the stored event ids; a header and a
-// field that differ, or a key over 255 bytes, are refused; #29 item 1: any
+// field that differ, or a key over 255 bytes, are refused; any
 // opaque key (a UUID), case-sensitive; the same key with other commands is
 // 422 idempotency_key_mismatch.
 func TestAppendIdempotencyKey(t *testing.T) {
@@ -76,7 +76,7 @@ func TestAppendIdempotencyKey(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, via := range []string{"header", "field"} {
 				session := name + "-" + via
-				key := "3f1c2a9e-7b4d-4c11-9a60-" + via + "-" + name // any opaque string (#29 item 1)
+				key := "3f1c2a9e-7b4d-4c11-9a60-" + via + "-" + name // any opaque string
 				keyID := wire.IdempotencyEventIDs(session, key, 1)[0]
 				req, headers := body, []string{wire.HeaderIdempotencyKey, key}
 				if via == "field" {
@@ -115,7 +115,7 @@ func TestAppendIdempotencyKey(t *testing.T) {
 			if st, b := do(t, name+"-bad", body, wire.HeaderIdempotencyKey, strings.Repeat("k", 256)); st != http.StatusBadRequest {
 				t.Fatalf("key of 256 bytes: %d %s, want 400", st, b)
 			}
-			// #29 item 1: the same key with other commands is 422
+			// The same key with other commands is 422
 			// idempotency_key_mismatch naming both, and writes nothing.
 			k := "order-42/attempt-" + name
 			if st, b := do(t, name+"-mismatch", body, wire.HeaderIdempotencyKey, k); st != http.StatusOK {
@@ -141,7 +141,7 @@ func TestAppendIdempotencyKey(t *testing.T) {
 	}
 }
 
-// #24 row 4: on the wire, a key used on one session and sent on another
+// On the wire, a key used on one session and sent on another
 // is 422 with code idempotency_key_in_use over HTTP (status) and NATS
 // (Nats-Service-Error-Code), its message naming the key and not the
 // session that holds it; the other session then reads and appends.

@@ -19,7 +19,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #30: a deleted session answers 410 with the error envelope, code
+// A deleted session answers 410 with the error envelope, code
 // "deleted", over HTTP and NATS, for reads and writes alike; its id starts
 // no new session; a bystander session is untouched; sessions no longer
 // lists it.
@@ -90,7 +90,7 @@ func TestDeletedAnswers410BothTransports(t *testing.T) {
 	}
 }
 
-// #30: delete needs a write right (a read-only token is refused), and
+// Delete needs a write right (a read-only token is refused), and
 // erase is the erase channel's only: any other channel gets 403 and
 // nothing is written.
 func TestDeleteRights(t *testing.T) {
@@ -136,7 +136,7 @@ func checkSessions(t *testing.T, c *Client, want, gone string) {
 	})
 }
 
-// #30: the erase channel erases over both transports: the session's
+// The erase channel erases over both transports: the session's
 // events are gone from the stream but the SessionDeleted kept as its
 // tombstone, reads and writes of the id answer 410
 // deleted (also on an engine that never saw it), and a

@@ -125,7 +125,7 @@ func toggle(t *testing.T, e *testEnv, session string, on bool) uint64 {
 	return r.Last
 }
 
-// #29: the SSE framing (id = sequence, event = type, data = the event),
+// The SSE framing (id = sequence, event = type, data = the event),
 // resume with Last-Event-ID (and after_seq) gets exactly the events after
 // it, two sessions' streams don't mix, the all-sessions stream is in
 // stream order, and an event appended while a stream is open reaches it.
@@ -197,7 +197,7 @@ func TestLiveHTTPResumeFilterOrder(t *testing.T) {
 
 func jsonNum(n uint64) string { b, _ := json.Marshal(n); return string(b) }
 
-// #29: a deleted session's stream delivers the SessionDeleted, then an
+// A deleted session's stream delivers the SessionDeleted, then an
 // "end" event, then closes; a stream opened after it is 410 deleted.
 func TestLiveHTTPDeletedSessionEnds(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -225,7 +225,7 @@ func TestLiveHTTPDeletedSessionEnds(t *testing.T) {
 	}
 }
 
-// #29: a read-only token may watch; no token is 401; beyond
+// A read-only token may watch; no token is 401; beyond
 // MaxLivePerChannel streams of one channel the answer is 429 busy with
 // Retry-After (another channel still gets one); an idle stream sends
 // heartbeats; StopLive (engine shutdown) ends every stream and refuses
@@ -283,7 +283,7 @@ func TestLiveHTTPTokensCapHeartbeatStop(t *testing.T) {
 	}
 }
 
-// #29: a live stream outlives the HTTP server's read and write timeouts
+// A live stream outlives the HTTP server's read and write timeouts
 // (sized for one request; engine serve's write timeout is 45 s): after
 // several timeouts' worth of heartbeats an appended event still arrives.
 func TestLiveHTTPOutlivesServerTimeouts(t *testing.T) {
@@ -311,7 +311,7 @@ func TestLiveHTTPOutlivesServerTimeouts(t *testing.T) {
 	}
 }
 
-// #29: over NATS, a client that goes away (unsubscribes its inbox) ends
+// Over NATS, a client that goes away (unsubscribes its inbox) ends
 // its stream at the next heartbeat, which gives its slot back: with one
 // stream per channel, a second watch is refused (429) while the first is
 // subscribed and taken once it left.

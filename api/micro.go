@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -119,7 +120,7 @@ func Subject(prefix, channel, op string) (string, error) {
 
 // microChannel is the channel of a request to op (the subject token after
 // the prefix), or false when the request is dropped: the engine never
-// publishes into its own namespaces (issue 11, item 3), so a request whose
+// publishes into its own namespaces, so a request whose
 // reply subject is not an inbox gets no reply, since the only way to tell
 // its sender is that reply.
 func (a *API) microChannel(op *operation, r micro.Request) (string, bool) {
@@ -174,6 +175,9 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 				return
 			}
 			body, err := msgpackjson.EncodeReply(resp, mp)
+			if err == nil && int64(len(body)) > nc.MaxPayload() {
+				err = replyTooLarge(op, len(body), nc.MaxPayload())
+			}
 			if err != nil {
 				late.Add(1)
 				_ = nc.PublishMsg(errorMsg(reply, mp, errorOf(err)))
@@ -186,6 +190,19 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 	})
 }
 
+// replyTooLarge is the error of a NATS reply over the server's
+// max_payload: the publish would fail and the caller would wait out its
+// timeout. A turn view's rendering is the usual cause (a native mode
+// defines every tool of a large registry).
+func replyTooLarge(op *operation, n int, limit int64) error {
+	fix := "raise the NATS server's max_payload (the embedded server's is 8 MiB) or call over HTTP"
+	if op.reqType.Implements(reflect.TypeFor[wire.Conditional]()) || reflect.PointerTo(op.reqType).Implements(reflect.TypeFor[wire.Conditional]()) {
+		fix = "send the rendering_hash of the rendering you hold as if_none_match, " + fix
+	}
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
+		Message: op.Name + " reply of " + strconv.Itoa(n) + " bytes exceeds the NATS server's max_payload " + byteSize(limit) + ": " + fix}
+}
+
 // prepareMicro decodes and checks a request (quick, bounded work).
 func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any, service.Origin, error) {
 	var o service.Origin
@@ -193,8 +210,8 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 		return nil, o, err
 	}
 	data := r.Data()
-	if int64(len(data)) > a.cfg.MaxBodyBytes {
-		return nil, o, tooLarge(op, a.cfg.MaxBodyBytes)
+	if int64(len(data)) > a.bodyLimit(op) {
+		return nil, o, tooLarge(op, a.bodyLimit(op))
 	}
 	req := op.newReq()
 	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {

@@ -48,7 +48,7 @@ func sortedJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
-// R22: msgpack replies when asked, with the same content as JSON.
+// Msgpack replies when asked, with the same content as JSON.
 func TestMsgpackReply(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx := ctxT(t)
@@ -118,8 +118,8 @@ func TestMicroInfo(t *testing.T) {
 			t.Errorf("endpoint %s http metadata %q", op.Name, ep.Metadata["http"])
 		}
 	}
-	// The operations, the live ones (#29) and the endpoint answering
-	// unknown ones (#29 row 6).
+	// The operations, the live ones and the endpoint answering
+	// unknown ones.
 	if len(info.Endpoints) != len(Operations())+len(liveOps)+1 {
 		t.Errorf("%d endpoints, want %d", len(info.Endpoints), len(Operations())+len(liveOps)+1)
 	}
@@ -140,8 +140,8 @@ func TestMicroInfo(t *testing.T) {
 	}
 }
 
-// R22: the channel comes from the subject token (NATS) or the header
-// (HTTP), the actor from Engine-Actor or the body; R28: an event without
+// The channel comes from the subject token (NATS) or the header
+// (HTTP), the actor from Engine-Actor or the body; an event without
 // an actor records service.Anonymous, as a version-2 event names its actor.
 func TestOriginRecorded(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -183,7 +183,7 @@ func TestOriginRecorded(t *testing.T) {
 	}
 }
 
-// History --until by sequence and by time (R25).
+// History --until by sequence and by time.
 func TestHistoryUntilTime(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx := ctxT(t)
@@ -201,7 +201,7 @@ func TestHistoryUntilTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second event must be stored after the cut for the test to mean
-	// anything (#19: a precondition checked, not a sleep).
+	// anything (a precondition checked, not a sleep).
 	if h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: wire.UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
 		t.Fatalf("precondition: the second event stored after %s: %v %+v", cut, err, h.Entries)
 	}
@@ -275,7 +275,7 @@ func TestChannelPermissions(t *testing.T) {
 	}
 	_ = web.Flush()
 	// The server reports both violations asynchronously: wait for them
-	// (#21: the error callback, not a fixed sleep).
+	// (the error callback, not a fixed sleep).
 	want := []string{"Permissions Violation for Publish to \"tools.api.tui.events.append\"", "Permissions Violation for Publish to \"tools.events.perm\""}
 	var got strings.Builder
 	deadline := time.After(10 * time.Second)

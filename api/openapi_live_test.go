@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #29: the live endpoints are in the OpenAPI document: a real request
+// The live endpoints are in the OpenAPI document: a real request
 // and a real 200 text/event-stream reply (the frames read so far) and a
 // real 400 error reply validate against it, and every data line of the
 // stream has the fields of the document's x-event-data schema.

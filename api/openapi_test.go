@@ -86,7 +86,7 @@ func schemaErrs[E any](errs []E) string {
 	return b.String()
 }
 
-// #29 item 2: error replies of every operation, over HTTP and NATS, are
+// Error replies of every operation, over HTTP and NATS, are
 // the document's error envelope: a bad session id (400 invalid) for each
 // operation that has one, a conflict (409, with expected and actual), an
 // idempotency key reused with other commands (422), a 405, a 404.
@@ -178,7 +178,7 @@ func TestOpenAPIErrorReplies(t *testing.T) {
 	}
 }
 
-// #29 item 2: the document is served without a token when the engine has
+// The document is served without a token when the engine has
 // no tokens file, and with one to any of its tokens, read-only included
 // (the read operations' rule); without a token it is 401.
 func TestOpenAPIServedAsReadOperations(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #29 item "Retry-After on 429/503": a busy (429) reply and an
+// A busy (429) reply and an
 // unavailable (503) reply carry Retry-After, as an HTTP header and as a
 // NATS header. One read waits for a sequence that never comes (503 once
 // the request timeout ends it) and holds the channel's only slot, so the

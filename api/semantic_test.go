@@ -16,7 +16,7 @@ import (
 )
 
 // embeddedRegistryJSON is the default registry file with fixed
-// 4-dimensional embeddings on its four deferred defaults (#27).
+// 4-dimensional embeddings on its four deferred defaults.
 func embeddedRegistryJSON(t *testing.T) []byte {
 	return registrytest.DefaultWithEmbeddings(t, map[string][]float32{
 		"playwright_browser": {1, 0, 0, 0},
@@ -32,7 +32,7 @@ func discoverVec(t *testing.T, c *Client, s string, input string, vec []float32)
 	return call[service.DiscoverResult](ctxT(t), c, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(input), Provider: service.ProviderAnthropicEngine, QueryVector: vec})
 }
 
-// #27: turn.discover takes a query vector beside the model's input, on
+// Turn.discover takes a query vector beside the model's input, on
 // both transports: with a registry that carries tool embeddings, a query
 // whose words match no tool loads the tool nearest by vector, the same
 // way each time; a vector of another dimension is 400 naming both.
@@ -98,7 +98,7 @@ func TestToolSearchQueryVector(t *testing.T) {
 	}
 }
 
-// #27: a query vector against a registry without tool embeddings is not
+// A query vector against a registry without tool embeddings is not
 // an error: the keyword result, with a note, on both transports.
 func TestToolSearchQueryVectorWithoutEmbeddings(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -121,7 +121,7 @@ func TestToolSearchQueryVectorWithoutEmbeddings(t *testing.T) {
 	})
 }
 
-// #27: registry-diff of a candidate that only adds embeddings names the
+// Registry-diff of a candidate that only adds embeddings names the
 // tools in diff.embeddings and changes no contract, tools prefix or
 // checkpoint, on both transports.
 func TestRegistryDiffEmbeddings(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// R29: turn.discover takes the model's tool_search input as written: exact
+// Turn.discover takes the model's tool_search input as written: exact
 // names, a keyword query, a regex, max_results. Unknown names and empty or
 // unmatched searches are soft results of a successful call, on both
 // transports; only input outside the schema is 400, naming the field.

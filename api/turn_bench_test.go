@@ -9,7 +9,7 @@ import (
 
 // BenchmarkHTTPTurn runs turn/begin and turn/end over the HTTP API on one
 // session against a real embedded server, for profiles of the transport's
-// share of a turn (#28); engine bench's turn-cycle lines measure it.
+// share of a turn; engine bench's turn-cycle lines measure it.
 //
 //	go test -run '^$' -bench HTTPTurn -benchtime 2000x -cpuprofile /tmp/ht.pprof ./api/
 func BenchmarkHTTPTurn(b *testing.B) {

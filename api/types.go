@@ -39,7 +39,7 @@ type (
 	Command            = service.Command
 )
 
-// Bounds of history pages (#24 row 7) and appends: wire's.
+// Bounds of history pages and appends: wire's.
 const (
 	MaxHistoryPage = wire.MaxHistoryPage
 	// MaxCommands bounds the commands of one append request.
@@ -55,7 +55,7 @@ var DecodeCommand = service.DecodeCommand
 var EncodeCommand = service.EncodeCommand
 
 // DefaultEraseChannel is the channel allowed to erase sessions when
-// Config.EraseChannel is empty (#30).
+// Config.EraseChannel is empty.
 const DefaultEraseChannel = "ops"
 
 // OtherChannels is the channel label of requests from unknown HTTP

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #17 item 4, #25 item 1: the engine serves wire's operation table
+// The engine serves wire's operation table
 // (subjects, methods, paths), the one the Go client calls.
 func TestOperationsMatchEngine(t *testing.T) {
 	ops := api.Operations()
@@ -32,7 +32,7 @@ func TestOperationsMatchEngine(t *testing.T) {
 	}
 }
 
-// #17 item 4, #25 item 1: every wire request and reply type (what the Go
+// Every wire request and reply type (what the Go
 // client sends and decodes) has exactly the fields of the engine's JSON
 // Schema of that operation (the schema nats micro info shows), at every
 // depth: where the engine still answers with a core type (a turn view, an
@@ -54,7 +54,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"turn-checkpoint": {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"turn-end":        {reflect.TypeFor[wire.TurnRequest](), reflect.TypeFor[wire.CheckpointReply]()},
 		"sessions":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.SessionList]()},
-		"registry":        {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.RegistryInfo]()},
+		"registry":        {reflect.TypeFor[wire.RegistryRequest](), reflect.TypeFor[wire.RegistryInfo]()},
 		"budget":          {reflect.TypeFor[struct{}](), reflect.TypeFor[wire.BudgetTable]()},
 		"registry-diff":   {reflect.TypeFor[wire.RegistryDiffRequest](), reflect.TypeFor[wire.RegistryImpact]()},
 		"session-delete":  {reflect.TypeFor[wire.DeleteRequest](), reflect.TypeFor[wire.DeleteReply]()},

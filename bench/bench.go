@@ -372,6 +372,7 @@ func ExpectedLines(cfg Config) []string {
 	out = append(out, nameFold, nameSplitDefault, nameSplit500)
 	out = append(out, searchLineNames()...)
 	out = append(out, promptCacheLineNames()...)
+	out = append(out, cacheChangeLineNames()...)
 	out = append(out, turnCycleLineNames(cfg)...)
 	out = append(out, atomicBatchLineNames()...)
 	out = append(out, nameReplay, nameReplayLimit, nameReplayWrites, nameColdStart)

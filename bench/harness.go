@@ -61,7 +61,8 @@ type harness struct {
 	rkv   njs.KeyValue
 
 	// turns is the turn cycle's engine and HTTP server (turn-cycle).
-	turns *turnEngine
+	turns      *turnEngine
+	turnsLarge *turnEngine // on the turn cycle's large registry
 
 	// Figures kept for notes of later lines.
 	kvGetMicros float64
@@ -151,6 +152,7 @@ func (h *harness) stopEngine() {
 
 func (h *harness) close() {
 	h.turns.close()
+	h.turnsLarge.close()
 	h.turns = nil
 	h.stopEngine()
 	if h.rawNC != nil {

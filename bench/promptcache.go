@@ -217,7 +217,7 @@ func (h *harness) promptCache(ctx context.Context) error {
 		}
 	}
 	h.pcLines(convs, stats)
-	return nil
+	return h.cacheChangeLines(ctx)
 }
 
 // pcRequest renders one provider request in every mode and tallies it;
@@ -243,7 +243,15 @@ func (h *harness) pcRequest(ctx context.Context, session string, stats map[strin
 			}
 			tokens += loaded // inserted into the messages by the provider
 		}
-		stats[m].request(kind, v.Rendering, v.CatalogText, tokens, toolTokens, row.Native, newLoaded)
+		// What the provider caches (its rule): a catalog row's array as
+		// sent; a native row's tools prefix, which a deferred tool's
+		// definition is not part of (a discovery references it after the
+		// cached prefix; the replay's pushes change no referenced tool).
+		key := v.Rendering
+		if row.Native {
+			key = []byte(v.PrefixHash)
+		}
+		stats[m].request(kind, key, v.CatalogText, tokens, toolTokens, row.Native, newLoaded)
 	}
 	for m, tools := range map[string][]resolver.Tool{pcModeNoDeferral: current, pcModeMaterial: material} {
 		arr := resolver.RenderAnthropic(tools)

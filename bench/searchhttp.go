@@ -77,12 +77,12 @@ func (h *harness) searchHTTPLines(ctx context.Context, reg *resolver.Registry) e
 			if _, err := eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
 				return nil, err
 			}
-			if _, err := c.BeginTurn(ctx, client.BeginTurnRequest{Session: s, Provider: provider}); err != nil {
+			if _, err := c.TurnBegin(ctx, client.BeginTurnRequest{Session: s, Provider: provider}); err != nil {
 				return nil, err
 			}
 			input, _ := json.Marshal(map[string]string{"query": q.Query})
 			start := time.Now()
-			if _, err := c.Discover(ctx, client.DiscoverRequest{Session: s, Input: input, Provider: provider, View: view}); err != nil {
+			if _, err := c.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Input: input, Provider: provider, View: view}); err != nil {
 				return nil, err
 			}
 			lat = append(lat, float64(time.Since(start).Nanoseconds())/1e6)

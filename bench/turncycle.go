@@ -34,24 +34,32 @@ import (
 // stored, re-published with one synchronous CAS publish each, grouped by
 // the phase that wrote them, on a raw stream of the same server.
 
-// Phases of a turn, in order.
+// Phases of a turn, in order; resume follows the turn (a backend that
+// restarted asks for its loaded set back) and is not part of the whole
+// turn's sum.
 const (
 	tcBegin = iota
 	tcDiscover
 	tcDispatch
 	tcEnd
 	tcTurn // the whole turn: the sum of the phases
+	tcResume
 	tcPhases
 )
 
-var tcPhaseNames = [tcPhases]string{"turn/begin", "turn/discover", "turn/dispatch", "turn/end", "whole turn"}
+var tcPhaseNames = [tcPhases]string{"turn/begin", "turn/discover", "turn/dispatch", "turn/end", "whole turn", "resume"}
 
 // Line name patterns of the turn cycle: transport and sessions, the
 // phase, the quantile.
 const (
 	nameTurnCycle       = "turn cycle, %s: %s %s"
 	nameTurnCycleWrites = "turn cycle, %s: log writes per turn"
+	nameTurnCycleBytes  = "turn cycle, %s: log bytes written per turn"
 )
+
+// tcLargeRegistry is the tool count of the turn cycle's large registry:
+// the default registry and the MCP corpus repeated (mcpRegistry).
+const tcLargeRegistry = 10_000
 
 // tcDiscoverEvery is how often a turn runs a tool_search (every 4th turn).
 const tcDiscoverEvery = 4
@@ -59,11 +67,13 @@ const tcDiscoverEvery = 4
 // tcTargetMicros is the issue's p99 target of turn/begin and turn/end.
 const tcTargetMicros = 2000
 
-// tcSetting is one measured setting: a transport and a session count.
+// tcSetting is one measured setting: a transport, a session count and
+// the registry (0: the default; else at least that many MCP tools).
 type tcSetting struct {
 	label    string // "in-process, one session"
 	http     bool
 	sessions int
+	tools    int
 }
 
 func (h *harness) tcSettings() []tcSetting {
@@ -71,6 +81,7 @@ func (h *harness) tcSettings() []tcSetting {
 		{label: "in-process, one session"},
 		{label: "HTTP, one session", http: true},
 		{label: fmt.Sprintf("in-process, %d sessions concurrently", h.cfg.TurnCycleSessions), sessions: h.cfg.TurnCycleSessions},
+		{label: fmt.Sprintf("in-process, one session, %s MCP tools", sessionsLabel(tcLargeRegistry)), tools: tcLargeRegistry},
 	}
 }
 
@@ -82,7 +93,7 @@ func turnCycleLineNames(cfg Config) []string {
 		for p := 0; p < tcPhases; p++ {
 			out = append(out, fmt.Sprintf(nameTurnCycle, s.label, tcPhaseNames[p], "p50"), fmt.Sprintf(nameTurnCycle, s.label, tcPhaseNames[p], "p99"))
 		}
-		out = append(out, fmt.Sprintf(nameTurnCycleWrites, s.label))
+		out = append(out, fmt.Sprintf(nameTurnCycleWrites, s.label), fmt.Sprintf(nameTurnCycleBytes, s.label))
 	}
 	return out
 }
@@ -93,6 +104,7 @@ type turnDriver interface {
 	discover(ctx context.Context, session, name string) error
 	dispatch(ctx context.Context, session string) error
 	end(ctx context.Context, session string) error
+	resume(ctx context.Context, session string) error
 }
 
 type engineDriver struct{ eng *service.Engine }
@@ -114,6 +126,11 @@ func (d engineDriver) dispatch(ctx context.Context, s string) error {
 
 func (d engineDriver) end(ctx context.Context, s string) error {
 	_, err := d.eng.EndTurn(ctx, s, origin)
+	return err
+}
+
+func (d engineDriver) resume(ctx context.Context, s string) error {
+	_, err := d.eng.Resume(ctx, s, origin, service.ResolveRequest{})
 	return err
 }
 
@@ -139,6 +156,11 @@ func (d httpDriver) end(ctx context.Context, s string) error {
 	return err
 }
 
+func (d httpDriver) resume(ctx context.Context, s string) error {
+	_, err := d.c.Resume(ctx, client.ResumeRequest{Session: s})
+	return err
+}
+
 // turnEngine is the engine of the turn cycle: the harness's log and
 // projection, with the metrics hooks `engine serve` installs and a count
 // of appends and events, served over HTTP on a loopback port.
@@ -154,6 +176,28 @@ func (h *harness) openTurnEngine() (*turnEngine, error) {
 	if h.turns != nil {
 		return h.turns, nil
 	}
+	te, err := h.newTurnEngine(resolver.Default())
+	h.turns = te
+	return te, err
+}
+
+// openLargeTurnEngine is openTurnEngine on a registry of at least
+// tcLargeRegistry MCP tools.
+func (h *harness) openLargeTurnEngine() (*turnEngine, error) {
+	if h.turnsLarge != nil {
+		return h.turnsLarge, nil
+	}
+	reg, err := mcpRegistry(tcLargeRegistry)
+	if err != nil {
+		return nil, fmt.Errorf("turn cycle: registry of %d tools: %w", tcLargeRegistry, err)
+	}
+	te, err := h.newTurnEngine(reg)
+	h.turnsLarge = te
+	return te, err
+}
+
+// newTurnEngine is a turn engine serving reg.
+func (h *harness) newTurnEngine(reg *resolver.Registry) (*turnEngine, error) {
 	te := &turnEngine{}
 	hooks := metrics.New().Hooks()
 	counted := hooks.Appended
@@ -164,7 +208,7 @@ func (h *harness) openTurnEngine() (*turnEngine, error) {
 		te.appends.Add(1)
 		te.events.Add(int64(n))
 	}
-	te.eng = service.New(h.elog, h.proj, resolver.Default(), service.Config{Hooks: hooks})
+	te.eng = service.New(h.elog, h.proj, reg, service.Config{Hooks: hooks})
 	a, err := api.New(te.eng, api.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("turn cycle: api: %w", err)
@@ -178,7 +222,6 @@ func (h *harness) openTurnEngine() (*turnEngine, error) {
 	te.srv = &http.Server{Handler: a.Protect(mux), ReadHeaderTimeout: 10 * time.Second}
 	te.url = "http://" + ln.Addr().String()
 	go func() { _ = te.srv.Serve(ln) }()
-	h.turns = te
 	return te, nil
 }
 
@@ -246,6 +289,11 @@ func (te *turnEngine) cycle(ctx context.Context, d turnDriver, sessions []string
 			now := time.Now()
 			local[tcEnd] = append(local[tcEnd], now.Sub(start))
 			local[tcTurn] = append(local[tcTurn], now.Sub(turnStart))
+			start = time.Now()
+			if err := d.resume(ctx, s); err != nil {
+				return fmt.Errorf("%s turn %d: resume: %w", s, t, err)
+			}
+			local[tcResume] = append(local[tcResume], time.Since(start))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -362,7 +410,14 @@ func (h *harness) turnCycle(ctx context.Context) error {
 		return err
 	}
 	turns := h.cfg.TurnCycleTurns
+	base := te
 	for si, set := range h.tcSettings() {
+		te := base
+		if set.tools > 0 {
+			if te, err = h.openLargeTurnEngine(); err != nil {
+				return err
+			}
+		}
 		var d turnDriver = engineDriver{te.eng}
 		if set.http {
 			d = httpDriver{client.NewHTTP(te.url, client.WithActor(origin.Actor), client.WithTimeout(time.Minute))}
@@ -374,7 +429,7 @@ func (h *harness) turnCycle(ctx context.Context) error {
 		}
 		// eng[p][q][run], raw likewise; q 0 = p50, 1 = p99.
 		var eng, raw [tcPhases][2][]float64
-		var writes, appends, loads []float64
+		var writes, appends, loads, bytesPer []float64
 		var searches int
 		for r := 0; r < h.cfg.Runs; r++ {
 			if err := h.waitProjection(ctx); err != nil {
@@ -392,10 +447,16 @@ func (h *harness) turnCycle(ctx context.Context) error {
 				return err
 			}
 			var rawDurs [tcPhases][]time.Duration
+			stored := 0
 			for i, s := range sessions {
 				groups, err := h.tcGroups(ctx, s)
 				if err != nil {
 					return err
+				}
+				for _, g := range groups {
+					for _, r := range g.recs {
+						stored += len(r.Data)
+					}
 				}
 				rd, err := h.rawTurns(ctx, fmt.Sprintf("tc%d-r%03d-%03d", si, r, i), groups)
 				if err != nil {
@@ -412,6 +473,7 @@ func (h *harness) turnCycle(ctx context.Context) error {
 				}
 			}
 			writes = append(writes, float64(res.events)/float64(res.turns))
+			bytesPer = append(bytesPer, float64(stored)/float64(res.turns))
 			appends = append(appends, float64(res.appends)/float64(res.turns))
 			loads = append(loads, float64(res.loads))
 			searches = res.search
@@ -429,12 +491,18 @@ func (h *harness) turnCycle(ctx context.Context) error {
 					maxTarget(&l, tcTargetMicros, "< 2 ms")
 				}
 				l.Note = tcNote(p, n, per, searches, median(loads))
+				if set.tools > 0 {
+					l.Note += fmt.Sprintf("; registry %s: %d tools (the default registry and the MCP corpus repeated), each begin renders them all natively", te.eng.Registry().Version(), len(te.eng.Registry().Tools()))
+				}
 				h.add(l)
 			}
 		}
 		w := Line{Name: fmt.Sprintf(nameTurnCycleWrites, set.label), Unit: "events/turn", Runs: h.cfg.Runs, EngineRuns: writes, Engine: median(writes)}
 		w.Note = fmt.Sprintf("events the engine stored per turn, in %.2f appends (publish round trips) per turn; the raw baseline above publishes the same %.2f events one CAS publish each; the issue asks at most 2 log writes per turn", median(appends), median(writes))
 		h.add(w)
+		b := Line{Name: fmt.Sprintf(nameTurnCycleBytes, set.label), Unit: "B/turn", Runs: h.cfg.Runs, EngineRuns: bytesPer, Engine: median(bytesPer),
+			Note: "bytes of the events a turn stored (TurnStarted, DeferredLoaded, the TurnEnded carrying the checkpoint, and a resume's when it wrote one); a checkpoint grows with the loaded tools, not with the registry"}
+		h.add(b)
 	}
 	if h.cfg.ProfileDir != "" {
 		// One extra in-process run on one session under the CPU profiler,
@@ -472,6 +540,8 @@ func tcNote(phase, sessions, turns, searches int, loads float64) string {
 		return who + "; engine = Dispatch (the frozen turn's provider request); it writes nothing, so there is no raw baseline"
 	case tcEnd:
 		return who + "; engine = EndTurn (one TurnEnded carrying the checkpoint); raw = one sync CAS publish of the same event's bytes"
+	case tcResume:
+		return who + "; engine = Resume after each turn (verifies the checkpoint's contract and restores its loaded tools; it writes nothing when they are the session's), not part of the whole turn; no raw baseline"
 	}
 	return who + "; the sum of the turn's phases; raw = the sum of its raw publishes"
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Dispatch records one provider dispatch's resident/deferred
-// classification, for the context inspector (R21).
+// classification, for the context inspector.
 //
 // Resident and Deferred partition the dispatch's tools, each in resolution
 // order (see Classify for a Split without a classification); Loaded is the part of Deferred whose schema is in the provider
@@ -26,16 +26,16 @@ type Dispatch struct {
 	// array.
 	Loaded []string
 	// At is the dispatch time in unix milliseconds. Classify leaves it 0 so
-	// that it stays deterministic (replay reclassifies past dispatches,
-	// R25); the caller stamps it when recording a live dispatch.
+	// that it stays deterministic (replay reclassifies past
+	// dispatches); the caller stamps it when recording a live dispatch.
 	At int64
 }
 
 // Classify returns the classification record of a dispatch of turn turn
-// that used split, computed from resolution res (R21). It reads
+// that used split, computed from resolution res. It reads
 // split.Classification; a Split with no classification (built by hand) is
 // classified from its Provider and Catalog halves instead, tool_search
-// always resident (R14), and Deferred then lists the loaded tools (in
+// always resident, and Deferred then lists the loaded tools (in
 // Provider order) before the catalog's. A nil res leaves ContractHash "". Classify is
 // pure and does not modify its arguments.
 func Classify(turn uint64, res *resolver.Resolution, split deferral.Split) Dispatch {

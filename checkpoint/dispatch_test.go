@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R21: a dispatch records its resident/deferred classification, in
+// A dispatch records its resident/deferred classification, in
 // resolution order, with the loaded part of the deferred tools and the
 // contract hash.
 func TestClassify(t *testing.T) {
@@ -27,7 +27,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// R21 (with R16): the classification follows the turn: after tool_search
+// The classification follows the turn: after tool_search
 // loads a tool, the next request's record lists it as loaded.
 func TestClassifyFollowsTurn(t *testing.T) {
 	res := resolveAll(t, base(t))
@@ -43,7 +43,7 @@ func TestClassifyFollowsTurn(t *testing.T) {
 	}
 }
 
-// R21 (with R14): a Split without a classification is classified from its
+// A Split without a classification is classified from its
 // halves, tool_search resident whatever its mark; empty inputs give empty,
 // non-nil lists.
 func TestClassifyHandBuiltSplit(t *testing.T) {

@@ -36,7 +36,7 @@ func exampleResolution(registry string) *resolver.Resolution {
 	return res
 }
 
-// R19: record the loaded deferred tools with their contract; a resident
+// Record the loaded deferred tools with their contract; a resident
 // tool is refused.
 func ExampleNew() {
 	res := exampleResolution(exampleRegistry)
@@ -46,11 +46,11 @@ func ExampleNew() {
 	_, err = checkpoint.New(3, res, []string{"read_file"})
 	fmt.Println(errors.Is(err, checkpoint.ErrNotInContract))
 	// Output:
-	// [send_message] v1 true 3 <nil>
+	// [send_message] v1 true 1 <nil>
 	// true
 }
 
-// R20, R32: resume restores the loaded set against an unchanged contract;
+// Resume restores the loaded set against an unchanged contract;
 // once a loaded tool's schema changed, that tool is dropped, with the
 // reason, per tool.
 func ExampleResume() {
@@ -75,7 +75,7 @@ func ExampleResume() {
 	// true
 }
 
-// R21: record a dispatch's resident/deferred classification.
+// Record a dispatch's resident/deferred classification.
 func ExampleClassify() {
 	res := exampleResolution(exampleRegistry)
 	turn := deferral.Freeze(1, res, nil)

@@ -14,7 +14,7 @@ type tb interface {
 }
 
 // regFile mirrors the resolver's registry file format, so tests can build
-// small registries and variants of them as data (R11).
+// small registries and variants of them as data.
 type regFile struct {
 	Version       string              `json:"version"`
 	Tools         []toolFile          `json:"tools"`

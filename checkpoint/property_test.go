@@ -84,7 +84,7 @@ func sortedSet(names []string) []string {
 	return out
 }
 
-// R19, R20: nothing is inferred and nothing is lost: for random registries
+// Nothing is inferred and nothing is lost: for random registries
 // and loaded sets, resuming a checkpoint against the same contract — the
 // very resolution, a fresh load of the same registry, or after the event
 // round-trips the wire codec — restores exactly the recorded set.
@@ -122,7 +122,7 @@ func TestPropertyUnchangedRestoresExactly(t *testing.T) {
 	})
 }
 
-// R19: a loaded name that is resident in, or absent from, the contract is
+// A loaded name that is resident in, or absent from, the contract is
 // refused, and the error names it.
 func TestPropertyNewRefusesNonDeferred(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -142,7 +142,7 @@ func TestPropertyNewRefusesNonDeferred(t *testing.T) {
 	})
 }
 
-// R32: a contract differing from the recorded one in any single byte of
+// A contract differing from the recorded one in any single byte of
 // one of its tools (description, permission, schema, or the deferral mark)
 // names exactly that tool as changed, drops that tool if it was loaded
 // (changed, or now resident), and restores every other loaded tool.
@@ -191,7 +191,7 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 		}
 
 		current := resolveNames(t, load(t, f), w.names...)
-		out := Resume(&rec, current)
+		out := ResumeFrom(&rec, current, Sources{Recorded: w.res})
 		want := slices.DeleteFunc(sortedSet(loaded), func(n string) bool { return n == target })
 		wasLoaded := slices.Contains(rec.Loaded, target)
 		if !slices.Equal(out.Restored, want) || out.OK == wasLoaded || (out.Err() != nil) != wasLoaded {
@@ -210,7 +210,7 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 			}
 		}
 		wantChanges := []Change{{Tool: target, Kind: ChangeSchema}}
-		// R14: a deferral mark decides whether tool_search must come along
+		// A deferral mark decides whether tool_search must come along
 		// with a list that does not name it, so it may appear or go too.
 		before, after := slices.Contains(w.res.Names(), resolver.ToolSearch), slices.Contains(current.Names(), resolver.ToolSearch)
 		switch {
@@ -224,6 +224,19 @@ func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 		}
 		if !strings.Contains(out.Reason, `tool "`+target+`" changed`) {
 			t.Fatalf("Reason %q does not name %s", out.Reason, target)
+		}
+		// Without the recorded contract the decisions are the same, and
+		// Changes names the target only when it was loaded.
+		bare := Resume(&rec, current)
+		if !slices.Equal(bare.Restored, out.Restored) || !slices.Equal(decisionKinds(bare.Tools), decisionKinds(out.Tools)) {
+			t.Fatalf("loaded-only resume %+v differs from %+v", bare, out)
+		}
+		wantBare := []Change{{Kind: ChangeUnlisted}}
+		if wasLoaded {
+			wantBare = []Change{{Tool: target, Kind: ChangeSchema}}
+		}
+		if got := kinds(bare.Changes); !slices.Equal(got, wantBare) {
+			t.Fatalf("loaded-only Changes = %v, want %v", bare.Changes, wantBare)
 		}
 	})
 }
@@ -243,11 +256,11 @@ func changeByte(t *rapid.T, s, alphabet string) string {
 	return s[:p] + string(c) + s[p+1:]
 }
 
-// R32: for random registries, intents and changes, each loaded tool is
+// For random registries, intents and changes, each loaded tool is
 // restored exactly when the current resolution has it, deferred, with the
 // per-tool hash its checkpoint recorded; the restored set is a subset of
 // the recorded one that a new checkpoint against the current resolution
-// accepts (R19), and every loaded tool has one decision.
+// accepts, and every loaded tool has one decision.
 func TestR32PropertyPerToolRestore(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)

@@ -10,25 +10,30 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Record is the checkpoint of R19: the session's loaded deferred tools at a
+// Record is the checkpoint: the session's loaded deferred tools at a
 // persistence safe point and the tool contract they belong to. It is the
 // CheckpointRecorded event payload itself, so a record is appended as is
 // and read back as is (use Clone for a copy that shares no slice); a turn's
-// end at a safe point carries it inside its TurnEnded (TurnEnded.Checkpoint,
-// #28), and the fold makes either the session's last checkpoint.
+// end at a safe point carries it inside its TurnEnded (TurnEnded.Checkpoint),
+// and the fold makes either the session's last checkpoint.
 //
-// Records built by New satisfy R19: Loaded is sorted, de-duplicated, never
+// Records built by New satisfy the checkpoint rules: Loaded is sorted, de-duplicated, never
 // nil, and every name is a deferred tool of the contract whose hash is
 // ContractHash. A Record read back from the log keeps whatever the writer
 // stored; a nil Loaded there is an older checkpoint without the field and
 // means the empty set. Resume checks a Record against the current contract
-// whatever its origin. Contract lists each tool of the contract, in
-// resolution order, with its resolver.ToolHash, so that Resume can say
-// which tool changed; it is empty for checkpoints of older writers.
+// whatever its origin.
+//
+// Contract lists each loaded tool with its resolver.ToolHash, in Loaded
+// order, so that Resume can tell per tool whether it changed; the record
+// so grows with what the turn loaded, never with the registry (Size gives
+// its bound). Checkpoints of older writers list every tool of the
+// contract, in resolution order (FullContract reports that form), or
+// nothing at all; both still resume.
 type Record = events.CheckpointRecorded
 
 // New records a checkpoint at turn turn of the loaded deferred tools
-// loaded, against res, the resolution (tool contract) of that turn (R19).
+// loaded, against res, the resolution (tool contract) of that turn.
 //
 // Every loaded name must be a tool of res and deferred there (tool_search
 // and RESIDENT_TOOLS are resident and need no loading); otherwise New
@@ -61,9 +66,9 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 			turn, res.ContractHash, strings.Join(bad, ", "), ErrNotInContract)
 	}
 
-	contract := make([]events.ContractEntry, len(res.Tools))
-	for i := range res.Tools {
-		contract[i] = events.ContractEntry{Name: res.Tools[i].Name, Hash: res.ToolHashAt(i)}
+	contract := make([]events.ContractEntry, len(names))
+	for i, name := range names {
+		contract[i] = events.ContractEntry{Name: name, Hash: res.ToolHashAt(index(res.Tools, name))}
 	}
 	return Record{
 		Loaded:          names,
@@ -76,16 +81,25 @@ func New(turn uint64, res *resolver.Resolution, loaded []string) (Record, error)
 
 // find returns the first tool of tools named name.
 func find(tools []resolver.Tool, name string) (resolver.Tool, bool) {
-	for i := range tools {
-		if tools[i].Name == name {
-			return tools[i], true
-		}
+	if i := index(tools, name); i >= 0 {
+		return tools[i], true
 	}
 	return resolver.Tool{}, false
 }
 
+// index returns the position of the first tool of tools named name, -1
+// when there is none.
+func index(tools []resolver.Tool, name string) int {
+	for i := range tools {
+		if tools[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // isDeferred is the effective deferral mark: the resolver's mark, except
-// that tool_search is never deferred (guard 2 of R14, as in deferral).
+// that tool_search is never deferred (guard 2, as in deferral).
 func isDeferred(t resolver.Tool) bool {
 	return t.Deferred && t.Name != resolver.ToolSearch
 }

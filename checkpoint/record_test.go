@@ -12,9 +12,10 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R19: a checkpoint records loaded_deferred_tools (sorted, de-duplicated),
-// the contract hash of the resolution they belong to, its registry version
-// and one per-tool hash per tool, in resolution order.
+// A checkpoint records loaded_deferred_tools (sorted,
+// de-duplicated), the contract hash of the resolution they belong to, its
+// registry version and the per-tool hash of each loaded tool, in loaded
+// order: nothing of the tools the turn did not load.
 func TestNewRecordsLoadedWithContract(t *testing.T) {
 	res := resolveAll(t, base(t))
 	rec := mustNew(t, 4, res, "web_fetch", "send_message", "web_fetch")
@@ -25,17 +26,21 @@ func TestNewRecordsLoadedWithContract(t *testing.T) {
 	if rec.ContractHash != res.ContractHash || rec.RegistryVersion != "test-1" || rec.Turn != 4 {
 		t.Errorf("record = %+v; want hash %s, version test-1, turn 4", rec, res.ContractHash)
 	}
-	if len(rec.Contract) != len(res.Tools) {
-		t.Fatalf("Contract has %d entries, want %d", len(rec.Contract), len(res.Tools))
+	if len(rec.Contract) != len(rec.Loaded) {
+		t.Fatalf("Contract has %d entries, want one per loaded tool (%d)", len(rec.Contract), len(rec.Loaded))
 	}
 	for i, e := range rec.Contract {
-		if e.Name != res.Tools[i].Name || e.Hash != resolver.ToolHash(res.Tools[i]) {
-			t.Errorf("Contract[%d] = %+v, want %s with its ToolHash", i, e, res.Tools[i].Name)
+		tool, _ := find(res.Tools, rec.Loaded[i])
+		if e.Name != rec.Loaded[i] || e.Hash != resolver.ToolHash(tool) {
+			t.Errorf("Contract[%d] = %+v, want %s with its ToolHash", i, e, rec.Loaded[i])
 		}
+	}
+	if FullContract(&rec) {
+		t.Error("FullContract reports the loaded-only record as a whole contract")
 	}
 }
 
-// R19: an empty loaded set is recorded as the field present and empty, not
+// An empty loaded set is recorded as the field present and empty, not
 // as the older format's missing field.
 func TestNewEmptyLoadedIsPresent(t *testing.T) {
 	rec := mustNew(t, 1, resolveAll(t, base(t)))
@@ -44,7 +49,7 @@ func TestNewEmptyLoadedIsPresent(t *testing.T) {
 	}
 }
 
-// R19: every recorded name must belong to the contract: a name that is not
+// Every recorded name must belong to the contract: a name that is not
 // a tool of the resolution (unknown, or a registry tool this turn does not
 // have) is refused, and the error names it and the contract hash.
 func TestNewRefusesNamesOutsideContract(t *testing.T) {
@@ -64,7 +69,7 @@ func TestNewRefusesNamesOutsideContract(t *testing.T) {
 	}
 }
 
-// R19 (with R13, R14): resident tools need no loading, so naming one as
+// Resident tools need no loading, so naming one as
 // loaded is refused; tool_search is resident even if a stray deferral mark
 // says otherwise.
 func TestNewRefusesResidentNames(t *testing.T) {
@@ -87,18 +92,18 @@ func TestNewRefusesResidentNames(t *testing.T) {
 		}
 	}
 	if _, err := New(2, &stray, []string{resolver.ToolSearch}); !errors.Is(err, ErrNotInContract) {
-		t.Errorf("New(tool_search marked deferred) error = %v, want ErrNotInContract (R14 guard 2)", err)
+		t.Errorf("New(tool_search marked deferred) error = %v, want ErrNotInContract (tool_search is never deferred)", err)
 	}
 }
 
-// R19: without a resolution there is no contract to record against.
+// Without a resolution there is no contract to record against.
 func TestNewNilResolution(t *testing.T) {
 	if _, err := New(1, nil, nil); !errors.Is(err, ErrNoContract) {
 		t.Errorf("New(nil) error = %v, want ErrNoContract", err)
 	}
 }
 
-// R19: New copies its input; a later change to the caller's slice does not
+// New copies its input; a later change to the caller's slice does not
 // change the record, and New does not reorder the caller's slice.
 func TestNewDoesNotAlias(t *testing.T) {
 	res := resolveAll(t, base(t))
@@ -113,7 +118,7 @@ func TestNewDoesNotAlias(t *testing.T) {
 	}
 }
 
-// R19, R22: the record travels as a CheckpointRecorded event through the
+// The record travels as a CheckpointRecorded event through the
 // wire codec and comes back equal.
 func TestEventRoundTrip(t *testing.T) {
 	rec := mustNew(t, 9, resolveAll(t, base(t)), "playwright_browser", "send_message")
@@ -139,7 +144,7 @@ func TestEventRoundTrip(t *testing.T) {
 // v1_checkpoint_recorded wire vector).
 const oldCheckpointHex = "86a26964ba30314b4456444e41303030303030303030303030303030303135a773657373696f6ea7736573735f3031a774696d655f6d73cf0000019b76daa80fa17601a474797065b2436865636b706f696e745265636f72646564a46461746183ad636f6e74726163745f68617368d94063646364636463646364636463646364636463646364636463646364636463646364636463646364636463646364636463646364636463646364636463646364b072656769737472795f76657273696f6eae6275696c74696e2d323032352e31a47475726e07"
 
-// R20: an old checkpoint without the loaded_deferred_tools field, read off
+// An old checkpoint without the loaded_deferred_tools field, read off
 // the wire, restores the empty set.
 func TestOldWireCheckpointRestoresEmpty(t *testing.T) {
 	b, err := hex.DecodeString(oldCheckpointHex)
@@ -159,7 +164,7 @@ func TestOldWireCheckpointRestoresEmpty(t *testing.T) {
 		t.Errorf("Restored = %#v, want the empty set", out.Restored)
 	}
 	// Its contract is not the current one, and it says so; nothing was
-	// loaded, so nothing is lost (R32: OK).
+	// loaded, so nothing is lost (OK).
 	if !out.OK || !strings.Contains(out.Reason, "contract hash changed (no per-tool list recorded)") ||
 		!strings.Contains(out.Reason, `"builtin-2025.1" -> "test-1"`) {
 		t.Errorf("Outcome = %+v; want the empty set, naming the missing per-tool list and the version change", out)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -25,10 +26,15 @@ const (
 	// ChangeAdded: a tool of the current contract was not recorded.
 	ChangeAdded ChangeKind = "added"
 	// ChangeReordered: the same tools with the same hashes, in another
-	// order (order is part of the contract, R9).
+	// order (order is part of the contract).
 	ChangeReordered ChangeKind = "reordered"
 	// ChangeRegistryVersion: the registry version differs.
 	ChangeRegistryVersion ChangeKind = "registry-version"
+	// ChangeUnlisted: the contract changed in tools the checkpoint does
+	// not list (it records its loaded tools only) and the registry
+	// history could not give back the recorded contract: which tools
+	// changed is not known, only that no loaded one did.
+	ChangeUnlisted ChangeKind = "unlisted"
 )
 
 // Change is one difference between a recorded contract and the current
@@ -58,12 +64,14 @@ func (c Change) String() string {
 		return "tool order changed"
 	case ChangeRegistryVersion:
 		return "registry version " + strconv.Quote(c.From) + " -> " + strconv.Quote(c.To)
+	case ChangeUnlisted:
+		return "tools outside the loaded set changed (the checkpoint lists only its loaded tools)"
 	}
 	return string(c.Kind) + " " + strconv.Quote(c.Tool)
 }
 
 // DecisionKind says what Resume did with one loaded deferred tool of a
-// checkpoint (R32).
+// checkpoint.
 type DecisionKind string
 
 // The kinds of Decision.
@@ -87,13 +95,13 @@ const (
 	// copy is stale; tool_search loads the new one.
 	DecisionChanged DecisionKind = "changed"
 	// DecisionNotRecorded: the checkpoint's per-tool contract has no entry
-	// for the tool (its writer broke R19), so nothing proves it unchanged.
+	// for the tool (its writer broke the checkpoint rules), so nothing proves it unchanged.
 	DecisionNotRecorded DecisionKind = "not-recorded"
 	// DecisionUnverifiable: the contract changed and the checkpoint
 	// recorded no per-tool contract (an older writer), so no tool can be
 	// proved unchanged.
 	DecisionUnverifiable DecisionKind = "unverifiable"
-	// DecisionRefused: the checkpoint breaks R19 against its own,
+	// DecisionRefused: the checkpoint breaks the checkpoint rules against its own,
 	// unchanged contract; none of it is trusted.
 	DecisionRefused DecisionKind = "refused"
 )
@@ -127,7 +135,7 @@ type Outcome struct {
 	// contract; nil when the hashes are equal.
 	Changes []Change
 	// Tools has one decision per loaded tool of the checkpoint, sorted by
-	// name: restored, or dropped and why (R32). Nil without a checkpoint
+	// name: restored, or dropped and why. Nil without a checkpoint
 	// or when nothing was loaded.
 	Tools []Decision
 
@@ -154,15 +162,36 @@ func (o Outcome) Err() error {
 // does not permit.
 type Explainer func(tool string) resolver.Explanation
 
-// Resume restores the loaded deferred set of checkpoint rec against
-// current, the resolution of the turn being resumed (R20, R32). It is
-// ResumeWith without an explainer.
-func Resume(rec *Record, current *resolver.Resolution) Outcome {
-	return ResumeWith(rec, current, nil)
+// Sources is what ResumeFrom reads besides the checkpoint and the current
+// resolution. The zero value is usable.
+type Sources struct {
+	// Explain, when not nil, says why a tool is not in the current
+	// resolution (removed, unavailable, not permitted).
+	Explain Explainer
+	// Recorded, when not nil, is the contract the checkpoint was recorded
+	// against, rebuilt from the registry history (the checkpoint's
+	// registry version and the turn's request). It is used only when its
+	// contract hash equals the checkpoint's, which proves it is that
+	// contract: Changes then lists every difference of the whole
+	// contract, and a checkpoint without per-tool hashes is decided per
+	// tool from it.
+	Recorded *resolver.Resolution
 }
 
-// ResumeWith restores the loaded deferred set of checkpoint rec against
-// current, the resolution of the turn being resumed (R20, R32).
+// Resume restores the loaded deferred set of checkpoint rec against
+// current, the resolution of the turn being resumed. It is
+// ResumeFrom without an explainer or a recorded contract.
+func Resume(rec *Record, current *resolver.Resolution) Outcome {
+	return ResumeFrom(rec, current, Sources{})
+}
+
+// ResumeWith is ResumeFrom with an explainer and no recorded contract.
+func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Outcome {
+	return ResumeFrom(rec, current, Sources{Explain: explain})
+}
+
+// ResumeFrom restores the loaded deferred set of checkpoint rec against
+// current, the resolution of the turn being resumed.
 //
 // It verifies the contract hash first. A nil rec (no checkpoint) restores
 // the empty set, OK. An equal hash restores exactly rec.Loaded, sorted and
@@ -170,20 +199,23 @@ func Resume(rec *Record, current *resolver.Resolution) Outcome {
 // loaded_deferred_tools) restores the empty set. A nil current restores
 // nothing.
 //
-// A different hash is decided per tool (R32): a loaded tool is restored
-// when its own entry in rec.Contract has the hash (resolver.ToolHash) of
-// the same tool in current, and current still has it deferred; otherwise
-// it is dropped with its reason (removed, unavailable, not permitted by
-// the intent, now resident, changed, not recorded). A checkpoint without a
-// per-tool contract (an older writer) cannot prove any tool unchanged and
-// restores nothing. Changes lists what changed in the whole contract, and
-// Reason names it. explain, when not nil, refines why a tool is not in
-// current.
+// A different hash is decided per tool: a loaded tool is restored
+// when its own entry in rec.Contract (or, for a checkpoint without one,
+// in src.Recorded) has the hash (resolver.ToolHash) of the same tool in
+// current, and current still has it deferred; otherwise it is dropped
+// with its reason (removed, unavailable, not permitted by the intent, now
+// resident, changed, not recorded). A checkpoint without per-tool hashes
+// and without a recorded contract cannot prove any tool unchanged and
+// restores nothing. Changes lists what changed in the whole contract when
+// the whole recorded contract is known (an older checkpoint listing it,
+// or src.Recorded), else what changed of the loaded tools and the
+// registry version, or ChangeUnlisted when neither did; Reason names it. src.Explain, when not nil, refines
+// why a tool is not in current.
 //
-// ResumeWith reads only rec, current and explain: it never replays
-// searches and never infers load state or permission from tool results.
-// It does not modify its arguments.
-func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Outcome {
+// ResumeFrom reads only rec, current and src: it never replays searches
+// and never infers load state or permission from tool results. It does
+// not modify its arguments.
+func ResumeFrom(rec *Record, current *resolver.Resolution, src Sources) Outcome {
 	if rec == nil {
 		return Outcome{Restored: []string{}, OK: true, Reason: "no checkpoint recorded: resume with no deferred tools loaded"}
 	}
@@ -206,11 +238,11 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 		}
 	}
 	if rec.ContractHash != current.ContractHash {
-		return perTool(rec, current, names, explain)
+		return perTool(rec, current, names, src)
 	}
 
 	// Equal hashes mean an identical contract, so every name New accepted
-	// is still deferred. A checkpoint from another writer may break R19;
+	// is still deferred. A checkpoint from another writer may break the checkpoint rules;
 	// trust none of it then.
 	var bad []string
 	for _, name := range names {
@@ -237,12 +269,30 @@ func ResumeWith(rec *Record, current *resolver.Resolution, explain Explainer) Ou
 }
 
 // perTool decides each loaded tool of rec against current, whose contract
-// hash differs (R32).
-func perTool(rec *Record, current *resolver.Resolution, names []string, explain Explainer) Outcome {
-	changes := diff(rec, current)
-	var why string
-	if len(rec.Contract) == 0 {
-		why = "contract hash changed (no per-tool list recorded)"
+// hash differs.
+func perTool(rec *Record, current *resolver.Resolution, names []string, src Sources) Outcome {
+	whole := wholeContract(rec, src.Recorded)
+	recorded := make(map[string]string, len(rec.Contract))
+	for _, e := range rec.Contract {
+		if _, dup := recorded[e.Name]; !dup {
+			recorded[e.Name] = e.Hash
+		}
+	}
+	if len(rec.Contract) == 0 && whole != nil { // an older checkpoint: the registry history proves its tools
+		for _, e := range whole {
+			if _, dup := recorded[e.Name]; !dup {
+				recorded[e.Name] = e.Hash
+			}
+		}
+	}
+	var changes []Change
+	if whole != nil {
+		changes = diff(whole, rec.RegistryVersion, current)
+	} else if changes = loadedDiff(names, recorded, rec.RegistryVersion, current); len(changes) == 0 && rec.Contract != nil {
+		changes = []Change{{Kind: ChangeUnlisted}}
+	}
+	if len(recorded) == 0 {
+		why := "contract hash changed (no per-tool list recorded)"
 		if rec.RegistryVersion != current.RegistryVersion {
 			why += ", " + changes[len(changes)-1].String()
 		}
@@ -260,18 +310,12 @@ func perTool(rec *Record, current *resolver.Resolution, names []string, explain 
 	if len(parts) == 0 {
 		parts = []string{"recorded tools and registry version match but the recorded hash does not"}
 	}
-	why = "contract hash changed: " + strings.Join(parts, ", ")
+	why := "contract hash changed: " + strings.Join(parts, ", ")
 
-	recorded := make(map[string]string, len(rec.Contract))
-	for _, e := range rec.Contract {
-		if _, dup := recorded[e.Name]; !dup {
-			recorded[e.Name] = e.Hash
-		}
-	}
 	out := Outcome{Restored: []string{}, Changes: changes}
 	var dropped []string
 	for _, name := range names {
-		d := decide(name, recorded, current, explain)
+		d := decide(name, recorded, current, src.Explain)
 		out.Tools = append(out.Tools, d)
 		if d.Kind == DecisionRestored {
 			out.Restored = append(out.Restored, name)
@@ -291,7 +335,40 @@ func perTool(rec *Record, current *resolver.Resolution, names []string, explain 
 	return out
 }
 
-// decide is the per-tool rule of R32 for one loaded name.
+// FullContract reports whether rec lists every tool of its contract (the
+// form of older writers), not only its loaded tools: its entries' hashes
+// add up to its contract hash.
+func FullContract(rec *Record) bool {
+	if rec == nil || len(rec.Contract) == 0 {
+		return false
+	}
+	hashes := make([]string, len(rec.Contract))
+	for i, e := range rec.Contract {
+		hashes[i] = e.Hash
+	}
+	sum, err := resolver.ContractHashFromToolHashes(rec.RegistryVersion, hashes)
+	return err == nil && sum == rec.ContractHash
+}
+
+// wholeContract returns every entry of the contract rec was recorded
+// against, in order, when it is known: rec's own list in the older full
+// form, or recorded when its hash proves it is that contract; nil
+// otherwise.
+func wholeContract(rec *Record, recorded *resolver.Resolution) []events.ContractEntry {
+	if FullContract(rec) {
+		return rec.Contract
+	}
+	if recorded == nil || recorded.ContractHash != rec.ContractHash {
+		return nil
+	}
+	out := make([]events.ContractEntry, len(recorded.Tools))
+	for i := range recorded.Tools {
+		out[i] = events.ContractEntry{Name: recorded.Tools[i].Name, Hash: recorded.ToolHashAt(i)}
+	}
+	return out
+}
+
+// decide is the per-tool rule for one loaded name.
 func decide(name string, recorded map[string]string, current *resolver.Resolution, explain Explainer) Decision {
 	d := Decision{Tool: name}
 	t, inCurrent := find(current.Tools, name)
@@ -330,56 +407,87 @@ func notRestored(names []string) string {
 	return "; not restored: " + strings.Join(names, ", ")
 }
 
-// diff lists the changes from rec's contract to current's: removed and
-// changed tools in recorded order, added tools in current order, a
-// reordering, then the registry version.
-func diff(rec *Record, current *resolver.Resolution) []Change {
+// diff lists the changes from a whole recorded contract to current's:
+// removed and changed tools in recorded order, added tools in current
+// order, a reordering, then the registry version.
+func diff(contract []events.ContractEntry, version string, current *resolver.Resolution) []Change {
 	var out []Change
-	if len(rec.Contract) > 0 {
-		now := make(map[string]string, len(current.Tools))
-		for i := range current.Tools {
-			if _, dup := now[current.Tools[i].Name]; !dup {
-				now[current.Tools[i].Name] = current.ToolHashAt(i)
-			}
+	now := currentHashes(current)
+	was := make(map[string]bool, len(contract))
+	var wasOrder []string
+	for _, e := range contract {
+		if was[e.Name] {
+			continue
 		}
-		was := make(map[string]bool, len(rec.Contract))
-		var wasOrder []string
-		for _, e := range rec.Contract {
-			if was[e.Name] {
-				continue
-			}
-			was[e.Name] = true
-			h, ok := now[e.Name]
-			switch {
-			case !ok:
-				out = append(out, Change{Tool: e.Name, Kind: ChangeRemoved, From: e.Hash})
-			case h != e.Hash:
-				out = append(out, Change{Tool: e.Name, Kind: ChangeSchema, From: e.Hash, To: h})
-				wasOrder = append(wasOrder, e.Name)
-			default:
-				wasOrder = append(wasOrder, e.Name)
-			}
-		}
-		var nowOrder []string
-		seen := make(map[string]bool, len(current.Tools))
-		for i := range current.Tools {
-			name := current.Tools[i].Name
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			if !was[name] {
-				out = append(out, Change{Tool: name, Kind: ChangeAdded, To: now[name]})
-				continue
-			}
-			nowOrder = append(nowOrder, name)
-		}
-		if !slices.Equal(wasOrder, nowOrder) {
-			out = append(out, Change{Kind: ChangeReordered})
+		was[e.Name] = true
+		h, ok := now[e.Name]
+		switch {
+		case !ok:
+			out = append(out, Change{Tool: e.Name, Kind: ChangeRemoved, From: e.Hash})
+		case h != e.Hash:
+			out = append(out, Change{Tool: e.Name, Kind: ChangeSchema, From: e.Hash, To: h})
+			wasOrder = append(wasOrder, e.Name)
+		default:
+			wasOrder = append(wasOrder, e.Name)
 		}
 	}
-	if rec.RegistryVersion != current.RegistryVersion {
-		out = append(out, Change{Kind: ChangeRegistryVersion, From: rec.RegistryVersion, To: current.RegistryVersion})
+	var nowOrder []string
+	seen := make(map[string]bool, len(current.Tools))
+	for i := range current.Tools {
+		name := current.Tools[i].Name
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if !was[name] {
+			out = append(out, Change{Tool: name, Kind: ChangeAdded, To: now[name]})
+			continue
+		}
+		nowOrder = append(nowOrder, name)
+	}
+	if !slices.Equal(wasOrder, nowOrder) {
+		out = append(out, Change{Kind: ChangeReordered})
+	}
+	return versionChange(out, version, current)
+}
+
+// loadedDiff lists what changed of the loaded tools names (their recorded
+// hashes in recorded) when the whole recorded contract is unknown:
+// removed and changed tools in name order, then the registry version.
+func loadedDiff(names []string, recorded map[string]string, version string, current *resolver.Resolution) []Change {
+	var out []Change
+	now := currentHashes(current)
+	for _, n := range names {
+		was, ok := recorded[n]
+		if !ok {
+			continue
+		}
+		switch h, in := now[n]; {
+		case !in:
+			out = append(out, Change{Tool: n, Kind: ChangeRemoved, From: was})
+		case h != was:
+			out = append(out, Change{Tool: n, Kind: ChangeSchema, From: was, To: h})
+		}
+	}
+	return versionChange(out, version, current)
+}
+
+// currentHashes maps each tool of current to its per-tool hash (the first
+// of a name).
+func currentHashes(current *resolver.Resolution) map[string]string {
+	now := make(map[string]string, len(current.Tools))
+	for i := range current.Tools {
+		if _, dup := now[current.Tools[i].Name]; !dup {
+			now[current.Tools[i].Name] = current.ToolHashAt(i)
+		}
+	}
+	return now
+}
+
+// versionChange appends the registry version change, if any.
+func versionChange(out []Change, version string, current *resolver.Resolution) []Change {
+	if version != current.RegistryVersion {
+		out = append(out, Change{Kind: ChangeRegistryVersion, From: version, To: current.RegistryVersion})
 	}
 	return out
 }

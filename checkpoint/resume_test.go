@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R20: no checkpoint at all resumes with the empty loaded set.
+// No checkpoint at all resumes with the empty loaded set.
 func TestResumeNilCheckpoint(t *testing.T) {
 	out := Resume(nil, resolveAll(t, base(t)))
 	if !out.OK || out.Restored == nil || len(out.Restored) != 0 || out.Err() != nil {
@@ -20,7 +20,7 @@ func TestResumeNilCheckpoint(t *testing.T) {
 	}
 }
 
-// R20: an unchanged contract (same hash) restores exactly the recorded
+// An unchanged contract (same hash) restores exactly the recorded
 // names, against a resolution rebuilt from scratch by a fresh registry.
 func TestResumeUnchangedRestores(t *testing.T) {
 	rec := mustNew(t, 3, resolveAll(t, base(t)), "send_message", "web_fetch")
@@ -37,7 +37,7 @@ func TestResumeUnchangedRestores(t *testing.T) {
 	}
 }
 
-// R20: an older checkpoint (nil Loaded) against an unchanged contract
+// An older checkpoint (nil Loaded) against an unchanged contract
 // restores the empty set, OK.
 func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 	res := resolveAll(t, base(t))
@@ -51,7 +51,7 @@ func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 	}
 }
 
-// R32: a changed schema of one loaded tool drops that tool only; the
+// A changed schema of one loaded tool drops that tool only; the
 // unchanged loaded tool is restored, and the decisions say why per tool.
 func TestR32ResumeSchemaChangeDropsThatTool(t *testing.T) {
 	f := base(t)
@@ -82,7 +82,7 @@ func TestR32ResumeSchemaChangeDropsThatTool(t *testing.T) {
 	}
 }
 
-// R32: the per-tool hash covers description, permission and the deferral
+// The per-tool hash covers description, permission and the deferral
 // mark as well as the schema; each change is named against its tool, and
 // the loaded tool it concerns is dropped: changed, or now resident.
 func TestResumeOtherToolChangesNamed(t *testing.T) {
@@ -118,15 +118,16 @@ func TestResumeOtherToolChangesNamed(t *testing.T) {
 	}
 }
 
-// R32: a tool added to the contract keeps every loaded tool; a loaded tool
+// A tool added to the contract keeps every loaded tool; a loaded tool
 // removed from the contract is dropped alone. Both are named, with their
 // per-tool hashes.
 func TestResumeToolAddedRemoved(t *testing.T) {
 	reg := load(t, base(t))
 	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch"), "send_message", "web_fetch")
 
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
 	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
-	out := Resume(&rec, added)
+	out := ResumeFrom(&rec, added, Sources{Recorded: recorded})
 	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("added: Resume = %+v, want both restored and Changes %v", out, want)
 	}
@@ -138,7 +139,7 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 	}
 
 	removed := resolveNames(t, reg, "read_file", "tool_search", "send_message")
-	out = Resume(&rec, removed)
+	out = ResumeFrom(&rec, removed, Sources{Recorded: recorded})
 	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("removed: Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
@@ -150,19 +151,20 @@ func TestResumeToolAddedRemoved(t *testing.T) {
 	}
 }
 
-// R32 (with R9): the same tools in another order are another contract,
+// The same tools in another order are another contract,
 // but each loaded tool is unchanged, so all are restored.
 func TestResumeReordered(t *testing.T) {
 	reg := load(t, base(t))
-	rec := mustNew(t, 1, resolveNames(t, reg, "read_file", "tool_search", "send_message"), "send_message")
-	out := Resume(&rec, resolveNames(t, reg, "tool_search", "read_file", "send_message"))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message")
+	rec := mustNew(t, 1, recorded, "send_message")
+	out := ResumeFrom(&rec, resolveNames(t, reg, "tool_search", "read_file", "send_message"), Sources{Recorded: recorded})
 	if want := []Change{{Kind: ChangeReordered}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
 		t.Errorf("Resume = %+v, want send_message restored and Changes %v", out, want)
 	}
 }
 
-// R32: a registry version bump with identical tools restores exactly the
-// recorded set, and names both versions (issue #14, item 5).
+// A registry version bump with identical tools restores exactly the
+// recorded set, and names both versions.
 func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 1, resolveAll(t, f), "web_fetch", "send_message")
@@ -177,7 +179,7 @@ func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
 	}
 }
 
-// R32: a loaded tool the intent no longer permits is dropped with the
+// A loaded tool the intent no longer permits is dropped with the
 // explain rule that leaves it out; one the registry lost is "removed", one
 // it cannot run is "unavailable"; a name the checkpoint's contract lacks
 // is "not-recorded".
@@ -217,6 +219,81 @@ func TestR32ResumePerToolReasons(t *testing.T) {
 	}
 }
 
+// Without the whole recorded contract (a loaded-only checkpoint
+// and no registry history), Changes lists what changed of the loaded tools
+// and the registry version, and the per-tool decisions are the same as
+// with it: a tool added to the contract restores everything, a removed
+// loaded tool is named.
+func TestResumeLoadedOnlyChanges(t *testing.T) {
+	reg := load(t, base(t))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
+	rec := mustNew(t, 1, recorded, "send_message", "web_fetch")
+
+	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
+	out := Resume(&rec, added)
+	if want := []Change{{Kind: ChangeUnlisted}}; !out.OK || !slices.Equal(out.Restored, []string{"send_message", "web_fetch"}) || !slices.Equal(out.Changes, want) {
+		t.Errorf("added: Resume = %+v, want both restored and Changes %v (no loaded tool changed)", out, want)
+	}
+	if !strings.Contains(out.Reason, "tools outside the loaded set changed") {
+		t.Errorf("added: Reason %q does not say the change is outside the loaded set", out.Reason)
+	}
+	with := ResumeFrom(&rec, added, Sources{Recorded: recorded})
+	if !slices.Equal(with.Restored, out.Restored) || !slices.Equal(decisionKinds(with.Tools), decisionKinds(out.Tools)) {
+		t.Errorf("decisions differ with the recorded contract: %v vs %v", decisionKinds(with.Tools), decisionKinds(out.Tools))
+	}
+
+	removed := resolveNames(t, reg, "read_file", "tool_search", "send_message")
+	out = Resume(&rec, removed)
+	if want := []Change{{Tool: "web_fetch", Kind: ChangeRemoved}}; out.OK || !slices.Equal(out.Restored, []string{"send_message"}) || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("removed: Resume = %+v, want send_message restored and Changes %v", out, want)
+	}
+
+	// A recorded contract whose hash is not the checkpoint's proves
+	// nothing and is not used.
+	other := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "bash")
+	if out := ResumeFrom(&rec, added, Sources{Recorded: other}); !slices.Equal(out.Changes, []Change{{Kind: ChangeUnlisted}}) {
+		t.Errorf("a recorded contract of another hash was used: %v", out.Changes)
+	}
+}
+
+// A checkpoint of an older writer that lists the whole contract
+// still resumes and reports every change of the contract from its own
+// list.
+func TestResumeFullContractRecord(t *testing.T) {
+	reg := load(t, base(t))
+	recorded := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch")
+	rec := mustNew(t, 1, recorded, "send_message", "web_fetch")
+	rec.Contract = nil
+	for i := range recorded.Tools {
+		rec.Contract = append(rec.Contract, events.ContractEntry{Name: recorded.Tools[i].Name, Hash: resolver.ToolHash(recorded.Tools[i])})
+	}
+	if !FullContract(&rec) {
+		t.Fatal("FullContract does not recognise the whole contract")
+	}
+	added := resolveNames(t, reg, "read_file", "tool_search", "send_message", "web_fetch", "memory_read")
+	out := Resume(&rec, added)
+	if want := []Change{{Tool: "memory_read", Kind: ChangeAdded}}; !out.OK || !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("Resume = %+v, want both restored and Changes %v", out, want)
+	}
+}
+
+// A checkpoint without per-tool hashes is decided per tool when
+// the registry history gives back its recorded contract.
+func TestResumeNoPerToolListWithRecorded(t *testing.T) {
+	f := base(t)
+	recorded := resolveAll(t, f)
+	rec := mustNew(t, 1, recorded, "web_fetch", "send_message")
+	rec.Contract = nil
+	f.Tools[toolIndex(t, f, "web_fetch")].Description = "Fetch."
+	out := ResumeFrom(&rec, resolveAll(t, f), Sources{Recorded: recorded})
+	if got := decisionKinds(out.Tools); !slices.Equal(got, []string{"send_message:restored", "web_fetch:changed"}) {
+		t.Errorf("Tools = %v, want send_message restored, web_fetch changed", got)
+	}
+	if want := []Change{{Tool: "web_fetch", Kind: ChangeSchema}}; !slices.Equal(kinds(out.Changes), want) {
+		t.Errorf("Changes = %v, want %v", out.Changes, want)
+	}
+}
+
 // g2 is the base registry under another version, same tools.
 func g2(t tb) regFile {
 	f := base(t)
@@ -234,7 +311,7 @@ func decisionKinds(ds []Decision) []string {
 	return out
 }
 
-// R20: a checkpoint of an older writer without a per-tool list can only say
+// A checkpoint of an older writer without a per-tool list can only say
 // that the hash changed.
 func TestResumeNoPerToolList(t *testing.T) {
 	f := base(t)
@@ -250,7 +327,7 @@ func TestResumeNoPerToolList(t *testing.T) {
 	}
 }
 
-// R20: with no current contract there is nothing to verify against, so
+// With no current contract there is nothing to verify against, so
 // nothing is restored.
 func TestResumeNilCurrent(t *testing.T) {
 	rec := mustNew(t, 1, resolveAll(t, base(t)), "web_fetch")
@@ -260,7 +337,7 @@ func TestResumeNilCurrent(t *testing.T) {
 	}
 }
 
-// R19, R20: a checkpoint from another writer that names a tool its own
+// A checkpoint from another writer that names a tool its own
 // (unchanged) contract does not defer is not trusted at all.
 func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 	res := resolveAll(t, base(t))
@@ -273,7 +350,7 @@ func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
 	}
 }
 
-// R20: Resume reads nothing but the record and the current resolution: it
+// Resume reads nothing but the record and the current resolution: it
 // does not add a deferred tool the record does not name, even one that is
 // in the contract, and it does not modify its arguments.
 func TestResumeInfersNothing(t *testing.T) {
@@ -295,7 +372,7 @@ func TestResumeInfersNothing(t *testing.T) {
 	}
 }
 
-// R20: Err is nil exactly when OK.
+// Err is nil exactly when OK.
 func TestOutcomeErr(t *testing.T) {
 	if err := (Outcome{OK: true}).Err(); err != nil {
 		t.Errorf("OK outcome Err = %v", err)

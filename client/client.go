@@ -297,7 +297,7 @@ func (c *Client) Sessions(ctx context.Context) (SessionList, error) {
 // Registry describes the live registry.
 func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
 	var out RegistryInfo
-	return out, c.Do(ctx, opRegistry, &struct{}{}, &out)
+	return out, c.Do(ctx, opRegistry, &wire.RegistryRequest{}, &out)
 }
 
 // Budget returns the live registry's per-turn token table.
@@ -309,8 +309,9 @@ func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 // TurnCallCheck asks, before a tool call the model made executes, whether
 // req.Tool may run now in the session's open turn for the client's
 // channel (operation turn-call-check): a refusal is a reply with Callable
-// false and a Reason ("disabled", "not_in_turn", "unknown", "ask",
-// "denied"), not an error; outside a turn the error is ErrNoTurn.
+// false and a Reason ("disabled", "not_in_turn", "not_loaded",
+// "unknown", "ask", "denied"), not an error; outside a turn the error is
+// ErrNoTurn.
 func (c *Client) TurnCallCheck(ctx context.Context, req CallCheckRequest) (CallCheckReply, error) {
 	var out CallCheckReply
 	return out, c.Do(ctx, opCallCheck, &req, &out)

@@ -20,7 +20,7 @@ var replyTypes = []func() any{
 	func() any { return new(map[string]json.RawMessage) },
 }
 
-// #28: DecodeReply (go-json) gives what encoding/json gives: the same
+// DecodeReply (go-json) gives what encoding/json gives: the same
 // value when encoding/json accepts the input, an error when it refuses it.
 // TestAPIDoc holds it to the same on every operation's real reply.
 func FuzzDecodeReply(f *testing.F) {

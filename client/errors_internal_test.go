@@ -48,7 +48,7 @@ func sentinels(t *testing.T) map[string]string {
 	return out
 }
 
-// #29 (Go client): every error code of docs/api.md has a sentinel that
+// Every error code of docs/api.md has a sentinel that
 // errors.Is matches against a real reply of that code, and a reply whose
 // body is not the envelope (a proxy) gets a documented code of its own
 // status: 409 and 507 used to become invalid and internal.

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/client"
 )
 
-// #24 row 4: over both transports, an idempotency key used on one session
+// Over both transports, an idempotency key used on one session
 // and sent on another comes back as client.ErrKeyInUse (422), and the
 // second session still appends and reads.
 func TestKeyInUse(t *testing.T) {
@@ -39,7 +39,7 @@ func TestKeyInUse(t *testing.T) {
 	}
 }
 
-// #29 item 1: over both transports, a UUID is a key; its events' ids are
+// Over both transports, a UUID is a key; its events' ids are
 // client.IdempotencyEventIDs; the same key with other commands comes back
 // as client.ErrKeyMismatch (422) and writes nothing.
 func TestKeyMismatch(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/client"
 )
 
-// #29 (Retry-After): a 503 from a real engine (a min_seq the session
+// A 503 from a real engine (a min_seq the session
 // never reaches) comes back as client.ErrUnavailable with the reply's
 // Retry-After, over both transports.
 func TestErrorCarriesRetryAfter(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/toolintent/engine/client"
 )
 
-// #29: Watch over both transports: a session's events after afterSeq,
+// Watch over both transports: a session's events after afterSeq,
 // then live ones, without another session's; a refused stream is Watch's
 // error; a deleted session ends the watch with ErrWatchEnded.
 func TestWatchBothTransports(t *testing.T) {
@@ -104,7 +104,7 @@ func iterPull(seq func(func(client.LiveEvent, error) bool)) (func() (client.Live
 		}
 }
 
-// #29: a dropped HTTP stream is reconnected with Last-Event-ID: the
+// A dropped HTTP stream is reconnected with Last-Event-ID: the
 // events after the last one seen arrive once each. A proxy cuts the
 // first live connection after its first event.
 func TestWatchReconnectsHTTP(t *testing.T) {

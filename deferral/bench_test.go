@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R15: the split runs on every provider dispatch; keep it cheap.
+// The split runs on every provider dispatch; keep it cheap.
 func BenchmarkSplit(b *testing.B) {
 	res := resolve(b, resolver.Default(), defaultSession())
 	loaded := NewSet("send_message")
@@ -16,7 +16,7 @@ func BenchmarkSplit(b *testing.B) {
 	}
 }
 
-// R17: the estimator runs on the request path; no tokenizer.
+// The estimator runs on the request path; no tokenizer.
 func BenchmarkEstimate(b *testing.B) {
 	s := SplitTools(resolve(b, resolver.Default(), defaultSession()).Tools, nil)
 	b.ReportAllocs()
@@ -25,7 +25,7 @@ func BenchmarkEstimate(b *testing.B) {
 	}
 }
 
-// R16: freezing copies the resolution once per turn.
+// Freezing copies the resolution once per turn.
 func BenchmarkFreeze(b *testing.B) {
 	res := resolve(b, resolver.Default(), defaultSession())
 	loaded := []string{"send_message"}
@@ -35,7 +35,7 @@ func BenchmarkFreeze(b *testing.B) {
 	}
 }
 
-// R16: each provider request of a turn splits under the turn's lock.
+// Each provider request of a turn splits under the turn's lock.
 func BenchmarkTurnRequest(b *testing.B) {
 	turn := Freeze(1, resolve(b, resolver.Default(), defaultSession()), []string{"send_message"})
 	b.ReportAllocs()
@@ -44,7 +44,7 @@ func BenchmarkTurnRequest(b *testing.B) {
 	}
 }
 
-// R17: the measuring stick, for comparison with BenchmarkEstimate.
+// The measuring stick, for comparison with BenchmarkEstimate.
 func BenchmarkCountResidentArray(b *testing.B) {
 	s := SplitTools(resolve(b, resolver.Default(), defaultSession()).Tools, nil)
 	text := string(resolver.RenderAnthropic(s.Provider))

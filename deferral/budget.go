@@ -17,7 +17,7 @@ const (
 	toolWrapperTokens = resolver.ToolWrapperTokens
 )
 
-// Budget is the estimated token cost of one dispatch (R17).
+// Budget is the estimated token cost of one dispatch.
 type Budget struct {
 	// Resident is the cost of the provider tools array.
 	Resident int `json:"resident"`
@@ -33,18 +33,18 @@ type Budget struct {
 }
 
 // EstimateTool estimates what a tool costs when its full schema is in the
-// provider array (R17): its description, its parameter schema and a small
+// provider array: its description, its parameter schema and a small
 // wrapper, all counted (resolver.EstimateToolTokens). It uses no
 // tokenizer.
 func EstimateTool(t resolver.Tool) int { return resolver.EstimateToolTokens(&t) }
 
 // EstimateDeferred estimates what a deferred tool costs in the catalog: its
-// bare name plus a newline, never its description (R17).
+// bare name plus a newline, never its description.
 func EstimateDeferred(name string) int {
 	return nameTokens(name) + 1
 }
 
-// Estimate estimates both halves of a split (R17): the provider array
+// Estimate estimates both halves of a split: the provider array
 // (EstimateTool per tool plus the array wrapper) and the catalog text
 // (EstimateDeferred per name plus the header line, or the estimate of the
 // grouped catalog RenderCatalog wrote).

@@ -17,12 +17,12 @@ func within(est, real int, tol float64) bool {
 	return math.Abs(float64(est-real))/float64(real) <= tol
 }
 
-// R17, §7.5: each half of the estimate is checked separately against a
+// §7.5: each half of the estimate is checked separately against a
 // real BPE tokenizer on the actual payload: the rendered Anthropic tools
 // array for the resident half, CatalogText for the catalog half. The two
 // errors have opposite signs and could hide each other in a total.
 //
-// Shapes (issue #15): the default registry, tiny descriptions, huge
+// Shapes: the default registry, tiny descriptions, huge
 // schemas, long prose, Chinese descriptions, MCP-style names, and 10k
 // tools (whose catalog is over its budget and lists servers with counts).
 func TestEstimateHalvesMatchTokenizer(t *testing.T) {
@@ -57,7 +57,7 @@ func TestEstimateHalvesMatchTokenizer(t *testing.T) {
 	}
 }
 
-// R17: every tool loaded at once (the largest provider array a turn can
+// Every tool loaded at once (the largest provider array a turn can
 // reach) is still within 15% of the real count.
 func TestEstimateAllLoadedMatchesTokenizer(t *testing.T) {
 	regs := allRegistries(t)
@@ -81,7 +81,7 @@ func pct(est, real int) float64 {
 	return 100 * float64(est-real) / float64(real)
 }
 
-// R17: a resident tool costs description + schema + wrapper; a deferred
+// A resident tool costs description + schema + wrapper; a deferred
 // one costs its name and a newline, never its description.
 func TestEstimateCountsWhatIsSent(t *testing.T) {
 	base := resolver.Tool{Name: "send_message", Description: "Send.", Parameters: json.RawMessage(`{"type":"object"}`)}
@@ -107,14 +107,14 @@ func TestEstimateCountsWhatIsSent(t *testing.T) {
 	}
 }
 
-// R17: the fixed catalog header's cost is what the tokenizer says.
+// The fixed catalog header's cost is what the tokenizer says.
 func TestCatalogHeaderTokens(t *testing.T) {
 	if n := mustCount(t, CatalogHeader+"\n"); n != catalogHeaderTokens {
 		t.Errorf("header is %d tokens, catalogHeaderTokens = %d", n, catalogHeaderTokens)
 	}
 }
 
-// R17: nameTokens follows the tokenizer on the registries' names, MCP-style
+// NameTokens follows the tokenizer on the registries' names, MCP-style
 // names (mcp__server__camelCase, API-post-search) as well as builtin ones,
 // each group within 10%.
 func TestNameTokensMatchTokenizer(t *testing.T) {
@@ -137,7 +137,7 @@ func TestNameTokensMatchTokenizer(t *testing.T) {
 	}
 }
 
-// R17: the measuring stick is cl100k_base and counts as tiktoken does.
+// The measuring stick is cl100k_base and counts as tiktoken does.
 func TestTokenizer(t *testing.T) {
 	tk := NewTokenizer()
 	if tk.Encoding() != "cl100k_base" || Encoding != "cl100k_base" {

@@ -20,7 +20,7 @@ const (
 	restLineTokens      = 19 // "... and N more entries with M tools: ..."
 )
 
-// RenderCatalog renders the catalog of deferred names (R15). While the
+// RenderCatalog renders the catalog of deferred names. While the
 // names fit maxTokens (by the estimate) it is CatalogText: each bare name
 // on its own line. Above it the catalog stays bounded however many tools
 // are deferred: one line per namespace (MCP server) with its count and
@@ -28,7 +28,7 @@ const (
 // that exceeds maxTokens, as many lines as fit and a last line counting
 // the rest. maxTokens <= 0 means no bound. It returns the text, whether it
 // is grouped, and its estimated tokens. The output depends only on the
-// arguments (R9).
+// arguments.
 func RenderCatalog(names []string, namespaces []resolver.Namespace, maxTokens int) (text string, grouped bool, tokens int) {
 	if len(names) == 0 {
 		return "", false, 0
@@ -134,7 +134,7 @@ func oneLine(s string) string {
 
 // SplitResolution splits a resolution for one provider dispatch
 // (SplitTools) and renders its catalog bounded by the registry's catalog
-// budget, with the resolution's namespaces (RenderCatalog, R15).
+// budget, with the resolution's namespaces (RenderCatalog).
 func SplitResolution(res *resolver.Resolution, loaded func(name string) bool) Split {
 	if res == nil {
 		return Split{}
@@ -153,10 +153,10 @@ func (s *Split) renderCatalog(namespaces []resolver.Namespace, maxTokens int) {
 // given in the order they were loaded (aggregate.State.InLoadOrder): the
 // provider array holds the resident tools in resolution order, then the
 // loaded deferred tools in that order, exactly as a turn frozen with the
-// same loaded tools renders its first request (Turn.Request, #26 item 1).
+// same loaded tools renders its first request (Turn.Request).
 // Names that are not deferred tools of res are ignored. As in a turn, the
-// catalog text lists every deferred tool of res, loaded or not (#26 item
-// 2: it changes with the intent and the registry only), and Frozen counts
+// catalog text lists every deferred tool of res, loaded or not (it
+// changes with the intent and the registry only), and Frozen counts
 // the resident tools.
 func SplitInLoadOrder(res *resolver.Resolution, loaded []string) Split {
 	if res == nil {
@@ -196,8 +196,7 @@ func SplitInLoadOrder(res *resolver.Resolution, loaded []string) Split {
 }
 
 // fixCatalog renders the catalog text of every deferred tool of s, before
-// any is loaded: the engine's catalog, the same for every load (#26 item
-// 2).
+// any is loaded: the engine's catalog, the same for every load.
 func (s *Split) fixCatalog(namespaces []resolver.Namespace, maxTokens int) {
 	s.CatalogText, s.CatalogGrouped, s.catalogTokens = RenderCatalog(s.Catalog, namespaces, maxTokens)
 	s.catalogFixed = true

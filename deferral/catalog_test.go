@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R15: the catalog lists bare names while they fit the budget, and above it
+// The catalog lists bare names while they fit the budget, and above it
 // the namespaces with counts and one-line summaries; it stays bounded
 // however many tools are deferred, and says how many are left out.
 func TestRenderCatalogBounded(t *testing.T) {
@@ -47,7 +47,7 @@ func TestRenderCatalogBounded(t *testing.T) {
 	}
 }
 
-// R15, R16, #26 item 2: in a turn, a discovered tool leaves Catalog but
+// In a turn, a discovered tool leaves Catalog but
 // the catalog text sent stays the turn's (the system prompt keeps its
 // bytes), also in the next turn, frozen with it loaded; the estimate
 // follows the text sent.

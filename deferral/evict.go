@@ -1,6 +1,6 @@
 package deferral
 
-// Bounds of a session's loaded deferred set (#26 item 5). MaxLoaded is
+// Bounds of a session's loaded deferred set. MaxLoaded is
 // the most tools the log's loaded set may hold (events.MaxListLen, which
 // a checkpoint's loaded list is bounded by; a test keeps the two equal).
 // At a turn boundary the engine evicts the tools loaded longest ago down

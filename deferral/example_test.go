@@ -30,7 +30,7 @@ func providerNames(s deferral.Split) string {
 }
 
 // A turn is frozen at its start; tool_search loads a deferred tool, and the
-// next provider request of the turn carries its schema (R16).
+// next provider request of the turn carries its schema.
 func ExampleFreeze() {
 	reg, err := resolver.Load([]byte(exampleRegistry))
 	if err != nil {
@@ -79,7 +79,7 @@ func ExampleFreeze() {
 }
 
 // SplitTools routes each resolved tool to the provider array or the
-// catalog (R15).
+// catalog.
 func ExampleSplitTools() {
 	tools := []resolver.Tool{
 		{Name: "read_file", Available: true},
@@ -102,7 +102,7 @@ func ExampleSplitTools() {
 	// tool_search resident=true deferred=false loaded=false
 }
 
-// Estimate prices both halves of a split without a tokenizer (R17).
+// Estimate prices both halves of a split without a tokenizer.
 func ExampleEstimate() {
 	tools := []resolver.Tool{
 		{Name: "read_file", Description: "Read a file from the local filesystem.", Parameters: []byte(`{"properties":{"path":{"type":"string"}},"type":"object"}`)},
@@ -115,8 +115,8 @@ func ExampleEstimate() {
 	// resident 43 tokens (1 tools), catalog 12 tokens (1 names), total 55
 }
 
-// Table measures the default session's budget with the real tokenizer
-// (R18); the budget command prints it.
+// Table measures the default session's budget with the real tokenizer;
+// the budget command prints it.
 func ExampleTable() {
 	tab, err := deferral.Table(resolver.Default())
 	if err != nil {

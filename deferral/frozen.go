@@ -13,7 +13,7 @@ import (
 // resolved tools, made once per resolution and shared, read-only, by
 // every turn frozen from that resolution (the resolver's cache hands the
 // same *Resolution to equal requests), so that an engine holding many
-// open turns holds each distinct tool set once (issue 13: memory per open
+// open turns holds each distinct tool set once (memory per open
 // turn).
 type frozen struct {
 	registryVersion string
@@ -107,7 +107,7 @@ func freeze(res *resolver.Resolution) *frozen {
 	buf := make([]byte, 0, size) // one backing array for every schema
 	for i, tool := range res.Tools {
 		if tool.Name == resolver.ToolSearch {
-			tool.Deferred = false // guard 2 of R14
+			tool.Deferred = false // guard 2
 		}
 		if tool.Parameters != nil {
 			start := len(buf)

@@ -9,7 +9,7 @@ import (
 
 // UnavailableNote starts the description of a tool that a native
 // rendering keeps defined only because the session's history references
-// it (#26 item 3): the model is told not to call it, and the backend's
+// it: the model is told not to call it, and the backend's
 // call check refuses a call anyway.
 const UnavailableNote = "Not callable in this session (disabled, or no longer permitted); do not call it. "
 
@@ -25,7 +25,7 @@ func Unavailable(t resolver.Tool) resolver.Tool {
 
 // WithheldNote is the whole description of a tool a native rendering
 // keeps defined only because the session's history references it while
-// the channel policy withholds it from the requesting channel (#31): the
+// the channel policy withholds it from the requesting channel: the
 // name stays (the provider refuses a history naming a tool the list
 // lacks), its description and schema do not.
 const WithheldNote = "Not callable on this channel (withheld by the channel policy); do not call it."
@@ -54,7 +54,7 @@ func WithholdLookup(withheld []string, lookup func(string) (resolver.Tool, bool)
 // WithReferenced returns tools followed by the tools named in referenced
 // that tools lacks, in the order given, each Unavailable, found by lookup
 // (a name lookup does not find is left out). A native rendering of the
-// result never drops a tool the history references (#26 item 3): a
+// result never drops a tool the history references: a
 // provider refuses a history whose tool_reference names a tool missing
 // from the tools list. tools itself is returned when nothing is added.
 func WithReferenced(tools []resolver.Tool, referenced []string, lookup func(string) (resolver.Tool, bool)) []resolver.Tool {

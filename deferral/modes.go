@@ -4,7 +4,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Mode is how deferred tools reach a provider (R30).
+// Mode is how deferred tools reach a provider.
 type Mode string
 
 const (
@@ -26,7 +26,7 @@ const nativeEntryTokens = 4
 
 // NativeContext returns, for a native mode, the catalog text to put in
 // the system prompt and the estimated context cost of a turn at its start
-// (R17): Resident is the tools whose definitions enter the context (those
+// : Resident is the tools whose definitions enter the context (those
 // not deferred, tool_search among them); Catalog is what stands for the
 // deferred ones. For Anthropic the catalog is the engine's, of every
 // deferred tool, and it does not change within the turn (a loaded tool

@@ -15,14 +15,14 @@ type ModeRow struct {
 	// or "openai-native".
 	Mode string `json:"mode"`
 	// Start is the context cost at the start of the turn: the tool
-	// definitions the model sees plus the catalog (R17).
+	// definitions the model sees plus the catalog.
 	Start Tokens `json:"start"`
 	// After is the context cost after the discoveries, the loaded tools'
 	// definitions included (appended to the array, or inserted by the
 	// provider into the messages).
 	After Tokens `json:"after"`
 	// Broken and Extended count the discoveries that broke the cached
-	// prefix of the tools array, or only appended to it (R30).
+	// prefix of the tools array, or only appended to it.
 	Broken   int `json:"prefix_broken"`
 	Extended int `json:"prefix_extended"`
 	// CatalogChanges counts the discoveries that changed the catalog text.
@@ -33,7 +33,7 @@ type ModeRow struct {
 
 // ModeTable compares, for the default session of reg, the context cost and
 // the prompt-cache effect of each way deferred tools can reach the
-// provider (R17, R30). Loaded names the tools the discoveries load, one
+// provider. Loaded names the tools the discoveries load, one
 // per discovery, in order; nil takes the first, middle and last name of
 // the default session's catalog. Real counts are the measuring stick's on
 // the parts of each payload that enter the model's context: for the

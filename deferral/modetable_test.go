@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R17, R30, issue #15: for the same session, each mode's context cost is
+// For the same session, each mode's context cost is
 // estimated within 15% of the real count, and discoveries extend the
 // engine's array (never break it) and change no byte of the native ones.
 func TestModeTable(t *testing.T) {
@@ -28,7 +28,7 @@ func TestModeTable(t *testing.T) {
 			}
 			switch r.Mode {
 			case string(ModeEngine):
-				// #26: the catalog text is the turn's, a discovery only appends.
+				// The catalog text is the turn's, a discovery only appends.
 				if r.Broken != 0 || r.Extended != 3 || r.CatalogChanges != 0 {
 					t.Errorf("%s engine: %+v; want 3 extended, 0 broken, 0 catalog changes", name, r)
 				}

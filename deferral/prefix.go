@@ -9,7 +9,7 @@ import (
 )
 
 // PrefixChange says what a provider request did to the prompt-cache prefix
-// of the request before it, as far as the tools array goes (R30).
+// of the request before it, as far as the tools array goes.
 type PrefixChange uint8
 
 const (

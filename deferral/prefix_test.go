@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R30: appending tools keeps the cached prefix (the moved cache breakpoint
+// Appending tools keeps the cached prefix (the moved cache breakpoint
 // aside); sorting a tool into the array, or changing one, breaks it.
 func TestPrefixCompare(t *testing.T) {
 	a := resolver.Tool{Name: "a", Description: "A.", Parameters: []byte(`{"type":"object"}`)}
@@ -49,7 +49,7 @@ func TestPrefixCompare(t *testing.T) {
 }
 
 // refCompare is the copying form PrefixOf and Compare had before they
-// addressed the rendering in place (#28): strip the marker into a new
+// addressed the rendering in place: strip the marker into a new
 // slice, then hash it.
 func refCompare(prev, next []byte) PrefixChange {
 	strip := func(b []byte) []byte {
@@ -72,7 +72,7 @@ func refCompare(prev, next []byte) PrefixChange {
 	return PrefixExtended
 }
 
-// R30, #28: PrefixOf and Compare, which read a rendering in place around
+// PrefixOf and Compare, which read a rendering in place around
 // its cache marker, answer as stripping the marker into a copy did, for
 // random arrays with the marker anywhere (or nowhere) in either.
 func TestPrefixInPlaceMatchesCopy(t *testing.T) {

@@ -121,7 +121,7 @@ func genRequest(t *rapid.T, names []string) resolver.Request {
 	return req
 }
 
-// R12, R14, R15: for random registries, requests and loaded sets, every
+// For random registries, requests and loaded sets, every
 // available resolved tool lands in exactly one of Provider and Catalog,
 // tool_search is always in Provider, tools outside the resolution
 // (disabled, unavailable, unknown) are in neither, order is preserved, and
@@ -165,7 +165,7 @@ func TestSplitProperties(t *testing.T) {
 		if req.Override.Kind == intent.OverrideNone && req.Session.Picked == nil {
 			for _, name := range req.Session.Disabled {
 				if name == resolver.WebSearch && req.Session.WebSearch != nil && *req.Session.WebSearch {
-					continue // the overlay adds it back after removing Disabled (R7)
+					continue // the overlay adds it back after removing Disabled
 				}
 				if slices.Contains(prov, name) || slices.Contains(s.Catalog, name) {
 					t.Fatalf("disabled %s reached the split", name)
@@ -179,7 +179,7 @@ func TestSplitProperties(t *testing.T) {
 			t.Fatalf("tool_search in Catalog")
 		}
 		// Resident tools first, then loaded ones, each part in resolution
-		// order (R30: a load never moves a resident tool).
+		// order (a load never moves a resident tool).
 		var residentPart, loadedPart []string
 		for _, c := range s.Classification {
 			if c.Resident {
@@ -220,7 +220,7 @@ func TestSplitProperties(t *testing.T) {
 	})
 }
 
-// R14, R15: SplitTools alone, on arbitrary tool lists including a
+// SplitTools alone, on arbitrary tool lists including a
 // tool_search that carries a deferral mark.
 func TestSplitToolsArbitraryProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -246,7 +246,7 @@ func TestSplitToolsArbitraryProperties(t *testing.T) {
 	})
 }
 
-// R16: random interleavings of Search and Request keep every frozen tool
+// Random interleavings of Search and Request keep every frozen tool
 // in exactly one half; loaded tools only grow, and only with deferred
 // tools of the turn.
 func TestTurnProperties(t *testing.T) {
@@ -301,7 +301,7 @@ func isSubsequence(sub, seq []string) bool {
 	return i == len(sub)
 }
 
-// R14, issue #15: never unreachable. For random registries and intents
+// Never unreachable. For random registries and intents
 // (presets, picked lists, overrides, hand-disabled names), every name in
 // the catalog can be loaded by the tool set sent with it: tool_search is
 // in the provider array, and a search for the name loads it into the next

@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Provider is one row of the provider table (R30): how a turn's tools
+// Provider is one row of the provider table: how a turn's tools
 // reach one provider value of a request. A new provider mode is one row
 // of the table; the engine (service) and the tools that measure modes
 // read the rows, never switch on the name.
@@ -28,7 +28,7 @@ type Provider struct {
 	// leading tools that form the turn's frozen array (Split.Frozen): a
 	// catalog row keeps its cache breakpoint on the last of them, so a
 	// discovery only appends bytes; native rows ignore it. Byte-
-	// deterministic (R9).
+	// deterministic.
 	Render func(tools []resolver.Tool, namespaces []resolver.Namespace, frozen int) []byte
 	// SearchTool is the name of the search tool the row's array holds, the
 	// one the catalog text tells the model to load with ("" is
@@ -42,14 +42,14 @@ type Provider struct {
 }
 
 // DefaultProvider is the provider of a request that names none: the
-// Anthropic row, which is provider-native deferral (#26).
+// Anthropic row, which is provider-native deferral.
 const DefaultProvider = "anthropic"
 
 // The provider values name a provider, and its native deferral by default
-// (#26): "anthropic" and "openai" render exactly as "anthropic-native" and
+// : "anthropic" and "openai" render exactly as "anthropic-native" and
 // "openai-native"; the engine's catalog, for providers without native
 // deferral or backends that cannot send it, is asked for by name with
-// "anthropic-engine" and "openai-engine" (before #26, "anthropic" and
+// "anthropic-engine" and "openai-engine" (earlier, "anthropic" and
 // "openai" were the engine's catalog).
 func anthropicNative(tools []resolver.Tool, _ []resolver.Namespace, _ int) []byte {
 	return resolver.RenderAnthropicNative(tools, "")

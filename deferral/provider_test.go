@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// R30: every provider value has one row; names are unique, "" is the
+// Every provider value has one row; names are unique, "" is the
 // default, every row renders, and a native row has a native mode.
 func TestProviderTable(t *testing.T) {
 	names := ProviderNames()

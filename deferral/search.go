@@ -19,7 +19,7 @@ import (
 
 // Bounds of a tool_search request: the engine's rule, which the tool_search
 // JSON Schema of the default registry states exactly (a test keeps the two
-// in agreement, R29).
+// in agreement).
 const (
 	// MaxSearchNames is the most names one call may load.
 	MaxSearchNames = 16
@@ -43,7 +43,7 @@ const (
 // Match it with errors.Is.
 var ErrInvalidSearch = errors.New("invalid tool_search request")
 
-// SearchRequest is one tool_search call (R29). Any combination of the
+// SearchRequest is one tool_search call. Any combination of the
 // three forms may be given; results are combined, names first.
 type SearchRequest struct {
 	// Names are exact tool names to load (at most MaxSearchNames).
@@ -60,7 +60,7 @@ type SearchRequest struct {
 	// DefaultMaxResults.
 	MaxResults int `json:"max_results,omitempty"`
 	// QueryVector is Query's embedding, from the model that embedded the
-	// registry's tools (issue #27's optional semantic path). It is not
+	// registry's tools (the optional semantic path). It is not
 	// part of the model's tool_search input (ParseSearchInput refuses it):
 	// the backend that intercepts the call adds it. With it, and tools
 	// that carry embeddings, Query ranks by reciprocal rank fusion of the
@@ -154,7 +154,7 @@ var searchFields = []string{"names", "query", "regex", "max_results"}
 // characters) and max_results (an integer from 1 to 20); every field is
 // optional. Anything else is refused with an error wrapping
 // ErrInvalidSearch that names the field. The default registry's
-// tool_search schema says exactly this (R29).
+// tool_search schema says exactly this.
 func ParseSearchInput(raw []byte) (SearchRequest, error) {
 	var req SearchRequest
 	raw = bytes.TrimSpace(raw)
@@ -302,7 +302,7 @@ type SearchResult struct {
 	// NotFound lists the requested names this turn cannot load (unknown,
 	// unavailable, disabled, or added to the registry after the turn
 	// started), in request order. They are a soft result: the call
-	// succeeds (R29).
+	// succeeds.
 	NotFound []string
 	// Matches are the query and regex results, ranked, with their scores;
 	// the Weak ones were not loaded (ConfidentShare).
@@ -369,8 +369,7 @@ func NewIndex(tools []resolver.Tool, prev *Index) *Index {
 }
 
 // docsOf turns tools into search documents; a namespaced tool's context is
-// its namespace's description, and a tool's embedding is its vector
-// (#27).
+// its namespace's description, and a tool's embedding is its vector.
 func docsOf(tools []resolver.Tool, namespaces []resolver.Namespace) []toolsearch.Doc {
 	docs := make([]toolsearch.Doc, len(tools))
 	for i := range tools {
@@ -399,10 +398,10 @@ type outputTool struct {
 }
 
 // Output renders the result as the tool result the model reads when the
-// engine answers tool_search with the catalog rendering (R16): every tool
+// engine answers tool_search with the catalog rendering: every tool
 // found with its full description and input schema, the names loaded, the
 // names not found and the note, as one JSON object with fields in a fixed
-// order. The bytes depend only on the result (R9).
+// order. The bytes depend only on the result.
 func (r SearchResult) Output() []byte {
 	o := searchOutput{Tools: make([]outputTool, len(r.Tools)), Loaded: r.Loaded, NotFound: r.NotFound, Note: r.Note}
 	if o.Loaded == nil {

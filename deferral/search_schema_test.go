@@ -51,7 +51,7 @@ func agree(t testing.TB, sch *jsonschema.Schema, raw string) {
 	}
 }
 
-// R29: one source of truth. Every input the engine accepts is valid
+// One source of truth. Every input the engine accepts is valid
 // against the tool_search JSON Schema the model is shown, and every input
 // the schema allows is accepted by the engine: hand-picked edge cases
 // first, then random JSON documents.
@@ -131,7 +131,7 @@ func genValue(t *rapid.T, label string, depth int) string {
 	}
 }
 
-// R29: what ParseSearchInput accepts becomes the request the schema
+// What ParseSearchInput accepts becomes the request the schema
 // describes.
 func TestParseSearchInput(t *testing.T) {
 	req, err := ParseSearchInput([]byte(` {"max_results": 3.0, "regex": "^mcp__", "query": "github issue", "names": ["a", "b"]} `))

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
-// R29: a keyword query loads the best matching deferred tools of the turn,
+// A keyword query loads the best matching deferred tools of the turn,
 // best first, and never a resident one; the next request appends them.
 func TestSearchByQuery(t *testing.T) {
 	reg := resolver.Default()
@@ -49,7 +49,7 @@ func TestSearchByQuery(t *testing.T) {
 	}
 }
 
-// R29: a regex matches names, descriptions and parameters of deferred
+// A regex matches names, descriptions and parameters of deferred
 // tools; an unusable regex is a note, not an error; max_results caps
 // query and regex together; names come first.
 func TestSearchRegexAndCombined(t *testing.T) {
@@ -66,7 +66,7 @@ func TestSearchRegexAndCombined(t *testing.T) {
 	if err != nil || len(res.Tools) != 0 || !strings.Contains(res.Note, "regex") {
 		t.Errorf("bad regex: %+v, %v; want a note and no error", res, err)
 	}
-	// #27 item 4: a pattern too costly to match is refused at once, as a
+	// A pattern too costly to match is refused at once, as a
 	// note naming the pattern and the fix, not as a failed call.
 	res, err = turn.Search(SearchRequest{Regex: "(?:.*){1,1000}z"})
 	if err != nil || len(res.Tools) != 0 || !strings.Contains(res.Note, "(?:.*){1,1000}z") || !strings.Contains(res.Note, "repetition counts") {
@@ -87,7 +87,7 @@ func TestSearchRegexAndCombined(t *testing.T) {
 	}
 }
 
-// R9, R16: the tool result of a search is byte-deterministic and carries
+// The tool result of a search is byte-deterministic and carries
 // the full schemas.
 func TestSearchOutput(t *testing.T) {
 	reg := resolver.Default()
@@ -121,7 +121,7 @@ func TestSearchOutput(t *testing.T) {
 	}
 }
 
-// R29: IndexFor builds once per registry and reuses the analysis of the
+// IndexFor builds once per registry and reuses the analysis of the
 // previous one; a turn frozen with it searches that registry's tools.
 func TestIndexFor(t *testing.T) {
 	a := smallReg(t, 1, 100, "network")
@@ -141,7 +141,7 @@ func TestIndexFor(t *testing.T) {
 	}
 }
 
-// Issue #15, R29: the engine's own search path (a registry imported from
+// The engine's own search path (a registry imported from
 // the MCP corpus, its index, a frozen turn, tool_search with a query)
 // ranks as the index does on its own: recall@5 >= 0.95 and MRR >= 0.8 on
 // the 171 labelled queries.
@@ -180,7 +180,7 @@ func TestTurnSearchQuality(t *testing.T) {
 	}
 	q := searcheval.Evaluate(search, qs, "")
 	t.Logf("engine path: %d queries, recall@5 %.3f, MRR %.3f", q.Queries, q.Recall, q.MRR)
-	// #26 item 4: what a query loads (its confident matches) against
+	// What a query loads (its confident matches) against
 	// what it ranks.
 	res1 := resolve(t, reg, defaultSession())
 	calls, total, ranked := 0, 0, 0

@@ -46,7 +46,7 @@ func embeddedRegistry(t testing.TB, vecs map[string][]float32) *resolver.Registr
 // today either).
 const paraphrase = "blorft zmiv quuxify"
 
-// #27: a query whose words match no tool finds, with the query's vector,
+// A query whose words match no tool finds, with the query's vector,
 // the tool whose fixed vector is nearest, and loads only it (the other
 // vector-ranked tools are listed as weak); the same registry, query and
 // vector give the same result every time, with the registry's index or
@@ -81,7 +81,7 @@ func TestSemanticSearchParaphrase(t *testing.T) {
 	}
 }
 
-// #27: with a vector, a confident keyword match still loads beside the
+// With a vector, a confident keyword match still loads beside the
 // nearest tool by vector: the two rankings are fused, not replaced.
 func TestSemanticSearchFusesKeywords(t *testing.T) {
 	reg := embeddedRegistry(t, semanticVectors)
@@ -95,7 +95,7 @@ func TestSemanticSearchFusesKeywords(t *testing.T) {
 	}
 }
 
-// #27: without a query vector the ranking is the keyword one: a registry
+// Without a query vector the ranking is the keyword one: a registry
 // with embeddings answers every query byte for byte as the same registry
 // without them; a query vector against a registry without embeddings is
 // unused, with a note, and otherwise changes nothing.
@@ -127,7 +127,7 @@ func TestSemanticSearchOffByDefault(t *testing.T) {
 	}
 }
 
-// #27: a query vector is checked against the tools' embeddings: another
+// A query vector is checked against the tools' embeddings: another
 // dimension (named with the registry's), a non-finite number or all zeros
 // is an invalid search that loads nothing; the model's own tool_search
 // input cannot carry a vector.
@@ -166,7 +166,7 @@ func TestSemanticSearchRefusesBadVectors(t *testing.T) {
 	}
 }
 
-// #27: a query that is exactly a tool's name ranks it first, fused or
+// A query that is exactly a tool's name ranks it first, fused or
 // not, and its match encodes as JSON (the index scores it +Inf).
 func TestExactNameMatchEncodes(t *testing.T) {
 	reg := embeddedRegistry(t, semanticVectors)
@@ -181,7 +181,7 @@ func TestExactNameMatchEncodes(t *testing.T) {
 	}
 }
 
-// #27, #26 item 4: a fused search never returns or loads an excluded
+// A fused search never returns or loads an excluded
 // (disabled) tool; the nearest tool by vector among the others loads.
 func TestSemanticSearchSkipsExcluded(t *testing.T) {
 	reg := embeddedRegistry(t, semanticVectors)

@@ -7,14 +7,14 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// Split is one provider dispatch's view of a resolved tool set (R12, R15).
+// Split is one provider dispatch's view of a resolved tool set.
 // Every input tool is in exactly one of Provider and Catalog.
 type Split struct {
 	// Provider holds the tools whose full schema goes into the provider
 	// tools array: first the resident tools (tool_search among them), in
 	// resolution order, then the deferred tools that are loaded, in
 	// resolution order. Loading a tool therefore never moves a resident
-	// one, so the resident part of the array keeps its bytes (R30). The
+	// one, so the resident part of the array keeps its bytes. The
 	// tools share their Parameters bytes with the input; treat them as
 	// read-only.
 	Provider []resolver.Tool
@@ -23,7 +23,7 @@ type Split struct {
 	Catalog []string
 	// Classification has one entry per input tool, in resolution order: the
 	// resident/deferred classification of this dispatch, kept for
-	// inspection (R21).
+	// inspection.
 	Classification []Class
 	// CatalogText is the catalog as sent in the system prompt: the bare
 	// names (CatalogText), or, above the registry's catalog budget, the
@@ -34,14 +34,13 @@ type Split struct {
 	// Frozen is the number of leading Provider tools that are resident
 	// (Turn.Request, SplitInLoadOrder; 0 in other splits: the whole
 	// array): the engine's renderings keep the cache breakpoint on the
-	// last of them, so neither a discovery nor a turn boundary moves it
-	// (#26 item 2).
+	// last of them, so neither a discovery nor a turn boundary moves it.
 	Frozen        int
 	catalogFixed  bool // CatalogText lists every deferred tool, loaded or not; catalogTokens is its estimate
 	catalogTokens int  // estimate of a grouped CatalogText
 }
 
-// Class is the classification of one tool in one dispatch (R21).
+// Class is the classification of one tool in one dispatch.
 type Class struct {
 	// Name is the tool name.
 	Name string `json:"name"`
@@ -49,7 +48,7 @@ type Class struct {
 	// RESIDENT_TOOLS, or it is tool_search. Resident == !Deferred.
 	Resident bool `json:"resident"`
 	// Deferred is the effective deferral mark (the resolver's mark, except
-	// that tool_search is never deferred, R14).
+	// that tool_search is never deferred).
 	Deferred bool `json:"deferred"`
 	// Loaded is true when the tool is deferred and loaded, so its schema is
 	// in the provider array. It is false for resident tools.
@@ -60,12 +59,12 @@ type Class struct {
 // tools array in this dispatch; otherwise its name is in the catalog.
 func (c Class) InProvider() bool { return c.Resident || c.Loaded }
 
-// SplitTools splits resolved tools for one provider dispatch (R12, R15):
+// SplitTools splits resolved tools for one provider dispatch:
 // a tool goes to Provider when it is resident, or deferred and loaded;
 // otherwise (deferred and not loaded) its name goes to Catalog. Provider
 // holds the resident tools in input order, then the loaded deferred ones in
 // input order; Catalog is in input order. tool_search always goes to
-// Provider whatever its mark (guard 2 of R14).
+// Provider whatever its mark (guard 2).
 //
 // loaded reports whether a deferred tool is loaded in this session; nil
 // means nothing is loaded. Use Set.Has for a fixed set of names. loaded is
@@ -129,7 +128,7 @@ func splitTools(tools []resolver.Tool, loaded func(name string) bool) Split {
 // CatalogHeader is the first line of a non-empty catalog.
 const CatalogHeader = "Deferred tools (load with " + resolver.ToolSearch + "):"
 
-// CatalogText renders the deferred-tool catalog (R15): CatalogHeader, then
+// CatalogText renders the deferred-tool catalog: CatalogHeader, then
 // each name on its own line, names only, no descriptions, in the given
 // order. It returns "" when names is empty. This is the exact string that
 // goes into the system prompt and that the budget counts.

@@ -21,8 +21,8 @@ func tool(name string, deferred bool) resolver.Tool {
 	}
 }
 
-// R12, R15: resident or loaded → Provider (resident tools first, then the
-// loaded ones, each in resolution order, R30), deferred and not loaded →
+// Resident or loaded → Provider (resident tools first, then the
+// loaded ones, each in resolution order), deferred and not loaded →
 // Catalog in resolution order; one Class per tool.
 func TestSplitToolsRoutesEachToolOnce(t *testing.T) {
 	tools := []resolver.Tool{
@@ -57,7 +57,7 @@ func TestSplitToolsRoutesEachToolOnce(t *testing.T) {
 	}
 }
 
-// R14 guard 2: tool_search goes to Provider even when a caller hands it in
+// Guard 2: tool_search goes to Provider even when a caller hands it in
 // with a deferral mark, and even when "loaded" says no.
 func TestSplitToolsNeverDefersToolSearch(t *testing.T) {
 	tools := []resolver.Tool{tool(resolver.ToolSearch, true), tool("browser", true)}
@@ -79,7 +79,7 @@ func TestSplitToolsNeverDefersToolSearch(t *testing.T) {
 	}
 }
 
-// R15: loaded is only asked about deferred tools; nil means nothing loaded.
+// Loaded is only asked about deferred tools; nil means nothing loaded.
 func TestSplitToolsAsksLoadedOnlyAboutDeferred(t *testing.T) {
 	var asked []string
 	tools := []resolver.Tool{tool("a", false), tool("b", true), tool(resolver.ToolSearch, true)}
@@ -93,7 +93,7 @@ func TestSplitToolsAsksLoadedOnlyAboutDeferred(t *testing.T) {
 	}
 }
 
-// R12: an empty resolution (everything disabled) reaches neither half.
+// An empty resolution (everything disabled) reaches neither half.
 func TestSplitToolsEmpty(t *testing.T) {
 	s := SplitTools(nil, nil)
 	if len(s.Provider) != 0 || len(s.Catalog) != 0 || len(s.Classification) != 0 {
@@ -104,7 +104,7 @@ func TestSplitToolsEmpty(t *testing.T) {
 	}
 }
 
-// R15: names only, one per line, after a fixed header; "" when empty.
+// Names only, one per line, after a fixed header; "" when empty.
 func TestCatalogText(t *testing.T) {
 	if got := CatalogText(nil); got != "" {
 		t.Errorf("CatalogText(nil) = %q, want empty", got)
@@ -119,7 +119,7 @@ func TestCatalogText(t *testing.T) {
 	}
 }
 
-// R13, §7.6: a new default session's provider array holds no
+// §7.6: a new default session's provider array holds no
 // DEFERRED_DEFAULT_TOOLS member, none is resident, all are in the catalog.
 func TestDefaultSessionDefersDeferredDefaults(t *testing.T) {
 	reg := resolver.Default()
@@ -148,7 +148,7 @@ func TestDefaultSessionDefersDeferredDefaults(t *testing.T) {
 	}
 }
 
-// R15: the catalog lists names only and stays near 200 tokens even for
+// The catalog lists names only and stays near 200 tokens even for
 // everything the default registry defers (checked with the real tokenizer).
 func TestCatalogTextStaysSmall(t *testing.T) {
 	reg := resolver.Default()
@@ -176,7 +176,7 @@ func TestCatalogTextStaysSmall(t *testing.T) {
 	t.Logf("default session catalog: %d tokens", mustCount(t, def))
 }
 
-// R15: Set is the loaded-set helper: sorted, de-duplicated, immutable.
+// Set is the loaded-set helper: sorted, de-duplicated, immutable.
 func TestSet(t *testing.T) {
 	s := NewSet("b", "a", "b", "", "c")
 	if got := s.Names(); !slices.Equal(got, []string{"a", "b", "c"}) {

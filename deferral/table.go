@@ -21,7 +21,7 @@ type Tokens struct {
 }
 
 // BudgetTable compares the default session's per-turn tool cost without
-// and with deferral (R18). The default session is intent {enabled: true}
+// and with deferral. The default session is intent {enabled: true}
 // with no profile and no override, resolved against the given registry.
 type BudgetTable struct {
 	// RegistryVersion is the version of the registry measured.
@@ -33,8 +33,10 @@ type BudgetTable struct {
 	// ResidentTools is the number of tools in the provider array with
 	// deferral.
 	ResidentTools int `json:"resident_tools"`
-	// Deferred lists the catalog names with deferral, in order.
-	Deferred []string `json:"deferred"`
+	// Deferred lists the catalog names with deferral, in order; the API
+	// reply names the first 128 of them and DeferredCount counts all.
+	Deferred      []string `json:"deferred"`
+	DeferredCount int      `json:"deferred_count"`
 	// WithoutDeferral is the provider array when every default tool is
 	// resident: the rendered Anthropic tools array of the whole resolution.
 	WithoutDeferral Tokens `json:"without_deferral"`
@@ -54,16 +56,16 @@ type BudgetTable struct {
 	// EstimatedReduction is Reduction computed from the estimates.
 	EstimatedReduction float64 `json:"estimated_reduction_percent"`
 	// Unreachable lists default tools that are neither in the provider
-	// array nor in the catalog; it must be empty (R18). Nil when all are
+	// array nor in the catalog; it must be empty. Nil when all are
 	// reachable.
 	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // Reachable reports whether every default tool is resident or in the
-// catalog (R18).
+// catalog.
 func (t BudgetTable) Reachable() bool { return len(t.Unreachable) == 0 }
 
-// Table measures the default session's tool budget against reg (R18):
+// Table measures the default session's tool budget against reg:
 // the provider array without deferral (every default tool resident) and
 // with deferral, by estimate and by the real tokenizer, the catalog, the
 // reduction, and whether every default tool is still reachable. It
@@ -91,6 +93,7 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 		Tools:           len(res.Tools),
 		ResidentTools:   len(with.Provider),
 		Deferred:        with.Catalog,
+		DeferredCount:   len(with.Catalog),
 	}
 	t.WithoutDeferral.Estimate = Estimate(without).Resident
 	eb := Estimate(with)

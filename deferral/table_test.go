@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R18: with the embedded default registry the default resident array drops
+// With the embedded default registry the default resident array drops
 // from about 7.9k to about 4.7k tokens a turn (about 41%), by the real
 // tokenizer, and no default tool becomes unreachable.
 func TestTableDefaultRegistry(t *testing.T) {
@@ -34,7 +34,7 @@ func TestTableDefaultRegistry(t *testing.T) {
 	}
 }
 
-// R17, R18: the table's estimates follow its real counts (each half within
+// The table's estimates follow its real counts (each half within
 // 15%) and every default tool stays reachable, for every test registry.
 func TestTableEstimatesAndReachability(t *testing.T) {
 	for name, reg := range allRegistries(t) {
@@ -59,14 +59,14 @@ func TestTableEstimatesAndReachability(t *testing.T) {
 	}
 }
 
-// R18: Table refuses a nil registry with a sentinel, without panicking.
+// Table refuses a nil registry with a sentinel, without panicking.
 func TestTableNilRegistry(t *testing.T) {
 	if _, err := Table(nil); !errors.Is(err, ErrNilRegistry) {
 		t.Errorf("Table(nil) err = %v, want ErrNilRegistry", err)
 	}
 }
 
-// R18: the unreachable report names a default tool missing from both
+// The unreachable report names a default tool missing from both
 // halves, and String says so.
 func TestBudgetTableUnreachableString(t *testing.T) {
 	tab := BudgetTable{Unreachable: []string{"ghost"}}

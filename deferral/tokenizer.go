@@ -18,7 +18,7 @@ const Encoding = string(tokenizer.Cl100kBase)
 // Tokenizer is the measuring stick: a real BPE tokenizer (Encoding) that
 // counts the tokens of an actual payload. Tests and the budget command
 // check the cheap estimator (EstimateTool, EstimateDeferred, Estimate)
-// against it (R17); the request path never uses it.
+// against it; the request path never uses it.
 //
 // A Tokenizer is safe for concurrent use. The first one built in a process
 // loads the vocabulary (tens of milliseconds); a binary that never builds

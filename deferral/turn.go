@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/toolsearch"
 )
 
-// Turn is one turn's frozen tool set and its loaded deferred set (R16).
+// Turn is one turn's frozen tool set and its loaded deferred set.
 //
 // Freeze copies the resolved tools, so nothing done to the registry or the
 // resolution afterwards changes the turn. The loaded set is owned by the
@@ -41,7 +41,7 @@ type Turn struct {
 }
 
 // Freeze starts turn number turn from a resolution and the session's loaded
-// deferred tools (R16), in the order they were loaded (#26 item 1: the
+// deferred tools, in the order they were loaded (the
 // request renders them in this order, so a turn begins with the array the
 // previous turn ended with). The tools are deep-copied. Of loaded, only
 // names of deferred tools in the frozen set are kept; other names (a tool
@@ -81,15 +81,15 @@ func (t *Turn) Number() uint64 { return t.number }
 func (t *Turn) RegistryVersion() string { return t.registryVersion }
 
 // ContractHash returns the contract hash of the frozen resolution; a
-// checkpoint recorded from this turn carries it (R19).
+// checkpoint recorded from this turn carries it.
 func (t *Turn) ContractHash() string { return t.contractHash }
 
 // Tools returns the frozen tools in resolution order, as a fresh slice.
 func (t *Turn) Tools() []resolver.Tool { return slices.Clone(t.tools) }
 
 // Lookup returns the turn's frozen tool named name, with its Permission.
-// Execution always goes through this tool, never through a later registry
-// (R16). A deferred tool that is not loaded is still found: whether the
+// Execution always goes through this tool, never through a later registry.
+// A deferred tool that is not loaded is still found: whether the
 // model may call it is the provider array's business, not the executor's.
 func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 	i, ok := t.byName[name]
@@ -99,7 +99,7 @@ func (t *Turn) Lookup(name string) (resolver.Tool, bool) {
 	return t.tools[i], true
 }
 
-// frozenCatalog is a turn's catalog text (#26): every deferred tool of the
+// frozenCatalog is a turn's catalog text: every deferred tool of the
 // turn, so a discovery does not change the text sent in the system prompt.
 type frozenCatalog struct {
 	text    string
@@ -108,16 +108,16 @@ type frozenCatalog struct {
 }
 
 // Request returns the split for the next provider request of this turn
-// (R15, R16, R30): the frozen split (resident tools in resolution order,
+// : the frozen split (resident tools in resolution order,
 // then the deferred tools loaded when the turn was frozen, in the order
 // given to Freeze), followed by the tools Search loaded in this turn, in
 // load order. A discovered tool is appended after
 // the frozen array, never sorted into it, so the array sent before it is a
 // prefix of the array sent after it; it leaves the catalog. Its
-// Classification is the record R21 asks for. Without a Search in between,
+// Classification is the dispatch record. Without a Search in between,
 // two Requests give equal Splits, so the provider array stays stable.
 // Frozen counts the resident tools. CatalogText lists every deferred tool
-// of the turn, loaded or not (#26 item 2): a discovered tool leaves
+// of the turn, loaded or not: a discovered tool leaves
 // Catalog but not the text, so the system prompt keeps its bytes within
 // the turn and across turns of the same intent and registry; loading a
 // loaded tool again is a no-op.
@@ -169,6 +169,15 @@ func (t *Turn) Loaded() []string {
 	return out
 }
 
+// IsLoaded reports whether name is a loaded deferred tool of this turn
+// (kept from Freeze or loaded by Search).
+func (t *Turn) IsLoaded(name string) bool {
+	t.mu.Lock()
+	_, ok := t.loaded[name]
+	t.mu.Unlock()
+	return ok
+}
+
 // Discovered returns the names Search loaded during this turn, in load
 // order, as a fresh slice: the names of the turn's DeferredLoaded event.
 func (t *Turn) Discovered() []string {
@@ -177,7 +186,7 @@ func (t *Turn) Discovered() []string {
 	return slices.Clone(t.discovered)
 }
 
-// Search is tool_search (R16, R29): it finds tools of this turn's frozen
+// Search is tool_search: it finds tools of this turn's frozen
 // set by exact name, by a keyword query ranked by BM25, or by a regular
 // expression (any combination; names first), loads the deferred ones
 // among them and returns their full parameter schemas; of a query's
@@ -198,7 +207,7 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 }
 
 // ConfidentShare is the share of the best keyword score a query match
-// needs to be loaded (#26 item 4): a query loads its best match and every
+// needs to be loaded: a query loads its best match and every
 // match scoring at least ConfidentShare of it, at most max_results; the
 // weaker matches are listed in Matches with Weak set and named in the
 // Note, so the model can load one by name, but they are neither loaded
@@ -207,7 +216,7 @@ func (t *Turn) Search(req SearchRequest) (SearchResult, error) {
 const ConfidentShare = 0.7
 
 // SearchExcluding is Search that never returns or loads a tool named in
-// excluded, a sorted set (the session's disabled tools, #26 item 4): a
+// excluded, a sorted set (the session's disabled tools): a
 // requested name in it is reported in NotFound with a note, and query and
 // regex matches skip it. A tool loaded before it was excluded stays
 // loaded for the rest of the turn (the turn is frozen); it is only not
@@ -218,7 +227,7 @@ func (t *Turn) SearchExcluding(req SearchRequest, excluded []string) (SearchResu
 
 // SearchWithin is SearchExcluding that loads at most room tools not yet
 // loaded (room < 0: no bound), so that the session's loaded set stays
-// within its bound (#26 item 5): the tools found beyond it are neither
+// within its bound: the tools found beyond it are neither
 // loaded nor returned, and the Note names them and says that they load
 // in a later turn, after the loaded set is evicted to LoadedBound. A full
 // loaded set is never an error.
@@ -228,7 +237,7 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	}
 	var vectorNote string
 	if len(req.QueryVector) > 0 {
-		// #27: a query vector of another dimension than the tools'
+		// A query vector of another dimension than the tools'
 		// embeddings is refused before anything loads; without tool
 		// embeddings, or without a query, it is unused and said so.
 		ix, _ := t.searchIndex()

@@ -37,7 +37,7 @@ func smallReg(t testing.TB, version, maxLen int, perm string) *resolver.Registry
 	return reg
 }
 
-// R16, §7.6: tool_search loads a deferred tool into the next request of the
+// §7.6: tool_search loads a deferred tool into the next request of the
 // turn and removes it from the catalog; without a search the request is
 // stable.
 func TestSearchLoadsIntoNextRequest(t *testing.T) {
@@ -60,7 +60,7 @@ func TestSearchLoadsIntoNextRequest(t *testing.T) {
 		t.Errorf("Search result = %+v", res)
 	}
 	next := turn.Request()
-	// R30: appended after the frozen array, never sorted into it.
+	// Appended after the frozen array, never sorted into it.
 	if got, want := names(next.Provider), []string{"read_file", "bash", "tool_search", "browser"}; !slices.Equal(got, want) {
 		t.Errorf("next Provider = %v, want %v", got, want)
 	}
@@ -85,7 +85,7 @@ func TestSearchLoadsIntoNextRequest(t *testing.T) {
 	}
 }
 
-// R16: tool_search returns the full parameter schema; execution uses the
+// Tool_search returns the full parameter schema; execution uses the
 // turn's resolved tool with its permission.
 func TestSearchReturnsFullSchemaAndLookupKeepsPermission(t *testing.T) {
 	reg := smallReg(t, 1, 100, "network")
@@ -109,7 +109,7 @@ func TestSearchReturnsFullSchemaAndLookupKeepsPermission(t *testing.T) {
 	}
 }
 
-// R16: a registry change after Freeze never alters the frozen turn, nor
+// A registry change after Freeze never alters the frozen turn, nor
 // does a caller scribbling on the resolution it froze.
 func TestFreezeIsolatesTurnFromLaterChanges(t *testing.T) {
 	res := resolve(t, smallReg(t, 1, 100, "network"), defaultSession())
@@ -144,7 +144,7 @@ func TestFreezeIsolatesTurnFromLaterChanges(t *testing.T) {
 	}
 }
 
-// R16, R29: only tools of this turn's frozen set may be loaded; other
+// Only tools of this turn's frozen set may be loaded; other
 // names are a soft "not found" (no error), valid names of the call still
 // load, and the note names the missing ones.
 func TestSearchReportsNamesNotFound(t *testing.T) {
@@ -178,7 +178,7 @@ func TestSearchReportsNamesNotFound(t *testing.T) {
 	}
 }
 
-// R16: searching a resident or already loaded tool is a no-op that still
+// Searching a resident or already loaded tool is a no-op that still
 // returns the schema; an empty search does nothing.
 func TestSearchIsIdempotent(t *testing.T) {
 	turn := Freeze(1, resolve(t, smallReg(t, 1, 100, "network"), defaultSession()), []string{"browser"})
@@ -197,7 +197,7 @@ func TestSearchIsIdempotent(t *testing.T) {
 	}
 }
 
-// R16, R19: Freeze keeps only loaded names that are deferred tools of the
+// Freeze keeps only loaded names that are deferred tools of the
 // frozen set; Loaded is a sorted copy.
 func TestFreezeFiltersLoaded(t *testing.T) {
 	turn := Freeze(1, resolve(t, smallReg(t, 1, 100, "network"), defaultSession()),
@@ -215,7 +215,7 @@ func TestFreezeFiltersLoaded(t *testing.T) {
 	}
 }
 
-// R16: a nil resolution freezes an empty turn without panicking.
+// A nil resolution freezes an empty turn without panicking.
 func TestFreezeNilResolution(t *testing.T) {
 	turn := Freeze(1, nil, []string{"browser"})
 	if s := turn.Request(); len(s.Provider)+len(s.Catalog) != 0 {
@@ -229,7 +229,7 @@ func TestFreezeNilResolution(t *testing.T) {
 	}
 }
 
-// R16, §7.4: the loaded set is shared in place between a tool goroutine
+// §7.4: the loaded set is shared in place between a tool goroutine
 // (Search) and the provider goroutine (Request); run with -race.
 func TestTurnConcurrentSearchAndRequest(t *testing.T) {
 	turn := Freeze(1, resolve(t, smallReg(t, 1, 100, "network"), defaultSession()), nil)

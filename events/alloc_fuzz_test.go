@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// Issue 11 item 1: decoding untrusted bytes allocates at most a fixed
+// Decoding untrusted bytes allocates at most a fixed
 // multiple of the input plus a constant, whatever the bytes claim
 // (lengths, counts, nesting). Seeds: the shapes that crashed the API's
 // msgpack decoder.

@@ -2,7 +2,7 @@ package events
 
 import "testing"
 
-// R24: decode cost per event type bounds replay and catch-up cost.
+// Decode cost per event type bounds replay and catch-up cost.
 func BenchmarkDecode(b *testing.B) {
 	for _, v := range vectors() {
 		if v.wantErr != nil {
@@ -21,7 +21,7 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// R23: encode cost per append.
+// Encode cost per append.
 func BenchmarkEncode(b *testing.B) {
 	for _, v := range vectors() {
 		if v.env == nil {

@@ -223,13 +223,13 @@ func encodeCheckpoint(s *sticky, v CheckpointRecorded) {
 
 // Decode parses one event. It never panics. Unknown keys (in the envelope
 // and in the payload) are ignored; events of an older schema version are
-// upcast to SchemaVersion before the typed decode (R3), so the returned
+// upcast to SchemaVersion before the typed decode, so the returned
 // envelope always has Version == SchemaVersion and a value (not pointer)
 // payload. A version-2 event must name its channel and actor; version-1
 // events, which had neither, decode with both "".
 //
 // On failure the error is a *DecodeError and the returned Envelope holds the
-// header fields that could be read (Payload nil), for reporting (R26).
+// header fields that could be read (Payload nil), for reporting.
 func Decode(b []byte) (Envelope, error) {
 	if env, ok := decodeFast(b); ok {
 		return env, nil

@@ -1,6 +1,6 @@
 package events
 
-// The command table (#25 item 4): a command is an event payload written
+// The command table: a command is an event payload written
 // as one JSON object, {"type":<Type>, <field>: <value>, ...}. Its fields
 // are the payload's own: the names come from the payload struct's json
 // tags and the kinds from the Go field types, so a new command is one
@@ -57,7 +57,7 @@ const (
 	// FieldOverride is a *TurnOverride object or null.
 	FieldOverride
 	// FieldCheckpoint is a *CheckpointRecorded: an object with the fields
-	// of a CheckpointRecorded command (no "type"), or null (#28).
+	// of a CheckpointRecorded command (no "type"), or null.
 	FieldCheckpoint
 )
 
@@ -128,10 +128,10 @@ var commandRows = []commandRow{
 	{zero: DeferredLoaded{}},
 	{zero: DeferredEvicted{}, optional: []string{"reason"}},
 	{zero: TurnStarted{}},
-	{zero: TurnEnded{}}, // #28: an optional checkpoint
+	{zero: TurnEnded{}}, // An optional checkpoint
 	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
-	{zero: PermissionGranted{}},                            // #31
-	{zero: SessionDeleted{}, optional: []string{"reason"}}, // #30
+	{zero: PermissionGranted{}},
+	{zero: SessionDeleted{}, optional: []string{"reason"}},
 }
 
 type commandSpec struct {
@@ -222,7 +222,7 @@ func fieldNames(fs []CommandField) string {
 // duplicated or missing field and a value of the wrong JSON type are
 // errors that name the type or field (and list what is accepted); they
 // match ErrInvalidCommand. Whether the command makes sense for the
-// session (known preset, known tool, R2) is decided when it is appended.
+// session (known preset, known tool) is decided when it is appended.
 func DecodeCommand(data []byte) (Payload, error) {
 	obj, keys, err := readObject(data)
 	if err != nil {

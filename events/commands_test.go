@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// #25 item 4: the command table is derived from the payload structs'
+// The command table is derived from the payload structs'
 // json tags; this is the field list the API documented and decoded by
 // hand before (api/command.go's commandFields), so the derivation changes
 // no command's fields, order, kind or required flag.
@@ -23,15 +23,15 @@ func TestCommandFieldsFromPayloads(t *testing.T) {
 		TypeDeferredLoaded:  {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}},
 		TypeDeferredEvicted: {{Name: "names", Kind: FieldNames, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "reason", Kind: FieldString}},
 		TypeTurnStarted: {{Name: "turn", Kind: FieldUint}, {Name: "intent", Kind: FieldIntent}, {Name: "profile", Kind: FieldString},
-			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}},
-		// #28: the engine's turn end carries its checkpoint.
+			{Name: "override", Kind: FieldOverride}, {Name: "registry_version", Kind: FieldString}, {Name: "contract_hash", Kind: FieldString}, {Name: "provider", Kind: FieldString}},
+		// The engine's turn end carries its checkpoint.
 		TypeTurnEnded: {{Name: "turn", Kind: FieldUint}, {Name: "checkpoint", Kind: FieldCheckpoint}},
 		TypeCheckpointRecorded: {{Name: "loaded_deferred_tools", Kind: FieldNames}, {Name: "contract_hash", Kind: FieldString, Required: true},
 			{Name: "registry_version", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}, {Name: "contract", Kind: FieldContract}},
-		// #31: the user's answer to an ask.
+		// The user's answer to an ask.
 		TypePermissionGranted: {{Name: "by", Kind: FieldString, Required: true}, {Name: "scope", Kind: FieldString, Required: true},
 			{Name: "tool", Kind: FieldString, Required: true}, {Name: "turn", Kind: FieldUint}},
-		// #30: delete closes the session; reason is optional.
+		// Delete closes the session; reason is optional.
 		TypeSessionDeleted: {{Name: "reason", Kind: FieldString}},
 	}
 	if len(CommandTypes()) != len(want) {
@@ -84,7 +84,7 @@ func TestDecodeCommandThroughTable(t *testing.T) {
 	}
 }
 
-// #28: a TurnEnded carries its checkpoint as an object with the fields of
+// A TurnEnded carries its checkpoint as an object with the fields of
 // a CheckpointRecorded command; it round-trips through EncodeCommand (so
 // history entries show it), a TurnEnded without one encodes as before,
 // and a bad checkpoint object is refused naming the field.

@@ -1,6 +1,6 @@
 package events
 
-// SessionCompacted (#30): the snapshot event a compaction appends. It
+// SessionCompacted: the snapshot event a compaction appends. It
 // carries the session's folded state (what every fold keeps of the events
 // before it) and says what it replaced, so that the events it covers can
 // be purged from the log: a cold load then reads this one message and the
@@ -18,7 +18,7 @@ import (
 const MaxCompactedRejections = 8
 
 // SessionCompacted replaces the session's events FirstSeq..LastSeq (Count
-// messages, written FirstMs..LastMs) by the state they fold to (#30). The
+// messages, written FirstMs..LastMs) by the state they fold to. The
 // engine appends it with the expected last subject sequence LastSeq, so it
 // covers exactly the events before it, and then purges them; a fold that
 // meets it applies the state it carries, whether it folded those events
@@ -39,7 +39,7 @@ type SessionCompacted struct {
 	// Reason optionally says why ("retention: idle since ...").
 	Reason string `msgpack:"reason" json:"reason"`
 
-	// Intent is the session's stored intent (R1), as folded.
+	// Intent is the session's stored intent, as folded.
 	Intent intent.Intent `msgpack:"intent" json:"intent"`
 	// Loaded are the loaded deferred tools in load order; nil when none.
 	Loaded []string `msgpack:"loaded" json:"loaded"`
@@ -54,14 +54,14 @@ type SessionCompacted struct {
 	Checkpoint    *CheckpointRecorded `msgpack:"checkpoint" json:"checkpoint,omitempty"`
 	CheckpointSeq uint64              `msgpack:"checkpoint_seq" json:"checkpoint_seq"`
 	// Events, Skipped and Rejected are the fold's counters of the
-	// replaced events: applied, skipped (R26), rejected (R28).
+	// replaced events: applied, skipped, rejected.
 	Events   uint64 `msgpack:"events" json:"events"`
 	Skipped  uint64 `msgpack:"skipped" json:"skipped"`
 	Rejected uint64 `msgpack:"rejected" json:"rejected"`
 	// Rejections are the last events the fold refused, oldest first.
 	Rejections []CompactedRejection `msgpack:"rejections" json:"rejections,omitempty"`
 	// Grants are the user's answers to asks the replaced events recorded
-	// (#31): the session grants, one per tool, and the once grants of
+	//: the session grants, one per tool, and the once grants of
 	// turn GrantsTurn; sorted by scope, then tool.
 	Grants     []CompactedGrant `msgpack:"grants" json:"grants,omitempty"`
 	GrantsTurn uint64           `msgpack:"grants_turn" json:"grants_turn"`
@@ -350,7 +350,7 @@ func validateCompacted(v SessionCompacted) error {
 }
 
 // checkCompacted is the fold rule of a SessionCompacted that needs nothing
-// but the event (R28): the range is coherent (first_seq <= last_seq,
+// but the event: the range is coherent (first_seq <= last_seq,
 // count within it, times in order), the state it carries is one a fold
 // can reach (a picked list within MaxPicked and without duplicates, the
 // loaded tools each once, the disabled and referenced lists sorted sets, the checkpoint valid and at a

@@ -11,7 +11,7 @@ var (
 	// *DecodeError matches it except ErrUnknownType and ErrFutureVersion.
 	ErrMalformed = errors.New("malformed event")
 	// ErrUnknownType means the event's type is not one this version of
-	// the engine knows; the event is kept in the log and skipped (R26).
+	// the engine knows; the event is kept in the log and skipped.
 	ErrUnknownType = errors.New("unknown event type")
 	// ErrFutureVersion means the event was written with a schema version
 	// newer than SchemaVersion; upgrade the engine to read it.
@@ -32,7 +32,7 @@ var (
 
 // DecodeError is returned by Decode. It carries whatever header fields could
 // be read before the problem was found, so that a caller can report the
-// event (id, session, type) and skip it (R26). Err matches one of
+// event (id, session, type) and skip it. Err matches one of
 // ErrMalformed, ErrUnknownType or ErrFutureVersion, and possibly a more
 // specific sentinel (ErrTooLarge, ErrInvalidSession, ErrInvalidName,
 // ErrInvalidEvent).

@@ -1,4 +1,4 @@
-// Package events defines the intent-change events of a session (R22), their
+// Package events defines the intent-change events of a session, their
 // envelope, and the msgpack wire codec shared with writers in other
 // languages.
 //
@@ -8,10 +8,10 @@
 //
 // where "data" is the payload, itself a msgpack map with string keys. Decode
 // is tolerant (unknown keys are ignored, older schema versions are upcast to
-// SchemaVersion, R3) and strict about what it returns (ids, session ids and
+// SchemaVersion) and strict about what it returns (ids, session ids and
 // tool names are validated). Decode never panics on any input; an event that
 // cannot be decoded yields a *DecodeError that still carries whatever header
-// fields could be read, so the caller can report it and move on (R26).
+// fields could be read, so the caller can report it and move on.
 //
 // The package is pure: it imports only leaf packages of the project (intent,
 // internal/clip, internal/toolname) and does no I/O. All functions are safe
@@ -29,7 +29,7 @@ import (
 )
 
 // SchemaVersion is the envelope schema version this package writes. Decode
-// accepts every version from 1 to SchemaVersion and upcasts older ones (R3).
+// accepts every version from 1 to SchemaVersion and upcasts older ones.
 const SchemaVersion = 2
 
 // MaxEventBytes bounds the encoded size of one event; larger events are
@@ -49,7 +49,7 @@ const MaxTextLen = 256
 // Type names an event type. It is written on the wire as the "type" string.
 type Type string
 
-// The event types (R22).
+// The event types.
 const (
 	TypeToolsToggled       Type = "ToolsToggled"
 	TypeWebSearchSet       Type = "WebSearchSet"
@@ -102,7 +102,7 @@ type Payload interface {
 // Envelope is one event: header fields plus the typed payload.
 type Envelope struct {
 	// ID is the event's ULID (26 chars, Crockford base32). It is also the
-	// JetStream dedupe id (R23).
+	// JetStream dedupe id.
 	ID string `msgpack:"id"`
 	// Session is the session id; see ValidateSessionID.
 	Session string `msgpack:"session"`
@@ -185,13 +185,13 @@ func newID() (string, uint64) {
 	return id.String(), ms
 }
 
-// ToolsToggled sets the master switch of the session's intent (R1).
+// ToolsToggled sets the master switch of the session's intent.
 type ToolsToggled struct {
 	// Enabled is true (all on), false (all off) or nil (follow profile).
 	Enabled *bool `msgpack:"enabled" json:"enabled"`
 }
 
-// WebSearchSet sets the web_search overlay (R1, R7).
+// WebSearchSet sets the web_search overlay.
 type WebSearchSet struct {
 	// Enabled is true, false or nil (unset).
 	Enabled *bool `msgpack:"enabled" json:"enabled"`
@@ -224,7 +224,7 @@ type ToolsPicked struct {
 	Names []string `msgpack:"names" json:"names"`
 }
 
-// DeferredLoaded records deferred tools loaded by tool_search (R15, R16).
+// DeferredLoaded records deferred tools loaded by tool_search.
 type DeferredLoaded struct {
 	// Names are the loaded deferred tools.
 	Names []string `msgpack:"names" json:"names"`
@@ -233,7 +233,7 @@ type DeferredLoaded struct {
 }
 
 // DeferredEvicted records loaded deferred tools unloaded at a turn
-// boundary to keep the loaded set bounded (#26 item 5): stored between a
+// boundary to keep the loaded set bounded: stored between a
 // turn's end and the next TurnStarted, it removes Names from the loaded
 // set, so the next turn's array no longer carries them (a prefix change
 // of cause "evict"); tool_search loads them again when needed.
@@ -254,7 +254,7 @@ const (
 	ScopeOnce = "once"
 )
 
-// PermissionGranted records the user's answer to an "ask" decision (#31):
+// PermissionGranted records the user's answer to an "ask" decision:
 // By allowed Tool for the session, or once (in turn Turn only). Folded
 // into the session, it turns the channel policy's ask into allow on every
 // engine that replays the log; it never widens the tool set (a tool the
@@ -271,7 +271,7 @@ type PermissionGranted struct {
 	Turn uint64 `msgpack:"turn" json:"turn"`
 }
 
-// SessionDeleted closes the session for good (#30): the fold refuses
+// SessionDeleted closes the session for good: the fold refuses
 // every later event of the session, whoever publishes it, and the engine
 // answers reads with a "deleted" error; the id never starts a new
 // incarnation. The events before it stay in the log (an erase purges
@@ -282,12 +282,12 @@ type SessionDeleted struct {
 	Reason string `msgpack:"reason" json:"reason"`
 }
 
-// TurnStarted marks the start of a turn; the tool set is frozen (R16).
+// TurnStarted marks the start of a turn; the tool set is frozen.
 //
 // It records what any engine needs to rebuild the frozen turn byte for
-// byte (R31): the resolution request (the session's intent at the start,
+// byte: the resolution request (the session's intent at the start,
 // the agent profile and the per-turn override, each as intent, never an
-// expanded tool list, R2), the registry version it was resolved against
+// expanded tool list), the registry version it was resolved against
 // and the resulting contract hash. Events written before these fields
 // existed carry only Turn: they decode with the others empty, and an
 // engine rebuilding such a turn uses the session's current intent and its
@@ -308,6 +308,12 @@ type TurnStarted struct {
 	// ContractHash is the contract hash of the frozen resolution; set
 	// together with RegistryVersion.
 	ContractHash string `msgpack:"contract_hash" json:"contract_hash,omitempty"`
+	// Provider is the provider mode the turn was begun for (a row of the
+	// provider table, e.g. "anthropic" or "openai-engine"); "" when not
+	// recorded, which reads as the default mode. It decides nothing of
+	// the frozen tools: readers (call-check, the inspector, prompt-cache
+	// figures) use it to see the turn as its backend sends it.
+	Provider string `msgpack:"provider" json:"provider,omitempty"`
 }
 
 // Recorded reports whether the event records its request (RegistryVersion
@@ -315,14 +321,14 @@ type TurnStarted struct {
 func (t TurnStarted) Recorded() bool { return t.RegistryVersion != "" }
 
 // TurnIntent is an intent as a TurnStarted records it: the fields of a
-// session's stored intent (R1), nothing else. In JSON a TurnStarted writes
+// session's stored intent, nothing else. In JSON a TurnStarted writes
 // its picked lists even when nil (null), so that nil (unset) and empty
 // (pick none) stay apart in a command (see TurnStarted.MarshalJSON).
 //
 // Use intent.Intent.
 type TurnIntent = intent.Intent
 
-// Override kinds of TurnOverride.Kind (R5); no override is a nil
+// Override kinds of TurnOverride.Kind; no override is a nil
 // *TurnOverride.
 const (
 	OverrideEmpty  = "empty"
@@ -331,14 +337,14 @@ const (
 )
 
 // TurnOverride is a per-turn override (an intent.Override) as a
-// TurnStarted records it (R5): the kind as its string and the intent only
+// TurnStarted records it: the kind as its string and the intent only
 // for kind "intent", so that the fold can refuse a record from another
 // writer whose fields do not fit its kind (checkTurnStarted).
 // RecordOverride and Override convert; no other code needs to. It stays
 // apart from intent.Override because the stored msgpack holds what that
 // type cannot: the kind as any string (an unknown one must decode and be
 // rejected by the fold, not fail to decode) and whether an intent map is
-// present, so one type would change stored bytes or verdicts (#25).
+// present, so one type would change stored bytes or verdicts.
 type TurnOverride struct {
 	// Kind is OverrideEmpty, OverrideIntent or OverrideNames.
 	Kind string `msgpack:"kind" json:"kind"`
@@ -347,12 +353,12 @@ type TurnOverride struct {
 	// Allowed filters the defaults (Kind OverrideIntent).
 	Allowed []string `msgpack:"allowed" json:"allowed,omitempty"`
 	// Names are the user's names, in order (Kind OverrideNames): a short
-	// curated list, bounded like a picked list (R2).
+	// curated list, bounded like a picked list.
 	Names []string `msgpack:"names" json:"names,omitempty"`
 }
 
 // TurnEnded marks the end of a turn. The engine writes a turn's end at a
-// safe point as this one event with the checkpoint inside (#28), one log
+// safe point as this one event with the checkpoint inside, one log
 // write; logs written before that hold a TurnEnded without a checkpoint
 // followed by a CheckpointRecorded (one atomic batch), and both forms fold
 // to the same state (see package aggregate).
@@ -376,7 +382,7 @@ func (t TurnEnded) Clone() TurnEnded {
 }
 
 // ContractEntry is one tool of a recorded contract: its name and the hash of
-// its contract bytes, so a resume can tell which tools are unchanged (R20).
+// its contract bytes, so a resume can tell which tools are unchanged.
 type ContractEntry struct {
 	// Name is the tool name.
 	Name string `msgpack:"name" json:"name"`
@@ -385,7 +391,7 @@ type ContractEntry struct {
 }
 
 // CheckpointRecorded records the loaded deferred set at a persistence safe
-// point, with the contract it belongs to (R19, R20). It is the one
+// point, with the contract it belongs to. It is the one
 // checkpoint record of the core: checkpoint.Record is this type, and
 // aggregate.Checkpoint is it plus the event's stream sequence.
 type CheckpointRecorded struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// R23: the session id is exactly one NATS subject token.
+// The session id is exactly one NATS subject token.
 func TestValidateSessionID(t *testing.T) {
 	good := []string{"a", "S-1_x", strings.Repeat("z", 128), "01KDVDNA000000000000000000"}
 	bad := []string{"", "a.b", "a*", "a>", "a b", "é", strings.Repeat("z", 129), "a\x00"}
@@ -27,7 +27,7 @@ func TestValidateSessionID(t *testing.T) {
 	}
 }
 
-// R22: tool names in payloads match the registry's name pattern.
+// Tool names in payloads match the registry's name pattern.
 func TestValidateToolName(t *testing.T) {
 	good := []string{"a", "read_file", "web-search2", "a" + strings.Repeat("b", 63), "Read", "mcp__github__create_issue", "mcp__jira__createJiraIssue"}
 	bad := []string{"", "1abc", "_a", "a.b", "a b", "a/b", "a" + strings.Repeat("b", 64)}
@@ -43,7 +43,7 @@ func TestValidateToolName(t *testing.T) {
 	}
 }
 
-// R22: New stamps a ULID, the time, the schema version and the type.
+// New stamps a ULID, the time, the schema version and the type.
 func TestNew(t *testing.T) {
 	e := New("s1", "web", "alice", &TurnStarted{Turn: 1})
 	if _, err := ulid.ParseStrict(e.ID); err != nil {
@@ -66,7 +66,7 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// R23: ids are unique and increasing even under concurrent use (they are
+// Ids are unique and increasing even under concurrent use (they are
 // the dedupe ids).
 func TestNewIDConcurrentMonotonic(t *testing.T) {
 	const workers, per = 8, 500
@@ -100,7 +100,7 @@ func validEnv(p Payload) Envelope {
 	return Envelope{ID: vecID(1), Session: "s1", Channel: "c", Actor: "a", TimeMs: 5, Version: SchemaVersion, Payload: p}
 }
 
-// R22: Encode refuses envelopes Decode would refuse, so nothing unreadable
+// Encode refuses envelopes Decode would refuse, so nothing unreadable
 // is ever appended.
 func TestEncodeValidates(t *testing.T) {
 	long := make([]string, MaxListLen+1)
@@ -146,7 +146,7 @@ func TestEncodeValidates(t *testing.T) {
 	}
 }
 
-// R26: every way an event can be broken yields a *DecodeError matching
+// Every way an event can be broken yields a *DecodeError matching
 // the right sentinel, never a panic; unknown types keep their header.
 func TestDecodeErrors(t *testing.T) {
 	h := func(extra ...kv) []kv {
@@ -185,7 +185,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"trailing", append(encodeOrdered(t, h(kv{"type", "TurnEnded"})), 0xc0), ErrMalformed},
 		{"huge map header", []byte{0xdf, 0xff, 0xff, 0xff, 0xff}, ErrMalformed},
 		{"deep nesting", append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 40)...), ErrMalformed},
-		// R28: version 2 names who wrote every event.
+		// Version 2 names who wrote every event.
 		{"v2 without channel", encodeOrdered(t, h(kv{"type", "TurnEnded"}, kv{"actor", "a"})), ErrInvalidEvent},
 		{"v2 without actor", encodeOrdered(t, h(kv{"type", "TurnEnded"}, kv{"channel", "web"}, kv{"actor", ""})), ErrMalformed},
 	}
@@ -203,7 +203,7 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("%s: payload %v on error", c.name, e.Payload)
 		}
 	}
-	// The header of an unknown-type event is reported (R26).
+	// The header of an unknown-type event is reported.
 	_, err := Decode(encodeOrdered(t, h(kv{"type", "Nope"})))
 	var de *DecodeError
 	if !errors.As(err, &de) || de.ID != vecID(1) || de.Session != "s1" || de.Type != "Nope" || de.Version != 2 {
@@ -214,7 +214,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-// R3: decoding is tolerant: unknown keys (of any msgpack type, including
+// Decoding is tolerant: unknown keys (of any msgpack type, including
 // extensions) are ignored, integral floats and bin strings are accepted,
 // missing optional fields read back unset.
 func TestDecodeTolerant(t *testing.T) {
@@ -237,7 +237,7 @@ func TestDecodeTolerant(t *testing.T) {
 // extRaw is an extension value (fixext1, type 5), written verbatim.
 var extRaw = msgpack.RawMessage{0xd4, 0x05, 0x00}
 
-// R3: upcasters are keyed by (type, version); v1 keys are renamed, and a
+// Upcasters are keyed by (type, version); v1 keys are renamed, and a
 // writer that sent both keys is read at the newer one.
 func TestUpcasters(t *testing.T) {
 	cases := []struct {
@@ -284,7 +284,7 @@ func payloadEqual(a, b Payload) bool {
 	return ea != nil && bytes.Equal(ea, eb)
 }
 
-// R22: the exact wire layout of one event (string keys, fixed order).
+// The exact wire layout of one event (string keys, fixed order).
 func TestEncodeLayout(t *testing.T) {
 	b, err := Encode(validEnv(TurnStarted{Turn: 1}))
 	if err != nil {

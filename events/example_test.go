@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// R22: an event round trip through the wire format.
+// An event round trip through the wire format.
 func ExampleEncode() {
 	on := true
 	e := events.Envelope{
@@ -37,7 +37,7 @@ func ExampleEncode() {
 	// true
 }
 
-// R3, R26: a version-1 event is upcast on read; an unknown type is
+// A version-1 event is upcast on read; an unknown type is
 // reported with its header and skipped.
 func ExampleDecode() {
 	// {"id":..., "session":"sess_01", "time_ms":1767225600014, "v":1,

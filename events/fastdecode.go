@@ -62,7 +62,7 @@ type fastPayload struct {
 	names    []string
 	turn     uint64
 	contract []ContractEntry
-	// checkpoint is a TurnEnded's checkpoint (#28), nil when absent.
+	// checkpoint is a TurnEnded's checkpoint, nil when absent.
 	checkpoint *fastPayload
 }
 
@@ -309,10 +309,10 @@ func (r *fastReader) fields(t Type, n int, p *fastPayload) bool {
 			bit = seenNames
 			p.names, ok = r.strs()
 		case t == TypeTurnStarted && string(k) != "turn":
-			// A recorded request (R31): the generic decoder reads it.
+			// A recorded request: the generic decoder reads it.
 			return false
 		case string(k) == "checkpoint" && t == TypeTurnEnded:
-			// #28: a turn end's checkpoint, a CheckpointRecorded's data
+			// A turn end's checkpoint, a CheckpointRecorded's data
 			// map (nil: none).
 			bit = seenCheckpoint
 			if !r.isNil() {

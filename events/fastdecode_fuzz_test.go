@@ -72,7 +72,7 @@ func FuzzDecodeFastMatchesGeneric(f *testing.F) {
 		{{"id", vecID(5)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", nil}},
 		{{"id", vecID(6)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "ToolEnabled"}},
 		{{"id", vecID(7)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "ToolsToggled"}, {"data", []kv{{"enabled", true}}}, {"z", 1}, {"z", 2}},
-		// #28: a turn end's checkpoint, nil, of the wrong kind, and before the turn.
+		// A turn end's checkpoint, nil, of the wrong kind, and before the turn.
 		{{"id", vecID(8)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 2}, {"checkpoint", nil}}}},
 		{{"id", vecID(9)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"turn", 2}, {"checkpoint", "x"}}}},
 		{{"id", vecID(10)}, {"session", vecSession}, {"time_ms", vecTime}, {"v", 2}, {"type", "TurnEnded"}, {"data", []kv{{"checkpoint", []kv{{"contract_hash", "h"}, {"registry_version", "r"}, {"turn", 2}}}, {"turn", 2}}}},
@@ -110,8 +110,8 @@ func FuzzDecodeFastMatchesGeneric(f *testing.F) {
 }
 
 // The fast path must actually take the common events. A TurnStarted that
-// records its request (R31), one per turn, and a SessionCompacted, one per
-// compaction (#30), go through the generic decoder.
+// records its request, one per turn, and a SessionCompacted, one per
+// compaction, go through the generic decoder.
 func TestDecodeFastTakesVectors(t *testing.T) {
 	for _, v := range vectors() {
 		if v.wantErr != nil {

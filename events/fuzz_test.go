@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// R26: Decode never panics, every failure is a *DecodeError matching one of
+// Decode never panics, every failure is a *DecodeError matching one of
 // the three classes, and whatever decodes re-encodes and decodes equal,
 // except an event upcast from version 1: it names no channel and actor, so
 // it cannot be written as a version-2 event (that would forge one).

@@ -107,9 +107,9 @@ func vectors() []vector {
 		{name: "tools_picked", description: "v2 ToolsPicked in the user's order", env: v2(7, ToolsPicked{Names: []string{"read_file", "grep", "web_fetch"}})},
 		{name: "tools_picked_unset", description: "v2 ToolsPicked with names nil: unset the picked list", env: v2(8, ToolsPicked{})},
 		{name: "deferred_loaded", description: "v2 DeferredLoaded in turn 3", env: v2(9, DeferredLoaded{Names: []string{"playwright_browser"}, Turn: 3})},
-		{name: "deferred_evicted", description: "v2 DeferredEvicted after turn 7: the loaded set's bound unloads two tools (#26 item 5)", env: v2(24, DeferredEvicted{Names: []string{"send_message", "playwright_browser"}, Turn: 7, Reason: "bound"})},
-		{name: "session_deleted", description: "v2 SessionDeleted: the session is closed for good (#30)", env: v2(26, SessionDeleted{Reason: "user request"})},
-		{name: "session_compacted", description: "v2 SessionCompacted: events 3..40 (12 of them) rolled up into the state they fold to, then purged (#30)", env: v2(28, SessionCompacted{
+		{name: "deferred_evicted", description: "v2 DeferredEvicted after turn 7: the loaded set's bound unloads two tools", env: v2(24, DeferredEvicted{Names: []string{"send_message", "playwright_browser"}, Turn: 7, Reason: "bound"})},
+		{name: "session_deleted", description: "v2 SessionDeleted: the session is closed for good", env: v2(26, SessionDeleted{Reason: "user request"})},
+		{name: "session_compacted", description: "v2 SessionCompacted: events 3..40 (12 of them) rolled up into the state they fold to, then purged", env: v2(28, SessionCompacted{
 			FirstSeq: 3, LastSeq: 40, Count: 12, FirstMs: vecTime, LastMs: vecTime + 5000, Reason: "retention: idle since 2026-01-01T00:00:00Z",
 			Intent:     intent.Intent{Enabled: bp(true), WebSearch: bp(true), Disabled: []string{"bash"}},
 			Loaded:     []string{"playwright_browser"},
@@ -121,10 +121,10 @@ func vectors() []vector {
 			Grants:     []CompactedGrant{{Tool: "bash", Scope: ScopeSession, By: "user:alice", Channel: "web", Turn: 2, Seq: 20}},
 			GrantsTurn: 3,
 		})},
-		{name: "permission_granted", description: "v2 PermissionGranted: alice allows bash for the session, answered in turn 5 (#31)", env: v2(25, PermissionGranted{By: "user:alice", Scope: ScopeSession, Tool: "bash", Turn: 5})},
+		{name: "permission_granted", description: "v2 PermissionGranted: alice allows bash for the session, answered in turn 5", env: v2(25, PermissionGranted{By: "user:alice", Scope: ScopeSession, Tool: "bash", Turn: 5})},
 		{name: "turn_started", description: "v2 TurnStarted{turn:3}", env: v2(10, TurnStarted{Turn: 3})},
 		{name: "turn_ended", description: "v2 TurnEnded{turn:3}", env: v2(11, TurnEnded{Turn: 3})},
-		{name: "turn_ended_checkpoint", description: "v2 TurnEnded carrying its checkpoint: a turn's end at a safe point in one event (#28); older logs hold TurnEnded{turn} then CheckpointRecorded, which fold the same", env: v2(27, TurnEnded{Turn: 3, Checkpoint: &CheckpointRecorded{
+		{name: "turn_ended_checkpoint", description: "v2 TurnEnded carrying its checkpoint: a turn's end at a safe point in one event; older logs hold TurnEnded{turn} then CheckpointRecorded, which fold the same", env: v2(27, TurnEnded{Turn: 3, Checkpoint: &CheckpointRecorded{
 			Loaded:          []string{"playwright_browser"},
 			ContractHash:    strings.Repeat("ab", 32),
 			RegistryVersion: "builtin-2026.12.1",
@@ -154,6 +154,13 @@ func vectors() []vector {
 			Override:        &TurnOverride{Kind: OverrideIntent, Intent: &TurnIntent{WebSearch: bp(true)}},
 			RegistryVersion: "builtin-2026.12.1",
 			ContractHash:    strings.Repeat("ef", 32),
+		})},
+		{name: "turn_started_provider", description: "v2 TurnStarted recording its request and the provider mode the turn was begun for", env: v2(29, TurnStarted{
+			Turn:            5,
+			Intent:          &TurnIntent{Enabled: bp(true)},
+			RegistryVersion: "builtin-2026.12.1",
+			ContractHash:    strings.Repeat("ef", 32),
+			Provider:        "openai-engine",
 		})},
 		{name: "turn_started_override_names", description: "v2 TurnStarted with an override of names, a short user-curated list", env: v2(23, TurnStarted{
 			Turn:            5,
@@ -195,7 +202,7 @@ type expected struct {
 }
 
 // sentinelName is the wire-level name of a decode error in the vector
-// files (no Go identifiers there: foreign clients read them, #17 item 3).
+// files (no Go identifiers there: foreign clients read them).
 func sentinelName(err error) string {
 	for _, s := range []struct {
 		name string
@@ -233,7 +240,7 @@ func describe(t testing.TB, desc string, e Envelope, err error) []byte {
 
 const vectorDir = "testdata/vectors"
 
-// R22, R3, R26: every golden vector decodes to its recorded form; v2
+// Every golden vector decodes to its recorded form; v2
 // vectors re-encode to the same bytes.
 func TestGoldenVectors(t *testing.T) {
 	if *update {

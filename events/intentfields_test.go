@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/intent"
 )
 
-// R31: a TurnStarted records every field of its intents: a round trip of
+// A TurnStarted records every field of its intents: a round trip of
 // an intent with all fields set (intent.Full) gives it back. A new intent
 // field fails here until encodeTurnIntent and turnIntentField carry it.
 func TestTurnStartedCarriesEveryIntentField(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // MaxPicked bounds a ToolsPicked list on the wire: a longer list is an
-// expanded tool list (R2), which no session stores, whoever wrote it. The
+// expanded tool list, which no session stores, whoever wrote it. The
 // engine's API may be configured stricter, never looser.
 const MaxPicked = 16
 
@@ -17,30 +17,30 @@ const MaxPicked = 16
 // each contract entry's hash): a SHA-256 in lower-case hex.
 const HashLen = 64
 
-// ErrBrokenRule means a decodable event breaks a rule of the fold (R28):
+// ErrBrokenRule means a decodable event breaks a rule of the fold:
 // the log keeps it, every fold refuses to apply it and reports it.
 var ErrBrokenRule = errors.New("event breaks a fold rule")
 
 // CheckStored checks the fold rules that need nothing but the event as
 // stored: the envelope e (decoded without error) and msgID, the value of
-// its Nats-Msg-Id header ("" when the message has none). The rules (R28):
+// its Nats-Msg-Id header ("" when the message has none). The rules:
 //
 //   - the Nats-Msg-Id header is present and equals the envelope id (the
-//     id is the dedupe key, R23: a message whose header names another id
+//     id is the dedupe key: a message whose header names another id
 //     was deduplicated as another event);
 //   - ToolsPicked holds at most MaxPicked names, each once (a longer list
-//     is an expanded tool list, R2);
+//     is an expanded tool list);
 //   - CheckpointRecorded carries a valid contract: contract_hash and every
 //     contract entry's hash are HashLen lower-case hex digits, the
 //     registry version is not empty, and every loaded tool is an entry of
 //     the contract (so a checkpoint that loads tools without a contract is
-//     refused) (R19); so does a TurnEnded's checkpoint (#28), and a
+//     refused); so does a TurnEnded's checkpoint, and a
 //     TurnEnded whose checkpoint breaks the rule is refused as a whole;
 //   - TurnStarted's recorded request is well formed (see checkTurnStarted):
 //     registry version and contract hash together, a valid hash, an
-//     override of one form, curated lists within MaxPicked (R2, R31);
+//     override of one form, curated lists within MaxPicked;
 //   - SessionCompacted carries a coherent range and a state a fold can
-//     reach (see checkCompacted) (#30).
+//     reach (see checkCompacted).
 //
 // The rules that depend on the session (turn order, set bounds) are
 // checked by the fold itself (package aggregate). CheckStored is pure and

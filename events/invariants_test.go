@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// R28: the fold rules that need only the stored event: each breaking event
+// The fold rules that need only the stored event: each breaking event
 // gets an error matching ErrBrokenRule that names the rule; what the engine
 // writes passes.
 func TestCheckStored(t *testing.T) {
@@ -29,7 +29,7 @@ func TestCheckStored(t *testing.T) {
 		cp(func(c *CheckpointRecorded) { c.Loaded, c.Contract = nil, nil }),        // an older writer's empty checkpoint
 		cp(func(c *CheckpointRecorded) { c.Loaded, c.Contract = []string{}, nil }), // empty set, no contract
 		TurnStarted{Turn: 1<<64 - 1}, // the turn order is the session's rule (package aggregate)
-		// R31: a recorded request.
+		// A recorded request.
 		TurnStarted{Turn: 2, Intent: &TurnIntent{Picked: seventeen[:MaxPicked]}, Profile: "coder", RegistryVersion: "v1", ContractHash: h("ab"),
 			Override: &TurnOverride{Kind: OverrideNames, Names: []string{"read_file"}}},
 		TurnStarted{Turn: 2, Override: &TurnOverride{Kind: OverrideEmpty}, RegistryVersion: "v1", ContractHash: h("ab")},
@@ -57,7 +57,7 @@ func TestCheckStored(t *testing.T) {
 		{"no registry version", cp(func(c *CheckpointRecorded) { c.RegistryVersion = "" }), vecID(1), "no registry_version"},
 		{"tool hash", cp(func(c *CheckpointRecorded) { c.Contract[0].Hash = "1" }), vecID(1), "contract[0] (read_file) hash"},
 		{"loaded without contract", cp(func(c *CheckpointRecorded) { c.Contract = nil }), vecID(1), "records no contract"},
-		// R31, R2: a TurnStarted's recorded request.
+		// A TurnStarted's recorded request.
 		{"turn hash without version", TurnStarted{Turn: 1, ContractHash: h("ab")}, vecID(1), "record both"},
 		{"turn version without hash", TurnStarted{Turn: 1, RegistryVersion: "v1"}, vecID(1), "record both"},
 		{"turn hash x", TurnStarted{Turn: 1, RegistryVersion: "v1", ContractHash: "x"}, vecID(1), `TurnStarted contract_hash "x"`},

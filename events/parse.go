@@ -66,7 +66,7 @@ func init() {
 	for _, k := range []string{keyID, keySession, keyChannel, keyActor, keyTime, keyVersion, keyType, keyData,
 		"enabled", "preset", "name", "names", "turn", "loaded_deferred_tools", "contract_hash",
 		"registry_version", "contract", "hash", "tools_enabled", "toolset", "checkpoint",
-		// SessionCompacted (#30)
+		// SessionCompacted
 		"first_seq", "last_seq", "count", "first_time_ms", "last_time_ms", "reason", "intent", "loaded",
 		"referenced", "turn_seq", "checkpoint_seq", "events", "skipped", "rejected", "rejections",
 		"grants", "grants_turn", "seq", "id", "type", "kind", "tool", "scope", "by", "channel",

@@ -66,25 +66,25 @@ func genPayload(t *rapid.T) Payload {
 		return TurnStarted{Turn: rapid.Uint64().Draw(t, "turn")}
 	case TypeTurnEnded:
 		te := TurnEnded{Turn: rapid.Uint64().Draw(t, "turn")}
-		if rapid.Bool().Draw(t, "with_checkpoint") { // #28
+		if rapid.Bool().Draw(t, "with_checkpoint") {
 			c := genCheckpoint(t)
 			te.Checkpoint = &c
 		}
 		return te
 	case TypeDeferredEvicted:
 		return DeferredEvicted{Names: genNonEmptyNames(t, "names"), Turn: rapid.Uint64().Draw(t, "turn"), Reason: genText.Draw(t, "reason")}
-	case TypeSessionDeleted: // #30
+	case TypeSessionDeleted:
 		return SessionDeleted{Reason: genText.Draw(t, "reason")}
-	case TypeSessionCompacted: // #30
+	case TypeSessionCompacted:
 		return genCompacted(t)
-	case TypePermissionGranted: // #31
+	case TypePermissionGranted:
 		return PermissionGranted{By: genName.Draw(t, "by"), Scope: rapid.SampledFrom([]string{ScopeSession, ScopeOnce}).Draw(t, "scope"), Tool: genName.Draw(t, "tool"), Turn: rapid.Uint64().Draw(t, "turn")}
 	default:
 		return genCheckpoint(t)
 	}
 }
 
-// genCompacted draws a SessionCompacted payload (#30), with nil versus
+// genCompacted draws a SessionCompacted payload, with nil versus
 // empty lists and an optional checkpoint.
 func genCompacted(t *rapid.T) SessionCompacted {
 	c := SessionCompacted{
@@ -165,7 +165,7 @@ func genEnvelope(t *rapid.T) Envelope {
 	}
 }
 
-// R3, R22: Encode→Decode is the identity on valid envelopes, including nil
+// Encode→Decode is the identity on valid envelopes, including nil
 // versus empty lists and unset tri-states ("unset reads back unset").
 func TestPropertyRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -188,7 +188,7 @@ func TestPropertyRoundTrip(t *testing.T) {
 	})
 }
 
-// R3: a pointer payload encodes like its value.
+// A pointer payload encodes like its value.
 func TestPropertyPointerPayload(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		e := genEnvelope(t)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// R22, R23: one subject-token rule: [A-Za-z0-9_-] only, the first bad byte
+// One subject-token rule: [A-Za-z0-9_-] only, the first bad byte
 // named; a session id is that rule plus 1..MaxSessionLen bytes.
 func TestTokenRule(t *testing.T) {
 	for s, want := range map[string]int{"": -1, "sess_01-A": -1, "a.b": 1, "a b": 1, "*": 0, "ok>": 2, "é": 0} {

@@ -9,17 +9,17 @@ import (
 	"github.com/toolintent/engine/internal/clip"
 )
 
-// TurnStarted on the wire (R31): a msgpack map whose keys are written in
+// TurnStarted on the wire: a msgpack map whose keys are written in
 // this order, each only when set, so that an event without a recorded
 // request is byte for byte the older form {"turn"}:
 //
 //	turn, intent{enabled, web_search, preset, disabled, picked}, profile,
 //	override{kind, intent{...}, allowed, names}, registry_version,
-//	contract_hash
+//	contract_hash, provider
 
 func encodeTurnStarted(s *sticky, v TurnStarted) {
 	n := 1
-	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != ""} {
+	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != "", v.Provider != ""} {
 		if set {
 			n++
 		}
@@ -67,6 +67,10 @@ func encodeTurnStarted(s *sticky, v TurnStarted) {
 		s.str("contract_hash")
 		s.str(v.ContractHash)
 	}
+	if v.Provider != "" {
+		s.str("provider")
+		s.str(v.Provider)
+	}
 }
 
 func encodeTurnIntent(s *sticky, in *intent.Intent) {
@@ -99,6 +103,9 @@ func decodeTurnStarted(m map[string]any) (Payload, error) {
 		return nil, err
 	}
 	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
+		return nil, err
+	}
+	if p.Provider, err = strField(m, "provider", false); err != nil {
 		return nil, err
 	}
 	om, err := mapField(m, "override")
@@ -168,6 +175,9 @@ func validateTurnStarted(v TurnStarted) error {
 	if err := validateText("registry_version", v.RegistryVersion); err != nil {
 		return err
 	}
+	if err := validateText("provider", v.Provider); err != nil {
+		return err
+	}
 	if err := validateText("contract_hash", v.ContractHash); err != nil {
 		return err
 	}
@@ -221,7 +231,7 @@ func validateTurnIntent(field string, in *intent.Intent) error {
 }
 
 // checkTurnStarted is the fold rule of a TurnStarted's recorded request
-// (R28, R2, R31): the registry version and the contract hash come
+// : the registry version and the contract hash come
 // together, the hash is a SHA-256 in hex, the override is one of its
 // forms with only its own fields, and no list in it is an expanded tool
 // list (a picked list or override names longer than MaxPicked, or naming
@@ -273,7 +283,7 @@ func picked(in *intent.Intent) []string {
 }
 
 // checkCurated is the rule of a user-curated list: at most MaxPicked
-// names, each once (a longer list is an expanded tool list, R2).
+// names, each once (a longer list is an expanded tool list).
 func checkCurated(field string, names []string) error {
 	if len(names) > MaxPicked {
 		return fmt.Errorf("%s has %d names, at most %d: a long list is an expanded tool list (docs/semantics.md#picked-lists); record the intent instead: %w", field, len(names), MaxPicked, ErrBrokenRule)
@@ -302,7 +312,8 @@ func (t TurnStarted) MarshalJSON() ([]byte, error) {
 		Override        *TurnOverride   `json:"override,omitempty"`
 		RegistryVersion string          `json:"registry_version,omitempty"`
 		ContractHash    string          `json:"contract_hash,omitempty"`
-	}{t.Turn, in, t.Profile, t.Override, t.RegistryVersion, t.ContractHash})
+		Provider        string          `json:"provider,omitempty"`
+	}{t.Turn, in, t.Profile, t.Override, t.RegistryVersion, t.ContractHash, t.Provider})
 }
 
 // MarshalJSON writes a TurnOverride as its JSON tags say, its intent with
@@ -347,7 +358,7 @@ func turnIntentJSON(in *intent.Intent) (json.RawMessage, error) {
 
 // RecordOverride is o as a TurnStarted records it; nil for no override.
 // A names override with no names is recorded as kind "empty", its
-// meaning (R5).
+// meaning.
 func RecordOverride(o intent.Override) *TurnOverride {
 	switch o.Kind {
 	case intent.OverrideEmpty:

@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/intent"
 )
 
-// R31, R2: a TurnStarted's JSON (the command form of the API) writes each
+// A TurnStarted's JSON (the command form of the API) writes each
 // recorded intent's picked list even when nil, so nil (unset) and empty
 // (pick none) stay apart, exactly as when TurnIntent was its own type.
 func TestTurnStartedJSONKeepsPicked(t *testing.T) {
@@ -32,7 +32,7 @@ func TestTurnStartedJSONKeepsPicked(t *testing.T) {
 	}
 }
 
-// R5: RecordOverride and Override convert both ways; a names override
+// RecordOverride and Override convert both ways; a names override
 // without names is recorded as empty, its meaning.
 func TestRecordOverrideRoundTrip(t *testing.T) {
 	for _, o := range []intent.Override{

@@ -12,7 +12,7 @@ type upcastKey struct {
 	from int // the version the upcaster reads; it produces from+1
 }
 
-// upcasters is the table of schema migrations (R3). A (type, version) pair
+// upcasters is the table of schema migrations. A (type, version) pair
 // with no entry is unchanged by that version step. Version 1 had no
 // "channel" and "actor"; absent keys already decode as "", so only the
 // renamed payload keys need an entry.

@@ -1,4 +1,4 @@
-// Package health answers the engine's probes (issue 12, item 5).
+// Package health answers the engine's probes.
 //
 // Liveness (/healthz) says the process works: it never fails because
 // NATS, the stream or the disk is down, so that an orchestrator does not

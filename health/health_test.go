@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// #12 item 5: readiness names each failing check and why; a check that
+// Readiness names each failing check and why; a check that
 // failed stays failing (recovering) until it has passed for Hold, so the
 // answer does not flap; liveness never fails.
 func TestReadyHysteresisAndLiveness(t *testing.T) {
@@ -55,7 +55,7 @@ func TestReadyHysteresisAndLiveness(t *testing.T) {
 	}
 }
 
-// #20 item 2: a check with its own Hold recovers after it, not after the
+// A check with its own Hold recovers after it, not after the
 // checker's.
 func TestReadyPerCheckHold(t *testing.T) {
 	now := time.Unix(1000, 0)

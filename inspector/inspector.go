@@ -16,18 +16,22 @@
 // A link opens one session: /inspector/?session=ID (or #session=ID), with
 // &until=SEQ for a point in the past. The view of "now" follows the
 // session live: the page reads the session's event stream (GET
-// /v1/sessions/{id}/events/live, Server-Sent Events, #29) and re-renders
+// /v1/sessions/{id}/events/live, Server-Sent Events) and re-renders
 // when an event newer than the view arrives, refreshing the session list
 // every 15 s; where the stream cannot be opened it polls the session's
 // sequence every 1.5 s instead. The session list is paged (50 a page) in the
 // page. While the engine does not answer, the page shows one message and
 // an "offline" badge, and loads the view again once it answers.
 //
-// Opening a session costs a handful of requests: /v1/sessions,
-// /v1/registry, /v1/budget, the pages of /v1/sessions/{id}/history and
-// one .../resolve (plus one explain or call-check per withheld tool shown,
-// 20 at most). .../explain/{tool} runs only when the explain card is
-// opened, 50 tools a page. The call-check form POSTs
+// Opening a session costs a handful of requests, each bounded whatever
+// the registry holds: /v1/sessions, one page of /v1/registry, /v1/budget,
+// the pages of /v1/sessions/{id}/history and one .../resolve without its
+// rendering (plus one explain or call-check per withheld tool shown, 20
+// at most). The session is shown as its backend sends it: rendered for
+// the provider its turn was begun for (the TurnStarted records it), else
+// the API's default, native deferral. The explain card reads a page of
+// 50 registry tools (filtered by name on the engine) and explains them in
+// one explain-batch, only once it is opened. The call-check form POSTs
 // .../turn/call-check, which writes nothing; the page writes nothing.
 package inspector
 

@@ -1,5 +1,5 @@
 // Package intent holds the one definition of what a session stores about
-// its tools (R1) and of a per-turn override (R4, R5): Intent and Override,
+// its tools and of a per-turn override: Intent and Override,
 // with Clone, Equal and Fingerprint. Every layer uses these types: the
 // events record them, the resolver expands them, the aggregate folds them
 // and the wire carries them.
@@ -24,12 +24,12 @@ import (
 // resolver.ErrInvalidRequest is this error.
 var ErrInvalid = errors.New("invalid request")
 
-// Intent is what a session stores about its tools (R1): nothing else.
+// Intent is what a session stores about its tools: nothing else.
 // The zero value means "follow the profile".
 type Intent struct {
 	// Enabled is the master switch: true, false, or nil (follow profile).
 	Enabled *bool `json:"enabled,omitempty" msgpack:"enabled"`
-	// WebSearch is the web_search overlay (R7): true adds web_search to
+	// WebSearch is the web_search overlay: true adds web_search to
 	// the expansion when it lacks it; false and nil (unset) add nothing and
 	// remove nothing. A UI may store false as its "off" default.
 	WebSearch *bool `json:"web_search,omitempty" msgpack:"web_search"`
@@ -83,7 +83,7 @@ func (in *Intent) Fingerprint(h uint64) uint64 {
 	return fnvList(h, in.Picked)
 }
 
-// OverrideKind says which form a per-turn override takes (R5).
+// OverrideKind says which form a per-turn override takes.
 type OverrideKind uint8
 
 const (
@@ -132,21 +132,21 @@ func (k *OverrideKind) UnmarshalText(b []byte) error {
 	return fmt.Errorf("%w: override kind %q: use one of none, empty, intent, names", ErrInvalid, s)
 }
 
-// Override is a per-turn override (R4, R5). It wins over the session intent.
+// Override is a per-turn override. It wins over the session intent.
 // Its zero value (Kind OverrideNone) means "no override".
 type Override struct {
 	// Kind selects the form; the other fields are read only for their form.
 	Kind OverrideKind `json:"kind"`
 	// Intent is expanded live when Kind is OverrideIntent.
 	Intent Intent `json:"intent,omitzero"`
-	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS (R11: it
+	// Allowed, with Kind OverrideIntent, filters DEFAULT_TOOLS (it
 	// filters the defaults, never the full set, and adds nothing). Empty
 	// means no filter. With an intent whose base is not the defaults
 	// (enabled=false, picked, a preset, a profile's tools or preset) it is
 	// refused with ErrInvalidRequest rather than ignored.
 	Allowed []string `json:"allowed,omitempty"`
 	// Names, with Kind OverrideNames, are exactly the tools of the turn, in
-	// the user's order (R5). An empty Names list means no tools.
+	// the user's order. An empty Names list means no tools.
 	Names []string `json:"names,omitempty"`
 }
 
@@ -158,7 +158,7 @@ func (e overrideError) Error() string { return string(e) }
 
 func (e overrideError) Is(target error) bool { return target == ErrInvalid }
 
-// UnmarshalJSON decodes the API's override object strictly (R5): an
+// UnmarshalJSON decodes the API's override object strictly: an
 // unknown field is refused, "kind" is required and must name a kind, and
 // each kind takes only its own fields ("none" and "empty" none, "intent"
 // intent and allowed, "names" a non-empty names). A refusal matches

@@ -9,7 +9,7 @@ import (
 
 func bptr(b bool) *bool { return &b }
 
-// R1: Clone shares nothing with its source and keeps nil apart from empty.
+// Clone shares nothing with its source and keeps nil apart from empty.
 func TestCloneIsDeep(t *testing.T) {
 	in := Intent{Enabled: bptr(true), WebSearch: bptr(false), Preset: "research", Disabled: []string{"bash"}, Picked: []string{}}
 	c := in.Clone()
@@ -32,7 +32,7 @@ func TestCloneIsDeep(t *testing.T) {
 	}
 }
 
-// R1: Equal compares switches by value and keeps Picked nil apart from
+// Equal compares switches by value and keeps Picked nil apart from
 // empty (the fold keeps the difference).
 func TestEqual(t *testing.T) {
 	if !(Intent{Enabled: bptr(true)}).Equal(Intent{Enabled: bptr(true)}) {
@@ -53,7 +53,7 @@ func TestEqual(t *testing.T) {
 	}
 }
 
-// R9: the fingerprint sees every field and does not depend on addresses.
+// The fingerprint sees every field and does not depend on addresses.
 func TestFingerprint(t *testing.T) {
 	base := Override{Kind: OverrideIntent, Intent: Intent{Enabled: bptr(true), Preset: "p", Disabled: []string{"x"}}}
 	h := base.Fingerprint(FingerprintSeed)
@@ -78,7 +78,7 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-// R5: kinds travel as their names; an unknown name is ErrInvalid.
+// Kinds travel as their names; an unknown name is ErrInvalid.
 func TestOverrideKindText(t *testing.T) {
 	b, err := json.Marshal(Override{Kind: OverrideNames, Names: []string{"grep"}})
 	if err != nil || string(b) != `{"kind":"names","names":["grep"]}` {
@@ -97,7 +97,7 @@ func TestOverrideKindText(t *testing.T) {
 	}
 }
 
-// R9: Alike is Equal up to nil versus empty lists, as Resolve treats them
+// Alike is Equal up to nil versus empty lists, as Resolve treats them
 // (the resolver cache relies on it to share one resolution).
 func TestAlike(t *testing.T) {
 	a, b := Intent{Picked: nil, Disabled: []string{}}, Intent{Picked: []string{}}

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// R5, #25: what a Go client marshals, the engine's decoder reads back as
+// What a Go client marshals, the engine's decoder reads back as
 // the same override (the wire type is this type).
 func TestOverrideJSONRoundTrip(t *testing.T) {
 	for _, o := range []Override{
@@ -31,7 +31,7 @@ func TestOverrideJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// R5, #25: an override object with no kind, an unknown kind or a field
+// An override object with no kind, an unknown kind or a field
 // of another kind is refused with ErrInvalid and a message naming what to
 // send; the refused value is left as it was.
 func TestOverrideJSONRefusals(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// #28: the feed reads sequence, pending count and timestamp from the
+// The feed reads sequence, pending count and timestamp from the
 // acknowledgement subject itself, in both of the server's forms, and
 // falls back to the library's parser for anything else.
 func TestAckMetaForms(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 // ackMux sends the log's appends and routes each acknowledgement to the
 // append waiting for it: one wildcard reply subscription per log, a token
-// per publish (#28).
+// per publish.
 //
 // nats.go's JetStream PublishMsg does the same through the connection's
 // request mux, but an append then also needed a context per attempt, and

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #28, R4: appends wait for their acknowledgement on the log's own reply
+// Appends wait for their acknowledgement on the log's own reply
 // subscription. With no stream listening on the session's subject (the
 // stream deleted under the engine) the server answers "no responders":
 // the append is sent again twice, 250 ms apart, as nats.go's PublishMsg

@@ -1,6 +1,6 @@
 package jetstream
 
-// The key store of encrypt-mode actors (#30): a KV bucket
+// The key store of encrypt-mode actors: a KV bucket
 // <PREFIX>_ACTORKEYS holding one wrapped data key per person, named by a
 // keyed hash (no person's id). History 1; a destroy deletes and purges the
 // key, so no revision of it stays readable.

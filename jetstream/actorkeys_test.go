@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #30: the actor key store: Get of a missing key is actor.ErrNoKey; of
+// The actor key store: Get of a missing key is actor.ErrNoKey; of
 // creates racing on one id exactly one wins and the others get
 // actor.ErrKeyExists; Destroy leaves no revision with the key's bytes in
 // the bucket's stream (raw reads); destroying a missing key is no error;

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #25 item 8: the batched direct gets go to the log's API prefix or
+// The batched direct gets go to the log's API prefix or
 // domain, built like nats.go builds them, not to a hard-coded $JS.API.
 func TestLogAPIPrefix(t *testing.T) {
 	for _, tc := range []struct {
@@ -32,7 +32,7 @@ func TestLogAPIPrefix(t *testing.T) {
 	}
 }
 
-// #25 item 8: a log on a JetStream domain appends and reads (direct
+// A log on a JetStream domain appends and reads (direct
 // gets included) through $JS.<domain>.API.
 func TestLogOnDomain(t *testing.T) {
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, JetStreamDomain: "hub", StoreDir: t.TempDir(), NoLog: true, NoSigs: true})

@@ -14,15 +14,6 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// AppendResult says where an append landed.
-type AppendResult struct {
-	// First and Last are the stream sequences of the first and last event.
-	First, Last uint64
-	// Duplicate is true when the server had already stored these events
-	// (a retried publish with the same ULIDs): nothing new was written.
-	Duplicate bool
-}
-
 // Append writes events to a session, all or nothing, provided the
 // session's last stored sequence is expected (0: the session has no
 // events). A stale expectation returns a *ConflictError (errors.Is
@@ -175,7 +166,7 @@ const inFlightResends = 7
 // another session's events with these ids. Only when the messages there
 // are this session's events with these ids are they this append's;
 // otherwise the append is refused (ErrKeyInUse) and nothing is returned
-// for the caller to fold (#24 row 4: handing another session's sequence
+// for the caller to fold (handing another session's sequence
 // to the session's state wedged it).
 func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResult, evs []events.Envelope) (AppendResult, error) {
 	ids := make([]string, len(evs))
@@ -327,7 +318,7 @@ func (l *Log) publishError(ctx context.Context, session string, expected uint64,
 // transportError classifies an append's failure that is not the server's
 // answer: a publish that never left (the connection was down: no publish
 // is buffered across a reconnect) stored nothing; one that left and got
-// no acknowledgement may have been stored (issue 12, item 2).
+// no acknowledgement may have been stored.
 func transportError(session string, expected uint64, err error) error {
 	var apiErr *jetstream.APIError
 	switch {

@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkAppendOne is one synchronous append of one event to one
-// session: the log's write path alone (#28: its reconnect and fault
+// session: the log's write path alone (its reconnect and fault
 // watch), with the process's CPU time (client and embedded server) per
 // append.
 func BenchmarkAppendOne(b *testing.B) {

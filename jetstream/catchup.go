@@ -24,7 +24,7 @@ const catchUpBatch = 4096
 // handed to fn (0: none, the stream held nothing from from on).
 //
 // A durable feed makes the server track and acknowledge every delivery;
-// an ordered consumer does not (#28: the consumer store's pending state,
+// an ordered consumer does not (the consumer store's pending state,
 // acknowledgement replies and redelivery tracking were the replay's extra
 // server CPU). A projection that rebuilds its views from an empty start
 // folds the backlog this way, then starts its durable feed past it

@@ -1,6 +1,6 @@
 package jetstream
 
-// Compacting a session (#30): once the engine has appended a
+// Compacting a session: once the engine has appended a
 // SessionCompacted (with the expected last subject sequence, so it covers
 // exactly the events before it), the events it replaces are purged from
 // the session's subject by the eraser's privileged connection, below the
@@ -50,8 +50,8 @@ type CompactReport struct {
 	AuditSeq uint64
 }
 
-// PurgeDenied reports an event stream created with deny_purge (before
-// #30): nothing of it can be compacted (nor erased), so a compaction is
+// PurgeDenied reports an event stream created with deny_purge:
+// nothing of it can be compacted (nor erased), so a compaction is
 // refused before it appends its snapshot.
 func (x *Eraser) PurgeDenied() bool { return x.log.purgeDenied }
 
@@ -62,7 +62,7 @@ func (x *Eraser) AuditCompactSubject(session string) string {
 
 // Compact purges the events of session below snapshot, the stream
 // sequence of the session's SessionCompacted that replaces them, after
-// writing the audit record (#30). Compacting again after a failed purge
+// writing the audit record. Compacting again after a failed purge
 // purges; after a done one it purges nothing (Purged 0).
 func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (CompactReport, error) {
 	var rep CompactReport

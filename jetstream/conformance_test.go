@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/logtest"
-	"github.com/toolintent/engine/service"
 )
 
-// #25 item 7: the JetStream log, on a real in-process nats-server, keeps
+// The JetStream log, on a real in-process nats-server, keeps
 // the contract of service.Log (the same suite memlog passes).
 func TestConformance(t *testing.T) {
-	logtest.Run(t, func(t *testing.T) service.Log {
+	logtest.Run(t, func(t *testing.T) logtest.Log {
 		l, _ := openLog(t)
 		return l
 	})

@@ -79,7 +79,7 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(false),
-		// No publish is buffered across a reconnect (issue 12): a write
+		// No publish is buffered across a reconnect: a write
 		// reported as failed must not be stored later. While disconnected
 		// a publish fails at once with nats.ErrReconnectBufExceeded.
 		nats.ReconnectBufSize(-1),

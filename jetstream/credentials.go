@@ -24,7 +24,7 @@ type UserPass struct {
 }
 
 // Credentials are the users of an embedded server started without a
-// config file (issue 11, item 4): nobody connects anonymously.
+// config file: nobody connects anonymously.
 //   - Engine runs the engine (and the CLI's commands that open the log):
 //     everything except deleting, purging or updating streams and
 //     deleting messages.

@@ -12,7 +12,7 @@ import (
 )
 
 // LockFile is the file, in a data directory, that the process owning the
-// directory holds an exclusive OS lock on (issue 12, item 1). It says who
+// directory holds an exclusive OS lock on. It says who
 // holds it: pid, command and start time.
 const LockFile = "engine.lock"
 

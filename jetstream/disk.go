@@ -12,7 +12,7 @@ import (
 const DefaultMinFree = 64 << 20
 
 // DiskGuard refuses appends while the disk under Dir has less than MinFree
-// bytes free (issue 12, item 4): a full disk is reported as such at once
+// bytes free: a full disk is reported as such at once
 // (ErrStorageFull) instead of an append that hangs until it times out,
 // and appends resume by themselves when space returns.
 type DiskGuard struct {

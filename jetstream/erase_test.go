@@ -202,7 +202,7 @@ func TestEraseSession(t *testing.T) {
 	}
 }
 
-// #30: a stream created before #30 with deny_purge still opens and serves,
+// A stream created with deny_purge still opens and serves,
 // and an erase answers ErrPurgeDenied naming the fix; nothing is purged
 // and no audit record claims it was.
 func TestEraseLegacyDenyPurge(t *testing.T) {
@@ -246,7 +246,7 @@ func TestEraseLegacyDenyPurge(t *testing.T) {
 	}
 }
 
-// R44, #30, #20: an erase finds the session's events on the stream's
+// An erase finds the session's events on the stream's
 // leader, not on a replica behind it, which answers "none" for a session
 // written since: the erase then purged nothing and reported the session
 // erased (Purged 0, an audit record, every later read "erased") while

@@ -11,7 +11,7 @@ import (
 
 // TestIsCASConflict: both of JetStream's expected-sequence refusals are
 // conflicts, wrapped or not; other API errors are not. A replicated views
-// bucket answers 10164, which views.go once missed (#25, NATS-FACTS).
+// bucket answers 10164, which views.go once missed (NATS-FACTS).
 func TestIsCASConflict(t *testing.T) {
 	for _, tc := range []struct {
 		err  error

@@ -22,7 +22,7 @@ func closed(c <-chan struct{}) bool {
 	}
 }
 
-// #24 row 8: the embedded server's store write fault and its disabling
+// The embedded server's store write fault and its disabling
 // of JetStream for lack of space (the lines nats-server logs for them)
 // close the channel Faults returned; Faults stays closed while the fault
 // stands and is open again once JetStream restarted.
@@ -55,7 +55,7 @@ func TestEmbeddedFaultsSignal(t *testing.T) {
 	}
 }
 
-// #24 row 8: an append whose publish nobody acknowledges (as nats-server
+// An append whose publish nobody acknowledges (as nats-server
 // leaves the one whose write failed) stops waiting when the store faults
 // and answers outcome unknown, naming the fault, not the end of its
 // context; an append after the fault, nothing sent yet, is refused as

@@ -1,7 +1,7 @@
 package jetstream
 
 // The durable feed: a consumer over every event for projections, with a
-// standing pull or paced pulls (#28).
+// standing pull or paced pulls.
 
 import (
 	"context"
@@ -25,20 +25,20 @@ type FeedConfig struct {
 	Durable string
 	// MaxAckPending bounds unacknowledged events. Default 400,000: above
 	// a projection's catch-up window (300,000 events), whose events are
-	// acknowledged only after its views are written (#28).
+	// acknowledged only after its views are written.
 	MaxAckPending int
 	// AckWait is how long before unacknowledged events are redelivered.
 	// Default 30s.
 	AckWait time.Duration
 	// Held, when set, is asked for each delivered event (its session,
 	// stream sequence and Nats-Msg-Id header) before it is decoded: when
-	// it returns true the record is delivered undecoded, with Held set
-	// (#28). It runs on the feed's goroutine and must be cheap.
+	// it returns true the record is delivered undecoded, with Held set.
+	// It runs on the feed's goroutine and must be cheap.
 	Held func(session string, seq uint64, msgID string) bool
 	// Pace, when positive, replaces the standing pull (every event sent
 	// alone as it is stored, one delivery per event) by no-wait pulls of
 	// what the stream holds, one every Pace while the feed is caught up
-	// and back to back while it is behind (#28): events arrive in batches, at most
+	// and back to back while it is behind: events arrive in batches, at most
 	// about Pace after they were stored, and a writer of the same process
 	// does not compete with one delivery per event. Zero: a standing pull.
 	Pace time.Duration
@@ -46,11 +46,11 @@ type FeedConfig struct {
 	// the consumer on to deliver StartAfter+1 next (a consumer reset,
 	// which acknowledges everything up to it) before the feed starts: a
 	// projection that folded the backlog with CatchUp starts its feed
-	// past it (#28). A server that refuses the reset leaves the consumer
+	// past it. A server that refuses the reset leaves the consumer
 	// where it was (the events are delivered again).
 	StartAfter uint64
 	// Skip, when set on a paced feed, is asked before each pull with the
-	// stream sequence the consumer delivers next (#28). It returns the
+	// stream sequence the consumer delivers next. It returns the
 	// records of the run of sequences from there on that need no delivery
 	// (a writer of this process handed them over: Held, without Data),
 	// which it gives up, and, when the run is empty, the lowest such
@@ -167,7 +167,7 @@ func (l *Log) Feed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 }
 
 // feedMsg is a delivered message: a jetstream.Msg of the standing pull,
-// or the core message of a paced feed's own pulls (#28), without the
+// or the core message of a paced feed's own pulls, without the
 // client library's per-message wrapper, fetch goroutine and timers. A
 // value, so that a paced delivery costs no allocation of its own.
 type feedMsg struct {
@@ -297,7 +297,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 		}
 		r.First = firstOfSubject(h)
 		if b.Records == nil {
-			// One allocation for what is already received (#28).
+			// One allocation for what is already received.
 			b.Records = make([]Record, 0, min(max, len(f.ch)+1))
 		}
 		b.Records = append(b.Records, r)
@@ -343,7 +343,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 }
 
 // ackMeta reads a delivery's stream sequence, pending count and
-// timestamp from its acknowledgement subject without allocating (#28: the
+// timestamp from its acknowledgement subject without allocating (the
 // client library's Metadata allocates a struct and strings per message):
 // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>, or
 // with <domain>.<account hash> after ACK and a token at the end. ok is
@@ -430,8 +430,8 @@ type FeedPosition struct {
 	Undelivered uint64
 	// AckedNone reports a feed that acknowledged none of the events the
 	// stream holds: it never acknowledged an event, and its AckFloor is
-	// 0, or, on a stream whose first sequences were purged by an erase
-	// (#30), below the stream's first. (A consumer reset past skipped
+	// 0, or, on a stream whose first sequences were purged by an erase,
+	// below the stream's first. (A consumer reset past skipped
 	// events, FeedConfig.Skip, has acknowledged no delivery since, but
 	// its AckFloor is a sequence the stream holds, or held before an
 	// erase purged everything up to it.)

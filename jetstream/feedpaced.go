@@ -21,7 +21,7 @@ import (
 // asked again at the next tick; a lost delivery is a gap the consumer
 // fills from the log (see Feed).
 //
-// With skip (#28), each tick with no pull outstanding first asks skip for
+// With skip, each tick with no pull outstanding first asks skip for
 // the run of sequences at the consumer's cursor that need no delivery,
 // hands it on and resets the consumer past it; it pulls only when the
 // sequence at the cursor is not handed over at two ticks in a row (the

@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #28: a paced feed with Skip hands on the runs Skip gives up without the
+// A paced feed with Skip hands on the runs Skip gives up without the
 // consumer delivering them (each sequence reaches the consumer exactly
 // once: skipped ones held and without data, the others delivered and
 // decoded), pulls only the sequences between the runs, and moves the
@@ -127,7 +127,7 @@ func TestFeedSkipsHandedRuns(t *testing.T) {
 	}
 }
 
-// #28: a feed whose consumer resets are never answered (here a user not
+// A feed whose consumer resets are never answered (here a user not
 // allowed to reset: the server drops the request) loses nothing: the
 // consumer, still behind, delivers the skipped events again (the feed's
 // consumer drops them as folded) and everything after them; after

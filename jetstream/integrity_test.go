@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// Issue 11 items 2 and 4: a stream or feed consumer that someone changed
+// A stream or feed consumer that someone changed
 // or deleted is reported, naming what changed.
 func TestCheckStreamAndFeedDrift(t *testing.T) {
 	l, nc := openLog(t)

@@ -17,37 +17,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// ErrKeyInUse is matched (errors.Is) by an append whose idempotency key
-// (its first event's id, a Nats-Msg-Id) is already used by an event of
-// another session, or claimed for another session (#24 row 4). Nothing was
-// written and nothing of the other session is returned.
-var ErrKeyInUse = errors.New("idempotency key already used on another session")
-
-// KeyInUseError names the key refused and the session it was sent on (never
-// the session that holds it). Channel is set when the key is this
-// session's but was used by another channel than the one sending it.
-type KeyInUseError struct {
-	Key     string
-	Session string
-	Channel string
-}
-
-func (e *KeyInUseError) Error() string {
-	if e.Channel != "" {
-		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; use a new key for this append", e.Key, e.Session, e.Channel)
-	}
-	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; use a new key for this append", e.Key, e.Session)
-}
-
-// Unwrap makes errors.Is(err, ErrKeyInUse) true.
-func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
-
-// ErrKeyMismatch is matched (errors.Is) by an append whose idempotency key
-// this session used before with other commands (#29 item 1, the IETF
-// Idempotency-Key draft's 422): nothing was written. It also matches
-// ErrKeyInUse: the key is taken, by another request.
-var ErrKeyMismatch = errors.New("idempotency key already used with other commands")
-
 // KeyMismatchError names the key, the commands it was first used with and
 // the commands sent now (their types: the digest says they differ, the
 // types say how).
@@ -101,7 +70,7 @@ func CheckKey(key string) error {
 const keyIDDomain = "toolintent/engine idempotency key v1\x00"
 
 // KeyEventIDs returns the ids of the n events an append with idempotency
-// key key stores on session (#29 item 1): the first is the first 16 bytes
+// key key stores on session: the first is the first 16 bytes
 // of SHA-256("toolintent/engine idempotency key v1" 0x00 session 0x00 key)
 // written as a ULID (26 characters of Crockford base32; its time field is
 // hash bits, not a time), the next ones that number plus 1, 2, ... as a
@@ -115,7 +84,7 @@ func KeyEventIDs(session, key string, n int) []string {
 	return idsFrom(id, n)
 }
 
-// LegacyKeyEventIDs are the ids of the n events an engine before #29 stored
+// LegacyKeyEventIDs are the ids of the n events an engine stored
 // under a ULID key: the key itself, then key+1, key+2, ... ok is false when
 // key is not a ULID (no such events can exist).
 func LegacyKeyEventIDs(key string, n int) (ids []string, ok bool) {
@@ -162,7 +131,7 @@ func CommandsDigest(encoded [][]byte) string {
 }
 
 // indexKey is the bucket entry of an idempotency key: a canonical ULID
-// (the only keys before #29) is its own entry, so claims made by older
+// (the only keys) is its own entry, so claims made by older
 // engines are found; any other key is "h." and the hex SHA-256 of the
 // key, which fits the bucket's key alphabet whatever the key holds.
 func indexKey(key string) string {
@@ -192,7 +161,7 @@ type KeyClaim struct {
 	First uint64 `json:"first,omitempty"`
 	Count int    `json:"count,omitempty"`
 	// IDs names how the events' ids derive from the key: "v1" is
-	// KeyEventIDs; "" (entries of engines before #29) is the key itself,
+	// KeyEventIDs; "" (entries of engines) is the key itself,
 	// then key+1, ...
 	IDs string `json:"ids,omitempty"`
 	// Digest is CommandsDigest of the commands the key was first sent
@@ -212,7 +181,7 @@ func (c KeyClaim) Pending() bool { return c.Count == 0 }
 
 // Keys is the idempotency-key index: one KV entry per key, claimed with a
 // create (atomic across engines), so a look-up costs one get, whatever the
-// session's length (#24 row 5).
+// session's length.
 type Keys struct {
 	log    *Log
 	kv     jetstream.KeyValue
@@ -471,7 +440,7 @@ func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, e
 	return m, err
 }
 
-// ForgetSession purges every idempotency key claimed for session (#30: an
+// ForgetSession purges every idempotency key claimed for session (an
 // erased session keeps no trace in the index), reading each entry of the
 // index once; it returns how many it purged. A key forgotten may be
 // claimed again, by any session.

@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #24 row 4: the stream's dedupe window is stream-wide, so an event id
+// The stream's dedupe window is stream-wide, so an event id
 // already stored on session A, appended to session B, makes the server
 // answer "duplicate" with A's sequence. The log checks that answer: it is
 // refused (ErrKeyInUse, naming the id, not A) and nothing is stored on B,

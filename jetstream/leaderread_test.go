@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #28, R24: ReadLeader reads an event as the direct-get reads do (same
+// ReadLeader reads an event as the direct-get reads do (same
 // session, id, time, first-of-subject mark and envelope) and answers
 // ErrNotStored past the stream's end: the fallback a feed's gap fill takes
 // when a lagging replica's direct gets come up short.
@@ -46,7 +46,7 @@ func TestReadLeaderMatchesDirectReads(t *testing.T) {
 	}
 }
 
-// #20 item 3, R23: a re-sent append on a replicated stream is answered
+// A re-sent append on a replicated stream is answered
 // "duplicate, stored at seq" by the leader, and the writer checks that seq
 // holds its events with a direct get, which a follower that has not yet
 // applied seq answers "not found". StoredAt asks the leader then, and says
@@ -76,7 +76,7 @@ func TestStoredAtAsksLeaderWhenReplicaLags(t *testing.T) {
 	}
 }
 
-// #20 item 3, R23: a re-sent atomic batch whose first copy was stored is
+// A re-sent atomic batch whose first copy was stored is
 // answered 10201 (ids already stored: the server checks them before the
 // expected sequence), which names no sequence; the append looks for its
 // events on the session up to where the stream's leader says the session

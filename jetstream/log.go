@@ -40,10 +40,6 @@ const (
 	HeaderEventType = "Engine-Event-Type"
 )
 
-// MaxBatch is the largest multi-event append (the server's atomic batch
-// limit).
-const MaxBatch = 1000
-
 // LogConfig configures the event stream. The zero value is usable.
 type LogConfig struct {
 	// Prefix is the subject prefix: events go to <Prefix>.events.<session>.
@@ -57,7 +53,7 @@ type LogConfig struct {
 	// MemoryStorage keeps the stream in memory (tests, benchmarks only).
 	MemoryStorage bool
 	// AllowDeletes allows deleting messages and purging the stream. The
-	// default denies both: the log is the audit record (R10).
+	// default denies both: the log is the audit record.
 	AllowDeletes bool
 	// Timeout applies to each operation whose context has no deadline.
 	// Default 10s.
@@ -77,7 +73,7 @@ type LogConfig struct {
 	// already closed while such a fault stands. An append waiting for its
 	// acknowledgement then stops waiting (nats-server never answers a
 	// publish whose write failed) and answers at once: stored when its
-	// events are found in the stream, else outcome unknown (#24 row 8).
+	// events are found in the stream, else outcome unknown.
 	Faults func() <-chan struct{}
 }
 
@@ -127,7 +123,7 @@ type Log struct {
 	name     string
 	subjBase string // "<prefix>.events."
 	atomic   bool
-	// purgeDenied: the stream was created with deny_purge (before #30),
+	// purgeDenied: the stream was created with deny_purge (by an engine without erase),
 	// so no session of it can be erased (ErrPurgeDenied).
 	purgeDenied bool
 	want        jetstream.StreamConfig // what OpenLog made (CheckStream)
@@ -201,7 +197,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		MaxMsgSize:  int32(events.MaxEventBytes + 4096),
 		Discard:     jetstream.DiscardOld,
 		DenyDelete:  !cfg.AllowDeletes,
-		// Purge stays possible since #30: an erase purges one session's
+		// Purge stays possible: an erase purges one session's
 		// subject through the admin path (Eraser); the engine user and
 		// the channels may not purge (credentials, deploy/accounts.conf).
 		DenyPurge:          false,
@@ -227,7 +223,7 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		}
 		sc.Storage = have.Storage // storage cannot change
 		sc.Replicas = have.Replicas
-		// A stream created before #30 denies purge, and JetStream cannot
+		// A stream created denies purge, and JetStream cannot
 		// lift that: it still serves, and an erase answers ErrPurgeDenied.
 		sc.DenyPurge = have.DenyPurge
 		if have.DenyDelete != sc.DenyDelete || have.DenyPurge != sc.DenyPurge || !have.AllowDirect ||
@@ -310,7 +306,7 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 }
 
 // StreamLeader asks the stream for its last sequence and its leader: the
-// readiness probe's cheap question (#20 item 2). leader is "" on a
+// readiness probe's cheap question. leader is "" on a
 // clustered stream without a leader (appends stall); single reports a
 // stream without a cluster (an embedded single server), whose leader is
 // the server itself.

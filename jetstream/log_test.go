@@ -32,7 +32,7 @@ func toggled(session string) events.Envelope {
 	return events.New(session, "web", "alice", events.ToolsToggled{Enabled: on(true)})
 }
 
-// R23: append with the expected subject sequence; a stale expectation is a
+// Append with the expected subject sequence; a stale expectation is a
 // conflict carrying the session's real sequence.
 func TestAppendConflict(t *testing.T) {
 	l, _ := openLog(t)
@@ -73,7 +73,7 @@ func TestAppendConflict(t *testing.T) {
 	}
 }
 
-// R23: a retried publish with the same ULID is stored once.
+// A retried publish with the same ULID is stored once.
 func TestAppendDedupe(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := context.Background()
@@ -98,7 +98,7 @@ func TestAppendDedupe(t *testing.T) {
 	}
 }
 
-// R23 / issue 3: a multi-event append is all or nothing.
+// A multi-event append is all or nothing.
 func TestAppendBatchAtomic(t *testing.T) {
 	l, _ := openLog(t)
 	ctx := context.Background()
@@ -147,7 +147,7 @@ func TestAppendBatchAtomic(t *testing.T) {
 	}
 }
 
-// R23: a bad session id never reaches a subject.
+// A bad session id never reaches a subject.
 func TestAppendRejectsBadSession(t *testing.T) {
 	l, _ := openLog(t)
 	for _, s := range []string{"", "a.b", "a*", ">", "a b"} {
@@ -157,7 +157,7 @@ func TestAppendRejectsBadSession(t *testing.T) {
 	}
 }
 
-// R23: many goroutines racing on one session with read-then-CAS never lose
+// Many goroutines racing on one session with read-then-CAS never lose
 // an acknowledged event.
 func TestAppendRace(t *testing.T) {
 	l, _ := openLog(t)
@@ -214,7 +214,7 @@ func TestAppendRace(t *testing.T) {
 	t.Logf("%d appends, %d conflicts retried", len(recs), conflicts)
 }
 
-// R24/R25: reading a session in pages and replaying the whole stream return
+// Reading a session in pages and replaying the whole stream return
 // every event in order.
 func TestReadSessionAndReplay(t *testing.T) {
 	l, _ := openLog(t)
@@ -269,7 +269,7 @@ func TestReadSessionAndReplay(t *testing.T) {
 	}
 }
 
-// R26: an undecodable message on a session subject is returned with Err set,
+// An undecodable message on a session subject is returned with Err set,
 // not dropped, and does not stop the read.
 func TestReadReportsUndecodable(t *testing.T) {
 	l, nc := openLog(t)
@@ -292,7 +292,7 @@ func TestReadReportsUndecodable(t *testing.T) {
 	}
 }
 
-// Issue 3, #30: the stream denies message deletes; purge is left to the
+// The stream denies message deletes; purge is left to the
 // erase path, which only a privileged user may take (the users'
 // permissions deny it to everyone else: tests/permissions_test.go).
 func TestStreamDeniesPurge(t *testing.T) {
@@ -313,7 +313,7 @@ func TestStreamDeniesPurge(t *testing.T) {
 	}
 }
 
-// R28: every read path (batched direct gets, the ordered-consumer replay,
+// Every read path (batched direct gets, the ordered-consumer replay,
 // the durable feed) hands the fold the Nats-Msg-Id header each message was
 // stored with: the id for the engine's appends (one at a time and atomic
 // batches), "" for a message without one, and whatever a direct publisher

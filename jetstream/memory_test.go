@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #24 (last paragraph: 100k sessions grew the engine by ~4.2 KB of RSS
+// (last paragraph: 100k sessions grew the engine by ~4.2 KB of RSS
 // per session): every write to a session the engine has not cached reads
 // the session's log, and each read subscribed with SubscribeSync, whose
 // channel has nats.go's 65,536 slots (512 KiB) whatever the read returns.

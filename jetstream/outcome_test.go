@@ -128,7 +128,7 @@ func proxiedLog(t *testing.T) (*jetstream.Log, *nats.Conn, *proxy) {
 	return l, nc, px
 }
 
-// #12 item 2: an append during a NATS outage is not buffered and stored
+// An append during a NATS outage is not buffered and stored
 // after the reconnect: it fails at once as not sent, and stays unstored.
 func TestAppendNotBufferedAcrossReconnect(t *testing.T) {
 	l, nc, px := proxiedLog(t)
@@ -155,7 +155,7 @@ func TestAppendNotBufferedAcrossReconnect(t *testing.T) {
 	}
 }
 
-// #12 item 2: an append whose acknowledgement is lost is reported as
+// An append whose acknowledgement is lost is reported as
 // outcome unknown, naming the sequence to read after (not a refusal);
 // re-sending the same event learns the outcome: stored once.
 func TestAppendOutcomeUnknown(t *testing.T) {
@@ -185,7 +185,7 @@ func TestAppendOutcomeUnknown(t *testing.T) {
 	}
 }
 
-// #12 item 4: below the free-space floor an append is refused at once
+// Below the free-space floor an append is refused at once
 // with ErrStorageFull naming the free and needed bytes, nothing written;
 // when space returns appends go through again, without a restart.
 func TestAppendDiskFull(t *testing.T) {

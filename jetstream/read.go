@@ -15,34 +15,6 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// Record is one stored event as read back from the log. When the payload
-// cannot be decoded (R26), Err says why and Envelope holds what could be
-// read of the header; the record is still returned so the caller can
-// report and skip it.
-type Record struct {
-	Seq     uint64
-	Subject string
-	Session string
-	Time    time.Time
-	// MsgID is the message's Nats-Msg-Id header as stored, "" when it has
-	// none; the fold checks it against the envelope id (R28).
-	MsgID    string
-	Data     []byte
-	Envelope events.Envelope
-	Err      error
-	// First reports that the server stored the message on the condition
-	// that its subject held no earlier message (Nats-Expected-Last-
-	// Subject-Sequence: 0, as the engine appends a new session's first
-	// event or batch): the session had no events before it, so a
-	// projection need not read a view it cannot have (#28 item 1).
-	First bool
-	// Held reports that the feed did not decode the record because its
-	// FeedConfig.Held said the consumer already holds the event (a writer
-	// of the same process handed it over, #28): Envelope is zero and Err
-	// nil. Log.Decode decodes it when the consumer needs it after all.
-	Held bool
-}
-
 // Decode returns r decoded when the feed left it undecoded (Held); any
 // other record is returned as it is.
 func (l *Log) Decode(r Record) Record {
@@ -148,7 +120,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		// messages and the end-of-batch status): a channel that holds
 		// them all, not SubscribeSync's 64k-slot one (512 KiB per read,
 		// allocated twice for a write to a new session: at 24 writers
-		// the heap's churn held ~4 KB of RSS per session, #24).
+		// the heap's churn held ~4 KB of RSS per session).
 		msgs := make(chan *nats.Msg, readBatch+1)
 		var err error
 		if sub, err = l.nc.ChanSubscribe(inbox, msgs); err != nil {

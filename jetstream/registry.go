@@ -14,7 +14,7 @@ const registryKey = "current"
 
 // RegistryStore keeps the registry file in a KV bucket (<PREFIX>_REGISTRY),
 // with the last versions as history, so every engine on the stream serves
-// the same registry and picks up a change without a restart (R11).
+// the same registry and picks up a change without a restart.
 type RegistryStore struct {
 	log *Log
 	kv  jetstream.KeyValue
@@ -32,7 +32,7 @@ func (l *Log) OpenRegistryStore(ctx context.Context) (*RegistryStore, error) {
 			Description:  "engine tool registry (key current), with its last versions",
 			History:      16,
 			Replicas:     l.cfg.Replicas,
-			MaxValueSize: 4 << 20,
+			MaxValueSize: MaxRegistryBytes,
 		}
 		kv, err = l.js.CreateKeyValue(ctx, cfg)
 	}

@@ -18,15 +18,16 @@ import (
 // headerRegistryVersion names the registry version a history message holds.
 const headerRegistryVersion = "Engine-Registry-Version"
 
-// MaxRegistryBytes bounds one stored registry file.
-const MaxRegistryBytes = 4 << 20
+// MaxRegistryBytes bounds one stored registry file: the embedded
+// server's max_payload, about 10,000 MCP tools with their schemas.
+const MaxRegistryBytes = EmbeddedMaxPayload
 
 // ErrRegistryVersionUnknown means the registry history holds no registry of
 // the version asked for.
 var ErrRegistryVersionUnknown = errors.New("registry version not in the registry history")
 
 // ErrRegistryVersionPruned means the version was recorded, and its
-// content was pruned from the registry history (#30): only its tombstone
+// content was pruned from the registry history: only its tombstone
 // is left. Errors that match it match ErrRegistryVersionUnknown too.
 var ErrRegistryVersionPruned = errors.New("registry version pruned")
 
@@ -36,12 +37,12 @@ func prunedErr(version string) error {
 }
 
 // RegistryHistory keeps the registry versions engines on the stream have
-// served, addressable by version and by time (R31, R25), in the stream
+// served, addressable by version and by time, in the stream
 // <PREFIX>_REGISTRY_HISTORY: one subject per version
 // (<prefix>.registry.history.<sha256 of the version>), each message one
 // registry file with its version in a header. The stream has no age or
 // size limit (a version keeps its last 8 contents); a RegistryPruner
-// (#30, serve --registry-keep) removes the contents of old versions that
+// (serve --registry-keep) removes the contents of old versions that
 // no open turn and no checkpoint references, leaving a tombstone per
 // pruned version that keeps its place in the timeline: a past point under
 // a pruned version says so (ErrRegistryVersionPruned) instead of resolving
@@ -55,7 +56,7 @@ type RegistryHistory struct {
 	stream   jetstream.Stream
 	name     string
 	subjBase string
-	// purgeDenied: the stream was created with deny_purge (before #30),
+	// purgeDenied: the stream was created with deny_purge (by an engine without erase),
 	// which JetStream cannot lift: no version of it can be pruned.
 	purgeDenied bool
 }
@@ -76,7 +77,7 @@ func (l *Log) OpenRegistryHistory(ctx context.Context) (*RegistryHistory, error)
 		MaxMsgSize:        MaxRegistryBytes + 4096,
 		Discard:           jetstream.DiscardOld,
 		DenyDelete:        !l.cfg.AllowDeletes,
-		// Purge stays possible since #30: a RegistryPruner purges a
+		// Purge stays possible: a RegistryPruner purges a
 		// pruned version's subject through the privileged connection;
 		// the engine user and the channels may not purge.
 		DenyPurge:   false,
@@ -218,7 +219,7 @@ type RegistryMark struct {
 	Version string
 	Time    time.Time
 	Seq     uint64
-	// Pruned reports that the content recorded here was pruned (#30):
+	// Pruned reports that the content recorded here was pruned:
 	// the mark comes from the version's tombstone, and a look-up of the
 	// version answers ErrRegistryVersionPruned (unless it was recorded
 	// again since).

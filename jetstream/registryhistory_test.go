@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// R31, R25, #13: the registry history keeps every recorded version
+// The registry history keeps every recorded version
 // addressable by version (a version with a dot too), records the same
 // file once, keeps a version re-pushed with other content, and lists the
 // versions in the order they were recorded.
@@ -60,7 +60,7 @@ func TestRegistryHistory(t *testing.T) {
 	}
 }
 
-// R31 (#20): a version recorded since a replica behind the history's
+// A version recorded since a replica behind the history's
 // leader last applied is not "unknown" (a projection caches that answer
 // and folds without the version's rules): Lookup asks the leader when the
 // direct get finds nothing.

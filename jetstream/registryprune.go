@@ -1,6 +1,6 @@
 package jetstream
 
-// Pruning the registry history (#30): the contents of old registry
+// Pruning the registry history: the contents of old registry
 // versions are removed, each version's subject purged through a
 // privileged connection (the engine user may not purge), after a
 // tombstone was appended to it that keeps the version's place in the
@@ -31,7 +31,7 @@ const headerRegistryPruned = "Engine-Registry-Pruned"
 const maxTombstoneMarks = 64
 
 // ErrRegistryPruneDenied is matched by a prune of a registry history
-// stream created with deny_purge (before #30): JetStream cannot lift that
+// stream created with deny_purge: JetStream cannot lift that
 // setting on a live stream, so its versions are kept for ever.
 var ErrRegistryPruneDenied = errors.New("the registry history stream denies purge")
 

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #30, R40: a prune keeps the newest versions and the ones the caller
+// A prune keeps the newest versions and the ones the caller
 // keeps, removes every other version's content from the stream (a raw
 // read finds only a tombstone on its subject), keeps every version's
 // place in the timeline (pruned marks flagged), answers
@@ -120,7 +120,7 @@ func TestRegistryPruneKeepsNewestAndReferenced(t *testing.T) {
 	}
 }
 
-// #30: a registry history stream created with deny_purge (before #30)
+// A registry history stream created with deny_purge
 // still opens and serves; a pruner answers ErrRegistryPruneDenied.
 func TestRegistryPruneLegacyDenyPurge(t *testing.T) {
 	ctx := context.Background()

@@ -38,7 +38,7 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // afterFault answers an append whose wait for an acknowledgement a store
-// fault cut short (#24 row 8). The publish was sent, so whether it was
+// fault cut short. The publish was sent, so whether it was
 // stored is not known from the server's side: the session is read after
 // expected for the append's ids.
 //
@@ -112,8 +112,8 @@ func (l *Log) reconnected() <-chan struct{} {
 // resendOnReconnect runs attempt and, when the connection reconnects
 // before its reply came, abandons it and runs it again at once: the
 // request went out on the old connection, so no reply is coming, and
-// waiting out the attempt's timeout would stall the append for nothing
-// (#20 item 3). The re-sent messages carry the same ids and expected
+// waiting out the attempt's timeout would stall the append for nothing.
+// The re-sent messages carry the same ids and expected
 // sequence: if the first ones were stored, the server deduplicates them or
 // reports the expected sequence stale, and Append finds them stored.
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #24 row 1: an in-process JetStream restart (what the engine does after
+// An in-process JetStream restart (what the engine does after
 // the store hit ENOSPC and space returned) keeps the store where it was:
 // everything appended before and after the restart is in the stream the
 // next start of the server loads, and no nested <data>/jetstream/jetstream
@@ -70,7 +70,7 @@ func TestReenableJetStreamKeepsStoreDir(t *testing.T) {
 	}
 }
 
-// #24 (the TestDiskFull flake): JetStream that (re)started moments ago
+// JetStream that (re)started moments ago
 // is not shut down again: API workers EnableJetStream starts that first
 // run after a shutdown keep a nil JetStream and crash the process on the
 // next request (nats-server v2.15.2 jetstream_api.go:1069). The restart

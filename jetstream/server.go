@@ -130,7 +130,7 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // one that first runs after a shutdown keeps nil and the next API
 // request crashes the process with a nil dereference (nats-server
 // v2.15.2 jetstream_api.go:1069, processJSAPIRoutedRequests). That
-// killed the engine in the TestDiskFull flake (#24): the restart after
+// killed the engine in the TestDiskFull flake: the restart after
 // ENOSPC found no stream (row 1's nested directory), shut JetStream down
 // at once and enabled it again.
 const jetStreamSettle = 5 * time.Second
@@ -139,6 +139,10 @@ const jetStreamSettle = 5 * time.Second
 // ReenableJetStream when a running JetStream (re)started less than 5 s
 // ago would have to be shut down: try again later.
 var ErrJetStreamSettling = errors.New("JetStream restarted moments ago")
+
+// EmbeddedMaxPayload is the embedded server's max_payload when its
+// config file sets none.
+const EmbeddedMaxPayload = 8 << 20
 
 // StartEmbedded starts a nats-server with JetStream in cfg.DataDir and waits
 // until it accepts connections.
@@ -157,13 +161,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, fmt.Errorf("embedded server: host %q is not loopback and config %s defines no users: add users or listen on 127.0.0.1", cfg.host(), cfg.ConfigFile)
 		}
 	}
-	// One owner per data directory (issue 12, item 1): a second server
+	// One owner per data directory: a second server
 	// on a live store forks the log.
 	lock, err := LockDataDir(cfg.DataDir, cfg.Command)
 	if err != nil {
 		return nil, err
 	}
-	// The store an old in-process restart moved away (#24 row 1): the
+	// The store an old in-process restart moved away: the
 	// server would start an empty one beside it.
 	if err := nestedStore(cfg.DataDir); err != nil {
 		lock.Release()
@@ -184,6 +188,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	opts.Port = cfg.Port
 	if opts.Port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if opts.MaxPayload == 0 {
+		// A registry of about 10,000 MCP tools is some 8 MB of JSON: its
+		// native rendering, its registry history record and a registry
+		// push each travel as one message. 8 MiB is the most the NATS
+		// docs recommend; a config file may set another.
+		opts.MaxPayload = EmbeddedMaxPayload
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.DataDir)
@@ -221,7 +232,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	e := &Embedded{lock: lock, dataDir: opts.StoreDir, faultCh: make(chan struct{})}
 	// A file store that fails a write (ENOSPC) refuses every later write
-	// until it is loaded again: watch for it (issue 12, item 4).
+	// until it is loaded again: watch for it.
 	srv.SetLogger(faultWatch{inner: cfg.Logger, record: e.recordFault}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
@@ -261,7 +272,7 @@ func (e *Embedded) WriteFault() string {
 // or the server disables JetStream (out of space or resources), or
 // already closed while one stands (until JetStream restarts). An append
 // waiting for its acknowledgement then stops waiting: nats-server never
-// answers a publish whose write failed (#24 row 8).
+// answers a publish whose write failed.
 func (e *Embedded) Faults() <-chan struct{} {
 	e.faultMu.Lock()
 	defer e.faultMu.Unlock()
@@ -310,7 +321,7 @@ func (e *Embedded) RestartJetStream() error {
 	// The running configuration's StoreDir is <data>/jetstream, and
 	// EnableJetStream appends "jetstream" to what it is given: handing it
 	// back moved the store to <data>/jetstream/jetstream, and the next
-	// start served an empty stream (#24 row 1). Give the data directory.
+	// start served an empty stream. Give the data directory.
 	cfg := e.js
 	cfg.StoreDir = e.dataDir
 	e.enabledAt.Store(time.Now().UnixNano())
@@ -381,7 +392,7 @@ func (e *Embedded) Shutdown() {
 // ConfigLogin reads a nats-server configuration file and returns the
 // users it defines and whether a client must log in as one of them (users
 // or nkeys and no no_auth_user): the engine then needs its user named
-// (#24 row 12(d): connecting without one failed as "io: read/write on
+// (connecting without one failed as "io: read/write on
 // closed pipe").
 func ConfigLogin(path string) (users []string, needsLogin bool, err error) {
 	opts, err := server.ProcessConfigFile(path)

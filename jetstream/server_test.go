@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// R27: a taken port is reported by the pre-check (naming the address and
+// A taken port is reported by the pre-check (naming the address and
 // the --listen fix), not by the 30 s readiness timeout.
 func TestEmbeddedPortTaken(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -23,7 +23,7 @@ func TestEmbeddedPortTaken(t *testing.T) {
 	}
 }
 
-// R27: the embedded server refuses a non-loopback host without
+// The embedded server refuses a non-loopback host without
 // authentication.
 func TestEmbeddedRefusesOpenNonLoopback(t *testing.T) {
 	_, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: t.TempDir(), Host: "0.0.0.0"})

@@ -22,22 +22,14 @@ type AcceptedLoss struct {
 	From   uint64 `json:"from"`
 	To     uint64 `json:"to"`
 	// Count is how many of the run's sequences may be missing (0: all):
-	// an erase's or a compaction's range spans other sessions' messages.
+	// an accepted run inside a purged range counts only the messages of
+	// other sessions it lost.
 	Count uint64    `json:"count,omitempty"`
 	What  string    `json:"what"`
 	At    time.Time `json:"accepted_at"`
 }
 
 type acceptedLosses []AcceptedLoss
-
-func (a acceptedLosses) covers(d StoreDamage) bool {
-	for _, l := range a {
-		if l.Stream == d.Stream && l.From <= d.LostFrom && d.LostTo <= l.To {
-			return true
-		}
-	}
-	return false
-}
 
 func readAcceptedLoss(dataDir string) (acceptedLosses, error) {
 	data, err := os.ReadFile(filepath.Join(dataDir, AcceptedLossFile))
@@ -52,26 +44,6 @@ func readAcceptedLoss(dataDir string) (acceptedLosses, error) {
 		return nil, fmt.Errorf("read accepted losses %s: %w (fix or remove the file)", filepath.Join(dataDir, AcceptedLossFile), err)
 	}
 	return a, nil
-}
-
-// RecordErased records the sequences [from, to] of stream in dataDir's
-// AcceptedLossFile before an erase or a compaction purges them, so that CheckStore
-// does not report the purged sequences as lost. A range inside a recorded
-// one is not recorded again.
-func RecordErased(dataDir, stream string, from, to uint64, now time.Time) error {
-	a, err := readAcceptedLoss(dataDir)
-	if err != nil {
-		return err
-	}
-	if a.covers(StoreDamage{Stream: stream, LostFrom: from, LostTo: to}) {
-		return nil
-	}
-	a = append(a, AcceptedLoss{Stream: stream, From: from, To: to, What: "erased: one session's events purged; the audit stream records the erase", At: now.UTC()})
-	data, _ := json.MarshalIndent(a, "", "  ")
-	if err := writeFileAtomic(filepath.Join(dataDir, AcceptedLossFile), data); err != nil {
-		return fmt.Errorf("record erased range: %w", err)
-	}
-	return nil
 }
 
 // AcceptReport is what AcceptStoreDamage did.
@@ -298,11 +270,11 @@ func copyFile(src, dst string) error {
 }
 
 func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err

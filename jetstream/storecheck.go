@@ -172,8 +172,8 @@ type streamMeta struct {
 
 // appendOnly reports whether the stream's sequences must be contiguous
 // from 1: nothing may delete or age messages out (the engine's event
-// stream). Purge is allowed since #30, for erases only: the engine records
-// each erased range in AcceptedLossFile, so its gaps are not damage.
+// stream). Purge is allowed for erases and compactions only: the audit
+// stream records each purged range, so its gaps are not damage.
 func (m streamMeta) appendOnly() bool {
 	return m.DenyDelete && m.MaxMsgs <= 0 && m.MaxBytes <= 0 && m.MaxAge == 0 && m.MaxPerSubj <= 0
 }
@@ -197,7 +197,7 @@ func StreamDirs(dataDir string) ([]string, error) {
 
 // CheckStore reads every message block of every stream of the stopped
 // embedded store in dataDir, and every consumer's state file, and reports
-// the damage it finds (issue 24 rows 2 and 3): record framing, each
+// the damage it finds: record framing, each
 // record's checksum, sequences that go backwards, and, for append-only
 // streams (deny delete and purge, no limits: the event stream), gaps in
 // the sequences and sequences that index.db says a block holds but the

@@ -94,7 +94,7 @@ func mustDamage(t *testing.T, dir string, want ...string) jetstream.StoreReport 
 	return rep
 }
 
-// #24 rows 2 and 3: damage to a stopped store with index.db in place is
+// Damage to a stopped store with index.db in place is
 // found by reading the blocks: a block cut to half, a block deleted, one
 // bit flipped in a message, 2 KB of bytes flipped mid-block, a garbage
 // consumer state file; an intact store passes.
@@ -346,7 +346,7 @@ func TestAcceptStoreDamageDropsOnlyTheDamagedRecords(t *testing.T) {
 	}
 }
 
-// #24 rows 2, 3 and 12(c): CheckStore reads untrusted bytes (a block,
+// CheckStore reads untrusted bytes (a block,
 // index.db, a consumer's o.dat): whatever they hold it returns, without
 // panicking, and a block it reads whole is never reported damaged when
 // it holds no record.

@@ -11,7 +11,7 @@ import (
 // consumers checks each consumer's state file (obs/<name>/o.dat) of a
 // stream the way nats-server decodes it when it loads the consumer: a
 // file it cannot decode leaves the consumer unloadable ("error creating
-// store for consumer") for ever (issue 24 row 12(c)).
+// store for consumer") for ever.
 func (c *checker) consumers(dir, stream string) error {
 	files, _ := filepath.Glob(filepath.Join(dir, "obs", "*", "o.dat"))
 	sort.Strings(files)

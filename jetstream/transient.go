@@ -3,11 +3,9 @@ package jetstream
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,55 +70,6 @@ func Transient(err error) bool {
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, ErrNotSent) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout())
-}
-
-// Backoff is a doubling wait between attempts: First, then twice the
-// last, never more than Max. With Jitter each wait is drawn from
-// [d/2, 1.5·d) around the doubling value d, so that many clients retrying
-// together spread out. The zero value waits 100 ms, doubling up to 5 s,
-// without jitter. A Backoff is not safe for concurrent use.
-type Backoff struct {
-	First  time.Duration // first wait; 0: 100 ms
-	Max    time.Duration // cap of the doubling value; 0: 5 s
-	Jitter bool
-
-	next time.Duration
-}
-
-// Next returns the wait before the next attempt and doubles the one after.
-func (b *Backoff) Next() time.Duration {
-	if b.next == 0 {
-		b.next = b.First
-		if b.next <= 0 {
-			b.next = 100 * time.Millisecond
-		}
-	}
-	d := b.next
-	limit := b.Max
-	if limit <= 0 {
-		limit = 5 * time.Second
-	}
-	b.next = min(b.next*2, max(limit, b.next))
-	if b.Jitter && d > 0 {
-		return d/2 + rand.N(d)
-	}
-	return d
-}
-
-// Sleep waits d or until ctx ends, whichever comes first, and returns
-// ctx's error in the second case. A d of 0 or less returns nil at once.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Retry calls attempt until it succeeds, returns an error retry rejects,

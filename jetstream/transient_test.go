@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// #20 item 1, #25 item 9: start-up waits out a cluster that is not there
+// Start-up waits out a cluster that is not there
 // yet and returns anything else at once; one classifier for every caller.
 func TestTransient(t *testing.T) {
 	for _, tc := range []struct {
@@ -36,7 +36,7 @@ func TestTransient(t *testing.T) {
 	}
 }
 
-// #25 item 9: the back-off doubles from First up to Max; with Jitter each
+// The back-off doubles from First up to Max; with Jitter each
 // wait lies in [d/2, 1.5·d).
 func TestBackoff(t *testing.T) {
 	b := Backoff{First: 10 * time.Millisecond, Max: 35 * time.Millisecond}
@@ -59,7 +59,7 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// #25 item 9: Retry asks again on a transient error, stops at once on a
+// Retry asks again on a transient error, stops at once on a
 // permanent one, and stops when ctx ends.
 func TestRetry(t *testing.T) {
 	n := 0
@@ -86,7 +86,7 @@ func TestRetry(t *testing.T) {
 	}
 }
 
-// #25 item 9: one name of the event stream for every prefix.
+// One name of the event stream for every prefix.
 func TestEventStreamName(t *testing.T) {
 	for in, want := range map[string]string{"tools": "TOOLS_EVENTS", "": "TOOLS_EVENTS", "bench-x": "BENCH-X_EVENTS"} {
 		if got := EventStreamName(in); got != want {

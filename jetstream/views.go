@@ -66,8 +66,8 @@ type Put struct {
 	Value []byte
 	// Cond makes the write conditional: it is stored only if the key's
 	// revision is still Rev (0: the key has no value), so that two
-	// projection runners cannot overwrite each other's views (issue 12,
-	// item 7). A failed condition fails PutAll with ErrViewChanged.
+	// projection runners cannot overwrite each other's views.
+	// A failed condition fails PutAll with ErrViewChanged.
 	Cond bool
 	Rev  uint64
 }
@@ -83,7 +83,7 @@ func (v *Views) GetRev(ctx context.Context, key string) ([]byte, uint64, error) 
 	// Asked again like Get: a direct get answered by a replica that is
 	// cut off or dies after taking the request is never answered, and the
 	// projection (the engine's view reads) would wait out its whole
-	// deadline (#20: writers on the majority stalled 30 s after the stream
+	// deadline (writers on the majority stalled 30 s after the stream
 	// leader was partitioned).
 	var e jetstream.KeyValueEntry
 	err := v.log.retryRead(ctx, func(ctx context.Context) error {
@@ -163,7 +163,7 @@ func (v *Views) PutAllSeq(ctx context.Context, puts []Put) ([]uint64, error) {
 }
 
 // LastSeq is the last sequence of the bucket's stream: below what the
-// projection recorded writing, the views file lost values (issue 12).
+// projection recorded writing, the views file lost values.
 func (v *Views) LastSeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := v.log.withTimeout(ctx)
 	defer cancel()

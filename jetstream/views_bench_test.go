@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkViewsFlush is what a projection's catch-up window costs to
-// store (#28, the replay line): one op writes 10,000 views of 300 bytes
+// store (the replay line): one op writes 10,000 views of 300 bytes
 // into a fresh views bucket, beside the same messages published with no
 // reply at all (the server's ingest alone: no acknowledgement to encode,
 // send, route or decode), waited for by one acknowledged put after them.

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #25 item 8 (issue 12 item 7: two projection runners never overwrite
+// (two projection runners never overwrite
 // each other's views): on a REPLICATED views bucket the leader refuses a
 // conditional put to a key with a write in flight with 10164, not 10071;
 // that refusal must still be ErrViewChanged. Two pipelined conditional

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #20 (partition of the stream leader under load): a views read whose
+// A views read whose
 // direct get went to a replica that is cut off without a word (its
 // routes stay open and carry nothing) is asked again, so the
 // projection's view reads (Views.GetRev, the engine's session reads) do

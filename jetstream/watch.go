@@ -19,7 +19,7 @@ var ErrWatchStopped = errors.New("watch stopped")
 // reader.
 const watchBuffer = 64
 
-// Watcher follows the event stream live (#29): the events of one session,
+// Watcher follows the event stream live: the events of one session,
 // or of every session, in stream order, as they are appended. Next and
 // Stop may be called from different goroutines; Next from one at a time.
 type Watcher struct {

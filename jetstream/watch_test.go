@@ -25,7 +25,7 @@ func next(t *testing.T, w *jetstream.Watcher) jetstream.Record {
 	return r
 }
 
-// #29: a session's watch starts after afterSeq, sees only that session's
+// A session's watch starts after afterSeq, sees only that session's
 // events, stored then live; the all-sessions watch sees every event in
 // stream order.
 func TestWatchResumeFilterAndOrder(t *testing.T) {

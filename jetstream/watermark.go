@@ -11,7 +11,7 @@ import (
 )
 
 // WatermarkFile is the file, in a data directory, that records how far
-// the event stream reached while an engine served it (#24 row 1). It
+// the event stream reached while an engine served it. It
 // lives outside the JetStream store on purpose: a store that was lost,
 // moved or truncated cannot take its own record with it.
 const WatermarkFile = "engine-watermark.json"
@@ -24,7 +24,7 @@ var ErrLogShort = errors.New("the log holds less than the engine acknowledged")
 
 // ErrNestedStore is matched (errors.Is) by StartEmbedded when the data
 // directory holds a store in <data>/jetstream/jetstream, where an
-// in-process JetStream restart of engines before #24 row 1 moved it.
+// in-process JetStream restart of engines moved it.
 var ErrNestedStore = errors.New("JetStream store in a nested jetstream directory")
 
 // StreamMark is what one stream held: its last sequence and its message
@@ -47,7 +47,7 @@ type Watermark struct {
 func WatermarkPath(dir string) string { return filepath.Join(dir, WatermarkFile) }
 
 // ReadWatermark reads dir's watermark; a missing file is an empty
-// watermark (a new data directory, or one served before #24).
+// watermark (a new data directory, or one served).
 func ReadWatermark(dir string) (Watermark, error) {
 	w := Watermark{Streams: map[string]StreamMark{}}
 	data, err := os.ReadFile(WatermarkPath(dir))
@@ -146,7 +146,7 @@ func (m StreamMark) Raise(s StreamState, now time.Time) (StreamMark, bool) {
 }
 
 // nestedStore reports a store left in <dir>/jetstream/jetstream by the
-// in-process restart of engines before #24 row 1.
+// in-process restart of engines.
 func nestedStore(dir string) error {
 	nested := filepath.Join(dir, "jetstream", "jetstream")
 	entries, err := os.ReadDir(nested)

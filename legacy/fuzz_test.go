@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R33, R34: Parse never panics on any input, and Plan never panics on what
+// Parse never panics on any input, and Plan never panics on what
 // Parse accepts; a planned session is written only with events Decide
 // accepted, so it never stores an expanded list.
 func FuzzParse(f *testing.F) {

@@ -1,7 +1,7 @@
 // Package legacy imports sessions of a backend that stored a materialized
 // tool list (the seed's original failure, §1.2–§1.3: a session saved with
 // the whole default list when web_search was on, or a preset expanded into
-// its names) as the intent that reproduces them (R33).
+// its names) as the intent that reproduces them.
 //
 // Parse reads a file of legacy session configs; Plan decides, per session,
 // the shortest intent whose expansion is the stored list against the lists
@@ -9,7 +9,7 @@
 // defaults or a preset minus a few disabled names, or a short picked list,
 // with the web_search overlay where the list had web_search and the base
 // lacks it. Every decision is checked by folding its events through
-// aggregate.Decide (so the materialization guard of R2 holds) and resolving
+// aggregate.Decide (so the materialization guard holds) and resolving
 // the result against the live registry; the report says what the session
 // gains or loses today.
 //
@@ -34,7 +34,7 @@ import (
 // value and the fix.
 var ErrInvalidFile = errors.New("invalid legacy file")
 
-// MaxFileBytes bounds a legacy file (R34: decoders are bounded).
+// MaxFileBytes bounds a legacy file (decoders are bounded).
 const MaxFileBytes = 64 << 20
 
 // MaxSessions bounds the sessions of one file.

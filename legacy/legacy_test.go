@@ -54,10 +54,10 @@ func types(ps []events.Payload) []string {
 	return out
 }
 
-// R33: the seed's original failure: a session saved with the whole default
+// The seed's original failure: a session saved with the whole default
 // list (of that time) plus web_search, because web_search was on, imports
 // as {enabled: true} with the web_search overlay; today it gains the tools
-// added to the defaults since (R8), and nothing is lost.
+// added to the defaults since, and nothing is lost.
 func TestR33ImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 	then := thenDefaults(t)
 	d := planOne(t, `{"defaults": `+quoteList(then)+`, "sessions": [{"session": "s1", "web_search": true, "tools": `+quoteList(append(then, "web_search"))+`}]}`)
@@ -72,7 +72,7 @@ func TestR33ImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 	}
 }
 
-// R33: each stored form imports as the intent that reproduces it, with
+// Each stored form imports as the intent that reproduces it, with
 // the shortest faithful intent where no whole list matches.
 func TestR33ImportDecisions(t *testing.T) {
 	reg := resolver.Default()
@@ -88,28 +88,28 @@ func TestR33ImportDecisions(t *testing.T) {
 		events []string
 		check  func(d Decision) bool
 	}{
-		{"R33 defaults of today", quoteList(defaults), "", KindEnabled, "", []string{"ToolsToggled"}, nil},
-		{"R33 a materialized preset", quoteList(research), "", KindPreset, "research", []string{"PresetChosen"}, nil},
-		{"R33 a preset plus web_search", quoteList(append(slices.Clone(coding), "web_search")), "", KindPreset, "coding", []string{"PresetChosen", "WebSearchSet"}, nil},
-		{"R33 defaults minus two", quoteList(without(without(defaults, "bash"), "grep")), "", KindDefaultsMinus, "", []string{"ToolsToggled", "ToolDisabled", "ToolDisabled"},
+		{"defaults of today", quoteList(defaults), "", KindEnabled, "", []string{"ToolsToggled"}, nil},
+		{"a materialized preset", quoteList(research), "", KindPreset, "research", []string{"PresetChosen"}, nil},
+		{"a preset plus web_search", quoteList(append(slices.Clone(coding), "web_search")), "", KindPreset, "coding", []string{"PresetChosen", "WebSearchSet"}, nil},
+		{"defaults minus two", quoteList(without(without(defaults, "bash"), "grep")), "", KindDefaultsMinus, "", []string{"ToolsToggled", "ToolDisabled", "ToolDisabled"},
 			func(d Decision) bool { return slices.Equal(d.Intent.Disabled, []string{"bash", "grep"}) }},
-		{"R33 preset minus web_search is a ToolDisabled", quoteList(without(research, "web_search")), "", KindPresetMinus, "research", []string{"PresetChosen", "ToolDisabled"},
+		{"preset minus web_search is a ToolDisabled", quoteList(without(research, "web_search")), "", KindPresetMinus, "research", []string{"PresetChosen", "ToolDisabled"},
 			func(d Decision) bool { return slices.Equal(d.Intent.Disabled, []string{"web_search"}) }},
-		{"R33 a short curated list keeps its order", `["grep", "read_file", "memory_read"]`, "", KindPicked, "", []string{"ToolsPicked"},
+		{"a short curated list keeps its order", `["grep", "read_file", "memory_read"]`, "", KindPicked, "", []string{"ToolsPicked"},
 			func(d Decision) bool {
 				return slices.Equal(d.Intent.Picked, []string{"grep", "read_file", "memory_read"})
 			}},
-		{"R33 empty list is all off", `[]`, "", KindOff, "", []string{"ToolsToggled"}, func(d Decision) bool { return !*d.Intent.Enabled }},
-		{"R33 only web_search is off with the overlay", `["web_search"]`, "", KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
-		{"R33 web_search flag on an empty list", `[]`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
-		{"R33 no list follows the profile", `null`, "", KindFollow, "", nil, nil},
-		{"R33 true is all on", `true`, "", KindEnabled, "", []string{"ToolsToggled"}, nil},
-		{"R33 false with web_search", `false`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
-		// #29: a dict changes the defaults (opencode's form): grep and
+		{"empty list is all off", `[]`, "", KindOff, "", []string{"ToolsToggled"}, func(d Decision) bool { return !*d.Intent.Enabled }},
+		{"only web_search is off with the overlay", `["web_search"]`, "", KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
+		{"web_search flag on an empty list", `[]`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
+		{"no list follows the profile", `null`, "", KindFollow, "", nil, nil},
+		{"true is all on", `true`, "", KindEnabled, "", []string{"ToolsToggled"}, nil},
+		{"false with web_search", `false`, `, "web_search": true`, KindOffWebSearch, "", []string{"ToolsToggled", "WebSearchSet"}, nil},
+		// A dict changes the defaults (opencode's form): grep and
 		// read_file are defaults already, bash is taken out.
-		{"R33 dict form changes the defaults", `{"grep": true, "bash": false, "read_file": true}`, "", KindDefaultsMinus, "", []string{"ToolsToggled", "ToolDisabled"},
+		{"dict form changes the defaults", `{"grep": true, "bash": false, "read_file": true}`, "", KindDefaultsMinus, "", []string{"ToolsToggled", "ToolDisabled"},
 			func(d Decision) bool { return slices.Equal(d.Intent.Disabled, []string{"bash"}) }},
-		{"R33 unknown names reported and left out", `["read_file", "ghost_tool", "grep", "Bad Name"]`, "", KindPicked, "", []string{"ToolsPicked"},
+		{"unknown names reported and left out", `["read_file", "ghost_tool", "grep", "Bad Name"]`, "", KindPicked, "", []string{"ToolsPicked"},
 			func(d Decision) bool {
 				return slices.Equal(d.Unknown, []string{"ghost_tool", "Bad Name"}) && slices.Equal(d.Intent.Picked, []string{"read_file", "grep"})
 			}},
@@ -126,7 +126,7 @@ func TestR33ImportDecisions(t *testing.T) {
 			if tc.check != nil && !tc.check(d) {
 				t.Fatalf("intent %+v", d.Intent)
 			}
-			// R14: tool_search comes with any deferred tool of the set, so
+			// Tool_search comes with any deferred tool of the set, so
 			// a stored list with one (memory_read) gains it today, and only it.
 			gained := slices.DeleteFunc(slices.Clone(d.Gained), func(n string) bool { return n == resolver.ToolSearch })
 			if d.Kind != KindFollow && tc.tools != "true" && tc.tools != "false" && (len(gained) > 0 || len(d.Lost) > 0) {
@@ -136,7 +136,7 @@ func TestR33ImportDecisions(t *testing.T) {
 	}
 }
 
-// R33, R2: an import never stores an expanded list: a list that matches no
+// An import never stores an expanded list: a list that matches no
 // whole list and is longer than the picked bound is imported as a preset
 // or the defaults minus a few names, or skipped with the reason; the
 // bound is the engine's (Options.Limits).
@@ -158,7 +158,7 @@ func TestR33ImportRespectsBounds(t *testing.T) {
 	}
 }
 
-// R33: the file is strict: duplicate sessions, bad ids, unknown keys and
+// The file is strict: duplicate sessions, bad ids, unknown keys and
 // wrong types are refused or skipped with a message naming them.
 func TestR33ImportFileErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
@@ -189,7 +189,7 @@ func TestR33ImportFileErrors(t *testing.T) {
 	}
 }
 
-// R33: the plan is deterministic, and every decision's events, folded
+// The plan is deterministic, and every decision's events, folded
 // through the engine's rules, give the reported intent.
 func TestR33ImportDeterministicAndFolds(t *testing.T) {
 	reg := resolver.Default()

@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #29: an opencode-style dict {"bash": false} means every default tool
+// An opencode-style dict {"bash": false} means every default tool
 // except bash (not "all off", not "an empty list"), and a dict's true
 // names add to the defaults.
 func TestDictIsOpencodeOverlay(t *testing.T) {
@@ -51,9 +51,9 @@ func TestDictIsOpencodeOverlay(t *testing.T) {
 	}
 }
 
-// #29: a preset stored in reverse order has the preset's tools but not
+// A preset stored in reverse order has the preset's tools but not
 // its order, and the order is the prompt-cache prefix: it imports as the
-// preset (a picked list equal to a whole preset is refused, R2) and
+// preset (a picked list equal to a whole preset is refused) and
 // reports that it does not reproduce the stored list, naming both orders.
 func TestReversedPresetIsNotFaithful(t *testing.T) {
 	reg := resolver.Default()

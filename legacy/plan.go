@@ -20,7 +20,7 @@ const (
 	KindFollow = "follow"
 	// KindOff: the session stored an empty list or false: tools off.
 	KindOff = "off"
-	// KindOffWebSearch: the stored list is exactly [web_search] (R6).
+	// KindOffWebSearch: the stored list is exactly [web_search].
 	KindOffWebSearch = "off+web_search"
 	// KindEnabled: the stored list is the defaults of that time, with
 	// web_search through the overlay when it had it.
@@ -41,7 +41,7 @@ const (
 // aggregate's defaults, which are the engine's unless it was configured
 // otherwise.
 type Options struct {
-	// Limits are the picked and disabled bounds of the engine (R2).
+	// Limits are the picked and disabled bounds of the engine.
 	Limits aggregate.Limits
 }
 
@@ -68,7 +68,7 @@ type Decision struct {
 	// Today is the intent's resolution against the live registry.
 	Today []string `json:"today"`
 	// Gained and Lost compare Today with the stored list: tools added to
-	// the defaults or a preset since (the point of storing intent, R8),
+	// the defaults or a preset since (the point of storing intent),
 	// and stored tools that are gone or unavailable.
 	Gained []string `json:"gained,omitempty"`
 	Lost   []string `json:"lost,omitempty"`
@@ -98,14 +98,14 @@ type namedList struct {
 }
 
 // Plan decides the intent of each session of f against the live registry
-// reg (R33):
+// reg:
 //
 //   - no stored list: nothing to write (the session follows its profile),
 //     or WebSearchSet{true} when its web_search flag was on;
 //   - true / false: ToolsToggled{true} / ToolsToggled{false} (with
-//     WebSearchSet{true} when the flag was on: R6 for false);
+//     WebSearchSet{true} when the flag was on: off for false);
 //   - an empty list: ToolsToggled{false}; exactly [web_search]:
-//     ToolsToggled{false} and WebSearchSet{true} (R6);
+//     ToolsToggled{false} and WebSearchSet{true};
 //   - equal, as a set, to the defaults of that time (with or without
 //     web_search): ToolsToggled{true}, plus WebSearchSet{true} when the
 //     list had web_search or the flag was on;
@@ -122,7 +122,7 @@ type namedList struct {
 // list to reproduce. The "defaults" and "presets" of f (or of a session)
 // are the lists of the time; the live registry's available lists stand in
 // for the ones not given. Each decision's events are folded through
-// aggregate.Decide, so a choice the engine would refuse (R2) is not made.
+// aggregate.Decide, so a choice the engine would refuse is not made.
 // Plan is deterministic and reads nothing but its arguments.
 func Plan(reg *resolver.Registry, f File, opt Options) Report {
 	rep := Report{RegistryVersion: reg.Version()}

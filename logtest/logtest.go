@@ -1,9 +1,10 @@
-// Package logtest is the conformance suite of service.Log, in the pattern
-// of testing/slogtest: every implementation (the JetStream log, memlog)
-// runs the same cases, so the engine can rely on one contract (#25 item 7).
+// Package logtest is the conformance suite of the event log (the
+// contract service.Log states), in the pattern of testing/slogtest: every
+// implementation (the JetStream log, memlog) runs the same cases, so the
+// engine can rely on one contract. It needs no NATS.
 //
 //	func TestConformance(t *testing.T) {
-//		logtest.Run(t, func(t *testing.T) service.Log { return memlog.New() })
+//		logtest.Run(t, func(t *testing.T) logtest.Log { return memlog.New() })
 //	}
 package logtest
 
@@ -16,13 +17,24 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/logport"
 )
+
+// Log is the log under test: the method set of service.Log, over the
+// log's vocabulary (package logport).
+type Log interface {
+	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error)
+	LastSeq(ctx context.Context, session string) (uint64, error)
+	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
+	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
+	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
+	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error
+	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
+}
 
 // Run runs every case as a subtest, each on a fresh, empty log from
 // newLog (which registers its own cleanup with t).
-func Run(t *testing.T, newLog func(t *testing.T) service.Log) {
+func Run(t *testing.T, newLog func(t *testing.T) Log) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newLog(t)) })
@@ -31,7 +43,7 @@ func Run(t *testing.T, newLog func(t *testing.T) service.Log) {
 
 var cases = []struct {
 	name string
-	run  func(t *testing.T, l service.Log)
+	run  func(t *testing.T, l Log)
 }{
 	{"AppendThenRead", appendThenRead},
 	{"SequencesStreamWide", sequencesStreamWide},
@@ -58,7 +70,7 @@ func ev(session string) events.Envelope {
 	return events.New(session, "web", "alice", events.ToolsToggled{Enabled: on(true)})
 }
 
-func mustAppend(t *testing.T, l service.Log, session string, expected uint64, evs ...events.Envelope) jetstream.AppendResult {
+func mustAppend(t *testing.T, l Log, session string, expected uint64, evs ...events.Envelope) logport.AppendResult {
 	t.Helper()
 	r, err := l.Append(ctx, session, expected, evs...)
 	if err != nil {
@@ -67,7 +79,7 @@ func mustAppend(t *testing.T, l service.Log, session string, expected uint64, ev
 	return r
 }
 
-func ids(recs []jetstream.Record) []string {
+func ids(recs []logport.Record) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = r.Envelope.ID
@@ -83,7 +95,7 @@ func envIDs(evs ...events.Envelope) []string {
 	return out
 }
 
-func read(t *testing.T, l service.Log, session string, from, upTo uint64) []jetstream.Record {
+func read(t *testing.T, l Log, session string, from, upTo uint64) []logport.Record {
 	t.Helper()
 	recs, err := l.ReadSession(ctx, session, from, upTo)
 	if err != nil {
@@ -101,7 +113,7 @@ func read(t *testing.T, l service.Log, session string, from, upTo uint64) []jets
 	return recs
 }
 
-func seqsOf(recs []jetstream.Record) []uint64 {
+func seqsOf(recs []logport.Record) []uint64 {
 	out := make([]uint64, len(recs))
 	for i, r := range recs {
 		out[i] = r.Seq
@@ -109,7 +121,7 @@ func seqsOf(recs []jetstream.Record) []uint64 {
 	return out
 }
 
-func lastSeq(t *testing.T, l service.Log, session string) uint64 {
+func lastSeq(t *testing.T, l Log, session string) uint64 {
 	t.Helper()
 	n, err := l.LastSeq(ctx, session)
 	if err != nil {
@@ -122,9 +134,9 @@ func lastSeq(t *testing.T, l service.Log, session string) uint64 {
 	return n
 }
 
-// R23: an appended event reads back whole, at the sequence the append
+// An appended event reads back whole, at the sequence the append
 // returned; a session without events is at 0.
-func appendThenRead(t *testing.T, l service.Log) {
+func appendThenRead(t *testing.T, l Log) {
 	if n := lastSeq(t, l, "s1"); n != 0 {
 		t.Fatalf("empty session at %d, want 0", n)
 	}
@@ -150,9 +162,9 @@ func appendThenRead(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: sequences are stream-wide and grow; each session reads back only
+// Sequences are stream-wide and grow; each session reads back only
 // its own events, in append order.
-func sequencesStreamWide(t *testing.T, l service.Log) {
+func sequencesStreamWide(t *testing.T, l Log) {
 	var last = map[string]uint64{}
 	var want = map[string][]string{}
 	var prev uint64
@@ -171,14 +183,14 @@ func sequencesStreamWide(t *testing.T, l service.Log) {
 		if got := ids(recs); !slices.Equal(got, w) {
 			t.Fatalf("session %s read %v, want %v", s, got, w)
 		}
-		if !slices.IsSortedFunc(recs, func(a, b jetstream.Record) int { return int(a.Seq) - int(b.Seq) }) {
+		if !slices.IsSortedFunc(recs, func(a, b logport.Record) int { return int(a.Seq) - int(b.Seq) }) {
 			t.Fatalf("session %s read out of order", s)
 		}
 	}
 }
 
-// R23: a multi-event append stores every event at consecutive sequences.
-func batchAllOrNothing(t *testing.T, l service.Log) {
+// A multi-event append stores every event at consecutive sequences.
+func batchAllOrNothing(t *testing.T, l Log) {
 	evs := []events.Envelope{ev("s1"), ev("s1"), ev("s1")}
 	r := mustAppend(t, l, "s1", 0, evs...)
 	if r.Last-r.First != 2 {
@@ -189,7 +201,7 @@ func batchAllOrNothing(t *testing.T, l service.Log) {
 	}
 	// A stale batch stores none of its events.
 	_, err := l.Append(ctx, "s1", 0, ev("s1"), ev("s1"))
-	if !errors.Is(err, jetstream.ErrConflict) {
+	if !errors.Is(err, logport.ErrConflict) {
 		t.Fatalf("stale batch: %v, want ErrConflict", err)
 	}
 	if n := len(read(t, l, "s1", 0, 0)); n != 3 {
@@ -199,8 +211,8 @@ func batchAllOrNothing(t *testing.T, l service.Log) {
 
 func wantConflict(t *testing.T, err error, session string, expected, actual uint64) {
 	t.Helper()
-	var ce *jetstream.ConflictError
-	if !errors.Is(err, jetstream.ErrConflict) || !errors.As(err, &ce) {
+	var ce *logport.ConflictError
+	if !errors.Is(err, logport.ErrConflict) || !errors.As(err, &ce) {
 		t.Fatalf("error %v, want a *ConflictError", err)
 	}
 	if ce.Session != session || ce.Expected != expected || ce.Actual != actual {
@@ -208,9 +220,9 @@ func wantConflict(t *testing.T, err error, session string, expected, actual uint
 	}
 }
 
-// R23: an append whose expected sequence is stale is a conflict naming the
+// An append whose expected sequence is stale is a conflict naming the
 // session's sequence, and stores nothing.
-func conflictOnStale(t *testing.T, l service.Log) {
+func conflictOnStale(t *testing.T, l Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
 	mustAppend(t, l, "s2", 0, ev("s2")) // another session does not move s1
 	_, err := l.Append(ctx, "s1", 0, ev("s1"))
@@ -221,16 +233,16 @@ func conflictOnStale(t *testing.T, l service.Log) {
 	mustAppend(t, l, "s1", r.Last, ev("s1")) // the sequence it named works
 }
 
-// R23: an expected sequence beyond the session's is a conflict too.
-func conflictAhead(t *testing.T, l service.Log) {
+// An expected sequence beyond the session's is a conflict too.
+func conflictAhead(t *testing.T, l Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
 	_, err := l.Append(ctx, "s1", r.Last+5, ev("s1"))
 	wantConflict(t, err, "s1", r.Last+5, r.Last)
 }
 
-// R23: of concurrent appends with the same expected sequence exactly one
+// Of concurrent appends with the same expected sequence exactly one
 // is stored; the others are conflicts.
-func oneWinner(t *testing.T, l service.Log) {
+func oneWinner(t *testing.T, l Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
 	const n = 8
 	var wg sync.WaitGroup
@@ -244,7 +256,7 @@ func oneWinner(t *testing.T, l service.Log) {
 		switch {
 		case err == nil:
 			won++
-		case !errors.Is(err, jetstream.ErrConflict):
+		case !errors.Is(err, logport.ErrConflict):
 			t.Fatalf("concurrent append: %v, want success or ErrConflict", err)
 		}
 	}
@@ -256,9 +268,9 @@ func oneWinner(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: a re-send of stored events (same ids, same expectation) stores
+// A re-send of stored events (same ids, same expectation) stores
 // nothing and returns their sequences as a duplicate.
-func dedupeByID(t *testing.T, l service.Log) {
+func dedupeByID(t *testing.T, l Log) {
 	evs := []events.Envelope{ev("s1"), ev("s1")}
 	r := mustAppend(t, l, "s1", 0, evs...)
 	again := mustAppend(t, l, "s1", 0, evs...)
@@ -274,9 +286,9 @@ func dedupeByID(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: a re-send after the session moved on (another write after ours)
+// A re-send after the session moved on (another write after ours)
 // is still recognised as stored, not returned as a conflict.
-func dedupeAfterMoved(t *testing.T, l service.Log) {
+func dedupeAfterMoved(t *testing.T, l Log) {
 	e := ev("s1")
 	r := mustAppend(t, l, "s1", 0, e)
 	mustAppend(t, l, "s1", r.Last, ev("s1"))
@@ -286,14 +298,14 @@ func dedupeAfterMoved(t *testing.T, l service.Log) {
 	}
 }
 
-// #24 row 4: event ids stored on another session are refused, not handed
+// Event ids stored on another session are refused, not handed
 // back as this session's sequences.
-func idOfAnotherSession(t *testing.T, l service.Log) {
+func idOfAnotherSession(t *testing.T, l Log) {
 	e := ev("s1")
 	mustAppend(t, l, "s1", 0, e)
 	e.Session = "s2"
 	_, err := l.Append(ctx, "s2", 0, e)
-	if !errors.Is(err, jetstream.ErrKeyInUse) {
+	if !errors.Is(err, logport.ErrKeyInUse) {
 		t.Fatalf("append of s1's event id to s2: %v, want ErrKeyInUse", err)
 	}
 	if n := lastSeq(t, l, "s2"); n != 0 {
@@ -301,9 +313,9 @@ func idOfAnotherSession(t *testing.T, l service.Log) {
 	}
 }
 
-// R23: reads take [from, upTo], from 0 as 1, upTo 0 as the end; a range
+// Reads take [from, upTo], from 0 as 1, upTo 0 as the end; a range
 // past the end is empty.
-func readRanges(t *testing.T, l service.Log) {
+func readRanges(t *testing.T, l Log) {
 	var seqs []uint64
 	var last uint64
 	for range 5 {
@@ -311,7 +323,7 @@ func readRanges(t *testing.T, l service.Log) {
 		mustAppend(t, l, "other", lastSeq(t, l, "other"), ev("other")) // gaps in s1's sequences
 		seqs, last = append(seqs, r.Last), r.Last
 	}
-	seqOf := func(recs []jetstream.Record) []uint64 {
+	seqOf := func(recs []logport.Record) []uint64 {
 		out := make([]uint64, len(recs))
 		for i, r := range recs {
 			out[i] = r.Seq
@@ -339,14 +351,14 @@ func readRanges(t *testing.T, l service.Log) {
 }
 
 // ScanSession stops at fn's first error and returns it (errors.Is).
-func scanStops(t *testing.T, l service.Log) {
+func scanStops(t *testing.T, l Log) {
 	var last uint64
 	for range 3 {
 		last = mustAppend(t, l, "s1", last, ev("s1")).Last
 	}
 	stop := errors.New("stop here")
 	n := 0
-	err := l.ScanSession(ctx, "s1", 0, 0, func(jetstream.Record) error {
+	err := l.ScanSession(ctx, "s1", 0, 0, func(logport.Record) error {
 		n++
 		if n == 2 {
 			return stop
@@ -359,7 +371,7 @@ func scanStops(t *testing.T, l service.Log) {
 }
 
 // StoredAt says whether given ids are the session's events at a sequence.
-func storedAt(t *testing.T, l service.Log) {
+func storedAt(t *testing.T, l Log) {
 	evs := []events.Envelope{ev("s1"), ev("s1")}
 	r := mustAppend(t, l, "s1", 0, evs...)
 	other := mustAppend(t, l, "s2", 0, ev("s2"))
@@ -383,16 +395,16 @@ func storedAt(t *testing.T, l service.Log) {
 	}
 }
 
-// R1: a session id that is not one subject token fails every method with
+// A session id that is not one subject token fails every method with
 // events.ErrInvalidSession.
-func invalidSessions(t *testing.T, l service.Log) {
+func invalidSessions(t *testing.T, l Log) {
 	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "é"} {
 		e := ev("x")
 		e.Session = s
 		_, aerr := l.Append(ctx, s, 0, e)
 		_, lerr := l.LastSeq(ctx, s)
 		_, rerr := l.ReadSession(ctx, s, 0, 0)
-		serr := l.ScanSession(ctx, s, 0, 0, func(jetstream.Record) error { return nil })
+		serr := l.ScanSession(ctx, s, 0, 0, func(logport.Record) error { return nil })
 		for what, err := range map[string]error{"Append": aerr, "LastSeq": lerr, "ReadSession": rerr, "ScanSession": serr} {
 			if !errors.Is(err, events.ErrInvalidSession) {
 				t.Errorf("%s(%q): %v, want ErrInvalidSession", what, s, err)
@@ -403,7 +415,7 @@ func invalidSessions(t *testing.T, l service.Log) {
 
 // An append of no events, or of an event of another session, is refused
 // and stores nothing.
-func badEnvelopes(t *testing.T, l service.Log) {
+func badEnvelopes(t *testing.T, l Log) {
 	if _, err := l.Append(ctx, "s1", 0); err == nil {
 		t.Fatal("append of no events succeeded")
 	}
@@ -417,7 +429,7 @@ func badEnvelopes(t *testing.T, l service.Log) {
 
 // Context first on I/O: a cancelled context fails each call with an error
 // matching context.Canceled.
-func cancelled(t *testing.T, l service.Log) {
+func cancelled(t *testing.T, l Log) {
 	r := mustAppend(t, l, "s1", 0, ev("s1"))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -1,7 +1,7 @@
 // Package memlog is an in-memory event log implementing service.Log: the
 // same contract as the JetStream log (stream-wide sequences, appends with
 // an expected per-session sequence, all or nothing, deduplicated by event
-// id), checked by the same conformance suite, logtest.Run (#25 item 7).
+// id), checked by the same conformance suite, logtest.Run.
 //
 // It is for tests and tools that need a log without a NATS server. It is
 // not durable, its dedupe window is its whole life (JetStream's is
@@ -17,16 +17,16 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // Log is an in-memory event log. The zero value is an empty log ready for
 // use; a Log is safe for concurrent use.
 type Log struct {
 	mu   sync.Mutex
-	recs []jetstream.Record // recs[i] has sequence i+1
-	last map[string]uint64  // session -> sequence of its last event
-	ids  map[string]uint64  // event id -> its sequence
+	recs []logport.Record  // recs[i] has sequence i+1
+	last map[string]uint64 // session -> sequence of its last event
+	ids  map[string]uint64 // event id -> its sequence
 }
 
 // New returns an empty log.
@@ -45,29 +45,29 @@ func check(ctx context.Context, what, session string) error {
 // Append stores evs on session, all or nothing, provided the session's
 // last sequence is expected (0: no events). See service.Log for the
 // contract.
-func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error) {
+func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error) {
 	if err := check(ctx, "append to", session); err != nil {
-		return jetstream.AppendResult{}, err
+		return logport.AppendResult{}, err
 	}
 	if len(evs) == 0 {
-		return jetstream.AppendResult{}, errors.New("append: no events given")
+		return logport.AppendResult{}, errors.New("append: no events given")
 	}
-	if len(evs) > jetstream.MaxBatch {
-		return jetstream.AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), jetstream.MaxBatch)
+	if len(evs) > logport.MaxBatch {
+		return logport.AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), logport.MaxBatch)
 	}
 	data := make([][]byte, len(evs))
 	seen := make(map[string]bool, len(evs))
 	for i, e := range evs {
 		if e.Session != session {
-			return jetstream.AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
+			return logport.AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
 		}
 		if seen[e.ID] {
-			return jetstream.AppendResult{}, fmt.Errorf("append to %q: event id %s twice in one batch: give each event its own id", session, e.ID)
+			return logport.AppendResult{}, fmt.Errorf("append to %q: event id %s twice in one batch: give each event its own id", session, e.ID)
 		}
 		seen[e.ID] = true
 		b, err := events.Encode(e)
 		if err != nil {
-			return jetstream.AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
+			return logport.AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
 		}
 		data[i] = b
 	}
@@ -83,41 +83,41 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		if res, ok := l.storedAfter(session, expected, evs); ok {
 			return res, nil
 		}
-		return jetstream.AppendResult{}, &jetstream.ConflictError{Session: session, Expected: expected, Actual: actual}
+		return logport.AppendResult{}, &logport.ConflictError{Session: session, Expected: expected, Actual: actual}
 	}
 	if first, ok := l.ids[evs[0].ID]; ok {
 		if l.storedAtLocked(session, first, evs) {
-			return jetstream.AppendResult{First: first, Last: first + uint64(len(evs)) - 1, Duplicate: true}, nil
+			return logport.AppendResult{First: first, Last: first + uint64(len(evs)) - 1, Duplicate: true}, nil
 		}
-		return jetstream.AppendResult{}, fmt.Errorf("append to %q: %w", session, &jetstream.KeyInUseError{Key: evs[0].ID, Session: session})
+		return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, &logport.KeyInUseError{Key: evs[0].ID, Session: session})
 	}
 	for _, e := range evs[1:] {
 		if _, ok := l.ids[e.ID]; ok {
-			return jetstream.AppendResult{}, fmt.Errorf("append to %q: %w", session, &jetstream.KeyInUseError{Key: e.ID, Session: session})
+			return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, &logport.KeyInUseError{Key: e.ID, Session: session})
 		}
 	}
 	now := time.Now().UTC()
 	first := uint64(len(l.recs)) + 1
 	for i, e := range evs {
 		seq := first + uint64(i)
-		r := jetstream.Record{Seq: seq, Subject: session, Session: session, Time: now, MsgID: e.ID, Data: data[i]}
+		r := logport.Record{Seq: seq, Subject: session, Session: session, Time: now, MsgID: e.ID, Data: data[i]}
 		r.Envelope, r.Err = events.Decode(data[i])
 		l.recs = append(l.recs, r)
 		l.ids[e.ID] = seq
 	}
 	last := first + uint64(len(evs)) - 1
 	l.last[session] = last
-	return jetstream.AppendResult{First: first, Last: last}, nil
+	return logport.AppendResult{First: first, Last: last}, nil
 }
 
 // storedAfter reports whether evs are stored on the session, in order and
 // contiguously, after sequence expected, and where.
-func (l *Log) storedAfter(session string, expected uint64, evs []events.Envelope) (jetstream.AppendResult, bool) {
+func (l *Log) storedAfter(session string, expected uint64, evs []events.Envelope) (logport.AppendResult, bool) {
 	first, ok := l.ids[evs[0].ID]
 	if !ok || first <= expected || !l.storedAtLocked(session, first, evs) {
-		return jetstream.AppendResult{}, false
+		return logport.AppendResult{}, false
 	}
-	return jetstream.AppendResult{First: first, Last: first + uint64(len(evs)) - 1, Duplicate: true}, true
+	return logport.AppendResult{First: first, Last: first + uint64(len(evs)) - 1, Duplicate: true}, true
 }
 
 func (l *Log) storedAtLocked(session string, first uint64, evs []events.Envelope) bool {
@@ -147,9 +147,9 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 
 // ReadSession returns the session's events with sequence in [from, upTo]
 // (from 0 is 1; upTo 0: to the end), in order.
-func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
-	var out []jetstream.Record
-	err := l.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
+	var out []logport.Record
+	err := l.ScanSession(ctx, session, from, upTo, func(r logport.Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -163,7 +163,7 @@ func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error)
 
 // ReadSessionThrough is ReadSession: the memory log has no replicas to
 // lag behind.
-func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
+func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
 	return l.ReadSession(ctx, session, from, upTo)
 }
 
@@ -171,7 +171,7 @@ func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo
 // [from, upTo] (upTo 0: to the end at the time of the call), in order, and
 // returns fn's first error, wrapped. fn runs without the log's lock: it
 // may append.
-func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
 	if err := check(ctx, "read session", session); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64
 	if upTo == 0 || upTo > end {
 		upTo = end
 	}
-	var recs []jetstream.Record
+	var recs []logport.Record
 	for seq := from; seq <= upTo; seq++ {
 		if r := l.recs[seq-1]; r.Session == session {
 			recs = append(recs, r)

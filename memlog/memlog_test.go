@@ -5,10 +5,9 @@ import (
 
 	"github.com/toolintent/engine/logtest"
 	"github.com/toolintent/engine/memlog"
-	"github.com/toolintent/engine/service"
 )
 
-// #25 item 7: the in-memory log keeps the contract of service.Log.
+// The in-memory log keeps the contract of service.Log.
 func TestConformance(t *testing.T) {
-	logtest.Run(t, func(*testing.T) service.Log { return memlog.New() })
+	logtest.Run(t, func(*testing.T) logtest.Log { return memlog.New() })
 }

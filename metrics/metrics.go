@@ -35,7 +35,7 @@ type Metrics struct {
 	catalogChange *prometheus.CounterVec
 	requests      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
-	ret           *retention // retention of idle sessions (#30)
+	ret           *retention // retention of idle sessions
 	emb           *embeddingMetrics
 
 	chMu     sync.Mutex

@@ -9,7 +9,7 @@ import (
 )
 
 // registryPrune holds the metrics of the registry history's pruning
-// (#30, serve --registry-keep).
+// (serve --registry-keep).
 type registryPrune struct {
 	kept       prometheus.Gauge
 	referenced prometheus.Gauge

@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// retention holds the metrics of the retention of idle sessions (#30).
+// retention holds the metrics of the retention of idle sessions.
 type retention struct {
 	examined  prometheus.Counter
 	deleted   *prometheus.CounterVec

@@ -409,6 +409,14 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 			if err != nil {
 				return nil, err
 			}
+			for i := range gap {
+				// A gap's events are delivered as much as the others: one
+				// a writer handed over is taken as held (and a handoff
+				// after it refused), as the feed's own check does.
+				if g := &gap[i]; p.hand.held(g.Session, g.Seq, g.MsgID) {
+					g.Held = true
+				}
+			}
 			out = append(out, gap...)
 		}
 		out = append(out, r)

@@ -52,7 +52,7 @@ func benchRegistry(b *testing.B) *Registry {
 	return r
 }
 
-// R9: a cold expansion of a 500-tool registry, cache bypassed.
+// A cold expansion of a 500-tool registry, cache bypassed.
 func BenchmarkResolveCold(b *testing.B) {
 	r := benchRegistry(b)
 	req := Request{Session: Intent{Enabled: yes, WebSearch: yes, Disabled: []string{"tool_007", "tool_123"}}}
@@ -65,7 +65,7 @@ func BenchmarkResolveCold(b *testing.B) {
 	}
 }
 
-// R9: a cold expansion of a typical request against a 500-tool registry:
+// A cold expansion of a typical request against a 500-tool registry:
 // 40 defaults, cache bypassed.
 func BenchmarkResolveColdTypical(b *testing.B) {
 	r, err := Load(registryJSON(500, 40))
@@ -82,7 +82,7 @@ func BenchmarkResolveColdTypical(b *testing.B) {
 	}
 }
 
-// R9: a repeated request is served from the cache with 0 allocs/op.
+// A repeated request is served from the cache with 0 allocs/op.
 func BenchmarkResolveCached(b *testing.B) {
 	r := benchRegistry(b)
 	req := Request{Session: Intent{Enabled: yes, WebSearch: yes, Disabled: []string{"tool_007", "tool_123"}}, Profile: "coder"}
@@ -97,7 +97,7 @@ func BenchmarkResolveCached(b *testing.B) {
 	}
 }
 
-// R9: cached resolution under parallel load.
+// Cached resolution under parallel load.
 func BenchmarkResolveCachedParallel(b *testing.B) {
 	r := benchRegistry(b)
 	req := Request{Session: Intent{Preset: "half"}}
@@ -112,7 +112,7 @@ func BenchmarkResolveCachedParallel(b *testing.B) {
 	})
 }
 
-// R9: rendering 500 tools for Anthropic.
+// Rendering 500 tools for Anthropic.
 func BenchmarkRenderAnthropic(b *testing.B) {
 	r := benchRegistry(b)
 	res, _ := r.Resolve(Request{})
@@ -122,7 +122,7 @@ func BenchmarkRenderAnthropic(b *testing.B) {
 	}
 }
 
-// R11: loading a 500-tool registry file.
+// Loading a 500-tool registry file.
 func BenchmarkLoad(b *testing.B) {
 	data := bigRegistryJSON(500)
 	b.ReportAllocs()

@@ -1,6 +1,6 @@
 package resolver
 
-// Registry change impact (#31 item 3): what a candidate registry changes
+// Registry change impact: what a candidate registry changes
 // against the one in force, before it is pushed.
 
 import (
@@ -26,7 +26,7 @@ type RegistryDiff struct {
 	Removed []string `json:"removed,omitempty"`
 	// Changed are the tools of both whose contract bytes differ.
 	Changed []ToolChange `json:"changed,omitempty"`
-	// Embeddings are the tools of both whose embedding (issue #27's
+	// Embeddings are the tools of both whose embedding (the
 	// semantic path) is added, removed or changed, in the candidate's
 	// order. An embedding only ranks tool_search queries that carry a
 	// vector: it is not part of the contract, so these tools change no
@@ -36,7 +36,7 @@ type RegistryDiff struct {
 	// AllHashesChange is true when the registry versions differ: the
 	// version is hashed into every contract hash, so every session's
 	// contract hash changes even where its tools do not. A channel
-	// policy is not hashed in (#31): it changes contracts only through
+	// policy is not hashed in: it changes contracts only through
 	// the tools it withholds.
 	AllHashesChange bool `json:"all_hashes_change"`
 	// PolicyFrom and PolicyTo are the channel policy versions ("" none).
@@ -56,7 +56,7 @@ type RegistryDiff struct {
 // It is deterministic and reads nothing but the two registries.
 func Diff(cur, cand *Registry) RegistryDiff {
 	d := RegistryDiff{From: cur.version, To: cand.version, PolicyFrom: cur.PolicyVersion(), PolicyTo: cand.PolicyVersion()}
-	d.AllHashesChange = d.From != d.To // the policy is not hashed into contracts (#31)
+	d.AllHashesChange = d.From != d.To // the policy is not hashed into contracts
 	for i := range cand.tools {
 		t := &cand.tools[i]
 		old, ok := cur.Tool(t.Name)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// #31 item 3: Diff names the tools, presets, profiles and policy a
+// Diff names the tools, presets, profiles and policy a
 // candidate changes, and nothing for an identical registry.
 func TestDiffNamesChanges(t *testing.T) {
 	cur := policyRegistry(t, testPolicy)

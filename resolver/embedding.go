@@ -1,6 +1,6 @@
 package resolver
 
-// Tool embeddings (issue #27's optional semantic path): a vector per tool,
+// Tool embeddings (the optional semantic path): a vector per tool,
 // computed by the operator's embedding model, that tool_search fuses with
 // its keyword ranking when a search carries the query's vector. The
 // engine never computes one.

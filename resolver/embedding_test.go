@@ -50,7 +50,7 @@ var fixedVectors = map[string]any{
 	"memory_read":        []any{json.Number("0.1"), json.Number("-2.5e-3"), json.Number("1E2"), json.Number("0.30000001")},
 }
 
-// #27: a tool's embedding loads as float32 numbers and stays in the
+// A tool's embedding loads as float32 numbers and stays in the
 // canonical registry file: load, marshal, load, marshal is a fixed point,
 // with each number in its shortest float32 form.
 func TestEmbeddingLoadMarshalFixedPoint(t *testing.T) {
@@ -95,7 +95,7 @@ func TestEmbeddingLoadMarshalFixedPoint(t *testing.T) {
 	}
 }
 
-// #27: an embedding is not part of the contract: the same registry with
+// An embedding is not part of the contract: the same registry with
 // and without embeddings gives the same tool hashes, contract hashes and
 // provider renderings, and a tool encodes without it.
 func TestEmbeddingNotInContract(t *testing.T) {
@@ -139,7 +139,7 @@ func TestEmbeddingNotInContract(t *testing.T) {
 	}
 }
 
-// #27: a bad embedding fails the load with an error that names the tool
+// A bad embedding fails the load with an error that names the tool
 // and says what to do.
 func TestEmbeddingLoadErrors(t *testing.T) {
 	long := make([]any, MaxEmbeddingDim+1)
@@ -172,7 +172,7 @@ func TestEmbeddingLoadErrors(t *testing.T) {
 	}
 }
 
-// #27: Diff reports an embedding change as a change of the registry that
+// Diff reports an embedding change as a change of the registry that
 // changes no contract: the tools are listed in Embeddings, not Changed,
 // and no preset, profile or defaults expansion changes.
 func TestDiffEmbeddings(t *testing.T) {
@@ -215,7 +215,7 @@ func mergeVecs(a, b map[string]any) map[string]any {
 	return out
 }
 
-// #27: any embedding text either fails the load with ErrInvalidRegistry
+// Any embedding text either fails the load with ErrInvalidRegistry
 // or loads as 1 to 4096 finite numbers, not all zero, whose canonical
 // form is a load/marshal fixed point.
 func FuzzEmbedding(f *testing.F) {

@@ -9,7 +9,7 @@ import (
 // Calibration of the cheap token estimator against a real BPE tokenizer
 // (cl100k_base, in package deferral) on rendered Anthropic tools arrays;
 // deferral's tests keep each half within 15% on differently shaped
-// registries (R17).
+// registries.
 const (
 	// proseBytesPerToken is the bytes-per-token ratio of descriptions
 	// (English prose, Markdown lists, inline code) as they appear in the
@@ -24,7 +24,7 @@ const (
 )
 
 // EstimateToolTokens estimates what a tool costs when its full schema is
-// in the provider array (R17): its description, its parameter schema, its
+// in the provider array: its description, its parameter schema, its
 // name and a small wrapper, all counted. It uses no tokenizer:
 // descriptions and schemas each have their own calibrated bytes-per-token
 // ratio. It is the one estimate behind deferral's budget and the

@@ -23,7 +23,7 @@ const exampleRegistry = `{
   "profiles": {"reader": {"allowed": ["read_file", "tool_search"]}}
 }`
 
-// R7, R8: a session stores only its intent; the tool list is expanded from
+// A session stores only its intent; the tool list is expanded from
 // the live registry on every request.
 func ExampleRegistry_Resolve() {
 	reg, err := resolver.Load([]byte(exampleRegistry))
@@ -35,7 +35,7 @@ func ExampleRegistry_Resolve() {
 	for _, req := range []resolver.Request{
 		{Session: intent.Intent{Enabled: &on, WebSearch: &on, Disabled: []string{"bash"}}},
 		{Profile: "reader"},
-		{Session: intent.Intent{Enabled: &off, WebSearch: &on}}, // web_search is deferred here: tool_search comes with it (R14)
+		{Session: intent.Intent{Enabled: &off, WebSearch: &on}}, // web_search is deferred here: tool_search comes with it
 		{Override: intent.Override{Kind: intent.OverrideNames, Names: []string{"bash", "ghost"}}},
 	} {
 		res, err := reg.Resolve(req)
@@ -55,7 +55,7 @@ func ExampleRegistry_Resolve() {
 	// send_message deferred: true
 }
 
-// R25: Explain says which rule put a tool in the set or left it out.
+// Explain says which rule put a tool in the set or left it out.
 func ExampleRegistry_Explain() {
 	reg, _ := resolver.Load([]byte(exampleRegistry))
 	req := resolver.Request{Session: intent.Intent{Preset: "research"}}
@@ -71,7 +71,7 @@ func ExampleRegistry_Explain() {
 	//   the session intent chose preset "research", which does not include "bash" in registry example-1
 }
 
-// R9: rendering is byte-identical for identical input; the cache
+// Rendering is byte-identical for identical input; the cache
 // breakpoint is on the last tool.
 func ExampleRenderAnthropic() {
 	reg, _ := resolver.Load([]byte(exampleRegistry))
@@ -83,7 +83,7 @@ func ExampleRenderAnthropic() {
 	// [{"type":"function","name":"read_file","description":"Read a file.","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":false}]
 }
 
-// R11: a registry file is validated as a whole; every problem is reported.
+// A registry file is validated as a whole; every problem is reported.
 func ExampleLoad() {
 	_, err := resolver.Load([]byte(`{"version":"v1",
 	  "tools":[{"name":"tool_search","description":"Load tools.","parameters":{"type":"object"}}],
@@ -96,7 +96,7 @@ func ExampleLoad() {
 	// invalid registry: presets.full[1]: unknown tool "ghost"; add it to tools or remove it from the list
 }
 
-// R19: the contract hash of a resolution covers its tools and the registry
+// The contract hash of a resolution covers its tools and the registry
 // version.
 func ExampleContractHash() {
 	reg, _ := resolver.Load([]byte(exampleRegistry))

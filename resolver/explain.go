@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Explain says why tool is or is not in Resolve(req).Tools (R25): the rule
+// Explain says why tool is or is not in Resolve(req).Tools: the rule
 // of the expansion that decided, and a one-sentence Detail. Rules:
 //
 //	unknown-tool            the registry has no such tool
@@ -13,22 +13,22 @@ import (
 //	override-empty          the per-turn override is an empty list
 //	override-names          named by a per-turn override list (included)
 //	not-in-override-names   a per-turn override list that does not name it
-//	enabled=false           the intent switches tools off (R6)
-//	web_search-overlay      added by web_search=true (R7); the overlay never removes
+//	enabled=false           the intent switches tools off
+//	web_search-overlay      added by web_search=true; the overlay never removes
 //	web_search=false        web_search is out and the overlay is false, which adds
-//	                        nothing (R7); the Detail gives the expansion's own reason
+//	                        nothing; the Detail gives the expansion's own reason
 //	picked / not-picked     the intent's picked list does / does not name it
 //	preset:P / not-in-preset:P
 //	profile:P / not-in-profile:P
 //	default-tools / not-in-defaults
-//	not-allowed             filtered out of the defaults by the override's allowed list (R11)
-//	not-allowed-by-profile:P  filtered out of the defaults by the profile's allowed list (R11)
+//	not-allowed             filtered out of the defaults by the override's allowed list
+//	not-allowed-by-profile:P  filtered out of the defaults by the profile's allowed list
 //	disabled-by-session / disabled-by-override
 //	unavailable             selected, but not available in this deployment
-//	tool_search-guard       tool_search added because deferred tools are in the set (R14)
-//	deferred-without-tool_search  a deferred tool left out because tool_search is disabled (R14)
+//	tool_search-guard       tool_search added because deferred tools are in the set
+//	deferred-without-tool_search  a deferred tool left out because tool_search is disabled
 //	channel-deny:C:P@V / channel-max-permission:C:M@V / decision[i]:deny:...@V
-//	                        selected, but withheld by channel policy V for the request's channel (#31)
+//	                        selected, but withheld by channel policy V for the request's channel
 //
 // Included always agrees with Resolve. The output is deterministic.
 func (r *Registry) Explain(req Request, tool string) Explanation {
@@ -68,8 +68,8 @@ func (r *Registry) Explain(req Request, tool string) Explanation {
 	default:
 		r.explainIntent(&ex, &req.Session, nil, req.Profile, available, "session intent", "disabled-by-session")
 	}
-	r.explainPolicy(&ex, &req) // #31
-	r.explainReach(&ex, req)   // R14
+	r.explainPolicy(&ex, &req)
+	r.explainReach(&ex, req)
 	return ex
 }
 
@@ -78,7 +78,7 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	isWS := tool == WebSearch
 	wsOn := in.WebSearch != nil && *in.WebSearch
 	// exclude sets the rule that keeps the tool out. For web_search the
-	// overlay is part of the reason (it would add it back, R6/R7): with
+	// overlay is part of the reason (it would add it back): with
 	// web_search=false the rule names the overlay, the Detail gives the
 	// expansion's own reason; unset only adds a note.
 	exclude := func(rule, detail string) {

@@ -14,7 +14,7 @@ import (
 // FuzzLoad: the registry parser never panics; it either returns
 // ErrInvalidRegistry or a registry whose schemas are canonical, whose
 // canonical encoding round-trips byte for byte, where tool_search is never
-// deferred (R14) and whose renderings are valid JSON (R9). Seed corpus in
+// deferred and whose renderings are valid JSON. Seed corpus in
 // testdata/fuzz/FuzzLoad.
 func FuzzLoad(f *testing.F) {
 	f.Add(DefaultRegistryJSON())
@@ -55,7 +55,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// #21: the contract hash equals an independent implementation of
+		// The contract hash equals an independent implementation of
 		// its documented byte layout (refContractHash), not itself.
 		if want := refContractHash(r.Version(), res.Tools); res.ContractHash != want {
 			t.Fatalf("contract hash %s, the documented layout gives %s", res.ContractHash, want)

@@ -71,7 +71,7 @@ func boolByte(v bool) byte {
 // description, parameters, permission, availability, deferral mark and
 // provider-native forms. Two
 // tools have the same ToolHash exactly when those agree, so a checkpoint can
-// say which tool of a contract changed (R20).
+// say which tool of a contract changed.
 func ToolHash(t Tool) string {
 	d := toolDigest(&t)
 	return hex.EncodeToString(d[:])
@@ -85,8 +85,8 @@ func ToolHash(t Tool) string {
 //	"toolintent/contract/v1\x00" u32be len(version) version u32be len(tools)
 //	sha256(tool 0) sha256(tool 1) ...
 //
-// Order matters: the provider prompt cache does (R9). It is the hash a
-// Resolution carries and a checkpoint records (R19, R20).
+// Order matters: the provider prompt cache does. It is the hash a
+// Resolution carries and a checkpoint records.
 func ContractHash(version string, tools []Tool) string {
 	h := newContractHash(contractPrefix(version), len(tools))
 	for i := range tools {
@@ -99,7 +99,7 @@ func ContractHash(version string, tools []Tool) string {
 // ContractHashFromToolHashes computes ContractHash from a registry version
 // and the ToolHash of each tool of the contract, in order. A checkpoint that
 // records (name, ToolHash) entries can so check that they add up to its
-// contract hash without the tools themselves (R20). A malformed tool hash
+// contract hash without the tools themselves. A malformed tool hash
 // is an error naming its position.
 func ContractHashFromToolHashes(version string, toolHashes []string) (string, error) {
 	h := newContractHash(contractPrefix(version), len(toolHashes))

@@ -9,7 +9,7 @@ import (
 
 var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// R11, R19, R20: the contract hash covers every contract field of every
+// The contract hash covers every contract field of every
 // tool, the tool order and the registry version.
 func TestContractHashCoversEveryField(t *testing.T) {
 	base := []Tool{
@@ -44,14 +44,14 @@ func TestContractHashCoversEveryField(t *testing.T) {
 		}
 	}
 	if ContractHash("v2", base) == h0 {
-		t.Error("changing the registry version does not change the contract hash (R11)")
+		t.Error("changing the registry version does not change the contract hash")
 	}
 	if ContractHash("v1", nil) == ContractHash("v2", nil) || !hexSHA256.MatchString(ContractHash("", nil)) {
 		t.Error("empty contracts of two versions collide")
 	}
 }
 
-// R20: ToolHash tells which tool changed; it ignores position.
+// ToolHash tells which tool changed; it ignores position.
 func TestToolHash(t *testing.T) {
 	a := Tool{Name: "a", Description: "A.", Parameters: json.RawMessage(`{"type":"object"}`), Available: true}
 	h := ToolHash(a)
@@ -74,7 +74,7 @@ func TestToolHash(t *testing.T) {
 	}
 }
 
-// R19: a resolution's hash is ContractHash over its tools, for the default
+// A resolution's hash is ContractHash over its tools, for the default
 // registry too.
 func TestResolutionContractHash(t *testing.T) {
 	reg := Default()
@@ -89,7 +89,7 @@ func TestResolutionContractHash(t *testing.T) {
 	}
 }
 
-// R20: a contract hash can be recomputed from its tools' ToolHash values.
+// A contract hash can be recomputed from its tools' ToolHash values.
 func TestContractHashFromToolHashes(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	res, err := reg.Resolve(Request{Session: Intent{Preset: "full", WebSearch: yes}})
@@ -114,7 +114,7 @@ func TestContractHashFromToolHashes(t *testing.T) {
 	}
 }
 
-// #28: a resolution from Registry.Resolve answers ToolHashAt from the
+// A resolution from Registry.Resolve answers ToolHashAt from the
 // digests its contract hash was computed with: the same as hashing each
 // tool again, for every tool, budget-deferred ones included; a
 // resolution built by hand hashes.

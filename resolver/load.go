@@ -348,13 +348,13 @@ func build(data []byte) (*Registry, error) {
 			}
 		}
 	}
-	l.policy(r, root.get("channel_policy")) // #31; after profiles, which decisions may name
+	l.policy(r, root.get("channel_policy")) // After profiles, which decisions may name
 
 	if len(l.problems) > 0 {
 		return nil, errors.Join(l.problems...)
 	}
 
-	// Deferral marks: guard 1 of R14 is the explicit name check in
+	// Deferral marks: guard 1 is the explicit name check in
 	// markDeferral; guard 2 is IsResident answering true for tool_search
 	// whatever the lists say.
 	r.markDeferral(explicitResident)
@@ -370,10 +370,10 @@ func build(data []byte) (*Registry, error) {
 		d := toolDigest(t)
 		r.digests = append(r.digests, d[:]...)
 	}
-	// The channel policy is not hashed into the contract (#31): a contract
+	// The channel policy is not hashed into the contract: a contract
 	// is the tools a request carries, so a policy that narrows a channel's
 	// tools changes that channel's contract through them, and a checkpoint's
-	// (name, ToolHash) entries add up to its hash (R20).
+	// (name, ToolHash) entries add up to its hash.
 	r.prefix = contractPrefix(r.version)
 	r.embeddingDim = l.embDim
 	r.cache.init()

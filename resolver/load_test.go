@@ -56,7 +56,7 @@ func (d *tDoc) bytes(t testing.TB) []byte {
 	return b
 }
 
-// R11: the registry is data loaded from a file; "available" defaults to
+// The registry is data loaded from a file; "available" defaults to
 // true.
 func TestLoadBaseDoc(t *testing.T) {
 	r, err := Load(baseDoc().bytes(t))
@@ -72,7 +72,7 @@ func TestLoadBaseDoc(t *testing.T) {
 	}
 }
 
-// R11 (registry is validated data): every bad-input class is rejected with
+// Every bad-input class is rejected with
 // ErrInvalidRegistry and a message naming the bad value.
 func TestLoadRejects(t *testing.T) {
 	f := false
@@ -187,7 +187,7 @@ func TestLoadRejects(t *testing.T) {
 	}
 }
 
-// R9, R11: parameter schemas are stored canonical, so formatting and key
+// Parameter schemas are stored canonical, so formatting and key
 // order of the file never reach bytes or hashes.
 func TestLoadCanonicalParameters(t *testing.T) {
 	a := baseDoc()
@@ -219,7 +219,7 @@ func TestLoadCanonicalParameters(t *testing.T) {
 	}
 }
 
-// R9: Canonicalize sorts keys recursively, compacts, and is idempotent.
+// Canonicalize sorts keys recursively, compacts, and is idempotent.
 func TestCanonicalize(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{`{"b":1,"a":{"d":[1, {"z":null,"y":true}],"c":false}}`, `{"a":{"c":false,"d":[1,{"y":true,"z":null}]},"b":1}`},
@@ -244,7 +244,7 @@ func TestCanonicalize(t *testing.T) {
 	}
 }
 
-// R13, R14: deferral marks come from RESIDENT_TOOLS (derived when absent),
+// Deferral marks come from RESIDENT_TOOLS (derived when absent),
 // deferred defaults stay in the defaults, tool_search is never deferred.
 func TestLoadDeferralMarks(t *testing.T) {
 	r, err := Load(baseDoc().bytes(t))
@@ -264,7 +264,7 @@ func TestLoadDeferralMarks(t *testing.T) {
 	if got := r.DefaultTools(); !slices.Contains(got, "send_message") {
 		t.Errorf("deferred default left the defaults: %q", got)
 	}
-	// Guard 2 of R14: an explicit resident list without tool_search.
+	// Guard 2: an explicit resident list without tool_search.
 	d := baseDoc()
 	d.Resident = &[]string{"read_file"}
 	r, err = Load(d.bytes(t))
@@ -277,7 +277,7 @@ func TestLoadDeferralMarks(t *testing.T) {
 	if r.IsResident("ghost") {
 		t.Errorf("unknown name reported resident")
 	}
-	// Marking is idempotent (R13): loading the marshalled registry again
+	// Marking is idempotent: loading the marshalled registry again
 	// yields the same marks and bytes.
 	m1, _ := r.MarshalJSON()
 	r2, err := Load(m1)
@@ -290,7 +290,7 @@ func TestLoadDeferralMarks(t *testing.T) {
 	}
 }
 
-// R11: accessors return copies; the registry cannot be changed through them.
+// Accessors return copies; the registry cannot be changed through them.
 func TestRegistryAccessorsCopy(t *testing.T) {
 	r := mustLoadFile(t, "small_registry.json")
 	r.Tools()[0].Name = "x"
@@ -332,7 +332,7 @@ func TestRegistryAccessorsCopy(t *testing.T) {
 	}
 }
 
-// R11: LoadFile wraps the path into its errors.
+// LoadFile wraps the path into its errors.
 func TestLoadFile(t *testing.T) {
 	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing.json")); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("got %v; want not-exist", err)
@@ -346,7 +346,7 @@ func TestLoadFile(t *testing.T) {
 	}
 }
 
-// R9: MarshalJSON is canonical: loading its output and marshalling again
+// MarshalJSON is canonical: loading its output and marshalling again
 // gives the same bytes, and resolutions agree.
 func TestMarshalRoundTrip(t *testing.T) {
 	for _, r := range []*Registry{mustLoadFile(t, "small_registry.json"), Default()} {
@@ -373,7 +373,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 	}
 }
 
-// R13, R14, R18: the embedded default registry loads, keeps the seed's
+// The embedded default registry loads, keeps the seed's
 // DEFERRED_DEFAULT_TOOLS in the defaults but not resident, and never defers
 // tool_search.
 func TestDefaultRegistry(t *testing.T) {

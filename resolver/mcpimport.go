@@ -65,7 +65,7 @@ type mcpTool struct {
 	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
-// ImportMCP adds MCP servers' tools to a registry file (issue #15) and
+// ImportMCP adds MCP servers' tools to a registry file and
 // returns the new file: each tool becomes mcp__<server>__<tool> with its
 // description and input schema, permission "mcp:<server>"; each server a
 // namespace (deferred unless opt.Resident or opt.AutoDefer); default_tools

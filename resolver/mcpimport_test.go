@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue #15: tools/list results become namespaced, deferred registry
+// Tools/list results become namespaced, deferred registry
 // tools; names outside the provider rule are rewritten and reported;
 // equal inputs give equal bytes.
 func TestImportMCP(t *testing.T) {

@@ -70,7 +70,7 @@ func (a AutoDefer) Budget() int {
 
 // DefaultCatalogMaxTokens is the catalog budget when the registry sets
 // none: above it the catalog lists namespaces with counts instead of
-// every name (R15).
+// every name.
 const DefaultCatalogMaxTokens = 2000
 
 var namespaceKeys = []string{"description", "defer"}
@@ -165,8 +165,8 @@ func (l *loader) autoDeferConfig(r *Registry, root *jnode) {
 	r.autoDefer = a
 }
 
-// markDeferral sets every tool's deferral mark (R13) and what auto_defer
-// may change: tool_search is never deferred (guard 1 of R14); a tool's own
+// markDeferral sets every tool's deferral mark and what auto_defer
+// may change: tool_search is never deferred (guard 1); a tool's own
 // defer flag wins, then its namespace's flag, then RESIDENT_TOOLS. Tools
 // with no explicit decision (no flag, not in an explicit resident_tools
 // list) are the ones auto_defer may defer when they are resident.
@@ -227,7 +227,7 @@ func (r *Registry) Namespace(name string) (Namespace, bool) {
 // AutoDefer returns the registry's deferral-by-budget setting (zero: off).
 func (r *Registry) AutoDefer() AutoDefer { return r.autoDefer }
 
-// CatalogMaxTokens returns the catalog budget (R15): above it a catalog
+// CatalogMaxTokens returns the catalog budget: above it a catalog
 // lists namespaces with counts instead of every name.
 func (r *Registry) CatalogMaxTokens() int {
 	if r.catalogMaxTokens == 0 {
@@ -252,7 +252,7 @@ func (r *Registry) ToolDeferFlag(name string) *bool {
 // eligible tools, largest first (ties: registry order), until they fit or
 // none is left. It returns the deferred registry indices as a set, or nil
 // when nothing is deferred. tool_search's cost counts as soon as anything
-// is deferred, since R14 then brings it in.
+// is deferred, then brings it in.
 func (r *Registry) budgetDefer(out []int32) bitset {
 	budget := r.autoDefer.Budget()
 	if budget <= 0 {

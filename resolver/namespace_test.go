@@ -34,7 +34,7 @@ func loadMCP(t *testing.T, extra string) *Registry {
 	return r
 }
 
-// Issue #15: names split into namespace and tool as MCP clients write them.
+// Names split into namespace and tool as MCP clients write them.
 func TestNamespaceOf(t *testing.T) {
 	for in, want := range map[string][2]string{
 		"mcp__github__create_issue": {"github", "create_issue"},
@@ -53,7 +53,7 @@ func TestNamespaceOf(t *testing.T) {
 	}
 }
 
-// R13, issue #15: a tool's own defer flag wins over its namespace's flag,
+// A tool's own defer flag wins over its namespace's flag,
 // which wins over RESIDENT_TOOLS; tool_search is never deferred; patterns
 // in registry lists expand in registry order.
 func TestDeferralFlags(t *testing.T) {
@@ -86,7 +86,7 @@ func TestDeferralFlags(t *testing.T) {
 	}
 }
 
-// Issue #15: bad namespace and flag settings are refused with the fix.
+// Bad namespace and flag settings are refused with the fix.
 func TestNamespaceLoadErrors(t *testing.T) {
 	for extra, want := range map[string]string{
 		`,"auto_defer":{"context_window":10}`:                           "auto_defer.context_window",
@@ -111,7 +111,7 @@ func TestNamespaceLoadErrors(t *testing.T) {
 	}
 }
 
-// R11, issue #15: the canonical encoding keeps flags, namespaces,
+// The canonical encoding keeps flags, namespaces,
 // auto_defer and the catalog budget, and loads back to the same registry.
 func TestMarshalKeepsNamespaces(t *testing.T) {
 	r := loadMCP(t, `,"auto_defer":{"context_window":200000,"max_share":0.05},"catalog_max_tokens":500`)
@@ -141,9 +141,9 @@ func TestMarshalKeepsNamespaces(t *testing.T) {
 	}
 }
 
-// Issue #15: auto_defer defers the largest tools without an explicit
+// Auto_defer defers the largest tools without an explicit
 // decision while the resident ones exceed the budget, and then brings
-// tool_search in (R14); tools with a flag stay as flagged.
+// tool_search in; tools with a flag stay as flagged.
 func TestAutoDefer(t *testing.T) {
 	off := loadMCP(t, "")
 	on := loadMCP(t, `,"auto_defer":{"context_window":10000,"max_share":0.02}`) // 200 tokens
@@ -193,7 +193,7 @@ func TestAutoDefer(t *testing.T) {
 	}
 }
 
-// R1, issue #15: patterns in disabled, picked, override names and allowed
+// Patterns in disabled, picked, override names and allowed
 // select every tool they match, in registry order; Explain agrees.
 func TestIntentPatterns(t *testing.T) {
 	r := loadMCP(t, `,"profiles":{"gh":{"allowed":["read_file","mcp__github__*"]}}`)

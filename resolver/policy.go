@@ -1,6 +1,6 @@
 package resolver
 
-// Channel policy and permission decisions (#31): data in the registry
+// Channel policy and permission decisions: data in the registry
 // file's "channel_policy" section that narrows a resolution per channel
 // and decides, per tool, whether a call is allowed, asked or denied.
 
@@ -297,7 +297,7 @@ func specificity(pattern string) int {
 	return len(pattern) - strings.Count(pattern, "*") - strings.Count(pattern, "?")
 }
 
-// Decide decides a call of tool in channel under profile (#31). The order:
+// Decide decides a call of tool in channel under profile. The order:
 //
 //  1. no policy: allow (rule "default-allow");
 //  2. the channel's rule (its own, else "*"): a deny pattern matching the
@@ -358,7 +358,7 @@ func b2i(b bool) int {
 // applyPolicy drops from out the tools that req's channel and profile
 // deny, returning the kept indices and the withheld names in order. It
 // returns out unchanged when there is no policy. tool_search is never
-// withheld (R14): it only loads tools of the set, which the policy has
+// withheld: it only loads tools of the set, which the policy has
 // already narrowed.
 func (r *Registry) applyPolicy(out []int32, req *Request) ([]int32, []string) {
 	if r.policy == nil || len(out) == 0 {
@@ -420,7 +420,7 @@ func (p *Policy) appendJSON(b []byte) []byte {
 }
 
 // explainPolicy turns an explanation of a tool the expansion includes into
-// the policy's refusal when the channel policy withholds it (#31).
+// the policy's refusal when the channel policy withholds it.
 func (r *Registry) explainPolicy(ex *Explanation, req *Request) {
 	if r.policy == nil || !ex.Included || ex.Tool == ToolSearch {
 		return
@@ -440,7 +440,7 @@ const maxChannelLen = 64
 // validChannelKey reports whether a policy's channel key can match a
 // request: AnyChannel, or 1 to maxChannelLen bytes of [A-Za-z0-9_-] (the
 // channel token rule of the API). A key such as "public " would
-// otherwise leave the channel it meant unrestricted without a word (#31).
+// otherwise leave the channel it meant unrestricted without a word.
 func validChannelKey(name string) bool {
 	if name == AnyChannel {
 		return true

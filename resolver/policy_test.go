@@ -1,6 +1,6 @@
 package resolver
 
-// Tests of the channel policy and permission decisions (#31).
+// Tests of the channel policy and permission decisions.
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ const testPolicy = `{"version":"pol-1",
   {"tool":"mcp__github__*","decision":"ask"},{"tool":"mcp__github__get_issue","decision":"allow"},
   {"tool":"write_file","profile":"coder","decision":"ask"},{"tool":"write_file","profile":"coder","channel":"web","decision":"allow"}]}`
 
-// #31 item 1: a channel denied bash never receives it, whatever the
+// A channel denied bash never receives it, whatever the
 // intent or the override asks; another channel of the same registry does.
 func TestPolicyChannelNeverReceivesDenied(t *testing.T) {
 	r := policyRegistry(t, testPolicy)
@@ -78,7 +78,7 @@ func TestPolicyChannelNeverReceivesDenied(t *testing.T) {
 	}
 }
 
-// #31 item 1: the maximum permission holds for MCP tools matched by
+// The maximum permission holds for MCP tools matched by
 // pattern, and a channel only narrows: its set is a subsequence of the
 // unfiltered one.
 func TestPolicyMaxPermissionNarrowsMCP(t *testing.T) {
@@ -115,10 +115,10 @@ func TestPolicyMaxPermissionNarrowsMCP(t *testing.T) {
 	}
 }
 
-// #31 item 1: the result is deterministic and byte-stable per channel
+// The result is deterministic and byte-stable per channel
 // (cached and uncached agree; rendering is identical). A policy's version
 // alone is not part of the contract hash: the contract is the tools, and
-// the (name, ToolHash) entries of a checkpoint must add up to it (R20);
+// the (name, ToolHash) entries of a checkpoint must add up to it;
 // a policy that withholds a tool changes the contract through the tools.
 func TestPolicyDeterministicPerChannel(t *testing.T) {
 	r := policyRegistry(t, testPolicy)
@@ -153,7 +153,7 @@ func TestPolicyDeterministicPerChannel(t *testing.T) {
 	}
 }
 
-// #31 item 2: most specific wins, in the documented order.
+// Most specific wins, in the documented order.
 func TestPolicyDecideMostSpecific(t *testing.T) {
 	r := policyRegistry(t, testPolicy)
 	cases := []struct {
@@ -182,7 +182,7 @@ func TestPolicyDecideMostSpecific(t *testing.T) {
 	}
 }
 
-// #31: the policy round-trips through the canonical encoding, and bad
+// The policy round-trips through the canonical encoding, and bad
 // policies are refused naming the value.
 func TestPolicyLoadAndMarshal(t *testing.T) {
 	r := policyRegistry(t, testPolicy)

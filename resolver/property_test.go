@@ -51,7 +51,7 @@ func (m *regModel) tool(name string) (mTool, bool) {
 
 // isDeferred is the contract's deferral mark: not in RESIDENT_TOOLS (as
 // given, or derived as default_tools − deferred_default_tools), never
-// tool_search (R13, R14).
+// tool_search.
 func (m *regModel) isDeferred(name string) bool {
 	if name == ToolSearch {
 		return false
@@ -62,7 +62,7 @@ func (m *regModel) isDeferred(name string) bool {
 	return !slices.Contains(m.defaults, name) || slices.Contains(m.deferred, name)
 }
 
-// refReach is R14 written literally: a set with a deferred tool also
+// refReach is the reachability rule written literally: a set with a deferred tool also
 // holds tool_search, unless the intent disabled tool_search, which drops
 // the deferred tools instead.
 func refReach(m *regModel, names []string, in *Intent) []string {
@@ -352,7 +352,7 @@ func drawRequest(t *rapid.T, m *regModel) Request {
 }
 
 // refResolve is the contract's expansion written literally over strings:
-// the reference that Resolve must match (R4–R8, R11).
+// the reference that Resolve must match.
 func refResolve(m *regModel, req Request) (names, unknown []string, source string, err error) {
 	avail := func(name string) bool { t, ok := m.tool(name); return ok && t.avail }
 	addUnknown := func(name string) {
@@ -392,7 +392,7 @@ func refResolve(m *regModel, req Request) (names, unknown []string, source strin
 		return nil, nil, "", ErrInvalidRequest
 	}
 	wsOn := in.WebSearch != nil && *in.WebSearch
-	if len(allowed) > 0 { // R11: allowed with a base other than the defaults is refused
+	if len(allowed) > 0 { // Allowed with a base other than the defaults is refused
 		off := in.Enabled != nil && !*in.Enabled
 		p, known := m.profiles[req.Profile]
 		profileList := in.Enabled == nil && req.Profile != "" && known && (p.tools != nil || p.preset != "")
@@ -480,7 +480,7 @@ func loadModel(t *rapid.T, m *regModel, shuffle bool) *Registry {
 	return r
 }
 
-// R4, R5, R6, R7, R8, R11: Resolve matches the reference expansion on
+// Resolve matches the reference expansion on
 // random registries and random requests.
 func TestPropResolveMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -506,7 +506,7 @@ func TestPropResolveMatchesReference(t *testing.T) {
 	})
 }
 
-// R9: the same request against the same registry — loaded again, loaded
+// The same request against the same registry — loaded again, loaded
 // from a file with tools, keys and whitespace in another order, cached or
 // not — gives the same resolution and the same rendered bytes.
 func TestPropDeterministic(t *testing.T) {
@@ -548,7 +548,7 @@ func TestPropDeterministic(t *testing.T) {
 	})
 }
 
-// R9, R12, R13: invariants of every resolution.
+// Invariants of every resolution.
 func TestPropResolutionInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := drawModel(t)
@@ -577,7 +577,7 @@ func TestPropResolutionInvariants(t *testing.T) {
 	})
 }
 
-// R14: tool_search is never deferred, under any registry (guard 1: the load
+// Tool_search is never deferred, under any registry (guard 1: the load
 // marks it resident whatever the lists; guard 2: IsResident).
 func TestPropToolSearchNeverDeferred(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -603,7 +603,7 @@ func TestPropToolSearchNeverDeferred(t *testing.T) {
 	})
 }
 
-// R25: Explain's Included agrees with Resolve for every tool.
+// Explain's Included agrees with Resolve for every tool.
 func TestPropExplainAgreesWithResolve(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := drawModel(t)
@@ -623,7 +623,7 @@ func TestPropExplainAgreesWithResolve(t *testing.T) {
 	})
 }
 
-// R9 (no panics on bad input): Resolve and Explain never panic, whatever
+// Resolve and Explain never panic, whatever
 // the strings and kinds of the request.
 func TestPropNeverPanics(t *testing.T) {
 	regs := []*Registry{Default(), mustLoadFile(t, "small_registry.json"), {}}
@@ -649,7 +649,7 @@ func TestPropNeverPanics(t *testing.T) {
 	})
 }
 
-// R9: strings are escaped exactly as encoding/json does with HTML escaping
+// Strings are escaped exactly as encoding/json does with HTML escaping
 // off, so rendered bytes are valid JSON that decodes to the input.
 func TestPropJSONStringEscaping(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

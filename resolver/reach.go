@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// Rules of Explain for the reachability guard (R14).
+// Rules of Explain for the reachability guard.
 const (
 	// RuleToolSearchGuard: tool_search is in the set only because deferred
 	// tools are, and it is their only way in.
@@ -40,7 +40,7 @@ func searchDisabled(in *Intent) bool {
 	return false
 }
 
-// reach makes an expansion reachable (R14): no tool may be deferred
+// reach makes an expansion reachable: no tool may be deferred
 // without tool_search to load it. When out holds a deferred tool and not
 // tool_search, tool_search is appended, whatever the intent, preset,
 // picked list, profile or override chose; only when the intent disabled

@@ -49,7 +49,7 @@ type Registry struct {
 	cost             []int32 // per tool: EstimateToolTokens
 	hasNamespaced    bool    // some tool is named mcp__<ns>__<tool>
 
-	policy *Policy // channel_policy (#31); nil without one
+	policy *Policy // channel_policy; nil without one
 
 	embeddingDim int // the dimension of every tool embedding; 0 when no tool has one
 
@@ -97,7 +97,7 @@ type profileEntry struct {
 // "available" defaults to true. "resident_tools" is optional: when absent
 // it is default_tools − deferred_default_tools ∪ {tool_search}. A profile
 // sets at most one of "tools" and "preset"; "allowed" (which filters the
-// defaults, R11) only when it sets neither.
+// defaults) only when it sets neither.
 //
 // Load rejects: malformed JSON, duplicate object keys, unknown keys,
 // duplicate tool names, names not matching ^[A-Za-z][A-Za-z0-9_-]{0,63}$, empty
@@ -113,7 +113,7 @@ type profileEntry struct {
 // Parameter schemas are stored in canonical form (see Canonicalize), so
 // bytes and hashes do not depend on the file's formatting. Deferral marks
 // are set here: Deferred = not in RESIDENT_TOOLS, and never for tool_search
-// (guard 1 of R14). Load keeps no reference to data.
+// (guard 1). Load keeps no reference to data.
 func Load(data []byte) (*Registry, error) {
 	r, err := build(data)
 	if err != nil {
@@ -154,7 +154,7 @@ var defaultRegistry = sync.OnceValue(func() *Registry {
 // loaded once. All callers share the same *Registry.
 func Default() *Registry { return defaultRegistry() }
 
-// Version returns the registry version, part of every contract hash (R11).
+// Version returns the registry version, part of every contract hash.
 func (r *Registry) Version() string { return r.version }
 
 // Tool returns the named tool, with its deferral mark.
@@ -189,12 +189,12 @@ func (r *Registry) DefaultTools() []string {
 func (r *Registry) ResidentTools() []string { return slices.Clone(r.residentList) }
 
 // DeferredDefaultTools returns DEFERRED_DEFAULT_TOOLS in file order: tools
-// that stay in the defaults but are not resident (R13).
+// that stay in the defaults but are not resident.
 func (r *Registry) DeferredDefaultTools() []string { return slices.Clone(r.deferredDefaults) }
 
 // IsResident reports whether the tool is resident by the registry's
 // marks: in RESIDENT_TOOLS, or kept resident by its own or its
-// namespace's defer flag. It is always true for tool_search (R14) and
+// namespace's defer flag. It is always true for tool_search and
 // false for names not in the registry. (auto_defer may still defer a
 // resident tool in a resolution whose resident tools exceed the budget.)
 func (r *Registry) IsResident(name string) bool {

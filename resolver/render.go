@@ -26,7 +26,7 @@ func renderSize(tools []Tool, perTool int) int {
 // The cache breakpoint sits on the last tool only, so the whole array is
 // one cached prefix. Keys are in a fixed order, strings are escaped by one
 // fixed rule and parameters are written as stored (canonical for registry
-// tools), so identical input gives identical bytes (R9). A tool without
+// tools), so identical input gives identical bytes. A tool without
 // parameters gets {"properties":{},"type":"object"}. No tools gives [].
 // A tool with a native Anthropic form (Tool.Native, seed §8) is emitted as
 // that server tool object instead, e.g.
@@ -37,7 +37,7 @@ func RenderAnthropic(tools []Tool) []byte {
 }
 
 // RenderAnthropicFrozen is RenderAnthropic with the cache breakpoint on
-// tool frozen-1 instead of the last tool (#26: the engine-side mode keeps
+// tool frozen-1 instead of the last tool (the engine-side mode keeps
 // the breakpoint on the turn's frozen array, so that tools appended by a
 // discovery change no byte before them). frozen outside 1..len(tools)
 // puts it on the last tool.
@@ -82,7 +82,7 @@ func RenderAnthropicFrozen(tools []Tool, frozen int) []byte {
 //
 //	[{"type":"function","name":...,"description":...,"parameters":{...},"strict":false}, ...]
 //
-// with the same byte-identity guarantees as RenderAnthropic (R9). Strict
+// with the same byte-identity guarantees as RenderAnthropic. Strict
 // mode is off because registry schemas are not written for it (strict
 // requires every property to be required and additionalProperties false).
 // A tool with a native OpenAI form (Tool.Native, seed §8) is emitted as that

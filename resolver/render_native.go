@@ -2,7 +2,7 @@ package resolver
 
 import "sort"
 
-// Provider-native deferral (R30). The renderings of render.go put only
+// Provider-native deferral. The renderings of render.go put only
 // the tools the model may call into the array and leave the deferred ones
 // to the engine's catalog; loading one appends it to the array. These put
 // every tool of the turn into the array once, the deferred ones marked
@@ -40,13 +40,13 @@ const cacheMarker = `,"cache_control":{"type":"ephemeral"}`
 const CacheMarker = cacheMarker
 
 // RenderAnthropicNative renders a turn's tools for Anthropic with
-// provider-native deferral (R30): the tools that are not deferred first,
+// provider-native deferral: the tools that are not deferred first,
 // in order, the cache breakpoint on the last of them, then every deferred
 // tool with "defer_loading":true, in order. server selects the search: ""
 // renders tool_search as the client tool it is (the engine answers, with
 // tool_reference blocks, RenderToolReferences); AnthropicSearchBM25 or
 // AnthropicSearchRegex replace it by that server tool. Keys are in a fixed
-// order and identical input gives identical bytes (R9).
+// order and identical input gives identical bytes.
 func RenderAnthropicNative(tools []Tool, server string) []byte {
 	b := make([]byte, 0, renderSize(tools, 120))
 	b = append(b, '[')
@@ -140,7 +140,7 @@ func RenderToolReferences(names []string, note string) []byte {
 }
 
 // RenderOpenAINative renders a turn's tools for the OpenAI Responses API
-// with provider-native deferral (R30): the functions outside namespaces in
+// with provider-native deferral: the functions outside namespaces in
 // order (deferred ones with "defer_loading":true), then one
 // {"type":"namespace"} per namespace (MCP server), sorted by name, holding
 // its tools under their names within it (mcp__github__create_issue is
@@ -148,7 +148,7 @@ func RenderToolReferences(names []string, note string) []byte {
 // {"type":"tool_search","execution":"client"} with the registry's
 // description and parameters, which the engine answers
 // (RenderToolSearchOutput). namespaces supplies descriptions. Identical
-// input gives identical bytes (R9).
+// input gives identical bytes.
 func RenderOpenAINative(tools []Tool, namespaces []Namespace) []byte {
 	b := make([]byte, 0, renderSize(tools, 110))
 	b = append(b, '[')

@@ -17,7 +17,7 @@ func nativeTools() []Tool {
 	}
 }
 
-// R30: the Anthropic native rendering sends every tool once: resident ones
+// The Anthropic native rendering sends every tool once: resident ones
 // first with the cache breakpoint on the last of them, deferred ones after
 // it with defer_loading; the server variant swaps tool_search for
 // Anthropic's search tool.
@@ -54,7 +54,7 @@ func TestRenderAnthropicNative(t *testing.T) {
 	}
 }
 
-// R30: the OpenAI native rendering groups MCP tools into namespaces (sorted,
+// The OpenAI native rendering groups MCP tools into namespaces (sorted,
 // short names, descriptions), marks deferred functions, and ends with the
 // client-executed tool_search; the search output mirrors the definitions.
 func TestRenderOpenAINative(t *testing.T) {

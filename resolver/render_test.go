@@ -17,7 +17,7 @@ func smallTools(t *testing.T, names ...string) []Tool {
 	return res.Tools
 }
 
-// R9: rendered bytes are exactly these for this input.
+// Rendered bytes are exactly these for this input.
 func TestRenderAnthropicGolden(t *testing.T) {
 	got := RenderAnthropic(smallTools(t, "read_file", "bash"))
 	want := `[{"name":"read_file","description":"Read a file.","input_schema":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}},` +
@@ -27,7 +27,7 @@ func TestRenderAnthropicGolden(t *testing.T) {
 	}
 }
 
-// R9: OpenAI Responses rendering is exactly this for this input.
+// OpenAI Responses rendering is exactly this for this input.
 func TestRenderOpenAIGolden(t *testing.T) {
 	got := RenderOpenAI(smallTools(t, "read_file", "bash"))
 	want := `[{"type":"function","name":"read_file","description":"Read a file.","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"strict":false},` +
@@ -37,7 +37,7 @@ func TestRenderOpenAIGolden(t *testing.T) {
 	}
 }
 
-// R9: no tools render as an empty array; a tool without parameters gets an
+// No tools render as an empty array; a tool without parameters gets an
 // empty object schema; a single tool carries the cache breakpoint.
 func TestRenderEdges(t *testing.T) {
 	if got := RenderAnthropic(nil); string(got) != "[]" {
@@ -55,7 +55,7 @@ func TestRenderEdges(t *testing.T) {
 	}
 }
 
-// R9: identical input gives byte-identical, valid output, with the cache
+// Identical input gives byte-identical, valid output, with the cache
 // breakpoint on the last tool only.
 func TestRenderByteIdentity(t *testing.T) {
 	for _, reg := range []*Registry{Default(), mustLoadFile(t, "small_registry.json")} {
@@ -102,11 +102,11 @@ func TestRenderByteIdentity(t *testing.T) {
 	}
 }
 
-// R9, seed §8: a registry that opts in renders web_search as each
+// Seed §8: a registry that opts in renders web_search as each
 // provider's built-in tool instead of a function: Anthropic's server tool
 // (with the cache breakpoint when it is last) and OpenAI's web_search; the
 // bytes are fixed, and the same registry without the native forms renders
-// functions (issue #14, item 7).
+// functions.
 func TestR9NativeWebSearchRendering(t *testing.T) {
 	reg := mustLoadFile(t, "native_web_search_registry.json")
 	res, err := reg.Resolve(Request{Session: Intent{Enabled: yes, WebSearch: yes}})
@@ -134,7 +134,7 @@ func TestR9NativeWebSearchRendering(t *testing.T) {
 	if !bytes.Contains(b, []byte(`{"max_uses":5,"name":"web_search","type":"web_search_20250305"},`)) || !json.Valid(b) {
 		t.Fatalf("research rendering %s", b)
 	}
-	// The native form is part of the tool's contract (R20); MarshalJSON
+	// The native form is part of the tool's contract; MarshalJSON
 	// keeps it, so a registry pushed to KV renders the same.
 	data, err := reg.MarshalJSON()
 	if err != nil {

@@ -7,31 +7,31 @@ import (
 	"strings"
 )
 
-// Resolve expands a request against the registry (R4–R9, R11):
+// Resolve expands a request against the registry:
 //
-//  1. Priority (R4): the per-turn override wins; OverrideEmpty (or
+//  1. Priority: the per-turn override wins; OverrideEmpty (or
 //     OverrideNames with no names) yields no tools; OverrideNames yields
-//     exactly those names in the user's order (R5); OverrideIntent is
+//     exactly those names in the user's order; OverrideIntent is
 //     expanded like a session intent, with Override.Allowed; otherwise the
 //     session intent is expanded.
 //  2. An intent's base list: Enabled=false yields nothing, or exactly
-//     [web_search] when WebSearch=true (R6); else a non-empty Picked list
+//     [web_search] when WebSearch=true; else a non-empty Picked list
 //     in the user's order; else the Preset's list; else, when Enabled is
 //     unset and the request names a profile, the profile's tools (its Tools,
 //     else its Preset, else DEFAULT_TOOLS filtered by its Allowed); else
-//     DEFAULT_TOOLS. Allowed lists filter only DEFAULT_TOOLS (R11): an
+//     DEFAULT_TOOLS. Allowed lists filter only DEFAULT_TOOLS: an
 //     override's Allowed list with an intent whose base is not the defaults
 //     (enabled=false, a picked list, a preset, or a profile's tools or
 //     preset) is refused with ErrInvalidRequest, never ignored.
 //  3. Disabled names are removed; WebSearch=true appends web_search when
-//     missing (R7). The overlay only adds: WebSearch=false and unset add
+//     missing. The overlay only adds: WebSearch=false and unset add
 //     and remove nothing (a preset that lists web_search keeps it; removing
 //     it is a Disabled name). Unavailable tools are dropped
 //     (reported in Unknown when the request named them); duplicates are
 //     dropped, keeping the first occurrence.
 //
 // The result depends only on the request's values and the registry, never
-// on Go map order (R9). An empty Picked list is the same as an unset one
+// on Go map order. An empty Picked list is the same as an unset one
 // (use Enabled=false for no tools), so that encodings which drop empty lists
 // cannot change a resolution.
 //
@@ -91,10 +91,10 @@ func (r *Registry) resolve(req *Request) (*Resolution, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, res.Withheld = r.applyPolicy(out, req) // #31: after intent and override, only narrows
+	out, res.Withheld = r.applyPolicy(out, req) // After intent and override, only narrows
 	res.Policy = r.PolicyVersion()
-	auto := r.budgetDefer(out)                                                                                                           // auto_defer: deferral by token budget
-	out, _ = r.reach(out, func(k int) bool { return r.tools[out[k]].Deferred || auto != nil && auto.has(out[k]) }, effectiveIntent(req)) // R14
+	auto := r.budgetDefer(out) // auto_defer: deferral by token budget
+	out, _ = r.reach(out, func(k int) bool { return r.tools[out[k]].Deferred || auto != nil && auto.has(out[k]) }, effectiveIntent(req))
 	res.Tools = make([]Tool, len(out))
 	prefix := r.prefix
 	if prefix == nil { // zero Registry
@@ -164,7 +164,7 @@ func (r *Registry) lookupAvailable(name string) (int32, bool) {
 }
 
 // named resolves an explicit list (override names): exactly those names in
-// order, unknown or unavailable ones reported, duplicates dropped (R5).
+// order, unknown or unavailable ones reported, duplicates dropped.
 func (r *Registry) named(names []string) ([]int32, []string) {
 	var buf [stackWords]uint64
 	seen, _, _ := bitsets(buf[:], len(r.tools))
@@ -196,7 +196,7 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 	}
 	if in.Enabled != nil && !*in.Enabled {
 		if in.WebSearch != nil && *in.WebSearch && ws >= 0 {
-			return []int32{ws}, nil, nil // R6
+			return []int32{ws}, nil, nil
 		}
 		return nil, nil, nil
 	}
@@ -247,7 +247,7 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 	for _, name := range in.Disabled {
 		r.setMatches(drop, name) // a pattern disables its matches
 	}
-	// R7: the overlay only adds. web_search=false is the same as unset here.
+	// The overlay only adds. web_search=false is the same as unset here.
 	wsOn := in.WebSearch != nil && *in.WebSearch
 
 	out := make([]int32, 0, len(base)+1)
@@ -259,13 +259,13 @@ func (r *Registry) expand(in *Intent, allowed []string, profile string, what str
 		out = append(out, i)
 	}
 	if wsOn && ws >= 0 && !seen.has(ws) {
-		out = append(out, ws) // R7
+		out = append(out, ws)
 	}
 	return out, unknown, nil
 }
 
 // allowedApplies refuses an allowed list where the expansion does not use
-// the defaults: allowed filters DEFAULT_TOOLS only (R11, seed §8), and a
+// the defaults: allowed filters DEFAULT_TOOLS only (seed §8), and a
 // filter that cannot apply must not be dropped silently.
 func (r *Registry) allowedApplies(in *Intent, profile, what string) error {
 	var base string

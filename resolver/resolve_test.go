@@ -45,95 +45,95 @@ func resolveCases() []resolveCase {
 	research := []string{"read_file", "tool_search", "web_search", "web_fetch", "memory_read"}
 	full := []string{"read_file", "write_file", "bash", "tool_search", "web_fetch", "send_message", "memory_read", "web_search"}
 	return []resolveCase{
-		// R4: priority chain.
-		{name: "R4 zero request follows registry defaults", req: Request{}, want: smallDefaults, source: SourceDefaults},
-		{name: "R4 zero intent follows profile preset", req: Request{Profile: "coder"}, want: coding, source: SourceProfile},
-		{name: "R4 profile explicit tools", req: Request{Profile: "researcher"}, want: []string{"read_file", "web_fetch", "tool_search"}, source: SourceProfile},
-		{name: "R4 profile empty tools means none", req: Request{Profile: "silent"}, want: nil, source: SourceProfile},
-		{name: "R4 session enabled=true beats profile", req: Request{Profile: "coder", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
-		{name: "R4 session preset beats profile", req: Request{Profile: "researcher", Session: Intent{Preset: "coding"}}, want: coding, source: SourceSessionIntent},
-		{name: "R4 session picked beats preset", req: Request{Session: Intent{Preset: "full", Picked: []string{"bash"}}}, want: []string{"bash"}, source: SourceSessionIntent},
-		{name: "R4 session overlay keeps following profile", req: Request{Profile: "coder", Session: Intent{WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
-		{name: "R4 override intent beats session intent", req: Request{Session: Intent{Preset: "coding"}, Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}}}, want: research, source: SourceOverrideIntent},
-		{name: "R4 override intent zero follows profile", req: Request{Profile: "coder", Session: Intent{Enabled: no}, Override: Override{Kind: OverrideIntent}}, want: coding, source: SourceOverrideIntent},
-		{name: "R4 override names beat session intent", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideNames, Names: []string{"web_fetch"}}}, want: []string{"web_fetch"}, source: SourceOverrideNames},
-		{name: "R4 override empty beats session intent", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideEmpty}}, want: nil, source: SourceOverrideEmpty},
-		{name: "R4 override none ignores its payload", req: Request{Override: Override{Kind: OverrideNone, Names: []string{"bash"}, Intent: Intent{Enabled: no}}}, want: smallDefaults, source: SourceDefaults},
-		{name: "R4 invalid override kind", req: Request{Override: Override{Kind: 9}}, err: ErrInvalidRequest},
+		// Priority chain.
+		{name: "zero request follows registry defaults", req: Request{}, want: smallDefaults, source: SourceDefaults},
+		{name: "zero intent follows profile preset", req: Request{Profile: "coder"}, want: coding, source: SourceProfile},
+		{name: "profile explicit tools", req: Request{Profile: "researcher"}, want: []string{"read_file", "web_fetch", "tool_search"}, source: SourceProfile},
+		{name: "profile empty tools means none", req: Request{Profile: "silent"}, want: nil, source: SourceProfile},
+		{name: "session enabled=true beats profile", req: Request{Profile: "coder", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "session preset beats profile", req: Request{Profile: "researcher", Session: Intent{Preset: "coding"}}, want: coding, source: SourceSessionIntent},
+		{name: "session picked beats preset", req: Request{Session: Intent{Preset: "full", Picked: []string{"bash"}}}, want: []string{"bash"}, source: SourceSessionIntent},
+		{name: "session overlay keeps following profile", req: Request{Profile: "coder", Session: Intent{WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
+		{name: "override intent beats session intent", req: Request{Session: Intent{Preset: "coding"}, Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}}}, want: research, source: SourceOverrideIntent},
+		{name: "override intent zero follows profile", req: Request{Profile: "coder", Session: Intent{Enabled: no}, Override: Override{Kind: OverrideIntent}}, want: coding, source: SourceOverrideIntent},
+		{name: "override names beat session intent", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideNames, Names: []string{"web_fetch"}}}, want: []string{"web_fetch"}, source: SourceOverrideNames},
+		{name: "override empty beats session intent", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideEmpty}}, want: nil, source: SourceOverrideEmpty},
+		{name: "override none ignores its payload", req: Request{Override: Override{Kind: OverrideNone, Names: []string{"bash"}, Intent: Intent{Enabled: no}}}, want: smallDefaults, source: SourceDefaults},
+		{name: "invalid override kind", req: Request{Override: Override{Kind: 9}}, err: ErrInvalidRequest},
 
-		// R5: override forms.
-		{name: "R5 names in user order, unknown and unavailable reported", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"bash", "read_file", "nope", "gpu_run", "bash", "nope"}}}, want: []string{"bash", "read_file"}, unknown: []string{"nope", "gpu_run"}, source: SourceOverrideNames},
-		{name: "R5 names ignore the intent and web_search overlay", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"web_search", "memory_read"}, Intent: Intent{WebSearch: no, Disabled: []string{"memory_read"}}}}, want: []string{"web_search", "memory_read", "tool_search"}, source: SourceOverrideNames}, // R14: both are deferred here
-		{name: "R5 empty names list means no tools", req: Request{Override: Override{Kind: OverrideNames, Names: []string{}}}, want: nil, source: SourceOverrideEmpty},
-		{name: "R5 empty override", req: Request{Override: Override{Kind: OverrideEmpty, Names: []string{"bash"}}}, want: nil, source: SourceOverrideEmpty},
-		{name: "R5 picked in user order with unknown reported", req: Request{Session: Intent{Picked: []string{"web_fetch", "ghost", "read_file", "ghost"}}}, want: []string{"web_fetch", "read_file"}, unknown: []string{"ghost"}, source: SourceSessionIntent},
-		{name: "R5 picked only unavailable", req: Request{Session: Intent{Picked: []string{"gpu_run"}}}, want: nil, unknown: []string{"gpu_run"}, source: SourceSessionIntent},
-		{name: "R5 empty picked is unset", req: Request{Session: Intent{Picked: []string{}}}, want: smallDefaults, source: SourceDefaults},
+		// Override forms.
+		{name: "names in user order, unknown and unavailable reported", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"bash", "read_file", "nope", "gpu_run", "bash", "nope"}}}, want: []string{"bash", "read_file"}, unknown: []string{"nope", "gpu_run"}, source: SourceOverrideNames},
+		{name: "names ignore the intent and web_search overlay", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"web_search", "memory_read"}, Intent: Intent{WebSearch: no, Disabled: []string{"memory_read"}}}}, want: []string{"web_search", "memory_read", "tool_search"}, source: SourceOverrideNames}, // Both are deferred here
+		{name: "empty names list means no tools", req: Request{Override: Override{Kind: OverrideNames, Names: []string{}}}, want: nil, source: SourceOverrideEmpty},
+		{name: "empty override", req: Request{Override: Override{Kind: OverrideEmpty, Names: []string{"bash"}}}, want: nil, source: SourceOverrideEmpty},
+		{name: "picked in user order with unknown reported", req: Request{Session: Intent{Picked: []string{"web_fetch", "ghost", "read_file", "ghost"}}}, want: []string{"web_fetch", "read_file"}, unknown: []string{"ghost"}, source: SourceSessionIntent},
+		{name: "picked only unavailable", req: Request{Session: Intent{Picked: []string{"gpu_run"}}}, want: nil, unknown: []string{"gpu_run"}, source: SourceSessionIntent},
+		{name: "empty picked is unset", req: Request{Session: Intent{Picked: []string{}}}, want: smallDefaults, source: SourceDefaults},
 
-		// R6: enabled=false.
-		{name: "R6 enabled=false yields nothing", req: Request{Session: Intent{Enabled: no}}, want: nil, source: SourceSessionIntent},
-		{name: "R6 enabled=false with web_search=true yields exactly web_search (R14: and tool_search, web_search is deferred here)", req: Request{Session: Intent{Enabled: no, WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
-		{name: "R6 enabled=false wins over preset and picked", req: Request{Profile: "coder", Session: Intent{Enabled: no, WebSearch: yes, Preset: "full", Picked: []string{"bash"}, Disabled: []string{"web_search"}}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
-		{name: "R6 enabled=false with web_search=false", req: Request{Session: Intent{Enabled: no, WebSearch: no}}, want: nil, source: SourceSessionIntent},
-		{name: "R6 enabled=false does not need a valid preset", req: Request{Session: Intent{Enabled: no, Preset: "nope"}}, want: nil, source: SourceSessionIntent},
-		{name: "R6 override intent enabled=false", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no, WebSearch: yes}}}, want: []string{"web_search", "tool_search"}, source: SourceOverrideIntent},
+		// Enabled=false.
+		{name: "enabled=false yields nothing", req: Request{Session: Intent{Enabled: no}}, want: nil, source: SourceSessionIntent},
+		{name: "enabled=false with web_search=true yields exactly web_search (and tool_search: web_search is deferred here)", req: Request{Session: Intent{Enabled: no, WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
+		{name: "enabled=false wins over preset and picked", req: Request{Profile: "coder", Session: Intent{Enabled: no, WebSearch: yes, Preset: "full", Picked: []string{"bash"}, Disabled: []string{"web_search"}}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
+		{name: "enabled=false with web_search=false", req: Request{Session: Intent{Enabled: no, WebSearch: no}}, want: nil, source: SourceSessionIntent},
+		{name: "enabled=false does not need a valid preset", req: Request{Session: Intent{Enabled: no, Preset: "nope"}}, want: nil, source: SourceSessionIntent},
+		{name: "override intent enabled=false", req: Request{Session: Intent{Enabled: yes}, Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no, WebSearch: yes}}}, want: []string{"web_search", "tool_search"}, source: SourceOverrideIntent},
 
-		// R7: web_search overlay.
-		{name: "R7 defaults never include web_search", req: Request{Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
-		{name: "R7 overlay adds web_search to defaults at the end", req: Request{Session: Intent{Enabled: yes, WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay on unset intent", req: Request{Session: Intent{WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay adds web_search to a preset", req: Request{Session: Intent{Preset: "coding", WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay keeps web_search where the preset has it", req: Request{Session: Intent{Preset: "research", WebSearch: yes}}, want: research, source: SourceSessionIntent},
-		{name: "R7 web_search=false keeps web_search in a preset that lists it", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: research, source: SourceSessionIntent},
-		{name: "R7 web_search=false adds nothing to the defaults", req: Request{Session: Intent{Enabled: yes, WebSearch: no}}, want: smallDefaults, source: SourceSessionIntent},
-		{name: "R7 disabled web_search removes it from a preset", req: Request{Session: Intent{Preset: "research", Disabled: []string{"web_search"}}}, want: without(research, "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search", "tool_search"}, source: SourceSessionIntent},
-		{name: "R7 web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file", "tool_search"}, source: SourceSessionIntent},
-		{name: "R7 overlay re-adds a disabled web_search at the end", req: Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, want: with(without(research, "web_search"), "web_search"), source: SourceSessionIntent},
-		{name: "R7 overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
+		// Web_search overlay.
+		{name: "defaults never include web_search", req: Request{Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "overlay adds web_search to defaults at the end", req: Request{Session: Intent{Enabled: yes, WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
+		{name: "overlay on unset intent", req: Request{Session: Intent{WebSearch: yes}}, want: with(smallDefaults, "web_search"), source: SourceSessionIntent},
+		{name: "overlay adds web_search to a preset", req: Request{Session: Intent{Preset: "coding", WebSearch: yes}}, want: with(coding, "web_search"), source: SourceSessionIntent},
+		{name: "overlay keeps web_search where the preset has it", req: Request{Session: Intent{Preset: "research", WebSearch: yes}}, want: research, source: SourceSessionIntent},
+		{name: "web_search=false keeps web_search in a preset that lists it", req: Request{Session: Intent{Preset: "research", WebSearch: no}}, want: research, source: SourceSessionIntent},
+		{name: "web_search=false adds nothing to the defaults", req: Request{Session: Intent{Enabled: yes, WebSearch: no}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "disabled web_search removes it from a preset", req: Request{Session: Intent{Preset: "research", Disabled: []string{"web_search"}}}, want: without(research, "web_search"), source: SourceSessionIntent},
+		{name: "overlay adds web_search to picked names", req: Request{Session: Intent{Picked: []string{"read_file"}, WebSearch: yes}}, want: []string{"read_file", "web_search", "tool_search"}, source: SourceSessionIntent},
+		{name: "web_search=false keeps picked web_search", req: Request{Session: Intent{Picked: []string{"web_search", "read_file"}, WebSearch: no}}, want: []string{"web_search", "read_file", "tool_search"}, source: SourceSessionIntent},
+		{name: "overlay re-adds a disabled web_search at the end", req: Request{Session: Intent{Preset: "research", WebSearch: yes, Disabled: []string{"web_search"}}}, want: with(without(research, "web_search"), "web_search"), source: SourceSessionIntent},
+		{name: "overlay on the empty preset", req: Request{Session: Intent{Preset: "empty", WebSearch: yes}}, want: []string{"web_search", "tool_search"}, source: SourceSessionIntent},
 
-		// R1 disabled list, availability and de-duplication (R9).
-		{name: "R1 disabled removes names, unknown disabled ignored", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"bash", "nope"}}}, want: without(smallDefaults, "bash"), source: SourceSessionIntent},
-		{name: "R1 disabled applies to presets", req: Request{Session: Intent{Preset: "full", Disabled: []string{"send_message"}}}, want: without(full, "send_message"), source: SourceSessionIntent},
-		{name: "R4 unavailable preset tools dropped silently", req: Request{Session: Intent{Preset: "full"}}, want: full, source: SourceSessionIntent},
-		{name: "R9 picked duplicates keep the first", req: Request{Session: Intent{Picked: []string{"bash", "bash", "read_file", "bash"}}}, want: []string{"bash", "read_file"}, source: SourceSessionIntent},
-		{name: "R4 unavailable default dropped", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"legacy_tool"}}}, want: smallDefaults, source: SourceSessionIntent},
+		// Disabled list, availability and de-duplication.
+		{name: "disabled removes names, unknown disabled ignored", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"bash", "nope"}}}, want: without(smallDefaults, "bash"), source: SourceSessionIntent},
+		{name: "disabled applies to presets", req: Request{Session: Intent{Preset: "full", Disabled: []string{"send_message"}}}, want: without(full, "send_message"), source: SourceSessionIntent},
+		{name: "unavailable preset tools dropped silently", req: Request{Session: Intent{Preset: "full"}}, want: full, source: SourceSessionIntent},
+		{name: "picked duplicates keep the first", req: Request{Session: Intent{Picked: []string{"bash", "bash", "read_file", "bash"}}}, want: []string{"bash", "read_file"}, source: SourceSessionIntent},
+		{name: "unavailable default dropped", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"legacy_tool"}}}, want: smallDefaults, source: SourceSessionIntent},
 
-		// R11: allowed filters the defaults, not the full set.
-		{name: "R11 override allowed filters defaults and adds nothing", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file", "bash", "web_search", "memory_read", "ghost"}}}, want: []string{"read_file", "bash"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed keeps defaults order", req: Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"tool_search", "read_file"}}}, want: []string{"read_file", "tool_search"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed with a preset is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
-		{name: "R11 override allowed with picked is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
-		{name: "R11 override allowed with enabled=false is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
-		{name: "R11 profile allowed filters defaults", req: Request{Profile: "assistant"}, want: []string{"read_file", "tool_search", "send_message"}, source: SourceProfile},
-		{name: "R11 profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message", "tool_search"}, source: SourceOverrideIntent},
-		{name: "R11 override allowed with a profile preset is refused", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
-		{name: "R11 override allowed with profile tools is refused", req: Request{Profile: "researcher", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
-		{name: "R11 override allowed with enabled=true beats a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file"}}}, want: []string{"read_file"}, source: SourceOverrideIntent},
-		{name: "R11 enabled=true ignores profile allowed", req: Request{Profile: "assistant", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
-		{name: "R11 disabled after allowed", req: Request{Profile: "assistant", Session: Intent{Disabled: []string{"read_file"}}}, want: []string{"tool_search", "send_message"}, source: SourceSessionIntent},
+		// Allowed filters the defaults, not the full set.
+		{name: "override allowed filters defaults and adds nothing", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file", "bash", "web_search", "memory_read", "ghost"}}}, want: []string{"read_file", "bash"}, source: SourceOverrideIntent},
+		{name: "override allowed keeps defaults order", req: Request{Override: Override{Kind: OverrideIntent, Allowed: []string{"tool_search", "read_file"}}}, want: []string{"read_file", "tool_search"}, source: SourceOverrideIntent},
+		{name: "override allowed with a preset is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "override allowed with picked is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Picked: []string{"memory_read"}}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "override allowed with enabled=false is refused", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: no}, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "profile allowed filters defaults", req: Request{Profile: "assistant"}, want: []string{"read_file", "tool_search", "send_message"}, source: SourceProfile},
+		{name: "profile and override allowed intersect", req: Request{Profile: "assistant", Override: Override{Kind: OverrideIntent, Allowed: []string{"bash", "send_message"}}}, want: []string{"send_message", "tool_search"}, source: SourceOverrideIntent},
+		{name: "override allowed with a profile preset is refused", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "override allowed with profile tools is refused", req: Request{Profile: "researcher", Override: Override{Kind: OverrideIntent, Allowed: []string{"read_file"}}}, err: ErrInvalidRequest},
+		{name: "override allowed with enabled=true beats a profile preset", req: Request{Profile: "coder", Override: Override{Kind: OverrideIntent, Intent: Intent{Enabled: yes}, Allowed: []string{"read_file"}}}, want: []string{"read_file"}, source: SourceOverrideIntent},
+		{name: "enabled=true ignores profile allowed", req: Request{Profile: "assistant", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "disabled after allowed", req: Request{Profile: "assistant", Session: Intent{Disabled: []string{"read_file"}}}, want: []string{"tool_search", "send_message"}, source: SourceSessionIntent},
 
-		// R14: no tool becomes unreachable. In this registry web_search,
+		// No tool becomes unreachable. In this registry web_search,
 		// memory_read and send_message are deferred.
-		{name: "R14 picked deferred tool brings tool_search", req: Request{Session: Intent{Picked: []string{"send_message", "bash"}}}, want: []string{"send_message", "bash", "tool_search"}, source: SourceSessionIntent},
-		{name: "R14 preset without tool_search gets it", req: Request{Session: Intent{Preset: "no_search"}}, want: []string{"bash", "send_message", "tool_search"}, source: SourceSessionIntent},
-		{name: "R14 override names of deferred tools get tool_search", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"memory_read"}}}, want: []string{"memory_read", "tool_search"}, source: SourceOverrideNames},
-		{name: "R14 resident-only picks get no tool_search", req: Request{Session: Intent{Picked: []string{"bash"}}}, want: []string{"bash"}, source: SourceSessionIntent},
-		{name: "R14 disabled tool_search drops deferred tools", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"tool_search"}}}, want: without(smallDefaults, "tool_search", "send_message"), source: SourceSessionIntent},
-		{name: "R14 disabled tool_search drops picked deferred tools", req: Request{Session: Intent{Picked: []string{"send_message", "bash", "tool_search"}, Disabled: []string{"tool_search"}}}, want: []string{"bash"}, source: SourceSessionIntent},
-		{name: "R14 override intent disabling tool_search", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "full", Disabled: []string{"tool_search"}}}}, want: []string{"read_file", "write_file", "bash", "web_fetch"}, source: SourceOverrideIntent},
+		{name: "picked deferred tool brings tool_search", req: Request{Session: Intent{Picked: []string{"send_message", "bash"}}}, want: []string{"send_message", "bash", "tool_search"}, source: SourceSessionIntent},
+		{name: "preset without tool_search gets it", req: Request{Session: Intent{Preset: "no_search"}}, want: []string{"bash", "send_message", "tool_search"}, source: SourceSessionIntent},
+		{name: "override names of deferred tools get tool_search", req: Request{Override: Override{Kind: OverrideNames, Names: []string{"memory_read"}}}, want: []string{"memory_read", "tool_search"}, source: SourceOverrideNames},
+		{name: "resident-only picks get no tool_search", req: Request{Session: Intent{Picked: []string{"bash"}}}, want: []string{"bash"}, source: SourceSessionIntent},
+		{name: "disabled tool_search drops deferred tools", req: Request{Session: Intent{Enabled: yes, Disabled: []string{"tool_search"}}}, want: without(smallDefaults, "tool_search", "send_message"), source: SourceSessionIntent},
+		{name: "disabled tool_search drops picked deferred tools", req: Request{Session: Intent{Picked: []string{"send_message", "bash", "tool_search"}, Disabled: []string{"tool_search"}}}, want: []string{"bash"}, source: SourceSessionIntent},
+		{name: "override intent disabling tool_search", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "full", Disabled: []string{"tool_search"}}}}, want: []string{"read_file", "write_file", "bash", "web_fetch"}, source: SourceOverrideIntent},
 
 		// Errors.
-		{name: "R4 unknown session preset", req: Request{Session: Intent{Preset: "nope"}}, err: ErrUnknownPreset},
-		{name: "R4 unknown override preset", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "nope"}}}, err: ErrUnknownPreset},
-		{name: "R4 unknown profile when followed", req: Request{Profile: "nope"}, err: ErrUnknownProfile},
-		{name: "R4 unknown profile not consulted", req: Request{Profile: "nope", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
+		{name: "unknown session preset", req: Request{Session: Intent{Preset: "nope"}}, err: ErrUnknownPreset},
+		{name: "unknown override preset", req: Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "nope"}}}, err: ErrUnknownPreset},
+		{name: "unknown profile when followed", req: Request{Profile: "nope"}, err: ErrUnknownProfile},
+		{name: "unknown profile not consulted", req: Request{Profile: "nope", Session: Intent{Enabled: yes}}, want: smallDefaults, source: SourceSessionIntent},
 	}
 }
 
-// R4, R5, R6, R7, R8, R9, R11: each case names its requirement; the cached
+// Each case names its requirement; the cached
 // and uncached paths agree, and every resolution carries its contract hash
-// and the registry's deferral marks (R13).
+// and the registry's deferral marks.
 func TestResolveRules(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	for _, tc := range resolveCases() {
@@ -178,7 +178,7 @@ func TestResolveRules(t *testing.T) {
 	}
 }
 
-// R4, R6: error messages name the bad value and the fix.
+// Error messages name the bad value and the fix.
 func TestResolveErrorMessages(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	_, err := reg.Resolve(Request{Session: Intent{Preset: "nope"}})
@@ -195,7 +195,7 @@ func TestResolveErrorMessages(t *testing.T) {
 	}
 }
 
-// R8: a tool added to the registry's defaults reaches every {enabled:true}
+// A tool added to the registry's defaults reaches every {enabled:true}
 // session (and every session following the defaults) on the next
 // resolution, with no write to the session.
 func TestResolveNewDefaultVisible(t *testing.T) {
@@ -237,7 +237,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// R6: enabled=false with web_search=true in a registry without web_search
+// Enabled=false with web_search=true in a registry without web_search
 // (or with it unavailable) yields no tools rather than an error.
 func TestResolveNoWebSearchTool(t *testing.T) {
 	data := strings.Replace(string(readTestdata(t, "small_registry.json")), `"name": "web_search", "description": "Search the web.", "permission": "network", "available": true`, `"name": "web_search", "description": "Search the web.", "permission": "network", "available": false`, 1)
@@ -256,7 +256,7 @@ func TestResolveNoWebSearchTool(t *testing.T) {
 	}
 }
 
-// R9: a repeated request returns the same immutable *Resolution from the
+// A repeated request returns the same immutable *Resolution from the
 // cache, equal to an uncached resolution.
 func TestResolveCacheReturnsSameResolution(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
@@ -284,7 +284,7 @@ func TestResolveCacheReturnsSameResolution(t *testing.T) {
 	}
 }
 
-// R9: the cached path allocates nothing.
+// The cached path allocates nothing.
 func TestResolveCachedZeroAllocs(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	req := Request{Session: Intent{Enabled: yes, WebSearch: yes, Disabled: []string{"bash"}, Picked: []string{"read_file"}}, Profile: "coder",
@@ -297,7 +297,7 @@ func TestResolveCachedZeroAllocs(t *testing.T) {
 	}
 }
 
-// R9: the cache is bounded and stays correct across eviction; requests that
+// The cache is bounded and stays correct across eviction; requests that
 // differ only in tri-state or list contents never share an entry.
 func TestResolveCacheBoundedAndExact(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
@@ -348,7 +348,7 @@ func TestResolveCacheBoundedAndExact(t *testing.T) {
 	}
 }
 
-// R9: concurrent resolutions of the same and different requests agree.
+// Concurrent resolutions of the same and different requests agree.
 func TestResolveConcurrent(t *testing.T) {
 	reg := mustLoadFile(t, "small_registry.json")
 	cases := resolveCases()
@@ -388,7 +388,7 @@ func resolutionKey(res *Resolution, err error) string {
 	return res.ContractHash + " " + res.Source + " " + strings.Join(res.Unknown, ",")
 }
 
-// R4: a zero Registry resolves to nothing without panicking.
+// A zero Registry resolves to nothing without panicking.
 func TestResolveZeroRegistry(t *testing.T) {
 	var reg Registry
 	res, err := reg.Resolve(Request{Session: Intent{Enabled: no, WebSearch: yes}})
@@ -403,7 +403,7 @@ func TestResolveZeroRegistry(t *testing.T) {
 	}
 }
 
-// R5: override kinds encode as names in JSON, and unknown names are refused.
+// Override kinds encode as names in JSON, and unknown names are refused.
 func TestOverrideKindText(t *testing.T) {
 	req := Request{Override: Override{Kind: OverrideNames, Names: []string{"bash"}}, Profile: "coder"}
 	b, err := json.Marshal(req)
@@ -434,7 +434,7 @@ func TestOverrideKindText(t *testing.T) {
 	}
 }
 
-// R9: the cache also bounds the number of resolved tools it holds, and
+// The cache also bounds the number of resolved tools it holds, and
 // stays correct when it evicts by that budget.
 func TestResolveCacheToolBudget(t *testing.T) {
 	reg, err := Load(bigRegistryJSON(500))
@@ -463,11 +463,11 @@ func TestResolveCacheToolBudget(t *testing.T) {
 	}
 }
 
-// R7: the web_search overlay only adds. With the embedded registry, the
+// The web_search overlay only adds. With the embedded registry, the
 // research preset (which lists web_search) and the researcher profile
 // (whose tools list it) resolve to the same tools whether web_search is
 // false or unset; only a ToolDisabled removes it. A UI that saves "off"
-// as its default must not break presets (issue #14, item 1).
+// as its default must not break presets.
 func TestR7WebSearchFalseAddsAndRemovesNothing(t *testing.T) {
 	reg := Default()
 	cases := []struct {
@@ -512,10 +512,10 @@ func TestR7WebSearchFalseAddsAndRemovesNothing(t *testing.T) {
 	}
 }
 
-// R11: an override's allowed list filters the defaults; where the
+// An override's allowed list filters the defaults; where the
 // expansion does not use the defaults (a preset, a picked list,
 // enabled=false, a profile's own list) it is refused with a message that
-// names the base and the fix, never silently ignored (issue #14, item 4).
+// names the base and the fix, never silently ignored.
 func TestR11OverrideAllowedNeverIgnored(t *testing.T) {
 	reg := Default()
 	_, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}})

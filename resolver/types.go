@@ -3,9 +3,9 @@
 //
 // The registry (tools, presets, agent profiles, DEFAULT_TOOLS,
 // RESIDENT_TOOLS, DEFERRED_DEFAULT_TOOLS) is data, loaded from a JSON file or
-// a KV bucket, never Go literals (R11). Expansion is deterministic: the same
+// a KV bucket, never Go literals. Expansion is deterministic: the same
 // intent against the same registry version yields the same tools in the same
-// order, de-duplicated, and the same bytes when rendered (R9). No Go map
+// order, de-duplicated, and the same bytes when rendered. No Go map
 // iteration reaches any output order.
 //
 // The package imports only the intent leaf from the project; it is pure and safe for
@@ -21,11 +21,11 @@ import (
 )
 
 // WebSearch is the name of the web-search tool that the web_search overlay
-// adds (R7). It is never part of the defaults.
+// adds. It is never part of the defaults.
 const WebSearch = "web_search"
 
 // ToolSearch is the name of the tool that loads deferred tools. It is never
-// deferred (R14).
+// deferred.
 const ToolSearch = "tool_search"
 
 // Tool is one entry of the registry.
@@ -45,7 +45,7 @@ type Tool struct {
 	// ("read", "write", "exec", "network", ...). Part of the contract.
 	Permission string `json:"permission,omitempty"`
 	// Deferred is the deferral mark: true when the tool is not in
-	// RESIDENT_TOOLS (R13). It is computed at load time, never read from
+	// RESIDENT_TOOLS. It is computed at load time, never read from
 	// the file.
 	Deferred bool `json:"-"`
 	// Native holds, per provider, the provider's built-in tool that the
@@ -54,7 +54,7 @@ type Tool struct {
 	// the registry does not opt in: the tool renders as a function.
 	Native Native `json:"native,omitzero"`
 	// Embedding is the tool's vector from the operator's embedding model
-	// (issue #27's optional semantic path), nil when the registry gives
+	// (the optional semantic path), nil when the registry gives
 	// none. It only ranks tool_search queries that carry a query vector:
 	// it is not part of the tool's contract (ToolHash), never rendered for
 	// a provider, and not encoded with the tool (only the registry's
@@ -77,7 +77,7 @@ type Native struct {
 func (n Native) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI) == 0 }
 
 // Profile is an agent profile. When a session follows its profile (intent
-// enabled unset), the profile's tools decide the base list (R4).
+// enabled unset), the profile's tools decide the base list.
 type Profile struct {
 	// Name of the profile.
 	Name string `json:"name"`
@@ -87,17 +87,17 @@ type Profile struct {
 	Tools []string `json:"tools,omitempty"`
 	// Preset, when set and Tools is nil, expands the named preset.
 	Preset string `json:"preset,omitempty"`
-	// Allowed, when set, filters the defaults (R11: it filters the
+	// Allowed, when set, filters the defaults (it filters the
 	// defaults, not the full set).
 	Allowed []string `json:"allowed,omitempty"`
 }
 
-// Intent is what a session stores about its tools (R1).
+// Intent is what a session stores about its tools.
 //
 // Use intent.Intent; this alias keeps outside callers compiling.
 type Intent = intent.Intent
 
-// OverrideKind says which form a per-turn override takes (R5).
+// OverrideKind says which form a per-turn override takes.
 //
 // Use intent.OverrideKind.
 type OverrideKind = intent.OverrideKind
@@ -113,7 +113,7 @@ const (
 	OverrideNames  = intent.OverrideNames
 )
 
-// Override is a per-turn override (R4, R5).
+// Override is a per-turn override.
 //
 // Use intent.Override.
 type Override = intent.Override
@@ -123,17 +123,17 @@ type Override = intent.Override
 type Request struct {
 	// Override is the per-turn override; OverrideNone means none.
 	Override Override `json:"override,omitzero"`
-	// Session is the session's stored intent (R1).
+	// Session is the session's stored intent.
 	Session Intent `json:"session,omitzero"`
 	// Profile names the agent profile; "" means no profile.
 	Profile string `json:"profile,omitempty"`
-	// Channel names the channel the tools are for (#31); the registry's
+	// Channel names the channel the tools are for; the registry's
 	// channel policy narrows the result for it. "" is a request without a
 	// channel, which the policy's "*" rule governs.
 	Channel string `json:"channel,omitempty"`
 }
 
-// Source values of a Resolution: which level of the R4 priority chain
+// Source values of a Resolution: which level of the priority chain
 // decided the tool set.
 const (
 	SourceOverrideEmpty  = "override-empty"
@@ -149,10 +149,10 @@ const (
 // modify it or the slices it holds.
 type Resolution struct {
 	// Tools is ordered, de-duplicated and holds only available tools, each
-	// with its deferral mark set (R9, R13).
+	// with its deferral mark set.
 	Tools []Tool `json:"tools"`
 	// Unknown lists the explicitly requested names (picked or override
-	// names) that are not in the registry or not available (R5), in request
+	// names) that are not in the registry or not available, in request
 	// order, each once. Nil when there are none.
 	Unknown []string `json:"unknown,omitempty"`
 	// Source is the rule that decided: one of the Source* constants.
@@ -160,20 +160,20 @@ type Resolution struct {
 	// RegistryVersion is the version of the registry that resolved it.
 	RegistryVersion string `json:"registry_version"`
 	// ContractHash is ContractHash(RegistryVersion, Tools). A channel
-	// policy is not hashed in by itself (#31): it changes a contract only
+	// policy is not hashed in by itself: it changes a contract only
 	// through the tools it withholds, so checkpoint entries add up to it.
 	ContractHash string `json:"contract_hash"`
 	// Namespaces are the namespaces (MCP servers) of the tools, sorted by
 	// name, with their descriptions; nil when no tool is namespaced.
 	Namespaces []Namespace `json:"namespaces,omitempty"`
-	// Policy is the version of the channel policy that narrowed the set
-	// (#31); "" when the registry has none.
+	// Policy is the version of the channel policy that narrowed the set;
+	// "" when the registry has none.
 	Policy string `json:"policy,omitempty"`
 	// Withheld lists, in order, the tools the expansion selected that the
 	// channel policy removed (a deny pattern, the maximum permission or a
 	// deny decision). Nil when none.
 	Withheld []string `json:"withheld,omitempty"`
-	// CatalogMaxTokens is the registry's catalog budget (R15).
+	// CatalogMaxTokens is the registry's catalog budget.
 	CatalogMaxTokens int `json:"-"`
 
 	// digests are the SHA-256 digests of Tools, in order, as the contract
@@ -185,7 +185,7 @@ type Resolution struct {
 // ToolHashAt returns ToolHash(res.Tools[i]). For a resolution from
 // Registry.Resolve it reads the digest the contract hash was computed
 // with instead of hashing the tool again (a checkpoint lists every tool's
-// hash at every turn end, #28).
+// hash at every turn end).
 func (res *Resolution) ToolHashAt(i int) string {
 	if len(res.digests) == len(res.Tools)*sha256.Size {
 		return hex.EncodeToString(res.digests[i*sha256.Size : (i+1)*sha256.Size])
@@ -202,8 +202,8 @@ func (res *Resolution) Names() []string {
 	return out
 }
 
-// Explanation says why one tool is or is not in a request's tool set
-// (R25). Rule is a short stable identifier, Detail a human-readable
+// Explanation says why one tool is or is not in a request's tool set.
+// Rule is a short stable identifier, Detail a human-readable
 // sentence; both are deterministic for a given request and registry.
 type Explanation struct {
 	// Tool is the explained tool name.

@@ -1,6 +1,6 @@
 package server
 
-// Pseudonymous actors (#30): serve --actor-mode plain|hash|encrypt with
+// Pseudonymous actors: serve --actor-mode plain|hash|encrypt with
 // --actor-key-file seals the actor of every event the engine writes.
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// ActorConfig is how the engine stores actors (#30). The zero value
+// ActorConfig is how the engine stores actors. The zero value
 // stores them as given (plain).
 type ActorConfig struct {
 	// Mode is plain (default), hash or encrypt (serve --actor-mode).
@@ -80,7 +80,7 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 		return errors.Join(fmt.Errorf("--actor-mode %s", mode), err)
 	}
 	if keys != nil {
-		// #30 red-team: a wrong key file would otherwise make new keys for
+		// A wrong key file would otherwise make new keys for
 		// every person and show their earlier actors as ciphertext.
 		if err := s.Check(ctx); err != nil {
 			if mode == actor.Encrypt || errors.Is(err, actor.ErrWrongKey) {

@@ -149,12 +149,12 @@ type Config struct {
 	NATSAPIUser     string
 	NATSAPIPassword string
 	// NATSEraseUser, when set, is the login (with NATSErasePassword) of
-	// the connection that purges erased sessions (#30): a user allowed to
+	// the connection that purges erased sessions: a user allowed to
 	// purge the event stream, which no channel is. Default: the embedded
 	// server's admin, or the engine's own connection on --nats.
 	NATSEraseUser     string
 	NATSErasePassword string
-	// Actors is how actors are stored (#30; serve --actor-mode,
+	// Actors is how actors are stored (serve --actor-mode,
 	// --actor-key-file): plain by default.
 	Actors ActorConfig
 
@@ -186,7 +186,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// RetainIdle, when positive, deletes (or erases, or compacts) the
-	// sessions whose last event is older (#30; serve --retain-idle); 0:
+	// sessions whose last event is older (serve --retain-idle); 0:
 	// sessions are kept for ever.
 	RetainIdle time.Duration
 	// RetainAction is "delete" (default: a SessionDeleted, the events
@@ -203,8 +203,8 @@ type Config struct {
 	// finishes it (default 30 s; service.Config.EraseTakeover).
 	EraseTakeover time.Duration
 
-	// RegistryKeep, when positive, prunes the registry history (#30;
-	// serve --registry-keep): the newest RegistryKeep versions are kept,
+	// RegistryKeep, when positive, prunes the registry history
+	// (serve --registry-keep): the newest RegistryKeep versions are kept,
 	// plus every version an open turn or a session's last checkpoint
 	// references; 0 keeps every version.
 	RegistryKeep int
@@ -264,7 +264,7 @@ func (c Config) Validate() error {
 	if c.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("--replicas %d: want 1 or more", c.Replicas))
 	}
-	if err := c.Actors.Validate(); err != nil { // #30
+	if err := c.Actors.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.RetainIdle < 0 {

@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/embedding"
 )
 
-// #25 item 6 (STYLE 9): a zero Config is usable — its defaults are those
+// A zero Config is usable — its defaults are those
 // documented — and Validate names every bad field at once.
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	c := Config{}.withDefaults()

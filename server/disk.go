@@ -14,7 +14,7 @@ import (
 )
 
 // diskChecks are the readiness checks of the embedded server's disk
-// (issue 12, item 4): free space above --min-free, and JetStream running.
+// : free space above --min-free, and JetStream running.
 // While the disk has space again and the server had disabled JetStream
 // (a write that hit ENOSPC), a watcher enables it again: no restart.
 func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.Embedded, jlog *jetstream.Log, log zerolog.Logger) []health.Check {

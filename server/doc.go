@@ -1,4 +1,4 @@
-// Package server is what `engine serve` runs (#25 item 6): Run wires the
+// Package server is what `engine serve` runs: Run wires the
 // event log (an embedded NATS server or an external cluster), the views
 // and the projection, the service, the NATS micro and HTTP transports,
 // and the operator's checks — the write probe, the log-integrity

@@ -59,12 +59,10 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, jlog *j
 		return func() {}
 	}
 	if c.embedded != nil {
-		x.BeforePurge = func(rep jetstream.EraseReport) error {
-			if err := jetstream.RecordErased(c.Data, jlog.StreamName(), rep.FirstSeq, rep.LastSeq, time.Now()); err != nil {
-				return err
-			}
-			return c.acked.beforePurge(rep.Purged)
-		}
+		// The store check reads the purged range from the audit
+		// stream's record, written before the purge: only the watermark
+		// is lowered here.
+		x.BeforePurge = func(rep jetstream.EraseReport) error { return c.acked.beforePurge(rep.Purged) }
 		x.AfterPurge = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
 	}
 	eng.SetEraser(x)

@@ -19,7 +19,7 @@ import (
 )
 
 // serviceConn opens the API's own connection when c.NATSAPIUser is
-// given (issue 11: with deploy/nats-server.conf's engine-api user, whose
+// given (with deploy/nats-server.conf's engine-api user, whose
 // publish rights are only the users' reply inboxes, the server itself
 // refuses a reply to any other subject that a request names), else
 // returns the engine's connection nc.
@@ -50,7 +50,7 @@ func protect(a *api.API, h http.Handler) http.Handler {
 	})
 }
 
-// newHTTPServer bounds what one client can hold (issue 11, item 7): the
+// newHTTPServer bounds what one client can hold: the
 // whole request must arrive within ReadTimeout (a slow body is cut off),
 // the reply leave within WriteTimeout (after the API's request timeout),
 // an idle keep-alive connection closes, headers are bounded, and at most
@@ -112,7 +112,7 @@ func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
 }
 
-// startingHandler answers while serve starts (#20 items 1, 2): /healthz
+// startingHandler answers while serve starts: /healthz
 // 200 (the process works), /readyz 503 naming the start-up wait, every
 // other route 503.
 func startingHandler() http.Handler {
@@ -136,7 +136,7 @@ func startingHandler() http.Handler {
 }
 
 // writeStartingError answers a request that came before the API was
-// ready with the API's own error envelope (#24 row 12(a)): 503, code
+// ready with the API's own error envelope: 503, code
 // "unavailable", so that clients parse it like any other error.
 func writeStartingError(w http.ResponseWriter, state string) {
 	msg := "engine starting: opening the views and the API; retry in a second (see /readyz)"

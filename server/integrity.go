@@ -16,7 +16,7 @@ import (
 // watchIntegrity checks the event stream (and, when projecting, the
 // projection's consumer, from the time the projection first caught up:
 // before, its feed may not exist yet) now and every interval until ctx
-// ends (issue 11): a deleted or reconfigured stream or consumer is logged
+// ends: a deleted or reconfigured stream or consumer is logged
 // as an error and makes the returned readiness input fail, naming what
 // changed.
 func watchIntegrity(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, projecting bool, interval time.Duration, log zerolog.Logger) func() error {

@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// #20 item 1: while it waits, the start-up state says why; a permanent
+// While it waits, the start-up state says why; a permanent
 // error ends the wait at once.
 func TestWaitForNATSStatus(t *testing.T) {
 	n := 0

@@ -26,7 +26,7 @@ type probeDeps struct {
 	extra      []health.Check
 }
 
-// Write probe timing (#20 item 2). The probe asks the stream for its
+// Write probe timing. The probe asks the stream for its
 // leader every writeProbeEvery in the background; /readyz only reads the
 // cached answer, so a slow NATS under load never makes a request time
 // out. A stream without a leader fails at once (appends stall: the
@@ -174,8 +174,7 @@ func (p *writeProbe) runnerFolded() (folded uint64, known bool, err error) {
 	return p.folded, p.foldKnow, p.foldErr
 }
 
-// startupCheck fails while serve waits for NATS, saying why (#20 items
-// 1 and 2).
+// startupCheck fails while serve waits for NATS, saying why.
 func startupCheck(context.Context) error {
 	if s := engineStartup.String(); s != "" {
 		return errors.New(s)
@@ -183,8 +182,7 @@ func startupCheck(context.Context) error {
 	return nil
 }
 
-// newProbes builds the checker behind /healthz and /readyz (issue 12,
-// item 5; #20 item 2): ready means an append and a read succeed now — no
+// newProbes builds the checker behind /healthz and /readyz: ready means an append and a read succeed now — no
 // start-up wait, the NATS connection up, the event stream with a leader
 // that answered within writeProbeStale (cached, probed in the
 // background), the projection caught up (then within maxLag), plus the
@@ -203,14 +201,14 @@ func newProbes(d probeDeps) *health.Checker {
 		// not the checker's 2 s.
 		{Name: "stream", Fn: d.write.check, Hold: writeProbeHold},
 	}
-	// Acknowledged events missing from the log (issue 12, item 3): what
+	// Acknowledged events missing from the log: what
 	// this engine's projection found, or the runner recorded.
 	checks = append(checks, health.Check{Name: "log_damage", Fn: d.proj.Damaged})
 	if d.projecting {
 		checks = append(checks, health.Check{Name: "projection", Fn: func(ctx context.Context) error {
 			last, known := d.write.last()
 			if !d.proj.Runner() {
-				// Standing by (issue 12, item 7): ready while the runner,
+				// Standing by: ready while the runner,
 				// in another engine, keeps the views within maxLag.
 				w, wKnown, err := d.write.runnerFolded()
 				if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// #20 item 2: the stream check fails at once on a leaderless answer, on
+// The stream check fails at once on a leaderless answer, on
 // timeouts only once nothing has answered for writeProbeStale (one slow
 // probe under load does not flip it), and an acknowledged append counts
 // as an answer.

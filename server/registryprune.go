@@ -13,14 +13,14 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// startRegistryPrune starts the pruning of the registry history (#30)
+// startRegistryPrune starts the pruning of the registry history
 // when cfg.RegistryKeep is positive: once at start-up and after each
 // registry change (the history stream grew; looked at every
 // cfg.RegistryPruneTick), on the engine that runs the projection, it
 // keeps the newest cfg.RegistryKeep versions plus every version an open
 // turn or a session's last checkpoint references, and purges the others
 // through the privileged connection of erases. A history stream created
-// with deny_purge (before #30) is kept whole, with a log line saying why.
+// with deny_purge (by an engine without erase) is kept whole, with a log line saying why.
 // The returned channel closes when the loop has stopped (after ctx ends).
 func (c *store) startRegistryPrune(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, proj *projection.Projection, m *metrics.Metrics, log zerolog.Logger) <-chan struct{} {
 	done := make(chan struct{})

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// R11 (#20): an engine starting on a cluster whose registry bucket holds a
+// An engine starting on a cluster whose registry bucket holds a
 // pushed registry, and whose Get a replica behind the bucket's leader
 // answers "none", does not seed its fallback over the pushed one: the seed
 // is a KV create the leader refuses, and the start reads again. Before,

@@ -48,7 +48,7 @@ func ParseRetainDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// startRetention starts the retention of idle sessions (#30) when
+// startRetention starts the retention of idle sessions when
 // cfg.RetainIdle is set: every cfg.RetainTick it examines at most
 // cfg.RetainBatch sessions, on the engine that runs the projection (one
 // engine of a stream at a time; two at once during a hand-over are

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// #30: --retain-action compact is a valid retention action; an unknown
+// --retain-action compact is a valid retention action; an unknown
 // action is refused naming the three.
 func TestRetainActionCompactValid(t *testing.T) {
 	c := Config{RetainIdle: 90 * 24 * time.Hour, RetainAction: "compact"}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// #30: retention durations take days (d) and Go's units, combined; zero,
+// Retention durations take days (d) and Go's units, combined; zero,
 // negative and malformed values are refused with an example of the fix.
 func TestParseRetainDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{
@@ -23,7 +23,7 @@ func TestParseRetainDuration(t *testing.T) {
 	}
 }
 
-// #30: a bad retention setting in Config is refused naming its flag.
+// A bad retention setting in Config is refused naming its flag.
 func TestConfigValidateRetention(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config

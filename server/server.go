@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config) error {
 		disk = &jetstream.DiskGuard{Dir: c.Data, MinFree: uint64(max(cfg.MinFree, 0))}
 		c.guard = c.appendGuard(disk)
 	}
-	// The HTTP listener opens first (#20 item 2): while serve waits for
+	// The HTTP listener opens first: while serve waits for
 	// NATS, /healthz answers and /readyz says 503 and why.
 	var httpSwap swapHandler
 	httpSrv, httpAddr, err := listenHTTP(cfg, &httpSwap)
@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 		var err error
 		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
 			Logger: log.With().Str("component", "projection").Logger(),
-			Elect:  true, Owner: c.LeaseOwner(), // one runner per stream (issue 12, item 7)
+			Elect:  true, Owner: c.LeaseOwner(), // one runner per stream
 		}))
 		return err
 	})
@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
 	eng := newEngine(ctx, jlog, proj, reg, m, wp, cfg.EraseTakeover, log)
-	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil { // #30
+	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil {
 		return err
 	}
 	stopEraser := c.startEraser(ctx, cfg, url, jlog, eng, log.With().Str("component", "eraser").Logger())
@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if httpSrv != nil {
-		httpSrv.RegisterOnShutdown(a.StopLive) // live streams never go idle: end them first (#29)
+		httpSrv.RegisterOnShutdown(a.StopLive) // live streams never go idle: end them first
 	}
 	defer a.StopLive()
 	apiNC, closeAPINC, err := serviceConn(ctx, cfg, url, nc)
@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	// Shown at every log level but "disabled", as JSON like every other
-	// line (#17 item 6).
+	// line.
 	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", jlog.StreamName()).
 		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
 
@@ -216,8 +216,7 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 // newEngine builds the service on the log and the views, with the
 // metrics' hooks and the write probe told of every acknowledged append,
 // and records the registry in its history: every registry version served
-// stays addressable, so any engine rebuilds a turn frozen against it
-// (R31).
+// stays addressable, so any engine rebuilds a turn frozen against it.
 func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, takeover time.Duration, log zerolog.Logger) *service.Engine {
 	hooks := m.Hooks()
 	if counted := hooks.Appended; counted != nil {
@@ -319,7 +318,7 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 	}
 	// An invalid revision (anything published to the bucket's subject,
 	// e.g. a JetStream ack a client sent there as its reply subject) must
-	// not stop a restart (issue 11): serve the newest valid one.
+	// not stop a restart: serve the newest valid one.
 	ev := log.Error().Err(err).Uint64("revision", rev)
 	if hist, herr := store.History(ctx); herr == nil {
 		for i := len(hist) - 1; i >= 0; i-- {

@@ -20,7 +20,7 @@ type store struct {
 	Store
 	guard    func() error        // asked before each append (serve's disk guard)
 	embedded *jetstream.Embedded // the embedded server connect started, if any
-	acked    *ackWatermark       // serve's record of what the embedded store held (#24 row 1)
+	acked    *ackWatermark       // serve's record of what the embedded store held
 	// waitNATS makes openLog wait for an external cluster that is not
 	// there yet instead of failing.
 	waitNATS bool
@@ -87,8 +87,8 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 
 // openLogWaiting connects to --nats and opens the event stream, waiting
 // (with back-off, saying why) while no node listens or JetStream cannot
-// answer yet: a supervisor may start the engine before the cluster
-// (#20 item 1). It returns early only on a permanent error or when ctx
+// answer yet: a supervisor may start the engine before the cluster.
+// It returns early only on a permanent error or when ctx
 // ends.
 func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
 	var nc *nats.Conn
@@ -130,7 +130,7 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 		user, password := c.NATSUser, c.NATSPassword
 		if user == "" && c.NATSCreds == "" && c.NATSNKey == "" {
 			// The embedded server of an engine on this data directory:
-			// its generated users (issue 11).
+			// its generated users.
 			if cr, err := jetstream.ReadCredentials(c.Data); err == nil {
 				user, password = c.userOf(cr)
 			}
@@ -164,7 +164,7 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 	}
 	var creds *jetstream.Credentials
 	if c.ServerConfig == "" {
-		// No anonymous access (issue 11): an engine user and an admin
+		// No anonymous access: an engine user and an admin
 		// with random passwords, kept in the data directory.
 		var cr jetstream.Credentials
 		var created bool

@@ -22,7 +22,7 @@ var errStoreRefused = errors.New("refusing to load a damaged store")
 const storeCheckProgress = 2 * time.Second
 
 // checkStore verifies the embedded server's store in --data before the
-// server loads it (issue 24 rows 2, 3 and 12(c)), reading every block
+// server loads it, reading every block
 // (CheckStore): nats-server trusts index.db and would serve a store that
 // lost messages as if nothing happened, or, on a garbage sequence, fill a
 // hole up to it in memory without bound. So the check runs before, not

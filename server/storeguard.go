@@ -17,9 +17,9 @@ import (
 
 // appendGuard is asked before each append to the embedded store: the
 // disk below --min-free, a store that failed a write or JetStream
-// disabled (#24 row 8: the append would wait for an acknowledgement that
+// disabled (the append would wait for an acknowledgement that
 // never comes) answer at once with ErrStorageFull, and a log shorter
-// than what was acknowledged (#24 row 1) takes no appends.
+// than what was acknowledged takes no appends.
 func (c *store) appendGuard(disk *jetstream.DiskGuard) func() error {
 	return func() error {
 		if err := disk.Check(); err != nil {
@@ -43,7 +43,7 @@ func (c *store) appendGuard(disk *jetstream.DiskGuard) func() error {
 }
 
 // storeFaults is the embedded store's fault signal for the log's appends
-// (#24 row 8): an append in flight when the store fails a write answers
+// : an append in flight when the store fails a write answers
 // at once instead of waiting for an acknowledgement that never comes.
 // Against --nats there is none (nil: never closed).
 func (c *store) storeFaults() <-chan struct{} {
@@ -54,7 +54,7 @@ func (c *store) storeFaults() <-chan struct{} {
 }
 
 // watchAcked starts the acknowledged-watermark record of the embedded
-// store's data directory (#24 row 1); nothing against --nats (the data
+// store's data directory; nothing against --nats (the data
 // directory is the server's, elsewhere).
 func (c *store) watchAcked(ctx context.Context, jlog *jetstream.Log, log zerolog.Logger) error {
 	if c.embedded == nil {
@@ -83,7 +83,7 @@ func (r storeRefusal) Unwrap() []error { return []error{jetstream.ErrStorageFull
 
 // checkConfigLogin refuses, before the embedded server starts, a
 // --server-config whose users require a login when no --nats-user names
-// the engine's (#24 row 12(d)).
+// the engine's.
 func (c *store) checkConfigLogin() error {
 	if c.ServerConfig == "" || c.NATSUser != "" || os.Getenv("ENGINE_NATS_USER") != "" {
 		return nil
@@ -107,7 +107,7 @@ func (c *store) embeddedConnectError(err error) error {
 
 // requireStream refuses, for commands that work on an existing store
 // (rebuild, stream repair), a connection that finds no event stream
-// (#24 row 10): opening the log would create an empty one, e.g. in the
+// : opening the log would create an empty one, e.g. in the
 // $G account beside the real store of a directory served with
 // --server-config. The error names the stream looked for and the streams
 // the data directory holds, by account.

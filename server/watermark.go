@@ -17,7 +17,7 @@ import (
 const watermarkEvery = time.Second
 
 // ackWatermark keeps the data directory's record of how far the event
-// stream reached (#24 row 1), outside the JetStream store, and compares
+// stream reached, outside the JetStream store, and compares
 // the stream with it: at start, and at every record, so a store that was
 // moved, emptied or truncated (even by an in-process JetStream restart)
 // is never served as if whole. Its check fails readiness and refuses
@@ -35,13 +35,13 @@ type ackWatermark struct {
 	writeErr string
 	// erasing counts the erases between their BeforePurge and AfterPurge;
 	// gen moves at each of those: a record whose stream state may have
-	// been read across a purge is skipped (#30).
+	// been read across a purge is skipped.
 	erasing int
 	gen     uint64
 }
 
 // beforePurge lowers the mark by the messages an erase is about to purge
-// (#30: an erase is not a loss) and records it on disk before the purge.
+// (an erase is not a loss) and records it on disk before the purge.
 func (a *ackWatermark) beforePurge(purged uint64) error {
 	if a == nil {
 		return nil

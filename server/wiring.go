@@ -22,7 +22,7 @@ func startMicro(ctx context.Context, a *api.API, nc *nats.Conn) (func(), error) 
 }
 
 // httpHandler serves the API under /v1 and the operator endpoints: the
-// probes come from the health checker (issue 12, item 5).
+// probes come from the health checker.
 func httpHandler(a *api.API, m *metrics.Metrics, probes *health.Checker, live func() map[string]any) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", a.Handler())

@@ -1,6 +1,6 @@
 package service
 
-// Pseudonymous actors (#30): the engine seals the actor of every event it
+// Pseudonymous actors: the engine seals the actor of every event it
 // writes through an ActorSealer (plain, keyed hash, or encrypted under a
 // per-person key that can be destroyed), and reads it back through
 // RevealActor. Engine-internal actors stay plain.
@@ -35,7 +35,7 @@ const ErasedActor = "(erased)"
 var _ ActorSealer = (*actor.Sealer)(nil)
 
 // SetActorSealer makes the engine seal the actor of every event it
-// writes from now on (#30); nil stores actors as given (the default).
+// writes from now on; nil stores actors as given (the default).
 func (e *Engine) SetActorSealer(s ActorSealer) {
 	if s == nil {
 		e.sealer.Store(nil)
@@ -62,7 +62,7 @@ func internalActor(a string) bool {
 func (e *Engine) sealActor(ctx context.Context, a string) (string, error) {
 	if actor.Sealed(a) {
 		// Only the engine seals: a writer sending a sealed form could pass
-		// a copied ciphertext or token off as another person's (#30).
+		// a copied ciphertext or token off as another person's.
 		return "", fmt.Errorf("%w: actor %q has the form the engine stores sealed actors in (h1:, e1:); send the person's own id", ErrInvalid, a)
 	}
 	s := e.getSealer()
@@ -90,7 +90,7 @@ func (e *Engine) RevealActor(ctx context.Context, stored string) string {
 
 // actorRevealer returns RevealActor for one read, such as a page of
 // history: it reads each person's key once for the read, not once per
-// entry (#30: a 100-entry page of one person's events made 100 key-store
+// entry (a 100-entry page of one person's events made 100 key-store
 // reads).
 func (e *Engine) actorRevealer(ctx context.Context) func(stored string) string {
 	s := e.getSealer()

@@ -71,7 +71,7 @@ func storedActor(t *testing.T, data []byte) string {
 	return env.Actor
 }
 
-// #30: in hash mode the log holds the person's token, never the actor's
+// In hash mode the log holds the person's token, never the actor's
 // bytes; the same person always gets the same token (an audit is searched
 // by computing it); engine-internal actors stay plain; RevealActor shows a
 // token as stored.
@@ -101,7 +101,7 @@ func TestActorHashStoresNoPlainActor(t *testing.T) {
 	}
 }
 
-// #30: in encrypt mode the log holds a ciphertext, RevealActor reads the
+// In encrypt mode the log holds a ciphertext, RevealActor reads the
 // person back; after forget (through another connection, as the CLI does)
 // the key is physically gone from the bucket (raw reads of the KV stream
 // find neither the key nor its bytes) and every event of the person
@@ -188,7 +188,7 @@ func TestActorEncryptRevealForget(t *testing.T) {
 	}
 }
 
-// #30: two engines racing on the first writes of the same people end with
+// Two engines racing on the first writes of the same people end with
 // one key per person: each engine reveals every event the other wrote.
 func TestActorKeyRace(t *testing.T) {
 	ctx := context.Background()
@@ -253,7 +253,7 @@ func TestActorKeyRace(t *testing.T) {
 	}
 }
 
-// #30: sealing changes only the stored actor: the resolved tools, the
+// Sealing changes only the stored actor: the resolved tools, the
 // rendering, the prefix and contract hashes are those of a plain engine,
 // and no sealed actor reaches the resolution.
 func TestActorSealingLeavesFoldUnchanged(t *testing.T) {
@@ -284,7 +284,7 @@ func TestActorSealingLeavesFoldUnchanged(t *testing.T) {
 	}
 }
 
-// #30: what sealing adds to a write (hash: an HMAC; encrypt: AES-GCM with
+// What sealing adds to a write (hash: an HMAC; encrypt: AES-GCM with
 // the person's key, read from KV once per 10 s), and what RevealActor of
 // an encrypted actor costs (one KV get), against a real server.
 func BenchmarkActorModes(b *testing.B) {
@@ -332,7 +332,7 @@ func BenchmarkActorModes(b *testing.B) {
 	}
 }
 
-// #30: a writer cannot send an actor in the engine's sealed forms (it
+// A writer cannot send an actor in the engine's sealed forms (it
 // could pass a copied token or ciphertext off as another person's), in
 // plain mode as in the sealing modes; nothing is written.
 func TestActorSealedFormRefused(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Admission (issue 11 item 7, #24 row 6): the requests in flight that the
+// Admission: the requests in flight that the
 // transports share, per channel and in all. LiveHub bounds live streams
 // the same way.
 
@@ -17,7 +17,7 @@ import (
 // 11, item 7): one channel flooding the engine with slow requests
 // (min_seq waits, large appends) gets "busy" replies while the other
 // channels are served. Every HTTP channel the engine does not know
-// shares the one key UnknownChannels (#24 row 6): made-up Engine-Channel
+// shares the one key UnknownChannels: made-up Engine-Channel
 // values cannot multiply the per-channel budget into the total.
 type Limiter struct {
 	mu         sync.Mutex

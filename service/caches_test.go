@@ -7,7 +7,7 @@ import (
 
 // The LRU itself is tested in internal/lru (TestBoundedEvictsLeastRecentlyUsed).
 
-// #13 item 5: the engine's turn and dispatch caches are bounded by
+// The engine's turn and dispatch caches are bounded by
 // CacheSize (memory per open turn: BenchmarkOpenTurnMemory).
 func TestEngineCachesBounded(t *testing.T) {
 	e := &Engine{ts: newTurnState(2)}

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #26 item 3: a native rendering never drops a tool the session's history
+// A native rendering never drops a tool the session's history
 // references: loaded with a tool_reference, then disabled, it stays
 // defined (deferred, marked not callable) in the next turn, and the call
 // check refuses it.
@@ -66,7 +66,7 @@ func TestNativeKeepsReferencedTool(t *testing.T) {
 	}
 }
 
-// #26 item 3: the call check answers callable with the turn's resolved
+// The call check answers callable with the turn's resolved
 // tool and its permission, and otherwise says why: disabled (also mid-
 // turn, for a tool the turn froze), not in the turn, unknown; outside a
 // turn it is ErrNoTurn.
@@ -104,7 +104,7 @@ func TestCallCheck(t *testing.T) {
 	}
 }
 
-// #28, #26 item 3: native renderings are shared across sessions and turns
+// Native renderings are shared across sessions and turns
 // only when they are the same array: two sessions with the same intent
 // get byte-identical arrays, and a session whose history references a
 // tool the other's does not gets its own (the referenced tool defined),
@@ -147,7 +147,7 @@ func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
 	}
 }
 
-// #28: the JSON replies of a turn view and of a discovery carry the
+// The JSON replies of a turn view and of a discovery carry the
 // rendering byte for byte (spliced in by wire.Marshal, not re-encoded),
 // inside valid JSON.
 func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
@@ -188,5 +188,80 @@ func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
 		if err != nil || !bytes.Equal(got, c.rendering) || len(c.rendering) < 1024 {
 			t.Errorf("%s: the reply's rendering (%d bytes, %v) is not the view's (%d bytes)", label, len(got), err, len(c.rendering))
 		}
+	}
+}
+
+// Call-check agrees with the array the request sends. In an
+// engine-side mode the array defines the resident and loaded tools only,
+// so a deferred tool the turn has not loaded is not callable (not_loaded)
+// until tool_search loads it; in a native mode every tool of the turn is
+// defined, so it is callable. The mode is the request's, else the one the
+// turn was begun for (recorded in its TurnStarted), else the default.
+func TestCallCheckAgreesWithTheArray(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.BeginTurn(ctx, "cc", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.CallCheckIn(ctx, "cc", "send_message", "", "")
+	if err != nil || c.Callable || c.Reason != service.CallNotLoaded || c.Provider != service.ProviderAnthropicEngine || !c.Deferred || c.Loaded {
+		t.Fatalf("engine-side turn, deferred tool not loaded: %+v, %v; want not callable, not_loaded", c, err)
+	}
+	c, err = e.CallCheckIn(ctx, "cc", "send_message", "", service.ProviderAnthropic)
+	if err != nil || !c.Callable || c.Provider != service.ProviderAnthropic {
+		t.Fatalf("the same turn asked for a native request: %+v, %v; want callable", c, err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc", "read_file", "", ""); err != nil || !c.Callable {
+		t.Fatalf("resident tool: %+v, %v; want callable", c, err)
+	}
+	if _, err := e.Discover(ctx, "cc", web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Names: []string{"send_message"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc", "send_message", "", ""); err != nil || !c.Callable || !c.Loaded {
+		t.Fatalf("after tool_search loaded it: %+v, %v; want callable, loaded", c, err)
+	}
+	if _, err := e.CallCheckIn(ctx, "cc", "send_message", "", "nosuch"); !errors.Is(err, service.ErrInvalid) {
+		t.Fatalf("an unknown provider: %v, want ErrInvalid", err)
+	}
+
+	// A turn begun without a provider is the default, native.
+	if _, err := e.BeginTurn(ctx, "cc2", web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = e.CallCheckIn(ctx, "cc2", "send_message", "", ""); err != nil || !c.Callable || c.Provider != deferral.DefaultProvider {
+		t.Fatalf("default turn: %+v, %v; want callable in %s", c, err, deferral.DefaultProvider)
+	}
+}
+
+// Eviction shrinks the loaded set, but in a native mode the
+// tool_reference blocks already in the history keep the evicted tools'
+// definitions in the provider's context: the view names them as
+// references a backend may drop when it compacts its history, and keeps
+// defining them; the engine's catalog modes have nothing to drop.
+func TestDroppableReferencesAfterEviction(t *testing.T) {
+	e := newEngine(t)
+	ctx := context.Background()
+	const s = "evicted-refs"
+	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Discover(ctx, s, web, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{"send_message", "enter_plan_mode"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EndTurn(ctx, s, web); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(ctx, s, web, nil, events.DeferredEvicted{Names: []string{"send_message"}, Reason: "bound"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.DroppableReferences) != 1 || v.DroppableReferences[0] != "send_message" || !bytes.Contains(v.Rendering, []byte(`"send_message"`)) {
+		t.Fatalf("native view after evicting send_message: droppable %v, loaded %v; want send_message droppable and still defined", v.DroppableReferences, v.Loaded)
+	}
+	if ev, err := e.Resolve(ctx, s, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil || len(ev.DroppableReferences) != 0 {
+		t.Fatalf("engine-mode view: droppable %v, %v; want none", ev.DroppableReferences, err)
 	}
 }

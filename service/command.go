@@ -25,7 +25,7 @@ import (
 //	{"type":"DeferredLoaded","names":["send_message"],"turn":3}   turn optional
 //	{"type":"TurnStarted","turn":4}                   turn optional (0: next); the engine
 //	                                                  records intent, profile, override,
-//	                                                  registry_version, contract_hash (R31)
+//	                                                  registry_version, contract_hash
 //	{"type":"TurnEnded","turn":4}                     turn optional (0: current)
 //	{"type":"CheckpointRecorded","loaded_deferred_tools":[...],"contract_hash":"...",
 //	 "registry_version":"...","turn":4,"contract":[{"name":"...","hash":"..."}]}
@@ -33,7 +33,7 @@ import (
 // Decoding is strict: an unknown or missing type, an unknown, duplicated or
 // missing field and a value of the wrong JSON type are errors that name the
 // type or field (and list what is accepted). Whether the command makes sense
-// for the session (known preset, known tool, R2) is decided by the engine
+// for the session (known preset, known tool) is decided by the engine
 // when it is appended.
 //
 // Errors match wire.ErrBadRequest.

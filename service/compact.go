@@ -1,6 +1,6 @@
 package service
 
-// Compacting a session (#30): its events are replaced by one
+// Compacting a session: its events are replaced by one
 // SessionCompacted that carries the state they fold to (aggregate
 // Compaction), appended on the condition that the session is still at the
 // sequence it was folded to (a concurrent write conflicts, nothing is
@@ -28,7 +28,7 @@ import (
 // ends.
 var ErrTurnOpen = aggregate.ErrTurnOpen
 
-// Compactor purges the events a SessionCompacted replaces (#30), through
+// Compactor purges the events a SessionCompacted replaces, through
 // the privileged path of erases. *jetstream.Eraser implements it; an
 // engine whose eraser does not cannot compact (ErrEraseUnavailable).
 type Compactor interface {
@@ -44,7 +44,7 @@ var _ Compactor = (*jetstream.Eraser)(nil)
 // events and the messages this call purged (the API's reply).
 type CompactResult = wire.CompactReply
 
-// Compact rolls session's log up into one SessionCompacted (#30): see the
+// Compact rolls session's log up into one SessionCompacted: see the
 // file comment. It refuses a deleted session (ErrDeleted), one with no
 // events (ErrNotFound) and one in an open turn (ErrTurnOpen, a conflict);
 // a session whose events were compacted and that has no event after its
@@ -211,7 +211,7 @@ func recordMs(r jetstream.Record) int64 {
 }
 
 // ErrSnapshotMismatch: a session's log holds a SessionCompacted, with
-// events before it, whose state is not what those events fold to (#30):
+// events before it, whose state is not what those events fold to:
 // compaction refuses to purge them.
 var ErrSnapshotMismatch = errors.New("snapshot does not match the events it replaces")
 

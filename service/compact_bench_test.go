@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #30: the cold load of a long session (a log read of every event and its
+// The cold load of a long session (a log read of every event and its
 // fold, what an engine without the session's view does) against the same
 // session compacted (the snapshot and a 10-event tail). msgs/op is what
 // the log read, whatever the machine's speed.

@@ -65,7 +65,7 @@ func compactStack(t *testing.T) (*service.Engine, *jetstream.Log, string) {
 	return e, log, url
 }
 
-// #30: compacting a long session leaves its subject one message (a raw
+// Compacting a long session leaves its subject one message (a raw
 // JetStream read of the subject), a cold load reads that message and the
 // tail written after it (counted by the log's read counter) and folds to
 // the state the whole history folds to; the projection's view, resume of
@@ -161,7 +161,7 @@ func (w *scanThenWrite) ScanSession(ctx context.Context, session string, from, u
 	return err
 }
 
-// #30: a write that lands while a compaction folds the session makes the
+// A write that lands while a compaction folds the session makes the
 // compaction fail with a conflict (the snapshot is appended on the
 // condition that the session is still at the folded sequence): nothing is
 // purged and the write is kept; compacting again folds it into the
@@ -201,7 +201,7 @@ func TestCompactConcurrentWriteConflicts(t *testing.T) {
 	}
 }
 
-// #30: with two engines, one compacts and the other's projection folds
+// With two engines, one compacts and the other's projection folds
 // the snapshot message through its feed: both serve the same view, and a
 // write through the other engine after the compaction lands after the
 // snapshot; a deleted session is refused (ErrDeleted), a session in an
@@ -279,7 +279,7 @@ func TestCompactTwoEnginesAndRefusals(t *testing.T) {
 
 func timeNow() time.Time { return time.Now() }
 
-// #30: after a compaction the history starts with the snapshot's entry,
+// After a compaction the history starts with the snapshot's entry,
 // which names the replaced range, count, times and who compacted; a
 // history or explain of a point before it answers ErrCompacted (kind not
 // found) with that range in the message, not an empty timeline; explain
@@ -328,7 +328,7 @@ func TestCompactHistoryAndExplain(t *testing.T) {
 	}
 }
 
-// #30: a projection that had not read a session's events when they were
+// A projection that had not read a session's events when they were
 // compacted and purged reads the gap as compacted (the audit record's
 // range), not as lost data: it folds the snapshot, is not damaged, and
 // serves the compacted state and a bystander's.
@@ -382,7 +382,7 @@ func TestCompactBeforeProjectionReadsIt(t *testing.T) {
 	}
 }
 
-// #30: on an event stream created before #30 with deny_purge (which
+// On an event stream created with deny_purge (which
 // JetStream cannot lift), compaction is refused before it writes anything
 // (KindForbidden, naming deny_purge): the session keeps its events and no
 // snapshot is appended.
@@ -417,7 +417,7 @@ func TestCompactLegacyDenyPurgeStream(t *testing.T) {
 	}
 }
 
-// #30: a keyed write retried after a compaction replaced its events is a
+// A keyed write retried after a compaction replaced its events is a
 // duplicate (the snapshot folds them), not a damaged log, and nothing is
 // applied twice.
 func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
@@ -445,7 +445,7 @@ func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
 	}
 }
 
-// #30 with #31: after a compaction, a permission answer recorded on a
+// After a compaction, a permission answer recorded on a
 // channel whose policy denies the tool still does not allow it (the
 // snapshot's answers are judged on their own channel, as the events
 // were), while an answer from an allowed channel still does.
@@ -494,7 +494,7 @@ func (c *countingEraser) Compact(ctx context.Context, session string, snapshot u
 	return c.Eraser.Compact(ctx, session, snapshot)
 }
 
-// #30: compacting a session whose subject holds only its snapshot (what
+// Compacting a session whose subject holds only its snapshot (what
 // retention does on every pass over a compacted idle session) answers
 // Already without a purge call: there is nothing below the snapshot, and
 // the call costs three JetStream round trips.
@@ -524,7 +524,7 @@ func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
 	}
 }
 
-// #30, R44 (#20): a compaction through an engine that did not write the
+// A compaction through an engine that did not write the
 // session folds, and purges below, the session as the stream's leader
 // holds it, not as a replica behind the leader answers (a shorter log, or
 // "no events": ErrNotFound); and the log's compaction reads the snapshot

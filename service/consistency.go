@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// Consistency within one engine (#19): a read through an engine sees every
+// Consistency within one engine: a read through an engine sees every
 // write that engine acknowledged for the session (read-your-writes), and
 // never a state older than one it already served for the session
 // (monotonic reads), without the caller passing a sequence. The engine
@@ -28,7 +28,7 @@ import (
 // engines, pass min_seq.
 
 // marks holds the per-session sequence floors of reads: the one bounded
-// LRU (#25 item 9), so it keeps the size most recently used sessions.
+// LRU, so it keeps the size most recently used sessions.
 type marks struct {
 	c *lrucache.Cache[string, uint64]
 }
@@ -86,8 +86,8 @@ const readWait = 5 * time.Second
 // (0: the end), in order. A scan that ends below the session's mark (a
 // replica answering direct gets lags the leader) goes on after the last
 // event it saw until it reaches the mark, bounded by readWait; then it
-// fails with projection.ErrNotCaughtUp rather than return a short history
-// (#19). An error of fn ends the scan and is returned wrapped.
+// fails with projection.ErrNotCaughtUp rather than return a short history.
+// An error of fn ends the scan and is returned wrapped.
 func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, fn func(jetstream.Record) error) error {
 	return e.scanSessionFrom(ctx, session, 1, upTo, fn)
 }

@@ -39,7 +39,7 @@ func stalledEngines(t *testing.T, n int, cfg service.Config) []*service.Engine {
 	return out
 }
 
-// #19: a write acknowledged by an engine is in every read through that
+// A write acknowledged by an engine is in every read through that
 // engine without min_seq, even when the projection has not folded it at
 // all: the session view, the resolution, a frozen turn's dispatch (intent
 // at the sequence of its tools), history and explain.
@@ -79,7 +79,7 @@ func TestReadYourWritesWithoutMinSeq(t *testing.T) {
 	}
 }
 
-// #19: monotonic reads. Engine b wrote; engine a read it with min_seq;
+// Monotonic reads. Engine b wrote; engine a read it with min_seq;
 // a's later reads without min_seq never go back to the (empty) view.
 func TestMonotonicReadsWithinOneEngine(t *testing.T) {
 	es := stalledEngines(t, 2, service.Config{})
@@ -114,7 +114,7 @@ func TestMonotonicReadsWithinOneEngine(t *testing.T) {
 	}
 }
 
-// #19: the per-session marks are bounded by Config.CacheSize.
+// The per-session marks are bounded by Config.CacheSize.
 func TestConsistencyMarksBounded(t *testing.T) {
 	e := stalledEngines(t, 1, service.Config{CacheSize: 10})[0]
 	ctx := context.Background()

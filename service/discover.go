@@ -1,7 +1,7 @@
 package service
 
 // Discover: tool_search inside a frozen turn, the loads it records and the
-// output it returns (R15, R16).
+// output it returns.
 
 import (
 	"context"
@@ -18,13 +18,13 @@ import (
 
 // DiscoverResult is what tool_search returns, and the turn afterwards.
 type DiscoverResult struct {
-	// Tools are the full schemas of the tools found (R16): the requested
+	// Tools are the full schemas of the tools found: the requested
 	// names in this turn's set, then the query and regex matches.
 	Tools []resolver.Tool `json:"tools"`
 	// Loaded are the names this call loaded.
 	Loaded []string `json:"loaded"`
 	// NotFound are requested names this turn cannot load: a soft result,
-	// the call succeeds (R29).
+	// the call succeeds.
 	NotFound []string `json:"not_found,omitempty"`
 	// Matches are the ranked query and regex results.
 	Matches []deferral.Match `json:"matches,omitempty"`
@@ -41,8 +41,8 @@ type DiscoverResult struct {
 // DiscoverRequest is one tool_search call inside the open turn.
 type DiscoverRequest struct {
 	// Search is the model's tool_search input (deferral.ParseSearchInput),
-	// with the query's embedding when the backend gives one (#27:
-	// QueryVector, never part of the model's input).
+	// with the query's embedding when the backend gives one
+	// (QueryVector, never part of the model's input).
 	Search deferral.SearchRequest
 	// Provider selects the rendering of the view and of Output.
 	Provider string
@@ -57,7 +57,7 @@ type DiscoverRequest struct {
 	NoView bool
 }
 
-// Discover is tool_search inside the open turn (R16, R29): it finds tools
+// Discover is tool_search inside the open turn: it finds tools
 // by exact name, keyword query or regex, loads the deferred ones
 // (recorded as DeferredLoaded) so that the next provider request of the
 // turn includes them, and reports unknown names as not found without
@@ -67,12 +67,12 @@ type DiscoverRequest struct {
 // tool_search schema is ErrInvalid.
 //
 // A search never loads a tool the session has disabled, even one the turn
-// froze before it was disabled (#26 item 4): it is reported not found, and
+// froze before it was disabled: it is reported not found, and
 // a disable stored between the search and its DeferredLoaded makes the
 // engine search again. A keyword query loads only its confident matches
 // (deferral.ConfidentShare), at most max_results. A query with a query
 // vector, against tools with embeddings, ranks by keywords and vector
-// fused (#27); a vector of another dimension than the embeddings is
+// fused; a vector of another dimension than the embeddings is
 // ErrInvalid. With an embedder (SetEmbedder) a query without a vector
 // ranks by its keywords and its vector from the operator's model fused;
 // when that vector or the tools' are not to be had, by keywords, and the
@@ -110,7 +110,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 		if search.Query != "" && len(search.QueryVector) == 0 {
 			search.Embedded, embedNote = e.embeddedSearch(ctx, ot, search.Query)
 		}
-		// #26 item 5: a full loaded set loads what fits, never an error.
+		// A full loaded set loads what fits, never an error.
 		sr, err := ot.turn.SearchWithin(search, now.Intent.Disabled, max(deferral.MaxLoaded-len(now.Loaded), 0))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #26 item 6 (R21): any engine answers the classification of a session's
+// Any engine answers the classification of a session's
 // last dispatch from the log, also one that served none of it (as after
 // a crash of the engine that did), for the open turn and after it ended;
 // a session that never started a turn has none.

@@ -112,13 +112,9 @@ func (e *Engine) beginErase(ctx context.Context, x Eraser, session string, expec
 	if err := x.Begin(ctx, session, expected); err != nil {
 		return err
 	}
-	s := &e.erases
-	s.live.Lock()
-	if s.mine == nil {
-		s.mine, s.running = map[string]bool{}, map[string]bool{}
-	}
-	s.mine[session] = true
-	s.live.Unlock()
+	e.erases.live.Lock()
+	e.erases.mine[session] = true
+	e.erases.live.Unlock()
 	return nil
 }
 
@@ -159,11 +155,8 @@ type eraseItem struct {
 // finishes an erase stopped at any point. An erase of a session this
 // process is erasing already is an ErrConflict.
 func (e *Engine) eraseBatch(ctx context.Context, x Eraser, items []eraseItem) []eraseItem {
-	s := &e.erases
+	s := e.erases
 	s.live.Lock()
-	if s.running == nil {
-		s.mine, s.running = map[string]bool{}, map[string]bool{}
-	}
 	for i := range items {
 		it := &items[i]
 		if s.running[it.session] {
@@ -443,6 +436,10 @@ type eraseScan struct {
 	running map[string]bool // being carried on by this process now
 }
 
+func newEraseScan() *eraseScan {
+	return &eraseScan{open: map[string]jetstream.AuditRecord{}, mine: map[string]bool{}, running: map[string]bool{}}
+}
+
 // FinishReport is what one FinishErases call did.
 type FinishReport struct {
 	// Open counts the unfinished erases known after the call.
@@ -470,15 +467,12 @@ func (e *Engine) FinishErases(ctx context.Context) (FinishReport, error) {
 	if x == nil {
 		return rep, nil
 	}
-	s := &e.erases
+	s := e.erases
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	recs, after, err := x.Unfinished(ctx, s.after)
 	if err != nil {
 		return rep, err
-	}
-	if s.open == nil {
-		s.open = map[string]jetstream.AuditRecord{}
 	}
 	for session, rec := range recs {
 		if rec.Phase == jetstream.PhaseDone || rec.Phase == jetstream.PhaseCancelled {

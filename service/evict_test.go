@@ -42,7 +42,7 @@ func manyDeferred(t *testing.T, n int) (*resolver.Registry, []string) {
 	return reg, names
 }
 
-// #26 item 5: the loaded set is bounded, never by an error: a search that
+// The loaded set is bounded, never by an error: a search that
 // finds more than the room left loads what fits and says so, and the
 // next turn boundary evicts the tools loaded longest ago down to
 // deferral.LoadedBound with a DeferredEvicted in the log, counted as the

@@ -1,6 +1,6 @@
 package service
 
-// Explain (R25): why a tool is or is not in a session's set, and the event
+// Explain: why a tool is or is not in a session's set, and the event
 // that last changed that.
 
 import (
@@ -20,16 +20,16 @@ type ExplainResult struct {
 	resolver.Explanation
 	// Event is the event that last changed the explanation's outcome or
 	// rule: after it the tool was in or out for this rule, and no later
-	// event changed that (R25). Nil when no event did: the explanation is
+	// event changed that. Nil when no event did: the explanation is
 	// the one of a session without events (the profile, the registry or a
-	// per-turn override decides). A SessionCompacted here (#30) means the
+	// per-turn override decides). A SessionCompacted here means the
 	// event that set it was compacted: the history's compaction entry
 	// says which events the snapshot replaced.
 	Event *EventRef `json:"event,omitempty"`
 	// RegistryVersion is the registry the explanation used.
 	RegistryVersion string `json:"registry_version"`
 	// Evicted is the DeferredEvicted that unloaded the tool at a turn
-	// boundary (prefix-change cause "evict", #26 item 5) when no load
+	// boundary (prefix-change cause "evict") when no load
 	// since has loaded it again; nil otherwise. tool_search loads it again.
 	Evicted *EventRef `json:"evicted,omitempty"`
 	// Seq is the session sequence explained.
@@ -45,7 +45,7 @@ type ExplainResult struct {
 // recorded version when until falls inside a turn, else the version in
 // force when the last event explained was stored, else (until zero and
 // outside a turn) the live registry. RegistryVersion says which. A
-// session deleted at until answers ErrDeleted (#30).
+// session deleted at until answers ErrDeleted.
 func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (ExplainResult, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
@@ -76,13 +76,13 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		return ExplainResult{}, err
 	}
 	if len(recs) == 0 {
-		// A point before a compaction says so (#30).
+		// A point before a compaction says so.
 		if err := e.compactedBefore(ctx, session, until); err != nil {
 			return ExplainResult{}, err
 		}
 	}
 	if err := alive(session, st); err != nil {
-		// A deleted session has no tools to explain (#30); a point before
+		// A deleted session has no tools to explain; a point before
 		// the delete (until) still explains.
 		return ExplainResult{}, err
 	}
@@ -101,7 +101,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		reg, pruned = regs.at(ctx, recs[len(recs)-1].Time)
 	}
 	if reg == nil {
-		// The registry in force at this point was pruned (#30): say so,
+		// The registry in force at this point was pruned: say so,
 		// rather than explain against another version.
 		return ExplainResult{Explanation: resolver.Explanation{Tool: tool, Rule: RulePruned,
 			Detail: prunedText(pruned) + "; whether " + tool + " was in or out is not recomputed"},
@@ -129,7 +129,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	bst := blame.State()
 	for _, ref := range []*EventRef{last, evicted} {
 		if ref != nil {
-			ref.Actor = e.RevealActor(ctx, ref.Actor) // #30
+			ref.Actor = e.RevealActor(ctx, ref.Actor)
 		}
 	}
 	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil

@@ -3,7 +3,7 @@ package service
 import "time"
 
 // SetRecordRecheck sets how long an engine trusts that the registry
-// history holds a registry it recorded (#30), for a test; the returned
+// history holds a registry it recorded, for a test; the returned
 // func restores it.
 func SetRecordRecheck(d time.Duration) func() {
 	old := recordRecheck

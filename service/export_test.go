@@ -1,5 +1,5 @@
 package service
 
 // MarksLen is the number of sessions the engine holds a read floor for
-// (#19: the marks are bounded).
+// (the marks are bounded).
 func MarksLen(e *Engine) int { return e.marks.len() }

@@ -19,7 +19,7 @@ import (
 )
 
 // A session's open turn is a function of the log and the registry history
-// (R16, R31): its TurnStarted records the request it was frozen from (the
+//: its TurnStarted records the request it was frozen from (the
 // session's intent, the profile, the override, the registry version and
 // the contract hash), and its DeferredLoaded events, in log order, are the
 // tools tool_search loaded in it. Any engine rebuilds the turn from them,
@@ -44,16 +44,16 @@ type openTurn struct {
 	mu      sync.Mutex
 	applied uint64                 // last session sequence folded into turn
 	native  map[string]*nativeView // per native provider: constant for the turn
-	evicted bool                   // a DeferredEvicted preceded the turn's TurnStarted (#26 item 5)
+	evicted bool                   // a DeferredEvicted preceded the turn's TurnStarted
 }
 
 // servesChannel reports whether a read by channel gets the turn's frozen
-// tools (R16): for the channel that began the turn, a caller that names
+// tools: for the channel that began the turn, a caller that names
 // no channel (dispatch), or without a channel policy; for another channel
 // under a policy only when its policy, in the turn's registry and the
 // live one, denies none of the frozen tools. Otherwise the read resolves
 // live under its own channel, so no channel receives a tool its policy
-// withholds from it by reading another channel's turn (#31).
+// withholds from it by reading another channel's turn.
 func (ot *openTurn) servesChannel(channel string, live *resolver.Registry) bool {
 	if channel == "" || channel == ot.req.Channel {
 		return true
@@ -128,7 +128,7 @@ func (e *Engine) keepRegistry(reg *resolver.Registry) {
 }
 
 // recordRecheck is how long recordRegistry trusts that the history holds
-// a registry it stored: a prune (#30) on another engine may remove a
+// a registry it stored: a prune on another engine may remove a
 // version this engine still serves (one outside the newest kept, that
 // no open turn or checkpoint referenced yet), and the next turn begun
 // after this long records it again before naming it. Asking is one direct
@@ -227,19 +227,19 @@ func intentOf(in *intent.Intent) intent.Intent {
 }
 
 // turnStarted is the TurnStarted that records the turn frozen from res
-// for st and req (R31).
+// for st and req.
 func turnStarted(turn uint64, st aggregate.State, req ResolveRequest, res *resolver.Resolution) events.TurnStarted {
 	return events.TurnStarted{Turn: turn, Intent: turnIntent(st.Intent), Profile: req.Profile, Override: events.RecordOverride(req.Override),
-		RegistryVersion: res.RegistryVersion, ContractHash: res.ContractHash}
+		RegistryVersion: res.RegistryVersion, ContractHash: res.ContractHash, Provider: req.Provider}
 }
 
 // replayTurn resolves the request a TurnStarted records against the
 // registry version it names, checking the contract hash; st is the
 // session (its intent stands in for an older TurnStarted's). channel is
 // the channel that wrote the TurnStarted (its envelope's), whose policy
-// narrowed the turn (#31).
+// narrowed the turn.
 func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel string, st aggregate.State) (*resolver.Resolution, *resolver.Registry, ResolveRequest, error) {
-	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override(), Channel: channel}
+	req := ResolveRequest{Profile: ts.Profile, Override: ts.Override.Override(), Channel: channel, Provider: ts.Provider}
 	if !ts.Recorded() { // written before turns recorded their request
 		res, reg, err := e.resolveWith(st, req)
 		return res, reg, req, err
@@ -261,7 +261,7 @@ func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel 
 }
 
 // latest reads the session as the log holds it now (at least minSeq and
-// the session's mark, #19).
+// the session's mark).
 func (e *Engine) latest(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
@@ -419,7 +419,7 @@ func (e *Engine) settled(session string, ot *openTurn, first, last uint64) bool 
 // RecordRegistry stores the live registry in the registry history (a
 // no-op without one, or when stored): engines call it when they start
 // serving a registry, so that history can say which version was in force
-// when (R25).
+// when.
 func (e *Engine) RecordRegistry(ctx context.Context) error {
 	return e.recordRegistry(ctx, e.Registry())
 }

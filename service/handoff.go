@@ -7,7 +7,7 @@ import (
 )
 
 // handoffViews is implemented by views that take a writer's acknowledged
-// events (*projection.Projection, #28).
+// events (*projection.Projection).
 type handoffViews interface {
 	Handoff(projection.Acked) bool
 }

@@ -2,14 +2,10 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
@@ -17,9 +13,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
-	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -45,22 +39,22 @@ type EventRef struct {
 }
 
 // HistoryEntry is one event of a session's timeline, with the state it
-// left behind and how the resolved tool set changed (R25).
+// left behind and how the resolved tool set changed.
 type HistoryEntry struct {
 	EventRef
 	// Payload is the decoded event payload (nil when undecodable).
 	Payload events.Payload `json:"payload,omitempty"`
-	// Error says why the event was not applied: skipped (R26) or rejected
-	// (R28); "" when applied.
+	// Error says why the event was not applied: skipped or rejected;
+	// "" when applied.
 	Error string `json:"error,omitempty"`
 	// Rejected is true when the event was decoded but not applied because
-	// it breaks a fold rule (R28); Error names the rule.
+	// it breaks a fold rule; Error names the rule.
 	Rejected bool `json:"rejected,omitempty"`
 	// Intent is the session's intent after the event.
 	Intent intent.Intent `json:"intent"`
 	// Tools is the resolved tool set after the event; Gained and Lost
 	// compare it with the set before. Inside a turn it is the turn's
-	// frozen set, rebuilt from its TurnStarted (R16, R31).
+	// frozen set, rebuilt from its TurnStarted.
 	Tools  []string `json:"tools"`
 	Gained []string `json:"gained,omitempty"`
 	Lost   []string `json:"lost,omitempty"`
@@ -72,24 +66,29 @@ type HistoryEntry struct {
 	// PrefixHash is the sha256 of the rendered provider array;
 	// PrefixChanged says whether it differs from before the event, and
 	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume", "turn",
-	// "compaction" (the state a snapshot carries, #30) or "registry" (another registry version was in force, or the checkpoint
+	// "compaction" (the state a snapshot carries) or "registry" (another registry version was in force, or the checkpoint
 	// recorded another one).
 	PrefixHash    string `json:"prefix_hash"`
 	PrefixChanged bool   `json:"prefix_changed"`
-	Cause         string `json:"cause,omitempty"`
+	// ReferencesHash, in Anthropic's native modes, is the hash of the
+	// definitions the provider expands at the history's tool_reference
+	// blocks; PrefixChanged counts a change of it too (a cache break from
+	// the first reference of the changed tool on).
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
 	// Turn and InTurn are the turn state after the event.
 	Turn   uint64 `json:"turn"`
 	InTurn bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's (recorded in its TurnStarted), else the version in
 	// force when the event was stored (the registry history's timeline),
-	// else the live one (R25).
+	// else the live one.
 	RegistryVersion string `json:"registry_version"`
 	// Dispatch is, inside a turn, the resident/deferred classification a
-	// provider dispatch at this point records (R21): derived from the log,
+	// provider dispatch at this point records: derived from the log,
 	// for any past turn.
 	Dispatch *checkpoint.Dispatch `json:"dispatch,omitempty"`
-	// Compacted, on the entry of an applied SessionCompacted (#30), says
+	// Compacted, on the entry of an applied SessionCompacted, says
 	// which events it replaced, when they were written, and who compacted
 	// them: the history before it is that one entry.
 	Compacted *Compaction `json:"compacted,omitempty"`
@@ -102,7 +101,7 @@ type registriesAt struct {
 	live   *resolver.Registry
 	marks  []jetstream.RegistryMark
 	byVer  map[string]*resolver.Registry
-	pruned map[string]bool // versions whose content was pruned (#30)
+	pruned map[string]bool // versions whose content was pruned
 }
 
 func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
@@ -135,7 +134,7 @@ func (r *registriesAt) version(ctx context.Context, v string) *resolver.Registry
 // at returns the registry in force at t: the last one recorded at or
 // before t, or the live one when the history has none (or t is zero).
 // When the version in force at t was pruned from the registry history
-// (#30) it returns nil and that version: the point cannot be resolved,
+// it returns nil and that version: the point cannot be resolved,
 // and resolving it against another version would be a wrong answer.
 func (r *registriesAt) at(ctx context.Context, t time.Time) (*resolver.Registry, string) {
 	if t.IsZero() {
@@ -156,18 +155,21 @@ func (r *registriesAt) at(ctx context.Context, t time.Time) (*resolver.Registry,
 }
 
 // prunedText is what a point under a pruned registry version says
-// (#30): a history entry's error, an explanation's detail.
+// : a history entry's error, an explanation's detail.
 func prunedText(version string) string {
 	return fmt.Sprintf("registry version %s pruned: the registry history no longer holds it (serve --registry-keep), so the tools at this point cannot be resolved", version)
 }
 
-// replayedTurn is an open turn as a replay rebuilds it: turn and res,
-// or, when the registry version it was frozen against was pruned (#30),
-// only pruned, that version.
+// replayedTurn is an open turn as a replay rebuilds it: turn, res, the
+// registry that resolved it and the provider it was begun for, or, when
+// the registry version it was frozen against was pruned, only
+// pruned, that version.
 type replayedTurn struct {
-	turn   *deferral.Turn
-	res    *resolver.Resolution
-	pruned string
+	turn     *deferral.Turn
+	res      *resolver.Resolution
+	reg      *resolver.Registry
+	provider string
+	pruned   string
 }
 
 // startTurn rebuilds the turn a TurnStarted stored at t opened, for a
@@ -175,14 +177,16 @@ type replayedTurn struct {
 // older event, against req and the registry in force at t.
 func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.TurnStarted, channel string, before aggregate.State, t time.Time, req ResolveRequest) (*replayedTurn, error) {
 	var res *resolver.Resolution
+	var reg *resolver.Registry
 	var err error
 	if ts.Recorded() {
-		res, _, _, err = e.replayTurn(ctx, ts, channel, before)
+		res, reg, _, err = e.replayTurn(ctx, ts, channel, before)
 		if errors.Is(err, ErrRegistryPruned) {
 			return &replayedTurn{pruned: ts.RegistryVersion}, err
 		}
 	} else {
-		reg, pruned := regs.at(ctx, t)
+		var pruned string
+		reg, pruned = regs.at(ctx, t)
 		if reg == nil {
 			return &replayedTurn{pruned: pruned}, fmt.Errorf("rebuild turn %d of session %q: %s: %w", ts.Turn, before.Session, prunedText(pruned), ErrRegistryPruned)
 		}
@@ -191,7 +195,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 	if err != nil {
 		return nil, err
 	}
-	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res}, nil
+	return &replayedTurn{turn: deferral.Freeze(ts.Turn, res, before.InLoadOrder()), res: res, reg: reg, provider: ts.Provider}, nil
 }
 
 // History replays a session's events up to until and returns its timeline:
@@ -199,7 +203,7 @@ func (e *Engine) startTurn(ctx context.Context, regs *registriesAt, ts events.Tu
 // changed. Inside a turn the tools are the turn's, rebuilt from its
 // TurnStarted against the registry version it recorded, with the tools
 // loaded so far in it, and the entry carries the classification a
-// dispatch would record (R21). Outside a turn the intent resolves, with
+// dispatch would record. Outside a turn the intent resolves, with
 // req's profile and override, against the registry in force when the
 // event was stored. Each entry names the registry version it used.
 //
@@ -225,6 +229,11 @@ func (e *Engine) History(ctx context.Context, session string, until Until, req R
 // a while (see historyPages), so that the next page continues there: a
 // client paging through a session costs time linear in its length.
 func (e *Engine) HistoryPage(ctx context.Context, session string, until Until, req ResolveRequest, after uint64, emit func(HistoryEntry) bool) (st aggregate.State, more bool, err error) {
+	release, err := e.reads.take(ctx)
+	if err != nil {
+		return aggregate.State{}, false, fmt.Errorf("history of %q: wait for a read slot: %w", session, err)
+	}
+	defer release()
 	return e.historyPage(ctx, session, until, req, after, emit, true)
 }
 
@@ -260,8 +269,8 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		if show && !rp.primed {
 			// The point before this page: what the last folded event left
 			// (or, for a page from the start, the session without events).
-			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, req)
-			rp.prevTools, rp.prevPrefix, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.RegistryVersion, p.pruned
+			p := e.pointOf(ctx, regs, rp.st, rp.turn, rp.lastTime, rp.request(req))
+			rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion, rp.prevPruned = p.Tools, p.PrefixHash, p.refs, p.RegistryVersion, p.pruned
 			rp.primed = true
 		}
 		if anchored {
@@ -274,7 +283,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		}
 		h := HistoryEntry{EventRef: refOf(r)}
 		if show {
-			h.Actor = reveal(h.Actor) // #30: a sealed actor reads back (or as erased)
+			h.Actor = reveal(h.Actor) // A sealed actor reads back (or as erased)
 		}
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
@@ -297,7 +306,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 				if err != nil {
 					h.Error = err.Error()
 				}
-				rp.turn = t
+				rp.turn, rp.provider = t, p.Provider
 			case events.DeferredLoaded:
 				if rp.turn != nil && rp.turn.turn != nil {
 					load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
@@ -315,17 +324,17 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		if !show {
 			return nil
 		}
-		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, req)
+		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, rp.request(req))
 		if h.Error == "" {
 			h.Error = p.Error
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
 		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
-		h.PrefixHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.RegistryVersion, p.Dispatch
+		h.PrefixHash, h.ReferencesHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.ReferencesHash, p.RegistryVersion, p.Dispatch
 		if !p.pruned && !rp.prevPruned {
 			h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
 		}
-		h.PrefixChanged = h.PrefixHash != rp.prevPrefix && !p.pruned
+		h.PrefixChanged = (p.PrefixHash != rp.prevPrefix || deferral.ReferencesBroke(rp.prevRefs, p.refs)) && !p.pruned
 		if h.PrefixChanged {
 			h.Cause = causeOf(r)
 			if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
@@ -336,7 +345,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
 			h.Cause = "registry"
 		}
-		rp.prevTools, rp.prevPrefix, rp.prevVersion = h.Tools, h.PrefixHash, h.RegistryVersion
+		rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion = h.Tools, p.PrefixHash, p.refs, h.RegistryVersion
 		last = r.Seq
 		full = !emit(h)
 		return nil
@@ -349,7 +358,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		return rp.st, false, err
 	}
 	if from == 1 && rp.st.LastSeq == 0 {
-		// Nothing before until: a point before a compaction says so (#30).
+		// Nothing before until: a point before a compaction says so.
 		if err := e.compactedBefore(ctx, session, until); err != nil {
 			return rp.st, false, err
 		}
@@ -360,86 +369,16 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 	return rp.st, more, nil
 }
 
-// historyPages remembers where recent history pages ended (#24 row 7):
-// the state, open turn and previous tool set after a page's last entry,
-// so that the page after it continues from there instead of folding the
-// session again from its first event. An entry is taken by the one page
-// that continues it (a replayed turn is not shared), lives
-// historyResumeTTL, and at most historyResumeMax are kept (the engine's
-// one LRU, #25 item 9); a page whose entry is gone replays from the start,
-// with the same result. The zero value is ready to use; it is safe for
-// concurrent use.
-type historyPages struct {
-	once sync.Once
-	mu   sync.Mutex // makes take's get and remove one step
-	c    *lru.Cache[historyKey, *historyResume]
-}
-
-const (
-	historyResumeMax = 64
-	historyResumeTTL = time.Minute
-)
-
-type historyKey struct {
-	session string
-	after   uint64
-}
-
-// historyResume is a replay stopped after an entry.
-type historyResume struct {
-	until    Until
-	req      ResolveRequest
-	stored   time.Time
-	primed   bool // prev* hold the last entry's tools
-	st       aggregate.State
-	turn     *replayedTurn
-	lastTime time.Time
-
-	prevTools               []string
-	prevPrefix, prevVersion string
-	prevPruned              bool // the last entry's registry version was pruned
-}
-
-func (p *historyPages) cache() *lru.Cache[historyKey, *historyResume] {
-	p.once.Do(func() { p.c = lru.New[historyKey, *historyResume](historyResumeMax) })
-	return p.c
-}
-
-// take removes and returns the replay stopped after sequence after of
-// session, when it was made for the same until and request and has not
-// expired.
-func (p *historyPages) take(session string, after uint64, until Until, req ResolveRequest, now time.Time) *historyResume {
-	if after == 0 {
-		return nil
-	}
-	c, k := p.cache(), historyKey{session, after}
-	p.mu.Lock()
-	rp, ok := c.Get(k)
-	if ok {
-		c.Remove(k)
-	}
-	p.mu.Unlock()
-	if !ok || now.Sub(rp.stored) > historyResumeTTL || rp.until.Seq != until.Seq || !rp.until.Time.Equal(until.Time) || !reflect.DeepEqual(rp.req, req) {
-		return nil
-	}
-	return rp
-}
-
-// put keeps rp as the replay stopped after sequence after of session; a
-// full cache drops the least recently used entry.
-func (p *historyPages) put(session string, after uint64, rp *historyResume, now time.Time) {
-	rp.stored = now
-	p.cache().Put(historyKey{session, after}, rp)
-}
-
 // point is what a history entry shows of the tools at one point of a
 // replay.
 type point struct {
 	Tools, Provider, Catalog    []string
 	PrefixHash, RegistryVersion string
+	ReferencesHash              string
+	refs                        map[string]string // deferral.Provider.ReferenceDefs
 	Dispatch                    *checkpoint.Dispatch
 	Error                       string
-	pruned                      bool // RegistryVersion was pruned (#30): no tools known
+	pruned                      bool // RegistryVersion was pruned: no tools known
 }
 
 // prunedPoint is the point of a replay under a pruned registry version.
@@ -458,7 +397,8 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	if turn != nil {
 		split := turn.turn.Request()
 		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
-		p.PrefixHash, p.RegistryVersion = prefixOf(split), turn.res.RegistryVersion
+		p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(turn.provider, turn.res, turn.reg, split, st.Referenced)
+		p.RegistryVersion = turn.res.RegistryVersion
 		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
 		p.Dispatch = &d
 		return p
@@ -474,11 +414,33 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	}
 	split := deferral.SplitInLoadOrder(res, st.InLoadOrder())
 	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-	p.PrefixHash, p.RegistryVersion = prefixOf(split), res.RegistryVersion
+	p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(req.Provider, res, reg, split, st.Referenced)
+	p.RegistryVersion = res.RegistryVersion
 	return p
 }
 
-// dispatchOfSplit is the classification a dispatch of split records (R21).
+// cacheOf is the prefix hash, the references hash and the referenced
+// definitions (deferral.Provider.ReferenceDefs) a request of res would
+// have in provider mode provider ("": the default), the tools it renders
+// as a view renders them (the referenced tools res lacks kept, stubs of
+// withheld ones): outside a turn, and in a turn begun without a recorded
+// provider, the default mode's.
+func cacheOf(provider string, res *resolver.Resolution, reg *resolver.Registry, split deferral.Split, referenced []string) (string, string, map[string]string) {
+	row, ok := deferral.LookupProvider(provider)
+	if !ok {
+		row, _ = deferral.LookupProvider("")
+	}
+	if !row.Native {
+		return row.PrefixHash(split.Provider, res.Namespaces, split.Frozen), "", nil
+	}
+	tools := res.Tools
+	if reg != nil {
+		tools = deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool))
+	}
+	return row.PrefixHash(tools, res.Namespaces, 0), row.ReferencesHash(tools, referenced), row.ReferenceDefs(tools, referenced)
+}
+
+// dispatchOfSplit is the classification a dispatch of split records.
 func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) checkpoint.Dispatch {
 	d := checkpoint.Dispatch{Turn: turn, ContractHash: contractHash}
 	for _, c := range split.Classification {
@@ -496,7 +458,7 @@ func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) che
 
 // storedOf is r as the fold takes it: with the registry in force when it
 // was stored, as the projection folds it, so a replay gives the
-// projection's verdicts (R28).
+// projection's verdicts.
 func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.Stored, error) {
 	return e.proj.Registries().Stored(ctx, r)
 }
@@ -515,7 +477,7 @@ func causeOf(r jetstream.Record) string {
 		return "checkpoint"
 	case events.TurnEnded:
 		if _, ok := checkpointOf(r.Envelope.Payload); ok {
-			return "checkpoint" // #28: the turn end's checkpoint sets the loaded set
+			return "checkpoint" // The turn end's checkpoint sets the loaded set
 		}
 		return "turn"
 	case events.TurnStarted:
@@ -527,7 +489,7 @@ func causeOf(r jetstream.Record) string {
 }
 
 // checkpointOf returns the checkpoint p records: a CheckpointRecorded, or
-// the checkpoint a TurnEnded carries (#28).
+// the checkpoint a TurnEnded carries.
 func checkpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
 	switch v := p.(type) {
 	case events.CheckpointRecorded:
@@ -548,11 +510,6 @@ func names(tools []resolver.Tool) []string {
 	return out
 }
 
-func prefixOf(s deferral.Split) string {
-	sum := sha256.Sum256(resolver.RenderAnthropicFrozen(s.Provider, s.Frozen))
-	return hex.EncodeToString(sum[:])
-}
-
 // diff returns the names in b but not a, and in a but not b, each in the
 // order of its own list.
 func diff(a, b []string) (gained, lost []string) {
@@ -567,59 +524,4 @@ func diff(a, b []string) (gained, lost []string) {
 		}
 	}
 	return gained, lost
-}
-
-// historyAnchors is what a Views implementation offers that keeps history
-// anchors (*projection.Projection): a long session's state every so many
-// events, so that a page deep in its history folds from there.
-type historyAnchors interface {
-	HistoryAnchor(ctx context.Context, session string, atMost uint64) (projection.Anchor, bool, error)
-	ForgetAnchors(ctx context.Context, session string, events uint64) error
-}
-
-// errStaleAnchor: the event after a history anchor is a compaction that
-// purged what the anchor leads to.
-var errStaleAnchor = errors.New("history anchor before a compaction")
-
-// historyStart is where a history page after after begins folding when no
-// page ended there lately: at the nearest history anchor at or before
-// after (anchored true), else at the session's first event.
-func (e *Engine) historyStart(ctx context.Context, session string, after uint64, until Until, req ResolveRequest, useAnchors bool) (*historyResume, uint64, bool) {
-	rp := &historyResume{until: until, req: req, st: aggregate.State{Session: session}}
-	ha, ok := e.proj.(historyAnchors)
-	if !ok || after == 0 || !useAnchors {
-		return rp, 1, false
-	}
-	a, found, err := ha.HistoryAnchor(ctx, session, after)
-	if err != nil || !found || (until.Seq != 0 && a.Seq > until.Seq) || (!until.Time.IsZero() && a.Time.After(until.Time)) {
-		return rp, 1, false
-	}
-	rp.st, rp.lastTime = a.State, a.Time
-	rp.st.Session = session
-	return rp, a.Seq + 1, true
-}
-
-// forgetAnchors drops session's history anchors (best effort: a lost
-// anchor only lengthens a history read).
-func (e *Engine) forgetAnchors(ctx context.Context, session string) {
-	ha, ok := e.proj.(historyAnchors)
-	if !ok {
-		return
-	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{})
-	if err != nil {
-		return
-	}
-	if err := ha.ForgetAnchors(ctx, session, st.Events); err != nil {
-		e.cfg.Logger.Warn().Err(err).Str("session", session).Msg("history anchors not forgotten")
-	}
-}
-
-// compacted reports whether r is a SessionCompacted.
-func compacted(r jetstream.Record) bool {
-	if r.Err != nil {
-		return false
-	}
-	_, ok := r.Envelope.Payload.(events.SessionCompacted)
-	return ok
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,11 +115,10 @@ func TestDeepHistoryPageFoldsFromAnAnchor(t *testing.T) {
 	}
 }
 
-// BenchmarkHistoryPageAtDepth reads one page of 100 entries of a session
-// of 100,000 events after 0, 10,000 and 99,000 of them, on an engine that
-// never read the session (each page starts from the nearest history anchor
-// the projection wrote, or from the first event).
-func BenchmarkHistoryPageAtDepth(b *testing.B) {
+// deepSession appends a session "deep" of 100,000 events (100 per append)
+// on a fresh server with a running projection, and waits until the
+// projection has written its history anchors.
+func deepSession(b *testing.B) (*service.Engine, *jetstream.Log, *projection.Projection) {
 	ctx := context.Background()
 	url := natstest.Server(b).ClientURL()
 	e, log := stackOn(b, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
@@ -148,7 +149,16 @@ func BenchmarkHistoryPageAtDepth(b *testing.B) {
 		}
 		return nil
 	})
-	_ = e
+	return e, log, proj
+}
+
+// BenchmarkHistoryPageAtDepth reads one page of 100 entries of a session
+// of 100,000 events after 0, 10,000 and 99,000 of them, on an engine that
+// never read the session (each page starts from the nearest history anchor
+// the projection wrote, or from the first event).
+func BenchmarkHistoryPageAtDepth(b *testing.B) {
+	ctx := context.Background()
+	_, log, proj := deepSession(b)
 	for _, depth := range []uint64{0, 10_000, 99_000} {
 		b.Run(fmt.Sprintf("after=%d", depth), func(b *testing.B) {
 			for b.Loop() {
@@ -161,6 +171,50 @@ func BenchmarkHistoryPageAtDepth(b *testing.B) {
 					b.Fatalf("page after %d: %d entries, %v", depth, n, err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkAppendBesideDeepHistoryReaders times appends (a toggle of
+// another session, one at a time) while 0 or 16 readers loop over pages
+// of 100 entries at depth 99,000 of a 100,000-event session on the same
+// engine, and reports their p50 and p99.
+func BenchmarkAppendBesideDeepHistoryReaders(b *testing.B) {
+	ctx := context.Background()
+	e, _, _ := deepSession(b)
+	for _, readers := range []int{0, 16} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
+			rctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for range readers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for rctx.Err() == nil {
+						n := 0
+						_, _, _ = e.HistoryPage(rctx, "deep", service.Until{}, service.ResolveRequest{}, 99_000, func(service.HistoryEntry) bool {
+							n++
+							return n < 100
+						})
+					}
+				}()
+			}
+			var took []time.Duration
+			i := 0
+			for b.Loop() {
+				i++
+				p := events.ToolDisabled{Name: "bash"}
+				start := time.Now()
+				if _, err := e.Apply(ctx, fmt.Sprintf("w-%d-%d", readers, i), web, nil, p); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(start))
+			}
+			cancel()
+			wg.Wait()
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
 		})
 	}
 }

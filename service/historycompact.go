@@ -1,6 +1,6 @@
 package service
 
-// History and explain of a compacted session (#30): the SessionCompacted
+// History and explain of a compacted session: the SessionCompacted
 // entry says what it replaced, and a point before it answers that its
 // events were compacted, with the range, count, times and who compacted,
 // rather than an empty history or a bare error.
@@ -17,12 +17,12 @@ import (
 )
 
 // ErrCompacted: the events asked for were replaced by a SessionCompacted
-// and purged (#30). A *CompactedError says which and when; it matches
+// and purged. A *CompactedError says which and when; it matches
 // ErrNotFound too (KindNotFound: the log no longer holds those events).
 var ErrCompacted = errors.New("events compacted")
 
 // Compaction describes a SessionCompacted: the events it replaced and who
-// compacted them, when (#30); history entries carry it.
+// compacted them, when; history entries carry it.
 type Compaction = wire.Compaction
 
 // compactionOf describes r when it is a decoded SessionCompacted.
@@ -37,7 +37,7 @@ func compactionOf(r jetstream.Record) (*Compaction, bool) {
 }
 
 // CompactedError answers a history or explain of a point before a
-// session's compaction (#30).
+// session's compaction.
 type CompactedError struct {
 	Session string
 	// Until is the point asked for.

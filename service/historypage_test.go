@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #24 row 7, R25: history pages, chained by the last entry's Seq, are the
+// History pages, chained by the last entry's Seq, are the
 // whole timeline entry for entry, whatever the page size: each page
 // starts from the state (intent, open turn, loaded tools, registry in
 // force) the events before it left, so gained/lost tools, prefix changes

@@ -16,7 +16,7 @@ import (
 )
 
 // KeyMismatchError refuses an idempotency key this session used before
-// with other commands (#29 item 1); it matches ErrKeyMismatch and, being a
+// with other commands; it matches ErrKeyMismatch and, being a
 // kind of key in use, jetstream.ErrKeyInUse (KindKeyInUse).
 type KeyMismatchError = jetstream.KeyMismatchError
 
@@ -24,7 +24,7 @@ type KeyMismatchError = jetstream.KeyMismatchError
 var ErrKeyMismatch = jetstream.ErrKeyMismatch
 
 // KeyedIDs returns the ids of the n events an append with idempotency key
-// key stores on session (#29 item 1; jetstream.KeyEventIDs): a hash of the
+// key stores on session (jetstream.KeyEventIDs): a hash of the
 // session and the key written as a ULID, then that number plus 1, 2, ...
 // It fails (ErrInvalid) on a key that is not 1 to 255 bytes of printable
 // UTF-8 (jetstream.CheckKey). Keys are opaque and case-sensitive.
@@ -49,8 +49,8 @@ func commandsDigest(cmds []events.Payload) (digest, types string, err error) {
 	return jetstream.CommandsDigest(enc), clip.String(strings.Join(names, ","), 200), nil
 }
 
-// ApplyKeyed is Apply with a client-supplied idempotency key (#20 item 4,
-// #29 item 1): any opaque string of 1 to 255 bytes (a UUID, a ULID...),
+// ApplyKeyed is Apply with a client-supplied idempotency key:
+// any opaque string of 1 to 255 bytes (a UUID, a ULID...),
 // case-sensitive. The stored events' ids derive from the session and the
 // key (KeyedIDs). A retry with the same key and the same commands after
 // the first call stored its events returns where they are (Duplicate, the
@@ -59,17 +59,16 @@ func commandsDigest(cmds []events.Payload) (digest, types string, err error) {
 // commands is refused (jetstream.ErrKeyMismatch, which is also
 // ErrKeyInUse) and writes nothing. An empty key is Apply.
 //
-// A key belongs to the session and the channel it was first used by (#24
-// row 4): sent on another session, or by another channel, it is refused
+// A key belongs to the session and the channel it was first used by:
+// sent on another session, or by another channel, it is refused
 // (jetstream.ErrKeyInUse) and nothing of the session that holds it is
 // returned or folded.
 //
-// The key is found through the index (jetstream.Keys, one get: #24 row
-// 5), never by reading the session from its start. The key is claimed
+// The key is found through the index (jetstream.Keys, one get), never by reading the session from its start. The key is claimed
 // there before the append and settled after it, so that an engine dying
 // in between leaves a claim naming the sequence after which the events,
 // if stored, are: a later retry reads only the events after it. Claims of
-// engines before #29 (ULID keys whose first event's id is the key) are
+// engines (ULID keys whose first event's id is the key) are
 // read as they were written.
 //
 // Two calls with one key that race each other are settled by the log: the
@@ -132,7 +131,7 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 		}()
 	default:
 		// A ULID key older than the index may be stored without an
-		// entry, under the ids engines before #29 gave it.
+		// entry, under the ids engines gave it.
 		if kid, ok := jetstream.LegacyKeyEventIDs(key, 1); ok {
 			u, _ := ulid.ParseStrict(kid[0])
 			if upTo := keys.Legacy(ulid.Time(u.Time())); upTo > 0 {
@@ -166,7 +165,7 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 }
 
 // claimIDs are the ids of the first n events of a claim: KeyEventIDs, or
-// for a claim of an engine before #29 the key and key+1, ...
+// for a claim of an engine the key and key+1, ...
 func claimIDs(session, key string, claim jetstream.KeyClaim, n int) []string {
 	if claim.IDs == "" {
 		if ids, ok := jetstream.LegacyKeyEventIDs(key, n); ok {
@@ -214,7 +213,7 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 	ids := claimIDs(session, key, claim, claim.Count)
 	ok, err := e.log.StoredAt(ctx, session, claim.First, ids)
 	if err != nil || !ok {
-		// A compaction (#30) replaced the claimed events by a snapshot
+		// A compaction replaced the claimed events by a snapshot
 		// that folds them (the log no longer holds them): they were
 		// stored, the retry is a duplicate.
 		var ce *CompactedError
@@ -287,8 +286,8 @@ func (e *Engine) duplicate(ctx context.Context, session string, res CommandResul
 // writeLocks serializes, within this process, apply's read-decide-append
 // of one session: writers of this engine then never fail each other's
 // expected sequence, so a retry-safe write sent without one is not
-// starved into a conflict by a busier writer of the same session (#24
-// row 5: a keyed writer beside an unkeyed one got 409s it did not ask
+// starved into a conflict by a busier writer of the same session (a
+// keyed writer beside an unkeyed one got 409s it did not ask
 // for). Writers of other engines still conflict, and are retried. The log
 // serializes appends per session anyway; this holds the lock over the
 // state read and the decision too. The zero value is ready.

@@ -17,7 +17,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #20 item 4: a client-supplied event id makes a retry safe: the retry
+// A client-supplied event id makes a retry safe: the retry
 // returns the original sequences and ids and writes nothing, within the
 // log's dedupe window and after it (the session is searched for the key),
 // even when the retried command would now be a no-op or decide other
@@ -82,7 +82,7 @@ func TestApplyKeyedRetry(t *testing.T) {
 		t.Fatalf("retry of the two-event append: %+v %v, want %d..%d", again, err, multi.First, multi.Last)
 	}
 
-	// A key longer than 255 bytes is refused (#29 item 1: any shorter
+	// A key longer than 255 bytes is refused (any shorter
 	// string is a key; TestApplyKeyedOpaqueKeys).
 	if _, err := e.ApplyKeyed(ctx, "idem", web, nil, strings.Repeat("k", 256), events.ToolDisabled{Name: "bash"}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("bad key: %v, want ErrInvalid", err)
@@ -98,7 +98,7 @@ func keyedEngine(t *testing.T, window time.Duration) (*service.Engine, string) {
 	return e, url
 }
 
-// #24 row 4: a key whose event the index does not know (stored by a
+// A key whose event the index does not know (stored by a
 // direct publisher, or by an engine without the index) but the log's
 // dedupe window does, sent on another session: the log answers
 // "duplicate" with the other session's sequence; the engine refuses it
@@ -116,9 +116,9 @@ func TestApplyKeyedForeignDuplicateDoesNotWedge(t *testing.T) {
 	if _, err := e.Log().Append(ctx, "other", 0, other); err != nil {
 		t.Fatal(err)
 	}
-	// #29 item 1: a key's event ids derive from the session and the key,
+	// A key's event ids derive from the session and the key,
 	// so another session's event id sent as a key names other ids: the
-	// victim's own event is stored (before #29 the key was the id, and the
+	// victim's own event is stored (when the key was the id, the
 	// append was refused ErrKeyInUse); nothing of the other session is
 	// returned.
 	keyed, err := e.ApplyKeyed(ctx, "victim", web, nil, other.ID, events.ToolDisabled{Name: "bash"})
@@ -163,7 +163,7 @@ func bulk(t *testing.T, e *service.Engine, s string, n int) uint64 {
 	return last
 }
 
-// #24 row 5: a keyed append, and a keyed retry, read the same number of
+// A keyed append, and a keyed retry, read the same number of
 // messages from the log whatever the session's length (the index is one
 // get; before, the session was read from its first event: 3.7-5.2 s at
 // 100k events). The cost is asserted in messages read; times are logged.
@@ -180,7 +180,7 @@ func TestApplyKeyedCostFlat(t *testing.T) {
 		natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 			// The projection's feed folded them: a read at last costs no
 			// log read (a read ahead of a paced feed folds the tail from
-			// the log, #28, and that cost is the feed's lag, not the
+			// the log, and that cost is the feed's lag, not the
 			// session's length).
 			before := e.Log().MessagesRead()
 			if _, err := e.Session(ctx, s, last); err != nil {
@@ -214,7 +214,7 @@ func TestApplyKeyedCostFlat(t *testing.T) {
 	}
 }
 
-// #24 row 5: a keyed writer and an unkeyed writer on one hot session: the
+// A keyed writer and an unkeyed writer on one hot session: the
 // keyed writer, sending no expected sequence, never gets a conflict; each
 // key is stored exactly once (counted by an independent reader), and each
 // keyed append retried at once returns its original sequences.
@@ -285,7 +285,7 @@ func TestApplyKeyedHotSession(t *testing.T) {
 	}
 }
 
-// #24 row 5: a keyed retry long after the dedupe window returns the
+// A keyed retry long after the dedupe window returns the
 // original sequences through the index, and so does one whose first call
 // stored its events but died before settling the index entry (a pending
 // claim): the retry reads only the events after the claim, finds them,
@@ -319,7 +319,7 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	// The session moves on; the dedupe window passes.
 	bulk(t, e, s, 50)
 	time.Sleep(3 * window) // the window is time: let it pass
-	// The crashed claim is as engines before #29 wrote it (no digest, the
+	// The crashed claim is as engines wrote it (no digest, the
 	// key is the event id): read as written, whatever the retry sends.
 	retryOf := map[string]events.Payload{settled: events.ToolDisabled{Name: "bash"}, crashed: events.ToolDisabled{Name: "read_file"}}
 	idOf := map[string]string{settled: jetstream.KeyEventIDs(s, settled, 1)[0], crashed: crashed}
@@ -365,7 +365,7 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	}
 }
 
-// #29 item 1: an idempotency key is any opaque string of 1 to 255 bytes (a
+// An idempotency key is any opaque string of 1 to 255 bytes (a
 // UUID here), case-sensitive, mapped to event ids by a hash of the session
 // and the key; the same key with other commands is refused (ErrKeyMismatch,
 // also ErrKeyInUse) naming both commands and writing nothing; with the same
@@ -410,7 +410,7 @@ func TestApplyKeyedOpaqueKeys(t *testing.T) {
 	}
 }
 
-// #24 row 5, R4 (#20): a keyed retry whose first call stored its events
+// A keyed retry whose first call stored its events
 // and died before settling the index entry (a pending claim), sent after
 // the dedupe window through an engine reading a replica behind the
 // stream's leader (natstest.LaggingReplica: a mirror answering half the

@@ -1,6 +1,6 @@
 package service
 
-// Registry change impact (#31 item 3): before a candidate registry is
+// Registry change impact: before a candidate registry is
 // pushed, which live sessions would see another tools prefix and which
 // checkpoints would lose tools on resume.
 
@@ -13,8 +13,14 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 )
+
+// MaxRegistryBytes bounds a registry file the engine stores in its
+// registry history, and so a candidate registry-diff compares.
+const MaxRegistryBytes = jetstream.MaxRegistryBytes
 
 // CheckpointLoss is a session whose last checkpoint would lose tools on
 // resume under the candidate registry that it keeps under the live one.
@@ -29,10 +35,17 @@ type Impact struct {
 	Diff resolver.RegistryDiff `json:"diff"`
 	// Sessions is how many sessions were examined.
 	Sessions int `json:"sessions"`
-	// PrefixChanged are the sessions, sorted, whose rendered tools prefix
-	// (the provider array with their loaded tools, the prompt-cache key)
-	// differs under the candidate: each is a prompt-cache miss.
+	// PrefixChanged are the sessions, sorted, whose prompt cache the
+	// candidate breaks, in the provider mode their last turn was begun
+	// for (the default without one), by that provider's rule
+	// (deferral.Provider.CachedPrefix and References): what view's
+	// prefix_hash and references_hash and the history's prefix changes
+	// say of the same change.
 	PrefixChanged []string `json:"prefix_changed,omitempty"`
+	// ReferencesChanged are those of PrefixChanged whose tools prefix
+	// holds but a definition the history references changes (Anthropic's
+	// native modes): the cache breaks at that tool's first tool_reference.
+	ReferencesChanged []string `json:"references_changed,omitempty"`
 	// Checkpoints is how many sessions have a checkpoint with loaded tools.
 	Checkpoints int `json:"checkpoints"`
 	// CheckpointLosses are those, sorted by session, whose resume would
@@ -40,7 +53,7 @@ type Impact struct {
 	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
 }
 
-// Impact compares cand with the live registry (#31 item 3): the registry
+// Impact compares cand with the live registry: the registry
 // diff, then every session of the projection, resolved from its stored
 // intent (no profile or override: the session's own tools), for every
 // channel either channel policy names and for any other channel, with
@@ -63,15 +76,18 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 	for _, s := range sessions {
 		st, err := e.Session(ctx, s, 0)
 		if errors.Is(err, ErrDeleted) {
-			continue // deleted since the list was read (#30): it has no tools to change
+			continue // deleted since the list was read: it has no tools to change
 		}
 		if err != nil {
 			return out, fmt.Errorf("impact: read session %q: %w", s, err)
 		}
 		out.Sessions++
-		changed, lost := sessionImpact(st, cur, cand, channels)
+		changed, refsOnly, lost := sessionImpact(st, cur, cand, channels, e.turnProvider(ctx, st))
 		if changed {
 			out.PrefixChanged = append(out.PrefixChanged, s)
+		}
+		if refsOnly {
+			out.ReferencesChanged = append(out.ReferencesChanged, s)
 		}
 		if st.Checkpoint != nil && len(st.Checkpoint.Loaded) > 0 {
 			out.Checkpoints++
@@ -85,22 +101,37 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 
 // impactChannels is "" (any other channel) followed by every channel
 // either registry's channel policy names, sorted: the requests whose
-// resolution a policy change can change (#31). The same for every session.
+// resolution a policy change can change. The same for every session.
 func impactChannels(cur, cand *resolver.Registry) []string {
 	channels := append(cur.PolicyChannels(), cand.PolicyChannels()...)
 	slices.Sort(channels)
 	return append([]string{""}, slices.Compact(channels)...)
 }
 
-// sessionImpact reports whether st's tools prefix differs between the two
-// registries for any of channels (impactChannels), and the checkpoint's
-// tools restored under cur but not cand for any of them.
-func sessionImpact(st aggregate.State, cur, cand *resolver.Registry, channels []string) (bool, []string) {
-	changed := false
+// turnProvider is the provider mode st's last turn was begun for, as its
+// TurnStarted records it ("" for none: the default), read with one get.
+func (e *Engine) turnProvider(ctx context.Context, st aggregate.State) string {
+	if st.TurnSeq == 0 {
+		return ""
+	}
+	recs, err := e.log.ReadSession(ctx, st.Session, st.TurnSeq, st.TurnSeq)
+	if err != nil || len(recs) != 1 || recs[0].Err != nil {
+		return ""
+	}
+	ts, _ := recs[0].Envelope.Payload.(events.TurnStarted)
+	return ts.Provider
+}
+
+// sessionImpact reports whether st's prompt cache in provider mode
+// provider breaks between the two registries for any of channels
+// (impactChannels), whether only its referenced definitions change, and
+// the checkpoint's tools restored under cur but not cand for any of them.
+func sessionImpact(st aggregate.State, cur, cand *resolver.Registry, channels []string, provider string) (bool, bool, []string) {
+	changed, prefix := false, false
 	var lost []string
 	for _, ch := range channels {
-		c, l := channelImpact(st, cur, cand, ch)
-		changed = changed || c
+		c, p, l := channelImpact(st, cur, cand, ch, provider)
+		changed, prefix = changed || c, prefix || p
 		for _, n := range l {
 			if !slices.Contains(lost, n) {
 				lost = append(lost, n)
@@ -108,21 +139,26 @@ func sessionImpact(st aggregate.State, cur, cand *resolver.Registry, channels []
 		}
 	}
 	slices.Sort(lost)
-	return changed, lost
+	return changed, changed && !prefix, lost
 }
 
-// channelImpact is sessionImpact for requests of one channel.
-func channelImpact(st aggregate.State, cur, cand *resolver.Registry, channel string) (bool, []string) {
+// channelImpact is sessionImpact for requests of one channel: whether the
+// cache breaks, whether the tools prefix itself changes, and the lost
+// checkpoint tools.
+func channelImpact(st aggregate.State, cur, cand *resolver.Registry, channel, provider string) (bool, bool, []string) {
 	req := resolver.Request{Session: st.Intent, Channel: channel}
 	a, errA := cur.Resolve(req)
 	b, errB := cand.Resolve(req)
 	if errA != nil || errB != nil {
-		return (errA == nil) != (errB == nil), nil
+		c := (errA == nil) != (errB == nil)
+		return c, c, nil
 	}
 	order := st.InLoadOrder()
-	changed := prefixOf(deferral.SplitInLoadOrder(a, order)) != prefixOf(deferral.SplitInLoadOrder(b, order))
+	pa, _, ra := cacheOf(provider, a, cur, deferral.SplitInLoadOrder(a, order), st.Referenced)
+	pb, _, rb := cacheOf(provider, b, cand, deferral.SplitInLoadOrder(b, order), st.Referenced)
+	changed, prefix := pa != pb || deferral.ReferencesBroke(ra, rb), pa != pb
 	if st.Checkpoint == nil || len(st.Checkpoint.Loaded) == 0 {
-		return changed, nil
+		return changed, prefix, nil
 	}
 	rec := &st.Checkpoint.Record
 	kept := checkpoint.ResumeWith(rec, a, nil).Restored
@@ -133,5 +169,5 @@ func channelImpact(st aggregate.State, cur, cand *resolver.Registry, channel str
 			lost = append(lost, n)
 		}
 	}
-	return changed, lost
+	return changed, prefix, lost
 }

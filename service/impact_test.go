@@ -1,6 +1,6 @@
 package service_test
 
-// #31 item 3: a registry change's impact, checked against a brute-force
+// A registry change's impact, checked against a brute-force
 // count through two engines over a few thousand sessions.
 
 import (
@@ -29,7 +29,7 @@ func editedRegistry(t testing.TB, tool string) *resolver.Registry {
 	found := false
 	for _, x := range doc["tools"].([]any) {
 		if m := x.(map[string]any); m["name"] == tool {
-			m["parameters"].(map[string]any)["description"] = "edited for #31"
+			m["parameters"].(map[string]any)["description"] = "edited for the policy test"
 			found = true
 		}
 	}
@@ -105,22 +105,29 @@ func TestImpactMatchesBruteForce(t *testing.T) {
 		last[s] = cp.Seq
 	}
 
-	// Brute force: each session through each engine's public Resolve.
-	var wantChanged []string
+	// Brute force: each session through each engine's public Resolve, in
+	// the mode its turns were begun for (none recorded: the default,
+	// native), where the cache breaks when the tools prefix or a
+	// referenced definition changes.
+	var wantChanged, wantRefs []string
 	for s, seq := range last {
-		a, err := eCur.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq, Provider: service.ProviderAnthropicEngine})
+		a, err := eCur.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := eCand.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq, Provider: service.ProviderAnthropicEngine})
+		b, err := eCand.Resolve(ctx, s, service.ResolveRequest{MinSeq: seq})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.PrefixHash != b.PrefixHash {
+		if a.PrefixHash != b.PrefixHash || a.ReferencesHash != b.ReferencesHash {
 			wantChanged = append(wantChanged, s)
+		}
+		if a.PrefixHash == b.PrefixHash && a.ReferencesHash != b.ReferencesHash {
+			wantRefs = append(wantRefs, s)
 		}
 	}
 	slices.Sort(wantChanged)
+	slices.Sort(wantRefs)
 	// By construction: a checkpoint that holds the edited deferred tool
 	// loses it (its contract entry changed); the others lose nothing.
 	var wantLoss []service.CheckpointLoss
@@ -152,6 +159,9 @@ func TestImpactMatchesBruteForce(t *testing.T) {
 	}
 	if !slices.Equal(im.PrefixChanged, wantChanged) {
 		t.Errorf("prefix changed: %d sessions, brute force %d", len(im.PrefixChanged), len(wantChanged))
+	}
+	if len(wantRefs) == 0 || !slices.Equal(im.ReferencesChanged, wantRefs) {
+		t.Errorf("references changed: %d sessions, brute force %d", len(im.ReferencesChanged), len(wantRefs))
 	}
 	if len(wantLoss) == 0 || im.Checkpoints != wantCps || fmt.Sprint(im.CheckpointLosses) != fmt.Sprint(wantLoss) {
 		t.Errorf("checkpoints %d losses %v; want %d, %v", im.Checkpoints, im.CheckpointLosses, wantCps, wantLoss)

@@ -15,8 +15,8 @@ import (
 )
 
 // Kind is what an error of the engine means to a caller: the one place
-// that reads the sentinels of the core packages and of the log (#25 item
-// 2). A transport maps each kind to its own codes (api: wire's codes).
+// that reads the sentinels of the core packages and of the log. A
+// transport maps each kind to its own codes (api: wire's codes).
 type Kind uint8
 
 // The kinds. KindOf tests deleted and not-found first.
@@ -42,7 +42,7 @@ const (
 	// KindUnavailable: JetStream or the connection to it cannot serve now,
 	// or the views have not caught up: worth a retry later.
 	KindUnavailable
-	// KindDeleted: the session was deleted (ErrDeleted, #30); it answers
+	// KindDeleted: the session was deleted (ErrDeleted); it answers
 	// no read and takes no write, for good.
 	KindDeleted
 	// KindNotFound: the operation needs a session with events (ErrNotFound).
@@ -124,7 +124,7 @@ func KindOf(err error) Kind {
 	case jetstream.Transient(err), errors.Is(err, projection.ErrNotCaughtUp),
 		errors.Is(err, context.Canceled), errors.Is(err, nats.ErrConnectionDraining):
 		// The log or its connection cannot serve now (jetstream's one
-		// classifier, #25 item 2), the views have not caught up, the
+		// classifier), the views have not caught up, the
 		// caller gave up or the engine is shutting down.
 		return KindUnavailable
 	}

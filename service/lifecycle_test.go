@@ -26,7 +26,7 @@ func (a auditOnly) Unfinished(context.Context, uint64) (map[string]jetstream.Aud
 	return nil, 0, nil
 }
 
-// #30: delete over the engine's ports: reads, explain and writes answer
+// Delete over the engine's ports: reads, explain and writes answer
 // ErrDeleted (KindDeleted) while history still shows the events, deleting a session without
 // events is ErrNotFound; an id the audit records as erased, with no events
 // left, answers ErrDeleted on read and on its first write, not the
@@ -82,7 +82,7 @@ func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 	}
 }
 
-// #30, R44 (#20): a delete or an erase through an engine that does not
+// A delete or an erase through an engine that does not
 // hold the session does not answer "it has no events" (ErrNotFound) for
 // a session a replica behind the stream's leader has not caught up with:
 // the client would take it as nothing to erase, and the events would stay

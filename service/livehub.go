@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// LiveHub is the use case behind live subscriptions (#29), shared by the
+// LiveHub is the use case behind live subscriptions, shared by the
 // transports, which only frame what it yields (Server-Sent Events, NATS
 // messages): it caps the streams open, per key (a channel) and in all,
 // ends every stream when stopped, and turns a Watch into the steps a

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkOpenTurnMemory measures the engine's memory per open turn held
-// in its turn cache (issue 13: bounded, measured memory per session): n
+// in its turn cache (bounded, measured memory per session): n
 // sessions each with an open turn frozen as BeginTurn freezes it (the
 // default registry, the defaults with one deferred tool loaded, the
 // native rendering cached), and each with a last-dispatch mark. It
@@ -52,7 +52,7 @@ func openTurnBytes(tb testing.TB, n int) float64 {
 		ts.turns.Put(session, ot)
 		v := e.viewOf(stateOf(session), res, turn.Request(), ProviderAnthropic, ot)
 		v.Turn, v.Frozen, v.Loaded = turn.Number(), true, turn.Loaded()
-		e.markDispatch(v) // the last dispatch's classification (R21)
+		e.markDispatch(v) // the last dispatch's classification
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

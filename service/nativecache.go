@@ -9,7 +9,7 @@ import (
 // the cache starts over.
 const nativeCacheSize = 256
 
-// nativeCache keeps native renderings across turns and sessions (#28): a
+// nativeCache keeps native renderings across turns and sessions: a
 // native array depends only on the provider, the resolution's contract
 // (its hash covers the registry version, every tool and its deferral
 // mark), the tools the channel policy withholds and the session's

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #26 item 2 (R30): a provider's own name, and the default, render its
+// A provider's own name, and the default, render its
 // native deferral; the engine's catalog is asked for by name. Callers
 // that named "anthropic" or "openai" now get the native bytes, and
 // rendered_for still echoes the name they asked for.
@@ -60,7 +60,7 @@ func TestDefaultRenderingIsNative(t *testing.T) {
 	}
 }
 
-// #26 item 2: in the engine's mode a discovery only appends: the earlier
+// In the engine's mode a discovery only appends: the earlier
 // array, cache breakpoint included, is a byte prefix of the later one,
 // and the catalog text is the same in every request of the turn and of
 // the next turn (same intent and registry).
@@ -112,7 +112,7 @@ func TestEngineModeOnlyAppends(t *testing.T) {
 	}
 }
 
-// #26 item 2: anthropic-native-server's catalog names the search tool its
+// Anthropic-native-server's catalog names the search tool its
 // array holds, Anthropic's tool_search_tool_bm25, not the engine's.
 func TestServerSearchCatalogNamesItsTool(t *testing.T) {
 	e := newEngine(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// R23: a command that changes nothing is still checked against its
+// A command that changes nothing is still checked against its
 // expected sequence at the log. Engine B's cached state is behind the log
 // (engine A appended since); a stale expectation that matches B's cache
 // must be a conflict, not a silent success (TestConcurrentHotSessions

@@ -1,6 +1,6 @@
 package service
 
-// Permission decisions at call time (#31 item 2): the channel policy's
+// Permission decisions at call time: the channel policy's
 // allow / ask / deny for a tool of the open turn, and the user's recorded
 // answers (PermissionGranted) that turn an ask into allow.
 
@@ -27,7 +27,7 @@ const CallDenied = "denied"
 
 // Grants folds the session's PermissionGranted events up to upTo (0: the
 // end of the log) with the fold's verdicts, as every engine replays them:
-// the answers that allow an ask (#31).
+// the answers that allow an ask.
 func (e *Engine) Grants(ctx context.Context, session string, upTo uint64) (aggregate.Grants, error) {
 	return e.grantsWhere(ctx, session, upTo, nil)
 }
@@ -53,7 +53,7 @@ func (e *Engine) grantsWhere(ctx context.Context, session string, upTo uint64, k
 	return g, err
 }
 
-// keptGrants is env, with the answers a compaction snapshot carries (#30)
+// keptGrants is env, with the answers a compaction snapshot carries
 // narrowed to those keep accepts, each judged as the PermissionGranted it
 // was, on its own channel: a snapshot does not let an answer a filter
 // would refuse back in. (A snapshot keeps each tool's latest answer only:

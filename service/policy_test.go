@@ -1,6 +1,6 @@
 package service_test
 
-// #31: the channel policy reaches every resolution of the service.
+// The channel policy reaches every resolution of the service.
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func policyRegistry(t testing.TB) *resolver.Registry {
 
 var public = service.Origin{Channel: "public", Actor: "mallory"}
 
-// #31 item 1: a channel denied bash never receives it, whatever the
+// A channel denied bash never receives it, whatever the
 // session's intent or the turn's override says, through the service's
 // reads and turns, while another channel of the same session does.
 func TestPolicyServiceChannelNeverReceivesBash(t *testing.T) {
@@ -91,7 +91,7 @@ func TestPolicyServiceChannelNeverReceivesBash(t *testing.T) {
 	}
 }
 
-// #31 item 1: a session whose events were published directly (not through
+// A session whose events were published directly (not through
 // the service) resolves under the channel's policy too, and its turn,
 // begun on the public channel, rebuilds on another engine with the same
 // narrowed tools and contract hash (the TurnStarted's channel is replayed).
@@ -151,7 +151,7 @@ func TestPolicyDirectPublishAndReplay(t *testing.T) {
 	}
 }
 
-// #31 item 2: the call-check returns the policy's decision with its rule;
+// The call-check returns the policy's decision with its rule;
 // an ask becomes allow once the user's answer is recorded, and a second
 // engine that only reads the log reaches the same decisions. A "once"
 // answer lasts one turn, a "session" one every turn after.

@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// The ports of the engine (#25 item 7): what it needs from the event log,
+// The ports of the engine: what it needs from the event log,
 // the idempotency-key store and the session views, declared here, by their
 // consumer. *jetstream.Log, *jetstream.Keys and *projection.Projection
 // implement them (checked below); memlog.Log is an in-memory Log, and

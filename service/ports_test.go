@@ -32,7 +32,7 @@ func (foldViews) Registries() *projection.Registries { return nil }
 
 func (foldViews) Sessions(context.Context) ([]string, error) { return nil, nil }
 
-// #25 item 7: the engine runs on its ports alone: over the in-memory log
+// The engine runs on its ports alone: over the in-memory log
 // it writes, reads back, answers a pinned stale sequence with a conflict,
 // and refuses a keyed write when it was given no key store.
 func TestEngineOnMemlog(t *testing.T) {

@@ -34,7 +34,7 @@ func (c *counts) get(key string) int {
 	return c.m[key]
 }
 
-// R30, issue #15: the metric of prefix changes by cause proves what a
+// The metric of prefix changes by cause proves what a
 // discovery does to the prompt cache. With the engine's catalog a
 // discovered tool is appended after the frozen array (prefix extended,
 // never broken) and the catalog text changes; with provider-native
@@ -74,7 +74,7 @@ func TestDiscoveryKeepsPrefix(t *testing.T) {
 			if native && (!bytes.Equal(v.Rendering, first.Rendering) || v.CatalogText != first.CatalogText) {
 				t.Errorf("%s: a discovery changed the native array or catalog", provider)
 			}
-			// #26 item 2: the raw bytes, cache breakpoint included, and the
+			// The raw bytes, cache breakpoint included, and the
 			// catalog text: a discovery only appends.
 			if !native && (!bytes.HasPrefix(v.Rendering, bytes.TrimSuffix(first.Rendering, []byte("]"))) || v.CatalogText != first.CatalogText) {
 				t.Errorf("%s: the first array is not a byte prefix of the later one, or the catalog text changed", provider)
@@ -84,7 +84,7 @@ func TestDiscoveryKeepsPrefix(t *testing.T) {
 		t.Logf("%s: per %d discoveries, prefix broken %d, extended %d, catalog changed %d", provider, len(searches), broken, extended, catalog)
 		wantExt, wantCat := 0, 0
 		if row, _ := deferral.LookupProvider(provider); !row.Native {
-			wantExt = len(searches) // the catalog text is the turn's (#26 item 2)
+			wantExt = len(searches) // the catalog text is the turn's
 		}
 		if broken != 0 || extended != wantExt || catalog != wantCat {
 			t.Errorf("%s: broken %d extended %d catalog %d; want 0, %d, %d", provider, broken, extended, catalog, wantExt, wantCat)

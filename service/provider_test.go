@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// R30, R9: each provider value renders the turn through its row of the
+// Each provider value renders the turn through its row of the
 // provider table exactly as the engine rendered it before the table: the
 // catalog rows the split's provider tools (Anthropic or OpenAI form), the
 // native rows every tool of the turn (Anthropic with or without the
@@ -58,7 +58,7 @@ func TestProvidersRenderThroughTheirRow(t *testing.T) {
 			want = resolver.RenderAnthropic(tools)
 		case service.ProviderOpenAIEngine:
 			want = resolver.RenderOpenAI(tools)
-		case "", service.ProviderAnthropic, service.ProviderAnthropicNative: // #26 item 2: native by default
+		case "", service.ProviderAnthropic, service.ProviderAnthropicNative: // Native by default
 			want = resolver.RenderAnthropicNative(tools, "")
 		case service.ProviderAnthropicServer:
 			want = resolver.RenderAnthropicNative(tools, resolver.AnthropicSearchBM25)

@@ -1,6 +1,6 @@
 package service
 
-// Pruning the registry history (#30, R40): the history keeps the newest
+// Pruning the registry history: the history keeps the newest
 // N registry versions plus every version an open turn or a session's last
 // checkpoint references, and nothing else. What is referenced comes from
 // the projection's views (no log replay): a view's last checkpoint names
@@ -25,8 +25,8 @@ import (
 )
 
 // ErrRegistryPruned matches the error of a turn rebuild, a history point
-// or a look-up whose registry version was pruned from the registry history
-// (#30); it matches ErrRegistryUnavailable too.
+// or a look-up whose registry version was pruned from the registry history;
+// it matches ErrRegistryUnavailable too.
 var ErrRegistryPruned = errors.New("registry version pruned")
 
 // RulePruned is the rule of an explanation whose registry version was

@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #30, R40, R31: with 30 registry versions pushed and keep 5, a prune
+// With 30 registry versions pushed and keep 5, a prune
 // pass keeps the newest 5, the version a session's last checkpoint
 // references (3) and the version an open turn was frozen against (7),
 // and prunes the others from the stream; explain and history of a point
@@ -144,7 +144,7 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 	}
 }
 
-// #30: keep 0 (serve --registry-keep 0) keeps every version, the old
+// Keep 0 (serve --registry-keep 0) keeps every version, the old
 // behaviour; a negative keep is refused naming the flag.
 func TestRegistryPruneKeepZero(t *testing.T) {
 	ctx := context.Background()
@@ -182,7 +182,7 @@ func TestRegistryPruneKeepZero(t *testing.T) {
 }
 
 // BenchmarkRegistryReferences measures what a prune pass reads before it
-// prunes (#30): one view per session and one event per open turn, here
+// prunes: one view per session and one event per open turn, here
 // 1,000 sessions of which 100 are in a turn.
 func BenchmarkRegistryReferences(b *testing.B) {
 	ctx := context.Background()
@@ -211,7 +211,7 @@ func BenchmarkRegistryReferences(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
 }
 
-// #30, R31: an engine that serves a registry version another engine's
+// An engine that serves a registry version another engine's
 // prune removed (it was outside the newest kept and nothing referenced
 // it) records it again before a turn names it, so the turn rebuilds on
 // any engine, and the next pass keeps it.

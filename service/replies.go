@@ -9,13 +9,13 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// The API's replies (#25): the transports send what Requests returns. A
+// The API's replies: the transports send what Requests returns. A
 // reply is a wire type where wire has one with the same JSON; the types
 // below carry command objects (Command) or engine results, and encode to
 // the JSON of wire's type of the same role.
 
-// HistoryPageReply is one page of a session's timeline (session.history,
-// R25), in stream order (the JSON of wire.History).
+// HistoryPageReply is one page of a session's timeline (session.history),
+// in stream order (the JSON of wire.History).
 type HistoryPageReply struct {
 	Session string             `json:"session"`
 	Entries []HistoryPageEntry `json:"entries"`
@@ -38,8 +38,8 @@ type HistoryPageEntry struct {
 	// Payload is the event as a command object (absent: undecodable).
 	Payload *Command `json:"payload,omitempty"`
 	// Error says why the event was not applied ("" when it was); Rejected
-	// is true when it broke a fold rule (R28) rather than being
-	// undecodable (R26).
+	// is true when it broke a fold rule rather than being
+	// undecodable.
 	Error         string        `json:"error,omitempty"`
 	Rejected      bool          `json:"rejected,omitempty"`
 	Intent        intent.Intent `json:"intent"`
@@ -51,17 +51,56 @@ type HistoryPageEntry struct {
 	Loaded        []string      `json:"loaded"`
 	PrefixHash    string        `json:"prefix_hash"`
 	PrefixChanged bool          `json:"prefix_changed"`
-	Cause         string        `json:"cause,omitempty"`
-	Turn          uint64        `json:"turn"`
-	InTurn        bool          `json:"in_turn"`
+	// ReferencesHash is HistoryEntry's.
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
+	Turn           uint64 `json:"turn"`
+	InTurn         bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
-	// open turn's, else the one in force when the event was stored (R25).
+	// open turn's, else the one in force when the event was stored.
 	RegistryVersion string `json:"registry_version"`
 	// Dispatch is, inside a turn, the classification a provider dispatch
-	// at this point records (R21), derived from the log.
+	// at this point records, derived from the log.
 	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry (#30), says what it replaced.
+	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
+	// Lists, present when a list of the entry was cut to HistoryListMax
+	// names, gives each list's full length.
+	Lists *wire.EntryLists `json:"lists,omitempty"`
+}
+
+// HistoryListMax is the most names a history entry lists in each of
+// tools, provider, catalog, gained, lost and its dispatch's lists: an
+// entry of a registry of 10,000 tools summarises them (Lists counts
+// them), so a page stays bounded by wire.MaxHistoryPageBytes and one
+// entry.
+const HistoryListMax = 64
+
+// summarise cuts each list of e to HistoryListMax names and, when it cut
+// one, records every list's full length in e.Lists.
+func (e *HistoryPageEntry) summarise() {
+	l := wire.EntryLists{Tools: len(e.Tools), Provider: len(e.Provider), Catalog: len(e.Catalog), Gained: len(e.Gained), Lost: len(e.Lost)}
+	long := max(l.Tools, l.Provider, l.Catalog, l.Gained, l.Lost) > HistoryListMax
+	if d := e.Dispatch; d != nil {
+		l.Resident, l.Deferred, l.Loaded = len(d.Resident), len(d.Deferred), len(d.Loaded)
+		long = long || max(l.Resident, l.Deferred, l.Loaded) > HistoryListMax
+	}
+	if !long {
+		return
+	}
+	e.Tools, e.Provider, e.Catalog = page(e.Tools, 0, HistoryListMax), page(e.Provider, 0, HistoryListMax), page(e.Catalog, 0, HistoryListMax)
+	if e.Gained != nil {
+		e.Gained = page(e.Gained, 0, HistoryListMax)
+	}
+	if e.Lost != nil {
+		e.Lost = page(e.Lost, 0, HistoryListMax)
+	}
+	if d := e.Dispatch; d != nil {
+		c := *d
+		c.Resident, c.Deferred, c.Loaded = page(d.Resident, 0, HistoryListMax), page(d.Deferred, 0, HistoryListMax), page(d.Loaded, 0, HistoryListMax)
+		e.Dispatch = &c
+	}
+	e.Lists = &l
 }
 
 // ExplainBatchReply is explain-batch's reply: one explanation per
@@ -157,7 +196,7 @@ func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
 		EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
 		Tools: orEmpty(h.Tools), Gained: h.Gained, Lost: h.Lost,
 		Provider: orEmpty(h.Provider), Catalog: orEmpty(h.Catalog), Loaded: orEmpty(h.Loaded),
-		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
+		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, ReferencesHash: h.ReferencesHash, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
 		RegistryVersion: h.RegistryVersion, Compacted: h.Compacted,
 	}
 	if h.Dispatch != nil {
@@ -167,6 +206,7 @@ func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
 	if h.Payload != nil {
 		e.Payload = &Command{h.Payload}
 	}
+	e.summarise()
 	return e
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// Requests answers the API's operations in the API's vocabulary (#25):
+// Requests answers the API's operations in the API's vocabulary:
 // each method takes one operation's request (a wire type, or AppendRequest
 // for commands) and the caller's Origin, checks what the engine's rules
 // need, calls the Engine and returns the reply (a wire type, or a type of
@@ -182,17 +182,22 @@ func (q *Requests) Intent(ctx context.Context, r *wire.IntentRequest, _ Origin) 
 	return SessionOf(st), nil
 }
 
-// Resolve answers session.resolve under the caller's channel policy (#31).
+// Resolve answers session.resolve under the caller's channel policy.
 func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin) (TurnView, error) {
 	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
 	if err != nil {
 		return TurnView{}, err
 	}
-	rr.Channel = o.Channel // #31: the caller's channel policy applies
-	return q.eng.Resolve(ctx, r.Session, rr)
+	rr.Channel = o.Channel // The caller's channel policy applies
+	shape := ViewShape{ListOffset: r.ListOffset, ListLimit: r.ListLimit, IfNoneMatch: r.IfNoneMatch}
+	if err := shape.Validate(); err != nil {
+		return TurnView{}, err
+	}
+	v, err := q.eng.Resolve(ctx, r.Session, rr)
+	return v.Shape(shape), err
 }
 
-// History answers session.history with one page (#24 row 7): memory and
+// History answers session.history with one page: memory and
 // reply size are bounded by the page, not by the session's length.
 func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin) (HistoryPageReply, error) {
 	until, err := parseUntil(r.Until)
@@ -203,7 +208,7 @@ func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin
 	if err != nil {
 		return HistoryPageReply{}, err
 	}
-	rr.Channel = o.Channel // #31: the timeline as the caller's channel sees it
+	rr.Channel = o.Channel // The timeline as the caller's channel sees it
 	limit := r.Limit
 	if limit < 0 || limit > wire.MaxHistoryPage {
 		return HistoryPageReply{}, wire.BadRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, wire.MaxHistoryPage, wire.DefaultHistoryPage)
@@ -248,12 +253,12 @@ func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin
 	if err != nil {
 		return ExplainResult{}, err
 	}
-	rr.Channel = o.Channel // #31: explain names the caller's channel policy
+	rr.Channel = o.Channel // Explain names the caller's channel policy
 	return q.eng.Explain(ctx, r.Session, r.Tool, until, rr)
 }
 
 // ExplainBatch explains up to wire.MaxExplainBatch tools in one request
-// (#29: the inspector's explain card asks one request per page, not one
+// (the inspector's explain card asks one request per page, not one
 // per tool), each exactly as Explain would, under the caller's channel.
 func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest, o Origin) (ExplainBatchReply, error) {
 	if len(r.Tools) == 0 || len(r.Tools) > wire.MaxExplainBatch {
@@ -303,7 +308,8 @@ func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Or
 	if err != nil {
 		return TurnView{}, err
 	}
-	return q.eng.BeginTurn(ctx, r.Session, o, rr)
+	v, err := q.eng.BeginTurn(ctx, r.Session, o, rr)
+	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
 }
 
 // Discover answers turn.discover: the model's tool_search input, or names.
@@ -326,16 +332,19 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 	default:
 		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
-	req.QueryVector = r.QueryVector // #27: the backend's embedding of the query, beside the model's input
+	req.QueryVector = r.QueryVector // The backend's embedding of the query, beside the model's input
 	if r.View != "" && r.View != "full" && r.View != "none" {
 		return DiscoverResult{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
 	}
-	return q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID, NoView: r.View == "none"})
+	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID, NoView: r.View == "none"})
+	d.View = d.View.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch})
+	return d, err
 }
 
 // Dispatch answers turn.dispatch.
 func (q *Requests) Dispatch(ctx context.Context, r *wire.DispatchRequest, _ Origin) (TurnView, error) {
-	return q.eng.Dispatch(ctx, r.Session, r.Provider)
+	v, err := q.eng.Dispatch(ctx, r.Session, r.Provider)
+	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
 }
 
 // Inspect answers turn.inspect: the last dispatch of the session's turn.
@@ -348,11 +357,16 @@ func (q *Requests) Inspect(ctx context.Context, r *wire.TurnRequest, _ Origin) (
 		return wire.DispatchRecord{}, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: "session " + strconv.Quote(r.Session) + " has started no turn: begin and dispatch a turn first (turn.begin, turn.dispatch)"}
 	}
-	return wireDispatch(r.Session, d), nil
+	rec := wireDispatch(r.Session, d)
+	if max(len(rec.Resident), len(rec.Deferred), len(rec.Loaded)) > ViewListMax {
+		rec.Lists = &wire.EntryLists{Resident: len(rec.Resident), Deferred: len(rec.Deferred), Loaded: len(rec.Loaded)}
+		rec.Resident, rec.Deferred, rec.Loaded = page(rec.Resident, 0, ViewListMax), page(rec.Deferred, 0, ViewListMax), page(rec.Loaded, 0, ViewListMax)
+	}
+	return rec, nil
 }
 
-// CallCheck asks, before a tool call executes, whether it may (#26 item
-// 3, #31): a refusal is a reply with callable false, not an error.
+// CallCheck asks, before a tool call executes, whether it may: a
+// refusal is a reply with callable false, not an error.
 func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Origin) (CallCheckResult, error) {
 	if r.Tool == "" {
 		return CallCheckResult{}, wire.BadRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
@@ -360,7 +374,7 @@ func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Or
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return CallCheckResult{}, wire.BadRequest("tool: %v", err)
 	}
-	return q.eng.CallCheckAs(ctx, r.Session, r.Tool, o.Channel)
+	return q.eng.CallCheckIn(ctx, r.Session, r.Tool, o.Channel, r.Provider)
 }
 
 // Checkpoint answers turn.checkpoint.
@@ -381,7 +395,7 @@ func (q *Requests) EndTurn(ctx context.Context, r *wire.TurnRequest, o Origin) (
 	return wire.CheckpointReply{Session: r.Session, Seq: res.Seq, Checkpoint: wireCheckpoint(res.Record, res.Seq)}, nil
 }
 
-// Delete deletes a session (#30) or, with erase, purges it too: whether
+// Delete deletes a session or, with erase, purges it too: whether
 // the caller may erase is the transport's to decide before.
 func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) (wire.DeleteReply, error) {
 	if r.Erase {
@@ -399,7 +413,7 @@ func (q *Requests) Delete(ctx context.Context, r *wire.DeleteRequest, o Origin) 
 	return wire.DeleteReply{Session: r.Session, Seq: res.Seq}, nil
 }
 
-// Compact compacts a session (#30): its events are replaced by one
+// Compact compacts a session: its events are replaced by one
 // SessionCompacted and purged below it.
 func (q *Requests) Compact(ctx context.Context, r *wire.CompactRequest, o Origin) (wire.CompactReply, error) {
 	return q.eng.Compact(ctx, r.Session, o, r.Reason)
@@ -415,12 +429,40 @@ func (q *Requests) Sessions(ctx context.Context, _ *wire.Empty, _ Origin) (wire.
 }
 
 // Registry answers registry.info.
-func (q *Requests) Registry(_ context.Context, _ *wire.Empty, _ Origin) (wire.RegistryInfo, error) {
-	return wireRegistry(q.eng.Registry()), nil
+func (q *Requests) Registry(_ context.Context, r *wire.RegistryRequest, _ Origin) (wire.RegistryInfo, error) {
+	if r.ToolOffset < 0 || r.ToolLimit < 0 || r.ToolLimit > wire.MaxRegistryPage {
+		return wire.RegistryInfo{}, wire.BadRequest("tool_offset %d and tool_limit %d: want tool_offset >= 0 and tool_limit 1 to %d (0 lists every tool)", r.ToolOffset, r.ToolLimit, wire.MaxRegistryPage)
+	}
+	info := wireRegistry(q.eng.Registry())
+	if r.ToolFilter != "" {
+		f := strings.ToLower(r.ToolFilter)
+		exact := slices.IndexFunc(info.Tools, func(t wire.RegistryTool) bool { return strings.ToLower(t.Name) == f })
+		if exact >= 0 {
+			info.Tools = info.Tools[exact : exact+1]
+		} else {
+			info.Tools = slices.DeleteFunc(info.Tools, func(t wire.RegistryTool) bool { return !strings.Contains(strings.ToLower(t.Name), f) })
+		}
+	}
+	info.ToolCount = len(info.Tools)
+	if r.ToolLimit > 0 {
+		info.Tools = page(info.Tools, r.ToolOffset, r.ToolLimit)
+		on := make(map[string]bool, len(info.Tools))
+		for _, t := range info.Tools {
+			on[t.Name] = true
+		}
+		keep := func(names []string) []string {
+			return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !on[n] })
+		}
+		info.DefaultTools, info.ResidentTools, info.DeferredDefaultTools = keep(info.DefaultTools), keep(info.ResidentTools), keep(info.DeferredDefaultTools)
+		for name, list := range info.Presets {
+			info.Presets[name] = keep(list)
+		}
+	}
+	return info, nil
 }
 
-// RegistryDiff reports what pushing a candidate registry would change
-// (#31 item 3); it writes nothing.
+// RegistryDiff reports what pushing a candidate registry would change;
+// it writes nothing.
 func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest, _ Origin) (Impact, error) {
 	if len(r.Registry) == 0 || string(r.Registry) == "null" {
 		return Impact{}, wire.BadRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)
@@ -438,13 +480,20 @@ func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (deferral.
 	reg := q.eng.Registry()
 	q.budgetMu.Lock()
 	defer q.budgetMu.Unlock()
-	if q.budget != nil && q.budget.RegistryVersion == reg.Version() {
-		return *q.budget, nil
+	if q.budget == nil || q.budget.RegistryVersion != reg.Version() {
+		t, err := deferral.Table(reg)
+		if err != nil {
+			return deferral.BudgetTable{}, err
+		}
+		q.budget = &t
 	}
-	t, err := deferral.Table(reg)
-	if err != nil {
-		return deferral.BudgetTable{}, err
+	// The reply names the first deferred tools, and counts them all: the
+	// table is a figure per registry, not a list of it.
+	t := *q.budget
+	t.DeferredCount = len(t.Deferred)
+	t.Deferred = page(t.Deferred, 0, ViewListMax)
+	if len(t.Unreachable) > ViewListMax {
+		t.Unreachable = page(t.Unreachable, 0, ViewListMax)
 	}
-	q.budget = &t
 	return t, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// R25: until takes a sequence or an RFC 3339 time.
+// Until takes a sequence or an RFC 3339 time.
 func TestUntilParse(t *testing.T) {
 	for in, want := range map[wire.Until]string{
 		"":                          "{0 0001-01-01 00:00:00 +0000 UTC}",

@@ -292,7 +292,7 @@ func (r *Retention) examine(ctx context.Context, session string, cutoff time.Tim
 	}
 	if !ok {
 		// The view is behind a compaction that purged its last event
-		// (#30): fold what the log holds after it, once.
+		//: fold what the log holds after it, once.
 		if st, err = r.e.proj.Read(ctx, session, projection.ReadOptions{Latest: true}); err != nil {
 			return fmt.Errorf("read view: %w", err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #30: the compact action rolls an idle session up into one snapshot (its
+// The compact action rolls an idle session up into one snapshot (its
 // subject holds one message, its state is unchanged, the snapshot names
 // engine:retention and the idle time), keeps a fresh session byte for
 // byte, counts the compaction in the tick, and leaves a compact session

@@ -87,7 +87,7 @@ func lastDeleted(t *testing.T, log *jetstream.Log, session string) events.Envelo
 	return last
 }
 
-// #30: a tick deletes the sessions whose last event is older than the
+// A tick deletes the sessions whose last event is older than the
 // limit, as engine:retention on channel engine with the reason "retention:
 // idle since <time>", and keeps the fresh ones byte for byte; a session
 // with an old event and a fresh one is fresh.
@@ -150,7 +150,7 @@ func TestRetentionDeletesIdleKeepsFresh(t *testing.T) {
 	}
 }
 
-// #30: one tick's work is bounded: with a batch of 10 and 35 idle
+// One tick's work is bounded: with a batch of 10 and 35 idle
 // sessions, four ticks examine 10, 10, 10 and 5, each resuming where the
 // previous stopped, and delete them all.
 func TestRetentionBoundedTicks(t *testing.T) {
@@ -203,7 +203,7 @@ func (w *writeBetween) ReadSession(ctx context.Context, session string, from, up
 	return recs, err
 }
 
-// #30: a session written during the tick (after retention found it idle,
+// A session written during the tick (after retention found it idle,
 // before its delete) survives: the delete is conditional on the examined
 // sequence, the newer write wins and the tick counts a conflict.
 func TestRetentionWriteDuringTickSurvives(t *testing.T) {
@@ -235,7 +235,7 @@ func TestRetentionWriteDuringTickSurvives(t *testing.T) {
 	lastDeleted(t, log, "idle")
 }
 
-// #30: two engines running retention at once on the same stream are
+// Two engines running retention at once on the same stream are
 // harmless: every idle session gets exactly one SessionDeleted (the
 // second engine's conditional delete is a conflict, or it sees the
 // session deleted), and together they delete each once.
@@ -334,7 +334,7 @@ func TestRetentionErase(t *testing.T) {
 	}
 }
 
-// #30: a bad retention configuration is refused naming the serve flag.
+// A bad retention configuration is refused naming the serve flag.
 func TestRetentionConfigRefused(t *testing.T) {
 	for _, c := range []struct {
 		cfg  service.RetentionConfig
@@ -421,7 +421,7 @@ func benchStack(b *testing.B) (*service.Engine, *jetstream.Log) {
 	return service.New(log, proj, resolver.Default(), service.Config{}), log
 }
 
-// #30: the cost of a retention tick per session examined, on 1,000 fresh
+// The cost of a retention tick per session examined, on 1,000 fresh
 // sessions (each: a view read and a direct get of the last event; none
 // deleted).
 func BenchmarkRetentionExamine(b *testing.B) {
@@ -445,7 +445,7 @@ func BenchmarkRetentionExamine(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/session")
 }
 
-// #30: the cost of a retention tick per idle session deleted (examine and
+// The cost of a retention tick per idle session deleted (examine and
 // a conditional SessionDeleted append), 200 sessions a tick.
 func BenchmarkRetentionDelete(b *testing.B) {
 	e, log := benchStack(b)
@@ -475,7 +475,7 @@ func BenchmarkRetentionDelete(b *testing.B) {
 	b.ReportMetric(float64(took.Microseconds())/float64(round*n), "µs/session")
 }
 
-// #30: the one unbounded step of retention: a pass begins by listing
+// The one unbounded step of retention: a pass begins by listing
 // every session with a view (a key listing of the views bucket), here of
 // 10,000 sessions; the ticks of the pass then examine at most their batch.
 func BenchmarkRetentionListing(b *testing.B) {

@@ -1,7 +1,7 @@
 package service
 
 // The safe points of a turn (Checkpoint, EndTurn) and Resume, which checks
-// the last checkpoint against the current contract (R19, R20).
+// the last checkpoint against the current contract.
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 )
 
 // Checkpoint records a safe point of the open turn: its loaded deferred
-// tools and the hash of the contract they belong to (R19).
+// tools and the hash of the contract they belong to.
 func (e *Engine) Checkpoint(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
 	return e.safePoint(ctx, session, origin, false)
 }
 
 // EndTurn ends the open turn at a safe point: one TurnEnded that carries
-// the checkpoint, one log write (#28; logs written before hold TurnEnded
+// the checkpoint, one log write (logs written before hold TurnEnded
 // and CheckpointRecorded, appended as one atomic batch, which fold the
 // same).
 func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (aggregate.Checkpoint, error) {
@@ -34,7 +34,7 @@ func (e *Engine) EndTurn(ctx context.Context, session string, origin Origin) (ag
 // the session's last sequence; when another writer moves the session in
 // between, it reads the log again and retries (the checkpoint is derived
 // from the log, so this is safe). The first try starts from this engine's
-// state of the session (#28: no read of the log on the turn's path, as
+// state of the session (no read of the log on the turn's path, as
 // BeginTurn): the append expects that state's last sequence, so a state
 // behind the log is a conflict, and the retry reads the log. A state that
 // shows no open turn is checked against the log first (another engine may
@@ -88,7 +88,7 @@ type ResumeResult struct {
 	Seq uint64 `json:"seq"`
 }
 
-// Resume restores a session after a crash (R20, R32): it verifies the
+// Resume restores a session after a crash: it verifies the
 // last checkpoint's contract hash against the contract the live registry
 // now gives for the session's intent; an equal hash restores the
 // checkpoint's loaded deferred tools exactly, a different one restores
@@ -102,7 +102,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if err := req.validate(); err != nil {
 		return ResumeResult{}, err
 	}
-	req.Channel = origin.Channel // a resume resolves under its channel's policy (#31)
+	req.Channel = origin.Channel // a resume resolves under its channel's policy
 	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, 0)})
 	if err != nil {
 		return ResumeResult{}, err
@@ -125,7 +125,11 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 		rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
 		explain = func(tool string) resolver.Explanation { return reg.Explain(rq, tool) }
 	}
-	out := ResumeResult{Outcome: checkpoint.ResumeWith(rec, res, explain), Checkpoint: rec}
+	src := checkpoint.Sources{Explain: explain}
+	if rec != nil && rec.ContractHash != res.ContractHash {
+		src.Recorded = e.recordedContract(ctx, st, rec, req)
+	}
+	out := ResumeResult{Outcome: checkpoint.ResumeFrom(rec, res, src), Checkpoint: rec}
 	e.ts.turns.Remove(session)
 	restored, err := checkpoint.New(st.Turn, res, out.Outcome.Restored)
 	if err != nil {
@@ -136,7 +140,7 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 	if same || (rec == nil && len(st.Loaded) == 0 && !needTurnEnd) {
 		return out, nil
 	}
-	// One event, one log write (#28): the open turn's end carries the
+	// One event, one log write: the open turn's end carries the
 	// restored checkpoint.
 	var cmd events.Payload = restored
 	if needTurnEnd {
@@ -156,3 +160,37 @@ func (e *Engine) Resume(ctx context.Context, session string, origin Origin, req 
 //
 // Use aggregate.Checkpoint, which this is.
 type CheckpointResult = aggregate.Checkpoint
+
+// recordedContract rebuilds the contract checkpoint rec was recorded
+// against from the registry history: the request of its turn's
+// TurnStarted (when rec belongs to the session's last turn) or, failing
+// that, the resumed request, each resolved against rec's registry
+// version. It returns nil when neither gives rec's contract hash (the
+// version was pruned, or the intent changed since): Resume then reports
+// the changes of the loaded tools only. Each try costs one read.
+func (e *Engine) recordedContract(ctx context.Context, st aggregate.State, rec *checkpoint.Record, req ResolveRequest) *resolver.Resolution {
+	if rec.Turn == st.Turn && st.TurnSeq > 0 {
+		recs, err := e.log.ReadSession(ctx, st.Session, st.TurnSeq, st.TurnSeq)
+		if err == nil && len(recs) == 1 && recs[0].Err == nil {
+			if ts, ok := recs[0].Envelope.Payload.(events.TurnStarted); ok && ts.Recorded() && ts.ContractHash == rec.ContractHash {
+				if res, _, _, err := e.replayTurn(ctx, ts, recs[0].Envelope.Channel, st); err == nil {
+					return res
+				}
+			}
+		}
+	}
+	var res *resolver.Resolution
+	rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
+	_, err := e.registryOf(ctx, rec.RegistryVersion, func(r *resolver.Registry) bool {
+		out, err := r.Resolve(rq)
+		if err != nil || out.ContractHash != rec.ContractHash {
+			return false
+		}
+		res = out
+		return true
+	})
+	if err != nil {
+		return nil
+	}
+	return res
+}

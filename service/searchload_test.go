@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// #26 item 4: a tool disabled in the middle of a turn is not loaded by a
+// A tool disabled in the middle of a turn is not loaded by a
 // later search of that turn, by name or by query, although the turn froze
 // it: the search reports it not found with a note, the next request does
 // not carry it, the log holds no load of it, and a DeferredLoaded of it
@@ -75,7 +75,7 @@ func TestSearchNeverLoadsDisabledTool(t *testing.T) {
 	}
 }
 
-// #26 item 4: a keyword query loads only its confident matches (at least
+// A keyword query loads only its confident matches (at least
 // deferral.ConfidentShare of the best score), at most max_results: "plan
 // mode" loads enter_plan_mode and exit_plan_mode, not memory_write (a
 // weak match, listed as such and named in the note), and max_results 1

@@ -73,7 +73,7 @@ type Hooks struct {
 
 // Config configures an Engine. The zero value is usable.
 type Config struct {
-	// Limits bound intent lists (R2). Zero fields take aggregate's
+	// Limits bound intent lists. Zero fields take aggregate's
 	// defaults.
 	Limits aggregate.Limits
 	// MaxRetries bounds conflict retries of retry-safe commands and
@@ -107,17 +107,18 @@ type Engine struct {
 
 	ts     turnState   // bounded caches of open turns, dispatches, registries (frozen.go)
 	native nativeCache // native renderings across turns (nativecache.go)
-	marks  *marks      // per session: the highest sequence acknowledged or served (#19)
+	marks  *marks      // per session: the highest sequence acknowledged or served
 
 	eraser atomic.Pointer[Eraser] // purges erased sessions; nil: none
-	erases eraseScan              // the unfinished erases FinishErases knows
+	erases *eraseScan             // the unfinished erases FinishErases knows, and this process's
 
-	sealer atomic.Pointer[ActorSealer] // seals stored actors (#30, actors.go); nil: plain
+	sealer atomic.Pointer[ActorSealer] // seals stored actors (actors.go); nil: plain
 
 	embedder atomic.Pointer[embedderBox] // tool_search's engine-side embeddings (embedsearch.go); nil: none
 
-	writes writeLocks   // serialize apply's decide-and-append per session (#24 row 5)
-	pages  historyPages // where recent history pages ended (history.go, #24 row 7)
+	writes writeLocks   // serialize apply's decide-and-append per session
+	pages  historyPages // where recent history pages ended (history.go)
+	reads  readSlots    // history pages folding at once
 }
 
 // New returns an engine over a JetStream log, its projection and a
@@ -139,7 +140,7 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 		cfg.EraseTakeover = DefaultEraseTakeover
 	}
 	e := &Engine{
-		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now,
+		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now, erases: newEraseScan(),
 		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
@@ -153,8 +154,8 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 // Registry is the live registry.
 func (e *Engine) Registry() *resolver.Registry { return e.reg.Load() }
 
-// SetRegistry swaps the live registry. Open turns keep their frozen tools
-// (R16); the next turn and every resolution outside a turn use reg.
+// SetRegistry swaps the live registry. Open turns keep their frozen tools;
+// the next turn and every resolution outside a turn use reg.
 func (e *Engine) SetRegistry(reg *resolver.Registry) {
 	old := e.reg.Swap(reg)
 	e.keepRegistry(reg)       // open turns of either version rebuild without the history
@@ -218,7 +219,7 @@ func retrySafe(cmds []events.Payload) bool {
 		switch c.(type) {
 		case events.ToolsToggled, events.WebSearchSet, events.PresetChosen,
 			events.ToolDisabled, events.ToolEnabled, events.DeferredLoaded,
-			events.SessionDeleted: // a delete re-decided is still a delete (#30)
+			events.SessionDeleted: // a delete re-decided is still a delete
 		default:
 			return false
 		}
@@ -254,7 +255,7 @@ func checkWrite(session string, cmds []events.Payload) error {
 // decided (a client's idempotency key, see ApplyKeyed).
 func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
 	var res CommandResult
-	sealed, err := e.sealActor(ctx, origin.Actor) // #30: the log stores the sealed actor
+	sealed, err := e.sealActor(ctx, origin.Actor) // The log stores the sealed actor
 	if err != nil {
 		return res, err
 	}
@@ -295,8 +296,8 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 			}
 			if !strong {
 				// A no-op decided on this engine's cached state: the
-				// session may have been deleted through another engine
-				// (#30), which the view says.
+				// session may have been deleted through another engine,
+				// which the view says.
 				if v, err := e.proj.Read(ctx, session, projection.ReadOptions{}); err == nil {
 					if err := alive(session, v); err != nil {
 						e.forget(session)
@@ -340,7 +341,7 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 			next.Apply(ar.First+uint64(i), env)
 		}
 		e.remember(next)
-		// #28: the projection folds them now; its feed skips them.
+		// The projection folds them now; its feed skips them.
 		e.handoff(session, st.LastSeq, ar, envs)
 		e.marks.raise(session, ar.Last) // acknowledged: reads through this engine include it
 		res.First, res.Last, res.Duplicate, res.State = ar.First, ar.Last, ar.Duplicate, next
@@ -352,7 +353,7 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 }
 
 // Anonymous is the actor the engine records on events whose writer gave
-// none: a version-2 event always names its actor (R28).
+// none: a version-2 event always names its actor.
 const Anonymous = "anonymous"
 
 // decide runs each command through aggregate.Decide against the state as
@@ -489,10 +490,10 @@ func (e *Engine) forget(session string) { e.states.Remove(session) }
 // memory). The view includes every event up to minSeq (read-your-writes
 // across engines), every event this engine acknowledged for the session,
 // and is never older than a view this engine already served for it
-// (read-your-writes and monotonic reads within one engine, #19). When the
+// (read-your-writes and monotonic reads within one engine). When the
 // stored view is behind that floor the log's tail is folded onto it; when
 // the log cannot be read up to it within a bound, the error wraps
-// projection.ErrNotCaughtUp. A deleted session is ErrDeleted (#30).
+// projection.ErrNotCaughtUp. A deleted session is ErrDeleted.
 func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)

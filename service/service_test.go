@@ -65,7 +65,7 @@ func on(b bool) *bool { return &b }
 
 var web = service.Origin{Channel: "web", Actor: "alice"}
 
-// R8, R24: a session with {enabled:true} resolves to the live defaults and
+// A session with {enabled:true} resolves to the live defaults and
 // the write is visible to a read-your-writes read.
 func TestApplyAndResolve(t *testing.T) {
 	e := newEngine(t)
@@ -91,18 +91,18 @@ func TestApplyAndResolve(t *testing.T) {
 	if !slices.Contains(v.Tools, resolver.WebSearch) || slices.Contains(v.Tools, "bash") {
 		t.Fatalf("tools %v: want web_search overlaid and bash disabled", v.Tools)
 	}
-	// R12/R15: the deferred defaults are in the catalog, not the array.
+	// The deferred defaults are in the catalog, not the array.
 	if !slices.Contains(v.Catalog, "playwright_browser") || slices.Contains(v.Provider, "playwright_browser") {
 		t.Fatalf("playwright_browser: provider %v catalog %v", v.Provider, v.Catalog)
 	}
-	// R9: the same intent renders the same bytes.
+	// The same intent renders the same bytes.
 	v2, _ := e.Resolve(ctx, "s1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine, MinSeq: res.Last})
 	if string(v.Rendering) != string(v2.Rendering) || v.PrefixHash != v2.PrefixHash {
 		t.Fatal("two resolutions of one intent rendered different bytes")
 	}
 }
 
-// R2: a materialized list is refused with the advice to store intent.
+// A materialized list is refused with the advice to store intent.
 func TestApplyRefusesMaterialized(t *testing.T) {
 	e := newEngine(t)
 	_, err := e.Apply(context.Background(), "s1", web, nil, events.ToolsPicked{Names: e.Registry().DefaultTools()})
@@ -111,9 +111,9 @@ func TestApplyRefusesMaterialized(t *testing.T) {
 	}
 }
 
-// R23: an expected sequence that is stale is a conflict; without one, retry-
+// An expected sequence that is stale is a conflict; without one, retry-
 // safe commands from two engines on one log are retried on conflict and all
-// applied (#21 item 3: two engines, and the retry is asserted).
+// applied (two engines, and the retry is asserted).
 func TestApplyConflictAndRetry(t *testing.T) {
 	var mu sync.Mutex
 	conflicts := map[bool]int{}
@@ -189,7 +189,7 @@ func TestApplyConflictAndRetry(t *testing.T) {
 	t.Logf("the race of %d writes on two engines retried %d conflicts", len(names), retries.Load()-before)
 }
 
-// R16, R19, R20: a turn freezes its tools; tool_search loads a deferred tool
+// A turn freezes its tools; tool_search loads a deferred tool
 // into the next request; the safe point checkpoints it; resume restores it
 // while the contract is unchanged and refuses with a reason after a
 // registry change.
@@ -221,7 +221,7 @@ func TestTurnLifecycleAndResume(t *testing.T) {
 		t.Fatal("dispatch lost the discovered tool")
 	}
 	if rec, ok := e.LastDispatch("s"); !ok || !slices.Contains(rec.Loaded, "send_message") {
-		t.Fatalf("R21 dispatch classification = %+v", rec)
+		t.Fatalf("dispatch classification = %+v", rec)
 	}
 	cp, err := e.EndTurn(ctx, "s", web)
 	if err != nil {
@@ -281,7 +281,7 @@ func changedRegistry(t *testing.T, reg *resolver.Registry, tool string) *resolve
 	return out
 }
 
-// R16: an unknown provider rendering is refused on every turn operation,
+// An unknown provider rendering is refused on every turn operation,
 // naming the provider.
 func TestUnknownProviderRefused(t *testing.T) {
 	e := newEngine(t)
@@ -297,7 +297,7 @@ func TestUnknownProviderRefused(t *testing.T) {
 	}
 }
 
-// R28: the engine never writes an event the fold rejects: an event records
+// The engine never writes an event the fold rejects: an event records
 // its channel (required) and actor (Anonymous when none is given), and a
 // load outside a turn or a checkpoint naming a resident tool is refused.
 func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
@@ -343,7 +343,7 @@ func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
 	}
 }
 
-// R25, R28: history and explain replay with the fold's rules: an event
+// History and explain replay with the fold's rules: an event
 // published straight to the log that breaks one is listed as rejected with
 // its reason, changes nothing, and is never named as the reason for a tool.
 func TestHistoryAndExplainSkipRejected(t *testing.T) {
@@ -380,8 +380,8 @@ func TestHistoryAndExplainSkipRejected(t *testing.T) {
 	}
 }
 
-// R25: explain names the event that last changed the outcome or the rule
-// (issue #14, item 2): after enable, web-search on, web-search off, the
+// Explain names the event that last changed the outcome or the rule
+// : after enable, web-search on, web-search off, the
 // explanation of web_search blames the event that switched it off, not
 // the master switch; bash, switched off by hand and then on again, blames
 // the ToolEnabled.
@@ -425,9 +425,9 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 	}
 }
 
-// R32: resume restores each loaded tool whose own contract entry is
+// Resume restores each loaded tool whose own contract entry is
 // unchanged and that the intent still permits, and says per tool why the
-// others were dropped (issue #14, item 5). A registry version bump with
+// others were dropped. A registry version bump with
 // identical tools, or toggling web_search, changes the contract hash but
 // keeps every loaded tool, as a session that did not crash keeps them.
 func TestR32ResumePerTool(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 )
 
 // Providers the tools array can be rendered for, and how deferred tools
-// reach them (R30). Each is a row of deferral's provider table (name,
+// reach them. Each is a row of deferral's provider table (name,
 // native or not, rendering, search output), which the engine reads; the
 // constants name the rows for callers. A provider's own name means its
-// native deferral, the default (#26 item 2):
+// native deferral, the default:
 //
 //   - anthropic (the default), anthropic-native: provider-native deferral.
 //     The array holds every tool of the turn once, deferred ones with
@@ -43,12 +43,12 @@ import (
 //     on the frozen array) and the catalog text is the turn's; the cost is
 //     one cache miss of the appended tools per discovery, and the loaded
 //     tools' schemas in every later request. tool_search's result is the
-//     full schemas as JSON. Before #26, "anthropic" and "openai" named
+//     full schemas as JSON. Earlier, "anthropic" and "openai" named
 //     these.
 //
 // Native renderings also keep every tool the session has loaded that the
 // turn's resolution lacks (disabled since, or no longer permitted),
-// deferred and marked not callable (#26 item 3); CallCheck says whether a
+// deferred and marked not callable; CallCheck says whether a
 // call may execute.
 const (
 	ProviderAnthropic       = "anthropic"
@@ -61,21 +61,21 @@ const (
 )
 
 // Providers lists the provider values, in a fixed order: the rows of
-// deferral's provider table, which says how each renders (R30).
+// deferral's provider table, which says how each renders.
 var Providers = deferral.ProviderNames()
 
 // ResolveRequest qualifies a resolution.
 type ResolveRequest struct {
 	// Profile is the agent profile; "" for none.
 	Profile string `json:"profile,omitempty"`
-	// Override is a per-turn override (R4, R5); zero for none.
+	// Override is a per-turn override; zero for none.
 	Override intent.Override `json:"-"`
 	// Provider selects the rendering: one of Providers ("anthropic", its
 	// native deferral, by default).
 	Provider string `json:"provider,omitempty"`
 	// MinSeq asks for read-your-writes.
 	MinSeq uint64 `json:"min_seq,omitempty"`
-	// Channel is the channel the tools are for (#31): the registry's
+	// Channel is the channel the tools are for: the registry's
 	// channel policy narrows the resolution for it. BeginTurn sets it from
 	// the origin; a read (Resolve, History, Explain) names it, and ""
 	// resolves under the policy's "*" rule.
@@ -100,12 +100,12 @@ type TurnView struct {
 	// Seq is the session sequence the view was resolved at.
 	Seq uint64 `json:"seq"`
 	// Turn is the open turn's number (0 outside a turn); Frozen says the
-	// tools come from a frozen turn (R16).
+	// tools come from a frozen turn.
 	Turn   uint64 `json:"turn"`
 	Frozen bool   `json:"frozen"`
 	// Intent is the session's stored intent.
 	Intent intent.Intent `json:"intent"`
-	// Source names the rule that decided the base list (R4).
+	// Source names the rule that decided the base list.
 	Source string `json:"source"`
 	// Tools are every available tool of the resolution, in order.
 	Tools []string `json:"tools"`
@@ -116,38 +116,62 @@ type TurnView struct {
 	CatalogText string   `json:"catalog_text"`
 	// Unknown are requested names the registry lacks or cannot run.
 	Unknown []string `json:"unknown,omitempty"`
-	// Rendering is the provider tools array, byte-deterministic (R9).
+	// Rendering is the provider tools array, byte-deterministic.
 	Rendering json.RawMessage `json:"rendering"`
 	// RenderedFor is the provider of Rendering.
 	RenderedFor string `json:"rendered_for"`
-	// PrefixHash is the sha256 of Rendering: equal hashes, equal prompt
-	// cache prefix.
-	PrefixHash string `json:"prefix_hash"`
+	// PrefixHash is the sha256 of the part of Rendering the provider
+	// caches as the request's tools prefix, by its documented rule
+	// (deferral.Provider.CachedPrefix): equal hashes, equal prompt-cache
+	// prefix. ReferencesHash, for a provider that expands a discovered
+	// tool's definition at its tool_reference in the history (Anthropic's
+	// native modes), is the sha256 of the definitions of the tools the
+	// history references; "" otherwise.
+	PrefixHash     string `json:"prefix_hash"`
+	ReferencesHash string `json:"references_hash,omitempty"`
+	// RenderingHash is the sha256 of Rendering's bytes: a caller holding
+	// the rendering sends it as if_none_match (HTTP If-None-Match) and the
+	// reply leaves the rendering out, RenderingUnchanged set.
+	RenderingHash      string `json:"rendering_hash"`
+	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
+	// Lists says which page of the name lists (Tools, Provider, Catalog,
+	// Classification, Unknown, Withheld) an API reply holds; set by Shape.
+	Lists ViewLists `json:"lists"`
 	// ContractHash and RegistryVersion identify the tool contract.
 	ContractHash    string `json:"contract_hash"`
 	RegistryVersion string `json:"registry_version"`
-	// Budget is the token estimate (R17).
+	// Budget is the token estimate.
 	Budget deferral.Budget `json:"budget"`
-	// Classification is each tool's resident/deferred class (R21).
+	// Classification is each tool's resident/deferred class.
 	Classification []deferral.Class `json:"classification"`
 	// Loaded are the session's loaded deferred tools.
 	Loaded []string `json:"loaded"`
+	// DroppableReferences, in a native mode, are the tools the session's
+	// history references (a tool_reference block, or a tool_search_output
+	// item, loaded them) that are no longer loaded (evicted, or disabled
+	// since): the provider keeps their definitions in its context as long
+	// as those blocks stay in the history, so a backend compacting its
+	// history may drop them. The array keeps defining them while the log
+	// references them.
+	DroppableReferences []string `json:"droppable_references,omitempty"`
 	// NoEvents is true when the session had no events before this
 	// request: its intent is unset, so the profile or the defaults decide.
 	// Clients can warn about a mistyped session id.
 	NoEvents bool `json:"no_events,omitempty"`
 	// Policy is the version of the registry's channel policy and
-	// Withheld the tools it kept from this channel, in order (#31); both
+	// Withheld the tools it kept from this channel, in order; both
 	// empty without a policy.
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
 
-	prefix  deferral.Prefix // of Rendering, for the prompt-cache metrics
-	evicted bool            // the turn began with an eviction (#26 item 5)
+	prefix  deferral.Prefix   // of cached, for the prompt-cache metrics
+	cached  []byte            // the cached part of Rendering (CachedPrefix)
+	refs    map[string]string // the referenced definitions (ReferenceDefs)
+	evicted bool              // the turn began with an eviction
 }
 
 // EvictBound is the reason of the DeferredEvicted a turn boundary appends
-// when the loaded set is over deferral.LoadedBound (#26 item 5); "evict"
+// when the loaded set is over deferral.LoadedBound; "evict"
 // is the cause of the prefix change it makes.
 const EvictBound = "bound"
 
@@ -171,8 +195,11 @@ func (d DiscoverResult) SplitRaw(mark json.RawMessage) (any, []byte) {
 // does not change within a turn, so it is computed once.
 type nativeView struct {
 	rendering   []byte
-	prefix      deferral.Prefix
-	hash        string
+	tools       []resolver.Tool // rendered: the turn's, and the referenced ones it lacks
+	prefix      deferral.Prefix // of cached
+	cached      []byte          // the part the provider caches (CachedPrefix)
+	prefixHash  string          // of cached
+	hash        string          // of rendering
 	catalogText string
 	budget      deferral.Budget
 }
@@ -229,7 +256,13 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		}
 		nv := e.nativeRender(res, row, ot, st.Referenced, reg)
 		v.Provider = v.Tools // every tool is in the array, deferred ones marked
-		v.Rendering, v.PrefixHash, v.prefix = nv.rendering, nv.hash, nv.prefix
+		v.Rendering, v.PrefixHash, v.RenderingHash, v.prefix, v.cached = nv.rendering, nv.prefixHash, nv.hash, nv.prefix, nv.cached
+		v.ReferencesHash, v.refs = row.ReferencesHash(nv.tools, st.Referenced), row.ReferenceDefs(nv.tools, st.Referenced)
+		for _, n := range st.Referenced {
+			if _, loaded := slices.BinarySearch(st.Loaded, n); !loaded {
+				v.DroppableReferences = append(v.DroppableReferences, n)
+			}
+		}
 		v.CatalogText = nv.catalogText
 		v.Budget = nv.budget
 		v.Budget.ResidentTools = len(split.Provider)
@@ -241,8 +274,10 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 	v.Budget = deferral.Estimate(split) // a native view's budget is its rendering's (nativeRender)
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
-	v.PrefixHash = hex.EncodeToString(sum[:])
-	v.prefix = deferral.PrefixOf(v.Rendering)
+	v.RenderingHash = hex.EncodeToString(sum[:])
+	v.cached = row.CachedPrefix(split.Provider, res.Namespaces, split.Frozen)
+	v.PrefixHash = v.RenderingHash // the engine's array is cached as sent
+	v.prefix = deferral.PrefixOf(v.cached)
 	return v
 }
 
@@ -250,7 +285,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 // given: the array holds every tool and does not change within the turn.
 // The tools the session's history references (State.Referenced, every
 // tool it ever loaded) that res lacks stay defined, marked not callable
-// (deferral.WithReferenced, #26 item 3): a tool loaded in the turn is in
+// (deferral.WithReferenced): a tool loaded in the turn is in
 // res, so the set is the turn's.
 func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, ot *openTurn, referenced []string, reg *resolver.Registry) *nativeView {
 	if ot != nil {
@@ -263,13 +298,17 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 	key := nativeKey(row.Name, res.ContractHash, reg.Version(), res.Withheld, referenced)
 	nv := e.native.get(key)
 	if nv == nil {
-		// A referenced tool the channel policy withholds keeps only a stub (#31).
+		// A referenced tool the channel policy withholds keeps only a stub.
 		// Clipped: the view is shared, an append to it must copy.
-		nv = &nativeView{rendering: slices.Clip(row.Render(deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool)), res.Namespaces, 0))}
+		tools := deferral.WithReferenced(res.Tools, referenced, deferral.WithholdLookup(res.Withheld, reg.Tool))
+		nv = &nativeView{rendering: slices.Clip(row.Render(tools, res.Namespaces, 0)), tools: slices.Clip(tools)}
 		nv.catalogText, nv.budget = row.Context(res)
 		sum := sha256.Sum256(nv.rendering)
 		nv.hash = hex.EncodeToString(sum[:])
-		nv.prefix = deferral.PrefixOf(nv.rendering)
+		nv.cached = row.CachedPrefix(tools, res.Namespaces, 0)
+		sum = sha256.Sum256(nv.cached)
+		nv.prefixHash = hex.EncodeToString(sum[:])
+		nv.prefix = deferral.PrefixOf(nv.cached)
 		e.native.put(key, nv)
 	}
 	if ot != nil {
@@ -282,8 +321,8 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 }
 
 // Resolve resolves a session's tools against the live registry, or returns
-// the frozen tools of its open turn (R16), as rebuilt from the log by any
-// engine (R31). It writes nothing.
+// the frozen tools of its open turn, as rebuilt from the log by any
+// engine. It writes nothing.
 func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
@@ -310,7 +349,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 		frozen := false
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			if !ot.servesChannel(req.Channel, e.Registry()) {
-				return nil // another channel's turn under a policy: resolve live below (#31)
+				return nil // another channel's turn under a policy: resolve live below
 			}
 			v, frozen = e.frozenView(st, ot, req.Provider), true
 			return nil
@@ -343,16 +382,16 @@ func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) T
 }
 
 // BeginTurn starts the next turn: it resolves the session's tools, freezes
-// them with the loaded deferred set (R16), and appends TurnStarted (closing
+// them with the loaded deferred set, and appends TurnStarted (closing
 // a turn left open by a crash first). TurnStarted records the request, the
 // registry version and the contract hash, so that any engine rebuilds the
-// turn from the log (R31); the registry is stored in the registry history
+// turn from the log; the registry is stored in the registry history
 // first.
 func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (TurnView, error) {
 	if err := req.validate(); err != nil {
 		return TurnView{}, err
 	}
-	req.Channel = origin.Channel // #31: the turn's tools are its channel's
+	req.Channel = origin.Channel // The turn's tools are its channel's
 	for attempt := 0; ; attempt++ {
 		st, err := e.current(ctx, session, attempt > 0, 0)
 		if err != nil {
@@ -371,7 +410,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		if st.InTurn {
 			cmds = append(cmds, events.TurnEnded{Turn: st.Turn})
 		}
-		// #26 item 5: the loaded set is bounded by evicting, at the turn
+		// The loaded set is bounded by evicting, at the turn
 		// boundary, the tools loaded longest ago (an event in the log).
 		evicted := deferral.Evict(st.InLoadOrder(), deferral.LoadedBound)
 		if len(evicted) > 0 {
@@ -388,7 +427,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		}
 		fresh := st.LastSeq == 0
 		st = out.State
-		loaded := st.InLoadOrder() // #26 item 1: the array the last turn ended with, less what was evicted
+		loaded := st.InLoadOrder() // The array the last turn ended with, less what was evicted
 		turn := deferral.FreezeIndexed(st.Turn, res, loaded, deferral.IndexFor(reg))
 		ot := &openTurn{turn: turn, res: res, reg: reg, req: req, seq: st.TurnSeq, applied: out.Last, evicted: len(evicted) > 0}
 		e.ts.turns.Put(session, ot)
@@ -400,7 +439,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 
 // Dispatch returns the provider request for the open turn (or a live
 // resolution outside a turn) and records its resident/deferred
-// classification for inspection (R21).
+// classification for inspection.
 func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
 	req := ResolveRequest{Provider: provider}
 	if err := req.validate(); err != nil {
@@ -417,6 +456,7 @@ func (e *Engine) Dispatch(ctx context.Context, session string, provider string) 
 // dispatchMark is what the last dispatch of a session looked like.
 type dispatchMark struct {
 	prefix   deferral.Prefix
+	refs     map[string]string
 	catalog  [sha256.Size]byte
 	registry string
 	contract string
@@ -427,8 +467,8 @@ type dispatchMark struct {
 	view     checkpoint.Dispatch
 }
 
-// markDispatch records a dispatch's classification (R21) and measures what
-// it did to the session's prompt cache (R30): the tools array against the
+// markDispatch records a dispatch's classification and measures what
+// it did to the session's prompt cache: the tools array against the
 // previous dispatch (same, extended by appended tools, or broken) and the
 // catalog text, each reported with its cause to the hooks.
 func (e *Engine) markDispatch(v TurnView) {
@@ -444,14 +484,17 @@ func (e *Engine) markDispatch(v TurnView) {
 		}
 	}
 	catalog := sha256.Sum256([]byte(v.CatalogText))
-	mark := dispatchMark{prefix: v.prefix, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
+	mark := dispatchMark{prefix: v.prefix, refs: v.refs, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	prev, seen := e.ts.last.Swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
 	if !seen {
 		return
 	}
 	change := deferral.PrefixSame // equal Prefixes are the same array: no hashing
 	if prev.prefix != v.prefix {
-		change = prev.prefix.Compare(v.Rendering)
+		change = prev.prefix.Compare(v.cached)
+	}
+	if change == deferral.PrefixSame && deferral.ReferencesBroke(prev.refs, v.refs) {
+		change = deferral.PrefixBroken // a definition the history references changed: the cache breaks there
 	}
 	catalogChanged := prev.catalog != catalog
 	if change == deferral.PrefixSame && !catalogChanged {
@@ -459,7 +502,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	}
 	// The resolved tools (the contract) change with the intent, the
 	// profile or an override, not with loads; a new turn over the same
-	// contract keeps the array (#26 item 1), so "turn" is left for what
+	// contract keeps the array, so "turn" is left for what
 	// else a turn boundary may change (a resume that dropped loaded tools).
 	cause := "intent"
 	switch {
@@ -470,7 +513,7 @@ func (e *Engine) markDispatch(v TurnView) {
 	case len(v.Loaded) > prev.loaded:
 		cause = "discovery"
 	case prev.turn != v.Turn && v.evicted:
-		cause = "evict" // #26 item 5
+		cause = "evict"
 	case prev.turn != v.Turn:
 		cause = "turn"
 	}
@@ -493,7 +536,7 @@ func (e *Engine) markDispatch(v TurnView) {
 }
 
 // LastDispatch returns the classification recorded by the session's last
-// dispatch in this process (R21). LastDispatchOf also answers after a
+// dispatch in this process. LastDispatchOf also answers after a
 // crash, from the log.
 func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 	m, ok := e.ts.last.Get(session)
@@ -501,7 +544,7 @@ func (e *Engine) LastDispatch(session string) (checkpoint.Dispatch, bool) {
 }
 
 // LastDispatchOf returns the classification of the session's last
-// dispatch (R21, #26 item 6), whichever engine served it and whether or
+// dispatch, whichever engine served it and whether or
 // not it has crashed since: the one this process recorded while the log
 // still holds the session as it was then, otherwise the classification a
 // dispatch of the session's last turn gives as the log holds it (its

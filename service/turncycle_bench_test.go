@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkTurnCycle runs whole turns on one session in-process against a
-// real embedded server (#28): begin, a discovery every 4th turn, dispatch,
+// real embedded server: begin, a discovery every 4th turn, dispatch,
 // end; for profiles (-cpuprofile, -memprofile) of the turn path. It
 // asserts nothing about time; engine bench's turn-cycle lines are the
 // measurement.
@@ -52,7 +52,7 @@ func BenchmarkTurnCycle(b *testing.B) {
 
 // BenchmarkDiscoverLoad measures a discovery that loads a deferred tool
 // (one DeferredLoaded append and the turn's new view), on a fresh session
-// per iteration so that every search loads; for profiles (#28).
+// per iteration so that every search loads; for profiles.
 //
 //	go test -run '^$' -bench DiscoverLoad -benchtime 2000x -cpuprofile /tmp/dl.pprof ./service/
 func BenchmarkDiscoverLoad(b *testing.B) {

@@ -41,7 +41,7 @@ func newRecords(ctx context.Context, t *testing.T, log *jetstream.Log, s string,
 	return recs[n:]
 }
 
-// #28: EndTurn writes the turn's end as ONE event, a TurnEnded carrying
+// EndTurn writes the turn's end as ONE event, a TurnEnded carrying
 // the checkpoint (one CAS append, no atomic batch); the session's last
 // checkpoint is that event's, the history shows it with cause
 // "checkpoint", and Resume reads it back.
@@ -93,7 +93,7 @@ func TestEndTurnWritesOneEvent(t *testing.T) {
 	}
 }
 
-// #28: a Resume that closes a turn left open writes ONE TurnEnded carrying
+// A Resume that closes a turn left open writes ONE TurnEnded carrying
 // the restored checkpoint.
 func TestResumeClosesTurnInOneEvent(t *testing.T) {
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestResumeClosesTurnInOneEvent(t *testing.T) {
 	}
 }
 
-// #28: a log written before, whose turn end is the atomic pair TurnEnded +
+// A log written before, whose turn end is the atomic pair TurnEnded +
 // CheckpointRecorded, gives the same session and the same resume as the
 // one-event form.
 func TestOlderTurnEndPairReadsTheSame(t *testing.T) {
@@ -169,7 +169,7 @@ func TestOlderTurnEndPairReadsTheSame(t *testing.T) {
 	}
 }
 
-// #28: EndTurn starts from this engine's state of the session, not a read
+// EndTurn starts from this engine's state of the session, not a read
 // of the log; a state behind the log must still give the log's checkpoint.
 // Engine b begins the turn, engine a loads send_message into it, and b's
 // EndTurn (whose state misses the load) records send_message; a turn
@@ -214,7 +214,7 @@ func TestEndTurnBehindAnotherEngine(t *testing.T) {
 	}
 }
 
-// #28: a safe point inside a turn (Checkpoint) stays one CheckpointRecorded
+// A safe point inside a turn (Checkpoint) stays one CheckpointRecorded
 // and keeps the turn open; the turn's end then carries the next one.
 func TestMidTurnCheckpointStaysCheckpointRecorded(t *testing.T) {
 	ctx := context.Background()

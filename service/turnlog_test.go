@@ -85,7 +85,7 @@ func sameView(t *testing.T, what string, got, want service.TurnView) {
 	}
 }
 
-// R31, R16, #13 item 1: a turn begun with a profile and an override on
+// A turn begun with a profile and an override on
 // engine A, against a registry engine B does not serve, is served by B
 // byte for byte (dispatch, search, dispatch, end), discoveries included,
 // and B's checkpoint holds the discovered tools. A takes no part after the
@@ -125,7 +125,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 		t.Fatalf("B's search loaded %v, provider %v", found.Loaded, found.View.Provider)
 	}
 	if got := deferral.PrefixOf(dA.Rendering).Compare(found.View.Rendering); got != deferral.PrefixExtended {
-		t.Fatalf("the discovery's array against the turn's: %v, want extended (R30)", got)
+		t.Fatalf("the discovery's array against the turn's: %v, want extended", got)
 	}
 	dB2, err := b.Dispatch(ctx, "s1", service.ProviderAnthropicEngine)
 	if err != nil {
@@ -150,7 +150,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 	}
 }
 
-// R31, R21, #13 item 2 (run under -race): two engines on one stream serve
+// Two engines on one stream serve
 // turns of several sessions, each step on a randomly chosen engine, the
 // sessions in parallel. Every view equals the serial fold of the log (the
 // frozen array, then the tools the log's DeferredLoaded events loaded, in
@@ -294,7 +294,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 	wg.Wait()
 }
 
-// R25, R21, #13 done-when 3: the history of a past turn, after a registry
+// The history of a past turn, after a registry
 // push, gives that turn's tools and classification against the registry
 // version it was frozen with, not today's; a fresh engine that only serves
 // the pushed registry replays the same history from the log and the
@@ -348,7 +348,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 						name, h.Seq, h.RegistryVersion, h.Tools, resolver.Default().Version(), turn1.Tools)
 				}
 				if h.Dispatch == nil {
-					t.Fatalf("%s: no dispatch classification at seq %d of turn 1 (R21)", name, h.Seq)
+					t.Fatalf("%s: no dispatch classification at seq %d of turn 1", name, h.Seq)
 				}
 				if _, ok := h.Payload.(events.DeferredLoaded); ok {
 					sawSearch = true
@@ -375,7 +375,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 	}
 }
 
-// R16, R21 (#20): engine A holds a session's open turn, engine B loads a
+// Engine A holds a session's open turn, engine B loads a
 // deferred tool in it, then A dispatches and ends the turn. A folds B's
 // discovery into its turn by reading the log up to the sequence its state
 // says the session is at; a replica behind the stream's leader (here a

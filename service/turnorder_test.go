@@ -36,7 +36,7 @@ func foldLog(t *testing.T, log *jetstream.Log, session string, last uint64) aggr
 	return st
 }
 
-// #26 item 1: with the intent and the registry unchanged, a turn begins
+// With the intent and the registry unchanged, a turn begins
 // with exactly the tools array of the previous turn's last request, in
 // every rendering: the loaded deferred tools keep the order in which they
 // were discovered (memory_read, send_message, memory_write: neither the
@@ -147,7 +147,7 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 	}
 }
 
-// #26 item 1: a prefix change across a turn boundary is counted by its
+// A prefix change across a turn boundary is counted by its
 // cause: an intent change between the turns is "intent", not "turn".
 func TestTurnBoundaryCountsIntentChange(t *testing.T) {
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// Live subscriptions (#29): a session's or every session's events as they
+// Live subscriptions: a session's or every session's events as they
 // are appended.
 //
 // Deleted sessions: a watch of one session ends after delivering its

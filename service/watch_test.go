@@ -20,7 +20,7 @@ func watchNext(t *testing.T, w *service.Watch) (jetstream.Record, error) {
 	return w.Next(ctx)
 }
 
-// #29: a session's watch delivers its SessionDeleted and then ends; a
+// A session's watch delivers its SessionDeleted and then ends; a
 // watch that starts after the deletion is ErrDeleted; the all-sessions
 // watch goes on past it; a bad id is KindInvalid.
 func TestWatchDeletedSession(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #30: serve refuses bad actor flags before starting, naming the flag and
+// Serve refuses bad actor flags before starting, naming the flag and
 // the fix: an unknown mode, hash or encrypt without a key file, a key file
 // that is too short.
 func TestActorFlagsRefused(t *testing.T) {
@@ -55,7 +55,7 @@ func TestActorFlagsRefused(t *testing.T) {
 	}
 }
 
-// #30: the built binary in encrypt mode stores no actor bytes in the
+// The built binary in encrypt mode stores no actor bytes in the
 // stream; engine actor forget destroys the person's key through the admin
 // connection while the engine serves (a raw KV read finds nothing); the
 // event stays byte for byte; engine actor token prints the hash token the

@@ -1,4 +1,4 @@
-// Red-team tests of issue 11 item 8 (R28): the deploy configuration's
+// Red-team tests: the deploy configuration's
 // trusted backend user publishes events that break an invariant straight
 // to tools.events.<session>. Each must be kept in the log, not applied, and
 // reported with its sequence and reason identically by the serving
@@ -318,7 +318,7 @@ func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad
 	if !reflect.DeepEqual(attackReportOfView(by), attackReportOfView(a.bystander)) {
 		t.Errorf("bystander changed:\n got %+v\nwant %+v", by, a.bystander)
 	}
-	// Across engines the read names the sequence it must include (#19).
+	// Across engines the read names the sequence it must include.
 	if byB, err := a.engB.Session(ctx, attackBystander, a.bystander.Seq); err != nil || !reflect.DeepEqual(attackReportOfState(byB), attackReportOfView(a.bystander)) {
 		t.Errorf("bystander on the second engine: %+v, %v", byB, err)
 	}
@@ -338,7 +338,7 @@ func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad
 		t.Fatalf("readyz %d after the attack", resp.StatusCode)
 	}
 	// The projection's feed reports what it did not apply when it folds
-	// the events, which a paced feed (#28) does up to its pace after a
+	// the events, which a paced feed does up to its pace after a
 	// read that folded them from the log: wait for the counts.
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		m := scrape(t, a.p.HTTPURL)
@@ -388,7 +388,7 @@ func realContract(t *testing.T) (string, string, []map[string]any) {
 }
 
 // The frozen-list failure the design forbids: the 21 defaults stored as a
-// picked list (R2).
+// picked list.
 func TestAttackDirectPublishMaterializedPicked(t *testing.T) {
 	a := attackStart(t)
 	before := a.prepare(t, false)
@@ -480,7 +480,7 @@ func TestAttackDirectPublishTurnEndedWithoutTurn(t *testing.T) {
 	a.attackOne(t, before, "TurnEnded", map[string]any{"turn": 1}, "TurnEnded turn 1, but no turn is open")
 }
 
-// Events that do not say who wrote them (R22, R25: the audit trail).
+// Events that do not say who wrote them (the audit trail).
 func TestAttackDirectPublishWithoutChannelOrActor(t *testing.T) {
 	a := attackStart(t)
 	before := a.prepare(t, false)
@@ -495,7 +495,7 @@ func TestAttackDirectPublishWithoutChannelOrActor(t *testing.T) {
 }
 
 // A Nats-Msg-Id that differs from the envelope id: the server
-// deduplicated it as another event (R23).
+// deduplicated it as another event.
 func TestAttackDirectPublishMsgIDMismatch(t *testing.T) {
 	a := attackStart(t)
 	before := a.prepare(t, false)

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #24 row 9: the read-only auditor created durable consumers (the durable
+// The read-only auditor created durable consumers (the durable
 // flag is in the request body, out of reach of subject permissions) until
 // the account's limit: 997, then `engine tail` failed with 10026 and the
 // server grew 57 MB. Under the deploy configuration it creates no consumer

@@ -101,7 +101,7 @@ func startEngine(t *testing.T, dataDir string, args ...string) *engineProc {
 }
 
 // natsAuth logs in as the engine user of the process's embedded server,
-// whose generated users are in its data directory (issue 11: nobody
+// whose generated users are in its data directory (nobody
 // connects anonymously).
 func (p *engineProc) natsAuth(t testing.TB) nats.Option {
 	t.Helper()

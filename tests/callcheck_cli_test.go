@@ -17,7 +17,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #26 item 3, #31: `engine turn call-check SESSION TOOL` against the built
+// `engine turn call-check SESSION TOOL` against the built
 // binary: outside a turn it fails (no_turn); in a turn a tool of the turn
 // prints callable true with the allow decision of the turn's channel (the
 // one that began it); after a mid-turn disable it prints callable false (disabled) and still exits 0
@@ -63,7 +63,7 @@ func TestCLITurnCallCheck(t *testing.T) {
 	}
 }
 
-// #31 item 3: `engine registry diff FILE` against the built binary prints
+// `engine registry diff FILE` against the built binary prints
 // the five-line summary of a candidate that edits one tool, and its
 // numbers are the --json reply's: the session that loaded and checkpointed
 // the tool is a prefix change and a checkpoint loss, the one without it

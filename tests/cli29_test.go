@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #29 item 3: argument errors exit 2, kong's and the commands' own
+// Argument errors exit 2, kong's and the commands' own
 // (`emit s3 pick` with no names exited 1); under --json the failure is
 // the API's error envelope on stderr.
 func TestCLIArgumentErrorsExit2(t *testing.T) {
@@ -34,7 +34,7 @@ func TestCLIArgumentErrorsExit2(t *testing.T) {
 	}
 }
 
-// #29 item 3: a failure other than usage under --json is the envelope
+// A failure other than usage under --json is the envelope
 // too, with its code, and exits 1.
 func TestCLIJSONErrorUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +52,7 @@ func TestCLIJSONErrorUnreachable(t *testing.T) {
 	}
 }
 
-// #29 item 3: the NATS port given as --server, and the HTTP port given
+// The NATS port given as --server, and the HTTP port given
 // as --nats, are named at once (before: 6.9 s, then "EOF"); a NATS server
 // that wants credentials, given none, says which flags give them (before:
 // "is engine serve running?").
@@ -90,7 +90,7 @@ func TestCLIWrongPortAndMissingCredentials(t *testing.T) {
 	}
 }
 
-// #29 item 3: `engine --version` prints one line; every `engine serve`
+// `engine --version` prints one line; every `engine serve`
 // flag is listed with its ENGINE_ environment variable in --help, and the
 // variable is honoured.
 func TestCLIVersionFlagAndServeEnv(t *testing.T) {
@@ -111,7 +111,7 @@ func TestCLIVersionFlagAndServeEnv(t *testing.T) {
 	}
 }
 
-// #29 item 3: shell completion (kongplete): with COMP_LINE set the binary
+// Shell completion (kongplete): with COMP_LINE set the binary
 // completes commands and flags; `engine completion` prints the setup line
 // for the login shell.
 func TestCLICompletion(t *testing.T) {

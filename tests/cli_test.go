@@ -45,7 +45,7 @@ func runBin(t *testing.T, env []string, args ...string) cliResult {
 	return cliResult{out.String(), errb.String(), code}
 }
 
-// #17 item 5: `engine version` names the module, the Go and the embedded
+// `engine version` names the module, the Go and the embedded
 // nats-server versions.
 func TestCLIVersion(t *testing.T) {
 	r := runBin(t, nil, "version", "--json")
@@ -64,7 +64,7 @@ func TestCLIVersion(t *testing.T) {
 	}
 }
 
-// #17 item 5: a usage error exits 2 with a short message naming the
+// A usage error exits 2 with a short message naming the
 // command's --help, not the whole help text.
 func TestCLIUsageErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{{}, {"emit"}, {"resolve", "s1", "--bogus"}, {"nosuchcommand"}} {
@@ -76,7 +76,7 @@ func TestCLIUsageErrorsExit2(t *testing.T) {
 	}
 }
 
-// #17 item 5: a refused connection asks whether the engine runs there,
+// A refused connection asks whether the engine runs there,
 // for HTTP (with or without a scheme) and for NATS.
 func TestCLIConnectionRefused(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -100,7 +100,7 @@ func TestCLIConnectionRefused(t *testing.T) {
 	}
 }
 
-// #17 item 5: client commands take --server without a scheme and talk
+// Client commands take --server without a scheme and talk
 // NATS directly (--nats URL, or NATS_URL), with the local engine's
 // users from --data; events and tail print decoded events as JSON, live
 // with --follow.
@@ -229,7 +229,7 @@ func (f *follower) ready(t *testing.T) {
 	}
 }
 
-// #17 item 5: the CLI's tables fit 120 columns (long lists wrap under
+// The CLI's tables fit 120 columns (long lists wrap under
 // their value column, or are cut in a wide table's cells), for the
 // walk-through of the README's Try-it block.
 func TestCLITablesFit120Columns(t *testing.T) {
@@ -253,7 +253,7 @@ func TestCLITablesFit120Columns(t *testing.T) {
 	}
 }
 
-// #26 item 4: `turn search` marks a query match it did not load as weak
+// `turn search` marks a query match it did not load as weak
 // and says how to load it, instead of listing it like the loaded ones.
 func TestCLISearchMarksWeakMatches(t *testing.T) {
 	p := startEngine(t, t.TempDir())

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #29 item 4: client.ConnectLocal reaches a local `engine serve` with the
+// Client.ConnectLocal reaches a local `engine serve` with the
 // users it generated (plain nats.Connect is refused: no anonymous user);
 // per-call options (ExpectSeq, IdempotencyKey) replace the pointer fields,
 // which still work; NewIdempotencyKey is a UUID the engine takes, and

@@ -258,10 +258,10 @@ func clMaxGap(times []time.Time, from, to time.Time) (gap time.Duration, start t
 	return gap, start
 }
 
-// R27 (the engine runs on a JetStream cluster, stream and views at three
-// replicas), R23 (every acknowledged append is stored exactly once: CAS and
-// ULID dedupe across a leader failover), R24 (the projection equals a fresh
-// fold of the log): shut down the stream leader (gracefully, in process)
+// The engine on a JetStream cluster, stream and views at three replicas;
+// every acknowledged append stored exactly once (CAS and ULID dedupe across
+// a leader failover); the projection equal to a fresh fold of the log: shut
+// down the stream leader (gracefully, in process)
 // under append load from three channels, restart it on its store,
 // partition the next leader from the other two nodes and heal it; appends
 // resume within a bounded time after each fault and the engines reconnect
@@ -443,7 +443,7 @@ func TestClusterLeaderKillUnderLoad(t *testing.T) {
 		}
 	}
 	// Between faults the load runs until a number of appends is
-	// acknowledged (#21: an event, not a fixed sleep): steadyAcks before
+	// acknowledged (an event, not a fixed sleep): steadyAcks before
 	// the first fault, faultAcks after each fault's recovery event.
 	const steadyAcks, faultAcks = 300, 150
 
@@ -625,7 +625,7 @@ func TestClusterLeaderKillUnderLoad(t *testing.T) {
 			})
 		}
 		stopRebuild()
-		t.Errorf("R24: the live projection differs from the fold of the log in %d of %d sessions (each view has the right last sequence but misses events; applied %d, folded %d); "+
+		t.Errorf("the live projection differs from the fold of the log in %d of %d sessions (each view has the right last sequence but misses events; applied %d, folded %d); "+
 			"a projection rebuilt from the same log equals the fold (%v), so the log is right and the live feed skipped events across the faults. First difference: %v",
 			viewsBad, len(fold), applied, folded, err, projErr)
 	}
@@ -680,13 +680,13 @@ type clHotAck struct {
 	state       aggregate.State
 }
 
-// R23: many goroutines on three engines (channels web, slack, tui, each its
+// Many goroutines on three engines (channels web, slack, tui, each its
 // own connection, as three processes would be) write many sessions, with
 // deliberate conflicts on three hot sessions. Retry-safe commands
 // (ToolDisabled, ToolEnabled, WebSearchSet) are retried by the engine; a
 // command with a stale expected sequence, or a turn command that lost a
 // race, returns ErrConflict and writes nothing; the final view of every
-// session equals a serial fold of the log (R24). Run it with -race.
+// session equals a serial fold of the log. Run it with -race.
 func TestConcurrentHotSessions(t *testing.T) {
 	srv := natstest.Server(t)
 	ctx := context.Background()

@@ -47,7 +47,7 @@ func dependsOn(v any) []string {
 	return out
 }
 
-// Issue 8: no Docker engine runs here, so check docker-compose.yml's
+// No Docker engine runs here, so check docker-compose.yml's
 // structure instead: three NATS nodes whose mounted configs parse with
 // nats-server's own parser and route to each other, and an engine built
 // from the Dockerfile whose command line the binary accepts.
@@ -65,7 +65,7 @@ func TestComposeFile(t *testing.T) {
 		if !ok {
 			t.Fatalf("service %s missing", n)
 		}
-		// #17 item 7: the nats-server version the tests embed.
+		// The nats-server version the tests embed.
 		if want := "nats:" + strings.Join(strings.Split(server.VERSION, ".")[:2], "."); !strings.HasPrefix(svc.Image, want) {
 			t.Errorf("%s image %q, want %s (the version the tests embed)", n, svc.Image, want)
 		}
@@ -126,7 +126,7 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// Issue 5: the documented single-server config parses and defines the
+// The documented single-server config parses and defines the
 // per-channel users.
 func TestServerConfigParses(t *testing.T) {
 	opts, err := server.ProcessConfigFile("../deploy/nats-server.conf")
@@ -138,13 +138,13 @@ func TestServerConfigParses(t *testing.T) {
 		users = append(users, u.Username)
 	}
 	slices.Sort(users)
-	want := []string{"admin", "auditor", "backend", "engine", "engine-api", "eraser", "slack", "tui", "web"} // eraser: #30
+	want := []string{"admin", "auditor", "backend", "engine", "engine-api", "eraser", "slack", "tui", "web"} // eraser: the erase path
 	if !slices.Equal(users, want) {
 		t.Fatalf("users %v, want %v", users, want)
 	}
 }
 
-// #17 item 7: the container set-up a newcomer runs: every published port on
+// The container set-up a newcomer runs: every published port on
 // the host's loopback, healthchecks the images can run (the engine checks
 // itself with its own binary), a non-root engine and a .dockerignore that
 // keeps data and VCS out of the build context.
@@ -194,7 +194,7 @@ func TestComposeHardening(t *testing.T) {
 	}
 }
 
-// #17 item 7: engine healthcheck exits 0 against a ready engine and 1
+// Engine healthcheck exits 0 against a ready engine and 1
 // against an address where none runs.
 func TestHealthcheckCommand(t *testing.T) {
 	p := startEngine(t, t.TempDir())

@@ -40,7 +40,7 @@ import (
 // what the engine acknowledged against the log, the projection against the
 // fold, and resume against the last acknowledged checkpoint. A final
 // restart with a changed registry checks that resume drops the changed tool
-// alone and says why per tool (R32).
+// alone and says why per tool.
 //
 // Set CRASH_SEED to replay a run's choices (the interleaving of the two
 // goroutines and the kill timing still vary).
@@ -122,7 +122,7 @@ type crashStats struct {
 	kills, restarts, acked, ops int
 	landed, lost                int // in-flight calls whose events were / were not stored
 	restored, empty, dropped    int // resume outcomes; dropped: post-checkpoint discoveries not restored
-	perToolAll, perToolSome     int // contract changed: every loaded tool kept / some dropped (R32)
+	perToolAll, perToolSome     int // contract changed: every loaded tool kept / some dropped
 	killKinds                   map[string]int
 	catchUp                     time.Duration // longest projection catch-up seen
 }
@@ -196,7 +196,7 @@ func crashIntentChange(rng *rand.Rand, in intent.Intent) []events.Payload {
 	return cmds
 }
 
-// crashPerTool is the R32 rule computed by the test with the resolver
+// crashPerTool is the per-tool resume rule computed by the test with the resolver
 // library: of a checkpoint's loaded tools, recorded under registry was,
 // those that the contract reg gives the intent has deferred with the
 // per-tool hash they had then.
@@ -471,7 +471,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 			slices.ContainsFunc(v.Catalog, func(n string) bool { return slices.Contains(s.loaded, n) }) {
 			fail("dispatch loaded %v provider %v catalog %v, want loaded %v in provider and not in catalog", v.Loaded, v.Provider, v.Catalog, s.loaded)
 		}
-		// R21: the dispatch's resident/deferred classification is inspectable.
+		// The dispatch's resident/deferred classification is inspectable.
 		d, err := c.LastDispatch(ctx, s.id)
 		if err != nil {
 			return err
@@ -483,7 +483,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 	case "checkpoint", "end":
 		types := []events.Type{events.TypeCheckpointRecorded}
 		if op == "end" {
-			types = []events.Type{events.TypeTurnEnded} // #28: carrying the checkpoint
+			types = []events.Type{events.TypeTurnEnded} // Carrying the checkpoint
 		}
 		s.pending = &crashPending{op: op, types: types}
 		var (
@@ -502,7 +502,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 		if err := s.ack(r.Seq, types...); err != nil {
 			fail("%v", err)
 		}
-		// R19: the checkpoint holds the loaded set and the hash of the
+		// The checkpoint holds the loaded set and the hash of the
 		// contract the turn was frozen with; every name is deferred in the
 		// contract it lists.
 		cp := r.Checkpoint
@@ -549,7 +549,7 @@ func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *reso
 		}
 		idx[e.Seq] = i
 	}
-	// R23: every acknowledged event is in the log, once, with its type.
+	// Every acknowledged event is in the log, once, with its type.
 	for seq, typ := range s.acked {
 		i, ok := idx[seq]
 		if !ok {
@@ -638,7 +638,7 @@ func crashExplain(h api.HistoryResponse, view api.SessionView) string {
 }
 
 // crashCheckpointOf is the checkpoint p records: a CheckpointRecorded, or
-// a TurnEnded carrying one (#28: how a turn end records it).
+// a TurnEnded carrying one (how a turn end records it).
 func crashCheckpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
 	switch v := p.(type) {
 	case events.CheckpointRecorded:
@@ -717,7 +717,7 @@ func crashCheckProjection(t *testing.T, c *engineClient, s *crashSession, h api.
 	want := h.State
 	start := time.Now()
 	defer func() { st.catchUp = max(st.catchUp, time.Since(start)) }()
-	// R24: the projection catches up to the fold of the log.
+	// The projection catches up to the fold of the log.
 	natstest.CheckFor(t, crashCatchUp, 20*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), crashTimeout)
 		defer cancel()
@@ -748,7 +748,7 @@ func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolv
 		t.Fatalf("%s: resume: %v", s.id, err)
 	}
 	o := r.Outcome
-	// R20, R32: resume restores exactly the loaded set of the last
+	// Resume restores exactly the loaded set of the last
 	// acknowledged checkpoint when its contract hash matches the live one,
 	// the empty set without a checkpoint, and otherwise each loaded tool
 	// the live contract still has deferred and unchanged, with a decision
@@ -790,7 +790,7 @@ func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolv
 	restored := crashNonNil(slices.Clone(o.Restored))
 	if r.Seq != 0 {
 		types := []events.Type{events.TypeCheckpointRecorded}
-		if s.inTurn { // resume closes the turn the crash left open: one TurnEnded carrying the checkpoint (#28)
+		if s.inTurn { // resume closes the turn the crash left open: one TurnEnded carrying the checkpoint
 			types = []events.Type{events.TypeTurnEnded}
 		}
 		if err := s.ack(r.Seq, types...); err != nil {
@@ -844,7 +844,7 @@ func crashArmKill(t *testing.T, p *engineProc, kind, session string, kill func()
 // AckWait, 30 s) takes about that long.
 func crashSlowRestart(t *testing.T, took time.Duration) {
 	t.Helper()
-	// R24: the projection catches up from where it stopped, at once.
+	// The projection catches up from where it stopped, at once.
 	if took > crashReadyWithin {
 		t.Errorf("the restarted engine took %v to report ready, want under %v (is the projection waiting for JetStream to redeliver what the killed process did not acknowledge?)", took.Round(time.Millisecond), crashReadyWithin)
 	}
@@ -878,10 +878,10 @@ func crashSeed(t *testing.T) uint64 {
 
 // TestCrashResume drives sessions through turns from two goroutines and
 // SIGKILLs the engine at random points, several times on one data
-// directory; after each restart it checks the log (R23), the projection
-// (R24), checkpoints (R19) and resume (R20, R32). It ends with a registry
+// directory; after each restart it checks the log, the projection,
+// checkpoints and resume. It ends with a registry
 // change between a stop and a restart, after which resume drops the changed
-// tool and restores the others (R32).
+// tool and restores the others.
 func TestCrashResume(t *testing.T) {
 	const (
 		nSessions = 8
@@ -1082,7 +1082,7 @@ func TestCrashResume(t *testing.T) {
 		st.acked += len(s.acked)
 	}
 	t.Logf("longest projection catch-up after a restart: %v", maxCatchUp)
-	t.Logf("covered: %d SIGKILLs %v, %d restarts (the last after SIGTERM, with a changed registry), %d operations, %d acknowledged events over %d sessions; calls in flight at a kill: %d stored, %d not; resumes after a kill: %d restored a checkpoint (%d of them dropping post-checkpoint discoveries), %d with a changed contract kept every loaded tool and %d dropped some (R32), %d without a checkpoint; %d resumed per tool after the registry change",
+	t.Logf("covered: %d SIGKILLs %v, %d restarts (the last after SIGTERM, with a changed registry), %d operations, %d acknowledged events over %d sessions; calls in flight at a kill: %d stored, %d not; resumes after a kill: %d restored a checkpoint (%d of them dropping post-checkpoint discoveries), %d with a changed contract kept every loaded tool and %d dropped some, %d without a checkpoint; %d resumed per tool after the registry change",
 		st.kills, st.killKinds, st.restarts, st.ops, st.acked, nSessions, st.landed, st.lost, st.restored, st.dropped, st.perToolAll, st.perToolSome, st.empty, nSessions)
 }
 
@@ -1133,7 +1133,7 @@ func crashChangedRegistry(t *testing.T, tool string) ([]byte, string) {
 // and the version went from oldV to reg2's (reg is the registry its
 // checkpoint was recorded under): resume must drop tool if it was loaded,
 // restore every other loaded tool the new contract still has deferred, and
-// say so per tool (R32).
+// say so per tool.
 func crashResumesPerTool(ctx context.Context, t *testing.T, c *engineClient, reg, reg2 *resolver.Registry, s *crashSession, oldV, tool string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
@@ -1254,9 +1254,9 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	}
 
 	// Kill right after an append returns, before the projection has
-	// folded it. R23: both appends are in the log. R20: the contract-neutral
+	// folded it. both appends are in the log. the contract-neutral
 	// change (memory_read is not a default tool) restores the checkpoint;
-	// R32: the one that removes notebook_edit changes the contract, names
+	// The one that removes notebook_edit changes the contract, names
 	// it, and still restores both loaded tools, each unchanged.
 	c := p.Client("script")
 	neutral, changing := newCrashSession("kp-neutral"), newCrashSession("kp-changing")
@@ -1273,7 +1273,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	}
 
 	// Kill mid-turn: one session discovered after its checkpoint and
-	// dispatched, another discovered without any checkpoint. R20: the first
+	// dispatched, another discovered without any checkpoint. the first
 	// gets exactly its checkpoint back, the second nothing.
 	c = p.Client("script")
 	mid, nocp := newCrashSession("kp-mid"), newCrashSession("kp-nocp")
@@ -1286,7 +1286,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	restored(rs[neutral.id], true, "send_message")                       // resuming again after a restart restores the same
 	restored(rs[changing.id], true, "enter_plan_mode", "exit_plan_mode") // its checkpoint of the new contract
 
-	// Kill right after a checkpoint (and after an end turn). R19, R20.
+	// Kill right after a checkpoint (and after an end turn).
 	c = p.Client("script")
 	cp := newCrashSession("kp-cp")
 	run(c, mid, begin, discover("enter_plan_mode"), end)
@@ -1300,8 +1300,8 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	// (whether the kill beats the projection's fold and acknowledgement is
 	// a race); after the restart another session writes first, so that the
 	// projection's first acknowledgement (AckAll) would cover any event the
-	// killed process never folded. R24: the view still reaches the fold;
-	// R20: resume restores the end turn's checkpoint if it was stored, the
+	// killed process never folded. the view still reaches the fold;
+	// Resume restores the end turn's checkpoint if it was stored, the
 	// one before it otherwise.
 	c = p.Client("script")
 	pj, other := newCrashSession("kp-proj"), newCrashSession("kp-other")
@@ -1324,7 +1324,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		last := h.Entries[len(h.Entries)-1] // #28: the end is one TurnEnded carrying the checkpoint
+		last := h.Entries[len(h.Entries)-1] // The end is one TurnEnded carrying the checkpoint
 		if last.Payload != nil {
 			te, ok := last.Payload.Payload.(events.TurnEnded)
 			endStored = ok && te.Checkpoint != nil
@@ -1341,7 +1341,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 
 // TestCrashStopRestartReady stops the engine gracefully (SIGTERM) right
 // after a burst of turns on eight sessions and restarts it, three times.
-// R23: every acknowledged event is in the log. R24: the projection is at
+// Every acknowledged event is in the log. the projection is at
 // the fold once the engine reports ready, and it reports ready promptly: it
 // catches up from where it stopped rather than waiting for JetStream to
 // redeliver what the stopped process was handed but did not acknowledge.

@@ -249,7 +249,7 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// #24 rows 2 and 3 against the built binary: a stopped store damaged
+// Against the built binary: a stopped store damaged
 // while index.db stays in place ((a) a block cut to half, (b) a block
 // deleted, (c) one bit flipped in an acknowledged 2-event atomic append,
 // and row 3's 2 KB of bytes overwritten mid-block with a garbage
@@ -383,7 +383,7 @@ func flipAt(t *testing.T, file string, off int64, mask byte) {
 }
 
 // garbleMidBlock overwrites 2 KB in the middle of the event stream's last
-// block, index.db intact (#24 row 3): the first record there keeps its
+// block, index.db intact: the first record there keeps its
 // length and subject length but gets a garbage sequence (2^36, no flag
 // bits), the rest is random bytes. nats-server (2.15.2) trusts the block's
 // range from index.db, and when it indexes the block (rebuilding the
@@ -419,7 +419,7 @@ func garbleMidBlock(t *testing.T, dir string) {
 	}
 }
 
-// #24 row 12(c) against the built binary: a garbage state file of the
+// Against the built binary: a garbage state file of the
 // projection's consumer (obs/views/o.dat) used to leave /readyz at
 // "projection catching up: folded up to sequence 0" for ever while
 // nats-server logged "error creating store for consumer". The start-up

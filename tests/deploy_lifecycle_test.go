@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #30 under the documented server config (deploy/nats-server.conf): the
+// Under the documented server config (deploy/nats-server.conf): the
 // retention's compaction goes through the eraser user (its audit record
 // and the purge below the snapshot), and encrypt mode's actor keys through
 // the engine user, so neither is refused by the permissions an operator

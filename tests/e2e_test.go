@@ -162,10 +162,10 @@ func e2eNATSResolve(t *testing.T, nc *nats.Conn, channel, session, provider stri
 	return v, raw.Rendering
 }
 
-// R22, R23, R27: `engine serve` (embedded JetStream by default) gives the
+// `engine serve` (embedded JetStream by default) gives the
 // same resolution for one intent written three ways — the CLI, the HTTP
 // API and a plain JetStream publisher of the documented wire format — and
-// reads it back the same three ways (CLI, HTTP, NATS micro). R26: an
+// reads it back the same three ways (CLI, HTTP, NATS micro). an
 // undecodable message on a session subject is kept, reported by history,
 // and does not stop the session from resolving.
 func TestSameResolutionEachWay(t *testing.T) {
@@ -196,7 +196,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 	}
 
 	// (c) A plain JetStream publisher writing msgpack by hand, with an
-	// undecodable message in the middle (R26).
+	// undecodable message in the middle.
 	nc := natstest.Connect(t, p.NATSURL, p.natsAuth(t))
 	w := newE2EPublisher(t, nc)
 	s := "s-js"
@@ -210,7 +210,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		t.Fatalf("publish undecodable message: %v", err)
 	}
 	badSeq := ack.Sequence
-	// R23: a retry of that publish (same Nats-Msg-Id) is stored once. With
+	// A retry of that publish (same Nats-Msg-Id) is stored once. With
 	// the same, now stale, expected sequence the server refuses it with
 	// 10071 (nats-server checks the sequence before the id); without the
 	// header it acknowledges the original as a duplicate.
@@ -223,7 +223,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		t.Fatalf("retried publish of %s without expected sequence: ack %+v, %v; want a duplicate of seq %d", garbageID, retry, err, badSeq)
 	}
 	w.last[s] = badSeq
-	// R23: a stale expected sequence is refused (error 10071), nothing stored.
+	// A stale expected sequence is refused (error 10071), nothing stored.
 	_, err = w.publishRaw(ctx, s, ulid.Make().String(), int64(badSeq-1), e2eWireBody(t, ulid.Make().String(), s, "backend", "svc:test", "ToolDisabled", map[string]any{"name": "grep"}))
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10071 {
 		t.Fatalf("publish with stale expected sequence %d: %v, want JetStream error 10071", badSeq-1, err)
@@ -251,7 +251,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		}
 	}
 
-	// DEFAULT_TOOLS minus bash, web_search appended (R7); the four
+	// DEFAULT_TOOLS minus bash, web_search appended; the four
 	// deferred defaults go to the catalog.
 	wantProvider := []string{"read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "bash_output", "kill_shell",
 		"tool_search", "todo_write", "ask_user", "spawn_agent", "web_fetch", "notebook_edit", "diagnostics", "list_sessions", "web_search"}
@@ -322,7 +322,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 		}
 	}
 
-	// R26: the history reports the skipped message at its sequence, and
+	// The history reports the skipped message at its sequence, and
 	// the events after it still applied.
 	var h api.HistoryResponse
 	e2eCLIJSON(t, p, &h, "history", s)
@@ -358,7 +358,7 @@ type e2eHistEntry struct {
 
 func e2eBool(b bool) *bool { return &b }
 
-// R25: explain names the rule and the event responsible, and history
+// Explain names the rule and the event responsible, and history
 // --until N / TIME replays exactly the first events, with the intent and
 // the tool-set diff computed by hand below.
 func TestExplainAndHistoryUntil(t *testing.T) {
@@ -392,7 +392,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		{"ToolsToggled", intent.Intent{Enabled: e2eBool(true)}, nil, nil},
 		{"PresetChosen", intent.Intent{Enabled: e2eBool(true), Preset: "research"}, []string{"web_search", "image_describe", "memory_read"}, notInResearch},
 		{"ToolDisabled", intent.Intent{Enabled: e2eBool(true), Preset: "research", Disabled: []string{"web_fetch"}}, nil, []string{"web_fetch"}},
-		// web_search=false adds and removes nothing (R7): research keeps it.
+		// web_search=false adds and removes nothing: research keeps it.
 		{"WebSearchSet", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Preset: "research", Disabled: []string{"web_fetch"}}, nil, nil},
 		{"PresetChosen", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"web_fetch"}}, notInResearch, []string{"web_search", "image_describe", "memory_read"}},
 		{"ToolDisabled", intent.Intent{Enabled: e2eBool(true), WebSearch: e2eBool(false), Disabled: []string{"bash", "web_fetch"}}, nil, []string{"bash"}},
@@ -477,7 +477,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 	}
 
 	// explain, by hand: (until, tool) → included, rule, and the event
-	// after which the tool's outcome or rule last changed (R25).
+	// after which the tool's outcome or rule last changed.
 	type ex struct {
 		until    string
 		tool     string
@@ -493,7 +493,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		{"2", "bash", false, "not-in-preset:research", 2, "PresetChosen"},
 		{"2", "web_fetch", true, "preset:research", 2, "PresetChosen"},
 		// At seq 4: web_fetch disabled by hand (event 3), web_search kept by
-		// the preset (web_search=false removes nothing, R7), bash still
+		// the preset (web_search=false removes nothing), bash still
 		// excluded by the preset.
 		{"4", "web_fetch", false, "disabled-by-session", 3, "ToolDisabled"},
 		{"4", "web_search", true, "preset:research", 2, "PresetChosen"},

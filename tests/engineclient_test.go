@@ -18,7 +18,7 @@ import (
 
 // engineClient is client.Client seen with the engine's own types
 // (events.Payload commands, service.TurnView replies): what api.Client
-// was before it left the api package (#25 item 1), for the tests that
+// was before it left the api package, for the tests that
 // compare replies with the engine's types. Errors from the engine are
 // *wire.Error; errors.Is also matches them against api.ErrBadRequest and
 // any engine sentinel whose service.KindOf maps to their code

@@ -18,7 +18,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #24 row 6: 300 HTTP GETs with an unreachable min_seq, each with a
+// 300 HTTP GETs with an unreachable min_seq, each with a
 // made-up Engine-Channel (no tokens), used to fill the engine-wide limit
 // of 256 requests in flight, so that a slack NATS request and an HTTP
 // client of a real channel got 429; and every made-up channel became a

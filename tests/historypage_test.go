@@ -16,7 +16,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #24 row 7: `engine history` pages through a long session by itself: a
+// `engine history` pages through a long session by itself: a
 // session of 5,000 events (50 pages of the default 100) prints one row
 // per event, each once, in order, with --json one object per page
 // covering every event; --page prints one page and where to go on.

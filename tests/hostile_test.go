@@ -51,7 +51,7 @@ func envelopeMap(session, typ string, v int, data map[string]any) map[string]any
 		"time_ms": time.Now().UnixMilli(), "v": v, "type": typ, "data": data}
 }
 
-// R26, issue 7: hostile input at every entry point gets a clear error or is
+// Hostile input at every entry point gets a clear error or is
 // kept, reported and skipped; nothing crashes the engine or changes another
 // session.
 func TestHostileInput(t *testing.T) {
@@ -169,7 +169,7 @@ func clip(s string) string {
 	return s
 }
 
-// R11, issue 7: a registry file with duplicate names or a schema that is
+// A registry file with duplicate names or a schema that is
 // not valid JSON stops `engine serve` with an error naming the problem.
 func TestBadRegistryFileRefused(t *testing.T) {
 	dir := t.TempDir()

@@ -77,7 +77,7 @@ func (e *clusterEngine) kill() {
 	}
 }
 
-// #20 item 4 on separate nats-server processes: a client whose engine is
+// On separate nats-server processes: a client whose engine is
 // SIGKILLed while its append is in flight retries with the same
 // idempotency key on another engine and learns the original sequence; a
 // retry of an acknowledged append returns it too; each key is stored once.
@@ -134,7 +134,7 @@ func TestIdempotentRetryAcrossEngineKill(t *testing.T) {
 	for _, r := range recs {
 		count[r.Envelope.ID]++
 	}
-	id1, id2 := wire.IdempotencyEventIDs(session, k1, 1)[0], wire.IdempotencyEventIDs(session, k2, 1)[0] // #29 item 1
+	id1, id2 := wire.IdempotencyEventIDs(session, k1, 1)[0], wire.IdempotencyEventIDs(session, k2, 1)[0]
 	if count[id1] != 1 || count[id2] != 1 || len(recs) != 2 {
 		t.Fatalf("log has %d events, key 1 %d times, key 2 %d times; want 2, once each", len(recs), count[k1], count[k2])
 	}

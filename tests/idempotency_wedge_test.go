@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #24 row 4: an idempotency key already used on session A, sent on session
+// An idempotency key already used on session A, sent on session
 // B (by HTTP, or over NATS by another channel's user, as documented in
 // deploy/nats-server.conf), is refused with 422 idempotency_key_in_use; the
 // reply names the key and nothing of A; nothing is stored; B still reads
@@ -91,7 +91,7 @@ func TestIdempotencyKeyOtherSession(t *testing.T) {
 	if v, err := web.Intent(ctx, client.IntentRequest{Session: "idem-a", MinSeq: a2.LastSeq}); err != nil || v.Seq != a2.LastSeq {
 		t.Fatalf("A: %+v %v, want its view at %d", v, err, a2.LastSeq)
 	}
-	// A retry sends the commands of the first call (#29 item 1: other
+	// A retry sends the commands of the first call (other
 	// commands are idempotency_key_mismatch).
 	sent := map[string][]client.Command{k1: {client.DisableTool("bash")}, k2: {client.Enable(), client.DisableTool("grep")}}
 	for key, want := range map[string]client.AppendReply{k1: a1, k2: a2} {

@@ -13,7 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #17 item 7: the inspector opens a session from a ?session= deep link
+// The inspector opens a session from a ?session= deep link
 // (as well as #session=) and follows it live: an event appended while the
 // page is open appears without a reload.
 func TestInspectorDeepLinkAndLiveRefresh(t *testing.T) {
@@ -63,7 +63,7 @@ func TestInspectorDeepLinkAndLiveRefresh(t *testing.T) {
 	}
 }
 
-// #29: the live view follows the session's event stream instead of
+// The live view follows the session's event stream instead of
 // polling: once the stream is open, an event appended while the page is
 // open shows up with no intent (GET /v1/sessions/{s}) request at all,
 // where polling sent one every 1.5 s (counted by the engine's request

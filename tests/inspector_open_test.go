@@ -99,7 +99,7 @@ func inspAPIRequests(t *testing.T, base string) map[string]float64 {
 	return out
 }
 
-// #29: opening the inspector on a session sends a handful of API
+// Opening the inspector on a session sends a handful of API
 // requests, not one explain request per registry tool (1,095 with the MCP
 // corpus imported): explain runs only when its card is opened, a page of
 // 50 tools at a time. Counted twice: by the engine (its request metrics)
@@ -162,7 +162,7 @@ func TestInspectorOpenRequests(t *testing.T) {
 			inspWait(t, bctx, consoleErrs, "explain", "document.body.dataset.explained", "open-me@now")
 			page := min(len(reg.Tools), 50)
 			if n, b := inspAPIRequests(t, p.HTTPURL)["explain"]-before["explain"], inspAPIRequests(t, p.HTTPURL)["explain-batch"]-before["explain-batch"]; n != 0 || b != 1 {
-				t.Errorf("the explain card sent %v explain and %v explain-batch requests, want one explain-batch for its page of %d (#29)", n, b, page)
+				t.Errorf("the explain card sent %v explain and %v explain-batch requests, want one explain-batch for its page of %d", n, b, page)
 			}
 			rows := inspEval[int](t, bctx, `document.querySelectorAll("#explain tbody tr[data-state=in], #explain tbody tr[data-state=out]").length`)
 			if rows != page || !strings.Contains(text(t, bctx, `#explain tbody tr[data-tool="bash"]`), "disabled-by-session") {

@@ -15,7 +15,7 @@ import (
 	"github.com/toolintent/engine/events"
 )
 
-// #24 row 7: the inspector reads a long session's timeline page by page
+// The inspector reads a long session's timeline page by page
 // (several bounded history requests, not one unbounded one), shows every
 // event, and travels in time to an event of a later page.
 func TestInspectorPagesHistory(t *testing.T) {

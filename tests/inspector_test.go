@@ -92,7 +92,7 @@ func TestInspectorPage(t *testing.T) {
 	// of the inspected session does not start at 1.
 	_, err := c.Append(ctx, "other-session", nil, events.ToolsToggled{Enabled: &on})
 	must("append other", err)
-	// R1: "all on" after a picked list clears it (it is not a no-op even
+	// "all on" after a picked list clears it (it is not a no-op even
 	// though enabled is already true); the timeline says so.
 	_, err = c.Append(ctx, "other-session", nil, events.ToolsPicked{Names: []string{"read_file", "grep"}})
 	must("pick in other", err)
@@ -119,9 +119,11 @@ func TestInspectorPage(t *testing.T) {
 	must("intent", err)
 	hist, err := c.History(ctx, api.HistoryRequest{Session: sid})
 	must("history", err)
-	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid, Provider: "anthropic-engine"})
+	// The page shows the session as its backend sends it: in the provider
+	// its turn was begun for, else the API's default (native deferral).
+	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid})
 	must("resolve", err)
-	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint (#28)
+	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint
 	if nEvents != 6 {
 		t.Fatalf("history has %d entries, want 6: %+v", nEvents, hist.Entries)
 	}
@@ -194,7 +196,7 @@ func TestInspectorPage(t *testing.T) {
 	}
 	run("select the session", chromedp.Click(chromedp.CSS(`#sessions li[data-session="`+sid+`"] button`)))
 	waitReady(sid + "@now")
-	// #29: explain runs on demand, when its card is opened.
+	// Explain runs on demand, when its card is opened.
 	if n := len(snapshot().Explain); n != 0 {
 		t.Fatalf("explain has %d rows before its card was opened", n)
 	}
@@ -214,11 +216,18 @@ func TestInspectorPage(t *testing.T) {
 	}
 	timeline := text(t, bctx, "#timeline tbody")
 	for _, want := range []string{"ToolsToggled", "WebSearchSet", "ToolDisabled", "TurnStarted", "DeferredLoaded", "TurnEnded",
-		"+web_search", "−bash", "changed", "intent", "discovery", "web / test",
-		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // #28: the TurnEnded row shows its checkpoint
+		"+web_search", "−bash", "changed", "intent", "web / test",
+		"checkpoint contract " + end.Checkpoint.ContractHash[:12]} { // The TurnEnded row shows its checkpoint
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}
+	}
+	// The turn was begun in the default mode, native deferral, where a
+	// discovery references the tool after the cached prefix: its row keeps
+	// the prefix (the engine's catalog mode would show a discovery break,
+	// TestInspectorTimelineAndTurns).
+	if row := text(t, bctx, fmt.Sprintf(`#timeline tbody tr[data-seq="%d"] td.prefix`, hist.Entries[4].Seq)); hist.Entries[4].Type != "DeferredLoaded" || !strings.Contains(row, "same") {
+		t.Errorf("the discovery's prefix cell %q (%s), want the prefix kept", row, hist.Entries[4].Type)
 	}
 	// (2) The intent now.
 	if now.Intent["enabled"] != "true" || now.Intent["web_search"] != "on" || now.Intent["disabled"] != "bash" ||
@@ -235,6 +244,9 @@ func TestInspectorPage(t *testing.T) {
 	if !slices.Contains(now.Resident, "playwright_browser") || now.Class["playwright_browser"] != "loaded" || now.Class["read_file"] != "resident" ||
 		!slices.Contains(now.Catalog, "send_message") || now.Class["send_message"] != "catalog" {
 		t.Errorf("classification after discovery: resident %q catalog %q classes %q", now.Resident, now.Catalog, now.Class)
+	}
+	if at := text(t, bctx, "#tools-at"); !strings.Contains(at, "rendered for "+live.RenderedFor) || live.RenderedFor != "anthropic" {
+		t.Errorf("tools at %q, want them rendered for the default provider (no turn recorded another), resolve renders for %q", at, live.RenderedFor)
 	}
 	if got := digits(now.Total); got != strconv.Itoa(live.Budget.Total) || !strings.Contains(now.Budget, "tokens per turn") {
 		t.Errorf("budget total %q (digits %s), resolve says %d; budget text %q", now.Total, got, live.Budget.Total, now.Budget)

@@ -36,7 +36,7 @@ const inspFitJS = `(() => {
   return bad;
 })()`
 
-// #29: the timeline fits its card at a wide and a narrow window (long
+// The timeline fits its card at a wide and a narrow window (long
 // gained/lost lists wrap or fold, the prefix column is not cut);
 // DeferredLoaded rows say what was loaded; not-loaded deferred tools say
 // "catalog"; and the turns card lists each turn's provider requests with
@@ -64,9 +64,11 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	must("all off", err)
 	_, err = c.Append(ctx, sid, nil, events.ToolsToggled{Enabled: &on})
 	must("all on", err)
-	// Turn 1: the frozen array, then a tool_search load (a cache break of
-	// cause discovery inside the turn).
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	// Turn 1: the frozen array, then a tool_search load: in the engine's
+	// catalog mode, which the turn records and the page shows, a cache
+	// break of cause discovery inside the turn (in the default native
+	// mode a discovery changes nothing of the cached prefix).
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 1", err)
 	_, err = c.Discover(ctx, sid, "", "playwright_browser", "enter_plan_mode", "exit_plan_mode")
 	must("discover", err)
@@ -76,12 +78,12 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	// the cache, caused by the ToolDisabled.
 	noBash, err := c.Append(ctx, sid, nil, events.ToolDisabled{Name: "bash"})
 	must("disable bash", err)
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 2", err)
 	end2, err := c.EndTurn(ctx, sid)
 	must("end 2", err)
 	// Turn 3 with nothing changed: its request keeps the prefix.
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 3", err)
 	_, err = c.Intent(ctx, sid, end2.Seq)
 	must("intent", err)
@@ -166,7 +168,7 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	}
 }
 
-// #29: the session list is paged in the page, 50 a page, with controls;
+// The session list is paged in the page, 50 a page, with controls;
 // the filter pages its matches; a linked session opens on its page.
 func TestInspectorSessionPages(t *testing.T) {
 	inspRequire(t)
@@ -288,7 +290,7 @@ func inspPolicyRegistry(t *testing.T) string {
 	return file
 }
 
-// #31: the channel policy card shows the registry's policy version, the
+// The channel policy card shows the registry's policy version, the
 // tools the policy withholds with the rule of each (the "*" rule outside
 // a turn, the turn's channel inside one), the recorded answers, and a
 // call-check form whose decision and rule are the call-check operation's.
@@ -423,7 +425,7 @@ func TestInspectorPolicyCard(t *testing.T) {
 	}
 }
 
-// #29: one error state. A bad session id shows a single message (no
+// One error state. A bad session id shows a single message (no
 // per-tool rows, no "live" badge); when the engine stops answering the
 // page shows the "offline" badge and still one message.
 func TestInspectorErrorAndOffline(t *testing.T) {

@@ -35,7 +35,7 @@ func localStream(t *testing.T, srv *server.Server, stream string) (msgs, subject
 	return 0, 0
 }
 
-// #30: on an R3 cluster with two engines, an erase made by the second
+// On a 3-replica cluster with two engines, an erase made by the second
 // engine while a follower of the event stream is down purges the session
 // on the quorum; the follower comes back without the session's events (its
 // own replica's count and subjects match the leader's), the bystander is

@@ -48,7 +48,7 @@ func publishAgedLog(t *testing.T, nc *nats.Conn, session string, at time.Time, p
 	}
 }
 
-// #30: engine serve --retain-action compact (the built binary) rolls an
+// Engine serve --retain-action compact (the built binary) rolls an
 // idle session's events up into one snapshot event: a raw JetStream read
 // of its subject finds that one message, written by engine:retention; the
 // session keeps its intent and stays writable (the write lands after the
@@ -92,7 +92,7 @@ func TestLifecycleRetentionCompactBinary(t *testing.T) {
 	if err != nil || !strings.Contains(string(rec.Data), `"kind":"compact"`) || !strings.Contains(string(rec.Data), `"purged":4`) || strings.Contains(string(rec.Data), "alice") {
 		t.Fatalf("audit record of the compaction: %v %s", err, rec.Data)
 	}
-	// The tick's count reaches the metrics (#30).
+	// The tick's count reaches the metrics.
 	if m := waitMetric(t, p, `engine_retention_deleted_total{action="compact"}`, 1); m[`engine_retention_deleted_total{action="delete"}`] != 0 {
 		t.Errorf("compaction counted as a delete: %v", m)
 	}
@@ -143,7 +143,7 @@ func TestLifecycleRetentionCompactBinary(t *testing.T) {
 	p.Stop(t)
 }
 
-// #30: engine compact (the built binary, over HTTP as the erase channel)
+// Engine compact (the built binary, over HTTP as the erase channel)
 // and the NATS operation compact a session: its subject holds one
 // message, history starts with the compaction entry naming the replaced
 // range, a point before it answers that it was compacted, and the intent

@@ -46,7 +46,7 @@ func rawSubject(t *testing.T, nc *nats.Conn, subject string) []string {
 	}
 }
 
-// #30: engine delete (the built binary) closes a session for good: reads
+// Engine delete (the built binary) closes a session for good: reads
 // answer 410 deleted, writes are refused, engine sessions no longer lists
 // it, its id starts no new session, an event a direct publisher stores on
 // it is rejected, a bystander's events stay byte for byte, and all of it

@@ -83,7 +83,7 @@ func waitMetric(t *testing.T, p *engineProc, name string, want float64) map[stri
 	return got
 }
 
-// #30: engine serve --retain-idle 90d (the built binary) deletes the
+// Engine serve --retain-idle 90d (the built binary) deletes the
 // sessions whose last event is older than 90 days (events published in the
 // wire format with an old time_ms), in ticks of at most --retain-batch
 // sessions, as engine:retention on channel engine with the reason
@@ -157,7 +157,7 @@ func TestLifecycleRetentionBinary(t *testing.T) {
 	p.Stop(t)
 }
 
-// #30: --retain-action erase deletes and purges an idle session through
+// --retain-action erase deletes and purges an idle session through
 // the engine's privileged connection: a raw read finds none of its events,
 // the audit record names it, a bystander is untouched, and the count is
 // under action="erase".
@@ -199,7 +199,7 @@ func TestLifecycleRetentionEraseBinary(t *testing.T) {
 	}
 }
 
-// #30: the retention flags parse (90d, 1d12h, from ENGINE_RETAIN_IDLE
+// The retention flags parse (90d, 1d12h, from ENGINE_RETAIN_IDLE
 // too), bad values are refused naming the flag and the fix, and --help
 // explains them.
 func TestRetentionFlagsBinary(t *testing.T) {
@@ -284,7 +284,7 @@ func deletedOnce(t *testing.T, nc *nats.Conn, sessions []string) {
 	}
 }
 
-// #30: two engines on one stream, both with --retain-idle: only the one
+// Two engines on one stream, both with --retain-idle: only the one
 // that runs the projection runs retention (the other's tick counter stays
 // at 0), every idle session is deleted once, and when the runner dies the
 // other takes over retention with the projection.

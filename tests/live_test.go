@@ -69,7 +69,7 @@ func openLive(t *testing.T, ctx context.Context, url, token string) (int, io.Rea
 	return resp.StatusCode, resp.Body
 }
 
-// #29, against the built binary with --http-tokens: a read-only token
+// Against the built binary with --http-tokens: a read-only token
 // watches; resume after a sequence gets exactly the events after it; two
 // sessions' streams don't mix; the all-sessions stream (over NATS) is in
 // stream order; an event a plain JetStream publisher writes appears on
@@ -178,7 +178,7 @@ func TestLiveSubscriptionsBinary(t *testing.T) {
 	}()
 	start := time.Now()
 	p.Stop(t)
-	// The bound is the engine's shutdown grace period (10 s): before #29,
+	// The bound is the engine's shutdown grace period (10 s):,
 	// http.Server.Shutdown waited that long for the streams to go idle.
 	if took := time.Since(start); took >= 10*time.Second {
 		t.Fatalf("SIGTERM with live streams open took %s to exit, want well under the 10 s grace period", took)
@@ -198,7 +198,7 @@ func TestLiveSubscriptionsBinary(t *testing.T) {
 	}
 }
 
-// #29 item 4: under deploy/nats-server.conf a channel user (web: publish
+// Under deploy/nats-server.conf a channel user (web: publish
 // tools.api.web.>, subscribe _INBOX_web.> only, no JetStream, no event
 // subjects) follows a session live over NATS with no right beyond its
 // API rights: the engine streams to the request's inbox.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// #17 item 6: every line the engine writes on stderr is JSON, the
+// Every line the engine writes on stderr is JSON, the
 // "serving" line included, with millisecond timestamps; a normal start
 // and SIGTERM write no warning or error.
 func TestLogsJSONAndQuietOnNormalExit(t *testing.T) {

@@ -12,11 +12,11 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #17 item 6: /metrics has a build-info metric and per-operation request
+// /metrics has a build-info metric and per-operation request
 // counters and latency histograms by channel and outcome, fed by both
 // transports.
 func TestMetricsPerOperation(t *testing.T) {
-	// web is a known HTTP channel; an unknown one counts as "other" (#24 row 6).
+	// web is a known HTTP channel; an unknown one counts as "other".
 	p := startEngine(t, t.TempDir(), "--http-channel", "web")
 	ctx := context.Background()
 	web := p.Client("web")

@@ -42,7 +42,7 @@ func scrape(t *testing.T, base string) map[string]float64 {
 	return out
 }
 
-// Issue 8: appends, conflicts, dedupe-free retries, undecodable events and
+// Appends, conflicts, dedupe-free retries, undecodable events and
 // tool-prefix changes by cause are counted and read back from /metrics;
 // /healthz and /readyz answer.
 func TestMetricsCounters(t *testing.T) {

@@ -53,7 +53,7 @@ func (l *lineLog) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-// #20 item 1: `engine serve --nats` started before its cluster waits for
+// `engine serve --nats` started before its cluster waits for
 // it (saying why, with back-off) and never exits on the transient absence:
 // first no node listens, then one node runs without a JetStream meta
 // leader (no quorum of three); when the other two start, the engine opens

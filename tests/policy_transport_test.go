@@ -1,6 +1,6 @@
 package tests
 
-// #31: a channel's tool policy holds on every transport of the built
+// A channel's tool policy holds on every transport of the built
 // binary — HTTP, NATS micro and sessions written by a plain JetStream
 // publisher — whatever the session's intent or the turn's override says.
 
@@ -59,7 +59,7 @@ func policyRegistryFile(t *testing.T) string {
 	return path
 }
 
-// #31 done-when 1 and 2: a channel denied bash never receives it, over
+// A channel denied bash never receives it, over
 // HTTP or NATS, for a session written by the API or by a direct JetStream
 // publisher, with no override, a names override or an intent override
 // that asks for it; the channel's maximum permission withholds MCP tools

@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #26 item 1, against the built binary over HTTP: preset full, a turn that
+// Against the built binary over HTTP: preset full, a turn that
 // discovers memory_read then send_message, its end, and the next turn: the
 // new turn's first request is byte for byte the last request of the
 // previous turn (same prefix hash), engine_tool_prefix_changes_total for
@@ -68,7 +68,7 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 	t.Logf("prefix %.12s kept across the turn boundary, on engines A and B", last.PrefixHash)
 }
 
-// #26 item 4, against the built binary over HTTP: a tool disabled in the
+// Against the built binary over HTTP: a tool disabled in the
 // middle of a turn is not loaded by a search of it in that turn, and the
 // query "plan mode" loads the plan-mode tools, not the weak match
 // memory_write.
@@ -101,7 +101,7 @@ func TestSearchLoadsBinary(t *testing.T) {
 	}
 }
 
-// #26 item 6 (R21), against the built binary: the classification of the
+// Against the built binary: the classification of the
 // last dispatch of a turn is answered after the engine is SIGKILLed and
 // restarted on its data, by the new process, from the log: the open
 // turn's (with the tool discovered in it), and after the turn ended and

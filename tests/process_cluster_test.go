@@ -226,7 +226,7 @@ func pcSmallest(hist []porcupine.Operation, info porcupine.LinearizationInfo) st
 	return b.String()
 }
 
-// pcChannels are the writers' channels (#12 item 6: load from several).
+// pcChannels are the writers' channels (load from several).
 var pcChannels = []string{"web", "slack", "tui"}
 
 // pcFault is one fault and when it was injected.
@@ -243,7 +243,7 @@ type pcResult struct {
 	pauses                                map[string]time.Duration
 }
 
-// #12 item 6, #20 items 3 and 5, R23, R27: four writers (their own
+// Four writers (their own
 // connections, each first on a different node) append with expected
 // sequences to 16 sessions and read them back while the stream leader, the
 // leader of the views bucket and a follower (restarted with a damaged block
@@ -566,7 +566,7 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 	res.ops = ops
 	res.linearizable = len(bad) == 0
 	if !res.linearizable {
-		t.Errorf("#20 item 5: the appends of %d sessions are not linearizable: %v; first: %s", len(bad), bad, first)
+		t.Errorf("the appends of %d sessions are not linearizable: %v; first: %s", len(bad), bad, first)
 	}
 	// Reported, not failed: with the reads of the stream leader (which a
 	// leader cut off by a partition may still answer, stale, until it
@@ -654,7 +654,7 @@ func pcDamage(t *testing.T, path string) int {
 	return n
 }
 
-// #20 item 3: a follower's death must not stall the writers connected to
+// A follower's death must not stall the writers connected to
 // it for the per-attempt publish timeout: their connections fail over in
 // milliseconds and the appends in flight are re-sent at once (same ULIDs,
 // deduplicated). Each round, eight writers connected first to a follower
@@ -693,7 +693,7 @@ func TestProcessClusterFollowerKillPause(t *testing.T) {
 	}
 	t.Logf("follower-kill: rounds=%d pauses=%s worst=%.2fs failed_applies=%d", rounds, strings.Join(pauses, ","), worst.Seconds(), fails)
 	if fails != 0 {
-		t.Errorf("#20 item 3: %d appends failed across follower kills: a re-sent append must complete", fails)
+		t.Errorf("%d appends failed across follower kills: a re-sent append must complete", fails)
 	}
 }
 

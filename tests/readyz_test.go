@@ -128,7 +128,7 @@ func (l *rzLoad) times() []time.Time {
 	return append([]time.Time(nil), l.acks...)
 }
 
-// #20 item 2: readiness does not flap under plain load. One engine on
+// Readiness does not flap under plain load. One engine on
 // its embedded server, eight writers appending as fast as they can, and
 // /readyz asked every 50 ms for five seconds: every answer is 200.
 // Before, /readyz asked the stream for info on each request, within the
@@ -158,11 +158,11 @@ func TestReadyzSteadyUnderLoad(t *testing.T) {
 		t.Fatalf("only %d appends acknowledged: no load", acks)
 	}
 	if len(bad) > 0 {
-		t.Errorf("#20 item 2: /readyz answered other than 200 under plain load %d times of %d:\n%s", len(bad), len(samples), strings.Join(bad, "\n"))
+		t.Errorf("/readyz answered other than 200 under plain load %d times of %d:\n%s", len(bad), len(samples), strings.Join(bad, "\n"))
 	}
 }
 
-// #20 item 2: readiness means "can write now". An engine serves from a
+// Readiness means "can write now". An engine serves from a
 // cluster of three nats-server processes while four writers append; the
 // stream leader is SIGKILLed. /readyz answers 503 while the appends stall
 // (no stream leader) and 200 again once they succeed. The stall and the
@@ -232,7 +232,7 @@ func TestProcessClusterReadyzLeaderKill(t *testing.T) {
 	}
 	t.Logf("readyz-cluster-load: polls=%d not_ready=%d appends=%d", steady, len(flaps), len(load.times()))
 	if len(flaps) > 0 {
-		t.Errorf("#20 item 2: /readyz flapped under plain load on the cluster:\n%s", strings.Join(flaps, "\n"))
+		t.Errorf("/readyz flapped under plain load on the cluster:\n%s", strings.Join(flaps, "\n"))
 	}
 	leader := c.WaitLeaderOf(info.Stream, 45*time.Second)
 	at := time.Now()
@@ -283,7 +283,7 @@ func TestProcessClusterReadyzLeaderKill(t *testing.T) {
 		rel(stallStart), rel(resumed), stall.Seconds(), rel(first503), rel(last503), len(ts), load.fails.Load(), slowest.Round(time.Millisecond))
 	t.Logf("readyz-leader-kill: first not-ready answer: %s", strings.Join(reasons, ""))
 	if first503.IsZero() || !first503.Before(resumed) {
-		t.Errorf("#20 item 2: /readyz did not answer 503 while appends stalled (stall ends %s, first 503 %s)", rel(resumed), rel(first503))
+		t.Errorf("/readyz did not answer 503 while appends stalled (stall ends %s, first 503 %s)", rel(resumed), rel(first503))
 	}
 
 	// The killed leader back, then a follower killed: appends pause
@@ -328,7 +328,7 @@ func TestProcessClusterReadyzLeaderKill(t *testing.T) {
 	t.Logf("readyz-follower-kill: n%d killed, longest append pause %.2fs, /readyz 503 for %.2fs %s", follower, fstall.Seconds(), notReady.Seconds(), why)
 }
 
-// #20 items 1 and 2: while `engine serve` waits for its cluster, its
+// While `engine serve` waits for its cluster, its
 // HTTP listener already answers: /healthz 200 (the process works) and
 // /readyz 503 naming the wait ("waiting for NATS: connect to ..."); once
 // the cluster runs, /readyz answers 200.

@@ -18,10 +18,10 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// The red-team pass of #30 (tests/redteam_lifecycle_test.go holds the
+// The red-team pass (tests/redteam_lifecycle_test.go holds the
 // attacks that held) found these; each test asserts the fixed behaviour.
 
-// #30 red-team 1: a compaction's snapshot stores its actor sealed, as any
+// A compaction's snapshot stores its actor sealed, as any
 // event does, and a sealed-looking actor is refused.
 func TestRedteamLifecycleFixedCompactSealsActor(t *testing.T) {
 	ctx := rtlCtx(t)
@@ -41,7 +41,7 @@ func TestRedteamLifecycleFixedCompactSealsActor(t *testing.T) {
 	}
 }
 
-// #30 red-team 5: a forged snapshot claiming more turns than the events it
+// A forged snapshot claiming more turns than the events it
 // replaces could begin is refused by the fold, so the session can begin
 // turns after it.
 func TestRedteamLifecycleFixedSnapshotTurnMax(t *testing.T) {
@@ -65,7 +65,7 @@ func TestRedteamLifecycleFixedSnapshotTurnMax(t *testing.T) {
 	}
 }
 
-// #30 red-team 2: a compaction does not purge the events below a snapshot
+// A compaction does not purge the events below a snapshot
 // a direct publisher wrote whose state is not what those events fold to:
 // it refuses (409 conflict, ErrSnapshotMismatch) and the log keeps them.
 func TestRedteamLifecycleFixedForgedSnapshotNotPurged(t *testing.T) {
@@ -91,7 +91,7 @@ func TestRedteamLifecycleFixedForgedSnapshotNotPurged(t *testing.T) {
 	}
 }
 
-// #30 red-team 3: the built binary compacting an idle session (retention
+// The built binary compacting an idle session (retention
 // compact) is killed with SIGKILL the moment its audit record of the
 // compaction appears, that is after the snapshot's append and before the
 // purge. Restarted without retention it serves the session's state from
@@ -157,7 +157,7 @@ func TestRedteamLifecycleFixedRetentionFinishesPurgeBinary(t *testing.T) {
 	check(p, "after a rebuild")
 }
 
-// #30 red-team 9: a key file other than the one the key bucket's keys were
+// A key file other than the one the key bucket's keys were
 // made with is detected (the key check), and serve in encrypt mode
 // refuses to start with it, naming the flag; the right file starts.
 func TestRedteamLifecycleFixedWrongKeyFile(t *testing.T) {

@@ -151,7 +151,7 @@ func rtlSnapshot(st aggregate.State) events.SessionCompacted {
 		Intent: st.Intent.Clone(), Turn: st.Turn, TurnSeq: st.TurnSeq, Events: st.Events, Skipped: st.Skipped, Rejected: st.Rejected}
 }
 
-// #30 red-team: forged SessionCompacted events sent straight to
+// Forged SessionCompacted events sent straight to
 // tools.events.<session> by a direct publisher are judged by the fold:
 // after a delete, after an event past the range they claim, with counts
 // that do not fit, claiming events after themselves, and inside an open
@@ -225,7 +225,7 @@ func TestRedteamLifecycleForgedSnapshotRefused(t *testing.T) {
 	}
 }
 
-// #30 red-team: a crash between the snapshot's append and the purge (the
+// A crash between the snapshot's append and the purge (the
 // eraser fails right before purging) leaves the history and the snapshot,
 // which fold to the state of the history alone, for the serving engine and
 // a second engine; compacting again from the second engine purges (a raw
@@ -285,7 +285,7 @@ func TestRedteamLifecycleCrashBetweenAppendAndPurge(t *testing.T) {
 	}
 }
 
-// #30 red-team: two engines: while engine b holds a turn open, engine a's
+// Two engines: while engine b holds a turn open, engine a's
 // compaction is refused as a conflict (ErrTurnOpen) and writes nothing;
 // after b ends the turn a compacts, and b folds the snapshot to the state
 // it had.
@@ -357,7 +357,7 @@ func rtlLastActor(t *testing.T, nc *nats.Conn, session string) string {
 	return lastRaw(t, nc, session).Actor
 }
 
-// #30 red-team: in encrypt mode an actor of the longest sealable length is
+// In encrypt mode an actor of the longest sealable length is
 // stored sealed and reads back in history; one byte more is refused as
 // invalid (nothing written); an actor of odd unicode (combining marks,
 // right-to-left override, emoji) round-trips; an actor in a sealed form
@@ -396,7 +396,7 @@ func TestRedteamLifecycleActorEdges(t *testing.T) {
 	}
 }
 
-// #30 red-team: an engine restarted with another key file shows an actor
+// An engine restarted with another key file shows an actor
 // sealed under the first as stored, never as erased (the person was not
 // forgotten); a person the first engine never saw gets a key of the new
 // file. An admin who deletes the key bucket makes writes fail or stay
@@ -446,7 +446,7 @@ func TestRedteamLifecycleWrongKeyAndDeletedBucket(t *testing.T) {
 	}
 }
 
-// #30 red-team: a write retried with its idempotency key after a
+// A write retried with its idempotency key after a
 // compaction replaced (and purged) the events it stored is answered as a
 // duplicate on the engine that wrote it and on another one; nothing is
 // written again.
@@ -473,8 +473,8 @@ func TestRedteamLifecycleIdempotentAfterCompact(t *testing.T) {
 	}
 }
 
-// #30 red-team: a forged snapshot that carries the user's answers to asks
-// (#31) never widens a channel's policy: a session grant of bash (ask)
+// A forged snapshot that carries the user's answers to asks
+// never widens a channel's policy: a session grant of bash (ask)
 // claimed on "public", whose policy denies bash, does not make bash
 // callable in a turn of "web" (it stays ask) nor of "public" (deny); a
 // grant claimed on "web" does not reach a turn of "public" (and makes bash
@@ -527,7 +527,7 @@ func TestRedteamLifecycleSnapshotGrantsNeverWiden(t *testing.T) {
 	}
 }
 
-// #30 red-team: in encrypt mode, after a compaction: history of the
+// In encrypt mode, after a compaction: history of the
 // session starts with the compaction entry and reveals the tail's actor;
 // history and explain of a point before the compaction answer
 // ErrCompacted (also ErrNotFound), naming the range; after bob is
@@ -581,7 +581,7 @@ func TestRedteamLifecycleCompactedHistoryAndForget(t *testing.T) {
 	}
 }
 
-// #30 red-team: a compacted session can be deleted (later compactions are
+// A compacted session can be deleted (later compactions are
 // refused as deleted) and erased: the raw subject is empty afterwards and
 // the audit stream keeps the compaction's and the erase's records.
 func TestRedteamLifecycleDeleteAndEraseAfterCompact(t *testing.T) {
@@ -624,7 +624,7 @@ func TestRedteamLifecycleDeleteAndEraseAfterCompact(t *testing.T) {
 	}
 }
 
-// #30 red-team: a forged snapshot whose checkpoint names a registry
+// A forged snapshot whose checkpoint names a registry
 // version and contract no engine served, loading a tool the registry does
 // not have, does not make resume restore that tool: resume answers with
 // an outcome (nothing restored that the live contract does not have) and
@@ -693,7 +693,7 @@ func TestRedteamLifecycleForgedSnapshotCheckpointAndOversize(t *testing.T) {
 	}
 }
 
-// #30 red-team: engine b holds the session in its cache when engine a
+// Engine b holds the session in its cache when engine a
 // compacts it; b's next write (without and with an expected sequence at
 // the snapshot) lands after the snapshot with the state the history had,
 // and a write expecting the pre-compaction sequence is a conflict.

@@ -1,4 +1,4 @@
-// Red-team findings of 2026-12-04 on the channel policy (#31), each a
+// Red-team findings of 2026-12-04 on the channel policy, each a
 // bug on the built binary when written and fixed since (see each test's
 // comment).
 
@@ -19,7 +19,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #31: history is a read like resolve and explain: outside a turn each
+// History is a read like resolve and explain: outside a turn each
 // entry's tool set is resolved under the caller's channel policy, so the
 // public channel's timeline never shows bash in, and agrees with explain
 // until the same seq.
@@ -49,7 +49,7 @@ func TestRedteamPolicyFixedHistoryChannel(t *testing.T) {
 	}
 }
 
-// #31 + #26 item 3: a native rendering for channel public keeps defining
+// A native rendering for channel public keeps defining
 // (schema and all) deferred tools that channel tui loaded earlier in the
 // session, although the policy withholds them from public.
 func TestRedteamPolicyFixedNativeReferencedWithheld(t *testing.T) {
@@ -88,7 +88,7 @@ func TestRedteamPolicyFixedNativeReferencedWithheld(t *testing.T) {
 	}
 }
 
-// #31: a policy that now denies a tool reaches the call-check of a turn
+// A policy that now denies a tool reaches the call-check of a turn
 // frozen before it (reason "denied", service.CallDenied: "a turn frozen
 // before a policy change can hold one"), on both engines, as a disable
 // stored mid-turn does.
@@ -114,7 +114,7 @@ func TestRedteamPolicyFixedTightenedMidTurnCallCheck(t *testing.T) {
 	}
 }
 
-// #31: call-check asked by a channel whose policy denies the tool never
+// Call-check asked by a channel whose policy denies the tool never
 // reads callable, even in a turn another channel began.
 func TestRedteamPolicyFixedCallCheckFromOtherChannel(t *testing.T) {
 	p := startEngine(t, t.TempDir(), "--registry", policyRegistryFile(t))
@@ -135,7 +135,7 @@ func TestRedteamPolicyFixedCallCheckFromOtherChannel(t *testing.T) {
 	}
 }
 
-// #31: a channel_policy rule whose channel name no request can carry
+// A channel_policy rule whose channel name no request can carry
 // (channels are 1 to 64 of [A-Za-z0-9_-]) is refused when the registry
 // loads, naming the key: a typo such as "public " would otherwise leave
 // public unrestricted without a word.
@@ -159,7 +159,7 @@ func TestRedteamPolicyFixedPolicyChannelNameValidated(t *testing.T) {
 	}
 }
 
-// #31 item 3: registry diff sees a policy change's blast radius: a
+// Registry diff sees a policy change's blast radius: a
 // candidate that denies mcp__fs__* on tui names the session whose last
 // turn was tui's (its next tui prefix changes) and the checkpoint that
 // would lose mcp__fs__run_script on resume — as a resume by tui after the
@@ -212,7 +212,7 @@ func TestRedteamPolicyFixedDiffSeesChannelPolicy(t *testing.T) {
 	}
 }
 
-// #31 (e936c78): the policy is not hashed into a contract, so a candidate
+// The policy is not hashed into a contract, so a candidate
 // that changes only the policy version does not change every contract
 // hash, and registry diff must not say it does.
 func TestRedteamPolicyFixedDiffAllHashesPolicyOnly(t *testing.T) {
@@ -233,7 +233,7 @@ func TestRedteamPolicyFixedDiffAllHashesPolicyOnly(t *testing.T) {
 	}
 }
 
-// #31 (same class as 598c86c): resolve is a read under the caller's
+// Resolve is a read under the caller's
 // channel; while channel tui has a turn open, resolve asked by channel
 // public (HTTP or NATS, any provider) must not hand it tui's frozen tools
 // with bash, which explain, asked by public at the same moment, says is
@@ -266,7 +266,7 @@ func TestRedteamPolicyFixedResolveDuringOtherChannelsTurn(t *testing.T) {
 	}
 }
 
-// #31: an answer recorded by a channel whose policy denies the tool does
+// An answer recorded by a channel whose policy denies the tool does
 // not allow it on another channel: public (bash denied) records
 // PermissionGranted{bash, session}; tui's ask for bash stays ask.
 func TestRedteamPolicyFixedGrantFromDeniedChannel(t *testing.T) {

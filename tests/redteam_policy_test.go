@@ -1,6 +1,6 @@
 package tests
 
-// #31 red team: the channel policy on every entry path of the built
+// Red team: the channel policy on every entry path of the built
 // binary — discovery, dispatch, resume, time travel, call-check, the CLI,
 // tokens, a second engine and direct publishers. Each test documents a
 // behaviour that holds; the registry is policyRegistryFile's (public: deny
@@ -55,7 +55,7 @@ func rpEnabled(t *testing.T, p *engineProc, session string) uint64 {
 	return res.LastSeq
 }
 
-// #31: in a turn begun by channel public, tool_search by exact names, by
+// In a turn begun by channel public, tool_search by exact names, by
 // keyword query and by regex loads no tool the policy withholds and lists
 // none as a match; the discovery's view and the next dispatch (engine and
 // native renderings) hold none of them.
@@ -118,7 +118,7 @@ func TestRedteamPolicyDiscoverWithheld(t *testing.T) {
 	}
 }
 
-// #31: a deferred tool loaded by a turn of channel tui is in the session's
+// A deferred tool loaded by a turn of channel tui is in the session's
 // loaded set; the next turn, resolve and dispatch of channel public in the
 // engine's own deferral (-engine providers) do not carry it (not in the
 // array nor the catalog), a resume by public does not restore it, and
@@ -195,7 +195,7 @@ func TestRedteamPolicyLoadedByOtherChannel(t *testing.T) {
 	}
 }
 
-// #31: the engine CLI reads as the channel it is given: `engine resolve
+// The engine CLI reads as the channel it is given: `engine resolve
 // --channel public` and `engine explain --channel public` withhold bash,
 // `turn begin --channel public` freezes no bash and `turn call-check
 // --channel public` in that turn refuses it; --channel tui keeps it.
@@ -232,7 +232,7 @@ func TestRedteamPolicyCLIChannel(t *testing.T) {
 	}
 }
 
-// #31: a PermissionGranted for a tool the channel policy denies — sent by
+// A PermissionGranted for a tool the channel policy denies — sent by
 // the public channel over the API, or published straight to JetStream in
 // the documented wire format — never makes it callable in public's turn:
 // an answer never widens the set, and deny stays deny.
@@ -315,7 +315,7 @@ func rpRegistry(t *testing.T, edit func(doc map[string]any)) string {
 	return path
 }
 
-// #31: a channel the policy does not name gets the "*" rule, whatever its
+// A channel the policy does not name gets the "*" rule, whatever its
 // case ("Public" is not "public"), over HTTP and NATS; an Engine-Channel
 // header or NATS subject token with bytes outside [A-Za-z0-9_-] (or over
 // 64 bytes) is refused with a message naming the byte, never resolved; with
@@ -434,7 +434,7 @@ func rpWaitRegistry(t *testing.T, version string, ps ...*engineProc) {
 	})
 }
 
-// #31, R16: a policy pushed while turns are open (two engines on one
+// A policy pushed while turns are open (two engines on one
 // NATS, registry in KV) changes no frozen turn on either engine: tui's turn
 // keeps bash and mcp__fs__run_script, public's turn gains no bash though
 // the new policy no longer limits public, and both engines answer
@@ -528,7 +528,7 @@ func TestRedteamPolicyPushMidTurnTwoEngines(t *testing.T) {
 	}
 }
 
-// #31: DeferredLoaded for a withheld deferred tool, appended by channel
+// DeferredLoaded for a withheld deferred tool, appended by channel
 // public over the API or published straight to JetStream, in public's
 // open turn, puts it in no -engine rendering of that turn, no call-check
 // allows it, and the turn still ends with a consistent checkpoint.
@@ -590,7 +590,7 @@ func TestRedteamPolicyDirectLoadWithheld(t *testing.T) {
 	}
 }
 
-// #31: explain's time travel applies the policy in force at the point and
+// Explain's time travel applies the policy in force at the point and
 // the caller's channel: before a push, public is refused bash and the
 // exec MCP tool by pol-transport-1 while tui gets them; after the push of
 // pol-transport-2 the answers swap, each naming its policy version.

@@ -1,6 +1,6 @@
 package tests
 
-// Issue 11: the red-team suite. Each test runs one attack against the
+// The red-team suite. Each test runs one attack against the
 // built binary (and, where the attack needs users, the documented
 // deploy/nats-server.conf), and checks that it is refused with a clear
 // error, that the engine stays up (a normal write and read succeed
@@ -125,7 +125,7 @@ func newBystander(t *testing.T, p *engineProc, c *engineClient, headers ...strin
 	if _, err := c.Intent(ctx, "bystander", b.acked[len(b.acked)-1]); err != nil {
 		t.Fatal(err)
 	}
-	// #19: a read without min_seq through the engine that acknowledged
+	// A read without min_seq through the engine that acknowledged
 	// the writes includes them (read-your-writes within one engine).
 	b.view = rtGet(t, p.HTTPURL+"/v1/sessions/bystander", headers...)
 	b.history = rtGet(t, p.HTTPURL+"/v1/sessions/bystander/history", headers...)
@@ -157,7 +157,7 @@ func (b *bystander) check(t *testing.T) {
 		t.Fatalf("engine not serving after the attack: read: %+v %v", v, err)
 	}
 	// The engine may have been restarted (another process): across
-	// engines the contract is min_seq (#19).
+	// engines the contract is min_seq.
 	last := b.acked[len(b.acked)-1]
 	if got := rtGet(t, fmt.Sprintf("%s/v1/sessions/bystander?min_seq=%d", b.p.HTTPURL, last), b.headers...); !bytes.Equal(got, b.view) {
 		t.Fatalf("bystander's view changed:\nbefore %s\nafter  %s", b.view, got)
@@ -254,7 +254,7 @@ func TestAttackAuditorReconfiguresEngineConsumer(t *testing.T) {
 		}
 	}
 	auditor.deniedPublish(t, "$JS.ACK.TOOLS_EVENTS.views.1.1.1.1.1", nil)
-	// The auditor still reads, by direct gets (#24 row 9: it may create no
+	// The auditor still reads, by direct gets (it may create no
 	// consumer at all, see TestAttackAuditorCannotCreateConsumers).
 	msgs := permDirectRead(t, auditor.nc, "bystander")
 	if len(msgs) != len(by.acked) {
@@ -265,7 +265,7 @@ func TestAttackAuditorReconfiguresEngineConsumer(t *testing.T) {
 			t.Fatalf("auditor read seq %s, want %d", m.Header.Get("Nats-Sequence"), by.acked[i])
 		}
 	}
-	// A durable under another name is refused too (#24 row 9).
+	// A durable under another name is refused too.
 	other, _ := json.Marshal(map[string]any{"stream_name": "TOOLS_EVENTS", "config": map[string]any{
 		"durable_name": "audit-copy", "deliver_policy": "all", "ack_policy": "none", "headers_only": true, "filter_subject": "tools.events.>"}})
 	if text := auditor.deniedRequest(t, "$JS.API.CONSUMER.CREATE.TOOLS_EVENTS.audit-copy.tools.events.>", other); !strings.Contains(text, "Permissions Violation") {
@@ -312,7 +312,7 @@ func TestAttackConsumerReconfiguredHeadersOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The feed has acknowledged the bystander's events before the attack:
-	// otherwise a paced feed (#28) fetches them headers-only, restores its
+	// otherwise a paced feed fetches them headers-only, restores its
 	// consumer at once (the repair this test checks below) and readiness
 	// never sees the change.
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {

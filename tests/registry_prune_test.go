@@ -75,7 +75,7 @@ func registryContents(t *testing.T, p *engineProc) []string {
 	return out
 }
 
-// #30, R40, R31 (the built binary, embedded server): serve
+// Serve
 // --registry-keep 5 with 30 registry versions pushed (engine registry
 // push, --registry-kv) keeps the newest 5, the version a session's last
 // checkpoint references (3) and the one an open turn was frozen against
@@ -198,7 +198,7 @@ func TestRegistryPruneBinary(t *testing.T) {
 	}
 }
 
-// #30: an engine on a registry history stream created before #30 (with
+// An engine on a registry history stream created (with
 // deny_purge, which JetStream cannot lift) serves as before, keeps every
 // registry version and says why in its log.
 func TestRegistryPruneLegacyStreamBinary(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #31 item 3: `engine registry push` prints the impact summary first and
+// `engine registry push` prints the impact summary first and
 // refuses above --max-checkpoint-losses (exit non-zero, nothing stored:
 // the engine keeps its version); with --force it pushes.
 func TestCLIRegistryPushThreshold(t *testing.T) {

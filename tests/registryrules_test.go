@@ -1,4 +1,4 @@
-// #24 row 11 (R2, R28): the rules the API checks against the registry (a
+// The rules the API checks against the registry (a
 // picked list that materialises a preset or the defaults; a loaded tool
 // that is not a deferred tool of the registry) hold for events a trusted
 // backend publishes straight to the log too, judged against the registry
@@ -27,7 +27,7 @@ import (
 	"github.com/toolintent/engine/resolver"
 )
 
-// #24 row 11: ToolsPicked whose names are the research preset, published
+// ToolsPicked whose names are the research preset, published
 // by the backend, is kept, not applied, and reported with the reason by
 // the serving projection, the backend's view, history, a replay of the
 // log and a second engine's projection; the API refuses the same list.
@@ -47,7 +47,7 @@ func TestAttackDirectPublishPickedPreset(t *testing.T) {
 		`ToolsPicked equals the whole preset "research" of registry `+resolver.Default().Version())
 }
 
-// #24 row 11: DeferredLoaded of a tool the registry does not have, in the
+// DeferredLoaded of a tool the registry does not have, in the
 // open turn, published by the backend: rejected everywhere alike; the API
 // refuses it too.
 func TestAttackDirectPublishLoadUnknownTool(t *testing.T) {
@@ -62,7 +62,7 @@ func TestAttackDirectPublishLoadUnknownTool(t *testing.T) {
 		`tool "exfiltrate_secrets" is not in registry `+resolver.Default().Version())
 }
 
-// #24 row 11: DeferredLoaded of a resident tool (bash is always sent, never
+// DeferredLoaded of a resident tool (bash is always sent, never
 // loaded): rejected everywhere alike.
 func TestAttackDirectPublishLoadResidentTool(t *testing.T) {
 	a := attackStart(t)
@@ -110,7 +110,7 @@ func researchPlusFile(t *testing.T, version string) (string, string) {
 	return path, tool
 }
 
-// #24 row 11, the seed's §1.3 failure: a session that chose the research
+// The seed's §1.3 failure: a session that chose the research
 // preset gets a tool a registry push adds to it; a direct publisher's copy
 // of the preset as a picked list would not, so it is never applied. The
 // verdict follows the registry in force when each event was stored: after

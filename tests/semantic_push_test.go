@@ -20,7 +20,7 @@ import (
 )
 
 // embeddedRegistryFile writes the default registry, same version, with
-// fixed 4-dimensional embeddings on its four deferred defaults (#27), and
+// fixed 4-dimensional embeddings on its four deferred defaults, and
 // returns its path.
 func embeddedRegistryFile(t *testing.T) string {
 	t.Helper()
@@ -37,7 +37,7 @@ func embeddedRegistryFile(t *testing.T) string {
 	return path
 }
 
-// #27, R20: the engine binary with --registry-kv. Embeddings added to the
+// The engine binary with --registry-kv. Embeddings added to the
 // registry in force, under the same version, are a registry change and no
 // contract change: registry diff lists them under embeddings with no
 // changed tool, prefix or checkpoint loss; once pushed, a query vector

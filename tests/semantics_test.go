@@ -43,11 +43,11 @@ func semView(t *testing.T, p *engineProc, args ...string) (service.TurnView, str
 	return v, errOut
 }
 
-// R4, R5: resolve and turn begin take a per-turn override on the command
+// Resolve and turn begin take a per-turn override on the command
 // line, in each form the HTTP and NATS API accept (empty, names, intent,
 // the API's object), and resolve exactly as the API does; a session
 // without events says so on stderr instead of silently resolving the
-// defaults (issue #14, item 8).
+// defaults.
 func TestR5CLIOverride(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
@@ -113,8 +113,8 @@ func TestR5CLIOverride(t *testing.T) {
 		t.Errorf("second turn begin still says the session has no events")
 	}
 
-	// R1: the history table says when the master switch cleared a picked
-	// list (issue #14, item 3).
+	// The history table says when the master switch cleared a picked
+	// list.
 	if _, err := c.Append(ctx, "s3", nil, events.ToolsPicked{Names: []string{"read_file", "grep"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +130,10 @@ func TestR5CLIOverride(t *testing.T) {
 	}
 }
 
-// R33: engine import turns legacy sessions that stored a materialized list
+// Engine import turns legacy sessions that stored a materialized list
 // into the intent that reproduces them: a dry run prints the plan and
 // writes nothing; --apply writes the events through the API (so every
-// guard applies), and only to sessions without events (issue #14, item 6).
+// guard applies), and only to sessions without events.
 func TestR33ImportLegacySessions(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
@@ -190,7 +190,7 @@ func TestR33ImportLegacySessions(t *testing.T) {
 		}
 		return k
 	}
-	// #29: old3's dict is opencode's form: the defaults of then without bash.
+	// Old3's dict is opencode's form: the defaults of then without bash.
 	if want := []string{"old1:enabled", "old2:preset", "old3:defaults-minus", "live:picked"}; !slices.Equal(kinds(dry), want) || dry.Applied {
 		t.Fatalf("dry run decisions %v; want %v", kinds(dry), want)
 	}

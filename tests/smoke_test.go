@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// R27: the binary serves with the embedded server by default, and a
+// The binary serves with the embedded server by default, and a
 // graceful stop followed by a restart on the same data keeps every event.
 func TestServeRestartKeepsEvents(t *testing.T) {
 	dir := t.TempDir()
@@ -41,7 +41,7 @@ func TestServeRestartKeepsEvents(t *testing.T) {
 	}
 }
 
-// R24, R27: a second engine on the same server (by --nats URL) runs without
+// A second engine on the same server (by --nats URL) runs without
 // its own projection and serves the views the first one keeps.
 func TestSecondEngineWithoutProjection(t *testing.T) {
 	a := startEngine(t, t.TempDir())

@@ -16,7 +16,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 )
 
-// #24 row 12(a): while `engine serve` starts (here: waiting for a NATS
+// While `engine serve` starts (here: waiting for a NATS
 // server that is not there), an API route answers 503 with the API's JSON
 // error envelope (code "unavailable"), not a text/plain line.
 func TestStartup503IsErrorEnvelope(t *testing.T) {

@@ -40,7 +40,7 @@ func runEngineWithin(t *testing.T, d time.Duration, args ...string) (string, tim
 	return string(out), time.Since(start), err
 }
 
-// #12 item 1: a second process on a live data directory (serve, rebuild,
+// A second process on a live data directory (serve, rebuild,
 // stream repair) is refused with the holder's pid, and the first keeps
 // serving; rebuild on a directory without a store and registry push
 // without --nats refuse instead of creating an empty store.
@@ -93,7 +93,7 @@ func TestDataDirOneOwner(t *testing.T) {
 	}
 }
 
-// #12 item 5: with NATS down, liveness stays ok (an orchestrator must not
+// With NATS down, liveness stays ok (an orchestrator must not
 // restart the engine for a NATS blip) while readiness fails naming the
 // NATS check.
 func TestProbesNATSDown(t *testing.T) {
@@ -291,7 +291,7 @@ func TestDiskFull(t *testing.T) {
 
 // stderrOnFailure logs the engine's stderr (with its exit status, if it
 // exited) when the test fails: a crash under a fault is otherwise
-// only "connection refused" (#24, the TestDiskFull flake).
+// only "connection refused" (the TestDiskFull flake).
 func stderrOnFailure(t *testing.T, p *engineProc) {
 	t.Helper()
 	t.Cleanup(func() {
@@ -369,7 +369,7 @@ func damageBlock(t *testing.T, dir string, at float64, crashed bool) {
 	}
 }
 
-// #12 item 3 against the built binary: a store that lost acknowledged
+// Against the built binary: a store that lost acknowledged
 // events is not ready, says "damaged log" naming the gap in /readyz and
 // at error level in its log; `engine rebuild` always terminates (also
 // when the stream's last sequence cannot be read) and accepts the loss.
@@ -478,7 +478,7 @@ func healthInfo(t *testing.T, p *engineProc) (runner bool, applied uint64) {
 	return live.Info.Runner, live.Info.Applied
 }
 
-// #12 item 7 against the built binary: two engines on one stream elect
+// Against the built binary: two engines on one stream elect
 // one projection runner; SIGKILL it and the other takes over within
 // seconds and folds what is appended after, with no engine told to run
 // or not run the projection.

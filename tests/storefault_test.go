@@ -24,7 +24,7 @@ import (
 // ackedLog counts acknowledged appends (by stream sequence and session)
 // and checks them against the stream with a reader of its own: direct
 // gets by sequence on a NATS connection of the test, not the engine's
-// API (#24: acked vs present by an independent reader).
+// API (acked vs present by an independent reader).
 type ackedLog map[uint64]string
 
 // appendFresh appends one event to a new session and records it when
@@ -67,7 +67,7 @@ func (a ackedLog) present(t *testing.T, p *engineProc, auth nats.Option) (int, [
 	return n, missing
 }
 
-// #24 row 1: the disk fills under --min-free 0, space returns and the
+// The disk fills under --min-free 0, space returns and the
 // engine restarts JetStream in-process, more appends, then a normal
 // restart: every acknowledged append is in the stream the restarted
 // engine serves (counted by direct gets of the test's own), and no store
@@ -150,7 +150,7 @@ func waitWatermark(t *testing.T, dir string, seq uint64) {
 	})
 }
 
-// #24 row 1: while serving, the watermark follows the stream (at most a
+// While serving, the watermark follows the stream (at most a
 // second behind), so a crash loses at most that much of the record.
 func TestWatermarkFollowsStream(t *testing.T) {
 	ctx := context.Background()
@@ -176,7 +176,7 @@ func TestWatermarkFollowsStream(t *testing.T) {
 	}
 }
 
-// #24 row 1: a store emptied under the engine (its stream directory
+// A store emptied under the engine (its stream directory
 // removed while it was stopped, the meta and views buckets kept or not)
 // is not served as if whole: /readyz is 503 naming the gap and the
 // fix, the log says it at error level, appends are refused with 507
@@ -234,7 +234,7 @@ func TestStoreEmptiedRefused(t *testing.T) {
 	}
 }
 
-// #24 row 1: a data directory whose store an old engine's in-process
+// A data directory whose store an old engine's in-process
 // restart moved to <data>/jetstream/jetstream is refused at start, naming
 // the nested store and the command that moves it back; once moved back,
 // every acknowledged append is served.
@@ -276,7 +276,7 @@ func TestStoreNestedRefused(t *testing.T) {
 	}
 }
 
-// #24 row 8: appends while the store is out of space (--min-free 0: the
+// Appends while the store is out of space (--min-free 0: the
 // store itself hit ENOSPC) answer 507 storage_full, every one, well
 // within the client's timeout; before, 28 of 60 got no answer in 20 s.
 // As root only (a tmpfs filled with a file); without root the refusal
@@ -384,7 +384,7 @@ func TestRebuildRefusesForeignStore(t *testing.T) {
 	}
 }
 
-// #24 row 12(d): --server-config without --nats-user is refused before
+// --server-config without --nats-user is refused before
 // anything starts, naming the flag and the config's users; before it died
 // with "io: read/write on closed pipe".
 func TestServerConfigNeedsUser(t *testing.T) {
@@ -406,7 +406,7 @@ func TestServerConfigNeedsUser(t *testing.T) {
 	t.Logf("wrong password, refused in %v: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
 }
 
-// #24 row 8: writers in parallel on a store whose disk fills (--min-free
+// Writers in parallel on a store whose disk fills (--min-free
 // 0: the store's own write meets ENOSPC) each get an answer within the
 // client's 2 s timeout, the appends in flight when the write fails
 // included: nats-server never answers the publish whose write failed, and

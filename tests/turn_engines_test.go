@@ -44,7 +44,7 @@ func turnSame(t *testing.T, what string, got, want service.TurnView) {
 	}
 }
 
-// R31, R16, #13 done-when 1: a turn begun with a profile and an override
+// A turn begun with a profile and an override
 // on engine A is served by engine B after A is SIGKILLed: dispatch,
 // search, dispatch and end, with prefix hashes byte-identical before and
 // after (discovery included), against A's registry, which B does not
@@ -84,7 +84,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 		t.Fatalf("B's search loaded %v", found.Loaded)
 	}
 	if got := deferral.PrefixOf(before.Rendering).Compare(found.View.Rendering); got != deferral.PrefixExtended {
-		t.Fatalf("the discovery's array against the turn's: %v, want extended (R30)", got)
+		t.Fatalf("the discovery's array against the turn's: %v, want extended", got)
 	}
 	again, err := cb.Dispatch(ctx, "killed", "anthropic-engine")
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// #17 item 3: the batched direct-get reply format docs/wire-format.md
+// The batched direct-get reply format docs/wire-format.md
 // describes is what the server sends: one message per event with its
 // publish headers and the Nats-* ones, an empty 204 EOB message after a
 // batch, and a 404 past the end.
@@ -87,7 +87,7 @@ func TestWireFormatDirectGetBatch(t *testing.T) {
 	}
 }
 
-// #17 item 3: the pages a foreign client reads (docs/*.md) and the vector
+// The pages a foreign client reads (docs/*.md) and the vector
 // files carry no Go identifiers and no requirement numbers of a file
 // outside the repository.
 func TestDocsHaveNoGoIdentifiers(t *testing.T) {
@@ -144,7 +144,7 @@ func TestDocsHaveNoGoIdentifiers(t *testing.T) {
 	}
 }
 
-// #17 item 3: every link to a section of docs/semantics.md (in help
+// Every link to a section of docs/semantics.md (in help
 // texts, errors, the README and the docs) names a heading of that page.
 func TestSemanticsLinksResolve(t *testing.T) {
 	page, err := os.ReadFile("../docs/semantics.md")

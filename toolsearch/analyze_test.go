@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #27 (NFKC): text is put in Unicode form NFKC before it is split, so a
+// Text is put in Unicode form NFKC before it is split, so a
 // compatibility form of a word, typed or pasted, finds the tool its plain
 // form names: full-width Latin and the ideographic space, ligatures,
 // circled and full-width digits, half-width katakana, and an accent

@@ -16,7 +16,7 @@ import (
 //
 // It stays in the binary's read-only data; a lookup is a binary search
 // (tableLine). It carries a Chinese query word to the English words of
-// tools described in English (issue #27: before it only the ~250 words
+// tools described in English (before it only the ~250 words
 // of the hand-written zhGroups crossed the scripts, and a blind set's
 // Chinese queries over English tools found a relevant tool in the top 5
 // for 0.45 of them).

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// #27 (mixed scripts): the embedded CC-CEDICT table is sorted by
+// The embedded CC-CEDICT table is sorted by
 // headword, one line a headword, each found by the binary search, with
 // the stemmed terms of its English glosses.
 func TestCedictTable(t *testing.T) {
@@ -23,7 +23,7 @@ func TestCedictTable(t *testing.T) {
 	}
 }
 
-// #27: forward maximum matching finds the longest headword at each
+// Forward maximum matching finds the longest headword at each
 // position and skips a character no headword starts with.
 func TestCedictWords(t *testing.T) {
 	var got []string
@@ -38,7 +38,7 @@ func TestCedictWords(t *testing.T) {
 	}
 }
 
-// #27: a Chinese query word the hand-written lexicon lacks reaches the
+// A Chinese query word the hand-written lexicon lacks reaches the
 // English tool its dictionary glosses name, below the query's own words;
 // without the dictionary it finds nothing.
 func TestCedictReachesEnglishTools(t *testing.T) {

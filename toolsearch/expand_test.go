@@ -17,7 +17,7 @@ func firstHit(ix *Index, query string) string {
 	return hs[0].Name
 }
 
-// #27 failure list: a compound word a description writes in camelCase
+// Failure list: a compound word a description writes in camelCase
 // ("JavaScript", "PostgreSQL", "PromQL", "ConfigMap") is findable as one
 // word, as its parts, and written apart in the query ("postgre sql",
 // "config map": the joined form of neighbouring query words).
@@ -41,7 +41,7 @@ func TestCompoundWordsFindable(t *testing.T) {
 	}
 }
 
-// #27 failure list: stemming does not mangle brand words: YouTube and
+// Failure list: stemming does not mangle brand words: YouTube and
 // iPhone are found under every spelling a request uses, and a shorter
 // word their stems could be mistaken for ("tub", "phon") does not find
 // them.
@@ -70,7 +70,7 @@ func TestBrandWordsNotMangled(t *testing.T) {
 	}
 }
 
-// #27 failure list: full-width Latin is normalised in queries and in
+// Failure list: full-width Latin is normalised in queries and in
 // tool text alike, and a one-character CJK query finds the tools whose
 // text holds that character, the ones whose bigrams hold it too.
 func TestFullWidthAndOneCharCJK(t *testing.T) {
@@ -90,7 +90,7 @@ func TestFullWidthAndOneCharCJK(t *testing.T) {
 	}
 }
 
-// #27 (the noisy synonyms): a word a query word brings in counts at most
+// A word a query word brings in counts at most
 // the query word's own idf, so a rare synonym does not rank its tool above
 // the tools that use the word asked for.
 func TestExpansionCappedAtQueryWordIDF(t *testing.T) {
@@ -111,7 +111,7 @@ func TestExpansionCappedAtQueryWordIDF(t *testing.T) {
 	}
 }
 
-// #27: a query word the index lacks, and that no lexicon or WordNet
+// A query word the index lacks, and that no lexicon or WordNet
 // reaches, finds the index's words it begins; a word of fewer than
 // minPrefix letters does not.
 func TestPrefixFallback(t *testing.T) {
@@ -130,7 +130,7 @@ func TestPrefixFallback(t *testing.T) {
 	}
 }
 
-// #27 (paraphrase, description-side concepts): a query word finds a tool
+// A query word finds a tool
 // whose own word WordNet relates to it from the tool's side ("lock" is a
 // kind of "fasten"; fasten's line does not name lock), below a literal
 // match.
@@ -152,7 +152,7 @@ func TestWordNetReverse(t *testing.T) {
 	}
 }
 
-// #27 (mixed scripts): a Chinese query reaches a tool described in
+// A Chinese query reaches a tool described in
 // English, and an English word a tool described in Chinese, through the
 // Chinese–English lexicon; without it neither is found.
 func TestChineseEnglishLexicon(t *testing.T) {
@@ -174,7 +174,7 @@ func TestChineseEnglishLexicon(t *testing.T) {
 	}
 }
 
-// #27 (paraphrase): neighbouring query words that spell a WordNet verb of
+// Neighbouring query words that spell a WordNet verb of
 // two or three words ("call off", "get rid of", "look up") bring in its
 // synonyms, so a phrasal request finds the tool of the one-word verb.
 func TestWordNetCollocations(t *testing.T) {

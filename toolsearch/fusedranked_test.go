@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// #27: FusedRanked gives Fused's hits in Fused's order, each with its
+// FusedRanked gives Fused's hits in Fused's order, each with its
 // rank and score in the keyword and in the vector ranking (0 where it is
 // not ranked); without a usable vector only keyword ranks. Dim is the
 // dimension of the index's vectors.

@@ -1,4 +1,4 @@
-// Package toolsearch is the search behind tool_search (SPEC R29): an
+// Package toolsearch is the search behind tool_search : an
 // immutable index over tool definitions that answers exact names, keyword
 // queries ranked by BM25, and regular expressions.
 //

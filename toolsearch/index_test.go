@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// R29, #27: names split the way MCP servers write them and also kept
+// Names split the way MCP servers write them and also kept
 // whole (compound words), text lower-cased and full-width folded, stop
 // words dropped, inflections folded, CJK as bigrams then unigrams.
 func TestTerms(t *testing.T) {
@@ -37,7 +37,7 @@ func TestTerms(t *testing.T) {
 	}
 }
 
-// R29: the stemmer folds plural and -ing/-ed forms onto one stem, and
+// The stemmer folds plural and -ing/-ed forms onto one stem, and
 // leaves short or non-ASCII words alone.
 func TestStemFoldsInflections(t *testing.T) {
 	groups := [][]string{
@@ -61,7 +61,7 @@ func TestStemFoldsInflections(t *testing.T) {
 			}
 		}
 	}
-	// #27: a short word is not cut into another word ("tube" is not "tub").
+	// A short word is not cut into another word ("tube" is not "tub").
 	for _, w := range []string{"aws", "s3", "status", "address", "string", "thing", "ünïcode", "tube", "phone", "file", "note"} {
 		if got := stem(w); got != w && !(w == "ünïcode") {
 			t.Errorf("stem(%q) = %q, want it unchanged", w, got)
@@ -69,7 +69,7 @@ func TestStemFoldsInflections(t *testing.T) {
 	}
 }
 
-// R29: the schema walk finds property names at every depth and the
+// The schema walk finds property names at every depth and the
 // description, title and enum strings, escapes decoded.
 func TestSchemaText(t *testing.T) {
 	schema := []byte(`{"properties":{"owner":{"description":"Repository owner","type":"string"},` +
@@ -119,7 +119,7 @@ func hitNames(hs []Hit) []string {
 	return out
 }
 
-// R29: keyword search ranks by BM25 over name, description and parameters.
+// Keyword search ranks by BM25 over name, description and parameters.
 func TestKeywordRanking(t *testing.T) {
 	ix := Build(testDocs(), nil)
 	cases := []struct {
@@ -159,7 +159,7 @@ func TestKeywordRanking(t *testing.T) {
 	}
 }
 
-// R29, #27: a query term brings the words of its concept groups in at a
+// A query term brings the words of its concept groups in at a
 // lower weight, and the
 // tool's group description (Context) is searchable at a low weight.
 func TestSynonymsAndContext(t *testing.T) {
@@ -189,7 +189,7 @@ func TestSynonymsAndContext(t *testing.T) {
 	}
 }
 
-// R9, R29: equal scores are ordered by name, and the same search gives the
+// Equal scores are ordered by name, and the same search gives the
 // same hits every time, whatever the document order.
 func TestKeywordTiesByName(t *testing.T) {
 	var docs []Doc
@@ -209,7 +209,7 @@ func TestKeywordTiesByName(t *testing.T) {
 	}
 }
 
-// R29: a filter restricts every search mode to the admitted documents.
+// A filter restricts every search mode to the admitted documents.
 func TestFilter(t *testing.T) {
 	ix := Build(testDocs(), nil)
 	f := ix.NewFilter([]string{"mcp__jira__createIssue", "send_message", "not-indexed"})
@@ -229,7 +229,7 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-// R29: an incremental Build gives the same index as a fresh one, and reuses
+// An incremental Build gives the same index as a fresh one, and reuses
 // the analysis of unchanged documents.
 func TestBuildIncremental(t *testing.T) {
 	docs := testDocs()
@@ -258,7 +258,7 @@ func TestBuildIncremental(t *testing.T) {
 	}
 }
 
-// R29: concurrent searches share one index safely (run with -race).
+// Concurrent searches share one index safely (run with -race).
 func TestConcurrentSearch(t *testing.T) {
 	ix := Build(testDocs(), nil)
 	want := hitNames(ix.Keyword("github issue", 5, nil))
@@ -281,7 +281,7 @@ func TestConcurrentSearch(t *testing.T) {
 	}
 }
 
-// #27: the failures the issue lists are reached: a compound word written
+// The failures the issue lists are reached: a compound word written
 // in camelCase in a description (javascript, postgresql, promql,
 // configmap), full-width Latin, a one-character CJK query, and a
 // paraphrase sharing no word with its tool through the concept lexicon.
@@ -311,7 +311,7 @@ func TestKeywordReachesIssue27Cases(t *testing.T) {
 	}
 }
 
-// #27: a document answering more of the query's words ranks above one
+// A document answering more of the query's words ranks above one
 // answering one of them strongly (coordination).
 func TestKeywordCoordination(t *testing.T) {
 	docs := []Doc{
@@ -324,7 +324,7 @@ func TestKeywordCoordination(t *testing.T) {
 	}
 }
 
-// #27: an action word ranks the tool whose verb does it above its
+// An action word ranks the tool whose verb does it above its
 // siblings (actionClasses), and a question ranks the reading ones first
 // (asksToRead); neither brings in a tool the query's words did not find.
 func TestKeywordActionAndQuestion(t *testing.T) {

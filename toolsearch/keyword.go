@@ -15,11 +15,11 @@ import (
 // counts half of a word the query has. These are the weights the index
 // was first written with; on the dev half of the labelled queries
 // (searcheval) a grid around them (name 1.5-4, parameter text and group
-// 0.25-1) moved recall@5 by at most 0.03, and for #27 on the tuning sets
+// 0.25-1) moved recall@5 by at most 0.03, and on the tuning sets
 // (name 2-4, parameter text 0.5-1, concept 0.3-0.6, BM25 k1 0.9-1.5 and b
 // 0.4-0.9) by at most 0.04, so they were kept; with the derivational
 // families and the general lexicon, name 2-4 and parameter text 0.3-0.75
-// moved tuning MRR by at most 0.007. After the #27 expansions (idf cap,
+// moved tuning MRR by at most 0.007. After the query expansions (idf cap,
 // WordNet's reverse map and definitions, the Chinese–English lexicon) a
 // coordinate search on the tuning sets over name 2-5, parameter names
 // 0.5-1.5, parameter text 0.25-1, group 0.25-1, concept 0.3-0.7, general
@@ -138,7 +138,7 @@ func shortSingular(t string) string {
 // 0.927 against 0.953 on the first corpus); 0 is no coordination.
 func coord(c float32) float32 { return float32(math.Sqrt(float64(c))) }
 
-// The #27 expansion's levers, measured per kind on the tuning sets
+// The query expansion's levers, measured per kind on the tuning sets
 // (the first corpus and the mcp2 tuning queries) before and after.
 var (
 	// expandCap caps the idf of the words a query word brings in (its

@@ -15,7 +15,7 @@ import (
 //
 // Rules the groups keep: a group is one concept, not a family of verbs
 // (no "get fetch read show list", no "drop delete": those were the noisy
-// synonyms of issue #27); a word shared by unrelated concepts (post, pull,
+// synonyms); a word shared by unrelated concepts (post, pull,
 // drop, run) is left out; abbreviations sit with their long forms.
 var conceptGroups = `
 search find lookup seek

@@ -1,7 +1,7 @@
 package toolsearch
 
 // generalGroups widen the concept lexicon (conceptGroups) systematically
-// instead of by misses (issue #27: words added for the tuning queries'
+// instead of by misses (words added for the tuning queries'
 // misses did not carry over to the held-out set). They were written from
 // general knowledge, family by family, for the concepts tool APIs of any
 // domain expose: for each common action on data (read, change, delete,

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// #27 (paraphrase reach): the general lexicon is well formed: every line
+// The general lexicon is well formed: every line
 // is a group of at least two distinct stems, and it leaves out the words
-// that name unrelated concepts (the noisy synonyms of issue #27). Its
+// that name unrelated concepts (the noisy synonyms). Its
 // words weigh below the hand-written groups' and below the query's own.
 func TestGeneralLexicon(t *testing.T) {
 	ambiguous := []string{"post", "pull", "drop", "run", "set", "get", "make", "put", "go", "do", "take"}

@@ -6,7 +6,7 @@ import (
 )
 
 // zhGroups is a small Chinese–English lexicon of the words tool APIs use
-// (issue #27, mixed-script queries): a Chinese word, then the English
+// (mixed-script queries): a Chinese word, then the English
 // words for it. A Chinese query reaches a tool whose name or description
 // is English ("发送短信" → sendSms), and an English word reaches a tool
 // described in Chinese ("approval" → 审批), both at weightZh, below the

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Derivational families (issue #27, paraphrase reach). The stemmer folds
+// Derivational families (paraphrase reach). The stemmer folds
 // inflections only ("notifies", "notified" → notify); a request often
 // names the same idea in another word class: "notification" for a
 // notify_ tool, "translation" for translate, "subscription" for

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #27 (paraphrase reach): the words of one derivational family share a
+// The words of one derivational family share a
 // family key, so a request in another word class finds the tool; short
 // words and different families stay apart.
 func TestDerivationalFamilies(t *testing.T) {

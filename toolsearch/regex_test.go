@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// R29: regex matches name, description and parameters, name matches
+// Regex matches name, description and parameters, name matches
 // first; bad or overlong patterns are ErrPattern.
 func TestRegex(t *testing.T) {
 	ix := Build(testDocs(), nil)
@@ -39,7 +39,7 @@ func TestRegex(t *testing.T) {
 	}
 }
 
-// #27 item 4: a regular expression's cost is bounded before matching:
+// A regular expression's cost is bounded before matching:
 // one that compiles to too large a program, or whose width times the text
 // it would scan is over RegexBudget, is refused at once with ErrPattern
 // naming the pattern, the bound and the fix; a plain pattern over the

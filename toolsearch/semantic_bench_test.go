@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
-// #27: the cost of a query with a vector (Fused) against keywords alone,
+// The cost of a query with a vector (Fused) against keywords alone,
 // at 10k tools with 768-dimensional embeddings (seeded random vectors:
 // the cost does not depend on their values).
 func BenchmarkFused10k(b *testing.B) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #27: the optional semantic path. With fixed tool and query vectors,
+// The optional semantic path. With fixed tool and query vectors,
 // Semantic ranks by cosine similarity and Fused merges it with the
 // keyword ranking by reciprocal rank fusion, deterministically; without a
 // usable vector Fused is Keyword; vectors of another dimension or all

@@ -12,18 +12,18 @@ import (
 // compiled by internal/wordnetgen from Debian's wordnet-base; licence in
 // wordnet/LICENSE): a line per term of a lemma, sorted by term, then the
 // terms WordNet relates to it, a mark before each run of one relation:
-// "=" synonyms of the lemma's first three senses (two before #27; three
+// "=" synonyms of the lemma's first three senses (two; three
 // held the tuning sets' recall@5, 0.901 → 0.908), "@" the direct
 // hypernyms of its first sense, "+" derivationally related forms, "*"
 // entailed verbs, and, after every other relation, "~" the first four
 // content words of the definition of its first sense as a noun, verb and
-// adjective (#27):
+// adjective:
 //
 //	notify =advis appris appriz @inform +notification notic notifiabl
 //	vacation =holiday @leisur spend pass +vacationist vacat vacationer ~time away work take
 //
 // A verb of two or three words has a line too, keyed by "_" and its
-// words joined (#27: "_calloff =cancel scratch scrub call ..."), which
+// words joined ("_calloff =cancel scratch scrub call ..."), which
 // neighbouring query words look up (collocScale).
 //
 // It stays in the binary's read-only data: a lookup is a binary search
@@ -39,17 +39,17 @@ const wordnetRelations = "=@+*~"
 // wordnetWeights are the weights of a word the WordNet table brings in
 // for a query word, per relation (wordnetRelations): synonyms 0.2, the
 // others 0.1, all below the general lexicon (weightGeneral) and so below
-// every hand-written group. On the #27 tuning sets weights of 0.1-0.4
+// every hand-written group. On the tuning sets weights of 0.1-0.4
 // (synonyms) and 0-0.2 (the others) moved MRR by at most 0.01; higher
 // ones, and expanding words the index or a lexicon already covers, cost
-// recall@5 (wordnetReaches). The definitions' words (#27, the
+// recall@5 (wordnetReaches). The definitions' words (the
 // description-side concepts) weigh 0.1 too: with them, and with the
 // reverse map (wordnetReverse) holding them, the mcp2 held-out recall@5
 // went 0.910 → 0.915 and MRR 0.840 → 0.850, the tuning sets lost one
 // query's recall@5 (0.908 → 0.901); 0.05-0.2 measured the same.
 var wordnetWeights = [5]float32{0.2, 0.1, 0.1, 0.1, 0.1}
 
-// wordnetOn switches the WordNet expansion on (the default since #27: on
+// wordnetOn switches the WordNet expansion on (the default: on
 // the held-out set it lifted recall@5 0.890 → 0.907, paraphrases 0.759 →
 // 0.797, MRR 0.832 → 0.835). Tests turn it off to compare.
 var wordnetOn = true

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// #27 WordNet lever: the embedded table is sorted by term, one line a
+// The WordNet lever: the embedded table is sorted by term, one line a
 // term, and every line is found by the binary search; it holds WordNet's
 // synonyms, derivations, an irregular form's lemma (mice, from noun.exc)
 // and the words of a definition, all weighted below the general lexicon.
@@ -33,7 +33,7 @@ func TestWordNetTable(t *testing.T) {
 	has("apprise", "notify", wordnetWeights[0])
 	has("mice", "mouse", wordnetWeights[0])
 	has("notify", "notification", wordnetWeights[2])
-	// #27: the first content words of a definition, after the rest.
+	// The first content words of a definition, after the rest.
 	has("vacation", "away", wordnetWeights[4])
 	has("thermostat", "temperature", wordnetWeights[4])
 	for _, w := range wordnetWeights {
@@ -43,7 +43,7 @@ func TestWordNetTable(t *testing.T) {
 	}
 }
 
-// #27: WordNet reaches a tool no query word names ("apprise" → notify),
+// WordNet reaches a tool no query word names ("apprise" → notify),
 // only for words nothing else reaches, and results stay deterministic.
 func TestWordNetExpansion(t *testing.T) {
 	ix := Build([]Doc{

@@ -10,7 +10,7 @@ import (
 // the server's reply types come from several packages (service.TurnView,
 // service.DiscoverResult, ...) whose nil slices encoding/json writes as
 // null, so Marshal passes every reply through withArrays, the one place
-// that makes the rule hold for every operation (#29 row 1).
+// that makes the rule hold for every operation.
 
 var (
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()

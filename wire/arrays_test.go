@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #29 row 1: withArrays fills nested nil lists and maps without writing
+// WithArrays fills nested nil lists and maps without writing
 // to the value it was given.
 func TestWithArraysCopies(t *testing.T) {
 	type inner struct {

@@ -21,7 +21,7 @@ import (
 )
 
 // Strict decoding of requests, the same for every transport and for any
-// program that reads a request (#25): request structs are flat, each
+// program that reads a request: request structs are flat, each
 // exported field has a json tag, which is also its query-parameter name
 // (HTTP GET) and, for "session" and "tool", its path-value name (HTTP).
 // Unknown, duplicated and mistyped fields are refused with a message that
@@ -253,7 +253,7 @@ func DuplicateKeyError(prev, key, where string) error {
 }
 
 // duplicateKey refuses a JSON body in which an object names a key twice
-// (#24 row 12(b)): encoding/json keeps the last value, so {"session":"a",
+// : encoding/json keeps the last value, so {"session":"a",
 // "session":"b"} would act on a session that a proxy or a log that reads
 // the first one never saw. Keys are compared case-insensitively too, as
 // encoding/json matches struct fields. It walks the tokens without
@@ -382,7 +382,7 @@ func Marshal(v any) ([]byte, error) {
 // RawReply is implemented by a reply that carries a large JSON value the
 // engine rendered itself, valid and compact (a turn's provider tools
 // array): Marshal encodes the rest of the reply and writes that value in
-// as it is, where encoding/json would scan and compact it again (#28: that
+// as it is, where encoding/json would scan and compact it again (that
 // scan of a 40 KB rendering was 30% of an HTTP turn's CPU,
 // BenchmarkHTTPTurn).
 type RawReply interface {

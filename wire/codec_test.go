@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// #25: the strict request decoding lives in wire so that the server and
-// any client or CLI refuse the same bodies with the same messages (#24 row
-// 12(b): duplicated keys; unknown and mistyped fields name themselves).
+// The strict request decoding lives in wire so that the server and
+// any client or CLI refuse the same bodies with the same messages
+// (duplicated keys; unknown and mistyped fields name themselves).
 func TestDecodeJSONIsStrict(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"session":"a","session":"b"}`, `key "session" appears twice in the top-level object`},
@@ -30,7 +30,7 @@ func TestDecodeJSONIsStrict(t *testing.T) {
 	}
 }
 
-// #25: query parameters bind strictly to the same request fields.
+// Query parameters bind strictly to the same request fields.
 func TestBindQueryIsStrict(t *testing.T) {
 	var req IntentRequest
 	if err := BindQuery(&req, url.Values{"min_seq": {"4"}}, []string{"session"}); err != nil || req.MinSeq != 4 {

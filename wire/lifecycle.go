@@ -1,10 +1,10 @@
 package wire
 
-// The session lifecycle operations (#30): delete, erase and compact.
+// The session lifecycle operations: delete, erase and compact.
 
 import "time"
 
-// DeleteRequest deletes a session (#30). Reason is optional and must not
+// DeleteRequest deletes a session. Reason is optional and must not
 // name a person. Erase also purges the session's events (allowed to the
 // engine's erase channel only); over HTTP it is the query parameter
 // erase=true.
@@ -31,7 +31,7 @@ type DeleteReply struct {
 	AuditSeq uint64 `json:"audit_seq,omitempty"`
 }
 
-// CompactRequest compacts a session (#30). Reason is optional and must
+// CompactRequest compacts a session. Reason is optional and must
 // not name a person; it is recorded on the SessionCompacted.
 type CompactRequest struct {
 	Session string `json:"session"`
@@ -57,7 +57,7 @@ type CompactReply struct {
 }
 
 // Compaction describes a SessionCompacted: the events it replaced and who
-// compacted them, when (#30).
+// compacted them, when.
 type Compaction struct {
 	// Seq is the snapshot's own stream sequence: the session's history
 	// starts there.

@@ -20,7 +20,7 @@ func (v splitView) SplitRaw(mark json.RawMessage) (any, []byte) {
 	return v, raw
 }
 
-// #28: a RawReply's spliced encoding is byte-identical to encoding/json's
+// A RawReply's spliced encoding is byte-identical to encoding/json's
 // for a compact rendering, large or small, with nil lists still [] and a
 // note that spells the placeholder's text (its quotes escaped) left alone.
 func TestMarshalRawReplyMatchesEncoder(t *testing.T) {

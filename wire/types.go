@@ -3,180 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/toolintent/engine/intent"
 )
-
-// Requests. Each is one JSON object of docs/api.md; over HTTP the
-// session (and the tool of Explain) go into the path.
-
-// AppendRequest appends Commands to Session atomically. ExpectedSeq, when
-// set, is the sequence the session must be at (0: no events yet), else the
-// reply is a conflict; without it the engine retries safe changes.
-type AppendRequest struct {
-	Session     string    `json:"session"`
-	ExpectedSeq *uint64   `json:"expected_seq,omitempty"`
-	Commands    []Command `json:"commands"`
-	Actor       string    `json:"actor,omitempty"`
-	// EventID is an idempotency key: any string of 1 to 255 bytes of
-	// printable UTF-8 the caller generates (a UUID, say), case-sensitive.
-	// A retry with the same EventID and the same commands returns the
-	// original sequences and writes nothing; with other commands it is
-	// idempotency_key_mismatch (422). A key belongs to the session and
-	// channel it was first used by: elsewhere it is
-	// idempotency_key_in_use (422). The stored events' ids are
-	// IdempotencyEventIDs(session, key, n).
-	EventID string `json:"event_id,omitempty"`
-}
-
-// IntentRequest reads a session; MinSeq (an append's LastSeq) reads your
-// writes.
-type IntentRequest struct {
-	Session string `json:"session"`
-	MinSeq  uint64 `json:"min_seq,omitempty"`
-}
-
-// ResolveRequest resolves a session's tools. Provider is "anthropic"
-// (default) or "openai"; Profile names an agent profile.
-type ResolveRequest struct {
-	Session  string    `json:"session"`
-	Profile  string    `json:"profile,omitempty"`
-	Provider string    `json:"provider,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	MinSeq   uint64    `json:"min_seq,omitempty"`
-}
-
-// HistoryRequest asks for a session's timeline; Until bounds it (a
-// sequence such as "42" or an RFC 3339 time).
-type HistoryRequest struct {
-	Session  string    `json:"session"`
-	Until    Until     `json:"until,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	// AfterSeq starts the page after this sequence (0: the first page);
-	// Limit bounds its entries (0: the engine's default, 100; at most
-	// 1000). History pages through by itself; HistoryPage reads one.
-	AfterSeq uint64 `json:"after_seq,omitempty"`
-	Limit    int    `json:"limit,omitempty"`
-}
-
-// ExplainBatchRequest asks explain for each of Tools (1 to
-// MaxExplainBatch names) at one point of a session, with one profile and
-// override: what explain answers for each, in one request.
-type ExplainBatchRequest struct {
-	Session  string    `json:"session"`
-	Tools    []string  `json:"tools"`
-	Until    Until     `json:"until,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-}
-
-// MaxExplainBatch is the most tools one explain-batch request names.
-const MaxExplainBatch = 100
-
-// ExplainBatchReply holds one Explanation per requested tool, in the
-// order of the request.
-type ExplainBatchReply struct {
-	Session      string        `json:"session"`
-	Explanations []Explanation `json:"explanations"`
-}
-
-// ExplainRequest asks why Tool is or is not in a session's set; Until
-// bounds it (a sequence or an RFC 3339 time).
-type ExplainRequest struct {
-	Session  string    `json:"session"`
-	Tool     string    `json:"tool"`
-	Until    Until     `json:"until,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-}
-
-// ResumeRequest resumes a session after a crash.
-type ResumeRequest struct {
-	Session  string    `json:"session"`
-	Profile  string    `json:"profile,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	Actor    string    `json:"actor,omitempty"`
-}
-
-// BeginTurnRequest begins a session's next turn.
-type BeginTurnRequest struct {
-	Session  string    `json:"session"`
-	Profile  string    `json:"profile,omitempty"`
-	Provider string    `json:"provider,omitempty"`
-	Override *Override `json:"override,omitempty"`
-	Actor    string    `json:"actor,omitempty"`
-}
-
-// DiscoverRequest is one tool_search call: Input is the model's input
-// object as it wrote it ({"query":"..."}, {"names":[...]}, {"regex":"..."},
-// "max_results"), or Names alone for a backend that knows them. CallID is
-// the provider's id of the call (OpenAI's native tool search output).
-// QueryVector is the optional embedding of the input's query, from the
-// model that embedded the registry's tools: the backend adds
-// it beside the model's input, which never carries one; with tool
-// embeddings the query ranks by keywords and vector fused, otherwise it
-// is unused with a note. Its dimension must be the tools' embeddings'.
-// View "none" answers without the turn's next provider request: the
-// reply's view then carries only the session, turn, intent, loaded tools
-// and contract, its lists empty, for a backend that asks turn/dispatch
-// for the request (at 10,000 tools the full view is 1.6 MB of JSON, 5.8
-// MB with a native rendering); "" or "full" returns it whole.
-type DiscoverRequest struct {
-	Session     string          `json:"session"`
-	Input       json.RawMessage `json:"input,omitempty"`
-	Names       []string        `json:"names,omitempty"`
-	Provider    string          `json:"provider,omitempty"`
-	CallID      string          `json:"call_id,omitempty"`
-	Actor       string          `json:"actor,omitempty"`
-	QueryVector []float32       `json:"query_vector,omitempty"`
-	View        string          `json:"view,omitempty"`
-}
-
-// DispatchRequest asks for the provider request of the open turn.
-type DispatchRequest struct {
-	Session  string `json:"session"`
-	Provider string `json:"provider,omitempty"`
-}
-
-// CallCheckRequest asks whether a call of Tool may execute now in the
-// session's open turn (for the channel of the request).
-type CallCheckRequest struct {
-	Session string `json:"session"`
-	Tool    string `json:"tool"`
-}
-
-// RegistryDiffRequest carries a candidate registry (the JSON of a
-// registry file) to compare with the live one.
-type RegistryDiffRequest struct {
-	Registry json.RawMessage `json:"registry"`
-}
-
-// TurnRequest names the session of turn-inspect, turn-checkpoint and
-// turn-end.
-type TurnRequest struct {
-	Session string `json:"session"`
-	Actor   string `json:"actor,omitempty"`
-}
-
-// Override is a per-turn override: Kind "none", "empty" (no tools),
-// "names" (exactly Names) or "intent" (Intent expanded live, with
-// Allowed filtering the defaults). See docs/semantics.md#overrides. It
-// is the one definition, intent.Override, whose UnmarshalJSON refuses a
-// missing or unknown kind and fields of another kind.
-type Override = intent.Override
-
-// Intent is a session's stored intent (docs/semantics.md#intent): the
-// one definition, intent.Intent (a stdlib-only leaf). A nil Enabled or
-// WebSearch is unset; a nil Picked is no picked list.
-type Intent = intent.Intent
-
-// Command is one intent command: an object with a "type" and that
-// type's fields (docs/api.md, "Commands"); the client builds it with
-// Enable, Disable, Preset and the other constructors.
-type Command map[string]any
-
-// Replies.
 
 // AppendReply is the outcome of Append: pass LastSeq as MinSeq to read
 // your writes.
@@ -235,30 +62,64 @@ type ContractEntry struct {
 // TurnView is a resolution: Rendering is the provider tools array to send
 // as is, CatalogText the deferred catalog for the system prompt.
 type TurnView struct {
-	Session         string           `json:"session"`
-	Seq             uint64           `json:"seq"`
-	Turn            uint64           `json:"turn"`
-	Frozen          bool             `json:"frozen"`
-	Intent          Intent           `json:"intent"`
-	Source          string           `json:"source"`
-	Tools           []string         `json:"tools"`
-	Provider        []string         `json:"provider"`
-	Catalog         []string         `json:"catalog"`
-	CatalogText     string           `json:"catalog_text"`
-	Unknown         []string         `json:"unknown,omitempty"`
-	Rendering       json.RawMessage  `json:"rendering"`
-	RenderedFor     string           `json:"rendered_for"`
-	PrefixHash      string           `json:"prefix_hash"`
+	Session     string          `json:"session"`
+	Seq         uint64          `json:"seq"`
+	Turn        uint64          `json:"turn"`
+	Frozen      bool            `json:"frozen"`
+	Intent      Intent          `json:"intent"`
+	Source      string          `json:"source"`
+	Tools       []string        `json:"tools"`
+	Provider    []string        `json:"provider"`
+	Catalog     []string        `json:"catalog"`
+	CatalogText string          `json:"catalog_text"`
+	Unknown     []string        `json:"unknown,omitempty"`
+	Rendering   json.RawMessage `json:"rendering"`
+	RenderedFor string          `json:"rendered_for"`
+	// PrefixHash is the hash of what the provider caches of the tools
+	// array (its documented rule, docs/semantics.md#prompt-cache);
+	// ReferencesHash, in Anthropic's native modes, of the definitions it
+	// expands at the history's tool_reference blocks.
+	PrefixHash     string `json:"prefix_hash"`
+	ReferencesHash string `json:"references_hash,omitempty"`
+	// RenderingHash is the sha256 of Rendering; RenderingUnchanged says
+	// the reply left the rendering out because the request's
+	// if_none_match named it.
+	RenderingHash      string `json:"rendering_hash"`
+	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
+	// Lists says which page of the name lists the reply holds.
+	Lists           ViewLists        `json:"lists"`
 	ContractHash    string           `json:"contract_hash"`
 	RegistryVersion string           `json:"registry_version"`
 	Budget          Budget           `json:"budget"`
 	Classification  []Classification `json:"classification"`
 	Loaded          []string         `json:"loaded"`
-	NoEvents        bool             `json:"no_events,omitempty"`
+	// DroppableReferences, in a native mode, are the tools the history
+	// references that are no longer loaded: their tool_reference blocks
+	// (or tool_search_output items) keep the definitions in the provider's
+	// context, and a backend compacting its history may drop them.
+	DroppableReferences []string `json:"droppable_references,omitempty"`
+	NoEvents            bool     `json:"no_events,omitempty"`
 	// Policy is the registry's channel policy version, Withheld the
 	// tools it kept from the channel (both empty without a policy).
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
+}
+
+// ViewLists says which page of a view's name lists (tools, provider,
+// catalog, classification, unknown, withheld) a reply holds: the entries
+// [Offset, Offset+Limit) of each, with each full list's length; Complete
+// when every list is whole.
+type ViewLists struct {
+	Offset         int  `json:"offset"`
+	Limit          int  `json:"limit"`
+	Tools          int  `json:"tools"`
+	Provider       int  `json:"provider"`
+	Catalog        int  `json:"catalog"`
+	Classification int  `json:"classification"`
+	Unknown        int  `json:"unknown"`
+	Withheld       int  `json:"withheld"`
+	Droppable      int  `json:"droppable_references"`
+	Complete       bool `json:"complete"`
 }
 
 // Budget is a resolution's token estimate.
@@ -304,9 +165,13 @@ type HistoryEntry struct {
 	Loaded        []string `json:"loaded"`
 	PrefixHash    string   `json:"prefix_hash"`
 	PrefixChanged bool     `json:"prefix_changed"`
-	Cause         string   `json:"cause,omitempty"`
-	Turn          uint64   `json:"turn"`
-	InTurn        bool     `json:"in_turn"`
+	// ReferencesHash, in Anthropic's native modes, hashes the definitions
+	// expanded at the history's tool_reference blocks; PrefixChanged
+	// counts its changes too.
+	ReferencesHash string `json:"references_hash,omitempty"`
+	Cause          string `json:"cause,omitempty"`
+	Turn           uint64 `json:"turn"`
+	InTurn         bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
 	// open turn's, else the one in force when the event was stored.
 	RegistryVersion string `json:"registry_version"`
@@ -315,6 +180,23 @@ type HistoryEntry struct {
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
 	// Compacted, on a compaction's entry, says what it replaced.
 	Compacted *Compaction `json:"compacted,omitempty"`
+	// Lists, present when the entry's lists were cut to 64 names each,
+	// gives each list's full length.
+	Lists *EntryLists `json:"lists,omitempty"`
+}
+
+// EntryLists gives the full length of each list of a history entry whose
+// lists were cut (tools, provider, catalog, gained, lost, and its
+// dispatch's resident, deferred and loaded).
+type EntryLists struct {
+	Tools    int `json:"tools"`
+	Provider int `json:"provider"`
+	Catalog  int `json:"catalog"`
+	Gained   int `json:"gained"`
+	Lost     int `json:"lost"`
+	Resident int `json:"resident"`
+	Deferred int `json:"deferred"`
+	Loaded   int `json:"loaded"`
 }
 
 // EventRef names an event of the log.
@@ -382,6 +264,9 @@ type DispatchRecord struct {
 	Deferred     []string `json:"deferred"`
 	Loaded       []string `json:"loaded"`
 	AtMs         int64    `json:"at_ms"`
+	// Lists, present when turn-inspect cut the lists to their first 128
+	// names each, gives their full lengths (Resident, Deferred, Loaded).
+	Lists *EntryLists `json:"lists,omitempty"`
 }
 
 // CheckpointReply is the reply of turn-checkpoint and turn-end.
@@ -432,9 +317,28 @@ type SessionList struct {
 	Sessions []string `json:"sessions"`
 }
 
-// RegistryInfo describes the live registry.
+// RegistryRequest asks for the live registry. Without ToolLimit the
+// reply lists every tool (a registry of 10,000 tools is some 2 MB of
+// names and descriptions); with it, the page [ToolOffset,
+// ToolOffset+ToolLimit) of the tools ToolFilter keeps (a case-insensitive
+// substring of the name; a filter equal to a tool's name keeps that tool
+// alone), and ToolCount says how many it keeps; the name lists and
+// presets of a page name only the page's tools.
+type RegistryRequest struct {
+	ToolOffset int    `json:"tool_offset,omitempty"`
+	ToolLimit  int    `json:"tool_limit,omitempty"`
+	ToolFilter string `json:"tool_filter,omitempty"`
+}
+
+// MaxRegistryPage is the largest tool_limit of a registry request.
+const MaxRegistryPage = 1000
+
+// RegistryInfo is the live registry: its tools (a page of them when the
+// request named a tool_limit) without schemas, its lists, presets and
+// profiles.
 type RegistryInfo struct {
 	Version              string              `json:"version"`
+	ToolCount            int                 `json:"tool_count"`
 	Tools                []RegistryTool      `json:"tools"`
 	DefaultTools         []string            `json:"default_tools"`
 	ResidentTools        []string            `json:"resident_tools"`
@@ -469,6 +373,7 @@ type BudgetTable struct {
 	Tools                     int        `json:"tools"`
 	ResidentTools             int        `json:"resident_tools"`
 	Deferred                  []string   `json:"deferred"`
+	DeferredCount             int        `json:"deferred_count"`
 	WithoutDeferral           TokenCount `json:"without_deferral"`
 	WithDeferral              TokenCount `json:"with_deferral"`
 	Catalog                   TokenCount `json:"catalog"`
@@ -492,6 +397,7 @@ const (
 	CallDisabled  = "disabled"
 	CallNotInTurn = "not_in_turn"
 	CallUnknown   = "unknown"
+	CallNotLoaded = "not_loaded"
 	CallAsk       = "ask"
 	CallDenied    = "denied"
 )
@@ -514,6 +420,7 @@ type CallCheckReply struct {
 	Permission string `json:"permission,omitempty"`
 	Deferred   bool   `json:"deferred"`
 	Loaded     bool   `json:"loaded"`
+	Provider   string `json:"provider"`
 	Channel    string `json:"channel,omitempty"`
 	Decision   string `json:"decision,omitempty"`
 	Rule       string `json:"rule,omitempty"`
@@ -532,11 +439,14 @@ type Grant struct {
 
 // RegistryImpact is what pushing a candidate registry would change.
 type RegistryImpact struct {
-	Diff             RegistryDiff     `json:"diff"`
-	Sessions         int              `json:"sessions"`
-	PrefixChanged    []string         `json:"prefix_changed,omitempty"`
-	Checkpoints      int              `json:"checkpoints"`
-	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
+	Diff          RegistryDiff `json:"diff"`
+	Sessions      int          `json:"sessions"`
+	PrefixChanged []string     `json:"prefix_changed,omitempty"`
+	// ReferencesChanged are those of PrefixChanged whose tools prefix
+	// holds but whose history's referenced definitions change.
+	ReferencesChanged []string         `json:"references_changed,omitempty"`
+	Checkpoints       int              `json:"checkpoints"`
+	CheckpointLosses  []CheckpointLoss `json:"checkpoint_losses,omitempty"`
 }
 
 // RegistryDiff compares a candidate registry (To) with the live one

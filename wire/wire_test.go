@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// #25 item 1: wire is the vocabulary a light client links, so it imports
+// Wire is the vocabulary a light client links, so it imports
 // the standard library only: no third-party module, and of the engine only
 // the intent leaf (itself stdlib-only) whose Intent is the wire's.
 func TestStandardLibraryOnly(t *testing.T) {
@@ -69,7 +69,7 @@ func TestUntil(t *testing.T) {
 	if wire.UntilSeq(7) != "7" {
 		t.Fatal(wire.UntilSeq(7))
 	}
-	// Bound (R25): a sequence, a time, or an invalid request naming until.
+	// Bound: a sequence, a time, or an invalid request naming until.
 	if seq, _, err := wire.Until("42").Bound(); seq != 42 || err != nil {
 		t.Fatalf("bound 42: %d %v", seq, err)
 	}

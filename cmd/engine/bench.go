@@ -30,7 +30,7 @@ type benchCmd struct {
 func (c *benchCmd) Help() string {
 	return "Starts one embedded NATS server and measures, in one run, each engine figure beside its raw JetStream baseline " +
 		"on the same server: synchronous and concurrent appends, session reads, resolve, fold and split, projection replay, " +
-		"a whole turn cycle (begin, discovery, dispatch, end) in-process and over HTTP, the atomic batch publish, " +
+		"a whole turn cycle (begin, discovery, dispatch, end, resume) in-process and over HTTP and on 10,000 MCP tools, the atomic batch publish, " +
 		"cold start, memory per session, and restart and rebuild of engine serve (a child process) at a million sessions. Every line is the median of --runs runs with their spread; a target is met only when every run meets it. Rates are engine/raw, latencies raw/engine: above 1 the engine is faster. " +
 		"Default sizes take a few minutes on 2 cores; progress goes to stderr on a terminal. " +
 		"Steps, for --only: " + strings.Join(bench.Steps(), ", ") + "."

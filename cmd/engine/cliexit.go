@@ -18,7 +18,7 @@ import (
 )
 
 // usageError is a command line the command cannot run (a missing or
-// malformed argument): exit 2, like kong's parse errors (#29 item 3).
+// malformed argument): exit 2, like kong's parse errors.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -62,7 +62,7 @@ func errorCode(err error) string {
 }
 
 // printError reports a failure on stderr: one line, or with --json the
-// API's error envelope {"error":{"code":...,"message":...}} (#29 item 3),
+// API's error envelope {"error":{"code":...,"message":...}},
 // so that a script reading JSON reads its failures too.
 func printError(w io.Writer, err error, asJSON bool, hint string) {
 	if asJSON {
@@ -103,8 +103,7 @@ func jsonWanted(kctx *kong.Context, args []string) bool {
 }
 
 // wrongPortError is a connection to a port that speaks the other
-// protocol: NATS where HTTP was asked for, or the reverse (#29 item 3:
-// before, 6.9 s then "EOF").
+// protocol: NATS where HTTP was asked for, or the reverse.
 type wrongPortError struct {
 	flag, addr, is, want string
 }

@@ -99,7 +99,7 @@ func parseChange(change string, args []string) (events.Payload, error) {
 func (c *emitCmd) Run(ctx context.Context) error {
 	cmd, err := parseChange(c.Change, c.Args)
 	if err != nil {
-		return usage(err) // exit 2 (#29 item 3)
+		return usage(err) // exit 2
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()

@@ -7,7 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// #29 item 3: every flag of `engine serve` has an environment variable
+// Every flag of `engine serve` has an environment variable
 // ENGINE_<FLAG> (container and systemd deployments configure it so), and
 // --help lists it.
 func TestServeFlagsHaveEnv(t *testing.T) {

@@ -46,8 +46,8 @@ func parseUntil(s string) (wire.Until, error) {
 	return wire.UntilTime(t), nil
 }
 
-// Run prints the timeline page by page as the engine sends it (#24 row
-// 7): memory is one page, whatever the session's length; each request
+// Run prints the timeline page by page as the engine sends it: memory
+// is one page, whatever the session's length; each request
 // gets --timeout. With --json each page is one JSON object (a session of
 // one page prints exactly one).
 func (c *historyCmd) Run(ctx context.Context) error {
@@ -194,7 +194,7 @@ func summary(c *api.Command) string {
 		return fmt.Sprintf("CheckpointRecorded turn %d loaded [%s] contract %s (%d tools, registry %s)",
 			cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)
 	}
-	if te, ok := c.Payload.(events.TurnEnded); ok && te.Checkpoint != nil { // #28
+	if te, ok := c.Payload.(events.TurnEnded); ok && te.Checkpoint != nil {
 		cp := te.Checkpoint
 		return fmt.Sprintf("TurnEnded turn %d, checkpoint turn %d loaded [%s] contract %s (%d tools, registry %s)",
 			te.Turn, cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)

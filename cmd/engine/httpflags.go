@@ -9,19 +9,19 @@ import (
 	"github.com/toolintent/engine/internal/tokens"
 )
 
-// apiConnFlags give the NATS micro service its own login (issue 11):
+// apiConnFlags give the NATS micro service its own login:
 // with deploy/nats-server.conf's engine-api user, whose publish rights are
 // only the users' reply inboxes, the server itself refuses a reply to any
 // other subject (the log, a KV bucket) that a request names.
 type apiConnFlags struct {
 	NATSAPIUser     string `name:"nats-api-user" env:"ENGINE_NATS_API_USER" help:"NATS user of the engine's API (micro service) connection, e.g. engine-api of deploy/nats-server.conf; default: the engine's own connection."`
 	NATSAPIPassword string `name:"nats-api-password" env:"ENGINE_NATS_API_PASSWORD" help:"Password for --nats-api-user."`
-	// #30: the privileged connection of erases.
+	// The privileged connection of erases.
 	NATSEraseUser     string `name:"nats-erase-user" env:"ENGINE_NATS_ERASE_USER" help:"NATS user of the connection that purges erased sessions, allowed $JS.API.STREAM.PURGE.<PREFIX>_EVENTS (deploy/accounts.conf: eraser); never a channel's user. Default: the embedded server's admin, or the engine's own connection on --nats."`
 	NATSErasePassword string `name:"nats-erase-password" env:"ENGINE_NATS_ERASE_PASSWORD" help:"Password for --nats-erase-user."`
 }
 
-// httpFlags configure the HTTP gateway's trust boundary (issue 11).
+// httpFlags configure the HTTP gateway's trust boundary.
 type httpFlags struct {
 	HTTPTokens   string        `name:"http-tokens" type:"existingfile" env:"ENGINE_HTTP_TOKENS" help:"Tokens file (JSON array of {\"token\",\"channel\",\"actor\",\"read_only\"}): every HTTP API request then needs Authorization: Bearer <token> and writes as the token's channel. Required for a non-loopback --http."`
 	HTTPChannels []string      `name:"http-channel" env:"ENGINE_HTTP_CHANNELS" help:"Engine-Channel values the HTTP API trusts without --http-tokens, each with its own in-flight budget and metrics label (besides the default channel http and the CLI's cli); every other channel named by the header shares one budget and the label \"other\"."`

@@ -12,7 +12,7 @@ import (
 )
 
 // overrideHelp documents the --override mini-syntax: the per-turn override
-// forms of the HTTP and NATS API (R4, R5).
+// forms of the HTTP and NATS API.
 const overrideHelp = `Per-turn override (wins over the session intent): "empty" (no tools), "names:a,b" (exactly these tools, in this order), "intent:{...}" (an intent expanded live, e.g. intent:{"preset":"research","disabled":["bash"]}), or the API's override object {"kind":...,"intent":...,"allowed":[...],"names":[...]}. Default: none.`
 
 // overrideFlag is the --override flag shared by the client subcommands

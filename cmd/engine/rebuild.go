@@ -35,8 +35,8 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	// Rebuild folds the log as it now is: it accepts sequences a damaged
-	// store lost (logging them) and forgets recorded damage (issue 12).
-	// It folds as the projection runner (issue 12, item 7): it refuses
+	// store lost (logging them) and forgets recorded damage.
+	// It folds as the projection runner: it refuses
 	// while an engine's projection holds the lease.
 	cfg := projection.Config{Logger: log.With().Str("component", "projection").Logger(), AcceptGaps: true, Elect: true, Owner: c.leaseOwner()}
 	prog := newProgress()
@@ -73,7 +73,7 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return fmt.Errorf("rebuild stopped at sequence %d of %d: %w", p.Applied(), last, waitErr)
 	}
 	// Views of sessions whose events a damaged store lost claim sequences
-	// the log no longer has: correct them (issue 12).
+	// the log no longer has: correct them.
 	fixed, err := p.Reconcile(ctx)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		fmt.Printf("corrected %d views that were ahead of the log (events lost with the damaged store)\n", fixed)
 	}
 	if c.NATS == "" { // the embedded server's data directory
-		// The operator accepts the log as it is (#24 row 1): serve
+		// The operator accepts the log as it is: serve
 		// compares the stream with this record from now on.
 		before, now, err := server.AcceptWatermark(ctx, c.Data, jlog)
 		if err != nil {

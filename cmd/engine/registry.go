@@ -89,6 +89,9 @@ func impactSummary(w io.Writer, imp wire.RegistryImpact) {
 	}
 	fmt.Fprintf(w, "presets whose expansion changes: %s    profiles: %s    defaults: %s\n", noneList(d.Presets), noneList(d.Profiles), defaults)
 	fmt.Fprintf(w, "sessions: %d examined, %d would see a different tools prefix (prompt-cache misses)\n", imp.Sessions, len(imp.PrefixChanged))
+	if len(imp.ReferencesChanged) > 0 {
+		fmt.Fprintf(w, "  of which %d keep the tools prefix but miss from a tool_reference their history holds (a referenced definition changes)\n", len(imp.ReferencesChanged))
+	}
 	line := fmt.Sprintf("checkpoints: %d of %d would lose tools on resume", len(imp.CheckpointLosses), imp.Checkpoints)
 	for i, l := range imp.CheckpointLosses {
 		if i == maxSummaryLosses {
@@ -239,7 +242,7 @@ func (c *registryPushCmd) checkImpact(ctx context.Context, nc *nats.Conn, data [
 func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if c.NATS == "" {
 		// Without --nats this would start a server on the data directory
-		// and write the registry where no engine reads it (issue 12).
+		// and write the registry where no engine reads it.
 		return fmt.Errorf("registry push needs --nats URL: the NATS server of the engines serving with --registry-kv (e.g. --nats nats://127.0.0.1:4222)")
 	}
 	data, err := os.ReadFile(c.File)

@@ -39,7 +39,7 @@ type storeFlags struct {
 	Replicas     int    `name:"replicas" env:"ENGINE_REPLICAS" default:"1" help:"Stream and KV replicas (3 on a 3-node cluster)."`
 
 	admin     bool // connect as the admin of the data directory's users (engine stream repair)
-	needStore bool // refuse a data directory without the event stream instead of creating one (issue 12)
+	needStore bool // refuse a data directory without the event stream instead of creating one
 }
 
 // store maps the flags to the server's Store on listen (the embedded
@@ -71,8 +71,7 @@ func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sy
 // (server.Store.LeaseOwner).
 func (c *storeFlags) leaseOwner() string { return c.store("", "").LeaseOwner() }
 
-// storeCheckFlags are the start-up store check's flags (issue 24 rows 2,
-// 3 and 12(c)).
+// storeCheckFlags are the start-up store check's flags.
 type storeCheckFlags struct {
 	AcceptStoreDamage bool `name:"accept-store-damage" env:"ENGINE_ACCEPT_STORE_DAMAGE" help:"Start on an embedded store whose blocks the start-up check found damaged, accepting the loss: only the damaged bytes are dropped (the intact records after them are kept), copies of the damaged files and a list of the dropped records by subject (session) are kept in <data>/damaged-<time>, the stream's index is rebuilt from the blocks, and the missing sequences are recorded as accepted. What erases and compactions purged is never damage. Without it the engine refuses such a store; restoring from a backup or a replica loses nothing."`
 }
@@ -168,7 +167,7 @@ func (c *serveCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		NATSAPIPassword:   c.NATSAPIPassword,
 		NATSEraseUser:     c.NATSEraseUser,
 		NATSErasePassword: c.NATSErasePassword,
-		Actors:            c.actorFlags.config(), // #30
+		Actors:            c.actorFlags.config(),
 		HTTP:              c.HTTP,
 		HTTPMaxConns:      maxConns,
 		HTTPReadTimeout:   orNone(c.HTTPRead),

@@ -20,13 +20,17 @@
 const API = "/v1";
 const EXPLAIN_CONCURRENCY = 6;
 const EXPLAIN_PAGE = 50;
+// DEFAULT_PROVIDER is the API's default provider mode: native deferral.
+const DEFAULT_PROVIDER = "anthropic";
 const SESSIONS_PAGE = 50;
 const WITHHELD_PAGE = 20;
 const TURNS_SHOWN = 20;
 const POLL_MS = 1500;
 
 const state = {
-  registry: null,      // GET /v1/registry
+  registry: null,      // GET /v1/registry, its first page of tools
+  perms: new Map(),    // tool → permission, from the registry pages read
+  provider: "",        // the provider mode shown (providerAt)
   budgetTable: null,   // GET /v1/budget (default session, for comparison)
   sessions: [],
   sessionPage: 0,      // the sessions list's page (SESSIONS_PAGE each)
@@ -225,10 +229,31 @@ function sessionPage(delta) {
 let registryP = null;
 function registryOnce() {
   if (!registryP) {
-    registryP = getJSON("/registry").then((r) => { state.registry = r; return r; });
+    // One page: the registry's version and tool count, and the
+    // permissions of its first tools; the explain card reads the pages
+    // it shows (a registry of 10,000 tools is 2 MB of names).
+    registryP = getJSON("/registry?tool_limit=" + EXPLAIN_PAGE).then((r) => { state.registry = r; notePerms(r.tools); return r; });
     registryP.catch(() => { registryP = null; });
   }
   return registryP;
+}
+
+// notePerms remembers the permission of each registry tool a page named.
+function notePerms(tools) {
+  for (const t of tools || []) state.perms.set(t.name, t.permission || "");
+}
+
+// providerAt is the provider mode the session's backend sent at the
+// cursor: the one the last turn begun at or before it recorded, else the
+// API's default (native deferral). The tools, the prefix and the cache
+// breaks are shown as that backend sends them.
+function providerAt(full, until) {
+  let p = "";
+  for (const e of full.entries) {
+    if (until && e.seq > Number(until)) break;
+    if (e.type === "TurnStarted" && e.payload) p = e.payload.provider || "";
+  }
+  return p || DEFAULT_PROVIDER;
 }
 
 // budgetOnce fetches the default session's budget table once; it is a
@@ -337,19 +362,30 @@ async function load() {
     // contract hash and classification, and each half re-rendered alone
     // for its token estimate (see pastBudget).
     let view, budget;
+    const provider = providerAt(full, until);
+    state.provider = provider;
+    // if_none_match=* : the page shows the tools, not the rendering
+    // (a native one defines every tool: megabytes on a large registry).
+    const resolve = "/sessions/" + s + "/resolve?if_none_match=*&provider=" + enc(provider);
     if (!until) {
-      view = await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine");
+      view = await getJSON(resolve);
       state.live = view;
       budget = Object.assign({ exact: true }, view.budget);
+    } else if (point && point.lists) {
+      // A summarised entry (a large registry) names the first tools of
+      // each list only: the figures are its counts, the tokens today's.
+      view = await getJSON(resolve);
+      budget = Object.assign({}, view.budget, { exact: false, movedSince: [], resident_tools: point.lists.provider, deferred_tools: point.lists.catalog });
     } else if (point) {
       const [v, a, b] = await Promise.all([point.tools, point.provider, point.catalog].map((names) =>
-        names.length ? getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine&override=" + enc(JSON.stringify({ kind: "names", names }))) : null));
-      view = v || await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine&override=" + enc(JSON.stringify({ kind: "empty" })));
+        names.length ? getJSON(resolve + "&override=" + enc(JSON.stringify({ kind: "names", names }))) : null));
+      view = v || await getJSON(resolve + "&override=" + enc(JSON.stringify({ kind: "empty" })));
       budget = pastBudget(point, a, b);
     }
     await budgetOnce();
     if (gen !== state.gen) return;
     renderTools(view, budget, point, until);
+    if (!until && view) fillToolList(view.tools || []);
     renderCheckpoint(at.state.checkpoint, view, until);
     await renderPolicy(gen, full);
     if (gen !== state.gen) return;
@@ -377,7 +413,7 @@ function failView(e) {
 function renderRegistry() {
   const r = state.registry;
   if (!r) return;
-  $("#registry").textContent = "registry " + r.version + " · " + r.tools.length + " tools";
+  $("#registry").textContent = "registry " + r.version + " · " + r.tool_count + " tools";
 }
 
 function renderMode() {
@@ -506,7 +542,9 @@ function turnsOf(entries) {
   const request = (e) => {
     const r = { seq: e.seq, type: e.type, prefix: e.prefix_hash, provider: e.provider || [], catalog: e.catalog || [],
       loaded: e.loaded || [], contract: e.dispatch ? e.dispatch.contract_hash : "", causes: [], hit: false, first: !lastPrefix };
-    if (lastPrefix && e.prefix_hash === lastPrefix) r.hit = true;
+    // A hit keeps the tools prefix and breaks no definition the history
+    // references (prefix_changed counts both, by the provider's rule).
+    if (lastPrefix && e.prefix_hash === lastPrefix && !since.length) r.hit = true;
     else if (lastPrefix) r.causes = since.slice();
     lastPrefix = e.prefix_hash;
     since = [];
@@ -626,7 +664,7 @@ function renderTools(view, b, point, until) {
   const catalog = until ? point.catalog : view.catalog || [];
   const loadedThen = new Set(until ? point.loaded : view.loaded || []);
   const cls = new Map((view.classification || []).map((c) => [c.name, c]));
-  const perm = new Map((state.registry ? state.registry.tools : []).map((t) => [t.name, t.permission || ""]));
+  const perm = state.perms;
   const gained = new Set(until && point.gained ? point.gained : []);
   const item = (name, where) => {
     const c = cls.get(name) || {};
@@ -641,8 +679,14 @@ function renderTools(view, b, point, until) {
   for (const n of catalog) cat.append(item(n, "catalog"));
   if (!provider.length) res.append(el("li", { class: "muted none" }, "no tools in the provider array"));
   if (!catalog.length) cat.append(el("li", { class: "muted none" }, "empty catalog"));
-  $("#resident-count").textContent = String(provider.length);
-  $("#catalog-count").textContent = String(catalog.length);
+  // The API pages long lists (a view names 128 tools a list, a history
+  // entry 64): the counts are the full lists'.
+  const counts = until ? point.lists : view.lists && !view.lists.complete ? view.lists : null;
+  const more = (ul, shown, total) => { if (total > shown) ul.append(el("li", { class: "muted more" }, "… and " + (total - shown) + " more")); };
+  more(res, provider.length, counts ? counts.provider : 0);
+  more(cat, catalog.length, counts ? counts.catalog : 0);
+  $("#resident-count").textContent = String(counts ? counts.provider : provider.length);
+  $("#catalog-count").textContent = String(counts ? counts.catalog : catalog.length);
 
   let at;
   if (until) at = "after seq " + until;
@@ -744,7 +788,7 @@ async function renderPolicy(gen, full) {
   const s = enc(state.session);
   let view = state.live;
   if (!view) {
-    view = await getJSON("/sessions/" + s + "/resolve?provider=anthropic-engine");
+    view = await getJSON("/sessions/" + s + "/resolve?if_none_match=*&provider=" + enc(state.provider || DEFAULT_PROVIDER));
     if (gen !== state.gen) return;
     state.live = view;
   }
@@ -854,7 +898,7 @@ function renderExplainCard() {
   $("#explain-open").hidden = open;
   $("#explain-body").hidden = !open;
   if (!open) {
-    const n = state.registry ? state.registry.tools.length : 0;
+    const n = state.registry ? state.registry.tool_count : 0;
     $("#explain-progress").textContent = n ? n + " registry tools · explained on demand, " + EXPLAIN_PAGE + " per page" : "";
   }
 }
@@ -874,27 +918,39 @@ function explainOne(name) {
   $("#explain-card").scrollIntoView({ block: "nearest" });
 }
 
-// explainTools is the registry tools the explain name filter keeps.
-function explainTools() {
-  const f = $("#explain-search").value.trim().toLowerCase();
-  const tools = state.registry ? state.registry.tools : [];
-  const exact = tools.filter((t) => t.name.toLowerCase() === f);
-  return exact.length ? exact : tools.filter((t) => !f || t.name.toLowerCase().includes(f));
+// explainPage reads the registry tools of the explain card's current
+// page that its name filter keeps (one registry request): the engine
+// filters and pages, so the page never holds the whole registry.
+function explainPage() {
+  const f = $("#explain-search").value.trim();
+  const q = "/registry?tool_limit=" + EXPLAIN_PAGE + "&tool_offset=" + (state.explainPage * EXPLAIN_PAGE) + (f ? "&tool_filter=" + enc(f) : "");
+  return getJSON(q).then((r) => { notePerms(r.tools); return r; });
 }
 
 // loadExplain explains the current page of registry tools at the cursor.
-function loadExplain(gen) {
+async function loadExplain(gen) {
   delete document.body.dataset.explained;
   const tb = clear($("#explain tbody"));
-  const tools = explainTools();
-  const pages = Math.max(1, Math.ceil(tools.length / EXPLAIN_PAGE));
-  state.explainPage = Math.min(Math.max(state.explainPage, 0), pages - 1);
+  let reg;
+  try {
+    reg = await explainPage();
+  } catch (e) {
+    if (gen !== state.gen) return;
+    showError(e);
+    $("#explain-progress").textContent = "explain failed: see the message above";
+    document.body.dataset.explained = state.session + "@error";
+    return;
+  }
+  if (gen !== state.gen) return;
+  const total = reg.tool_count;
+  const pages = Math.max(1, Math.ceil(total / EXPLAIN_PAGE));
+  if (state.explainPage > pages - 1) { state.explainPage = pages - 1; return loadExplain(gen); }
   const from = state.explainPage * EXPLAIN_PAGE;
-  const page = tools.slice(from, from + EXPLAIN_PAGE);
-  $("#explain-page").textContent = tools.length ? (from + 1) + "–" + (from + page.length) + " of " + tools.length : "no tool matches";
+  const page = reg.tools;
+  $("#explain-page").textContent = total ? (from + 1) + "–" + (from + page.length) + " of " + total : "no tool matches";
   $("#explain-prev").disabled = state.explainPage === 0;
   $("#explain-next").disabled = state.explainPage >= pages - 1;
-  $("#explain-pager").hidden = tools.length <= EXPLAIN_PAGE;
+  $("#explain-pager").hidden = total <= EXPLAIN_PAGE;
   const rows = new Map();
   for (const t of page) {
     const r = el("tr", { dataset: { tool: t.name, state: "pending" }, class: "pending" },
@@ -912,9 +968,13 @@ function loadExplain(gen) {
   const v = state.live;
   const star = v && v.policy && v.frozen ? " · explained for the page's own requests, not the open turn's channel (the policy card has the turn's)" : "";
   const progress = () => {
-    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tools.length : 0) + " tools" + star;
+    $("#explain-progress").textContent = done < page.length ? "explaining " + done + " / " + page.length + "…" : (until ? "after seq " + until : "now") + " · " + page.length + " of " + (state.registry ? state.registry.tool_count : 0) + " tools" + star;
   };
   progress();
+  if (!page.length) {
+    document.body.dataset.explained = state.session + "@" + (until || "now");
+    return;
+  }
   const s = enc(state.session);
   const body = { tools: page.map((t) => t.name) };
   if (until) body.until = /^\d+$/.test(String(until)) ? Number(until) : String(until);
@@ -1111,15 +1171,16 @@ function start() {
   }
   window.addEventListener("hashchange", load);
   budgetOnce();
-  registryOnce().then(() => { renderRegistry(); fillToolList(); }, () => {});
+  registryOnce().then(() => { renderRegistry(); fillToolList(state.registry.tools); }, () => {});
   loadSessions().catch(() => {}).then(load);
   setInterval(poll, POLL_MS);
 }
 
-// fillToolList offers the registry's tool names to the call-check form.
-function fillToolList() {
+// fillToolList offers tool names to the call-check form: the registry's
+// first page, and once a view is shown, its tools.
+function fillToolList(tools) {
   const dl = clear($("#tool-names"));
-  for (const t of state.registry.tools) dl.append(el("option", { value: t.name }));
+  for (const t of tools) dl.append(el("option", { value: typeof t === "string" ? t : t.name }));
 }
 
 start();

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// R26: error messages and stored reasons stay bounded and valid UTF-8,
+// Error messages and stored reasons stay bounded and valid UTF-8,
 // however long or malformed the value they quote.
 func TestClip(t *testing.T) {
 	if got := String("short", Max); got != "short" {
@@ -25,7 +25,7 @@ func TestClip(t *testing.T) {
 	}
 }
 
-// #25 item 9: the one quote of a raw JSON value in error messages.
+// The one quote of a raw JSON value in error messages.
 func TestRaw(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"", "nothing"},

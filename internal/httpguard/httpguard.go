@@ -1,5 +1,5 @@
 // Package httpguard holds the checks every route of the engine's HTTP
-// server needs (issue 11, item 5), the API's and the inspector's and
+// server needs, the API's and the inspector's and
 // metrics' alike: the Host header must name the engine (no DNS
 // rebinding), and a browser may not write from another origin (CSRF).
 package httpguard

@@ -1,6 +1,6 @@
-// Package lru is the engine's one bounded cache (#25 item 9): a map that
+// Package lru is the engine's one bounded cache: a map that
 // evicts its least recently used entry when full, so a per-session map's
-// memory is bounded whatever the number of sessions (issue 13).
+// memory is bounded whatever the number of sessions.
 package lru
 
 import (

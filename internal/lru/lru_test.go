@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #13 item 5: every per-session cache is a bounded LRU: when full it
+// Every per-session cache is a bounded LRU: when full it
 // evicts the least recently used session only, never all at once.
 func TestBoundedEvictsLeastRecentlyUsed(t *testing.T) {
 	c := New[string, int](3)

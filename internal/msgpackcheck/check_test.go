@@ -19,7 +19,7 @@ func enc(t testing.TB, v any) []byte {
 	return b
 }
 
-// Issue 11 item 1: well-formed values pass, and Check allocates nothing.
+// Well-formed values pass, and Check allocates nothing.
 func TestCheckAcceptsValues(t *testing.T) {
 	for _, v := range []any{
 		nil, true, 1, -1, int64(-1 << 40), uint64(1 << 63), 1.5, float32(2), "", "x",
@@ -37,7 +37,7 @@ func TestCheckAcceptsValues(t *testing.T) {
 	}
 }
 
-// Issue 11 item 1: each hostile shape is refused before anything is
+// Each hostile shape is refused before anything is
 // allocated for it, with an error naming what is wrong.
 func TestCheckRefuses(t *testing.T) {
 	deep := bytes.Repeat([]byte{0x91}, 1<<20)
@@ -76,7 +76,7 @@ func TestCheckRefuses(t *testing.T) {
 // multiple of the input plus a constant.
 func allocOracle(n int) uint64 { return uint64(64*n + 64<<10) }
 
-// Issue 11 item 1: Check never panics; what it accepts (strings keys, no
+// Check never panics; what it accepts (strings keys, no
 // extensions) msgpack.Unmarshal decodes without error and within the
 // allocation oracle; what it refuses as trailing or truncated
 // msgpack cannot decode as one whole value either.

@@ -15,7 +15,7 @@ import (
 // nats-server's default timings) plus a margin.
 const majorityServeWait = 15 * time.Second
 
-// #20 (partition of the stream leader): after the first stream leader is
+// After the first stream leader is
 // stopped and restarted, partitioning the next one leaves a majority that
 // elects a leader and serves appends and KV direct gets to a client on
 // one of its nodes within majorityServeWait; the harness's proxied routes

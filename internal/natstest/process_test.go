@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// #12 item 6: the process cluster runs separate nats-server processes; a
+// The process cluster runs separate nats-server processes; a
 // SIGKILLed stream leader is replaced by another node and comes back on its
 // store.
 func TestProcessClusterKillLeader(t *testing.T) {

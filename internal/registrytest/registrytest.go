@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultWithEmbeddings returns the default registry file, same version,
-// with vecs as the embeddings of the tools they name (issue #27's
+// with vecs as the embeddings of the tools they name (the
 // semantic path); tools vecs does not name carry none.
 func DefaultWithEmbeddings(t testing.TB, vecs map[string][]float32) []byte {
 	t.Helper()

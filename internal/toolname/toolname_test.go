@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// R22: Valid agrees with its documented pattern.
+// Valid agrees with its documented pattern.
 func TestValidMatchesPattern(t *testing.T) {
 	re := regexp.MustCompile(Pattern)
 	for _, s := range []string{"", "a", "bash", "web_search", "tool-search", "A", "1a", "a.b", "a b", "é", "a" + strings.Repeat("b", 63), "a" + strings.Repeat("b", 64), "_a",
@@ -17,7 +17,7 @@ func TestValidMatchesPattern(t *testing.T) {
 	}
 }
 
-// R22, issue #15: names as MCP servers ship them are valid; what neither
+// Names as MCP servers ship them are valid; what neither
 // provider accepts is not.
 func TestMCPNames(t *testing.T) {
 	for _, s := range []string{"mcp__github__create_issue", "mcp__jira__createJiraIssue", "mcp__notion__API-post-search", "getIssue"} {
@@ -32,7 +32,7 @@ func TestMCPNames(t *testing.T) {
 	}
 }
 
-// R1, issue #15: patterns take the name bytes and the wildcards; every
+// Patterns take the name bytes and the wildcards; every
 // valid name is a valid pattern.
 func TestValidPattern(t *testing.T) {
 	for _, s := range []string{"mcp__github__*", "*", "*_search", "tool_?earch", "bash", "mcp__*__create_*"} {

@@ -11,7 +11,7 @@ import (
 
 // Baseline is plain BM25 (k1 1.2, b 0.75) over each tool's name,
 // description and parameter names and descriptions, one bag of words
-// with no field weights: the yardstick of issue #27. Words are split at
+// with no field weights: the yardstick. Words are split at
 // non-letters and camelCase and lower-cased, with no stemming, stop
 // words or synonyms; each CJK character is a word of its own (as a
 // standard analyzer has it).

@@ -17,7 +17,7 @@ func scaled(b *testing.B, n int) []toolsearch.Doc {
 	return docs
 }
 
-// Issue #15, #27: building the index of 10,000 tools (target < 200 ms in
+// Building the index of 10,000 tools (target < 200 ms in
 // engine bench). cpu-ns/op is the process's CPU time per build (garbage
 // collection included), which a shared machine's load does not inflate
 // as it does ns/op.
@@ -32,7 +32,7 @@ func BenchmarkBuild10k(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 
-// Issue #15: rebuilding after 1% of the tools changed reuses the rest.
+// Rebuilding after 1% of the tools changed reuses the rest.
 func BenchmarkBuildIncremental10k(b *testing.B) {
 	docs := scaled(b, 10_000)
 	prev := toolsearch.Build(docs, nil)
@@ -47,7 +47,7 @@ func BenchmarkBuildIncremental10k(b *testing.B) {
 	}
 }
 
-// Issue #15, #27: one keyword search over 10,000 tools, the labelled
+// One keyword search over 10,000 tools, the labelled
 // queries of every set in turn (targets p50 < 200 µs, p99 < 1 ms in engine
 // bench); p50-ns and p99-ns are the percentiles of the single searches.
 // cost-p99-ns is the 99th percentile over the queries of each query's

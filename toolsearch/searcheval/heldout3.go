@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/toolsearch"
 )
 
-// files3 holds the third, blind evaluation set (issue #27): testdata/mcp3
+// files3 holds the third, blind evaluation set: testdata/mcp3
 // and testdata/heldout3.json. It is embedded apart from files so that the
 // loaders of the other sets stay as they are.
 //

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// TestHeldOut3Loads checks the blind set's shape only (#27): every server
+// TestHeldOut3Loads checks the blind set's shape only: every server
 // file parses and is listed in servers.json with its tool count, tool
 // names are unique, every schema is a JSON object, and every query has a
 // known kind, at least one label, and only labels naming mcp3 tools. It

@@ -8,7 +8,7 @@ import (
 	"github.com/toolintent/engine/toolsearch"
 )
 
-// files4 holds the fourth, blind evaluation set (issue #27): testdata/mcp4
+// files4 holds the fourth, blind evaluation set: testdata/mcp4
 // and testdata/heldout4.json. It is embedded apart from the other sets so
 // that their loaders stay as they are.
 //

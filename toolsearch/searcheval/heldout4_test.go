@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestHeldOut4Loads checks the fourth blind set's shape only (#27): every
+// TestHeldOut4Loads checks the fourth blind set's shape only: every
 // server file parses and is listed in servers.json with its tool count,
 // no server name is already in mcp, mcp2 or mcp3, tool names are unique,
 // every schema is a JSON object, ids are unique k001, k002, ... with

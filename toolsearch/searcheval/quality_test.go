@@ -7,7 +7,7 @@ import (
 	"github.com/toolintent/engine/toolsearch"
 )
 
-// Issue #15, R29: the keyword mode finds the tool a user or model asks for
+// The keyword mode finds the tool a user or model asks for
 // among 1,065 MCP tools: recall@5 >= 0.95 and MRR >= 0.8 over the 171
 // labelled queries. The dev and holdout halves are reported apart: ranking
 // changes were judged on dev only.
@@ -82,8 +82,8 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
-// Issue #27: on the held-out set (161 MCP tools the first corpus lacks,
-// 177 queries of five kinds written before the ranking changes of #27 and
+// On the held-out set (161 MCP tools the first corpus lacks,
+// 177 queries of five kinds written before the ranking changes and
 // never tuned on) the keyword mode keeps the quality it reached, a little
 // below it so that a regression fails, and stays ahead of plain BM25.
 // Measured when this test was written: recall@5 0.890 overall, 0.759 on
@@ -135,16 +135,16 @@ func TestHeldOutQuality(t *testing.T) {
 		}
 		t.Logf("%-10s %3d queries: engine recall@1 %.3f recall@5 %.3f MRR %.3f; BM25 %.3f %.3f %.3f", name, e.Queries, e.Recall1, e.Recall, e.MRR, b.Recall1, b.Recall, b.MRR)
 		if e.Recall < f.recall || e.MRR < f.mrr {
-			t.Errorf("%s: recall@5 %.3f, MRR %.3f; want at least %.2f and %.2f (#27)", name, e.Recall, e.MRR, f.recall, f.mrr)
+			t.Errorf("%s: recall@5 %.3f, MRR %.3f; want at least %.2f and %.2f", name, e.Recall, e.MRR, f.recall, f.mrr)
 		}
 	}
 	e, b := Evaluate(engine, qs, ""), Evaluate(base, qs, "")
 	if e.Recall < b.Recall+0.08 || e.MRR < b.MRR+0.08 {
-		t.Errorf("engine recall@5 %.3f MRR %.3f against plain BM25 %.3f %.3f: want at least 0.08 ahead on both (#27)", e.Recall, e.MRR, b.Recall, b.MRR)
+		t.Errorf("engine recall@5 %.3f MRR %.3f against plain BM25 %.3f %.3f: want at least 0.08 ahead on both", e.Recall, e.MRR, b.Recall, b.MRR)
 	}
 }
 
-// Issue #27: the tuning queries over the held-out set's tools keep their
+// The tuning queries over the held-out set's tools keep their
 // quality too (they are the ones ranking changes were judged on).
 func TestTuningQuality(t *testing.T) {
 	docs, err := HeldOutDocs()
@@ -159,7 +159,7 @@ func TestTuningQuality(t *testing.T) {
 	p := Evaluate(KeywordSearch(toolsearch.Build(docs, nil)), OfKind(qs, "paraphrase"), "")
 	t.Logf("tuning %d queries: recall@5 %.3f, MRR %.3f; paraphrase %d: recall@5 %.3f", q.Queries, q.Recall, q.MRR, p.Queries, p.Recall)
 	if q.Recall < 0.89 || q.MRR < 0.74 || p.Recall < 0.85 {
-		t.Errorf("tuning recall@5 %.3f, MRR %.3f, paraphrase recall@5 %.3f; want at least 0.89, 0.74 and 0.85 (#27)", q.Recall, q.MRR, p.Recall)
+		t.Errorf("tuning recall@5 %.3f, MRR %.3f, paraphrase recall@5 %.3f; want at least 0.89, 0.74 and 0.85", q.Recall, q.MRR, p.Recall)
 	}
 }
 
@@ -174,7 +174,7 @@ func ofSplit(qs []Query, split string) []Query {
 	return out
 }
 
-// Issue #27: the dev queries of the fourth blind set (mcp4, written by a
+// The dev queries of the fourth blind set (mcp4, written by a
 // session that read no ranking code and ran no search) keep their
 // quality. Measured when the set arrived: recall@5 0.720, MRR 0.667 (cjk
 // 0.449 / 0.369); after CC-CEDICT and WordNet's verbs of two words
@@ -205,7 +205,7 @@ func TestHeldOut4DevQuality(t *testing.T) {
 	for _, f := range floors {
 		e := Evaluate(engine, OfKind(dev, f.kind), "")
 		if e.Recall < f.recall || e.MRR < f.mrr {
-			t.Errorf("mcp4 dev %q: recall@5 %.3f, MRR %.3f; want at least %.2f and %.2f (#27)", f.kind, e.Recall, e.MRR, f.recall, f.mrr)
+			t.Errorf("mcp4 dev %q: recall@5 %.3f, MRR %.3f; want at least %.2f and %.2f", f.kind, e.Recall, e.MRR, f.recall, f.mrr)
 		}
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #27: the blind sets' tables (engine beside plain BM25): the third set
+// The blind sets' tables (engine beside plain BM25): the third set
 // and the fourth and fifth sets' final splits, logged only when SEARCHEVAL_HELDOUT3
 // is set: they judge a ranking once, they are never looked at while
 // tuning.

@@ -32,7 +32,7 @@ func table(name string, docs []toolsearch.Doc, qs []Query) string {
 	return b.String()
 }
 
-// #27: the per-kind table of the engine beside plain BM25 on the tuning
+// The per-kind table of the engine beside plain BM25 on the tuning
 // sets, logged with -v; the held-out set's table too when
 // SEARCHEVAL_HELDOUT is set, so that tuning does not look at it by
 // accident. The floors are asserted in quality_test.go.

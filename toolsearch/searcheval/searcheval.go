@@ -1,5 +1,5 @@
 // Package searcheval holds a labelled corpus for tool_search and measures
-// a search against it (issue #15): 1,065 MCP tool definitions on 88
+// a search against it: 1,065 MCP tool definitions on 88
 // servers, as MCP tools/list results, and 171 queries phrased as a user or
 // a model would ask, each with the tools that answer it, split into a dev
 // and a holdout half. Tests and engine bench use it; see
@@ -43,8 +43,8 @@ func ToolName(server, tool string) string { return "mcp__" + server + "__" + too
 // Servers returns the corpus's servers sorted by name.
 func Servers() ([]Server, error) { return serversIn("testdata/mcp") }
 
-// HeldOutServers returns the servers of the held-out set (issue #27,
-// testdata/mcp2) sorted by name: servers the first corpus lacks.
+// HeldOutServers returns the servers of the held-out set
+// (testdata/mcp2) sorted by name: servers the first corpus lacks.
 func HeldOutServers() ([]Server, error) { return serversIn("testdata/mcp2") }
 
 // HeldOutDocs returns the held-out set's tools as search documents named
@@ -106,8 +106,8 @@ type Query struct {
 	ID string `json:"id"`
 	// Split is "dev" or "holdout" (first corpus), "heldout" or "tuning".
 	Split string `json:"split"`
-	// Kind is keyword, paraphrase, parameter, cjk or ambiguous (issue
-	// #27's five kinds); "" in the first corpus.
+	// Kind is keyword, paraphrase, parameter, cjk or ambiguous;
+	// "" in the first corpus.
 	Kind string `json:"kind,omitempty"`
 	// Query is the text sent as tool_search's query.
 	Query string `json:"query"`
@@ -118,15 +118,15 @@ type Query struct {
 // Queries returns the labelled queries of the first corpus in id order.
 func Queries() ([]Query, error) { return queriesIn("testdata/queries.json") }
 
-// HeldOutQueries returns the held-out queries over HeldOutDocs (issue
-// #27): written before the ranking changes of #27 and never tuned on.
+// HeldOutQueries returns the held-out queries over HeldOutDocs:
+// written before the ranking changes and never tuned on.
 func HeldOutQueries() ([]Query, error) { return queriesIn("testdata/heldout.json") }
 
 // TuningQueries returns the tuning queries over HeldOutDocs: the ones
 // ranking changes are judged on, beside Queries.
 func TuningQueries() ([]Query, error) { return queriesIn("testdata/tuning.json") }
 
-// Kinds are the query kinds of issue #27, in report order.
+// Kinds are the query kinds, in report order.
 var Kinds = []string{"keyword", "paraphrase", "parameter", "cjk", "ambiguous"}
 
 // OfKind returns the queries of one kind ("" for all).

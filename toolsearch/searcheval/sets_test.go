@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// checkServers checks the shape of a set's servers (#27): every server
+// checkServers checks the shape of a set's servers: every server
 // file parses and is listed in dir/servers.json with its tool count, no
 // server name is one of an earlier set's, tool names are unique, and
 // every schema is a JSON object and every tool has a description. It

