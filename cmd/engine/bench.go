@@ -22,7 +22,7 @@ type benchCmd struct {
 	// 10M is a separate, longer run (about 3 GB of stream on disk).
 	MemorySessions []int    `name:"memory-sessions" help:"Session counts of the memory step and its fold-rate lines (default 10000,100000,1000000; each size beyond 100k is held to >= 0.8 of the 100k fold rate). The 10M mode is --long."`
 	ScaleSessions  int      `name:"scale-sessions" help:"Sessions of the scale-restart step (default 1000000, quick 10000): engine serve runs as a child process of this binary, holds that many sessions, and is restarted after a clean stop and after kill -9, and rebuilt with engine rebuild."`
-	Long           bool     `name:"long" help:"The 10M mode: only the memory step, at 100k, 1M and 10M sessions (unless --only or --memory-sessions say otherwise); about an hour on 2 cores, 10 GB of memory and a few GB in --data."`
+	Long           bool     `name:"long" help:"The 10M mode: only the memory step, at 100k, 1M and 10M sessions (unless --only or --memory-sessions say otherwise); about 20 minutes on 2 cores, 4 GB of memory and 6 GB in --data."`
 	Only           []string `name:"only" help:"Run only these steps (comma-separated): memory, erase-memory, append-sync, append-concurrent, session-read, cold-session-load, turn-resolve, resolver, fold-and-split, tool-search, prompt-cache, turn-cycle, atomic-batch, replay, cold-start, scale-out, restart, scale-restart."`
 }
 
