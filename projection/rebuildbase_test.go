@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// A rebuild folds every view again from the log (R24: views are derived
+// A rebuild folds every view again from the log (views are derived
 // data): a view stored before the rebuild is never the base of a
 // session's fold, even when the rebuild's set of evicted sessions answers
 // "maybe" for a session it never held (a Bloom filter's false positive,
