@@ -87,6 +87,11 @@ type Config struct {
 	// on both sides of a delta. Default 11s, quick 0 (the quick figures then
 	// include those caches); negative waits not at all in either mode.
 	MemorySettle time.Duration `json:"memory_settle_ns"`
+	// MemoryIdle is how long the memory step's largest event stream stays
+	// untouched, after its fold, before the idle server line reads it:
+	// its dedupe window and the server's expiry of per-block subject
+	// state. Default 2m, quick 0 (read at once); negative: 0.
+	MemoryIdle time.Duration `json:"memory_idle_ns"`
 	// EraseSessions is the sessions of the erase-memory step,
 	// created, measured, erased and measured again. Default 100,000,
 	// quick 10,000 (at 2,000 and 5,000 the event stream's fixed caches, about 5 MB,
@@ -107,6 +112,15 @@ type Config struct {
 	// SkipRestart leaves out the cold start line that restarts the
 	// embedded server.
 	SkipRestart bool `json:"skip_restart"`
+	// ScaleSessions is the sessions (one event each) of the
+	// scale-restart step: restart after a clean stop and after kill -9,
+	// and engine rebuild, of an engine serve child process. Default
+	// 1,000,000, quick 10,000.
+	ScaleSessions int `json:"scale_sessions"`
+	// EngineBin is the engine executable the scale-restart step runs as
+	// a child process (engine bench sets it to its own executable).
+	// Required by that step.
+	EngineBin string `json:"-"`
 	// Only, when not empty, runs only the steps named (see Steps), to
 	// measure one lever at a time; the report then lacks the other lines.
 	Only []string `json:"only,omitempty"`
@@ -115,7 +129,7 @@ type Config struct {
 // Steps names the steps of a run, in order, for Config.Only.
 func Steps() []string {
 	return []string{"memory", "erase-memory", "append-sync", "append-concurrent", "session-read", "cold-session-load", "turn-resolve", "resolver",
-		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart"}
+		"fold-and-split", "tool-search", "prompt-cache", "turn-cycle", "atomic-batch", "replay", "cold-start", "scale-out", "restart", "scale-restart"}
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +155,7 @@ func (c Config) withDefaults() Config {
 	def(&c.AtomicBatchOps, 300, 30)
 	def(&c.EraseSessions, 100_000, 10_000)
 	def(&c.EraseConcurrency, 64, 64)
+	def(&c.ScaleSessions, 1_000_000, 10_000)
 	if len(c.RegistrySizes) == 0 {
 		c.RegistrySizes = []int{50, 500, 5000}
 	}
@@ -159,6 +174,10 @@ func (c Config) withDefaults() Config {
 	if c.MemorySettle == 0 && !c.Quick {
 		c.MemorySettle = 11 * time.Second
 	}
+	if c.MemoryIdle == 0 && !c.Quick {
+		c.MemoryIdle = 2 * time.Minute
+	}
+	c.MemoryIdle = max(0, c.MemoryIdle)
 	if c.ColdSessions > c.ColdEvents {
 		c.ColdSessions = c.ColdEvents
 	}
@@ -366,11 +385,13 @@ func ExpectedLines(cfg Config) []string {
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemServer, sessionsLabel(n)))
 	}
+	out = append(out, fmt.Sprintf(nameMemServerIdle, sessionsLabel(slices.Max(cfg.MemorySessions))))
 	out = append(out, memoryFoldLineNames(cfg)...)
 	out = append(out, eraseLineNames(cfg)...)
 	if !cfg.SkipRestart {
 		out = append(out, nameColdRestart)
 	}
+	out = append(out, scaleRestartLineNames(cfg)...)
 	return out
 }
 
@@ -395,6 +416,7 @@ const (
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"
 	nameMemServer        = "memory per session subject, server, %s sessions"
+	nameMemServerIdle    = "memory per idle session subject, server, %s sessions"
 	nameColdRestart      = "cold start incl. server restart"
 )
 
@@ -469,6 +491,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		{"cold start", h.coldStart},
 		{"scale-out", h.scaleOut},
 		{"restart", h.restart},
+		// Last: a child process with its own server, at a million
+		// sessions by default; nothing measured after it competes with
+		// its files.
+		{"scale restart", h.scaleRestart},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

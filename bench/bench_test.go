@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -35,7 +37,7 @@ func TestQuick(t *testing.T) {
 	// bound is for a hung step, not a timing.
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
-	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir()}
+	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir(), EngineBin: engineBin(t)}
 	rep, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -551,5 +553,83 @@ func TestPerformancePageIsGenerated(t *testing.T) {
 	}
 	if string(page) != rep.Markdown() {
 		t.Fatalf("docs/performance.md is not the page of docs/performance.json: regenerate both with %s", MarkdownCommand)
+	}
+}
+
+// engineBin builds the engine binary once per test process, for the
+// scale-restart step, which runs it as engine serve and engine rebuild.
+func engineBin(t testing.TB) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bench-engine-")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		built = filepath.Join(dir, "engine")
+		out, err := exec.Command("go", "build", "-o", built, "../cmd/engine").CombinedOutput()
+		if err != nil {
+			builtErr = fmt.Errorf("go build ../cmd/engine: %w: %s", err, out)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return built
+}
+
+var (
+	builtOnce sync.Once
+	built     string
+	builtErr  error
+)
+
+// The scale-restart step runs engine serve as a child process holding
+// its sessions and restarts it after a clean stop (SIGTERM) and after
+// kill -9 (SIGKILL), then runs engine rebuild and starts it again: no
+// restart folds again any event its views hold (the projection resumes
+// after its acknowledged position, and a rebuild moves the feed past
+// what it folded), the rebuild folds every event once, and each restart
+// reads a session's view over HTTP (the step fails otherwise). No time
+// is asserted.
+func TestScaleRestartRefoldsNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := Config{Quick: true, Out: testWriter{t}, DataDir: t.TempDir(), EngineBin: engineBin(t), Only: []string{"scale-restart"}, ScaleSessions: 2000}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := scaleRestartLineNames(cfg.withDefaults())
+	if len(rep.Lines) != len(names) {
+		t.Errorf("report has %d lines, want %d", len(rep.Lines), len(names))
+	}
+	for _, name := range names {
+		l, ok := rep.Line(name)
+		if !ok {
+			t.Errorf("line %q missing", name)
+			continue
+		}
+		if l.Met == nil || !*l.Met {
+			t.Errorf("%s: target %q not met: %s", name, l.Target, l.Note)
+		}
+		if l.Engine <= 0 || len(l.EngineRuns) != l.Runs {
+			t.Errorf("%s: engine %v over %d runs (%v)", name, l.Engine, l.Runs, l.EngineRuns)
+		}
+	}
+	for _, name := range names[:2] {
+		if l, _ := rep.Line(name); l.Raw <= 0 || len(l.RawRuns) != l.Runs {
+			t.Errorf("%s: no raw baseline (the server alone): %v", name, l.RawRuns)
+		}
+	}
+	t.Log("\n" + rep.Table())
+}
+
+// A run that includes the scale-restart step without the engine binary
+// fails with an error that says what to set.
+func TestScaleRestartNeedsEngineBin(t *testing.T) {
+	_, err := Run(context.Background(), Config{Quick: true, DataDir: t.TempDir(), Only: []string{"scale-restart"}})
+	if err == nil || !strings.Contains(err.Error(), "EngineBin") {
+		t.Fatalf("scale-restart without EngineBin: %v, want an error naming Config.EngineBin", err)
 	}
 }

@@ -234,6 +234,12 @@ func (h *harness) finishPair(ctx context.Context, l Line, engine, raw sample) (L
 			return l, err
 		}
 	}
+	l.setMedians()
+	return l, nil
+}
+
+// setMedians sets the line's medians and ratio from its runs.
+func (l *Line) setMedians() {
 	l.Engine, l.Raw = median(l.EngineRuns), median(l.RawRuns)
 	if l.Engine > 0 && l.Raw > 0 {
 		if l.Rate {
@@ -242,7 +248,6 @@ func (h *harness) finishPair(ctx context.Context, l Line, engine, raw sample) (L
 			l.Ratio = l.Raw / l.Engine
 		}
 	}
-	return l, nil
 }
 
 // slice measures one slice of one side's run: it does the slice's share

@@ -54,6 +54,9 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 	p.cacheMu.Unlock()
 	// Every view is rebuilt from the first event, as by a new feed (see
 	// runFeed): sessions not cached and never evicted start empty.
+	if p.rebuildFrom, err = p.views.LastSeq(ctx); err != nil {
+		return 0, err
+	}
 	p.trustCache = true
 	p.evicted = newEvictedSet()
 	p.feedStart = 0

@@ -11,3 +11,12 @@ func SetOrderedCatchUpMin(n uint64) uint64 {
 	orderedCatchUpMin = n
 	return old
 }
+
+// SetEvictedAlwaysMaybe makes the evicted set of a rebuild answer "maybe
+// evicted" for every session (as a false positive does for a few), and
+// returns the old setting.
+func SetEvictedAlwaysMaybe(on bool) bool {
+	old := evictedAlwaysMaybe
+	evictedAlwaysMaybe = on
+	return old
+}

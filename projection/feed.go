@@ -83,6 +83,9 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.evicted = nil
 	if p.trustCache {
 		p.evicted = newEvictedSet()
+		if p.rebuildFrom, err = p.views.LastSeq(ctx); err != nil {
+			return err
+		}
 	}
 	p.feedStart = pos.Delivered
 	p.setApplied(floor)

@@ -147,17 +147,18 @@ type Projection struct {
 	// cacheMu guards the states in cache: Run folds into them, Read
 	// copies from them. The cache is the one LRU (#25 item 9), trimmed to
 	// CacheSize after each batch (evict), never during one.
-	cacheMu    sync.RWMutex
-	cache      *lru.Cache[string, *aggregate.State]
-	revs       map[string]uint64 // KV revision of each cached view as read or written; absent: unknown (write unconditionally)
-	trustCache bool              // misses not in evicted are new sessions (fresh rebuild); Run only
-	evicted    *evictedSet       // sessions evicted since the rebuild began (trustCache); Run only
-	feedStart  uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
-	runner     atomic.Bool       // this projection holds the runner lease (or does not elect)
-	handing    bool              // a feed runs: Handoff may fold into cache (#28)
-	handFloor  uint64            // feedStart, for Handoff (under cacheMu)
-	hand       handed            // events handed over, not yet delivered (#28)
-	heldN      atomic.Uint64     // delivered events skipped because handed over
+	cacheMu     sync.RWMutex
+	cache       *lru.Cache[string, *aggregate.State]
+	revs        map[string]uint64 // KV revision of each cached view as read or written; absent: unknown (write unconditionally)
+	trustCache  bool              // misses not in evicted are new sessions (fresh rebuild); Run only
+	evicted     *evictedSet       // sessions evicted since the rebuild began (trustCache); Run only
+	rebuildFrom uint64            // the views' last revision when the rebuild began: later ones are its writes (trustCache); Run only
+	feedStart   uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
+	runner      atomic.Bool       // this projection holds the runner lease (or does not elect)
+	handing     bool              // a feed runs: Handoff may fold into cache (#28)
+	handFloor   uint64            // feedStart, for Handoff (under cacheMu)
+	hand        handed            // events handed over, not yet delivered (#28)
+	heldN       atomic.Uint64     // delivered events skipped because handed over
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
 	caughtUp atomic.Bool

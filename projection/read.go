@@ -20,11 +20,12 @@ import (
 )
 
 // loadAll makes sure the states of the sessions of recs are cached. A
-// session known to have no view starts from the zero state without a read
-// (#28 item 1): its first event was stored on the condition that its
-// subject was empty (Record.First) and no feed folded it before, or the
-// feed rebuilds from the first event and never evicted it. The views of
-// the others are read concurrently, loadWorkers at a time.
+// session known to have no view starts from the zero state without a read:
+// its first event was stored on the condition that its subject was empty
+// (Record.First) and no feed folded it before, or the feed rebuilds from
+// the first event and never evicted it. The views of the others are read
+// concurrently, loadWorkers at a time; while rebuilding, only a view the
+// rebuild wrote is a base (rebuiltView).
 func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error {
 	type miss struct {
 		session string
@@ -32,6 +33,7 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 		rev     uint64
 		known   bool // rev is the view's revision (0: it has none)
 		read    bool // the view must be read
+		rebuilt bool // read with rebuiltView
 	}
 	var misses []miss
 	seen := make(map[string]bool)
@@ -49,6 +51,11 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 		case rec.Session == "":
 		case p.trustCache && !p.evicted.mayContain(rec.Session):
 			// Rebuilding: written unconditionally over any older view.
+		case p.trustCache:
+			// Rebuilding, maybe evicted: read back what the rebuild
+			// wrote. Record.First says nothing here: the views of an
+			// earlier fold are still in the bucket.
+			m.read, m.rebuilt = true, true
 		case rec.First && rec.Seq > p.feedStart:
 			m.known = true // no view: written on the condition there is none
 		default:
@@ -76,7 +83,11 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 				if !m.read {
 					continue
 				}
-				s, r, err := p.viewRev(ctx, m.session)
+				read := p.viewRev
+				if m.rebuilt {
+					read = p.rebuiltView
+				}
+				s, r, err := read(ctx, m.session)
 				if err != nil {
 					errs[w] = err
 					return
@@ -120,6 +131,31 @@ func (p *Projection) viewRev(ctx context.Context, session string) (aggregate.Sta
 	if err != nil {
 		return aggregate.State{Session: session}, 0, err
 	}
+	return p.decodeView(ctx, session, data, rev)
+}
+
+// rebuiltView reads, while the feed rebuilds every view from the first
+// event, the view of a session the evicted set may hold: the view this
+// rebuild wrote (a revision above rebuildFrom), else the zero state with
+// the revision read. A view stored before the rebuild is never a base to
+// fold on: the rebuild folds every view again from the log, and a false
+// positive of the evicted set must not keep a stale view, nor take a
+// session with a view for one without (its write, conditional on that
+// revision, would fail every time).
+func (p *Projection) rebuiltView(ctx context.Context, session string) (aggregate.State, uint64, error) {
+	data, rev, err := p.views.GetRev(ctx, session)
+	if err != nil {
+		return aggregate.State{Session: session}, 0, err
+	}
+	if rev <= p.rebuildFrom {
+		return aggregate.State{Session: session}, rev, nil
+	}
+	return p.decodeView(ctx, session, data, rev)
+}
+
+// decodeView is the state of a session's view read at rev: the fold of
+// its log when it has none or this build cannot decode it.
+func (p *Projection) decodeView(ctx context.Context, session string, data []byte, rev uint64) (aggregate.State, uint64, error) {
 	if data == nil {
 		// No view: a new session, or a view lost with a damaged views
 		// file. Never serve the defaults for a session with events: fold
@@ -327,51 +363,85 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	fixed := 0
-	for _, s := range keys {
-		if events.ValidateSessionID(s) != nil {
-			continue
-		}
-		v, err := p.viewOf(ctx, s)
-		if err != nil {
-			return fixed, err
-		}
-		last, err := p.log.LeaderLastSeq(ctx, s)
-		if err != nil {
-			return fixed, err
-		}
-		if v.LastSeq <= last || (v.Deleted() && last == 0) {
-			continue // in step; or erased (#30): its view is the deleted state, its events purged on purpose
-		}
-		// Through last, read from the stream's leader where a replica
-		// behind it ends the direct gets early: the view written here is
-		// final (the feed acknowledged these events long ago).
-		st := aggregate.State{Session: s}
-		if last > 0 {
-			recs, err := p.log.ReadSessionThrough(ctx, s, 1, last)
-			if err != nil {
-				return fixed, err
-			}
-			for _, r := range recs {
-				if err := p.foldRecord(ctx, &st, r); err != nil {
-					return fixed, err
+	// Each view costs a view read and a request to the stream leader:
+	// loadWorkers at a time, as a fold's view reads.
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		fixed atomic.Int64
+		errs  = make([]error, loadWorkers)
+	)
+	for w := range loadWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) || ctx.Err() != nil {
+					return
+				}
+				ok, err := p.reconcileView(ctx, keys[i])
+				if err != nil {
+					errs[w] = err
+					next.Store(int64(len(keys))) // the others stop too
+					return
+				}
+				if ok {
+					fixed.Add(1)
 				}
 			}
-		}
-		p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
-		// A session the log holds nothing of gets the zero view (no KV
-		// delete: a tombstone would hide the key's revision from the
-		// conditional writes).
-		data, err := aggregate.MarshalState(st)
-		if err == nil {
-			err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
-		}
-		if err != nil {
-			return fixed, err
-		}
-		fixed++
+		})
 	}
-	return fixed, nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return int(fixed.Load()), err
+	}
+	return int(fixed.Load()), ctx.Err()
+}
+
+// reconcileView corrects session's view when it claims a sequence beyond
+// the session's last in the log (see Reconcile), and reports whether it
+// did.
+func (p *Projection) reconcileView(ctx context.Context, s string) (bool, error) {
+	if events.ValidateSessionID(s) != nil {
+		return false, nil
+	}
+	v, err := p.viewOf(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	last, err := p.log.LeaderLastSeq(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	if v.LastSeq <= last || (v.Deleted() && last == 0) {
+		return false, nil // in step; or erased: its view is the deleted state, its events purged on purpose
+	}
+	// Through last, read from the stream's leader where a replica
+	// behind it ends the direct gets early: the view written here is
+	// final (the feed acknowledged these events long ago).
+	st := aggregate.State{Session: s}
+	if last > 0 {
+		recs, err := p.log.ReadSessionThrough(ctx, s, 1, last)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range recs {
+			if err := p.foldRecord(ctx, &st, r); err != nil {
+				return false, err
+			}
+		}
+	}
+	p.cfg.Logger.Warn().Str("session", s).Uint64("view_seq", v.LastSeq).Uint64("log_seq", last).Msg("view ahead of the damaged log: refolded from what the log holds")
+	// A session the log holds nothing of gets the zero view (no KV
+	// delete: a tombstone would hide the key's revision from the
+	// conditional writes).
+	data, err := aggregate.MarshalState(st)
+	if err == nil {
+		err = p.views.PutAll(ctx, []jetstream.Put{{Key: s, Value: data}})
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Cached is the number of sessions whose state the projection holds in
