@@ -21,7 +21,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// The atomic batch lines (#28): what one JetStream atomic batch publish of
+// The atomic batch lines: what one JetStream atomic batch publish of
 // two messages costs (the shape of the engine's turn end: TurnEnded and
 // CheckpointRecorded, as service/safepoint.go appends them) against two
 // sequential CAS publishes of the same two messages and against one CAS
@@ -73,7 +73,7 @@ func (h *harness) turnEndBytes(ctx context.Context) ([][]byte, []events.Type, er
 	}
 	g := groups[len(groups)-1]
 	if g.phase == tcEnd && len(g.recs) == 1 {
-		// #28: EndTurn writes one TurnEnded carrying the checkpoint; the
+		// EndTurn writes one TurnEnded carrying the checkpoint; the
 		// batch lines measure the older pair form, split from it.
 		te, ok := g.recs[0].Envelope.Payload.(events.TurnEnded)
 		if !ok || te.Checkpoint == nil {

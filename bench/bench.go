@@ -1,5 +1,5 @@
 // Package bench measures the engine beside raw NATS JetStream on one
-// embedded server in one run (issue 6), and prints a table of medians and
+// embedded server in one run, and prints a table of medians and
 // ratios (text or JSON).
 //
 // Every line that has a raw baseline measures both sides on the same

@@ -376,7 +376,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// #28: the turn-cycle and atomic-batch steps run in quick mode and print
+// The turn-cycle and atomic-batch steps run in quick mode and print
 // every line they own: each phase's p50 and p99 per setting (in-process,
 // HTTP, several sessions) beside the raw appends the same turn needs, the
 // log writes per turn, and the atomic batch beside two CAS publishes and
@@ -415,13 +415,13 @@ func TestTurnCycleAndAtomicBatchLines(t *testing.T) {
 		}
 	}
 	// The turn cycle writes TurnStarted and a TurnEnded carrying the
-	// checkpoint every turn (#28) and a DeferredLoaded on the discovery
+	// checkpoint every turn and a DeferredLoaded on the discovery
 	// turns: at least 2 events per turn.
 	w, _ := rep.Line(fmt.Sprintf(nameTurnCycleWrites, "in-process, one session"))
 	if w.Engine < 2 {
 		t.Errorf("%s: %v events per turn, want >= 2", w.Name, w.Engine)
 	}
-	// R45: a turn on 10,000 tools writes about what a turn on the default
+	// A turn on 10,000 tools writes about what a turn on the default
 	// registry writes: its checkpoint holds the loaded tools, not the
 	// registry.
 	small, _ := rep.Line(fmt.Sprintf(nameTurnCycleBytes, "in-process, one session"))
@@ -432,7 +432,7 @@ func TestTurnCycleAndAtomicBatchLines(t *testing.T) {
 	t.Log("\n" + table)
 }
 
-// #28 item 3: the spread column is the min-max of the runs' ratios, and a
+// The spread column is the min-max of the runs' ratios, and a
 // target is met only when every run meets it ("not met" when the median
 // meets it but the spread crosses it).
 func TestSpreadAndTargets(t *testing.T) {
@@ -453,7 +453,7 @@ func TestSpreadAndTargets(t *testing.T) {
 	}
 }
 
-// #28 item 5: every step is one --only accepts, and an unknown name is
+// Every step is one --only accepts, and an unknown name is
 // refused before anything runs.
 func TestOnlyStepNames(t *testing.T) {
 	for _, s := range []string{"prompt-cache", "turn-cycle", "atomic-batch", "memory", "restart"} {
@@ -467,7 +467,7 @@ func TestOnlyStepNames(t *testing.T) {
 	}
 }
 
-// #30 done-when: the erase-memory step runs in quick mode and prints its
+// The erase-memory step runs in quick mode and prints its
 // lines: the event stream's memory per session before and after erasing
 // every session through Engine.Erase, with a non-negative fraction
 // returned, the erase throughput and the audit stream per erased session.

@@ -28,7 +28,7 @@ var cacheRule = map[string]map[string]bool{
 	ChangeResident: {service.ProviderAnthropic: false, service.ProviderOpenAI: false, service.ProviderAnthropicEngine: false, service.ProviderOpenAIEngine: false},
 }
 
-// R46: on each of three registry changes (the description of a deferred
+// On each of three registry changes (the description of a deferred
 // tool never loaded, of a loaded tool, of a resident tool), every prompt-
 // cache figure of the engine says the same as the provider's documented
 // rule, in every provider mode: the bench's registry-change lines (the

@@ -20,7 +20,7 @@ import (
 	"github.com/toolintent/engine/service"
 )
 
-// Lines of the erase-memory step (#30).
+// Lines of the erase-memory step.
 const (
 	nameEraseReturned = "erase: event stream stored bytes returned, %s sessions erased"
 	nameEraseBefore   = "erase: process memory per session before erase, %s sessions"
@@ -84,7 +84,7 @@ type eraseFigures struct {
 
 func perSession(a, b uint64, n int) float64 { return (float64(a) - float64(b)) / float64(n) }
 
-// eraseMemory (#30): N sessions of eraseEvents events each are created on
+// eraseMemory: N sessions of eraseEvents events each are created on
 // a fresh event stream (the engine's configuration, but a 1 s dedupe
 // window) by raw pipelined publishes of the documented wire format
 // (docs/wire-format.md: msgpack envelope, Nats-Msg-Id = event id), folded

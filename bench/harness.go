@@ -374,7 +374,7 @@ func metSuffix(l Line) string {
 }
 
 // ratioTarget sets a "ratio >= min" target on l, met only when every
-// run's ratio reaches it (#28: a spread that crosses the target is not
+// run's ratio reaches it (a spread that crosses the target is not
 // met).
 func ratioTarget(l *Line, min float64) {
 	l.Target = fmt.Sprintf("ratio >= %g", min)
@@ -485,7 +485,7 @@ func generate(ctx context.Context, js njs.JetStream, prefix string, sessions []s
 		}
 		m := nats.NewMsg(prefix + ".events." + s)
 		m.Data = data
-		m.Header.Set("Nats-Msg-Id", e.ID) // as docs/wire-format.md asks: without it the fold rejects the event (R28)
+		m.Header.Set("Nats-Msg-Id", e.ID) // as docs/wire-format.md asks: without it the fold rejects the event
 		return m, nil
 	})
 }

@@ -1,6 +1,6 @@
 package bench
 
-// The "prompt cache" lines (#26): seeded simulated conversations replayed
+// The "prompt cache" lines: seeded simulated conversations replayed
 // through the engine (service.Engine on the embedded server, no HTTP),
 // each provider request rendered in every mode, and what each mode does
 // to the provider's prompt cache: the share of requests whose tools array

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// #26: the prompt-cache lines replay the quick conversations through the
+// The prompt-cache lines replay the quick conversations through the
 // engine and meet their targets in every mode: every request whose intent
 // and registry did not change reuses the previous request's tools prefix
 // and catalog; native modes also across discoveries; the engine's catalog

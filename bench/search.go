@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
-// Line names of the tool_search step (issue #15).
+// Line names of the tool_search step.
 const (
 	nameSearchRecall     = "tool_search recall@5, keyword, 171 queries, 1,065 MCP tools"
 	nameSearchMRR        = "tool_search MRR, keyword, 171 queries, 1,065 MCP tools"
@@ -247,8 +247,8 @@ func (h *harness) searchLines(ctx context.Context) error {
 	return nil
 }
 
-// heldOutLines: quality of the keyword mode on the sets never tuned on
-// (issue #27): the fourth set's final split (mcp4, 110 queries) is the
+// heldOutLines: quality of the keyword mode on the sets never tuned on:
+// the fourth set's final split (mcp4, 110 queries) is the
 // line; the blind third set, the fourth set's dev split and the mcp2
 // held-out queries are in its note, beside plain BM25.
 func (h *harness) heldOutLines() error {

@@ -66,7 +66,7 @@ type LogConfig struct {
 	APIPrefix string
 	Domain    string
 	// Guard, when set, is asked before each append; its error refuses the
-	// append, nothing written (a DiskGuard's Check: issue 12, item 4).
+	// append, nothing written (a DiskGuard's Check).
 	Guard func() error
 	// Faults, when set, returns a channel closed when the store fails a
 	// write or JetStream is disabled (an embedded server's Faults), or

@@ -294,7 +294,7 @@ func (e *Embedded) recordFault(msg string) {
 
 // ReenableJetStream restarts JetStream, with the configuration it started
 // with, after the server disabled it or its store hit a write error (a
-// full disk whose space has returned: issue 12, item 4): the streams are
+// full disk whose space has returned): the streams are
 // loaded again from disk and accept writes. It does nothing when neither
 // happened.
 func (e *Embedded) ReenableJetStream() error {

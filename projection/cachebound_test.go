@@ -10,7 +10,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// #13 item 5, #25 item 9: the views the projection keeps in memory are
+// The views the projection keeps in memory are
 // bounded by CacheSize after each batch, and a session whose view left the
 // memory still reads back whole (from the views bucket).
 func TestProjectionCacheBounded(t *testing.T) {
@@ -45,7 +45,7 @@ func TestProjectionCacheBounded(t *testing.T) {
 	// The views of the window being written stay cached until their write
 	// lands (read back before, they would be stale); a window can hold
 	// more than BatchSize sessions when a delivery gap was filled from the
-	// log (a paced feed on a loaded machine, #28). The next flush trims
+	// log (a paced feed on a loaded machine). The next flush trims
 	// them: one more event, and the bound holds.
 	r, err := e.log.Append(ctx, "s-next", 0, events.New("s-next", "web", "alice", events.ToolsToggled{Enabled: ptr(true)}))
 	if err != nil {

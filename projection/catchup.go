@@ -23,7 +23,7 @@ var orderedCatchUpMin uint64 = 10_000
 // which runFeed starts the durable feed (FeedConfig.StartAfter). 0: it
 // did nothing.
 //
-// #28: a durable feed makes the server track each delivery and its
+// A durable feed makes the server track each delivery and its
 // acknowledgement; an ordered consumer does not, so a replay costs the
 // server what reading the stream costs (engine bench's replay line).
 //

@@ -24,7 +24,7 @@ func orderedCatchUp(t *testing.T) {
 	t.Cleanup(func() { projection.SetOrderedCatchUpMin(old) })
 }
 
-// R24, #28: a new projection rebuilds its views through an ordered
+// A new projection rebuilds its views through an ordered
 // consumer while writers go on appending; the views equal the fold, every
 // event is folded once, the durable feed starts after the rebuilt backlog
 // (acknowledged up to it, not from the first event), and the rebuilt
@@ -65,7 +65,7 @@ func TestOrderedCatchUpEqualsFold(t *testing.T) {
 	}
 }
 
-// #28: a rebuild stopped as soon as its views are written, before or while
+// A rebuild stopped as soon as its views are written, before or while
 // its durable feed is created past them (a crash or shutdown there): the
 // next start rebuilds again or goes on after the acknowledged backlog,
 // and the views equal the fold either way.
@@ -112,7 +112,7 @@ func TestOrderedCatchUpRebuilds(t *testing.T) {
 	t.Run("restart catches up", TestProjectionCatchUp)
 }
 
-// #28: a user not allowed to reset consumers (the server drops the
+// A user not allowed to reset consumers (the server drops the
 // request): the feed starts where it was after the rebuild, without
 // waiting the log's timeout for an answer, and folds the rebuilt events
 // again as repeats; the views equal the fold.

@@ -46,7 +46,7 @@ func damageStream(t *testing.T, dir, stream string, at float64, crashed bool) {
 	}
 }
 
-// #12 item 3: a store that lost acknowledged events (bytes flipped in the
+// A store that lost acknowledged events (bytes flipped in the
 // events block) is detected against the projection's watermark and
 // reported as damaged, naming the gap, even after new appends reach past
 // the watermark and across a restart; nothing is folded over the loss.
@@ -103,7 +103,7 @@ func TestDamagedLogDetected(t *testing.T) {
 	}
 }
 
-// #12 item 3: views lost from a damaged views file are refolded from the
+// Views lost from a damaged views file are refolded from the
 // log, never served as the defaults: every read equals a serial fold.
 func TestDamagedViewsRefolded(t *testing.T) {
 	dir := t.TempDir()

@@ -45,7 +45,7 @@ func elected(t *testing.T, url, owner string) (p *projection.Projection, kill fu
 	return p, kill
 }
 
-// #12 item 7: two engines on one stream elect one projection runner; the
+// Two engines on one stream elect one projection runner; the
 // other takes over within seconds when the runner dies without releasing
 // its lease, never both fold at once, and every view in KV then equals a
 // serial fold of the log.
@@ -148,7 +148,7 @@ func TestRunnerElectionTakeover(t *testing.T) {
 	}
 }
 
-// #12 item 7: a view write conditional on a revision that moved (another
+// A view write conditional on a revision that moved (another
 // runner wrote the view) is refused, so a runner that lost its lease
 // cannot overwrite the new runner's views.
 func TestConditionalViewWrite(t *testing.T) {

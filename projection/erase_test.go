@@ -11,7 +11,7 @@ import (
 	"github.com/toolintent/engine/projection"
 )
 
-// #30: a projection whose feed meets sequences an erase purged (it had
+// A projection whose feed meets sequences an erase purged (it had
 // not folded them yet, or it folds the stream from the start) skips them
 // when the audit stream covers them, instead of reporting the log as
 // damaged, and folds the bystanders; also when the purged events were the

@@ -5,7 +5,7 @@ package projection
 func WrapViews(p *Projection, wrap func(ViewStore) ViewStore) { p.views = wrap(p.views) }
 
 // SetOrderedCatchUpMin sets the backlog from which a rebuilding projection
-// folds through an ordered consumer (#28), and returns the old value.
+// folds through an ordered consumer, and returns the old value.
 func SetOrderedCatchUpMin(n uint64) uint64 {
 	old := orderedCatchUpMin
 	orderedCatchUpMin = n

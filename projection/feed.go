@@ -1,7 +1,7 @@
 package projection
 
-// The feed loop: folding the durable feed into the views, flushing them in
-// batches and filling the gaps of unacknowledged writes.
+// The feed loop: folding the durable feed into the views and flushing
+// them in batches (gaps.go fills the gaps of unacknowledged writes).
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	if err := p.checkLog(ctx); err != nil {
 		return err
 	}
-	// Handed-over events (#28) are folded into the cache; a new feed
+	// Handed-over events are folded into the cache; a new feed
 	// starts from the views, so it forgets them, and Handoff waits until
 	// the cache is reset below.
 	p.cacheMu.Lock()
@@ -48,7 +48,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	if startAfter > 0 && floor < startAfter {
 		p.cfg.Logger.Warn().Uint64("rebuilt_to", startAfter).Uint64("ack_floor", floor).Msg("projection: the server did not move the feed past the rebuilt views (no consumer reset: nats-server before 2.14, or not permitted): it folds them again")
 	}
-	// A feed that skipped handed-over events (#28, FeedConfig.Skip) moved
+	// A feed that skipped handed-over events (FeedConfig.Skip) moved
 	// the consumer's acknowledged position past them before their views
 	// were written: the watermark, written after the views, is where they
 	// are known folded. Start from it when it is behind (and fold from the
@@ -78,7 +78,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// A feed that never acknowledged anything rebuilds every view from the
 	// first event: existing views (of an earlier feed) are overwritten. Its
 	// ack floor is 0, or the sequence before the first when an erase
-	// purged the stream's first events (#30).
+	// purged the stream's first events.
 	p.trustCache = floor == 0 || pos.AckedNone
 	p.evicted = nil
 	if p.trustCache {
@@ -187,7 +187,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 
 // windowStart is when the flush window that first holds rec began: now,
 // or, for a paced feed that is caught up, when rec was stored, if at most
-// Pace ago (#28): the wait for the pull counts toward the window, so that
+// Pace ago: the wait for the pull counts toward the window, so that
 // pacing does not add to the time from an append to its view. (A
 // server clock ahead of this one counts as now.)
 func (p *Projection) windowStart(rec jetstream.Record, pending uint64) time.Time {
@@ -209,7 +209,7 @@ func (p *Projection) windowStart(rec jetstream.Record, pending uint64) time.Time
 // under the feed's MaxAckPending (400,000), or delivery would stop before
 // the window is acknowledged. A replay writes about one view per session
 // per window: at 250 ms windows it wrote nearly one view per event of a
-// 10k-session stream (#28 item 3), so a window lasts up to two seconds
+// 10k-session stream, so a window lasts up to two seconds
 // (at 80,000 events and one second, a replay of 170,000 events over
 // 10,000 sessions took three windows, 30,000 view writes, and 17-21 µs of
 // CPU per event; at 300,000 and two seconds two windows and 13-15 µs,
@@ -234,7 +234,7 @@ func (p *Projection) flushInterval(u *unflushed) time.Duration {
 }
 
 // takeLimit is how many delivered events the next fold takes: while
-// catching up, large batches (#28: fewer, larger folds), else no more than
+// catching up, large batches (fewer, larger folds), else no more than
 // fill the window to BatchSize sessions, so that a window (and the views
 // kept in memory beyond CacheSize while they are written) stays within
 // BatchSize however the feed's deliveries bunch up.
@@ -325,7 +325,7 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 		return err
 	}
 	// Each view is written only over the revision this runner read or
-	// wrote (issue 12, item 7): a runner that lost its lease cannot
+	// wrote: a runner that lost its lease cannot
 	// overwrite the views of the one that took over.
 	p.cacheMu.RLock()
 	for i := range puts {
@@ -391,128 +391,6 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 	return nil
 }
 
-// fillGaps returns the records to fold from a delivered batch, in stream
-// order from next on: redeliveries below next are dropped and missing
-// sequences are read from the log.
-func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jetstream.Record) ([]jetstream.Record, error) {
-	if len(delivered) > 0 && delivered[0].Seq == next && delivered[len(delivered)-1].Seq == next+uint64(len(delivered))-1 {
-		return delivered, nil // contiguous from next, as almost always: no copy (#28)
-	}
-	out := make([]jetstream.Record, 0, len(delivered))
-	for _, r := range delivered {
-		if r.Seq < next {
-			continue
-		}
-		if r.Seq > next {
-			p.cfg.Logger.Info().Uint64("from", next).Uint64("to", r.Seq-1).Msg("projection: filling a delivery gap from the log")
-			gap, err := p.readGap(ctx, next, r.Seq-1)
-			if err != nil {
-				return nil, err
-			}
-			for i := range gap {
-				// A gap's events are delivered as much as the others: one
-				// a writer handed over is taken as held (and a handoff
-				// after it refused), as the feed's own check does.
-				if g := &gap[i]; p.hand.held(g.Session, g.Seq, g.MsgID) {
-					g.Held = true
-				}
-			}
-			out = append(out, gap...)
-		}
-		out = append(out, r)
-		next = r.Seq + 1
-	}
-	return out, nil
-}
-
-// readGap reads the events [from, to] the feed did not deliver. The
-// stream's sequences are contiguous (deletes are denied), so a sequence
-// that cannot be read is damage: reported (ErrDamagedLog), not skipped,
-// unless AcceptGaps. A replica may lag a moment behind the leader: the
-// read is tried again for about two seconds first.
-func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.Record, error) {
-	var out []jetstream.Record
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
-		out = out[:0]
-		err := p.log.ScanRange(ctx, from, to, func(g jetstream.Record) error {
-			out = append(out, g)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if uint64(len(out)) == to-from+1 {
-			return out, nil
-		}
-		if p.erasedGap(ctx, from, to, out) {
-			return out, nil // purged by an erase (#30), not lost
-		}
-		if p.cfg.AcceptGaps {
-			p.cfg.Logger.Warn().Uint64("from", from).Uint64("to", to).Int("readable", len(out)).Msg("damaged log: unreadable sequences skipped (rebuild accepts the loss)")
-			return out, nil
-		}
-		if wait > time.Second {
-			// Direct gets are answered by any replica, and one that lags
-			// after a failover or a partition answers "nothing more" for
-			// events the leader holds: ask the leader before calling them
-			// lost (#28: a 3-node cluster under load, a node healed from a
-			// partition, read 256 of 1,426 for seconds).
-			full, err := p.readGapLeader(ctx, from, to, out)
-			if err == nil {
-				return full, nil
-			}
-			if !errors.Is(err, jetstream.ErrNotStored) {
-				return nil, err // no leader to ask now: the feed starts over, nothing is marked lost
-			}
-			return nil, p.setDamaged(ctx, fmt.Sprintf("sequences %d..%d cannot be read from the stream (%d of %d readable, and the stream leader lacks some too: %v): acknowledged events are gone from the store; restore the data directory from a backup or a replica, or accept the loss with engine rebuild", from, to, len(out), to-from+1, err))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-}
-
-// readGapLeader completes out (the records of [from, to] the direct gets
-// read, in order) with the missing ones read from the stream's leader,
-// and returns all of [from, to] in order; ErrNotStored (wrapped) when the
-// leader lacks one too.
-func (p *Projection) readGapLeader(ctx context.Context, from, to uint64, out []jetstream.Record) ([]jetstream.Record, error) {
-	full := make([]jetstream.Record, 0, to-from+1)
-	k := 0
-	for seq := from; seq <= to; seq++ {
-		for k < len(out) && out[k].Seq < seq {
-			k++
-		}
-		if k < len(out) && out[k].Seq == seq {
-			full = append(full, out[k])
-			continue
-		}
-		r, err := p.log.ReadLeader(ctx, seq)
-		if err != nil {
-			return nil, err
-		}
-		full = append(full, r)
-	}
-	p.cfg.Logger.Info().Uint64("from", from).Uint64("to", to).Int("from_leader", len(full)-len(out)).Msg("projection: a replica's reads came up short; read the rest from the stream leader")
-	return full, nil
-}
-
-// erasedGap reports whether every sequence of [from, to] missing from out
-// was purged by an erase the audit stream records (#30).
-func (p *Projection) erasedGap(ctx context.Context, from, to uint64, out []jetstream.Record) bool {
-	rs, err := p.log.ErasedRanges(ctx)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	have := make([]uint64, len(out))
-	for i, r := range out {
-		have[i] = r.Seq
-	}
-	return jetstream.Covered(rs, from, to, have)
-}
-
 func (p *Projection) setApplied(seq uint64) {
 	p.mu.Lock()
 	if seq > p.applied.Load() {
@@ -535,7 +413,7 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 	}
 	// The registry in force, for the few events whose fold needs one
 	// (read outside the lock); the others are folded as delivered,
-	// without an intermediate copy (#28).
+	// without an intermediate copy.
 	var regOf map[int]*resolver.Registry
 	for i, rec := range recs {
 		if rec.Held || rec.Err != nil || !aggregate.NeedsRegistry(rec.Envelope) {
@@ -631,7 +509,7 @@ func stored(rec jetstream.Record) aggregate.Stored {
 	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}
 }
 
-// report logs and counts an event the fold did not apply (R26, R28).
+// report logs and counts an event the fold did not apply.
 func (p *Projection) report(rec jetstream.Record, err error) {
 	ev := p.cfg.Logger.Warn().Uint64("seq", rec.Seq).Str("session", rec.Session).Str("id", rec.Envelope.ID).Err(err)
 	if errors.Is(err, aggregate.ErrRejected) {

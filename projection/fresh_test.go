@@ -48,11 +48,11 @@ func toggled(s string, on bool) events.Envelope {
 	return events.New(s, "web", "alice", events.ToolsToggled{Enabled: &on})
 }
 
-// #28 item 1 (the scale cliff): a running projection with more sessions
+// A running projection with more sessions
 // than its cache issues no view read for a new session's first event (the
 // log stored it on the condition that the session was empty), and the
 // sessions it evicted still read back whole, their next events folded
-// over the stored view (R24: one view per session, never a replay).
+// over the stored view (one view per session, never a replay).
 func TestNewSessionsNeedNoViewRead(t *testing.T) {
 	srv := natstest.Server(t)
 	nc := natstest.Connect(t, srv.ClientURL())
@@ -131,7 +131,7 @@ func TestNewSessionsNeedNoViewRead(t *testing.T) {
 	}
 }
 
-// #28 item 1: a projection rebuilding from the first event reads no view
+// A projection rebuilding from the first event reads no view
 // for a session it never held, even past its cache size, and reads back
 // the view of a session it evicted when that session comes again.
 func TestRebuildReadsOnlyEvictedViews(t *testing.T) {

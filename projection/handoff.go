@@ -1,6 +1,6 @@
 package projection
 
-// The writer's handoff (#28): a writer of this process hands the events
+// The writer's handoff: a writer of this process hands the events
 // the log just acknowledged to the projection, which folds them into the
 // state it holds at once. A paced feed does not have them delivered at
 // all: it takes the run of handed sequences at its consumer's cursor as

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// #28: a feed that falls a batch or more behind the writers' handoffs
+// A feed that falls a batch or more behind the writers' handoffs
 // pulls whole batches instead of the gap before the next handed sequence
 // (skip answers next 0 without walking the handed sequences); below that
 // it still pulls only the gap and skips the runs. Gap after gap, each

@@ -45,7 +45,7 @@ func unran(t *testing.T, l *jetstream.Log) *projection.Projection {
 	return p
 }
 
-// #28: events a writer hands over are delivered by the feed but neither
+// Events a writer hands over are delivered by the feed but neither
 // decoded nor folded again (HandedOff counts exactly the ones taken);
 // events of another writer, and handed events whose fold needs the
 // registry in force (refused), are folded from the log; the views written
@@ -94,7 +94,7 @@ func TestHandoffFeedSkipsHandedEvents(t *testing.T) {
 	assertViewsEqualFold(t, unran(t, e.log), e.log)
 }
 
-// #28: a crash after the writer's acknowledged events were handed over
+// A crash after the writer's acknowledged events were handed over
 // and delivered, before their views were written and acknowledged, loses
 // nothing: a new projection on the same durable folds them from the log.
 func TestHandoffCrashBeforeViewWrite(t *testing.T) {
@@ -154,7 +154,7 @@ func TestHandoffCrashBeforeViewWrite(t *testing.T) {
 	assertViewsEqualFold(t, unran(t, e.log), e.log)
 }
 
-// #28: what "verify" means. The feed checks each handed event it delivers
+// What "verify" means. The feed checks each handed event it delivers
 // by session, stream sequence and Nats-Msg-Id; an event at a handed
 // sequence that is not the one handed over stops the feed
 // (ErrHandoffMismatch), which starts again from the views and folds the
@@ -218,7 +218,7 @@ func (b *blockingViews) PutAllSeq(ctx context.Context, puts []jetstream.Put) ([]
 	return b.ViewStore.PutAllSeq(ctx, puts)
 }
 
-// #28: the paced feed skips the events a writer handed over (no
+// The paced feed skips the events a writer handed over (no
 // delivery) and moves the consumer past them, which acknowledges them
 // before their views are written. A crash then (the consumer's
 // acknowledged position past the events, the watermark and the views

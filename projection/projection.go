@@ -1,7 +1,7 @@
 // Package projection keeps the current view of every session (intent,
 // loaded deferred set, last checkpoint, last sequence) in a JetStream KV
 // bucket, folded from the event log by one durable consumer, so that
-// reading a session is one KV get, never a replay (R24).
+// reading a session is one KV get, never a replay.
 //
 // The view stored for a session is also its snapshot: it carries the
 // sequence of the last event folded into it, so a read that must be fresher
@@ -52,7 +52,7 @@ type Config struct {
 	// Default 20ms; negative flushes after every delivery.
 	FlushInterval time.Duration
 	// Pace is how often the feed pulls the events stored since its last
-	// pull while it is caught up (#28): a writer of this process hands its
+	// pull while it is caught up: a writer of this process hands its
 	// events over (Handoff) and the feed only verifies them and writes
 	// their views, so they need not be delivered one by one as they are
 	// stored, on the writer's cores. Events of other writers reach the
@@ -69,10 +69,10 @@ type Config struct {
 	// Logger receives structured logs; the zero value logs nothing.
 	Logger zerolog.Logger
 	// OnSkip, when set, is called for each event that cannot be folded
-	// (undecodable, unknown type, future version) (R26).
+	// (undecodable, unknown type, future version).
 	OnSkip func(rec jetstream.Record)
 	// OnReject, when set, is called for each event the fold rejects
-	// because it breaks a fold rule, with the reason (R28).
+	// because it breaks a fold rule, with the reason.
 	OnReject func(rec jetstream.Record, reason error)
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
@@ -82,7 +82,7 @@ type Config struct {
 	// rebuild, which accepts the loss).
 	AcceptGaps bool
 	// Elect makes Run take the runner lease in the meta bucket before it
-	// folds (issue 12, item 7): of the engines on one stream exactly one
+	// folds: of the engines on one stream exactly one
 	// folds at a time; the others stand by and take over within about
 	// LeaseTTL when it dies. Without it, Run folds at once (one engine).
 	Elect bool
@@ -142,10 +142,10 @@ type Projection struct {
 	history  *jetstream.HistoryIndex    // history anchors (nil: none written or read)
 	anchored *lru.Cache[string, uint64] // the last anchor written per session; under cacheMu
 
-	damaged atomic.Pointer[error] // log damage this process detected (issue 12, item 3)
+	damaged atomic.Pointer[error] // log damage this process detected
 
 	// cacheMu guards the states in cache: Run folds into them, Read
-	// copies from them. The cache is the one LRU (#25 item 9), trimmed to
+	// copies from them. The cache is the one LRU, trimmed to
 	// CacheSize after each batch (evict), never during one.
 	cacheMu     sync.RWMutex
 	cache       *lru.Cache[string, *aggregate.State]
@@ -155,9 +155,9 @@ type Projection struct {
 	rebuildFrom uint64            // the views' last revision when the rebuild began: later ones are its writes (trustCache); Run only
 	feedStart   uint64            // the feed's delivered sequence when it started: later events were never folded; Run only
 	runner      atomic.Bool       // this projection holds the runner lease (or does not elect)
-	handing     bool              // a feed runs: Handoff may fold into cache (#28)
+	handing     bool              // a feed runs: Handoff may fold into cache
 	handFloor   uint64            // feedStart, for Handoff (under cacheMu)
-	hand        handed            // events handed over, not yet delivered (#28)
+	hand        handed            // events handed over, not yet delivered
 	heldN       atomic.Uint64     // delivered events skipped because handed over
 
 	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
@@ -208,7 +208,7 @@ func (p *Projection) Meta() *jetstream.Meta { return p.meta }
 
 // Damaged returns the log damage this projection detected or found
 // recorded (matching jetstream.ErrDamagedLog), or nil: the engine must not
-// report ready then (issue 12, item 3). It asks the meta bucket, so an
+// report ready then. It asks the meta bucket, so an
 // engine that does not run the projection sees what the runner recorded.
 func (p *Projection) Damaged(ctx context.Context) error {
 	if e := p.damaged.Load(); e != nil {
@@ -285,10 +285,10 @@ func (p *Projection) Applied() uint64 { return p.applied.Load() }
 // CaughtUp reports whether the last batch left nothing pending.
 func (p *Projection) CaughtUp() bool { return p.caughtUp.Load() }
 
-// Skipped counts events that could not be folded (R26).
+// Skipped counts events that could not be folded.
 func (p *Projection) Skipped() uint64 { return p.skipped.Load() }
 
-// Rejected counts events the fold rejected (R28).
+// Rejected counts events the fold rejected.
 func (p *Projection) Rejected() uint64 { return p.rejected.Load() }
 
 // Folded counts events folded since Run started.

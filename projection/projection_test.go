@@ -124,7 +124,7 @@ func assertViewsEqualFold(t *testing.T, p *projection.Projection, l *jetstream.L
 	}
 }
 
-// R24: the projection equals a fresh fold of the log for random event
+// The projection equals a fresh fold of the log for random event
 // sequences over many sessions.
 func TestProjectionEqualsFold(t *testing.T) {
 	srv := natstest.Server(t)
@@ -140,7 +140,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 	assertViewsEqualFold(t, p, e.log)
 }
 
-// R24 / issue 3: a projection stopped mid-stream and restarted catches up
+// A projection stopped mid-stream and restarted catches up
 // from where it stopped, and the result equals the fold.
 func TestProjectionCatchUp(t *testing.T) {
 	srv := natstest.Server(t)
@@ -165,7 +165,7 @@ func TestProjectionCatchUp(t *testing.T) {
 	assertViewsEqualFold(t, p2, e.log)
 }
 
-// Issue 3: the whole engine restarted on the same data directory loses
+// The whole engine restarted on the same data directory loses
 // nothing and its projection resumes.
 func TestRestartSameDataDir(t *testing.T) {
 	dir := t.TempDir()
@@ -198,7 +198,7 @@ func TestRestartSameDataDir(t *testing.T) {
 	assertViewsEqualFold(t, p2, e2.log)
 }
 
-// R26: an undecodable or unknown event published straight to a session
+// An undecodable or unknown event published straight to a session
 // subject is reported and skipped; later events still apply.
 func TestProjectionSkipsBadEvents(t *testing.T) {
 	srv := natstest.Server(t)
@@ -237,7 +237,7 @@ func TestProjectionSkipsBadEvents(t *testing.T) {
 	}
 }
 
-// Issue 3: reads of a session with no events return the default intent;
+// Reads of a session with no events return the default intent;
 // read-your-writes folds the tail the view lacks.
 func TestReadDefaultsAndReadYourWrites(t *testing.T) {
 	srv := natstest.Server(t)
@@ -264,7 +264,7 @@ func TestReadDefaultsAndReadYourWrites(t *testing.T) {
 	}
 }
 
-// R24: events delivered to a feed that stopped before acknowledging them are
+// Events delivered to a feed that stopped before acknowledging them are
 // not lost when a later feed's acknowledgement (AckAll) covers them: the
 // projection fills the gap from the log.
 func TestProjectionFillsUnackedGap(t *testing.T) {
@@ -300,7 +300,7 @@ func TestProjectionFillsUnackedGap(t *testing.T) {
 	assertViewsEqualFold(t, p2, e.log)
 }
 
-// R28: events that break a fold rule, published straight to the session
+// Events that break a fold rule, published straight to the session
 // subject, are kept in the log, not applied, reported to OnReject with the
 // reason, counted, and listed in the view with their sequence; later
 // events still apply, and the view equals a fresh fold of the log.
@@ -373,7 +373,7 @@ func TestProjectionRejectsBrokenRules(t *testing.T) {
 	assertViewsEqualFold(t, p, e.log)
 }
 
-// R28: a view written before the fold rules (state version 1) is not
+// A view written before the fold rules (state version 1) is not
 // trusted: it is rebuilt from the log, which may hold events it applied
 // and a fold now rejects.
 func TestOldViewRebuiltFromLog(t *testing.T) {
@@ -405,7 +405,7 @@ func TestOldViewRebuiltFromLog(t *testing.T) {
 	}
 }
 
-// #21: Run survives a failed feed (here a view write fails: the views
+// Run survives a failed feed (here a view write fails: the views
 // bucket was deleted behind its back): it starts the feed again from the
 // acknowledged position, Interruptions counts the failure with its error,
 // and once the bucket is back the events after it are folded and
@@ -447,7 +447,7 @@ func TestRunCountsInterruptions(t *testing.T) {
 	}
 }
 
-// R24 (#20): Reconcile, run by engine rebuild, refolds only the views
+// Reconcile, run by engine rebuild, refolds only the views
 // ahead of the log, and asks the stream's leader where each session is: a
 // replica behind it answered "no events" for sessions written since, and
 // Reconcile then replaced their views by a refold of what that replica

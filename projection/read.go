@@ -159,7 +159,7 @@ func (p *Projection) decodeView(ctx context.Context, session string, data []byte
 	if data == nil {
 		// No view: a new session, or a view lost with a damaged views
 		// file. Never serve the defaults for a session with events: fold
-		// its log (issue 12, item 3).
+		// its log.
 		st, err := p.foldLog(ctx, session, aggregate.State{Session: session}, 0)
 		if err == nil && st.LastSeq > 0 {
 			p.cfg.Logger.Warn().Str("session", session).Uint64("seq", st.LastSeq).Msg("view missing: refolded from the log")
@@ -315,7 +315,7 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 // FoldedUpTo is the stream sequence up to which the projection runner
 // (of any engine on the stream) has written the views: the watermark it
 // records after each flush. An erase waits for it to pass the session's
-// SessionDeleted before it purges (#30), so that no view is left behind
+// SessionDeleted before it purges, so that no view is left behind
 // the delete.
 func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
 	folded, _, err := p.meta.Watermark(ctx)
@@ -323,7 +323,7 @@ func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
 }
 
 // Sessions lists the sessions that have a view, sorted; a deleted session
-// (#30) is not listed.
+// is not listed.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
 	keys, err := p.views.Keys(ctx)
 	if err != nil {
@@ -345,7 +345,7 @@ func (p *Projection) Sessions(ctx context.Context) ([]string, error) {
 }
 
 // DeletedKeyPrefix prefixes the views bucket's marker of a deleted
-// session (#30): the key DeletedKeyPrefix+session, written with the view
+// session: the key DeletedKeyPrefix+session, written with the view
 // that folded its SessionDeleted, keeps it out of Sessions without reading
 // every view. A session id has no dot, so no session's view has such a
 // key.

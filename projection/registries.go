@@ -17,7 +17,7 @@ import (
 // event was stored, so that the rules that need the registry (a picked
 // list that materialises a preset or the defaults, a loaded tool that is
 // not a deferred tool of the registry) apply to every event whoever
-// published it (R2, R28): the last version the registry history
+// published it: the last version the registry history
 // (jetstream.RegistryHistory, which every engine writes when it starts
 // serving a registry) recorded at or before the event's stream timestamp.
 // Both timestamps are the server's, never the publisher's, and the history
@@ -118,7 +118,7 @@ func (r *Registries) refresh(ctx context.Context) error {
 		}
 		r.marks = marks
 		// The stream's last sequence, not the last mark's: a pruned
-		// version's tombstone (#30) is a message that adds no mark.
+		// version's tombstone is a message that adds no mark.
 		r.lastSeq = info.State.LastSeq
 	}
 	r.readAt = now

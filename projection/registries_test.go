@@ -36,7 +36,7 @@ func researchPlus(t *testing.T, version, tool string) (*resolver.Registry, []byt
 	return reg, []byte(data)
 }
 
-// #24 row 11: the registry a fold judges an event by is the one the
+// The registry a fold judges an event by is the one the
 // history recorded last at or before the event's stream timestamp: none
 // before the first record (rules not checked), the old version for an
 // event stored before a push even when folded after it, the new one

@@ -18,8 +18,7 @@ import (
 )
 
 // BenchmarkReplay is a fresh projection (new durable and bucket) folding
-// a stream of 20,000 events over 1,000 sessions until WaitApplied (#28
-// item "replay"); one op is one event. allocs/event and B/event count
+// a stream of 20,000 events over 1,000 sessions until WaitApplied; one op is one event. allocs/event and B/event count
 // every allocation of the process (the embedded server's too) during the
 // replay.
 func BenchmarkReplay(b *testing.B) {

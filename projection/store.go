@@ -6,7 +6,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// ViewStore is the port of the projection's views (#25 item 7): one value
+// ViewStore is the port of the projection's views: one value
 // per session with its revision, written over the revision the projection
 // read or wrote so that two runners cannot overwrite each other's views.
 // *jetstream.Views implements it.

@@ -395,7 +395,7 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 	backoff := jetstream.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	// A try whose outcome is unknown stays unknown until a later try
 	// learns it (stored, or a conflict: the session moved on without
-	// these events): issue 12, item 2.
+	// these events).
 	var unknown *jetstream.OutcomeUnknownError
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -202,8 +202,8 @@ func attackReportOfState(st aggregate.State) attackReport {
 	return r
 }
 
-// check verifies everything issue 11 item 8 asks of the bad events
-// published after the victim's view before.
+// check verifies what a bad event published after the victim's view
+// before must leave unchanged.
 func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad) {
 	t.Helper()
 	ctx := e2eCtx(t)

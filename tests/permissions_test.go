@@ -242,7 +242,7 @@ func permEnvelope(t *testing.T, m *nats.Msg) map[string]any {
 	return env
 }
 
-// Issue 5 "Permission tests with a real server configured as documented":
+// Permissions with a real server configured as documented:
 // `engine serve --server-config deploy/nats-server.conf`, and each user of
 // that file connecting over TCP. A channel user may call the API on its
 // own channel only (and the event records that channel), cannot publish

@@ -17,7 +17,7 @@ type streamRepairCmd struct {
 
 // Help is kong's long help of the subcommand.
 func (c *streamRepairCmd) Help() string {
-	return "Only an admin may update the event stream (issue 11). With the embedded server's data directory (engine stopped) or --nats with " +
+	return "Only an admin may update the event stream. With the embedded server's data directory (engine stopped) or --nats with " +
 		"no user given, this connects as the admin of " + "<data>/nats-users.json; otherwise give the admin's --nats-user/--nats-password."
 }
 
