@@ -101,7 +101,8 @@ type registriesAt struct {
 	live   *resolver.Registry
 	marks  []jetstream.RegistryMark
 	byVer  map[string]*resolver.Registry
-	pruned map[string]bool // versions whose content was pruned
+	pruned map[string]bool        // versions whose content was pruned
+	points map[string]cachedPoint // cacheOf's results (historycache.go)
 }
 
 func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
@@ -288,7 +289,12 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		if r.Err == nil {
 			h.Payload = r.Envelope.Payload
 		}
-		before := rp.st.Clone()
+		// The state before the event matters only to a turn's start (its
+		// resolution); a clone per event would cost most of a deep page.
+		var before aggregate.State
+		if _, ok := h.Payload.(events.TurnStarted); ok {
+			before = rp.st.Clone()
+		}
 		applied := true
 		ev, err := e.storedOf(ctx, r)
 		if err != nil {
@@ -397,7 +403,7 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	if turn != nil {
 		split := turn.turn.Request()
 		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
-		p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(turn.provider, turn.res, turn.reg, split, st.Referenced)
+		p.PrefixHash, p.ReferencesHash, p.refs = regs.cacheOf(turn.provider, turn.res, turn.reg, split, st.Referenced)
 		p.RegistryVersion = turn.res.RegistryVersion
 		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
 		p.Dispatch = &d
@@ -414,7 +420,7 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 	}
 	split := deferral.SplitInLoadOrder(res, st.InLoadOrder())
 	p.Tools, p.Provider, p.Catalog = names(res.Tools), names(split.Provider), split.Catalog
-	p.PrefixHash, p.ReferencesHash, p.refs = cacheOf(req.Provider, res, reg, split, st.Referenced)
+	p.PrefixHash, p.ReferencesHash, p.refs = regs.cacheOf(req.Provider, res, reg, split, st.Referenced)
 	p.RegistryVersion = res.RegistryVersion
 	return p
 }
