@@ -272,6 +272,25 @@ func (l *Log) SessionOf(subject string) string {
 // benchmarks that compare against raw publishes).
 func (l *Log) JetStream() jetstream.JetStream { return l.js }
 
+// OnConn returns a log of the same stream and settings on nc, another
+// connection to the same servers (its user needs the same permissions).
+// The engine reads history pages through one: a page's batched direct
+// get delivers hundreds of messages, and on the appends' connection the
+// acknowledgements behind them wait until they are read. The caller
+// closes nc.
+func (l *Log) OnConn(nc *nats.Conn) (*Log, error) {
+	js, err := newJetStream(nc, l.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	o := &Log{
+		nc: nc, acks: ackMux{nc: nc}, js: js, cfg: l.cfg, name: l.name, subjBase: l.subjBase,
+		stream: l.stream, atomic: l.atomic, purgeDenied: l.purgeDenied, want: l.want,
+	}
+	o.watchReconnects()
+	return o, nil
+}
+
 // Conn is the NATS connection the log uses.
 func (l *Log) Conn() *nats.Conn { return l.nc }
 

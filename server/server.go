@@ -98,7 +98,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// An acknowledged append tells readiness the stream takes writes.
 	wp := newWriteProbe(jlog)
-	eng := newEngine(ctx, jlog, proj, reg, m, wp, cfg.EraseTakeover, log)
+	pages, closePages := openPagesLog(jlog, log)
+	defer closePages()
+	eng := newEngine(ctx, jlog, pages, proj, reg, m, wp, cfg.EraseTakeover, log)
 	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil {
 		return err
 	}
@@ -213,18 +215,44 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 	return srv, addr, nil
 }
 
+// openPagesLog opens the log history pages read through: the same stream
+// on a second connection with the first one's options, so that a page's
+// batch of hundreds of messages never queues ahead of the appends'
+// acknowledgements. Without it (the connection failed, logged) pages read
+// on the log's own connection: nil and a no-op close.
+func openPagesLog(jlog *jetstream.Log, log zerolog.Logger) (*jetstream.Log, func()) {
+	opts := jlog.Conn().Opts
+	opts.Name += "-history"
+	nc, err := opts.Connect()
+	if err != nil {
+		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
+		return nil, func() {}
+	}
+	pages, err := jlog.OnConn(nc)
+	if err != nil {
+		nc.Close()
+		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
+		return nil, func() {}
+	}
+	return pages, nc.Close
+}
+
 // newEngine builds the service on the log and the views, with the
 // metrics' hooks and the write probe told of every acknowledged append,
 // and records the registry in its history: every registry version served
 // stays addressable, so any engine rebuilds a turn frozen against it.
-func newEngine(ctx context.Context, jlog *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, takeover time.Duration, log zerolog.Logger) *service.Engine {
+func newEngine(ctx context.Context, jlog, pages *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, takeover time.Duration, log zerolog.Logger) *service.Engine {
 	hooks := m.Hooks()
 	if counted := hooks.Appended; counted != nil {
 		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
 	} else {
 		hooks.Appended = func(int, bool) { wp.appended() }
 	}
-	eng := service.New(jlog, proj, reg, service.Config{
+	ports := service.JetStreamPorts(jlog, proj)
+	if pages != nil {
+		ports.Pages = pages
+	}
+	eng := service.NewFromPorts(ports, reg, service.Config{
 		Logger:        log.With().Str("component", "service").Logger(),
 		Hooks:         hooks,
 		EraseTakeover: takeover,

@@ -94,9 +94,14 @@ func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, f
 
 // scanSessionFrom is scanSession from stream sequence start on.
 func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
+	return e.scanFrom(ctx, e.log, session, start, upTo, fn)
+}
+
+// scanFrom is scanSessionFrom through r.
+func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
 	last := start - 1
 	scan := func(from uint64) error {
-		return e.log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+		return r.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
 			last = r.Seq
 			return fn(r)
 		})

@@ -258,7 +258,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 	var last uint64 // the last entry emitted
 	stop := errors.New("stop")
 	reveal := e.actorRevealer(ctx)
-	err = e.scanSessionFrom(ctx, session, from, until.Seq, func(r jetstream.Record) error {
+	err = e.scanFrom(ctx, e.pager, session, from, until.Seq, func(r jetstream.Record) error {
 		if until.stops(r) {
 			return stop
 		}

@@ -68,7 +68,7 @@ func (e *Engine) compactedBefore(ctx context.Context, session string, until Unti
 	}
 	var first *jetstream.Record
 	stop := errors.New("stop")
-	err := e.log.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
+	err := e.pager.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
 		first = &r
 		return stop
 	})

@@ -158,15 +158,20 @@ func compacted(r jetstream.Record) bool {
 }
 
 // readSlots bounds the history pages that fold at once to half the
-// processors (at least one), and each slot to half of its time: a page
+// processors (at least one), and each slot to a share of its time: a page
 // folds and resolves up to hundreds of events, and readers back to back
 // would take the CPU the writers need. A slot stays taken, after its page,
-// for as long as the page took, so history readers together use at most
-// a quarter of the processors. Pages beyond wait for a slot (their
-// context bounds the wait). The zero value is ready to use.
+// for as long as the page took (history readers together use at most a
+// quarter of the processors), and for seven times as long when the
+// engine appended within the last second (at most a sixteenth): a page
+// running beside an append delays it, so while the engine writes, pages
+// yield the processors to the writers. Pages beyond wait for a slot (their
+// context bounds the wait). The zero value is ready to use; writing, when
+// set, reports whether the engine is appending.
 type readSlots struct {
-	once  sync.Once
-	slots chan struct{}
+	once    sync.Once
+	slots   chan struct{}
+	writing func() bool
 }
 
 func (r *readSlots) take(ctx context.Context) (release func(), err error) {
@@ -176,6 +181,9 @@ func (r *readSlots) take(ctx context.Context) (release func(), err error) {
 		start := time.Now()
 		return func() {
 			rest := time.Since(start)
+			if r.writing != nil && r.writing() {
+				rest *= 7
+			}
 			time.AfterFunc(rest, func() { <-r.slots })
 		}, nil
 	case <-ctx.Done():

@@ -99,6 +99,16 @@ type Ports struct {
 	Keys func(ctx context.Context) (Keys, error)
 	// Views serves session views. Required.
 	Views Views
+	// Pages, when set, serves the session scans of history pages (Log
+	// otherwise): a log of the same stream on a connection of its own, so
+	// that a page's batch of hundreds of messages does not queue ahead of
+	// the appends' acknowledgements on Log's connection.
+	Pages SessionScanner
+}
+
+// SessionScanner reads a session's events in order, as Log.ScanSession.
+type SessionScanner interface {
+	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error
 }
 
 // Compile-time checks that the JetStream adapter and the projection

@@ -97,6 +97,7 @@ type Config struct {
 // Engine serves sessions.
 type Engine struct {
 	log   Log
+	pager SessionScanner                      // history pages' scans (Ports.Pages, else log)
 	keys  func(context.Context) (Keys, error) // nil: no keyed writes
 	proj  Views
 	reg   atomic.Pointer[resolver.Registry]
@@ -119,6 +120,14 @@ type Engine struct {
 	writes writeLocks   // serialize apply's decide-and-append per session
 	pages  historyPages // where recent history pages ended (history.go)
 	reads  readSlots    // history pages folding at once
+
+	lastAppend atomic.Int64 // Unix nanoseconds of the last append's start
+}
+
+// appending reports whether the engine began an append within the last
+// second (readSlots leaves writers the processors then).
+func (e *Engine) appending() bool {
+	return time.Since(time.Unix(0, e.lastAppend.Load())) < time.Second
 }
 
 // New returns an engine over a JetStream log, its projection and a
@@ -140,10 +149,14 @@ func NewFromPorts(p Ports, reg *resolver.Registry, cfg Config) *Engine {
 		cfg.EraseTakeover = DefaultEraseTakeover
 	}
 	e := &Engine{
-		log: p.Log, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now, erases: newEraseScan(),
+		log: p.Log, pager: p.Pages, keys: p.Keys, proj: p.Views, cfg: cfg, clock: time.Now, erases: newEraseScan(),
 		states: lrucache.New[string, aggregate.State](cfg.CacheSize),
 		ts:     newTurnState(cfg.CacheSize),
 		marks:  newMarks(cfg.CacheSize),
+	}
+	e.reads.writing = e.appending
+	if e.pager == nil {
+		e.pager = p.Log
 	}
 	e.reg.Store(reg)
 	e.keepRegistry(reg)
@@ -399,6 +412,7 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 	var unknown *jetstream.OutcomeUnknownError
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		e.lastAppend.Store(time.Now().UnixNano())
 		ar, err := e.log.Append(actx, session, expected, envs...)
 		cancel()
 		if unknown == nil {
