@@ -23,7 +23,7 @@ import (
 
 // AnchorEvery is how many applied events of a session lie between two
 // history anchors.
-const AnchorEvery = 256
+const AnchorEvery = 64
 
 // Anchor is a session's state after the event at Seq, stored at Time,
 // with no turn open.
