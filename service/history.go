@@ -101,8 +101,8 @@ type registriesAt struct {
 	live   *resolver.Registry
 	marks  []jetstream.RegistryMark
 	byVer  map[string]*resolver.Registry
-	pruned map[string]bool        // versions whose content was pruned
-	points map[string]cachedPoint // cacheOf's results (historycache.go)
+	pruned map[string]bool          // versions whose content was pruned
+	points map[pointKey]cachedPoint // cacheOf's results (historycache.go)
 }
 
 func (e *Engine) registriesAt(ctx context.Context) *registriesAt {
