@@ -157,6 +157,9 @@ func compacted(r jetstream.Record) bool {
 	return ok
 }
 
+// maxSlotHold is the longest a read slot stays taken after its page.
+const maxSlotHold = 2 * time.Second
+
 // readSlots bounds the history pages that fold at once to half the
 // processors (at least one), and each slot to a share of its time: a page
 // folds and resolves up to hundreds of events, and readers back to back
@@ -165,9 +168,12 @@ func compacted(r jetstream.Record) bool {
 // quarter of the processors), and for seven times as long when the
 // engine appended within the last second (at most a sixteenth): a page
 // running beside an append delays it, so while the engine writes, pages
-// yield the processors to the writers. Pages beyond wait for a slot (their
-// context bounds the wait). The zero value is ready to use; writing, when
-// set, reports whether the engine is appending.
+// yield the processors to the writers. The hold never exceeds
+// maxSlotHold: a page's duration includes its waits (a lagging replica,
+// a timeout), and a slow page must not lock history out for a minute.
+// Pages beyond wait for a slot (their context bounds the wait). The zero
+// value is ready to use; writing, when set, reports whether the engine is
+// appending.
 type readSlots struct {
 	once    sync.Once
 	slots   chan struct{}
@@ -184,7 +190,7 @@ func (r *readSlots) take(ctx context.Context) (release func(), err error) {
 			if r.writing != nil && r.writing() {
 				rest *= 7
 			}
-			time.AfterFunc(rest, func() { <-r.slots })
+			time.AfterFunc(min(rest, maxSlotHold), func() { <-r.slots })
 		}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
