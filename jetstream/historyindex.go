@@ -35,6 +35,10 @@ func (l *Log) OpenHistoryIndex(ctx context.Context) (*HistoryIndex, error) {
 
 func anchorKey(session string, i uint64) string { return session + "." + strconv.FormatUint(i, 10) }
 
+// baseKey is the key of a session's base: the lowest index of its anchors
+// since they were last forgotten.
+func baseKey(session string) string { return session + ".base" }
+
 // Put stores anchor i of session.
 func (h *HistoryIndex) Put(ctx context.Context, session string, i uint64, value []byte) error {
 	ctx, cancel := h.log.withTimeout(ctx)
@@ -59,11 +63,44 @@ func (h *HistoryIndex) Get(ctx context.Context, session string, i uint64) (value
 	return e.Value(), true, nil
 }
 
-// Forget removes anchors 1 to upTo of session (a compaction made them
-// useless, an erase must leave nothing of the session).
+// Base reads the lowest index of session's anchors as SetBase recorded
+// it (ok false: none recorded). Anchors below it may be missing: a reader
+// looks from it up.
+func (h *HistoryIndex) Base(ctx context.Context, session string) (i uint64, ok bool, err error) {
+	ctx, cancel := h.log.withTimeout(ctx)
+	defer cancel()
+	e, err := h.kv.Get(ctx, baseKey(session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("get history base of %q: %w", session, err)
+	}
+	i, err = strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil || i == 0 {
+		return 0, false, nil // a damaged base is none
+	}
+	return i, true, nil
+}
+
+// SetBase records i as the lowest index of session's anchors.
+func (h *HistoryIndex) SetBase(ctx context.Context, session string, i uint64) error {
+	ctx, cancel := h.log.withTimeout(ctx)
+	defer cancel()
+	if _, err := h.kv.Put(ctx, baseKey(session), []byte(strconv.FormatUint(i, 10))); err != nil {
+		return fmt.Errorf("put history base of %q: %w", session, err)
+	}
+	return nil
+}
+
+// Forget removes session's base and its anchors 1 to upTo (a compaction
+// made them useless, an erase must leave nothing of the session).
 func (h *HistoryIndex) Forget(ctx context.Context, session string, upTo uint64) error {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
+	if err := h.kv.Purge(ctx, baseKey(session)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget history base of %q: %w", session, err)
+	}
 	for i := uint64(1); i <= upTo; i++ {
 		if err := h.kv.Purge(ctx, anchorKey(session, i)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("forget history anchor %d of %q: %w", i, session, err)

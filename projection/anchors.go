@@ -68,6 +68,7 @@ type anchorJob struct {
 	i       uint64 // the anchor to put (value), or the last to forget
 	value   []byte
 	forget  bool
+	first   bool // the first anchor of the session this process takes since it started or forgot them
 }
 
 // anchor takes a history anchor of st, whose last event was stored at t,
@@ -78,14 +79,15 @@ func (p *Projection) anchor(u *unflushed, st *aggregate.State, t time.Time) {
 	if p.history == nil || i == 0 || st.InTurn || st.Deleted() {
 		return
 	}
-	if last, ok := p.anchored.Get(st.Session); ok && last >= i {
+	last, seen := p.anchored.Get(st.Session)
+	if seen && last >= i {
 		return
 	}
 	value, err := encodeAnchor(*st, t)
 	if err != nil {
 		return // the view's own encoding reports it
 	}
-	u.anchors = append(u.anchors, anchorJob{session: st.Session, i: i, value: value})
+	u.anchors = append(u.anchors, anchorJob{session: st.Session, i: i, value: value, first: !seen})
 	p.anchored.Put(st.Session, i)
 }
 
@@ -122,13 +124,27 @@ func (p *Projection) writeAnchors(ctx context.Context, jobs []anchorJob) {
 		var err error
 		if j.forget {
 			err = p.history.Forget(ctx, j.session, j.i)
-		} else {
-			err = p.history.Put(ctx, j.session, j.i, j.value)
+		} else if err = p.history.Put(ctx, j.session, j.i, j.value); err == nil && j.first {
+			err = p.lowerBase(ctx, j.session, j.i)
 		}
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Logger.Warn().Err(err).Str("session", j.session).Msg("history anchor not written: deep history pages of the session fold from an earlier point")
 		}
 	}
+}
+
+// lowerBase records i as session's base unless one at or below it is
+// recorded: anchors are taken from i on, and the indices below may never
+// have been written (anchors taken every 256 events before, a compaction
+// that forgot them, a projection that started folding late), so a reader
+// must look from here up, or it would take the missing keys below for
+// later ones and fall back to an anchor far behind.
+func (p *Projection) lowerBase(ctx context.Context, session string, i uint64) error {
+	base, ok, err := p.history.Base(ctx, session)
+	if err != nil || (ok && base <= i) {
+		return err
+	}
+	return p.history.SetBase(ctx, session, i)
 }
 
 // ForgetAnchors removes every history anchor of session (an erase leaves
@@ -145,9 +161,9 @@ func (p *Projection) ForgetAnchors(ctx context.Context, session string, events u
 
 // HistoryAnchor returns the last history anchor of session at or before
 // sequence atMost (ok false: none). It looks the anchors up by their index
-// (the session's view says how many there can be), a binary search of a
-// few reads, so a deep page of a long history costs what a page near its
-// start does.
+// (the session's view says how many there can be) from the session's
+// base up, a binary search of a few reads, so a deep page of a long
+// history costs what a page near its start does.
 func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost uint64) (Anchor, bool, error) {
 	if p.history == nil || atMost == 0 {
 		return Anchor{}, false, nil
@@ -167,23 +183,42 @@ func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost u
 		}
 		return a, true, nil
 	}
-	var best Anchor
-	found := false
-	lo, hi := uint64(1), st.Events/AnchorEvery
-	for lo <= hi {
-		mid := lo + (hi-lo)/2
-		a, ok, err := get(mid)
-		if err != nil {
-			return Anchor{}, false, err
+	// The last anchor at or before atMost among indices [lo, hi], whose
+	// anchors are in sequence order with none missing between two present
+	// ones: a missing index is taken for one after atMost.
+	search := func(lo, hi uint64) (Anchor, bool, error) {
+		var best Anchor
+		found := false
+		for lo <= hi {
+			mid := lo + (hi-lo)/2
+			a, ok, err := get(mid)
+			if err != nil {
+				return Anchor{}, false, err
+			}
+			if ok && a.Seq <= atMost {
+				best, found = a, true
+				lo = mid + 1
+				continue
+			}
+			hi = mid - 1 // after atMost, or missing: look lower
 		}
-		if ok && a.Seq <= atMost {
-			best, found = a, true
-			lo = mid + 1
-			continue
-		}
-		hi = mid - 1 // after atMost, or missing: look lower
+		return best, found, nil
 	}
-	return best, found, nil
+	hi := st.Events / AnchorEvery
+	base, ok, err := p.history.Base(ctx, session)
+	if err != nil {
+		return Anchor{}, false, err
+	}
+	if !ok || base > hi {
+		return search(1, hi)
+	}
+	// The indices below the base may be missing, or hold anchors of an
+	// earlier spacing: they are searched only when none from the base on
+	// is early enough.
+	if a, found, err := search(base, hi); err != nil || found {
+		return a, found, err
+	}
+	return search(1, base-1)
 }
 
 // compactedIn reports whether rec is a SessionCompacted.

@@ -246,3 +246,64 @@ func BenchmarkAppendBesideDeepHistoryReaders(b *testing.B) {
 		})
 	}
 }
+
+// After a compaction forgets a session's anchors, the anchors taken after
+// it are found: they start at a high index (the session's event count runs
+// on), and a lookup that took the forgotten indices below them for later
+// ones would fold a deep page from the compaction on.
+func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := engineAt(t, url, resolver.Default(), false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	runner, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = runner.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+
+	appendBatches := func(n int) uint64 {
+		var last uint64
+		for b := range n {
+			ps := make([]events.Payload, projection.AnchorEvery)
+			for i := range ps {
+				ps[i] = events.ToolDisabled{Name: "bash"}
+				if (b*len(ps)+i)%2 == 1 {
+					ps[i] = events.ToolEnabled{Name: "bash"}
+				}
+			}
+			r, err := e.Apply(ctx, "compacted", web, nil, ps...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = r.Last
+		}
+		return last
+	}
+	appendBatches(20)
+	if _, err := e.Compact(ctx, "compacted", compactor, "test"); err != nil {
+		t.Fatal(err)
+	}
+	last := appendBatches(20)
+	if err := runner.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	a, ok, err := runner.HistoryAnchor(ctx, "compacted", last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || a.Seq+2*projection.AnchorEvery < last {
+		t.Fatalf("anchor before %d: found %v at %d, want one within %d events", last, ok, a.Seq, 2*projection.AnchorEvery)
+	}
+	mid := last - 10*projection.AnchorEvery
+	if a, ok, err := runner.HistoryAnchor(ctx, "compacted", mid); err != nil || !ok || a.Seq > mid || a.Seq+2*projection.AnchorEvery < mid {
+		t.Fatalf("anchor before %d: found %v at %d (%v), want one within %d events", mid, ok, a.Seq, err, 2*projection.AnchorEvery)
+	}
+}
