@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
@@ -223,6 +224,15 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 func openPagesLog(jlog *jetstream.Log, log zerolog.Logger) (*jetstream.Log, func()) {
 	opts := jlog.Conn().Opts
 	opts.Name += "-history"
+	// The copied status handlers would log this connection's events as the
+	// engine's own: these name it.
+	status := func(event string, err error) {
+		log.Warn().Str("event", event).Str("connection", opts.Name).AnErr("error", err).Msg("nats connection for history pages")
+	}
+	opts.DisconnectedErrCB = func(_ *nats.Conn, err error) { status("disconnected", err) }
+	opts.ReconnectedCB = func(*nats.Conn) { status("reconnected", nil) }
+	opts.ClosedCB = nil
+	opts.AsyncErrorCB = func(_ *nats.Conn, _ *nats.Subscription, err error) { status("error", err) }
 	nc, err := opts.Connect()
 	if err != nil {
 		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
