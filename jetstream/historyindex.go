@@ -63,31 +63,34 @@ func (h *HistoryIndex) Get(ctx context.Context, session string, i uint64) (value
 	return e.Value(), true, nil
 }
 
-// Base reads the lowest index of session's anchors as SetBase recorded
-// it (ok false: none recorded). Anchors below it may be missing: a reader
-// looks from it up.
-func (h *HistoryIndex) Base(ctx context.Context, session string) (i uint64, ok bool, err error) {
+// Base reads the lowest index of session's anchors and that anchor's
+// stream sequence as SetBase recorded them (ok false: none recorded).
+// Anchors below it may be missing: a reader looks from it up.
+func (h *HistoryIndex) Base(ctx context.Context, session string) (i, seq uint64, ok bool, err error) {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
 	e, err := h.kv.Get(ctx, baseKey(session))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("get history base of %q: %w", session, err)
+		return 0, 0, false, fmt.Errorf("get history base of %q: %w", session, err)
 	}
-	i, err = strconv.ParseUint(string(e.Value()), 10, 64)
+	is, ss, _ := strings.Cut(string(e.Value()), ":")
+	i, err = strconv.ParseUint(is, 10, 64)
 	if err != nil || i == 0 {
-		return 0, false, nil // a damaged base is none
+		return 0, 0, false, nil // a damaged base is none
 	}
-	return i, true, nil
+	seq, _ = strconv.ParseUint(ss, 10, 64) // 0: not known
+	return i, seq, true, nil
 }
 
-// SetBase records i as the lowest index of session's anchors.
-func (h *HistoryIndex) SetBase(ctx context.Context, session string, i uint64) error {
+// SetBase records i as the lowest index of session's anchors, and seq
+// as that anchor's stream sequence ("i:seq").
+func (h *HistoryIndex) SetBase(ctx context.Context, session string, i, seq uint64) error {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
-	if _, err := h.kv.Put(ctx, baseKey(session), []byte(strconv.FormatUint(i, 10))); err != nil {
+	if _, err := h.kv.Put(ctx, baseKey(session), fmt.Appendf(nil, "%d:%d", i, seq)); err != nil {
 		return fmt.Errorf("put history base of %q: %w", session, err)
 	}
 	return nil

@@ -68,7 +68,8 @@ type anchorJob struct {
 	i       uint64 // the anchor to put (value), or the last to forget
 	value   []byte
 	forget  bool
-	first   bool // the first anchor of the session this process takes since it started or forgot them
+	first   bool   // the first anchor of the session this process takes since it started or forgot them
+	seq     uint64 // the anchor's stream sequence
 }
 
 // anchor takes a history anchor of st, whose last event was stored at t,
@@ -87,7 +88,7 @@ func (p *Projection) anchor(u *unflushed, st *aggregate.State, t time.Time) {
 	if err != nil {
 		return // the view's own encoding reports it
 	}
-	u.anchors = append(u.anchors, anchorJob{session: st.Session, i: i, value: value, first: !seen})
+	u.anchors = append(u.anchors, anchorJob{session: st.Session, i: i, value: value, first: !seen, seq: st.LastSeq})
 	p.anchored.Put(st.Session, i)
 }
 
@@ -125,7 +126,7 @@ func (p *Projection) writeAnchors(ctx context.Context, jobs []anchorJob) {
 		if j.forget {
 			err = p.history.Forget(ctx, j.session, j.i)
 		} else if err = p.history.Put(ctx, j.session, j.i, j.value); err == nil && j.first {
-			err = p.lowerBase(ctx, j.session, j.i)
+			err = p.lowerBase(ctx, j.session, j.i, j.seq)
 		}
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Logger.Warn().Err(err).Str("session", j.session).Msg("history anchor not written: deep history pages of the session fold from an earlier point")
@@ -139,12 +140,12 @@ func (p *Projection) writeAnchors(ctx context.Context, jobs []anchorJob) {
 // that forgot them, a projection that started folding late), so a reader
 // must look from here up, or it would take the missing keys below for
 // later ones and fall back to an anchor far behind.
-func (p *Projection) lowerBase(ctx context.Context, session string, i uint64) error {
-	base, ok, err := p.history.Base(ctx, session)
+func (p *Projection) lowerBase(ctx context.Context, session string, i, seq uint64) error {
+	base, _, ok, err := p.history.Base(ctx, session)
 	if err != nil || (ok && base <= i) {
 		return err
 	}
-	return p.history.SetBase(ctx, session, i)
+	return p.history.SetBase(ctx, session, i, seq)
 }
 
 // ForgetAnchors removes every history anchor of session (an erase leaves
@@ -183,42 +184,102 @@ func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost u
 		}
 		return a, true, nil
 	}
-	// The last anchor at or before atMost among indices [lo, hi], whose
-	// anchors are in sequence order with none missing between two present
-	// ones: a missing index is taken for one after atMost.
-	search := func(lo, hi uint64) (Anchor, bool, error) {
-		var best Anchor
-		found := false
+	// early is the predicate the search bisects: anchor i is present and
+	// at or before atMost. Over indices whose anchors are in sequence
+	// order with none missing between two present ones it holds for a
+	// prefix (a missing index is taken for one after atMost).
+	early := func(i uint64) (Anchor, bool, error) {
+		a, ok, err := get(i)
+		return a, ok && a.Seq <= atMost, err
+	}
+	// search returns the last early index in [lo, hi], or best (found)
+	// when none is.
+	search := func(lo, hi uint64, best Anchor, found bool) (Anchor, bool, error) {
 		for lo <= hi {
 			mid := lo + (hi-lo)/2
-			a, ok, err := get(mid)
+			a, ok, err := early(mid)
 			if err != nil {
 				return Anchor{}, false, err
 			}
-			if ok && a.Seq <= atMost {
+			if ok {
 				best, found = a, true
 				lo = mid + 1
 				continue
 			}
-			hi = mid - 1 // after atMost, or missing: look lower
+			hi = mid - 1
 		}
 		return best, found, nil
 	}
 	hi := st.Events / AnchorEvery
-	base, ok, err := p.history.Base(ctx, session)
+	base, baseSeq, ok, err := p.history.Base(ctx, session)
 	if err != nil {
 		return Anchor{}, false, err
 	}
 	if !ok || base > hi {
-		return search(1, hi)
+		return search(1, hi, Anchor{}, false)
+	}
+	// From the base up, the search starts where the anchor should be if
+	// the session's events were spread evenly over the sequences from
+	// the base's to its last, and gallops from there: two or three reads
+	// for a session written at a steady share of the stream, twice a
+	// bisection's at worst.
+	guess := base
+	if baseSeq != 0 && atMost > baseSeq && st.LastSeq > baseSeq {
+		f := float64(atMost-baseSeq) / float64(st.LastSeq-baseSeq)
+		guess = base + uint64(f*float64(hi-base))
+		guess = min(max(guess, base), hi)
+	}
+	a, found, err := gallop(guess, base, hi, early, search)
+	if err != nil || found {
+		return a, found, err
 	}
 	// The indices below the base may be missing, or hold anchors of an
 	// earlier spacing: they are searched only when none from the base on
 	// is early enough.
-	if a, found, err := search(base, hi); err != nil || found {
-		return a, found, err
+	return search(1, base-1, Anchor{}, false)
+}
+
+// gallop finds the last index in [lo, hi] where early holds (a prefix of
+// the range) starting from guess g: it doubles its steps away from g
+// until it brackets the boundary, then bisects the bracket with search.
+func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search func(lo, hi uint64, best Anchor, found bool) (Anchor, bool, error)) (Anchor, bool, error) {
+	a, ok, err := early(g)
+	if err != nil {
+		return Anchor{}, false, err
 	}
-	return search(1, base-1)
+	step := uint64(1)
+	if ok {
+		// g holds: look up for the first index that does not.
+		for {
+			if hi-g < step {
+				return search(g+1, hi, a, true)
+			}
+			n := g + step
+			b, ok, err := early(n)
+			if err != nil {
+				return Anchor{}, false, err
+			}
+			if !ok {
+				return search(g+1, n-1, a, true)
+			}
+			g, a, step = n, b, step*2
+		}
+	}
+	// g does not hold: look down for an index that does.
+	for {
+		if g-lo < step {
+			return search(lo, g-1, Anchor{}, false)
+		}
+		n := g - step
+		b, ok, err := early(n)
+		if err != nil {
+			return Anchor{}, false, err
+		}
+		if ok {
+			return search(n+1, g-1, b, true)
+		}
+		g, step = n, step*2
+	}
 }
 
 // compactedIn reports whether rec is a SessionCompacted.
