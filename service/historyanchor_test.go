@@ -307,3 +307,66 @@ func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
 		t.Fatalf("anchor before %d: found %v at %d (%v), want one within %d events", mid, ok, a.Seq, err, 2*projection.AnchorEvery)
 	}
 }
+
+// An erase leaves none of the session's history anchors, nor its base,
+// in the anchors' bucket.
+func TestEraseForgetsHistoryAnchors(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := engineAt(t, url, resolver.Default(), false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	runner, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = runner.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	var last uint64
+	for b := range 4 {
+		ps := make([]events.Payload, projection.AnchorEvery)
+		for i := range ps {
+			ps[i] = events.ToolDisabled{Name: "bash"}
+			if (b*len(ps)+i)%2 == 1 {
+				ps[i] = events.ToolEnabled{Name: "bash"}
+			}
+		}
+		r, err := e.Apply(ctx, "erased", web, nil, ps...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Last
+	}
+	if err := runner.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := log.OpenHistoryIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if _, ok, err := idx.Get(ctx, "erased", 4); err != nil || !ok {
+			return fmt.Errorf("anchor 4 not written yet (%v)", err)
+		}
+		return nil
+	})
+	if _, err := e.Erase(ctx, "erased", web, ""); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if _, _, ok, err := idx.Base(ctx, "erased"); err != nil || ok {
+			return fmt.Errorf("the base is still there (%v)", err)
+		}
+		for i := uint64(1); i <= 5; i++ {
+			if _, ok, err := idx.Get(ctx, "erased", i); err != nil || ok {
+				return fmt.Errorf("anchor %d is still there (%v)", i, err)
+			}
+		}
+		return nil
+	})
+}
