@@ -42,16 +42,7 @@ func (c *countingLog) ScanSession(ctx context.Context, session string, from, upT
 // come later than each multiple.
 func TestDeepHistoryPageFoldsFromAnAnchor(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	e, log := engineAt(t, url, resolver.Default(), false)
-	runner, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = runner.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-ran })
+	e, log, _ := anchoredEngine(t)
 	const n = 12 * projection.AnchorEvery
 	for i := 0; i < n; i++ {
 		var p events.Payload = events.ToolDisabled{Name: "bash"}
@@ -253,45 +244,12 @@ func BenchmarkAppendBesideDeepHistoryReaders(b *testing.B) {
 // ones would fold a deep page from the compaction on.
 func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	e, log := engineAt(t, url, resolver.Default(), false)
-	x, err := log.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.SetEraser(x)
-	runner, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = runner.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-ran })
-
-	appendBatches := func(n int) uint64 {
-		var last uint64
-		for b := range n {
-			ps := make([]events.Payload, projection.AnchorEvery)
-			for i := range ps {
-				ps[i] = events.ToolDisabled{Name: "bash"}
-				if (b*len(ps)+i)%2 == 1 {
-					ps[i] = events.ToolEnabled{Name: "bash"}
-				}
-			}
-			r, err := e.Apply(ctx, "compacted", web, nil, ps...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = r.Last
-		}
-		return last
-	}
-	appendBatches(20)
+	e, _, runner := anchoredEngine(t)
+	appendToggles(t, e, "compacted", 20)
 	if _, err := e.Compact(ctx, "compacted", compactor, "test"); err != nil {
 		t.Fatal(err)
 	}
-	last := appendBatches(20)
+	last := appendToggles(t, e, "compacted", 20)
 	if err := runner.WaitApplied(ctx, last); err != nil {
 		t.Fatal(err)
 	}
@@ -312,36 +270,8 @@ func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
 // in the anchors' bucket.
 func TestEraseForgetsHistoryAnchors(t *testing.T) {
 	ctx := context.Background()
-	url := natstest.Server(t).ClientURL()
-	e, log := engineAt(t, url, resolver.Default(), false)
-	x, err := log.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.SetEraser(x)
-	runner, err := projection.Open(ctx, log, projection.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = runner.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-ran })
-	var last uint64
-	for b := range 4 {
-		ps := make([]events.Payload, projection.AnchorEvery)
-		for i := range ps {
-			ps[i] = events.ToolDisabled{Name: "bash"}
-			if (b*len(ps)+i)%2 == 1 {
-				ps[i] = events.ToolEnabled{Name: "bash"}
-			}
-		}
-		r, err := e.Apply(ctx, "erased", web, nil, ps...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = r.Last
-	}
+	e, log, runner := anchoredEngine(t)
+	last := appendToggles(t, e, "erased", 4)
 	if err := runner.WaitApplied(ctx, last); err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +299,50 @@ func TestEraseForgetsHistoryAnchors(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// anchoredEngine is an engine without a projection of its own, with an
+// eraser, beside a projection runner fed by the stream's deliveries alone
+// (no writer's handoff: its anchors fall exactly at their multiples).
+func anchoredEngine(t *testing.T) (*service.Engine, *jetstream.Log, *projection.Projection) {
+	t.Helper()
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := engineAt(t, url, resolver.Default(), false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	runner, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = runner.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	return e, log, runner
+}
+
+// appendToggles appends n batches of AnchorEvery toggles of bash to
+// session, one append each, and returns the last sequence.
+func appendToggles(t *testing.T, e *service.Engine, session string, n int) uint64 {
+	t.Helper()
+	var last uint64
+	for b := range n {
+		ps := make([]events.Payload, projection.AnchorEvery)
+		for i := range ps {
+			ps[i] = events.ToolDisabled{Name: "bash"}
+			if (b*len(ps)+i)%2 == 1 {
+				ps[i] = events.ToolEnabled{Name: "bash"}
+			}
+		}
+		r, err := e.Apply(context.Background(), session, web, nil, ps...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Last
+	}
+	return last
 }
