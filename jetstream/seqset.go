@@ -73,9 +73,7 @@ func (p purgeRuns) uncovered(stream string, from, to uint64) []SeqRange {
 		if r.First > next {
 			out = append(out, SeqRange{First: next, Last: r.First - 1})
 		}
-		lo, hi := max(r.First, next), min(r.Last, to)
-		r.missing += hi - lo + 1
-		r.gaps = append(r.gaps, SeqRange{First: lo, Last: hi})
+		r.addGap(max(r.First, next), min(r.Last, to))
 		if r.Last >= to {
 			return out
 		}
@@ -85,6 +83,37 @@ func (p purgeRuns) uncovered(stream string, from, to uint64) []SeqRange {
 		out = append(out, SeqRange{First: next, Last: to})
 	}
 	return out
+}
+
+// addGap counts the sequences of [lo, hi] not counted yet as missing and
+// keeps r.gaps sorted and disjoint: two damages can name one sequence
+// (a block that ends before the last sequence index.db gives it, and the
+// gap before the next block's first record).
+func (r *purgeRun) addGap(lo, hi uint64) {
+	if n := len(r.gaps); n == 0 || lo > r.gaps[n-1].Last {
+		// After every gap counted, as a block scan finds them: no overlap.
+		r.gaps = append(r.gaps, SeqRange{First: lo, Last: hi})
+		r.missing += hi - lo + 1
+		return
+	}
+	var merged []SeqRange
+	before := uint64(0)
+	for _, g := range r.gaps {
+		before += g.Last - g.First + 1
+		if g.Last+1 < lo || g.First > hi+1 {
+			merged = append(merged, g)
+			continue
+		}
+		lo, hi = min(lo, g.First), max(hi, g.Last) // overlapping or adjacent: one run
+	}
+	merged = append(merged, SeqRange{First: lo, Last: hi})
+	sort.Slice(merged, func(i, j int) bool { return merged[i].First < merged[j].First })
+	after := uint64(0)
+	for _, g := range merged {
+		after += g.Last - g.First + 1
+	}
+	r.missing += after - before
+	r.gaps = merged
 }
 
 // tombstoned counts as missing the sequences of stream that the server
