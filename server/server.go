@@ -229,7 +229,11 @@ func openPagesLog(jlog *jetstream.Log, log zerolog.Logger) (*jetstream.Log, func
 	status := func(event string, err error) {
 		log.Warn().Str("event", event).Str("connection", opts.Name).AnErr("error", err).Msg("nats connection for history pages")
 	}
-	opts.DisconnectedErrCB = func(_ *nats.Conn, err error) { status("disconnected", err) }
+	opts.DisconnectedErrCB = func(_ *nats.Conn, err error) {
+		if err != nil { // nil: the engine closed it
+			status("disconnected", err)
+		}
+	}
 	opts.ReconnectedCB = func(*nats.Conn) { status("reconnected", nil) }
 	opts.ClosedCB = nil
 	opts.AsyncErrorCB = func(_ *nats.Conn, _ *nats.Subscription, err error) { status("error", err) }
