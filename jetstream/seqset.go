@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -90,30 +91,17 @@ func (p purgeRuns) uncovered(stream string, from, to uint64) []SeqRange {
 // (a block that ends before the last sequence index.db gives it, and the
 // gap before the next block's first record).
 func (r *purgeRun) addGap(lo, hi uint64) {
-	if n := len(r.gaps); n == 0 || lo > r.gaps[n-1].Last {
-		// After every gap counted, as a block scan finds them: no overlap.
-		r.gaps = append(r.gaps, SeqRange{First: lo, Last: hi})
-		r.missing += hi - lo + 1
-		return
+	gs := r.gaps
+	// The gaps that overlap [lo, hi] or touch it merge with it into one.
+	i := sort.Search(len(gs), func(k int) bool { return gs[k].Last+1 >= lo })
+	k := i
+	absorbed := uint64(0)
+	for ; k < len(gs) && gs[k].First <= hi+1; k++ {
+		lo, hi = min(lo, gs[k].First), max(hi, gs[k].Last)
+		absorbed += gs[k].Last - gs[k].First + 1
 	}
-	var merged []SeqRange
-	before := uint64(0)
-	for _, g := range r.gaps {
-		before += g.Last - g.First + 1
-		if g.Last+1 < lo || g.First > hi+1 {
-			merged = append(merged, g)
-			continue
-		}
-		lo, hi = min(lo, g.First), max(hi, g.Last) // overlapping or adjacent: one run
-	}
-	merged = append(merged, SeqRange{First: lo, Last: hi})
-	sort.Slice(merged, func(i, j int) bool { return merged[i].First < merged[j].First })
-	after := uint64(0)
-	for _, g := range merged {
-		after += g.Last - g.First + 1
-	}
-	r.missing += after - before
-	r.gaps = merged
+	r.missing += hi - lo + 1 - absorbed
+	r.gaps = slices.Replace(gs, i, k, SeqRange{First: lo, Last: hi})
 }
 
 // tombstoned counts as missing the sequences of stream that the server
