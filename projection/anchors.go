@@ -99,23 +99,41 @@ func (p *Projection) anchorJobs(u *unflushed) []anchorJob {
 	if p.history == nil {
 		return nil
 	}
-	jobs := u.anchors
 	if len(u.compacted) == 0 {
-		return jobs
+		return u.anchors
+	}
+	// An anchor a session took before its compaction in this flush leads
+	// to purged events: it is dropped. The first one taken after it is the
+	// session's new base.
+	var jobs []anchorJob
+	after := map[string]bool{}
+	for _, j := range u.anchors {
+		if at, ok := u.compacted[j.session]; ok {
+			if j.seq < at {
+				continue
+			}
+			j.first = j.first || !after[j.session]
+			after[j.session] = true
+		}
+		jobs = append(jobs, j)
 	}
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
+	var forgets []anchorJob
 	for s := range u.compacted {
 		st, ok := p.cache.Get(s)
 		if !ok {
 			continue
 		}
-		p.anchored.Remove(s)
-		// The forget goes first: a later anchor of the same session in
-		// this flush is taken after the compaction.
-		jobs = append([]anchorJob{{session: s, i: st.Events/AnchorEvery + 1, forget: true}}, jobs...)
+		if !after[s] {
+			// The next anchor the session takes is its first since.
+			p.anchored.Remove(s)
+		}
+		forgets = append(forgets, anchorJob{session: s, i: st.Events/AnchorEvery + 1, forget: true})
 	}
-	return jobs
+	// The forgets go first: the anchors kept were taken after the
+	// compaction.
+	return append(forgets, jobs...)
 }
 
 // writeAnchors carries out jobs; a failure is logged, not returned: an

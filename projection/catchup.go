@@ -61,7 +61,7 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 	p.evicted = newEvictedSet()
 	p.feedStart = 0
 	p.setApplied(0)
-	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]bool)}
+	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]uint64)}
 	var pipe flushPipe
 	next := st.FirstSeq
 	last, err := p.log.CatchUp(ctx, st.FirstSeq, func(recs []jetstream.Record, pending uint64) error {

@@ -90,7 +90,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	p.feedStart = pos.Delivered
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
-	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]bool)}
+	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]uint64)}
 	var pipe flushPipe
 	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
@@ -264,8 +264,9 @@ func (p *Projection) flushDue(u *unflushed) bool {
 type unflushed struct {
 	dirty map[string]time.Time // dirty sessions, with the time of the last event folded into each
 	order []string             // dirty sessions in first-touched order
-	// compacted are the dirty sessions a SessionCompacted was folded into.
-	compacted map[string]bool
+	// compacted are the dirty sessions a SessionCompacted was folded into,
+	// with the sequence of the last one.
+	compacted map[string]uint64
 	// anchors are the history anchors the fold took, to be written.
 	anchors []anchorJob
 	events  int
@@ -441,7 +442,7 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 			if err := st.ApplyStored(ev); err != nil {
 				p.report(*rec, err)
 			} else if compactedIn(rec) {
-				u.compacted[rec.Session] = true
+				u.compacted[rec.Session] = rec.Seq
 			}
 		}
 		if rec.Seq == st.LastSeq {

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -345,4 +346,61 @@ func appendToggles(t *testing.T, e *service.Engine, session string, n int) uint6
 		last = r.Last
 	}
 	return last
+}
+
+// A projection that starts after a session's compaction (a catch-up of
+// the log as it is: the compacted events are purged) takes anchors only
+// after the compaction, none below the base it records.
+func TestProjectionAfterACompactionAnchorsFromItsBase(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := engineAt(t, url, resolver.Default(), false)
+	x, err := log.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetEraser(x)
+	appendToggles(t, e, "caught", 3)
+	res, err := e.Compact(ctx, "caught", compactor, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := appendToggles(t, e, "caught", 3)
+	runner, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = runner.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	if err := runner.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := log.OpenHistoryIndex(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		base, _, ok, err := idx.Base(ctx, "caught")
+		if err != nil || !ok {
+			return fmt.Errorf("no base yet (%v)", err)
+		}
+		for i := uint64(1); i <= 7; i++ {
+			b, ok, err := idx.Get(ctx, "caught", i)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if seq := binary.BigEndian.Uint64(b); seq < res.Seq {
+				return fmt.Errorf("anchor %d at sequence %d, before the compaction at %d", i, seq, res.Seq)
+			}
+			if i < base {
+				return fmt.Errorf("anchor %d below the base %d", i, base)
+			}
+		}
+		return nil
+	})
 }
