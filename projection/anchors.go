@@ -181,8 +181,8 @@ func (p *Projection) ForgetAnchors(ctx context.Context, session string, events u
 // HistoryAnchor returns the last history anchor of session at or before
 // sequence atMost (ok false: none). It looks the anchors up by their index
 // (the session's view says how many there can be) from the session's
-// base up, a binary search of a few reads, so a deep page of a long
-// history costs what a page near its start does.
+// base up, a few reads from where the anchor should be (gallop), so a
+// deep page of a long history costs what a page near its start does.
 func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost uint64) (Anchor, bool, error) {
 	if p.history == nil || atMost == 0 {
 		return Anchor{}, false, nil
@@ -210,31 +210,13 @@ func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost u
 		a, ok, err := get(i)
 		return a, ok && a.Seq <= atMost, err
 	}
-	// search returns the last early index in [lo, hi], or best (found)
-	// when none is.
-	search := func(lo, hi uint64, best Anchor, found bool) (Anchor, bool, error) {
-		for lo <= hi {
-			mid := lo + (hi-lo)/2
-			a, ok, err := early(mid)
-			if err != nil {
-				return Anchor{}, false, err
-			}
-			if ok {
-				best, found = a, true
-				lo = mid + 1
-				continue
-			}
-			hi = mid - 1
-		}
-		return best, found, nil
-	}
 	hi := st.Events / AnchorEvery
 	base, baseSeq, ok, err := p.history.Base(ctx, session)
 	if err != nil {
 		return Anchor{}, false, err
 	}
 	if !ok || base > hi {
-		return search(1, hi, Anchor{}, false)
+		return bisect(1, hi, Anchor{}, false, early)
 	}
 	// From the base up, the search starts where the anchor should be if
 	// the session's events were spread evenly over the sequences from
@@ -247,20 +229,39 @@ func (p *Projection) HistoryAnchor(ctx context.Context, session string, atMost u
 		guess = base + uint64(f*float64(hi-base))
 		guess = min(max(guess, base), hi)
 	}
-	a, found, err := gallop(guess, base, hi, early, search)
+	a, found, err := gallop(guess, base, hi, early)
 	if err != nil || found {
 		return a, found, err
 	}
 	// The indices below the base may be missing, or hold anchors of an
 	// earlier spacing: they are searched only when none from the base on
 	// is early enough.
-	return search(1, base-1, Anchor{}, false)
+	return bisect(1, base-1, Anchor{}, false, early)
+}
+
+// bisect returns the last index in [lo, hi] where early holds (a prefix
+// of the range), or best (found) when it holds for none.
+func bisect(lo, hi uint64, best Anchor, found bool, early func(uint64) (Anchor, bool, error)) (Anchor, bool, error) {
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		a, ok, err := early(mid)
+		if err != nil {
+			return Anchor{}, false, err
+		}
+		if ok {
+			best, found = a, true
+			lo = mid + 1
+			continue
+		}
+		hi = mid - 1
+	}
+	return best, found, nil
 }
 
 // gallop finds the last index in [lo, hi] where early holds (a prefix of
 // the range) starting from guess g: it doubles its steps away from g
-// until it brackets the boundary, then bisects the bracket with search.
-func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search func(lo, hi uint64, best Anchor, found bool) (Anchor, bool, error)) (Anchor, bool, error) {
+// until it brackets the boundary, then bisects the bracket.
+func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error)) (Anchor, bool, error) {
 	a, ok, err := early(g)
 	if err != nil {
 		return Anchor{}, false, err
@@ -270,7 +271,7 @@ func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search f
 		// g holds: look up for the first index that does not.
 		for {
 			if hi-g < step {
-				return search(g+1, hi, a, true)
+				return bisect(g+1, hi, a, true, early)
 			}
 			n := g + step
 			b, ok, err := early(n)
@@ -278,7 +279,7 @@ func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search f
 				return Anchor{}, false, err
 			}
 			if !ok {
-				return search(g+1, n-1, a, true)
+				return bisect(g+1, n-1, a, true, early)
 			}
 			g, a, step = n, b, step*2
 		}
@@ -286,7 +287,7 @@ func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search f
 	// g does not hold: look down for an index that does.
 	for {
 		if g-lo < step {
-			return search(lo, g-1, Anchor{}, false)
+			return bisect(lo, g-1, Anchor{}, false, early)
 		}
 		n := g - step
 		b, ok, err := early(n)
@@ -294,7 +295,7 @@ func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error), search f
 			return Anchor{}, false, err
 		}
 		if ok {
-			return search(n+1, g-1, b, true)
+			return bisect(n+1, g-1, b, true, early)
 		}
 		g, step = n, step*2
 	}

@@ -24,19 +24,7 @@ func TestGallopFindsTheLastEarlyIndex(t *testing.T) {
 						reads++
 						return Anchor{Seq: i}, i <= last, nil
 					}
-					search := func(a, b uint64, best Anchor, found bool) (Anchor, bool, error) {
-						for a <= b {
-							mid := a + (b-a)/2
-							x, ok, _ := early(mid)
-							if ok {
-								best, found, a = x, true, mid+1
-								continue
-							}
-							b = mid - 1
-						}
-						return best, found, nil
-					}
-					got, found, err := gallop(g, lo, hi, early, search)
+					got, found, err := gallop(g, lo, hi, early)
 					if err != nil {
 						t.Fatal(err)
 					}
