@@ -238,13 +238,13 @@ func openPagesLog(jlog *jetstream.Log, log zerolog.Logger) (*jetstream.Log, func
 	opts.ClosedCB = nil
 	opts.AsyncErrorCB = func(_ *nats.Conn, _ *nats.Subscription, err error) { status("error", err) }
 	nc, err := opts.Connect()
-	if err != nil {
-		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
-		return nil, func() {}
+	var pages *jetstream.Log
+	if err == nil {
+		if pages, err = jlog.OnConn(nc); err != nil {
+			nc.Close()
+		}
 	}
-	pages, err := jlog.OnConn(nc)
 	if err != nil {
-		nc.Close()
 		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
 		return nil, func() {}
 	}

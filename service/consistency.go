@@ -101,9 +101,9 @@ func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upT
 func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
 	last := start - 1
 	scan := func(from uint64) error {
-		return r.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
-			last = r.Seq
-			return fn(r)
+		return r.ScanSession(ctx, session, from, upTo, func(rec jetstream.Record) error {
+			last = rec.Seq
+			return fn(rec)
 		})
 	}
 	if err := scan(start); err != nil {
