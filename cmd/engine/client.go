@@ -64,6 +64,29 @@ func (f clientFlags) ctx(parent context.Context) (context.Context, context.Cance
 	return context.WithTimeout(parent, f.Timeout)
 }
 
+// request connects to the engine and sends req with op, a client method
+// such as (*client.Client).Intent, both within --timeout.
+func request[Q, R any](ctx context.Context, f clientFlags, op func(*client.Client, context.Context, Q) (R, error), req Q) (R, error) {
+	ctx, cancel := f.ctx(ctx)
+	defer cancel()
+	cl, err := f.client(ctx)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return op(cl, ctx, req)
+}
+
+// show is request followed by print: the reply as indented JSON with
+// --json, else as the table rows writes.
+func show[Q, R any](ctx context.Context, f clientFlags, op func(*client.Client, context.Context, Q) (R, error), req Q, rows func(io.Writer, R)) error {
+	r, err := request(ctx, f, op, req)
+	if err != nil {
+		return err
+	}
+	return f.print(r, func(w io.Writer) { rows(w, r) })
+}
+
 // print writes v as indented JSON when --json, else calls table.
 func (f clientFlags) print(v any, table func(w io.Writer)) error {
 	if f.JSON {
@@ -216,30 +239,23 @@ type intentCmd struct {
 }
 
 func (c *intentCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	return show(ctx, c.clientFlags, (*client.Client).Intent, client.IntentRequest{Session: c.Session, MinSeq: c.MinSeq}, intentViewRows)
+}
+
+// intentViewRows is the table of engine intent.
+func intentViewRows(w io.Writer, v client.Session) {
+	fmt.Fprintf(w, "session\t%s (seq %d, %d events, %d skipped, %d rejected)\n", v.Session, v.Seq, v.Events, v.Skipped, v.Rejected)
+	for _, r := range v.Rejections {
+		fmt.Fprintf(w, "not applied\tseq %d %s %s: %s\n", r.Seq, r.Type, r.ID, r.Reason)
 	}
-	v, err := cl.Intent(ctx, client.IntentRequest{Session: c.Session, MinSeq: c.MinSeq})
-	if err != nil {
-		return err
+	intentRows(w, v.Intent)
+	fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
+	fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])
+	if cp := v.Checkpoint; cp != nil {
+		fmt.Fprintf(w, "checkpoint\tturn %d, seq %d, loaded %s, contract %s (registry %s)\n", cp.Turn, cp.Seq, list(cp.Loaded), short(cp.ContractHash), cp.RegistryVersion)
+	} else {
+		fmt.Fprintf(w, "checkpoint\tnone\n")
 	}
-	return c.print(v, func(w io.Writer) {
-		fmt.Fprintf(w, "session\t%s (seq %d, %d events, %d skipped, %d rejected)\n", v.Session, v.Seq, v.Events, v.Skipped, v.Rejected)
-		for _, r := range v.Rejections {
-			fmt.Fprintf(w, "not applied\tseq %d %s %s: %s\n", r.Seq, r.Type, r.ID, r.Reason)
-		}
-		intentRows(w, v.Intent)
-		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", v.Loaded))
-		fmt.Fprintf(w, "turn\t%d%s\n", v.Turn, map[bool]string{true: " (open)"}[v.InTurn])
-		if cp := v.Checkpoint; cp != nil {
-			fmt.Fprintf(w, "checkpoint\tturn %d, seq %d, loaded %s, contract %s (registry %s)\n", cp.Turn, cp.Seq, list(cp.Loaded), short(cp.ContractHash), cp.RegistryVersion)
-		} else {
-			fmt.Fprintf(w, "checkpoint\tnone\n")
-		}
-	})
 }
 
 func short(h string) string {
@@ -254,18 +270,11 @@ type sessionsCmd struct {
 }
 
 func (c *sessionsCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	sessions := func(cl *client.Client, ctx context.Context, _ struct{}) ([]string, error) {
+		l, err := cl.Sessions(ctx)
+		return l.Sessions, err
 	}
-	list, err := cl.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	s := list.Sessions
-	return c.print(s, func(w io.Writer) {
+	return show(ctx, c.clientFlags, sessions, struct{}{}, func(w io.Writer, s []string) {
 		for _, id := range s {
 			fmt.Fprintln(w, id)
 		}

@@ -101,21 +101,15 @@ func (c *emitCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return usage(err) // exit 2
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	emit := func(cl *client.Client, ctx context.Context, req client.AppendRequest) (client.AppendReply, error) {
+		wc, err := commandOf(cmd)
+		if err != nil {
+			return client.AppendReply{}, err
+		}
+		req.Commands = []client.Command{wc}
+		return cl.Append(ctx, req)
 	}
-	wc, err := commandOf(cmd)
-	if err != nil {
-		return err
-	}
-	res, err := cl.Append(ctx, client.AppendRequest{Session: c.Session, ExpectedSeq: c.Expected, Commands: []client.Command{wc}})
-	if err != nil {
-		return err
-	}
-	return c.print(res, func(w io.Writer) {
+	return show(ctx, c.clientFlags, emit, client.AppendRequest{Session: c.Session, ExpectedSeq: c.Expected}, func(w io.Writer, res client.AppendReply) {
 		if res.LastSeq == 0 {
 			fmt.Fprintf(w, "no change\t(the session already has this intent)\n")
 		} else {

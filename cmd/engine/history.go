@@ -224,17 +224,7 @@ func (c *explainCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.Explain(ctx, client.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) {
+	return show(ctx, c.clientFlags, (*client.Client).Explain, client.ExplainRequest{Session: c.Session, Tool: c.Tool, Until: until, Profile: c.Profile, Override: o}, func(w io.Writer, r client.Explanation) {
 		in := "OUT"
 		if r.Included {
 			in = "IN"

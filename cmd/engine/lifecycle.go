@@ -25,17 +25,7 @@ func (c *deleteCmd) Help() string {
 }
 
 func (c *deleteCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) {
+	return show(ctx, c.clientFlags, (*client.Client).SessionDelete, client.DeleteRequest{Session: c.Session, Reason: c.Reason}, func(w io.Writer, r client.DeleteReply) {
 		fmt.Fprintf(w, "deleted\t%s (SessionDeleted at seq %d)\n", r.Session, r.Seq)
 	})
 }
@@ -59,20 +49,7 @@ func (c *eraseCmd) Help() string {
 }
 
 func (c *eraseCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	if c.Channel == "cli" { // the default of --channel: erase asks as the erase channel
-		c.Channel = "ops"
-	}
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.SessionDelete(ctx, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) {
+	return show(ctx, c.asEraseChannel(), (*client.Client).SessionDelete, client.DeleteRequest{Session: c.Session, Reason: c.Reason, Erase: true}, func(w io.Writer, r client.DeleteReply) {
 		fmt.Fprintf(w, "erased\t%s\n", r.Session)
 		if r.Seq > 0 {
 			fmt.Fprintf(w, "deleted\tSessionDeleted at seq %d\n", r.Seq)
@@ -101,20 +78,7 @@ func (c *compactCmd) Help() string {
 }
 
 func (c *compactCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	if c.Channel == "cli" { // the default of --channel: compaction asks as the erase channel
-		c.Channel = "ops"
-	}
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.SessionCompact(ctx, client.CompactRequest{Session: c.Session, Reason: c.Reason})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) {
+	return show(ctx, c.asEraseChannel(), (*client.Client).SessionCompact, client.CompactRequest{Session: c.Session, Reason: c.Reason}, func(w io.Writer, r client.CompactReply) {
 		if r.Already {
 			fmt.Fprintf(w, "compact\t%s already (SessionCompacted at seq %d)\n", r.Session, r.Seq)
 			return
@@ -124,4 +88,13 @@ func (c *compactCmd) Run(ctx context.Context) error {
 			r.FirstTime.Format(time.RFC3339), r.LastTime.Format(time.RFC3339))
 		fmt.Fprintf(w, "purged\t%d\n", r.Purged)
 	})
+}
+
+// asEraseChannel is f with --channel's default (cli) replaced by ops:
+// erase and compact ask as the erase channel unless told otherwise.
+func (f clientFlags) asEraseChannel() clientFlags {
+	if f.Channel == "cli" {
+		f.Channel = "ops"
+	}
+	return f
 }

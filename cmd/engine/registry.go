@@ -36,15 +36,16 @@ func (c *registryDiffCmd) Run(ctx context.Context) error {
 	if !json.Valid(data) {
 		return fmt.Errorf("registry %s is not JSON: give a registry file (the format of resolver/default_registry.json)", c.File)
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
+	diff := func(cl *client.Client, ctx context.Context, req client.RegistryDiffRequest) (wire.RegistryImpact, error) {
+		imp, err := cl.RegistryDiff(ctx, req)
+		if err != nil {
+			return imp, fmt.Errorf("registry %s: %w", c.File, err)
+		}
+		return imp, nil
+	}
+	imp, err := request(ctx, c.clientFlags, diff, client.RegistryDiffRequest{Registry: data})
 	if err != nil {
 		return err
-	}
-	imp, err := cl.RegistryDiff(ctx, client.RegistryDiffRequest{Registry: data})
-	if err != nil {
-		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
 	if c.JSON {
 		return c.print(imp, nil)

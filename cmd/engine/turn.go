@@ -13,13 +13,19 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
+// providerFlag is --provider of the client subcommands that render a
+// provider's tools.
+type providerFlag struct {
+	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
+}
+
 type resolveCmd struct {
 	clientFlags
 	overrideFlag
-	Session  string `arg:"" help:"Session id."`
-	Profile  string `name:"profile" help:"Agent profile of the request."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
-	Render   bool   `name:"render" help:"Print the rendered provider tools array (JSON) only."`
+	Session string `arg:"" help:"Session id."`
+	Profile string `name:"profile" help:"Agent profile of the request."`
+	providerFlag
+	Render bool `name:"render" help:"Print the rendered provider tools array (JSON) only."`
 }
 
 func viewRows(w io.Writer, v wire.TurnView) {
@@ -48,13 +54,7 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	v, err := cl.Resolve(ctx, client.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := request(ctx, c.clientFlags, (*client.Client).Resolve, client.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -82,41 +82,34 @@ type turnCallCheckCmd struct {
 }
 
 func (c *turnCallCheckCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	return show(ctx, c.clientFlags, (*client.Client).TurnCallCheck, client.CallCheckRequest{Session: c.Session, Tool: c.Tool}, callCheckRows)
+}
+
+// callCheckRows is the table of engine turn call-check.
+func callCheckRows(w io.Writer, r client.CallCheckReply) {
+	fmt.Fprintf(w, "callable\t%t (%s)\n", r.Callable, r.Reason)
+	fmt.Fprintf(w, "tool\t%s (turn %d, seq %d)\n", r.Name, r.Turn, r.Seq)
+	if r.Decision != "" {
+		fmt.Fprintf(w, "decision\t%s for channel %s (rule %s)\n", r.Decision, r.Channel, r.Rule)
 	}
-	r, err := cl.TurnCallCheck(ctx, client.CallCheckRequest{Session: c.Session, Tool: c.Tool})
-	if err != nil {
-		return err
+	if r.Grant != nil {
+		fmt.Fprintf(w, "granted\t%s by %s at seq %d\n", r.Grant.Scope, r.Grant.By, r.Grant.Seq)
 	}
-	return c.print(r, func(w io.Writer) {
-		fmt.Fprintf(w, "callable\t%t (%s)\n", r.Callable, r.Reason)
-		fmt.Fprintf(w, "tool\t%s (turn %d, seq %d)\n", r.Name, r.Turn, r.Seq)
-		if r.Decision != "" {
-			fmt.Fprintf(w, "decision\t%s for channel %s (rule %s)\n", r.Decision, r.Channel, r.Rule)
-		}
-		if r.Grant != nil {
-			fmt.Fprintf(w, "granted\t%s by %s at seq %d\n", r.Grant.Scope, r.Grant.By, r.Grant.Seq)
-		}
-		if r.Permission != "" {
-			fmt.Fprintf(w, "permission\t%s\n", r.Permission)
-		}
-		if r.Deferred {
-			fmt.Fprintf(w, "deferred\tloaded %t\n", r.Loaded)
-		}
-		fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
-	})
+	if r.Permission != "" {
+		fmt.Fprintf(w, "permission\t%s\n", r.Permission)
+	}
+	if r.Deferred {
+		fmt.Fprintf(w, "deferred\tloaded %t\n", r.Loaded)
+	}
+	fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
 }
 
 type turnBeginCmd struct {
 	clientFlags
 	overrideFlag
-	Session  string `arg:"" help:"Session id."`
-	Profile  string `name:"profile" help:"Agent profile of the turn."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
+	Session string `arg:"" help:"Session id."`
+	Profile string `name:"profile" help:"Agent profile of the turn."`
+	providerFlag
 }
 
 func (c *turnBeginCmd) Run(ctx context.Context) error {
@@ -124,13 +117,7 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	v, err := cl.TurnBegin(ctx, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := request(ctx, c.clientFlags, (*client.Client).TurnBegin, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
@@ -146,12 +133,10 @@ type turnSearchCmd struct {
 	Regex      string   `name:"regex" help:"Regular expression (RE2, case-insensitive) over deferred tools' names, descriptions and parameters."`
 	MaxResults int      `name:"max-results" help:"At most this many tools from --query and --regex (1-20; default 5)."`
 	Input      string   `name:"input" help:"The model's tool_search input object as JSON, sent as is (instead of names and flags)."`
-	Provider   string   `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
+	providerFlag
 }
 
 func (c *turnSearchCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
 	input := []byte(c.Input)
 	if c.Input == "" {
 		var err error
@@ -162,57 +147,42 @@ func (c *turnSearchCmd) Run(ctx context.Context) error {
 	} else if len(c.Names)+len(c.Query)+len(c.Regex)+c.MaxResults > 0 {
 		return errors.New("give --input alone, or names and flags without --input")
 	}
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	return show(ctx, c.clientFlags, (*client.Client).TurnDiscover, client.DiscoverRequest{Session: c.Session, Provider: c.Provider, Input: input}, discoverRows)
+}
+
+// discoverRows is the table of engine turn search.
+func discoverRows(w io.Writer, r client.DiscoverReply) {
+	fmt.Fprintf(w, "loaded\t%s\n", wrapList("", r.Loaded))
+	for _, m := range r.Matches {
+		weak := ""
+		if m.Weak {
+			weak = " (weak: not loaded; load it by name)"
+		}
+		fmt.Fprintf(w, "match %s\t%s %.3f%s\n", m.Name, m.Via, m.Score, weak)
 	}
-	r, err := cl.TurnDiscover(ctx, client.DiscoverRequest{Session: c.Session, Provider: c.Provider, Input: input})
-	if err != nil {
-		return err
+	if len(r.NotFound) > 0 {
+		fmt.Fprintf(w, "not found\t%s\n", wrapList("", r.NotFound))
 	}
-	return c.print(r, func(w io.Writer) {
-		fmt.Fprintf(w, "loaded\t%s\n", wrapList("", r.Loaded))
-		for _, m := range r.Matches {
-			weak := ""
-			if m.Weak {
-				weak = " (weak: not loaded; load it by name)"
-			}
-			fmt.Fprintf(w, "match %s\t%s %.3f%s\n", m.Name, m.Via, m.Score, weak)
-		}
-		if len(r.NotFound) > 0 {
-			fmt.Fprintf(w, "not found\t%s\n", wrapList("", r.NotFound))
-		}
-		if r.Note != "" {
-			fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
-		}
-		for _, t := range r.Tools {
-			fmt.Fprintf(w, "schema %s\t%s\n", t.Name, wrapList("parameters: ", paramNames(t.Parameters)))
-		}
-		if len(r.Tools) > 0 {
-			fmt.Fprintf(w, "\t(--json prints the full schemas)\n")
-		}
-		viewRows(w, r.View)
-	})
+	if r.Note != "" {
+		fmt.Fprintf(w, "note\t%s\n", wrapText(r.Note, valueWidth, "\n\t"))
+	}
+	for _, t := range r.Tools {
+		fmt.Fprintf(w, "schema %s\t%s\n", t.Name, wrapList("parameters: ", paramNames(t.Parameters)))
+	}
+	if len(r.Tools) > 0 {
+		fmt.Fprintf(w, "\t(--json prints the full schemas)\n")
+	}
+	viewRows(w, r.View)
 }
 
 type turnDispatchCmd struct {
 	clientFlags
-	Session  string `arg:"" help:"Session id."`
-	Provider string `name:"provider" default:"anthropic" enum:"anthropic,openai,anthropic-native,anthropic-native-server,openai-native,anthropic-engine,openai-engine" help:"Rendering: ${enum}. anthropic and openai (= their -native forms) use the provider's own deferral (defer_loading); the -engine ones render the engine's catalog for providers without it."`
+	Session string `arg:"" help:"Session id."`
+	providerFlag
 }
 
 func (c *turnDispatchCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	v, err := cl.TurnDispatch(ctx, client.DispatchRequest{Session: c.Session, Provider: c.Provider})
-	if err != nil {
-		return err
-	}
-	return c.print(v, func(w io.Writer) { viewRows(w, v) })
+	return show(ctx, c.clientFlags, (*client.Client).TurnDispatch, client.DispatchRequest{Session: c.Session, Provider: c.Provider}, viewRows)
 }
 
 type turnEndCmd struct {
@@ -221,17 +191,7 @@ type turnEndCmd struct {
 }
 
 func (c *turnEndCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.TurnEnd(ctx, client.TurnRequest{Session: c.Session})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) { checkpointRows(w, r) })
+	return show(ctx, c.clientFlags, (*client.Client).TurnEnd, client.TurnRequest{Session: c.Session}, checkpointRows)
 }
 
 func checkpointRows(w io.Writer, r wire.CheckpointReply) {
@@ -246,17 +206,7 @@ type checkpointCmd struct {
 }
 
 func (c *checkpointCmd) Run(ctx context.Context) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := cl.TurnCheckpoint(ctx, client.TurnRequest{Session: c.Session})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func(w io.Writer) { checkpointRows(w, r) })
+	return show(ctx, c.clientFlags, (*client.Client).TurnCheckpoint, client.TurnRequest{Session: c.Session}, checkpointRows)
 }
 
 type resumeCmd struct {
@@ -271,33 +221,26 @@ func (c *resumeCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cl, err := c.client(ctx)
-	if err != nil {
-		return err
+	return show(ctx, c.clientFlags, (*client.Client).Resume, client.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o}, resumeRows)
+}
+
+// resumeRows is the table of engine resume.
+func resumeRows(w io.Writer, r client.ResumeReply) {
+	switch {
+	case r.Outcome.OK:
+		fmt.Fprintf(w, "resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
+	case len(r.Outcome.Restored) > 0:
+		fmt.Fprintf(w, "partly resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
+	default:
+		fmt.Fprintf(w, "refused\trestored nothing\n")
 	}
-	r, err := cl.Resume(ctx, client.ResumeRequest{Session: c.Session, Profile: c.Profile, Override: o})
-	if err != nil {
-		return err
+	if r.Outcome.Reason != "" {
+		fmt.Fprintf(w, "reason\t%s\n", r.Outcome.Reason)
 	}
-	return c.print(r, func(w io.Writer) {
-		switch {
-		case r.Outcome.OK:
-			fmt.Fprintf(w, "resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
-		case len(r.Outcome.Restored) > 0:
-			fmt.Fprintf(w, "partly resumed\t%s\n", wrapList("restored ", r.Outcome.Restored))
-		default:
-			fmt.Fprintf(w, "refused\trestored nothing\n")
-		}
-		if r.Outcome.Reason != "" {
-			fmt.Fprintf(w, "reason\t%s\n", r.Outcome.Reason)
-		}
-		for _, ch := range r.Outcome.Changes {
-			fmt.Fprintf(w, "change\t%s %s\n", ch.Kind, ch.Tool)
-		}
-		for _, d := range r.Outcome.Tools {
-			fmt.Fprintf(w, "tool %s\t%s: %s\n", d.Tool, d.Kind, d.Reason)
-		}
-	})
+	for _, ch := range r.Outcome.Changes {
+		fmt.Fprintf(w, "change\t%s %s\n", ch.Kind, ch.Tool)
+	}
+	for _, d := range r.Outcome.Tools {
+		fmt.Fprintf(w, "tool %s\t%s: %s\n", d.Tool, d.Kind, d.Reason)
+	}
 }
