@@ -95,9 +95,7 @@ func (c *actorForgetCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c.admin = true
-	c.needStore = true
-	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
+	jlog, closeLog, err := c.openExisting(ctx, log, true)
 	if err != nil {
 		return err
 	}

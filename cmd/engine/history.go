@@ -46,16 +46,23 @@ func parseUntil(s string) (wire.Until, error) {
 	return wire.UntilTime(t), nil
 }
 
+// parseAt reads --until (as parseUntil) and the override of the commands
+// that look at a session at a point in time.
+func (f overrideFlag) parseAt(until string) (wire.Until, *wire.Override, error) {
+	u, err := parseUntil(until)
+	if err != nil {
+		return "", nil, err
+	}
+	o, err := f.parse()
+	return u, o, err
+}
+
 // Run prints the timeline page by page as the engine sends it: memory
 // is one page, whatever the session's length; each request
 // gets --timeout. With --json each page is one JSON object (a session of
 // one page prints exactly one).
 func (c *historyCmd) Run(ctx context.Context) error {
-	until, err := parseUntil(c.Until)
-	if err != nil {
-		return err
-	}
-	o, err := c.parse()
+	until, o, err := c.parseAt(c.Until)
 	if err != nil {
 		return err
 	}
@@ -216,11 +223,7 @@ type explainCmd struct {
 }
 
 func (c *explainCmd) Run(ctx context.Context) error {
-	until, err := parseUntil(c.Until)
-	if err != nil {
-		return err
-	}
-	o, err := c.parse()
+	until, o, err := c.parseAt(c.Until)
 	if err != nil {
 		return err
 	}

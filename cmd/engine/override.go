@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 
+	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
@@ -76,6 +78,17 @@ func parseOverride(s string) (*wire.Override, error) {
 		return &o, nil
 	}
 	return nil, fmt.Errorf(`--override %q: use "empty", "names:a,b", "intent:{...}" or an override object {"kind":...}`, s)
+}
+
+// warned is op followed by warnNoEvents on the view it resolves.
+func warned[Q any](op func(*client.Client, context.Context, Q) (wire.TurnView, error), profile string, o *wire.Override) func(*client.Client, context.Context, Q) (wire.TurnView, error) {
+	return func(cl *client.Client, ctx context.Context, req Q) (wire.TurnView, error) {
+		v, err := op(cl, ctx, req)
+		if err == nil {
+			warnNoEvents(v, profile, o)
+		}
+		return v, err
+	}
 }
 
 // warnNoEvents says on stderr that the session has no events, so that a

@@ -24,8 +24,7 @@ func (c *rebuildCmd) Help() string {
 }
 
 func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	c.needStore = true
-	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
+	jlog, closeLog, err := c.openExisting(ctx, log, false)
 	if err != nil {
 		return err
 	}

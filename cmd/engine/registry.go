@@ -254,7 +254,7 @@ func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
-	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
+	jlog, closeLog, err := c.openLog(ctx, log)
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,21 @@ func (c *serveCmd) serveStore() server.Store {
 	return st
 }
 
-// openLog connects (starting the embedded server on listen when no --nats
-// is given) and opens the event stream (server.OpenLog). The returned func
-// closes the connection and shuts the embedded server down.
-func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger, listen, sync string) (*jetstream.Log, string, func(), error) {
-	return server.OpenLog(ctx, log, c.store(listen, sync))
+// openLog connects (starting the embedded server on a random loopback
+// port with interval sync when no --nats is given) and opens the event
+// stream (server.OpenLog), for the commands other than serve. The
+// returned func closes the connection and shuts the embedded server down.
+func (c *storeFlags) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log, func(), error) {
+	jlog, _, closeLog, err := server.OpenLog(ctx, log, c.store("127.0.0.1:0", "interval"))
+	return jlog, closeLog, err
+}
+
+// openExisting is openLog for the commands that work on an existing event
+// stream (a data directory without one is refused), as the admin of the
+// data directory's users when admin.
+func (c *storeFlags) openExisting(ctx context.Context, log zerolog.Logger, admin bool) (*jetstream.Log, func(), error) {
+	c.admin, c.needStore = admin, true
+	return c.openLog(ctx, log)
 }
 
 // leaseOwner names this process in the projection runner's lease

@@ -22,9 +22,7 @@ func (c *streamRepairCmd) Help() string {
 }
 
 func (c *streamRepairCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	c.admin = true
-	c.needStore = true
-	jlog, _, closeLog, err := c.openLog(ctx, log, "127.0.0.1:0", "interval")
+	jlog, closeLog, err := c.openExisting(ctx, log, true)
 	if err != nil {
 		return err
 	}

@@ -54,11 +54,10 @@ func (c *resolveCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := request(ctx, c.clientFlags, (*client.Client).Resolve, client.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
+	v, err := request(ctx, c.clientFlags, warned((*client.Client).Resolve, c.Profile, o), client.ResolveRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
 	if err != nil {
 		return err
 	}
-	warnNoEvents(v, c.Profile, o)
 	if c.Render {
 		_, err := os.Stdout.Write(append(v.Rendering, '\n'))
 		return err
@@ -117,12 +116,7 @@ func (c *turnBeginCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := request(ctx, c.clientFlags, (*client.Client).TurnBegin, client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o})
-	if err != nil {
-		return err
-	}
-	warnNoEvents(v, c.Profile, o)
-	return c.print(v, func(w io.Writer) { viewRows(w, v) })
+	return show(ctx, c.clientFlags, warned((*client.Client).TurnBegin, c.Profile, o), client.BeginTurnRequest{Session: c.Session, Profile: c.Profile, Provider: c.Provider, Override: o}, viewRows)
 }
 
 type turnSearchCmd struct {
