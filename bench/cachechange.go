@@ -73,6 +73,7 @@ func CacheHeld(ctx context.Context, eng *service.Engine, base *resolver.Registry
 	if _, err := eng.Discover(ctx, session, origin, service.DiscoverRequest{Search: deferral.SearchRequest{Names: []string{cacheChangeTools[ChangeLoaded]}}}); err != nil {
 		return nil, err
 	}
+	// keys dispatches the open turn in every mode, then ends the turn.
 	keys := func() (map[string]string, error) {
 		out := map[string]string{}
 		for _, m := range cacheChangeModes {
@@ -82,13 +83,11 @@ func CacheHeld(ctx context.Context, eng *service.Engine, base *resolver.Registry
 			}
 			out[m] = v.PrefixHash + "/" + v.ReferencesHash
 		}
-		return out, nil
+		_, err := eng.EndTurn(ctx, session, origin)
+		return out, err
 	}
 	before, err := keys()
 	if err != nil {
-		return nil, err
-	}
-	if _, err := eng.EndTurn(ctx, session, origin); err != nil {
 		return nil, err
 	}
 	eng.SetRegistry(changed)
@@ -97,9 +96,6 @@ func CacheHeld(ctx context.Context, eng *service.Engine, base *resolver.Registry
 	}
 	after, err := keys()
 	if err != nil {
-		return nil, err
-	}
-	if _, err := eng.EndTurn(ctx, session, origin); err != nil {
 		return nil, err
 	}
 	held := map[string]bool{}
@@ -116,6 +112,24 @@ func CacheChanged(base *resolver.Registry, change string) (*resolver.Registry, e
 }
 
 func cacheChanged(base *resolver.Registry, tool string) (*resolver.Registry, error) {
+	return editRegistry(base, func(doc map[string]any) error {
+		doc["version"] = base.Version() + "+" + tool + "-described"
+		found := false
+		for _, x := range doc["tools"].([]any) {
+			if m := x.(map[string]any); m["name"] == tool {
+				m["description"] = m["description"].(string) + " Described anew."
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("registry %s has no tool %q to change", base.Version(), tool)
+		}
+		return nil
+	})
+}
+
+// editRegistry is base with its registry file (JSON) changed by edit.
+func editRegistry(base *resolver.Registry, edit func(doc map[string]any) error) (*resolver.Registry, error) {
 	data, err := base.MarshalJSON()
 	if err != nil {
 		return nil, err
@@ -124,16 +138,8 @@ func cacheChanged(base *resolver.Registry, tool string) (*resolver.Registry, err
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	doc["version"] = base.Version() + "+" + tool + "-described"
-	found := false
-	for _, x := range doc["tools"].([]any) {
-		if m := x.(map[string]any); m["name"] == tool {
-			m["description"] = m["description"].(string) + " Described anew."
-			found = true
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("registry %s has no tool %q to change", base.Version(), tool)
+	if err := edit(doc); err != nil {
+		return nil, err
 	}
 	out, err := json.Marshal(doc)
 	if err != nil {

@@ -315,35 +315,26 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 	// Attribution by deleting: audit stream, event stream, views bucket.
 	// The audit stream goes first: its dedupe entries (2 min window)
 	// expire meanwhile, which must not fall in the event stream's delta.
-	if err := h.rjs.DeleteStream(ctx, auditName); err != nil {
-		return fmt.Errorf("erase: delete the audit stream: %w", err)
+	deleteStream := func(name string) func() error {
+		return func() error { return h.rjs.DeleteStream(ctx, name) }
 	}
-	if f.h6, err = reading(); err != nil {
-		return err
-	}
-	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
-		return fmt.Errorf("erase: delete the event stream: %w", err)
-	}
-	if f.h7, err = reading(); err != nil {
-		return err
-	}
-	if err := h.rjs.DeleteKeyValue(ctx, strings.ToUpper(erasePrefix)+"_VIEWS"); err != nil {
-		return fmt.Errorf("erase: delete the views bucket: %w", err)
-	}
-	if f.h8, err = reading(); err != nil {
-		return err
-	}
-	if _, err := jetstream.OpenLog(ctx, h.rawNC, lcfg); err != nil {
-		return fmt.Errorf("erase: a fresh empty event stream: %w", err)
-	}
-	if f.h9, err = reading(); err != nil {
-		return err
-	}
-	if err := h.rjs.DeleteStream(ctx, elog.StreamName()); err != nil {
-		return fmt.Errorf("erase: delete the fresh event stream: %w", err)
-	}
-	if f.h10, err = reading(); err != nil {
-		return err
+	for _, s := range []struct {
+		what string
+		do   func() error
+		into *uint64
+	}{
+		{"delete the audit stream", deleteStream(auditName), &f.h6},
+		{"delete the event stream", deleteStream(elog.StreamName()), &f.h7},
+		{"delete the views bucket", func() error { return h.rjs.DeleteKeyValue(ctx, strings.ToUpper(erasePrefix)+"_VIEWS") }, &f.h8},
+		{"a fresh empty event stream", func() error { _, err := jetstream.OpenLog(ctx, h.rawNC, lcfg); return err }, &f.h9},
+		{"delete the fresh event stream", deleteStream(elog.StreamName()), &f.h10},
+	} {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("erase: %s: %w", s.what, err)
+		}
+		if *s.into, err = reading(); err != nil {
+			return err
+		}
 	}
 	h.addEraseLines(f, c, label, settle, pub)
 	return nil

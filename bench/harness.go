@@ -201,26 +201,38 @@ type sample func(ctx context.Context, run int) (float64, error)
 // rate says the figure is a rate (higher is better).
 func (h *harness) pair(ctx context.Context, name, unit string, rate bool, engine, raw sample) (Line, error) {
 	l := Line{Name: name, Unit: unit, Runs: h.cfg.Runs, Rate: rate}
-	for r := 0; r < h.cfg.Runs; r++ {
+	var err error
+	if l.EngineRuns, l.RawRuns, err = alternate(ctx, l.Runs, false, engine, raw); err != nil {
+		return l, err
+	}
+	return h.finishPair(ctx, l, engine, raw)
+}
+
+// alternate measures engine and raw runs times each and returns each
+// side's figures in run order. Engine goes first in even runs and raw in
+// odd ones, so that drift falls on both sides, unless engineFirst (a raw
+// run that needs what the engine run before it left).
+func alternate(ctx context.Context, runs int, engineFirst bool, engine, raw sample) (eng, rw []float64, err error) {
+	for r := 0; r < runs; r++ {
+		swap := !engineFirst && r%2 == 1
 		first, second := engine, raw
-		if r%2 == 1 {
+		if swap {
 			first, second = raw, engine
 		}
 		a, err := first(ctx, r)
 		if err != nil {
-			return l, err
+			return eng, rw, err
 		}
 		b, err := second(ctx, r)
 		if err != nil {
-			return l, err
+			return eng, rw, err
 		}
-		if r%2 == 1 {
+		if swap {
 			a, b = b, a
 		}
-		l.EngineRuns = append(l.EngineRuns, a)
-		l.RawRuns = append(l.RawRuns, b)
+		eng, rw = append(eng, a), append(rw, b)
 	}
-	return h.finishPair(ctx, l, engine, raw)
+	return eng, rw, nil
 }
 
 // finishPair profiles one extra run of each side when ProfileDir is set
@@ -277,26 +289,29 @@ func (h *harness) pairSlices(ctx context.Context, name, unit string, rate bool, 
 			return figure(total), nil
 		}
 	}
+	// ofRun is one side's slices of run r as samples (nanoseconds), for
+	// alternate.
+	ofRun := func(fn slice, r int) sample {
+		return func(ctx context.Context, s int) (float64, error) {
+			d, err := fn(ctx, r, s)
+			return float64(d), err
+		}
+	}
+	total := func(ns []float64) time.Duration {
+		var t time.Duration
+		for _, d := range ns {
+			t += time.Duration(d)
+		}
+		return t
+	}
 	l := Line{Name: name, Unit: unit, Runs: h.cfg.Runs, Rate: rate}
 	for r := 0; r < h.cfg.Runs; r++ {
-		var te, tr time.Duration
-		for s := 0; s < slices; s++ {
-			first, second, a, b := engine, raw, &te, &tr
-			if s%2 == 1 {
-				first, second, a, b = raw, engine, &tr, &te
-			}
-			d, err := first(ctx, r, s)
-			if err != nil {
-				return l, err
-			}
-			*a += d
-			if d, err = second(ctx, r, s); err != nil {
-				return l, err
-			}
-			*b += d
+		te, tr, err := alternate(ctx, slices, false, ofRun(engine, r), ofRun(raw, r))
+		if err != nil {
+			return l, err
 		}
-		l.EngineRuns = append(l.EngineRuns, figure(te))
-		l.RawRuns = append(l.RawRuns, figure(tr))
+		l.EngineRuns = append(l.EngineRuns, figure(total(te)))
+		l.RawRuns = append(l.RawRuns, figure(total(tr)))
 	}
 	return h.finishPair(ctx, l, side(engine), side(raw))
 }
@@ -477,17 +492,23 @@ func genPayload(round int) events.Payload {
 func generate(ctx context.Context, js njs.JetStream, prefix string, sessions []string, perSession int) error {
 	n := len(sessions) * perSession
 	return publishPipelined(ctx, js, n, 2048, func(i int) (*nats.Msg, error) {
-		round, s := i/len(sessions), sessions[i%len(sessions)]
-		e := events.New(s, "bench", "gen", genPayload(round))
-		data, err := events.Encode(e)
-		if err != nil {
-			return nil, err
-		}
-		m := nats.NewMsg(prefix + ".events." + s)
-		m.Data = data
-		m.Header.Set("Nats-Msg-Id", e.ID) // as docs/wire-format.md asks: without it the fold rejects the event
-		return m, nil
+		return genMsg(prefix, sessions[i%len(sessions)], i/len(sessions))
 	})
+}
+
+// genMsg is the message of generated event round of session: its
+// envelope on the session's subject, with the event id as Nats-Msg-Id (as
+// docs/wire-format.md asks: without it the fold rejects the event).
+func genMsg(prefix, session string, round int) (*nats.Msg, error) {
+	e := events.New(session, "bench", "gen", genPayload(round))
+	data, err := events.Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(prefix + ".events." + session)
+	m.Data = data
+	m.Header.Set("Nats-Msg-Id", e.ID)
+	return m, nil
 }
 
 // heapAfterGC is the live heap after two full collections.

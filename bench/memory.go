@@ -291,40 +291,24 @@ func (h *harness) restart(ctx context.Context) error {
 	h.close()
 	dir := filepath.Join(h.dir, "server")
 	var serverStart []float64
-	startServer := func() (*jetstream.Embedded, error) {
-		start := time.Now()
-		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir, Host: "127.0.0.1"})
-		if err != nil {
-			return nil, err
+	// restarted is one side's run: the server started on dir, until
+	// ready answers for the run's probe (s).
+	restarted := func(ready func(ctx context.Context, url string, probe coldProbe) error) sample {
+		return func(ctx context.Context, run int) (float64, error) {
+			start := time.Now()
+			srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir, Host: "127.0.0.1"})
+			if err != nil {
+				return 0, err
+			}
+			serverStart = append(serverStart, time.Since(start).Seconds())
+			defer srv.Shutdown()
+			if err := ready(ctx, srv.ClientURL(), h.coldProbe[run%len(h.coldProbe)]); err != nil {
+				return 0, err
+			}
+			return time.Since(start).Seconds(), nil
 		}
-		serverStart = append(serverStart, time.Since(start).Seconds())
-		return srv, nil
 	}
-	engine := func(ctx context.Context, run int) (float64, error) {
-		start := time.Now()
-		srv, err := startServer()
-		if err != nil {
-			return 0, err
-		}
-		defer srv.Shutdown()
-		if err := h.coldEngineReady(ctx, srv.ClientURL(), h.coldProbe[run%len(h.coldProbe)]); err != nil {
-			return 0, err
-		}
-		return time.Since(start).Seconds(), nil
-	}
-	raw := func(ctx context.Context, run int) (float64, error) {
-		start := time.Now()
-		srv, err := startServer()
-		if err != nil {
-			return 0, err
-		}
-		defer srv.Shutdown()
-		if err := coldRawReady(ctx, srv.ClientURL(), h.coldProbe[run%len(h.coldProbe)]); err != nil {
-			return 0, err
-		}
-		return time.Since(start).Seconds(), nil
-	}
-	l, err := h.pair(ctx, nameColdRestart, "s", false, engine, raw)
+	l, err := h.pair(ctx, nameColdRestart, "s", false, restarted(h.coldEngineReady), restarted(coldRawReady))
 	if err != nil {
 		return err
 	}

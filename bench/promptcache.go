@@ -10,7 +10,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -303,26 +302,16 @@ func pcIntentChange(rng *rand.Rand) events.Payload {
 
 // pcPushed is base with one more resident default tool, as version.
 func pcPushed(base *resolver.Registry, version, extra string) (*resolver.Registry, error) {
-	data, err := base.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	doc["version"] = version
-	tools, _ := doc["tools"].([]any)
-	doc["tools"] = append(tools, map[string]any{"name": extra, "description": "A tool added by a registry push.", "parameters": map[string]any{"type": "object"}, "available": true})
-	for _, k := range []string{"default_tools", "resident_tools"} {
-		list, _ := doc[k].([]any)
-		doc[k] = append(list, extra)
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return nil, err
-	}
-	return resolver.Load(out)
+	return editRegistry(base, func(doc map[string]any) error {
+		doc["version"] = version
+		tools, _ := doc["tools"].([]any)
+		doc["tools"] = append(tools, map[string]any{"name": extra, "description": "A tool added by a registry push.", "parameters": map[string]any{"type": "object"}, "available": true})
+		for _, k := range []string{"default_tools", "resident_tools"} {
+			list, _ := doc[k].([]any)
+			doc[k] = append(list, extra)
+		}
+		return nil
+	})
 }
 
 // pcLines adds the lines of the replay.

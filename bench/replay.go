@@ -55,19 +55,9 @@ func (h *harness) foldSplit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	loaded := deferral.NewSet("send_message")
-	l, err = h.micro(ctx, nameSplitDefault, 1, func() error {
-		if s := deferral.SplitTools(def.Tools, loaded.Has); len(s.Classification) != len(def.Tools) {
-			return errors.New("split lost tools")
-		}
-		return nil
-	})
-	if err != nil {
+	if err := h.splitLine(ctx, nameSplitDefault, def.Tools, deferral.NewSet("send_message"), "deferral.SplitTools of %d tools, 1 deferred tool loaded"); err != nil {
 		return err
 	}
-	l.Note = fmt.Sprintf("deferral.SplitTools of %d tools, 1 deferred tool loaded", len(def.Tools))
-	h.add(l)
-
 	reg, err := resolver.Load(registryJSON(500))
 	if err != nil {
 		return err
@@ -76,9 +66,14 @@ func (h *harness) foldSplit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	loaded500 := deferral.NewSet("tool_0003", "tool_0013", "tool_0103")
-	l, err = h.micro(ctx, nameSplit500, 1, func() error {
-		if s := deferral.SplitTools(res.Tools, loaded500.Has); len(s.Classification) != len(res.Tools) {
+	return h.splitLine(ctx, nameSplit500, res.Tools, deferral.NewSet("tool_0003", "tool_0013", "tool_0103"), "deferral.SplitTools of %d tools (1 in 10 deferred), 3 loaded")
+}
+
+// splitLine adds the line of deferral.SplitTools over tools with loaded;
+// note formats the number of tools.
+func (h *harness) splitLine(ctx context.Context, name string, tools []resolver.Tool, loaded deferral.Set, note string) error {
+	l, err := h.micro(ctx, name, 1, func() error {
+		if s := deferral.SplitTools(tools, loaded.Has); len(s.Classification) != len(tools) {
 			return errors.New("split lost tools")
 		}
 		return nil
@@ -86,7 +81,7 @@ func (h *harness) foldSplit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Note = fmt.Sprintf("deferral.SplitTools of %d tools (1 in 10 deferred), 3 loaded", len(res.Tools))
+	l.Note = fmt.Sprintf(note, len(tools))
 	h.add(l)
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/client"
-	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -117,7 +116,7 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 		sizes = sz
 		return d, err
 	}
-	l, err := h.scalePair(ctx, names[0], engine, raw)
+	l, err := h.scalePair(ctx, names[0], false, engine, raw)
 	if err != nil {
 		return err
 	}
@@ -153,19 +152,9 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 	}
 	// The raw side of a run needs the copy the engine side made: engine
 	// first in every run.
-	l = Line{Name: names[1], Unit: "s", Runs: h.scaleRuns()}
-	for r := 0; r < l.Runs; r++ {
-		e, err := engine(ctx, r)
-		if err != nil {
-			return err
-		}
-		w, err := raw(ctx, r)
-		if err != nil {
-			return err
-		}
-		l.EngineRuns, l.RawRuns = append(l.EngineRuns, e), append(l.RawRuns, w)
+	if l, err = h.scalePair(ctx, names[1], true, engine, raw); err != nil {
+		return err
 	}
-	l.setMedians()
 	refoldTarget(&l, killFolded, n)
 	l.Note = fmt.Sprintf("engine = engine serve started on the same directory, ready, then SIGKILLed (the embedded server with it: no index written, nothing flushed), then started again until /readyz answers 200; events folded at each restart %v; raw = the embedded server alone started on a copy of the killed process's directory, until the event stream answers (the server's own recovery)", killFolded)
 	h.add(l)
@@ -193,26 +182,13 @@ func (h *harness) scaleRestart(ctx context.Context) error {
 // run of the kill -9 line starts the engine twice and copies the store).
 func (h *harness) scaleRuns() int { return min(h.cfg.Runs, 3) }
 
-// scalePair is pair with scaleRuns runs.
-func (h *harness) scalePair(ctx context.Context, name string, engine, raw sample) (Line, error) {
+// scalePair is pair with scaleRuns runs, in seconds, never profiled;
+// engineFirst as alternate's.
+func (h *harness) scalePair(ctx context.Context, name string, engineFirst bool, engine, raw sample) (Line, error) {
 	l := Line{Name: name, Unit: "s", Runs: h.scaleRuns()}
-	for r := 0; r < l.Runs; r++ {
-		first, second := engine, raw
-		if r%2 == 1 {
-			first, second = raw, engine
-		}
-		a, err := first(ctx, r)
-		if err != nil {
-			return l, err
-		}
-		b, err := second(ctx, r)
-		if err != nil {
-			return l, err
-		}
-		if r%2 == 1 {
-			a, b = b, a
-		}
-		l.EngineRuns, l.RawRuns = append(l.EngineRuns, a), append(l.RawRuns, b)
+	var err error
+	if l.EngineRuns, l.RawRuns, err = alternate(ctx, l.Runs, engineFirst, engine, raw); err != nil {
+		return l, err
 	}
 	l.setMedians()
 	return l, nil
@@ -296,15 +272,10 @@ func (h *harness) scaleFill(ctx context.Context, c *engineChild, n int) error {
 // session had no view before it).
 func generateFirst(ctx context.Context, js njs.JetStream, prefix string, sessions []string) error {
 	return publishPipelined(ctx, js, len(sessions), 2048, func(i int) (*nats.Msg, error) {
-		s := sessions[i]
-		e := events.New(s, "bench", "gen", genPayload(0))
-		data, err := events.Encode(e)
+		m, err := genMsg(prefix, sessions[i], 0)
 		if err != nil {
 			return nil, err
 		}
-		m := nats.NewMsg(prefix + ".events." + s)
-		m.Data = data
-		m.Header.Set("Nats-Msg-Id", e.ID)
 		m.Header.Set(njs.ExpectedLastSubjSeqHeader, "0")
 		return m, nil
 	})

@@ -77,11 +77,7 @@ func mcpRegistry(n int) (*resolver.Registry, error) {
 // latency of tool_search through a frozen turn at 1k and 10k tools, index
 // builds, and resolution at 10k MCP tools.
 func (h *harness) searchLines(ctx context.Context) error {
-	qs, err := searcheval.Queries()
-	if err != nil {
-		return err
-	}
-	docs, err := searcheval.Docs()
+	docs, qs, err := querySet(searcheval.Docs, searcheval.Queries)
 	if err != nil {
 		return err
 	}
@@ -91,8 +87,7 @@ func (h *harness) searchLines(ctx context.Context) error {
 	hold := searcheval.Evaluate(searcheval.KeywordSearch(ix), qs, "holdout")
 	note := fmt.Sprintf("dev %d queries %.3f / MRR %.3f, holdout %d queries %.3f / MRR %.3f (ranking changes were judged on dev only)",
 		dev.Queries, dev.Recall, dev.MRR, hold.Queries, hold.Recall, hold.MRR)
-	h.add(Line{Name: nameSearchRecall, Unit: "share", Engine: all.Recall, Runs: 1, Target: ">= 0.95", Met: bptr(all.Recall >= 0.95), Note: note})
-	h.add(Line{Name: nameSearchMRR, Unit: "share", Engine: all.MRR, Runs: 1, Target: ">= 0.8", Met: bptr(all.MRR >= 0.8), Note: note})
+	h.addQuality(nameSearchRecall, nameSearchMRR, all, 0.95, 0.8, note)
 	if err := h.heldOutLines(); err != nil {
 		return err
 	}
@@ -112,19 +107,15 @@ func (h *harness) searchLines(ctx context.Context) error {
 		idx := deferral.IndexFor(reg)
 		var p99s []float64
 		label := sessionsLabel(n)
+		var queries []deferral.SearchRequest
+		for _, q := range qs {
+			queries = append(queries, deferral.SearchRequest{Query: q.Query})
+		}
 		l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
-			turn := deferral.FreezeIndexed(1, res, nil, idx)
-			var lat []float64
-			for pass := 0; pass < 5; pass++ {
-				for _, q := range qs {
-					start := time.Now()
-					if _, err := turn.Search(deferral.SearchRequest{Query: q.Query}); err != nil {
-						return 0, err
-					}
-					lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
-				}
+			lat, err := searchLatencies(res, idx, 5, queries)
+			if err != nil {
+				return 0, err
 			}
-			slices.Sort(lat)
 			p99s = append(p99s, lat[len(lat)*99/100])
 			return lat[len(lat)/2], nil
 		})
@@ -160,20 +151,15 @@ func (h *harness) searchLines(ctx context.Context) error {
 		return err
 	}
 	idx := deferral.IndexFor(big)
-	regexes := []string{"^mcp__github__", "pull.?request", "issue", "slack.*message", "(create|update)_", "kubernetes|k8s", "invoice", "calendar"}
+	var regexes []deferral.SearchRequest
+	for _, re := range []string{"^mcp__github__", "pull.?request", "issue", "slack.*message", "(create|update)_", "kubernetes|k8s", "invoice", "calendar"} {
+		regexes = append(regexes, deferral.SearchRequest{Regex: re})
+	}
 	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
-		turn := deferral.FreezeIndexed(1, res, nil, idx)
-		var lat []float64
-		for pass := 0; pass < 3; pass++ {
-			for _, re := range regexes {
-				start := time.Now()
-				if _, err := turn.Search(deferral.SearchRequest{Regex: re}); err != nil {
-					return 0, err
-				}
-				lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
-			}
+		lat, err := searchLatencies(res, idx, 3, regexes)
+		if err != nil {
+			return 0, err
 		}
-		slices.Sort(lat)
 		return lat[len(lat)/2], nil
 	})
 	if err != nil {
@@ -247,40 +233,72 @@ func (h *harness) searchLines(ctx context.Context) error {
 	return nil
 }
 
-// heldOutLines: quality of the keyword mode on the sets never tuned on:
-// the fourth set's final split (mcp4, 110 queries) is the
-// line; the blind third set, the fourth set's dev split and the mcp2
-// held-out queries are in its note, beside plain BM25.
-func (h *harness) heldOutLines() error {
-	d4, err := searcheval.HeldOut4Docs()
-	if err != nil {
-		return err
+// searchLatencies runs the searches reqs, passes times over, in a fresh
+// turn frozen on res, and returns each search's latency (µs), sorted.
+func searchLatencies(res *resolver.Resolution, idx *deferral.Index, passes int, reqs []deferral.SearchRequest) ([]float64, error) {
+	turn := deferral.FreezeIndexed(1, res, nil, idx)
+	var lat []float64
+	for pass := 0; pass < passes; pass++ {
+		for _, req := range reqs {
+			start := time.Now()
+			if _, err := turn.Search(req); err != nil {
+				return nil, err
+			}
+			lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
+		}
 	}
-	q4, err := searcheval.HeldOut4Queries()
+	slices.Sort(lat)
+	return lat, nil
+}
+
+// querySet loads a labelled set: its tools and its queries.
+func querySet(docs func() ([]toolsearch.Doc, error), queries func() ([]searcheval.Query, error)) ([]toolsearch.Doc, []searcheval.Query, error) {
+	d, err := docs()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	var final, dev []searcheval.Query
-	for _, q := range q4 {
+	q, err := queries()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, q, nil
+}
+
+// finalSplit divides a set's queries into its final split and the rest
+// (its dev split).
+func finalSplit(qs []searcheval.Query) (final, dev []searcheval.Query) {
+	for _, q := range qs {
 		if q.Split == "final" {
 			final = append(final, q)
 		} else {
 			dev = append(dev, q)
 		}
 	}
-	d3, err := searcheval.HeldOut3Docs()
+	return final, dev
+}
+
+// addQuality adds the recall@5 and MRR lines of q, each held to its
+// minimum, both with note.
+func (h *harness) addQuality(recallName, mrrName string, q searcheval.Quality, minRecall, minMRR float64, note string) {
+	h.add(Line{Name: recallName, Unit: "share", Engine: q.Recall, Runs: 1, Target: fmt.Sprintf(">= %g", minRecall), Met: bptr(q.Recall >= minRecall), Note: note})
+	h.add(Line{Name: mrrName, Unit: "share", Engine: q.MRR, Runs: 1, Target: fmt.Sprintf(">= %g", minMRR), Met: bptr(q.MRR >= minMRR), Note: note})
+}
+
+// heldOutLines: quality of the keyword mode on the sets never tuned on:
+// the fourth set's final split (mcp4, 110 queries) is the
+// line; the blind third set, the fourth set's dev split and the mcp2
+// held-out queries are in its note, beside plain BM25.
+func (h *harness) heldOutLines() error {
+	d4, q4, err := querySet(searcheval.HeldOut4Docs, searcheval.HeldOut4Queries)
 	if err != nil {
 		return err
 	}
-	q3, err := searcheval.HeldOut3Queries()
+	final, dev := finalSplit(q4)
+	d3, q3, err := querySet(searcheval.HeldOut3Docs, searcheval.HeldOut3Queries)
 	if err != nil {
 		return err
 	}
-	d2, err := searcheval.HeldOutDocs()
-	if err != nil {
-		return err
-	}
-	q2, err := searcheval.HeldOutQueries()
+	d2, q2, err := querySet(searcheval.HeldOutDocs, searcheval.HeldOutQueries)
 	if err != nil {
 		return err
 	}
@@ -293,8 +311,7 @@ func (h *harness) heldOutLines() error {
 	mcp2 := searcheval.Evaluate(searcheval.KeywordSearch(toolsearch.Build(d2, nil)), q2, "")
 	note := fmt.Sprintf("mcp4 final: paraphrases (%d) recall@5 %.3f (target >= 0.80), recall@1 %.3f, plain BM25 %.3f / MRR %.3f; blind mcp3 (%d) %.3f / MRR %.3f; mcp4 dev (%d, tuned on) %.3f / %.3f; mcp2 held-out (%d) %.3f / %.3f",
 		para.Queries, para.Recall, all.Recall1, base.Recall, base.MRR, blind.Queries, blind.Recall, blind.MRR, devQ.Queries, devQ.Recall, devQ.MRR, mcp2.Queries, mcp2.Recall, mcp2.MRR)
-	h.add(Line{Name: nameSearchHeldRecall, Unit: "share", Engine: all.Recall, Runs: 1, Target: ">= 0.93", Met: bptr(all.Recall >= 0.93), Note: note})
-	h.add(Line{Name: nameSearchHeldMRR, Unit: "share", Engine: all.MRR, Runs: 1, Target: ">= 0.85", Met: bptr(all.MRR >= 0.85), Note: note})
+	h.addQuality(nameSearchHeldRecall, nameSearchHeldMRR, all, 0.93, 0.85, note)
 	return h.heldOut5Lines()
 }
 
@@ -302,27 +319,17 @@ func (h *harness) heldOutLines() error {
 // final split (mcp5, 119 queries, never tuned on), paraphrases and plain
 // BM25 in the note.
 func (h *harness) heldOut5Lines() error {
-	d5, err := searcheval.HeldOut5Docs()
+	d5, q5, err := querySet(searcheval.HeldOut5Docs, searcheval.HeldOut5Queries)
 	if err != nil {
 		return err
 	}
-	q5, err := searcheval.HeldOut5Queries()
-	if err != nil {
-		return err
-	}
-	var final []searcheval.Query
-	for _, q := range q5 {
-		if q.Split == "final" {
-			final = append(final, q)
-		}
-	}
+	final, _ := finalSplit(q5)
 	engine := searcheval.KeywordSearch(toolsearch.Build(d5, nil))
 	all := searcheval.Evaluate(engine, final, "")
 	para := searcheval.Evaluate(engine, searcheval.OfKind(final, "paraphrase"), "")
 	base := searcheval.Evaluate(searcheval.NewBaseline(d5).Search, final, "")
 	note := fmt.Sprintf("mcp5 final: paraphrases (%d) recall@5 %.3f (target >= 0.80), recall@1 %.3f; plain BM25 %.3f / MRR %.3f; written before the ranking changes it judges",
 		para.Queries, para.Recall, all.Recall1, base.Recall, base.MRR)
-	h.add(Line{Name: nameSearch5Recall, Unit: "share", Engine: all.Recall, Runs: 1, Target: ">= 0.93", Met: bptr(all.Recall >= 0.93), Note: note})
-	h.add(Line{Name: nameSearch5MRR, Unit: "share", Engine: all.MRR, Runs: 1, Target: ">= 0.85", Met: bptr(all.MRR >= 0.85), Note: note})
+	h.addQuality(nameSearch5Recall, nameSearch5MRR, all, 0.93, 0.85, note)
 	return nil
 }
