@@ -111,14 +111,9 @@ func (h *harness) searchLines(ctx context.Context) error {
 		for _, q := range qs {
 			queries = append(queries, deferral.SearchRequest{Query: q.Query})
 		}
-		l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
-			lat, err := searchLatencies(res, idx, 5, queries)
-			if err != nil {
-				return 0, err
-			}
-			p99s = append(p99s, lat[len(lat)*99/100])
-			return lat[len(lat)/2], nil
-		})
+		l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", p50(func(int) ([]float64, error) {
+			return searchLatencies(res, idx, 5, queries)
+		}, &p99s))
 		if err != nil {
 			return err
 		}
@@ -133,7 +128,7 @@ func (h *harness) searchLines(ctx context.Context) error {
 			l.Target, l.Met = "< 200 µs", bptr(l.Engine < 200)
 		}
 		h.add(l)
-		p99 := Line{Name: fmt.Sprintf(nameSearchP99, label), Unit: "µs", Engine: median(p99s), Runs: len(p99s), EngineRuns: p99s, Note: "same searches as the p50 line"}
+		p99 := p99Line(fmt.Sprintf(nameSearchP99, label), "µs", p99s, "same searches as the p50 line")
 		if n >= 10_000 {
 			p99.Target, p99.Met = "< 1 ms", bptr(p99.Engine < 1000)
 		}
@@ -155,13 +150,9 @@ func (h *harness) searchLines(ctx context.Context) error {
 	for _, re := range []string{"^mcp__github__", "pull.?request", "issue", "slack.*message", "(create|update)_", "kubernetes|k8s", "invoice", "calendar"} {
 		regexes = append(regexes, deferral.SearchRequest{Regex: re})
 	}
-	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, label), "µs", func(ctx context.Context, _ int) (float64, error) {
-		lat, err := searchLatencies(res, idx, 3, regexes)
-		if err != nil {
-			return 0, err
-		}
-		return lat[len(lat)/2], nil
-	})
+	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, label), "µs", p50(func(int) ([]float64, error) {
+		return searchLatencies(res, idx, 3, regexes)
+	}, nil))
 	if err != nil {
 		return err
 	}
@@ -249,6 +240,26 @@ func searchLatencies(res *resolver.Resolution, idx *deferral.Index, passes int, 
 	}
 	slices.Sort(lat)
 	return lat, nil
+}
+
+// p50 is the sample of the median of the latencies a run's lat returns
+// (sorted); with p99s, it also appends the run's 99th percentile to it.
+func p50(lat func(run int) ([]float64, error), p99s *[]float64) sample {
+	return func(_ context.Context, run int) (float64, error) {
+		l, err := lat(run)
+		if err != nil {
+			return 0, err
+		}
+		if p99s != nil {
+			*p99s = append(*p99s, l[len(l)*99/100])
+		}
+		return l[len(l)/2], nil
+	}
+}
+
+// p99Line is the line of the 99th percentiles p50 collected, one a run.
+func p99Line(name, unit string, p99s []float64, note string) Line {
+	return Line{Name: name, Unit: unit, Engine: median(p99s), Runs: len(p99s), EngineRuns: p99s, Note: note}
 }
 
 // querySet loads a labelled set: its tools and its queries.

@@ -91,14 +91,9 @@ func (h *harness) searchHTTPLines(ctx context.Context, reg *resolver.Registry) e
 		return lat, nil
 	}
 	var p99s []float64
-	l, err := h.single(ctx, fmt.Sprintf(nameSearchHTTP, "p50", label), "ms", func(ctx context.Context, run int) (float64, error) {
-		lat, err := measure(run, service.ProviderAnthropicEngine, "none")
-		if err != nil {
-			return 0, err
-		}
-		p99s = append(p99s, lat[len(lat)*99/100])
-		return lat[len(lat)/2], nil
-	})
+	l, err := h.single(ctx, fmt.Sprintf(nameSearchHTTP, "p50", label), "ms", p50(func(run int) ([]float64, error) {
+		return measure(run, service.ProviderAnthropicEngine, "none")
+	}, &p99s))
 	if err != nil {
 		return err
 	}
@@ -106,17 +101,13 @@ func (h *harness) searchHTTPLines(ctx context.Context, reg *resolver.Registry) e
 	l.Note = note
 	maxTarget(&l, 5, "<= 5 ms")
 	h.add(l)
-	p99 := Line{Name: fmt.Sprintf(nameSearchHTTP, "p99", label), Unit: "ms", Engine: median(p99s), Runs: len(p99s), EngineRuns: p99s, Note: note}
+	p99 := p99Line(fmt.Sprintf(nameSearchHTTP, "p99", label), "ms", p99s, note)
 	maxTarget(&p99, 20, "<= 20 ms")
 	h.add(p99)
 	for _, provider := range searchHTTPProviders {
-		l, err := h.single(ctx, fmt.Sprintf(nameSearchHTTPFull, label, provider), "ms", func(ctx context.Context, run int) (float64, error) {
-			lat, err := measure(run, provider, "full")
-			if err != nil {
-				return 0, err
-			}
-			return lat[len(lat)/2], nil
-		})
+		l, err := h.single(ctx, fmt.Sprintf(nameSearchHTTPFull, label, provider), "ms", p50(func(run int) ([]float64, error) {
+			return measure(run, provider, "full")
+		}, nil))
 		if err != nil {
 			return err
 		}
