@@ -32,31 +32,14 @@ var (
 
 func newEmbeddingMetrics(reg *prometheus.Registry) *embeddingMetrics {
 	e := &embeddingMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_embedding_requests_total", Help: "Requests to the embedding endpoint (serve --embeddings-url), by kind (tools: a batch of tool texts; query: a tool_search query) and outcome (ok, timeout, error).",
-		}, []string{"kind", "outcome"}),
-		inputs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_embedding_inputs_total", Help: "Texts sent to the embedding endpoint, by kind.",
-		}, []string{"kind"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_embedding_tokens_total", Help: "Input tokens the embedding endpoint counted (usage.prompt_tokens), by kind.",
-		}, []string{"kind"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "engine_embedding_request_seconds", Help: "Time of a request to the embedding endpoint, by kind.",
-			Buckets: []float64{1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.2, 0.5, 1, 5, 30, 120},
-		}, []string{"kind"}),
-		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_embedding_cached_total", Help: "Vectors found instead of asked for: tools read from the <PREFIX>_EMBEDDINGS bucket, queries from memory.",
-		}, []string{"kind"}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_embedding_tools_ready", Help: "Deferred tools of the registry being embedded that have their vector.",
-		}),
-		total: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_embedding_tools", Help: "Deferred tools of the registry being embedded.",
-		}),
-		search: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_tool_search_embedding_total", Help: "tool_search queries with engine-side embeddings, by outcome: fused (keywords and vectors), or ranked by keywords because the tool vectors were not ready (not_ready), the endpoint timed out (timeout), was in its back-off after a failure (unavailable), failed (error) or answered another dimension (dimension).",
-		}, []string{"outcome"}),
+		requests: counterVec("engine_embedding_requests_total", "Requests to the embedding endpoint (serve --embeddings-url), by kind (tools: a batch of tool texts; query: a tool_search query) and outcome (ok, timeout, error).", "kind", "outcome"),
+		inputs:   counterVec("engine_embedding_inputs_total", "Texts sent to the embedding endpoint, by kind.", "kind"),
+		tokens:   counterVec("engine_embedding_tokens_total", "Input tokens the embedding endpoint counted (usage.prompt_tokens), by kind.", "kind"),
+		seconds:  histogramVec("engine_embedding_request_seconds", "Time of a request to the embedding endpoint, by kind.", []float64{1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.2, 0.5, 1, 5, 30, 120}, "kind"),
+		cached:   counterVec("engine_embedding_cached_total", "Vectors found instead of asked for: tools read from the <PREFIX>_EMBEDDINGS bucket, queries from memory.", "kind"),
+		ready:    gauge("engine_embedding_tools_ready", "Deferred tools of the registry being embedded that have their vector."),
+		total:    gauge("engine_embedding_tools", "Deferred tools of the registry being embedded."),
+		search:   counterVec("engine_tool_search_embedding_total", "tool_search queries with engine-side embeddings, by outcome: fused (keywords and vectors), or ranked by keywords because the tool vectors were not ready (not_ready), the endpoint timed out (timeout), was in its back-off after a failure (unavailable), failed (error) or answered another dimension (dimension).", "outcome"),
 	}
 	for _, k := range embeddingKinds {
 		for _, o := range embeddingOutcomes {

@@ -50,55 +50,23 @@ const maxChannels = 64
 // in a fresh registry.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		appends: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_appends_total", Help: "Appends stored in the log (one per command call that wrote events).",
-		}),
-		events: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_events_appended_total", Help: "Events stored in the log by this engine.",
-		}),
-		dedupes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_dedupes_total", Help: "Appends the log had already stored (retried publishes with the same ULIDs).",
-		}),
-		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_conflicts_total", Help: "Optimistic-concurrency conflicts, by whether the engine retried them.",
-		}, []string{"retried"}),
-		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_undecodable_events_total", Help: "Events the projection kept in the log but could not fold (undecodable, unknown type, future version).",
-		}),
-		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_rejected_events_total", Help: "Events the projection kept in the log but did not apply because they break a fold rule (see docs/semantics.md#events-the-engine-does-not-apply).",
-		}),
-		lagEvents: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_projection_lag_events", Help: "Events in the log not yet folded into the views.",
-		}),
-		lagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_projection_lag_seconds", Help: "Age of the newest event of the last folded batch when it was folded.",
-		}),
-		folded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_projection_folded_total", Help: "Events folded into the views.",
-		}),
-		resolve: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "engine_resolve_seconds", Help: "Latency of tool resolution.",
-			Buckets: []float64{1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2},
-		}),
-		prefixChange: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_tool_prefix_changes_total", Help: "Dispatches whose provider tools array changed a byte of the session's previous one (a prompt-cache break), by cause.",
-		}, []string{"cause"}),
-		prefixExtend: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_tool_prefix_extensions_total", Help: "Dispatches whose provider tools array only appended tools after the session's previous one (the cached prefix holds), by cause.",
-		}, []string{"cause"}),
-		catalogChange: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_catalog_changes_total", Help: "Dispatches whose deferred-tool catalog text differs from the session's previous one, by cause.",
-		}, []string{"cause"}),
+		reg:           prometheus.NewRegistry(),
+		appends:       counter("engine_appends_total", "Appends stored in the log (one per command call that wrote events)."),
+		events:        counter("engine_events_appended_total", "Events stored in the log by this engine."),
+		dedupes:       counter("engine_dedupes_total", "Appends the log had already stored (retried publishes with the same ULIDs)."),
+		conflicts:     counterVec("engine_conflicts_total", "Optimistic-concurrency conflicts, by whether the engine retried them.", "retried"),
+		undecodable:   counter("engine_undecodable_events_total", "Events the projection kept in the log but could not fold (undecodable, unknown type, future version)."),
+		rejected:      counter("engine_rejected_events_total", "Events the projection kept in the log but did not apply because they break a fold rule (see docs/semantics.md#events-the-engine-does-not-apply)."),
+		lagEvents:     gauge("engine_projection_lag_events", "Events in the log not yet folded into the views."),
+		lagSeconds:    gauge("engine_projection_lag_seconds", "Age of the newest event of the last folded batch when it was folded."),
+		folded:        counter("engine_projection_folded_total", "Events folded into the views."),
+		resolve:       histogram("engine_resolve_seconds", "Latency of tool resolution.", []float64{1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2}),
+		prefixChange:  counterVec("engine_tool_prefix_changes_total", "Dispatches whose provider tools array changed a byte of the session's previous one (a prompt-cache break), by cause.", "cause"),
+		prefixExtend:  counterVec("engine_tool_prefix_extensions_total", "Dispatches whose provider tools array only appended tools after the session's previous one (the cached prefix holds), by cause.", "cause"),
+		catalogChange: counterVec("engine_catalog_changes_total", "Dispatches whose deferred-tool catalog text differs from the session's previous one, by cause.", "cause"),
 	}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "engine_api_requests_total", Help: "API requests answered (NATS and HTTP), by operation, channel and outcome (ok or the error code).",
-	}, []string{"op", "channel", "outcome"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "engine_api_request_seconds", Help: "Time to answer an API request (NATS and HTTP), by operation, channel and outcome.",
-		Buckets: []float64{1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5, 30},
-	}, []string{"op", "channel", "outcome"})
+	m.requests = counterVec("engine_api_requests_total", "API requests answered (NATS and HTTP), by operation, channel and outcome (ok or the error code).", "op", "channel", "outcome")
+	m.latency = histogramVec("engine_api_request_seconds", "Time to answer an API request (NATS and HTTP), by operation, channel and outcome.", []float64{1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5, 30}, "op", "channel", "outcome")
 	m.channels = map[string]bool{}
 	m.reg.MustRegister(m.requests, m.latency, buildInfo())
 	m.reg.MustRegister(m.appends, m.events, m.dedupes, m.conflicts, m.undecodable, m.rejected, m.lagEvents, m.lagSeconds,

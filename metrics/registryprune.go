@@ -40,30 +40,14 @@ func registerOnce[T prometheus.Collector](reg *prometheus.Registry, c T) T {
 // service.RegistryPruneConfig.Observe.
 func (m *Metrics) RegistryPruneObserver() func(service.RegistryPrunePass) {
 	r := &registryPrune{
-		kept: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_registry_versions_kept", Help: "Registry versions whose content the registry history holds after the last prune pass (the newest --registry-keep plus the ones open turns and checkpoints reference).",
-		})),
-		referenced: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_registry_versions_referenced", Help: "Registry versions open turns and sessions' last checkpoints referenced at the last prune pass (the live one included).",
-		})),
-		remaining: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_registry_prune_remaining_versions", Help: "Registry versions the last prune pass left for the next (its bound).",
-		})),
-		pruned: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_registry_versions_pruned_total", Help: "Registry versions pruned from the registry history by this engine (serve --registry-keep).",
-		})),
-		passes: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_registry_prune_passes_total", Help: "Registry prune passes run by this engine.",
-		})),
-		errors: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_registry_prune_errors_total", Help: "Registry prune passes that failed (nothing more pruned; the next pass retries).",
-		})),
-		conflicts: registerOnce(m.reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_registry_prune_conflicts_total", Help: "Registry versions recorded again while a prune pass pruned them (kept).",
-		})),
-		lastPass: registerOnce(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_registry_prune_last_pass_timestamp_seconds", Help: "Unix time of the start of the last registry prune pass (0: none yet).",
-		})),
+		kept:       registerOnce(m.reg, gauge("engine_registry_versions_kept", "Registry versions whose content the registry history holds after the last prune pass (the newest --registry-keep plus the ones open turns and checkpoints reference).")),
+		referenced: registerOnce(m.reg, gauge("engine_registry_versions_referenced", "Registry versions open turns and sessions' last checkpoints referenced at the last prune pass (the live one included).")),
+		remaining:  registerOnce(m.reg, gauge("engine_registry_prune_remaining_versions", "Registry versions the last prune pass left for the next (its bound).")),
+		pruned:     registerOnce(m.reg, counter("engine_registry_versions_pruned_total", "Registry versions pruned from the registry history by this engine (serve --registry-keep).")),
+		passes:     registerOnce(m.reg, counter("engine_registry_prune_passes_total", "Registry prune passes run by this engine.")),
+		errors:     registerOnce(m.reg, counter("engine_registry_prune_errors_total", "Registry prune passes that failed (nothing more pruned; the next pass retries).")),
+		conflicts:  registerOnce(m.reg, counter("engine_registry_prune_conflicts_total", "Registry versions recorded again while a prune pass pruned them (kept).")),
+		lastPass:   registerOnce(m.reg, gauge("engine_registry_prune_last_pass_timestamp_seconds", "Unix time of the start of the last registry prune pass (0: none yet).")),
 	}
 	return func(p service.RegistryPrunePass) {
 		r.passes.Inc()

@@ -20,30 +20,14 @@ type retention struct {
 
 func newRetention(reg *prometheus.Registry) *retention {
 	r := &retention{
-		examined: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_retention_examined_total", Help: "Sessions the retention of idle sessions examined (serve --retain-idle).",
-		}),
-		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engine_retention_deleted_total", Help: "Idle sessions retention deleted, by action (delete: SessionDeleted appended; erase: deleted and purged; compact: rolled up into one SessionCompacted, its replaced events purged).",
-		}, []string{"action"}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_retention_conflicts_total", Help: "Idle sessions retention kept because they were written (or deleted by another engine) between its examination and its delete.",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_retention_errors_total", Help: "Sessions retention could not examine or delete (examined again in its next pass).",
-		}),
-		ticks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engine_retention_ticks_total", Help: "Retention ticks run by this engine.",
-		}),
-		lastTick: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_retention_last_tick_timestamp_seconds", Help: "Unix time of the start of the last retention tick (0: none yet).",
-		}),
-		tookLast: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_retention_last_tick_seconds", Help: "Duration of the last retention tick.",
-		}),
-		remaining: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engine_retention_pass_remaining_sessions", Help: "Sessions of the current retention pass not examined yet (the pass's progress; 0: the next tick lists the sessions anew).",
-		}),
+		examined:  counter("engine_retention_examined_total", "Sessions the retention of idle sessions examined (serve --retain-idle)."),
+		deleted:   counterVec("engine_retention_deleted_total", "Idle sessions retention deleted, by action (delete: SessionDeleted appended; erase: deleted and purged; compact: rolled up into one SessionCompacted, its replaced events purged).", "action"),
+		conflicts: counter("engine_retention_conflicts_total", "Idle sessions retention kept because they were written (or deleted by another engine) between its examination and its delete."),
+		errors:    counter("engine_retention_errors_total", "Sessions retention could not examine or delete (examined again in its next pass)."),
+		ticks:     counter("engine_retention_ticks_total", "Retention ticks run by this engine."),
+		lastTick:  gauge("engine_retention_last_tick_timestamp_seconds", "Unix time of the start of the last retention tick (0: none yet)."),
+		tookLast:  gauge("engine_retention_last_tick_seconds", "Duration of the last retention tick."),
+		remaining: gauge("engine_retention_pass_remaining_sessions", "Sessions of the current retention pass not examined yet (the pass's progress; 0: the next tick lists the sessions anew)."),
 	}
 	r.deleted.WithLabelValues(string(service.RetainDelete))
 	r.deleted.WithLabelValues(string(service.RetainErase))
