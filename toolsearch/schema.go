@@ -46,13 +46,7 @@ func (s *scanner) value(depth int, propsMap bool, names, texts *[]string) {
 	}
 	switch s.b[s.i] {
 	case '{':
-		s.i++
-		for {
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == '}' {
-				s.i++
-				return
-			}
+		s.list('}', func() {
 			key, ok := s.str()
 			if !ok {
 				return
@@ -69,53 +63,15 @@ func (s *scanner) value(depth int, propsMap bool, names, texts *[]string) {
 				*names = append(*names, key)
 				s.value(depth+1, false, names, texts)
 			case (key == "description" || key == "title") && s.i < len(s.b) && s.b[s.i] == '"':
-				if t, ok := s.str(); ok && t != "" {
-					*texts = append(*texts, t)
-				}
+				s.text(texts)
 			case key == "enum" && s.i < len(s.b) && s.b[s.i] == '[':
 				s.enum(depth+1, names, texts)
 			default:
 				s.value(depth+1, key == "properties", names, texts)
 			}
-			if s.bad {
-				return
-			}
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.i < len(s.b) && s.b[s.i] == '}' {
-				s.i++
-				return
-			}
-			s.bad = true
-			return
-		}
+		})
 	case '[':
-		s.i++
-		for {
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ']' {
-				s.i++
-				return
-			}
-			s.value(depth+1, false, names, texts)
-			if s.bad {
-				return
-			}
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.i < len(s.b) && s.b[s.i] == ']' {
-				s.i++
-				return
-			}
-			s.bad = true
-			return
-		}
+		s.list(']', func() { s.value(depth+1, false, names, texts) })
 	case '"':
 		s.str()
 	default:
@@ -132,20 +88,27 @@ func (s *scanner) value(depth int, propsMap bool, names, texts *[]string) {
 
 // enum scans an "enum" array, keeping its string members as text.
 func (s *scanner) enum(depth int, names, texts *[]string) {
-	s.i++ // '['
-	for {
-		s.ws()
-		if s.i < len(s.b) && s.b[s.i] == ']' {
-			s.i++
-			return
-		}
+	s.list(']', func() {
 		if s.i < len(s.b) && s.b[s.i] == '"' {
-			if t, ok := s.str(); ok && t != "" {
-				*texts = append(*texts, t)
-			}
+			s.text(texts)
 		} else {
 			s.value(depth, false, names, texts)
 		}
+	})
+}
+
+// list scans an object or array from its opening bracket at s.i through
+// the closing one: member scans each member and sets s.bad on a fault,
+// which ends the scan.
+func (s *scanner) list(closing byte, member func()) {
+	s.i++ // '{' or '['
+	for {
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == closing {
+			s.i++
+			return
+		}
+		member()
 		if s.bad {
 			return
 		}
@@ -154,12 +117,19 @@ func (s *scanner) enum(depth int, names, texts *[]string) {
 			s.i++
 			continue
 		}
-		if s.i < len(s.b) && s.b[s.i] == ']' {
+		if s.i < len(s.b) && s.b[s.i] == closing {
 			s.i++
 			return
 		}
 		s.bad = true
 		return
+	}
+}
+
+// text scans a string at s.i and keeps it as text unless it is empty.
+func (s *scanner) text(texts *[]string) {
+	if t, ok := s.str(); ok && t != "" {
+		*texts = append(*texts, t)
 	}
 }
 
