@@ -208,234 +208,17 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	if k <= 0 || len(ix.names) == 0 {
 		return nil
 	}
-	var idsArr [maxQueryTerms]int32
-	var wArr [maxQueryTerms]float32
-	var srcArr [maxQueryTerms]uint64
-	var capArr [maxQueryTerms]float32
-	ids, ws, src, caps := idsArr[:0], wArr[:0], srcArr[:0], capArr[:0]
-	var termArr [maxQueryTerms]string
-	var spanArr [16]span
-	spans := spanArr[:0]
-	an := analyzer{dst: termArr[:0], spans: &spans}
-	an.run(query)
-	terms := an.dst
-	// Each scored term remembers the query word it stands for (src), so
-	// that a document is credited with the distinct words it answers, and
-	// the idf it may count at most (caps).
-	addID := func(id int32, w float32, mask uint64, capIDF float32) {
-		if len(ids) == maxQueryTerms {
-			return
-		}
-		for i, x := range ids {
-			if x == id {
-				if mask == intentBit && src[i] != intentBit {
-					return // a word's term stays one: its cap holds
-				}
-				if w*min(ix.idf[id], capIDF) > ws[i]*min(ix.idf[id], caps[i]) {
-					ws[i], caps[i] = w, capIDF
-				}
-				return
-			}
-		}
-		ids, ws, src, caps = append(ids, id), append(ws, w), append(src, mask), append(caps, capIDF)
-	}
-	addTerm := func(t string, w float32, mask uint64, capIDF float32) {
-		if id, ok := ix.dict[t]; ok {
-			addID(id, w, mask, capIDF)
-		}
-	}
-	inf := float32(math.Inf(1))
-	words := 0 // distinct query words that are not CJK unigrams
-	for i, t := range terms {
-		if isUnigram(t) {
-			addTerm(t, weightUnigram, wordBit(i), inf)
-		} else {
-			addTerm(t, 1, wordBit(i), inf)
-			if sg := shortSingular(t); sg != "" {
-				if _, known := ix.dict[t]; !known {
-					addTerm(sg, 1, wordBit(i), inf)
-				}
-			}
-			if !slices.Contains(terms[:i], t) {
-				words++
-			}
-		}
-	}
-	// The words a query word brings in count at most its own idf
-	// (expandCap): a rare synonym does not outweigh the word asked for.
-	capOf := func(t string) float32 {
-		if id, ok := ix.dict[t]; ok && expandCap {
-			return ix.idf[id]
-		}
-		return inf
-	}
-	// The other members of each word's derivational family, then the
-	// concept lexicon's words for the word and for its family.
-	for i, t := range terms {
-		if isUnigram(t) {
-			continue
-		}
-		c := capOf(t)
-		key := familyKey(t)
-		for _, id := range ix.family[key] {
-			addID(id, weightFamily, wordBit(i), c)
-		}
-		for _, x := range conceptLexicon[t] {
-			addTerm(x, weightConcept, wordBit(i), c)
-		}
-		for _, x := range generalLexicon[t] {
-			addTerm(x, weightGeneral, wordBit(i), c)
-		}
-		for _, k := range lexiconFamily[key] {
-			if k == t {
-				continue
-			}
-			addTerm(k, weightFamily, wordBit(i), c)
-			for _, x := range conceptLexicon[k] {
-				addTerm(x, weightConcept, wordBit(i), c)
-			}
-			for _, x := range generalLexicon[k] {
-				addTerm(x, weightGeneral, wordBit(i), c)
-			}
-		}
-	}
-	// The Chinese–English lexicon: the English words of the Chinese
-	// words a query holds, and the Chinese words of its English ones.
-	nq := nfkc(query) // for the Chinese lexicons (no copy for ASCII)
-	if weightZh > 0 {
-		if q := nq; hasCJK(q) {
-			for _, zh := range zhWords {
-				if !strings.Contains(q, zh) {
-					continue
-				}
-				first := Terms(zh)[0]
-				at := slices.Index(terms, first)
-				if at < 0 {
-					continue
-				}
-				for _, e := range zhToEn[zh] {
-					addTerm(e, weightZh, wordBit(at), capOf(first))
-				}
-			}
-		}
-		for i, t := range terms {
-			for _, z := range enToZh[t] {
-				addTerm(z, weightZh, wordBit(i), capOf(t))
-			}
-		}
-	}
-	// CC-CEDICT's English words for each Chinese word of the query.
-	if weightCedict > 0 && hasCJK(query) {
-		cjkRuns(nq, func(run []rune) {
-			cedictWords(run, func(at int, word, line string) {
-				first := word
-				if len(run) > 1 {
-					if at+2 > len(run) {
-						at = len(run) - 2
-					}
-					first = string(run[at : at+2])
-				}
-				k := slices.Index(terms, first)
-				if k < 0 {
-					return
-				}
-				for e := range strings.FieldsSeq(line) {
-					addTerm(e, weightCedict, wordBit(k), capOf(first))
-				}
-			})
-		})
-	}
-	// Two neighbouring query words written apart that the tools write as
-	// one ("postgre sql", "time off", "config map").
-	if weightJoined > 0 {
-		for k := 0; k+1 < len(spans); k++ {
-			a, b := spans[k], spans[k+1]
-			if a.start == a.end || b.start == b.end {
-				continue // a stop word
-			}
-			if t := joinedTerm(a.word, b.word); t != "" && !slices.Contains(terms, t) {
-				var mask uint64
-				for j := a.start; j < b.end; j++ {
-					mask |= wordBit(j)
-				}
-				addTerm(t, weightJoined, mask, inf)
-			}
-		}
-	}
-	// WordNet's verbs of two or three words ("get rid of", "call off",
-	// "look up") that neighbouring query words spell, their relations
-	// credited to those words.
-	if wordnetOn && collocScale > 0 {
-		for k := range spans {
-			for n := 3; n >= 2; n-- {
-				if k+n > len(spans) {
-					continue
-				}
-				key := "_"
-				var mask uint64
-				for _, sp := range spans[k : k+n] {
-					key += sp.word
-					for j := sp.start; j < sp.end; j++ {
-						mask |= wordBit(j)
-					}
-				}
-				if mask == 0 {
-					continue
-				}
-				for r, w := range wordnetRelated(key) {
-					addTerm(r, w*collocScale, mask, inf)
-				}
-			}
-		}
-	}
-	// WordNet's relations of the words nothing else reaches, below every
-	// hand-written lexicon; then, for a word still unmatched, the index's
-	// words it begins (a prefix: "kube" → kubectl).
-	for i, t := range terms {
-		if wordnetOn && ix.rev != nil && !isUnigram(t) && (revAll || ix.wordnetReaches(t)) {
-			if ids := ix.rev[t]; len(ids) <= maxRev {
-				for _, id := range ids {
-					addID(id, weightRev, wordBit(i), capOf(t))
-				}
-			}
-			if weightSib > 0 {
-				for r, w := range wordnetRelated(t) {
-					if ids := ix.rev[r]; len(ids) <= maxRev {
-						for _, id := range ids {
-							addID(id, w*weightSib, wordBit(i), capOf(t))
-						}
-					}
-				}
-			}
-		}
-		if !ix.wordnetReaches(t) {
-			continue
-		}
-		if wordnetOn {
-			for r, w := range wordnetRelated(t) {
-				addTerm(r, w*wordnetScale, wordBit(i), inf)
-			}
-		}
-		if weightPrefix > 0 {
-			ix.prefixed(t, func(id int32) { addID(id, weightPrefix, wordBit(i), inf) })
-		}
-	}
-	// A question asks to read: its tools are the ones that get, list or
-	// show; an action word asks for the tools whose verb does it. These
-	// verbs rank among the tools the query's words found (intentWord).
-	if asksToRead(query) {
-		for _, t := range readVerbs {
-			addTerm(t, weightIntent, intentBit, inf)
-		}
-	}
-	for _, t := range terms {
-		for _, v := range actionVerbs[t] {
-			addTerm(v, weightAction, intentBit, inf)
-		}
-	}
+	var q queryTerms
+	q.init(ix, query)
+	words := q.own() // distinct query words that are not CJK unigrams
+	q.lexicons()
+	q.chinese()
+	q.phrases()
+	q.unreached()
+	q.intents()
 	if countPostings != nil {
 		n := 0
-		for _, id := range ids {
+		for _, id := range q.ids {
 			n += int(ix.offs[id+1] - ix.offs[id])
 		}
 		countPostings(n)
@@ -444,61 +227,65 @@ func (ix *Index) Keyword(query string, k int, f *Filter) []Hit {
 	if hasExact && !f.Has(int(exact)) {
 		hasExact = false
 	}
-	if len(ids) == 0 && !hasExact {
+	if len(q.ids) == 0 && !hasExact {
 		return nil
 	}
 	buf := ix.pool.Get().(*scoreBuf)
-	sc, matched := buf.score, buf.words
-	touched := buf.touched[:0]
-	if slices.Contains(src, intentBit) {
+	if slices.Contains(q.src, intentBit) {
 		words++ // the action asked for is one more thing a tool answers
 	}
-	{
-		for j, id := range ids {
-			w := ws[j] * min(ix.idf[id], caps[j]) * (bm25K1 + 1)
-			bit := src[j]
-			intent := bit == intentBit // scored after every word's terms
-			for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
-				if f != nil && !f.Has(int(p.doc)) {
-					continue
-				}
-				if intent && sc[p.doc] == 0 {
-					continue // orders the tools the words found, adds none
-				}
-				if sc[p.doc] == 0 {
-					touched = append(touched, p.doc)
-				}
-				sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
-				matched[p.doc] |= bit
-			}
-		}
-		// Coordination: a document answering more of the query's words
-		// ranks above one that answers a single word strongly (a
-		// paraphrase shares few words with its tool, and each of them
-		// counts).
-		if words > 1 {
-			for _, d := range touched {
-				n := float32(bits.OnesCount64(matched[d]))
-				sc[d] *= coord(min(n, float32(words)) / float32(words))
-			}
-		}
-	}
-	top := make([]Hit, 0, min(k, len(touched)+1))
+	ix.score(&q, f, words, buf)
+	top := make([]Hit, 0, min(k, len(buf.touched)+1))
 	if hasExact {
 		top = append(top, Hit{Name: ix.names[exact], Score: math.Inf(1), doc: exact})
 	}
-	for _, d := range touched {
+	for _, d := range buf.touched {
 		if hasExact && d == exact {
 			continue
 		}
-		top = ix.offer(top, k, Hit{Name: ix.names[d], Score: float64(sc[d]), doc: d})
+		top = ix.offer(top, k, Hit{Name: ix.names[d], Score: float64(buf.score[d]), doc: d})
 	}
-	for _, d := range touched {
-		sc[d], matched[d] = 0, 0
+	for _, d := range buf.touched {
+		buf.score[d], buf.words[d] = 0, 0
 	}
-	buf.touched = touched
 	ix.pool.Put(buf)
 	return top
+}
+
+// score adds up, in buf, the BM25 scores of q's terms in the documents f
+// admits and lists the documents it scores in buf.touched; then it scales
+// each by its coordination with the query's words.
+func (ix *Index) score(q *queryTerms, f *Filter, words int, buf *scoreBuf) {
+	sc, matched := buf.score, buf.words
+	touched := buf.touched[:0]
+	for j, id := range q.ids {
+		w := q.ws[j] * min(ix.idf[id], q.caps[j]) * (bm25K1 + 1)
+		bit := q.src[j]
+		intent := bit == intentBit // scored after every word's terms
+		for _, p := range ix.post[ix.offs[id]:ix.offs[id+1]] {
+			if f != nil && !f.Has(int(p.doc)) {
+				continue
+			}
+			if intent && sc[p.doc] == 0 {
+				continue // orders the tools the words found, adds none
+			}
+			if sc[p.doc] == 0 {
+				touched = append(touched, p.doc)
+			}
+			sc[p.doc] += w * p.tf / (p.tf + ix.norm[p.doc])
+			matched[p.doc] |= bit
+		}
+	}
+	// Coordination: a document answering more of the query's words ranks
+	// above one that answers a single word strongly (a paraphrase shares
+	// few words with its tool, and each of them counts).
+	if words > 1 {
+		for _, d := range touched {
+			n := float32(bits.OnesCount64(matched[d]))
+			sc[d] *= coord(min(n, float32(words)) / float32(words))
+		}
+	}
+	buf.touched = touched
 }
 
 // offer inserts h into top (sorted best first, at most k long) when it
