@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +43,7 @@ type JSCluster struct {
 
 	mu    sync.Mutex
 	nodes []*clusterNode
-	links map[[2]int]*link // links[{a, b}] carries routes dialled by a to b
+	mesh  *mesh
 }
 
 type clusterNode struct {
@@ -55,7 +54,6 @@ type clusterNode struct {
 	advertise   string // a refusing address, see refusingAddr
 	release     func()
 	srv         *server.Server
-	partitioned bool
 }
 
 // Default waits of the cluster helpers.
@@ -72,7 +70,7 @@ func Cluster(t testing.TB, n int) *JSCluster {
 	if n < 1 {
 		t.Fatalf("natstest.Cluster: need at least one server, got %d", n)
 	}
-	c := &JSCluster{t: t, name: fmt.Sprintf("C%d", time.Now().UnixNano()%100000), links: map[[2]int]*link{}}
+	c := &JSCluster{t: t, name: fmt.Sprintf("C%d", time.Now().UnixNano()%100000), mesh: newMesh()}
 	dirs := make([]string, n)
 	for i := range dirs {
 		dirs[i] = t.TempDir() // before the shutdown cleanup, so removed after it
@@ -90,18 +88,7 @@ func Cluster(t testing.TB, n int) *JSCluster {
 			release:   release,
 		})
 	}
-	for a := 0; a < n; a++ {
-		for b := 0; b < n; b++ {
-			if a == b {
-				continue
-			}
-			l, err := newLink()
-			if err != nil {
-				t.Fatalf("natstest.Cluster: start route proxy %d→%d: %v", a, b, err)
-			}
-			c.links[[2]int{a, b}] = l
-		}
-	}
+	c.mesh.connect(t, "natstest.Cluster", n)
 	for i := range c.nodes {
 		c.start(i)
 	}
@@ -125,7 +112,7 @@ func (c *JSCluster) options(i int) *server.Options {
 		if j == i {
 			continue
 		}
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: c.links[[2]int{i, j}].addr()})
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: c.mesh.addr(i, j)})
 	}
 	port, cport := nd.clientPort, nd.clusterPort
 	if port == 0 {
@@ -175,12 +162,7 @@ func (c *JSCluster) start(i int) {
 	nd.clientPort = srv.Addr().(*net.TCPAddr).Port
 	nd.clusterPort = srv.ClusterAddr().Port
 	c.mu.Unlock()
-	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.clusterPort))
-	for j := range c.nodes {
-		if j != i {
-			c.links[[2]int{j, i}].setTarget(target)
-		}
-	}
+	c.mesh.target(i, nd.clusterPort)
 }
 
 // Stop shuts node i down gracefully (nats-server flushes its stores) and
@@ -228,15 +210,7 @@ func (c *JSCluster) Restart(i int) {
 // clients, like a server behind a failed switch port with its clients on
 // the same side.
 func (c *JSCluster) Partition(i int) {
-	c.t.Helper()
-	c.mu.Lock()
-	c.nodes[i].partitioned = true
-	c.mu.Unlock()
-	for k, l := range c.links {
-		if k[0] == i || k[1] == i {
-			l.setCut(true)
-		}
-	}
+	c.mesh.isolate(i, func(l *link) { l.setCut(true) })
 }
 
 // Blackhole isolates node i silently: its route connections stay open
@@ -245,15 +219,7 @@ func (c *JSCluster) Partition(i int) {
 // routes' pings time out, and a request they hand to it is never
 // answered. Heal ends it (the stalled connections are closed).
 func (c *JSCluster) Blackhole(i int) {
-	c.t.Helper()
-	c.mu.Lock()
-	c.nodes[i].partitioned = true
-	c.mu.Unlock()
-	for k, l := range c.links {
-		if k[0] == i || k[1] == i {
-			l.setStalled(true)
-		}
-	}
+	c.mesh.isolate(i, func(l *link) { l.setStalled(true) })
 }
 
 // Heal reconnects node i: its links carry traffic again, and Heal waits
@@ -261,24 +227,12 @@ func (c *JSCluster) Blackhole(i int) {
 // up again (the servers redial their routes about once a second).
 func (c *JSCluster) Heal(i int) {
 	c.t.Helper()
-	c.mu.Lock()
-	c.nodes[i].partitioned = false
-	c.mu.Unlock()
-	for k, l := range c.links {
-		if k[0] == i || k[1] == i {
-			l.setStalled(false)
-			l.setCut(false)
-		}
-	}
+	c.mesh.heal(i)
 	c.WaitFormed(clusterFormWait)
 }
 
 // Partitioned reports whether node i is cut off by Partition.
-func (c *JSCluster) Partitioned(i int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nodes[i].partitioned
-}
+func (c *JSCluster) Partitioned(i int) bool { return c.mesh.isPartitioned(i) }
 
 // Running reports whether node i is running.
 func (c *JSCluster) Running(i int) bool {
@@ -375,17 +329,7 @@ func (c *JSCluster) StreamCurrent(i int, account, stream string) bool {
 // after wait.
 func (c *JSCluster) WaitFormed(wait time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := c.formed()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("natstest.Cluster: not formed after %s: %v", wait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFormed(c.t, wait, "natstest.Cluster: not formed", c.formed)
 }
 
 func (c *JSCluster) formed() error {
@@ -469,9 +413,7 @@ func (c *JSCluster) shutdown() {
 		}()
 	}
 	wg.Wait()
-	for _, l := range c.links {
-		l.close()
-	}
+	c.mesh.close()
 	for _, nd := range c.nodes {
 		nd.release()
 	}

@@ -80,7 +80,7 @@ type ProcessCluster struct {
 
 	mu    sync.Mutex
 	nodes []*procNode
-	links map[[2]int]*link
+	mesh  *mesh
 
 	ncOnce sync.Once
 	nc     *nats.Conn
@@ -96,7 +96,6 @@ type procNode struct {
 	release     func()
 	cmd         *exec.Cmd
 	exited      chan struct{}
-	partitioned bool
 	started     bool // has run once: its client and cluster ports are fixed
 }
 
@@ -124,8 +123,8 @@ func NewProcessCluster(t testing.TB, opts ProcessOptions) *ProcessCluster {
 	}
 	c := &ProcessCluster{
 		t: t, bin: ServerBinary(t), opts: opts,
-		name:  fmt.Sprintf("P%d", time.Now().UnixNano()%100000),
-		links: map[[2]int]*link{},
+		name: fmt.Sprintf("P%d", time.Now().UnixNano()%100000),
+		mesh: newMesh(),
 	}
 	dirs := make([]string, opts.Nodes)
 	for i := range dirs {
@@ -146,18 +145,9 @@ func NewProcessCluster(t testing.TB, opts ProcessOptions) *ProcessCluster {
 			clientPort: ports[0], clusterPort: ports[1], httpPort: ports[2],
 		})
 	}
-	for a := 0; a < opts.Nodes; a++ {
-		for b := 0; b < opts.Nodes; b++ {
-			if a == b {
-				continue
-			}
-			l, err := newLink()
-			if err != nil {
-				t.Fatalf("natstest: start route proxy %d→%d: %v", a, b, err)
-			}
-			l.setTarget(net.JoinHostPort("127.0.0.1", strconv.Itoa(c.nodes[b].clusterPort)))
-			c.links[[2]int{a, b}] = l
-		}
+	c.mesh.connect(t, "natstest", opts.Nodes)
+	for i, nd := range c.nodes {
+		c.mesh.target(i, nd.clusterPort)
 	}
 	return c
 }
@@ -189,7 +179,7 @@ func (c *ProcessCluster) config(i int) string {
 	var routes []string
 	for j := range c.nodes {
 		if j != i {
-			routes = append(routes, fmt.Sprintf("%q", "nats-route://"+c.links[[2]int{i, j}].addr()))
+			routes = append(routes, fmt.Sprintf("%q", "nats-route://"+c.mesh.addr(i, j)))
 		}
 	}
 	sync := ""
@@ -276,12 +266,7 @@ func (c *ProcessCluster) Start(i int) {
 		switch {
 		case !nd.started:
 			nd.clientPort, nd.clusterPort, nd.httpPort = ports[0], ports[1], ports[2]
-			target := net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.clusterPort))
-			for j := range c.nodes {
-				if j != i {
-					c.links[[2]int{j, i}].setTarget(target)
-				}
-			}
+			c.mesh.target(i, nd.clusterPort)
 		case strings.Contains(log, "monitor"):
 			nd.httpPort = ports[2]
 		default:
@@ -389,28 +374,14 @@ func (c *ProcessCluster) Restart(i int) {
 // Partition cuts every route link to and from node i; the node keeps
 // running and keeps its clients.
 func (c *ProcessCluster) Partition(i int) {
-	c.mu.Lock()
-	c.nodes[i].partitioned = true
-	c.mu.Unlock()
-	for k, l := range c.links {
-		if k[0] == i || k[1] == i {
-			l.setCut(true)
-		}
-	}
+	c.mesh.isolate(i, func(l *link) { l.setCut(true) })
 }
 
 // Heal restores node i's route links and waits until the cluster has
 // formed again.
 func (c *ProcessCluster) Heal(i int) {
 	c.t.Helper()
-	c.mu.Lock()
-	c.nodes[i].partitioned = false
-	c.mu.Unlock()
-	for k, l := range c.links {
-		if k[0] == i || k[1] == i {
-			l.setCut(false)
-		}
-	}
+	c.mesh.heal(i)
 	c.WaitFormed(clusterFormWait)
 }
 
@@ -434,9 +405,7 @@ func (c *ProcessCluster) shutdown() {
 			<-exited
 		}
 	}
-	for _, l := range c.links {
-		l.close()
-	}
+	c.mesh.close()
 	for _, nd := range c.nodes {
 		nd.release()
 	}

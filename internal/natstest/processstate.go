@@ -55,9 +55,9 @@ func (c *ProcessCluster) MetaLeader() int {
 	leader := ""
 	for i := range c.nodes {
 		c.mu.Lock()
-		skip := c.nodes[i].cmd == nil || c.nodes[i].partitioned
+		stopped := c.nodes[i].cmd == nil
 		c.mu.Unlock()
-		if skip {
+		if stopped || c.mesh.isPartitioned(i) {
 			continue
 		}
 		var j jsz
@@ -76,17 +76,7 @@ func (c *ProcessCluster) MetaLeader() int {
 // meta leader that sees all peers (none offline) and JetStream answers.
 func (c *ProcessCluster) WaitFormed(wait time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := c.formed()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("natstest: process cluster not formed after %s: %v", wait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFormed(c.t, wait, "natstest: process cluster not formed", c.formed)
 }
 
 func (c *ProcessCluster) formed() error {
