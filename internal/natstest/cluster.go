@@ -329,7 +329,7 @@ func (c *JSCluster) StreamCurrent(i int, account, stream string) bool {
 // after wait.
 func (c *JSCluster) WaitFormed(wait time.Duration) {
 	c.t.Helper()
-	waitFormed(c.t, wait, "natstest.Cluster: not formed", c.formed)
+	poll(c.t, wait, 100*time.Millisecond, "natstest.Cluster: not formed", c.formed)
 }
 
 func (c *JSCluster) formed() error {

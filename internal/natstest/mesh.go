@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 )
 
 // mesh is a cluster's route links, one for each ordered pair of nodes,
@@ -95,22 +94,5 @@ func (m *mesh) isPartitioned(i int) bool {
 func (m *mesh) close() {
 	for _, l := range m.links {
 		l.close()
-	}
-}
-
-// waitFormed polls formed until it reports no error; after wait it fails
-// t with what and formed's last error.
-func waitFormed(t testing.TB, wait time.Duration, what string, formed func() error) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		err := formed()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after %s: %v", what, wait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

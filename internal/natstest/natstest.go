@@ -120,6 +120,13 @@ func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
 // fails the test with f's last error then.
 func CheckFor(t testing.TB, wait, step time.Duration, f func() error) {
 	t.Helper()
+	poll(t, wait, step, "condition not met", f)
+}
+
+// poll calls f every step until it returns nil; after wait it fails the
+// test with what and f's last error.
+func poll(t testing.TB, wait, step time.Duration, what string, f func() error) {
+	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
 		err := f()
@@ -127,7 +134,7 @@ func CheckFor(t testing.TB, wait, step time.Duration, f func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", wait, err)
+			t.Fatalf("%s after %s: %v", what, wait, err)
 		}
 		time.Sleep(step)
 	}

@@ -76,7 +76,7 @@ func (c *ProcessCluster) MetaLeader() int {
 // meta leader that sees all peers (none offline) and JetStream answers.
 func (c *ProcessCluster) WaitFormed(wait time.Duration) {
 	c.t.Helper()
-	waitFormed(c.t, wait, "natstest: process cluster not formed", c.formed)
+	poll(c.t, wait, 100*time.Millisecond, "natstest: process cluster not formed", c.formed)
 }
 
 func (c *ProcessCluster) formed() error {
