@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,18 +118,10 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.QueryTimeout == 0 {
-		c.QueryTimeout = DefaultQueryTimeout
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.MaxText == 0 {
-		c.MaxText = DefaultMaxText
-	}
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.MaxText = cmp.Or(c.MaxText, DefaultMaxText)
 	return c
 }
 
