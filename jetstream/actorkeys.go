@@ -33,10 +33,7 @@ func ActorKeysBucket(prefix string) string { return strings.ToUpper(prefix) + "_
 // on first use.
 func (l *Log) OpenActorKeys(ctx context.Context) (*ActorKeys, error) {
 	bucket := ActorKeysBucket(l.cfg.Prefix)
-	kv, err := l.openBucket(ctx, bucket, "engine actor data keys, wrapped, by keyed-hash id; destroy = forget")
-	if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
-		kv, err = l.js.KeyValue(ctx, bucket)
-	}
+	kv, err := l.openSharedBucket(ctx, bucket, "engine actor data keys, wrapped, by keyed-hash id; destroy = forget")
 	if err != nil {
 		return nil, fmt.Errorf("open actor key bucket %s: %w", bucket, err)
 	}

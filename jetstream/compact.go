@@ -66,20 +66,14 @@ func (x *Eraser) AuditCompactSubject(session string) string {
 // purges; after a done one it purges nothing (Purged 0).
 func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (CompactReport, error) {
 	var rep CompactReport
-	if err := events.ValidateSessionID(session); err != nil {
-		return rep, fmt.Errorf("compact %q: %w", session, err)
-	}
 	l := x.log
-	if l.purgeDenied {
-		return rep, fmt.Errorf("compact %q: stream %s was created with deny_purge (by an older engine) and JetStream cannot lift it: %w", session, l.name, ErrPurgeDenied)
-	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	subj := l.Subject(session)
-	stream, err := x.js.Stream(ctx, l.name)
+	stream, err := x.purgeStream(ctx, "compact", session, "(by an older engine) and JetStream cannot lift it")
 	if err != nil {
-		return rep, fmt.Errorf("compact %q: look up stream %s: %w", session, l.name, err)
+		return rep, err
 	}
+	subj := l.Subject(session)
 	// The snapshot and the session's first event from the stream's
 	// leader: the snapshot was appended just before, and a replica behind
 	// the leader answers a direct get for it with "not found".

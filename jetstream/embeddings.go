@@ -34,10 +34,7 @@ type Embeddings struct {
 // first use.
 func (l *Log) OpenEmbeddings(ctx context.Context) (*Embeddings, error) {
 	bucket := EmbeddingsBucket(l.cfg.Prefix)
-	kv, err := l.openBucket(ctx, bucket, "tool_search vectors by embedding model and tool contract hash")
-	if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
-		kv, err = l.js.KeyValue(ctx, bucket)
-	}
+	kv, err := l.openSharedBucket(ctx, bucket, "tool_search vectors by embedding model and tool contract hash")
 	if err != nil {
 		return nil, fmt.Errorf("open embeddings bucket %s: %w", bucket, err)
 	}

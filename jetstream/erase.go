@@ -284,6 +284,24 @@ func (x *Eraser) Cancel(ctx context.Context, session string) error {
 	return nil
 }
 
+// purgeStream looks up the event stream for op ("erase", "compact") on
+// session, once the session's id is valid and the stream may be purged
+// (denied says why it may not).
+func (x *Eraser) purgeStream(ctx context.Context, op, session, denied string) (jetstream.Stream, error) {
+	if err := events.ValidateSessionID(session); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", op, session, err)
+	}
+	l := x.log
+	if l.purgeDenied {
+		return nil, fmt.Errorf("%s %q: stream %s was created with deny_purge %s: %w", op, session, l.name, denied, ErrPurgeDenied)
+	}
+	stream, err := x.js.Stream(ctx, l.name)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: look up stream %s: %w", op, session, l.name, err)
+	}
+	return stream, nil
+}
+
 // Erase purges every event of session before deleted, the sequence of the
 // SessionDeleted that closed it, which stays as the id's tombstone (0:
 // the session holds no event to keep, nothing is purged), and records the
@@ -294,20 +312,14 @@ func (x *Eraser) Cancel(ctx context.Context, session string) error {
 // the server compacts the blocks.
 func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (EraseReport, error) {
 	var rep EraseReport
-	if err := events.ValidateSessionID(session); err != nil {
-		return rep, fmt.Errorf("erase %q: %w", session, err)
-	}
 	l := x.log
-	if l.purgeDenied {
-		return rep, fmt.Errorf("erase %q: stream %s was created with deny_purge and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions: %w", session, l.name, ErrPurgeDenied)
-	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	subj := l.Subject(session)
-	stream, err := x.js.Stream(ctx, l.name)
+	stream, err := x.purgeStream(ctx, "erase", session, "and JetStream cannot lift it: create the stream anew without deny_purge (back it up, then restore it with deny_purge false, e.g. nats stream backup/restore with an edited config) to erase sessions")
 	if err != nil {
-		return rep, fmt.Errorf("erase %q: look up stream %s: %w", session, l.name, err)
+		return rep, err
 	}
+	subj := l.Subject(session)
 	// The first event from the stream's leader: a replica behind it
 	// answers "none" for a session written since, and the erase would
 	// then purge nothing and report the session erased.

@@ -291,19 +291,12 @@ func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim,
 
 // Get returns the claim of key; found is false when there is none.
 func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err error) {
-	ctx, cancel := k.log.withTimeout(ctx)
-	defer cancel()
-	var e jetstream.KeyValueEntry
-	err = k.log.retryRead(ctx, func(ctx context.Context) error {
-		var err error
-		e, err = k.kv.Get(ctx, indexKey(key))
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return c, false, nil
-	}
+	e, err := k.log.getEntry(ctx, k.kv, indexKey(key))
 	if err != nil {
 		return c, false, fmt.Errorf("get idempotency key %s: %w", key, err)
+	}
+	if e == nil {
+		return c, false, nil
 	}
 	if err := json.Unmarshal(e.Value(), &c); err != nil || c.Session == "" {
 		return c, false, fmt.Errorf("idempotency key %s: damaged index entry %q in %s (%v)", key, e.Value(), k.bucket, err)

@@ -72,25 +72,47 @@ func (l *Log) openBucket(ctx context.Context, bucket, description string) (jetst
 	return kv, err
 }
 
+// openSharedBucket is openBucket for a bucket engines create on first use:
+// one that loses the race to create it opens the bucket the other made.
+func (l *Log) openSharedBucket(ctx context.Context, bucket, description string) (jetstream.KeyValue, error) {
+	kv, err := l.openBucket(ctx, bucket, description)
+	if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
+		kv, err = l.js.KeyValue(ctx, bucket)
+	}
+	return kv, err
+}
+
+// getEntry reads key from kv within the log's timeout; a missing key is a
+// nil entry and no error. The read is asked again when a reconnect or a
+// silent replica leaves it unanswered (retryRead): a direct get answered
+// by a replica that is cut off or dies after taking the request is never
+// answered, and the caller (the projection's view reads, say) would wait
+// out its whole deadline (writers on the majority stalled 30 s after the
+// stream leader was partitioned).
+func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	var e jetstream.KeyValueEntry
+	err := l.retryRead(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = kv.Get(ctx, key)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	return e, err
+}
+
 // Bucket is the bucket's name.
 func (m *Meta) Bucket() string { return m.bucket }
 
 func (m *Meta) get(ctx context.Context, key string) ([]byte, uint64, error) {
-	ctx, cancel := m.log.withTimeout(ctx)
-	defer cancel()
-	var e jetstream.KeyValueEntry
-	err := m.log.retryRead(ctx, func(ctx context.Context) error { // asked again, see Views.GetRev
-		var err error
-		e, err = m.kv.Get(ctx, key)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
+	e, err := m.log.getEntry(ctx, m.kv, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("get %s/%s: %w", m.bucket, key, err)
 	}
-	return e.Value(), e.Revision(), nil
+	return entryValue(e)
 }
 
 // Watermark is the highest stream sequence the projection has folded into

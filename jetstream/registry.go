@@ -45,21 +45,11 @@ func (l *Log) OpenRegistryStore(ctx context.Context) (*RegistryStore, error) {
 // Get returns the stored registry file and its revision; nil when none has
 // been stored.
 func (r *RegistryStore) Get(ctx context.Context) ([]byte, uint64, error) {
-	ctx, cancel := r.log.withTimeout(ctx)
-	defer cancel()
-	var e jetstream.KeyValueEntry
-	err := r.log.retryRead(ctx, func(ctx context.Context) error { // asked again, see Views.GetRev
-		var err error
-		e, err = r.kv.Get(ctx, registryKey)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
+	e, err := r.log.getEntry(ctx, r.kv, registryKey)
 	if err != nil {
 		return nil, 0, fmt.Errorf("get registry: %w", err)
 	}
-	return e.Value(), e.Revision(), nil
+	return entryValue(e)
 }
 
 // Put stores a registry file (the caller validates it first).

@@ -226,48 +226,59 @@ type RegistryMark struct {
 	Pruned bool
 }
 
+// eachHeader reads every message of the history, oldest first, without
+// the registry files (a headers-only read), and calls fn with each one's
+// version, headers and metadata; what names the read in its errors.
+func (h *RegistryHistory) eachHeader(ctx context.Context, what string, fn func(version string, hdr nats.Header, md *jetstream.MsgMetadata)) error {
+	ctx, cancel := h.log.withTimeout(ctx)
+	defer cancel()
+	info, err := h.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	last := info.State.LastSeq
+	c, err := h.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for {
+		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fn(m.Headers().Get(headerRegistryVersion), m.Headers(), md)
+		if md.Sequence.Stream >= last {
+			return nil
+		}
+	}
+}
+
 // Timeline returns every recorded version, oldest first (by the sequence
 // it was recorded at), without the registry files (a headers-only read):
 // the version in force at a time is the last one recorded at or before
 // it. A pruned version keeps its marks, from its tombstone.
 func (h *RegistryHistory) Timeline(ctx context.Context) ([]RegistryMark, error) {
-	ctx, cancel := h.log.withTimeout(ctx)
-	defer cancel()
-	info, err := h.stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("registry timeline: %w", err)
-	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	c, err := h.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("registry timeline: %w", err)
-	}
 	var out []RegistryMark
 	seen := make(map[uint64]bool)
-	for {
-		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
-		if err != nil {
-			return out, fmt.Errorf("registry timeline: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return out, fmt.Errorf("registry timeline: %w", err)
-		}
-		v := m.Headers().Get(headerRegistryVersion)
-		if isTombstone(m.Headers()) {
-			for _, mk := range tombstoneMarks(m.Headers()) {
+	err := h.eachHeader(ctx, "registry timeline", func(v string, hdr nats.Header, md *jetstream.MsgMetadata) {
+		if isTombstone(hdr) {
+			for _, mk := range tombstoneMarks(hdr) {
 				mk.Version = v
 				out = append(out, mk)
 			}
 		} else {
 			out = append(out, RegistryMark{Version: v, Time: md.Timestamp, Seq: md.Sequence.Stream})
 		}
-		if md.Sequence.Stream >= last {
-			break
-		}
+	})
+	if err != nil {
+		return out, err
 	}
 	// A tombstone may repeat marks of contents not purged yet (a prune
 	// in progress): each recorded sequence counts once, content first.

@@ -139,32 +139,9 @@ func (h *RegistryHistory) NewPruner(ctx context.Context, admin *nats.Conn) (*Reg
 // version recorded last first (by its newest content's sequence; pruned
 // versions after the stored ones), in one headers-only read.
 func (h *RegistryHistory) Versions(ctx context.Context) ([]RegistryVersionState, error) {
-	ctx, cancel := h.log.withTimeout(ctx)
-	defer cancel()
-	info, err := h.stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("registry versions: %w", err)
-	}
-	if info.State.Msgs == 0 {
-		return nil, nil
-	}
-	last := info.State.LastSeq
-	c, err := h.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("registry versions: %w", err)
-	}
 	byVer := map[string]*RegistryVersionState{}
 	var order []string
-	for {
-		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("registry versions: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("registry versions: %w", err)
-		}
-		v := m.Headers().Get(headerRegistryVersion)
+	err := h.eachHeader(ctx, "registry versions", func(v string, hdr nats.Header, md *jetstream.MsgMetadata) {
 		vs := byVer[v]
 		if vs == nil {
 			vs = &RegistryVersionState{Version: v}
@@ -172,17 +149,17 @@ func (h *RegistryHistory) Versions(ctx context.Context) ([]RegistryVersionState,
 			order = append(order, v)
 		}
 		vs.LastSeq = md.Sequence.Stream
-		if isTombstone(m.Headers()) {
-			vs.Marks = append(vs.Marks, tombstoneMarks(m.Headers())...)
+		if isTombstone(hdr) {
+			vs.Marks = append(vs.Marks, tombstoneMarks(hdr)...)
 			vs.Leftover = vs.Leftover || vs.Stored
 			vs.Stored = false
 		} else {
 			vs.Stored = true
 			vs.Marks = append(vs.Marks, RegistryMark{Version: v, Time: md.Timestamp, Seq: md.Sequence.Stream})
 		}
-		if md.Sequence.Stream >= last {
-			break
-		}
+	})
+	if err != nil || len(order) == 0 {
+		return nil, err // an empty history: no versions
 	}
 	out := make([]RegistryVersionState, 0, len(order))
 	for _, v := range order {

@@ -233,7 +233,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	e := &Embedded{lock: lock, dataDir: opts.StoreDir, faultCh: make(chan struct{})}
 	// A file store that fails a write (ENOSPC) refuses every later write
 	// until it is loaded again: watch for it.
-	srv.SetLogger(faultWatch{inner: cfg.Logger, record: e.recordFault}, false, false)
+	srv.SetLogger(newFaultWatch(cfg.Logger, e.recordFault), false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -336,42 +336,38 @@ func (e *Embedded) RestartJetStream() error {
 // records a store write error, or JetStream disabled for lack of space
 // or permission.
 type faultWatch struct {
-	inner  server.Logger
-	record func(msg string)
+	server.Logger // the server's log lines go on to it
+	record        func(msg string)
 }
 
-func (f faultWatch) Noticef(format string, v ...any) {
-	if f.inner != nil {
-		f.inner.Noticef(format, v...)
+// newFaultWatch passes the server's log lines on to inner (nil: nowhere)
+// and hands record the store faults among them.
+func newFaultWatch(inner server.Logger, record func(msg string)) faultWatch {
+	if inner == nil {
+		inner = discardLogger{}
 	}
+	return faultWatch{Logger: inner, record: record}
 }
+
 func (f faultWatch) Warnf(format string, v ...any) {
 	f.watch(format, v...)
-	if f.inner != nil {
-		f.inner.Warnf(format, v...)
-	}
+	f.Logger.Warnf(format, v...)
 }
-func (f faultWatch) Fatalf(format string, v ...any) {
-	if f.inner != nil {
-		f.inner.Fatalf(format, v...)
-	}
-}
+
 func (f faultWatch) Errorf(format string, v ...any) {
 	f.watch(format, v...)
-	if f.inner != nil {
-		f.inner.Errorf(format, v...)
-	}
+	f.Logger.Errorf(format, v...)
 }
-func (f faultWatch) Debugf(format string, v ...any) {
-	if f.inner != nil {
-		f.inner.Debugf(format, v...)
-	}
-}
-func (f faultWatch) Tracef(format string, v ...any) {
-	if f.inner != nil {
-		f.inner.Tracef(format, v...)
-	}
-}
+
+// discardLogger drops a server's log lines.
+type discardLogger struct{}
+
+func (discardLogger) Noticef(string, ...any) {}
+func (discardLogger) Warnf(string, ...any)   {}
+func (discardLogger) Fatalf(string, ...any)  {}
+func (discardLogger) Errorf(string, ...any)  {}
+func (discardLogger) Debugf(string, ...any)  {}
+func (discardLogger) Tracef(string, ...any)  {}
 
 func (f faultWatch) watch(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)

@@ -43,21 +43,8 @@ func (v *Views) KV() jetstream.KeyValue { return v.kv }
 
 // Get returns a session's value, or nil when there is none.
 func (v *Views) Get(ctx context.Context, key string) ([]byte, error) {
-	ctx, cancel := v.log.withTimeout(ctx)
-	defer cancel()
-	var e jetstream.KeyValueEntry
-	err := v.log.retryRead(ctx, func(ctx context.Context) error {
-		var err error
-		e, err = v.kv.Get(ctx, key)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get view %s: %w", key, err)
-	}
-	return e.Value(), nil
+	val, _, err := v.GetRev(ctx, key)
+	return val, err
 }
 
 // Put is one value of PutAll.
@@ -78,24 +65,17 @@ var ErrViewChanged = errors.New("view changed under the projection")
 
 // GetRev returns a key's value and revision (nil, 0 when there is none).
 func (v *Views) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
-	ctx, cancel := v.log.withTimeout(ctx)
-	defer cancel()
-	// Asked again like Get: a direct get answered by a replica that is
-	// cut off or dies after taking the request is never answered, and the
-	// projection (the engine's view reads) would wait out its whole
-	// deadline (writers on the majority stalled 30 s after the stream
-	// leader was partitioned).
-	var e jetstream.KeyValueEntry
-	err := v.log.retryRead(ctx, func(ctx context.Context) error {
-		var err error
-		e, err = v.kv.Get(ctx, key)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
+	e, err := v.log.getEntry(ctx, v.kv, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("get view %s: %w", key, err)
+	}
+	return entryValue(e)
+}
+
+// entryValue is e's value and revision; nil, 0 for no entry.
+func entryValue(e jetstream.KeyValueEntry) ([]byte, uint64, error) {
+	if e == nil {
+		return nil, 0, nil
 	}
 	return e.Value(), e.Revision(), nil
 }
