@@ -28,24 +28,27 @@ func HeldOut3Servers() ([]Server, error) { return serversOf(files3, "testdata/mc
 // named mcp__server__tool, servers in name order; HeldOut3Queries are
 // asked over them alone.
 func HeldOut3Docs() ([]toolsearch.Doc, error) {
-	servers, err := HeldOut3Servers()
-	if err != nil {
-		return nil, err
-	}
-	return docsOf(servers, ""), nil
+	return docsFrom(HeldOut3Servers())
 }
 
 // HeldOut3Queries returns the queries of testdata/heldout3.json over
 // HeldOut3Docs: written blind (without reading the ranking code, its
 // lexicon or the other query sets) and meant to be judged once.
 func HeldOut3Queries() ([]Query, error) {
-	b, err := files3.ReadFile("testdata/heldout3.json")
+	return heldOutQueries(files3, "heldout3")
+}
+
+// heldOutQueries reads the queries of the held-out set name from
+// testdata/<name>.json in fsys.
+func heldOutQueries(fsys fs.FS, name string) ([]Query, error) {
+	file := "testdata/" + name + ".json"
+	b, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return nil, fmt.Errorf("read heldout3 queries: %w", err)
+		return nil, fmt.Errorf("read %s queries: %w", name, err)
 	}
 	var qs []Query
 	if err := json.Unmarshal(b, &qs); err != nil {
-		return nil, fmt.Errorf("decode testdata/heldout3.json: %w", err)
+		return nil, fmt.Errorf("decode %s: %w", file, err)
 	}
 	return qs, nil
 }

@@ -2,8 +2,6 @@ package searcheval
 
 import (
 	"embed"
-	"encoding/json"
-	"fmt"
 
 	"github.com/toolintent/engine/toolsearch"
 )
@@ -24,11 +22,7 @@ func HeldOut4Servers() ([]Server, error) { return serversOf(files4, "testdata/mc
 // documents named mcp__server__tool, servers in name order;
 // HeldOut4Queries are asked over them alone.
 func HeldOut4Docs() ([]toolsearch.Doc, error) {
-	servers, err := HeldOut4Servers()
-	if err != nil {
-		return nil, err
-	}
-	return docsOf(servers, ""), nil
+	return docsFrom(HeldOut4Servers())
 }
 
 // HeldOut4Queries returns the queries of testdata/heldout4.json over
@@ -37,13 +31,5 @@ func HeldOut4Docs() ([]toolsearch.Doc, error) {
 // them). Split "dev" (two ids in three) may be looked at while ranking
 // changes are made; "final" (every third id) is judged once.
 func HeldOut4Queries() ([]Query, error) {
-	b, err := files4.ReadFile("testdata/heldout4.json")
-	if err != nil {
-		return nil, fmt.Errorf("read heldout4 queries: %w", err)
-	}
-	var qs []Query
-	if err := json.Unmarshal(b, &qs); err != nil {
-		return nil, fmt.Errorf("decode testdata/heldout4.json: %w", err)
-	}
-	return qs, nil
+	return heldOutQueries(files4, "heldout4")
 }

@@ -2,8 +2,6 @@ package searcheval
 
 import (
 	"embed"
-	"encoding/json"
-	"fmt"
 
 	"github.com/toolintent/engine/toolsearch"
 )
@@ -24,11 +22,7 @@ func HeldOut5Servers() ([]Server, error) { return serversOf(files5, "testdata/mc
 // named mcp__server__tool, servers in name order; HeldOut5Queries are
 // asked over them alone.
 func HeldOut5Docs() ([]toolsearch.Doc, error) {
-	servers, err := HeldOut5Servers()
-	if err != nil {
-		return nil, err
-	}
-	return docsOf(servers, ""), nil
+	return docsFrom(HeldOut5Servers())
 }
 
 // HeldOut5Queries returns the queries of testdata/heldout5.json over
@@ -36,13 +30,5 @@ func HeldOut5Docs() ([]toolsearch.Doc, error) {
 // (two ids in three) may be looked at and tuned on; "final" (every third
 // id) is judged once, after the ranking changes, and never tuned on.
 func HeldOut5Queries() ([]Query, error) {
-	b, err := files5.ReadFile("testdata/heldout5.json")
-	if err != nil {
-		return nil, fmt.Errorf("read heldout5 queries: %w", err)
-	}
-	var qs []Query
-	if err := json.Unmarshal(b, &qs); err != nil {
-		return nil, fmt.Errorf("decode testdata/heldout5.json: %w", err)
-	}
-	return qs, nil
+	return heldOutQueries(files5, "heldout5")
 }

@@ -51,11 +51,7 @@ func HeldOutServers() ([]Server, error) { return serversIn("testdata/mcp2") }
 // mcp__server__tool, servers in name order. Both HeldOutQueries and
 // TuningQueries are asked over them.
 func HeldOutDocs() ([]toolsearch.Doc, error) {
-	servers, err := HeldOutServers()
-	if err != nil {
-		return nil, err
-	}
-	return docsOf(servers, ""), nil
+	return docsFrom(HeldOutServers())
 }
 
 func serversIn(dir string) ([]Server, error) { return serversOf(files, dir) }
@@ -63,7 +59,11 @@ func serversIn(dir string) ([]Server, error) { return serversOf(files, dir) }
 // Docs returns the corpus as search documents named mcp__server__tool,
 // servers in name order.
 func Docs() ([]toolsearch.Doc, error) {
-	servers, err := Servers()
+	return docsFrom(Servers())
+}
+
+// docsFrom is docsOf(servers, "") when err is nil.
+func docsFrom(servers []Server, err error) ([]toolsearch.Doc, error) {
 	if err != nil {
 		return nil, err
 	}

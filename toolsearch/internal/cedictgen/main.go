@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -121,11 +122,7 @@ func main() {
 			terms[e.Simplified] = have
 		}
 	}
-	keys := make([]string, 0, len(terms))
-	for k := range terms {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(terms))
 	var sb strings.Builder
 	for _, k := range keys {
 		fmt.Fprintf(&sb, "%s %s\n", k, strings.Join(terms[k], " "))

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -352,11 +353,7 @@ func write(path string, table map[string]*entry) (err error) {
 			}
 		}
 	}
-	keys := make([]string, 0, len(merged))
-	for k := range merged {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(merged))
 	var b bytes.Buffer
 	for _, k := range keys {
 		b.WriteString(k)
