@@ -14,8 +14,7 @@ import (
 // ErrDamagedLog is matched (errors.Is) when the event stream holds less
 // than the projection has already folded (a damaged or truncated store),
 // or a sequence the projection must fold cannot be read: acknowledged
-// events are gone, and the engine must say so instead of serving (issue
-// 12, item 3).
+// events are gone, and the engine must say so instead of serving.
 var ErrDamagedLog = errors.New("damaged log")
 
 // ErrLeaseHeld is returned by Meta.Acquire when another owner holds a

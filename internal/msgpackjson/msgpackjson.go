@@ -22,8 +22,8 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// bodyLimits bound a msgpack request body before it is decoded (issue
-// 11): a request object is a few levels deep (request, override, intent,
+// bodyLimits bound a msgpack request body before it is decoded: a
+// request object is a few levels deep (request, override, intent,
 // a list), its keys are strings, and it has no extension types.
 var bodyLimits = msgpackcheck.Limits{MaxDepth: 16, MaxElements: 1 << 16, StringKeys: true, NoExt: true}
 
