@@ -43,21 +43,9 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 		}
 	}
-	msgs := make([]*nats.Msg, len(evs))
-	subj := l.Subject(session)
-	for i, e := range evs {
-		if e.Session != session {
-			return AppendResult{}, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
-		}
-		data, err := events.Encode(e)
-		if err != nil {
-			return AppendResult{}, fmt.Errorf("append: encode event %s: %w", e.ID, err)
-		}
-		m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
-			headerMsgID:     []string{e.ID},
-			HeaderEventType: []string{string(e.Type)},
-		}}
-		msgs[i] = m
+	msgs, err := l.appendMsgs(session, evs)
+	if err != nil {
+		return AppendResult{}, err
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
@@ -106,55 +94,87 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		}
 	}
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
-		// The server checks the expected sequence (and, for batches, the
-		// ids) before its dedupe window, so a retry of an append that was
-		// stored fails here: look for the ids after expected.
-		var atLeast uint64 // the leader's last sequence of the session
-		var ce *ConflictError
-		if errors.As(err, &ce) {
-			atLeast = ce.Actual
-		}
-		if errors.Is(err, errDuplicateInBatch) {
-			// 10201 names no sequence: ask the leader where the session
-			// is, so that a replica behind it cannot hide a stored batch
-			// (the server checks a batch's ids before its expected
-			// sequence, so a re-sent stored batch is answered so). Not
-			// knowing is an unknown outcome, never "another session's".
-			n, lerr := l.LeaderLastSeq(ctx, session)
-			if lerr != nil {
-				return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: errors.Join(err, lerr)}
-			}
-			atLeast = n
-		}
-		dup, ok, seen := l.findStored(ctx, session, expected, evs)
-		// Direct gets may be answered by a replica that lags the leader
-		// (after a partition heals, say) and miss our own events stored
-		// by an earlier attempt: read again until the replies reach the
-		// sequence the leader reported. Answering "conflict" for a stored
-		// append would tell the caller nothing was written.
-		// When the session is at or below expected, nothing after
-		// expected is stored: the conflict is the answer (without this,
-		// an expectation ahead of the session read until the timeout).
-		reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
-		for !ok && expected < atLeast && seen < atLeast {
-			if err := Sleep(ctx, reread.Next()); err != nil {
-				return AppendResult{}, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
-			}
-			dup, ok, seen = l.findStored(ctx, session, expected, evs)
-		}
-		if ok {
-			return dup, nil
-		}
-		if errors.Is(err, errDuplicateInBatch) {
-			// The ids are in the dedupe window but not on this session
-			// after expected: another session's events hold them.
-			return AppendResult{}, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
+		if dup, done, derr := l.storedBefore(ctx, session, expected, evs, err); done {
+			return dup, derr
 		}
 	}
 	if err == nil && res.Duplicate {
 		return l.checkDuplicate(ctx, session, res, evs)
 	}
 	return res, err
+}
+
+// appendMsgs are the messages that store evs on session: each event
+// encoded, with its ULID as Nats-Msg-Id and its type in a header.
+func (l *Log) appendMsgs(session string, evs []events.Envelope) ([]*nats.Msg, error) {
+	msgs := make([]*nats.Msg, len(evs))
+	subj := l.Subject(session)
+	for i, e := range evs {
+		if e.Session != session {
+			return nil, fmt.Errorf("append: event %s is for session %q, not %q", e.ID, e.Session, session)
+		}
+		data, err := events.Encode(e)
+		if err != nil {
+			return nil, fmt.Errorf("append: encode event %s: %w", e.ID, err)
+		}
+		m := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
+			headerMsgID:     []string{e.ID},
+			HeaderEventType: []string{string(e.Type)},
+		}}
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
+// storedBefore answers an append refused as a conflict or for ids the
+// batch's dedupe window holds (err): the server checks the expected
+// sequence (and, for batches, the ids) before its dedupe window, so a
+// retry of an append that was stored fails so. It looks for the events
+// after expected; done reports that (res, rerr) is the append's answer,
+// otherwise err stands.
+func (l *Log) storedBefore(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (res AppendResult, done bool, rerr error) {
+	var atLeast uint64 // the leader's last sequence of the session
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		atLeast = ce.Actual
+	}
+	if errors.Is(err, errDuplicateInBatch) {
+		// 10201 names no sequence: ask the leader where the session
+		// is, so that a replica behind it cannot hide a stored batch
+		// (the server checks a batch's ids before its expected
+		// sequence, so a re-sent stored batch is answered so). Not
+		// knowing is an unknown outcome, never "another session's".
+		n, lerr := l.LeaderLastSeq(ctx, session)
+		if lerr != nil {
+			return AppendResult{}, true, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: errors.Join(err, lerr)}
+		}
+		atLeast = n
+	}
+	dup, ok, seen := l.findStored(ctx, session, expected, evs)
+	// Direct gets may be answered by a replica that lags the leader
+	// (after a partition heals, say) and miss our own events stored
+	// by an earlier attempt: read again until the replies reach the
+	// sequence the leader reported. Answering "conflict" for a stored
+	// append would tell the caller nothing was written.
+	// When the session is at or below expected, nothing after
+	// expected is stored: the conflict is the answer (without this,
+	// an expectation ahead of the session read until the timeout).
+	reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+	for !ok && expected < atLeast && seen < atLeast {
+		if err := Sleep(ctx, reread.Next()); err != nil {
+			return AppendResult{}, true, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
+		}
+		dup, ok, seen = l.findStored(ctx, session, expected, evs)
+	}
+	if ok {
+		return dup, true, nil
+	}
+	if errors.Is(err, errDuplicateInBatch) {
+		// The ids are in the dedupe window but not on this session
+		// after expected: another session's events hold them.
+		return AppendResult{}, true, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
+	}
+	return AppendResult{}, false, nil
 }
 
 // inFlightResends bounds the re-sends of an append refused because a
