@@ -90,89 +90,19 @@ func Check(data []byte, lim Limits) error {
 			return fmt.Errorf("%w: truncated at byte %d", ErrInvalid, i)
 		}
 		isKey := len(stack) > 0 && stack[len(stack)-1].isKey
-		c := data[i]
 		start := i
-		i++
-		// n is the element count of a container opened by this byte (-1:
-		// not a container).
-		n := int64(-1)
-		isMap := false
-		skip := 0 // payload bytes of a scalar
-		str := false
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-		case c >= 0x80 && c <= 0x8f:
-			n, isMap = int64(c&0x0f), true
-		case c >= 0x90 && c <= 0x9f:
-			n = int64(c & 0x0f)
-		case c >= 0xa0 && c <= 0xbf:
-			skip, str = int(c&0x1f), true
-		default:
-			switch c {
-			case 0xc1:
-				return fmt.Errorf("%w: byte 0xc1 (never used) at offset %d", ErrInvalid, start)
-			case 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb:
-				w := 1 << ((c - 0xc4) % 3) // c4,d9: 1; c5,da: 2; c6,db: 4
-				if c >= 0xd9 {
-					w = 1 << (c - 0xd9)
-					str = true
-				}
-				l, ok := uintN(data, i, w)
-				if !ok {
-					return fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
-				}
-				i += w
-				if l > uint64(len(data)-i) {
-					return fmt.Errorf("%w: length %d at byte %d exceeds the %d bytes left", ErrInvalid, l, start, len(data)-i)
-				}
-				skip = int(l)
-			case 0xc7, 0xc8, 0xc9:
-				if lim.NoExt {
-					return fmt.Errorf("%w: extension type at byte %d not allowed", ErrInvalid, start)
-				}
-				w := 1 << (c - 0xc7)
-				l, ok := uintN(data, i, w)
-				if !ok {
-					return fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
-				}
-				i += w
-				if l >= uint64(len(data)-i) { // type byte + l bytes
-					return fmt.Errorf("%w: extension length %d at byte %d exceeds the bytes left", ErrInvalid, l, start)
-				}
-				skip = int(l) + 1
-			case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
-				if lim.NoExt {
-					return fmt.Errorf("%w: extension type at byte %d not allowed", ErrInvalid, start)
-				}
-				skip = 1 + 1<<(c-0xd4)
-			case 0xca, 0xce, 0xd2:
-				skip = 4
-			case 0xcb, 0xcf, 0xd3:
-				skip = 8
-			case 0xcc, 0xd0:
-				skip = 1
-			case 0xcd, 0xd1:
-				skip = 2
-			case 0xdc, 0xdd, 0xde, 0xdf:
-				w := 2
-				if c == 0xdd || c == 0xdf {
-					w = 4
-				}
-				l, ok := uintN(data, i, w)
-				if !ok {
-					return fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
-				}
-				i += w
-				n, isMap = int64(l), c >= 0xde
-			}
+		h, next, err := readHeader(data, start, lim)
+		if err != nil {
+			return err
 		}
-		if isKey && lim.StringKeys && !str {
-			return fmt.Errorf("%w: map key at byte %d is not a string (0x%02x)", ErrInvalid, start, c)
+		i = next
+		if isKey && lim.StringKeys && !h.str {
+			return fmt.Errorf("%w: map key at byte %d is not a string (0x%02x)", ErrInvalid, start, data[start])
 		}
-		if skip > len(data)-i {
-			return fmt.Errorf("%w: value at byte %d needs %d bytes, %d left", ErrInvalid, start, skip, len(data)-i)
+		if h.skip > len(data)-i {
+			return fmt.Errorf("%w: value at byte %d needs %d bytes, %d left", ErrInvalid, start, h.skip, len(data)-i)
 		}
-		i += skip
+		i += h.skip
 		if len(stack) > 0 {
 			top := &stack[len(stack)-1]
 			top.left--
@@ -180,9 +110,9 @@ func Check(data []byte, lim Limits) error {
 				top.isKey = !top.isKey
 			}
 		}
-		if n > 0 {
-			count := uint64(n)
-			if isMap {
+		if h.n > 0 {
+			count := uint64(h.n)
+			if h.isMap {
 				count *= 2
 			}
 			if count > uint64(len(data)-i) {
@@ -195,7 +125,7 @@ func Check(data []byte, lim Limits) error {
 			if len(stack) >= lim.MaxDepth {
 				return fmt.Errorf("%w: nesting deeper than %d at byte %d", ErrInvalid, lim.MaxDepth, start)
 			}
-			stack = append(stack, frame{left: count, keyMap: isMap, isKey: isMap})
+			stack = append(stack, frame{left: count, keyMap: h.isMap, isKey: h.isMap})
 			continue
 		}
 		// A scalar or an empty container completes values upwards.
@@ -209,6 +139,91 @@ func Check(data []byte, lim Limits) error {
 			return nil
 		}
 	}
+}
+
+// header is what a value's first bytes say of it.
+type header struct {
+	n     int64 // the element count of a container it opens (-1: not a container)
+	isMap bool
+	skip  int  // payload bytes of a scalar
+	str   bool // a string
+}
+
+// readHeader reads the type byte at start and the length that follows
+// it, checking that a string, binary or extension length fits in the
+// bytes left; it returns the header and the offset after it.
+func readHeader(data []byte, start int, lim Limits) (header, int, error) {
+	c := data[start]
+	i := start + 1
+	h := header{n: -1}
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+	case c >= 0x80 && c <= 0x8f:
+		h.n, h.isMap = int64(c&0x0f), true
+	case c >= 0x90 && c <= 0x9f:
+		h.n = int64(c & 0x0f)
+	case c >= 0xa0 && c <= 0xbf:
+		h.skip, h.str = int(c&0x1f), true
+	default:
+		switch c {
+		case 0xc1:
+			return h, i, fmt.Errorf("%w: byte 0xc1 (never used) at offset %d", ErrInvalid, start)
+		case 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb:
+			w := 1 << ((c - 0xc4) % 3) // c4,d9: 1; c5,da: 2; c6,db: 4
+			if c >= 0xd9 {
+				w = 1 << (c - 0xd9)
+				h.str = true
+			}
+			l, ok := uintN(data, i, w)
+			if !ok {
+				return h, i, fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
+			}
+			i += w
+			if l > uint64(len(data)-i) {
+				return h, i, fmt.Errorf("%w: length %d at byte %d exceeds the %d bytes left", ErrInvalid, l, start, len(data)-i)
+			}
+			h.skip = int(l)
+		case 0xc7, 0xc8, 0xc9:
+			if lim.NoExt {
+				return h, i, fmt.Errorf("%w: extension type at byte %d not allowed", ErrInvalid, start)
+			}
+			w := 1 << (c - 0xc7)
+			l, ok := uintN(data, i, w)
+			if !ok {
+				return h, i, fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
+			}
+			i += w
+			if l >= uint64(len(data)-i) { // type byte + l bytes
+				return h, i, fmt.Errorf("%w: extension length %d at byte %d exceeds the bytes left", ErrInvalid, l, start)
+			}
+			h.skip = int(l) + 1
+		case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+			if lim.NoExt {
+				return h, i, fmt.Errorf("%w: extension type at byte %d not allowed", ErrInvalid, start)
+			}
+			h.skip = 1 + 1<<(c-0xd4)
+		case 0xca, 0xce, 0xd2:
+			h.skip = 4
+		case 0xcb, 0xcf, 0xd3:
+			h.skip = 8
+		case 0xcc, 0xd0:
+			h.skip = 1
+		case 0xcd, 0xd1:
+			h.skip = 2
+		case 0xdc, 0xdd, 0xde, 0xdf:
+			w := 2
+			if c == 0xdd || c == 0xdf {
+				w = 4
+			}
+			l, ok := uintN(data, i, w)
+			if !ok {
+				return h, i, fmt.Errorf("%w: truncated length at byte %d", ErrInvalid, i)
+			}
+			i += w
+			h.n, h.isMap = int64(l), c >= 0xde
+		}
+	}
+	return h, i, nil
 }
 
 // uintN reads a big-endian unsigned integer of w bytes (1, 2 or 4) at i.
