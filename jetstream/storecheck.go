@@ -314,76 +314,15 @@ func (c *checker) stream(dir string) error {
 	if err != nil {
 		return err
 	}
-	onDisk := make(map[uint32]bool, len(blocks))
-	for _, n := range blocks {
-		onDisk[n] = true
-	}
-	// Blocks index.db lists that are gone.
 	if idxOK && strict {
-		var listed []uint32
-		for n := range index {
-			listed = append(listed, n)
-		}
-		sort.Slice(listed, func(i, j int) bool { return listed[i] < listed[j] })
-		for _, n := range listed {
-			bs := index[n]
-			if !onDisk[n] && bs.last >= bs.first && bs.first > 0 {
-				c.damage(StoreDamage{Stream: name, File: filepath.Join(mdir, fmt.Sprintf("%d.blk", n)), Offset: -1, Gap: true,
-					LostFrom: bs.first, LostTo: bs.last, What: "the block is missing (index.db lists it)"})
-			}
-		}
+		c.missingBlocks(name, mdir, index, blocks)
 	}
-	var prevLast uint64 // last sequence of the blocks before
-	var prevFile string
-	var prevBad bool // the block before was damaged: the gap after it is its loss
-	audit := strings.HasSuffix(name, "_AUDIT")
-	for _, n := range blocks {
-		if err := c.ctx.Err(); err != nil {
-			return fmt.Errorf("check store: %w", err)
-		}
-		file := filepath.Join(mdir, fmt.Sprintf("%d.blk", n))
-		scan, err := c.block(file, name, n, strict, audit, prevLast)
-		if err != nil {
-			return err
-		}
-		first, last := scan.first, scan.last
-		var lead []StoreDamage // what the block's place in the stream says
-		bs, listed := index[n]
-		if strict && first > 0 && prevLast > 0 && first != prevLast+1 && !prevBad {
-			lead = append(lead, StoreDamage{Offset: 0, Seq: prevLast, LostFrom: prevLast + 1, LostTo: first - 1, Gap: true,
-				What: fmt.Sprintf("the block starts at sequence %d, the block before (%s) ends at %d", first, filepath.Base(prevFile), prevLast)})
-		}
-		if strict && first > 1 && prevLast == 0 && (!idxOK || !listed || bs.first <= 1) {
-			lead = append(lead, StoreDamage{Offset: 0, LostFrom: 1, LostTo: first - 1, Gap: true,
-				What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1", first)})
-		}
-		ds := append(lead, scan.damage...)
-		if idxOK && strict && listed && bs.last >= bs.first && bs.first > 0 && last < bs.last {
-			if k := len(ds) - 1; k >= 0 && !ds[k].Gap && ds[k].End >= scan.size {
-				// The damage runs to the block's end: what index.db says
-				// the block held after it is in the damaged bytes.
-				ds[k].LostFrom, ds[k].LostTo = max(last+1, bs.first), bs.last
-			} else {
-				ds = append(ds, StoreDamage{Offset: scan.size, Seq: last, Gap: true, LostFrom: max(last+1, bs.first), LostTo: bs.last,
-					What: fmt.Sprintf("the block ends at sequence %d, index.db says it holds up to %d (cut short?)", last, bs.last)})
-			}
-		}
-		if k := len(ds) - 1; k >= 0 && ds[k].torn && ds[k].LostTo == 0 && n == blocks[len(blocks)-1] {
-			// The stream's tail record, cut by an interrupted write that
-			// no index counts: never acknowledged (the stream-end check
-			// below still compares with index.db).
-			d := ds[k]
-			c.rep.TornTails = append(c.rep.TornTails, fmt.Sprintf("%s at offset %d (after sequence %d): %s", file, d.Offset, d.Seq, d.What))
-			ds = ds[:k]
-		}
-		prevBad = scan.bad()
-		for _, d := range ds {
-			d.Stream, d.File = name, file
-			c.damage(d)
-		}
-		if last > 0 {
-			prevLast, prevFile = last, file
-		}
+	if !idxOK {
+		index = nil // what index.db says counts only when it was read whole
+	}
+	prevLast, err := c.streamBlocks(name, mdir, blocks, index, strict)
+	if err != nil {
+		return err
 	}
 	// The stream's end: index.db's last block and sequence against what
 	// the blocks hold (the last block deleted or cut on a record boundary).
@@ -397,6 +336,105 @@ func (c *checker) stream(dir string) error {
 			What: fmt.Sprintf("the blocks end at sequence %d, index.db says the stream's last sequence is %d", prevLast, lastSeq)})
 	}
 	return c.consumers(dir, name)
+}
+
+// missingBlocks reports the blocks index.db lists that are not on disk,
+// in block order.
+func (c *checker) missingBlocks(name, mdir string, index map[uint32]blockState, blocks []uint32) {
+	onDisk := make(map[uint32]bool, len(blocks))
+	for _, n := range blocks {
+		onDisk[n] = true
+	}
+	var listed []uint32
+	for n := range index {
+		listed = append(listed, n)
+	}
+	sort.Slice(listed, func(i, j int) bool { return listed[i] < listed[j] })
+	for _, n := range listed {
+		bs := index[n]
+		if !onDisk[n] && bs.last >= bs.first && bs.first > 0 {
+			c.damage(StoreDamage{Stream: name, File: filepath.Join(mdir, fmt.Sprintf("%d.blk", n)), Offset: -1, Gap: true,
+				LostFrom: bs.first, LostTo: bs.last, What: "the block is missing (index.db lists it)"})
+		}
+	}
+}
+
+// prevBlock is what the check of a stream's blocks keeps of the last
+// block that held a record.
+type prevBlock struct {
+	last uint64 // its last sequence (0: no block before)
+	file string
+	bad  bool // the block checked last was damaged: the gap after it is its loss
+}
+
+// streamBlocks checks a stream's blocks in order and reports each one's
+// damage with what its place in the stream says; index is what index.db
+// says of the blocks (nil: unread). It returns the last sequence the
+// blocks hold.
+func (c *checker) streamBlocks(name, mdir string, blocks []uint32, index map[uint32]blockState, strict bool) (uint64, error) {
+	var prev prevBlock
+	audit := strings.HasSuffix(name, "_AUDIT")
+	for _, n := range blocks {
+		if err := c.ctx.Err(); err != nil {
+			return 0, fmt.Errorf("check store: %w", err)
+		}
+		file := filepath.Join(mdir, fmt.Sprintf("%d.blk", n))
+		scan, err := c.block(file, name, n, strict, audit, prev.last)
+		if err != nil {
+			return 0, err
+		}
+		ds := scan.damage
+		if strict {
+			ds = placeDamage(scan, prev, index, n)
+		}
+		if k := len(ds) - 1; k >= 0 && ds[k].torn && ds[k].LostTo == 0 && n == blocks[len(blocks)-1] {
+			// The stream's tail record, cut by an interrupted write that
+			// no index counts: never acknowledged (the stream-end check
+			// still compares with index.db).
+			d := ds[k]
+			c.rep.TornTails = append(c.rep.TornTails, fmt.Sprintf("%s at offset %d (after sequence %d): %s", file, d.Offset, d.Seq, d.What))
+			ds = ds[:k]
+		}
+		prev.bad = scan.bad()
+		for _, d := range ds {
+			d.Stream, d.File = name, file
+			c.damage(d)
+		}
+		if scan.last > 0 {
+			prev.last, prev.file = scan.last, file
+		}
+	}
+	return prev.last, nil
+}
+
+// placeDamage is the damage of block n of an append-only stream: what its
+// place in the stream says (a gap after the block before, a first block
+// that does not start at 1, fewer sequences than index.db says it holds)
+// around what its scan found.
+func placeDamage(scan blockScan, prev prevBlock, index map[uint32]blockState, n uint32) []StoreDamage {
+	first, last := scan.first, scan.last
+	var lead []StoreDamage
+	bs, listed := index[n]
+	if first > 0 && prev.last > 0 && first != prev.last+1 && !prev.bad {
+		lead = append(lead, StoreDamage{Offset: 0, Seq: prev.last, LostFrom: prev.last + 1, LostTo: first - 1, Gap: true,
+			What: fmt.Sprintf("the block starts at sequence %d, the block before (%s) ends at %d", first, filepath.Base(prev.file), prev.last)})
+	}
+	if first > 1 && prev.last == 0 && (index == nil || !listed || bs.first <= 1) {
+		lead = append(lead, StoreDamage{Offset: 0, LostFrom: 1, LostTo: first - 1, Gap: true,
+			What: fmt.Sprintf("the stream's first block starts at sequence %d, not 1", first)})
+	}
+	ds := append(lead, scan.damage...)
+	if listed && bs.last >= bs.first && bs.first > 0 && last < bs.last {
+		if k := len(ds) - 1; k >= 0 && !ds[k].Gap && ds[k].End >= scan.size {
+			// The damage runs to the block's end: what index.db says
+			// the block held after it is in the damaged bytes.
+			ds[k].LostFrom, ds[k].LostTo = max(last+1, bs.first), bs.last
+		} else {
+			ds = append(ds, StoreDamage{Offset: scan.size, Seq: last, Gap: true, LostFrom: max(last+1, bs.first), LostTo: bs.last,
+				What: fmt.Sprintf("the block ends at sequence %d, index.db says it holds up to %d (cut short?)", last, bs.last)})
+		}
+	}
+	return ds
 }
 
 // blockIndexes lists the <n>.blk files of a msgs directory, sorted.
