@@ -116,109 +116,14 @@ func (s *sticky) strs(v []string) {
 	}
 }
 
+// encodePayload writes the data map of p, a payload in value form.
 func encodePayload(s *sticky, p Payload) {
-	switch v := p.(type) {
-	case ToolsToggled:
-		s.mapLen(1)
-		s.str("enabled")
-		s.boolPtr(v.Enabled)
-	case WebSearchSet:
-		s.mapLen(1)
-		s.str("enabled")
-		s.boolPtr(v.Enabled)
-	case PresetChosen:
-		s.mapLen(1)
-		s.str("preset")
-		s.str(v.Preset)
-	case ToolDisabled:
-		s.mapLen(1)
-		s.str("name")
-		s.str(v.Name)
-	case ToolEnabled:
-		s.mapLen(1)
-		s.str("name")
-		s.str(v.Name)
-	case ToolsPicked:
-		s.mapLen(1)
-		s.str("names")
-		s.strs(v.Names)
-	case DeferredLoaded:
-		s.mapLen(2)
-		s.str("names")
-		s.strs(v.Names)
-		s.str("turn")
-		s.uint(v.Turn)
-	case DeferredEvicted:
-		s.mapLen(3)
-		s.str("names")
-		s.strs(v.Names)
-		s.str("reason")
-		s.str(v.Reason)
-		s.str("turn")
-		s.uint(v.Turn)
-	case SessionCompacted:
-		encodeCompacted(s, v)
-	case SessionDeleted:
-		s.mapLen(1)
-		s.str("reason")
-		s.str(v.Reason)
-	case PermissionGranted:
-		s.mapLen(4)
-		s.str("by")
-		s.str(v.By)
-		s.str("scope")
-		s.str(v.Scope)
-		s.str("tool")
-		s.str(v.Tool)
-		s.str("turn")
-		s.uint(v.Turn)
-	case TurnStarted:
-		encodeTurnStarted(s, v)
-	case TurnEnded:
-		// Without a checkpoint, byte for byte the older form {"turn"}.
-		if v.Checkpoint == nil {
-			s.mapLen(1)
-			s.str("turn")
-			s.uint(v.Turn)
-			return
-		}
-		s.mapLen(2)
-		s.str("turn")
-		s.uint(v.Turn)
-		s.str("checkpoint")
-		encodeCheckpoint(s, *v.Checkpoint)
-	case CheckpointRecorded:
-		encodeCheckpoint(s, v)
-	default:
+	r := payloadByType[p.EventType()]
+	if r == nil {
 		s.do(fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent))
-	}
-}
-
-// encodeCheckpoint writes a CheckpointRecorded payload map, the data of a
-// CheckpointRecorded event and the checkpoint of a TurnEnded alike.
-func encodeCheckpoint(s *sticky, v CheckpointRecorded) {
-	s.mapLen(5)
-	s.str("loaded_deferred_tools")
-	s.strs(v.Loaded)
-	s.str("contract_hash")
-	s.str(v.ContractHash)
-	s.str("registry_version")
-	s.str(v.RegistryVersion)
-	s.str("turn")
-	s.uint(v.Turn)
-	s.str("contract")
-	if v.Contract == nil {
-		s.do(s.e.EncodeNil())
 		return
 	}
-	s.do(s.e.EncodeArrayLen(len(v.Contract)))
-	for _, c := range v.Contract {
-		s.mapLen(2)
-		s.str("name")
-		s.str(c.Name)
-		s.str("hash")
-		s.str(c.Hash)
-	}
+	r.encode(s, p)
 }
 
 // Decode parses one event. It never panics. Unknown keys (in the envelope
@@ -340,108 +245,9 @@ func dataMap(top map[string]any) (map[string]any, error) {
 }
 
 func decodePayload(t Type, m map[string]any) (Payload, error) {
-	var err error
-	switch t {
-	case TypeToolsToggled:
-		var p ToolsToggled
-		p.Enabled, err = boolPtrField(m, "enabled")
-		return p, err
-	case TypeWebSearchSet:
-		var p WebSearchSet
-		p.Enabled, err = boolPtrField(m, "enabled")
-		return p, err
-	case TypePresetChosen:
-		var p PresetChosen
-		p.Preset, err = strField(m, "preset", false)
-		return p, err
-	case TypeToolDisabled:
-		var p ToolDisabled
-		p.Name, err = strField(m, "name", true)
-		return p, err
-	case TypeToolEnabled:
-		var p ToolEnabled
-		p.Name, err = strField(m, "name", true)
-		return p, err
-	case TypeToolsPicked:
-		var p ToolsPicked
-		p.Names, err = strsField(m, "names", MaxListLen)
-		return p, err
-	case TypeDeferredLoaded:
-		var p DeferredLoaded
-		if p.Names, err = strsField(m, "names", MaxListLen); err != nil {
-			return nil, err
-		}
-		p.Turn, err = uintField(m, "turn")
-		return p, err
-	case TypeDeferredEvicted:
-		var p DeferredEvicted
-		if p.Names, err = strsField(m, "names", MaxListLen); err != nil {
-			return nil, err
-		}
-		if p.Reason, err = strField(m, "reason", false); err != nil {
-			return nil, err
-		}
-		p.Turn, err = uintField(m, "turn")
-		return p, err
-	case TypeSessionCompacted:
-		return decodeCompacted(m)
-	case TypeSessionDeleted:
-		var p SessionDeleted
-		p.Reason, err = strField(m, "reason", false)
-		return p, err
-	case TypePermissionGranted:
-		var p PermissionGranted
-		if p.By, err = strField(m, "by", true); err != nil {
-			return nil, err
-		}
-		if p.Scope, err = strField(m, "scope", true); err != nil {
-			return nil, err
-		}
-		if p.Tool, err = strField(m, "tool", true); err != nil {
-			return nil, err
-		}
-		p.Turn, err = uintField(m, "turn")
-		return p, err
-	case TypeTurnStarted:
-		return decodeTurnStarted(m)
-	case TypeTurnEnded:
-		var p TurnEnded
-		if p.Turn, err = uintField(m, "turn"); err != nil {
-			return nil, err
-		}
-		cm, err := mapField(m, "checkpoint")
-		if err != nil || cm == nil {
-			return p, err
-		}
-		c, err := decodeCheckpoint(cm)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %w", err)
-		}
-		p.Checkpoint = &c
-		return p, nil
-	case TypeCheckpointRecorded:
-		return decodeCheckpoint(m)
+	r := payloadByType[t]
+	if r == nil {
+		return nil, fmt.Errorf("type %q: %w", t, ErrUnknownType)
 	}
-	return nil, fmt.Errorf("type %q: %w", t, ErrUnknownType)
-}
-
-// decodeCheckpoint reads a CheckpointRecorded payload map (the data of a
-// CheckpointRecorded event, or the checkpoint of a TurnEnded).
-func decodeCheckpoint(m map[string]any) (CheckpointRecorded, error) {
-	var p CheckpointRecorded
-	var err error
-	if p.Loaded, err = strsField(m, "loaded_deferred_tools", MaxListLen); err != nil {
-		return p, err
-	}
-	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
-		return p, err
-	}
-	if p.RegistryVersion, err = strField(m, "registry_version", false); err != nil {
-		return p, err
-	}
-	if p.Turn, err = uintField(m, "turn"); err != nil {
-		return p, err
-	}
-	p.Contract, err = contractField(m, "contract")
-	return p, err
+	return r.decode(m)
 }

@@ -4,7 +4,7 @@ package events
 // as one JSON object, {"type":<Type>, <field>: <value>, ...}. Its fields
 // are the payload's own: the names come from the payload struct's json
 // tags and the kinds from the Go field types, so a new command is one
-// payload type here and one row of commandRows.
+// payload type and one row of the payload table (payloadTable).
 
 import (
 	"bytes"
@@ -109,31 +109,10 @@ type CommandField struct {
 	index    int
 }
 
-// commandRow is a command type: its zero payload and the fields that do
-// not follow the default rule. By default a field is required unless its
-// json tag says omitempty or it is a uint64 (a turn: 0 is next/current).
-type commandRow struct {
-	zero     Payload
-	optional []string // fields optional although the rule says required
-	nullable []string // string fields where null means ""
-}
-
-var commandRows = []commandRow{
-	{zero: ToolsToggled{}},
-	{zero: WebSearchSet{}},
-	{zero: PresetChosen{}, nullable: []string{"preset"}},
-	{zero: ToolDisabled{}},
-	{zero: ToolEnabled{}},
-	{zero: ToolsPicked{}},
-	{zero: DeferredLoaded{}},
-	{zero: DeferredEvicted{}, optional: []string{"reason"}},
-	{zero: TurnStarted{}},
-	{zero: TurnEnded{}}, // An optional checkpoint
-	{zero: CheckpointRecorded{}, optional: []string{"loaded_deferred_tools", "contract"}},
-	{zero: PermissionGranted{}},
-	{zero: SessionDeleted{}, optional: []string{"reason"}},
-}
-
+// commandSpec is a command type: its payload type and its fields. By
+// default a field is required unless its json tag says omitempty or it is
+// a uint64 (a turn: 0 is next/current); the payload table's command
+// options name the exceptions.
 type commandSpec struct {
 	typ    reflect.Type
 	fields []CommandField
@@ -157,7 +136,11 @@ var fieldKinds = map[reflect.Type]FieldKind{
 }
 
 func init() {
-	for _, r := range commandRows {
+	for i := range payloadTable {
+		r := &payloadTable[i]
+		if r.command == nil {
+			continue
+		}
 		rt := reflect.TypeOf(r.zero)
 		spec := commandSpec{typ: rt}
 		for i := range rt.NumField() {
@@ -171,10 +154,10 @@ func init() {
 			if !ok {
 				panic(fmt.Sprintf("events: command %s field %s has type %s, which no FieldKind decodes", r.zero.EventType(), sf.Name, sf.Type))
 			}
-			if kind == FieldString && contains(r.nullable, name) {
+			if kind == FieldString && contains(r.command.nullable, name) {
 				kind = FieldNullableString
 			}
-			required := !strings.Contains(opts, "omitempty") && kind != FieldUint && !contains(r.optional, name)
+			required := !strings.Contains(opts, "omitempty") && kind != FieldUint && !contains(r.command.optional, name)
 			spec.fields = append(spec.fields, CommandField{Name: name, Kind: kind, Required: required, index: i})
 		}
 		commandSpecs[r.zero.EventType()] = spec

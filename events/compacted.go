@@ -106,193 +106,39 @@ func (c SessionCompacted) Clone() SessionCompacted {
 	return out
 }
 
-func encodeCompacted(s *sticky, v SessionCompacted) {
-	s.mapLen(19)
-	for _, f := range [...]struct {
-		k string
-		v uint64
-	}{{"first_seq", v.FirstSeq}, {"last_seq", v.LastSeq}, {"count", v.Count}, {"turn", v.Turn}, {"turn_seq", v.TurnSeq},
-		{"checkpoint_seq", v.CheckpointSeq}, {"events", v.Events}, {"skipped", v.Skipped}, {"rejected", v.Rejected}, {"grants_turn", v.GrantsTurn}} {
-		s.str(f.k)
-		s.uint(f.v)
-	}
-	s.str("first_time_ms")
-	s.int(v.FirstMs)
-	s.str("last_time_ms")
-	s.int(v.LastMs)
-	s.str("reason")
-	s.str(v.Reason)
-	s.str("intent")
-	in := v.Intent
-	encodeTurnIntent(s, &in)
-	s.str("loaded")
-	s.strs(v.Loaded)
-	s.str("referenced")
-	s.strs(v.Referenced)
-	s.str("checkpoint")
-	if v.Checkpoint == nil {
-		s.do(s.e.EncodeNil())
-	} else {
-		encodeCheckpoint(s, *v.Checkpoint)
-	}
-	s.str("rejections")
-	if v.Rejections == nil {
-		s.do(s.e.EncodeNil())
-	} else {
-		s.do(s.e.EncodeArrayLen(len(v.Rejections)))
-		for _, r := range v.Rejections {
-			s.mapLen(5)
-			s.str("seq")
-			s.uint(r.Seq)
-			s.str("id")
-			s.str(r.ID)
-			s.str("type")
-			s.str(r.Type)
-			s.str("kind")
-			s.str(r.Kind)
-			s.str("reason")
-			s.str(r.Reason)
-		}
-	}
-	s.str("grants")
-	if v.Grants == nil {
-		s.do(s.e.EncodeNil())
-	} else {
-		s.do(s.e.EncodeArrayLen(len(v.Grants)))
-		for _, g := range v.Grants {
-			s.mapLen(6)
-			s.str("tool")
-			s.str(g.Tool)
-			s.str("scope")
-			s.str(g.Scope)
-			s.str("by")
-			s.str(g.By)
-			s.str("channel")
-			s.str(g.Channel)
-			s.str("turn")
-			s.uint(g.Turn)
-			s.str("seq")
-			s.uint(g.Seq)
-		}
-	}
-}
-
-func decodeCompacted(m map[string]any) (Payload, error) {
-	var p SessionCompacted
-	var err error
-	for _, f := range [...]struct {
-		k string
-		v *uint64
-	}{{"first_seq", &p.FirstSeq}, {"last_seq", &p.LastSeq}, {"count", &p.Count}, {"turn", &p.Turn}, {"turn_seq", &p.TurnSeq},
-		{"checkpoint_seq", &p.CheckpointSeq}, {"events", &p.Events}, {"skipped", &p.Skipped}, {"rejected", &p.Rejected}, {"grants_turn", &p.GrantsTurn}} {
-		if *f.v, err = uintField(m, f.k); err != nil {
-			return nil, err
-		}
-	}
-	if p.FirstMs, err = intField(m, "first_time_ms", false); err != nil {
-		return nil, err
-	}
-	if p.LastMs, err = intField(m, "last_time_ms", false); err != nil {
-		return nil, err
-	}
-	if p.Reason, err = strField(m, "reason", false); err != nil {
-		return nil, err
-	}
-	in, err := turnIntentField(m, "intent")
-	if err != nil {
-		return nil, err
-	}
-	if in != nil {
-		p.Intent = *in
-	}
-	if p.Loaded, err = strsField(m, "loaded", MaxListLen); err != nil {
-		return nil, err
-	}
-	if p.Referenced, err = strsField(m, "referenced", MaxListLen); err != nil {
-		return nil, err
-	}
-	cm, err := mapField(m, "checkpoint")
-	if err != nil {
-		return nil, err
-	}
-	if cm != nil {
-		c, err := decodeCheckpoint(cm)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %w", err)
-		}
-		p.Checkpoint = &c
-	}
-	rs, err := mapsField(m, "rejections", MaxCompactedRejections)
-	if err != nil {
-		return nil, err
-	}
-	if rs != nil {
-		p.Rejections = make([]CompactedRejection, len(rs))
-		for i, rm := range rs {
-			r := &p.Rejections[i]
-			if r.Seq, err = uintField(rm, "seq"); err == nil {
-				if r.ID, err = strField(rm, "id", false); err == nil {
-					if r.Type, err = strField(rm, "type", false); err == nil {
-						if r.Kind, err = strField(rm, "kind", true); err == nil {
-							r.Reason, err = strField(rm, "reason", false)
-						}
-					}
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("rejections[%d]: %w", i, err)
-			}
-		}
-	}
-	gs, err := mapsField(m, "grants", 2*MaxListLen)
-	if err != nil {
-		return nil, err
-	}
-	if gs != nil {
-		p.Grants = make([]CompactedGrant, len(gs))
-		for i, gm := range gs {
-			g := &p.Grants[i]
-			if g.Tool, err = strField(gm, "tool", true); err == nil {
-				if g.Scope, err = strField(gm, "scope", true); err == nil {
-					if g.By, err = strField(gm, "by", true); err == nil {
-						if g.Channel, err = strField(gm, "channel", false); err == nil {
-							if g.Turn, err = uintField(gm, "turn"); err == nil {
-								g.Seq, err = uintField(gm, "seq")
-							}
-						}
-					}
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("grants[%d]: %w", i, err)
-			}
-		}
-	}
-	return p, nil
-}
-
-// mapsField reads a list of maps; nil/absent stays nil.
-func mapsField(m map[string]any, key string, max int) ([]map[string]any, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return nil, nil
-	}
-	arr, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("key %q holds %s, want an array of maps: %w", key, kind(raw), ErrMalformed)
-	}
-	if len(arr) > max {
-		return nil, fmt.Errorf("key %q has %d entries, at most %d allowed: %w", key, len(arr), max, ErrMalformed)
-	}
-	out := make([]map[string]any, len(arr))
-	for i, x := range arr {
-		mm, ok := x.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("key %q entry %d holds %s, want a map: %w", key, i, kind(x), ErrMalformed)
-		}
-		out[i] = mm
-	}
-	return out, nil
+var compactedCodec = codec[SessionCompacted]{
+	uintAt("first_seq", func(p *SessionCompacted) *uint64 { return &p.FirstSeq }),
+	uintAt("last_seq", func(p *SessionCompacted) *uint64 { return &p.LastSeq }),
+	uintAt("count", func(p *SessionCompacted) *uint64 { return &p.Count }),
+	uintAt("turn", func(p *SessionCompacted) *uint64 { return &p.Turn }),
+	uintAt("turn_seq", func(p *SessionCompacted) *uint64 { return &p.TurnSeq }),
+	uintAt("checkpoint_seq", func(p *SessionCompacted) *uint64 { return &p.CheckpointSeq }),
+	uintAt("events", func(p *SessionCompacted) *uint64 { return &p.Events }),
+	uintAt("skipped", func(p *SessionCompacted) *uint64 { return &p.Skipped }),
+	uintAt("rejected", func(p *SessionCompacted) *uint64 { return &p.Rejected }),
+	uintAt("grants_turn", func(p *SessionCompacted) *uint64 { return &p.GrantsTurn }),
+	intAt("first_time_ms", func(p *SessionCompacted) *int64 { return &p.FirstMs }),
+	intAt("last_time_ms", func(p *SessionCompacted) *int64 { return &p.LastMs }),
+	textAt("reason", func(p *SessionCompacted) *string { return &p.Reason }),
+	structAt("intent", intentCodec, func(p *SessionCompacted) *intent.Intent { return &p.Intent }),
+	namesAt("loaded", func(p *SessionCompacted) *[]string { return &p.Loaded }),
+	namesAt("referenced", func(p *SessionCompacted) *[]string { return &p.Referenced }),
+	ptrAt("checkpoint", checkpointCodec, func(p *SessionCompacted) **CheckpointRecorded { return &p.Checkpoint }),
+	listAt("rejections", MaxCompactedRejections, codec[CompactedRejection]{
+		uintAt("seq", func(p *CompactedRejection) *uint64 { return &p.Seq }),
+		textAt("id", func(p *CompactedRejection) *string { return &p.ID }),
+		textAt("type", func(p *CompactedRejection) *string { return &p.Type }),
+		nameAt("kind", func(p *CompactedRejection) *string { return &p.Kind }),
+		textAt("reason", func(p *CompactedRejection) *string { return &p.Reason }),
+	}, func(p *SessionCompacted) *[]CompactedRejection { return &p.Rejections }),
+	listAt("grants", 2*MaxListLen, codec[CompactedGrant]{
+		nameAt("tool", func(p *CompactedGrant) *string { return &p.Tool }),
+		nameAt("scope", func(p *CompactedGrant) *string { return &p.Scope }),
+		nameAt("by", func(p *CompactedGrant) *string { return &p.By }),
+		textAt("channel", func(p *CompactedGrant) *string { return &p.Channel }),
+		uintAt("turn", func(p *CompactedGrant) *uint64 { return &p.Turn }),
+		uintAt("seq", func(p *CompactedGrant) *uint64 { return &p.Seq }),
+	}, func(p *SessionCompacted) *[]CompactedGrant { return &p.Grants }),
 }
 
 // validateCompacted checks the shape of a SessionCompacted: names well

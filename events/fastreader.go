@@ -12,6 +12,7 @@ import (
 // (and leaves i unspecified) on input it does not handle.
 type fastReader struct {
 	b []byte
+	s string // the bytes of b as a string: decoded strings are its substrings
 	i int
 }
 
@@ -134,13 +135,19 @@ func (r *fastReader) str() ([]byte, bool) {
 	return r.key()
 }
 
-// strOrNil reads a string or nil (nil gives a nil slice, isNil true).
-func (r *fastReader) strOrNil() (s []byte, isNil, ok bool) {
-	if r.isNil() {
-		return nil, true, true
+// text reads a str or bin value into dst, as a substring of r.s; nil
+// reads as "" when orNil, else it is refused.
+func (r *fastReader) text(dst *string, orNil bool) bool {
+	if orNil && r.isNil() {
+		*dst = ""
+		return true
 	}
-	s, ok = r.str()
-	return s, false, ok
+	b, ok := r.str()
+	if !ok {
+		return false
+	}
+	*dst = r.s[r.i-len(b) : r.i]
+	return true
 }
 
 // int reads an integer; big is true for a uint64 above MaxInt64, whose

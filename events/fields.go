@@ -129,7 +129,8 @@ func strsField(m map[string]any, key string, max int) ([]string, error) {
 	return out, nil
 }
 
-func contractField(m map[string]any, key string) ([]ContractEntry, error) {
+// mapsField reads a list of maps; nil/absent stays nil.
+func mapsField(m map[string]any, key string, max int) ([]map[string]any, error) {
 	raw, ok := m[key]
 	if !ok || raw == nil {
 		return nil, nil
@@ -138,22 +139,16 @@ func contractField(m map[string]any, key string) ([]ContractEntry, error) {
 	if !ok {
 		return nil, fmt.Errorf("key %q holds %s, want an array of maps: %w", key, kind(raw), ErrMalformed)
 	}
-	if len(arr) > MaxContractLen {
-		return nil, fmt.Errorf("key %q has %d entries, at most %d allowed: %w", key, len(arr), MaxContractLen, ErrMalformed)
+	if len(arr) > max {
+		return nil, fmt.Errorf("key %q has %d entries, at most %d allowed: %w", key, len(arr), max, ErrMalformed)
 	}
-	out := make([]ContractEntry, len(arr))
+	out := make([]map[string]any, len(arr))
 	for i, x := range arr {
-		em, ok := x.(map[string]any)
+		mm, ok := x.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("key %q entry %d holds %s, want a map: %w", key, i, kind(x), ErrMalformed)
 		}
-		var err error
-		if out[i].Name, err = strField(em, "name", true); err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
-		}
-		if out[i].Hash, err = strField(em, "hash", false); err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
-		}
+		out[i] = mm
 	}
 	return out, nil
 }

@@ -59,18 +59,14 @@ var parsers = sync.Pool{New: func() any {
 	return p
 }}
 
-// knownKeys are returned without allocating when a map key matches.
+// knownKeys are returned without allocating when a map key matches: the
+// envelope's keys, the keys version 1 renamed, and (added by the payload
+// table) every payload key.
 var knownKeys = map[string]string{}
 
 func init() {
 	for _, k := range []string{keyID, keySession, keyChannel, keyActor, keyTime, keyVersion, keyType, keyData,
-		"enabled", "preset", "name", "names", "turn", "loaded_deferred_tools", "contract_hash",
-		"registry_version", "contract", "hash", "tools_enabled", "toolset", "checkpoint",
-		// SessionCompacted
-		"first_seq", "last_seq", "count", "first_time_ms", "last_time_ms", "reason", "intent", "loaded",
-		"referenced", "turn_seq", "checkpoint_seq", "events", "skipped", "rejected", "rejections",
-		"grants", "grants_turn", "seq", "id", "type", "kind", "tool", "scope", "by", "channel",
-		"web_search", "disabled", "picked"} {
+		"tools_enabled", "toolset"} {
 		knownKeys[k] = k
 	}
 }

@@ -17,116 +17,28 @@ import (
 //	override{kind, intent{...}, allowed, names}, registry_version,
 //	contract_hash, provider
 
-func encodeTurnStarted(s *sticky, v TurnStarted) {
-	n := 1
-	for _, set := range [...]bool{v.Intent != nil, v.Profile != "", v.Override != nil, v.RegistryVersion != "", v.ContractHash != "", v.Provider != ""} {
-		if set {
-			n++
-		}
-	}
-	s.mapLen(n)
-	s.str("turn")
-	s.uint(v.Turn)
-	if v.Intent != nil {
-		s.str("intent")
-		encodeTurnIntent(s, v.Intent)
-	}
-	if v.Profile != "" {
-		s.str("profile")
-		s.str(v.Profile)
-	}
-	if o := v.Override; o != nil {
-		s.str("override")
-		m := 1
-		for _, set := range [...]bool{o.Intent != nil, o.Allowed != nil, o.Names != nil} {
-			if set {
-				m++
-			}
-		}
-		s.mapLen(m)
-		s.str("kind")
-		s.str(o.Kind)
-		if o.Intent != nil {
-			s.str("intent")
-			encodeTurnIntent(s, o.Intent)
-		}
-		if o.Allowed != nil {
-			s.str("allowed")
-			s.strs(o.Allowed)
-		}
-		if o.Names != nil {
-			s.str("names")
-			s.strs(o.Names)
-		}
-	}
-	if v.RegistryVersion != "" {
-		s.str("registry_version")
-		s.str(v.RegistryVersion)
-	}
-	if v.ContractHash != "" {
-		s.str("contract_hash")
-		s.str(v.ContractHash)
-	}
-	if v.Provider != "" {
-		s.str("provider")
-		s.str(v.Provider)
-	}
-}
-
-func encodeTurnIntent(s *sticky, in *intent.Intent) {
-	s.mapLen(5)
-	s.str("enabled")
-	s.boolPtr(in.Enabled)
-	s.str("web_search")
-	s.boolPtr(in.WebSearch)
-	s.str("preset")
-	s.str(in.Preset)
-	s.str("disabled")
-	s.strs(in.Disabled)
-	s.str("picked")
-	s.strs(in.Picked)
-}
-
-func decodeTurnStarted(m map[string]any) (Payload, error) {
-	var p TurnStarted
-	var err error
-	if p.Turn, err = uintField(m, "turn"); err != nil {
-		return nil, err
-	}
-	if p.Intent, err = turnIntentField(m, "intent"); err != nil {
-		return nil, err
-	}
-	if p.Profile, err = strField(m, "profile", false); err != nil {
-		return nil, err
-	}
-	if p.RegistryVersion, err = strField(m, "registry_version", false); err != nil {
-		return nil, err
-	}
-	if p.ContractHash, err = strField(m, "contract_hash", false); err != nil {
-		return nil, err
-	}
-	if p.Provider, err = strField(m, "provider", false); err != nil {
-		return nil, err
-	}
-	om, err := mapField(m, "override")
-	if err != nil || om == nil {
-		return p, err
-	}
-	o := &TurnOverride{}
-	if o.Kind, err = strField(om, "kind", true); err != nil {
-		return nil, fmt.Errorf("override: %w", err)
-	}
-	if o.Intent, err = turnIntentField(om, "intent"); err != nil {
-		return nil, fmt.Errorf("override: %w", err)
-	}
-	if o.Allowed, err = strsField(om, "allowed", MaxListLen); err != nil {
-		return nil, fmt.Errorf("override: %w", err)
-	}
-	if o.Names, err = strsField(om, "names", MaxListLen); err != nil {
-		return nil, fmt.Errorf("override: %w", err)
-	}
-	p.Override = o
-	return p, nil
+var turnStartedCodec = codec[TurnStarted]{
+	uintAt("turn", func(p *TurnStarted) *uint64 { return &p.Turn }),
+	ptrAt("intent", intentCodec, func(p *TurnStarted) **intent.Intent { return &p.Intent }).
+		omitted(func(p *TurnStarted) bool { return p.Intent == nil }),
+	textAt("profile", func(p *TurnStarted) *string { return &p.Profile }).
+		omitted(func(p *TurnStarted) bool { return p.Profile == "" }),
+	ptrAt("override", codec[TurnOverride]{
+		nameAt("kind", func(p *TurnOverride) *string { return &p.Kind }),
+		ptrAt("intent", intentCodec, func(p *TurnOverride) **intent.Intent { return &p.Intent }).
+			omitted(func(p *TurnOverride) bool { return p.Intent == nil }),
+		namesAt("allowed", func(p *TurnOverride) *[]string { return &p.Allowed }).
+			omitted(func(p *TurnOverride) bool { return p.Allowed == nil }),
+		namesAt("names", func(p *TurnOverride) *[]string { return &p.Names }).
+			omitted(func(p *TurnOverride) bool { return p.Names == nil }),
+	}, func(p *TurnStarted) **TurnOverride { return &p.Override }).
+		omitted(func(p *TurnStarted) bool { return p.Override == nil }),
+	textAt("registry_version", func(p *TurnStarted) *string { return &p.RegistryVersion }).
+		omitted(func(p *TurnStarted) bool { return p.RegistryVersion == "" }),
+	textAt("contract_hash", func(p *TurnStarted) *string { return &p.ContractHash }).
+		omitted(func(p *TurnStarted) bool { return p.ContractHash == "" }),
+	textAt("provider", func(p *TurnStarted) *string { return &p.Provider }).
+		omitted(func(p *TurnStarted) bool { return p.Provider == "" }),
 }
 
 // mapField reads a nested map; absent or nil is nil.
@@ -140,30 +52,6 @@ func mapField(m map[string]any, key string) (map[string]any, error) {
 		return nil, fmt.Errorf("key %q holds %s, want a map: %w", key, kind(raw), ErrMalformed)
 	}
 	return out, nil
-}
-
-func turnIntentField(m map[string]any, key string) (*intent.Intent, error) {
-	im, err := mapField(m, key)
-	if err != nil || im == nil {
-		return nil, err
-	}
-	in := &intent.Intent{}
-	if in.Enabled, err = boolPtrField(im, "enabled"); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if in.WebSearch, err = boolPtrField(im, "web_search"); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if in.Preset, err = strField(im, "preset", false); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if in.Disabled, err = strsField(im, "disabled", MaxListLen); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	if in.Picked, err = strsField(im, "picked", MaxListLen); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return in, nil
 }
 
 // validateTurnStarted checks the shape of a TurnStarted's recorded request:
@@ -188,19 +76,10 @@ func validateTurnStarted(v TurnStarted) error {
 		if err := validateTurnIntent("override.intent", o.Intent); err != nil {
 			return err
 		}
-		for _, list := range [...]struct {
-			name  string
-			names []string
-		}{{"override.allowed", o.Allowed}, {"override.names", o.Names}} {
-			if len(list.names) > MaxListLen {
-				return fmt.Errorf("%s has %d names, at most %d allowed: %w", list.name, len(list.names), MaxListLen, ErrInvalidEvent)
-			}
-			for _, n := range list.names {
-				if err := ValidateToolPattern(n); err != nil {
-					return fmt.Errorf("%s: %w", list.name, err)
-				}
-			}
+		if err := validatePatterns("override.allowed", o.Allowed); err != nil {
+			return err
 		}
+		return validatePatterns("override.names", o.Names)
 	}
 	return nil
 }
@@ -214,20 +93,10 @@ func validateTurnIntent(field string, in *intent.Intent) error {
 			return fmt.Errorf("%s.preset: %w", field, err)
 		}
 	}
-	for _, list := range [...]struct {
-		name  string
-		names []string
-	}{{"disabled", in.Disabled}, {"picked", in.Picked}} {
-		if len(list.names) > MaxListLen {
-			return fmt.Errorf("%s.%s has %d names, at most %d allowed: %w", field, list.name, len(list.names), MaxListLen, ErrInvalidEvent)
-		}
-		for _, n := range list.names {
-			if err := ValidateToolPattern(n); err != nil {
-				return fmt.Errorf("%s.%s: %w", field, list.name, err)
-			}
-		}
+	if err := validatePatterns(field+".disabled", in.Disabled); err != nil {
+		return err
 	}
-	return nil
+	return validatePatterns(field+".picked", in.Picked)
 }
 
 // checkTurnStarted is the fold rule of a TurnStarted's recorded request

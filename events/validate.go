@@ -138,76 +138,75 @@ func validateNames(field string, names []string) error {
 
 // validatePayload checks a payload in value form.
 func validatePayload(p Payload) error {
-	switch v := p.(type) {
-	case ToolsToggled, WebSearchSet:
+	r := payloadByType[p.EventType()]
+	if r == nil {
+		return fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent)
+	}
+	return r.validate(p)
+}
+
+func validatePreset(v PresetChosen) error {
+	if v.Preset == "" {
 		return nil
-	case TurnEnded:
-		if v.Checkpoint == nil {
-			return nil
-		}
-		if err := validateCheckpoint(*v.Checkpoint); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		return nil
-	case TurnStarted:
-		return validateTurnStarted(v)
-	case PresetChosen:
-		if v.Preset == "" {
-			return nil
-		}
-		if err := ValidateToolName(v.Preset); err != nil {
-			return fmt.Errorf("preset: %w", err)
-		}
-		return nil
-	case ToolDisabled:
-		if err := ValidateToolPattern(v.Name); err != nil {
-			return fmt.Errorf("name: %w", err)
-		}
-		return nil
-	case ToolEnabled:
-		if err := ValidateToolPattern(v.Name); err != nil {
-			return fmt.Errorf("name: %w", err)
-		}
-		return nil
-	case ToolsPicked:
-		if len(v.Names) > MaxListLen {
-			return fmt.Errorf("names has %d names, at most %d allowed: %w", len(v.Names), MaxListLen, ErrInvalidEvent)
-		}
-		for _, n := range v.Names {
-			if err := ValidateToolPattern(n); err != nil {
-				return fmt.Errorf("names: %w", err)
-			}
-		}
-		return nil
-	case DeferredLoaded:
-		return validateNames("names", v.Names)
-	case PermissionGranted:
-		if err := ValidateToolName(v.Tool); err != nil {
-			return fmt.Errorf("tool: %w", err)
-		}
-		if v.Scope != ScopeSession && v.Scope != ScopeOnce {
-			return fmt.Errorf("scope %q: want %q or %q: %w", v.Scope, ScopeSession, ScopeOnce, ErrInvalidEvent)
-		}
-		if v.By == "" {
-			return fmt.Errorf("by is empty, name who answered: %w", ErrInvalidEvent)
-		}
-		return validateText("by", v.By)
-	case SessionDeleted:
-		return validateText("reason", v.Reason)
-	case SessionCompacted:
-		return validateCompacted(v)
-	case DeferredEvicted:
-		if len(v.Names) == 0 {
-			return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)
-		}
-		if err := validateNames("names", v.Names); err != nil {
+	}
+	if err := ValidateToolName(v.Preset); err != nil {
+		return fmt.Errorf("preset: %w", err)
+	}
+	return nil
+}
+
+// validatePattern checks a tool name or pattern.
+func validatePattern(field, name string) error {
+	if err := ValidateToolPattern(name); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
+// validatePatterns checks a bounded list of tool names or patterns.
+func validatePatterns(field string, names []string) error {
+	if len(names) > MaxListLen {
+		return fmt.Errorf("%s has %d names, at most %d allowed: %w", field, len(names), MaxListLen, ErrInvalidEvent)
+	}
+	for _, n := range names {
+		if err := validatePattern(field, n); err != nil {
 			return err
 		}
-		return validateText("reason", v.Reason)
-	case CheckpointRecorded:
-		return validateCheckpoint(v)
 	}
-	return fmt.Errorf("payload %T is not an events payload type: %w", p, ErrInvalidEvent)
+	return nil
+}
+
+func validateTurnEnded(v TurnEnded) error {
+	if v.Checkpoint == nil {
+		return nil
+	}
+	if err := validateCheckpoint(*v.Checkpoint); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+func validateGrant(v PermissionGranted) error {
+	if err := ValidateToolName(v.Tool); err != nil {
+		return fmt.Errorf("tool: %w", err)
+	}
+	if v.Scope != ScopeSession && v.Scope != ScopeOnce {
+		return fmt.Errorf("scope %q: want %q or %q: %w", v.Scope, ScopeSession, ScopeOnce, ErrInvalidEvent)
+	}
+	if v.By == "" {
+		return fmt.Errorf("by is empty, name who answered: %w", ErrInvalidEvent)
+	}
+	return validateText("by", v.By)
+}
+
+func validateEvicted(v DeferredEvicted) error {
+	if len(v.Names) == 0 {
+		return fmt.Errorf("names is empty, list the evicted tools: %w", ErrInvalidEvent)
+	}
+	if err := validateNames("names", v.Names); err != nil {
+		return err
+	}
+	return validateText("reason", v.Reason)
 }
 
 // validateCheckpoint checks a CheckpointRecorded payload, or the

@@ -223,17 +223,14 @@ type CommandResult struct {
 	State aggregate.State
 }
 
-// retrySafe reports whether a command may be re-decided against a newer
-// state after a conflict without asking the caller: blind writes of one
-// intent field and set additions. Turn boundaries, checkpoints and curated
-// lists depend on what the caller saw and are returned as conflicts.
+// retrySafe reports whether every command may be re-decided against a
+// newer state after a conflict without asking the caller (the payload
+// table's retry safety, events.RetrySafe): blind writes of one intent
+// field and set additions. Turn boundaries, checkpoints and curated lists
+// depend on what the caller saw and are returned as conflicts.
 func retrySafe(cmds []events.Payload) bool {
 	for _, c := range cmds {
-		switch c.(type) {
-		case events.ToolsToggled, events.WebSearchSet, events.PresetChosen,
-			events.ToolDisabled, events.ToolEnabled, events.DeferredLoaded,
-			events.SessionDeleted: // a delete re-decided is still a delete
-		default:
+		if !events.RetrySafe(c) {
 			return false
 		}
 	}

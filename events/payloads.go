@@ -1,0 +1,196 @@
+package events
+
+// The payload table: one row per event type, holding its wire fields (the
+// codec every reader and writer of the msgpack map derives from), its
+// validation, and, for a command, its command options and whether the
+// engine may re-decide it on a conflict. Encode, both paths of Decode,
+// Validate, the command table, PayloadValue and RetrySafe read this table
+// only; a new event type is its payload struct, its Type, and one row.
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/toolintent/engine/intent"
+)
+
+// payloadType is one row of the table.
+type payloadType struct {
+	zero     Payload
+	encode   func(s *sticky, p Payload)
+	decode   func(m map[string]any) (Payload, error)
+	fast     func(r *fastReader, n int) (Payload, bool)
+	validate func(p Payload) error
+	value    func(p Payload) (Payload, bool)
+	keys     []string
+	// command is nil for an event no command writes.
+	command *commandOpts
+}
+
+// commandOpts are a command's options: the fields that do not follow the
+// default rule (see commandSpec) and whether the engine may re-decide it
+// against a newer state when its append conflicts.
+type commandOpts struct {
+	retrySafe bool
+	optional  []string // fields optional although the rule says required
+	nullable  []string // string fields where null means ""
+}
+
+// row builds the row of payload type P from its codec, its validation (nil:
+// every value decoded is valid) and its command options.
+func row[P Payload](c codec[P], validate func(P) error, cmd *commandOpts) payloadType {
+	var zero P
+	return payloadType{
+		zero: zero, command: cmd, keys: c.allKeys(),
+		encode: func(s *sticky, p Payload) {
+			v := p.(P)
+			c.encode(s, &v)
+		},
+		decode: func(m map[string]any) (Payload, error) { return c.decode(m) },
+		fast: func(r *fastReader, n int) (Payload, bool) {
+			var p P
+			ok := c.fast(r, n, &p)
+			return p, ok
+		},
+		validate: func(p Payload) error {
+			if validate == nil {
+				return nil
+			}
+			return validate(p.(P))
+		},
+		value: func(p Payload) (Payload, bool) {
+			switch v := any(p).(type) {
+			case P:
+				return v, true
+			case *P:
+				if v != nil {
+					return *v, true
+				}
+			}
+			return nil, false
+		},
+	}
+}
+
+// payloadTable lists the event types in command order (CommandTypes);
+// allTypes keeps the order of Types.
+var payloadTable = [...]payloadType{
+	row(codec[ToolsToggled]{triAt("enabled", func(p *ToolsToggled) **bool { return &p.Enabled })},
+		nil, &commandOpts{retrySafe: true}),
+	row(codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
+		nil, &commandOpts{retrySafe: true}),
+	row(codec[PresetChosen]{textAt("preset", func(p *PresetChosen) *string { return &p.Preset })},
+		validatePreset, &commandOpts{retrySafe: true, nullable: []string{"preset"}}),
+	row(codec[ToolDisabled]{nameAt("name", func(p *ToolDisabled) *string { return &p.Name })},
+		func(v ToolDisabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true}),
+	row(codec[ToolEnabled]{nameAt("name", func(p *ToolEnabled) *string { return &p.Name })},
+		func(v ToolEnabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true}),
+	row(codec[ToolsPicked]{namesAt("names", func(p *ToolsPicked) *[]string { return &p.Names })},
+		func(v ToolsPicked) error { return validatePatterns("names", v.Names) }, &commandOpts{}),
+	row(codec[DeferredLoaded]{
+		namesAt("names", func(p *DeferredLoaded) *[]string { return &p.Names }),
+		uintAt("turn", func(p *DeferredLoaded) *uint64 { return &p.Turn }),
+	}, func(v DeferredLoaded) error { return validateNames("names", v.Names) }, &commandOpts{retrySafe: true}),
+	row(codec[DeferredEvicted]{
+		namesAt("names", func(p *DeferredEvicted) *[]string { return &p.Names }),
+		textAt("reason", func(p *DeferredEvicted) *string { return &p.Reason }),
+		uintAt("turn", func(p *DeferredEvicted) *uint64 { return &p.Turn }),
+	}, validateEvicted, &commandOpts{optional: []string{"reason"}}),
+	row(turnStartedCodec, validateTurnStarted, &commandOpts{}),
+	row(codec[TurnEnded]{
+		uintAt("turn", func(p *TurnEnded) *uint64 { return &p.Turn }),
+		// Without a checkpoint, byte for byte the older form {"turn"}.
+		ptrAt("checkpoint", checkpointCodec, func(p *TurnEnded) **CheckpointRecorded { return &p.Checkpoint }).
+			omitted(func(p *TurnEnded) bool { return p.Checkpoint == nil }),
+	}, validateTurnEnded, &commandOpts{}),
+	row(checkpointCodec, validateCheckpoint,
+		&commandOpts{optional: []string{"loaded_deferred_tools", "contract"}}),
+	row(codec[PermissionGranted]{
+		nameAt("by", func(p *PermissionGranted) *string { return &p.By }),
+		nameAt("scope", func(p *PermissionGranted) *string { return &p.Scope }),
+		nameAt("tool", func(p *PermissionGranted) *string { return &p.Tool }),
+		uintAt("turn", func(p *PermissionGranted) *uint64 { return &p.Turn }),
+	}, validateGrant, &commandOpts{}),
+	// A delete re-decided is still a delete.
+	row(codec[SessionDeleted]{textAt("reason", func(p *SessionDeleted) *string { return &p.Reason })},
+		func(v SessionDeleted) error { return validateText("reason", v.Reason) },
+		&commandOpts{retrySafe: true, optional: []string{"reason"}}),
+	row(compactedCodec, validateCompacted, nil),
+}
+
+// intentCodec is an intent.Intent as events record it: every field
+// written, nil lists and unset switches as nil.
+var intentCodec = codec[intent.Intent]{
+	triAt("enabled", func(p *intent.Intent) **bool { return &p.Enabled }),
+	triAt("web_search", func(p *intent.Intent) **bool { return &p.WebSearch }),
+	textAt("preset", func(p *intent.Intent) *string { return &p.Preset }),
+	namesAt("disabled", func(p *intent.Intent) *[]string { return &p.Disabled }),
+	namesAt("picked", func(p *intent.Intent) *[]string { return &p.Picked }),
+}
+
+// checkpointCodec is the data of a CheckpointRecorded and the checkpoint
+// of a TurnEnded or a SessionCompacted alike.
+var checkpointCodec = codec[CheckpointRecorded]{
+	namesAt("loaded_deferred_tools", func(p *CheckpointRecorded) *[]string { return &p.Loaded }),
+	textAt("contract_hash", func(p *CheckpointRecorded) *string { return &p.ContractHash }),
+	textAt("registry_version", func(p *CheckpointRecorded) *string { return &p.RegistryVersion }),
+	uintAt("turn", func(p *CheckpointRecorded) *uint64 { return &p.Turn }),
+	listAt("contract", MaxContractLen, codec[ContractEntry]{
+		nameAt("name", func(p *ContractEntry) *string { return &p.Name }),
+		textAt("hash", func(p *ContractEntry) *string { return &p.Hash }),
+	}, func(p *CheckpointRecorded) *[]ContractEntry { return &p.Contract }),
+}
+
+// Lookups of the table, built once.
+var (
+	payloadByType   = map[Type]*payloadType{}
+	payloadByGoType = map[reflect.Type]*payloadType{}
+)
+
+func init() {
+	for i := range payloadTable {
+		r := &payloadTable[i]
+		t := r.zero.EventType()
+		payloadByType[t] = r
+		payloadByGoType[reflect.TypeOf(r.zero)] = r
+		payloadByGoType[reflect.PointerTo(reflect.TypeOf(r.zero))] = r
+		for _, k := range r.keys {
+			knownKeys[k] = k
+		}
+	}
+	if len(payloadByType) != len(allTypes) {
+		panic(fmt.Sprintf("events: the payload table has %d types, allTypes %d", len(payloadByType), len(allTypes)))
+	}
+	for _, t := range allTypes {
+		if payloadByType[t] == nil {
+			panic(fmt.Sprintf("events: type %s has no row in the payload table", t))
+		}
+	}
+}
+
+// deref turns a pointer payload into its value form, so that the codec
+// handles one form only. ok is false for nil, a nil pointer or a foreign
+// type.
+func deref(p Payload) (Payload, bool) {
+	if p == nil {
+		return nil, false
+	}
+	r := payloadByGoType[reflect.TypeOf(p)]
+	if r == nil {
+		return nil, false
+	}
+	return r.value(p)
+}
+
+// RetrySafe reports whether the engine may re-decide command p against a
+// newer state and append it again when its append conflicts: a command in
+// value form that is a blind write of one intent field or a set addition
+// (its effect does not depend on the state it was decided against). A
+// pointer payload is not re-decided.
+func RetrySafe(p Payload) bool {
+	if p == nil {
+		return false
+	}
+	r := payloadByGoType[reflect.TypeOf(p)]
+	return r != nil && reflect.TypeOf(p) == reflect.TypeOf(r.zero) && r.command != nil && r.command.retrySafe
+}

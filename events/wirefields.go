@@ -1,0 +1,323 @@
+package events
+
+// Field descriptors of the payload maps. A codec is the list of a map's
+// keys in wire order; each field knows how its value is written (Encode),
+// read from the generic map (the generic path of Decode) and read straight
+// from the bytes (the fast path), so the three readings of a key cannot
+// drift apart. Field access goes through typed accessors, not reflection:
+// the fast path stays a loop over the codec and a direct store.
+
+import "fmt"
+
+// field is one key of a payload map of type P.
+type field[P any] struct {
+	key string
+	// req: the key must be present (and not nil); the generic reader
+	// reports it missing, the fast path declines.
+	req bool
+	// omit, when set, leaves the key out of the encoded map when it
+	// reports true (TurnStarted writes only what it records).
+	omit func(p *P) bool
+	enc  func(s *sticky, p *P)
+	dec  func(m map[string]any, p *P) error
+	fast func(r *fastReader, p *P) bool
+	// keys are the keys of a nested map, for the parser's known keys.
+	keys []string
+}
+
+// codec is the fields of a map of type P in wire order.
+type codec[P any] []field[P]
+
+// encode writes p as a map of the fields not omitted, in order.
+func (c codec[P]) encode(s *sticky, p *P) {
+	n := 0
+	for i := range c {
+		if c[i].omit == nil || !c[i].omit(p) {
+			n++
+		}
+	}
+	s.mapLen(n)
+	for i := range c {
+		if c[i].omit == nil || !c[i].omit(p) {
+			s.str(c[i].key)
+			c[i].enc(s, p)
+		}
+	}
+}
+
+// decode reads a P from a generic map, field by field in wire order;
+// unknown keys are ignored.
+func (c codec[P]) decode(m map[string]any) (P, error) {
+	var p P
+	for i := range c {
+		if err := c[i].dec(m, &p); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// fast reads the n entries of a map into p as decode reads them from the
+// generic map; it declines (false) a duplicate or missing required key, a
+// value of another kind and more unknown keys than the fast path tracks.
+func (c codec[P]) fast(r *fastReader, n int, p *P) bool {
+	var (
+		seen    uint64
+		unknown unknownKeys
+	)
+	for range n {
+		k, ok := r.key()
+		if !ok {
+			return false
+		}
+		i := c.index(k)
+		if i < 0 {
+			if !unknown.add(k) || !r.skipUnknown() {
+				return false
+			}
+			continue
+		}
+		if seen&(1<<i) != 0 || !c[i].fast(r, p) {
+			return false
+		}
+		seen |= 1 << i
+	}
+	for i := range c {
+		if c[i].req && seen&(1<<i) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c codec[P]) index(k []byte) int {
+	for i := range c {
+		if c[i].key == string(k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// allKeys lists the keys of the codec and of its nested maps.
+func (c codec[P]) allKeys() []string {
+	var out []string
+	for i := range c {
+		out = append(append(out, c[i].key), c[i].keys...)
+	}
+	return out
+}
+
+// omitted returns f written only when set reports true.
+func (f field[P]) omitted(unset func(p *P) bool) field[P] {
+	f.omit = unset
+	return f
+}
+
+// triAt is a *bool: true, false or nil (unset).
+func triAt[P any](key string, at func(*P) **bool) field[P] {
+	return field[P]{key: key,
+		enc: func(s *sticky, p *P) { s.boolPtr(*at(p)) },
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = boolPtrField(m, key)
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool { return r.boolPtr(at(p)) },
+	}
+}
+
+// textAt is a string; nil or absent reads "".
+func textAt[P any](key string, at func(*P) *string) field[P] {
+	return field[P]{key: key,
+		enc: func(s *sticky, p *P) { s.str(*at(p)) },
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = strField(m, key, false)
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool { return r.text(at(p), true) },
+	}
+}
+
+// nameAt is a string that must be present and not nil.
+func nameAt[P any](key string, at func(*P) *string) field[P] {
+	f := textAt(key, at)
+	f.req = true
+	f.dec = func(m map[string]any, p *P) (err error) {
+		*at(p), err = strField(m, key, true)
+		return err
+	}
+	f.fast = func(r *fastReader, p *P) bool { return r.text(at(p), false) }
+	return f
+}
+
+// namesAt is a list of at most MaxListLen strings; nil stays nil, an
+// empty array is an empty non-nil list.
+func namesAt[P any](key string, at func(*P) *[]string) field[P] {
+	return field[P]{key: key,
+		enc: func(s *sticky, p *P) { s.strs(*at(p)) },
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = strsField(m, key, MaxListLen)
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool { return r.strs(at(p)) },
+	}
+}
+
+// uintAt is a non-negative integer; nil or absent reads 0.
+func uintAt[P any](key string, at func(*P) *uint64) field[P] {
+	return field[P]{key: key,
+		enc: func(s *sticky, p *P) { s.uint(*at(p)) },
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = uintField(m, key)
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool {
+			v, ok := r.uintOrNil()
+			*at(p) = v
+			return ok
+		},
+	}
+}
+
+// intAt is an integer; nil or absent reads 0.
+func intAt[P any](key string, at func(*P) *int64) field[P] {
+	return field[P]{key: key,
+		enc: func(s *sticky, p *P) { s.int(*at(p)) },
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = intField(m, key, false)
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool {
+			if r.isNil() {
+				*at(p) = 0
+				return true
+			}
+			v, _, big, ok := r.int()
+			*at(p) = v
+			return ok && !big
+		},
+	}
+}
+
+// ptrAt is a nested map of type E, nil when absent or nil. A nested
+// error is prefixed with the key.
+func ptrAt[P, E any](key string, elem codec[E], at func(*P) **E) field[P] {
+	return field[P]{key: key, keys: elem.allKeys(),
+		enc: func(s *sticky, p *P) {
+			if e := *at(p); e != nil {
+				elem.encode(s, e)
+				return
+			}
+			s.do(s.e.EncodeNil())
+		},
+		dec: func(m map[string]any, p *P) (err error) {
+			*at(p), err = nestedField(m, key, elem)
+			return err
+		},
+		fast: func(r *fastReader, p *P) (ok bool) {
+			*at(p), ok = fastNested(r, elem)
+			return ok
+		},
+	}
+}
+
+// structAt is a nested map of type E held by value: absent or nil reads
+// the zero E, which is written as a map like any other.
+func structAt[P, E any](key string, elem codec[E], at func(*P) *E) field[P] {
+	return field[P]{key: key, keys: elem.allKeys(),
+		enc: func(s *sticky, p *P) { elem.encode(s, at(p)) },
+		dec: func(m map[string]any, p *P) error {
+			e, err := nestedField(m, key, elem)
+			if e != nil {
+				*at(p) = *e
+			}
+			return err
+		},
+		fast: func(r *fastReader, p *P) bool {
+			e, ok := fastNested(r, elem)
+			if e != nil {
+				*at(p) = *e
+			}
+			return ok
+		},
+	}
+}
+
+// nestedField reads the nested map under key as an E; nil when absent or
+// nil.
+func nestedField[E any](m map[string]any, key string, elem codec[E]) (*E, error) {
+	em, err := mapField(m, key)
+	if err != nil || em == nil {
+		return nil, err
+	}
+	e, err := elem.decode(em)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return &e, nil
+}
+
+// fastNested is nestedField on the fast path.
+func fastNested[E any](r *fastReader, elem codec[E]) (*E, bool) {
+	if r.isNil() {
+		return nil, true
+	}
+	n, ok := r.mapLen()
+	e := new(E)
+	if !ok || !elem.fast(r, n, e) {
+		return nil, false
+	}
+	return e, true
+}
+
+// listAt is an array of at most max nested maps of type E; nil stays
+// nil, an empty array is an empty non-nil list. An entry's error is
+// prefixed with key[i].
+func listAt[P, E any](key string, max int, elem codec[E], at func(*P) *[]E) field[P] {
+	return field[P]{key: key, keys: elem.allKeys(),
+		enc: func(s *sticky, p *P) {
+			list := *at(p)
+			if list == nil {
+				s.do(s.e.EncodeNil())
+				return
+			}
+			s.do(s.e.EncodeArrayLen(len(list)))
+			for i := range list {
+				elem.encode(s, &list[i])
+			}
+		},
+		dec: func(m map[string]any, p *P) error {
+			ms, err := mapsField(m, key, max)
+			if err != nil || ms == nil {
+				return err
+			}
+			out := make([]E, len(ms))
+			for i, em := range ms {
+				if out[i], err = elem.decode(em); err != nil {
+					return fmt.Errorf("%s[%d]: %w", key, i, err)
+				}
+			}
+			*at(p) = out
+			return nil
+		},
+		fast: func(r *fastReader, p *P) bool {
+			if r.isNil() {
+				*at(p) = nil
+				return true
+			}
+			n, ok := r.arrayLen()
+			if !ok || n > max || n > len(r.b)-r.i {
+				return false
+			}
+			out := make([]E, n)
+			for i := range out {
+				m, ok := r.mapLen()
+				if !ok || m > len(r.b)-r.i || !elem.fast(r, m, &out[i]) {
+					return false
+				}
+			}
+			*at(p) = out
+			return true
+		},
+	}
+}
