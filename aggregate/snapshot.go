@@ -224,50 +224,9 @@ func UnmarshalState(b []byte) (State, error) {
 }
 
 func (d *stateDecoder) state(s *State, v *int64) error {
-	c, err := d.code()
-	if err != nil {
-		return err
-	}
-	n, err := d.mapLen(c)
-	if err == nil {
-		if n == -1 {
-			*s, *v = State{}, 0
-			return nil
-		}
-		for range n {
-			name, err := d.key()
-			if err != nil {
-				return err
-			}
-			ok, err := d.stateField(s, v, name, -1)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if err := d.skip(); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	n, err2 := d.arrayLen(c)
-	if err2 != nil {
-		return err
-	}
-	if n <= 0 {
-		*s, *v = State{}, 0
-		return nil
-	}
-	if n != 16 {
-		return errArrayStruct
-	}
-	for i := range n {
-		if _, err := d.stateField(s, v, "", i); err != nil {
-			return err
-		}
-	}
-	return nil
+	return d.structure(16, func() { *s, *v = State{}, 0 }, func(name string, i int) (bool, error) {
+		return d.stateField(s, v, name, i)
+	})
 }
 
 func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool, error) {
@@ -319,31 +278,10 @@ func (d *stateDecoder) stateField(s *State, v *int64, name string, i int) (bool,
 	return false, nil
 }
 
-// rejections decodes like msgpack's generic slice decoder (see contract).
+// rejections decodes like msgpack's generic slice decoder (see slice).
 func (d *stateDecoder) rejections(p *[]Rejection) error {
-	n, err := d.array()
-	if err != nil {
-		return err
-	}
-	if n == -1 {
-		*p = nil
-		return nil
-	}
-	s := *p
-	if n == 0 && s == nil {
-		*p = []Rejection{}
-		return nil
-	}
-	if cap(s) >= n {
-		s = s[:n]
-	} else {
-		s = s[:cap(s)]
-		s = append(s, make([]Rejection, n-len(s))...)
-	}
-	*p = s
-	for i := range s {
-		r := &s[i]
-		err := d.structure(5, func() { *r = Rejection{} }, func(name string, i int) (bool, error) {
+	return slice(d, p, func(r *Rejection) error {
+		return d.structure(5, func() { *r = Rejection{} }, func(name string, i int) (bool, error) {
 			switch {
 			case name == "seq" || i == 0:
 				return true, d.uint(&r.Seq)
@@ -358,11 +296,7 @@ func (d *stateDecoder) rejections(p *[]Rejection) error {
 			}
 			return false, nil
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 func (d *stateDecoder) intent(in *intent.Intent) error {
@@ -403,9 +337,15 @@ func (d *stateDecoder) checkpoint(c *Checkpoint) error {
 	})
 }
 
-// contract decodes like msgpack's generic slice decoder: nil sets nil, and
-// elements are decoded over what the backing array already holds.
+// contract decodes like msgpack's generic slice decoder (see slice).
 func (d *stateDecoder) contract(p *[]events.ContractEntry) error {
+	return slice(d, p, d.contractEntry)
+}
+
+// slice decodes like msgpack's generic slice decoder: nil sets nil, an
+// empty array a non-nil empty slice, and elements are decoded by elem over
+// what the backing array already holds.
+func slice[E any](d *stateDecoder, p *[]E, elem func(*E) error) error {
 	n, err := d.array()
 	if err != nil {
 		return err
@@ -416,18 +356,18 @@ func (d *stateDecoder) contract(p *[]events.ContractEntry) error {
 	}
 	s := *p
 	if n == 0 && s == nil {
-		*p = []events.ContractEntry{}
+		*p = []E{}
 		return nil
 	}
 	if cap(s) >= n {
 		s = s[:n]
 	} else {
 		s = s[:cap(s)]
-		s = append(s, make([]events.ContractEntry, n-len(s))...)
+		s = append(s, make([]E, n-len(s))...)
 	}
 	*p = s
 	for i := range s {
-		if err := d.contractEntry(&s[i]); err != nil {
+		if err := elem(&s[i]); err != nil {
 			return err
 		}
 	}

@@ -240,25 +240,34 @@ func (d *stateDecoder) string(p *string) error {
 	return nil
 }
 
+// arrayLen returns the length of an array, -1 for nil.
 func (d *stateDecoder) arrayLen(c byte) (int, error) {
+	return d.length(c, msgpcode.FixedArrayLow, msgpcode.FixedArrayHigh, msgpcode.Array16, 1, "msgpack: invalid code=%x decoding array length")
+}
+
+// length reads the length of an array or a map whose fixed forms are
+// fixLow..fixHigh and whose 16- and 32-bit forms are c16 and c16+1; -1
+// for nil. Every element takes at least per bytes, so a longer claim is
+// truncated input. For any other code it consumes nothing more and returns
+// an error formatted with bad.
+func (d *stateDecoder) length(c, fixLow, fixHigh, c16 byte, per int, bad string) (int, error) {
 	if c == msgpcode.Nil {
 		return -1, nil
 	}
-	if c >= msgpcode.FixedArrayLow && c <= msgpcode.FixedArrayHigh {
-		return int(c & msgpcode.FixedArrayMask), nil
+	if c >= fixLow && c <= fixHigh {
+		return int(c - fixLow), nil
 	}
 	var n uint64
 	var err error
 	switch c {
-	case msgpcode.Array16:
+	case c16:
 		n, err = d.u16()
-	case msgpcode.Array32:
+	case c16 + 1:
 		n, err = d.u32()
 	default:
-		return 0, fmt.Errorf("msgpack: invalid code=%x decoding array length", c)
+		return 0, fmt.Errorf(bad, c)
 	}
-	if err == nil && int(n) > d.left() {
-		// Every element takes at least one byte.
+	if err == nil && int(n) > d.left()/per {
 		return 0, errTruncated
 	}
 	return int(n), err
@@ -275,27 +284,7 @@ func (d *stateDecoder) array() (int, error) {
 // mapLen returns the length of a map, -1 for nil; for any other code it
 // consumes nothing more and returns an error.
 func (d *stateDecoder) mapLen(c byte) (int, error) {
-	if c == msgpcode.Nil {
-		return -1, nil
-	}
-	if c >= msgpcode.FixedMapLow && c <= msgpcode.FixedMapHigh {
-		return int(c & msgpcode.FixedMapMask), nil
-	}
-	var n uint64
-	var err error
-	switch c {
-	case msgpcode.Map16:
-		n, err = d.u16()
-	case msgpcode.Map32:
-		n, err = d.u32()
-	default:
-		return 0, fmt.Errorf("msgpack: unexpected code=%x decoding map length", c)
-	}
-	if err == nil && int(n) > d.left()/2 {
-		// Every entry takes at least two bytes.
-		return 0, errTruncated
-	}
-	return int(n), err
+	return d.length(c, msgpcode.FixedMapLow, msgpcode.FixedMapHigh, msgpcode.Map16, 2, "msgpack: unexpected code=%x decoding map length")
 }
 
 // strings decodes like msgpack's []string decoder: nil leaves *p as it is.
