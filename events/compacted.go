@@ -185,10 +185,7 @@ func validateCompacted(v SessionCompacted) error {
 		if g.By == "" {
 			return fmt.Errorf("grants[%d].by is empty: %w", i, ErrInvalidEvent)
 		}
-		if err := validateText("grants.by", g.By); err != nil {
-			return err
-		}
-		if err := validateText("grants.channel", g.Channel); err != nil {
+		if err := validateTexts("grants.by", g.By, "grants.channel", g.Channel); err != nil {
 			return err
 		}
 	}

@@ -50,7 +50,7 @@ func typeOf(b []byte) (Type, bool) {
 	return "", false
 }
 
-// Bits of the envelope keys seen.
+// Bits of the envelope keys seen; the first four are those of headerKeys.
 const (
 	seenID = 1 << iota
 	seenSession
@@ -61,6 +61,19 @@ const (
 	seenType
 	seenData
 )
+
+// headerKeys are the envelope's string keys.
+var headerKeys = [...]string{keyID, keySession, keyChannel, keyActor}
+
+// headerText returns the index of k in headerKeys, -1 if it is not one.
+func headerText(k []byte) int {
+	for i, h := range headerKeys {
+		if h == string(k) {
+			return i
+		}
+	}
+	return -1
+}
 
 // decodeFast is the fast path; see the comment at the top of the file.
 func decodeFast(b []byte) (Envelope, bool) {
@@ -82,6 +95,8 @@ func decodeFast(b []byte) (Envelope, bool) {
 		dataAt   = -1 // offset of a data map read before the type
 		dataDone bool
 	)
+	// The envelope's strings, in the order of headerKeys.
+	texts := [...]*string{&env.ID, &env.Session, &env.Channel, &env.Actor}
 	for range n {
 		k, ok := r.key()
 		if !ok {
@@ -89,18 +104,6 @@ func decodeFast(b []byte) (Envelope, bool) {
 		}
 		var bit uint
 		switch string(k) {
-		case keyID:
-			bit = seenID
-			ok = r.text(&env.ID, false)
-		case keySession:
-			bit = seenSession
-			ok = r.text(&env.Session, false)
-		case keyChannel:
-			bit = seenChannel
-			ok = r.text(&env.Channel, true)
-		case keyActor:
-			bit = seenActor
-			ok = r.text(&env.Actor, true)
 		case keyTime:
 			bit = seenTime
 			var big bool
@@ -131,7 +134,13 @@ func decodeFast(b []byte) (Envelope, bool) {
 				ok = r.skipDataMap()
 			}
 		default:
-			ok = unknown.add(k) && r.skipUnknown()
+			if h := headerText(k); h >= 0 {
+				// Channel and actor (seenChannel, seenActor) may be nil.
+				bit = 1 << h
+				ok = r.text(texts[h], bit&(seenChannel|seenActor) != 0)
+			} else {
+				ok = unknown.add(k) && r.skipUnknown()
+			}
 		}
 		if !ok || seen&bit != 0 {
 			return Envelope{}, false
@@ -191,20 +200,25 @@ func (r *fastReader) boolPtr(dst **bool) bool {
 	return true
 }
 
-// strs reads a list of at most MaxListLen names as strsField does: nil
-// stays nil, an empty array is an empty non-nil slice.
+// strs reads a list of at most MaxListLen names as strsField does.
 func (r *fastReader) strs(dst *[]string) bool {
+	return fastArray(r, MaxListLen, dst, func(s *string) bool { return r.text(s, false) })
+}
+
+// fastArray reads an array of at most max entries, each with read: nil
+// stays nil, an empty array is an empty non-nil slice (as listField).
+func fastArray[E any](r *fastReader, max int, dst *[]E, read func(*E) bool) bool {
 	if r.isNil() {
 		*dst = nil
 		return true
 	}
 	n, ok := r.arrayLen()
-	if !ok || n > MaxListLen || n > len(r.b)-r.i {
+	if !ok || n > max || n > len(r.b)-r.i {
 		return false
 	}
-	out := make([]string, n)
+	out := make([]E, n)
 	for i := range out {
-		if !r.text(&out[i], false) {
+		if !read(&out[i]) {
 			return false
 		}
 	}

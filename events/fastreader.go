@@ -17,36 +17,25 @@ type fastReader struct {
 }
 
 // mapLen reads a map header.
-func (r *fastReader) mapLen() (int, bool) {
-	if r.i >= len(r.b) {
-		return 0, false
-	}
-	c := r.b[r.i]
-	switch {
-	case c >= 0x80 && c <= 0x8f:
-		r.i++
-		return int(c & 0x0f), true
-	case c == 0xde:
-		return r.len16()
-	case c == 0xdf:
-		return r.len32()
-	}
-	return 0, false
-}
+func (r *fastReader) mapLen() (int, bool) { return r.length(0x80, 0xde) }
 
 // arrayLen reads an array header.
-func (r *fastReader) arrayLen() (int, bool) {
+func (r *fastReader) arrayLen() (int, bool) { return r.length(0x90, 0xdc) }
+
+// length reads a map or array header whose fixed forms are fix..fix+15
+// and whose 16- and 32-bit forms are c16 and c16+1.
+func (r *fastReader) length(fix, c16 byte) (int, bool) {
 	if r.i >= len(r.b) {
 		return 0, false
 	}
 	c := r.b[r.i]
 	switch {
-	case c >= 0x90 && c <= 0x9f:
+	case c >= fix && c <= fix+0x0f:
 		r.i++
 		return int(c & 0x0f), true
-	case c == 0xdc:
+	case c == c16:
 		return r.len16()
-	case c == 0xdd:
+	case c == c16+1:
 		return r.len32()
 	}
 	return 0, false
@@ -213,22 +202,35 @@ func be32(b []byte) uint32 {
 }
 func be64(b []byte) uint64 { return uint64(be32(b))<<32 | uint64(be32(b[4:])) }
 
-// uintOrNil reads a non-negative integer or nil (0), as uintField does.
-func (r *fastReader) uintOrNil() (uint64, bool) {
+// uintOrNil reads a non-negative integer or nil (0) into dst, as
+// uintField does.
+func (r *fastReader) uintOrNil(dst *uint64) bool {
 	if r.isNil() {
-		return 0, true
+		*dst = 0
+		return true
 	}
 	v, u, big, ok := r.int()
-	if !ok {
-		return 0, false
+	switch {
+	case !ok || !big && v < 0:
+		return false
+	case big:
+		*dst = u
+	default:
+		*dst = uint64(v)
 	}
-	if big {
-		return u, true
+	return true
+}
+
+// intOrNil reads an integer up to MaxInt64 or nil (0) into dst; intField
+// reads the same, and larger integers (refused) and floats (declined).
+func (r *fastReader) intOrNil(dst *int64) bool {
+	if r.isNil() {
+		*dst = 0
+		return true
 	}
-	if v < 0 {
-		return 0, false
-	}
-	return uint64(v), true
+	v, _, big, ok := r.int()
+	*dst = v
+	return ok && !big
 }
 
 // skipScalar skips nil, a bool, an integer, a float or a string.

@@ -107,48 +107,34 @@ func uintField(m map[string]any, key string) (uint64, error) {
 // strsField reads a list of strings; nil/absent stays nil, an empty array
 // is an empty non-nil slice.
 func strsField(m map[string]any, key string, max int) ([]string, error) {
-	raw, ok := m[key]
-	if !ok || raw == nil {
-		return nil, nil
-	}
-	arr, ok := raw.([]any)
-	if !ok {
-		return nil, fmt.Errorf("key %q holds %s, want an array of strings: %w", key, kind(raw), ErrMalformed)
-	}
-	if len(arr) > max {
-		return nil, fmt.Errorf("key %q has %d entries, at most %d allowed: %w", key, len(arr), max, ErrMalformed)
-	}
-	out := make([]string, len(arr))
-	for i, x := range arr {
-		s, ok := x.(string)
-		if !ok {
-			return nil, fmt.Errorf("key %q entry %d holds %s, want a string: %w", key, i, kind(x), ErrMalformed)
-		}
-		out[i] = s
-	}
-	return out, nil
+	return listField[string](m, key, max, "string")
 }
 
 // mapsField reads a list of maps; nil/absent stays nil.
 func mapsField(m map[string]any, key string, max int) ([]map[string]any, error) {
+	return listField[map[string]any](m, key, max, "map")
+}
+
+// listField reads a list of at most max values of type E (named want in
+// errors); nil/absent stays nil, an empty array is an empty non-nil
+// slice.
+func listField[E any](m map[string]any, key string, max int, want string) ([]E, error) {
 	raw, ok := m[key]
 	if !ok || raw == nil {
 		return nil, nil
 	}
 	arr, ok := raw.([]any)
 	if !ok {
-		return nil, fmt.Errorf("key %q holds %s, want an array of maps: %w", key, kind(raw), ErrMalformed)
+		return nil, fmt.Errorf("key %q holds %s, want an array of %ss: %w", key, kind(raw), want, ErrMalformed)
 	}
 	if len(arr) > max {
 		return nil, fmt.Errorf("key %q has %d entries, at most %d allowed: %w", key, len(arr), max, ErrMalformed)
 	}
-	out := make([]map[string]any, len(arr))
+	out := make([]E, len(arr))
 	for i, x := range arr {
-		mm, ok := x.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("key %q entry %d holds %s, want a map: %w", key, i, kind(x), ErrMalformed)
+		if out[i], ok = x.(E); !ok {
+			return nil, fmt.Errorf("key %q entry %d holds %s, want a %s: %w", key, i, kind(x), want, ErrMalformed)
 		}
-		out[i] = mm
 	}
 	return out, nil
 }

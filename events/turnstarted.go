@@ -57,16 +57,8 @@ func mapField(m map[string]any, key string) (map[string]any, error) {
 // validateTurnStarted checks the shape of a TurnStarted's recorded request:
 // names and patterns well formed, texts bounded.
 func validateTurnStarted(v TurnStarted) error {
-	if err := validateText("profile", v.Profile); err != nil {
-		return err
-	}
-	if err := validateText("registry_version", v.RegistryVersion); err != nil {
-		return err
-	}
-	if err := validateText("provider", v.Provider); err != nil {
-		return err
-	}
-	if err := validateText("contract_hash", v.ContractHash); err != nil {
+	if err := validateTexts("profile", v.Profile, "registry_version", v.RegistryVersion,
+		"provider", v.Provider, "contract_hash", v.ContractHash); err != nil {
 		return err
 	}
 	if err := validateTurnIntent("intent", v.Intent); err != nil {

@@ -124,6 +124,16 @@ func validateText(field, s string) error {
 	return nil
 }
 
+// validateTexts checks texts given as field, value pairs, in order.
+func validateTexts(fieldValues ...string) error {
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		if err := validateText(fieldValues[i], fieldValues[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func validateNames(field string, names []string) error {
 	if len(names) > MaxListLen {
 		return fmt.Errorf("%s has %d names, at most %d allowed: %w", field, len(names), MaxListLen, ErrInvalidEvent)
@@ -215,10 +225,7 @@ func validateCheckpoint(v CheckpointRecorded) error {
 	if err := validateNames("loaded_deferred_tools", v.Loaded); err != nil {
 		return err
 	}
-	if err := validateText("contract_hash", v.ContractHash); err != nil {
-		return err
-	}
-	if err := validateText("registry_version", v.RegistryVersion); err != nil {
+	if err := validateTexts("contract_hash", v.ContractHash, "registry_version", v.RegistryVersion); err != nil {
 		return err
 	}
 	if len(v.Contract) > MaxContractLen {

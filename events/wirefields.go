@@ -114,90 +114,59 @@ func (f field[P]) omitted(unset func(p *P) bool) field[P] {
 	return f
 }
 
-// triAt is a *bool: true, false or nil (unset).
-func triAt[P any](key string, at func(*P) **bool) field[P] {
-	return field[P]{key: key,
-		enc: func(s *sticky, p *P) { s.boolPtr(*at(p)) },
+// valueKind is how a value of type V is written, read from the generic
+// map and read by the fast path.
+type valueKind[V any] struct {
+	req  bool // see field.req
+	enc  func(s *sticky, v V)
+	dec  func(m map[string]any, key string) (V, error)
+	fast func(r *fastReader, v *V) bool
+}
+
+// The kinds of the scalar and list fields.
+var (
+	// A *bool: true, false or nil (unset).
+	triKind = valueKind[*bool]{enc: (*sticky).boolPtr, dec: boolPtrField, fast: (*fastReader).boolPtr}
+	// A string; nil or absent reads "".
+	textKind = valueKind[string]{enc: (*sticky).str,
+		dec:  func(m map[string]any, key string) (string, error) { return strField(m, key, false) },
+		fast: func(r *fastReader, v *string) bool { return r.text(v, true) }}
+	// A string that must be present and not nil.
+	nameKind = valueKind[string]{req: true, enc: (*sticky).str,
+		dec:  func(m map[string]any, key string) (string, error) { return strField(m, key, true) },
+		fast: func(r *fastReader, v *string) bool { return r.text(v, false) }}
+	// A list of at most MaxListLen strings; nil stays nil, an empty array
+	// is an empty non-nil list.
+	namesKind = valueKind[[]string]{enc: (*sticky).strs,
+		dec:  func(m map[string]any, key string) ([]string, error) { return strsField(m, key, MaxListLen) },
+		fast: (*fastReader).strs}
+	// A non-negative integer; nil or absent reads 0.
+	uintKind = valueKind[uint64]{enc: (*sticky).uint, dec: uintField, fast: (*fastReader).uintOrNil}
+	// An integer; nil or absent reads 0.
+	intKind = valueKind[int64]{enc: (*sticky).int,
+		dec:  func(m map[string]any, key string) (int64, error) { return intField(m, key, false) },
+		fast: (*fastReader).intOrNil}
+)
+
+// valueAt is the field key of kind k, held at at(p).
+func valueAt[P, V any](key string, k valueKind[V], at func(*P) *V) field[P] {
+	return field[P]{key: key, req: k.req,
+		enc: func(s *sticky, p *P) { k.enc(s, *at(p)) },
 		dec: func(m map[string]any, p *P) (err error) {
-			*at(p), err = boolPtrField(m, key)
+			*at(p), err = k.dec(m, key)
 			return err
 		},
-		fast: func(r *fastReader, p *P) bool { return r.boolPtr(at(p)) },
+		fast: func(r *fastReader, p *P) bool { return k.fast(r, at(p)) },
 	}
 }
 
-// textAt is a string; nil or absent reads "".
-func textAt[P any](key string, at func(*P) *string) field[P] {
-	return field[P]{key: key,
-		enc: func(s *sticky, p *P) { s.str(*at(p)) },
-		dec: func(m map[string]any, p *P) (err error) {
-			*at(p), err = strField(m, key, false)
-			return err
-		},
-		fast: func(r *fastReader, p *P) bool { return r.text(at(p), true) },
-	}
-}
-
-// nameAt is a string that must be present and not nil.
-func nameAt[P any](key string, at func(*P) *string) field[P] {
-	f := textAt(key, at)
-	f.req = true
-	f.dec = func(m map[string]any, p *P) (err error) {
-		*at(p), err = strField(m, key, true)
-		return err
-	}
-	f.fast = func(r *fastReader, p *P) bool { return r.text(at(p), false) }
-	return f
-}
-
-// namesAt is a list of at most MaxListLen strings; nil stays nil, an
-// empty array is an empty non-nil list.
-func namesAt[P any](key string, at func(*P) *[]string) field[P] {
-	return field[P]{key: key,
-		enc: func(s *sticky, p *P) { s.strs(*at(p)) },
-		dec: func(m map[string]any, p *P) (err error) {
-			*at(p), err = strsField(m, key, MaxListLen)
-			return err
-		},
-		fast: func(r *fastReader, p *P) bool { return r.strs(at(p)) },
-	}
-}
-
-// uintAt is a non-negative integer; nil or absent reads 0.
-func uintAt[P any](key string, at func(*P) *uint64) field[P] {
-	return field[P]{key: key,
-		enc: func(s *sticky, p *P) { s.uint(*at(p)) },
-		dec: func(m map[string]any, p *P) (err error) {
-			*at(p), err = uintField(m, key)
-			return err
-		},
-		fast: func(r *fastReader, p *P) bool {
-			v, ok := r.uintOrNil()
-			*at(p) = v
-			return ok
-		},
-	}
-}
-
-// intAt is an integer; nil or absent reads 0.
-func intAt[P any](key string, at func(*P) *int64) field[P] {
-	return field[P]{key: key,
-		enc: func(s *sticky, p *P) { s.int(*at(p)) },
-		dec: func(m map[string]any, p *P) (err error) {
-			*at(p), err = intField(m, key, false)
-			return err
-		},
-		fast: func(r *fastReader, p *P) bool {
-			if r.isNil() {
-				*at(p) = 0
-				return true
-			}
-			v, _, big, ok := r.int()
-			*at(p) = v
-			return ok && !big
-		},
-	}
-}
+// The fields of each kind, for the table's rows.
+func triAt[P any](key string, at func(*P) **bool) field[P]      { return valueAt(key, triKind, at) }
+func textAt[P any](key string, at func(*P) *string) field[P]    { return valueAt(key, textKind, at) }
+func nameAt[P any](key string, at func(*P) *string) field[P]    { return valueAt(key, nameKind, at) }
+func namesAt[P any](key string, at func(*P) *[]string) field[P] { return valueAt(key, namesKind, at) }
+func uintAt[P any](key string, at func(*P) *uint64) field[P]    { return valueAt(key, uintKind, at) }
+func intAt[P any](key string, at func(*P) *int64) field[P]      { return valueAt(key, intKind, at) }
 
 // ptrAt is a nested map of type E, nil when absent or nil. A nested
 // error is prefixed with the key.
@@ -301,23 +270,10 @@ func listAt[P, E any](key string, max int, elem codec[E], at func(*P) *[]E) fiel
 			return nil
 		},
 		fast: func(r *fastReader, p *P) bool {
-			if r.isNil() {
-				*at(p) = nil
-				return true
-			}
-			n, ok := r.arrayLen()
-			if !ok || n > max || n > len(r.b)-r.i {
-				return false
-			}
-			out := make([]E, n)
-			for i := range out {
+			return fastArray(r, max, at(p), func(e *E) bool {
 				m, ok := r.mapLen()
-				if !ok || m > len(r.b)-r.i || !elem.fast(r, m, &out[i]) {
-					return false
-				}
-			}
-			*at(p) = out
-			return true
+				return ok && m <= len(r.b)-r.i && elem.fast(r, m, e)
+			})
 		},
 	}
 }
