@@ -100,12 +100,7 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 	err = errors.Join(err,
 		enc.EncodeString("v"), enc.EncodeUint(StateVersion),
 		enc.EncodeString("session"), enc.EncodeString(s.Session),
-		enc.EncodeString("intent"), enc.EncodeMapLen(5),
-		enc.EncodeString("enabled"), encodeTri(enc, s.Intent.Enabled),
-		enc.EncodeString("web_search"), encodeTri(enc, s.Intent.WebSearch),
-		enc.EncodeString("preset"), enc.EncodeString(s.Intent.Preset),
-		enc.EncodeString("disabled"), encodeStrings(enc, s.Intent.Disabled),
-		enc.EncodeString("picked"), encodeStrings(enc, s.Intent.Picked),
+		enc.EncodeString("intent"), encodeIntent(enc, &s.Intent),
 		enc.EncodeString("loaded"), encodeStrings(enc, s.Loaded),
 		enc.EncodeString("turn"), enc.EncodeUint(s.Turn),
 		enc.EncodeString("in_turn"), enc.EncodeBool(s.InTurn),
@@ -120,6 +115,24 @@ func encodeState(enc *msgpack.Encoder, s *State) error {
 		enc.EncodeString("referenced"), encodeStrings(enc, s.Referenced),
 		enc.EncodeString("deleted_seq"), enc.EncodeUint(s.DeletedSeq),
 	)
+	return err
+}
+
+// encodeIntent writes in as a map of every field of intent.Intent.Field.
+func encodeIntent(enc *msgpack.Encoder, in *intent.Intent) error {
+	err := enc.EncodeMapLen(intent.NumFields)
+	for i := range intent.NumFields {
+		key, p := in.Field(i)
+		err = errors.Join(err, enc.EncodeString(key))
+		switch p := p.(type) {
+		case **bool:
+			err = errors.Join(err, encodeTri(enc, *p))
+		case *string:
+			err = errors.Join(err, enc.EncodeString(*p))
+		case *[]string:
+			err = errors.Join(err, encodeStrings(enc, *p))
+		}
+	}
 	return err
 }
 
@@ -300,18 +313,20 @@ func (d *stateDecoder) rejections(p *[]Rejection) error {
 }
 
 func (d *stateDecoder) intent(in *intent.Intent) error {
-	return d.structure(5, func() { *in = intent.Intent{} }, func(name string, i int) (bool, error) {
-		switch {
-		case name == "enabled" || i == 0:
-			return true, d.tri(&in.Enabled)
-		case name == "web_search" || i == 1:
-			return true, d.tri(&in.WebSearch)
-		case name == "preset" || i == 2:
-			return true, d.string(&in.Preset)
-		case name == "disabled" || i == 3:
-			return true, d.strings(&in.Disabled)
-		case name == "picked" || i == 4:
-			return true, d.strings(&in.Picked)
+	return d.structure(intent.NumFields, func() { *in = intent.Intent{} }, func(name string, i int) (bool, error) {
+		for j := range intent.NumFields {
+			key, p := in.Field(j)
+			if name != key && i != j {
+				continue
+			}
+			switch p := p.(type) {
+			case **bool:
+				return true, d.tri(p)
+			case *string:
+				return true, d.string(p)
+			case *[]string:
+				return true, d.strings(p)
+			}
 		}
 		return false, nil
 	})

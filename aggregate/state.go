@@ -491,10 +491,7 @@ func (s *State) refuse(seq uint64, id, typ, kind string, err error) error {
 // and nil stays nil.
 func (s State) Clone() State {
 	c := s
-	c.Intent.Enabled = cloneBool(s.Intent.Enabled)
-	c.Intent.WebSearch = cloneBool(s.Intent.WebSearch)
-	c.Intent.Disabled = slices.Clone(s.Intent.Disabled)
-	c.Intent.Picked = slices.Clone(s.Intent.Picked)
+	c.Intent = s.Intent.Clone()
 	c.Loaded = slices.Clone(s.Loaded)
 	c.LoadOrder = slices.Clone(s.LoadOrder)
 	c.Referenced = slices.Clone(s.Referenced)

@@ -118,14 +118,30 @@ var payloadTable = [...]payloadType{
 	row(compactedCodec, validateCompacted, nil),
 }
 
-// intentCodec is an intent.Intent as events record it: every field
-// written, nil lists and unset switches as nil.
-var intentCodec = codec[intent.Intent]{
-	triAt("enabled", func(p *intent.Intent) **bool { return &p.Enabled }),
-	triAt("web_search", func(p *intent.Intent) **bool { return &p.WebSearch }),
-	textAt("preset", func(p *intent.Intent) *string { return &p.Preset }),
-	namesAt("disabled", func(p *intent.Intent) *[]string { return &p.Disabled }),
-	namesAt("picked", func(p *intent.Intent) *[]string { return &p.Picked }),
+// intentCodec is an intent.Intent as events record it: every field of
+// intent.Intent.Field written, nil lists and unset switches as nil.
+var intentCodec = func() codec[intent.Intent] {
+	var c codec[intent.Intent]
+	for i := range intent.NumFields {
+		key, kind := (&intent.Intent{}).Field(i)
+		switch kind.(type) {
+		case **bool:
+			c = append(c, triAt(key, func(in *intent.Intent) **bool { return intentField[**bool](in, i) }))
+		case *string:
+			c = append(c, textAt(key, func(in *intent.Intent) *string { return intentField[*string](in, i) }))
+		case *[]string:
+			c = append(c, namesAt(key, func(in *intent.Intent) *[]string { return intentField[*[]string](in, i) }))
+		default:
+			panic(fmt.Sprintf("events: intent field %q has a kind no codec reads", key))
+		}
+	}
+	return c
+}()
+
+// intentField is the address of field i of in, of type A.
+func intentField[A any](in *intent.Intent, i int) A {
+	_, p := in.Field(i)
+	return p.(A)
 }
 
 // checkpointCodec is the data of a CheckpointRecorded and the checkpoint

@@ -45,24 +45,49 @@ type Intent struct {
 // Clone returns a deep copy of in: no pointer or slice is shared, and a
 // nil list stays nil while an empty one stays empty.
 func (in Intent) Clone() Intent {
-	return Intent{Enabled: cloneBool(in.Enabled), WebSearch: cloneBool(in.WebSearch), Preset: in.Preset,
-		Disabled: slices.Clone(in.Disabled), Picked: slices.Clone(in.Picked)}
+	for i := range NumFields {
+		switch p := field(&in, i).(type) {
+		case **bool:
+			*p = cloneBool(*p)
+		case *[]string:
+			*p = slices.Clone(*p)
+		}
+	}
+	return in
 }
 
 // Equal reports whether in and o hold the same intent field by field:
 // switches by value, lists element by element, and Picked nil apart from
 // an empty Picked (they resolve alike, but the fold keeps the difference).
 func (in Intent) Equal(o Intent) bool {
-	return eqBool(in.Enabled, o.Enabled) && eqBool(in.WebSearch, o.WebSearch) && in.Preset == o.Preset &&
-		slices.Equal(in.Disabled, o.Disabled) && slices.Equal(in.Picked, o.Picked) && (in.Picked == nil) == (o.Picked == nil)
+	return in.Alike(&o) && (in.Picked == nil) == (o.Picked == nil)
 }
 
 // Alike reports whether in and o resolve alike: Equal, except that a nil
 // and an empty list are the same (Fingerprint hashes them alike too). The
 // resolver's cache compares requests with it.
 func (in *Intent) Alike(o *Intent) bool {
-	return eqBool(in.Enabled, o.Enabled) && eqBool(in.WebSearch, o.WebSearch) && in.Preset == o.Preset &&
-		slices.Equal(in.Disabled, o.Disabled) && slices.Equal(in.Picked, o.Picked)
+	for i := range NumFields {
+		var same bool
+		switch a := field(in, i).(type) {
+		case **bool:
+			same = eqBool(*a, *field(o, i).(**bool))
+		case *string:
+			same = *a == *field(o, i).(*string)
+		case *[]string:
+			same = slices.Equal(*a, *field(o, i).(*[]string))
+		}
+		if !same {
+			return false
+		}
+	}
+	return true
+}
+
+// field is the address of field i of in (see Intent.Field).
+func field(in *Intent, i int) any {
+	_, p := in.Field(i)
+	return p
 }
 
 // FNV-1a 64 parameters of Fingerprint.
@@ -77,10 +102,24 @@ const (
 // lengths as separators; a nil and an empty list hash alike, as they
 // resolve alike. It does not allocate.
 func (in *Intent) Fingerprint(h uint64) uint64 {
-	h = fnvByte(h, byte(tri(in.Enabled)<<2|tri(in.WebSearch)))
-	h = fnvString(h, in.Preset)
-	h = fnvList(h, in.Disabled)
-	return fnvList(h, in.Picked)
+	// The switches first, two bits each in one byte, then the other
+	// fields in order.
+	var switches uint64
+	for i := range NumFields {
+		if p, ok := field(in, i).(**bool); ok {
+			switches = switches<<2 | tri(*p)
+		}
+	}
+	h = fnvByte(h, byte(switches))
+	for i := range NumFields {
+		switch p := field(in, i).(type) {
+		case *string:
+			h = fnvString(h, *p)
+		case *[]string:
+			h = fnvList(h, *p)
+		}
+	}
+	return h
 }
 
 // OverrideKind says which form a per-turn override takes.

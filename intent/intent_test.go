@@ -142,3 +142,35 @@ func TestEveryFieldCounts(t *testing.T) {
 		}
 	}
 }
+
+// Field names every field of Intent, in order, by its msgpack key, with
+// the address of the field itself: copying each field of Full through it
+// into a zero intent gives Full back.
+func TestFieldCoversIntent(t *testing.T) {
+	rt := reflect.TypeFor[Intent]()
+	if NumFields != rt.NumField() {
+		t.Fatalf("NumFields is %d, Intent has %d fields", NumFields, rt.NumField())
+	}
+	full := Full()
+	var got Intent
+	for i := range NumFields {
+		key, dst := got.Field(i)
+		_, src := full.Field(i)
+		if tag := rt.Field(i).Tag.Get("msgpack"); tag != key {
+			t.Errorf("field %d: key %q, msgpack tag %q", i, key, tag)
+		}
+		switch d := dst.(type) {
+		case **bool:
+			*d = *src.(**bool)
+		case *string:
+			*d = *src.(*string)
+		case *[]string:
+			*d = *src.(*[]string)
+		default:
+			t.Errorf("field %q: address of kind %T", key, dst)
+		}
+	}
+	if !got.Equal(full) {
+		t.Errorf("Field missed a field:\n got %+v\nwant %+v", got, full)
+	}
+}
