@@ -137,20 +137,28 @@ func encodeIntent(enc *msgpack.Encoder, in *intent.Intent) error {
 }
 
 func encodeRejections(enc *msgpack.Encoder, rs []Rejection) error {
-	if rs == nil {
-		return enc.EncodeNil()
-	}
-	if err := enc.EncodeArrayLen(len(rs)); err != nil {
-		return err
-	}
-	for _, r := range rs {
-		if err := errors.Join(enc.EncodeMapLen(5),
+	return encodeList(enc, rs, func(r Rejection) error {
+		return errors.Join(enc.EncodeMapLen(5),
 			enc.EncodeString("seq"), enc.EncodeUint(r.Seq),
 			enc.EncodeString("id"), enc.EncodeString(r.ID),
 			enc.EncodeString("type"), enc.EncodeString(r.Type),
 			enc.EncodeString("kind"), enc.EncodeString(r.Kind),
 			enc.EncodeString("reason"), enc.EncodeString(r.Reason),
-		); err != nil {
+		)
+	})
+}
+
+// encodeList writes list as an array of elements written by elem; nil as
+// nil.
+func encodeList[E any](enc *msgpack.Encoder, list []E, elem func(E) error) error {
+	if list == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(list)); err != nil {
+		return err
+	}
+	for _, x := range list {
+		if err := elem(x); err != nil {
 			return err
 		}
 	}
@@ -165,18 +173,7 @@ func encodeTri(enc *msgpack.Encoder, b *bool) error {
 }
 
 func encodeStrings(enc *msgpack.Encoder, ss []string) error {
-	if ss == nil {
-		return enc.EncodeNil()
-	}
-	if err := enc.EncodeArrayLen(len(ss)); err != nil {
-		return err
-	}
-	for _, s := range ss {
-		if err := enc.EncodeString(s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return encodeList(enc, ss, enc.EncodeString)
 }
 
 func encodeCheckpoint(enc *msgpack.Encoder, c *Checkpoint) error {
@@ -194,21 +191,12 @@ func encodeCheckpoint(enc *msgpack.Encoder, c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if c.Contract == nil {
-		return enc.EncodeNil()
-	}
-	if err := enc.EncodeArrayLen(len(c.Contract)); err != nil {
-		return err
-	}
-	for _, e := range c.Contract {
-		if err := errors.Join(enc.EncodeMapLen(2),
+	return encodeList(enc, c.Contract, func(e events.ContractEntry) error {
+		return errors.Join(enc.EncodeMapLen(2),
 			enc.EncodeString("name"), enc.EncodeString(e.Name),
 			enc.EncodeString("hash"), enc.EncodeString(e.Hash),
-		); err != nil {
-			return err
-		}
-	}
-	return nil
+		)
+	})
 }
 
 // UnmarshalState decodes bytes written by MarshalState. Unknown keys are

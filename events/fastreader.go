@@ -202,14 +202,18 @@ func be32(b []byte) uint32 {
 }
 func be64(b []byte) uint64 { return uint64(be32(b))<<32 | uint64(be32(b[4:])) }
 
+// number reads an integer as int does, or nil as 0.
+func (r *fastReader) number() (v int64, u uint64, big, ok bool) {
+	if r.isNil() {
+		return 0, 0, false, true
+	}
+	return r.int()
+}
+
 // uintOrNil reads a non-negative integer or nil (0) into dst, as
 // uintField does.
 func (r *fastReader) uintOrNil(dst *uint64) bool {
-	if r.isNil() {
-		*dst = 0
-		return true
-	}
-	v, u, big, ok := r.int()
+	v, u, big, ok := r.number()
 	switch {
 	case !ok || !big && v < 0:
 		return false
@@ -221,14 +225,10 @@ func (r *fastReader) uintOrNil(dst *uint64) bool {
 	return true
 }
 
-// intOrNil reads an integer up to MaxInt64 or nil (0) into dst; intField
-// reads the same, and larger integers (refused) and floats (declined).
+// intOrNil reads an integer up to MaxInt64 or nil (0) into dst, as
+// intField does (it also reads floats, which the fast path declines).
 func (r *fastReader) intOrNil(dst *int64) bool {
-	if r.isNil() {
-		*dst = 0
-		return true
-	}
-	v, _, big, ok := r.int()
+	v, _, big, ok := r.number()
 	*dst = v
 	return ok && !big
 }
