@@ -267,18 +267,28 @@ func (r *fastReader) skipN(n int) bool {
 // scalars. Maps (whose keys would need duplicate checks), nested arrays and
 // extension values are not handled.
 func (r *fastReader) skipUnknown() bool {
-	if n, ok := r.arrayLen(); ok {
-		if n > len(r.b)-r.i {
-			return false
-		}
-		for range n {
-			if !r.skipScalar() {
-				return false
-			}
-		}
-		return true
+	if isArray, ok := r.skipArray(r.skipScalar); isArray {
+		return ok
 	}
 	return r.skipScalar()
+}
+
+// skipArray skips an array of values each skipped by each; isArray is
+// false, and nothing is consumed, when the next value is not an array.
+func (r *fastReader) skipArray(each func() bool) (isArray, ok bool) {
+	n, isArray := r.arrayLen()
+	if !isArray {
+		return false, false
+	}
+	if n > len(r.b)-r.i {
+		return true, false
+	}
+	for range n {
+		if !each() {
+			return true, false
+		}
+	}
+	return true, true
 }
 
 // skipDataMap skips a data map (for a type not read yet): string keys and
@@ -294,14 +304,9 @@ func (r *fastReader) skipDataMap() bool {
 		if _, ok := r.key(); !ok {
 			return false
 		}
-		if m, ok := r.arrayLen(); ok {
-			if m > len(r.b)-r.i {
+		if isArray, ok := r.skipArray(r.skipScalarMap); isArray {
+			if !ok {
 				return false
-			}
-			for range m {
-				if !r.skipScalarMap() {
-					return false
-				}
 			}
 			continue
 		}
