@@ -258,10 +258,10 @@ func genFoldedState(t *rapid.T) State {
 	if rapid.IntRange(0, 4).Draw(t, "full") == 0 {
 		// Sets one short of the wire bound.
 		for i := len(s.Loaded); i < events.MaxListLen-1; i++ {
-			s.Loaded = insertSorted(s.Loaded, fmt.Sprintf("x%03d", i))
+			s.Loaded = intent.InsertSorted(s.Loaded, fmt.Sprintf("x%03d", i))
 		}
 		for i := len(s.Intent.Disabled); i < events.MaxListLen-1; i++ {
-			s.Intent.Disabled = insertSorted(s.Intent.Disabled, fmt.Sprintf("x%03d", i))
+			s.Intent.Disabled = intent.InsertSorted(s.Intent.Disabled, fmt.Sprintf("x%03d", i))
 		}
 	}
 	return s

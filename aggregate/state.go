@@ -190,11 +190,8 @@ func Fold(session string, evs []Stored) State {
 // decode error, another session) or ErrRejected (see Check), is the
 // recorded reason. ApplyStored is deterministic and never panics.
 //
-// Fold rules for applied events: ToolsToggled sets Intent.Enabled and
-// clears Intent.Picked (whatever its value: on, off or follow the
-// profile); WebSearchSet sets Intent.WebSearch; PresetChosen sets Intent.Preset;
-// ToolDisabled adds to Intent.Disabled and ToolEnabled removes from it;
-// ToolsPicked sets Intent.Picked (nil unsets); DeferredLoaded adds to
+// Fold rules for applied events: an event that changes the stored intent
+// applies to Intent as events.FoldIntent says; DeferredLoaded adds to
 // Loaded (and appends to LoadOrder); DeferredEvicted removes its loaded
 // names from both; TurnStarted sets Turn, InTurn and TurnSeq; TurnEnded clears InTurn;
 // CheckpointRecorded sets Checkpoint and replaces Loaded by the
@@ -243,33 +240,20 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 		return s.refuse(seq, e.ID, string(e.Type), KindRejected, err)
 	}
 	switch v := p.(type) {
-	case events.ToolsToggled:
-		s.Intent.Enabled = cloneBool(v.Enabled)
-		s.Intent.Picked = nil // a master-switch change is the user's new choice
-	case events.WebSearchSet:
-		s.Intent.WebSearch = cloneBool(v.Enabled)
-	case events.PresetChosen:
-		s.Intent.Preset = v.Preset
-	case events.ToolDisabled:
-		s.Intent.Disabled = insertSorted(s.Intent.Disabled, v.Name)
-	case events.ToolEnabled:
-		s.Intent.Disabled = removeSorted(s.Intent.Disabled, v.Name)
-	case events.ToolsPicked:
-		s.Intent.Picked = slices.Clone(v.Names)
 	case events.DeferredLoaded:
 		for _, n := range v.Names {
 			if _, found := slices.BinarySearch(s.Loaded, n); !found {
-				s.Loaded = insertSorted(s.Loaded, n)
+				s.Loaded = intent.InsertSorted(s.Loaded, n)
 				s.LoadOrder = append(slices.Clip(s.LoadOrder), n)
 			}
 			if _, found := slices.BinarySearch(s.Referenced, n); !found && len(s.Referenced) < events.MaxListLen {
-				s.Referenced = insertSorted(s.Referenced, n)
+				s.Referenced = intent.InsertSorted(s.Referenced, n)
 			}
 		}
 	case events.DeferredEvicted:
 		for _, n := range v.Names {
 			if _, found := slices.BinarySearch(s.Loaded, n); found {
-				s.Loaded = removeSorted(s.Loaded, n)
+				s.Loaded = intent.RemoveSorted(s.Loaded, n)
 				if i := slices.Index(s.LoadOrder, n); i >= 0 {
 					s.LoadOrder = slices.Delete(slices.Clone(s.LoadOrder), i, i+1)
 				}
@@ -298,6 +282,8 @@ func (s *State) apply(seq uint64, e events.Envelope, msgID string, reg *resolver
 			return s.refuse(seq, e.ID, string(e.Type), KindRejected, fmt.Errorf("%w: SessionCompacted at sequence %d claims to replace events up to %d, after itself: %w", ErrRejected, seq, v.LastSeq, events.ErrBrokenRule))
 		}
 		*s = compactedState(s.Session, v)
+	default:
+		events.FoldIntent(p, &s.Intent)
 	}
 	if s.Session == "" {
 		s.Session = e.Session
@@ -547,33 +533,6 @@ func cloneBool(b *bool) *bool {
 	return &v
 }
 
-// insertSorted adds name to the sorted set xs (copy-on-write, so a Clone's
-// slices are never written through).
-func insertSorted(xs []string, name string) []string {
-	i, found := slices.BinarySearch(xs, name)
-	if found {
-		return xs
-	}
-	out := make([]string, 0, len(xs)+1)
-	out = append(out, xs[:i]...)
-	out = append(out, name)
-	return append(out, xs[i:]...)
-}
-
-// removeSorted removes name from the sorted set xs (copy-on-write); the
-// empty set is nil.
-func removeSorted(xs []string, name string) []string {
-	i, found := slices.BinarySearch(xs, name)
-	if !found {
-		return xs
-	}
-	if len(xs) == 1 {
-		return nil
-	}
-	out := make([]string, 0, len(xs)-1)
-	out = append(out, xs[:i]...)
-	return append(out, xs[i+1:]...)
-}
 
 // sortedSet returns a sorted, de-duplicated copy of xs; nil when empty.
 func sortedSet(xs []string) []string {

@@ -10,6 +10,7 @@ package events
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/toolintent/engine/intent"
 )
@@ -22,7 +23,10 @@ type payloadType struct {
 	fast     func(r *fastReader, n int) (Payload, bool)
 	validate func(p Payload) error
 	value    func(p Payload) (Payload, bool)
-	keys     []string
+	// fold applies the payload to the session's stored intent; nil for
+	// an event that does not change it.
+	fold func(p Payload, in *intent.Intent)
+	keys []string
 	// command is nil for an event no command writes.
 	command *commandOpts
 }
@@ -39,8 +43,19 @@ type commandOpts struct {
 // row builds the row of payload type P from its codec, its validation (nil:
 // every value decoded is valid) and its command options.
 func row[P Payload](c codec[P], validate func(P) error, cmd *commandOpts) payloadType {
+	return intentRow(c, validate, cmd, nil)
+}
+
+// intentRow is row for an event that changes the stored intent: fold
+// applies it.
+func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, fold func(v P, in *intent.Intent)) payloadType {
 	var zero P
+	var folds func(p Payload, in *intent.Intent)
+	if fold != nil {
+		folds = func(p Payload, in *intent.Intent) { fold(p.(P), in) }
+	}
 	return payloadType{
+		fold: folds,
 		zero: zero, command: cmd, keys: c.allKeys(),
 		encode: func(s *sticky, p Payload) {
 			v := p.(P)
@@ -75,18 +90,25 @@ func row[P Payload](c codec[P], validate func(P) error, cmd *commandOpts) payloa
 // payloadTable lists the event types in command order (CommandTypes);
 // allTypes keeps the order of Types.
 var payloadTable = [...]payloadType{
-	row(codec[ToolsToggled]{triAt("enabled", func(p *ToolsToggled) **bool { return &p.Enabled })},
-		nil, &commandOpts{retrySafe: true}),
-	row(codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
-		nil, &commandOpts{retrySafe: true}),
-	row(codec[PresetChosen]{textAt("preset", func(p *PresetChosen) *string { return &p.Preset })},
-		validatePreset, &commandOpts{retrySafe: true, nullable: []string{"preset"}}),
-	row(codec[ToolDisabled]{nameAt("name", func(p *ToolDisabled) *string { return &p.Name })},
-		func(v ToolDisabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true}),
-	row(codec[ToolEnabled]{nameAt("name", func(p *ToolEnabled) *string { return &p.Name })},
-		func(v ToolEnabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true}),
-	row(codec[ToolsPicked]{namesAt("names", func(p *ToolsPicked) *[]string { return &p.Names })},
-		func(v ToolsPicked) error { return validatePatterns("names", v.Names) }, &commandOpts{}),
+	intentRow(codec[ToolsToggled]{triAt("enabled", func(p *ToolsToggled) **bool { return &p.Enabled })},
+		nil, &commandOpts{retrySafe: true}, func(v ToolsToggled, in *intent.Intent) {
+			in.Enabled = cloneBool(v.Enabled)
+			in.Picked = nil // a master-switch change is the user's new choice
+		}),
+	intentRow(codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
+		nil, &commandOpts{retrySafe: true}, func(v WebSearchSet, in *intent.Intent) { in.WebSearch = cloneBool(v.Enabled) }),
+	intentRow(codec[PresetChosen]{textAt("preset", func(p *PresetChosen) *string { return &p.Preset })},
+		validatePreset, &commandOpts{retrySafe: true, nullable: []string{"preset"}},
+		func(v PresetChosen, in *intent.Intent) { in.Preset = v.Preset }),
+	intentRow(codec[ToolDisabled]{nameAt("name", func(p *ToolDisabled) *string { return &p.Name })},
+		func(v ToolDisabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true},
+		func(v ToolDisabled, in *intent.Intent) { in.Disabled = intent.InsertSorted(in.Disabled, v.Name) }),
+	intentRow(codec[ToolEnabled]{nameAt("name", func(p *ToolEnabled) *string { return &p.Name })},
+		func(v ToolEnabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true},
+		func(v ToolEnabled, in *intent.Intent) { in.Disabled = intent.RemoveSorted(in.Disabled, v.Name) }),
+	intentRow(codec[ToolsPicked]{namesAt("names", func(p *ToolsPicked) *[]string { return &p.Names })},
+		func(v ToolsPicked) error { return validatePatterns("names", v.Names) }, &commandOpts{},
+		func(v ToolsPicked, in *intent.Intent) { in.Picked = slices.Clone(v.Names) }),
 	row(codec[DeferredLoaded]{
 		namesAt("names", func(p *DeferredLoaded) *[]string { return &p.Names }),
 		uintAt("turn", func(p *DeferredLoaded) *uint64 { return &p.Turn }),
@@ -196,6 +218,35 @@ func deref(p Payload) (Payload, bool) {
 		return nil, false
 	}
 	return r.value(p)
+}
+
+// FoldIntent applies p to the session's stored intent in when p is an
+// event that changes it, and reports whether it is one: ToolsToggled sets
+// Enabled and clears Picked (whatever its value: on, off or follow the
+// profile), WebSearchSet sets WebSearch, PresetChosen sets Preset,
+// ToolDisabled adds to Disabled and ToolEnabled removes from it (a sorted
+// set, copied on write), ToolsPicked sets Picked (nil unsets). Nothing of
+// p is shared with in. It is the fold step of these events; the rules
+// that may refuse them are the fold's (see package aggregate).
+func FoldIntent(p Payload, in *intent.Intent) bool {
+	v, ok := deref(p)
+	if !ok {
+		return false
+	}
+	r := payloadByType[v.EventType()]
+	if r.fold == nil {
+		return false
+	}
+	r.fold(v, in)
+	return true
+}
+
+func cloneBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	c := *b
+	return &c
 }
 
 // RetrySafe reports whether the engine may re-decide command p against a

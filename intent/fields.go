@@ -1,5 +1,7 @@
 package intent
 
+import "slices"
+
 // NumFields is the number of fields of Intent; see Intent.Field.
 const NumFields = 5
 
@@ -24,4 +26,32 @@ func (in *Intent) Field(i int) (string, any) {
 		return "picked", &in.Picked
 	}
 	return "", nil
+}
+
+// InsertSorted adds name to the sorted set xs, the form of Disabled. It
+// copies on write, so a clone's lists are never written through.
+func InsertSorted(xs []string, name string) []string {
+	i, found := slices.BinarySearch(xs, name)
+	if found {
+		return xs
+	}
+	out := make([]string, 0, len(xs)+1)
+	out = append(out, xs[:i]...)
+	out = append(out, name)
+	return append(out, xs[i:]...)
+}
+
+// RemoveSorted removes name from the sorted set xs, copying on write; the
+// empty set is nil.
+func RemoveSorted(xs []string, name string) []string {
+	i, found := slices.BinarySearch(xs, name)
+	if !found {
+		return xs
+	}
+	if len(xs) == 1 {
+		return nil
+	}
+	out := make([]string, 0, len(xs)-1)
+	out = append(out, xs[:i]...)
+	return append(out, xs[i+1:]...)
 }
