@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 )
@@ -143,7 +144,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if eqBool(s.Intent.Enabled, c.Enabled) && s.Intent.Picked == nil {
 			return nil, nil // a no-op only when it would not clear a picked list either
 		}
-		return one(events.ToolsToggled{Enabled: cloneBool(c.Enabled)}), nil
+		return one(events.ToolsToggled{Enabled: intent.CloneBool(c.Enabled)}), nil
 	case events.WebSearchSet:
 		if c.Enabled != nil && *c.Enabled {
 			if _, ok := reg.Tool(resolver.WebSearch); !ok {
@@ -153,7 +154,7 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		if eqBool(s.Intent.WebSearch, c.Enabled) {
 			return nil, nil
 		}
-		return one(events.WebSearchSet{Enabled: cloneBool(c.Enabled)}), nil
+		return one(events.WebSearchSet{Enabled: intent.CloneBool(c.Enabled)}), nil
 	case events.PresetChosen:
 		if c.Preset != "" {
 			if _, ok := reg.Preset(c.Preset); !ok {

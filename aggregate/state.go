@@ -525,15 +525,6 @@ func reorder(order, next []string) []string {
 	return out
 }
 
-func cloneBool(b *bool) *bool {
-	if b == nil {
-		return nil
-	}
-	v := *b
-	return &v
-}
-
-
 // sortedSet returns a sorted, de-duplicated copy of xs; nil when empty.
 func sortedSet(xs []string) []string {
 	if len(xs) == 0 {

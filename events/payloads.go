@@ -92,11 +92,11 @@ func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, 
 var payloadTable = [...]payloadType{
 	intentRow(codec[ToolsToggled]{triAt("enabled", func(p *ToolsToggled) **bool { return &p.Enabled })},
 		nil, &commandOpts{retrySafe: true}, func(v ToolsToggled, in *intent.Intent) {
-			in.Enabled = cloneBool(v.Enabled)
+			in.Enabled = intent.CloneBool(v.Enabled)
 			in.Picked = nil // a master-switch change is the user's new choice
 		}),
 	intentRow(codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
-		nil, &commandOpts{retrySafe: true}, func(v WebSearchSet, in *intent.Intent) { in.WebSearch = cloneBool(v.Enabled) }),
+		nil, &commandOpts{retrySafe: true}, func(v WebSearchSet, in *intent.Intent) { in.WebSearch = intent.CloneBool(v.Enabled) }),
 	intentRow(codec[PresetChosen]{textAt("preset", func(p *PresetChosen) *string { return &p.Preset })},
 		validatePreset, &commandOpts{retrySafe: true, nullable: []string{"preset"}},
 		func(v PresetChosen, in *intent.Intent) { in.Preset = v.Preset }),
@@ -239,14 +239,6 @@ func FoldIntent(p Payload, in *intent.Intent) bool {
 	}
 	r.fold(v, in)
 	return true
-}
-
-func cloneBool(b *bool) *bool {
-	if b == nil {
-		return nil
-	}
-	c := *b
-	return &c
 }
 
 // RetrySafe reports whether the engine may re-decide command p against a

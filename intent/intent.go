@@ -48,7 +48,7 @@ func (in Intent) Clone() Intent {
 	for i := range NumFields {
 		switch p := field(&in, i).(type) {
 		case **bool:
-			*p = cloneBool(*p)
+			*p = CloneBool(*p)
 		case *[]string:
 			*p = slices.Clone(*p)
 		}
@@ -294,7 +294,9 @@ func (o *Override) Fingerprint(h uint64) uint64 {
 // a separator, for callers that fingerprint an intent with other fields.
 func FingerprintString(h uint64, s string) uint64 { return fnvString(h, s) }
 
-func cloneBool(p *bool) *bool {
+// CloneBool returns a copy of the switch p: nil stays nil, a set value
+// is a new pointer.
+func CloneBool(p *bool) *bool {
 	if p == nil {
 		return nil
 	}
