@@ -8,7 +8,7 @@ import (
 
 // A TurnStarted records every field of its intents: a round trip of
 // an intent with all fields set (intent.Full) gives it back. A new intent
-// field fails here until encodeTurnIntent and turnIntentField carry it.
+// field fails here until the intent codec (intent.Intent.Field) carries it.
 func TestTurnStartedCarriesEveryIntentField(t *testing.T) {
 	full := intent.Full()
 	over := full.Clone()

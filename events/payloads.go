@@ -2,9 +2,10 @@ package events
 
 // The payload table: one row per event type, holding its wire fields (the
 // codec every reader and writer of the msgpack map derives from), its
-// validation, and, for a command, its command options and whether the
-// engine may re-decide it on a conflict. Encode, both paths of Decode,
-// Validate, the command table, PayloadValue and RetrySafe read this table
+// validation, for an event that changes the stored intent its fold step,
+// and, for a command, its command options and whether the engine may
+// re-decide it on a conflict. Encode, both paths of Decode, Validate, the
+// command table, PayloadValue, FoldIntent and RetrySafe read this table
 // only; a new event type is its payload struct, its Type, and one row.
 
 import (
@@ -55,8 +56,7 @@ func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, 
 		folds = func(p Payload, in *intent.Intent) { fold(p.(P), in) }
 	}
 	return payloadType{
-		fold: folds,
-		zero: zero, command: cmd, keys: c.allKeys(),
+		zero: zero, command: cmd, keys: c.allKeys(), fold: folds,
 		encode: func(s *sticky, p Payload) {
 			v := p.(P)
 			c.encode(s, &v)

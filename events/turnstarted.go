@@ -32,7 +32,7 @@ var turnStartedCodec = codec[TurnStarted]{
 		namesAt("names", func(p *TurnOverride) *[]string { return &p.Names }).
 			omitted(func(p *TurnOverride) bool { return p.Names == nil }),
 	}, func(p *TurnStarted) **TurnOverride { return &p.Override }).
-		omitted(func(p *TurnStarted) bool { return p.Override == nil }),
+		omitted(func(p *TurnStarted) bool { return p.Override == nil }).readLast(),
 	textAt("registry_version", func(p *TurnStarted) *string { return &p.RegistryVersion }).
 		omitted(func(p *TurnStarted) bool { return p.RegistryVersion == "" }),
 	textAt("contract_hash", func(p *TurnStarted) *string { return &p.ContractHash }).

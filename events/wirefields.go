@@ -23,6 +23,11 @@ type field[P any] struct {
 	fast func(r *fastReader, p *P) bool
 	// keys are the keys of a nested map, for the parser's known keys.
 	keys []string
+	// last: the generic reader reads the key after the others, so that
+	// of several bad keys the others are reported first (TurnStarted's
+	// override, whose errors it reports after those of the keys written
+	// after it).
+	last bool
 }
 
 // codec is the fields of a map of type P in wire order.
@@ -45,13 +50,18 @@ func (c codec[P]) encode(s *sticky, p *P) {
 	}
 }
 
-// decode reads a P from a generic map, field by field in wire order;
-// unknown keys are ignored.
+// decode reads a P from a generic map, field by field in wire order (the
+// fields marked last at the end); unknown keys are ignored.
 func (c codec[P]) decode(m map[string]any) (P, error) {
 	var p P
-	for i := range c {
-		if err := c[i].dec(m, &p); err != nil {
-			return p, err
+	for _, last := range [...]bool{false, true} {
+		for i := range c {
+			if c[i].last != last {
+				continue
+			}
+			if err := c[i].dec(m, &p); err != nil {
+				return p, err
+			}
 		}
 	}
 	return p, nil
@@ -108,9 +118,15 @@ func (c codec[P]) allKeys() []string {
 	return out
 }
 
-// omitted returns f written only when set reports true.
+// omitted returns f left out of the encoded map when unset reports true.
 func (f field[P]) omitted(unset func(p *P) bool) field[P] {
 	f.omit = unset
+	return f
+}
+
+// readLast returns f read by the generic reader after the other keys.
+func (f field[P]) readLast() field[P] {
+	f.last = true
 	return f
 }
 
