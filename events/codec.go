@@ -35,6 +35,7 @@ var encoders = sync.Pool{New: func() any {
 type encoder struct {
 	buf bytes.Buffer
 	e   *msgpack.Encoder
+	s   sticky // reused, so that the payload codecs' calls do not move it to the heap
 }
 
 // Encode validates e (see Envelope.Validate) and returns its msgpack bytes:
@@ -54,7 +55,8 @@ func Encode(e Envelope) ([]byte, error) {
 	w := enc.e
 	// bytes.Buffer writes never fail, so encoder errors cannot occur; they
 	// are still checked once at the end via the sticky helper.
-	s := sticky{e: w}
+	enc.s = sticky{e: w}
+	s := &enc.s
 	s.mapLen(8)
 	s.str(keyID)
 	s.str(e.ID)
@@ -71,7 +73,7 @@ func Encode(e Envelope) ([]byte, error) {
 	s.str(keyType)
 	s.str(string(p.EventType()))
 	s.str(keyData)
-	encodePayload(&s, p)
+	encodePayload(s, p)
 	if s.err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", e.ID, s.err)
 	}

@@ -1,5 +1,7 @@
 package events
 
+import "sync"
+
 // The fast path of Decode. It reads a v2 envelope in one pass straight into
 // Envelope fields and the typed payload, without the generic map. It only
 // ever reports success: on anything it does not handle, and on any input the
@@ -75,14 +77,22 @@ func headerText(k []byte) int {
 	return -1
 }
 
+var fastReaders = sync.Pool{New: func() any { return new(fastReader) }}
+
 // decodeFast is the fast path; see the comment at the top of the file.
 func decodeFast(b []byte) (Envelope, bool) {
 	if len(b) > MaxEventBytes {
 		return Envelope{}, false
 	}
 	// Every decoded string is a substring of one copy of the input: one
-	// allocation for all of them.
-	r := fastReader{b: b, s: string(b)}
+	// allocation for all of them. The reader is pooled: the payload codecs
+	// take it through function values, which would move it to the heap.
+	r := fastReaders.Get().(*fastReader)
+	*r = fastReader{b: b, s: string(b)}
+	defer func() {
+		*r = fastReader{}
+		fastReaders.Put(r)
+	}()
 	n, ok := r.mapLen()
 	if !ok {
 		return Envelope{}, false
@@ -159,7 +169,7 @@ func decodeFast(b []byte) (Envelope, bool) {
 			return Envelope{}, false
 		}
 	default: // no data: the payload of an empty map
-		if env.Payload, ok = payloadByType[typ].fast(&r, 0); !ok {
+		if env.Payload, ok = payloadByType[typ].fast(r, 0); !ok {
 			return Envelope{}, false
 		}
 	}

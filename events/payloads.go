@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/toolintent/engine/intent"
 )
@@ -55,16 +56,26 @@ func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, 
 	if fold != nil {
 		folds = func(p Payload, in *intent.Intent) { fold(p.(P), in) }
 	}
+	// The codecs take a *P through function values, which the compiler
+	// must assume keep it: scratch values from a pool spare Encode and
+	// the fast path an allocation per event.
+	scratch := sync.Pool{New: func() any { return new(P) }}
 	return payloadType{
 		zero: zero, command: cmd, keys: c.allKeys(), fold: folds,
 		encode: func(s *sticky, p Payload) {
-			v := p.(P)
-			c.encode(s, &v)
+			v := scratch.Get().(*P)
+			*v = p.(P)
+			c.encode(s, v)
+			*v = zero
+			scratch.Put(v)
 		},
 		decode: func(m map[string]any) (Payload, error) { return c.decode(m) },
 		fast: func(r *fastReader, n int) (Payload, bool) {
-			var p P
-			ok := c.fast(r, n, &p)
+			v := scratch.Get().(*P)
+			ok := c.fast(r, n, v)
+			p := *v
+			*v = zero
+			scratch.Put(v)
 			return p, ok
 		},
 		validate: func(p Payload) error {
@@ -76,7 +87,7 @@ func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, 
 		value: func(p Payload) (Payload, bool) {
 			switch v := any(p).(type) {
 			case P:
-				return v, true
+				return p, true // already boxed: no copy
 			case *P:
 				if v != nil {
 					return *v, true
@@ -107,7 +118,7 @@ var payloadTable = [...]payloadType{
 		func(v ToolEnabled) error { return validatePattern("name", v.Name) }, &commandOpts{retrySafe: true},
 		func(v ToolEnabled, in *intent.Intent) { in.Disabled = intent.RemoveSorted(in.Disabled, v.Name) }),
 	intentRow(codec[ToolsPicked]{namesAt("names", func(p *ToolsPicked) *[]string { return &p.Names })},
-		func(v ToolsPicked) error { return validatePatterns("names", v.Names) }, &commandOpts{},
+		func(v ToolsPicked) error { return validatePatterns("", "names", v.Names) }, &commandOpts{},
 		func(v ToolsPicked, in *intent.Intent) { in.Picked = slices.Clone(v.Names) }),
 	row(codec[DeferredLoaded]{
 		namesAt("names", func(p *DeferredLoaded) *[]string { return &p.Names }),

@@ -68,10 +68,10 @@ func validateTurnStarted(v TurnStarted) error {
 		if err := validateTurnIntent("override.intent", o.Intent); err != nil {
 			return err
 		}
-		if err := validatePatterns("override.allowed", o.Allowed); err != nil {
+		if err := validatePatterns("override", "allowed", o.Allowed); err != nil {
 			return err
 		}
-		return validatePatterns("override.names", o.Names)
+		return validatePatterns("override", "names", o.Names)
 	}
 	return nil
 }
@@ -85,10 +85,10 @@ func validateTurnIntent(field string, in *intent.Intent) error {
 			return fmt.Errorf("%s.preset: %w", field, err)
 		}
 	}
-	if err := validatePatterns(field+".disabled", in.Disabled); err != nil {
+	if err := validatePatterns(field, "disabled", in.Disabled); err != nil {
 		return err
 	}
-	return validatePatterns(field+".picked", in.Picked)
+	return validatePatterns(field, "picked", in.Picked)
 }
 
 // checkTurnStarted is the fold rule of a TurnStarted's recorded request

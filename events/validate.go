@@ -173,14 +173,22 @@ func validatePattern(field, name string) error {
 	return nil
 }
 
-// validatePatterns checks a bounded list of tool names or patterns.
-func validatePatterns(field string, names []string) error {
+// validatePatterns checks a bounded list of tool names or patterns, the
+// field prefix.name (name alone for prefix ""); the name is formatted only
+// for an error.
+func validatePatterns(prefix, name string, names []string) error {
+	field := func() string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
 	if len(names) > MaxListLen {
-		return fmt.Errorf("%s has %d names, at most %d allowed: %w", field, len(names), MaxListLen, ErrInvalidEvent)
+		return fmt.Errorf("%s has %d names, at most %d allowed: %w", field(), len(names), MaxListLen, ErrInvalidEvent)
 	}
 	for _, n := range names {
-		if err := validatePattern(field, n); err != nil {
-			return err
+		if err := ValidateToolPattern(n); err != nil {
+			return fmt.Errorf("%s: %w", field(), err)
 		}
 	}
 	return nil
