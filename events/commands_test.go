@@ -118,3 +118,19 @@ func TestTurnEndedCheckpointCommand(t *testing.T) {
 		}
 	}
 }
+
+// The engine re-decides after a conflict only blind writes of one intent
+// field, set additions and deletes, and only in value form.
+func TestRetrySafe(t *testing.T) {
+	safe := map[Type]bool{TypeToolsToggled: true, TypeWebSearchSet: true, TypePresetChosen: true,
+		TypeToolDisabled: true, TypeToolEnabled: true, TypeDeferredLoaded: true, TypeSessionDeleted: true}
+	for i := range payloadTable {
+		zero := payloadTable[i].zero
+		if got := RetrySafe(zero); got != safe[zero.EventType()] {
+			t.Errorf("RetrySafe(%s) = %v, want %v", zero.EventType(), got, !got)
+		}
+	}
+	if RetrySafe(&ToolsToggled{}) || RetrySafe(nil) {
+		t.Error("a pointer or nil payload is retry-safe")
+	}
+}
