@@ -134,6 +134,9 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 		return nil, fmt.Errorf("decide %s: session %q was deleted at sequence %d; a deleted id takes no new events: %w", p.EventType(), s.Session, s.DeletedSeq, ErrDeleted)
 	}
 	lim = lim.withDefaults()
+	if key, on, set, ok := events.Overlay(p); ok {
+		return decideOverlay(s, reg, key, on, set)
+	}
 	switch c := p.(type) {
 	case events.SessionDeleted:
 		if err := events.CheckStored(events.Envelope{ID: "decide", Payload: c}, "decide"); err != nil {
@@ -145,16 +148,6 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 			return nil, nil // a no-op only when it would not clear a picked list either
 		}
 		return one(events.ToolsToggled{Enabled: intent.CloneBool(c.Enabled)}), nil
-	case events.WebSearchSet:
-		if c.Enabled != nil && *c.Enabled {
-			if _, ok := reg.Tool(resolver.WebSearch); !ok {
-				return nil, fmt.Errorf("decide WebSearchSet: registry %s has no %s tool, add it to the registry first: %w", reg.Version(), resolver.WebSearch, ErrUnknownTool)
-			}
-		}
-		if eqBool(s.Intent.WebSearch, c.Enabled) {
-			return nil, nil
-		}
-		return one(events.WebSearchSet{Enabled: intent.CloneBool(c.Enabled)}), nil
 	case events.PresetChosen:
 		if c.Preset != "" {
 			if _, ok := reg.Preset(c.Preset); !ok {
@@ -245,6 +238,24 @@ func Decide(s State, reg *resolver.Registry, cmd Command, lim Limits) ([]events.
 }
 
 func one(p events.Payload) []events.Payload { return []events.Payload{p} }
+
+// decideOverlay decides a command that sets the overlay switch key of the
+// intent to on (events.Overlay; set is the command to store): turning it
+// on needs the tool it adds, named key, in the registry, and setting the
+// value it has is a no-op.
+func decideOverlay(s State, reg *resolver.Registry, key string, on *bool, set events.Payload) ([]events.Payload, error) {
+	if on != nil && *on {
+		if _, ok := reg.Tool(key); !ok {
+			return nil, fmt.Errorf("decide %s: registry %s has no %s tool, add it to the registry first: %w", set.EventType(), reg.Version(), key, ErrUnknownTool)
+		}
+	}
+	for i := range intent.NumFields {
+		if k, cur := s.Intent.Field(i); k == key && eqBool(*cur.(**bool), on) {
+			return nil, nil
+		}
+	}
+	return one(set), nil
+}
 
 func eqBool(a, b *bool) bool {
 	if a == nil || b == nil {

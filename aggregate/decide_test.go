@@ -432,3 +432,12 @@ func TestDecidePatterns(t *testing.T) {
 	}
 	decideErr(t, s, def, events.ToolsPicked{Names: []string{"read_file", "ghost_*"}}, Limits{}, ErrUnknownTool, "ghost_*")
 }
+
+// An overlay switch adds the tool of its own name: the intent key of
+// WebSearchSet's switch is the web_search tool.
+func TestOverlayKeyIsItsTool(t *testing.T) {
+	key, _, _, ok := events.Overlay(events.WebSearchSet{})
+	if !ok || key != resolver.WebSearch {
+		t.Fatalf("Overlay(WebSearchSet) = %q, %v; want %q", key, ok, resolver.WebSearch)
+	}
+}

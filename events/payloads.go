@@ -28,7 +28,12 @@ type payloadType struct {
 	// fold applies the payload to the session's stored intent; nil for
 	// an event that does not change it.
 	fold func(p Payload, in *intent.Intent)
-	keys []string
+	// overlay is the intent key of the overlay switch the event sets
+	// ("" for none); switchOf returns the value it sets and the payload
+	// with that value copied.
+	overlay  string
+	switchOf func(p Payload) (*bool, Payload)
+	keys     []string
 	// command is nil for an event no command writes.
 	command *commandOpts
 }
@@ -98,6 +103,30 @@ func intentRow[P Payload](c codec[P], validate func(P) error, cmd *commandOpts, 
 	}
 }
 
+// overlayRow is the row of an event that sets the overlay switch of the
+// stored intent under key (intent.Intent.Field), held by the payload at
+// on: its fold sets the switch, and Overlay reports it.
+func overlayRow[P Payload](key string, c codec[P], cmd *commandOpts, on func(*P) **bool) payloadType {
+	r := intentRow(c, nil, cmd, func(v P, in *intent.Intent) { *intentSwitch(in, key) = intent.CloneBool(*on(&v)) })
+	r.overlay = key
+	r.switchOf = func(p Payload) (*bool, Payload) {
+		v := p.(P)
+		*on(&v) = intent.CloneBool(*on(&v))
+		return *on(&v), v
+	}
+	return r
+}
+
+// intentSwitch is the address of the switch of in under key.
+func intentSwitch(in *intent.Intent, key string) **bool {
+	for i := range intent.NumFields {
+		if k, p := in.Field(i); k == key {
+			return p.(**bool)
+		}
+	}
+	panic("events: the intent has no switch " + key)
+}
+
 // payloadTable lists the event types in command order (CommandTypes);
 // allTypes keeps the order of Types.
 var payloadTable = [...]payloadType{
@@ -106,8 +135,8 @@ var payloadTable = [...]payloadType{
 			in.Enabled = intent.CloneBool(v.Enabled)
 			in.Picked = nil // a master-switch change is the user's new choice
 		}),
-	intentRow(codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
-		nil, &commandOpts{retrySafe: true}, func(v WebSearchSet, in *intent.Intent) { in.WebSearch = intent.CloneBool(v.Enabled) }),
+	overlayRow("web_search", codec[WebSearchSet]{triAt("enabled", func(p *WebSearchSet) **bool { return &p.Enabled })},
+		&commandOpts{retrySafe: true}, func(p *WebSearchSet) **bool { return &p.Enabled }),
 	intentRow(codec[PresetChosen]{textAt("preset", func(p *PresetChosen) *string { return &p.Preset })},
 		validatePreset, &commandOpts{retrySafe: true, nullable: []string{"preset"}},
 		func(v PresetChosen, in *intent.Intent) { in.Preset = v.Preset }),
@@ -234,7 +263,8 @@ func deref(p Payload) (Payload, bool) {
 // FoldIntent applies p to the session's stored intent in when p is an
 // event that changes it, and reports whether it is one: ToolsToggled sets
 // Enabled and clears Picked (whatever its value: on, off or follow the
-// profile), WebSearchSet sets WebSearch, PresetChosen sets Preset,
+// profile), an overlay event (see Overlay) sets its switch (WebSearchSet
+// sets WebSearch), PresetChosen sets Preset,
 // ToolDisabled adds to Disabled and ToolEnabled removes from it (a sorted
 // set, copied on write), ToolsPicked sets Picked (nil unsets). Nothing of
 // p is shared with in. It is the fold step of these events; the rules
@@ -250,6 +280,24 @@ func FoldIntent(p Payload, in *intent.Intent) bool {
 	}
 	r.fold(v, in)
 	return true
+}
+
+// Overlay reports whether p sets an overlay switch of the stored intent
+// (WebSearchSet): key is the switch's intent key (intent.Intent.Field),
+// which is also the name of the tool the overlay adds when on; on is the
+// value p sets, and set is p in value form with that value copied, so
+// that it shares no pointer with p.
+func Overlay(p Payload) (key string, on *bool, set Payload, ok bool) {
+	v, ok := deref(p)
+	if !ok {
+		return "", nil, nil, false
+	}
+	r := payloadByType[v.EventType()]
+	if r.overlay == "" {
+		return "", nil, nil, false
+	}
+	on, set = r.switchOf(v)
+	return r.overlay, on, set, true
 }
 
 // RetrySafe reports whether the engine may re-decide command p against a
