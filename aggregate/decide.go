@@ -257,12 +257,7 @@ func decideOverlay(s State, reg *resolver.Registry, key string, on *bool, set ev
 	return one(set), nil
 }
 
-func eqBool(a, b *bool) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
-}
+func eqBool(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 func knownTool(reg *resolver.Registry, op, name string) error {
 	if err := events.ValidateToolPattern(name); err != nil {
