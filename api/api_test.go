@@ -23,10 +23,10 @@ import (
 type outcome struct {
 	Append       AppendResponse
 	Intent       SessionView
-	Resolve      service.TurnView
-	Begin        service.TurnView
+	Resolve      wire.TurnView
+	Begin        wire.TurnView
 	Discover     service.DiscoverResult
-	Dispatch     service.TurnView
+	Dispatch     wire.TurnView
 	Inspect      DispatchRecord
 	CallCheck    service.CallCheckResult
 	CallUnknown  service.CallCheckResult

@@ -16,7 +16,7 @@ import (
 )
 
 // Client is the Go client (package client) seen with the engine's own
-// types (events.Payload commands, service.TurnView replies), for tests
+// types (events.Payload commands, wire.TurnView replies), for tests
 // that link the engine. Errors from the engine are *APIError; errors.Is
 // also matches them against ErrBadRequest and any engine sentinel whose
 // service.KindOf maps to their code (service.ErrConflict, ErrNoTurn, ...).
@@ -93,8 +93,8 @@ func (c *Client) Intent(ctx context.Context, session string, minSeq uint64) (Ses
 }
 
 // Resolve resolves a session's tools.
-func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (service.TurnView, error) {
-	return call[service.TurnView](ctx, c, wire.OpResolve, &req)
+func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (wire.TurnView, error) {
+	return call[wire.TurnView](ctx, c, wire.OpResolve, &req)
 }
 
 // HistoryPage returns one page of a session's timeline.
@@ -165,8 +165,8 @@ func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeResponse,
 }
 
 // BeginTurn begins the session's next turn.
-func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (service.TurnView, error) {
-	return call[service.TurnView](ctx, c, wire.OpBeginTurn, &req)
+func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (wire.TurnView, error) {
+	return call[wire.TurnView](ctx, c, wire.OpBeginTurn, &req)
 }
 
 // Discover is tool_search in the open turn, for exact names.
@@ -180,8 +180,8 @@ func (c *Client) ToolSearch(ctx context.Context, session, provider string, input
 }
 
 // Dispatch returns the provider request of the open turn.
-func (c *Client) Dispatch(ctx context.Context, session, provider string) (service.TurnView, error) {
-	return call[service.TurnView](ctx, c, wire.OpDispatch, &DispatchRequest{Session: session, Provider: provider})
+func (c *Client) Dispatch(ctx context.Context, session, provider string) (wire.TurnView, error) {
+	return call[wire.TurnView](ctx, c, wire.OpDispatch, &DispatchRequest{Session: session, Provider: provider})
 }
 
 // LastDispatch returns the classification of the session's last dispatch.

@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 var actorKey = []byte("test operator key of 32 bytes!!!")
@@ -263,7 +264,7 @@ func TestActorSealingLeavesFoldUnchanged(t *testing.T) {
 	sealed, _, _ := sealedEngine(t, srv.ClientURL(), actor.Encrypt, true)
 	cmds := []events.Payload{events.ToolsToggled{Enabled: on(true)}, events.WebSearchSet{Enabled: on(true)}, events.ToolDisabled{Name: "bash"}}
 	origin := service.Origin{Channel: "web", Actor: person}
-	var views [2]service.TurnView
+	var views [2]wire.TurnView
 	for i, e := range []*service.Engine{plain, sealed} {
 		if _, err := e.Apply(ctx, "s1", origin, nil, cmds...); err != nil {
 			t.Fatal(err)

@@ -122,7 +122,7 @@ func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
 	if _, err := e.EndTurn(ctx, "ref", web); err != nil {
 		t.Fatal(err)
 	}
-	views := map[string]service.TurnView{}
+	views := map[string]wire.TurnView{}
 	for _, s := range []string{"plain1", "ref", "plain2"} {
 		if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "send_message"}); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // DiscoverResult is what tool_search returns, and the turn afterwards.
@@ -35,7 +36,7 @@ type DiscoverResult struct {
 	Output json.RawMessage `json:"output"`
 	// View is the next provider request of the turn, carrying the loaded
 	// tools' schemas.
-	View TurnView `json:"view"`
+	View wire.TurnView `json:"view"`
 }
 
 // DiscoverRequest is one tool_search call inside the open turn.
@@ -147,15 +148,15 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 // discoverView is the view a search returns: the turn's next provider
 // request, or with NoView its identity alone (session, sequence, turn,
 // intent, loaded tools, contract), every list empty.
-func (e *Engine) discoverView(st aggregate.State, ot *openTurn, req DiscoverRequest) TurnView {
+func (e *Engine) discoverView(st aggregate.State, ot *openTurn, req DiscoverRequest) wire.TurnView {
 	if !req.NoView {
-		return e.frozenView(st, ot, req.Provider)
+		return e.frozenView(st, ot, req.Provider).TurnView
 	}
 	row, _ := deferral.LookupProvider(req.Provider)
-	return TurnView{
+	return wire.TurnView{
 		Session: st.Session, Seq: st.LastSeq, Turn: ot.turn.Number(), Frozen: true, Intent: st.Intent, Source: ot.res.Source,
 		Tools: []string{}, Provider: []string{}, Catalog: []string{}, Rendering: json.RawMessage("[]"), RenderedFor: row.Name,
-		ContractHash: ot.res.ContractHash, RegistryVersion: ot.res.RegistryVersion, Classification: []deferral.Class{}, Loaded: ot.turn.Loaded(),
+		ContractHash: ot.res.ContractHash, RegistryVersion: ot.res.RegistryVersion, Classification: []wire.Classification{}, Loaded: ot.turn.Loaded(),
 		Policy: ot.res.Policy,
 	}
 }

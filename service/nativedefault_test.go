@@ -11,6 +11,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // A provider's own name, and the default, render its
@@ -24,7 +25,7 @@ func TestDefaultRenderingIsNative(t *testing.T) {
 	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	render := func(p string) service.TurnView {
+	render := func(p string) wire.TurnView {
 		t.Helper()
 		v, err := e.Dispatch(ctx, s, p)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // With 30 registry versions pushed and keep 5, a prune
@@ -34,7 +35,7 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 	version := func(i int) string { return fmt.Sprintf("prune.%d", i) }
 	req := service.ResolveRequest{Provider: service.ProviderAnthropicEngine}
 	var oldSeq uint64
-	var open service.TurnView
+	var open wire.TurnView
 	for i := 1; i <= 30; i++ {
 		a.SetRegistry(pushedRegistry(t, version(i), fmt.Sprintf("extra_%d", i)))
 		if err := a.RecordRegistry(ctx); err != nil {

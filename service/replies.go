@@ -3,6 +3,7 @@ package service
 import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
+	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
@@ -131,6 +132,18 @@ func LiveEventOf(r WatchedEvent) LiveEvent {
 		e.Payload = &Command{r.Envelope.Payload}
 	}
 	return e
+}
+
+// wireClasses is a split's classification as a view lists it.
+func wireClasses(cs []deferral.Class) []wire.Classification {
+	if cs == nil {
+		return nil
+	}
+	out := make([]wire.Classification, len(cs))
+	for i, c := range cs {
+		out[i] = wire.Classification(c)
+	}
+	return out
 }
 
 func orEmpty(xs []string) []string {

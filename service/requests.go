@@ -183,18 +183,18 @@ func (q *Requests) Intent(ctx context.Context, r *wire.IntentRequest, _ Origin) 
 }
 
 // Resolve answers session.resolve under the caller's channel policy.
-func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin) (TurnView, error) {
+func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin) (wire.TurnView, error) {
 	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, r.MinSeq)
 	if err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	rr.Channel = o.Channel // The caller's channel policy applies
 	shape := ViewShape{ListOffset: r.ListOffset, ListLimit: r.ListLimit, IfNoneMatch: r.IfNoneMatch}
 	if err := shape.Validate(); err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	v, err := q.eng.Resolve(ctx, r.Session, rr)
-	return v.Shape(shape), err
+	return shape.apply(v), err
 }
 
 // History answers session.history with one page: memory and
@@ -303,13 +303,13 @@ func (q *Requests) Resume(ctx context.Context, r *wire.ResumeRequest, o Origin) 
 }
 
 // BeginTurn answers turn.begin.
-func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Origin) (TurnView, error) {
+func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Origin) (wire.TurnView, error) {
 	rr, err := resolveRequest(r.Profile, r.Provider, r.Override, 0)
 	if err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	v, err := q.eng.BeginTurn(ctx, r.Session, o, rr)
-	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
+	return ViewShape{IfNoneMatch: r.IfNoneMatch}.apply(v), err
 }
 
 // Discover answers turn.discover: the model's tool_search input, or names.
@@ -337,14 +337,14 @@ func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Orig
 		return DiscoverResult{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
 	}
 	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID, NoView: r.View == "none"})
-	d.View = d.View.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch})
+	d.View = ViewShape{IfNoneMatch: r.IfNoneMatch}.apply(d.View)
 	return d, err
 }
 
 // Dispatch answers turn.dispatch.
-func (q *Requests) Dispatch(ctx context.Context, r *wire.DispatchRequest, _ Origin) (TurnView, error) {
+func (q *Requests) Dispatch(ctx context.Context, r *wire.DispatchRequest, _ Origin) (wire.TurnView, error) {
 	v, err := q.eng.Dispatch(ctx, r.Session, r.Provider)
-	return v.Shape(ViewShape{IfNoneMatch: r.IfNoneMatch}), err
+	return ViewShape{IfNoneMatch: r.IfNoneMatch}.apply(v), err
 }
 
 // Inspect answers turn.inspect: the last dispatch of the session's turn.

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // Providers the tools array can be rendered for, and how deferred tools
@@ -93,78 +94,12 @@ func validProvider(p string) error {
 	return fmt.Errorf("%w: provider %q unknown: use one of %s", ErrInvalid, p, strings.Join(Providers, ", "))
 }
 
-// TurnView is what a backend sends to the provider for one request: the
-// rendered tools array, the deferred catalog, and how they came about.
-type TurnView struct {
-	Session string `json:"session"`
-	// Seq is the session sequence the view was resolved at.
-	Seq uint64 `json:"seq"`
-	// Turn is the open turn's number (0 outside a turn); Frozen says the
-	// tools come from a frozen turn.
-	Turn   uint64 `json:"turn"`
-	Frozen bool   `json:"frozen"`
-	// Intent is the session's stored intent.
-	Intent intent.Intent `json:"intent"`
-	// Source names the rule that decided the base list.
-	Source string `json:"source"`
-	// Tools are every available tool of the resolution, in order.
-	Tools []string `json:"tools"`
-	// Provider are the names whose schema is in the provider array.
-	Provider []string `json:"provider"`
-	// Catalog are the deferred names, and CatalogText the text sent.
-	Catalog     []string `json:"catalog"`
-	CatalogText string   `json:"catalog_text"`
-	// Unknown are requested names the registry lacks or cannot run.
-	Unknown []string `json:"unknown,omitempty"`
-	// Rendering is the provider tools array, byte-deterministic.
-	Rendering json.RawMessage `json:"rendering"`
-	// RenderedFor is the provider of Rendering.
-	RenderedFor string `json:"rendered_for"`
-	// PrefixHash is the sha256 of the part of Rendering the provider
-	// caches as the request's tools prefix, by its documented rule
-	// (deferral.Provider.CachedPrefix): equal hashes, equal prompt-cache
-	// prefix. ReferencesHash, for a provider that expands a discovered
-	// tool's definition at its tool_reference in the history (Anthropic's
-	// native modes), is the sha256 of the definitions of the tools the
-	// history references; "" otherwise.
-	PrefixHash     string `json:"prefix_hash"`
-	ReferencesHash string `json:"references_hash,omitempty"`
-	// RenderingHash is the sha256 of Rendering's bytes: a caller holding
-	// the rendering sends it as if_none_match (HTTP If-None-Match) and the
-	// reply leaves the rendering out, RenderingUnchanged set.
-	RenderingHash      string `json:"rendering_hash"`
-	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
-	// Lists says which page of the name lists (Tools, Provider, Catalog,
-	// Classification, Unknown, Withheld) an API reply holds; set by Shape.
-	Lists ViewLists `json:"lists"`
-	// ContractHash and RegistryVersion identify the tool contract.
-	ContractHash    string `json:"contract_hash"`
-	RegistryVersion string `json:"registry_version"`
-	// Budget is the token estimate.
-	Budget deferral.Budget `json:"budget"`
-	// Classification is each tool's resident/deferred class.
-	Classification []deferral.Class `json:"classification"`
-	// Loaded are the session's loaded deferred tools.
-	Loaded []string `json:"loaded"`
-	// DroppableReferences, in a native mode, are the tools the session's
-	// history references (a tool_reference block, or a tool_search_output
-	// item, loaded them) that are no longer loaded (evicted, or disabled
-	// since): the provider keeps their definitions in its context as long
-	// as those blocks stay in the history, so a backend compacting its
-	// history may drop them. The array keeps defining them while the log
-	// references them.
-	DroppableReferences []string `json:"droppable_references,omitempty"`
-	// NoEvents is true when the session had no events before this
-	// request: its intent is unset, so the profile or the defaults decide.
-	// Clients can warn about a mistyped session id.
-	NoEvents bool `json:"no_events,omitempty"`
-	// Policy is the version of the registry's channel policy and
-	// Withheld the tools it kept from this channel, in order; both
-	// empty without a policy.
-	Policy   string   `json:"policy,omitempty"`
-	Withheld []string `json:"withheld,omitempty"`
-
-	prefix  deferral.Prefix   // of cached, for the prompt-cache metrics
+// turnView is a turn view (wire.TurnView, the reply of resolve, turn-begin
+// and turn-dispatch) with what the engine keeps of it for the prompt-cache
+// metrics of a dispatch (markDispatch).
+type turnView struct {
+	wire.TurnView
+	prefix  deferral.Prefix   // of cached
 	cached  []byte            // the cached part of Rendering (CachedPrefix)
 	refs    map[string]string // the referenced definitions (ReferenceDefs)
 	evicted bool              // the turn began with an eviction
@@ -175,16 +110,7 @@ type TurnView struct {
 // is the cause of the prefix change it makes.
 const EvictBound = "bound"
 
-// SplitRaw returns v with its rendering replaced by mark, and the
-// rendering (wire.RawReply): the engine rendered it compact and valid, so
-// a JSON reply writes it in without encoding/json scanning it again.
-func (v TurnView) SplitRaw(mark json.RawMessage) (any, []byte) {
-	raw := v.Rendering
-	v.Rendering = mark
-	return v, raw
-}
-
-// SplitRaw is TurnView.SplitRaw for the view a discovery returns.
+// SplitRaw is wire.TurnView.SplitRaw for the view a discovery returns.
 func (d DiscoverResult) SplitRaw(mark json.RawMessage) (any, []byte) {
 	raw := d.View.Rendering
 	d.View.Rendering = mark
@@ -224,20 +150,20 @@ func (e *Engine) resolveWith(st aggregate.State, req ResolveRequest) (*resolver.
 	return res, reg, nil
 }
 
-func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string) TurnView {
+func (e *Engine) view(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string) turnView {
 	return e.viewOf(st, res, split, provider, nil)
 }
 
 // viewOf builds a view; ot, when not nil, caches native renderings for the
 // turn.
-func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string, ot *openTurn) TurnView {
-	v := TurnView{
+func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split deferral.Split, provider string, ot *openTurn) turnView {
+	v := turnView{TurnView: wire.TurnView{
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
 		Catalog: split.Catalog, CatalogText: split.CatalogText,
-		Classification: split.Classification, Loaded: st.Loaded,
+		Classification: wireClasses(split.Classification), Loaded: st.Loaded,
 		RenderedFor: provider, Policy: res.Policy, Withheld: res.Withheld,
-	}
+	}}
 	row, ok := deferral.LookupProvider(provider)
 	if !ok { // validated by the callers; render as the default
 		row, _ = deferral.LookupProvider("")
@@ -264,14 +190,14 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 			}
 		}
 		v.CatalogText = nv.catalogText
-		v.Budget = nv.budget
+		v.Budget = wire.Budget(nv.budget)
 		v.Budget.ResidentTools = len(split.Provider)
 		return v
 	}
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
-	v.Budget = deferral.Estimate(split) // a native view's budget is its rendering's (nativeRender)
+	v.Budget = wire.Budget(deferral.Estimate(split)) // a native view's budget is its rendering's (nativeRender)
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
 	v.RenderingHash = hex.EncodeToString(sum[:])
@@ -323,17 +249,18 @@ func (e *Engine) nativeRender(res *resolver.Resolution, row deferral.Provider, o
 // Resolve resolves a session's tools against the live registry, or returns
 // the frozen tools of its open turn, as rebuilt from the log by any
 // engine. It writes nothing.
-func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (TurnView, error) {
+func (e *Engine) Resolve(ctx context.Context, session string, req ResolveRequest) (wire.TurnView, error) {
 	if err := req.validate(); err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
-	return e.resolveView(ctx, session, req, false)
+	v, err := e.resolveView(ctx, session, req, false)
+	return v.TurnView, err
 }
 
 // resolveView is Resolve; latest reads the session from the log first
 // (a dispatch: the turn's discoveries on any engine count), else the
 // view is read, and the log too when the session is in a turn.
-func (e *Engine) resolveView(ctx context.Context, session string, req ResolveRequest, latest bool) (TurnView, error) {
+func (e *Engine) resolveView(ctx context.Context, session string, req ResolveRequest, latest bool) (turnView, error) {
 	var st aggregate.State
 	var err error
 	if latest {
@@ -342,10 +269,10 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 		st, err = e.latest(ctx, session, req.MinSeq)
 	}
 	if err != nil {
-		return TurnView{}, err
+		return turnView{}, err
 	}
 	if st.InTurn && req.Override.Kind == intent.OverrideNone {
-		var v TurnView
+		var v turnView
 		frozen := false
 		err := e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 			if !ot.servesChannel(req.Channel, e.Registry()) {
@@ -360,7 +287,7 @@ func (e *Engine) resolveView(ctx context.Context, session string, req ResolveReq
 	}
 	res, err := e.resolve(st, req)
 	if err != nil {
-		return TurnView{}, err
+		return turnView{}, err
 	}
 	v := e.view(st, res, deferral.SplitInLoadOrder(res, st.InLoadOrder()), req.Provider)
 	v.NoEvents = st.LastSeq == 0
@@ -375,7 +302,7 @@ func (e *Engine) holdsTurn(session string) bool {
 }
 
 // frozenView is the view of the open turn ot of st.
-func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) TurnView {
+func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) turnView {
 	v := e.viewOf(st, ot.res, ot.turn.Request(), provider, ot)
 	v.Turn, v.Frozen, v.Loaded, v.evicted = ot.turn.Number(), true, ot.turn.Loaded(), ot.evicted
 	return v
@@ -387,19 +314,19 @@ func (e *Engine) frozenView(st aggregate.State, ot *openTurn, provider string) T
 // registry version and the contract hash, so that any engine rebuilds the
 // turn from the log; the registry is stored in the registry history
 // first.
-func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (TurnView, error) {
+func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, req ResolveRequest) (wire.TurnView, error) {
 	if err := req.validate(); err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	req.Channel = origin.Channel // The turn's tools are its channel's
 	for attempt := 0; ; attempt++ {
 		st, err := e.current(ctx, session, attempt > 0, 0)
 		if err != nil {
-			return TurnView{}, err
+			return wire.TurnView{}, err
 		}
 		res, reg, err := e.resolveWith(st, req)
 		if err != nil {
-			return TurnView{}, err
+			return wire.TurnView{}, err
 		}
 		if err := e.recordRegistry(ctx, reg); err != nil {
 			// The turn still works here; another engine can rebuild it
@@ -423,7 +350,7 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 			continue // someone wrote in between: re-read and start again
 		}
 		if err != nil {
-			return TurnView{}, err
+			return wire.TurnView{}, err
 		}
 		fresh := st.LastSeq == 0
 		st = out.State
@@ -433,24 +360,24 @@ func (e *Engine) BeginTurn(ctx context.Context, session string, origin Origin, r
 		e.ts.turns.Put(session, ot)
 		v := e.viewOf(st, res, turn.Request(), req.Provider, ot)
 		v.Turn, v.Frozen, v.NoEvents, v.evicted = st.Turn, true, fresh, ot.evicted
-		return v, nil
+		return v.TurnView, nil
 	}
 }
 
 // Dispatch returns the provider request for the open turn (or a live
 // resolution outside a turn) and records its resident/deferred
 // classification for inspection.
-func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (TurnView, error) {
+func (e *Engine) Dispatch(ctx context.Context, session string, provider string) (wire.TurnView, error) {
 	req := ResolveRequest{Provider: provider}
 	if err := req.validate(); err != nil {
-		return TurnView{}, err
+		return wire.TurnView{}, err
 	}
 	v, err := e.resolveView(ctx, session, req, true)
 	if err != nil {
-		return v, err
+		return v.TurnView, err
 	}
 	e.markDispatch(v)
-	return v, nil
+	return v.TurnView, nil
 }
 
 // dispatchMark is what the last dispatch of a session looked like.
@@ -471,7 +398,7 @@ type dispatchMark struct {
 // it did to the session's prompt cache: the tools array against the
 // previous dispatch (same, extended by appended tools, or broken) and the
 // catalog text, each reported with its cause to the hooks.
-func (e *Engine) markDispatch(v TurnView) {
+func (e *Engine) markDispatch(v turnView) {
 	d := checkpoint.Dispatch{Turn: v.Turn, ContractHash: v.ContractHash, At: e.clock().UnixMilli()}
 	for _, c := range v.Classification {
 		switch {

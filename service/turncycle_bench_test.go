@@ -10,6 +10,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // BenchmarkTurnCycle runs whole turns on one session in-process against a
@@ -79,7 +80,7 @@ func BenchmarkDiscoverLoad(b *testing.B) {
 // deferredTool returns the first deferred tool of v's classification, or
 // with unloaded the first one not loaded yet if there is one; "" when v
 // defers nothing.
-func deferredTool(v service.TurnView, unloaded bool) string {
+func deferredTool(v wire.TurnView, unloaded bool) string {
 	name := ""
 	for _, c := range v.Classification {
 		if !c.Deferred {

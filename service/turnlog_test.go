@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // engineAt is an engine on the NATS server at url, with the registry
@@ -75,7 +76,7 @@ func pushedRegistry(t *testing.T, version, extra string) *resolver.Registry {
 	return reg
 }
 
-func sameView(t *testing.T, what string, got, want service.TurnView) {
+func sameView(t *testing.T, what string, got, want wire.TurnView) {
 	t.Helper()
 	if got.PrefixHash != want.PrefixHash || !slices.Equal(got.Provider, want.Provider) || got.CatalogText != want.CatalogText ||
 		got.Turn != want.Turn || !got.Frozen || got.RegistryVersion != want.RegistryVersion || got.ContractHash != want.ContractHash {
@@ -198,7 +199,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 			session := fmt.Sprintf("mix%d", s)
 			rng := rand.New(rand.NewPCG(uint64(s), 13))
 			pick := func() *service.Engine { return engines[rng.IntN(2)] }
-			check := func(what string, v service.TurnView, frozen []string) bool {
+			check := func(what string, v wire.TurnView, frozen []string) bool {
 				st, disc := oracle(session, v.Seq)
 				want := append(slices.Clone(frozen), disc...)
 				if !slices.Equal(v.Provider, want) || !slices.Equal(v.Loaded, st.Loaded) {

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // hookedEngineAt is engineAt with cfg (hooks), without the registry
@@ -99,7 +100,7 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for what, v := range map[string]service.TurnView{"the new turn's view": begun, "the new turn's dispatch": next} {
+		for what, v := range map[string]wire.TurnView{"the new turn's view": begun, "the new turn's dispatch": next} {
 			if v.PrefixHash != last.PrefixHash || !bytes.Equal(v.Rendering, last.Rendering) || v.CatalogText != last.CatalogText {
 				t.Errorf("%s: %s differs from the previous turn's last request:\n got %v hash %.12s\nwant %v hash %.12s",
 					provider, what, v.Provider, v.PrefixHash, last.Provider, last.PrefixHash)

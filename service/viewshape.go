@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/toolintent/engine/wire"
 )
 
 // ViewListMax is the most names a turn view reply holds in each of its
@@ -24,22 +26,6 @@ const (
 	ViewListMax      = 128
 	ViewListLimitMax = 1000
 )
-
-// ViewLists says which page of a view's name lists a reply holds: the
-// entries [Offset, Offset+Limit) of each, and the full length of each.
-// Complete is true when every list is whole.
-type ViewLists struct {
-	Offset         int  `json:"offset"`
-	Limit          int  `json:"limit"`
-	Tools          int  `json:"tools"`
-	Provider       int  `json:"provider"`
-	Catalog        int  `json:"catalog"`
-	Classification int  `json:"classification"`
-	Unknown        int  `json:"unknown"`
-	Withheld       int  `json:"withheld"`
-	Droppable      int  `json:"droppable_references"`
-	Complete       bool `json:"complete"`
-}
 
 // ViewShape is how a reply shapes a view: the page of its lists and the
 // rendering hash the caller already holds. The zero value is the first
@@ -63,15 +49,15 @@ func (s ViewShape) Validate() error {
 	return nil
 }
 
-// Shape returns v as a reply of shape s holds it: each list cut to the
+// apply returns v as a reply of shape s holds it: each list cut to the
 // page, Lists set, and the rendering left out when s.IfNoneMatch is its
 // hash. v's slices are not modified.
-func (v TurnView) Shape(s ViewShape) TurnView {
+func (s ViewShape) apply(v wire.TurnView) wire.TurnView {
 	limit := s.ListLimit
 	if limit <= 0 {
 		limit = ViewListMax
 	}
-	v.Lists = ViewLists{Offset: s.ListOffset, Limit: limit, Tools: len(v.Tools), Provider: len(v.Provider), Catalog: len(v.Catalog),
+	v.Lists = wire.ViewLists{Offset: s.ListOffset, Limit: limit, Tools: len(v.Tools), Provider: len(v.Provider), Catalog: len(v.Catalog),
 		Classification: len(v.Classification), Unknown: len(v.Unknown), Withheld: len(v.Withheld), Droppable: len(v.DroppableReferences)}
 	v.Lists.Complete = s.ListOffset == 0 && max(len(v.Tools), len(v.Provider), len(v.Catalog), len(v.Classification), len(v.Unknown), len(v.Withheld), len(v.DroppableReferences)) <= limit
 	v.Tools = page(v.Tools, s.ListOffset, limit)
@@ -102,16 +88,7 @@ func page[T any](xs []T, offset, limit int) []T {
 	return xs[offset:end:end]
 }
 
-// ETag returns the HTTP entity tag of the reply: the sha256 of the reply
-// with its rendering replaced by the rendering's hash, so it changes
-// exactly when a byte of the reply does, without hashing the rendering
-// again.
-func (v TurnView) ETag() string {
-	v.Rendering = nil
-	return tagOf(v)
-}
-
-// ETag is TurnView.ETag for the reply of a discovery.
+// ETag is wire.TurnView.ETag for the reply of a discovery.
 func (d DiscoverResult) ETag() string {
 	d.View.Rendering = nil
 	return tagOf(d)

@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // e2eCtx is a context bounded by 30s and by the test.
@@ -126,7 +127,7 @@ func (w *e2ePublisher) publish(t *testing.T, session string, body func(id string
 }
 
 // e2eSameView strips what differs between two sessions with the same intent.
-func e2eSameView(v service.TurnView) service.TurnView {
+func e2eSameView(v wire.TurnView) wire.TurnView {
 	v.Session, v.Seq = "", 0
 	v.Rendering = nil
 	return v
@@ -139,7 +140,7 @@ func e2eSHA(b []byte) string {
 
 // e2eNATSResolve sends the micro request tools.api.<channel>.session.resolve
 // with a JSON body and returns the reply as a view and the raw rendering.
-func e2eNATSResolve(t *testing.T, nc *nats.Conn, channel, session, provider string) (service.TurnView, []byte) {
+func e2eNATSResolve(t *testing.T, nc *nats.Conn, channel, session, provider string) (wire.TurnView, []byte) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"session": session, "provider": provider})
 	msg, err := nc.RequestWithContext(e2eCtx(t), "tools.api."+channel+".session.resolve", body)
@@ -152,7 +153,7 @@ func e2eNATSResolve(t *testing.T, nc *nats.Conn, channel, session, provider stri
 	var raw struct {
 		Rendering json.RawMessage `json:"rendering"`
 	}
-	var v service.TurnView
+	var v wire.TurnView
 	if err := json.Unmarshal(msg.Data, &v); err != nil {
 		t.Fatalf("decode NATS resolve reply: %v\n%s", err, msg.Data)
 	}
@@ -259,7 +260,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 
 	for _, provider := range []string{"anthropic-engine", "openai-engine"} {
 		t.Run(provider, func(t *testing.T) {
-			var ref service.TurnView
+			var ref wire.TurnView
 			var refRendering []byte
 			for _, sess := range []string{"s-cli", "s-http", "s-js"} {
 				hv, err := hc.Resolve(ctx, api.ResolveRequest{Session: sess, Provider: provider})
@@ -267,7 +268,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 					t.Fatalf("HTTP resolve %s: %v", sess, err)
 				}
 				nv, nrend := e2eNATSResolve(t, nc, "web", sess, provider)
-				var cv service.TurnView
+				var cv wire.TurnView
 				e2eCLIJSON(t, p, &cv, "resolve", sess, "--provider", provider)
 				crend, err := p.runCLI(t, "resolve", sess, "--provider", provider, "--render")
 				if err != nil {
@@ -290,7 +291,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 						t.Fatalf("%s: rendering by %s differs from HTTP:\n%s\n%s", sess, way, r, hv.Rendering)
 					}
 				}
-				for way, v := range map[string]service.TurnView{"NATS micro": nv, "engine resolve --json": cv} {
+				for way, v := range map[string]wire.TurnView{"NATS micro": nv, "engine resolve --json": cv} {
 					if !reflect.DeepEqual(e2eSameView(v), e2eSameView(hv)) || v.Session != sess || v.Seq != hv.Seq {
 						t.Fatalf("%s: view by %s differs from HTTP:\n%+v\n%+v", sess, way, v, hv)
 					}

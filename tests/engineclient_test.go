@@ -17,7 +17,7 @@ import (
 )
 
 // engineClient is client.Client seen with the engine's own types
-// (events.Payload commands, service.TurnView replies): what api.Client
+// (events.Payload commands, wire.TurnView replies): what api.Client
 // was before it left the api package, for the tests that
 // compare replies with the engine's types. Errors from the engine are
 // *wire.Error; errors.Is also matches them against api.ErrBadRequest and
@@ -92,8 +92,8 @@ func (c *engineClient) Intent(ctx context.Context, session string, minSeq uint64
 }
 
 // Resolve resolves a session's tools.
-func (c *engineClient) Resolve(ctx context.Context, req api.ResolveRequest) (service.TurnView, error) {
-	return engineCall[service.TurnView](ctx, c, wire.OpResolve, &req)
+func (c *engineClient) Resolve(ctx context.Context, req api.ResolveRequest) (wire.TurnView, error) {
+	return engineCall[wire.TurnView](ctx, c, wire.OpResolve, &req)
 }
 
 // HistoryPage returns one page of a session's timeline.
@@ -159,8 +159,8 @@ func (c *engineClient) Resume(ctx context.Context, req api.ResumeRequest) (api.R
 }
 
 // BeginTurn begins the session's next turn.
-func (c *engineClient) BeginTurn(ctx context.Context, req api.BeginTurnRequest) (service.TurnView, error) {
-	return engineCall[service.TurnView](ctx, c, wire.OpBeginTurn, &req)
+func (c *engineClient) BeginTurn(ctx context.Context, req api.BeginTurnRequest) (wire.TurnView, error) {
+	return engineCall[wire.TurnView](ctx, c, wire.OpBeginTurn, &req)
 }
 
 // Discover is tool_search in the open turn, for exact names.
@@ -174,8 +174,8 @@ func (c *engineClient) ToolSearch(ctx context.Context, session, provider string,
 }
 
 // Dispatch returns the provider request of the open turn.
-func (c *engineClient) Dispatch(ctx context.Context, session, provider string) (service.TurnView, error) {
-	return engineCall[service.TurnView](ctx, c, wire.OpDispatch, &api.DispatchRequest{Session: session, Provider: provider})
+func (c *engineClient) Dispatch(ctx context.Context, session, provider string) (wire.TurnView, error) {
+	return engineCall[wire.TurnView](ctx, c, wire.OpDispatch, &api.DispatchRequest{Session: session, Provider: provider})
 }
 
 // LastDispatch returns the classification of the session's last dispatch.

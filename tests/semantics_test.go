@@ -14,7 +14,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
-	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // semCLI runs an engine subcommand against p and returns stdout and
@@ -30,13 +30,13 @@ func semCLI(t *testing.T, p *engineProc, args ...string) (stdout, stderr string,
 	return out.String(), errb.String(), err
 }
 
-func semView(t *testing.T, p *engineProc, args ...string) (service.TurnView, string) {
+func semView(t *testing.T, p *engineProc, args ...string) (wire.TurnView, string) {
 	t.Helper()
 	out, errOut, err := semCLI(t, p, append(args, "--json")...)
 	if err != nil {
 		t.Fatalf("engine %s: %v\n%s", strings.Join(args, " "), err, errOut)
 	}
-	var v service.TurnView
+	var v wire.TurnView
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("engine %s: decode: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
-	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // turnRegistryFile writes the default registry under another version with
@@ -35,7 +35,7 @@ func turnRegistryFile(t *testing.T) string {
 	return path
 }
 
-func turnSame(t *testing.T, what string, got, want service.TurnView) {
+func turnSame(t *testing.T, what string, got, want wire.TurnView) {
 	t.Helper()
 	if got.PrefixHash != want.PrefixHash || !slices.Equal(got.Provider, want.Provider) || got.CatalogText != want.CatalogText ||
 		got.Turn != want.Turn || !got.Frozen || got.RegistryVersion != want.RegistryVersion {

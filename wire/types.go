@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 )
@@ -59,50 +61,106 @@ type ContractEntry struct {
 	Hash string `json:"hash"`
 }
 
-// TurnView is a resolution: Rendering is the provider tools array to send
-// as is, CatalogText the deferred catalog for the system prompt.
+// TurnView is what a backend sends to the provider for one request (the
+// reply of resolve, turn-begin and turn-dispatch): the rendered tools
+// array (Rendering, to send as is), the deferred catalog for the system
+// prompt (CatalogText), and how they came about.
 type TurnView struct {
-	Session     string          `json:"session"`
-	Seq         uint64          `json:"seq"`
-	Turn        uint64          `json:"turn"`
-	Frozen      bool            `json:"frozen"`
-	Intent      Intent          `json:"intent"`
-	Source      string          `json:"source"`
-	Tools       []string        `json:"tools"`
-	Provider    []string        `json:"provider"`
-	Catalog     []string        `json:"catalog"`
-	CatalogText string          `json:"catalog_text"`
-	Unknown     []string        `json:"unknown,omitempty"`
-	Rendering   json.RawMessage `json:"rendering"`
-	RenderedFor string          `json:"rendered_for"`
-	// PrefixHash is the hash of what the provider caches of the tools
-	// array (its documented rule, docs/semantics.md#prompt-cache);
-	// ReferencesHash, in Anthropic's native modes, of the definitions it
-	// expands at the history's tool_reference blocks.
+	Session string `json:"session"`
+	// Seq is the session sequence the view was resolved at.
+	Seq uint64 `json:"seq"`
+	// Turn is the open turn's number (0 outside a turn); Frozen says the
+	// tools come from a frozen turn.
+	Turn   uint64 `json:"turn"`
+	Frozen bool   `json:"frozen"`
+	// Intent is the session's stored intent.
+	Intent Intent `json:"intent"`
+	// Source names the rule that decided the base list.
+	Source string `json:"source"`
+	// Tools are every available tool of the resolution, in order.
+	Tools []string `json:"tools"`
+	// Provider are the names whose schema is in the provider array.
+	Provider []string `json:"provider"`
+	// Catalog are the deferred names, and CatalogText the text sent.
+	Catalog     []string `json:"catalog"`
+	CatalogText string   `json:"catalog_text"`
+	// Unknown are requested names the registry lacks or cannot run.
+	Unknown []string `json:"unknown,omitempty"`
+	// Rendering is the provider tools array, byte-deterministic.
+	Rendering json.RawMessage `json:"rendering"`
+	// RenderedFor is the provider of Rendering.
+	RenderedFor string `json:"rendered_for"`
+	// PrefixHash is the sha256 of the part of Rendering the provider
+	// caches as the request's tools prefix, by its documented rule
+	// (docs/semantics.md#prompt-cache): equal hashes, equal prompt-cache
+	// prefix. ReferencesHash, for a provider that expands a discovered
+	// tool's definition at its tool_reference in the history (Anthropic's
+	// native modes), is the sha256 of the definitions of the tools the
+	// history references; "" otherwise.
 	PrefixHash     string `json:"prefix_hash"`
 	ReferencesHash string `json:"references_hash,omitempty"`
-	// RenderingHash is the sha256 of Rendering; RenderingUnchanged says
-	// the reply left the rendering out because the request's
-	// if_none_match named it.
+	// RenderingHash is the sha256 of Rendering's bytes: a caller holding
+	// the rendering sends it as if_none_match (HTTP If-None-Match) and the
+	// reply leaves the rendering out, RenderingUnchanged set.
 	RenderingHash      string `json:"rendering_hash"`
 	RenderingUnchanged bool   `json:"rendering_unchanged,omitempty"`
-	// Lists says which page of the name lists the reply holds.
-	Lists           ViewLists        `json:"lists"`
-	ContractHash    string           `json:"contract_hash"`
-	RegistryVersion string           `json:"registry_version"`
-	Budget          Budget           `json:"budget"`
-	Classification  []Classification `json:"classification"`
-	Loaded          []string         `json:"loaded"`
-	// DroppableReferences, in a native mode, are the tools the history
-	// references that are no longer loaded: their tool_reference blocks
-	// (or tool_search_output items) keep the definitions in the provider's
-	// context, and a backend compacting its history may drop them.
+	// Lists says which page of the name lists (Tools, Provider, Catalog,
+	// Classification, Unknown, Withheld, DroppableReferences) the reply
+	// holds.
+	Lists ViewLists `json:"lists"`
+	// ContractHash and RegistryVersion identify the tool contract.
+	ContractHash    string `json:"contract_hash"`
+	RegistryVersion string `json:"registry_version"`
+	// Budget is the token estimate.
+	Budget Budget `json:"budget"`
+	// Classification is each tool's resident/deferred class.
+	Classification []Classification `json:"classification"`
+	// Loaded are the session's loaded deferred tools.
+	Loaded []string `json:"loaded"`
+	// DroppableReferences, in a native mode, are the tools the session's
+	// history references (a tool_reference block, or a tool_search_output
+	// item, loaded them) that are no longer loaded (evicted, or disabled
+	// since): the provider keeps their definitions in its context as long
+	// as those blocks stay in the history, so a backend compacting its
+	// history may drop them. The array keeps defining them while the log
+	// references them.
 	DroppableReferences []string `json:"droppable_references,omitempty"`
-	NoEvents            bool     `json:"no_events,omitempty"`
-	// Policy is the registry's channel policy version, Withheld the
-	// tools it kept from the channel (both empty without a policy).
+	// NoEvents is true when the session had no events before this
+	// request: its intent is unset, so the profile or the defaults decide.
+	// Clients can warn about a mistyped session id.
+	NoEvents bool `json:"no_events,omitempty"`
+	// Policy is the version of the registry's channel policy and
+	// Withheld the tools it kept from this channel, in order; both
+	// empty without a policy.
 	Policy   string   `json:"policy,omitempty"`
 	Withheld []string `json:"withheld,omitempty"`
+}
+
+// SplitRaw returns v with its rendering replaced by mark, and the
+// rendering (RawReply): the engine rendered it compact and valid, so a
+// JSON reply writes it in without encoding/json scanning it again.
+func (v TurnView) SplitRaw(mark json.RawMessage) (any, []byte) {
+	raw := v.Rendering
+	v.Rendering = mark
+	return v, raw
+}
+
+// ETag returns the HTTP entity tag of the reply: the sha256 of the reply
+// with its rendering left out (its hash is in it), so it changes exactly
+// when a byte of the reply does, without hashing the rendering again.
+func (v TurnView) ETag() string {
+	v.Rendering = nil
+	return tagOf(v)
+}
+
+// tagOf is the sha256 of v's JSON, in hex ("" when it does not encode).
+func tagOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // ViewLists says which page of a view's name lists (tools, provider,
@@ -122,7 +180,10 @@ type ViewLists struct {
 	Complete       bool `json:"complete"`
 }
 
-// Budget is a resolution's token estimate.
+// Budget is the estimated token cost of one dispatch: Resident of the
+// provider tools array, Catalog of the catalog text (0 when it is empty),
+// Total their sum; ResidentTools counts the tools in the array (resident
+// plus loaded deferred ones), DeferredTools the names in the catalog.
 type Budget struct {
 	Resident      int `json:"resident"`
 	Catalog       int `json:"catalog"`
