@@ -21,8 +21,8 @@ type (
 	SessionView        = wire.Session
 	ResolveRequest     = wire.ResolveRequest
 	HistoryRequest     = wire.HistoryRequest
-	HistoryResponse    = service.HistoryPageReply
-	HistoryEntry       = service.HistoryPageEntry
+	HistoryResponse    = wire.HistoryOf[*service.Command]
+	HistoryEntry       = wire.HistoryEntryOf[*service.Command]
 	ExplainRequest     = wire.ExplainRequest
 	ResumeRequest      = wire.ResumeRequest
 	ResumeResponse     = wire.ResumeReply

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // ExplainResult says why a tool is or is not in a session's set.
@@ -25,13 +26,13 @@ type ExplainResult struct {
 	// per-turn override decides). A SessionCompacted here means the
 	// event that set it was compacted: the history's compaction entry
 	// says which events the snapshot replaced.
-	Event *EventRef `json:"event,omitempty"`
+	Event *wire.EventRef `json:"event,omitempty"`
 	// RegistryVersion is the registry the explanation used.
 	RegistryVersion string `json:"registry_version"`
 	// Evicted is the DeferredEvicted that unloaded the tool at a turn
 	// boundary (prefix-change cause "evict") when no load
 	// since has loaded it again; nil otherwise. tool_search loads it again.
-	Evicted *EventRef `json:"evicted,omitempty"`
+	Evicted *wire.EventRef `json:"evicted,omitempty"`
 	// Seq is the session sequence explained.
 	Seq uint64 `json:"seq"`
 }
@@ -108,7 +109,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 			RegistryVersion: pruned, Seq: st.LastSeq}, nil
 	}
 	blame := aggregate.NewChannelBlame(reg, session, tool, req.Override, req.Profile, req.Channel)
-	var last, evicted *EventRef
+	var last, evicted *wire.EventRef
 	for i, r := range recs {
 		if blame.Apply(evs[i]) {
 			ref := refOf(r)
@@ -127,7 +128,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		}
 	}
 	bst := blame.State()
-	for _, ref := range []*EventRef{last, evicted} {
+	for _, ref := range []*wire.EventRef{last, evicted} {
 		if ref != nil {
 			ref.Actor = e.RevealActor(ctx, ref.Actor)
 		}

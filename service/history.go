@@ -12,9 +12,9 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // Until bounds a history: events up to and including Seq (0: no bound)
@@ -28,71 +28,10 @@ func (u Until) stops(r jetstream.Record) bool {
 	return (u.Seq != 0 && r.Seq > u.Seq) || (!u.Time.IsZero() && r.Time.After(u.Time))
 }
 
-// EventRef names one stored event.
-type EventRef struct {
-	Seq     uint64    `json:"seq"`
-	ID      string    `json:"id"`
-	Type    string    `json:"type"`
-	Channel string    `json:"channel"`
-	Actor   string    `json:"actor"`
-	Time    time.Time `json:"time"`
-}
-
-// HistoryEntry is one event of a session's timeline, with the state it
-// left behind and how the resolved tool set changed.
-type HistoryEntry struct {
-	EventRef
-	// Payload is the decoded event payload (nil when undecodable).
-	Payload events.Payload `json:"payload,omitempty"`
-	// Error says why the event was not applied: skipped or rejected;
-	// "" when applied.
-	Error string `json:"error,omitempty"`
-	// Rejected is true when the event was decoded but not applied because
-	// it breaks a fold rule; Error names the rule.
-	Rejected bool `json:"rejected,omitempty"`
-	// Intent is the session's intent after the event.
-	Intent intent.Intent `json:"intent"`
-	// Tools is the resolved tool set after the event; Gained and Lost
-	// compare it with the set before. Inside a turn it is the turn's
-	// frozen set, rebuilt from its TurnStarted.
-	Tools  []string `json:"tools"`
-	Gained []string `json:"gained,omitempty"`
-	Lost   []string `json:"lost,omitempty"`
-	// Provider and Catalog split Tools for a dispatch at this point.
-	Provider []string `json:"provider"`
-	Catalog  []string `json:"catalog"`
-	// Loaded is the loaded deferred set after the event.
-	Loaded []string `json:"loaded"`
-	// PrefixHash is the sha256 of the rendered provider array;
-	// PrefixChanged says whether it differs from before the event, and
-	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume", "turn",
-	// "compaction" (the state a snapshot carries) or "registry" (another registry version was in force, or the checkpoint
-	// recorded another one).
-	PrefixHash    string `json:"prefix_hash"`
-	PrefixChanged bool   `json:"prefix_changed"`
-	// ReferencesHash, in Anthropic's native modes, is the hash of the
-	// definitions the provider expands at the history's tool_reference
-	// blocks; PrefixChanged counts a change of it too (a cache break from
-	// the first reference of the changed tool on).
-	ReferencesHash string `json:"references_hash,omitempty"`
-	Cause          string `json:"cause,omitempty"`
-	// Turn and InTurn are the turn state after the event.
-	Turn   uint64 `json:"turn"`
-	InTurn bool   `json:"in_turn"`
-	// RegistryVersion is the registry this point resolved against: the
-	// open turn's (recorded in its TurnStarted), else the version in
-	// force when the event was stored (the registry history's timeline),
-	// else the live one.
-	RegistryVersion string `json:"registry_version"`
-	// Dispatch is, inside a turn, the resident/deferred classification a
-	// provider dispatch at this point records: derived from the log,
-	// for any past turn.
-	Dispatch *checkpoint.Dispatch `json:"dispatch,omitempty"`
-	// Compacted, on the entry of an applied SessionCompacted, says
-	// which events it replaced, when they were written, and who compacted
-	// them: the history before it is that one entry.
-	Compacted *Compaction `json:"compacted,omitempty"`
-}
+// HistoryEntry is one event of a session's timeline, its payload decoded
+// (nil when undecodable), with the state it left behind and how the
+// resolved tool set changed (wire.HistoryPoint).
+type HistoryEntry = wire.HistoryEntryOf[events.Payload]
 
 // registriesAt answers "which registry was in force" for one replay: the
 // registry history's timeline read once, versions loaded once.
@@ -336,7 +275,11 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		}
 		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
 		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
-		h.PrefixHash, h.ReferencesHash, h.RegistryVersion, h.Dispatch = p.PrefixHash, p.ReferencesHash, p.RegistryVersion, p.Dispatch
+		h.PrefixHash, h.ReferencesHash, h.RegistryVersion = p.PrefixHash, p.ReferencesHash, p.RegistryVersion
+		if p.Dispatch != nil {
+			d := wireDispatch(session, *p.Dispatch)
+			h.Dispatch = &d
+		}
 		if !p.pruned && !rp.prevPruned {
 			h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
 		}
@@ -469,8 +412,8 @@ func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.St
 	return e.proj.Registries().Stored(ctx, r)
 }
 
-func refOf(r jetstream.Record) EventRef {
-	return EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time}
+func refOf(r jetstream.Record) wire.EventRef {
+	return wire.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time}
 }
 
 func causeOf(r jetstream.Record) string {

@@ -5,7 +5,6 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
@@ -14,61 +13,6 @@ import (
 // reply is a wire type where wire has one with the same JSON; the types
 // below carry command objects (Command) or engine results, and encode to
 // the JSON of wire's type of the same role.
-
-// HistoryPageReply is one page of a session's timeline (session.history),
-// in stream order (the JSON of wire.History).
-type HistoryPageReply struct {
-	Session string             `json:"session"`
-	Entries []HistoryPageEntry `json:"entries"`
-	// State is the session after the last entry of this page (after the
-	// whole timeline on its last page).
-	State wire.Session `json:"state"`
-	// More is true when the session has events after this page (within
-	// Until): ask again with after_seq = NextAfterSeq.
-	More bool `json:"more"`
-	// NextAfterSeq is the Seq of this page's last entry when More, else
-	// absent.
-	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
-}
-
-// HistoryPageEntry is one event of a timeline with the state it left and
-// how the resolved tool set changed (see HistoryEntry; the JSON of
-// wire.HistoryEntry).
-type HistoryPageEntry struct {
-	EventRef
-	// Payload is the event as a command object (absent: undecodable).
-	Payload *Command `json:"payload,omitempty"`
-	// Error says why the event was not applied ("" when it was); Rejected
-	// is true when it broke a fold rule rather than being
-	// undecodable.
-	Error         string        `json:"error,omitempty"`
-	Rejected      bool          `json:"rejected,omitempty"`
-	Intent        intent.Intent `json:"intent"`
-	Tools         []string      `json:"tools"`
-	Gained        []string      `json:"gained,omitempty"`
-	Lost          []string      `json:"lost,omitempty"`
-	Provider      []string      `json:"provider"`
-	Catalog       []string      `json:"catalog"`
-	Loaded        []string      `json:"loaded"`
-	PrefixHash    string        `json:"prefix_hash"`
-	PrefixChanged bool          `json:"prefix_changed"`
-	// ReferencesHash is HistoryEntry's.
-	ReferencesHash string `json:"references_hash,omitempty"`
-	Cause          string `json:"cause,omitempty"`
-	Turn           uint64 `json:"turn"`
-	InTurn         bool   `json:"in_turn"`
-	// RegistryVersion is the registry this point resolved against: the
-	// open turn's, else the one in force when the event was stored.
-	RegistryVersion string `json:"registry_version"`
-	// Dispatch is, inside a turn, the classification a provider dispatch
-	// at this point records, derived from the log.
-	Dispatch *wire.DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry, says what it replaced.
-	Compacted *Compaction `json:"compacted,omitempty"`
-	// Lists, present when a list of the entry was cut to HistoryListMax
-	// names, gives each list's full length.
-	Lists *wire.EntryLists `json:"lists,omitempty"`
-}
 
 // HistoryListMax is the most names a history entry lists in each of
 // tools, provider, catalog, gained, lost and its dispatch's lists: an
@@ -79,7 +23,7 @@ const HistoryListMax = 64
 
 // summarise cuts each list of e to HistoryListMax names and, when it cut
 // one, records every list's full length in e.Lists.
-func (e *HistoryPageEntry) summarise() {
+func summarise(e *wire.HistoryPoint) {
 	l := wire.EntryLists{Tools: len(e.Tools), Provider: len(e.Provider), Catalog: len(e.Catalog), Gained: len(e.Gained), Lost: len(e.Lost)}
 	long := max(l.Tools, l.Provider, l.Catalog, l.Gained, l.Lost) > HistoryListMax
 	if d := e.Dispatch; d != nil {
@@ -111,18 +55,13 @@ type ExplainBatchReply struct {
 	Explanations []ExplainResult `json:"explanations"`
 }
 
-// LiveEvent is one event of a live stream (wire.LiveEvent's JSON).
-type LiveEvent struct {
-	EventRef
-	Session string   `json:"session"`
-	Payload *Command `json:"payload,omitempty"`
-	Error   string   `json:"error,omitempty"`
-}
+// LiveEvent is one event of a live stream, its payload a command object.
+type LiveEvent = wire.LiveEventOf[*Command]
 
 // LiveEventOf is r as a live stream sends it.
 func LiveEventOf(r WatchedEvent) LiveEvent {
 	e := LiveEvent{
-		EventRef: EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
+		EventRef: wire.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time},
 		Session:  r.Session,
 	}
 	if r.Err != nil {
@@ -204,22 +143,15 @@ func wireResume(session string, r ResumeResult) wire.ResumeReply {
 	return out
 }
 
-func wireHistoryEntry(session string, h HistoryEntry) HistoryPageEntry {
-	e := HistoryPageEntry{
-		EventRef: h.EventRef, Error: h.Error, Rejected: h.Rejected, Intent: h.Intent,
-		Tools: orEmpty(h.Tools), Gained: h.Gained, Lost: h.Lost,
-		Provider: orEmpty(h.Provider), Catalog: orEmpty(h.Catalog), Loaded: orEmpty(h.Loaded),
-		PrefixHash: h.PrefixHash, PrefixChanged: h.PrefixChanged, ReferencesHash: h.ReferencesHash, Cause: h.Cause, Turn: h.Turn, InTurn: h.InTurn,
-		RegistryVersion: h.RegistryVersion, Compacted: h.Compacted,
-	}
-	if h.Dispatch != nil {
-		d := wireDispatch(session, *h.Dispatch)
-		e.Dispatch = &d
-	}
+// wireHistoryEntry is h as a history page carries it: its payload a
+// command object, its lists cut to HistoryListMax names.
+func wireHistoryEntry(h HistoryEntry) wire.HistoryEntryOf[*Command] {
+	e := wire.HistoryEntryOf[*Command]{EventRef: h.EventRef, HistoryPoint: h.HistoryPoint}
+	e.Tools, e.Provider, e.Catalog, e.Loaded = orEmpty(h.Tools), orEmpty(h.Provider), orEmpty(h.Catalog), orEmpty(h.Loaded)
 	if h.Payload != nil {
 		e.Payload = &Command{h.Payload}
 	}
-	e.summarise()
+	summarise(&e.HistoryPoint)
 	return e
 }
 

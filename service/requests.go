@@ -199,27 +199,27 @@ func (q *Requests) Resolve(ctx context.Context, r *wire.ResolveRequest, o Origin
 
 // History answers session.history with one page: memory and
 // reply size are bounded by the page, not by the session's length.
-func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin) (HistoryPageReply, error) {
+func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin) (wire.HistoryOf[*Command], error) {
 	until, err := parseUntil(r.Until)
 	if err != nil {
-		return HistoryPageReply{}, err
+		return wire.HistoryOf[*Command]{}, err
 	}
 	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
 	if err != nil {
-		return HistoryPageReply{}, err
+		return wire.HistoryOf[*Command]{}, err
 	}
 	rr.Channel = o.Channel // The timeline as the caller's channel sees it
 	limit := r.Limit
 	if limit < 0 || limit > wire.MaxHistoryPage {
-		return HistoryPageReply{}, wire.BadRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, wire.MaxHistoryPage, wire.DefaultHistoryPage)
+		return wire.HistoryOf[*Command]{}, wire.BadRequest("limit %d is out of range: give 1 to %d (default %d) and read the next page with after_seq = next_after_seq", limit, wire.MaxHistoryPage, wire.DefaultHistoryPage)
 	}
 	if limit == 0 {
 		limit = wire.DefaultHistoryPage
 	}
-	out := HistoryPageReply{Session: r.Session, Entries: []HistoryPageEntry{}}
+	out := wire.HistoryOf[*Command]{Session: r.Session, Entries: []wire.HistoryEntryOf[*Command]{}}
 	size := 0
 	st, more, err := q.eng.HistoryPage(ctx, r.Session, until, rr, r.AfterSeq, func(h HistoryEntry) bool {
-		e := wireHistoryEntry(r.Session, h)
+		e := wireHistoryEntry(h)
 		if b, err := json.Marshal(e); err == nil {
 			size += len(b) + 1
 		}
@@ -227,7 +227,7 @@ func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin
 		return len(out.Entries) < limit && size < wire.MaxHistoryPageBytes
 	})
 	if err != nil {
-		return HistoryPageReply{}, err
+		return wire.HistoryOf[*Command]{}, err
 	}
 	st.Session = r.Session
 	out.State, out.More = SessionOf(st), more

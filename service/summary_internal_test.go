@@ -19,10 +19,10 @@ func TestHistoryEntrySummarised(t *testing.T) {
 		}
 		return out
 	}
-	e := HistoryPageEntry{Tools: names(300), Provider: names(20), Catalog: names(280), Gained: names(300), Lost: nil,
+	e := wire.HistoryPoint{Tools: names(300), Provider: names(20), Catalog: names(280), Gained: names(300), Lost: nil,
 		Dispatch: &wire.DispatchRecord{Resident: names(20), Deferred: names(280), Loaded: names(3)}}
 	tools := slices.Clone(e.Tools)
-	e.summarise()
+	summarise(&e)
 	if len(e.Tools) != HistoryListMax || !slices.Equal(e.Tools, tools[:HistoryListMax]) || len(e.Catalog) != HistoryListMax || len(e.Gained) != HistoryListMax ||
 		len(e.Provider) != 20 || e.Lost != nil || len(e.Dispatch.Deferred) != HistoryListMax || len(e.Dispatch.Resident) != 20 {
 		t.Fatalf("summarised lists: tools %d catalog %d gained %d provider %d lost %v dispatch deferred %d", len(e.Tools), len(e.Catalog), len(e.Gained), len(e.Provider), e.Lost, len(e.Dispatch.Deferred))
@@ -31,8 +31,8 @@ func TestHistoryEntrySummarised(t *testing.T) {
 	if e.Lists == nil || *e.Lists != want {
 		t.Fatalf("lists %+v, want %+v", e.Lists, want)
 	}
-	small := HistoryPageEntry{Tools: names(21), Provider: names(17), Catalog: names(4)}
-	small.summarise()
+	small := wire.HistoryPoint{Tools: names(21), Provider: names(17), Catalog: names(4)}
+	summarise(&small)
 	if small.Lists != nil || len(small.Tools) != 21 {
 		t.Fatalf("a small entry was summarised: %+v", small.Lists)
 	}

@@ -85,9 +85,13 @@ type LiveRequest struct {
 // LiveEvent is one event of a live stream: the event's reference (as in
 // a history entry), its session, and its payload as a command object (as
 // history's payload), or Error when the engine cannot decode it.
-type LiveEvent struct {
+type LiveEvent = LiveEventOf[Command]
+
+// LiveEventOf is a LiveEvent whose payload is a P: a client decodes it as
+// a Command, the engine sends the decoded event.
+type LiveEventOf[P any] struct {
 	EventRef
-	Session string  `json:"session"`
-	Payload Command `json:"payload,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	Session string `json:"session"`
+	Payload P      `json:"payload,omitempty"`
+	Error   string `json:"error,omitempty"`
 }

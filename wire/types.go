@@ -200,49 +200,91 @@ type Classification struct {
 	Loaded   bool   `json:"loaded"`
 }
 
-// History is a session's timeline.
-type History struct {
-	Session string         `json:"session"`
-	Entries []HistoryEntry `json:"entries"`
-	State   Session        `json:"state"`
-	// More says a page is not the last: the next one is after
-	// NextAfterSeq.
+// History is a session's timeline (the reply of session.history), one
+// page of it: the entries in stream order, the session after the last of
+// them.
+type History = HistoryOf[Command]
+
+// HistoryEntry is one event of a timeline with the state it left.
+type HistoryEntry = HistoryEntryOf[Command]
+
+// HistoryOf is a page of a session's timeline whose entries carry their
+// event's payload as P: a client decodes it as a Command, the engine
+// holds the decoded event.
+type HistoryOf[P any] struct {
+	Session string              `json:"session"`
+	Entries []HistoryEntryOf[P] `json:"entries"`
+	// State is the session after the last entry of this page (after the
+	// whole timeline on its last page).
+	State Session `json:"state"`
+	// More is true when the session has events after this page (within
+	// the request's until): ask again with after_seq = NextAfterSeq, the
+	// Seq of this page's last entry (absent when not More).
 	More         bool   `json:"more"`
 	NextAfterSeq uint64 `json:"next_after_seq,omitempty"`
 }
 
-// HistoryEntry is one event of a timeline with the state it left.
-type HistoryEntry struct {
+// HistoryEntryOf is one event of a timeline, its payload as P (absent:
+// undecodable), with the point it left (HistoryPoint).
+type HistoryEntryOf[P any] struct {
 	EventRef
-	Payload       Command  `json:"payload,omitempty"`
-	Error         string   `json:"error,omitempty"`
-	Rejected      bool     `json:"rejected,omitempty"`
-	Intent        Intent   `json:"intent"`
-	Tools         []string `json:"tools"`
-	Gained        []string `json:"gained,omitempty"`
-	Lost          []string `json:"lost,omitempty"`
-	Provider      []string `json:"provider"`
-	Catalog       []string `json:"catalog"`
-	Loaded        []string `json:"loaded"`
-	PrefixHash    string   `json:"prefix_hash"`
-	PrefixChanged bool     `json:"prefix_changed"`
-	// ReferencesHash, in Anthropic's native modes, hashes the definitions
-	// expanded at the history's tool_reference blocks; PrefixChanged
-	// counts its changes too.
+	Payload P `json:"payload,omitempty"`
+	HistoryPoint
+}
+
+// HistoryPoint is what a history entry shows of the session after its
+// event: whether the event applied, the intent, the resolved tools and
+// how they changed.
+type HistoryPoint struct {
+	// Error says why the event was not applied ("" when it was); Rejected
+	// is true when it broke a fold rule rather than being undecodable.
+	Error    string `json:"error,omitempty"`
+	Rejected bool   `json:"rejected,omitempty"`
+	// Intent is the session's intent after the event.
+	Intent Intent `json:"intent"`
+	// Tools is the resolved tool set after the event; Gained and Lost
+	// compare it with the set before. Inside a turn it is the turn's
+	// frozen set, rebuilt from its TurnStarted.
+	Tools  []string `json:"tools"`
+	Gained []string `json:"gained,omitempty"`
+	Lost   []string `json:"lost,omitempty"`
+	// Provider and Catalog split Tools for a dispatch at this point.
+	Provider []string `json:"provider"`
+	Catalog  []string `json:"catalog"`
+	// Loaded is the loaded deferred set after the event.
+	Loaded []string `json:"loaded"`
+	// PrefixHash is the sha256 of the rendered provider array;
+	// PrefixChanged says whether it differs from before the event, and
+	// Cause why: "intent", "discovery", "evict", "checkpoint", "resume",
+	// "turn", "compaction" (the state a snapshot carries) or "registry"
+	// (another registry version was in force, or the checkpoint recorded
+	// another one).
+	PrefixHash    string `json:"prefix_hash"`
+	PrefixChanged bool   `json:"prefix_changed"`
+	// ReferencesHash, in Anthropic's native modes, is the hash of the
+	// definitions the provider expands at the history's tool_reference
+	// blocks; PrefixChanged counts a change of it too (a cache break from
+	// the first reference of the changed tool on).
 	ReferencesHash string `json:"references_hash,omitempty"`
 	Cause          string `json:"cause,omitempty"`
-	Turn           uint64 `json:"turn"`
-	InTurn         bool   `json:"in_turn"`
+	// Turn and InTurn are the turn state after the event.
+	Turn   uint64 `json:"turn"`
+	InTurn bool   `json:"in_turn"`
 	// RegistryVersion is the registry this point resolved against: the
-	// open turn's, else the one in force when the event was stored.
+	// open turn's (recorded in its TurnStarted), else the version in
+	// force when the event was stored (the registry history's timeline),
+	// else the live one.
 	RegistryVersion string `json:"registry_version"`
-	// Dispatch is, inside a turn, the classification a provider dispatch
-	// at this point records, derived from the log.
+	// Dispatch is, inside a turn, the resident/deferred classification a
+	// provider dispatch at this point records: derived from the log, for
+	// any past turn.
 	Dispatch *DispatchRecord `json:"dispatch,omitempty"`
-	// Compacted, on a compaction's entry, says what it replaced.
+	// Compacted, on the entry of an applied SessionCompacted, says which
+	// events it replaced, when they were written, and who compacted them:
+	// the history before it is that one entry.
 	Compacted *Compaction `json:"compacted,omitempty"`
-	// Lists, present when the entry's lists were cut to 64 names each,
-	// gives each list's full length.
+	// Lists, present when a list of the entry was cut to the engine's
+	// most names per list (64), gives each list's full length.
 	Lists *EntryLists `json:"lists,omitempty"`
 }
 
