@@ -14,10 +14,18 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// readOnlyOps are the operations a read-only token may call.
-var readOnlyOps = map[string]bool{"intent": true, "resolve": true, "history": true, "explain": true, "explain-batch": true,
-	"sessions": true, "registry": true, "budget": true, "turn-inspect": true,
-	"turn-call-check": true, "registry-diff": true, "session-live": true, "events-live": true}
+// readOnlyOps are the operations a read-only token may call: those of
+// the table and the live streams that change nothing
+// (wire.Operation.ReadOnly).
+var readOnlyOps = func() map[string]bool {
+	m := map[string]bool{}
+	for _, o := range append(wire.Operations(), wire.LiveOperations()...) {
+		if o.ReadOnly() {
+			m[o.Name] = true
+		}
+	}
+	return m
+}()
 
 // authenticate returns the token of an HTTP request, or a 401/403 error.
 func (a *API) authenticate(op *operation, r *http.Request) (*tokens.Token, error) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -288,15 +287,8 @@ func (a *API) run(ctx context.Context, op *operation, req any, o service.Origin)
 
 // call executes op with a checked request, under the request timeout.
 func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin) (any, error) {
-	if d, ok := req.(*wire.DeleteRequest); (op.Purges || ok && d.Erase) && o.Channel != a.cfg.EraseChannel {
-		// Only the erase channel may purge a session's events (erase,
-		// compact); any other channel is refused before anything is written.
-		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
-			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", o.Channel, map[bool]string{true: "compact", false: "erase"}[op.Purges], a.cfg.EraseChannel)}
-	}
-	if _, ok := req.(*wire.DeleteRequest); ok && len(a.cfg.DeleteChannels) > 0 && o.Channel != a.cfg.EraseChannel && !slices.Contains(a.cfg.DeleteChannels, o.Channel) {
-		return nil, &APIError{Status: http.StatusForbidden, Code: wire.CodeForbidden,
-			Message: fmt.Sprintf("channel %q may not delete sessions: only %s and the erase channel %q may (engine serve --delete-channel)", o.Channel, strings.Join(a.cfg.DeleteChannels, ", "), a.cfg.EraseChannel)}
+	if err := (service.ChannelRules{Erase: a.cfg.EraseChannel, Delete: a.cfg.DeleteChannels}).Check(op.Operation, req, o.Channel); err != nil {
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -55,8 +55,8 @@ var DecodeCommand = service.DecodeCommand
 var EncodeCommand = service.EncodeCommand
 
 // DefaultEraseChannel is the channel allowed to erase sessions when
-// Config.EraseChannel is empty.
-const DefaultEraseChannel = "ops"
+// Config.EraseChannel is empty (service.DefaultEraseChannel).
+const DefaultEraseChannel = service.DefaultEraseChannel
 
 // OtherChannels is the channel label of requests from unknown HTTP
 // channels in Config.Observe (and so in /metrics): service.OtherChannels.

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -73,6 +74,41 @@ func BindIdempotencyKey(req any, key string) error {
 		return wire.BadRequest("%s header %q differs from the body's event_id %q: send one of them", wire.HeaderIdempotencyKey, clip.String(key, clip.Max), clip.String(r.EventID, clip.Max))
 	}
 	r.EventID = key
+	return nil
+}
+
+// DefaultEraseChannel is the channel allowed to purge sessions' events
+// when ChannelRules.Erase is empty.
+const DefaultEraseChannel = "ops"
+
+// ChannelRules say which channels may delete sessions and purge their
+// events.
+type ChannelRules struct {
+	// Erase is the one channel that may purge events: erase (a delete
+	// with erase) and the operations that purge (wire.Operation.Purges,
+	// compaction).
+	Erase string
+	// Delete, when set, are the channels besides Erase that may delete
+	// sessions; empty, every writing channel may.
+	Delete []string
+}
+
+// Check refuses, with a forbidden *wire.Error, a request of op from
+// channel that the rules do not allow, before anything is written.
+func (c ChannelRules) Check(op wire.Operation, req any, channel string) error {
+	d, isDelete := req.(*wire.DeleteRequest)
+	if (op.Purges || isDelete && d.Erase) && channel != c.Erase {
+		what := "erase"
+		if op.Purges {
+			what = "compact"
+		}
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+			Message: fmt.Sprintf("channel %q may not %s sessions: only the erase channel %q may (engine serve --erase-channel)", channel, what, c.Erase)}
+	}
+	if isDelete && len(c.Delete) > 0 && channel != c.Erase && !slices.Contains(c.Delete, channel) {
+		return &wire.Error{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+			Message: fmt.Sprintf("channel %q may not delete sessions: only %s and the erase channel %q may (engine serve --delete-channel)", channel, strings.Join(c.Delete, ", "), c.Erase)}
+	}
 	return nil
 }
 

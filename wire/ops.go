@@ -46,6 +46,11 @@ type Operation struct {
 	// Purges is true for operations that purge events from the log
 	// (compaction): only the engine's erase channel may call them.
 	Purges bool `json:"purges,omitempty"`
+	// Records is true for operations that write no event but record
+	// something in the engine (turn-dispatch, the classification
+	// turn-inspect reads): like a write, a read-only token may not call
+	// them.
+	Records bool `json:"records,omitempty"`
 	// Summary says what the operation does.
 	Summary string `json:"summary"`
 }
@@ -54,6 +59,10 @@ type Operation struct {
 // where both GET and POST are served, so that a structured request goes
 // in a body).
 func (o Operation) Method() string { return o.Methods[len(o.Methods)-1] }
+
+// ReadOnly reports whether the operation changes nothing (neither Write
+// nor Records): the operations a read-only token may call.
+func (o Operation) ReadOnly() bool { return !o.Write && !o.Records }
 
 const (
 	get  = http.MethodGet
@@ -82,7 +91,7 @@ var (
 		Summary: "Begin the next turn: resolve and freeze the session's tools."}
 	OpDiscover = Operation{Name: "turn-discover", Subject: "turn.discover", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/discover", Write: true,
 		Summary: "tool_search in the open turn: load deferred tools and return their schemas."}
-	OpDispatch = Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch",
+	OpDispatch = Operation{Name: "turn-dispatch", Subject: "turn.dispatch", Methods: []string{post}, Path: "/v1/sessions/{session}/turn/dispatch", Records: true,
 		Summary: "The provider request: in a turn its frozen tools (frozen true), outside one the live resolution (frozen false, no no_turn error); records its resident/deferred classification."}
 	OpInspect = Operation{Name: "turn-inspect", Subject: "turn.inspect", Methods: []string{get}, Path: "/v1/sessions/{session}/turn/dispatch",
 		Summary: "The classification recorded by the session's last dispatch in this engine process."}
