@@ -13,7 +13,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
@@ -25,22 +24,22 @@ type outcome struct {
 	Intent       SessionView
 	Resolve      wire.TurnView
 	Begin        wire.TurnView
-	Discover     service.DiscoverResult
+	Discover     wire.DiscoverReply
 	Dispatch     wire.TurnView
 	Inspect      DispatchRecord
-	CallCheck    service.CallCheckResult
-	CallUnknown  service.CallCheckResult
+	CallCheck    wire.CallCheckReply
+	CallUnknown  wire.CallCheckReply
 	Checkpoint   CheckpointResponse
 	End          CheckpointResponse
 	Resume       ResumeResponse
 	History      HistoryResponse
 	HistoryUntil HistoryResponse
-	Explain      service.ExplainResult
-	ExplainThen  service.ExplainResult
-	ExplainBatch service.ExplainBatchReply
+	Explain      wire.Explanation
+	ExplainThen  wire.Explanation
+	ExplainBatch wire.ExplainBatchReply
 	Registry     RegistryInfo
 	Budget       deferral.BudgetTable
-	RegistryDiff resolver.RegistryDiff // the impact's counts depend on the other sessions
+	RegistryDiff wire.RegistryDiff // the impact's counts depend on the other sessions
 }
 
 // scenario drives every operation for session s through c.

@@ -145,13 +145,13 @@ func (c *Client) History(ctx context.Context, req HistoryRequest) (HistoryRespon
 }
 
 // Explain says why req.Tool is or is not in the session's set.
-func (c *Client) Explain(ctx context.Context, req ExplainRequest) (service.ExplainResult, error) {
-	return call[service.ExplainResult](ctx, c, wire.OpExplain, &req)
+func (c *Client) Explain(ctx context.Context, req ExplainRequest) (wire.Explanation, error) {
+	return call[wire.Explanation](ctx, c, wire.OpExplain, &req)
 }
 
 // ExplainBatch explains each of req.Tools in one request.
-func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest) (service.ExplainBatchReply, error) {
-	return call[service.ExplainBatchReply](ctx, c, wire.OpExplainBatch, &req)
+func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest) (wire.ExplainBatchReply, error) {
+	return call[wire.ExplainBatchReply](ctx, c, wire.OpExplainBatch, &req)
 }
 
 // Checkpoint records a safe point of the session's open turn.
@@ -170,13 +170,13 @@ func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (wire.Turn
 }
 
 // Discover is tool_search in the open turn, for exact names.
-func (c *Client) Discover(ctx context.Context, session, provider string, names ...string) (service.DiscoverResult, error) {
-	return call[service.DiscoverResult](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Names: names, Provider: provider})
+func (c *Client) Discover(ctx context.Context, session, provider string, names ...string) (wire.DiscoverReply, error) {
+	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Names: names, Provider: provider})
 }
 
 // ToolSearch is tool_search in the open turn with the model's input.
-func (c *Client) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (service.DiscoverResult, error) {
-	return call[service.DiscoverResult](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Input: input, Provider: provider})
+func (c *Client) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (wire.DiscoverReply, error) {
+	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Input: input, Provider: provider})
 }
 
 // Dispatch returns the provider request of the open turn.
@@ -190,13 +190,13 @@ func (c *Client) LastDispatch(ctx context.Context, session string) (DispatchReco
 }
 
 // CallCheck asks whether a call of tool may execute in the open turn.
-func (c *Client) CallCheck(ctx context.Context, session, tool string) (service.CallCheckResult, error) {
-	return call[service.CallCheckResult](ctx, c, wire.OpCallCheck, &wire.CallCheckRequest{Session: session, Tool: tool})
+func (c *Client) CallCheck(ctx context.Context, session, tool string) (wire.CallCheckReply, error) {
+	return call[wire.CallCheckReply](ctx, c, wire.OpCallCheck, &wire.CallCheckRequest{Session: session, Tool: tool})
 }
 
 // RegistryDiff compares a candidate registry with the live one.
-func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (service.Impact, error) {
-	return call[service.Impact](ctx, c, wire.OpRegistryDiff, &wire.RegistryDiffRequest{Registry: registry})
+func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (wire.RegistryImpact, error) {
+	return call[wire.RegistryImpact](ctx, c, wire.OpRegistryDiff, &wire.RegistryDiffRequest{Registry: registry})
 }
 
 // EndTurn ends the open turn at a safe point.

@@ -27,9 +27,9 @@ func embeddedRegistryJSON(t *testing.T) []byte {
 }
 
 // discoverVec is turn.discover with the model's input and a query vector.
-func discoverVec(t *testing.T, c *Client, s string, input string, vec []float32) (service.DiscoverResult, error) {
+func discoverVec(t *testing.T, c *Client, s string, input string, vec []float32) (wire.DiscoverReply, error) {
 	t.Helper()
-	return call[service.DiscoverResult](ctxT(t), c, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(input), Provider: service.ProviderAnthropicEngine, QueryVector: vec})
+	return call[wire.DiscoverReply](ctxT(t), c, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(input), Provider: service.ProviderAnthropicEngine, QueryVector: vec})
 }
 
 // Turn.discover takes a query vector beside the model's input, on

@@ -189,8 +189,8 @@ func (h *harness) promptCache(ctx context.Context) error {
 					if len(d.Loaded) > 0 {
 						next = pcDiscovery
 						for _, t := range d.Tools {
-							if slices.Contains(d.Loaded, t.Name) {
-								newLoaded += deferral.EstimateTool(t)
+							if rt, ok := h.eng.Registry().Tool(t.Name); ok && slices.Contains(d.Loaded, t.Name) {
+								newLoaded += deferral.EstimateTool(rt)
 							}
 						}
 					}

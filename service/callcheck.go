@@ -12,77 +12,29 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
-// The reasons of a CallCheckResult.
+// The reasons of a call check (wire.CallCheckReply).
 const (
 	// CallCallable: the tool is in the open turn's tools and the session
 	// does not disable it.
-	CallCallable = "callable"
+	CallCallable = wire.CallCallable
 	// CallDisabled: the session disables the tool (now, even if the turn
 	// froze it before the disable, or a native rendering still defines it
 	// because the history references it).
-	CallDisabled = "disabled"
+	CallDisabled = wire.CallDisabled
 	// CallNotInTurn: the turn's registry has the tool, but the turn's
 	// resolution leaves it out (the intent, the profile, the override or
 	// the channel's policy), or it cannot run in this deployment.
-	CallNotInTurn = "not_in_turn"
+	CallNotInTurn = wire.CallNotInTurn
 	// CallUnknown: the turn's registry has no tool of that name.
-	CallUnknown = "unknown"
+	CallUnknown = wire.CallUnknown
 	// CallNotLoaded: in an engine-side mode (anthropic-engine,
 	// openai-engine) the tool is deferred and not loaded, so the
 	// request's array does not define it: tool_search loads it first.
-	CallNotLoaded = "not_loaded"
+	CallNotLoaded = wire.CallNotLoaded
 )
-
-// CallCheckResult says whether a tool call may execute in the session's
-// open turn, and with what.
-type CallCheckResult struct {
-	Session string `json:"session"`
-	// Seq is the session sequence the check was decided at.
-	Seq uint64 `json:"seq"`
-	// Turn is the open turn's number.
-	Turn uint64 `json:"turn"`
-	// Name is the tool asked about.
-	Name string `json:"name"`
-	// Callable is true only for Reason CallCallable.
-	Callable bool `json:"callable"`
-	// Reason is CallCallable, CallDisabled, CallNotInTurn, CallUnknown,
-	// CallNotLoaded, CallAsk or CallDenied.
-	Reason string `json:"reason"`
-	// Note says the same for a person or a model, with what to do.
-	Note string `json:"note"`
-	// Tool is the turn's resolved tool (its frozen definition and
-	// Permission, the wrapper execution goes through); nil when the turn
-	// does not hold it. For a disabled tool of the turn it is still given,
-	// with Callable false.
-	Tool *resolver.Tool `json:"tool,omitempty"`
-	// Permission is Tool's permission ("" without Tool).
-	Permission string `json:"permission,omitempty"`
-	// Deferred and Loaded say whether the tool is deferred, and loaded by
-	// the engine's tool_search in the session. In a native mode a deferred
-	// tool the engine has not loaded stays callable: the array defines it
-	// (defer_loading), and a provider's own search (such as
-	// anthropic-native-server) loads tools the engine does not see. In an
-	// engine-side mode the array defines only the resident and loaded
-	// tools, so a deferred tool that is not loaded is CallNotLoaded.
-	Deferred bool `json:"deferred"`
-	Loaded   bool `json:"loaded"`
-	// Provider is the provider mode the check was decided for: the
-	// request's, else the one the turn was begun for, else the default.
-	Provider string `json:"provider"`
-	// Channel is the channel whose policy decided: the open turn's.
-	Channel string `json:"channel,omitempty"`
-	// Decision is the permission decision for a known tool: "allow",
-	// "ask" or "deny", "" for an unknown tool; an ask the user
-	// allowed reads "allow" with Grant set.
-	Decision string `json:"decision,omitempty"`
-	// Rule names what decided (resolver.Decision.Rule, or
-	// "granted:SCOPE:BY@SEQ" for an answered ask).
-	Rule string `json:"rule,omitempty"`
-	// Grant is the user's answer that allowed an ask, nil otherwise.
-	Grant *aggregate.Grant `json:"grant,omitempty"`
-}
 
 // CallCheck reports whether a call of tool may execute now in the
 // session's open turn: callable when the turn froze the tool
@@ -92,7 +44,7 @@ type CallCheckResult struct {
 // not an error: the backend answers the model's call with the note. It
 // returns ErrNoTurn outside a turn and ErrInvalid for an empty name or an
 // invalid session id. It writes nothing; any engine answers the same.
-func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheckResult, error) {
+func (e *Engine) CallCheck(ctx context.Context, session, tool string) (wire.CallCheckReply, error) {
 	return e.CallCheckAs(ctx, session, tool, "")
 }
 
@@ -100,7 +52,7 @@ func (e *Engine) CallCheck(ctx context.Context, session, tool string) (CallCheck
 // the channel that began the turn, the caller's own channel policy
 // counts too, so a channel never reads "callable" for a tool its policy
 // denies or asks. An empty caller is the turn's channel.
-func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) (CallCheckResult, error) {
+func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) (wire.CallCheckReply, error) {
 	return e.CallCheckIn(ctx, session, tool, caller, "")
 }
 
@@ -109,18 +61,18 @@ func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) 
 // tool is callable only when that mode's array defines it, so in an
 // engine-side mode a deferred tool the session has not loaded is
 // CallNotLoaded.
-func (e *Engine) CallCheckIn(ctx context.Context, session, tool, caller, provider string) (CallCheckResult, error) {
+func (e *Engine) CallCheckIn(ctx context.Context, session, tool, caller, provider string) (wire.CallCheckReply, error) {
 	if tool == "" {
-		return CallCheckResult{}, fmt.Errorf("%w: tool is empty: name the tool the model called", ErrInvalid)
+		return wire.CallCheckReply{}, fmt.Errorf("%w: tool is empty: name the tool the model called", ErrInvalid)
 	}
 	if err := validProvider(provider); err != nil {
-		return CallCheckResult{}, err
+		return wire.CallCheckReply{}, err
 	}
 	st, err := e.latest(ctx, session, 0)
 	if err != nil {
-		return CallCheckResult{}, err
+		return wire.CallCheckReply{}, err
 	}
-	var out CallCheckResult
+	var out wire.CallCheckReply
 	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 		out = callCheck(st, ot, tool, turnProvider(provider, ot))
 		if out.Reason == CallUnknown {
@@ -146,12 +98,13 @@ func turnProvider(provider string, ot *openTurn) deferral.Provider {
 
 // callCheck decides CallCheck against the open turn ot of st, for a
 // request rendered by row.
-func callCheck(st aggregate.State, ot *openTurn, name string, row deferral.Provider) CallCheckResult {
-	out := CallCheckResult{Session: st.Session, Seq: st.LastSeq, Turn: ot.turn.Number(), Name: name, Provider: row.Name}
+func callCheck(st aggregate.State, ot *openTurn, name string, row deferral.Provider) wire.CallCheckReply {
+	out := wire.CallCheckReply{Session: st.Session, Seq: st.LastSeq, Turn: ot.turn.Number(), Name: name, Provider: row.Name}
 	_, disabled := slices.BinarySearch(st.Intent.Disabled, name)
 	t, inTurn := ot.turn.Lookup(name)
 	if inTurn {
-		out.Tool, out.Permission, out.Deferred = &t, t.Permission, t.Deferred
+		wt := wireTool(t)
+		out.Tool, out.Permission, out.Deferred = &wt, t.Permission, t.Deferred
 		_, out.Loaded = slices.BinarySearch(st.Loaded, name)
 	}
 	known := inTurn

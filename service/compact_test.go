@@ -324,7 +324,7 @@ func TestCompactHistoryAndExplain(t *testing.T) {
 	}
 	x, err := e.Explain(ctx, "h", "grep", service.Until{}, service.ResolveRequest{})
 	if err != nil || x.Included || x.Event == nil || x.Event.Seq != res.Seq || x.Event.Type != string(events.TypeSessionCompacted) {
-		t.Fatalf("explain grep after compaction: %+v (event %+v) %v", x.Explanation, x.Event, err)
+		t.Fatalf("explain grep after compaction: %+v (event %+v) %v", x, x.Event, err)
 	}
 }
 

@@ -17,28 +17,6 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// DiscoverResult is what tool_search returns, and the turn afterwards.
-type DiscoverResult struct {
-	// Tools are the full schemas of the tools found: the requested
-	// names in this turn's set, then the query and regex matches.
-	Tools []resolver.Tool `json:"tools"`
-	// Loaded are the names this call loaded.
-	Loaded []string `json:"loaded"`
-	// NotFound are requested names this turn cannot load: a soft result,
-	// the call succeeds.
-	NotFound []string `json:"not_found,omitempty"`
-	// Matches are the ranked query and regex results.
-	Matches []deferral.Match `json:"matches,omitempty"`
-	// Note tells the model what went unanswered, if anything.
-	Note string `json:"note,omitempty"`
-	// Output is the tool result to send back to the model for this
-	// tool_search call, byte-deterministic.
-	Output json.RawMessage `json:"output"`
-	// View is the next provider request of the turn, carrying the loaded
-	// tools' schemas.
-	View wire.TurnView `json:"view"`
-}
-
 // DiscoverRequest is one tool_search call inside the open turn.
 type DiscoverRequest struct {
 	// Search is the model's tool_search input (deferral.ParseSearchInput),
@@ -78,7 +56,7 @@ type DiscoverRequest struct {
 // ranks by its keywords and its vector from the operator's model fused;
 // when that vector or the tools' are not to be had, by keywords, and the
 // note says why.
-func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+func (e *Engine) Discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (wire.DiscoverReply, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := e.discover(ctx, session, origin, req)
 		if errors.Is(err, aggregate.ErrToolDisabled) && attempt < e.cfg.MaxRetries {
@@ -89,18 +67,18 @@ func (e *Engine) Discover(ctx context.Context, session string, origin Origin, re
 }
 
 // discover is one attempt of Discover.
-func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (DiscoverResult, error) {
+func (e *Engine) discover(ctx context.Context, session string, origin Origin, req DiscoverRequest) (wire.DiscoverReply, error) {
 	if err := validProvider(req.Provider); err != nil {
-		return DiscoverResult{}, err
+		return wire.DiscoverReply{}, err
 	}
 	if err := req.Search.Validate(); err != nil {
-		return DiscoverResult{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return wire.DiscoverReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	st, err := e.latest(ctx, session, 0)
 	if err != nil {
-		return DiscoverResult{}, err
+		return wire.DiscoverReply{}, err
 	}
-	var out DiscoverResult
+	var out wire.DiscoverReply
 	settled := true
 	// One search at a time per turn, so that the turn loads in the order
 	// the log stores the loads.
@@ -119,7 +97,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 		if embedNote != "" {
 			sr.Note = strings.TrimPrefix(sr.Note+"; "+embedNote, "; ")
 		}
-		out = DiscoverResult{Tools: sr.Tools, Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
+		out = wire.DiscoverReply{Tools: wireTools(sr.Tools), Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: wireMatches(sr.Matches), Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
 		if len(sr.Loaded) > 0 {
 			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // manyDeferred is the default registry plus n deferred tools extra_000...
@@ -57,9 +58,9 @@ func TestLoadedSetBoundedByEviction(t *testing.T) {
 	e, _ := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, reg, service.Config{Hooks: service.Hooks{PrefixChanged: c.hook("broken")}}, true)
 	const s = "bounded"
 	p := service.ProviderAnthropicEngine
-	load := func(names []string) service.DiscoverResult {
+	load := func(names []string) wire.DiscoverReply {
 		t.Helper()
-		var last service.DiscoverResult
+		var last wire.DiscoverReply
 		for len(names) > 0 {
 			n := min(len(names), deferral.MaxSearchNames)
 			d, err := e.Discover(ctx, s, web, service.DiscoverRequest{Provider: p, Search: deferral.SearchRequest{Names: names[:n]}})

@@ -12,30 +12,8 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
-
-// ExplainResult says why a tool is or is not in a session's set.
-type ExplainResult struct {
-	resolver.Explanation
-	// Event is the event that last changed the explanation's outcome or
-	// rule: after it the tool was in or out for this rule, and no later
-	// event changed that. Nil when no event did: the explanation is
-	// the one of a session without events (the profile, the registry or a
-	// per-turn override decides). A SessionCompacted here means the
-	// event that set it was compacted: the history's compaction entry
-	// says which events the snapshot replaced.
-	Event *wire.EventRef `json:"event,omitempty"`
-	// RegistryVersion is the registry the explanation used.
-	RegistryVersion string `json:"registry_version"`
-	// Evicted is the DeferredEvicted that unloaded the tool at a turn
-	// boundary (prefix-change cause "evict") when no load
-	// since has loaded it again; nil otherwise. tool_search loads it again.
-	Evicted *wire.EventRef `json:"evicted,omitempty"`
-	// Seq is the session sequence explained.
-	Seq uint64 `json:"seq"`
-}
 
 // Explain says why tool is or is not in the session's resolved set at
 // until (zero: now), naming the rule (preset, profile, registry rule,
@@ -45,11 +23,16 @@ type ExplainResult struct {
 // override, against the registry in force at that point: the open turn's
 // recorded version when until falls inside a turn, else the version in
 // force when the last event explained was stored, else (until zero and
-// outside a turn) the live registry. RegistryVersion says which. A
-// session deleted at until answers ErrDeleted.
-func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (ExplainResult, error) {
+// outside a turn) the live registry. RegistryVersion says which. The
+// Event is the one that last changed the outcome or rule (nil when none
+// did: the profile, the registry or a per-turn override decides; a
+// SessionCompacted when the event that set it was compacted). Evicted is
+// the DeferredEvicted that unloaded the tool at a turn boundary when no
+// load since has loaded it again. A session deleted at until answers
+// ErrDeleted.
+func (e *Engine) Explain(ctx context.Context, session, tool string, until Until, req ResolveRequest) (wire.Explanation, error) {
 	if err := events.ValidateSessionID(session); err != nil {
-		return ExplainResult{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
+		return wire.Explanation{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
 	var recs []jetstream.Record
 	var evs []aggregate.Stored
@@ -74,18 +57,18 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 		return nil
 	})
 	if err != nil && !errors.Is(err, stop) {
-		return ExplainResult{}, err
+		return wire.Explanation{}, err
 	}
 	if len(recs) == 0 {
 		// A point before a compaction says so.
 		if err := e.compactedBefore(ctx, session, until); err != nil {
-			return ExplainResult{}, err
+			return wire.Explanation{}, err
 		}
 	}
 	if err := alive(session, st); err != nil {
 		// A deleted session has no tools to explain; a point before
 		// the delete (until) still explains.
-		return ExplainResult{}, err
+		return wire.Explanation{}, err
 	}
 	regs := e.registriesAt(ctx)
 	reg, pruned := regs.live, ""
@@ -104,8 +87,8 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	if reg == nil {
 		// The registry in force at this point was pruned: say so,
 		// rather than explain against another version.
-		return ExplainResult{Explanation: resolver.Explanation{Tool: tool, Rule: RulePruned,
-			Detail: prunedText(pruned) + "; whether " + tool + " was in or out is not recomputed"},
+		return wire.Explanation{Tool: tool, Rule: RulePruned,
+			Detail:          prunedText(pruned) + "; whether " + tool + " was in or out is not recomputed",
 			RegistryVersion: pruned, Seq: st.LastSeq}, nil
 	}
 	blame := aggregate.NewChannelBlame(reg, session, tool, req.Override, req.Profile, req.Channel)
@@ -133,5 +116,7 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 			ref.Actor = e.RevealActor(ctx, ref.Actor)
 		}
 	}
-	return ExplainResult{Explanation: blame.Explanation(), Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil
+	x := blame.Explanation()
+	return wire.Explanation{Tool: x.Tool, Included: x.Included, Rule: x.Rule, Detail: x.Detail,
+		Event: last, RegistryVersion: reg.Version(), Evicted: evicted, Seq: bst.LastSeq}, nil
 }

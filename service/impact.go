@@ -16,42 +16,12 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // MaxRegistryBytes bounds a registry file the engine stores in its
 // registry history, and so a candidate registry-diff compares.
 const MaxRegistryBytes = jetstream.MaxRegistryBytes
-
-// CheckpointLoss is a session whose last checkpoint would lose tools on
-// resume under the candidate registry that it keeps under the live one.
-type CheckpointLoss struct {
-	Session string   `json:"session"`
-	Lost    []string `json:"lost"`
-}
-
-// Impact is what pushing a candidate registry would change.
-type Impact struct {
-	// Diff compares the registries themselves.
-	Diff resolver.RegistryDiff `json:"diff"`
-	// Sessions is how many sessions were examined.
-	Sessions int `json:"sessions"`
-	// PrefixChanged are the sessions, sorted, whose prompt cache the
-	// candidate breaks, in the provider mode their last turn was begun
-	// for (the default without one), by that provider's rule
-	// (deferral.Provider.CachedPrefix and References): what view's
-	// prefix_hash and references_hash and the history's prefix changes
-	// say of the same change.
-	PrefixChanged []string `json:"prefix_changed,omitempty"`
-	// ReferencesChanged are those of PrefixChanged whose tools prefix
-	// holds but a definition the history references changes (Anthropic's
-	// native modes): the cache breaks at that tool's first tool_reference.
-	ReferencesChanged []string `json:"references_changed,omitempty"`
-	// Checkpoints is how many sessions have a checkpoint with loaded tools.
-	Checkpoints int `json:"checkpoints"`
-	// CheckpointLosses are those, sorted by session, whose resume would
-	// drop tools under the candidate that it restores under the live one.
-	CheckpointLosses []CheckpointLoss `json:"checkpoint_losses,omitempty"`
-}
 
 // Impact compares cand with the live registry: the registry
 // diff, then every session of the projection, resolved from its stored
@@ -60,13 +30,19 @@ type Impact struct {
 // its loaded set in load order, under both registries. A session's prefix
 // changes when the rendered provider array differs; a checkpoint loses the
 // loaded tools checkpoint.ResumeWith restores under the live registry but
-// not under cand. It writes nothing.
-func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, error) {
+// not under cand. The sessions whose prompt cache breaks
+// (PrefixChanged) are sorted, in the provider mode their last turn was
+// begun for (the default without one), by that provider's rule
+// (deferral.Provider.CachedPrefix and References): what a view's
+// prefix_hash and references_hash and the history's prefix changes say
+// of the same change. CheckpointLosses are sorted by session. It writes
+// nothing.
+func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (wire.RegistryImpact, error) {
 	if cand == nil {
-		return Impact{}, fmt.Errorf("%w: no candidate registry: load the file with resolver.LoadFile first", ErrInvalid)
+		return wire.RegistryImpact{}, fmt.Errorf("%w: no candidate registry: load the file with resolver.LoadFile first", ErrInvalid)
 	}
 	cur := e.Registry()
-	out := Impact{Diff: resolver.Diff(cur, cand)}
+	out := wire.RegistryImpact{Diff: wireDiff(resolver.Diff(cur, cand))}
 	sessions, err := e.Sessions(ctx)
 	if err != nil {
 		return out, err
@@ -92,7 +68,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (Impact, e
 		if st.Checkpoint != nil && len(st.Checkpoint.Loaded) > 0 {
 			out.Checkpoints++
 			if len(lost) > 0 {
-				out.CheckpointLosses = append(out.CheckpointLosses, CheckpointLoss{Session: s, Lost: lost})
+				out.CheckpointLosses = append(out.CheckpointLosses, wire.CheckpointLoss{Session: s, Lost: lost})
 			}
 		}
 	}

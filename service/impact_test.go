@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // editedRegistry is the default registry under a new version with one
@@ -130,7 +131,7 @@ func TestImpactMatchesBruteForce(t *testing.T) {
 	slices.Sort(wantRefs)
 	// By construction: a checkpoint that holds the edited deferred tool
 	// loses it (its contract entry changed); the others lose nothing.
-	var wantLoss []service.CheckpointLoss
+	var wantLoss []wire.CheckpointLoss
 	wantCps := 0
 	for _, s := range cps {
 		st, err := eCur.Session(ctx, s, last[s])
@@ -142,10 +143,10 @@ func TestImpactMatchesBruteForce(t *testing.T) {
 		}
 		wantCps++
 		if slices.Contains(st.Checkpoint.Loaded, tool) {
-			wantLoss = append(wantLoss, service.CheckpointLoss{Session: s, Lost: []string{tool}})
+			wantLoss = append(wantLoss, wire.CheckpointLoss{Session: s, Lost: []string{tool}})
 		}
 	}
-	slices.SortFunc(wantLoss, func(a, b service.CheckpointLoss) int { return cmpString(a.Session, b.Session) })
+	slices.SortFunc(wantLoss, func(a, b wire.CheckpointLoss) int { return cmpString(a.Session, b.Session) })
 
 	im, err := eCur.Impact(ctx, cand)
 	if err != nil {

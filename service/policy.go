@@ -12,18 +12,19 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
-// CallAsk is the CallCheckResult reason of a tool of the turn whose
+// CallAsk is the call check reason of a tool of the turn whose
 // decision is "ask" and that the user has not allowed: the backend asks
 // the user and records the answer (PermissionGranted) before it runs the
 // call.
-const CallAsk = "ask"
+const CallAsk = wire.CallAsk
 
-// CallDenied is the CallCheckResult reason of a tool of the turn that the
+// CallDenied is the call check reason of a tool of the turn that the
 // channel policy denies (a turn frozen before a policy change can hold
 // one).
-const CallDenied = "denied"
+const CallDenied = wire.CallDenied
 
 // Grants folds the session's PermissionGranted events up to upTo (0: the
 // end of the log) with the fold's verdicts, as every engine replays them:
@@ -89,7 +90,7 @@ func keptGrants(env events.Envelope, keep func(events.Envelope) bool) events.Env
 // "callable" for a tool its own policy denies). Deny beats ask beats
 // allow; an ask the user allowed (for the session, or once in this turn)
 // becomes allow, naming the answer.
-func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openTurn, caller string) error {
+func (e *Engine) decideCall(ctx context.Context, out *wire.CallCheckReply, ot *openTurn, caller string) error {
 	if ot.reg == nil {
 		return nil
 	}
@@ -132,7 +133,7 @@ func (e *Engine) decideCall(ctx context.Context, out *CallCheckResult, ot *openT
 			return err
 		}
 		if gr, ok := g.Allowed(out.Name, out.Turn); ok {
-			out.Grant = &gr
+			out.Grant = &wire.Grant{Tool: gr.Tool, Scope: gr.Scope, By: gr.By, Turn: gr.Turn, Seq: gr.Seq}
 			out.Decision = resolver.DecisionAllow
 			out.Rule = fmt.Sprintf("granted:%s:%s@%d", gr.Scope, gr.By, gr.Seq)
 			out.Note = fmt.Sprintf("tool %q may run in turn %d: %s allowed it (%s) at seq %d", out.Name, out.Turn, gr.By, gr.Scope, gr.Seq)

@@ -12,6 +12,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // counts records hook calls by name and cause.
@@ -99,7 +100,7 @@ func TestDiscoveryKeepsPrefix(t *testing.T) {
 }
 
 // checkOutput checks the tool result of a search in the provider's form.
-func checkOutput(t *testing.T, provider string, d service.DiscoverResult) {
+func checkOutput(t *testing.T, provider string, d wire.DiscoverReply) {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal(d.Output, &v); err != nil {

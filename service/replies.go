@@ -48,13 +48,6 @@ func summarise(e *wire.HistoryPoint) {
 	e.Lists = &l
 }
 
-// ExplainBatchReply is explain-batch's reply: one explanation per
-// requested tool, in the request's order (wire.ExplainBatchReply).
-type ExplainBatchReply struct {
-	Session      string          `json:"session"`
-	Explanations []ExplainResult `json:"explanations"`
-}
-
 // LiveEvent is one event of a live stream, its payload a command object.
 type LiveEvent = wire.LiveEventOf[*Command]
 
@@ -192,4 +185,47 @@ func wireRegistry(reg *resolver.Registry) wire.RegistryInfo {
 		}
 	}
 	return info
+}
+
+// wireDiff is a registry diff as registry-diff's reply carries it.
+func wireDiff(d resolver.RegistryDiff) wire.RegistryDiff {
+	out := wire.RegistryDiff{
+		From: d.From, To: d.To, Added: d.Added, Removed: d.Removed, Embeddings: d.Embeddings,
+		AllHashesChange: d.AllHashesChange, PolicyFrom: d.PolicyFrom, PolicyTo: d.PolicyTo,
+		DefaultsChange: d.DefaultsChange, Presets: d.Presets, Profiles: d.Profiles,
+	}
+	for _, c := range d.Changed {
+		out.Changed = append(out.Changed, wire.ToolChange(c))
+	}
+	return out
+}
+
+// wireTools are a search's tools as its reply carries them.
+func wireTools(ts []resolver.Tool) []wire.Tool {
+	if ts == nil {
+		return nil
+	}
+	out := make([]wire.Tool, len(ts))
+	for i, t := range ts {
+		out[i] = wireTool(t)
+	}
+	return out
+}
+
+// wireTool is t as a reply carries it: its contract, without the
+// engine's deferral mark and search embedding.
+func wireTool(t resolver.Tool) wire.Tool {
+	return wire.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Available: t.Available, Permission: t.Permission, Native: wire.ToolNative(t.Native)}
+}
+
+// wireMatches are a search's ranked matches as its reply carries them.
+func wireMatches(ms []deferral.Match) []wire.Match {
+	if ms == nil {
+		return nil
+	}
+	out := make([]wire.Match, len(ms))
+	for i, m := range ms {
+		out[i] = wire.Match(m)
+	}
+	return out
 }

@@ -274,20 +274,20 @@ func (q *Requests) History(ctx context.Context, r *wire.HistoryRequest, o Origin
 }
 
 // Explain answers session.explain under the caller's channel policy.
-func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin) (ExplainResult, error) {
+func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin) (wire.Explanation, error) {
 	if r.Tool == "" {
-		return ExplainResult{}, wire.BadRequest(`field "tool" is required: the tool name to explain`)
+		return wire.Explanation{}, wire.BadRequest(`field "tool" is required: the tool name to explain`)
 	}
 	if err := events.ValidateToolName(r.Tool); err != nil {
-		return ExplainResult{}, wire.BadRequest("tool: %v", err)
+		return wire.Explanation{}, wire.BadRequest("tool: %v", err)
 	}
 	until, err := parseUntil(r.Until)
 	if err != nil {
-		return ExplainResult{}, err
+		return wire.Explanation{}, err
 	}
 	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
 	if err != nil {
-		return ExplainResult{}, err
+		return wire.Explanation{}, err
 	}
 	rr.Channel = o.Channel // Explain names the caller's channel policy
 	return q.eng.Explain(ctx, r.Session, r.Tool, until, rr)
@@ -296,29 +296,29 @@ func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin
 // ExplainBatch explains up to wire.MaxExplainBatch tools in one request
 // (the inspector's explain card asks one request per page, not one
 // per tool), each exactly as Explain would, under the caller's channel.
-func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest, o Origin) (ExplainBatchReply, error) {
+func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest, o Origin) (wire.ExplainBatchReply, error) {
 	if len(r.Tools) == 0 || len(r.Tools) > wire.MaxExplainBatch {
-		return ExplainBatchReply{}, wire.BadRequest(`field "tools" has %d names: give 1 to %d tool names, e.g. {"tools":["bash","grep"]}, and page through longer lists`, len(r.Tools), wire.MaxExplainBatch)
+		return wire.ExplainBatchReply{}, wire.BadRequest(`field "tools" has %d names: give 1 to %d tool names, e.g. {"tools":["bash","grep"]}, and page through longer lists`, len(r.Tools), wire.MaxExplainBatch)
 	}
 	for i, name := range r.Tools {
 		if err := events.ValidateToolName(name); err != nil {
-			return ExplainBatchReply{}, wire.BadRequest("tools[%d]: %v", i, err)
+			return wire.ExplainBatchReply{}, wire.BadRequest("tools[%d]: %v", i, err)
 		}
 	}
 	until, err := parseUntil(r.Until)
 	if err != nil {
-		return ExplainBatchReply{}, err
+		return wire.ExplainBatchReply{}, err
 	}
 	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
 	if err != nil {
-		return ExplainBatchReply{}, err
+		return wire.ExplainBatchReply{}, err
 	}
 	rr.Channel = o.Channel
-	out := ExplainBatchReply{Session: r.Session, Explanations: make([]ExplainResult, 0, len(r.Tools))}
+	out := wire.ExplainBatchReply{Session: r.Session, Explanations: make([]wire.Explanation, 0, len(r.Tools))}
 	for _, name := range r.Tools {
 		ex, err := q.eng.Explain(ctx, r.Session, name, until, rr)
 		if err != nil {
-			return ExplainBatchReply{}, err
+			return wire.ExplainBatchReply{}, err
 		}
 		out.Explanations = append(out.Explanations, ex)
 	}
@@ -349,28 +349,28 @@ func (q *Requests) BeginTurn(ctx context.Context, r *wire.BeginTurnRequest, o Or
 }
 
 // Discover answers turn.discover: the model's tool_search input, or names.
-func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Origin) (DiscoverResult, error) {
+func (q *Requests) Discover(ctx context.Context, r *wire.DiscoverRequest, o Origin) (wire.DiscoverReply, error) {
 	var req deferral.SearchRequest
 	switch {
 	case len(r.Input) > 0 && len(r.Names) > 0:
-		return DiscoverResult{}, wire.BadRequest(`give "input" (the tool_search call's input object) or "names", not both`)
+		return wire.DiscoverReply{}, wire.BadRequest(`give "input" (the tool_search call's input object) or "names", not both`)
 	case len(r.Input) > 0:
 		sr, err := deferral.ParseSearchInput(r.Input)
 		if err != nil {
-			return DiscoverResult{}, wire.BadRequest("input: %v", err)
+			return wire.DiscoverReply{}, wire.BadRequest("input: %v", err)
 		}
 		req = sr
 	case len(r.Names) > 0:
 		req = deferral.SearchRequest{Names: r.Names}
 		if err := req.Validate(); err != nil {
-			return DiscoverResult{}, wire.BadRequest("names: %v", err)
+			return wire.DiscoverReply{}, wire.BadRequest("names: %v", err)
 		}
 	default:
-		return DiscoverResult{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
+		return wire.DiscoverReply{}, wire.BadRequest(`field "input" is required: the tool_search call's input object, e.g. {"query":"browser screenshot"}; or give "names", e.g. ["send_message"]`)
 	}
 	req.QueryVector = r.QueryVector // The backend's embedding of the query, beside the model's input
 	if r.View != "" && r.View != "full" && r.View != "none" {
-		return DiscoverResult{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
+		return wire.DiscoverReply{}, wire.BadRequest(`view %q: want "full" (the default: the turn's next provider request) or "none" (the search alone; ask turn/dispatch for the request)`, r.View)
 	}
 	d, err := q.eng.Discover(ctx, r.Session, o, DiscoverRequest{Search: req, Provider: r.Provider, CallID: r.CallID, NoView: r.View == "none"})
 	d.View = ViewShape{IfNoneMatch: r.IfNoneMatch}.apply(d.View)
@@ -403,12 +403,12 @@ func (q *Requests) Inspect(ctx context.Context, r *wire.TurnRequest, _ Origin) (
 
 // CallCheck asks, before a tool call executes, whether it may: a
 // refusal is a reply with callable false, not an error.
-func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Origin) (CallCheckResult, error) {
+func (q *Requests) CallCheck(ctx context.Context, r *wire.CallCheckRequest, o Origin) (wire.CallCheckReply, error) {
 	if r.Tool == "" {
-		return CallCheckResult{}, wire.BadRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
+		return wire.CallCheckReply{}, wire.BadRequest(`field "tool" is required: the name of the tool the model called, e.g. {"tool":"send_message"}`)
 	}
 	if err := events.ValidateToolName(r.Tool); err != nil {
-		return CallCheckResult{}, wire.BadRequest("tool: %v", err)
+		return wire.CallCheckReply{}, wire.BadRequest("tool: %v", err)
 	}
 	return q.eng.CallCheckIn(ctx, r.Session, r.Tool, o.Channel, r.Provider)
 }
@@ -499,13 +499,13 @@ func (q *Requests) Registry(_ context.Context, r *wire.RegistryRequest, _ Origin
 
 // RegistryDiff reports what pushing a candidate registry would change;
 // it writes nothing.
-func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest, _ Origin) (Impact, error) {
+func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest, _ Origin) (wire.RegistryImpact, error) {
 	if len(r.Registry) == 0 || string(r.Registry) == "null" {
-		return Impact{}, wire.BadRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)
+		return wire.RegistryImpact{}, wire.BadRequest(`field "registry" is required: the candidate registry, the JSON of a registry file (the format of resolver/default_registry.json)`)
 	}
 	cand, err := resolver.Load(r.Registry)
 	if err != nil {
-		return Impact{}, wire.BadRequest("registry: %v", err)
+		return wire.RegistryImpact{}, wire.BadRequest("registry: %v", err)
 	}
 	return q.eng.Impact(ctx, cand)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // With an embedder, a query the keywords miss finds its tool by the
@@ -57,7 +58,7 @@ func TestDiscoverRanksByEngineEmbeddings(t *testing.T) {
 	if _, err := e.BeginTurn(ctx, sess, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
-	search := func(q string) service.DiscoverResult {
+	search := func(q string) wire.DiscoverReply {
 		t.Helper()
 		d, err := e.Discover(ctx, sess, web, service.DiscoverRequest{Provider: service.ProviderAnthropicEngine, Search: deferral.SearchRequest{Query: q}})
 		if err != nil {
@@ -128,7 +129,7 @@ func TestDiscoverRanksByEngineEmbeddings(t *testing.T) {
 }
 
 // loadedIn names the tools a search returned (loaded now or before).
-func loadedIn(d service.DiscoverResult) []string {
+func loadedIn(d wire.DiscoverReply) []string {
 	var out []string
 	for _, tool := range d.Tools {
 		out = append(out, tool.Name)

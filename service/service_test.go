@@ -401,14 +401,14 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ws.Included || ws.Event == nil || ws.Event.Seq != 3 || ws.Event.Type != "WebSearchSet" {
-		t.Fatalf("web_search at seq 3: %+v event %+v; want out, blamed on seq 3 (WebSearchSet false)", ws.Explanation, ws.Event)
+		t.Fatalf("web_search at seq 3: %+v event %+v; want out, blamed on seq 3 (WebSearchSet false)", ws, ws.Event)
 	}
 	bash, err := e.Explain(ctx, "s1", "bash", service.Until{Seq: 5}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bash.Included || bash.Event == nil || bash.Event.Seq != 5 {
-		t.Fatalf("bash at seq 5: %+v event %+v; want in, blamed on seq 5 (ToolEnabled)", bash.Explanation, bash.Event)
+		t.Fatalf("bash at seq 5: %+v event %+v; want in, blamed on seq 5 (ToolEnabled)", bash, bash.Event)
 	}
 	// Now the research preset lists web_search: web_search=false leaves it in.
 	now, err := e.Explain(ctx, "s1", resolver.WebSearch, service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
@@ -416,7 +416,7 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !now.Included || now.Rule != "preset:research" || now.Event == nil || now.Event.Seq != 6 {
-		t.Fatalf("web_search now: %+v event %+v; want in by preset:research, blamed on seq 6", now.Explanation, now.Event)
+		t.Fatalf("web_search now: %+v event %+v; want in by preset:research, blamed on seq 6", now, now.Event)
 	}
 	// A session without events: no event to blame.
 	none, err := e.Explain(ctx, "s2", "bash", service.Until{}, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})

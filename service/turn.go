@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -109,13 +108,6 @@ type turnView struct {
 // when the loaded set is over deferral.LoadedBound; "evict"
 // is the cause of the prefix change it makes.
 const EvictBound = "bound"
-
-// SplitRaw is wire.TurnView.SplitRaw for the view a discovery returns.
-func (d DiscoverResult) SplitRaw(mark json.RawMessage) (any, []byte) {
-	raw := d.View.Rendering
-	d.View.Rendering = mark
-	return d, raw
-}
 
 // nativeView is a native rendering with what the view needs of it; it
 // does not change within a turn, so it is computed once.

@@ -9,9 +9,6 @@ package service
 // ETag of the whole reply: a GET whose If-None-Match names it is a 304.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/toolintent/engine/wire"
@@ -86,20 +83,4 @@ func page[T any](xs []T, offset, limit int) []T {
 	}
 	end := min(len(xs), offset+limit)
 	return xs[offset:end:end]
-}
-
-// ETag is wire.TurnView.ETag for the reply of a discovery.
-func (d DiscoverResult) ETag() string {
-	d.View.Rendering = nil
-	return tagOf(d)
-}
-
-// tagOf is the sha256 of v's JSON, in hex ("" when it does not encode).
-func tagOf(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -526,7 +525,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		if tc.until != "" {
 			args = append(args, "--until", tc.until)
 		}
-		var r service.ExplainResult
+		var r wire.Explanation
 		if err := e2eCLITry(t, p, &r, args...); err != nil {
 			t.Error(err)
 			continue

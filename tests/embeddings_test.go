@@ -18,6 +18,7 @@ import (
 	"github.com/toolintent/engine/internal/embedtest"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // embeddingsRegistry writes a registry of the default tools and n MCP
@@ -72,7 +73,7 @@ func openSearchTurn(t *testing.T, p *engineProc, session string) {
 }
 
 // toolSearch runs the model's tool_search {"query": q} in session's turn.
-func toolSearch(t *testing.T, p *engineProc, session, q string) (service.DiscoverResult, time.Duration) {
+func toolSearch(t *testing.T, p *engineProc, session, q string) (wire.DiscoverReply, time.Duration) {
 	t.Helper()
 	input, _ := json.Marshal(map[string]string{"query": q})
 	start := time.Now()

@@ -144,8 +144,8 @@ func (c *engineClient) History(ctx context.Context, req api.HistoryRequest) (api
 }
 
 // Explain says why req.Tool is or is not in the session's set.
-func (c *engineClient) Explain(ctx context.Context, req api.ExplainRequest) (service.ExplainResult, error) {
-	return engineCall[service.ExplainResult](ctx, c, wire.OpExplain, &req)
+func (c *engineClient) Explain(ctx context.Context, req api.ExplainRequest) (wire.Explanation, error) {
+	return engineCall[wire.Explanation](ctx, c, wire.OpExplain, &req)
 }
 
 // Checkpoint records a safe point of the session's open turn.
@@ -164,13 +164,13 @@ func (c *engineClient) BeginTurn(ctx context.Context, req api.BeginTurnRequest) 
 }
 
 // Discover is tool_search in the open turn, for exact names.
-func (c *engineClient) Discover(ctx context.Context, session, provider string, names ...string) (service.DiscoverResult, error) {
-	return engineCall[service.DiscoverResult](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Names: names, Provider: provider})
+func (c *engineClient) Discover(ctx context.Context, session, provider string, names ...string) (wire.DiscoverReply, error) {
+	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Names: names, Provider: provider})
 }
 
 // ToolSearch is tool_search in the open turn with the model's input.
-func (c *engineClient) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (service.DiscoverResult, error) {
-	return engineCall[service.DiscoverResult](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Input: input, Provider: provider})
+func (c *engineClient) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (wire.DiscoverReply, error) {
+	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Input: input, Provider: provider})
 }
 
 // Dispatch returns the provider request of the open turn.

@@ -7,10 +7,9 @@ import (
 )
 
 // Lists in replies are [] and objects {}, never null (wire-format.md):
-// the server's reply types come from several packages (the engine's
-// service.DiscoverResult, ...) whose nil slices encoding/json writes as
-// null, so Marshal passes every reply through withArrays, the one place
-// that makes the rule hold for every operation.
+// encoding/json writes a nil slice or map as null, so Marshal passes
+// every reply through withArrays, the one place that makes the rule hold
+// for every operation.
 
 var (
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()

@@ -327,27 +327,65 @@ type Explanation struct {
 	Seq     uint64    `json:"seq"`
 }
 
-// DiscoverReply is the outcome of a tool_search call: Output is the tool
-// result to return to the model; View the turn's next provider request.
+// DiscoverReply is the outcome of a tool_search call (turn-discover):
+// what it found and loaded, and the turn afterwards.
 type DiscoverReply struct {
-	Tools    []Tool          `json:"tools"`
-	Loaded   []string        `json:"loaded"`
-	NotFound []string        `json:"not_found,omitempty"`
-	Matches  []Match         `json:"matches,omitempty"`
-	Note     string          `json:"note,omitempty"`
-	Output   json.RawMessage `json:"output"`
-	View     TurnView        `json:"view"`
+	// Tools are the full schemas of the tools found: the requested
+	// names in this turn's set, then the query and regex matches.
+	Tools []Tool `json:"tools"`
+	// Loaded are the names this call loaded.
+	Loaded []string `json:"loaded"`
+	// NotFound are requested names this turn cannot load: a soft result,
+	// the call succeeds.
+	NotFound []string `json:"not_found,omitempty"`
+	// Matches are the ranked query and regex results.
+	Matches []Match `json:"matches,omitempty"`
+	// Note tells the model what went unanswered, if anything.
+	Note string `json:"note,omitempty"`
+	// Output is the tool result to send back to the model for this
+	// tool_search call, byte-deterministic.
+	Output json.RawMessage `json:"output"`
+	// View is the next provider request of the turn, carrying the loaded
+	// tools' schemas.
+	View TurnView `json:"view"`
 }
 
-// Tool is a registry tool with its schema.
+// SplitRaw is TurnView.SplitRaw for the view a discovery returns.
+func (d DiscoverReply) SplitRaw(mark json.RawMessage) (any, []byte) {
+	raw := d.View.Rendering
+	d.View.Rendering = mark
+	return d, raw
+}
+
+// ETag is TurnView.ETag for the reply of a discovery.
+func (d DiscoverReply) ETag() string {
+	d.View.Rendering = nil
+	return tagOf(d)
+}
+
+// Tool is a registry tool with its schema: Parameters is the JSON
+// Schema of its input, Permission the permission wrapper execution goes
+// through, Native its provider-native forms (absent when it renders as a
+// function).
 type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Available   bool            `json:"available"`
 	Permission  string          `json:"permission,omitempty"`
-	Native      json.RawMessage `json:"native,omitempty"`
+	Native      ToolNative      `json:"native,omitzero"`
 }
+
+// ToolNative is a tool's provider-native forms: the provider's built-in
+// tool the rendering for that provider emits instead of a function, a
+// JSON object each (nil: a function).
+type ToolNative struct {
+	Anthropic json.RawMessage `json:"anthropic,omitempty"`
+	OpenAI    json.RawMessage `json:"openai,omitempty"`
+}
+
+// IsZero reports whether no provider has a native form.
+func (n ToolNative) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI) == 0 }
 
 // Match is one ranked result of a query or regex.
 type Match struct {
@@ -506,28 +544,51 @@ const (
 )
 
 // CallCheckReply says whether a tool call may execute in the session's
-// open turn: Callable only for Reason "callable"; otherwise Note says
-// why and what to do. Decision is "allow", "ask" or "deny" for the
-// channel (Channel), Rule what decided it, Grant the user's answer that
-// allowed an ask. Tool is the turn's resolved tool (nil when the turn
-// does not hold it).
+// open turn (turn-call-check), and with what.
 type CallCheckReply struct {
-	Session    string `json:"session"`
-	Seq        uint64 `json:"seq"`
-	Turn       uint64 `json:"turn"`
-	Name       string `json:"name"`
-	Callable   bool   `json:"callable"`
-	Reason     string `json:"reason"`
-	Note       string `json:"note"`
-	Tool       *Tool  `json:"tool,omitempty"`
+	Session string `json:"session"`
+	// Seq is the session sequence the check was decided at.
+	Seq uint64 `json:"seq"`
+	// Turn is the open turn's number.
+	Turn uint64 `json:"turn"`
+	// Name is the tool asked about.
+	Name string `json:"name"`
+	// Callable is true only for Reason CallCallable.
+	Callable bool `json:"callable"`
+	// Reason is one of the Call* reasons.
+	Reason string `json:"reason"`
+	// Note says the same for a person or a model, with what to do.
+	Note string `json:"note"`
+	// Tool is the turn's resolved tool (its frozen definition and
+	// Permission, the wrapper execution goes through); nil when the turn
+	// does not hold it. For a disabled tool of the turn it is still given,
+	// with Callable false.
+	Tool *Tool `json:"tool,omitempty"`
+	// Permission is Tool's permission ("" without Tool).
 	Permission string `json:"permission,omitempty"`
-	Deferred   bool   `json:"deferred"`
-	Loaded     bool   `json:"loaded"`
-	Provider   string `json:"provider"`
-	Channel    string `json:"channel,omitempty"`
-	Decision   string `json:"decision,omitempty"`
-	Rule       string `json:"rule,omitempty"`
-	Grant      *Grant `json:"grant,omitempty"`
+	// Deferred and Loaded say whether the tool is deferred, and loaded by
+	// the engine's tool_search in the session. In a native mode a deferred
+	// tool the engine has not loaded stays callable: the array defines it
+	// (defer_loading), and a provider's own search (such as
+	// anthropic-native-server) loads tools the engine does not see. In an
+	// engine-side mode the array defines only the resident and loaded
+	// tools, so a deferred tool that is not loaded is CallNotLoaded.
+	Deferred bool `json:"deferred"`
+	Loaded   bool `json:"loaded"`
+	// Provider is the provider mode the check was decided for: the
+	// request's, else the one the turn was begun for, else the default.
+	Provider string `json:"provider"`
+	// Channel is the channel whose policy decided: the open turn's.
+	Channel string `json:"channel,omitempty"`
+	// Decision is the permission decision for a known tool: "allow",
+	// "ask" or "deny", "" for an unknown tool; an ask the user allowed
+	// reads "allow" with Grant set.
+	Decision string `json:"decision,omitempty"`
+	// Rule names what decided (the registry policy's rule, or
+	// "granted:SCOPE:BY@SEQ" for an answered ask).
+	Rule string `json:"rule,omitempty"`
+	// Grant is the user's answer that allowed an ask, nil otherwise.
+	Grant *Grant `json:"grant,omitempty"`
 }
 
 // Grant is a user's answer to an "ask": Tool allowed for Scope
