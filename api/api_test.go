@@ -94,12 +94,12 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	}
 	o.CallCheck, err = c.CallCheck(ctx, s, "send_message")
 	must("call check", err)
-	if !o.CallCheck.Callable || o.CallCheck.Reason != service.CallCallable || o.CallCheck.Tool == nil || o.CallCheck.Decision != "allow" || !o.CallCheck.Loaded {
+	if !o.CallCheck.Callable || o.CallCheck.Reason != wire.CallCallable || o.CallCheck.Tool == nil || o.CallCheck.Decision != "allow" || !o.CallCheck.Loaded {
 		t.Fatalf("call check send_message = %+v", o.CallCheck)
 	}
 	o.CallUnknown, err = c.CallCheck(ctx, s, "nosuch")
 	must("call check unknown", err)
-	if o.CallUnknown.Callable || o.CallUnknown.Reason != service.CallUnknown {
+	if o.CallUnknown.Callable || o.CallUnknown.Reason != wire.CallUnknown {
 		t.Fatalf("call check nosuch = %+v", o.CallUnknown)
 	}
 	o.Checkpoint, err = c.Checkpoint(ctx, s)

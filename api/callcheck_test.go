@@ -14,7 +14,6 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/internal/tokens"
 	"github.com/toolintent/engine/resolver"
-	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -67,7 +66,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.Callable || r.Reason != service.CallCallable || r.Tool == nil || r.Tool.Name != "bash" || r.Permission == "" ||
+		if !r.Callable || r.Reason != wire.CallCallable || r.Tool == nil || r.Tool.Name != "bash" || r.Permission == "" ||
 			r.Decision != "allow" || r.Rule == "" || r.Channel == "" || r.Turn != 1 {
 			t.Fatalf("bash in the turn: %+v", r)
 		}
@@ -79,7 +78,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Callable || r.Reason != service.CallDisabled || r.Note == "" || r.Tool == nil {
+		if r.Callable || r.Reason != wire.CallDisabled || r.Note == "" || r.Tool == nil {
 			t.Fatalf("bash disabled mid-turn: %+v", r)
 		}
 		_, err = c.CallCheck(ctx, s, "")

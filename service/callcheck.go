@@ -15,27 +15,6 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// The reasons of a call check (wire.CallCheckReply).
-const (
-	// CallCallable: the tool is in the open turn's tools and the session
-	// does not disable it.
-	CallCallable = wire.CallCallable
-	// CallDisabled: the session disables the tool (now, even if the turn
-	// froze it before the disable, or a native rendering still defines it
-	// because the history references it).
-	CallDisabled = wire.CallDisabled
-	// CallNotInTurn: the turn's registry has the tool, but the turn's
-	// resolution leaves it out (the intent, the profile, the override or
-	// the channel's policy), or it cannot run in this deployment.
-	CallNotInTurn = wire.CallNotInTurn
-	// CallUnknown: the turn's registry has no tool of that name.
-	CallUnknown = wire.CallUnknown
-	// CallNotLoaded: in an engine-side mode (anthropic-engine,
-	// openai-engine) the tool is deferred and not loaded, so the
-	// request's array does not define it: tool_search loads it first.
-	CallNotLoaded = wire.CallNotLoaded
-)
-
 // CallCheck reports whether a call of tool may execute now in the
 // session's open turn: callable when the turn froze the tool
 // and the session does not disable it (checked against the log as it is
@@ -60,7 +39,7 @@ func (e *Engine) CallCheckAs(ctx context.Context, session, tool, caller string) 
 // provider ("" is the mode the turn was begun for, else the default): a
 // tool is callable only when that mode's array defines it, so in an
 // engine-side mode a deferred tool the session has not loaded is
-// CallNotLoaded.
+// wire.CallNotLoaded.
 func (e *Engine) CallCheckIn(ctx context.Context, session, tool, caller, provider string) (wire.CallCheckReply, error) {
 	if tool == "" {
 		return wire.CallCheckReply{}, fmt.Errorf("%w: tool is empty: name the tool the model called", ErrInvalid)
@@ -75,7 +54,7 @@ func (e *Engine) CallCheckIn(ctx context.Context, session, tool, caller, provide
 	var out wire.CallCheckReply
 	err = e.withTurn(ctx, st, func(ot *openTurn, st aggregate.State) error {
 		out = callCheck(st, ot, tool, turnProvider(provider, ot))
-		if out.Reason == CallUnknown {
+		if out.Reason == wire.CallUnknown {
 			return nil
 		}
 		return e.decideCall(ctx, &out, ot, caller)
@@ -113,19 +92,19 @@ func callCheck(st aggregate.State, ot *openTurn, name string, row deferral.Provi
 	}
 	switch {
 	case disabled:
-		out.Reason = CallDisabled
+		out.Reason = wire.CallDisabled
 		out.Note = fmt.Sprintf("tool %q is disabled in this session; do not call it until the user enables it", name)
 	case inTurn && !row.Native && out.Deferred && !ot.turn.IsLoaded(name):
-		out.Reason = CallNotLoaded
+		out.Reason = wire.CallNotLoaded
 		out.Note = fmt.Sprintf("tool %q is deferred and not loaded in turn %d, so the %s array does not define it; load it with %s first", name, out.Turn, row.Name, resolver.ToolSearch)
 	case inTurn:
-		out.Reason, out.Callable = CallCallable, true
+		out.Reason, out.Callable = wire.CallCallable, true
 		out.Note = fmt.Sprintf("tool %q may run in turn %d with permission %q", name, out.Turn, t.Permission)
 	case known:
-		out.Reason = CallNotInTurn
+		out.Reason = wire.CallNotInTurn
 		out.Note = fmt.Sprintf("tool %q is not among this turn's tools (the session's intent, profile or override leaves it out); do not call it", name)
 	default:
-		out.Reason = CallUnknown
+		out.Reason = wire.CallUnknown
 		out.Note = fmt.Sprintf("no tool %q exists in registry %s; call only the turn's tools", name, ot.turn.RegistryVersion())
 	}
 	return out

@@ -48,7 +48,7 @@ func TestNativeKeepsReferencedTool(t *testing.T) {
 			t.Errorf("%s: a dispatch of the turn renders otherwise: %v", p, err)
 		}
 		c, err := e.CallCheck(ctx, sess, "send_message")
-		if err != nil || c.Callable || c.Reason != service.CallDisabled {
+		if err != nil || c.Callable || c.Reason != wire.CallDisabled {
 			t.Errorf("%s: call check of the disabled tool: %+v, %v", p, c, err)
 		}
 		// The end of that turn checkpoints a loaded set without it; the
@@ -81,7 +81,7 @@ func TestCallCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := e.CallCheck(ctx, s, "bash")
-	if err != nil || !c.Callable || c.Reason != service.CallCallable || c.Tool == nil || c.Tool.Name != "bash" || c.Permission == "" || c.Permission != c.Tool.Permission || c.Turn != 1 {
+	if err != nil || !c.Callable || c.Reason != wire.CallCallable || c.Tool == nil || c.Tool.Name != "bash" || c.Permission == "" || c.Permission != c.Tool.Permission || c.Turn != 1 {
 		t.Fatalf("bash: %+v, %v", c, err)
 	}
 	if c, err = e.CallCheck(ctx, s, "send_message"); err != nil || !c.Callable || !c.Deferred || c.Loaded {
@@ -90,13 +90,13 @@ func TestCallCheck(t *testing.T) {
 	if _, err := e.Apply(ctx, s, web, nil, events.ToolDisabled{Name: "bash"}); err != nil {
 		t.Fatal(err)
 	}
-	if c, err = e.CallCheck(ctx, s, "bash"); err != nil || c.Callable || c.Reason != service.CallDisabled || c.Tool == nil {
+	if c, err = e.CallCheck(ctx, s, "bash"); err != nil || c.Callable || c.Reason != wire.CallDisabled || c.Tool == nil {
 		t.Errorf("bash disabled mid-turn: %+v, %v", c, err)
 	}
-	if c, err = e.CallCheck(ctx, s, "memory_read"); err != nil || c.Callable || c.Reason != service.CallNotInTurn || c.Tool != nil {
+	if c, err = e.CallCheck(ctx, s, "memory_read"); err != nil || c.Callable || c.Reason != wire.CallNotInTurn || c.Tool != nil {
 		t.Errorf("memory_read (not in the default set): %+v, %v", c, err)
 	}
-	if c, err = e.CallCheck(ctx, s, "no_such_tool"); err != nil || c.Callable || c.Reason != service.CallUnknown {
+	if c, err = e.CallCheck(ctx, s, "no_such_tool"); err != nil || c.Callable || c.Reason != wire.CallUnknown {
 		t.Errorf("an unknown tool: %+v, %v", c, err)
 	}
 	if _, err := e.CallCheck(ctx, s, ""); !errors.Is(err, service.ErrInvalid) {
@@ -204,7 +204,7 @@ func TestCallCheckAgreesWithTheArray(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := e.CallCheckIn(ctx, "cc", "send_message", "", "")
-	if err != nil || c.Callable || c.Reason != service.CallNotLoaded || c.Provider != service.ProviderAnthropicEngine || !c.Deferred || c.Loaded {
+	if err != nil || c.Callable || c.Reason != wire.CallNotLoaded || c.Provider != service.ProviderAnthropicEngine || !c.Deferred || c.Loaded {
 		t.Fatalf("engine-side turn, deferred tool not loaded: %+v, %v; want not callable, not_loaded", c, err)
 	}
 	c, err = e.CallCheckIn(ctx, "cc", "send_message", "", service.ProviderAnthropic)

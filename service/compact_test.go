@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 var compactor = service.Origin{Channel: "engine", Actor: "engine:compact"}
@@ -474,7 +475,7 @@ func TestCompactKeepsGrantChannelRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	bash, err := e.CallCheck(ctx, "g", "bash")
-	if err != nil || bash.Callable || bash.Reason != service.CallAsk {
+	if err != nil || bash.Callable || bash.Reason != wire.CallAsk {
 		t.Errorf("bash after compaction: callable %v reason %s rule %s %v; want ask (public's answer does not count)", bash.Callable, bash.Reason, bash.Rule, err)
 	}
 	issue, err := e.CallCheck(ctx, "g", "mcp__github__create_issue")

@@ -15,17 +15,6 @@ import (
 	"github.com/toolintent/engine/wire"
 )
 
-// CallAsk is the call check reason of a tool of the turn whose
-// decision is "ask" and that the user has not allowed: the backend asks
-// the user and records the answer (PermissionGranted) before it runs the
-// call.
-const CallAsk = wire.CallAsk
-
-// CallDenied is the call check reason of a tool of the turn that the
-// channel policy denies (a turn frozen before a policy change can hold
-// one).
-const CallDenied = wire.CallDenied
-
 // Grants folds the session's PermissionGranted events up to upTo (0: the
 // end of the log) with the fold's verdicts, as every engine replays them:
 // the answers that allow an ask.
@@ -120,7 +109,7 @@ func (e *Engine) decideCall(ctx context.Context, out *wire.CallCheckReply, ot *o
 	}
 	switch d.Decision {
 	case resolver.DecisionDeny:
-		out.Callable, out.Reason = false, CallDenied
+		out.Callable, out.Reason = false, wire.CallDenied
 		out.Note = fmt.Sprintf("tool %q is denied on channel %q by %s; do not call it", out.Name, channel, d.Rule)
 	case resolver.DecisionAsk:
 		// An answer counts only when given on a channel whose policy does
@@ -139,7 +128,7 @@ func (e *Engine) decideCall(ctx context.Context, out *wire.CallCheckReply, ot *o
 			out.Note = fmt.Sprintf("tool %q may run in turn %d: %s allowed it (%s) at seq %d", out.Name, out.Turn, gr.By, gr.Scope, gr.Seq)
 			return nil
 		}
-		out.Callable, out.Reason = false, CallAsk
+		out.Callable, out.Reason = false, wire.CallAsk
 		out.Note = fmt.Sprintf("tool %q needs the user's permission (%s): ask, then record the answer as PermissionGranted{tool:%q, scope:\"once\" or \"session\", by}", out.Name, d.Rule, out.Name)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // policyRegistry is the default registry with two MCP tools and a
@@ -172,23 +173,23 @@ func TestPolicyCallCheckDecisionsReplay(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: engine %d: %v", step, i+1, err)
 			}
-			if got.Reason != reason || got.Decision != decision || got.Rule != rule || got.Callable != (reason == service.CallCallable) {
+			if got.Reason != reason || got.Decision != decision || got.Rule != rule || got.Callable != (reason == wire.CallCallable) {
 				t.Errorf("%s: engine %d: %s: reason %q decision %q rule %q callable %v; want %q %q %q", step, i+1, tool, got.Reason, got.Decision, got.Rule, got.Callable, reason, decision, rule)
 			}
 		}
 	}
-	check("asked", "bash", service.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
-	check("allowed", "read_file", service.CallCallable, "allow", "default-allow")
-	check("denied", "kill_shell", service.CallNotInTurn, "deny", "decision[2]:deny:*:*:kill_shell@pol-1")
+	check("asked", "bash", wire.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
+	check("allowed", "read_file", wire.CallCallable, "allow", "default-allow")
+	check("denied", "kill_shell", wire.CallNotInTurn, "deny", "decision[2]:deny:*:*:kill_shell@pol-1")
 	res, err := e1.Apply(ctx, "c1", tui, nil, events.PermissionGranted{Tool: "bash", Scope: events.ScopeOnce, By: "user:alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("once", "bash", service.CallCallable, "allow", fmt.Sprintf("granted:once:user:alice@%d", res.Last))
+	check("once", "bash", wire.CallCallable, "allow", fmt.Sprintf("granted:once:user:alice@%d", res.Last))
 	if _, err := e1.BeginTurn(ctx, "c1", tui, service.ResolveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	check("next turn", "bash", service.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
+	check("next turn", "bash", wire.CallAsk, "ask", "decision[0]:ask:*:*:bash@pol-1")
 	res, err = e2.Apply(ctx, "c1", tui, nil, events.PermissionGranted{Tool: "bash", Scope: events.ScopeSession, By: "user:alice"})
 	if err != nil {
 		t.Fatal(err)
@@ -196,5 +197,5 @@ func TestPolicyCallCheckDecisionsReplay(t *testing.T) {
 	if _, err := e1.BeginTurn(ctx, "c1", tui, service.ResolveRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	check("session", "bash", service.CallCallable, "allow", fmt.Sprintf("granted:session:user:alice@%d", res.Last))
+	check("session", "bash", wire.CallCallable, "allow", fmt.Sprintf("granted:session:user:alice@%d", res.Last))
 }

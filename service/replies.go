@@ -66,17 +66,22 @@ func LiveEventOf(r WatchedEvent) LiveEvent {
 	return e
 }
 
-// wireClasses is a split's classification as a view lists it.
-func wireClasses(cs []deferral.Class) []wire.Classification {
-	if cs == nil {
+// mapped is xs with f applied to each element, nil for nil: a core
+// list as a reply carries it.
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	if xs == nil {
 		return nil
 	}
-	out := make([]wire.Classification, len(cs))
-	for i, c := range cs {
-		out[i] = wire.Classification(c)
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return out
 }
+
+func wireClass(c deferral.Class) wire.Classification { return wire.Classification(c) }
+
+func wireMatch(m deferral.Match) wire.Match { return wire.Match(m) }
 
 func orEmpty(xs []string) []string {
 	if xs == nil {
@@ -200,32 +205,19 @@ func wireDiff(d resolver.RegistryDiff) wire.RegistryDiff {
 	return out
 }
 
-// wireTools are a search's tools as its reply carries them.
-func wireTools(ts []resolver.Tool) []wire.Tool {
-	if ts == nil {
-		return nil
-	}
-	out := make([]wire.Tool, len(ts))
-	for i, t := range ts {
-		out[i] = wireTool(t)
-	}
-	return out
-}
-
 // wireTool is t as a reply carries it: its contract, without the
 // engine's deferral mark and search embedding.
 func wireTool(t resolver.Tool) wire.Tool {
 	return wire.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Available: t.Available, Permission: t.Permission, Native: wire.ToolNative(t.Native)}
 }
 
-// wireMatches are a search's ranked matches as its reply carries them.
-func wireMatches(ms []deferral.Match) []wire.Match {
-	if ms == nil {
-		return nil
+// wireBudgetTable is t as registry.budget's reply carries it.
+func wireBudgetTable(t deferral.BudgetTable) wire.BudgetTable {
+	return wire.BudgetTable{
+		RegistryVersion: t.RegistryVersion, Encoding: t.Encoding, Tools: t.Tools, ResidentTools: t.ResidentTools,
+		Deferred: t.Deferred, DeferredCount: t.DeferredCount,
+		WithoutDeferral: wire.TokenCount(t.WithoutDeferral), WithDeferral: wire.TokenCount(t.WithDeferral), Catalog: wire.TokenCount(t.Catalog),
+		CatalogGrouped: t.CatalogGrouped, ReductionPercent: t.Reduction, NetReductionPercent: t.NetReduction,
+		EstimatedReductionPercent: t.EstimatedReduction, Unreachable: t.Unreachable,
 	}
-	out := make([]wire.Match, len(ms))
-	for i, m := range ms {
-		out[i] = wire.Match(m)
-	}
-	return out
 }

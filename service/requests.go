@@ -512,14 +512,14 @@ func (q *Requests) RegistryDiff(ctx context.Context, r *wire.RegistryDiffRequest
 
 // Budget measures the live registry once per registry version
 // (registry.budget).
-func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (deferral.BudgetTable, error) {
+func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (wire.BudgetTable, error) {
 	reg := q.eng.Registry()
 	q.budgetMu.Lock()
 	defer q.budgetMu.Unlock()
 	if q.budget == nil || q.budget.RegistryVersion != reg.Version() {
 		t, err := deferral.Table(reg)
 		if err != nil {
-			return deferral.BudgetTable{}, err
+			return wire.BudgetTable{}, err
 		}
 		q.budget = &t
 	}
@@ -531,5 +531,5 @@ func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (deferral.
 	if len(t.Unreachable) > ViewListMax {
 		t.Unreachable = page(t.Unreachable, 0, ViewListMax)
 	}
-	return t, nil
+	return wireBudgetTable(t), nil
 }

@@ -153,7 +153,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Session: st.Session, Seq: st.LastSeq, Intent: st.Intent, Source: res.Source,
 		Unknown: res.Unknown, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion,
 		Catalog: split.Catalog, CatalogText: split.CatalogText,
-		Classification: wireClasses(split.Classification), Loaded: st.Loaded,
+		Classification: mapped(split.Classification, wireClass), Loaded: st.Loaded,
 		RenderedFor: provider, Policy: res.Policy, Withheld: res.Withheld,
 	}}
 	row, ok := deferral.LookupProvider(provider)

@@ -89,7 +89,7 @@ func TestRedteamPolicyFixedNativeReferencedWithheld(t *testing.T) {
 }
 
 // A policy that now denies a tool reaches the call-check of a turn
-// frozen before it (reason "denied", service.CallDenied: "a turn frozen
+// frozen before it (reason "denied", wire.CallDenied: "a turn frozen
 // before a policy change can hold one"), on both engines, as a disable
 // stored mid-turn does.
 func TestRedteamPolicyFixedTightenedMidTurnCallCheck(t *testing.T) {

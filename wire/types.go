@@ -534,13 +534,30 @@ type TokenCount struct {
 
 // The reasons of a CallCheckReply.
 const (
-	CallCallable  = "callable"
-	CallDisabled  = "disabled"
+	// CallCallable: the tool is in the open turn's tools and the session
+	// does not disable it.
+	CallCallable = "callable"
+	// CallDisabled: the session disables the tool (now, even if the turn
+	// froze it before the disable, or a native rendering still defines it
+	// because the history references it).
+	CallDisabled = "disabled"
+	// CallNotInTurn: the turn's registry has the tool, but the turn's
+	// resolution leaves it out (the intent, the profile, the override or
+	// the channel's policy), or it cannot run in this deployment.
 	CallNotInTurn = "not_in_turn"
-	CallUnknown   = "unknown"
+	// CallUnknown: the turn's registry has no tool of that name.
+	CallUnknown = "unknown"
+	// CallNotLoaded: in an engine-side mode (anthropic-engine,
+	// openai-engine) the tool is deferred and not loaded, so the
+	// request's array does not define it: tool_search loads it first.
 	CallNotLoaded = "not_loaded"
-	CallAsk       = "ask"
-	CallDenied    = "denied"
+	// CallAsk: the tool's decision is "ask" and the user has not allowed
+	// it: the backend asks the user and records the answer
+	// (PermissionGranted) before it runs the call.
+	CallAsk = "ask"
+	// CallDenied: the channel policy denies the tool (a turn frozen
+	// before a policy change can hold one).
+	CallDenied = "denied"
 )
 
 // CallCheckReply says whether a tool call may execute in the session's
