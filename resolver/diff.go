@@ -6,51 +6,17 @@ package resolver
 import (
 	"bytes"
 	"slices"
+
+	"github.com/toolintent/engine/wire"
 )
 
 // ToolChange is one tool present in both registries whose contract bytes
-// differ; Fields names the parts that differ, in a fixed order:
-// description, parameters, permission, available, deferred, native.
-type ToolChange struct {
-	Name   string   `json:"name"`
-	Fields []string `json:"fields"`
-}
+// differ (wire.ToolChange).
+type ToolChange = wire.ToolChange
 
-// RegistryDiff compares a candidate registry with the one in force.
-type RegistryDiff struct {
-	// From and To are the two registry versions.
-	From string `json:"from"`
-	To   string `json:"to"`
-	// Added and Removed are tool names, in the registry's order.
-	Added   []string `json:"added,omitempty"`
-	Removed []string `json:"removed,omitempty"`
-	// Changed are the tools of both whose contract bytes differ.
-	Changed []ToolChange `json:"changed,omitempty"`
-	// Embeddings are the tools of both whose embedding (the
-	// semantic path) is added, removed or changed, in the candidate's
-	// order. An embedding only ranks tool_search queries that carry a
-	// vector: it is not part of the contract, so these tools change no
-	// contract hash, tools prefix or checkpoint; the registry is still
-	// another one, to push.
-	Embeddings []string `json:"embeddings,omitempty"`
-	// AllHashesChange is true when the registry versions differ: the
-	// version is hashed into every contract hash, so every session's
-	// contract hash changes even where its tools do not. A channel
-	// policy is not hashed in: it changes contracts only through
-	// the tools it withholds.
-	AllHashesChange bool `json:"all_hashes_change"`
-	// PolicyFrom and PolicyTo are the channel policy versions ("" none).
-	PolicyFrom string `json:"policy_from,omitempty"`
-	PolicyTo   string `json:"policy_to,omitempty"`
-	// DefaultsChange is true when DEFAULT_TOOLS expand to other tools
-	// (names, order or contract bytes).
-	DefaultsChange bool `json:"defaults_change"`
-	// Presets and Profiles are those, sorted, whose expansion changes
-	// (other tools, order or contract bytes), or that exist in one
-	// registry only.
-	Presets  []string `json:"presets,omitempty"`
-	Profiles []string `json:"profiles,omitempty"`
-}
+// RegistryDiff compares a candidate registry with the one in force: the
+// reply registry-diff carries (wire.RegistryDiff).
+type RegistryDiff = wire.RegistryDiff
 
 // Diff compares cand, a candidate registry, with cur, the one in force.
 // It is deterministic and reads nothing but the two registries.

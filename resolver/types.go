@@ -8,8 +8,9 @@
 // order, de-duplicated, and the same bytes when rendered. No Go map
 // iteration reaches any output order.
 //
-// The package imports only the intent leaf from the project; it is pure and safe for
-// concurrent use once a Registry is built (a *Registry is immutable).
+// The package imports only the intent leaf and the wire vocabulary from
+// the project; it is pure and safe for concurrent use once a Registry is
+// built (a *Registry is immutable).
 package resolver
 
 import (
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/wire"
 )
 
 // WebSearch is the name of the web-search tool that the web_search overlay
@@ -64,17 +66,8 @@ type Tool struct {
 
 // Native is a tool's provider-native forms, each a JSON object in
 // canonical form (compact, keys sorted), or nil when the provider renders
-// the tool as a function.
-type Native struct {
-	// Anthropic is the Messages API tool object, e.g.
-	// {"max_uses":5,"name":"web_search","type":"web_search_20250305"}.
-	Anthropic json.RawMessage `json:"anthropic,omitempty"`
-	// OpenAI is the Responses API tool object, e.g. {"type":"web_search"}.
-	OpenAI json.RawMessage `json:"openai,omitempty"`
-}
-
-// IsZero reports whether no provider has a native form.
-func (n Native) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI) == 0 }
+// the tool as a function: the API's wire.ToolNative.
+type Native = wire.ToolNative
 
 // Profile is an agent profile. When a session follows its profile (intent
 // enabled unset), the profile's tools decide the base list.

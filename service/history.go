@@ -348,7 +348,7 @@ func (e *Engine) pointOf(ctx context.Context, regs *registriesAt, st aggregate.S
 		p.Tools, p.Provider, p.Catalog = names(turn.turn.Tools()), names(split.Provider), split.Catalog
 		p.PrefixHash, p.ReferencesHash, p.refs = regs.cacheOf(turn.provider, turn.res, turn.reg, split, st.Referenced)
 		p.RegistryVersion = turn.res.RegistryVersion
-		d := dispatchOfSplit(st.Turn, turn.res.ContractHash, split)
+		d := dispatchOf(st.Turn, turn.res.ContractHash, split.Classification)
 		p.Dispatch = &d
 		return p
 	}
@@ -389,10 +389,11 @@ func cacheOf(provider string, res *resolver.Resolution, reg *resolver.Registry, 
 	return row.PrefixHash(tools, res.Namespaces, 0), row.ReferencesHash(tools, referenced), row.ReferenceDefs(tools, referenced)
 }
 
-// dispatchOfSplit is the classification a dispatch of split records.
-func dispatchOfSplit(turn uint64, contractHash string, split deferral.Split) checkpoint.Dispatch {
+// dispatchOf is the classification a dispatch of a split classified as
+// classes records.
+func dispatchOf(turn uint64, contractHash string, classes []deferral.Class) checkpoint.Dispatch {
 	d := checkpoint.Dispatch{Turn: turn, ContractHash: contractHash}
-	for _, c := range split.Classification {
+	for _, c := range classes {
 		switch {
 		case c.Loaded:
 			d.Loaded = append(d.Loaded, c.Name)

@@ -42,7 +42,7 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (wire.Regi
 		return wire.RegistryImpact{}, fmt.Errorf("%w: no candidate registry: load the file with resolver.LoadFile first", ErrInvalid)
 	}
 	cur := e.Registry()
-	out := wire.RegistryImpact{Diff: wireDiff(resolver.Diff(cur, cand))}
+	out := wire.RegistryImpact{Diff: resolver.Diff(cur, cand)}
 	sessions, err := e.Sessions(ctx)
 	if err != nil {
 		return out, err

@@ -192,23 +192,10 @@ func wireRegistry(reg *resolver.Registry) wire.RegistryInfo {
 	return info
 }
 
-// wireDiff is a registry diff as registry-diff's reply carries it.
-func wireDiff(d resolver.RegistryDiff) wire.RegistryDiff {
-	out := wire.RegistryDiff{
-		From: d.From, To: d.To, Added: d.Added, Removed: d.Removed, Embeddings: d.Embeddings,
-		AllHashesChange: d.AllHashesChange, PolicyFrom: d.PolicyFrom, PolicyTo: d.PolicyTo,
-		DefaultsChange: d.DefaultsChange, Presets: d.Presets, Profiles: d.Profiles,
-	}
-	for _, c := range d.Changed {
-		out.Changed = append(out.Changed, wire.ToolChange(c))
-	}
-	return out
-}
-
 // wireTool is t as a reply carries it: its contract, without the
 // engine's deferral mark and search embedding.
 func wireTool(t resolver.Tool) wire.Tool {
-	return wire.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Available: t.Available, Permission: t.Permission, Native: wire.ToolNative(t.Native)}
+	return wire.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Available: t.Available, Permission: t.Permission, Native: t.Native}
 }
 
 // wireBudgetTable is t as registry.budget's reply carries it.

@@ -102,6 +102,7 @@ type turnView struct {
 	cached  []byte            // the cached part of Rendering (CachedPrefix)
 	refs    map[string]string // the referenced definitions (ReferenceDefs)
 	evicted bool              // the turn began with an eviction
+	classes []deferral.Class  // Classification as the split holds it
 }
 
 // EvictBound is the reason of the DeferredEvicted a turn boundary appends
@@ -155,7 +156,7 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 		Catalog: split.Catalog, CatalogText: split.CatalogText,
 		Classification: mapped(split.Classification, wireClass), Loaded: st.Loaded,
 		RenderedFor: provider, Policy: res.Policy, Withheld: res.Withheld,
-	}}
+	}, classes: split.Classification}
 	row, ok := deferral.LookupProvider(provider)
 	if !ok { // validated by the callers; render as the default
 		row, _ = deferral.LookupProvider("")
@@ -391,17 +392,8 @@ type dispatchMark struct {
 // previous dispatch (same, extended by appended tools, or broken) and the
 // catalog text, each reported with its cause to the hooks.
 func (e *Engine) markDispatch(v turnView) {
-	d := checkpoint.Dispatch{Turn: v.Turn, ContractHash: v.ContractHash, At: e.clock().UnixMilli()}
-	for _, c := range v.Classification {
-		switch {
-		case c.Loaded:
-			d.Loaded = append(d.Loaded, c.Name)
-		case c.Deferred:
-			d.Deferred = append(d.Deferred, c.Name)
-		default:
-			d.Resident = append(d.Resident, c.Name)
-		}
-	}
+	d := dispatchOf(v.Turn, v.ContractHash, v.classes)
+	d.At = e.clock().UnixMilli()
 	catalog := sha256.Sum256([]byte(v.CatalogText))
 	mark := dispatchMark{prefix: v.prefix, refs: v.refs, catalog: catalog, registry: v.RegistryVersion, contract: v.ContractHash, turn: v.Turn, seq: v.Seq, loaded: len(v.Loaded), at: e.clock(), view: d}
 	prev, seen := e.ts.last.Swap(v.Session, func(dispatchMark, bool) dispatchMark { return mark })
@@ -484,7 +476,7 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 	var d checkpoint.Dispatch
 	if st.InTurn {
 		err = e.withTurn(ctx, st, func(ot *openTurn, _ aggregate.State) error {
-			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+			d = dispatchOf(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request().Classification)
 			return nil
 		})
 	} else {
@@ -492,7 +484,7 @@ func (e *Engine) LastDispatchOf(ctx context.Context, session string) (checkpoint
 		// loads of it that the log holds.
 		var ot *openTurn
 		if ot, err = e.rebuildTurn(ctx, st); err == nil {
-			d = dispatchOfSplit(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request())
+			d = dispatchOf(ot.turn.Number(), ot.res.ContractHash, ot.turn.Request().Classification)
 		}
 	}
 	if err != nil {

@@ -380,8 +380,11 @@ type Tool struct {
 // tool the rendering for that provider emits instead of a function, a
 // JSON object each (nil: a function).
 type ToolNative struct {
+	// Anthropic is the Messages API tool object, e.g.
+	// {"max_uses":5,"name":"web_search","type":"web_search_20250305"}.
 	Anthropic json.RawMessage `json:"anthropic,omitempty"`
-	OpenAI    json.RawMessage `json:"openai,omitempty"`
+	// OpenAI is the Responses API tool object, e.g. {"type":"web_search"}.
+	OpenAI json.RawMessage `json:"openai,omitempty"`
 }
 
 // IsZero reports whether no provider has a native form.
@@ -631,27 +634,45 @@ type RegistryImpact struct {
 }
 
 // RegistryDiff compares a candidate registry (To) with the live one
-// (From): AllHashesChange when the registry versions differ
-// (every contract hash changes); Presets and Profiles whose expansion
-// changes; Embeddings, the tools whose search embedding alone differs
-// (no contract change).
+// (From).
 type RegistryDiff struct {
-	From            string       `json:"from"`
-	To              string       `json:"to"`
-	Added           []string     `json:"added,omitempty"`
-	Removed         []string     `json:"removed,omitempty"`
-	Changed         []ToolChange `json:"changed,omitempty"`
-	Embeddings      []string     `json:"embeddings,omitempty"`
-	AllHashesChange bool         `json:"all_hashes_change"`
-	PolicyFrom      string       `json:"policy_from,omitempty"`
-	PolicyTo        string       `json:"policy_to,omitempty"`
-	DefaultsChange  bool         `json:"defaults_change"`
-	Presets         []string     `json:"presets,omitempty"`
-	Profiles        []string     `json:"profiles,omitempty"`
+	// From and To are the two registry versions.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Added and Removed are tool names, in the registry's order.
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	// Changed are the tools of both whose contract bytes differ.
+	Changed []ToolChange `json:"changed,omitempty"`
+	// Embeddings are the tools of both whose embedding (the semantic
+	// path) is added, removed or changed, in the candidate's order. An
+	// embedding only ranks tool_search queries that carry a vector: it is
+	// not part of the contract, so these tools change no contract hash,
+	// tools prefix or checkpoint; the registry is still another one, to
+	// push.
+	Embeddings []string `json:"embeddings,omitempty"`
+	// AllHashesChange is true when the registry versions differ: the
+	// version is hashed into every contract hash, so every session's
+	// contract hash changes even where its tools do not. A channel
+	// policy is not hashed in: it changes contracts only through the
+	// tools it withholds.
+	AllHashesChange bool `json:"all_hashes_change"`
+	// PolicyFrom and PolicyTo are the channel policy versions ("" none).
+	PolicyFrom string `json:"policy_from,omitempty"`
+	PolicyTo   string `json:"policy_to,omitempty"`
+	// DefaultsChange is true when DEFAULT_TOOLS expand to other tools
+	// (names, order or contract bytes).
+	DefaultsChange bool `json:"defaults_change"`
+	// Presets and Profiles are those, sorted, whose expansion changes
+	// (other tools, order or contract bytes), or that exist in one
+	// registry only.
+	Presets  []string `json:"presets,omitempty"`
+	Profiles []string `json:"profiles,omitempty"`
 }
 
-// ToolChange is a tool of both registries whose contract bytes differ,
-// with the fields that do ("description", "parameters", ...).
+// ToolChange is a tool of both registries whose contract bytes differ;
+// Fields names the parts that differ, in a fixed order: description,
+// parameters, permission, available, deferred, native.
 type ToolChange struct {
 	Name   string   `json:"name"`
 	Fields []string `json:"fields"`
