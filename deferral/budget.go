@@ -2,6 +2,7 @@ package deferral
 
 import (
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // Costs the estimator adds around the per-tool estimate
@@ -17,20 +18,12 @@ const (
 	toolWrapperTokens = resolver.ToolWrapperTokens
 )
 
-// Budget is the estimated token cost of one dispatch.
-type Budget struct {
-	// Resident is the cost of the provider tools array.
-	Resident int `json:"resident"`
-	// Catalog is the cost of the catalog text (0 when it is empty).
-	Catalog int `json:"catalog"`
-	// Total is Resident + Catalog.
-	Total int `json:"total"`
-	// ResidentTools is the number of tools in the provider array (resident
-	// tools plus loaded deferred ones).
-	ResidentTools int `json:"resident_tools"`
-	// DeferredTools is the number of names in the catalog.
-	DeferredTools int `json:"deferred_tools"`
-}
+// Budget is the estimated token cost of one dispatch (wire.Budget, the
+// reply's): Resident of the provider tools array, Catalog of the catalog
+// text (0 when it is empty), Total their sum, ResidentTools the tools in
+// the array (resident plus loaded deferred ones), DeferredTools the names
+// in the catalog.
+type Budget = wire.Budget
 
 // EstimateTool estimates what a tool costs when its full schema is in the
 // provider array: its description, its parameter schema and a small

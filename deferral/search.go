@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/toolsearch"
+	"github.com/toolintent/engine/wire"
 )
 
 // Bounds of a tool_search request: the engine's rule, which the tool_search
@@ -273,20 +274,9 @@ func jsonKind(v json.RawMessage) string {
 	return "the number " + string(v)
 }
 
-// Match is one ranked result of a query or regex.
-type Match struct {
-	// Name is the tool name.
-	Name string `json:"name"`
-	// Via is "query" or "regex".
-	Via string `json:"via"`
-	// Score is the ranking score within its search; a query that is
-	// exactly the tool's name scores math.MaxFloat64 (the index ranks it
-	// +Inf, which JSON cannot carry).
-	Score float64 `json:"score"`
-	// Weak marks a query match below ConfidentShare of the best one: it
-	// is listed, not loaded.
-	Weak bool `json:"weak,omitempty"`
-}
+// Match is one ranked result of a query or regex (wire.Match, the
+// reply's); Weak marks a query match below ConfidentShare of the best one.
+type Match = wire.Match
 
 // SearchResult is what tool_search returns to the model.
 type SearchResult struct {

@@ -97,7 +97,7 @@ func (e *Engine) discover(ctx context.Context, session string, origin Origin, re
 		if embedNote != "" {
 			sr.Note = strings.TrimPrefix(sr.Note+"; "+embedNote, "; ")
 		}
-		out = wire.DiscoverReply{Tools: mapped(sr.Tools, wireTool), Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: mapped(sr.Matches, wireMatch), Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
+		out = wire.DiscoverReply{Tools: mapped(sr.Tools, wireTool), Loaded: sr.Loaded, NotFound: sr.NotFound, Matches: sr.Matches, Note: sr.Note, Output: discoverOutput(sr, ot.res, req)}
 		if len(sr.Loaded) > 0 {
 			res, err := e.Apply(ctx, session, origin, nil, events.DeferredLoaded{Names: sr.Loaded, Turn: ot.turn.Number()})
 			if err != nil {

@@ -81,8 +81,6 @@ func mapped[T, U any](xs []T, f func(T) U) []U {
 
 func wireClass(c deferral.Class) wire.Classification { return wire.Classification(c) }
 
-func wireMatch(m deferral.Match) wire.Match { return wire.Match(m) }
-
 func orEmpty(xs []string) []string {
 	if xs == nil {
 		return []string{}

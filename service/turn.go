@@ -183,14 +183,14 @@ func (e *Engine) viewOf(st aggregate.State, res *resolver.Resolution, split defe
 			}
 		}
 		v.CatalogText = nv.catalogText
-		v.Budget = wire.Budget(nv.budget)
+		v.Budget = nv.budget
 		v.Budget.ResidentTools = len(split.Provider)
 		return v
 	}
 	for _, t := range split.Provider {
 		v.Provider = append(v.Provider, t.Name)
 	}
-	v.Budget = wire.Budget(deferral.Estimate(split)) // a native view's budget is its rendering's (nativeRender)
+	v.Budget = deferral.Estimate(split) // a native view's budget is its rendering's (nativeRender)
 	v.Rendering = row.Render(split.Provider, res.Namespaces, split.Frozen)
 	sum := sha256.Sum256(v.Rendering)
 	v.RenderingHash = hex.EncodeToString(sum[:])

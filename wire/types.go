@@ -392,10 +392,16 @@ func (n ToolNative) IsZero() bool { return len(n.Anthropic) == 0 && len(n.OpenAI
 
 // Match is one ranked result of a query or regex.
 type Match struct {
-	Name  string  `json:"name"`
-	Via   string  `json:"via"`
+	// Name is the tool name.
+	Name string `json:"name"`
+	// Via is "query" or "regex".
+	Via string `json:"via"`
+	// Score is the ranking score within its search; a query that is
+	// exactly the tool's name scores math.MaxFloat64 (the index ranks it
+	// +Inf, which JSON cannot carry).
 	Score float64 `json:"score"`
-	// Weak marks a query match too far below the best one to be loaded.
+	// Weak marks a query match too far below the best one (under the
+	// engine's confident share) to be loaded: it is listed, not loaded.
 	Weak bool `json:"weak,omitempty"`
 }
 
