@@ -47,26 +47,7 @@ func searchLineNames() []string {
 // repeated with numbered server names until it holds at least n tools,
 // every server deferred.
 func mcpRegistry(n int) (*resolver.Registry, error) {
-	servers, err := searcheval.Servers()
-	if err != nil {
-		return nil, err
-	}
-	var in []resolver.MCPServer
-	tools := 0
-	for copyN := 1; tools < n; copyN++ {
-		for _, s := range servers {
-			if tools >= n {
-				break
-			}
-			name := s.Name
-			if copyN > 1 {
-				name = fmt.Sprint(s.Name, copyN)
-			}
-			in = append(in, resolver.MCPServer{Name: name, Description: s.Description, ToolsList: s.Raw})
-			tools += len(s.Tools)
-		}
-	}
-	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{Version: fmt.Sprintf("bench-mcp-%d", n)})
+	data, err := searcheval.MCPRegistry(n, fmt.Sprintf("bench-mcp-%d", n))
 	if err != nil {
 		return nil, err
 	}

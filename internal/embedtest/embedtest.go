@@ -19,7 +19,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/toolsearch/searcheval"
 )
 
@@ -255,29 +254,6 @@ func words(text string) []string {
 }
 
 // MCPRegistry returns a registry file (JSON) of the default registry
-// plus at least n MCP tools, every server deferred: the labelled MCP
-// corpus of searcheval, repeated with numbered server names (github,
-// github2, ...) until it holds n tools, under version.
-func MCPRegistry(n int, version string) ([]byte, error) {
-	servers, err := searcheval.Servers()
-	if err != nil {
-		return nil, err
-	}
-	var in []resolver.MCPServer
-	tools := 0
-	for copyN := 1; tools < n; copyN++ {
-		for _, s := range servers {
-			if tools >= n {
-				break
-			}
-			name := s.Name
-			if copyN > 1 {
-				name = fmt.Sprint(s.Name, copyN)
-			}
-			in = append(in, resolver.MCPServer{Name: name, Description: s.Description, ToolsList: s.Raw})
-			tools += len(s.Tools)
-		}
-	}
-	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{Version: version})
-	return data, err
-}
+// plus at least n MCP tools, every server deferred, under version: the
+// labelled corpus of searcheval repeated (searcheval.MCPRegistry).
+func MCPRegistry(n int, version string) ([]byte, error) { return searcheval.MCPRegistry(n, version) }

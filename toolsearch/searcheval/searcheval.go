@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/toolsearch"
 )
 
@@ -42,6 +43,34 @@ func ToolName(server, tool string) string { return "mcp__" + server + "__" + too
 
 // Servers returns the corpus's servers sorted by name.
 func Servers() ([]Server, error) { return serversIn("testdata/mcp") }
+
+// MCPRegistry returns a registry file (JSON) of the default registry
+// plus at least n MCP tools, every server deferred: the corpus's servers,
+// repeated with numbered server names (github, github2, ...) until they
+// hold n tools, under version.
+func MCPRegistry(n int, version string) ([]byte, error) {
+	servers, err := Servers()
+	if err != nil {
+		return nil, err
+	}
+	var in []resolver.MCPServer
+	tools := 0
+	for copyN := 1; tools < n; copyN++ {
+		for _, s := range servers {
+			if tools >= n {
+				break
+			}
+			name := s.Name
+			if copyN > 1 {
+				name = fmt.Sprint(s.Name, copyN)
+			}
+			in = append(in, resolver.MCPServer{Name: name, Description: s.Description, ToolsList: s.Raw})
+			tools += len(s.Tools)
+		}
+	}
+	data, _, err := resolver.ImportMCP(resolver.DefaultRegistryJSON(), in, resolver.ImportOptions{Version: version})
+	return data, err
+}
 
 // HeldOutServers returns the servers of the held-out set
 // (testdata/mcp2) sorted by name: servers the first corpus lacks.
