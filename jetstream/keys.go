@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -39,30 +37,6 @@ func (e *KeyMismatchError) Error() string {
 // true.
 func (e *KeyMismatchError) Is(target error) bool {
 	return target == ErrKeyMismatch || target == ErrKeyInUse
-}
-
-// MaxKeyLen is the longest idempotency key, in bytes.
-const MaxKeyLen = 255
-
-// CheckKey reports whether key is a usable idempotency key: any opaque
-// string of 1 to 255 bytes of UTF-8 without control characters (a UUID, a
-// ULID, "order-42/retry"...). Keys are case-sensitive: "A" and "a" are two
-// keys (the IETF Idempotency-Key draft treats keys as opaque).
-func CheckKey(key string) error {
-	switch {
-	case key == "":
-		return errors.New("idempotency key is empty: send 1 to 255 bytes (a UUID, say) or no key")
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("idempotency key of %d bytes is too long: at most %d (a UUID is 36)", len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("idempotency key %q is not UTF-8", key)
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("idempotency key %q holds a control character (%U): use printable characters", key, r)
-		}
-	}
-	return nil
 }
 
 // keyIDDomain separates the hash of KeyEventIDs from any other use of

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/wire"
 )
 
 // KeyMismatchError refuses an idempotency key this session used before
@@ -27,9 +28,9 @@ var ErrKeyMismatch = jetstream.ErrKeyMismatch
 // key stores on session (jetstream.KeyEventIDs): a hash of the
 // session and the key written as a ULID, then that number plus 1, 2, ...
 // It fails (ErrInvalid) on a key that is not 1 to 255 bytes of printable
-// UTF-8 (jetstream.CheckKey). Keys are opaque and case-sensitive.
+// UTF-8 (wire.CheckIdempotencyKey). Keys are opaque and case-sensitive.
 func KeyedIDs(session, key string, n int) ([]string, error) {
-	if err := jetstream.CheckKey(key); err != nil {
+	if err := wire.CheckIdempotencyKey(key); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return jetstream.KeyEventIDs(session, key, n), nil
