@@ -136,7 +136,7 @@ func TestAPIDoc(t *testing.T) {
 				if err := json.Unmarshal(body, &reply); err != nil {
 					t.Fatalf("%s over %s: reply is not a JSON object: %v: %s", name, transport, err, body)
 				}
-				checkDecodeReply(t, transport+" "+name, opsByName[name].respType, body)
+				checkDecodeReply(t, transport+" "+name, opsByName[name].RespType, body)
 				for _, f := range docFields(ResponseSchema(name), "", true) {
 					if f.always {
 						if _, ok := lookupPath(reply, f.path); !ok {

@@ -40,7 +40,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if mp {
 			ct = wire.MIMEMsgpack
 		}
-		req := op.newReq()
+		req := op.NewRequest()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		err := msgpackjson.DecodeBody(data, ct, req)

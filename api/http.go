@@ -138,7 +138,7 @@ func (a *API) serveHTTP(op *operation, names []string, r *http.Request) (any, st
 		return nil, label, err
 	}
 	defer a.lim.Release(key)
-	req := op.newReq()
+	req := op.NewRequest()
 	switch r.Method {
 	case http.MethodPost:
 		if len(r.URL.RawQuery) > 0 {

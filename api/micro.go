@@ -69,7 +69,7 @@ func (a *API) StartMicro(ctx context.Context, nc *nats.Conn) (micro.Service, err
 			// JSON Schemas of the request and the reply, shown by
 			// `nats micro info` (docs/api.md lists the same).
 			"request_schema":  openapi.JSON(RequestSchema(op.Name)),
-			"response_schema": openapi.JSON(schemaOf(op.respType)),
+			"response_schema": openapi.JSON(schemaOf(op.RespType)),
 		}
 		if err := group.AddEndpoint(op.Name, a.microOp(ctx, nc, op, late[op.Name]),
 			micro.WithEndpointSubject(op.Subject), micro.WithEndpointMetadata(meta)); err != nil {
@@ -196,7 +196,7 @@ func (a *API) microOp(ctx context.Context, nc *nats.Conn, op *operation, late *a
 // defines every tool of a large registry).
 func replyTooLarge(op *operation, n int, limit int64) error {
 	fix := "raise the NATS server's max_payload (the embedded server's is 8 MiB) or call over HTTP"
-	if op.reqType.Implements(reflect.TypeFor[wire.Conditional]()) || reflect.PointerTo(op.reqType).Implements(reflect.TypeFor[wire.Conditional]()) {
+	if op.ReqType.Implements(reflect.TypeFor[wire.Conditional]()) || reflect.PointerTo(op.ReqType).Implements(reflect.TypeFor[wire.Conditional]()) {
 		fix = "send the rendering_hash of the rendering you hold as if_none_match, " + fix
 	}
 	return &APIError{Status: http.StatusRequestEntityTooLarge, Code: wire.CodeTooLarge,
@@ -213,7 +213,7 @@ func (a *API) prepareMicro(op *operation, r micro.Request, channel string) (any,
 	if int64(len(data)) > a.bodyLimit(op) {
 		return nil, o, tooLarge(op, a.bodyLimit(op))
 	}
-	req := op.newReq()
+	req := op.NewRequest()
 	if err := msgpackjson.DecodeBody(data, r.Headers().Get("Content-Type"), req); err != nil {
 		return nil, o, err
 	}

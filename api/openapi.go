@@ -38,7 +38,7 @@ func RequestSchema(op string) Schema {
 	if !ok {
 		return nil
 	}
-	return fieldRules.Apply(schemaOf(o.reqType))
+	return fieldRules.Apply(schemaOf(o.ReqType))
 }
 
 // fieldRules bound the request fields every operation shares.
@@ -51,7 +51,7 @@ func ResponseSchema(op string) Schema {
 	if !ok {
 		return nil
 	}
-	return schemaOf(o.respType)
+	return schemaOf(o.RespType)
 }
 
 // PathOpenAPI is where the HTTP gateway serves OpenAPI(): the same
@@ -68,7 +68,7 @@ func OpenAPI() map[string]any {
 	spec := openapi.Spec{Version: Version, Path: PathOpenAPI, Live: wire.LiveOperations(),
 		LiveEvent: reflect.TypeFor[service.LiveEvent](), Types: schemaTypes, Fields: fieldRules}
 	for _, op := range operations {
-		spec.Ops = append(spec.Ops, openapi.Op{Operation: op.Operation, Request: op.reqType, Reply: op.respType})
+		spec.Ops = append(spec.Ops, openapi.Op{Operation: op.Operation, Request: op.ReqType, Reply: op.RespType})
 	}
 	return openapi.Document(spec)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -47,52 +46,14 @@ func retryAfter(e *APIError) string {
 // MIMEJSON is the media type of JSON bodies: wire's.
 const MIMEJSON = wire.MIMEJSON
 
-// operation is an Operation with its request type and implementation.
-type operation struct {
-	wire.Operation
-	newReq   func() any
-	reqType  reflect.Type
-	respType reflect.Type
-	call     func(ctx context.Context, q *service.Requests, req any, o service.Origin) (any, error)
-}
-
-func defOp[Req, Resp any](o wire.Operation, call func(q *service.Requests, ctx context.Context, req *Req, o service.Origin) (Resp, error)) *operation {
-	return &operation{
-		Operation: o,
-		newReq:    func() any { return new(Req) },
-		reqType:   reflect.TypeFor[Req](),
-		respType:  reflect.TypeFor[Resp](),
-		call: func(ctx context.Context, q *service.Requests, req any, org service.Origin) (any, error) {
-			return call(q, ctx, req.(*Req), org)
-		},
-	}
-}
+// operation is an API operation with its request and reply types and the
+// service method that answers it (service.Handler).
+type operation = service.Handler
 
 // operations is the one table both transports are built from, over
-// wire's routes, so that they and the client cannot drift; the service
-// answers each (service.Requests).
-var operations = []*operation{
-	defOp(wire.OpAppend, (*service.Requests).Append),
-	defOp(wire.OpIntent, (*service.Requests).Intent),
-	defOp(wire.OpResolve, (*service.Requests).Resolve),
-	defOp(wire.OpHistory, (*service.Requests).History),
-	defOp(wire.OpExplain, (*service.Requests).Explain),
-	defOp(wire.OpExplainBatch, (*service.Requests).ExplainBatch),
-	defOp(wire.OpResume, (*service.Requests).Resume),
-	defOp(wire.OpBeginTurn, (*service.Requests).BeginTurn),
-	defOp(wire.OpDiscover, (*service.Requests).Discover),
-	defOp(wire.OpDispatch, (*service.Requests).Dispatch),
-	defOp(wire.OpInspect, (*service.Requests).Inspect),
-	defOp(wire.OpCallCheck, (*service.Requests).CallCheck),
-	defOp(wire.OpCheckpoint, (*service.Requests).Checkpoint),
-	defOp(wire.OpEndTurn, (*service.Requests).EndTurn),
-	defOp(wire.OpDelete, (*service.Requests).Delete),
-	defOp(wire.OpCompact, (*service.Requests).Compact),
-	defOp(wire.OpSessions, (*service.Requests).Sessions),
-	defOp(wire.OpRegistry, (*service.Requests).Registry),
-	defOp(wire.OpBudget, (*service.Requests).Budget),
-	defOp(wire.OpRegistryDiff, (*service.Requests).RegistryDiff),
-}
+// wire's routes, so that they and the client cannot drift: the service's
+// handlers, one per operation.
+var operations = service.Handlers()
 
 var opsByName = func() map[string]*operation {
 	m := make(map[string]*operation, len(operations))
@@ -295,7 +256,7 @@ func (a *API) call(ctx context.Context, op *operation, req any, o service.Origin
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
 		defer cancel()
 	}
-	return op.call(ctx, a.req, req, o)
+	return op.Call(ctx, a.req, req, o)
 }
 
 // observe reports one answered request to Config.Observe.

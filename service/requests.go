@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,68 @@ type Requests struct {
 
 // NewRequests returns the request handlers of eng.
 func NewRequests(eng *Engine) *Requests { return &Requests{eng: eng} }
+
+// Handler is one API operation bound to the Requests method that answers
+// it, with its request and reply types: the transports (package api)
+// decode a request into NewRequest's value, Call it, and publish the
+// types' schemas.
+type Handler struct {
+	wire.Operation
+	// ReqType and RespType are the operation's request and reply types.
+	ReqType, RespType reflect.Type
+
+	newReq func() any
+	call   func(ctx context.Context, q *Requests, req any, o Origin) (any, error)
+}
+
+// NewRequest returns a new zero request of the operation (a pointer to
+// ReqType's value), to decode a request into.
+func (h *Handler) NewRequest() any { return h.newReq() }
+
+// Call answers req, a value from NewRequest, with q's method.
+func (h *Handler) Call(ctx context.Context, q *Requests, req any, o Origin) (any, error) {
+	return h.call(ctx, q, req, o)
+}
+
+func bind[Req, Resp any](o wire.Operation, method func(q *Requests, ctx context.Context, req *Req, o Origin) (Resp, error)) *Handler {
+	return &Handler{
+		Operation: o,
+		ReqType:   reflect.TypeFor[Req](),
+		RespType:  reflect.TypeFor[Resp](),
+		newReq:    func() any { return new(Req) },
+		call: func(ctx context.Context, q *Requests, req any, org Origin) (any, error) {
+			return method(q, ctx, req.(*Req), org)
+		},
+	}
+}
+
+// handlers binds each API operation to its method, in the API's order.
+var handlers = []*Handler{
+	bind(wire.OpAppend, (*Requests).Append),
+	bind(wire.OpIntent, (*Requests).Intent),
+	bind(wire.OpResolve, (*Requests).Resolve),
+	bind(wire.OpHistory, (*Requests).History),
+	bind(wire.OpExplain, (*Requests).Explain),
+	bind(wire.OpExplainBatch, (*Requests).ExplainBatch),
+	bind(wire.OpResume, (*Requests).Resume),
+	bind(wire.OpBeginTurn, (*Requests).BeginTurn),
+	bind(wire.OpDiscover, (*Requests).Discover),
+	bind(wire.OpDispatch, (*Requests).Dispatch),
+	bind(wire.OpInspect, (*Requests).Inspect),
+	bind(wire.OpCallCheck, (*Requests).CallCheck),
+	bind(wire.OpCheckpoint, (*Requests).Checkpoint),
+	bind(wire.OpEndTurn, (*Requests).EndTurn),
+	bind(wire.OpDelete, (*Requests).Delete),
+	bind(wire.OpCompact, (*Requests).Compact),
+	bind(wire.OpSessions, (*Requests).Sessions),
+	bind(wire.OpRegistry, (*Requests).Registry),
+	bind(wire.OpBudget, (*Requests).Budget),
+	bind(wire.OpRegistryDiff, (*Requests).RegistryDiff),
+}
+
+// Handlers returns the API's operations bound to their methods, in a
+// fixed order. The slice is shared: callers do not modify it.
+func Handlers() []*Handler { return handlers }
 
 // Engine returns the engine the requests run on.
 func (q *Requests) Engine() *Engine { return q.eng }
