@@ -203,7 +203,24 @@ func build(data []byte) (*Registry, error) {
 	l.unknownKeys("registry", root, topLevelKeys)
 	r := &Registry{index: map[string]int32{}}
 
-	// version
+	l.version(r, root)
+	l.tools(r, root)
+	defaultNames := l.defaultTools(r, root)
+	l.deferredDefaults(r, root, defaultNames)
+	explicitResident := l.residentTools(r, root, defaultNames)
+	l.presets(r, root)
+	l.profiles(r, root, defaultNames)
+	l.policy(r, root.get("channel_policy")) // After profiles, which decisions may name
+
+	if len(l.problems) > 0 {
+		return nil, errors.Join(l.problems...)
+	}
+	r.finish(explicitResident, l.embDim)
+	return r, nil
+}
+
+// version reads the registry's version.
+func (l *loader) version(r *Registry, root *jnode) {
 	if n := root.get("version"); n == nil {
 		l.addf(`version: missing; set a version such as "builtin-2026.12.1" (it is part of every contract hash)`)
 	} else if v, ok := l.str("version", n); ok {
@@ -213,8 +230,11 @@ func build(data []byte) (*Registry, error) {
 			r.version = v
 		}
 	}
+}
 
-	// tools
+// tools reads the tool list, then the namespaces and the automatic
+// deferral that refer to it.
+func (l *loader) tools(r *Registry, root *jnode) {
 	toolsNode := root.get("tools")
 	switch {
 	case toolsNode == nil:
@@ -239,8 +259,10 @@ func build(data []byte) (*Registry, error) {
 	}
 	l.namespaces(r, root.get("namespaces"))
 	l.autoDeferConfig(r, root)
+}
 
-	// default_tools
+// defaultTools reads default_tools and returns their names, expanded.
+func (l *loader) defaultTools(r *Registry, root *jnode) []string {
 	var defaultNames []string
 	if n := root.get("default_tools"); n == nil {
 		l.addf("default_tools: missing; list DEFAULT_TOOLS in order, including %q", ToolSearch)
@@ -255,8 +277,11 @@ func build(data []byte) (*Registry, error) {
 			l.addf("default_tools: contains %q; remove it, the web_search overlay adds it on request (see docs/semantics.md#overlay)", WebSearch)
 		}
 	}
+	return defaultNames
+}
 
-	// deferred_default_tools
+// deferredDefaults reads deferred_default_tools, which must be defaults.
+func (l *loader) deferredDefaults(r *Registry, root *jnode, defaultNames []string) {
 	if n := root.get("deferred_default_tools"); n != nil {
 		if list, ok := l.strList("deferred_default_tools", n); ok {
 			list = l.expand(r, "deferred_default_tools", list, nil)
@@ -275,8 +300,11 @@ func build(data []byte) (*Registry, error) {
 	if r.deferredDefaults == nil {
 		r.deferredDefaults = []string{}
 	}
+}
 
-	// resident_tools
+// residentTools reads resident_tools, or derives them from the defaults
+// that are not deferred; it reports whether the list was explicit.
+func (l *loader) residentTools(r *Registry, root *jnode, defaultNames []string) bool {
 	explicitResident := false
 	if n := root.get("resident_tools"); n != nil && n.kind != jNull {
 		explicitResident = true
@@ -304,8 +332,11 @@ func build(data []byte) (*Registry, error) {
 			r.residentList = append(r.residentList, ToolSearch)
 		}
 	}
+	return explicitResident
+}
 
-	// presets
+// presets reads the named tool lists.
+func (l *loader) presets(r *Registry, root *jnode) {
 	r.presets = map[string][]int32{}
 	r.presetNames = []string{}
 	if n := root.get("presets"); n != nil && n.kind != jNull {
@@ -335,8 +366,10 @@ func build(data []byte) (*Registry, error) {
 			}
 		}
 	}
+}
 
-	// profiles
+// profiles reads the profiles, whose tools may name the defaults.
+func (l *loader) profiles(r *Registry, root *jnode, defaultNames []string) {
 	r.profiles = map[string]*profileEntry{}
 	r.profileNames = []string{}
 	if n := root.get("profiles"); n != nil && n.kind != jNull {
@@ -348,12 +381,11 @@ func build(data []byte) (*Registry, error) {
 			}
 		}
 	}
-	l.policy(r, root.get("channel_policy")) // After profiles, which decisions may name
+}
 
-	if len(l.problems) > 0 {
-		return nil, errors.Join(l.problems...)
-	}
-
+// finish derives what a valid registry answers from: deferral marks, the
+// availability set, tool digests, the contract prefix and the caches.
+func (r *Registry) finish(explicitResident bool, embeddingDim int) {
 	// Deferral marks: guard 1 is the explicit name check in
 	// markDeferral; guard 2 is IsResident answering true for tool_search
 	// whatever the lists say.
@@ -375,9 +407,8 @@ func build(data []byte) (*Registry, error) {
 	// tools changes that channel's contract through them, and a checkpoint's
 	// (name, ToolHash) entries add up to its hash.
 	r.prefix = contractPrefix(r.version)
-	r.embeddingDim = l.embDim
+	r.embeddingDim = embeddingDim
 	r.cache.init()
-	return r, nil
 }
 
 func (l *loader) profile(r *Registry, name string, n *jnode, defaultNames []string) {
