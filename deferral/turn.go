@@ -235,24 +235,9 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	if err := req.Validate(); err != nil {
 		return SearchResult{}, err
 	}
-	var vectorNote string
-	if len(req.QueryVector) > 0 {
-		// A query vector of another dimension than the tools'
-		// embeddings is refused before anything loads; without tool
-		// embeddings, or without a query, it is unused and said so.
-		ix, _ := t.searchIndex()
-		dim := t.embeddingDim(ix)
-		switch {
-		case dim == 0:
-			vectorNote = "this registry carries no tool embeddings; ranked by keywords"
-		case !ix.HasVectors():
-			vectorNote = "no deferred tool of this turn carries an embedding; ranked by keywords"
-		case req.Query == "":
-			vectorNote = "query_vector ranks a query only; it was not used"
-		}
-		if err := queryVectorError(req.QueryVector, dim); err != nil {
-			return SearchResult{}, err
-		}
+	vectorNote, err := t.queryVectorNote(req)
+	if err != nil {
+		return SearchResult{}, err
 	}
 	isExcluded := func(name string) bool {
 		_, found := slices.BinarySearch(excluded, name)
@@ -280,56 +265,9 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	}
 	var weak []string
 	if req.Query != "" || req.Regex != "" {
-		ix, filter := t.searchIndex()
+		hits, via, isWeak, hitNotes := t.searchHits(req, len(excluded), isExcluded)
+		notes = append(notes, hitNotes...)
 		k := req.limit()
-		var hits []toolsearch.Hit
-		var via []string
-		var isWeak []bool
-		if req.Query != "" {
-			var qh []toolsearch.Hit
-			em := req.Embedded
-			if len(req.QueryVector) > 0 || em == nil {
-				em = nil // a caller's vector ranks by the registry's embeddings
-			} else if !em.Vectors.Of(ix) || len(em.Query) != em.Vectors.Dim() {
-				notes = append(notes, "the engine's tool embeddings do not cover this turn's tools; ranked by keywords")
-				em = nil
-			}
-			if len(req.QueryVector) > 0 && ix.HasVectors() {
-				var weakQ []bool
-				qh, weakQ = fusedHits(ix.FusedRanked(req.Query, req.QueryVector, k+len(excluded), filter), isExcluded)
-				isWeak = append(isWeak, weakQ...)
-			} else if em != nil {
-				var weakQ []bool
-				qh, weakQ = fusedHits(ix.FusedRankedWith(req.Query, em.Query, em.Vectors, k+len(excluded), filter), isExcluded)
-				isWeak = append(isWeak, weakQ...)
-			} else {
-				qh = withoutExcluded(ix.Keyword(req.Query, k+len(excluded), filter), isExcluded)
-				for j, h := range qh {
-					isWeak = append(isWeak, j > 0 && h.Score < ConfidentShare*qh[0].Score)
-				}
-			}
-			for _, h := range qh {
-				hits = append(hits, h)
-				via = append(via, "query")
-			}
-			if len(qh) == 0 {
-				notes = append(notes, fmt.Sprintf("no deferred tool matched the query %q; try other keywords, or a regex", req.Query))
-			}
-		}
-		if req.Regex != "" {
-			rh, err := ix.Regex(req.Regex, k+len(excluded), filter)
-			rh = withoutExcluded(rh, isExcluded)
-			if err != nil {
-				notes = append(notes, fmt.Sprintf("regex not used: %v", err))
-			} else if len(rh) == 0 {
-				notes = append(notes, fmt.Sprintf("no deferred tool matched the regex %q", req.Regex))
-			}
-			hits = append(hits, rh...)
-			for range rh {
-				via = append(via, "regex")
-				isWeak = append(isWeak, false)
-			}
-		}
 		matched := 0
 		for j, h := range hits {
 			if matched == k {
@@ -373,8 +311,101 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 	if len(weak) > 0 {
 		notes = append(notes, fmt.Sprintf("also matched, less closely, and not loaded: %s; load one by name if it is needed", quoteList(weak)))
 	}
-	var full []string
+	full := t.load(picked, room, &res)
+	if len(full) > 0 {
+		notes = append(notes, fmt.Sprintf("the session's loaded tools are at their bound for this turn, not loaded: %s; search for it again in the next turn, which unloads the tools loaded longest ago", quoteList(full)))
+	}
+	res.Note = strings.Join(notes, "; ")
+	return res, nil
+}
+
+// queryVectorNote checks a request's query vector against the tools'
+// embeddings: one of another dimension is refused before anything loads;
+// without tool embeddings, or without a query, it is unused and the note
+// says so.
+func (t *Turn) queryVectorNote(req SearchRequest) (string, error) {
+	if len(req.QueryVector) == 0 {
+		return "", nil
+	}
+	var vectorNote string
+	ix, _ := t.searchIndex()
+	dim := t.embeddingDim(ix)
+	switch {
+	case dim == 0:
+		vectorNote = "this registry carries no tool embeddings; ranked by keywords"
+	case !ix.HasVectors():
+		vectorNote = "no deferred tool of this turn carries an embedding; ranked by keywords"
+	case req.Query == "":
+		vectorNote = "query_vector ranks a query only; it was not used"
+	}
+	if err := queryVectorError(req.QueryVector, dim); err != nil {
+		return "", err
+	}
+	return vectorNote, nil
+}
+
+// searchHits runs a request's query and regex over the turn's deferred
+// tools: the hits in order (query first), how each was found, whether
+// each is a weak match (not loaded), and notes for the caller. Each
+// search asks for excluded more hits than the limit, as excluded ones
+// are dropped.
+func (t *Turn) searchHits(req SearchRequest, excluded int, isExcluded func(string) bool) (hits []toolsearch.Hit, via []string, isWeak []bool, notes []string) {
+	ix, filter := t.searchIndex()
+	k := req.limit()
+	if req.Query != "" {
+		var qh []toolsearch.Hit
+		em := req.Embedded
+		if len(req.QueryVector) > 0 || em == nil {
+			em = nil // a caller's vector ranks by the registry's embeddings
+		} else if !em.Vectors.Of(ix) || len(em.Query) != em.Vectors.Dim() {
+			notes = append(notes, "the engine's tool embeddings do not cover this turn's tools; ranked by keywords")
+			em = nil
+		}
+		if len(req.QueryVector) > 0 && ix.HasVectors() {
+			var weakQ []bool
+			qh, weakQ = fusedHits(ix.FusedRanked(req.Query, req.QueryVector, k+excluded, filter), isExcluded)
+			isWeak = append(isWeak, weakQ...)
+		} else if em != nil {
+			var weakQ []bool
+			qh, weakQ = fusedHits(ix.FusedRankedWith(req.Query, em.Query, em.Vectors, k+excluded, filter), isExcluded)
+			isWeak = append(isWeak, weakQ...)
+		} else {
+			qh = withoutExcluded(ix.Keyword(req.Query, k+excluded, filter), isExcluded)
+			for j, h := range qh {
+				isWeak = append(isWeak, j > 0 && h.Score < ConfidentShare*qh[0].Score)
+			}
+		}
+		for _, h := range qh {
+			hits = append(hits, h)
+			via = append(via, "query")
+		}
+		if len(qh) == 0 {
+			notes = append(notes, fmt.Sprintf("no deferred tool matched the query %q; try other keywords, or a regex", req.Query))
+		}
+	}
+	if req.Regex != "" {
+		rh, err := ix.Regex(req.Regex, k+excluded, filter)
+		rh = withoutExcluded(rh, isExcluded)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("regex not used: %v", err))
+		} else if len(rh) == 0 {
+			notes = append(notes, fmt.Sprintf("no deferred tool matched the regex %q", req.Regex))
+		}
+		hits = append(hits, rh...)
+		for range rh {
+			via = append(via, "regex")
+			isWeak = append(isWeak, false)
+		}
+	}
+	return hits, via, isWeak, notes
+}
+
+// load adds the picked tools to res: a deferred tool not loaded yet is
+// loaded while room allows (room < 0: no bound); the ones beyond it are
+// returned, not loaded.
+func (t *Turn) load(picked []int, room int, res *SearchResult) (full []string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, i := range picked {
 		tool := t.tools[i]
 		if !tool.Deferred {
@@ -392,12 +423,7 @@ func (t *Turn) SearchWithin(req SearchRequest, excluded []string, room int) (Sea
 		}
 		res.Tools = append(res.Tools, tool)
 	}
-	t.mu.Unlock()
-	if len(full) > 0 {
-		notes = append(notes, fmt.Sprintf("the session's loaded tools are at their bound for this turn, not loaded: %s; search for it again in the next turn, which unloads the tools loaded longest ago", quoteList(full)))
-	}
-	res.Note = strings.Join(notes, "; ")
-	return res, nil
+	return full
 }
 
 // fusedHits takes a query's hits ranked by reciprocal rank fusion of its
