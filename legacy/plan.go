@@ -191,36 +191,12 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 		return d
 	}
 	_, hasWSTool := reg.Tool(resolver.WebSearch)
-	flagOn := s.WebSearch != nil && *s.WebSearch && hasWSTool
-	overlay := func(cmds []events.Payload, need bool) []events.Payload {
-		if need || flagOn {
-			return append(cmds, events.WebSearchSet{Enabled: on(true)})
-		}
-		return cmds
+	o := overlay(s.WebSearch != nil && *s.WebSearch && hasWSTool)
+	if s.Kind == ToolsNone || s.Kind == ToolsBool {
+		return finish(reg, d, scalarCandidate(s, o), nil, lim)
 	}
-	var cands []candidate
+	flagOn := bool(o)
 	var target []string
-	switch s.Kind {
-	case ToolsNone:
-		c := candidate{kind: KindFollow, note: "the session stored no list: it follows its profile"}
-		if flagOn {
-			c.note += ", with the web_search overlay it had on"
-		}
-		c.cmds = overlay(nil, false)
-		return finish(reg, d, c, nil, lim)
-	case ToolsBool:
-		if s.Enabled {
-			c := candidate{kind: KindEnabled, cmds: overlay([]events.Payload{events.ToolsToggled{Enabled: on(true)}}, false),
-				note: "the session stored true: all on, {enabled: true} follows the live defaults"}
-			return finish(reg, d, c, nil, lim)
-		}
-		c := candidate{kind: KindOff, cmds: overlay([]events.Payload{events.ToolsToggled{Enabled: on(false)}}, false),
-			note: "the session stored false: all off"}
-		if flagOn {
-			c.kind, c.note = KindOffWebSearch, "the session stored false with web_search on: exactly [web_search] (see docs/semantics.md#master-switch)"
-		}
-		return finish(reg, d, c, nil, lim)
-	}
 
 	// A stored list (or dict): the names to reproduce.
 	stored := s.Tools
@@ -261,62 +237,11 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 			expand: []string{resolver.WebSearch},
 			note:   "the stored list is exactly [web_search]: tools off with the web_search overlay (see docs/semantics.md#master-switch)" + note}, target, lim)
 	}
-	hasWS := slices.Contains(target, resolver.WebSearch)
-	base := without(target, resolver.WebSearch)
-
 	// Equal to the defaults, or to a preset, of that time.
-	if sameSet(base, l.defaults) {
-		cands = append(cands, candidate{kind: KindEnabled,
-			cmds:   overlay([]events.Payload{events.ToolsToggled{Enabled: on(true)}}, hasWS),
-			expand: withWS(l.defaults, hasWS || flagOn),
-			note:   "the stored list is the defaults of that time" + wsText(hasWS) + ": {enabled: true} follows the live defaults" + note})
-	}
-	for _, p := range l.presets {
-		pHasWS := slices.Contains(p.names, resolver.WebSearch)
-		if sameSet(target, p.names) || (hasWS && !pHasWS && sameSet(base, p.names)) {
-			cands = append(cands, candidate{kind: KindPreset, preset: p.name,
-				cmds:   overlay([]events.Payload{events.PresetChosen{Preset: p.name}}, hasWS && !pHasWS),
-				expand: withWS(p.names, hasWS || flagOn),
-				note:   fmt.Sprintf("the stored list is preset %q", p.name) + wsText(hasWS && !pHasWS) + note})
-		}
-	}
+	cands := exactCandidates(target, l, o, note)
 	if len(cands) == 0 {
 		// The shortest faithful intent.
-		if subset(base, l.defaults) {
-			dis := minus(l.defaults, base)
-			if len(dis) <= lim.MaxDisabled {
-				cmds := []events.Payload{events.ToolsToggled{Enabled: on(true)}}
-				for _, n := range dis {
-					cmds = append(cmds, events.ToolDisabled{Name: n})
-				}
-				cands = append(cands, candidate{kind: KindDefaultsMinus, cmds: overlay(cmds, hasWS), cost: len(dis),
-					expand: withWS(minus(l.defaults, dis), hasWS || flagOn),
-					note:   "the stored list is the defaults of that time without " + strings.Join(dis, ", ") + wsText(hasWS) + note})
-			}
-		}
-		for _, p := range l.presets {
-			pHasWS := slices.Contains(p.names, resolver.WebSearch)
-			if !subset(base, p.names) {
-				continue
-			}
-			dis := minus(p.names, target)
-			if len(dis) == 0 || len(dis) > lim.MaxDisabled {
-				continue
-			}
-			cmds := []events.Payload{events.PresetChosen{Preset: p.name}}
-			for _, n := range dis {
-				cmds = append(cmds, events.ToolDisabled{Name: n})
-			}
-			cands = append(cands, candidate{kind: KindPresetMinus, preset: p.name, cmds: overlay(cmds, hasWS && !pHasWS), cost: len(dis),
-				expand: withWS(minus(p.names, dis), (hasWS && !pHasWS) || (flagOn && !slices.Contains(dis, resolver.WebSearch))),
-				note:   fmt.Sprintf("the stored list is preset %q without %s", p.name, strings.Join(dis, ", ")) + wsText(hasWS && !pHasWS) + note})
-		}
-		if len(target) <= lim.MaxPicked {
-			cands = append(cands, candidate{kind: KindPicked, cmds: overlay([]events.Payload{events.ToolsPicked{Names: slices.Clone(target)}}, false),
-				cost: len(target), expand: withWS(target, flagOn),
-				note: fmt.Sprintf("no preset or the defaults hold the list with fewer exceptions: a picked list of %d names, in the stored order", len(target)) + note})
-		}
-		slices.SortStableFunc(cands, func(a, b candidate) int { return a.cost - b.cost })
+		cands = shortestCandidates(target, l, o, lim, note)
 	}
 	var refused []string
 	for _, c := range cands {
@@ -333,6 +258,117 @@ func plan(reg *resolver.Registry, s Session, l lists, lim aggregate.Limits) Deci
 		d.Note = fmt.Sprintf("%d names: more than the picked bound %d, and neither the defaults nor a preset hold them; add a preset to the registry or import with a larger --max-picked", len(target), lim.MaxPicked)
 	}
 	return d
+}
+
+// overlay says whether a migrated session had the web_search flag on
+// (with the tool in the registry): its add appends the overlay's command.
+type overlay bool
+
+// add appends the web_search overlay to cmds when need or the flag says so.
+func (o overlay) add(cmds []events.Payload, need bool) []events.Payload {
+	if need || bool(o) {
+		return append(cmds, events.WebSearchSet{Enabled: on(true)})
+	}
+	return cmds
+}
+
+// scalarCandidate is the intent of a session that stored no list, or a
+// boolean.
+func scalarCandidate(s Session, o overlay) candidate {
+	flagOn := bool(o)
+	switch s.Kind {
+	case ToolsNone:
+		c := candidate{kind: KindFollow, note: "the session stored no list: it follows its profile"}
+		if flagOn {
+			c.note += ", with the web_search overlay it had on"
+		}
+		c.cmds = o.add(nil, false)
+		return c
+	case ToolsBool:
+		if s.Enabled {
+			c := candidate{kind: KindEnabled, cmds: o.add([]events.Payload{events.ToolsToggled{Enabled: on(true)}}, false),
+				note: "the session stored true: all on, {enabled: true} follows the live defaults"}
+			return c
+		}
+		c := candidate{kind: KindOff, cmds: o.add([]events.Payload{events.ToolsToggled{Enabled: on(false)}}, false),
+			note: "the session stored false: all off"}
+		if flagOn {
+			c.kind, c.note = KindOffWebSearch, "the session stored false with web_search on: exactly [web_search] (see docs/semantics.md#master-switch)"
+		}
+		return c
+	}
+	return candidate{}
+}
+
+// exactCandidates are the intents whose expansion is the stored list
+// itself: the defaults of that time, or one of its presets.
+func exactCandidates(target []string, l lists, o overlay, note string) []candidate {
+	var cands []candidate
+	flagOn := bool(o)
+	hasWS := slices.Contains(target, resolver.WebSearch)
+	base := without(target, resolver.WebSearch)
+	if sameSet(base, l.defaults) {
+		cands = append(cands, candidate{kind: KindEnabled,
+			cmds:   o.add([]events.Payload{events.ToolsToggled{Enabled: on(true)}}, hasWS),
+			expand: withWS(l.defaults, hasWS || flagOn),
+			note:   "the stored list is the defaults of that time" + wsText(hasWS) + ": {enabled: true} follows the live defaults" + note})
+	}
+	for _, p := range l.presets {
+		pHasWS := slices.Contains(p.names, resolver.WebSearch)
+		if sameSet(target, p.names) || (hasWS && !pHasWS && sameSet(base, p.names)) {
+			cands = append(cands, candidate{kind: KindPreset, preset: p.name,
+				cmds:   o.add([]events.Payload{events.PresetChosen{Preset: p.name}}, hasWS && !pHasWS),
+				expand: withWS(p.names, hasWS || flagOn),
+				note:   fmt.Sprintf("the stored list is preset %q", p.name) + wsText(hasWS && !pHasWS) + note})
+		}
+	}
+	return cands
+}
+
+// shortestCandidates are the intents that reproduce the stored list with
+// exceptions (the defaults or a preset without some names, or a picked
+// list), fewest names stored first.
+func shortestCandidates(target []string, l lists, o overlay, lim aggregate.Limits, note string) []candidate {
+	var cands []candidate
+	flagOn := bool(o)
+	hasWS := slices.Contains(target, resolver.WebSearch)
+	base := without(target, resolver.WebSearch)
+	if subset(base, l.defaults) {
+		dis := minus(l.defaults, base)
+		if len(dis) <= lim.MaxDisabled {
+			cmds := []events.Payload{events.ToolsToggled{Enabled: on(true)}}
+			for _, n := range dis {
+				cmds = append(cmds, events.ToolDisabled{Name: n})
+			}
+			cands = append(cands, candidate{kind: KindDefaultsMinus, cmds: o.add(cmds, hasWS), cost: len(dis),
+				expand: withWS(minus(l.defaults, dis), hasWS || flagOn),
+				note:   "the stored list is the defaults of that time without " + strings.Join(dis, ", ") + wsText(hasWS) + note})
+		}
+	}
+	for _, p := range l.presets {
+		pHasWS := slices.Contains(p.names, resolver.WebSearch)
+		if !subset(base, p.names) {
+			continue
+		}
+		dis := minus(p.names, target)
+		if len(dis) == 0 || len(dis) > lim.MaxDisabled {
+			continue
+		}
+		cmds := []events.Payload{events.PresetChosen{Preset: p.name}}
+		for _, n := range dis {
+			cmds = append(cmds, events.ToolDisabled{Name: n})
+		}
+		cands = append(cands, candidate{kind: KindPresetMinus, preset: p.name, cmds: o.add(cmds, hasWS && !pHasWS), cost: len(dis),
+			expand: withWS(minus(p.names, dis), (hasWS && !pHasWS) || (flagOn && !slices.Contains(dis, resolver.WebSearch))),
+			note:   fmt.Sprintf("the stored list is preset %q without %s", p.name, strings.Join(dis, ", ")) + wsText(hasWS && !pHasWS) + note})
+	}
+	if len(target) <= lim.MaxPicked {
+		cands = append(cands, candidate{kind: KindPicked, cmds: o.add([]events.Payload{events.ToolsPicked{Names: slices.Clone(target)}}, false),
+			cost: len(target), expand: withWS(target, flagOn),
+			note: fmt.Sprintf("no preset or the defaults hold the list with fewer exceptions: a picked list of %d names, in the stored order", len(target)) + note})
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return a.cost - b.cost })
+	return cands
 }
 
 // finish folds c's commands through Decide, resolves the intent with the
