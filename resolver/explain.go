@@ -115,68 +115,8 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		return
 	}
 
-	var inBase bool
-	var hitRule, hitDetail, missRule, missDetail string
-	inDefaults := func() bool {
-		for _, i := range r.defaults {
-			if r.tools[i].Name == tool {
-				return true
-			}
-		}
-		return false
-	}
-	defaultsCase := func(profileAllowed []string, label, labelDetail string) {
-		switch {
-		case !inDefaults():
-			missRule = "not-in-defaults"
-			missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
-		case len(profileAllowed) > 0 && !containsMatch(profileAllowed, tool):
-			missRule = "not-allowed-by-profile:" + profile
-			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool, profile)
-		case len(allowed) > 0 && !containsMatch(allowed, tool):
-			missRule = "not-allowed"
-			missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool)
-		default:
-			inBase = true
-			hitRule, hitDetail = label, labelDetail
-		}
-	}
-	switch {
-	case len(in.Picked) > 0:
-		inBase = containsMatch(in.Picked, tool)
-		hitRule = "picked"
-		hitDetail = fmt.Sprintf("the %s picks %q explicitly, in the user's order", who, tool)
-		missRule = "not-picked"
-		missDetail = fmt.Sprintf("the %s has an explicit picked list (%d names) that does not name %q", who, len(in.Picked), tool)
-	case in.Preset != "":
-		inBase = slices.Contains(r.names(r.presets[in.Preset]), tool)
-		hitRule = "preset:" + in.Preset
-		hitDetail = fmt.Sprintf("the %s chose preset %q, which includes %q in registry %s", who, in.Preset, tool, r.version)
-		missRule = "not-in-preset:" + in.Preset
-		missDetail = fmt.Sprintf("the %s chose preset %q, which does not include %q in registry %s", who, in.Preset, tool, r.version)
-	case in.Enabled == nil && profile != "":
-		e := r.profiles[profile]
-		hitRule, missRule = "profile:"+profile, "not-in-profile:"+profile
-		switch {
-		case e.tools != nil:
-			inBase = slices.Contains(e.p.Tools, tool)
-			hitDetail = fmt.Sprintf("the %s follows profile %q, whose tools include %q", who, profile, tool)
-			missDetail = fmt.Sprintf("the %s follows profile %q, whose tools do not include %q", who, profile, tool)
-		case e.p.Preset != "":
-			inBase = slices.Contains(r.names(r.presets[e.p.Preset]), tool)
-			hitDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q includes %q", who, profile, e.p.Preset, tool)
-			missDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q does not include %q", who, profile, e.p.Preset, tool)
-		default:
-			defaultsCase(e.p.Allowed, "profile:"+profile,
-				fmt.Sprintf("the %s follows profile %q, which uses DEFAULT_TOOLS of registry %s; they include %q", who, profile, r.version, tool))
-		}
-	default:
-		what := "the " + who + " is {enabled: true}, which expands DEFAULT_TOOLS"
-		if in.Enabled == nil {
-			what = "the " + who + " follows the defaults (no preset, picked list or profile), which expands DEFAULT_TOOLS"
-		}
-		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (see docs/semantics.md#defaults-and-allowed)", what, r.version, tool))
-	}
+	base := r.explainBase(in, allowed, profile, who, tool)
+	inBase, hitRule, hitDetail, missRule, missDetail := base.in, base.hitRule, base.hitDetail, base.missRule, base.missDetail
 
 	if inBase && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
 		exclude(disabledRule, fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who))
@@ -202,4 +142,78 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		return
 	}
 	ex.Included, ex.Rule, ex.Detail = true, hitRule, hitDetail
+}
+
+// baseVerdict is whether a tool is in an intent's expansion before the
+// disabled names and the web_search overlay, with the rule and detail that
+// explain it either way.
+type baseVerdict struct {
+	in                                       bool
+	hitRule, hitDetail, missRule, missDetail string
+}
+
+// explainBase explains tool against the expansion in selects (picked,
+// preset, profile or the defaults, filtered by allowed lists), as who.
+func (r *Registry) explainBase(in *Intent, allowed []string, profile, who, tool string) (b baseVerdict) {
+	inDefaults := func() bool {
+		for _, i := range r.defaults {
+			if r.tools[i].Name == tool {
+				return true
+			}
+		}
+		return false
+	}
+	defaultsCase := func(profileAllowed []string, label, labelDetail string) {
+		switch {
+		case !inDefaults():
+			b.missRule = "not-in-defaults"
+			b.missDetail = fmt.Sprintf("the %s falls back to DEFAULT_TOOLS of registry %s, which do not include %q", who, r.version, tool)
+		case len(profileAllowed) > 0 && !containsMatch(profileAllowed, tool):
+			b.missRule = "not-allowed-by-profile:" + profile
+			b.missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the allowed list of profile %q, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool, profile)
+		case len(allowed) > 0 && !containsMatch(allowed, tool):
+			b.missRule = "not-allowed"
+			b.missDetail = fmt.Sprintf("%q is in DEFAULT_TOOLS but not in the per-turn override's allowed list, which filters the defaults (see docs/semantics.md#defaults-and-allowed)", tool)
+		default:
+			b.in = true
+			b.hitRule, b.hitDetail = label, labelDetail
+		}
+	}
+	switch {
+	case len(in.Picked) > 0:
+		b.in = containsMatch(in.Picked, tool)
+		b.hitRule = "picked"
+		b.hitDetail = fmt.Sprintf("the %s picks %q explicitly, in the user's order", who, tool)
+		b.missRule = "not-picked"
+		b.missDetail = fmt.Sprintf("the %s has an explicit picked list (%d names) that does not name %q", who, len(in.Picked), tool)
+	case in.Preset != "":
+		b.in = slices.Contains(r.names(r.presets[in.Preset]), tool)
+		b.hitRule = "preset:" + in.Preset
+		b.hitDetail = fmt.Sprintf("the %s chose preset %q, which includes %q in registry %s", who, in.Preset, tool, r.version)
+		b.missRule = "not-in-preset:" + in.Preset
+		b.missDetail = fmt.Sprintf("the %s chose preset %q, which does not include %q in registry %s", who, in.Preset, tool, r.version)
+	case in.Enabled == nil && profile != "":
+		e := r.profiles[profile]
+		b.hitRule, b.missRule = "profile:"+profile, "not-in-profile:"+profile
+		switch {
+		case e.tools != nil:
+			b.in = slices.Contains(e.p.Tools, tool)
+			b.hitDetail = fmt.Sprintf("the %s follows profile %q, whose tools include %q", who, profile, tool)
+			b.missDetail = fmt.Sprintf("the %s follows profile %q, whose tools do not include %q", who, profile, tool)
+		case e.p.Preset != "":
+			b.in = slices.Contains(r.names(r.presets[e.p.Preset]), tool)
+			b.hitDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q includes %q", who, profile, e.p.Preset, tool)
+			b.missDetail = fmt.Sprintf("the %s follows profile %q, whose preset %q does not include %q", who, profile, e.p.Preset, tool)
+		default:
+			defaultsCase(e.p.Allowed, "profile:"+profile,
+				fmt.Sprintf("the %s follows profile %q, which uses DEFAULT_TOOLS of registry %s; they include %q", who, profile, r.version, tool))
+		}
+	default:
+		what := "the " + who + " is {enabled: true}, which expands DEFAULT_TOOLS"
+		if in.Enabled == nil {
+			what = "the " + who + " follows the defaults (no preset, picked list or profile), which expands DEFAULT_TOOLS"
+		}
+		defaultsCase(nil, "default-tools", fmt.Sprintf("%s of registry %s; they include %q (see docs/semantics.md#defaults-and-allowed)", what, r.version, tool))
+	}
+	return b
 }
