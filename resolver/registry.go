@@ -253,50 +253,10 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 	b = appendJSONString(b, r.version)
 	b = append(b, `,"tools":[`...)
 	for i := range r.tools {
-		t := &r.tools[i]
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"name":`...)
-		b = appendJSONString(b, t.Name)
-		b = append(b, `,"description":`...)
-		b = appendJSONString(b, t.Description)
-		b = append(b, `,"parameters":`...)
-		b = append(b, t.Parameters...)
-		if t.Available {
-			b = append(b, `,"available":true`...)
-		} else {
-			b = append(b, `,"available":false`...)
-		}
-		if t.Permission != "" {
-			b = append(b, `,"permission":`...)
-			b = appendJSONString(b, t.Permission)
-		}
-		if !t.Native.IsZero() {
-			b = append(b, `,"native":{`...)
-			sep := ""
-			if len(t.Native.Anthropic) > 0 {
-				b = append(b, `"anthropic":`...)
-				b = append(b, t.Native.Anthropic...)
-				sep = ","
-			}
-			if len(t.Native.OpenAI) > 0 {
-				b = append(b, sep+`"openai":`...)
-				b = append(b, t.Native.OpenAI...)
-			}
-			b = append(b, '}')
-		}
-		switch r.toolFlag[i] {
-		case 1:
-			b = append(b, `,"defer":true`...)
-		case -1:
-			b = append(b, `,"defer":false`...)
-		}
-		if len(t.Embedding) > 0 {
-			b = append(b, `,"embedding":`...)
-			b = appendEmbedding(b, t.Embedding)
-		}
-		b = append(b, '}')
+		b = r.appendTool(b, i)
 	}
 	b = append(b, ']')
 	if len(r.namespaceNames) > 0 {
@@ -348,25 +308,9 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		p := r.profiles[name].p
 		b = appendJSONString(b, name)
-		b = append(b, ":{"...)
-		sep := ""
-		if p.Tools != nil {
-			b = append(b, `"tools":`...)
-			b = appendStringList(b, p.Tools)
-			sep = ","
-		}
-		if p.Preset != "" {
-			b = append(b, sep+`"preset":`...)
-			b = appendJSONString(b, p.Preset)
-			sep = ","
-		}
-		if len(p.Allowed) > 0 {
-			b = append(b, sep+`"allowed":`...)
-			b = appendStringList(b, p.Allowed)
-		}
-		b = append(b, '}')
+		b = append(b, ':')
+		b = appendProfile(b, r.profiles[name].p)
 	}
 	b = append(b, '}')
 	if r.policy != nil {
@@ -374,6 +318,72 @@ func (r *Registry) MarshalJSON() ([]byte, error) {
 	}
 	b = append(b, '}')
 	return b, nil
+}
+
+// appendTool appends tool i as the registry file writes it.
+func (r *Registry) appendTool(b []byte, i int) []byte {
+	t := &r.tools[i]
+	b = append(b, `{"name":`...)
+	b = appendJSONString(b, t.Name)
+	b = append(b, `,"description":`...)
+	b = appendJSONString(b, t.Description)
+	b = append(b, `,"parameters":`...)
+	b = append(b, t.Parameters...)
+	if t.Available {
+		b = append(b, `,"available":true`...)
+	} else {
+		b = append(b, `,"available":false`...)
+	}
+	if t.Permission != "" {
+		b = append(b, `,"permission":`...)
+		b = appendJSONString(b, t.Permission)
+	}
+	if !t.Native.IsZero() {
+		b = append(b, `,"native":{`...)
+		sep := ""
+		if len(t.Native.Anthropic) > 0 {
+			b = append(b, `"anthropic":`...)
+			b = append(b, t.Native.Anthropic...)
+			sep = ","
+		}
+		if len(t.Native.OpenAI) > 0 {
+			b = append(b, sep+`"openai":`...)
+			b = append(b, t.Native.OpenAI...)
+		}
+		b = append(b, '}')
+	}
+	switch r.toolFlag[i] {
+	case 1:
+		b = append(b, `,"defer":true`...)
+	case -1:
+		b = append(b, `,"defer":false`...)
+	}
+	if len(t.Embedding) > 0 {
+		b = append(b, `,"embedding":`...)
+		b = appendEmbedding(b, t.Embedding)
+	}
+	return append(b, '}')
+}
+
+// appendProfile appends a profile as the registry file writes it.
+func appendProfile(b []byte, p Profile) []byte {
+	b = append(b, '{')
+	sep := ""
+	if p.Tools != nil {
+		b = append(b, `"tools":`...)
+		b = appendStringList(b, p.Tools)
+		sep = ","
+	}
+	if p.Preset != "" {
+		b = append(b, sep+`"preset":`...)
+		b = appendJSONString(b, p.Preset)
+		sep = ","
+	}
+	if len(p.Allowed) > 0 {
+		b = append(b, sep+`"allowed":`...)
+		b = appendStringList(b, p.Allowed)
+	}
+	return append(b, '}')
 }
 
 func appendStringList(b []byte, list []string) []byte {
