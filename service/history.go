@@ -221,80 +221,15 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 				return errStaleAnchor
 			}
 		}
-		h := HistoryEntry{EventRef: refOf(r)}
-		if show {
-			h.Actor = reveal(h.Actor) // A sealed actor reads back (or as erased)
-		}
-		if r.Err == nil {
-			h.Payload = r.Envelope.Payload
-		}
-		// The state before the event matters only to a turn's start (its
-		// resolution); a clone per event would cost most of a deep page.
-		var before aggregate.State
-		if _, ok := h.Payload.(events.TurnStarted); ok {
-			before = rp.st.Clone()
-		}
-		applied := true
-		ev, err := e.storedOf(ctx, r)
+		h, st, err := e.foldEntry(ctx, regs, rp, r, req, show, reveal)
 		if err != nil {
 			return err
-		}
-		if err := rp.st.ApplyStored(ev); err != nil {
-			h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
-			applied = false
-		}
-		st := rp.st
-		if applied {
-			switch p := h.Payload.(type) {
-			case events.TurnStarted:
-				t, err := e.startTurn(ctx, regs, p, r.Envelope.Channel, before, r.Time, req)
-				if err != nil {
-					h.Error = err.Error()
-				}
-				rp.turn, rp.provider = t, p.Provider
-			case events.DeferredLoaded:
-				if rp.turn != nil && rp.turn.turn != nil {
-					load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
-				}
-			}
-		}
-		if c, ok := compactionOf(r); ok && applied {
-			c.Actor = reveal(c.Actor)
-			h.Compacted = c
-		}
-		if !st.InTurn {
-			rp.turn = nil
 		}
 		rp.lastTime = r.Time
 		if !show {
 			return nil
 		}
-		p := e.pointOf(ctx, regs, st, rp.turn, r.Time, rp.request(req))
-		if h.Error == "" {
-			h.Error = p.Error
-		}
-		h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
-		h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
-		h.PrefixHash, h.ReferencesHash, h.RegistryVersion = p.PrefixHash, p.ReferencesHash, p.RegistryVersion
-		if p.Dispatch != nil {
-			d := wireDispatch(session, *p.Dispatch)
-			h.Dispatch = &d
-		}
-		if !p.pruned && !rp.prevPruned {
-			h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
-		}
-		h.PrefixChanged = (p.PrefixHash != rp.prevPrefix || deferral.ReferencesBroke(rp.prevRefs, p.refs)) && !p.pruned
-		if h.PrefixChanged {
-			h.Cause = causeOf(r)
-			if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
-				h.Cause = "registry"
-			}
-		}
-		rp.prevPruned = p.pruned
-		if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
-			h.Cause = "registry"
-		}
-		rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion = h.Tools, p.PrefixHash, p.refs, h.RegistryVersion
+		e.describeEntry(ctx, session, regs, rp, r, st, req, &h)
 		last = r.Seq
 		full = !emit(h)
 		return nil
@@ -316,6 +251,91 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 		e.pages.put(session, last, rp, e.clock())
 	}
 	return rp.st, more, nil
+}
+
+// foldEntry folds r into the replay rp and returns its history entry
+// so far (the event, its actor revealed when shown, its verdict, a
+// compaction's record) and the state after it; a turn's start is
+// resolved as it was, a discovery loads into the replayed turn.
+func (e *Engine) foldEntry(ctx context.Context, regs *registriesAt, rp *historyResume, r jetstream.Record, req ResolveRequest, show bool, reveal func(string) string) (HistoryEntry, aggregate.State, error) {
+	h := HistoryEntry{EventRef: refOf(r)}
+	if show {
+		h.Actor = reveal(h.Actor) // A sealed actor reads back (or as erased)
+	}
+	if r.Err == nil {
+		h.Payload = r.Envelope.Payload
+	}
+	// The state before the event matters only to a turn's start (its
+	// resolution); a clone per event would cost most of a deep page.
+	var before aggregate.State
+	if _, ok := h.Payload.(events.TurnStarted); ok {
+		before = rp.st.Clone()
+	}
+	applied := true
+	ev, err := e.storedOf(ctx, r)
+	if err != nil {
+		return h, aggregate.State{}, err
+	}
+	if err := rp.st.ApplyStored(ev); err != nil {
+		h.Error, h.Rejected = err.Error(), errors.Is(err, aggregate.ErrRejected)
+		applied = false
+	}
+	st := rp.st
+	if applied {
+		switch p := h.Payload.(type) {
+		case events.TurnStarted:
+			t, err := e.startTurn(ctx, regs, p, r.Envelope.Channel, before, r.Time, req)
+			if err != nil {
+				h.Error = err.Error()
+			}
+			rp.turn, rp.provider = t, p.Provider
+		case events.DeferredLoaded:
+			if rp.turn != nil && rp.turn.turn != nil {
+				load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
+			}
+		}
+	}
+	if c, ok := compactionOf(r); ok && applied {
+		c.Actor = reveal(c.Actor)
+		h.Compacted = c
+	}
+	if !st.InTurn {
+		rp.turn = nil
+	}
+	return h, st, nil
+}
+
+// describeEntry fills h with what the tools were after its event (state
+// st): the resolution, its hashes and dispatch, what was gained and lost
+// since the point before, and why the prompt prefix changed; it moves the
+// replay's point before to this one.
+func (e *Engine) describeEntry(ctx context.Context, session string, regs *registriesAt, rp *historyResume, r jetstream.Record, st aggregate.State, req ResolveRequest, h *HistoryEntry) {
+	p := e.pointOf(ctx, regs, st, rp.turn, r.Time, rp.request(req))
+	if h.Error == "" {
+		h.Error = p.Error
+	}
+	h.Intent, h.Loaded, h.Turn, h.InTurn = st.Intent, st.Loaded, st.Turn, st.InTurn
+	h.Tools, h.Provider, h.Catalog = p.Tools, p.Provider, p.Catalog
+	h.PrefixHash, h.ReferencesHash, h.RegistryVersion = p.PrefixHash, p.ReferencesHash, p.RegistryVersion
+	if p.Dispatch != nil {
+		d := wireDispatch(session, *p.Dispatch)
+		h.Dispatch = &d
+	}
+	if !p.pruned && !rp.prevPruned {
+		h.Gained, h.Lost = diff(rp.prevTools, h.Tools)
+	}
+	h.PrefixChanged = (p.PrefixHash != rp.prevPrefix || deferral.ReferencesBroke(rp.prevRefs, p.refs)) && !p.pruned
+	if h.PrefixChanged {
+		h.Cause = causeOf(r)
+		if h.RegistryVersion != rp.prevVersion && rp.prevVersion != "" {
+			h.Cause = "registry"
+		}
+	}
+	rp.prevPruned = p.pruned
+	if cp, ok := checkpointOf(h.Payload); ok && h.Error == "" && cp.RegistryVersion != "" && cp.RegistryVersion != h.RegistryVersion {
+		h.Cause = "registry"
+	}
+	rp.prevTools, rp.prevPrefix, rp.prevRefs, rp.prevVersion = h.Tools, p.PrefixHash, p.refs, h.RegistryVersion
 }
 
 // point is what a history entry shows of the tools at one point of a
