@@ -93,47 +93,11 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	// answer from the leader the scan goes on; the snapshot's CAS refuses
 	// a fold that missed events.
 	_, _ = e.raiseToLeader(ctx, session)
-	// Fold the whole log as the projection does (the registry in force at
-	// each event), with the grants the snapshot keeps.
-	st := aggregate.State{Session: session}
-	var g aggregate.Grants
-	var first, last jetstream.Record
-	var count uint64
-	var lastSnap, forged *jetstream.Record
-	err = e.scanSession(ctx, session, 0, func(r jetstream.Record) error {
-		ev, err := e.storedOf(ctx, r)
-		if err != nil {
-			return err
-		}
-		before := st.LastSeq
-		var pre aggregate.State
-		var preG aggregate.Grants
-		_, isSnap := ev.Envelope.Payload.(events.SessionCompacted)
-		if isSnap && count > 0 {
-			pre, preG = st.Clone(), g
-		}
-		applied := st.ApplyStored(ev) == nil && ev.Seq > before
-		if applied {
-			g.Observe(ev.Seq, ev.Envelope)
-		}
-		if isSnap && applied && count > 0 && forged == nil && !snapshotOf(session, pre, preG, ev, first.Seq, last.Seq, count) {
-			rc := r
-			forged = &rc
-		}
-		if count == 0 {
-			first = r
-		}
-		last = r
-		count++
-		if _, ok := ev.Envelope.Payload.(events.SessionCompacted); ok && applied && ev.Err == nil {
-			rc := r
-			lastSnap = &rc
-		}
-		return nil
-	})
+	f, err := e.compactionFold(ctx, session)
 	if err != nil {
-		return res, fmt.Errorf("compact %q: read its events: %w", session, err)
+		return res, err
 	}
+	st, g, first, last, count, lastSnap, forged := f.st, f.g, f.first, f.last, f.count, f.lastSnap, f.forged
 	if err := alive(session, st); err != nil {
 		return res, err
 	}
@@ -199,6 +163,60 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	}
 	e.forgetAnchors(ctx, session) // they lead to events the purge removed
 	return res, nil
+}
+
+// compactFold is a session's whole log folded for a compaction: the state
+// and grants a snapshot keeps, the first and last records and their
+// count, the last applied snapshot, and the first snapshot that does not
+// fold to the events before it (a forgery), if any.
+type compactFold struct {
+	st               aggregate.State
+	g                aggregate.Grants
+	first, last      jetstream.Record
+	count            uint64
+	lastSnap, forged *jetstream.Record
+}
+
+// compactionFold folds session's whole log as the projection does (the
+// registry in force at each event), with the grants the snapshot keeps.
+func (e *Engine) compactionFold(ctx context.Context, session string) (compactFold, error) {
+	f := compactFold{st: aggregate.State{Session: session}}
+	st, g := &f.st, &f.g
+	err := e.scanSession(ctx, session, 0, func(r jetstream.Record) error {
+		ev, err := e.storedOf(ctx, r)
+		if err != nil {
+			return err
+		}
+		before := st.LastSeq
+		var pre aggregate.State
+		var preG aggregate.Grants
+		_, isSnap := ev.Envelope.Payload.(events.SessionCompacted)
+		if isSnap && f.count > 0 {
+			pre, preG = st.Clone(), *g
+		}
+		applied := st.ApplyStored(ev) == nil && ev.Seq > before
+		if applied {
+			g.Observe(ev.Seq, ev.Envelope)
+		}
+		if isSnap && applied && f.count > 0 && f.forged == nil && !snapshotOf(session, pre, preG, ev, f.first.Seq, f.last.Seq, f.count) {
+			rc := r
+			f.forged = &rc
+		}
+		if f.count == 0 {
+			f.first = r
+		}
+		f.last = r
+		f.count++
+		if _, ok := ev.Envelope.Payload.(events.SessionCompacted); ok && applied && ev.Err == nil {
+			rc := r
+			f.lastSnap = &rc
+		}
+		return nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("compact %q: read its events: %w", session, err)
+	}
+	return f, nil
 }
 
 // recordMs is the write time of r in unix milliseconds: the envelope's,
