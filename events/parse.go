@@ -118,66 +118,81 @@ func (p *parser) value(depth int) (any, error) {
 	case msgpcode.IsString(c) || msgpcode.IsBin(c):
 		return p.str()
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
-		n, err := p.d.DecodeArrayLen()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		if n > p.r.Len() { // every element takes at least one byte
-			return nil, fmt.Errorf("array of %d elements in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
-		}
-		arr := make([]any, n)
-		for i := range arr {
-			if arr[i], err = p.value(depth + 1); err != nil {
-				return nil, err
-			}
-		}
-		return arr, nil
+		return p.array(depth)
 	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
-		n, err := p.d.DecodeMapLen()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		if n > p.r.Len()/2 { // every entry takes at least two bytes
-			return nil, fmt.Errorf("map of %d entries in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
-		}
-		m := make(map[string]any, n)
-		for range n {
-			kc, err := p.d.PeekCode()
-			if err != nil {
-				return nil, p.malformed(err)
-			}
-			if !msgpcode.IsString(kc) {
-				return nil, fmt.Errorf("map key starts with byte 0x%02x, keys must be strings: %w", kc, ErrMalformed)
-			}
-			k, err := p.key()
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := m[k]; dup {
-				return nil, fmt.Errorf("duplicate map key %q: %w", clip.String(k, clip.Max), ErrMalformed)
-			}
-			if m[k], err = p.value(depth + 1); err != nil {
-				return nil, err
-			}
-		}
-		return m, nil
+		return p.object(depth)
 	case msgpcode.IsExt(c):
-		// Read the header and check the claimed length against the bytes
-		// left before skipping: the library's Skip allocates a buffer of
-		// the claimed length first (13 input bytes made it allocate 1 MB).
-		_, n, err := p.d.DecodeExtHeader()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		if n < 0 || n > p.r.Len() {
-			return nil, fmt.Errorf("extension of %d bytes in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
-		}
-		if _, err := p.r.Seek(int64(n), io.SeekCurrent); err != nil {
-			return nil, p.malformed(err)
-		}
-		return extValue{}, nil
+		return p.ext()
 	}
 	return nil, fmt.Errorf("byte 0x%02x is not a msgpack type: %w", c, ErrMalformed)
+}
+
+// array reads an array's elements, one level deeper.
+func (p *parser) array(depth int) (any, error) {
+	n, err := p.d.DecodeArrayLen()
+	if err != nil {
+		return nil, p.malformed(err)
+	}
+	if n > p.r.Len() { // every element takes at least one byte
+		return nil, fmt.Errorf("array of %d elements in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
+	}
+	arr := make([]any, n)
+	for i := range arr {
+		if arr[i], err = p.value(depth + 1); err != nil {
+			return nil, err
+		}
+	}
+	return arr, nil
+}
+
+// object reads a map of string keys, each once, one level deeper.
+func (p *parser) object(depth int) (any, error) {
+	n, err := p.d.DecodeMapLen()
+	if err != nil {
+		return nil, p.malformed(err)
+	}
+	if n > p.r.Len()/2 { // every entry takes at least two bytes
+		return nil, fmt.Errorf("map of %d entries in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
+	}
+	m := make(map[string]any, n)
+	for range n {
+		kc, err := p.d.PeekCode()
+		if err != nil {
+			return nil, p.malformed(err)
+		}
+		if !msgpcode.IsString(kc) {
+			return nil, fmt.Errorf("map key starts with byte 0x%02x, keys must be strings: %w", kc, ErrMalformed)
+		}
+		k, err := p.key()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("duplicate map key %q: %w", clip.String(k, clip.Max), ErrMalformed)
+		}
+		if m[k], err = p.value(depth + 1); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// ext skips an extension value, reporting it as extValue.
+func (p *parser) ext() (any, error) {
+	// Read the header and check the claimed length against the bytes
+	// left before skipping: the library's Skip allocates a buffer of
+	// the claimed length first (13 input bytes made it allocate 1 MB).
+	_, n, err := p.d.DecodeExtHeader()
+	if err != nil {
+		return nil, p.malformed(err)
+	}
+	if n < 0 || n > p.r.Len() {
+		return nil, fmt.Errorf("extension of %d bytes in %d remaining bytes: %w", n, p.r.Len(), ErrMalformed)
+	}
+	if _, err := p.r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, p.malformed(err)
+	}
+	return extValue{}, nil
 }
 
 func (p *parser) str() (string, error) {
