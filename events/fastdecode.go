@@ -84,11 +84,10 @@ func decodeFast(b []byte) (Envelope, bool) {
 	if len(b) > MaxEventBytes {
 		return Envelope{}, false
 	}
-	// Every decoded string is a substring of one copy of the input: one
-	// allocation for all of them. The reader is pooled: the payload codecs
-	// take it through function values, which would move it to the heap.
+	// The reader is pooled: the payload codecs take it through function
+	// values, which would move it to the heap.
 	r := fastReaders.Get().(*fastReader)
-	*r = fastReader{b: b, s: string(b)}
+	*r = fastReader{b: b}
 	defer func() {
 		*r = fastReader{}
 		fastReaders.Put(r)

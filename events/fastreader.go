@@ -12,7 +12,6 @@ import (
 // (and leaves i unspecified) on input it does not handle.
 type fastReader struct {
 	b []byte
-	s string // the bytes of b as a string: decoded strings are its substrings
 	i int
 }
 
@@ -124,7 +123,8 @@ func (r *fastReader) str() ([]byte, bool) {
 	return r.key()
 }
 
-// text reads a str or bin value into dst, as a substring of r.s; nil
+// text reads a str or bin value into dst, as a copy of its own (a cached
+// state that keeps one name keeps only that name, not the event); nil
 // reads as "" when orNil, else it is refused.
 func (r *fastReader) text(dst *string, orNil bool) bool {
 	if orNil && r.isNil() {
@@ -135,7 +135,7 @@ func (r *fastReader) text(dst *string, orNil bool) bool {
 	if !ok {
 		return false
 	}
-	*dst = r.s[r.i-len(b) : r.i]
+	*dst = string(b)
 	return true
 }
 
