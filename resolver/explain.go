@@ -116,14 +116,13 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	}
 
 	base := r.explainBase(in, allowed, profile, who, tool)
-	inBase, hitRule, hitDetail, missRule, missDetail := base.in, base.hitRule, base.hitDetail, base.missRule, base.missDetail
 
-	if inBase && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
+	if base.in && containsMatch(in.Disabled, tool) && !(isWS && wsOn) {
 		exclude(disabledRule, fmt.Sprintf("%q was switched off by hand in the %s (disabled)", tool, who))
 		return
 	}
 	if isWS {
-		if wsOn && (!inBase || containsMatch(in.Disabled, tool)) {
+		if wsOn && (!base.in || containsMatch(in.Disabled, tool)) {
 			if !available {
 				unavailable("the " + who + " has web_search=true, which adds web_search (see docs/semantics.md#overlay)")
 				return
@@ -133,15 +132,15 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 			return
 		}
 	}
-	if !inBase {
-		exclude(missRule, missDetail)
+	if !base.in {
+		exclude(base.missRule, base.missDetail)
 		return
 	}
 	if !available {
-		unavailable(hitDetail)
+		unavailable(base.hitDetail)
 		return
 	}
-	ex.Included, ex.Rule, ex.Detail = true, hitRule, hitDetail
+	ex.Included, ex.Rule, ex.Detail = true, base.hitRule, base.hitDetail
 }
 
 // baseVerdict is whether a tool is in an intent's expansion before the
