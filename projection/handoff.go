@@ -14,8 +14,10 @@ package projection
 // acknowledges them before.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,6 +77,17 @@ func (h *handed) drop(session string, evs []handedEvent, n int) {
 	}
 }
 
+// remove forgets the handed event evs[i] of session, whose list is evs
+// (h.mu held).
+func (h *handed) remove(session string, evs []handedEvent, i int) {
+	delete(h.bySeq, evs[i].seq)
+	if len(evs) == 1 {
+		delete(h.bySession, session)
+		return
+	}
+	h.bySession[session] = slices.Delete(evs, i, i+1)
+}
+
 // held is the feed's FeedConfig.Held: it reports whether the event at seq
 // is the one a writer handed over (same session, sequence and id), and
 // forgets it. An event at a handed sequence with another id is recorded
@@ -119,13 +132,12 @@ func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint
 		if !ok {
 			break
 		}
+		// The session's handed events below seq stay: the pulls before
+		// this one may have them queued for the feed, which has not yet
+		// verified them (held drops the ones a delivery passed).
 		evs := h.bySession[session]
-		i := 0
-		for i < len(evs) && evs[i].seq < seq {
-			i++ // stale (see held)
-		}
-		if i == len(evs) || evs[i].seq != seq {
-			h.drop(session, evs, i)
+		i, found := slices.BinarySearchFunc(evs, seq, func(e handedEvent, seq uint64) int { return cmp.Compare(e.seq, seq) })
+		if !found {
 			delete(h.bySeq, seq)
 			break
 		}
@@ -133,7 +145,7 @@ func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint
 			run = make([]jetstream.Record, 0, min(limit, len(h.bySeq)))
 		}
 		run = append(run, jetstream.Record{Seq: seq, Session: session, Time: evs[i].at, MsgID: evs[i].id, Held: true})
-		h.drop(session, evs, i+1)
+		h.remove(session, evs, i)
 	}
 	if len(run) > 0 {
 		h.delivered = max(h.delivered, run[len(run)-1].Seq)

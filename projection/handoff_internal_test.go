@@ -47,3 +47,23 @@ func TestSkipPullsWholeBatchesWhenBehind(t *testing.T) {
 		t.Fatalf("%d handed sequences left after their delivery", len(h.bySeq))
 	}
 }
+
+// A run skipped at the pull's cursor leaves the same session's handed
+// events below it, which an earlier pull delivered and the feed has not
+// read yet: their delivery is still checked against the handoff and
+// counted as held, not decoded as another writer's.
+func TestSkipKeepsHandedEventsQueuedBelowTheCursor(t *testing.T) {
+	h := &handed{skipping: true}
+	h.bySession = map[string][]handedEvent{"h06": {{seq: 41, id: "a"}, {seq: 53, id: "b"}}}
+	h.bySeq = map[uint64]string{41: "h06", 53: "h06"}
+	run, _ := h.skip(53, 64)
+	if len(run) != 1 || run[0].Seq != 53 || !run[0].Held {
+		t.Fatalf("skip at 53: %+v, want the held run [53]", run)
+	}
+	if !h.held("h06", 41, "a") {
+		t.Fatal("the queued delivery of 41 after the skip at 53 is not held")
+	}
+	if h.held("h06", 41, "a") || len(h.bySeq) != 0 || len(h.bySession) != 0 {
+		t.Fatalf("handed events left after both were taken: %v %v", h.bySeq, h.bySession)
+	}
+}
