@@ -361,7 +361,8 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 		deadline := time.Now().Add(waitBound)
 		for acksSince(since) < n {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: fewer than %d appends acknowledged within %s", what, n, waitBound)
+				t.Fatalf("%s: fewer than %d appends acknowledged within %s (leaders now: meta n%d, events n%d, views n%d; -1: none)", what, n, waitBound,
+					c.MetaLeader(), c.LeaderOf(stream, time.Second), c.LeaderOf(views, time.Second))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

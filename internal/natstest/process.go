@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -341,6 +342,21 @@ func (c *ProcessCluster) startOnce(i int) (string, bool) {
 	}
 }
 
+// withoutRouteChurn drops a server log's "Route connection created" and
+// "Router connection closed" lines: a node redials a partitioned node
+// many times a second, and those lines would fill the tail a failing test
+// prints, hiding elections and warnings.
+func withoutRouteChurn(log []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(log) {
+		if bytes.Contains(line, []byte("Route connection created")) || bytes.Contains(line, []byte("Router connection closed")) {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
+}
+
 func tail(b []byte, n int) string {
 	if len(b) > n {
 		b = b[len(b)-n:]
@@ -389,7 +405,7 @@ func (c *ProcessCluster) shutdown() {
 	if c.t.Failed() { // the servers' side of the story
 		for _, nd := range c.nodes {
 			log, _ := os.ReadFile(filepath.Join(nd.dir, "server.log"))
-			c.t.Logf("natstest: end of %s's log:\n%s", nd.name, tail(log, 4000))
+			c.t.Logf("natstest: end of %s's log, without its route redials:\n%s", nd.name, tail(withoutRouteChurn(log), 6000))
 		}
 	}
 	if c.nc != nil {
