@@ -21,7 +21,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	}
 	// Handed-over events are folded into the cache; a new feed
 	// starts from the views, so it forgets them, and Handoff waits until
-	// the cache is reset below.
+	// the cache is reset (openFeed).
 	p.cacheMu.Lock()
 	p.handing = false
 	p.hand.reset()
@@ -40,9 +40,48 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		return err
 	}
 	defer feed.Stop()
-	pos, err := feed.Position(ctx)
+	pos, floor, err := p.openFeed(ctx, feed, startAfter)
 	if err != nil {
 		return err
+	}
+	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]uint64)}
+	var pipe flushPipe
+	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
+	next, err := p.foldUnacknowledged(ctx, feed, pos, floor, &u, &pipe)
+	if err != nil {
+		return err
+	}
+	if pos.Undelivered == 0 && next > pos.Delivered {
+		p.caughtUp.Store(true)
+	}
+	defer func() {
+		// On shutdown, write what was folded and acknowledge it, so a
+		// restart does not fold it again.
+		if u.events > 0 && ctx.Err() != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := pipe.wait(); err == nil {
+				err = p.flush(fctx, feed, &u, &pipe)
+				if err == nil {
+					err = pipe.wait()
+				}
+				if err != nil {
+					p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
+				}
+			}
+		}
+	}()
+	return p.follow(ctx, feed, next, &u, &pipe)
+}
+
+// openFeed finds where feed starts folding (its acknowledged position,
+// or the watermark when that is behind), resets the cache and the
+// handed-over events to it, and opens the projection to handoffs. It
+// returns the feed's position and the sequence folded up to.
+func (p *Projection) openFeed(ctx context.Context, feed *jetstream.Feed, startAfter uint64) (jetstream.FeedPosition, uint64, error) {
+	pos, err := feed.Position(ctx)
+	if err != nil {
+		return pos, 0, err
 	}
 	floor := pos.AckFloor
 	if startAfter > 0 && floor < startAfter {
@@ -57,7 +96,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	// views refold under way) says nothing.
 	folded, foldedViews, err := p.meta.Watermark(ctx)
 	if err != nil {
-		return err
+		return pos, 0, err
 	}
 	if foldedViews > 0 && folded < floor {
 		p.cfg.Logger.Debug().Uint64("ack_floor", floor).Uint64("watermark", folded).Msg("projection feed starts from its watermark, behind the acknowledged position")
@@ -84,15 +123,19 @@ func (p *Projection) runFeed(ctx context.Context) error {
 	if p.trustCache {
 		p.evicted = newEvictedSet()
 		if p.rebuildFrom, err = p.views.LastSeq(ctx); err != nil {
-			return err
+			return pos, 0, err
 		}
 	}
 	p.feedStart = pos.Delivered
 	p.setApplied(floor)
 	p.cfg.Logger.Debug().Str("durable", p.cfg.Durable).Uint64("ack_floor", floor).Uint64("delivered", pos.Delivered).Msg("projection feed started")
-	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]uint64)}
-	var pipe flushPipe
-	defer pipe.wait() //nolint:errcheck // an error here is the feed's end anyway
+	return pos, floor, nil
+}
+
+// foldUnacknowledged folds from the log, and writes, the events an earlier
+// feed was handed and did not acknowledge (pos.Delivered past floor),
+// and returns the sequence the feed folds next.
+func (p *Projection) foldUnacknowledged(ctx context.Context, feed *jetstream.Feed, pos jetstream.FeedPosition, floor uint64, u *unflushed, pipe *flushPipe) (uint64, error) {
 	next := floor + 1 // stream sequences are contiguous: every event is on a session subject
 	if pos.Delivered > floor {
 		// An earlier feed was handed these and did not acknowledge them
@@ -105,49 +148,35 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := p.fold(ctx, recs, &u); err != nil {
-			return err
+		if err := p.fold(ctx, recs, u); err != nil {
+			return 0, err
 		}
 		if len(recs) > 0 {
 			next = recs[len(recs)-1].Seq + 1
 			u.last, u.events, u.since = recs[len(recs)-1], len(recs), time.Now()
 		}
 		u.pending = pos.Undelivered
-		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
-			return err
+		if err := p.flush(ctx, feed, u, pipe); err != nil {
+			return 0, err
 		}
 		if err := pipe.wait(); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	if pos.Undelivered == 0 && next > pos.Delivered {
-		p.caughtUp.Store(true)
-	}
-	defer func() {
-		// On shutdown, write what was folded and acknowledge it, so a
-		// restart does not fold it again.
-		if u.events > 0 && ctx.Err() != nil {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := pipe.wait(); err == nil {
-				err = p.flush(fctx, feed, &u, &pipe)
-				if err == nil {
-					err = pipe.wait()
-				}
-				if err != nil {
-					p.cfg.Logger.Warn().Err(err).Msg("projection: final flush on shutdown")
-				}
-			}
-		}
-	}()
+	return next, nil
+}
+
+// follow folds the feed's deliveries from next on, writing a window's
+// views when it is due, until an error or ctx ends.
+func (p *Projection) follow(ctx context.Context, feed *jetstream.Feed, next uint64, u *unflushed, pipe *flushPipe) error {
 	for {
 		wait := time.Duration(-1)
 		if u.events > 0 {
-			wait = max(0, p.flushInterval(&u)-time.Since(u.since))
+			wait = max(0, p.flushInterval(u)-time.Since(u.since))
 		}
-		b, err := feed.NextWithin(ctx, p.takeLimit(&u), wait)
+		b, err := feed.NextWithin(ctx, p.takeLimit(u), wait)
 		if err != nil {
 			return err
 		}
@@ -160,7 +189,7 @@ func (p *Projection) runFeed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := p.fold(ctx, recs, &u); err != nil {
+			if err := p.fold(ctx, recs, u); err != nil {
 				return err
 			}
 			if len(recs) > 0 {
@@ -176,10 +205,10 @@ func (p *Projection) runFeed(ctx context.Context) error {
 		if u.batch.Records == nil {
 			continue
 		}
-		if !p.flushDue(&u) {
+		if !p.flushDue(u) {
 			continue
 		}
-		if err := p.flush(ctx, feed, &u, &pipe); err != nil {
+		if err := p.flush(ctx, feed, u, pipe); err != nil {
 			return err
 		}
 	}
