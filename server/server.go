@@ -79,15 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 	nc := jlog.Conn()
 	m := metrics.New()
 	acfg.Observe = m.ObserveRequest
-	var proj *projection.Projection
-	err = waitForNATS(ctx, log, "open the views", func(actx context.Context) error {
-		var err error
-		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
-			Logger: log.With().Str("component", "projection").Logger(),
-			Elect:  true, Owner: c.LeaseOwner(), // one runner per stream
-		}))
-		return err
-	})
+	proj, err := openProjection(ctx, jlog, m, c.LeaseOwner(), log)
 	if err != nil {
 		return err
 	}
@@ -110,28 +102,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-	if err := startEmbeddings(runCtx, cfg, jlog, eng, m, log.With().Str("component", "embeddings").Logger()); err != nil {
-		return err
-	}
-	if regStore != nil {
-		if err := followRegistry(runCtx, regStore, eng, log); err != nil {
-			return err
-		}
-	}
-	retDone, err := startRetention(runCtx, cfg, eng, proj, m, log.With().Str("component", "retention").Logger())
+	bg, err := c.startWorkers(runCtx, cfg, url, jlog, eng, proj, regStore, m)
+	defer func() { cancelRun(); bg.wait() }() // no worker outlives the connection
 	if err != nil {
 		return err
-	}
-	defer func() { cancelRun(); <-retDone }() // no tick outlives the connection
-	finDone := startEraseFinisher(runCtx, cfg, eng, proj, log.With().Str("component", "eraser").Logger())
-	defer func() { cancelRun(); <-finDone }()
-	pruneDone := c.startRegistryPrune(runCtx, cfg, url, jlog, eng, proj, m, log.With().Str("component", "registry-prune").Logger())
-	defer func() { cancelRun(); <-pruneDone }() // no prune pass outlives the connection
-	projDone := make(chan struct{})
-	if !cfg.NoProjection {
-		go func() { defer close(projDone); _ = proj.Run(runCtx) }() // returns only when runCtx ends
-	} else {
-		close(projDone)
 	}
 
 	a, err := api.New(eng, acfg)
@@ -184,10 +158,68 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	stopAPI()
 	cancelRun() // the projection writes views before it acknowledges: stopping loses nothing
-	<-projDone
+	bg.wait()
 	c.acked.flush(sctx)
 	_ = nc.Drain()
 	return nil
+}
+
+// openProjection opens the views of jlog's stream, waiting for NATS as
+// the log's opening does; the projection runs only while it holds the
+// stream's lease for owner (one runner per stream).
+func openProjection(ctx context.Context, jlog *jetstream.Log, m *metrics.Metrics, owner string, log zerolog.Logger) (*projection.Projection, error) {
+	var proj *projection.Projection
+	err := waitForNATS(ctx, log, "open the views", func(actx context.Context) error {
+		var err error
+		proj, err = projection.Open(actx, jlog, m.ProjectionConfig(projection.Config{
+			Logger: log.With().Str("component", "projection").Logger(),
+			Elect:  true, Owner: owner,
+		}))
+		return err
+	})
+	return proj, err
+}
+
+// workers are the goroutines Run starts beside the transports, each
+// ending when the context they were started with ends.
+type workers struct{ done []<-chan struct{} }
+
+// wait blocks until every worker has ended.
+func (w *workers) wait() {
+	for _, d := range w.done {
+		<-d
+	}
+	w.done = nil
+}
+
+// startWorkers starts, on ctx, the embeddings, the registry follower
+// (regStore set), retention, the erase finisher, the registry prune and
+// the projection (unless cfg.NoProjection). On an error the workers
+// started so far are in the result, to be waited for after ctx ends.
+func (c *store) startWorkers(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, proj *projection.Projection, regStore *jetstream.RegistryStore, m *metrics.Metrics) (*workers, error) {
+	log := cfg.Logger
+	w := &workers{}
+	if err := startEmbeddings(ctx, cfg, jlog, eng, m, log.With().Str("component", "embeddings").Logger()); err != nil {
+		return w, err
+	}
+	if regStore != nil {
+		if err := followRegistry(ctx, regStore, eng, log); err != nil {
+			return w, err
+		}
+	}
+	retDone, err := startRetention(ctx, cfg, eng, proj, m, log.With().Str("component", "retention").Logger())
+	if err != nil {
+		return w, err
+	}
+	w.done = append(w.done, retDone,
+		startEraseFinisher(ctx, cfg, eng, proj, log.With().Str("component", "eraser").Logger()),
+		c.startRegistryPrune(ctx, cfg, url, jlog, eng, proj, m, log.With().Str("component", "registry-prune").Logger()))
+	if !cfg.NoProjection {
+		projDone := make(chan struct{})
+		go func() { defer close(projDone); _ = proj.Run(ctx) }() // returns only when ctx ends
+		w.done = append(w.done, projDone)
+	}
+	return w, nil
 }
 
 // listenHTTP opens cfg.HTTP and serves h on it, first with the start-up
