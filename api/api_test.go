@@ -149,7 +149,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	if len(imp.Diff.Changed) != 1 || imp.Diff.Changed[0].Name != "send_message" || !imp.Diff.AllHashesChange || imp.Sessions == 0 {
 		t.Fatalf("registry diff = %+v", imp)
 	}
-	if !o.Budget.Reachable() || o.Budget.Reduction < 30 {
+	if !o.Budget.Reachable() || o.Budget.ReductionPercent < 30 {
 		t.Fatalf("budget = %+v", o.Budget)
 	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {

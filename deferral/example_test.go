@@ -125,7 +125,7 @@ func ExampleTable() {
 	}
 	fmt.Println("deferred:", tab.Deferred)
 	fmt.Println("reachable:", tab.Reachable())
-	fmt.Println("saves over a third:", tab.Reduction > 33)
+	fmt.Println("saves over a third:", tab.ReductionPercent > 33)
 	// Output:
 	// deferred: [playwright_browser enter_plan_mode exit_plan_mode send_message]
 	// reachable: true

@@ -7,58 +7,22 @@ import (
 
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // ErrNilRegistry is returned by Table when given no registry.
 var ErrNilRegistry = errors.New("nil registry")
 
-// Tokens is one cost measured two ways.
-type Tokens struct {
-	// Estimate is the cheap estimator's figure (Estimate).
-	Estimate int `json:"estimate"`
-	// Real is the measuring stick's figure (Count on the actual payload).
-	Real int `json:"real"`
-}
+// Tokens is a token count by the cheap estimator (Estimate) and by the
+// measuring stick (Count on the actual payload).
+type Tokens = wire.TokenCount
 
-// BudgetTable compares the default session's per-turn tool cost without
-// and with deferral. The default session is intent {enabled: true}
-// with no profile and no override, resolved against the given registry.
+// BudgetTable is the default session's tool budget against a registry
+// (Table), with deferral and without; its fields are the registry.budget
+// reply's (wire.BudgetTable), and String renders it for the budget
+// command.
 type BudgetTable struct {
-	// RegistryVersion is the version of the registry measured.
-	RegistryVersion string `json:"registry_version"`
-	// Encoding names the measuring stick's BPE encoding (Encoding).
-	Encoding string `json:"encoding"`
-	// Tools is the number of tools in the default resolution.
-	Tools int `json:"tools"`
-	// ResidentTools is the number of tools in the provider array with
-	// deferral.
-	ResidentTools int `json:"resident_tools"`
-	// Deferred lists the catalog names with deferral, in order; the API
-	// reply names the first 128 of them and DeferredCount counts all.
-	Deferred      []string `json:"deferred"`
-	DeferredCount int      `json:"deferred_count"`
-	// WithoutDeferral is the provider array when every default tool is
-	// resident: the rendered Anthropic tools array of the whole resolution.
-	WithoutDeferral Tokens `json:"without_deferral"`
-	// WithDeferral is the provider array with deferral (Split.Provider).
-	WithDeferral Tokens `json:"with_deferral"`
-	// Catalog is the catalog text with deferral, as sent (RenderCatalog).
-	Catalog Tokens `json:"catalog"`
-	// CatalogGrouped says the catalog lists namespaces with counts, the
-	// deferred names being over the registry's catalog budget.
-	CatalogGrouped bool `json:"catalog_grouped,omitempty"`
-	// Reduction is the percentage by which deferral shrinks the provider
-	// array, by the real tokenizer: 100 * (1 - WithDeferral/WithoutDeferral).
-	Reduction float64 `json:"reduction_percent"`
-	// NetReduction is the same, counting the catalog against deferral:
-	// 100 * (1 - (WithDeferral+Catalog)/WithoutDeferral), real tokenizer.
-	NetReduction float64 `json:"net_reduction_percent"`
-	// EstimatedReduction is Reduction computed from the estimates.
-	EstimatedReduction float64 `json:"estimated_reduction_percent"`
-	// Unreachable lists default tools that are neither in the provider
-	// array nor in the catalog; it must be empty. Nil when all are
-	// reachable.
-	Unreachable []string `json:"unreachable,omitempty"`
+	wire.BudgetTable
 }
 
 // Reachable reports whether every default tool is resident or in the
@@ -87,14 +51,14 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 	without := SplitTools(all, nil)
 	with := SplitResolution(res, nil)
 
-	t := BudgetTable{
+	t := BudgetTable{wire.BudgetTable{
 		RegistryVersion: res.RegistryVersion,
 		Encoding:        Encoding,
 		Tools:           len(res.Tools),
 		ResidentTools:   len(with.Provider),
 		Deferred:        with.Catalog,
 		DeferredCount:   len(with.Catalog),
-	}
+	}}
 	t.WithoutDeferral.Estimate = Estimate(without).Resident
 	eb := Estimate(with)
 	t.WithDeferral.Estimate = eb.Resident
@@ -110,9 +74,9 @@ func Table(reg *resolver.Registry) (BudgetTable, error) {
 	if t.Catalog.Real, err = Count(with.CatalogText); err != nil {
 		return BudgetTable{}, fmt.Errorf("measure catalog: %w", err)
 	}
-	t.Reduction = percentLess(t.WithDeferral.Real, t.WithoutDeferral.Real)
-	t.NetReduction = percentLess(t.WithDeferral.Real+t.Catalog.Real, t.WithoutDeferral.Real)
-	t.EstimatedReduction = percentLess(t.WithDeferral.Estimate, t.WithoutDeferral.Estimate)
+	t.ReductionPercent = percentLess(t.WithDeferral.Real, t.WithoutDeferral.Real)
+	t.NetReductionPercent = percentLess(t.WithDeferral.Real+t.Catalog.Real, t.WithoutDeferral.Real)
+	t.EstimatedReductionPercent = percentLess(t.WithDeferral.Estimate, t.WithoutDeferral.Estimate)
 
 	reach := make(map[string]struct{}, len(res.Tools))
 	for i := range with.Provider {
@@ -158,8 +122,8 @@ func (t BudgetTable) String() string {
 	fmt.Fprintf(&b, "%-34s %8d %8d\n", "resident array, no deferral", t.WithoutDeferral.Estimate, t.WithoutDeferral.Real)
 	fmt.Fprintf(&b, "%-34s %8d %8d\n", fmt.Sprintf("resident array, deferral (%d)", t.ResidentTools), t.WithDeferral.Estimate, t.WithDeferral.Real)
 	fmt.Fprintf(&b, "%-34s %8d %8d\n", fmt.Sprintf("catalog (%d deferred)", len(t.Deferred)), t.Catalog.Estimate, t.Catalog.Real)
-	fmt.Fprintf(&b, "%-34s %7.1f%% %7.1f%%\n", "reduction of the resident array", t.EstimatedReduction, t.Reduction)
-	fmt.Fprintf(&b, "%-34s %8s %7.1f%%\n", "net reduction (catalog counted)", "", t.NetReduction)
+	fmt.Fprintf(&b, "%-34s %7.1f%% %7.1f%%\n", "reduction of the resident array", t.EstimatedReductionPercent, t.ReductionPercent)
+	fmt.Fprintf(&b, "%-34s %8s %7.1f%%\n", "net reduction (catalog counted)", "", t.NetReductionPercent)
 	if len(t.Deferred) > 0 {
 		shown := t.Deferred
 		more := ""

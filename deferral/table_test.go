@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // With the embedded default registry the default resident array drops
@@ -23,7 +24,7 @@ func TestTableDefaultRegistry(t *testing.T) {
 	if w := tab.WithDeferral.Real; w < 4465 || w > 4935 {
 		t.Errorf("resident array with deferral = %d tokens, want 4.7k ± 5%% (4465..4935)", w)
 	}
-	if r := tab.Reduction; r < 38 || r > 44 {
+	if r := tab.ReductionPercent; r < 38 || r > 44 {
 		t.Errorf("reduction = %.1f%%, want 38..44%%", r)
 	}
 	if !tab.Reachable() {
@@ -69,7 +70,7 @@ func TestTableNilRegistry(t *testing.T) {
 // The unreachable report names a default tool missing from both
 // halves, and String says so.
 func TestBudgetTableUnreachableString(t *testing.T) {
-	tab := BudgetTable{Unreachable: []string{"ghost"}}
+	tab := BudgetTable{wire.BudgetTable{Unreachable: []string{"ghost"}}}
 	if tab.Reachable() || !strings.Contains(tab.String(), "UNREACHABLE default tools: ghost") {
 		t.Errorf("unreachable table renders %q", tab.String())
 	}

@@ -195,14 +195,3 @@ func wireRegistry(reg *resolver.Registry) wire.RegistryInfo {
 func wireTool(t resolver.Tool) wire.Tool {
 	return wire.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Available: t.Available, Permission: t.Permission, Native: t.Native}
 }
-
-// wireBudgetTable is t as registry.budget's reply carries it.
-func wireBudgetTable(t deferral.BudgetTable) wire.BudgetTable {
-	return wire.BudgetTable{
-		RegistryVersion: t.RegistryVersion, Encoding: t.Encoding, Tools: t.Tools, ResidentTools: t.ResidentTools,
-		Deferred: t.Deferred, DeferredCount: t.DeferredCount,
-		WithoutDeferral: wire.TokenCount(t.WithoutDeferral), WithDeferral: wire.TokenCount(t.WithDeferral), Catalog: wire.TokenCount(t.Catalog),
-		CatalogGrouped: t.CatalogGrouped, ReductionPercent: t.Reduction, NetReductionPercent: t.NetReduction,
-		EstimatedReductionPercent: t.EstimatedReduction, Unreachable: t.Unreachable,
-	}
-}

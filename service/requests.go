@@ -594,5 +594,5 @@ func (q *Requests) Budget(_ context.Context, _ *wire.Empty, _ Origin) (wire.Budg
 	if len(t.Unreachable) > ViewListMax {
 		t.Unreachable = page(t.Unreachable, 0, ViewListMax)
 	}
-	return wireBudgetTable(t), nil
+	return t.BudgetTable, nil
 }

@@ -54,27 +54,54 @@ type Profile struct {
 // BudgetTable is the live registry's per-turn token table, measured with
 // a real tokenizer (Real) beside the engine's estimate (Estimate).
 type BudgetTable struct {
-	RegistryVersion           string     `json:"registry_version"`
-	Encoding                  string     `json:"encoding"`
-	Tools                     int        `json:"tools"`
-	ResidentTools             int        `json:"resident_tools"`
-	Deferred                  []string   `json:"deferred"`
-	DeferredCount             int        `json:"deferred_count"`
-	WithoutDeferral           TokenCount `json:"without_deferral"`
-	WithDeferral              TokenCount `json:"with_deferral"`
-	Catalog                   TokenCount `json:"catalog"`
-	CatalogGrouped            bool       `json:"catalog_grouped,omitempty"`
-	ReductionPercent          float64    `json:"reduction_percent"`
-	NetReductionPercent       float64    `json:"net_reduction_percent"`
-	EstimatedReductionPercent float64    `json:"estimated_reduction_percent"`
-	Unreachable               []string   `json:"unreachable,omitempty"`
+	// RegistryVersion is the version of the registry measured.
+	RegistryVersion string `json:"registry_version"`
+	// Encoding names the measuring stick's BPE encoding.
+	Encoding string `json:"encoding"`
+	// Tools is the number of tools in the default resolution.
+	Tools int `json:"tools"`
+	// ResidentTools is the number of tools in the provider array with
+	// deferral.
+	ResidentTools int `json:"resident_tools"`
+	// Deferred lists the catalog names with deferral, in order; the API
+	// reply names the first 128 of them and DeferredCount counts all.
+	Deferred      []string `json:"deferred"`
+	DeferredCount int      `json:"deferred_count"`
+	// WithoutDeferral is the provider array when every default tool is
+	// resident: the rendered Anthropic tools array of the whole resolution.
+	WithoutDeferral TokenCount `json:"without_deferral"`
+	// WithDeferral is the provider array with deferral.
+	WithDeferral TokenCount `json:"with_deferral"`
+	// Catalog is the catalog text with deferral, as sent.
+	Catalog TokenCount `json:"catalog"`
+	// CatalogGrouped says the catalog lists namespaces with counts, the
+	// deferred names being over the registry's catalog budget.
+	CatalogGrouped bool `json:"catalog_grouped,omitempty"`
+	// ReductionPercent is the percentage by which deferral shrinks the
+	// provider array, by the real tokenizer:
+	// 100 * (1 - WithDeferral/WithoutDeferral).
+	ReductionPercent float64 `json:"reduction_percent"`
+	// NetReductionPercent is the same, counting the catalog against
+	// deferral: 100 * (1 - (WithDeferral+Catalog)/WithoutDeferral), real
+	// tokenizer.
+	NetReductionPercent float64 `json:"net_reduction_percent"`
+	// EstimatedReductionPercent is ReductionPercent computed from the
+	// estimates.
+	EstimatedReductionPercent float64 `json:"estimated_reduction_percent"`
+	// Unreachable lists default tools that are neither in the provider
+	// array nor in the catalog; it must be empty. Nil when all are
+	// reachable.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // TokenCount is a token count by the engine's estimate and by a real
 // tokenizer.
 type TokenCount struct {
+	// Estimate is the cheap estimator's figure.
 	Estimate int `json:"estimate"`
-	Real     int `json:"real"`
+	// Real is the measuring stick's figure (a count on the actual
+	// payload).
+	Real int `json:"real"`
 }
 
 // RegistryImpact is what pushing a candidate registry would change.
