@@ -57,30 +57,48 @@ func NativeContext(mode Mode, res *resolver.Resolution) (string, Budget) {
 	text := ""
 	switch mode {
 	case ModeOpenAINative:
-		seen := map[string]bool{}
-		for i := range res.Tools {
-			t := &res.Tools[i]
-			if !t.Deferred {
-				continue
-			}
-			if ns, _, ok := resolver.NamespaceOf(t.Name); ok {
-				if !seen[ns] {
-					seen[ns] = true
-					desc := ""
-					for _, n := range res.Namespaces {
-						if n.Name == ns {
-							desc = n.Description
-						}
-					}
-					b.Catalog += resolver.NameTokens(ns) + resolver.EstimateTextTokens(desc) + nativeEntryTokens
-				}
-				continue
-			}
-			b.Catalog += resolver.NameTokens(t.Name) + resolver.EstimateTextTokens(t.Description) + nativeEntryTokens
+		for _, e := range nativeEntries(res) {
+			b.Catalog += resolver.NameTokens(e.name) + resolver.EstimateTextTokens(e.description) + nativeEntryTokens
 		}
 	default:
 		text, _, b.Catalog = RenderCatalog(deferred, res.Namespaces, res.CatalogMaxTokens)
 	}
 	b.Total = b.Resident + b.Catalog
 	return text, b
+}
+
+// nativeEntry is one entry of the metadata OpenAI's native tool search
+// keeps for the deferred tools: a namespace or a tool outside any.
+type nativeEntry struct{ name, description string }
+
+// nativeEntries lists res's deferred tools as native tool search holds
+// them: each namespace once (at its first deferred tool, with the
+// registry's description of it), and each deferred tool outside a
+// namespace, in the resolution's order.
+func nativeEntries(res *resolver.Resolution) []nativeEntry {
+	var out []nativeEntry
+	seen := map[string]bool{}
+	for i := range res.Tools {
+		t := &res.Tools[i]
+		if !t.Deferred {
+			continue
+		}
+		ns, _, ok := resolver.NamespaceOf(t.Name)
+		if !ok {
+			out = append(out, nativeEntry{t.Name, t.Description})
+			continue
+		}
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		desc := ""
+		for _, n := range res.Namespaces {
+			if n.Name == ns {
+				desc = n.Description
+			}
+		}
+		out = append(out, nativeEntry{ns, desc})
+	}
+	return out
 }

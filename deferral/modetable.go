@@ -187,25 +187,8 @@ func nativeReal(mode Mode, res *resolver.Resolution, catalog string) (int, error
 	}
 	var meta strings.Builder
 	if mode == ModeOpenAINative {
-		seen := map[string]bool{}
-		for _, t := range res.Tools {
-			if !t.Deferred {
-				continue
-			}
-			if ns, _, ok := resolver.NamespaceOf(t.Name); ok {
-				if !seen[ns] {
-					seen[ns] = true
-					desc := ""
-					for _, x := range res.Namespaces {
-						if x.Name == ns {
-							desc = x.Description
-						}
-					}
-					fmt.Fprintf(&meta, "{\"name\":%q,\"description\":%q}\n", ns, desc)
-				}
-				continue
-			}
-			fmt.Fprintf(&meta, "{\"name\":%q,\"description\":%q}\n", t.Name, t.Description)
+		for _, e := range nativeEntries(res) {
+			fmt.Fprintf(&meta, "{\"name\":%q,\"description\":%q}\n", e.name, e.description)
 		}
 	} else {
 		meta.WriteString(catalog)
