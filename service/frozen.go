@@ -263,22 +263,11 @@ func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel 
 // latest reads the session as the log holds it now (at least minSeq and
 // the session's mark).
 func (e *Engine) latest(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
-	if err := events.ValidateSessionID(session); err != nil {
-		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
-	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: e.floor(session, minSeq)})
+	st, err := e.read(ctx, session, projection.ReadOptions{Latest: true, MinSeq: minSeq})
 	if err != nil {
 		return st, err
 	}
-	st.Session = session
-	if err := alive(session, st); err != nil {
-		return aggregate.State{}, err
-	}
-	if err := e.erasedID(ctx, session, st); err != nil {
-		return aggregate.State{}, err
-	}
 	e.remember(st) // commands decided next start from the log, not an older cache
-	e.marks.raise(session, st.LastSeq)
 	return st, nil
 }
 

@@ -506,10 +506,18 @@ func (e *Engine) forget(session string) { e.states.Remove(session) }
 // the log cannot be read up to it within a bound, the error wraps
 // projection.ErrNotCaughtUp. A deleted session is ErrDeleted.
 func (e *Engine) Session(ctx context.Context, session string, minSeq uint64) (aggregate.State, error) {
+	return e.read(ctx, session, projection.ReadOptions{MinSeq: minSeq})
+}
+
+// read reads session's view as opts ask, at least at minSeq and the
+// session's mark, refusing a deleted or erased session, and raises the
+// mark to what it read.
+func (e *Engine) read(ctx context.Context, session string, opts projection.ReadOptions) (aggregate.State, error) {
 	if err := events.ValidateSessionID(session); err != nil {
 		return aggregate.State{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	st, err := e.proj.Read(ctx, session, projection.ReadOptions{MinSeq: e.floor(session, minSeq)})
+	opts.MinSeq = e.floor(session, opts.MinSeq)
+	st, err := e.proj.Read(ctx, session, opts)
 	if err != nil {
 		return st, err
 	}
