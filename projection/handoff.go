@@ -132,10 +132,20 @@ func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint
 		if !ok {
 			break
 		}
-		// The session's handed events below seq stay: the pulls before
-		// this one may have them queued for the feed, which has not yet
-		// verified them (held drops the ones a delivery passed).
+		// The session's handed events below seq that the feed has not
+		// read up to stay: the pulls before this one may have them
+		// queued for the feed, which verifies them (held). Those at or
+		// below what the feed read were folded without the check (a
+		// feed's start folds from the log): stale.
 		evs := h.bySession[session]
+		stale := 0
+		for stale < len(evs) && evs[stale].seq <= h.delivered {
+			stale++
+		}
+		if stale > 0 {
+			h.drop(session, evs, stale)
+			evs = evs[stale:]
+		}
 		i, found := slices.BinarySearchFunc(evs, seq, func(e handedEvent, seq uint64) int { return cmp.Compare(e.seq, seq) })
 		if !found {
 			delete(h.bySeq, seq)

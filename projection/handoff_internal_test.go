@@ -67,3 +67,21 @@ func TestSkipKeepsHandedEventsQueuedBelowTheCursor(t *testing.T) {
 		t.Fatalf("handed events left after both were taken: %v %v", h.bySeq, h.bySession)
 	}
 }
+
+// A handed event at or below what the feed has read was folded without
+// the check (a feed's start folds from the log) and is forgotten by the
+// next skip of its session, not kept for a delivery that never comes.
+func TestSkipForgetsHandedEventsTheFeedReadPast(t *testing.T) {
+	h := &handed{skipping: true, delivered: 45}
+	h.bySession = map[string][]handedEvent{"h06": {{seq: 30, id: "a"}, {seq: 50, id: "b"}, {seq: 53, id: "c"}}}
+	h.bySeq = map[uint64]string{30: "h06", 50: "h06", 53: "h06"}
+	if run, _ := h.skip(53, 64); len(run) != 1 || run[0].Seq != 53 {
+		t.Fatalf("skip at 53: %+v, want the run [53]", run)
+	}
+	if _, ok := h.bySeq[30]; ok {
+		t.Fatal("the handed event at 30, below what the feed read (45), is still kept")
+	}
+	if !h.held("h06", 50, "b") || len(h.bySeq) != 0 {
+		t.Fatalf("the queued delivery of 50 is not held, or events are left: %v", h.bySeq)
+	}
+}
