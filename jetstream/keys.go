@@ -116,43 +116,6 @@ func indexKey(key string) string {
 	return "h." + hex.EncodeToString(sum[:])
 }
 
-// KeyClaim is the index entry of an idempotency key in the bucket
-// <PREFIX>_KEYS: the session the key belongs to and, once the append was
-// acknowledged, where its events are. A claim is written before the append
-// (pending: Count 0) and settled after it, so that a crash in between
-// leaves a claim that names the session and the sequence after which its
-// events, if stored, are.
-type KeyClaim struct {
-	// Session owns the key, sent by Channel ("" in entries that did not
-	// record it).
-	Session string `json:"session"`
-	Channel string `json:"channel,omitempty"`
-	// After is a sequence of the stream the session had reached before the
-	// append: its events, if stored, come after it.
-	After uint64 `json:"after"`
-	// First is the stream sequence of the first event, Count how many
-	// events; 0 while the claim is pending.
-	First uint64 `json:"first,omitempty"`
-	Count int    `json:"count,omitempty"`
-	// IDs names how the events' ids derive from the key: "v1" is
-	// KeyEventIDs; "" (entries of engines) is the key itself,
-	// then key+1, ...
-	IDs string `json:"ids,omitempty"`
-	// Digest is CommandsDigest of the commands the key was first sent
-	// with, Commands their types, comma-separated ("" in older entries:
-	// not checked).
-	Digest   string `json:"digest,omitempty"`
-	Commands string `json:"commands,omitempty"`
-	rev      uint64
-}
-
-// KeyIDsV1 is KeyClaim.IDs of keys whose events' ids are KeyEventIDs.
-const KeyIDsV1 = "v1"
-
-// Pending reports a claim whose append was not settled (in flight, failed,
-// or the engine died before it settled it).
-func (c KeyClaim) Pending() bool { return c.Count == 0 }
-
 // Keys is the idempotency-key index: one KV entry per key, claimed with a
 // create (atomic across engines), so a look-up costs one get, whatever the
 // session's length.
@@ -248,7 +211,7 @@ func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim,
 	for range 3 {
 		rev, err := k.kv.Create(ctx, indexKey(key), v)
 		if err == nil {
-			c.rev = rev
+			c.Rev = rev
 			return c, true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -275,7 +238,7 @@ func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err
 	if err := json.Unmarshal(e.Value(), &c); err != nil || c.Session == "" {
 		return c, false, fmt.Errorf("idempotency key %s: damaged index entry %q in %s (%v)", key, e.Value(), k.bucket, err)
 	}
-	c.rev = e.Revision()
+	c.Rev = e.Revision()
 	return c, true, nil
 }
 
@@ -292,10 +255,10 @@ func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64,
 		c.First, c.Count = first, count
 		v, _ := json.Marshal(c)
 		var err error
-		if c.rev == 0 {
+		if c.Rev == 0 {
 			_, err = k.kv.Create(ctx, indexKey(key), v)
 		} else {
-			_, err = k.kv.Update(ctx, indexKey(key), v, c.rev)
+			_, err = k.kv.Update(ctx, indexKey(key), v, c.Rev)
 		}
 		if err == nil {
 			return nil
@@ -328,7 +291,7 @@ func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64
 	}
 	c.After = after
 	v, _ := json.Marshal(c)
-	if _, err := k.kv.Update(ctx, indexKey(key), v, c.rev); err != nil {
+	if _, err := k.kv.Update(ctx, indexKey(key), v, c.Rev); err != nil {
 		return fmt.Errorf("advance idempotency key %s to %d: %w", key, after, err)
 	}
 	return nil
@@ -340,7 +303,7 @@ func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64
 func (k *Keys) Release(ctx context.Context, key string, c KeyClaim) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
-	if err := k.kv.Delete(ctx, indexKey(key), jetstream.LastRevision(c.rev)); err != nil {
+	if err := k.kv.Delete(ctx, indexKey(key), jetstream.LastRevision(c.Rev)); err != nil {
 		return fmt.Errorf("release idempotency key %s: %w", key, err)
 	}
 	return nil

@@ -25,7 +25,12 @@ type (
 	KeyInUseError = logport.KeyInUseError
 	// Backoff is a doubling wait between attempts.
 	Backoff = logport.Backoff
+	// KeyClaim is an idempotency key's entry in the key index.
+	KeyClaim = logport.KeyClaim
 )
+
+// KeyIDsV1 is KeyClaim.IDs of keys whose events' ids are KeyEventIDs.
+const KeyIDsV1 = logport.KeyIDsV1
 
 // The log's sentinels (logport's).
 var (

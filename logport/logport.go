@@ -195,3 +195,44 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// KeyClaim is the entry of an idempotency key in the key index (on
+// JetStream the KV bucket <PREFIX>_KEYS): the session the key belongs to
+// and, once the append was acknowledged, where its events are. A claim is written before the append
+// (pending: Count 0) and settled after it, so that a crash in between
+// leaves a claim that names the session and the sequence after which its
+// events, if stored, are.
+type KeyClaim struct {
+	// Session owns the key, sent by Channel ("" in entries that did not
+	// record it).
+	Session string `json:"session"`
+	Channel string `json:"channel,omitempty"`
+	// After is a sequence of the stream the session had reached before the
+	// append: its events, if stored, come after it.
+	After uint64 `json:"after"`
+	// First is the stream sequence of the first event, Count how many
+	// events; 0 while the claim is pending.
+	First uint64 `json:"first,omitempty"`
+	Count int    `json:"count,omitempty"`
+	// IDs names how the events' ids derive from the key: "v1" is
+	// jetstream.KeyEventIDs; "" (entries of engines) is the key itself,
+	// then key+1, ...
+	IDs string `json:"ids,omitempty"`
+	// Digest is jetstream.CommandsDigest of the commands the key was first sent
+	// with, Commands their types, comma-separated ("" in older entries:
+	// not checked).
+	Digest   string `json:"digest,omitempty"`
+	Commands string `json:"commands,omitempty"`
+	// Rev is the revision of the claim in the store it was read from
+	// (0: not read from a store), for the compare-and-set of its
+	// changes; it is not part of the stored claim.
+	Rev uint64 `json:"-"`
+}
+
+// KeyIDsV1 is KeyClaim.IDs of keys whose events' ids are
+// jetstream.KeyEventIDs.
+const KeyIDsV1 = "v1"
+
+// Pending reports a claim whose append was not settled (in flight, failed,
+// or the engine died before it settled it).
+func (c KeyClaim) Pending() bool { return c.Count == 0 }
