@@ -63,3 +63,38 @@ func TestEngineOnMemlog(t *testing.T) {
 		t.Fatal("an engine over other ports has no JetStream log or projection to hand out")
 	}
 }
+
+var _ service.Keys = (*memlog.Keys)(nil)
+
+// The keyed path runs on the in-memory ports: a retry of a keyed command
+// after another writer moved the session on answers the first append
+// (a duplicate, its sequence), stores nothing more, and the same key on
+// another session is refused.
+func TestApplyKeyedOnMemoryPorts(t *testing.T) {
+	log, keys := memlog.New(), memlog.NewKeys()
+	ports := service.Ports{Log: log, Views: foldViews{log}, Keys: func(context.Context) (service.Keys, error) { return keys, nil }}
+	e := service.NewFromPorts(ports, resolver.Default(), service.Config{})
+	ctx := context.Background()
+	key := events.NewID()
+	first, err := e.ApplyKeyed(ctx, "idem", web, nil, key, events.ToolDisabled{Name: "bash"})
+	if err != nil || first.Last == 0 || first.Duplicate {
+		t.Fatalf("first keyed apply: %+v, %v", first, err)
+	}
+	if _, err := e.Apply(ctx, "idem", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.ApplyKeyed(ctx, "idem", web, nil, key, events.ToolDisabled{Name: "bash"})
+	if err != nil || !again.Duplicate || again.First != first.First || again.Last != first.Last {
+		t.Fatalf("retry: %+v, %v; want the first append %d..%d as a duplicate", again, err, first.First, first.Last)
+	}
+	if n, _ := log.LastSeq(ctx, "idem"); n != first.Last+1 {
+		t.Fatalf("session at %d after the retry, want %d (the first and the other writer's)", n, first.Last+1)
+	}
+	if c, found, err := keys.Get(ctx, key); err != nil || !found || c.Pending() || c.First != first.First {
+		t.Fatalf("the key's claim: %+v found %v, %v; want it settled at %d", c, found, err, first.First)
+	}
+	_, err = e.ApplyKeyed(ctx, "other", web, nil, key, events.ToolDisabled{Name: "bash"})
+	if !errors.Is(err, jetstream.ErrKeyInUse) {
+		t.Fatalf("the key on another session: %v, want ErrKeyInUse", err)
+	}
+}
