@@ -236,3 +236,14 @@ const KeyIDsV1 = "v1"
 // Pending reports a claim whose append was not settled (in flight, failed,
 // or the engine died before it settled it).
 func (c KeyClaim) Pending() bool { return c.Count == 0 }
+
+// ReadOptions say how fresh a read of a session's view must be.
+type ReadOptions struct {
+	// MinSeq asks for read-your-writes: the view returned has folded every
+	// event of the session up to at least this stream sequence. When the
+	// stored view is older, the missing tail is folded from the log (a
+	// bounded replay from the view's sequence).
+	MinSeq uint64
+	// Latest folds whatever the log holds after the view (strong read).
+	Latest bool
+}

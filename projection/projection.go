@@ -202,6 +202,13 @@ func (p *Projection) Registries() *Registries {
 	return p.regs
 }
 
+// Stored is rec as this projection folds it: with the registry in force
+// when it was stored (Registries().Stored), so a replay gives the
+// projection's verdicts.
+func (p *Projection) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
+	return p.regs.Stored(ctx, rec)
+}
+
 // Meta is the projection's bucket of watermark, damage record and runner
 // lease.
 func (p *Projection) Meta() *jetstream.Meta { return p.meta }

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // loadAll makes sure the states of the sessions of recs are cached. A
@@ -223,16 +224,8 @@ func (p *Projection) foldRecord(ctx context.Context, st *aggregate.State, r jets
 	return nil
 }
 
-// ReadOptions qualify a read.
-type ReadOptions struct {
-	// MinSeq asks for read-your-writes: the view returned has folded every
-	// event of the session up to at least this stream sequence. When the
-	// stored view is older, the missing tail is folded from the log (a
-	// bounded replay from the view's sequence).
-	MinSeq uint64
-	// Latest folds whatever the log holds after the view (strong read).
-	Latest bool
-}
+// ReadOptions say how fresh a Read must be (logport.ReadOptions).
+type ReadOptions = logport.ReadOptions
 
 // Read returns a session's view: from the memory of the projection when
 // this process runs it and holds the session (fresher than the KV view,

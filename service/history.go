@@ -430,7 +430,7 @@ func dispatchOf(turn uint64, contractHash string, classes []deferral.Class) chec
 // was stored, as the projection folds it, so a replay gives the
 // projection's verdicts.
 func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.Stored, error) {
-	return e.proj.Registries().Stored(ctx, r)
+	return e.proj.Stored(ctx, r)
 }
 
 func refOf(r jetstream.Record) wire.EventRef {

@@ -84,8 +84,10 @@ type Keys interface {
 type Views interface {
 	// Read returns the session's view as opts ask.
 	Read(ctx context.Context, session string, opts projection.ReadOptions) (aggregate.State, error)
-	// Registries holds the registries the log recorded.
-	Registries() *projection.Registries
+	// Stored is rec as the views fold it: with the registry in force
+	// when it was stored, for the folds that judge it against one, so a
+	// replay gives the views' verdicts.
+	Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error)
 	// Sessions lists the sessions that have a view, sorted.
 	Sessions(ctx context.Context) ([]string, error)
 }
