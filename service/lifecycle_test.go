@@ -34,7 +34,7 @@ func (a auditOnly) Unfinished(context.Context, uint64) (map[string]jetstream.Aud
 // (KindForbidden).
 func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 	log := memlog.New()
-	e := service.NewFromPorts(service.Ports{Log: log, Views: foldViews{log}}, resolver.Default(), service.Config{})
+	e := service.NewFromPorts(service.Ports{Log: log, Views: memlog.NewViews(log)}, resolver.Default(), service.Config{})
 	ctx := context.Background()
 	if _, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(false)}, events.TurnStarted{}); err != nil {
 		t.Fatal(err)

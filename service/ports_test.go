@@ -6,38 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/memlog"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
-
-// foldViews serves views by folding the log on every read: the simplest
-// service.Views, enough to run the engine on any service.Log.
-type foldViews struct{ log service.Log }
-
-func (v foldViews) Read(ctx context.Context, session string, _ projection.ReadOptions) (aggregate.State, error) {
-	st := aggregate.State{Session: session}
-	err := v.log.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
-		st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}) //nolint:errcheck // a test fold
-		return nil
-	})
-	return st, err
-}
-
-func (foldViews) Registries() *projection.Registries { return nil }
-
-func (foldViews) Sessions(context.Context) ([]string, error) { return nil, nil }
 
 // The engine runs on its ports alone: over the in-memory log
 // it writes, reads back, answers a pinned stale sequence with a conflict,
 // and refuses a keyed write when it was given no key store.
 func TestEngineOnMemlog(t *testing.T) {
 	log := memlog.New()
-	e := service.NewFromPorts(service.Ports{Log: log, Views: foldViews{log}}, resolver.Default(), service.Config{})
+	e := service.NewFromPorts(service.Ports{Log: log, Views: memlog.NewViews(log)}, resolver.Default(), service.Config{})
 	ctx := context.Background()
 	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(false)})
 	if err != nil || res.Last == 0 {
@@ -72,7 +53,7 @@ var _ service.Keys = (*memlog.Keys)(nil)
 // another session is refused.
 func TestApplyKeyedOnMemoryPorts(t *testing.T) {
 	log, keys := memlog.New(), memlog.NewKeys()
-	ports := service.Ports{Log: log, Views: foldViews{log}, Keys: func(context.Context) (service.Keys, error) { return keys, nil }}
+	ports := service.Ports{Log: log, Views: memlog.NewViews(log), Keys: func(context.Context) (service.Keys, error) { return keys, nil }}
 	e := service.NewFromPorts(ports, resolver.Default(), service.Config{})
 	ctx := context.Background()
 	key := events.NewID()

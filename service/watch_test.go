@@ -69,7 +69,7 @@ func TestWatchDeletedSession(t *testing.T) {
 		t.Fatalf("bad id: %v, want KindInvalid", err)
 	}
 	mem := memlog.New()
-	me := service.NewFromPorts(service.Ports{Log: mem, Views: foldViews{mem}}, resolver.Default(), service.Config{})
+	me := service.NewFromPorts(service.Ports{Log: mem, Views: memlog.NewViews(mem)}, resolver.Default(), service.Config{})
 	if _, err := me.Watch(ctx, "", 0); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("watch on a log without Watch: %v, want ErrUnsupported", err)
 	}
