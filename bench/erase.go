@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
@@ -110,199 +111,264 @@ func perSession(a, b uint64, n int) float64 { return (float64(a) - float64(b)) /
 // sessions it is about as large as the sessions' own state). Process per session: before =
 // h2-h0, after = h4-h0.
 func (h *harness) eraseMemory(ctx context.Context) error {
-	n, c := h.cfg.EraseSessions, h.cfg.EraseConcurrency
-	settle := max(h.cfg.MemorySettle, eraseSettleMin)
-	label := sessionsLabel(n)
-	f := eraseFigures{n: n}
-	lcfg := jetstream.LogConfig{Prefix: erasePrefix, Duplicates: eraseDedupe}
-
-	elog, err := jetstream.OpenLog(ctx, h.engNC, lcfg)
+	r, err := h.newEraseRun(ctx)
 	if err != nil {
 		return err
 	}
-	adminNC, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: h.url, Name: "bench-eraser"})
+	defer r.adminNC.Close()
+	for _, step := range []func(context.Context) error{
+		r.warmUp,        // h0
+		r.storeAndFold,  // h1, h2, h3
+		r.eraseSessions, // h4, h5 and the streams' state after
+		r.attribute,     // h6 to h10
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	h.addEraseLines(r.f, r.c, sessionsLabel(r.f.n), r.settle, r.pub)
+	return nil
+}
+
+// eraseRun is the state one erase-memory run shares between its steps:
+// the step's log and event stream, the eraser's own connection, the wait
+// before each reading, the sessions, and the figures read so far.
+type eraseRun struct {
+	h       *harness
+	lcfg    jetstream.LogConfig
+	log     *jetstream.Log
+	adminNC *nats.Conn
+	stream  njs.Stream
+	c       int           // erases at a time
+	settle  time.Duration // wait before each reading
+	f       eraseFigures
+
+	sessions  []string      // the N sessions
+	sample    []string      // those the raw JetStream check reads back
+	pub       time.Duration // the time to publish the sessions' events
+	folded    uint64        // the last sequence before the erase
+	auditName string        // the eraser's audit stream
+}
+
+// newEraseRun opens the step's log, the eraser's connection (the caller
+// closes it) and the event stream.
+func (h *harness) newEraseRun(ctx context.Context) (*eraseRun, error) {
+	r := &eraseRun{
+		h:      h,
+		lcfg:   jetstream.LogConfig{Prefix: erasePrefix, Duplicates: eraseDedupe},
+		c:      h.cfg.EraseConcurrency,
+		settle: max(h.cfg.MemorySettle, eraseSettleMin),
+		f:      eraseFigures{n: h.cfg.EraseSessions},
+	}
+	var err error
+	if r.log, err = jetstream.OpenLog(ctx, h.engNC, r.lcfg); err != nil {
+		return nil, err
+	}
+	if r.adminNC, err = jetstream.Connect(ctx, jetstream.ConnConfig{URL: h.url, Name: "bench-eraser"}); err != nil {
+		return nil, err
+	}
+	if r.stream, err = h.rjs.Stream(ctx, r.log.StreamName()); err != nil {
+		r.adminNC.Close()
+		return nil, fmt.Errorf("erase: look up %s: %w", r.log.StreamName(), err)
+	}
+	return r, nil
+}
+
+// eraseEngine is a projection, an engine over it and an eraser, running.
+type eraseEngine struct {
+	p   *projection.Projection
+	eng *service.Engine
+	x   *jetstream.Eraser
+}
+
+// withEngine starts a projection (resuming from the views' watermark and
+// folding up to seq), an engine over it and an eraser on the admin
+// connection, runs fn with them and stops them, whatever fn returns.
+func (r *eraseRun) withEngine(ctx context.Context, seq uint64, fn func(*eraseEngine) error) error {
+	p, err := projection.Open(ctx, r.log, projection.Config{})
 	if err != nil {
 		return err
 	}
-	defer adminNC.Close()
-	stream, err := h.rjs.Stream(ctx, elog.StreamName())
+	stop, err := runProjection(ctx, p, seq, 20*time.Minute)
 	if err != nil {
-		return fmt.Errorf("erase: look up %s: %w", elog.StreamName(), err)
+		return err
 	}
+	defer stop()
+	x, err := r.log.NewEraser(ctx, r.adminNC)
+	if err != nil {
+		return err
+	}
+	eng := service.New(r.log, p, resolver.Default(), service.Config{})
+	eng.SetEraser(x)
+	return fn(&eraseEngine{p: p, eng: eng, x: x})
+}
 
-	// engine starts a projection (resuming from the views' watermark),
-	// an engine over it and an eraser on the admin connection.
-	type running struct {
-		p    *projection.Projection
-		eng  *service.Engine
-		x    *jetstream.Eraser
-		stop func()
-	}
-	startEngine := func(seq uint64) (*running, error) {
-		p, err := projection.Open(ctx, elog, projection.Config{})
-		if err != nil {
-			return nil, err
-		}
-		stop, err := runProjection(ctx, p, seq, 20*time.Minute)
-		if err != nil {
-			return nil, err
-		}
-		x, err := elog.NewEraser(ctx, adminNC)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		eng := service.New(elog, p, resolver.Default(), service.Config{})
-		eng.SetEraser(x)
-		return &running{p: p, eng: eng, x: x, stop: stop}, nil
-	}
-	last := func() (uint64, error) { return elog.LastStreamSeq(ctx) }
-	eraseAll := func(eng *service.Engine, sessions []string) error {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		errs := make([]error, c)
-		for g := range c {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(sessions) || ctx.Err() != nil {
-						return
-					}
-					res, err := eng.Erase(ctx, sessions[i], origin, "")
-					if err == nil && res.Purged == 0 {
-						err = fmt.Errorf("erase %s: nothing purged", sessions[i])
-					}
-					if err != nil {
-						errs[g] = err
-						next.Store(int64(len(sessions))) // stop the others
-						return
-					}
+// eraseAll erases sessions through eng, r.c at a time; the first error
+// stops the others.
+func (r *eraseRun) eraseAll(ctx context.Context, eng *service.Engine, sessions []string) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, r.c)
+	for g := range r.c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(sessions) || ctx.Err() != nil {
+					return
 				}
-			}()
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+				res, err := eng.Erase(ctx, sessions[i], origin, "")
+				if err == nil && res.Purged == 0 {
+					err = fmt.Errorf("erase %s: nothing purged", sessions[i])
+				}
+				if err != nil {
+					errs[g] = err
+					next.Store(int64(len(sessions))) // stop the others
+					return
+				}
+			}
+		}()
 	}
-	reading := func() (uint64, error) {
-		if err := jetstream.Sleep(ctx, settle); err != nil {
-			return 0, err
-		}
-		return heapScavenged(), nil
-	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
-	// Warm-up: one session created, folded and erased, so that the fixed
-	// buffers of the three streams and of an erase are in the baseline.
-	if err := generate(ctx, h.rjs, erasePrefix, []string{"e-warm"}, eraseEvents); err != nil {
-		return err
-	}
-	seq, err := last()
+// foldAll waits until e's projection has folded the event stream's last
+// event.
+func (r *eraseRun) foldAll(ctx context.Context, e *eraseEngine) error {
+	seq, err := r.log.LastStreamSeq(ctx)
 	if err != nil {
 		return err
 	}
-	r, err := startEngine(seq)
-	if err != nil {
-		return err
-	}
-	if err := eraseAll(r.eng, []string{"e-warm"}); err != nil {
-		r.stop()
-		return err
-	}
-	if seq, err = last(); err == nil {
-		err = r.p.WaitApplied(ctx, seq)
-	}
-	r.stop()
-	r = nil
-	if err != nil {
-		return err
-	}
-	if f.h0, err = reading(); err != nil {
-		return err
-	}
-	f.rssBefore = h.rss()
+	return e.p.WaitApplied(ctx, seq)
+}
 
-	// Before: N sessions stored, then folded.
-	sessions := sessionNames("e-", n)
+// reading is the heap after the settle wait.
+func (r *eraseRun) reading(ctx context.Context) (uint64, error) {
+	if err := jetstream.Sleep(ctx, r.settle); err != nil {
+		return 0, err
+	}
+	return heapScavenged(), nil
+}
+
+// warmUp creates, folds and erases one session, so that the fixed
+// buffers of the three streams and of an erase are in the baseline, then
+// reads the baseline (h0).
+func (r *eraseRun) warmUp(ctx context.Context) error {
+	warm := []string{"e-warm"}
+	if err := generate(ctx, r.h.rjs, erasePrefix, warm, eraseEvents); err != nil {
+		return err
+	}
+	seq, err := r.log.LastStreamSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.withEngine(ctx, seq, func(e *eraseEngine) error {
+		if err := r.eraseAll(ctx, e.eng, warm); err != nil {
+			return err
+		}
+		return r.foldAll(ctx, e)
+	}); err != nil {
+		return err
+	}
+	if r.f.h0, err = r.reading(ctx); err != nil {
+		return err
+	}
+	r.f.rssBefore = r.h.rss()
+	return nil
+}
+
+// storeAndFold stores the N sessions (h1, the stream's state before, the
+// raw check that each sampled session is there), then folds them with a
+// projection (h2) and drops it (h3).
+func (r *eraseRun) storeAndFold(ctx context.Context) error {
+	r.sessions = sessionNames("e-", r.f.n)
 	start := time.Now()
-	if err := generate(ctx, h.rjs, erasePrefix, sessions, eraseEvents); err != nil {
+	if err := generate(ctx, r.h.rjs, erasePrefix, r.sessions, eraseEvents); err != nil {
 		return err
 	}
-	pub := time.Since(start)
-	if f.h1, err = reading(); err != nil {
+	r.pub = time.Since(start)
+	var err error
+	if r.f.h1, err = r.reading(ctx); err != nil {
 		return err
 	}
-	info, err := stream.Info(ctx)
+	info, err := r.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("erase: stream info before: %w", err)
 	}
-	f.subjBefore, f.bytesBefore, f.msgsBefore = uint64(info.State.NumSubjects), info.State.Bytes, info.State.Msgs
-	sample := sampleOf(sessions, eraseSample)
-	f.sampled = len(sample)
-	if err := h.rawLastBySubject(ctx, elog.StreamName(), sample, true); err != nil {
+	r.f.subjBefore, r.f.bytesBefore, r.f.msgsBefore = uint64(info.State.NumSubjects), info.State.Bytes, info.State.Msgs
+	r.sample = sampleOf(r.sessions, eraseSample)
+	r.f.sampled = len(r.sample)
+	if err := r.h.rawLastBySubject(ctx, r.log.StreamName(), r.sample, true); err != nil {
 		return err
 	}
-	if seq, err = last(); err != nil {
+	if r.folded, err = r.log.LastStreamSeq(ctx); err != nil {
 		return err
 	}
-	r, err = startEngine(seq)
-	if err != nil {
-		return err
-	}
-	if f.h2, err = reading(); err != nil {
-		r.stop()
-		return err
-	}
-	f.cachedBefore = r.p.Cached()
-	r.stop()
-	r = nil
-	if f.h3, err = reading(); err != nil {
-		return err
-	}
-
-	// Erase all N through the engine, then read again.
-	r, err = startEngine(seq)
-	if err != nil {
-		return err
-	}
-	start = time.Now()
-	err = eraseAll(r.eng, sessions)
-	f.erase = time.Since(start)
-	if err == nil {
-		if seq, err = last(); err == nil {
-			err = r.p.WaitApplied(ctx, seq)
+	if err := r.withEngine(ctx, r.folded, func(e *eraseEngine) error {
+		var err error
+		if r.f.h2, err = r.reading(ctx); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		r.stop()
+		r.f.cachedBefore = e.p.Cached()
+		return nil
+	}); err != nil {
 		return err
 	}
-	if f.h4, err = reading(); err != nil {
-		r.stop()
+	r.f.h3, err = r.reading(ctx)
+	return err
+}
+
+// eraseSessions erases all N through a fresh engine and reads the heap
+// with it running (h4) and dropped (h5), then the event and audit
+// streams' state, checking that each erased session keeps its tombstone
+// only.
+func (r *eraseRun) eraseSessions(ctx context.Context) error {
+	if err := r.withEngine(ctx, r.folded, func(e *eraseEngine) error {
+		start := time.Now()
+		err := r.eraseAll(ctx, e.eng, r.sessions)
+		r.f.erase = time.Since(start)
+		if err == nil {
+			err = r.foldAll(ctx, e)
+		}
+		if err != nil {
+			return err
+		}
+		if r.f.h4, err = r.reading(ctx); err != nil {
+			return err
+		}
+		r.f.rssAfter = r.h.rss()
+		r.f.cachedAfter = e.p.Cached()
+		r.auditName = e.x.AuditStream()
+		return nil
+	}); err != nil {
 		return err
 	}
-	f.rssAfter = h.rss()
-	f.cachedAfter = r.p.Cached()
-	r.stop()
-	auditName := r.x.AuditStream()
-	r = nil
-	if f.h5, err = reading(); err != nil {
+	var err error
+	if r.f.h5, err = r.reading(ctx); err != nil {
 		return err
 	}
-	info, err = stream.Info(ctx, njs.WithSubjectFilter(erasePrefix+".events.>"))
+	return r.streamsAfter(ctx)
+}
+
+// streamsAfter reads the event and audit streams' state after the erase.
+func (r *eraseRun) streamsAfter(ctx context.Context) error {
+	f := &r.f
+	info, err := r.stream.Info(ctx, njs.WithSubjectFilter(erasePrefix+".events.>"))
 	if err != nil {
 		return fmt.Errorf("erase: stream info after: %w", err)
 	}
 	f.subjAfter, f.bytesAfter, f.msgsAfter = uint64(info.State.NumSubjects), info.State.Bytes, info.State.Msgs
 	// Each erased id keeps its SessionDeleted as its tombstone: one
 	// message on each subject, nothing else.
-	if f.msgsAfter != uint64(len(info.State.Subjects)) || f.msgsAfter < uint64(n) {
-		return fmt.Errorf("erase: after erasing every session the event stream holds %d messages on %d subjects, want one tombstone on each of at least %d", f.msgsAfter, len(info.State.Subjects), n)
+	if f.msgsAfter != uint64(len(info.State.Subjects)) || f.msgsAfter < uint64(f.n) {
+		return fmt.Errorf("erase: after erasing every session the event stream holds %d messages on %d subjects, want one tombstone on each of at least %d", f.msgsAfter, len(info.State.Subjects), f.n)
 	}
-	if err := h.rawLastBySubject(ctx, elog.StreamName(), sample, false); err != nil {
+	if err := r.h.rawLastBySubject(ctx, r.log.StreamName(), r.sample, false); err != nil {
 		return err
 	}
-	audit, err := h.rjs.Stream(ctx, auditName)
+	audit, err := r.h.rjs.Stream(ctx, r.auditName)
 	if err != nil {
 		return fmt.Errorf("erase: audit stream: %w", err)
 	}
@@ -311,32 +377,38 @@ func (h *harness) eraseMemory(ctx context.Context) error {
 		return fmt.Errorf("erase: audit stream info: %w", err)
 	}
 	f.auditMsgs, f.auditBytes, f.auditSubjects = ainfo.State.Msgs, ainfo.State.Bytes, uint64(ainfo.State.NumSubjects)
+	return nil
+}
 
-	// Attribution by deleting: audit stream, event stream, views bucket.
-	// The audit stream goes first: its dedupe entries (2 min window)
-	// expire meanwhile, which must not fall in the event stream's delta.
+// attribute deletes the audit stream (h6), the event stream (h7) and the
+// views bucket (h8), then makes (h9) and deletes (h10) a fresh empty event
+// stream, reading the heap after each. The audit stream goes first: its
+// dedupe entries (2 min window) expire meanwhile, which must not fall in
+// the event stream's delta.
+func (r *eraseRun) attribute(ctx context.Context) error {
+	rjs := r.h.rjs
 	deleteStream := func(name string) func() error {
-		return func() error { return h.rjs.DeleteStream(ctx, name) }
+		return func() error { return rjs.DeleteStream(ctx, name) }
 	}
 	for _, s := range []struct {
 		what string
 		do   func() error
 		into *uint64
 	}{
-		{"delete the audit stream", deleteStream(auditName), &f.h6},
-		{"delete the event stream", deleteStream(elog.StreamName()), &f.h7},
-		{"delete the views bucket", func() error { return h.rjs.DeleteKeyValue(ctx, strings.ToUpper(erasePrefix)+"_VIEWS") }, &f.h8},
-		{"a fresh empty event stream", func() error { _, err := jetstream.OpenLog(ctx, h.rawNC, lcfg); return err }, &f.h9},
-		{"delete the fresh event stream", deleteStream(elog.StreamName()), &f.h10},
+		{"delete the audit stream", deleteStream(r.auditName), &r.f.h6},
+		{"delete the event stream", deleteStream(r.log.StreamName()), &r.f.h7},
+		{"delete the views bucket", func() error { return rjs.DeleteKeyValue(ctx, strings.ToUpper(erasePrefix)+"_VIEWS") }, &r.f.h8},
+		{"a fresh empty event stream", func() error { _, err := jetstream.OpenLog(ctx, r.h.rawNC, r.lcfg); return err }, &r.f.h9},
+		{"delete the fresh event stream", deleteStream(r.log.StreamName()), &r.f.h10},
 	} {
 		if err := s.do(); err != nil {
 			return fmt.Errorf("erase: %s: %w", s.what, err)
 		}
-		if *s.into, err = reading(); err != nil {
+		var err error
+		if *s.into, err = r.reading(ctx); err != nil {
 			return err
 		}
 	}
-	h.addEraseLines(f, c, label, settle, pub)
 	return nil
 }
 
