@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -137,17 +138,63 @@ func (h *harness) scaleOut(ctx context.Context) error {
 	}
 	defer cl.shutdown()
 	perEngineClients := max(1, h.cfg.Clients/2)
-	per := max(1, h.cfg.ConcurrentOps/4/perEngineClients)
+	s := &scaleRun{h: h, perEngineClients: perEngineClients, per: max(1, h.cfg.ConcurrentOps/4/perEngineClients)}
+	defer s.close()
+	if err := s.connectRaw(ctx, cl, nodes); err != nil {
+		return err
+	}
+	if err := s.startEngines(ctx, cl, nodes); err != nil {
+		return err
+	}
+	// The same topology for both sides: every stream's leader on node 0.
+	e0 := s.engines[0]
+	for _, stream := range []string{e0.log.StreamName(), jetstream.EventStreamName(prefixRaw), "KV_" + e0.proj.Views().Bucket()} {
+		if err := leaderOn(ctx, e0.nc, stream, "b0"); err != nil {
+			return err
+		}
+	}
+	h.progress("scale-out: 3-node cluster (3 replicas) formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
+	for k := 1; k <= nodes; k++ {
+		if err := s.line(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// Raw side: one connection per node, the raw stream with 3 replicas.
-	var rawJS []njs.JetStream
-	var rawStream []njs.Stream
+// scaleRun is the state the scale-out lines share: the raw side's
+// connections, one per node, and the engines, one per node.
+type scaleRun struct {
+	h                *harness
+	perEngineClients int     // goroutines per engine (and per raw connection)
+	per              int     // appends per goroutine and run
+	first            float64 // the 1-engine figure
+
+	rawNC     []*nats.Conn
+	rawJS     []njs.JetStream
+	rawStream []njs.Stream
+	engines   []*clusterEngine
+}
+
+// close closes the engines, then the raw connections.
+func (s *scaleRun) close() {
+	for _, e := range s.engines {
+		e.close()
+	}
+	for _, nc := range slices.Backward(s.rawNC) {
+		nc.Close()
+	}
+}
+
+// connectRaw connects the raw side, one connection per node, and makes
+// the raw stream with 3 replicas.
+func (s *scaleRun) connectRaw(ctx context.Context, cl *benchCluster, nodes int) error {
 	for i := 0; i < nodes; i++ {
 		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: cl.url(i), Name: fmt.Sprintf("bench-raw-%d", i)})
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
+		s.rawNC = append(s.rawNC, nc)
 		if i == 0 {
 			if _, err := openLogRetry(ctx, nc, jetstream.LogConfig{Prefix: prefixRaw, Replicas: 3}); err != nil {
 				return fmt.Errorf("raw stream on the cluster: %w", err)
@@ -157,27 +204,26 @@ func (h *harness) scaleOut(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rawJS = append(rawJS, js)
+		s.rawJS = append(s.rawJS, js)
 		st, err := js.Stream(ctx, jetstream.EventStreamName(prefixRaw))
 		if err != nil {
 			return err
 		}
-		rawStream = append(rawStream, st)
+		s.rawStream = append(s.rawStream, st)
 	}
-	// Engines: one per node.
-	var engines []*clusterEngine
-	defer func() {
-		for _, e := range engines {
-			e.close()
-		}
-	}()
+	return nil
+}
+
+// startEngines starts one engine per node on the engine stream with 3
+// replicas; engine 0 runs the projection.
+func (s *scaleRun) startEngines(ctx context.Context, cl *benchCluster, nodes int) error {
 	for i := 0; i < nodes; i++ {
 		nc, err := jetstream.Connect(ctx, jetstream.ConnConfig{URL: cl.url(i), Name: fmt.Sprintf("bench-engine-%d", i)})
 		if err != nil {
 			return err
 		}
 		e := &clusterEngine{nc: nc}
-		engines = append(engines, e)
+		s.engines = append(s.engines, e)
 		if e.log, err = openLogRetry(ctx, nc, jetstream.LogConfig{Prefix: prefixEngine, Replicas: 3}); err != nil {
 			return fmt.Errorf("engine stream on the cluster: %w", err)
 		}
@@ -193,85 +239,89 @@ func (h *harness) scaleOut(ctx context.Context) error {
 		}
 		e.eng = service.New(e.log, e.proj, resolver.Default(), service.Config{})
 	}
-	// The same topology for both sides: every stream's leader on node 0.
-	for _, stream := range []string{engines[0].log.StreamName(), jetstream.EventStreamName(prefixRaw), "KV_" + engines[0].proj.Views().Bucket()} {
-		if err := leaderOn(ctx, engines[0].nc, stream, "b0"); err != nil {
-			return err
-		}
-	}
-	h.progress("scale-out: 3-node cluster (3 replicas) formed, streams created, leaders on node 0 in %.1f s", time.Since(start).Seconds())
-
-	parallel := gated
-	var first float64
-	for k := 1; k <= nodes; k++ {
-		n := k * perEngineClients
-		total := n * per
-		engine := func(ctx context.Context, r int) (float64, error) {
-			name := func(g int) string { return fmt.Sprintf("scale%d-e%03d-%03d", k, r, g) }
-			eng := func(g int) *service.Engine { return engines[g%k].eng }
-			el, err := parallel(n, func(g int) error {
-				_, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(0))
-				return err
-			}, func(g int) error {
-				for i := 1; i <= per; i++ {
-					if _, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(i)); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return 0, err
-			}
-			return float64(total) / el.Seconds(), nil
-		}
-		casRetries := 0
-		raw := func(ctx context.Context, r int) (float64, error) {
-			ws := make([]*rawWriter, n)
-			defer func() {
-				for _, w := range ws {
-					if w != nil {
-						casRetries += w.casRetries
-					}
-				}
-			}()
-			lasts := make([]uint64, n)
-			el, err := parallel(n, func(g int) error {
-				ws[g] = newRawWriter(fmt.Sprintf("scale%d-r%03d-%03d", k, r, g))
-				var err error
-				lasts[g], err = ws[g].publishNext(ctx, rawJS[g%k], rawStream[g%k], 0, 0)
-				return err
-			}, func(g int) error {
-				for i := 1; i <= per; i++ {
-					last, err := ws[g].publishNext(ctx, rawJS[g%k], rawStream[g%k], i, lasts[g])
-					if err != nil {
-						return err
-					}
-					lasts[g] = last
-				}
-				return nil
-			})
-			if err != nil {
-				return 0, err
-			}
-			return float64(total) / el.Seconds(), nil
-		}
-		l, err := h.pair(ctx, fmt.Sprintf(nameScaleOut, k), "events/s", true, engine, raw)
-		if err != nil {
-			return err
-		}
-		if k == 1 {
-			first = l.Engine
-		}
-		scale := ""
-		if k > 1 && first > 0 {
-			scale = fmt.Sprintf("; %.2fx the 1-engine figure", l.Engine/first)
-		}
-		l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views with 3 replicas, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack, the same event sent again after a CAS refusal of its own write (%d times over all runs: the replicated stream's leader answers 10164 while its previous write to the subject is still counted in flight)%s",
-			cpuCount(), k, nodeList(k), perEngineClients, total, k, casRetries, scale)
-		h.add(l)
-	}
 	return nil
+}
+
+// line adds the line of k engines against k raw connections.
+func (s *scaleRun) line(ctx context.Context, k int) error {
+	n := k * s.perEngineClients
+	total := n * s.per
+	casRetries := 0
+	l, err := s.h.pair(ctx, fmt.Sprintf(nameScaleOut, k), "events/s", true, s.engineSample(k, n), s.rawSample(k, n, &casRetries))
+	if err != nil {
+		return err
+	}
+	if k == 1 {
+		s.first = l.Engine
+	}
+	scale := ""
+	if k > 1 && s.first > 0 {
+		scale = fmt.Sprintf("; %.2fx the 1-engine figure", l.Engine/s.first)
+	}
+	l.Note = fmt.Sprintf("in-process 3-node JetStream cluster, stream and views with 3 replicas, every leader on node 0 (all nodes share this machine's %d cores); %d engine(s) on node(s) %s, %d goroutines each on their own sessions, %d appends/run; engine 0 runs the projection, the others only write; raw = %d connection(s) on the same nodes, the fair raw async publish of the 64-session line, next on ack, the same event sent again after a CAS refusal of its own write (%d times over all runs: the replicated stream's leader answers 10164 while its previous write to the subject is still counted in flight)%s",
+		cpuCount(), k, nodeList(k), s.perEngineClients, total, k, casRetries, scale)
+	s.h.add(l)
+	return nil
+}
+
+// engineSample is a run of n goroutines spread over k engines, each
+// appending to its own session: events/s.
+func (s *scaleRun) engineSample(k, n int) sample {
+	return func(ctx context.Context, r int) (float64, error) {
+		name := func(g int) string { return fmt.Sprintf("scale%d-e%03d-%03d", k, r, g) }
+		eng := func(g int) *service.Engine { return s.engines[g%k].eng }
+		el, err := gated(n, func(g int) error {
+			_, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(0))
+			return err
+		}, func(g int) error {
+			for i := 1; i <= s.per; i++ {
+				if _, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return float64(n*s.per) / el.Seconds(), nil
+	}
+}
+
+// rawSample is a run of n goroutines spread over k raw connections, each
+// doing the fair raw async publish to its own session: events/s; it adds
+// the writers' CAS retries to casRetries.
+func (s *scaleRun) rawSample(k, n int, casRetries *int) sample {
+	return func(ctx context.Context, r int) (float64, error) {
+		ws := make([]*rawWriter, n)
+		defer func() {
+			for _, w := range ws {
+				if w != nil {
+					*casRetries += w.casRetries
+				}
+			}
+		}()
+		lasts := make([]uint64, n)
+		el, err := gated(n, func(g int) error {
+			ws[g] = newRawWriter(fmt.Sprintf("scale%d-r%03d-%03d", k, r, g))
+			var err error
+			lasts[g], err = ws[g].publishNext(ctx, s.rawJS[g%k], s.rawStream[g%k], 0, 0)
+			return err
+		}, func(g int) error {
+			for i := 1; i <= s.per; i++ {
+				last, err := ws[g].publishNext(ctx, s.rawJS[g%k], s.rawStream[g%k], i, lasts[g])
+				if err != nil {
+					return err
+				}
+				lasts[g] = last
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return float64(n*s.per) / el.Seconds(), nil
+	}
 }
 
 func nodeList(k int) string {
