@@ -58,9 +58,43 @@ func mcpRegistry(n int) (*resolver.Registry, error) {
 // latency of tool_search through a frozen turn at 1k and 10k tools, index
 // builds, and resolution at 10k MCP tools.
 func (h *harness) searchLines(ctx context.Context) error {
-	docs, qs, err := querySet(searcheval.Docs, searcheval.Queries)
+	qs, err := h.searchQualityLines()
 	if err != nil {
 		return err
+	}
+	var big *resolver.Registry
+	for _, n := range searchSizes {
+		if big, err = h.searchLatencyLines(ctx, n, qs); err != nil {
+			return err
+		}
+	}
+	if err := h.searchHTTPLines(ctx, big); err != nil {
+		return err
+	}
+	b, err := newBigSearch(big)
+	if err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context, bigSearch) error{
+		h.searchRegexLine,
+		h.indexLines,
+		h.resolveSplitLine,
+		h.resolveCachedLine,
+	} {
+		if err := step(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// searchQualityLines adds the quality lines of the keyword mode on the
+// labelled queries and on the held-out sets, and returns the labelled
+// queries.
+func (h *harness) searchQualityLines() ([]searcheval.Query, error) {
+	docs, qs, err := querySet(searcheval.Docs, searcheval.Queries)
+	if err != nil {
+		return nil, err
 	}
 	ix := toolsearch.Build(docs, nil)
 	all := searcheval.Evaluate(searcheval.KeywordSearch(ix), qs, "")
@@ -70,79 +104,100 @@ func (h *harness) searchLines(ctx context.Context) error {
 		dev.Queries, dev.Recall, dev.MRR, hold.Queries, hold.Recall, hold.MRR)
 	h.addQuality(nameSearchRecall, nameSearchMRR, all, 0.95, 0.8, note)
 	if err := h.heldOutLines(); err != nil {
-		return err
+		return nil, err
 	}
+	return qs, nil
+}
 
-	var big *resolver.Registry
-	for _, n := range searchSizes {
-		reg, err := mcpRegistry(n)
-		if err != nil {
-			return fmt.Errorf("registry of %d MCP tools: %w", n, err)
-		}
-		big = reg
-		on := true
-		res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &on}})
-		if err != nil {
-			return err
-		}
-		idx := deferral.IndexFor(reg)
-		var p99s []float64
-		label := sessionsLabel(n)
-		var queries []deferral.SearchRequest
-		for _, q := range qs {
-			queries = append(queries, deferral.SearchRequest{Query: q.Query})
-		}
-		l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", p50(func(int) ([]float64, error) {
-			return searchLatencies(res, idx, 5, queries)
-		}, &p99s))
-		if err != nil {
-			return err
-		}
-		deferred := 0
-		for _, t := range res.Tools {
-			if t.Deferred {
-				deferred++
-			}
-		}
-		l.Note = fmt.Sprintf("Turn.Search with a query (top 5, loaded), %d deferred tools, the 171 labelled queries x 5 per run; the first search of a turn builds its filter", deferred)
-		if n >= 10_000 {
-			l.Target, l.Met = "< 200 µs", bptr(l.Engine < 200)
-		}
-		h.add(l)
-		p99 := p99Line(fmt.Sprintf(nameSearchP99, label), "µs", p99s, "same searches as the p50 line")
-		if n >= 10_000 {
-			p99.Target, p99.Met = "< 1 ms", bptr(p99.Engine < 1000)
-		}
-		h.add(p99)
-	}
-
-	if err := h.searchHTTPLines(ctx, big); err != nil {
-		return err
-	}
-	label := sessionsLabel(searchSizes[len(searchSizes)-1])
-	on := true
-	req := resolver.Request{Session: resolver.Intent{Enabled: &on}}
-	res, err := big.Resolve(req)
+// searchLatencyLines adds the p50 and p99 lines of tool_search with the
+// labelled queries through a frozen turn on a registry of n MCP tools,
+// and returns the registry.
+func (h *harness) searchLatencyLines(ctx context.Context, n int, qs []searcheval.Query) (*resolver.Registry, error) {
+	reg, err := mcpRegistry(n)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("registry of %d MCP tools: %w", n, err)
 	}
-	idx := deferral.IndexFor(big)
+	on := true
+	res, err := reg.Resolve(resolver.Request{Session: resolver.Intent{Enabled: &on}})
+	if err != nil {
+		return nil, err
+	}
+	idx := deferral.IndexFor(reg)
+	var p99s []float64
+	label := sessionsLabel(n)
+	var queries []deferral.SearchRequest
+	for _, q := range qs {
+		queries = append(queries, deferral.SearchRequest{Query: q.Query})
+	}
+	l, err := h.single(ctx, fmt.Sprintf(nameSearchP50, label), "µs", p50(func(int) ([]float64, error) {
+		return searchLatencies(res, idx, 5, queries)
+	}, &p99s))
+	if err != nil {
+		return nil, err
+	}
+	deferred := 0
+	for _, t := range res.Tools {
+		if t.Deferred {
+			deferred++
+		}
+	}
+	l.Note = fmt.Sprintf("Turn.Search with a query (top 5, loaded), %d deferred tools, the 171 labelled queries x 5 per run; the first search of a turn builds its filter", deferred)
+	if n >= 10_000 {
+		l.Target, l.Met = "< 200 µs", bptr(l.Engine < 200)
+	}
+	h.add(l)
+	p99 := p99Line(fmt.Sprintf(nameSearchP99, label), "µs", p99s, "same searches as the p50 line")
+	if n >= 10_000 {
+		p99.Target, p99.Met = "< 1 ms", bptr(p99.Engine < 1000)
+	}
+	h.add(p99)
+	return reg, nil
+}
+
+// bigSearch is the largest registry of the search lines, which the regex,
+// index and resolution lines measure: its size's label, the request that
+// enables every tool, and its resolution.
+type bigSearch struct {
+	reg   *resolver.Registry
+	label string
+	req   resolver.Request
+	res   *resolver.Resolution
+}
+
+// newBigSearch resolves big with every tool enabled.
+func newBigSearch(big *resolver.Registry) (bigSearch, error) {
+	on := true
+	b := bigSearch{reg: big, label: sessionsLabel(searchSizes[len(searchSizes)-1]), req: resolver.Request{Session: resolver.Intent{Enabled: &on}}}
+	var err error
+	b.res, err = big.Resolve(b.req)
+	return b, err
+}
+
+// searchRegexLine adds the p50 line of regex searches over the big
+// registry.
+func (h *harness) searchRegexLine(ctx context.Context, b bigSearch) error {
+	idx := deferral.IndexFor(b.reg)
 	var regexes []deferral.SearchRequest
 	for _, re := range []string{"^mcp__github__", "pull.?request", "issue", "slack.*message", "(create|update)_", "kubernetes|k8s", "invoice", "calendar"} {
 		regexes = append(regexes, deferral.SearchRequest{Regex: re})
 	}
-	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, label), "µs", p50(func(int) ([]float64, error) {
-		return searchLatencies(res, idx, 3, regexes)
+	l, err := h.single(ctx, fmt.Sprintf(nameSearchRegexP50, b.label), "µs", p50(func(int) ([]float64, error) {
+		return searchLatencies(b.res, idx, 3, regexes)
 	}, nil))
 	if err != nil {
 		return err
 	}
 	l.Note = "Turn.Search with a regex over names, descriptions and parameters: a scan of every deferred tool (Go regexp), no index"
 	h.add(l)
+	return nil
+}
 
-	tools := big.Tools()
+// indexLines adds the lines of building the big registry's search index
+// and of rebuilding it after 1% of its tools changed.
+func (h *harness) indexLines(ctx context.Context, b bigSearch) error {
+	tools := b.reg.Tools()
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-	l, err = h.single(ctx, fmt.Sprintf(nameIndexBuild, label), "ms", func(ctx context.Context, _ int) (float64, error) {
+	l, err := h.single(ctx, fmt.Sprintf(nameIndexBuild, b.label), "ms", func(ctx context.Context, _ int) (float64, error) {
 		start := time.Now()
 		if x := deferral.NewIndex(tools, nil); x.Search().Len() != len(tools) {
 			return 0, fmt.Errorf("index of %d tools holds %d", len(tools), x.Search().Len())
@@ -161,7 +216,7 @@ func (h *harness) searchLines(ctx context.Context) error {
 		changed[i].Description += " Changed."
 	}
 	base := deferral.NewIndex(tools, nil)
-	l, err = h.single(ctx, fmt.Sprintf(nameIndexIncremental, label), "ms", func(ctx context.Context, _ int) (float64, error) {
+	l, err = h.single(ctx, fmt.Sprintf(nameIndexIncremental, b.label), "ms", func(ctx context.Context, _ int) (float64, error) {
 		start := time.Now()
 		deferral.NewIndex(changed, base)
 		return ms(time.Since(start)), nil
@@ -171,9 +226,14 @@ func (h *harness) searchLines(ctx context.Context) error {
 	}
 	l.Note = "the next registry version's index from the previous one: only changed tools are analysed again"
 	h.add(l)
+	return nil
+}
 
-	l, err = h.micro(ctx, fmt.Sprintf(nameResolveSplit10k, label), 1, func() error {
-		r, err := big.ResolveUncached(req)
+// resolveSplitLine adds the line of an uncached resolution of the big
+// registry and its split.
+func (h *harness) resolveSplitLine(ctx context.Context, b bigSearch) error {
+	l, err := h.micro(ctx, fmt.Sprintf(nameResolveSplit10k, b.label), 1, func() error {
+		r, err := b.reg.ResolveUncached(b.req)
 		if err != nil {
 			return err
 		}
@@ -186,14 +246,19 @@ func (h *harness) searchLines(ctx context.Context) error {
 		return err
 	}
 	l.Target, l.Met = "< 5 ms", bptr(l.Engine < 5e6)
-	l.Note = fmt.Sprintf("Registry.ResolveUncached + deferral.SplitResolution (bounded catalog) of %d tools", len(res.Tools))
+	l.Note = fmt.Sprintf("Registry.ResolveUncached + deferral.SplitResolution (bounded catalog) of %d tools", len(b.res.Tools))
 	h.add(l)
+	return nil
+}
 
-	if _, err := big.Resolve(req); err != nil {
+// resolveCachedLine adds the line of a cached resolution of the big
+// registry.
+func (h *harness) resolveCachedLine(ctx context.Context, b bigSearch) error {
+	if _, err := b.reg.Resolve(b.req); err != nil {
 		return err
 	}
-	l, err = h.micro(ctx, fmt.Sprintf(nameResolveCached10k, label), 1, func() error {
-		_, err := big.Resolve(req)
+	l, err := h.micro(ctx, fmt.Sprintf(nameResolveCached10k, b.label), 1, func() error {
+		_, err := b.reg.Resolve(b.req)
 		return err
 	})
 	if err != nil {
