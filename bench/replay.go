@@ -125,140 +125,178 @@ func runProjection(ctx context.Context, p *projection.Projection, seq uint64, ti
 // replay: a fresh projection (new durable, new bucket) folding the whole
 // engine stream, against a raw ordered consumer reading it.
 func (h *harness) replay(ctx context.Context) error {
+	r, err := h.newReplayRun(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := h.pair(ctx, nameReplay, "events/s", true, r.engine, r.raw)
+	if err != nil {
+		return err
+	}
+	r.addLines(l)
+	return nil
+}
+
+// replayRun is the state the replay lines share: the stream's content
+// and the raw side's figures besides the line's own.
+type replayRun struct {
+	h         *harness
+	per       int    // events generated per session
+	generated int    // sessions generated
+	last      uint64 // the stream's last sequence
+	msgs      uint64 // the stream's messages
+	subjects  uint64 // the stream's subjects (sessions)
+	// Per raw run: the consumer counting only, and the consumer writing
+	// each session's last event.
+	countOnly, sameWrites []float64
+}
+
+// newReplayRun adds ReplayEvents events over ReplaySessions sessions to
+// the engine stream, waits for the projection to fold them and reads the
+// stream's state.
+func (h *harness) newReplayRun(ctx context.Context) (*replayRun, error) {
 	per := max(1, h.cfg.ReplayEvents/h.cfg.ReplaySessions)
 	sessions := sessionNames("rep-", h.cfg.ReplaySessions)
 	start := time.Now()
 	if err := generate(ctx, h.rjs, prefixEngine, sessions, per); err != nil {
-		return err
+		return nil, err
 	}
 	gen := time.Since(start)
 	if err := h.waitProjection(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	h.progress("replay data: %d events over %d sessions added to %s in %.1f s", per*len(sessions), len(sessions), h.elog.StreamName(), gen.Seconds())
 	last, err := h.elog.LastStreamSeq(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	info, err := h.elog.JetStream().Stream(ctx, h.elog.StreamName())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	msgs := info.CachedInfo().State.Msgs
-	subjects := info.CachedInfo().State.NumSubjects
-	engine := func(ctx context.Context, run int) (float64, error) {
-		p, err := projection.Open(ctx, h.elog, projection.Config{Durable: fmt.Sprintf("replay%03d", run), Bucket: fmt.Sprintf("REPLAY%03d", run)})
-		if err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		stop, err := runProjection(ctx, p, last, 10*time.Minute)
-		if err != nil {
-			return 0, err
-		}
-		el := time.Since(start)
-		folded := p.Folded()
-		stop()
-		_ = h.elog.JetStream().DeleteConsumer(ctx, h.elog.StreamName(), fmt.Sprintf("replay%03d", run))
-		_ = h.elog.JetStream().DeleteKeyValue(ctx, p.Views().Bucket())
-		if folded < msgs {
-			return 0, fmt.Errorf("replay folded %d of %d events", folded, msgs)
-		}
-		return float64(msgs) / el.Seconds(), nil
-	}
-	// consume reads the whole stream with an ordered consumer: counting
-	// only (replayCount), decoding each event (replayDecode), or decoding
-	// and then writing one KV value per session, its last event's bytes,
-	// into a fresh bucket (replayWrite: the work the engine's replay does
-	// besides folding).
-	consume := func(ctx context.Context, run int, mode replayMode) (float64, error) {
-		var bucket string
-		if mode == replayWrite {
-			bucket = fmt.Sprintf("RAWREPLAY%03d", run)
-			if _, err := h.rjs.CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, History: 1, Storage: njs.FileStorage}); err != nil {
-				return 0, err
-			}
-			defer h.rjs.DeleteKeyValue(context.WithoutCancel(ctx), bucket) //nolint:errcheck // a bench bucket
-		}
-		start := time.Now()
-		cons, err := h.rjs.OrderedConsumer(ctx, h.elog.StreamName(), njs.OrderedConsumerConfig{
-			FilterSubjects: []string{prefixEngine + ".events.*"},
-		})
-		if err != nil {
-			return 0, err
-		}
-		it, err := cons.Messages(njs.PullMaxMessages(4096))
-		if err != nil {
-			return 0, err
-		}
-		defer it.Stop()
-		var ev rawEvent
-		var last map[string][]byte
-		if mode == replayWrite {
-			last = make(map[string][]byte, subjects)
-		}
-		for n := uint64(0); n < msgs; n++ {
-			m, err := it.Next()
-			if err != nil {
-				return 0, fmt.Errorf("ordered consumer after %d of %d: %w", n, msgs, err)
-			}
-			if mode == replayCount {
-				continue
-			}
-			if err := rawDecode(m.Data(), &ev); err != nil {
-				return 0, fmt.Errorf("raw decode of message %d: %w", n, err)
-			}
-			if last != nil {
-				subj := m.Subject()
-				last[subj[strings.LastIndexByte(subj, '.')+1:]] = m.Data()
-			}
-		}
-		if mode == replayWrite {
-			if err := rawPutAll(ctx, h.rjs, bucket, last); err != nil {
-				return 0, err
-			}
-		}
-		return float64(msgs) / time.Since(start).Seconds(), nil
-	}
-	var countOnly, sameWrites []float64
-	raw := func(ctx context.Context, run int) (float64, error) {
-		// Rotate which consumer goes first (the first warms caches).
-		var v [3]float64
-		for k := range 3 {
-			mode := replayMode((k + run) % 3)
-			r, err := consume(ctx, run, mode)
-			if err != nil {
-				return 0, err
-			}
-			v[mode] = r
-		}
-		countOnly = append(countOnly, v[replayCount])
-		sameWrites = append(sameWrites, v[replayWrite])
-		return v[replayDecode], nil
-	}
-	l, err := h.pair(ctx, nameReplay, "events/s", true, engine, raw)
+	return &replayRun{h: h, per: per, generated: len(sessions), last: last,
+		msgs: info.CachedInfo().State.Msgs, subjects: info.CachedInfo().State.NumSubjects}, nil
+}
+
+// engine is a run of a fresh projection (new durable, new bucket) folding
+// the whole stream: events/s.
+func (r *replayRun) engine(ctx context.Context, run int) (float64, error) {
+	h := r.h
+	p, err := projection.Open(ctx, h.elog, projection.Config{Durable: fmt.Sprintf("replay%03d", run), Bucket: fmt.Sprintf("REPLAY%03d", run)})
 	if err != nil {
-		return err
+		return 0, err
 	}
+	start := time.Now()
+	stop, err := runProjection(ctx, p, r.last, 10*time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	el := time.Since(start)
+	folded := p.Folded()
+	stop()
+	_ = h.elog.JetStream().DeleteConsumer(ctx, h.elog.StreamName(), fmt.Sprintf("replay%03d", run))
+	_ = h.elog.JetStream().DeleteKeyValue(ctx, p.Views().Bucket())
+	if folded < r.msgs {
+		return 0, fmt.Errorf("replay folded %d of %d events", folded, r.msgs)
+	}
+	return float64(r.msgs) / el.Seconds(), nil
+}
+
+// raw is a run of the three raw consumers, in an order that rotates with
+// the run (the first warms caches): it returns the decoding one's rate
+// and records the others'.
+func (r *replayRun) raw(ctx context.Context, run int) (float64, error) {
+	var v [3]float64
+	for k := range 3 {
+		mode := replayMode((k + run) % 3)
+		rate, err := r.consume(ctx, run, mode)
+		if err != nil {
+			return 0, err
+		}
+		v[mode] = rate
+	}
+	r.countOnly = append(r.countOnly, v[replayCount])
+	r.sameWrites = append(r.sameWrites, v[replayWrite])
+	return v[replayDecode], nil
+}
+
+// consume reads the whole stream with an ordered consumer: counting
+// only (replayCount), decoding each event (replayDecode), or decoding
+// and then writing one KV value per session, its last event's bytes,
+// into a fresh bucket (replayWrite: the work the engine's replay does
+// besides folding).
+func (r *replayRun) consume(ctx context.Context, run int, mode replayMode) (float64, error) {
+	h, msgs := r.h, r.msgs
+	var bucket string
+	if mode == replayWrite {
+		bucket = fmt.Sprintf("RAWREPLAY%03d", run)
+		if _, err := h.rjs.CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, History: 1, Storage: njs.FileStorage}); err != nil {
+			return 0, err
+		}
+		defer h.rjs.DeleteKeyValue(context.WithoutCancel(ctx), bucket) //nolint:errcheck // a bench bucket
+	}
+	start := time.Now()
+	cons, err := h.rjs.OrderedConsumer(ctx, h.elog.StreamName(), njs.OrderedConsumerConfig{
+		FilterSubjects: []string{prefixEngine + ".events.*"},
+	})
+	if err != nil {
+		return 0, err
+	}
+	it, err := cons.Messages(njs.PullMaxMessages(4096))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	var ev rawEvent
+	var last map[string][]byte
+	if mode == replayWrite {
+		last = make(map[string][]byte, r.subjects)
+	}
+	for n := uint64(0); n < msgs; n++ {
+		m, err := it.Next()
+		if err != nil {
+			return 0, fmt.Errorf("ordered consumer after %d of %d: %w", n, msgs, err)
+		}
+		if mode == replayCount {
+			continue
+		}
+		if err := rawDecode(m.Data(), &ev); err != nil {
+			return 0, fmt.Errorf("raw decode of message %d: %w", n, err)
+		}
+		if last != nil {
+			subj := m.Subject()
+			last[subj[strings.LastIndexByte(subj, '.')+1:]] = m.Data()
+		}
+	}
+	if mode == replayWrite {
+		if err := rawPutAll(ctx, h.rjs, bucket, last); err != nil {
+			return 0, err
+		}
+	}
+	return float64(msgs) / time.Since(start).Seconds(), nil
+}
+
+// addLines sets the replay line's target and note and adds it, then the
+// lines that set its engine runs against the other raw consumers.
+func (r *replayRun) addLines(l Line) {
 	l.Target = "ratio >= 0.8 and >= 500k events/s"
 	ratioTarget(&l, 0.8)
 	l.Target = "ratio >= 0.8 and >= 500k events/s"
 	l.Met = bptr(*l.Met && slices.Min(l.EngineRuns) >= 500_000)
 	l.Crossed = !*l.Met && l.Ratio >= 0.8 && l.Engine >= 500_000
-	engineNote := fmt.Sprintf("%d events over %d sessions (%d generated round-robin over %d, the rest the appends above); engine = projection.Run with a new durable and bucket until WaitApplied (decode, fold, KV put of every touched view, ack)", msgs, subjects, per*len(sessions), len(sessions))
+	engineNote := fmt.Sprintf("%d events over %d sessions (%d generated round-robin over %d, the rest the appends above); engine = projection.Run with a new durable and bucket until WaitApplied (decode, fold, KV put of every touched view, ack)", r.msgs, r.subjects, r.per*r.generated, r.generated)
 	l.Note = engineNote + "; raw = ordered consumer (4096 pulled) + msgpack/v5 decode of each message into a plain struct, nothing written"
-	h.add(l)
-	countOnly = countOnly[:min(len(countOnly), l.Runs)] // not the profiled run
+	r.h.add(l)
+	countOnly := r.countOnly[:min(len(r.countOnly), l.Runs)] // not the profiled run
 	limit := Line{Name: nameReplayLimit, Unit: "events/s", Runs: l.Runs, Rate: true, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(countOnly), RawRuns: countOnly}
 	limit.Ratio = limit.Engine / limit.Raw
 	limit.Note = "the engine runs of the line above; raw = the same ordered consumer counting messages only (no decode): the physical limit of delivery"
-	h.add(limit)
-	sameWrites = sameWrites[:min(len(sameWrites), l.Runs)]
+	r.h.add(limit)
+	sameWrites := r.sameWrites[:min(len(r.sameWrites), l.Runs)]
 	same := Line{Name: nameReplayWrites, Unit: "events/s", Runs: l.Runs, Rate: true, Engine: l.Engine, EngineRuns: l.EngineRuns, Raw: median(sameWrites), RawRuns: sameWrites}
 	same.Ratio = same.Engine / same.Raw
-	same.Note = fmt.Sprintf("the engine runs of the line above; raw = the same ordered consumer and decode, then one KV put per session (%d, its last event's bytes) into a fresh bucket, async with at most %d unacknowledged, all acknowledged: the views the engine writes, without the fold", subjects, rawPutWindow)
-	h.add(same)
-	return nil
+	same.Note = fmt.Sprintf("the engine runs of the line above; raw = the same ordered consumer and decode, then one KV put per session (%d, its last event's bytes) into a fresh bucket, async with at most %d unacknowledged, all acknowledged: the views the engine writes, without the fold", r.subjects, rawPutWindow)
+	r.h.add(same)
 }
 
 // replayMode is what the replay line's raw consumer does per event.
