@@ -163,110 +163,164 @@ func (h *harness) atomicBatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	combined := bytes.Join(data, nil)
-	n := h.cfg.AtomicBatchOps
-	// way is one way of writing a turn end: it returns the time of
-	// operation i (and, for the engine's, of its strong read alone).
-	type way func(ctx context.Context, i int) (time.Duration, time.Duration, error)
-	ways := func(run int) ([]way, error) {
-		var lastB, lastT, lastO uint64
-		subj := func(k string) string { return fmt.Sprintf("%s.events.ab-%s%04d", prefixRaw, k, run) }
-		cas := func(ctx context.Context, subj string, last *uint64, msgs [][]byte, ts []events.Type) (time.Duration, time.Duration, error) {
-			start := time.Now()
-			for j := range msgs {
-				ack, err := h.rjs.PublishMsg(ctx, rawMsg(subj, msgs[j], ts[j], int64(*last)))
-				if err != nil {
-					return 0, 0, fmt.Errorf("CAS publish to %s at %d: %w", subj, *last, err)
-				}
-				*last = ack.Sequence
-			}
-			return time.Since(start), 0, nil
-		}
-		s := fmt.Sprintf("ab-e%04d", run)
-		if _, err := h.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
-			return nil, err
-		}
-		d := engineDriver{h.eng}
-		return []way{
-			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
-				start := time.Now()
-				last, err := h.publishBatch(ctx, subj("b"), data, types, lastB)
-				lastB = last
-				return time.Since(start), 0, err
-			},
-			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
-				return cas(ctx, subj("t"), &lastT, data, types)
-			},
-			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
-				return cas(ctx, subj("o"), &lastO, [][]byte{combined}, types[1:])
-			},
-			// The engine's own turn end: a turn is begun (untimed), the
-			// strong read EndTurn starts with (service: latest) is timed
-			// alone, then EndTurn.
-			func(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
-				if _, _, err := d.begin(ctx, s); err != nil {
-					return 0, 0, err
-				}
-				start := time.Now()
-				if _, err := h.proj.Read(ctx, s, projection.ReadOptions{Latest: true}); err != nil {
-					return 0, 0, err
-				}
-				read := time.Since(start)
-				start = time.Now()
-				err := d.end(ctx, s)
-				return time.Since(start), read, err
-			},
-		}, nil
-	}
-	const nWays = 4
-	var runs [nWays][]float64
-	var reads []float64
-	measure := func(ctx context.Context, run int, only int) error {
-		ws, err := ways(run)
-		if err != nil {
-			return err
-		}
-		var total [nWays]time.Duration
-		var read time.Duration
-		for i := 0; i < n; i++ {
-			for k := range nWays {
-				w := (k + i) % nWays
-				if only >= 0 && w != only {
-					continue
-				}
-				d, r, err := ws[w](ctx, i)
-				if err != nil {
-					return fmt.Errorf("atomic batch run %d op %d: %w", run, i, err)
-				}
-				total[w] += d
-				read += r
-			}
-		}
-		if only >= 0 {
-			return nil
-		}
-		for w := range nWays {
-			runs[w] = append(runs[w], micros(total[w], n))
-		}
-		reads = append(reads, micros(read, n))
-		return nil
-	}
+	b := &batchRun{h: h, data: data, types: types, combined: bytes.Join(data, nil), n: h.cfg.AtomicBatchOps}
 	for r := 0; r < h.cfg.Runs; r++ {
-		if err := measure(ctx, r, -1); err != nil {
+		if err := b.measure(ctx, r, -1); err != nil {
 			return err
 		}
 	}
 	if h.cfg.ProfileDir != "" {
-		if err := h.profile(ctx, nameBatchVsTwo, "engine", func() error { return measure(ctx, h.cfg.Runs, 0) }); err != nil {
-			return err
-		}
-		if err := h.profile(ctx, nameBatchVsTwo, "raw", func() error { return measure(ctx, h.cfg.Runs+1, 1) }); err != nil {
-			return err
-		}
-		if err := h.blockProfile(nameBatchVsTwo, func() error { return measure(ctx, h.cfg.Runs+2, 0) }); err != nil {
+		if err := b.profile(ctx); err != nil {
 			return err
 		}
 	}
+	b.addLines()
+	return nil
+}
+
+// nBatchWays is the number of ways atomicBatch measures: the atomic batch,
+// two CAS publishes, one CAS publish of the joined bytes, and the
+// engine's own turn end.
+const nBatchWays = 4
+
+// batchWay is one way of writing a turn end: it returns the time of
+// operation i (and, for the engine's, of its strong read alone).
+type batchWay func(ctx context.Context, i int) (time.Duration, time.Duration, error)
+
+// batchRun is the state the atomic batch lines share: the turn end's
+// events and the figures of each way, one per run.
+type batchRun struct {
+	h        *harness
+	data     [][]byte      // the turn end's events
+	types    []events.Type // their types
+	combined []byte        // their bytes joined
+	n        int           // operations per run and way
+	runs     [nBatchWays][]float64
+	reads    []float64 // the engine's strong read alone, per run
+}
+
+// measure times run's n operations of every way (or of way only, when
+// only >= 0, which records nothing), interleaved in rotating order.
+func (b *batchRun) measure(ctx context.Context, run int, only int) error {
+	ws, err := b.ways(ctx, run)
+	if err != nil {
+		return err
+	}
+	var total [nBatchWays]time.Duration
+	var read time.Duration
+	for i := 0; i < b.n; i++ {
+		for k := range nBatchWays {
+			w := (k + i) % nBatchWays
+			if only >= 0 && w != only {
+				continue
+			}
+			d, r, err := ws[w](ctx, i)
+			if err != nil {
+				return fmt.Errorf("atomic batch run %d op %d: %w", run, i, err)
+			}
+			total[w] += d
+			read += r
+		}
+	}
+	if only >= 0 {
+		return nil
+	}
+	for w := range nBatchWays {
+		b.runs[w] = append(b.runs[w], micros(total[w], b.n))
+	}
+	b.reads = append(b.reads, micros(read, b.n))
+	return nil
+}
+
+// profile runs the first line's engine column (the atomic batch) and raw
+// column (two CAS publishes) under the CPU profiler, then the atomic batch
+// under the block and mutex profilers, each on a run of its own.
+func (b *batchRun) profile(ctx context.Context) error {
+	h := b.h
+	if err := h.profile(ctx, nameBatchVsTwo, "engine", func() error { return b.measure(ctx, h.cfg.Runs, 0) }); err != nil {
+		return err
+	}
+	if err := h.profile(ctx, nameBatchVsTwo, "raw", func() error { return b.measure(ctx, h.cfg.Runs+1, 1) }); err != nil {
+		return err
+	}
+	return h.blockProfile(nameBatchVsTwo, func() error { return b.measure(ctx, h.cfg.Runs+2, 0) })
+}
+
+// batchWays is one run's ways of writing a turn end, each on its own
+// subject (or, for the engine's, session) of the run, which it continues.
+type batchWays struct {
+	b                   *batchRun
+	run                 int
+	session             string
+	d                   engineDriver
+	lastB, lastT, lastO uint64
+}
+
+// ways enables the run's engine session and returns the run's ways, in
+// the order of the runs figures: the atomic batch, two CAS publishes, one
+// CAS publish of the joined bytes, the engine's turn end.
+func (b *batchRun) ways(ctx context.Context, run int) ([]batchWay, error) {
+	w := &batchWays{b: b, run: run, session: fmt.Sprintf("ab-e%04d", run), d: engineDriver{b.h.eng}}
+	if _, err := b.h.eng.Apply(ctx, w.session, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
+		return nil, err
+	}
+	return []batchWay{w.batch, w.twoCAS, w.oneCAS, w.endTurn}, nil
+}
+
+func (w *batchWays) subj(k string) string {
+	return fmt.Sprintf("%s.events.ab-%s%04d", prefixRaw, k, w.run)
+}
+
+func (w *batchWays) batch(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+	start := time.Now()
+	last, err := w.b.h.publishBatch(ctx, w.subj("b"), w.b.data, w.b.types, w.lastB)
+	w.lastB = last
+	return time.Since(start), 0, err
+}
+
+func (w *batchWays) twoCAS(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+	return w.cas(ctx, w.subj("t"), &w.lastT, w.b.data, w.b.types)
+}
+
+func (w *batchWays) oneCAS(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+	return w.cas(ctx, w.subj("o"), &w.lastO, [][]byte{w.b.combined}, w.b.types[1:])
+}
+
+// cas publishes msgs to subj one sync CAS publish each, the first
+// expecting *last, and advances *last.
+func (w *batchWays) cas(ctx context.Context, subj string, last *uint64, msgs [][]byte, ts []events.Type) (time.Duration, time.Duration, error) {
+	start := time.Now()
+	for j := range msgs {
+		ack, err := w.b.h.rjs.PublishMsg(ctx, rawMsg(subj, msgs[j], ts[j], int64(*last)))
+		if err != nil {
+			return 0, 0, fmt.Errorf("CAS publish to %s at %d: %w", subj, *last, err)
+		}
+		*last = ack.Sequence
+	}
+	return time.Since(start), 0, nil
+}
+
+// endTurn is the engine's own turn end: a turn is begun (untimed), the
+// strong read EndTurn starts with (service: latest) is timed alone, then
+// EndTurn.
+func (w *batchWays) endTurn(ctx context.Context, _ int) (time.Duration, time.Duration, error) {
+	if _, _, err := w.d.begin(ctx, w.session); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if _, err := w.b.h.proj.Read(ctx, w.session, projection.ReadOptions{Latest: true}); err != nil {
+		return 0, 0, err
+	}
+	read := time.Since(start)
+	start = time.Now()
+	err := w.d.end(ctx, w.session)
+	return time.Since(start), read, err
+}
+
+// addLines adds the atomic batch against the two CAS ways, and the
+// engine's turn end against the atomic batch.
+func (b *batchRun) addLines() {
+	h, n, data, runs := b.h, b.n, b.data, b.runs
 	common := fmt.Sprintf("%d turn ends/run, the ways interleaved op by op; events of %d + %d B read back from a real EndTurn; engine column = one atomic batch (Nats-Batch-Id/-Sequence, expected-last-subject-seq on the first, commit request on the second, as jetstream.Log.appendBatch)", n, len(data[0]), len(data[1]))
 	for i, raw := range [][]float64{runs[1], runs[2]} {
 		name := []string{nameBatchVsTwo, nameBatchVsOne}[i]
@@ -277,7 +331,7 @@ func (h *harness) atomicBatch(ctx context.Context) error {
 		if i == 0 {
 			l.Note = common + "; raw = two sync CAS publishes of the same two messages, the second expecting the first"
 		} else {
-			l.Note = common + fmt.Sprintf("; raw = one sync CAS publish of one %d B message (the two events' bytes joined): the cost of writing the turn end as ONE event", len(combined))
+			l.Note = common + fmt.Sprintf("; raw = one sync CAS publish of one %d B message (the two events' bytes joined): the cost of writing the turn end as ONE event", len(b.combined))
 		}
 		h.add(l)
 	}
@@ -285,10 +339,9 @@ func (h *harness) atomicBatch(ctx context.Context) error {
 	if l.Engine > 0 {
 		l.Ratio = l.Raw / l.Engine
 	}
-	read := median(reads)
+	read := median(b.reads)
 	l.Note = fmt.Sprintf("%d turn ends/run, interleaved op by op with the ways above; engine = Engine.EndTurn of a turn just begun (strong read of the session, checkpoint, decide, encode, one atomic batch of TurnEnded + CheckpointRecorded); raw = the atomic batch publish alone (lines above): the ratio is the share of turn/end spent in the batch publish; the strong read alone (projection.Read Latest: view + one direct-get scan of the tail) takes %.0f µs (%.0f%% of turn/end), the rest (checkpoint, decide, encode, locks) %.0f%%", n, read, 100*read/l.Engine, 100*(1-l.Ratio-read/l.Engine))
 	h.add(l)
-	return nil
 }
 
 // blockProfile writes a blocking profile (every blocking event) of fn
