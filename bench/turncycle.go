@@ -345,118 +345,173 @@ func (h *harness) turnCycle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	turns := h.cfg.TurnCycleTurns
-	base := te
 	for si, set := range h.tcSettings() {
-		te := base
-		if set.tools > 0 {
-			if te, err = h.openLargeTurnEngine(); err != nil {
-				return err
-			}
+		s, err := h.newTCSettingRun(te, si, set)
+		if err != nil {
+			return err
 		}
-		var d turnDriver = engineDriver{te.eng}
-		if set.http {
-			d = httpDriver{client.NewHTTP(te.url, client.WithActor(origin.Actor), client.WithTimeout(time.Minute))}
-		}
-		n := max(set.sessions, 1)
-		per := turns
-		if n > 1 {
-			per = max(tcDiscoverEvery, turns/n)
-		}
-		// eng[p][q][run], raw likewise; q 0 = p50, 1 = p99.
-		var eng, raw [tcPhases][2][]float64
-		var writes, appends, loads, bytesPer []float64
-		var searches int
 		for r := 0; r < h.cfg.Runs; r++ {
-			if err := h.waitProjection(ctx); err != nil {
+			if err := s.run(ctx, r); err != nil {
 				return err
 			}
-			sessions := make([]string, n)
-			for i := range sessions {
-				sessions[i] = fmt.Sprintf("tc%d-e%03d-%03d", si, r, i)
-				if _, err := te.eng.Apply(ctx, sessions[i], origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
-					return err
-				}
-			}
-			res, err := te.cycle(ctx, d, sessions, per)
-			if err != nil {
-				return err
-			}
-			var rawDurs [tcPhases][]time.Duration
-			stored := 0
-			for i, s := range sessions {
-				groups, err := h.tcGroups(ctx, s)
-				if err != nil {
-					return err
-				}
-				for _, g := range groups {
-					for _, r := range g.recs {
-						stored += len(r.Data)
-					}
-				}
-				rd, err := h.rawTurns(ctx, fmt.Sprintf("tc%d-r%03d-%03d", si, r, i), groups)
-				if err != nil {
-					return err
-				}
-				for p := range rd {
-					rawDurs[p] = append(rawDurs[p], rd[p]...)
-				}
-			}
-			for p := 0; p < tcPhases; p++ {
-				for q, qv := range []float64{0.5, 0.99} {
-					eng[p][q] = append(eng[p][q], quantileMicros(res.durs[p], qv))
-					raw[p][q] = append(raw[p][q], quantileMicros(rawDurs[p], qv))
-				}
-			}
-			writes = append(writes, float64(res.events)/float64(res.turns))
-			bytesPer = append(bytesPer, float64(stored)/float64(res.turns))
-			appends = append(appends, float64(res.appends)/float64(res.turns))
-			loads = append(loads, float64(res.loads))
-			searches = res.search
 		}
-		for p := 0; p < tcPhases; p++ {
-			for q, qn := range []string{"p50", "p99"} {
-				l := Line{Name: fmt.Sprintf(nameTurnCycle, set.label, tcPhaseNames[p], qn), Unit: "µs/op", Runs: h.cfg.Runs,
-					EngineRuns: eng[p][q], RawRuns: raw[p][q], Engine: median(eng[p][q]), Raw: median(raw[p][q])}
-				if l.Raw > 0 && l.Engine > 0 {
-					l.Ratio = l.Raw / l.Engine
-				} else {
-					l.Raw, l.RawRuns = 0, nil // dispatch writes nothing: no raw baseline
-				}
-				if q == 1 && (p == tcBegin || p == tcEnd) {
-					maxTarget(&l, tcTargetMicros, "< 2 ms")
-				}
-				l.Note = tcNote(p, n, per, searches, median(loads))
-				if set.tools > 0 {
-					l.Note += fmt.Sprintf("; registry %s: %d tools (the default registry and the MCP corpus repeated), each begin renders them all natively", te.eng.Registry().Version(), len(te.eng.Registry().Tools()))
-				}
-				h.add(l)
-			}
-		}
-		w := Line{Name: fmt.Sprintf(nameTurnCycleWrites, set.label), Unit: "events/turn", Runs: h.cfg.Runs, EngineRuns: writes, Engine: median(writes)}
-		w.Note = fmt.Sprintf("events the engine stored per turn, in %.2f appends (publish round trips) per turn; the raw baseline above publishes the same %.2f events one CAS publish each; the issue asks at most 2 log writes per turn", median(appends), median(writes))
-		h.add(w)
-		b := Line{Name: fmt.Sprintf(nameTurnCycleBytes, set.label), Unit: "B/turn", Runs: h.cfg.Runs, EngineRuns: bytesPer, Engine: median(bytesPer),
-			Note: "bytes of the events a turn stored (TurnStarted, DeferredLoaded, the TurnEnded carrying the checkpoint, and a resume's when it wrote one); a checkpoint grows with the loaded tools, not with the registry"}
-		h.add(b)
+		s.addLines()
 	}
 	if h.cfg.ProfileDir != "" {
-		// One extra in-process run on one session under the CPU profiler,
-		// then one under the block and mutex profilers.
-		for i, prof := range []func(string, func() error) error{
-			func(name string, fn func() error) error { return h.profile(ctx, name, "engine", fn) },
-			h.blockProfile,
-		} {
-			s := fmt.Sprintf("tc-prof-%d", i)
-			if _, err := te.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
-				return err
+		return h.profileTurnCycle(ctx, te)
+	}
+	return nil
+}
+
+// tcSettingRun is the measurement of one setting: its engine and
+// driver, the sessions and turns of each run, and the figures of the
+// runs so far.
+type tcSettingRun struct {
+	h   *harness
+	set tcSetting
+	si  int // the setting's index, in its session names
+	te  *turnEngine
+	d   turnDriver
+	n   int // sessions per run
+	per int // turns per session
+
+	// eng[p][q][run], raw likewise; q 0 = p50, 1 = p99.
+	eng, raw                         [tcPhases][2][]float64
+	writes, appends, loads, bytesPer []float64
+	searches                         int
+}
+
+// newTCSettingRun picks set's engine (base, or the large registry's) and
+// driver, and its sessions and turns per run.
+func (h *harness) newTCSettingRun(base *turnEngine, si int, set tcSetting) (*tcSettingRun, error) {
+	s := &tcSettingRun{h: h, set: set, si: si, te: base}
+	if set.tools > 0 {
+		var err error
+		if s.te, err = h.openLargeTurnEngine(); err != nil {
+			return nil, err
+		}
+	}
+	s.d = engineDriver{s.te.eng}
+	if set.http {
+		s.d = httpDriver{client.NewHTTP(s.te.url, client.WithActor(origin.Actor), client.WithTimeout(time.Minute))}
+	}
+	s.n = max(set.sessions, 1)
+	s.per = h.cfg.TurnCycleTurns
+	if s.n > 1 {
+		s.per = max(tcDiscoverEvery, h.cfg.TurnCycleTurns/s.n)
+	}
+	return s, nil
+}
+
+// run runs the turns of run r on fresh sessions, re-publishes their
+// events raw, and records the run's figures.
+func (s *tcSettingRun) run(ctx context.Context, r int) error {
+	if err := s.h.waitProjection(ctx); err != nil {
+		return err
+	}
+	sessions := make([]string, s.n)
+	for i := range sessions {
+		sessions[i] = fmt.Sprintf("tc%d-e%03d-%03d", s.si, r, i)
+		if _, err := s.te.eng.Apply(ctx, sessions[i], origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
+			return err
+		}
+	}
+	res, err := s.te.cycle(ctx, s.d, sessions, s.per)
+	if err != nil {
+		return err
+	}
+	rawDurs, stored, err := s.rawRun(ctx, r, sessions)
+	if err != nil {
+		return err
+	}
+	for p := 0; p < tcPhases; p++ {
+		for q, qv := range []float64{0.5, 0.99} {
+			s.eng[p][q] = append(s.eng[p][q], quantileMicros(res.durs[p], qv))
+			s.raw[p][q] = append(s.raw[p][q], quantileMicros(rawDurs[p], qv))
+		}
+	}
+	s.writes = append(s.writes, float64(res.events)/float64(res.turns))
+	s.bytesPer = append(s.bytesPer, float64(stored)/float64(res.turns))
+	s.appends = append(s.appends, float64(res.appends)/float64(res.turns))
+	s.loads = append(s.loads, float64(res.loads))
+	s.searches = res.search
+	return nil
+}
+
+// rawRun re-publishes the events the sessions of run r stored to raw
+// sessions of their own and returns each phase's durations and the bytes
+// the sessions stored.
+func (s *tcSettingRun) rawRun(ctx context.Context, r int, sessions []string) ([tcPhases][]time.Duration, int, error) {
+	var rawDurs [tcPhases][]time.Duration
+	stored := 0
+	for i, session := range sessions {
+		groups, err := s.h.tcGroups(ctx, session)
+		if err != nil {
+			return rawDurs, 0, err
+		}
+		for _, g := range groups {
+			for _, rec := range g.recs {
+				stored += len(rec.Data)
 			}
-			if err := prof("turn cycle in-process", func() error {
-				_, err := te.cycle(ctx, engineDriver{te.eng}, []string{s}, turns)
-				return err
-			}); err != nil {
-				return err
+		}
+		rd, err := s.h.rawTurns(ctx, fmt.Sprintf("tc%d-r%03d-%03d", s.si, r, i), groups)
+		if err != nil {
+			return rawDurs, 0, err
+		}
+		for p := range rd {
+			rawDurs[p] = append(rawDurs[p], rd[p]...)
+		}
+	}
+	return rawDurs, stored, nil
+}
+
+// addLines adds the setting's lines: each phase's p50 and p99, the log
+// writes and the bytes per turn.
+func (s *tcSettingRun) addLines() {
+	h, set, te := s.h, s.set, s.te
+	for p := 0; p < tcPhases; p++ {
+		for q, qn := range []string{"p50", "p99"} {
+			l := Line{Name: fmt.Sprintf(nameTurnCycle, set.label, tcPhaseNames[p], qn), Unit: "µs/op", Runs: h.cfg.Runs,
+				EngineRuns: s.eng[p][q], RawRuns: s.raw[p][q], Engine: median(s.eng[p][q]), Raw: median(s.raw[p][q])}
+			if l.Raw > 0 && l.Engine > 0 {
+				l.Ratio = l.Raw / l.Engine
+			} else {
+				l.Raw, l.RawRuns = 0, nil // dispatch writes nothing: no raw baseline
 			}
+			if q == 1 && (p == tcBegin || p == tcEnd) {
+				maxTarget(&l, tcTargetMicros, "< 2 ms")
+			}
+			l.Note = tcNote(p, s.n, s.per, s.searches, median(s.loads))
+			if set.tools > 0 {
+				l.Note += fmt.Sprintf("; registry %s: %d tools (the default registry and the MCP corpus repeated), each begin renders them all natively", te.eng.Registry().Version(), len(te.eng.Registry().Tools()))
+			}
+			h.add(l)
+		}
+	}
+	w := Line{Name: fmt.Sprintf(nameTurnCycleWrites, set.label), Unit: "events/turn", Runs: h.cfg.Runs, EngineRuns: s.writes, Engine: median(s.writes)}
+	w.Note = fmt.Sprintf("events the engine stored per turn, in %.2f appends (publish round trips) per turn; the raw baseline above publishes the same %.2f events one CAS publish each; the issue asks at most 2 log writes per turn", median(s.appends), median(s.writes))
+	h.add(w)
+	b := Line{Name: fmt.Sprintf(nameTurnCycleBytes, set.label), Unit: "B/turn", Runs: h.cfg.Runs, EngineRuns: s.bytesPer, Engine: median(s.bytesPer),
+		Note: "bytes of the events a turn stored (TurnStarted, DeferredLoaded, the TurnEnded carrying the checkpoint, and a resume's when it wrote one); a checkpoint grows with the loaded tools, not with the registry"}
+	h.add(b)
+}
+
+// profileTurnCycle runs one extra in-process run on one session under
+// the CPU profiler, then one under the block and mutex profilers.
+func (h *harness) profileTurnCycle(ctx context.Context, te *turnEngine) error {
+	for i, prof := range []func(string, func() error) error{
+		func(name string, fn func() error) error { return h.profile(ctx, name, "engine", fn) },
+		h.blockProfile,
+	} {
+		s := fmt.Sprintf("tc-prof-%d", i)
+		if _, err := te.eng.Apply(ctx, s, origin, nil, events.ToolsToggled{Enabled: bptr(true)}); err != nil {
+			return err
+		}
+		if err := prof("turn cycle in-process", func() error {
+			_, err := te.cycle(ctx, engineDriver{te.eng}, []string{s}, h.cfg.TurnCycleTurns)
+			return err
+		}); err != nil {
+			return err
 		}
 	}
 	return nil
