@@ -451,11 +451,9 @@ func (h *harness) addEraseLines(f eraseFigures, c int, label string, settle, pub
 		label, f.bytesBefore, f.bytesAfter, returned, streamBefore, streamAfter, heapReturned, procBefore, procAfter, rate, auditPer)
 }
 
-// rawLastBySubject reads the last message of each session's subject with a
-// raw direct get ($JS.API.DIRECT.GET.<stream>.<subject>) and checks that
-// it is there (present) or that the subject is empty (not present).
 // rawLastBySubject reads the last message of each session's subject with
-// a raw direct get: before the erase, one of its events; after it, its
+// a raw direct get ($JS.API.DIRECT.GET.<stream>.<subject>) and checks it:
+// before the erase (present), one of its events; after it, its
 // SessionDeleted, the id's tombstone.
 func (h *harness) rawLastBySubject(ctx context.Context, streamName string, sessions []string, present bool) error {
 	for _, s := range sessions {
