@@ -77,6 +77,7 @@ func storedActor(t *testing.T, data []byte) string {
 // by computing it); engine-internal actors stay plain; RevealActor shows a
 // token as stored.
 func TestActorHashStoresNoPlainActor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log, s := sealedEngine(t, natstest.Server(t).ClientURL(), actor.Hash, true)
 	for i := range 2 {
@@ -108,6 +109,7 @@ func TestActorHashStoresNoPlainActor(t *testing.T) {
 // find neither the key nor its bytes) and every event of the person
 // reveals as erased, on the engine that wrote it too.
 func TestActorEncryptRevealForget(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	e, log, s := sealedEngine(t, srv.ClientURL(), actor.Encrypt, true)
@@ -192,6 +194,7 @@ func TestActorEncryptRevealForget(t *testing.T) {
 // Two engines racing on the first writes of the same people end with
 // one key per person: each engine reveals every event the other wrote.
 func TestActorKeyRace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	e1, log, s1 := sealedEngine(t, srv.ClientURL(), actor.Encrypt, true)
@@ -258,6 +261,7 @@ func TestActorKeyRace(t *testing.T) {
 // rendering, the prefix and contract hashes are those of a plain engine,
 // and no sealed actor reaches the resolution.
 func TestActorSealingLeavesFoldUnchanged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	plain, _ := stackOn(t, srv.ClientURL(), enginejs.LogConfig{Prefix: "plain"}, resolver.Default(), service.Config{}, true)
@@ -337,6 +341,7 @@ func BenchmarkActorModes(b *testing.B) {
 // could pass a copied token or ciphertext off as another person's), in
 // plain mode as in the sealing modes; nothing is written.
 func TestActorSealedFormRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	for _, mode := range []actor.Mode{actor.Plain, actor.Encrypt} {

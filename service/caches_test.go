@@ -10,6 +10,7 @@ import (
 // The engine's turn and dispatch caches are bounded by
 // CacheSize (memory per open turn: BenchmarkOpenTurnMemory).
 func TestEngineCachesBounded(t *testing.T) {
+	t.Parallel()
 	e := &Engine{ts: newTurnState(2)}
 	ts := &e.ts
 	for i := range 5 {

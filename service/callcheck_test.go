@@ -18,6 +18,7 @@ import (
 // defined (deferred, marked not callable) in the next turn, and the call
 // check refuses it.
 func TestNativeKeepsReferencedTool(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "history-safe"
@@ -71,6 +72,7 @@ func TestNativeKeepsReferencedTool(t *testing.T) {
 // turn, for a tool the turn froze), not in the turn, unknown; outside a
 // turn it is ErrNoTurn.
 func TestCallCheck(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "call-check"
@@ -110,6 +112,7 @@ func TestCallCheck(t *testing.T) {
 // tool the other's does not gets its own (the referenced tool defined),
 // whichever rendered first.
 func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	// "ref" loads send_message, ends the turn, disables it.
@@ -151,6 +154,7 @@ func TestNativeRenderingSharedOnlyWhenSame(t *testing.T) {
 // rendering byte for byte (spliced in by wire.Marshal, not re-encoded),
 // inside valid JSON.
 func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	v, err := e.BeginTurn(ctx, "raw-reply", web, service.ResolveRequest{})
@@ -198,6 +202,7 @@ func TestTurnRepliesCarryRenderingBytes(t *testing.T) {
 // defined, so it is callable. The mode is the request's, else the one the
 // turn was begun for (recorded in its TurnStarted), else the default.
 func TestCallCheckAgreesWithTheArray(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	if _, err := e.BeginTurn(ctx, "cc", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
@@ -239,6 +244,7 @@ func TestCallCheckAgreesWithTheArray(t *testing.T) {
 // references a backend may drop when it compacts its history, and keeps
 // defining them; the engine's catalog modes have nothing to drop.
 func TestDroppableReferencesAfterEviction(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "evicted-refs"

@@ -73,6 +73,7 @@ func compactStack(t *testing.T) (*service.Engine, *jetstream.Log, string) {
 // the checkpoint and the permission answer work on as before; compacting
 // again is a no-op.
 func TestCompactColdLoadReadsSnapshotAndTail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log, url := compactStack(t)
 	longSession(ctx, t, e, log, "long")
@@ -168,6 +169,7 @@ func (w *scanThenWrite) ScanSession(ctx context.Context, session string, from, u
 // purged and the write is kept; compacting again folds it into the
 // snapshot.
 func TestCompactConcurrentWriteConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	e2, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
@@ -208,6 +210,7 @@ func TestCompactConcurrentWriteConflicts(t *testing.T) {
 // snapshot; a deleted session is refused (ErrDeleted), a session in an
 // open turn is a conflict, a session without events is not found.
 func TestCompactTwoEnginesAndRefusals(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
@@ -287,6 +290,7 @@ func timeNow() time.Time { return time.Now() }
 // of a tool whose rule a compacted event set names the snapshot and what
 // it replaced.
 func TestCompactHistoryAndExplain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log, _ := compactStack(t)
 	longSession(ctx, t, e, log, "h")
@@ -334,6 +338,7 @@ func TestCompactHistoryAndExplain(t *testing.T) {
 // range), not as lost data: it folds the snapshot, is not damaged, and
 // serves the compacted state and a bystander's.
 func TestCompactBeforeProjectionReadsIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	w, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
@@ -388,6 +393,7 @@ func TestCompactBeforeProjectionReadsIt(t *testing.T) {
 // (KindForbidden, naming deny_purge): the session keeps its events and no
 // snapshot is appended.
 func TestCompactLegacyDenyPurgeStream(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := natstest.Server(t)
 	js, err := njs.New(natstest.Connect(t, srv.ClientURL()))
@@ -422,6 +428,7 @@ func TestCompactLegacyDenyPurgeStream(t *testing.T) {
 // duplicate (the snapshot folds them), not a damaged log, and nothing is
 // applied twice.
 func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, _, _ := compactStack(t)
 	key := events.NewID()
@@ -451,6 +458,7 @@ func TestCompactKeyedRetryIsDuplicate(t *testing.T) {
 // snapshot's answers are judged on their own channel, as the events
 // were), while an answer from an allowed channel still does.
 func TestCompactKeepsGrantChannelRule(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, policyRegistry(t), service.Config{}, true)
 	x, err := log.NewEraser(ctx, nil)
@@ -500,6 +508,7 @@ func (c *countingEraser) Compact(ctx context.Context, session string, snapshot u
 // Already without a purge call: there is nothing below the snapshot, and
 // the call costs three JetStream round trips.
 func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	e, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
@@ -532,6 +541,7 @@ func TestCompactAlreadyMakesNoPurgeCall(t *testing.T) {
 // it was just given from the leader (a lagging replica answered "not
 // found"). Engine B writes, engine A compacts (laggingPair).
 func TestCompactPastLaggingReplica(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b, logA := laggingPair(t, true)
 	for i := 0; i < 8; i++ {

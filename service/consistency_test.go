@@ -44,6 +44,7 @@ func stalledEngines(t *testing.T, n int, cfg service.Config) []*service.Engine {
 // all: the session view, the resolution, a frozen turn's dispatch (intent
 // at the sequence of its tools), history and explain.
 func TestReadYourWritesWithoutMinSeq(t *testing.T) {
+	t.Parallel()
 	e := stalledEngines(t, 1, service.Config{})[0]
 	ctx := context.Background()
 	w, err := e.Apply(ctx, "s", web, nil, events.PresetChosen{Preset: "research"}, events.ToolDisabled{Name: "bash"})
@@ -82,6 +83,7 @@ func TestReadYourWritesWithoutMinSeq(t *testing.T) {
 // Monotonic reads. Engine b wrote; engine a read it with min_seq;
 // a's later reads without min_seq never go back to the (empty) view.
 func TestMonotonicReadsWithinOneEngine(t *testing.T) {
+	t.Parallel()
 	es := stalledEngines(t, 2, service.Config{})
 	a, b := es[0], es[1]
 	ctx := context.Background()
@@ -116,6 +118,7 @@ func TestMonotonicReadsWithinOneEngine(t *testing.T) {
 
 // The per-session marks are bounded by Config.CacheSize.
 func TestConsistencyMarksBounded(t *testing.T) {
+	t.Parallel()
 	e := stalledEngines(t, 1, service.Config{CacheSize: 10})[0]
 	ctx := context.Background()
 	for i := range 40 {

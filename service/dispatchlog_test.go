@@ -16,6 +16,7 @@ import (
 // a crash of the engine that did), for the open turn and after it ended;
 // a session that never started a turn has none.
 func TestLastDispatchFromLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, _ := hookedEngineAt(t, url, service.Config{}, true)

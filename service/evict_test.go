@@ -49,6 +49,7 @@ func manyDeferred(t *testing.T, n int) (*resolver.Registry, []string) {
 // deferral.LoadedBound with a DeferredEvicted in the log, counted as the
 // prefix-change cause "evict" and shown in history.
 func TestLoadedSetBoundedByEviction(t *testing.T) {
+	t.Parallel()
 	if deferral.MaxLoaded != events.MaxListLen {
 		t.Fatalf("deferral.MaxLoaded %d, events.MaxListLen %d: keep them equal", deferral.MaxLoaded, events.MaxListLen)
 	}

@@ -42,6 +42,7 @@ func (c *countingLog) ScanSession(ctx context.Context, session string, from, upT
 // a delivery meets the state, so under load a hot session's anchors can
 // come later than each multiple.
 func TestDeepHistoryPageFoldsFromAnAnchor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log, _ := anchoredEngine(t)
 	const n = 12 * projection.AnchorEvery
@@ -244,6 +245,7 @@ func BenchmarkAppendBesideDeepHistoryReaders(b *testing.B) {
 // on), and a lookup that took the forgotten indices below them for later
 // ones would fold a deep page from the compaction on.
 func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, _, runner := anchoredEngine(t)
 	appendToggles(t, e, "compacted", 20)
@@ -270,6 +272,7 @@ func TestHistoryAnchorsAfterCompactionAreFound(t *testing.T) {
 // An erase leaves none of the session's history anchors, nor its base,
 // in the anchors' bucket.
 func TestEraseForgetsHistoryAnchors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log, runner := anchoredEngine(t)
 	last := appendToggles(t, e, "erased", 4)
@@ -352,6 +355,7 @@ func appendToggles(t *testing.T, e *service.Engine, session string, n int) uint6
 // the log as it is: the compacted events are purged) takes anchors only
 // after the compaction, none below the base it records.
 func TestProjectionAfterACompactionAnchorsFromItsBase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	e, log := engineAt(t, url, resolver.Default(), false)

@@ -36,6 +36,7 @@ func sameVersionRegistry(t *testing.T, namespace, gone string) *resolver.Registr
 // the same resolved tools that differ in a namespace description or in a
 // referenced tool the resolution lacks.
 func TestHistoryCacheMemoAgreesWithCacheOf(t *testing.T) {
+	t.Parallel()
 	a := sameVersionRegistry(t, "GitHub.", "Old gone.")
 	b := sameVersionRegistry(t, "GitHub Enterprise.", "New gone.")
 	ra, err := a.Resolve(resolver.Request{})

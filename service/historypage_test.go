@@ -19,6 +19,7 @@ import (
 // and causes at a page's first entry are those of the unpaged replay,
 // inside a turn and across a registry push.
 func TestHistoryPagesEqualWhole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	e, _ := engineAt(t, url, resolver.Default(), true)

@@ -16,6 +16,7 @@ import (
 // the same stream on its own connection, and not through the log the
 // engine appends on; the page equals the one read on the appends' log.
 func TestHistoryPagesReadThroughThePagesLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	log, err := jetstream.OpenLog(ctx, natstest.Connect(t, url), jetstream.LogConfig{})

@@ -23,6 +23,7 @@ import (
 // even when the retried command would now be a no-op or decide other
 // events; a command deciding several events names them key, key+1, ...
 func TestApplyKeyedRetry(t *testing.T) {
+	t.Parallel()
 	const window = 200 * time.Millisecond
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{Duplicates: window}, resolver.Default(), service.Config{}, true)
@@ -106,6 +107,7 @@ func keyedEngine(t *testing.T, window time.Duration) (*service.Engine, string) {
 // at once and appends (before: the append returned the other session's
 // sequence as this one's and every later read waited for it, 503).
 func TestApplyKeyedForeignDuplicateDoesNotWedge(t *testing.T) {
+	t.Parallel()
 	e, _ := keyedEngine(t, time.Minute)
 	ctx := context.Background()
 	if _, err := e.Apply(ctx, "victim", web, nil, events.ToolDisabled{Name: "grep"}); err != nil {
@@ -168,6 +170,7 @@ func bulk(t *testing.T, e *service.Engine, s string, n int) uint64 {
 // get; before, the session was read from its first event: 3.7-5.2 s at
 // 100k events). The cost is asserted in messages read; times are logged.
 func TestApplyKeyedCostFlat(t *testing.T) {
+	t.Parallel()
 	e, _ := keyedEngine(t, time.Minute)
 	ctx := context.Background()
 	if _, err := e.Log().Keys(ctx); err != nil { // the index begins before the sessions
@@ -219,6 +222,7 @@ func TestApplyKeyedCostFlat(t *testing.T) {
 // key is stored exactly once (counted by an independent reader), and each
 // keyed append retried at once returns its original sequences.
 func TestApplyKeyedHotSession(t *testing.T) {
+	t.Parallel()
 	e, url := keyedEngine(t, time.Minute)
 	ctx := context.Background()
 	const n = 40
@@ -291,6 +295,7 @@ func TestApplyKeyedHotSession(t *testing.T) {
 // claim): the retry reads only the events after the claim, finds them,
 // settles the entry, and writes nothing.
 func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
+	t.Parallel()
 	const window = 200 * time.Millisecond
 	e, _ := keyedEngine(t, window)
 	ctx := context.Background()
@@ -371,6 +376,7 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 // also ErrKeyInUse) naming both commands and writing nothing; with the same
 // commands it is a duplicate.
 func TestApplyKeyedOpaqueKeys(t *testing.T) {
+	t.Parallel()
 	e, _ := keyedEngine(t, time.Minute)
 	ctx := context.Background()
 	const s = "opaque"
@@ -418,6 +424,7 @@ func TestApplyKeyedOpaqueKeys(t *testing.T) {
 // before, the replica's short answer ended the search, and the retry was
 // decided again (a second event, or a no-op answered as new).
 func TestApplyKeyedPendingPastLaggingReplica(t *testing.T) {
+	t.Parallel()
 	const window = 200 * time.Millisecond
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()

@@ -46,6 +46,7 @@ func editedRegistry(t testing.TB, tool string) *resolver.Registry {
 }
 
 func TestImpactMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("publishes 2000 sessions")
 	}

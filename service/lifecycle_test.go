@@ -33,6 +33,7 @@ func (a auditOnly) Unfinished(context.Context, uint64) (map[string]jetstream.Aud
 // defaults of a new session; without an eraser Erase is refused
 // (KindForbidden).
 func TestDeleteAndErasedIDOnPorts(t *testing.T) {
+	t.Parallel()
 	log := memlog.New()
 	e := service.NewFromPorts(service.Ports{Log: log, Views: memlog.NewViews(log)}, resolver.Default(), service.Config{})
 	ctx := context.Background()
@@ -89,6 +90,7 @@ func TestDeleteAndErasedIDOnPorts(t *testing.T) {
 // in the log. Engine B writes, engine A (nothing cached, no projection)
 // deletes half the sessions and erases the others (laggingPair).
 func TestDeleteAndErasePastLaggingReplica(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b, logA := laggingPair(t, true) // B's projection: an erase waits for the views to fold its delete
 	for i := 0; i < 12; i++ {

@@ -19,6 +19,7 @@ import (
 // that named "anthropic" or "openai" now get the native bytes, and
 // rendered_for still echoes the name they asked for.
 func TestDefaultRenderingIsNative(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "native-default"
@@ -66,6 +67,7 @@ func TestDefaultRenderingIsNative(t *testing.T) {
 // and the catalog text is the same in every request of the turn and of
 // the next turn (same intent and registry).
 func TestEngineModeOnlyAppends(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "engine-append"
@@ -116,6 +118,7 @@ func TestEngineModeOnlyAppends(t *testing.T) {
 // Anthropic-native-server's catalog names the search tool its
 // array holds, Anthropic's tool_search_tool_bm25, not the engine's.
 func TestServerSearchCatalogNamesItsTool(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	if _, err := e.BeginTurn(ctx, "server-catalog", web, service.ResolveRequest{}); err != nil {

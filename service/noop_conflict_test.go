@@ -19,6 +19,7 @@ import (
 // must be a conflict, not a silent success (TestConcurrentHotSessions
 // caught it under load).
 func TestApplyNoopWithStaleExpectationConflicts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := natstest.Server(t)
 	open := func() (*jetstream.Log, *projection.Projection) {

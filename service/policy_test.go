@@ -56,6 +56,7 @@ var public = service.Origin{Channel: "public", Actor: "mallory"}
 // session's intent or the turn's override says, through the service's
 // reads and turns, while another channel of the same session does.
 func TestPolicyServiceChannelNeverReceivesBash(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, _ := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, policyRegistry(t), service.Config{}, true)
 	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}, events.PresetChosen{Preset: "full"})
@@ -97,6 +98,7 @@ func TestPolicyServiceChannelNeverReceivesBash(t *testing.T) {
 // begun on the public channel, rebuilds on another engine with the same
 // narrowed tools and contract hash (the TurnStarted's channel is replayed).
 func TestPolicyDirectPublishAndReplay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	reg := policyRegistry(t)
@@ -157,6 +159,7 @@ func TestPolicyDirectPublishAndReplay(t *testing.T) {
 // engine that only reads the log reaches the same decisions. A "once"
 // answer lasts one turn, a "session" one every turn after.
 func TestPolicyCallCheckDecisionsReplay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	reg := policyRegistry(t)

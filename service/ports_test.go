@@ -17,6 +17,7 @@ import (
 // it writes, reads back, answers a pinned stale sequence with a conflict,
 // and refuses a keyed write when it was given no key store.
 func TestEngineOnMemlog(t *testing.T) {
+	t.Parallel()
 	log := memlog.New()
 	e := service.NewFromPorts(service.Ports{Log: log, Views: memlog.NewViews(log)}, resolver.Default(), service.Config{})
 	ctx := context.Background()
@@ -52,6 +53,7 @@ var _ service.Keys = (*memlog.Keys)(nil)
 // (a duplicate, its sequence), stores nothing more, and the same key on
 // another session is refused.
 func TestApplyKeyedOnMemoryPorts(t *testing.T) {
+	t.Parallel()
 	log, keys := memlog.New(), memlog.NewKeys()
 	ports := service.Ports{Log: log, Views: memlog.NewViews(log), Keys: func(context.Context) (service.Keys, error) { return keys, nil }}
 	e := service.NewFromPorts(ports, resolver.Default(), service.Config{})

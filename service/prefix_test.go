@@ -42,6 +42,7 @@ func (c *counts) get(key string) int {
 // deferral the array and the catalog are byte-identical across
 // discoveries, and the search result is the provider's loading form.
 func TestDiscoveryKeepsPrefix(t *testing.T) {
+	t.Parallel()
 	c := &counts{m: map[string]int{}}
 	e := newEngineWith(t, service.Config{Hooks: service.Hooks{
 		PrefixChanged: c.hook("broken"), PrefixExtended: c.hook("extended"), CatalogChanged: c.hook("catalog"),

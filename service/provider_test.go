@@ -21,6 +21,7 @@ import (
 // server search tool, OpenAI with namespaces); and tool_search answers in
 // the row's form.
 func TestProvidersRenderThroughTheirRow(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "provider-rows"

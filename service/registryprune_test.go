@@ -25,6 +25,7 @@ import (
 // turn still rebuilds, byte for byte, on a second engine that never
 // served its registry.
 func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, log := engineAt(t, url, resolver.Default(), true)
@@ -148,6 +149,7 @@ func TestRegistryPruneKeepsReferencedVersions(t *testing.T) {
 // Keep 0 (serve --registry-keep 0) keeps every version, the old
 // behaviour; a negative keep is refused naming the flag.
 func TestRegistryPruneKeepZero(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, log := engineAt(t, url, resolver.Default(), true)
@@ -217,6 +219,8 @@ func BenchmarkRegistryReferences(b *testing.B) {
 // it) records it again before a turn names it, so the turn rebuilds on
 // any engine, and the next pass keeps it.
 func TestRegistryPrunedVersionRecordedAgain(t *testing.T) {
+	// Not parallel: it changes the package-level recheck interval the
+	// other tests' engines read.
 	defer service.SetRecordRecheck(0)()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()

@@ -11,6 +11,7 @@ import (
 
 // Until takes a sequence or an RFC 3339 time.
 func TestUntilParse(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[wire.Until]string{
 		"":                          "{0 0001-01-01 00:00:00 +0000 UTC}",
 		"42":                        "{42 0001-01-01 00:00:00 +0000 UTC}",

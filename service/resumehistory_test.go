@@ -17,6 +17,7 @@ import (
 // a change to a tool the turn never loaded is named while every loaded
 // tool is restored.
 func TestResumeChangesFromRegistryHistory(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{}); err != nil {

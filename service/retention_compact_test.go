@@ -23,6 +23,7 @@ import (
 // alone on the next pass (the snapshot keeps the idle time of the events
 // it replaced); without an eraser the action is refused naming the flag.
 func TestRetentionCompact(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	appendAged(t, log, "idle", time.Now().Add(-idleAgo), events.ToolsToggled{Enabled: on(true)}, events.ToolDisabled{Name: "bash"}, events.WebSearchSet{Enabled: on(true)})

@@ -92,6 +92,7 @@ func lastDeleted(t *testing.T, log *jetstream.Log, session string) events.Envelo
 // idle since <time>", and keeps the fresh ones byte for byte; a session
 // with an old event and a fresh one is fresh.
 func TestRetentionDeletesIdleKeepsFresh(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	now := time.Now()
@@ -154,6 +155,7 @@ func TestRetentionDeletesIdleKeepsFresh(t *testing.T) {
 // sessions, four ticks examine 10, 10, 10 and 5, each resuming where the
 // previous stopped, and delete them all.
 func TestRetentionBoundedTicks(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	old := time.Now().Add(-idleAgo)
@@ -207,6 +209,7 @@ func (w *writeBetween) ReadSession(ctx context.Context, session string, from, up
 // before its delete) survives: the delete is conditional on the examined
 // sequence, the newer write wins and the tick counts a conflict.
 func TestRetentionWriteDuringTickSurvives(t *testing.T) {
+	t.Parallel()
 	url := natstest.Server(t).ClientURL()
 	_, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
@@ -240,6 +243,7 @@ func TestRetentionWriteDuringTickSurvives(t *testing.T) {
 // second engine's conditional delete is a conflict, or it sees the
 // session deleted), and together they delete each once.
 func TestRetentionTwoEngines(t *testing.T) {
+	t.Parallel()
 	url := natstest.Server(t).ClientURL()
 	a, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	b, _ := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
@@ -295,6 +299,7 @@ func TestRetentionTwoEngines(t *testing.T) {
 // stream, its audit record stays, its id answers deleted; a fresh session
 // is untouched.
 func TestRetentionErase(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	appendAged(t, log, "gone", time.Now().Add(-idleAgo), events.ToolsToggled{Enabled: on(true)}, events.ToolDisabled{Name: "bash"})
@@ -336,6 +341,7 @@ func TestRetentionErase(t *testing.T) {
 
 // A bad retention configuration is refused naming the serve flag.
 func TestRetentionConfigRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		cfg  service.RetentionConfig
 		flag string
@@ -373,6 +379,7 @@ func (f *failOnce) Erase(ctx context.Context, session string, deleted uint64) (j
 // (a deleted session is listed no more) is erased by the next tick, which
 // finishes the erases begun and not ended first.
 func TestRetentionEraseRetried(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	appendAged(t, log, "gone", time.Now().Add(-idleAgo), events.ToolsToggled{Enabled: on(true)})
@@ -503,6 +510,7 @@ func BenchmarkRetentionListing(b *testing.B) {
 // idempotency-key bucket (on a cluster with a peer down its creation
 // would fail the erase): there are no keys to forget.
 func TestEraseCreatesNoKeyBucket(t *testing.T) {
+	t.Parallel()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	ctx := context.Background()
 	if _, err := e.Apply(ctx, "gone", web, nil, events.ToolsToggled{Enabled: on(true)}); err != nil {

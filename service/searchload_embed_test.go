@@ -30,6 +30,7 @@ import (
 // keeps its own path (the registry's embeddings), and each query's
 // outcome reaches the SearchEmbedded hook.
 func TestDiscoverRanksByEngineEmbeddings(t *testing.T) {
+	t.Parallel()
 	s := embedtest.Start(t)
 	s.Synonyms(map[string]string{"blorft": "pause", "zmiv": "playback"})
 	data, err := embedtest.MCPRegistry(1065, "embed-v1")

@@ -20,6 +20,7 @@ import (
 // (what a search racing the disable would append) is refused. Enabling it
 // again makes it loadable in the same turn.
 func TestSearchNeverLoadsDisabledTool(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "disabled-mid-turn"
@@ -81,6 +82,7 @@ func TestSearchNeverLoadsDisabledTool(t *testing.T) {
 // weak match, listed as such and named in the note), and max_results 1
 // loads one tool.
 func TestQueryLoadsOnlyConfidentMatches(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	const s = "confident"

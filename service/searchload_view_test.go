@@ -20,6 +20,7 @@ import (
 // of a large registry stays small. Another view value is a bad request (400)
 // naming the two.
 func TestDiscoverWithoutView(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	q := service.NewRequests(e)
 	ctx := context.Background()

@@ -68,6 +68,7 @@ var web = service.Origin{Channel: "web", Actor: "alice"}
 // A session with {enabled:true} resolves to the live defaults and
 // the write is visible to a read-your-writes read.
 func TestApplyAndResolve(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	v, err := e.Resolve(ctx, "s1", service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
@@ -104,6 +105,7 @@ func TestApplyAndResolve(t *testing.T) {
 
 // A materialized list is refused with the advice to store intent.
 func TestApplyRefusesMaterialized(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	_, err := e.Apply(context.Background(), "s1", web, nil, events.ToolsPicked{Names: e.Registry().DefaultTools()})
 	if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "store the intent instead") {
@@ -115,6 +117,7 @@ func TestApplyRefusesMaterialized(t *testing.T) {
 // safe commands from two engines on one log are retried on conflict and all
 // applied (two engines, and the retry is asserted).
 func TestApplyConflictAndRetry(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	conflicts := map[bool]int{}
 	cfg := service.Config{Hooks: service.Hooks{Conflict: func(r bool) {
@@ -194,6 +197,7 @@ func TestApplyConflictAndRetry(t *testing.T) {
 // while the contract is unchanged and refuses with a reason after a
 // registry change.
 func TestTurnLifecycleAndResume(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	v, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine})
@@ -284,6 +288,7 @@ func changedRegistry(t *testing.T, reg *resolver.Registry, tool string) *resolve
 // An unknown provider rendering is refused on every turn operation,
 // naming the provider.
 func TestUnknownProviderRefused(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	if _, err := e.BeginTurn(ctx, "s", web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
@@ -301,6 +306,7 @@ func TestUnknownProviderRefused(t *testing.T) {
 // its channel (required) and actor (Anonymous when none is given), and a
 // load outside a turn or a checkpoint naming a resident tool is refused.
 func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	if _, err := e.Apply(ctx, "o1", service.Origin{Actor: "a"}, nil, events.ToolsToggled{Enabled: on(true)}); !errors.Is(err, service.ErrInvalid) {
@@ -347,6 +353,7 @@ func TestEngineWritesOnlyFoldableEvents(t *testing.T) {
 // published straight to the log that breaks one is listed as rejected with
 // its reason, changes nothing, and is never named as the reason for a tool.
 func TestHistoryAndExplainSkipRejected(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	res, err := e.Apply(ctx, "x1", web, nil, events.ToolsToggled{Enabled: on(false)})
@@ -386,6 +393,7 @@ func TestHistoryAndExplainSkipRejected(t *testing.T) {
 // the master switch; bash, switched off by hand and then on again, blames
 // the ToolEnabled.
 func TestR25ExplainBlamesLastChange(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	res, err := e.Apply(ctx, "s1", web, nil, events.ToolsToggled{Enabled: on(true)}, events.WebSearchSet{Enabled: on(true)},
@@ -431,6 +439,7 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 // identical tools, or toggling web_search, changes the contract hash but
 // keeps every loaded tool, as a session that did not crash keeps them.
 func TestR32ResumePerTool(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	checkpointWith := func(names ...string) {

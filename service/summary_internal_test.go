@@ -12,6 +12,7 @@ import (
 // tools in each list (the first ones, in order) and counts every list in
 // lists; an entry of a small one is as it was, without lists.
 func TestHistoryEntrySummarised(t *testing.T) {
+	t.Parallel()
 	names := func(n int) []string {
 		out := make([]string, n)
 		for i := range out {

@@ -46,6 +46,7 @@ func newRecords(ctx context.Context, t *testing.T, log *jetstream.Log, s string,
 // checkpoint is that event's, the history shows it with cause
 // "checkpoint", and Resume reads it back.
 func TestEndTurnWritesOneEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	before := turnEndSession(ctx, t, e, log, "s")
@@ -96,6 +97,7 @@ func TestEndTurnWritesOneEvent(t *testing.T) {
 // A Resume that closes a turn left open writes ONE TurnEnded carrying
 // the restored checkpoint.
 func TestResumeClosesTurnInOneEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	before := turnEndSession(ctx, t, e, log, "s")
@@ -124,6 +126,7 @@ func TestResumeClosesTurnInOneEvent(t *testing.T) {
 // CheckpointRecorded, gives the same session and the same resume as the
 // one-event form.
 func TestOlderTurnEndPairReadsTheSame(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	turnEndSession(ctx, t, e, log, "new")
@@ -175,6 +178,7 @@ func TestOlderTurnEndPairReadsTheSame(t *testing.T) {
 // EndTurn (whose state misses the load) records send_message; a turn
 // another engine began, which b's state does not show, ends too.
 func TestEndTurnBehindAnotherEngine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
@@ -217,6 +221,7 @@ func TestEndTurnBehindAnotherEngine(t *testing.T) {
 // A safe point inside a turn (Checkpoint) stays one CheckpointRecorded
 // and keeps the turn open; the turn's end then carries the next one.
 func TestMidTurnCheckpointStaysCheckpointRecorded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e, log := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, resolver.Default(), service.Config{}, true)
 	before := turnEndSession(ctx, t, e, log, "s")

@@ -93,6 +93,7 @@ func sameView(t *testing.T, what string, got, want wire.TurnView) {
 // start (as if it had crashed); a third engine with nothing in memory
 // serves the same view too.
 func TestTurnServedByAnotherEngine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	regA := pushedRegistry(t, "test-a.1", "extra_a")
@@ -157,6 +158,7 @@ func TestTurnServedByAnotherEngine(t *testing.T) {
 // frozen array, then the tools the log's DeferredLoaded events loaded, in
 // log order) and every checkpoint holds what the log says was loaded.
 func TestTwoEnginesInterleaved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, log := engineAt(t, url, resolver.Default(), true)
@@ -301,6 +303,7 @@ func TestTwoEnginesInterleaved(t *testing.T) {
 // the pushed registry replays the same history from the log and the
 // registry history. Explain inside the past turn uses that version too.
 func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	a, _ := engineAt(t, url, resolver.Default(), true)
@@ -384,6 +387,7 @@ func TestHistoryOfPastTurnAfterRegistryPush(t *testing.T) {
 // such a read early. Before, A then served the turn without the tool and
 // its checkpoint, which replaces the session's loaded set, dropped it.
 func TestTurnCatchUpPastLaggingReplica(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a, b, logA := laggingPair(t, false)
 	// Each engine reads the session at least where the other left it

@@ -48,6 +48,7 @@ func foldLog(t *testing.T, log *jetstream.Log, session string, last uint64) aggr
 // same order and the same bytes. Outside a turn the live view renders the
 // same array too.
 func TestTurnBoundaryKeepsArray(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	c := &counts{m: map[string]int{}}
@@ -151,6 +152,7 @@ func TestTurnBoundaryKeepsArray(t *testing.T) {
 // A prefix change across a turn boundary is counted by its
 // cause: an intent change between the turns is "intent", not "turn".
 func TestTurnBoundaryCountsIntentChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := natstest.Server(t).ClientURL()
 	c := &counts{m: map[string]int{}}

@@ -24,6 +24,7 @@ func watchNext(t *testing.T, w *service.Watch) (jetstream.Record, error) {
 // watch that starts after the deletion is ErrDeleted; the all-sessions
 // watch goes on past it; a bad id is KindInvalid.
 func TestWatchDeletedSession(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
 	r, err := e.Apply(ctx, "w1", web, nil, events.ToolsToggled{Enabled: on(true)})
