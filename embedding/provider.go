@@ -33,11 +33,11 @@ const (
 	keepRegistries = 4
 )
 
-// Back-off after a failure: the first and the longest pause before the
-// endpoint is asked again (by the tool embedding, and by queries).
+// DefaultBackoff is Config.Backoff's default; a pause after failures in a
+// row is at most backoffMax.
 const (
-	backoffFirst = time.Second
-	backoffMax   = time.Minute
+	DefaultBackoff = time.Second
+	backoffMax     = time.Minute
 )
 
 // Config configures a Provider. URL and Model are required; the other
@@ -65,6 +65,11 @@ type Config struct {
 	QueryPrefix, DocumentPrefix string
 	// MaxText bounds a tool's text in runes. Default DefaultMaxText.
 	MaxText int
+	// Backoff is the pause after a failed request before the endpoint is
+	// asked again, by the tool embedding and by queries (which rank by
+	// keywords meanwhile); it doubles with each failure in a row, to at
+	// most a minute. Default DefaultBackoff (1 s).
+	Backoff time.Duration
 	// HTTPClient is the client requests go through; nil: one of the
 	// provider's own.
 	HTTPClient *http.Client
@@ -114,6 +119,9 @@ func (c Config) Validate() error {
 	if c.MaxText < 0 {
 		errs = append(errs, fmt.Errorf("embedding text bound %d: want a positive number of runes", c.MaxText))
 	}
+	if c.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("embedding back-off %v: want a positive duration such as 1s", c.Backoff))
+	}
 	return errors.Join(errs...)
 }
 
@@ -122,6 +130,7 @@ func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	c.MaxText = cmp.Or(c.MaxText, DefaultMaxText)
+	c.Backoff = cmp.Or(c.Backoff, DefaultBackoff)
 	return c
 }
 
@@ -258,9 +267,9 @@ func (p *Provider) Vectors(reg *resolver.Registry, ix *toolsearch.Index) (vs *to
 // were given, the most recent first, until ctx ends: the vectors the
 // cache holds are read, the others embedded in batches of BatchSize and
 // stored in the cache; progress and failures are logged, and a failed
-// request is retried after a back-off (1 s, doubling to 1 min).
+// request is retried after a back-off (Config.Backoff, doubling to 1 min).
 func (p *Provider) Run(ctx context.Context) {
-	pause := backoffFirst
+	pause := p.cfg.Backoff
 	for {
 		st := p.next()
 		if st == nil {
@@ -286,7 +295,7 @@ func (p *Provider) Run(ctx context.Context) {
 			pause = min(2*pause, backoffMax)
 			continue
 		}
-		pause = backoffFirst
+		pause = p.cfg.Backoff
 	}
 }
 
@@ -546,7 +555,7 @@ func (p *Provider) EmbedQuery(ctx context.Context, query string) ([]float32, err
 		if errors.Is(err, ErrTimeout) {
 			err = fmt.Errorf("%w: no answer within %v", err, p.cfg.QueryTimeout)
 		}
-		p.qPause = min(max(2*p.qPause, backoffFirst), backoffMax)
+		p.qPause = min(max(2*p.qPause, p.cfg.Backoff), backoffMax)
 		p.qDown, p.qErr = time.Now().Add(p.qPause), err
 		p.log.Warn().Err(err).Dur("retry_in", p.qPause).Msg("query embedding failed: tool_search ranks by keywords until the endpoint answers")
 		return nil, err

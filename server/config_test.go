@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/embedding"
 )
@@ -46,6 +47,7 @@ func TestConfigEmbeddingsValidate(t *testing.T) {
 		{embedding.Config{URL: "localhost:11434", Model: "m"}, "--embeddings-url"},
 		{embedding.Config{URL: "http://localhost:11434", Model: "m", BatchSize: 5000}, "--embeddings-batch 5000"},
 		{embedding.Config{URL: "http://localhost:11434", Model: "m", QueryTimeout: -1}, "--embeddings-query-timeout"},
+		{embedding.Config{URL: "http://localhost:11434", Model: "m", Backoff: -time.Second}, "embedding back-off -1s"},
 	} {
 		err := Config{Embeddings: c.cfg}.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

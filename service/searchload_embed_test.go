@@ -45,7 +45,9 @@ func TestDiscoverRanksByEngineEmbeddings(t *testing.T) {
 	var outcomes []string
 	hooks := service.Hooks{SearchEmbedded: func(o string) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() }}
 	e, _ := stackOn(t, natstest.Server(t).ClientURL(), jetstream.LogConfig{}, reg, service.Config{Hooks: hooks}, true)
-	p, err := embedding.New(embedding.Config{URL: s.URL(), Model: "stand-in", QueryTimeout: 150 * time.Millisecond}, nil)
+	// A back-off of 400 ms (1 s by default) keeps the waits for its end
+	// short; the search right after a failure still falls inside it.
+	p, err := embedding.New(embedding.Config{URL: s.URL(), Model: "stand-in", QueryTimeout: 150 * time.Millisecond, Backoff: 400 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
