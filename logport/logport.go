@@ -198,10 +198,10 @@ func Sleep(ctx context.Context, d time.Duration) error {
 
 // KeyClaim is the entry of an idempotency key in the key index (on
 // JetStream the KV bucket <PREFIX>_KEYS): the session the key belongs to
-// and, once the append was acknowledged, where its events are. A claim is written before the append
-// (pending: Count 0) and settled after it, so that a crash in between
-// leaves a claim that names the session and the sequence after which its
-// events, if stored, are.
+// and, once the append was acknowledged, where its events are. A claim is
+// written before the append (pending: Count 0) and settled after it, so
+// that a crash in between leaves a claim that names the session and the
+// sequence after which its events, if stored, are.
 type KeyClaim struct {
 	// Session owns the key, sent by Channel ("" in entries that did not
 	// record it).
@@ -218,9 +218,9 @@ type KeyClaim struct {
 	// jetstream.KeyEventIDs; "" (entries of engines) is the key itself,
 	// then key+1, ...
 	IDs string `json:"ids,omitempty"`
-	// Digest is jetstream.CommandsDigest of the commands the key was first sent
-	// with, Commands their types, comma-separated ("" in older entries:
-	// not checked).
+	// Digest is jetstream.CommandsDigest of the commands the key was
+	// first sent with, Commands their types, comma-separated ("" in older
+	// entries: not checked).
 	Digest   string `json:"digest,omitempty"`
 	Commands string `json:"commands,omitempty"`
 	// Rev is the revision of the claim in the store it was read from
