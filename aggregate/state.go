@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/clip"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -156,6 +157,12 @@ type Stored struct {
 	// rules are then not checked. Set it only for events NeedsRegistry
 	// names; it is ignored for the others.
 	Registry *resolver.Registry
+}
+
+// StoredRecord is the log's record r as the fold takes it, without a
+// registry (set Registry for the events NeedsRegistry names).
+func StoredRecord(r logport.Record) Stored {
+	return Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
 }
 
 // NeedsRegistry reports whether the fold's verdict on e depends on the

@@ -99,7 +99,7 @@ func (h *harness) coldLoad(ctx context.Context) error {
 		}
 		st := aggregate.State{Session: session}
 		for _, r := range recs {
-			st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err})
+			st.ApplyStored(aggregate.StoredRecord(r))
 		}
 		fullFold = append(fullFold, micros(time.Since(start), 1))
 		if st.LastSeq != last {

@@ -40,7 +40,7 @@ func (v *Views) Read(ctx context.Context, session string, _ logport.ReadOptions)
 
 // Stored is rec as the views fold it (without a registry).
 func (v *Views) Stored(_ context.Context, rec logport.Record) (aggregate.Stored, error) {
-	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}, nil
+	return aggregate.StoredRecord(rec), nil
 }
 
 // Sessions lists the sessions that have events, sorted.

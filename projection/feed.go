@@ -467,7 +467,8 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 			p.heldN.Add(1)
 		}
 		if rec.Seq > st.LastSeq {
-			ev := aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err, Registry: regOf[i]}
+			ev := aggregate.StoredRecord(*rec)
+			ev.Registry = regOf[i]
 			if err := st.ApplyStored(ev); err != nil {
 				p.report(*rec, err)
 			} else if compactedIn(rec) {
@@ -531,12 +532,6 @@ func (p *Projection) heldCovered(ctx context.Context, recs []jetstream.Record) e
 		recs[i] = gap[0]
 	}
 	return nil
-}
-
-// stored is rec as the fold takes it, without a registry (see
-// Registries.Stored).
-func stored(rec jetstream.Record) aggregate.Stored {
-	return aggregate.Stored{Seq: rec.Seq, MsgID: rec.MsgID, Envelope: rec.Envelope, Err: rec.Err}
 }
 
 // report logs and counts an event the fold did not apply.

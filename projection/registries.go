@@ -150,7 +150,7 @@ func (r *Registries) version(ctx context.Context, v string) (*resolver.Registry,
 // Stored returns rec as the fold takes it: with the registry in force when
 // it was stored when its verdict needs one (aggregate.NeedsRegistry).
 func (r *Registries) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
-	s := stored(rec)
+	s := aggregate.StoredRecord(rec)
 	if r == nil || rec.Err != nil || !aggregate.NeedsRegistry(rec.Envelope) {
 		return s, nil
 	}

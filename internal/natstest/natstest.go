@@ -110,7 +110,7 @@ func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
 		if !ok {
 			st = aggregate.State{Session: r.Session}
 		}
-		st.ApplyStored(aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}) //nolint:errcheck // recorded in st
+		st.ApplyStored(aggregate.StoredRecord(r)) //nolint:errcheck // recorded in st
 		out[r.Session] = st
 	}
 	return out
