@@ -44,7 +44,12 @@ type handed struct {
 	bySession map[string][]handedEvent
 	bySeq     map[uint64]string
 	delivered uint64 // highest stream sequence the feed delivered (or skipped)
-	mismatch  error  // a delivered event that was not the one handed over
+	// read is the highest stream sequence the feed has read (held): a
+	// handed event at or below it that held did not take was folded
+	// without the check. Skipped runs do not move it: a delivery queued
+	// before a run may still be on its way to the feed.
+	read     uint64
+	mismatch error // a delivered event that was not the one handed over
 	// skipping allows skip to give runs up: set once the feed has written
 	// views and its watermark, from which a restart starts when the
 	// consumer's acknowledged position is ahead of it (see runFeed).
@@ -60,7 +65,7 @@ type handedEvent struct {
 // reset forgets every handed event (a feed starting over from the views).
 func (h *handed) reset() {
 	h.mu.Lock()
-	h.bySession, h.bySeq, h.delivered, h.mismatch, h.skipping = nil, nil, 0, nil, false
+	h.bySession, h.bySeq, h.delivered, h.read, h.mismatch, h.skipping = nil, nil, 0, 0, nil, false
 	h.mu.Unlock()
 }
 
@@ -96,6 +101,7 @@ func (h *handed) held(session string, seq uint64, msgID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.delivered = max(h.delivered, seq)
+	h.read = max(h.read, seq)
 	evs := h.bySession[session]
 	if len(evs) == 0 {
 		return false
@@ -139,7 +145,7 @@ func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint
 		// feed's start folds from the log): stale.
 		evs := h.bySession[session]
 		stale := 0
-		for stale < len(evs) && evs[stale].seq <= h.delivered {
+		for stale < len(evs) && evs[stale].seq <= h.read {
 			stale++
 		}
 		if stale > 0 {

@@ -72,7 +72,7 @@ func TestSkipKeepsHandedEventsQueuedBelowTheCursor(t *testing.T) {
 // the check (a feed's start folds from the log) and is forgotten by the
 // next skip of its session, not kept for a delivery that never comes.
 func TestSkipForgetsHandedEventsTheFeedReadPast(t *testing.T) {
-	h := &handed{skipping: true, delivered: 45}
+	h := &handed{skipping: true, delivered: 45, read: 45}
 	h.bySession = map[string][]handedEvent{"h06": {{seq: 30, id: "a"}, {seq: 50, id: "b"}, {seq: 53, id: "c"}}}
 	h.bySeq = map[uint64]string{30: "h06", 50: "h06", 53: "h06"}
 	if run, _ := h.skip(53, 64); len(run) != 1 || run[0].Seq != 53 {
@@ -83,5 +83,24 @@ func TestSkipForgetsHandedEventsTheFeedReadPast(t *testing.T) {
 	}
 	if !h.held("h06", 50, "b") || len(h.bySeq) != 0 {
 		t.Fatalf("the queued delivery of 50 is not held, or events are left: %v", h.bySeq)
+	}
+}
+
+// A skipped run moves what the feed is taken to have delivered, not what
+// it has read: a session's handed event below the run, delivered by a
+// pull before it and still queued for the feed, is kept by the next skip
+// of that session and verified when the feed reads it.
+func TestSkipKeepsQueuedHandedEventsBelowAnEarlierRun(t *testing.T) {
+	h := &handed{skipping: true}
+	h.bySession = map[string][]handedEvent{"h06": {{seq: 41, id: "a"}, {seq: 60, id: "c"}}, "h07": {{seq: 50, id: "b"}}}
+	h.bySeq = map[uint64]string{41: "h06", 50: "h07", 60: "h06"}
+	if run, _ := h.skip(50, 64); len(run) != 1 || run[0].Seq != 50 {
+		t.Fatalf("skip at 50: %+v, want the run [50]", run)
+	}
+	if run, _ := h.skip(60, 64); len(run) != 1 || run[0].Seq != 60 {
+		t.Fatalf("skip at 60: %+v, want the run [60]", run)
+	}
+	if !h.held("h06", 41, "a") {
+		t.Fatal("the queued delivery of 41, below the run skipped at 50, is not held")
 	}
 }
