@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -125,19 +127,24 @@ func TestMicroInfo(t *testing.T) {
 	}
 	// PING and STATS answer too; errors are counted.
 	rawNATS(t, e.nc, "tools.api.web.session.intent", `{"session":"a.b"}`)
-	msg, err = e.nc.Request("$SRV.STATS."+ServiceName, nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stats micro.Stats
-	if err := json.Unmarshal(msg.Data, &stats); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range stats.Endpoints {
-		if ep.Name == "intent" && (ep.NumRequests != 1 || ep.NumErrors != 1) {
-			t.Errorf("intent stats: %d requests %d errors", ep.NumRequests, ep.NumErrors)
+	// The micro service counts a request after its handler has replied,
+	// so the count may lag the reply a moment: ask until it shows.
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		msg, err := e.nc.Request("$SRV.STATS."+ServiceName, nil, 5*time.Second)
+		if err != nil {
+			return err
 		}
-	}
+		var stats micro.Stats
+		if err := json.Unmarshal(msg.Data, &stats); err != nil {
+			return err
+		}
+		for _, ep := range stats.Endpoints {
+			if ep.Name == "intent" && (ep.NumRequests != 1 || ep.NumErrors != 1) {
+				return fmt.Errorf("intent stats: %d requests %d errors, want 1 and 1", ep.NumRequests, ep.NumErrors)
+			}
+		}
+		return nil
+	})
 }
 
 // The channel comes from the subject token (NATS) or the header
