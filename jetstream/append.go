@@ -23,7 +23,7 @@ import (
 //
 // Appends to one session are serialized within this process.
 func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := l.checkSession(session); err != nil {
 		return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 	}
 	if len(evs) == 0 {

@@ -256,7 +256,7 @@ func (x *Eraser) record(ctx context.Context, session string, rec AuditRecord, ms
 // appended (a retention's examined sequence). A session whose last record
 // is begun already is not recorded again.
 func (x *Eraser) Begin(ctx context.Context, session string, expected uint64) error {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := x.log.checkSession(session); err != nil {
 		return fmt.Errorf("erase %q: %w", session, err)
 	}
 	ctx, cancel := x.log.withTimeout(ctx)
@@ -288,7 +288,7 @@ func (x *Eraser) Cancel(ctx context.Context, session string) error {
 // session, once the session's id is valid and the stream may be purged
 // (denied says why it may not).
 func (x *Eraser) purgeStream(ctx context.Context, op, session, denied string) (jetstream.Stream, error) {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := x.log.checkSession(session); err != nil {
 		return nil, fmt.Errorf("%s %q: %w", op, session, err)
 	}
 	l := x.log

@@ -23,9 +23,10 @@ type HistoryIndex struct {
 	bucket string
 }
 
-// OpenHistoryIndex creates or opens the history anchors' bucket.
+// OpenHistoryIndex creates or opens the history anchors' bucket, one per
+// partition of a partitioned layout.
 func (l *Log) OpenHistoryIndex(ctx context.Context) (*HistoryIndex, error) {
-	bucket := strings.ToUpper(l.cfg.Prefix) + "_HISTORY"
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_HISTORY" + l.cfg.partitionSuffix()
 	kv, err := l.openBucket(ctx, bucket, "engine history anchors: a long session's state every so many events, derived from the log")
 	if err != nil {
 		return nil, fmt.Errorf("open history bucket %s: %w", bucket, err)

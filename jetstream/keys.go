@@ -165,7 +165,13 @@ func (l *Log) Keys(ctx context.Context) (*Keys, error) {
 	defer cancel()
 	e, err := kv.Get(ctx, keysLegacy)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		last, lerr := l.LastStreamSeq(ctx)
+		// Engines that kept no key index wrote one stream: a partitioned
+		// layout has no keys from before the index.
+		var last uint64
+		var lerr error
+		if l.cfg.Partitions <= 1 {
+			last, lerr = l.LastStreamSeq(ctx)
+		}
 		if lerr != nil {
 			return nil, fmt.Errorf("open idempotency key bucket %s: %w", bucket, lerr)
 		}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/toolintent/engine/events"
 )
 
 // ErrNotStored is returned by ReadLeader for a sequence the stream's
@@ -41,7 +39,7 @@ func (l *Log) ReadLeader(ctx context.Context, seq uint64) (Record, error) {
 // passed. It costs a JetStream API request where LastSeq's direct get
 // does not: not for paths taken on every request.
 func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error) {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := l.checkSession(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
 	r, err := l.leaderGet(ctx, leaderGetRequest{LastBy: l.Subject(session)})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,17 @@ type LogConfig struct {
 	// Guard, when set, is asked before each append; its error refuses the
 	// append, nothing written (a DiskGuard's Check).
 	Guard func() error
+	// Partitions is the number of event streams sessions are spread over
+	// (events.Partition of the session id), and Partition the one this
+	// log holds, in [0, Partitions). Above 1, the stream is
+	// <PREFIX>_EVENTS_<p> on the subjects <prefix>.events.<p>.*, the
+	// views, projection and history buckets are per partition
+	// (<PREFIX>_VIEWS_<p>, ...), every other stream and bucket (keys,
+	// registry, audit, actor keys, embeddings) is shared, and the log
+	// refuses sessions of other partitions (ErrWrongPartition). Default
+	// 1: one stream, <PREFIX>_EVENTS on <prefix>.events.*.
+	Partitions int
+	Partition  int
 	// Faults, when set, returns a channel closed when the store fails a
 	// write or JetStream is disabled (an embedded server's Faults), or
 	// already closed while such a fault stands. An append waiting for its
@@ -92,6 +104,11 @@ func (c LogConfig) Validate() error {
 	if c.APIPrefix != "" && c.Domain != "" {
 		errs = append(errs, fmt.Errorf("log: API prefix %q and domain %q both set: give one", c.APIPrefix, c.Domain))
 	}
+	if c.Partitions < 0 || c.Partitions > events.MaxPartitions {
+		errs = append(errs, fmt.Errorf("log: partitions %d out of range 1..%d", c.Partitions, events.MaxPartitions))
+	} else if c.Partition < 0 || c.Partition >= max(c.Partitions, 1) {
+		errs = append(errs, fmt.Errorf("log: partition %d out of range 0..%d (partitions %d)", c.Partition, max(c.Partitions, 1)-1, max(c.Partitions, 1)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -108,7 +125,28 @@ func (c LogConfig) withDefaults() LogConfig {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
 	return c
+}
+
+// partitionSuffix ends the names of the per-partition streams and
+// buckets: "_<p>", or "" for the unpartitioned layout.
+func (c LogConfig) partitionSuffix() string {
+	if c.Partitions <= 1 {
+		return ""
+	}
+	return "_" + strconv.Itoa(c.Partition)
+}
+
+// subjectBase is what the subjects of the log's sessions start with:
+// "<prefix>.events.", or "<prefix>.events.<p>." for partition p.
+func (c LogConfig) subjectBase() string {
+	if c.Partitions <= 1 {
+		return c.Prefix + ".events."
+	}
+	return c.Prefix + ".events." + strconv.Itoa(c.Partition) + "."
 }
 
 // Log is the session event log. It is safe for concurrent use; appends to
@@ -181,8 +219,8 @@ func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
 		acks:     ackMux{nc: nc},
 		js:       js,
 		cfg:      cfg,
-		name:     EventStreamName(cfg.Prefix),
-		subjBase: cfg.Prefix + ".events.",
+		name:     EventStreamName(cfg.Prefix) + cfg.partitionSuffix(),
+		subjBase: cfg.subjectBase(),
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
@@ -255,6 +293,23 @@ func (l *Log) StreamName() string { return l.name }
 // Prefix is the subject prefix.
 func (l *Log) Prefix() string { return l.cfg.Prefix }
 
+// Partition is the partition the log holds and the number of partitions
+// of its layout (0 and 1 for one stream).
+func (l *Log) Partition() (p, partitions int) { return l.cfg.Partition, l.cfg.Partitions }
+
+// checkSession reports whether session is a valid id (an error matching
+// events.ErrInvalidSession) of a session this log holds (one of another
+// partition: ErrWrongPartition).
+func (l *Log) checkSession(session string) error {
+	if err := events.ValidateSessionID(session); err != nil {
+		return err
+	}
+	if p := events.Partition(session, l.cfg.Partitions); p != l.cfg.Partition {
+		return &WrongPartitionError{Session: session, Partition: p, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition}
+	}
+	return nil
+}
+
 // Subject is the subject of a session's events.
 func (l *Log) Subject(session string) string { return l.subjBase + session }
 
@@ -308,7 +363,7 @@ func (l *Log) lock(session string) *sync.Mutex {
 // the leader answers with a sequence it passed. Callers that act on the
 // answer where a low one is not safe ask LeaderLastSeq.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := l.checkSession(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)

@@ -39,9 +39,10 @@ const (
 	metaRunner    = "runner"
 )
 
-// OpenMeta creates or opens the projection's meta bucket.
+// OpenMeta creates or opens the projection's meta bucket, one per
+// partition of a partitioned layout.
 func (l *Log) OpenMeta(ctx context.Context) (*Meta, error) {
-	bucket := strings.ToUpper(l.cfg.Prefix) + "_PROJECTION"
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_PROJECTION" + l.cfg.partitionSuffix()
 	kv, err := l.openBucket(ctx, bucket, "engine projection: watermark, log damage, runner lease")
 	if err != nil {
 		return nil, fmt.Errorf("open projection bucket %s: %w", bucket, err)

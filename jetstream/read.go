@@ -38,6 +38,14 @@ func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data
 	if r.Err == nil && r.Envelope.Session != r.Session {
 		r.Err = fmt.Errorf("event %s names session %q but was stored on subject %s: %w", r.Envelope.ID, r.Envelope.Session, subject, events.ErrMalformed)
 	}
+	if r.Err == nil && l.cfg.Partitions > 1 {
+		// A publisher that picked the wrong partition's subject: the
+		// session's events live in another stream, so this one is not
+		// folded, on every engine alike.
+		if err := l.checkSession(r.Session); err != nil {
+			r.Err = fmt.Errorf("event %s stored on subject %s: %w", r.Envelope.ID, subject, err)
+		}
+	}
 	return r
 }
 
@@ -66,7 +74,7 @@ type directGetRequest struct {
 // ScanSession calls fn for each of the session's events with sequence in
 // [from, upTo] (upTo 0: to the end at the time of the call), in order.
 func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error {
-	if err := events.ValidateSessionID(session); err != nil {
+	if err := l.checkSession(session); err != nil {
 		return fmt.Errorf("read session %q: %w", session, err)
 	}
 	if err := l.scan(ctx, l.Subject(session), from, upTo, fn); err != nil {

@@ -22,12 +22,13 @@ type Views struct {
 	subj   string // "$KV.<bucket>."
 }
 
-// OpenViews creates or opens the views bucket <PREFIX>_<name>.
+// OpenViews creates or opens the views bucket <PREFIX>_<name>
+// (<PREFIX>_<name>_<p> for partition p of a partitioned layout).
 func (l *Log) OpenViews(ctx context.Context, name string) (*Views, error) {
 	if !events.ValidToken(name) {
 		return nil, fmt.Errorf("views: bucket name %q must be one token of [A-Za-z0-9_-]", name)
 	}
-	bucket := strings.ToUpper(l.cfg.Prefix) + "_" + name
+	bucket := strings.ToUpper(l.cfg.Prefix) + "_" + name + l.cfg.partitionSuffix()
 	kv, err := l.openBucket(ctx, bucket, "engine projection: current view per session")
 	if err != nil {
 		return nil, fmt.Errorf("open views bucket %s: %w", bucket, err)

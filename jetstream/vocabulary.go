@@ -27,6 +27,9 @@ type (
 	Backoff = logport.Backoff
 	// KeyClaim is an idempotency key's entry in the key index.
 	KeyClaim = logport.KeyClaim
+	// WrongPartitionError names a session sent to another partition's
+	// log.
+	WrongPartitionError = logport.WrongPartitionError
 )
 
 // KeyIDsV1 is KeyClaim.IDs of keys whose events' ids are KeyEventIDs.
@@ -41,6 +44,7 @@ var (
 	ErrBatchUnsupported = logport.ErrBatchUnsupported
 	ErrKeyInUse         = logport.ErrKeyInUse
 	ErrKeyMismatch      = logport.ErrKeyMismatch
+	ErrWrongPartition   = logport.ErrWrongPartition
 )
 
 // MaxBatch is the largest multi-event append (the server's atomic batch

@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/toolintent/engine/events"
 )
 
 // ErrWatchStopped is what Watcher.Next returns once the watcher was
@@ -40,7 +38,7 @@ type Watcher struct {
 func (l *Log) Watch(ctx context.Context, session string, afterSeq uint64) (*Watcher, error) {
 	filter := l.subjBase + "*"
 	if session != "" {
-		if err := events.ValidateSessionID(session); err != nil {
+		if err := l.checkSession(session); err != nil {
 			return nil, fmt.Errorf("watch session %q: %w", session, err)
 		}
 		filter = l.Subject(session)

@@ -141,6 +141,30 @@ func (e *KeyInUseError) Error() string {
 // Unwrap makes errors.Is(err, ErrKeyInUse) true.
 func (e *KeyInUseError) Unwrap() error { return ErrKeyInUse }
 
+// ErrWrongPartition is matched (errors.Is) by a call that names a session
+// of another partition than the log's own (a log of a partitioned layout
+// holds only the sessions events.Partition puts in it), and by a stored
+// event read back from a partition its session does not belong to.
+var ErrWrongPartition = errors.New("session of another partition")
+
+// WrongPartitionError names the session, the partition it belongs to and
+// the stream that was asked.
+type WrongPartitionError struct {
+	Session         string
+	Partition       int // the session's partition
+	Partitions      int // of the layout
+	Stream          string
+	StreamPartition int // the partition Stream holds
+}
+
+func (e *WrongPartitionError) Error() string {
+	return fmt.Sprintf("session %q belongs to partition %d of %d, not to stream %s (partition %d): send it to the log of partition %d",
+		e.Session, e.Partition, e.Partitions, e.Stream, e.StreamPartition, e.Partition)
+}
+
+// Unwrap makes errors.Is(err, ErrWrongPartition) true.
+func (e *WrongPartitionError) Unwrap() error { return ErrWrongPartition }
+
 // ErrKeyMismatch is matched (errors.Is) by an append whose idempotency key
 // this session used before with other commands (the IETF
 // Idempotency-Key draft's 422): nothing was written. It also matches

@@ -1,0 +1,220 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// partitionIDs are session ids of every form the engine takes: ULIDs,
+// short and maximal ids, and each token byte class.
+func partitionIDs(n int) []string {
+	ids := []string{"a", "Z", "0", "-", "_", "a-b_C9", strings.Repeat("x", events.MaxSessionLen), strings.Repeat("-_", events.MaxSessionLen/2)}
+	for i := range n {
+		ids = append(ids, ulid.Make().String(), fmt.Sprintf("session-%d", i))
+	}
+	return ids
+}
+
+// openPartitions opens the K logs of a partitioned layout on nc.
+func openPartitions(t *testing.T, nc *nats.Conn, k int) []*jetstream.Log {
+	t.Helper()
+	logs := make([]*jetstream.Log, k)
+	for p := range k {
+		l, err := jetstream.OpenLog(context.Background(), nc, jetstream.LogConfig{Partitions: k, Partition: p})
+		if err != nil {
+			t.Fatalf("open partition %d of %d: %v", p, k, err)
+		}
+		logs[p] = l
+	}
+	return logs
+}
+
+// A server's subject mapping partition(K,1) and events.Partition put every
+// session in the same partition, so publishers through a mapping and the
+// engine agree on where a session lives.
+func TestPartitionAgreesWithServerMapping(t *testing.T) {
+	srv := natstest.ServerWith(t, server.Options{})
+	nc := natstest.Connect(t, srv.ClientURL())
+	ids := partitionIDs(300)
+	for _, k := range []int{2, 3, 7, 16} {
+		prefix := fmt.Sprintf("map%d", k)
+		if err := srv.GlobalAccount().AddMapping(prefix+".events.*", fmt.Sprintf("%s.events.{{partition(%d,1)}}.{{wildcard(1)}}", prefix, k)); err != nil {
+			t.Fatalf("add mapping: %v", err)
+		}
+		sub, err := nc.SubscribeSync(prefix + ".events.*.*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if err := nc.Publish(prefix+".events."+id, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range ids {
+			m, err := sub.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("K=%d: mapped message of %q: %v", k, id, err)
+			}
+			tok := strings.Split(m.Subject, ".")
+			if tok[3] != id {
+				t.Fatalf("K=%d: got %s, want the message of %q", k, m.Subject, id)
+			}
+			if want := fmt.Sprint(events.Partition(id, k)); tok[2] != want {
+				t.Fatalf("K=%d: the server maps %q to partition %s, events.Partition says %s", k, id, tok[2], want)
+			}
+		}
+		_ = sub.Unsubscribe()
+	}
+}
+
+// Each partition has its own event stream, views, projection and history
+// buckets; the idempotency keys bucket is shared by all.
+func TestPartitionNamesStreamsAndBuckets(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	for p, l := range openPartitions(t, nc, 2) {
+		suffix := fmt.Sprintf("_%d", p)
+		if got, want := l.StreamName(), "TOOLS_EVENTS"+suffix; got != want {
+			t.Fatalf("partition %d stream %s, want %s", p, got, want)
+		}
+		if got, want := l.Subject("s"), fmt.Sprintf("tools.events.%d.s", p); got != want {
+			t.Fatalf("partition %d subject %s, want %s", p, got, want)
+		}
+		views, err := l.OpenViews(ctx, "VIEWS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := l.OpenMeta(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := l.Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{views.Bucket(), meta.Bucket(), keys.Bucket()}
+		want := []string{"TOOLS_VIEWS" + suffix, "TOOLS_PROJECTION" + suffix, "TOOLS_KEYS"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("partition %d buckets %v, want %v", p, got, want)
+		}
+		if keys.Legacy(time.Now().Add(-time.Hour)) != 0 {
+			t.Fatalf("partition %d: a partitioned layout has no keys from before the key index", p)
+		}
+	}
+	if _, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{}); err != nil {
+		t.Fatalf("the unpartitioned stream beside the partitions: %v", err)
+	}
+}
+
+// A log refuses every call naming a session of another partition, with an
+// error naming the session's partition, and stores nothing.
+func TestPartitionLogRefusesOtherPartitionsSessions(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	logs := openPartitions(t, nc, 3)
+	session := "refused-session"
+	own := events.Partition(session, 3)
+	other := logs[(own+1)%3]
+	calls := map[string]func() error{
+		"Append":        func() error { _, err := other.Append(ctx, session, 0, toggled(session)); return err },
+		"LastSeq":       func() error { _, err := other.LastSeq(ctx, session); return err },
+		"LeaderLastSeq": func() error { _, err := other.LeaderLastSeq(ctx, session); return err },
+		"ReadSession":   func() error { _, err := other.ReadSession(ctx, session, 0, 0); return err },
+		"Watch":         func() error { _, err := other.Watch(ctx, session, 0); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		var wp *jetstream.WrongPartitionError
+		if !errors.Is(err, jetstream.ErrWrongPartition) || !errors.As(err, &wp) || wp.Partition != own {
+			t.Fatalf("%s of a session of partition %d on partition %d's log: %v, want ErrWrongPartition naming partition %d", name, own, (own+1)%3, err, own)
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("partition %d of 3", own)) {
+			t.Fatalf("%s: %q does not name the session's partition", name, err)
+		}
+	}
+	for p, l := range logs {
+		if last, err := l.LastStreamSeq(ctx); err != nil || last != 0 {
+			t.Fatalf("partition %d holds %d events (%v) after the refusals, want 0", p, last, err)
+		}
+	}
+	r, err := logs[own].Append(ctx, session, 0, toggled(session))
+	if err != nil || r.First != 1 {
+		t.Fatalf("append on the session's own partition: %+v, %v", r, err)
+	}
+}
+
+// An event a publisher stored on the wrong partition's subjects reads back
+// with an error naming the partition it belongs to, so no engine folds it;
+// one published through the server's mapping lands in its own partition.
+func TestPartitionEventOnAnotherPartitionsSubjectIsRefusedOnRead(t *testing.T) {
+	srv := natstest.ServerWith(t, server.Options{})
+	if err := srv.GlobalAccount().AddMapping("tools.events.*", "tools.events.{{partition(2,1)}}.{{wildcard(1)}}"); err != nil {
+		t.Fatalf("add mapping: %v", err)
+	}
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	logs := openPartitions(t, nc, 2)
+	session := "direct-publisher"
+	own := events.Partition(session, 2)
+	publish := func(subject string) {
+		t.Helper()
+		env := toggled(session)
+		data, err := events.Encode(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(subject)
+		msg.Data = data
+		msg.Header.Set(nats.MsgIdHdr, env.ID)
+		if _, err := logs[0].JetStream().PublishMsg(ctx, msg); err != nil {
+			t.Fatalf("publish to %s: %v", subject, err)
+		}
+	}
+	publish("tools.events." + session) // through the mapping
+	recs, err := logs[own].ReadSession(ctx, session, 0, 0)
+	if err != nil || len(recs) != 1 || recs[0].Err != nil {
+		t.Fatalf("the mapped event on partition %d: %+v, %v", own, recs, err)
+	}
+	wrong := 1 - own
+	publish(fmt.Sprintf("tools.events.%d.%s", wrong, session))
+	var got []jetstream.Record
+	if err := logs[wrong].ScanRange(ctx, 1, 0, func(r jetstream.Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !errors.Is(got[0].Err, jetstream.ErrWrongPartition) {
+		t.Fatalf("the event on partition %d's subjects read back as %+v, want one record with ErrWrongPartition", wrong, got)
+	}
+}
+
+// A layout's partition count and partition are checked before anything
+// is opened.
+func TestPartitionConfigOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		cfg  jetstream.LogConfig
+		want string
+	}{
+		{jetstream.LogConfig{Partitions: events.MaxPartitions + 1}, "partitions 257 out of range 1..256"},
+		{jetstream.LogConfig{Partitions: -1}, "partitions -1 out of range"},
+		{jetstream.LogConfig{Partitions: 3, Partition: 3}, "partition 3 out of range 0..2"},
+		{jetstream.LogConfig{Partition: 1}, "partition 1 out of range 0..0"},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("Validate(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
