@@ -315,6 +315,12 @@ func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
 	return folded, err
 }
 
+// FoldedFor is FoldedUpTo, asked for a session's view: the projection's
+// stream holds every session it serves.
+func (p *Projection) FoldedFor(ctx context.Context, _ string) (uint64, error) {
+	return p.FoldedUpTo(ctx)
+}
+
 // Sessions lists the sessions that have a view, sorted; a deleted session
 // is not listed.
 func (p *Projection) Sessions(ctx context.Context) ([]string, error) {

@@ -179,15 +179,13 @@ func (e *Engine) eraseBatch(ctx context.Context, x Eraser, items []eraseItem) []
 		}
 		s.live.Unlock()
 	}()
-	var folded uint64
 	for i := range items {
 		it := &items[i]
 		if it.err == nil {
 			it.err = e.closeForErase(ctx, x, it)
-			folded = max(folded, it.folded)
 		}
 	}
-	if err := e.waitFolded(ctx, folded); err != nil {
+	if err := e.waitFolded(ctx, items); err != nil {
 		for i := range items {
 			if items[i].err == nil {
 				items[i].err = fmt.Errorf("erase %q: %w", items[i].session, err)
@@ -317,33 +315,42 @@ func ignoreDeleted(err error) error {
 // session's SessionDeleted.
 const foldWait = 10 * time.Second
 
-// waitFolded waits until the views have folded seq: the projection
-// runner's watermark (whichever engine runs it) has passed it, so the
+// waitFolded waits until the views have folded the delete of every
+// item still going: the watermark of the projection runner of each
+// session's stream (whichever engine runs it) has passed it, so the
 // session's view is the deleted state before its events are purged, on
 // every engine. It fails (KindUnavailable: erase again) when that takes
-// longer than foldWait, for example when no engine runs the projection.
-func (e *Engine) waitFolded(ctx context.Context, seq uint64) error {
+// longer than foldWait in all, for example when no engine runs the
+// projection.
+func (e *Engine) waitFolded(ctx context.Context, items []eraseItem) error {
 	p, ok := e.proj.(interface {
-		FoldedUpTo(ctx context.Context) (uint64, error)
+		FoldedFor(ctx context.Context, session string) (uint64, error)
 	})
-	if !ok || seq == 0 {
+	if !ok {
 		return nil
 	}
 	deadline := time.Now().Add(foldWait)
-	for {
-		folded, err := p.FoldedUpTo(ctx)
-		if err == nil && folded >= seq {
-			return nil
+	for i := range items {
+		it := &items[i]
+		if it.err != nil || it.folded == 0 {
+			continue
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the views have folded up to %d, not yet the delete at %d, after %s (is a projection running?); nothing was purged, erase again: %w", folded, seq, foldWait, projection.ErrNotCaughtUp)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the views to fold the delete at %d: %w: %w", seq, projection.ErrNotCaughtUp, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		for {
+			folded, err := p.FoldedFor(ctx, it.session)
+			if err == nil && folded >= it.folded {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the views have folded up to %d, not yet the delete of %q at %d, after %s (is a projection running?); nothing was purged, erase again: %w", folded, it.session, it.folded, foldWait, projection.ErrNotCaughtUp)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("wait for the views to fold the delete of %q at %d: %w: %w", it.session, it.folded, projection.ErrNotCaughtUp, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
+	return nil
 }
 
 // forgetKeys drops the idempotency keys of session, when the engine has a
