@@ -218,3 +218,71 @@ func TestPartitionConfigOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// The first OpenPartitions records the store's layout; a later one asking
+// for another number of partitions, one stream included, is refused with
+// an error naming both, and creates nothing.
+func TestOpenPartitionsRecordsTheLayoutAndRefusesAnother(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 3})
+	if err != nil || len(logs) != 3 {
+		t.Fatalf("first open of 3 partitions: %d logs, %v", len(logs), err)
+	}
+	for p, l := range logs {
+		if got, _ := l.Partition(); got != p || l.StreamName() != fmt.Sprintf("TOOLS_EVENTS_%d", p) {
+			t.Fatalf("log %d holds partition %d on %s", p, got, l.StreamName())
+		}
+	}
+	if _, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 3}); err != nil {
+		t.Fatalf("second open of the same layout: %v", err)
+	}
+	for _, k := range []int{4, 1} {
+		_, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: k})
+		if !errors.Is(err, jetstream.ErrLayout) || !strings.Contains(err.Error(), "over 3 event streams") || !strings.Contains(err.Error(), "open it as 3 event streams") {
+			t.Fatalf("open with %d partitions of a store of 3: %v, want ErrLayout naming 3", k, err)
+		}
+	}
+	js := logs[0].JetStream()
+	for _, name := range []string{"TOOLS_EVENTS_3", "TOOLS_EVENTS"} {
+		if _, err := js.Stream(ctx, name); err == nil {
+			t.Fatalf("the refused opens created stream %s", name)
+		}
+	}
+}
+
+// A store whose one stream holds events is not opened partitioned; an
+// empty one is, and from then on it is a partitioned store.
+func TestOpenPartitionsRefusesAOneStreamStoreWithEvents(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		srv := natstest.Server(t)
+		nc := natstest.Connect(t, srv.ClientURL())
+		ctx := context.Background()
+		one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored {
+			if _, err := one.Append(ctx, "s", 0, toggled("s")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 2})
+		if !stored {
+			if err != nil {
+				t.Fatalf("partitions over an empty one-stream store: %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, jetstream.ErrLayout) || !strings.Contains(err.Error(), "one event stream, TOOLS_EVENTS, holds sessions (messages: 1)") {
+			t.Fatalf("partitions over a one-stream store with an event: %v, want ErrLayout naming TOOLS_EVENTS", err)
+		}
+		if _, err := one.JetStream().Stream(ctx, "TOOLS_EVENTS_0"); err == nil {
+			t.Fatal("the refused open created TOOLS_EVENTS_0")
+		}
+		if _, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{}); err != nil {
+			t.Fatalf("the one-stream store opened as one stream: %v", err)
+		}
+	}
+}

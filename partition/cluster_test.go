@@ -43,23 +43,22 @@ func openLayout(t *testing.T) *layout {
 	c := natstest.Cluster(t, 3)
 	nc := natstest.Connect(t, c.URLs())
 	ctx := context.Background()
-	lay := &layout{c: c, nc: nc, logs: make([]*jetstream.Log, partitions)}
+	lay := &layout{c: c, nc: nc}
+	// The cluster may have no JetStream leader yet: ask again.
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		var err error
+		lay.logs, err = jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Replicas: 3, Partitions: partitions, AllowDeletes: true})
+		return err
+	})
 	parts := make([]service.Ports, partitions)
 	erasers := make([]service.Eraser, partitions)
-	for p := range partitions {
+	for p, l := range lay.logs {
 		var (
-			l    *jetstream.Log
 			proj *projection.Projection
 			x    *jetstream.Eraser
 		)
-		// The cluster may have no JetStream leader yet: ask again.
 		natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
 			var err error
-			if l == nil {
-				if l, err = jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3, Partitions: partitions, Partition: p, AllowDeletes: true}); err != nil {
-					return err
-				}
-			}
 			if proj == nil {
 				if proj, err = projection.Open(ctx, l, projection.Config{}); err != nil {
 					return err
@@ -72,7 +71,7 @@ func openLayout(t *testing.T) *layout {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = proj.Run(runCtx) }()
 		t.Cleanup(func() { cancel(); <-done })
-		lay.logs[p], parts[p], erasers[p] = l, service.JetStreamPorts(l, proj), x
+		parts[p], erasers[p] = service.JetStreamPorts(l, proj), x
 	}
 	ports, err := partition.NewPorts(parts...)
 	if err != nil {

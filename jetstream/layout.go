@@ -1,0 +1,206 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// ErrLayout is matched by OpenPartitions when the store spreads sessions
+// over another number of event streams than asked: opening it so would
+// look for sessions in streams that do not hold them.
+var ErrLayout = errors.New("the store's event streams are laid out otherwise")
+
+// layoutKey is the key of the layout record in the <PREFIX>_LAYOUT bucket.
+const layoutKey = "layout"
+
+// layoutRecord is what the layout bucket holds: the number of partitions
+// every engine on the store uses, and when the first one recorded it.
+type layoutRecord struct {
+	Partitions int       `json:"partitions"`
+	Time       time.Time `json:"time"`
+}
+
+// LayoutBucket is the bucket of a prefix's layout record:
+// <PREFIX>_LAYOUT, written by the first OpenPartitions on the store.
+func LayoutBucket(prefix string) string {
+	if prefix == "" {
+		prefix = defaultPrefix
+	}
+	return strings.ToUpper(prefix) + "_LAYOUT"
+}
+
+// OpenPartitions opens the logs of every partition of cfg's layout
+// (cfg.Partitions; cfg.Partition is ignored), in partition order, once
+// the store agrees with it:
+//   - the layout is recorded in the <PREFIX>_LAYOUT bucket by the first
+//     OpenPartitions on the store, and every later one must ask for the
+//     same number of partitions (one stream is a layout of 1);
+//   - a store whose one stream (<PREFIX>_EVENTS) holds events is not opened
+//     partitioned, and a partitioned store is not opened as one stream:
+//     moving sessions between layouts is a migration, not an open.
+//
+// A refusal matches ErrLayout, names both layouts, and creates nothing.
+func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, error) {
+	cfg.Partition = 0
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	js, err := newJetStream(nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	if err := claimLayout(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	logs := make([]*Log, cfg.Partitions)
+	for p := range logs {
+		pc := cfg
+		pc.Partition = p
+		if logs[p], err = OpenLog(ctx, nc, pc); err != nil {
+			return nil, fmt.Errorf("open partition %d of %d: %w", p, cfg.Partitions, err)
+		}
+	}
+	return logs, nil
+}
+
+// claimLayout checks the store's layout against cfg's, and records cfg's
+// when the store has none (the first engine to open it decides).
+func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	bucket := LayoutBucket(cfg.Prefix)
+	k := cfg.Partitions
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucket, Description: "engine layout: how many event streams sessions are spread over",
+			History: 1, Replicas: cfg.Replicas, Storage: storageOf(cfg),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
+	}
+	have, err := readLayout(ctx, kv)
+	if err != nil {
+		return err
+	}
+	if have == nil {
+		if k > 1 {
+			if err := oneStreamEmpty(ctx, js, cfg); err != nil {
+				return err
+			}
+		}
+		v, _ := json.Marshal(layoutRecord{Partitions: k, Time: time.Now().UTC()})
+		if _, err = kv.Create(ctx, layoutKey, v); errors.Is(err, jetstream.ErrKeyExists) {
+			have, err = readLayout(ctx, kv) // another engine recorded one meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("record the layout in %s: %w", bucket, err)
+		}
+	}
+	return layoutMismatch(bucket, have, k)
+}
+
+// CheckLayout reports whether the store's recorded layout, if it has
+// one, is cfg's (cfg.Partitions; one stream by default): an error
+// matching ErrLayout when not. It records nothing: a store no
+// OpenPartitions opened has no record and passes.
+func CheckLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
+	cfg.Partition = 0
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	js, err := newJetStream(nc, cfg)
+	if err != nil {
+		return fmt.Errorf("open jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	bucket := LayoutBucket(cfg.Prefix)
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
+	}
+	have, err := readLayout(ctx, kv)
+	if err != nil {
+		return err
+	}
+	return layoutMismatch(bucket, have, cfg.Partitions)
+}
+
+// layoutMismatch is the refusal of a store laid out as have (nil: no
+// record) to an open of k partitions, or nil when they agree.
+func layoutMismatch(bucket string, have *layoutRecord, k int) error {
+	if have == nil || have.Partitions == k {
+		return nil
+	}
+	return fmt.Errorf("%w: the store spreads sessions over %s (recorded in %s/%s at %s), not %s: open it as %s; changing the number needs a migration (docs/scaling.md)",
+		ErrLayout, streams(have.Partitions), bucket, layoutKey, have.Time.Format(time.RFC3339), streams(k), streams(have.Partitions))
+}
+
+// streams names a layout of k partitions.
+func streams(k int) string {
+	if k == 1 {
+		return "one event stream"
+	}
+	return fmt.Sprintf("%d event streams", k)
+}
+
+// readLayout returns the layout record, nil when there is none.
+func readLayout(ctx context.Context, kv jetstream.KeyValue) (*layoutRecord, error) {
+	e, err := kv.Get(ctx, layoutKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", kv.Bucket(), layoutKey, err)
+	}
+	var r layoutRecord
+	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Partitions < 1 || r.Partitions > events.MaxPartitions {
+		return nil, fmt.Errorf("%w: %s/%s holds %q, not a layout record (want {\"partitions\":K})", ErrLayout, kv.Bucket(), layoutKey, e.Value())
+	}
+	return &r, nil
+}
+
+// oneStreamEmpty refuses a partitioned layout on a store whose one event
+// stream holds events: those sessions would be looked for in partitions.
+func oneStreamEmpty(ctx context.Context, js jetstream.JetStream, cfg LogConfig) error {
+	name := EventStreamName(cfg.Prefix)
+	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up stream %s: %w", name, err)
+	}
+	if n := s.CachedInfo().State.Msgs; n > 0 {
+		return fmt.Errorf("%w: the store's one event stream, %s, holds sessions (messages: %d), so it is not opened as %d partitions: open it as one stream; moving its sessions into partitions needs a migration (docs/scaling.md)",
+			ErrLayout, name, n, cfg.Partitions)
+	}
+	return nil
+}
+
+// storageOf is the storage of cfg's streams and buckets.
+func storageOf(cfg LogConfig) jetstream.StorageType {
+	if cfg.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
