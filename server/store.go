@@ -77,7 +77,12 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 		log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600)")
 		c.unsaved = nil
 	}
-	jlog, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults})
+	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults}
+	if err := jetstream.CheckLayout(ctx, nc, lc); err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	jlog, err := jetstream.OpenLog(ctx, nc, lc)
 	if err != nil {
 		closeLog()
 		return nil, "", nil, err
@@ -102,8 +107,12 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstr
 	}
 	var jlog *jetstream.Log
 	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
+		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas}
+		if err := jetstream.CheckLayout(actx, nc, lc); err != nil {
+			return err
+		}
 		var err error
-		jlog, err = jetstream.OpenLog(actx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+		jlog, err = jetstream.OpenLog(actx, nc, lc)
 		return err
 	})
 	if err != nil {
