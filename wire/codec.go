@@ -259,15 +259,8 @@ func DuplicateKeyError(prev, key, where string) error {
 // encoding/json matches struct fields. It walks the tokens without
 // building values; a syntax error is left to the decoder, which names it.
 func duplicateKey(data []byte) error {
-	type frame struct {
-		path string
-		obj  bool
-		keys map[string]string // folded key -> key as sent
-		last string            // the key whose value comes next
-		next int               // array index
-	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	var stack []*frame
+	var stack []*jsonFrame
 	expectKey := false
 	for {
 		tok, err := dec.Token()
@@ -284,7 +277,7 @@ func duplicateKey(data []byte) error {
 			k, _ := tok.(string)
 			fold := strings.ToLower(k)
 			if prev, dup := top.keys[fold]; dup {
-				return DuplicateKeyError(prev, k, top.path)
+				return DuplicateKeyError(prev, k, top.path())
 			}
 			top.keys[fold] = k
 			top.last = k
@@ -292,29 +285,57 @@ func duplicateKey(data []byte) error {
 			continue
 		}
 		// A value: in an object after its key, in an array, or the top.
-		path := "the top-level object"
+		var at jsonFrame // where the value sits
 		if len(stack) > 0 {
 			top := stack[len(stack)-1]
+			at.in = top
 			if top.obj {
-				path = fmt.Sprintf("object %q", clipString(top.last))
+				at.key = top.last
 				expectKey = true
 			} else {
-				path = fmt.Sprintf("element %d of %s", top.next, top.path)
+				at.index = top.next
 				top.next++
 			}
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{path: path, obj: true, keys: map[string]string{}})
+			at.obj, at.keys = true, map[string]string{}
+			stack = append(stack, &at)
 			expectKey = true
 		case json.Delim('['):
-			stack = append(stack, &frame{path: path})
+			stack = append(stack, &at)
 			expectKey = false
 		case json.Delim(']'):
 			stack = stack[:len(stack)-1]
 			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
 		}
 	}
+}
+
+// jsonFrame is an object or array duplicateKey is in, and where it sits
+// in its container. Its path is spelled out only for an error: built for
+// every value, the paths of nested arrays would take memory quadratic in
+// their depth.
+type jsonFrame struct {
+	in    *jsonFrame // the container; nil at the top
+	key   string     // the key it is the value of, in an object
+	index int        // its index, in an array
+	obj   bool
+	keys  map[string]string // folded key -> key as sent
+	last  string            // the key whose value comes next
+	next  int               // the next element's index
+}
+
+// path says where the frame is: "the top-level object", `object "k"`,
+// or "element i of <its array's path>".
+func (f *jsonFrame) path() string {
+	switch {
+	case f.in == nil:
+		return "the top-level object"
+	case f.in.obj:
+		return fmt.Sprintf("object %q", clipString(f.key))
+	}
+	return fmt.Sprintf("element %d of %s", f.index, f.in.path())
 }
 
 // jsonMessage turns a json decoding error into a message naming the field.
