@@ -275,6 +275,9 @@ func (x *Eraser) Begin(ctx context.Context, session string, expected uint64) err
 // Cancel records that the erase of session begun with an expected
 // sequence does not go on: the session moved past it.
 func (x *Eraser) Cancel(ctx context.Context, session string) error {
+	if err := x.log.checkSession(session); err != nil {
+		return fmt.Errorf("cancel the erase of %q: %w", session, err)
+	}
 	ctx, cancel := x.log.withTimeout(ctx)
 	defer cancel()
 	if _, err := x.record(ctx, session, AuditRecord{Phase: PhaseCancelled}, ""); err != nil {
@@ -492,7 +495,10 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 			data, seq = m.Data, m.Sequence
 		}
 		var rec AuditRecord
-		if json.Unmarshal(data, &rec) == nil && rec.Phase == "" && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
+		// The audit stream is shared by the partitions of a layout: only
+		// this stream's records explain its missing sequences.
+		if json.Unmarshal(data, &rec) == nil && (rec.Stream == l.name || (rec.Stream == "" && l.cfg.Partitions <= 1)) &&
+			rec.Phase == "" && rec.LastSeq >= rec.FirstSeq && rec.FirstSeq > 0 {
 			out = append(out, SeqRange{First: rec.FirstSeq, Last: rec.LastSeq})
 		}
 		seq++

@@ -322,6 +322,9 @@ func (k *Keys) Release(ctx context.Context, key string, c KeyClaim) error {
 // the stream leader (a replica may lag the leader that named the
 // sequence); one the leader cannot read either is an error, not an answer.
 func (l *Log) StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error) {
+	if err := l.checkSession(session); err != nil {
+		return false, fmt.Errorf("events of %q at %d: %w", session, first, err)
+	}
 	subj := l.Subject(session)
 	for i, id := range ids {
 		seq := first + uint64(i)

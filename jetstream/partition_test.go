@@ -105,6 +105,12 @@ func TestPartitionNamesStreamsAndBuckets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := l.OpenHistoryIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.JetStream().Stream(ctx, "KV_TOOLS_HISTORY"+suffix); err != nil {
+			t.Fatalf("partition %d history bucket TOOLS_HISTORY%s: %v", p, suffix, err)
+		}
 		got := []string{views.Bucket(), meta.Bucket(), keys.Bucket()}
 		want := []string{"TOOLS_VIEWS" + suffix, "TOOLS_PROJECTION" + suffix, "TOOLS_KEYS"}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -130,11 +136,16 @@ func TestPartitionLogRefusesOtherPartitionsSessions(t *testing.T) {
 	own := events.Partition(session, 3)
 	other := logs[(own+1)%3]
 	calls := map[string]func() error{
-		"Append":        func() error { _, err := other.Append(ctx, session, 0, toggled(session)); return err },
-		"LastSeq":       func() error { _, err := other.LastSeq(ctx, session); return err },
-		"LeaderLastSeq": func() error { _, err := other.LeaderLastSeq(ctx, session); return err },
-		"ReadSession":   func() error { _, err := other.ReadSession(ctx, session, 0, 0); return err },
-		"Watch":         func() error { _, err := other.Watch(ctx, session, 0); return err },
+		"Append":             func() error { _, err := other.Append(ctx, session, 0, toggled(session)); return err },
+		"LastSeq":            func() error { _, err := other.LastSeq(ctx, session); return err },
+		"LeaderLastSeq":      func() error { _, err := other.LeaderLastSeq(ctx, session); return err },
+		"ReadSession":        func() error { _, err := other.ReadSession(ctx, session, 0, 0); return err },
+		"Watch":              func() error { _, err := other.Watch(ctx, session, 0); return err },
+		"ReadSessionThrough": func() error { _, err := other.ReadSessionThrough(ctx, session, 0, 1); return err },
+		"ScanSession": func() error {
+			return other.ScanSession(ctx, session, 0, 0, func(jetstream.Record) error { return nil })
+		},
+		"StoredAt": func() error { _, err := other.StoredAt(ctx, session, 1, []string{"x"}); return err },
 	}
 	for name, call := range calls {
 		err := call()
@@ -284,5 +295,44 @@ func TestOpenPartitionsRefusesAOneStreamStoreWithEvents(t *testing.T) {
 		if _, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{}); err != nil {
 			t.Fatalf("the one-stream store opened as one stream: %v", err)
 		}
+	}
+}
+
+// The audit stream is shared by the partitions; the erased ranges a
+// partition reads (what explains its missing sequences) are its own.
+func TestPartitionErasedRangesAreThePartitionsOwn(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := "erased"
+	own := events.Partition(session, 2)
+	var last uint64
+	for range 3 {
+		r, err := logs[own].Append(ctx, session, last, toggled(session))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Last
+	}
+	x, err := logs[own].NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Begin(ctx, session, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Erase(ctx, session, last); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := logs[own].ErasedRanges(ctx)
+	if err != nil || len(mine) != 1 || mine[0] != (jetstream.SeqRange{First: 1, Last: last - 1}) {
+		t.Fatalf("partition %d erased ranges %v (%v), want [1..%d]", own, mine, err, last-1)
+	}
+	if other, err := logs[1-own].ErasedRanges(ctx); err != nil || len(other) != 0 {
+		t.Fatalf("partition %d erased ranges %v (%v), want none: the erase was partition %d's", 1-own, other, err, own)
 	}
 }
