@@ -462,6 +462,10 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 	defer p.cacheMu.Unlock()
 	for i := range recs {
 		rec := &recs[i]
+		if misplaced(*rec) {
+			p.report(*rec, rec.Err) // its session's view is another partition's: none is touched
+			continue
+		}
 		st, _ := p.cache.Get(rec.Session) // loaded above; evict runs between batches
 		if rec.Held {
 			p.heldN.Add(1)
@@ -488,6 +492,11 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 	}
 	return nil
 }
+
+// misplaced reports whether rec was stored in a partition its session does
+// not belong to (a publisher that picked the wrong stream): the fold skips
+// it without touching a view, on every engine alike.
+func misplaced(rec jetstream.Record) bool { return errors.Is(rec.Err, jetstream.ErrWrongPartition) }
 
 // heldCovered decodes, in place, the records the feed left undecoded
 // (Held) whose handed-over fold the cache no longer holds (the session

@@ -40,7 +40,7 @@ func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error
 	seen := make(map[string]bool)
 	p.cacheMu.RLock()
 	for _, rec := range recs {
-		if seen[rec.Session] {
+		if seen[rec.Session] || misplaced(rec) {
 			continue
 		}
 		seen[rec.Session] = true
@@ -313,6 +313,25 @@ func (p *Projection) WaitApplied(ctx context.Context, seq uint64) error {
 func (p *Projection) FoldedUpTo(ctx context.Context) (uint64, error) {
 	folded, _, err := p.meta.Watermark(ctx)
 	return folded, err
+}
+
+// LogEnds is the last sequence of the projection's stream, as one
+// element: where a registry prune waits for the views to reach.
+func (p *Projection) LogEnds(ctx context.Context) ([]uint64, error) {
+	last, err := p.log.LastStreamSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []uint64{last}, nil
+}
+
+// FoldedEach is FoldedUpTo as one element, beside LogEnds.
+func (p *Projection) FoldedEach(ctx context.Context) ([]uint64, error) {
+	folded, err := p.FoldedUpTo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []uint64{folded}, nil
 }
 
 // FoldedFor is FoldedUpTo, asked for a session's view: the projection's

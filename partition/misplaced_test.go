@@ -1,0 +1,89 @@
+package partition_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/partition"
+	"github.com/toolintent/engine/projection"
+	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+)
+
+// An event a publisher stored in a partition its session does not belong
+// to is skipped by that partition's projection, counted, and gives the
+// session no view there: the engine lists each session once, from its own
+// partition.
+func TestMisplacedEventMakesNoViewInTheWrongPartition(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	projs := make([]*projection.Projection, 2)
+	parts := make([]service.Ports, 2)
+	for p, l := range logs {
+		if projs[p], err = projection.Open(ctx, l, projection.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = projs[p].Run(runCtx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		parts[p] = service.JetStreamPorts(l, projs[p])
+	}
+	ports, err := partition.NewPorts(parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := service.NewFromPorts(ports, resolver.Default(), service.Config{})
+	stray := "stray"
+	own := events.Partition(stray, 2)
+	wrong := 1 - own
+	if _, err := eng.Apply(ctx, stray, web, nil, toggle(true)); err != nil {
+		t.Fatal(err)
+	}
+	// A direct publisher puts the session's next event on the other
+	// partition's subjects.
+	env := events.New(stray, "web", "mallory", events.ToolsToggled{Enabled: new(false)})
+	data, err := events.Encode(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(fmt.Sprintf("tools.events.%d.%s", wrong, stray))
+	msg.Data = data
+	msg.Header.Set(nats.MsgIdHdr, env.ID)
+	ack, err := logs[wrong].JetStream().PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if folded, err := projs[wrong].FoldedUpTo(ctx); err != nil || folded < ack.Sequence {
+			return fmt.Errorf("partition %d folded up to %d (%v), not yet %d", wrong, folded, err, ack.Sequence)
+		}
+		return nil
+	})
+	if n := projs[wrong].Skipped(); n != 1 {
+		t.Fatalf("partition %d skipped %d events, want the misplaced one", wrong, n)
+	}
+	if got, err := projs[wrong].Sessions(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("partition %d lists sessions %v (%v), want none", wrong, got, err)
+	}
+	if got, err := eng.Sessions(ctx); err != nil || !slices.Equal(got, []string{stray}) {
+		t.Fatalf("the engine lists %v (%v), want [%s] once", got, err, stray)
+	}
+	st, err := eng.Session(ctx, stray, 0)
+	if err != nil || st.LastSeq != 1 || st.Intent.Enabled == nil || !*st.Intent.Enabled {
+		t.Fatalf("session %s: at %d, %+v, %v; want its own partition's one event, tools on", stray, st.LastSeq, st.Intent.Enabled, err)
+	}
+}
