@@ -29,7 +29,8 @@ import (
 
 // ErrAllSessions is returned by a call that asks every session of a
 // partitioned log at once where sequences are per partition (a Watch with
-// no session): it names one session at a time.
+// no session); it also matches service.ErrInvalid (a request to fix:
+// name a session).
 var ErrAllSessions = errors.New("a partitioned log answers for one session at a time")
 
 // route picks the part of session among parts.
@@ -113,7 +114,7 @@ func (l *Log) Watch(ctx context.Context, session string, afterSeq uint64) (*jets
 		if len(l.parts) == 1 {
 			return watch(ctx, l.parts[0], session, afterSeq)
 		}
-		return nil, fmt.Errorf("watch every session of %d partitions: %w; name a session", len(l.parts), ErrAllSessions)
+		return nil, fmt.Errorf("%w: watch every session of %d partitions: %w; name a session", service.ErrInvalid, len(l.parts), ErrAllSessions)
 	}
 	return watch(ctx, route(l.parts, session), session, afterSeq)
 }
@@ -214,6 +215,43 @@ func (v *Views) FoldedFor(ctx context.Context, session string) (uint64, error) {
 	return f.FoldedFor(ctx, session)
 }
 
+// progress is what views offer that say how far they have folded their
+// log (*projection.Projection).
+type progress interface {
+	LogEnds(ctx context.Context) ([]uint64, error)
+	FoldedEach(ctx context.Context) ([]uint64, error)
+}
+
+// each gathers what ask returns of every partition's views, in partition
+// order; views that cannot tell fail it (errors.ErrUnsupported).
+func (v *Views) each(ctx context.Context, what string, ask func(progress, context.Context) ([]uint64, error)) ([]uint64, error) {
+	var out []uint64
+	for p, part := range v.parts {
+		pr, ok := part.(progress)
+		if !ok {
+			return nil, fmt.Errorf("%s of partition %d: %w", what, p, errors.ErrUnsupported)
+		}
+		got, err := ask(pr, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s of partition %d: %w", what, p, err)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// LogEnds is the last sequence of each partition's stream, in partition
+// order.
+func (v *Views) LogEnds(ctx context.Context) ([]uint64, error) {
+	return v.each(ctx, "log end", progress.LogEnds)
+}
+
+// FoldedEach is how far each partition's views are written, in partition
+// order.
+func (v *Views) FoldedEach(ctx context.Context) ([]uint64, error) {
+	return v.each(ctx, "folded position", progress.FoldedEach)
+}
+
 // Handoff gives the session's partition views a writer's acknowledged
 // events; false when those views take none.
 func (v *Views) Handoff(a projection.Acked) bool {
@@ -292,6 +330,17 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 // first partition's eraser.
 func (x *Eraser) Unfinished(ctx context.Context, after uint64) (map[string]jetstream.AuditRecord, uint64, error) {
 	return x.parts[0].Unfinished(ctx, after)
+}
+
+// PurgeDenied reports whether any partition's stream denies purges (one
+// created with deny_purge): compaction is then refused before it writes.
+func (x *Eraser) PurgeDenied() bool {
+	for _, part := range x.parts {
+		if pd, ok := part.(interface{ PurgeDenied() bool }); ok && pd.PurgeDenied() {
+			return true
+		}
+	}
+	return false
 }
 
 // Compact purges the session's events below snapshot on its partition
