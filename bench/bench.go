@@ -379,6 +379,7 @@ func ExpectedLines(cfg Config) []string {
 	for k := 1; k <= 3; k++ {
 		out = append(out, fmt.Sprintf(nameScaleOut, k))
 	}
+	out = append(out, namePartitioned)
 	for _, n := range cfg.MemorySessions {
 		out = append(out, fmt.Sprintf(nameMemProjection, sessionsLabel(n)))
 	}
@@ -413,6 +414,7 @@ const (
 	nameReplayLimit      = "replay, against a count-only consumer (physical limit)"
 	nameReplayWrites     = "replay, against consume + decode + one KV put per session (the same writes)"
 	nameScaleOut         = "scale-out, %d engine(s), 3-node cluster, 3 replicas"
+	namePartitioned      = "scale-out, 3 engines, 3 partitioned streams led by 3 nodes, 3 replicas"
 	nameColdStart        = "cold start, fresh engine ready"
 	nameMemProjection    = "memory per cached session, projection, %s sessions"
 	nameMemServer        = "memory per session subject, server, %s sessions"

@@ -128,7 +128,9 @@ func (e *clusterEngine) close() {
 // 3-node cluster (3 replicas), each with 32 goroutines appending to disjoint
 // sessions; engine 0 also runs the projection (one per stream), the others
 // are writers (serve --no-projection). Raw: as many connections, one per
-// node, with as many goroutines doing the fair raw async publish.
+// node, with as many goroutines doing the fair raw async publish. Then the
+// 3 engines through 3 partitioned streams, each led by another node,
+// against the same engines on the one stream (partitionLine).
 func (h *harness) scaleOut(ctx context.Context) error {
 	const nodes = 3
 	start := time.Now()
@@ -159,7 +161,7 @@ func (h *harness) scaleOut(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.partitionLine(ctx)
 }
 
 // scaleRun is the state the scale-out lines share: the raw side's
