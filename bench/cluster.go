@@ -269,9 +269,21 @@ func (s *scaleRun) line(ctx context.Context, k int) error {
 // engineSample is a run of n goroutines spread over k engines, each
 // appending to its own session: events/s.
 func (s *scaleRun) engineSample(k, n int) sample {
+	engines := make([]*service.Engine, k)
+	for i := range engines {
+		engines[i] = s.engines[i].eng
+	}
+	return s.appendSample(fmt.Sprintf("scale%d-e", k), engines, n, nil)
+}
+
+// appendSample is a run of n goroutines spread over engines, each making
+// s.per appends to its own session (named from prefix, the run and the
+// goroutine) after a first one outside the timing: events/s. done, when
+// set, is told each goroutine's session once its appends are in.
+func (s *scaleRun) appendSample(prefix string, engines []*service.Engine, n int, done func(session string)) sample {
 	return func(ctx context.Context, r int) (float64, error) {
-		name := func(g int) string { return fmt.Sprintf("scale%d-e%03d-%03d", k, r, g) }
-		eng := func(g int) *service.Engine { return s.engines[g%k].eng }
+		name := func(g int) string { return fmt.Sprintf("%s%03d-%03d", prefix, r, g) }
+		eng := func(g int) *service.Engine { return engines[g%len(engines)] }
 		el, err := gated(n, func(g int) error {
 			_, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(0))
 			return err
@@ -280,6 +292,9 @@ func (s *scaleRun) engineSample(k, n int) sample {
 				if _, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(i)); err != nil {
 					return err
 				}
+			}
+			if done != nil {
+				done(name(g))
 			}
 			return nil
 		})

@@ -103,7 +103,8 @@ func (s *scaleRun) partitionLine(ctx context.Context) error {
 	s.h.progress("scale-out: %d partitions (%s), leaders on nodes 0..%d, in %.1f s", benchPartitions, strings.Join(pt.streams, ", "), benchPartitions-1, time.Since(start).Seconds())
 	n := k * s.perEngineClients
 	var perPart [benchPartitions]atomic.Int64
-	l, err := s.h.pair(ctx, namePartitioned, "events/s", true, s.partitionedSample(pt, n, &perPart), s.engineSample(k, n))
+	counted := func(session string) { perPart[events.Partition(session, benchPartitions)].Add(int64(s.per)) }
+	l, err := s.h.pair(ctx, namePartitioned, "events/s", true, s.appendSample("part-e", pt.engines, n, counted), s.engineSample(k, n))
 	if err != nil {
 		return err
 	}
@@ -119,30 +120,4 @@ func (s *scaleRun) partitionLine(ctx context.Context) error {
 		cpuCount(), k, s.perEngineClients, n*s.per, benchPartitions, strings.Join(shares, " / "), k)
 	s.h.add(l)
 	return nil
-}
-
-// partitionedSample is a run of n goroutines spread over the partitioned
-// engines, each appending to its own session: events/s; it counts the
-// appends each partition took.
-func (s *scaleRun) partitionedSample(pt *partitioned, n int, perPart *[benchPartitions]atomic.Int64) sample {
-	return func(ctx context.Context, r int) (float64, error) {
-		name := func(g int) string { return fmt.Sprintf("part-e%03d-%03d", r, g) }
-		eng := func(g int) *service.Engine { return pt.engines[g%len(pt.engines)] }
-		el, err := gated(n, func(g int) error {
-			_, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(0))
-			return err
-		}, func(g int) error {
-			for i := 1; i <= s.per; i++ {
-				if _, err := eng(g).Apply(ctx, name(g), origin, nil, toggle(i)); err != nil {
-					return err
-				}
-			}
-			perPart[events.Partition(name(g), benchPartitions)].Add(int64(s.per))
-			return nil
-		})
-		if err != nil {
-			return 0, err
-		}
-		return float64(n*s.per) / el.Seconds(), nil
-	}
 }
