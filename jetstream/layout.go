@@ -51,13 +51,9 @@ func LayoutBucket(prefix string) string {
 // A refusal matches ErrLayout, names both layouts, and creates nothing.
 func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, error) {
 	cfg.Partition = 0
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	js, err := newJetStream(nc, cfg)
+	cfg, js, err := cfg.prepare(nc)
 	if err != nil {
-		return nil, fmt.Errorf("open jetstream: %w", err)
+		return nil, err
 	}
 	if err := claimLayout(ctx, js, cfg); err != nil {
 		return nil, err
@@ -120,13 +116,9 @@ func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) err
 // OpenPartitions opened has no record and passes.
 func CheckLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 	cfg.Partition = 0
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.withDefaults()
-	js, err := newJetStream(nc, cfg)
+	cfg, js, err := cfg.prepare(nc)
 	if err != nil {
-		return fmt.Errorf("open jetstream: %w", err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()

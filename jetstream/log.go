@@ -192,6 +192,20 @@ func newJetStream(nc *nats.Conn, cfg LogConfig) (jetstream.JetStream, error) {
 	return jetstream.New(nc)
 }
 
+// prepare validates c and returns it with its defaults and the JetStream
+// context of its API prefix or domain on nc.
+func (c LogConfig) prepare(nc *nats.Conn) (LogConfig, jetstream.JetStream, error) {
+	if err := c.Validate(); err != nil {
+		return c, nil, err
+	}
+	c = c.withDefaults()
+	js, err := newJetStream(nc, c)
+	if err != nil {
+		return c, nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	return c, js, nil
+}
+
 // apiPrefix is the JetStream API prefix the log's requests go to, ending
 // in a dot, as nats.go builds it.
 func (c LogConfig) apiPrefix() string {
@@ -206,13 +220,9 @@ func (c LogConfig) apiPrefix() string {
 
 // OpenLog creates the event stream, or verifies and updates an existing one.
 func OpenLog(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	js, err := newJetStream(nc, cfg)
+	cfg, js, err := cfg.prepare(nc)
 	if err != nil {
-		return nil, fmt.Errorf("open jetstream: %w", err)
+		return nil, err
 	}
 	l := &Log{
 		nc:       nc,
