@@ -86,6 +86,8 @@ func TestHostileInput(t *testing.T) {
 		{"unknown event type", "/v1/sessions/h1/events", `{"commands":[{"type":"Teleport"}]}`, 400, "Teleport"},
 		{"not JSON", "/v1/sessions/h1/events", `{"commands":[`, 400, "JSON"},
 		{"arrays nested 9,000 deep", "/v1/sessions/h1/events", strings.Repeat("[", 9000) + strings.Repeat("]", 9000), 400, "array"},
+		{"a duplicate key under 9,000 arrays", "/v1/sessions/h1/events", strings.Repeat("[", 9000) + `{"a":1,"a":2}` + strings.Repeat("]", 9000), 400, "8992 more arrays"},
+		{"arrays left open 200,000 deep", "/v1/sessions/h1/events", strings.Repeat("[", 200000), 400, "JSON"},
 		{"oversized body", "/v1/sessions/h1/events", `{"commands":[],"actor":"` + strings.Repeat("a", 2<<20) + `"}`, 413, "MiB"},
 		{"checkpoint outside its contract", "/v1/sessions/h1/events", `{"commands":[{"type":"CheckpointRecorded","loaded_deferred_tools":["no_such_tool"],"contract_hash":"ab","registry_version":"v","turn":0}]}`, 400, "no_such_tool"},
 	}

@@ -298,19 +298,30 @@ func duplicateKey(data []byte) error {
 			}
 		}
 		switch tok {
-		case json.Delim('{'):
-			at.obj, at.keys = true, map[string]string{}
-			stack = append(stack, &at)
-			expectKey = true
-		case json.Delim('['):
-			stack = append(stack, &at)
-			expectKey = false
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxJSONDepth {
+				return nil // too deep for the decoder, which says so
+			}
+			f := at
+			if tok == json.Delim('{') {
+				f.obj, f.keys = true, map[string]string{}
+			}
+			stack = append(stack, &f)
+			expectKey = f.obj
 		case json.Delim(']'):
 			stack = stack[:len(stack)-1]
 			expectKey = len(stack) > 0 && stack[len(stack)-1].obj
 		}
 	}
 }
+
+// maxJSONDepth is encoding/json's nesting limit: the decoder refuses a
+// body nested deeper, so duplicateKey walks no further.
+const maxJSONDepth = 10_000
+
+// maxPathArrays bounds the array levels an error's path spells out: the
+// innermost ones, then how many more.
+const maxPathArrays = 8
 
 // jsonFrame is an object or array duplicateKey is in, and where it sits
 // in its container. Its path is spelled out only for an error: built for
@@ -327,15 +338,27 @@ type jsonFrame struct {
 }
 
 // path says where the frame is: "the top-level object", `object "k"`,
-// or "element i of <its array's path>".
+// or "element i of <its array's path>", naming at most maxPathArrays
+// array levels and counting the others.
 func (f *jsonFrame) path() string {
-	switch {
-	case f.in == nil:
-		return "the top-level object"
-	case f.in.obj:
-		return fmt.Sprintf("object %q", clipString(f.key))
+	var parts []string
+	more := 0
+	for ; f.in != nil && !f.in.obj; f = f.in {
+		if len(parts) < maxPathArrays {
+			parts = append(parts, fmt.Sprintf("element %d", f.index))
+		} else {
+			more++
+		}
 	}
-	return fmt.Sprintf("element %d of %s", f.index, f.in.path())
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more arrays", more))
+	}
+	if f.in == nil {
+		parts = append(parts, "the top-level object")
+	} else {
+		parts = append(parts, fmt.Sprintf("object %q", clipString(f.key)))
+	}
+	return strings.Join(parts, " of ")
 }
 
 // jsonMessage turns a json decoding error into a message naming the field.
