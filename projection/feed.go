@@ -98,6 +98,7 @@ func (p *Projection) openFeed(ctx context.Context, feed *jetstream.Feed, startAf
 	if err != nil {
 		return pos, 0, err
 	}
+	p.viewsMark.Store(foldedViews)
 	if foldedViews > 0 && folded < floor {
 		p.cfg.Logger.Debug().Uint64("ack_floor", floor).Uint64("watermark", folded).Msg("projection feed starts from its watermark, behind the acknowledged position")
 		floor = folded
@@ -382,6 +383,13 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 			}
 		}
 		p.cacheMu.Unlock()
+		if len(puts) == 0 {
+			// Only misplaced events, no view written: the views sequence
+			// recorded stands (0 would say a refold is under way).
+			viewsSeq = p.viewsMark.Load()
+		} else {
+			p.viewsMark.Store(viewsSeq)
+		}
 		if n > 0 {
 			// The watermark, written before the acknowledgement: a log
 			// (or views bucket) found behind it on a later start lost
@@ -390,7 +398,7 @@ func (p *Projection) flush(ctx context.Context, feed *jetstream.Feed, u *unflush
 				done <- err
 				return
 			}
-			if viewsSeq > 0 {
+			if viewsSeq > 0 && len(puts) > 0 {
 				// A restart now starts at most from here: the feed may
 				// skip handed-over events (see runFeed).
 				p.hand.mu.Lock()

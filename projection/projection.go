@@ -160,11 +160,14 @@ type Projection struct {
 	hand        handed            // events handed over, not yet delivered
 	heldN       atomic.Uint64     // delivered events skipped because handed over
 
-	applied  atomic.Uint64 // highest stream sequence folded and acknowledged
-	caughtUp atomic.Bool
-	skipped  atomic.Uint64
-	rejected atomic.Uint64
-	folded   atomic.Uint64
+	applied atomic.Uint64 // highest stream sequence folded and acknowledged
+	// viewsMark is the views sequence the last watermark recorded (0: none
+	// yet, or a refold under way), kept by a window that writes no view.
+	viewsMark atomic.Uint64
+	caughtUp  atomic.Bool
+	skipped   atomic.Uint64
+	rejected  atomic.Uint64
+	folded    atomic.Uint64
 
 	interrupted atomic.Uint64 // feeds that failed and were started again
 	lastErr     atomic.Pointer[error]
@@ -274,6 +277,7 @@ func (p *Projection) checkLog(ctx context.Context) error {
 		if err := p.meta.SetWatermark(ctx, w, 0); err != nil {
 			return err
 		}
+		p.viewsMark.Store(0)
 	}
 	return nil
 }
