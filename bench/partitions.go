@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -46,7 +47,10 @@ func (s *scaleRun) startPartitioned(ctx context.Context) (*partitioned, error) {
 	for i, ce := range s.engines {
 		var logs []*jetstream.Log
 		every := jetstream.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
-		err := jetstream.Retry(ctx, every, func(error) bool { return true }, func(ctx context.Context) error {
+		// Asked again while the cluster elects; a store laid out
+		// otherwise is an answer.
+		notLayout := func(err error) bool { return !errors.Is(err, jetstream.ErrLayout) }
+		err := jetstream.Retry(ctx, every, notLayout, func(ctx context.Context) error {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			var err error

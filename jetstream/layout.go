@@ -55,7 +55,7 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 	if err != nil {
 		return nil, err
 	}
-	if err := claimLayout(ctx, js, cfg); err != nil {
+	if err := claimLayout(ctx, nc, js, cfg); err != nil {
 		return nil, err
 	}
 	logs := make([]*Log, cfg.Partitions)
@@ -71,7 +71,7 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 
 // claimLayout checks the store's layout against cfg's, and records cfg's
 // when the store has none (the first engine to open it decides).
-func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) error {
+func claimLayout(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg LogConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	bucket := LayoutBucket(cfg.Prefix)
@@ -89,7 +89,7 @@ func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) err
 	if err != nil {
 		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
 	}
-	have, err := readLayout(ctx, kv)
+	have, err := readLayout(ctx, nc, cfg, bucket)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,10 @@ func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) err
 		}
 		v, _ := json.Marshal(layoutRecord{Partitions: k, Time: time.Now().UTC()})
 		if _, err = kv.Create(ctx, layoutKey, v); errors.Is(err, jetstream.ErrKeyExists) {
-			have, err = readLayout(ctx, kv) // another engine recorded one meanwhile
+			have, err = readLayout(ctx, nc, cfg, bucket) // another engine recorded one meanwhile
+			if err == nil && have == nil {
+				err = fmt.Errorf("%s/%s exists but its stream's leader has no record", bucket, layoutKey)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("record the layout in %s: %w", bucket, err)
@@ -116,21 +119,12 @@ func claimLayout(ctx context.Context, js jetstream.JetStream, cfg LogConfig) err
 // OpenPartitions opened has no record and passes.
 func CheckLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 	cfg.Partition = 0
-	cfg, js, err := cfg.prepare(nc)
+	cfg, _, err := cfg.prepare(nc)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
 	bucket := LayoutBucket(cfg.Prefix)
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
-	}
-	have, err := readLayout(ctx, kv)
+	have, err := readLayout(ctx, nc, cfg, bucket) // none when the bucket is absent
 	if err != nil {
 		return err
 	}
@@ -155,18 +149,21 @@ func streams(k int) string {
 	return fmt.Sprintf("%d event streams", k)
 }
 
-// readLayout returns the layout record, nil when there is none.
-func readLayout(ctx context.Context, kv jetstream.KeyValue) (*layoutRecord, error) {
-	e, err := kv.Get(ctx, layoutKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+// readLayout returns the layout record, nil when there is none, as the
+// bucket's stream leader holds it: a replica behind it could answer "none"
+// for a record another engine has just made.
+func readLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig, bucket string) (*layoutRecord, error) {
+	l := &Log{nc: nc, cfg: cfg}
+	m, err := l.leaderMsg(ctx, "KV_"+bucket, leaderGetRequest{LastBy: "$KV." + bucket + "." + layoutKey})
+	if errors.Is(err, ErrNotStored) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s/%s: %w", kv.Bucket(), layoutKey, err)
+		return nil, fmt.Errorf("read %s/%s from its leader: %w", bucket, layoutKey, err)
 	}
 	var r layoutRecord
-	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Partitions < 1 || r.Partitions > events.MaxPartitions {
-		return nil, fmt.Errorf("%w: %s/%s holds %q, not a layout record (want {\"partitions\":K})", ErrLayout, kv.Bucket(), layoutKey, e.Value())
+	if err := json.Unmarshal(m.data, &r); err != nil || r.Partitions < 1 || r.Partitions > events.MaxPartitions {
+		return nil, fmt.Errorf("%w: %s/%s holds %q, not a layout record (want {\"partitions\":K})", ErrLayout, bucket, layoutKey, m.data)
 	}
 	return &r, nil
 }

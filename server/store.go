@@ -65,6 +65,11 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 		nc.Close()
 		shutdown()
 	}
+	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults}
+	if err := jetstream.CheckLayout(ctx, nc, lc); err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
 	if err := c.requireStream(ctx, nc); err != nil {
 		closeLog()
 		return nil, "", nil, err
@@ -76,11 +81,6 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 		}
 		log.Log().Str("level", "info").Str("file", jetstream.CredentialsPath(c.Data)).Msg("created the embedded NATS server's users engine and admin (file mode 0600)")
 		c.unsaved = nil
-	}
-	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults}
-	if err := jetstream.CheckLayout(ctx, nc, lc); err != nil {
-		closeLog()
-		return nil, "", nil, err
 	}
 	jlog, err := jetstream.OpenLog(ctx, nc, lc)
 	if err != nil {
