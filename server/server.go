@@ -323,8 +323,7 @@ func followRegistry(ctx context.Context, store *jetstream.RegistryStore, eng *se
 			log.Error().Err(err).Uint64("revision", rev).Msg("registry in KV is invalid: keeping the current one")
 			return
 		}
-		eng.SetRegistry(r)
-		if err := eng.RecordRegistry(ctx); err != nil {
+		if err := eng.ServeRegistry(ctx, r); err != nil {
 			log.Warn().Err(err).Msg("record the registry in its history")
 		}
 		log.Info().Str("version", r.Version()).Uint64("revision", rev).Msg("registry updated from KV")

@@ -413,6 +413,19 @@ func (e *Engine) RecordRegistry(ctx context.Context) error {
 	return e.recordRegistry(ctx, e.Registry())
 }
 
+// ServeRegistry records reg in the registry history, then serves it
+// (SetRegistry). History and explain name the registry in force at a
+// point by the time of its record, so recording first means an event
+// stored once reg is served is never dated before reg's record: a client
+// that saw the engine serve reg and then wrote finds its write explained
+// under reg. A record that fails is returned, and reg is served all the
+// same (turns then rebuild only on engines that served it).
+func (e *Engine) ServeRegistry(ctx context.Context, reg *resolver.Registry) error {
+	err := e.recordRegistry(ctx, reg)
+	e.SetRegistry(reg)
+	return err
+}
+
 // withTurn runs fn with the session's open turn exactly as the log holds
 // it at st.LastSeq: no tool_search of the turn is in flight on this
 // engine (its loads may not be stored yet), the cache still holds the
