@@ -269,11 +269,16 @@ func (s *scaleRun) line(ctx context.Context, k int) error {
 // engineSample is a run of n goroutines spread over k engines, each
 // appending to its own session: events/s.
 func (s *scaleRun) engineSample(k, n int) sample {
+	return s.appendSample(fmt.Sprintf("scale%d-e", k), s.oneStream(k), n, nil)
+}
+
+// oneStream is the first k engines on the one stream.
+func (s *scaleRun) oneStream(k int) []*service.Engine {
 	engines := make([]*service.Engine, k)
 	for i := range engines {
 		engines[i] = s.engines[i].eng
 	}
-	return s.appendSample(fmt.Sprintf("scale%d-e", k), engines, n, nil)
+	return engines
 }
 
 // appendSample is a run of n goroutines spread over engines, each making

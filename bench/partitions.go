@@ -108,7 +108,8 @@ func (s *scaleRun) partitionLine(ctx context.Context) error {
 	n := k * s.perEngineClients
 	var perPart [benchPartitions]atomic.Int64
 	counted := func(session string) { perPart[events.Partition(session, benchPartitions)].Add(int64(s.per)) }
-	l, err := s.h.pair(ctx, namePartitioned, "events/s", true, s.appendSample("part-e", pt.engines, n, counted), s.engineSample(k, n))
+	// Both sides write sessions of their own, new to the run.
+	l, err := s.h.pair(ctx, namePartitioned, "events/s", true, s.appendSample("part-e", pt.engines, n, counted), s.appendSample("part-b", s.oneStream(k), n, nil))
 	if err != nil {
 		return err
 	}
