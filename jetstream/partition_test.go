@@ -147,6 +147,14 @@ func TestPartitionLogRefusesOtherPartitionsSessions(t *testing.T) {
 		},
 		"StoredAt": func() error { _, err := other.StoredAt(ctx, session, 1, []string{"x"}); return err },
 	}
+	x, err := other.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls["Eraser.Begin"] = func() error { return x.Begin(ctx, session, 0) }
+	calls["Eraser.Cancel"] = func() error { return x.Cancel(ctx, session) }
+	calls["Eraser.Erase"] = func() error { _, err := x.Erase(ctx, session, 1); return err }
+	calls["Eraser.Compact"] = func() error { _, err := x.Compact(ctx, session, 1); return err }
 	for name, call := range calls {
 		err := call()
 		var wp *jetstream.WrongPartitionError
