@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,10 +361,10 @@ func (l *Log) Conn() *nats.Conn { return l.nc }
 // Atomic reports whether multi-event appends are possible.
 func (l *Log) Atomic() bool { return l.atomic }
 
+// lock is the mutex of session's stripe: FNV-1a of the id, as
+// events.Partition spreads sessions.
 func (l *Log) lock(session string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(session))
-	return &l.locks[h.Sum32()%uint32(len(l.locks))]
+	return &l.locks[events.Partition(session, len(l.locks))]
 }
 
 // LastSeq returns the stream sequence of the session's last event, 0 when
