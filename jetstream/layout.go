@@ -55,7 +55,7 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 	if err != nil {
 		return nil, err
 	}
-	if err := claimLayout(ctx, nc, js, cfg); err != nil {
+	if err := claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg}); err != nil {
 		return nil, err
 	}
 	logs := make([]*Log, cfg.Partitions)
@@ -71,37 +71,30 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 
 // claimLayout checks the store's layout against cfg's, and records cfg's
 // when the store has none (the first engine to open it decides).
-func claimLayout(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg LogConfig) error {
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+// l is a log of the layout's configuration (its partition unused).
+func claimLayout(ctx context.Context, l *Log) error {
+	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	cfg := l.cfg
 	bucket := LayoutBucket(cfg.Prefix)
 	k := cfg.Partitions
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: bucket, Description: "engine layout: how many event streams sessions are spread over",
-			History: 1, Replicas: cfg.Replicas, Storage: storageOf(cfg),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another engine created it meanwhile
-			kv, err = js.KeyValue(ctx, bucket)
-		}
-	}
+	kv, err := l.openSharedBucket(ctx, bucket, "engine layout: how many event streams sessions are spread over")
 	if err != nil {
 		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
 	}
-	have, err := readLayout(ctx, nc, cfg, bucket)
+	have, err := readLayout(ctx, l, bucket)
 	if err != nil {
 		return err
 	}
 	if have == nil {
 		if k > 1 {
-			if err := oneStreamEmpty(ctx, js, cfg); err != nil {
+			if err := oneStreamEmpty(ctx, l.js, cfg); err != nil {
 				return err
 			}
 		}
 		v, _ := json.Marshal(layoutRecord{Partitions: k, Time: time.Now().UTC()})
 		if _, err = kv.Create(ctx, layoutKey, v); errors.Is(err, jetstream.ErrKeyExists) {
-			have, err = readLayout(ctx, nc, cfg, bucket) // another engine recorded one meanwhile
+			have, err = readLayout(ctx, l, bucket) // another engine recorded one meanwhile
 			if err == nil && have == nil {
 				err = fmt.Errorf("%s/%s exists but its stream's leader has no record", bucket, layoutKey)
 			}
@@ -124,7 +117,7 @@ func CheckLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 		return err
 	}
 	bucket := LayoutBucket(cfg.Prefix)
-	have, err := readLayout(ctx, nc, cfg, bucket) // none when the bucket is absent
+	have, err := readLayout(ctx, &Log{nc: nc, cfg: cfg}, bucket) // none when the bucket is absent
 	if err != nil {
 		return err
 	}
@@ -152,8 +145,7 @@ func streams(k int) string {
 // readLayout returns the layout record, nil when there is none, as the
 // bucket's stream leader holds it: a replica behind it could answer "none"
 // for a record another engine has just made.
-func readLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig, bucket string) (*layoutRecord, error) {
-	l := &Log{nc: nc, cfg: cfg}
+func readLayout(ctx context.Context, l *Log, bucket string) (*layoutRecord, error) {
 	m, err := l.leaderMsg(ctx, "KV_"+bucket, leaderGetRequest{LastBy: "$KV." + bucket + "." + layoutKey})
 	if errors.Is(err, ErrNotStored) {
 		return nil, nil
@@ -184,12 +176,4 @@ func oneStreamEmpty(ctx context.Context, js jetstream.JetStream, cfg LogConfig) 
 			ErrLayout, name, n, cfg.Partitions)
 	}
 	return nil
-}
-
-// storageOf is the storage of cfg's streams and buckets.
-func storageOf(cfg LogConfig) jetstream.StorageType {
-	if cfg.MemoryStorage {
-		return jetstream.MemoryStorage
-	}
-	return jetstream.FileStorage
 }
