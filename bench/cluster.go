@@ -91,20 +91,28 @@ func (c *benchCluster) shutdown() {
 // openLogRetry opens a replicated log, retrying while the cluster's
 // JetStream meta leader is being elected (up to a minute).
 func openLogRetry(ctx context.Context, nc *nats.Conn, cfg jetstream.LogConfig) (*jetstream.Log, error) {
+	return openRetry(ctx, func(ctx context.Context) (*jetstream.Log, error) { return jetstream.OpenLog(ctx, nc, cfg) })
+}
+
+// openRetry calls open until it succeeds, for up to a minute while the
+// cluster's JetStream meta leader is being elected; a store laid out
+// otherwise (jetstream.ErrLayout) is an answer, not asked again.
+func openRetry[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var l *jetstream.Log
+	var v T
 	every := jetstream.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
-	err := jetstream.Retry(ctx, every, func(error) bool { return true }, func(ctx context.Context) error {
+	notLayout := func(err error) bool { return !errors.Is(err, jetstream.ErrLayout) }
+	err := jetstream.Retry(ctx, every, notLayout, func(ctx context.Context) error {
 		// Each attempt has its own deadline: a request sent before the
 		// meta leader is known may get no answer at all.
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		var err error
-		l, err = jetstream.OpenLog(actx, nc, cfg)
+		v, err = open(actx)
 		return err
 	})
-	return l, err
+	return v, err
 }
 
 // clusterEngine is one engine process on the cluster: its connection

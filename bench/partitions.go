@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -45,17 +44,8 @@ func (p *partitioned) close() {
 func (s *scaleRun) startPartitioned(ctx context.Context) (*partitioned, error) {
 	out := &partitioned{}
 	for i, ce := range s.engines {
-		var logs []*jetstream.Log
-		every := jetstream.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
-		// Asked again while the cluster elects; a store laid out
-		// otherwise is an answer.
-		notLayout := func(err error) bool { return !errors.Is(err, jetstream.ErrLayout) }
-		err := jetstream.Retry(ctx, every, notLayout, func(ctx context.Context) error {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			var err error
-			logs, err = jetstream.OpenPartitions(actx, ce.nc, jetstream.LogConfig{Prefix: prefixParts, Replicas: 3, Partitions: benchPartitions})
-			return err
+		logs, err := openRetry(ctx, func(ctx context.Context) ([]*jetstream.Log, error) {
+			return jetstream.OpenPartitions(ctx, ce.nc, jetstream.LogConfig{Prefix: prefixParts, Replicas: 3, Partitions: benchPartitions})
 		})
 		if err != nil {
 			return out, fmt.Errorf("partitioned streams on the cluster: %w", err)
