@@ -67,10 +67,7 @@ func openLayout(t *testing.T) *layout {
 			x, err = l.NewEraser(ctx, nil)
 			return err
 		})
-		runCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = proj.Run(runCtx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		runProjection(t, proj)
 		parts[p], erasers[p] = service.JetStreamPorts(l, proj), x
 	}
 	ports, err := partition.NewPorts(parts...)

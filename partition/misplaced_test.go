@@ -11,11 +11,6 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
-	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/partition"
-	"github.com/toolintent/engine/projection"
-	"github.com/toolintent/engine/resolver"
-	"github.com/toolintent/engine/service"
 )
 
 // An event a publisher stored in a partition its session does not belong
@@ -23,30 +18,12 @@ import (
 // session no view there: the engine lists each session once, from its own
 // partition.
 func TestMisplacedEventMakesNoViewInTheWrongPartition(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
 	ctx := context.Background()
-	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
+	lay := openLocal(t, 2)
+	logs, projs, eng := lay.logs, lay.projs, lay.eng
+	for _, proj := range projs {
+		runProjection(t, proj)
 	}
-	projs := make([]*projection.Projection, 2)
-	parts := make([]service.Ports, 2)
-	for p, l := range logs {
-		if projs[p], err = projection.Open(ctx, l, projection.Config{}); err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = projs[p].Run(runCtx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		parts[p] = service.JetStreamPorts(l, projs[p])
-	}
-	ports, err := partition.NewPorts(parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := service.NewFromPorts(ports, resolver.Default(), service.Config{})
 	stray := "stray"
 	own := events.Partition(stray, 2)
 	wrong := 1 - own

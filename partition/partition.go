@@ -67,9 +67,6 @@ func NewLog(parts ...service.Log) (*Log, error) {
 	return &Log{parts: slices.Clone(parts)}, nil
 }
 
-// Parts returns the logs of the partitions, in partition order.
-func (l *Log) Parts() []service.Log { return slices.Clone(l.parts) }
-
 // Append stores evs on the session's partition (service.Log).
 func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error) {
 	return route(l.parts, session).Append(ctx, session, expected, evs...)

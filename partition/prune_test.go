@@ -10,9 +10,6 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/partition"
-	"github.com/toolintent/engine/projection"
-	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
@@ -29,32 +26,10 @@ func (c *countingPruner) Prune(context.Context, int, func(string) bool, int) (je
 // stopped behind its log, the pass prunes nothing; once it runs, the pass
 // goes on.
 func TestRegistryPruneWaitsForEveryPartitionsViews(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
 	ctx := context.Background()
-	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	projs := make([]*projection.Projection, 2)
-	parts := make([]service.Ports, 2)
-	for p, l := range logs {
-		if projs[p], err = projection.Open(ctx, l, projection.Config{}); err != nil {
-			t.Fatal(err)
-		}
-		parts[p] = service.JetStreamPorts(l, projs[p])
-	}
-	run := func(p int) {
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = projs[p].Run(runCtx) }()
-		t.Cleanup(func() { cancel(); <-done })
-	}
-	ports, err := partition.NewPorts(parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := service.NewFromPorts(ports, resolver.Default(), service.Config{})
+	lay := openLocal(t, 2)
+	projs, eng := lay.projs, lay.eng
+	run := func(p int) { runProjection(t, projs[p]) }
 	// One session in each partition; only partition 0's views run.
 	var behind int
 	for i := 0; ; i++ {
