@@ -40,6 +40,9 @@ type Metrics struct {
 
 	chMu     sync.Mutex
 	channels map[string]bool // channel label values in use, at most maxChannels
+
+	lagMu sync.Mutex
+	lags  []projLag // each projection's last lag, in ProjectionConfig order
 }
 
 // maxChannels bounds the channel label's values: an HTTP caller names its
@@ -57,8 +60,8 @@ func New() *Metrics {
 		conflicts:     counterVec("engine_conflicts_total", "Optimistic-concurrency conflicts, by whether the engine retried them.", "retried"),
 		undecodable:   counter("engine_undecodable_events_total", "Events the projection kept in the log but could not fold (undecodable, unknown type, future version)."),
 		rejected:      counter("engine_rejected_events_total", "Events the projection kept in the log but did not apply because they break a fold rule (see docs/semantics.md#events-the-engine-does-not-apply)."),
-		lagEvents:     gauge("engine_projection_lag_events", "Events in the log not yet folded into the views."),
-		lagSeconds:    gauge("engine_projection_lag_seconds", "Age of the newest event of the last folded batch when it was folded."),
+		lagEvents:     gauge("engine_projection_lag_events", "Events in the log not yet folded into the views (over every partition's stream)."),
+		lagSeconds:    gauge("engine_projection_lag_seconds", "Age of the newest event of the last folded batch when it was folded (the largest of the partitions' streams)."),
 		folded:        counter("engine_projection_folded_total", "Events folded into the views."),
 		resolve:       histogram("engine_resolve_seconds", "Latency of tool resolution.", []float64{1e-7, 5e-7, 1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3, 1e-2}),
 		prefixChange:  counterVec("engine_tool_prefix_changes_total", "Dispatches whose provider tools array changed a byte of the session's previous one (a prompt-cache break), by cause.", "cause"),
@@ -146,14 +149,34 @@ func (m *Metrics) Hooks() service.Hooks {
 	}
 }
 
-// ProjectionConfig returns cfg with the projection's hooks set.
+// ProjectionConfig returns cfg with the projection's hooks set. Each
+// call adds a projection to the gauges (one per partition's stream): the
+// lag in events is their sum, the lag in seconds their largest.
 func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
+	m.lagMu.Lock()
+	slot := len(m.lags)
+	m.lags = append(m.lags, projLag{})
+	m.lagMu.Unlock()
 	cfg.OnSkip = func(jetstream.Record) { m.undecodable.Inc() }
 	cfg.OnReject = func(jetstream.Record, error) { m.rejected.Inc() }
 	cfg.OnBatch = func(n int, lag time.Duration, pending uint64) {
 		m.folded.Add(float64(n))
-		m.lagEvents.Set(float64(pending))
-		m.lagSeconds.Set(lag.Seconds())
+		m.lagMu.Lock()
+		defer m.lagMu.Unlock()
+		m.lags[slot] = projLag{pending, lag}
+		var sum uint64
+		var most time.Duration
+		for _, l := range m.lags {
+			sum, most = sum+l.pending, max(most, l.age)
+		}
+		m.lagEvents.Set(float64(sum))
+		m.lagSeconds.Set(most.Seconds())
 	}
 	return cfg
+}
+
+// projLag is one projection's lag at its last batch.
+type projLag struct {
+	pending uint64
+	age     time.Duration
 }
