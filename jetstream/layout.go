@@ -124,6 +124,22 @@ func CheckLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 	return layoutMismatch(bucket, have, cfg.Partitions)
 }
 
+// Layout returns the number of event streams the store's layout record
+// names (read from the bucket's stream leader), 0 when it has none: a
+// one-stream store no OpenPartitions opened, or an empty one.
+func Layout(ctx context.Context, nc *nats.Conn, cfg LogConfig) (int, error) {
+	cfg.Partition = 0
+	cfg, _, err := cfg.prepare(nc)
+	if err != nil {
+		return 0, err
+	}
+	have, err := readLayout(ctx, &Log{nc: nc, cfg: cfg}, LayoutBucket(cfg.Prefix))
+	if err != nil || have == nil {
+		return 0, err
+	}
+	return have.Partitions, nil
+}
+
 // layoutMismatch is the refusal of a store laid out as have (nil: no
 // record) to an open of k partitions, or nil when they agree.
 func layoutMismatch(bucket string, have *layoutRecord, k int) error {

@@ -271,6 +271,25 @@ func TestOpenPartitionsRecordsTheLayoutAndRefusesAnother(t *testing.T) {
 	}
 }
 
+// Layout reads the number of partitions the store recorded: none before
+// the first partitioned open, K after it, whatever the reader asks for.
+func TestLayoutReadsTheRecordedNumber(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	if k, err := jetstream.Layout(ctx, nc, jetstream.LogConfig{}); k != 0 || err != nil {
+		t.Fatalf("layout of an empty store: %d, %v, want 0 (no record)", k, err)
+	}
+	if _, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, asked := range []int{0, 2, 5} {
+		if k, err := jetstream.Layout(ctx, nc, jetstream.LogConfig{Partitions: asked}); k != 5 || err != nil {
+			t.Fatalf("layout read asking %d: %d, %v, want 5", asked, k, err)
+		}
+	}
+}
+
 // A store whose one stream holds events is not opened partitioned; an
 // empty one is, and from then on it is a partitioned store.
 func TestOpenPartitionsRefusesAOneStreamStoreWithEvents(t *testing.T) {

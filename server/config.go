@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/embedding"
+	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -57,6 +58,11 @@ type Store struct {
 	Prefix string
 	// Replicas of the stream and KV buckets. Default 1.
 	Replicas int
+	// Partitions spreads the sessions over this many event streams, each
+	// with its own leader (serve only, on an external cluster: NATS set);
+	// 0 or 1: one event stream. The store keeps the number its first
+	// engine chose, and refuses another.
+	Partitions int
 	// Listen is the embedded server's host:port (port 0: random).
 	// Default 127.0.0.1:0.
 	Listen string
@@ -77,6 +83,10 @@ type Store struct {
 	// RequireStream refuses a store without the event stream instead of
 	// creating an empty one (rebuild, stream repair).
 	RequireStream bool
+	// SharedBuckets opens the log only for the buckets every partition
+	// shares (registry push, actor forget): a store of several event
+	// streams opens its first partition instead of being refused.
+	SharedBuckets bool
 }
 
 // withDefaults fills the zero fields.
@@ -263,6 +273,12 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 {
 		errs = append(errs, fmt.Errorf("--replicas %d: want 1 or more", c.Replicas))
+	}
+	switch {
+	case c.Partitions < 0 || c.Partitions > events.MaxPartitions:
+		errs = append(errs, fmt.Errorf("--partitions %d: want 1 (one event stream) to %d", c.Partitions, events.MaxPartitions))
+	case c.Partitions > 1 && c.NATS == "":
+		errs = append(errs, fmt.Errorf("--partitions %d needs --nats, the URL of a cluster: partitions spread the event streams' leaders over its nodes, and the one embedded server would lead them all", c.Partitions))
 	}
 	if err := c.Actors.Validate(); err != nil {
 		errs = append(errs, err)

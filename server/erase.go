@@ -9,7 +9,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/jetstream"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
 
@@ -41,40 +40,44 @@ func (c *store) eraserConn(ctx context.Context, cfg Config, url string) (*nats.C
 	return nil, func() {}, nil
 }
 
-// startEraser gives eng its eraser: the audit stream opened on the
-// privileged connection, and on an embedded store the watermark lowered
-// and the erased range recorded as accepted before each purge, so an erase
-// never reads as data loss. Without it (the stream or connection cannot
-// be opened) erases answer that they are unavailable; serving goes on.
-func (c *store) startEraser(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, log zerolog.Logger) func() {
+// startEraser gives eng its eraser: each event stream's audit records
+// and purges on the privileged connection, and on an embedded store the
+// watermark lowered and the erased range recorded as accepted before
+// each purge, so an erase never reads as data loss. Without it (a stream
+// or the connection cannot be opened) erases answer that they are
+// unavailable; serving goes on.
+func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts []*part, eng *service.Engine, log zerolog.Logger) func() {
 	enc, closeEnc, err := c.eraserConn(ctx, cfg, url)
 	if err != nil {
 		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
 		return func() {}
 	}
-	x, err := jlog.NewEraser(ctx, enc)
-	if err != nil {
-		closeEnc()
-		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
-		return func() {}
-	}
+	var before func(jetstream.EraseReport) error
+	var after func(jetstream.EraseReport, error)
 	if c.embedded != nil {
 		// The store check reads the purged range from the audit
 		// stream's record, written before the purge: only the watermark
 		// is lowered here.
-		x.BeforePurge = func(rep jetstream.EraseReport) error { return c.acked.beforePurge(rep.Purged) }
-		x.AfterPurge = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
+		before = func(rep jetstream.EraseReport) error { return c.acked.beforePurge(rep.Purged) }
+		after = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
+	}
+	x, err := newErasers(ctx, parts, enc, before, after)
+	if err != nil {
+		closeEnc()
+		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
+		return func() {}
 	}
 	eng.SetEraser(x)
 	return closeEnc
 }
 
 // startEraseFinisher finishes the erases a crash interrupted
-// (service.Engine.FinishErases), on the engine that runs the projection:
+// (service.Engine.FinishErases), on the engine that runs the projection
+// (runner):
 // shortly after start, then every --erase-takeover (at most every
 // minute). The returned channel closes when the loop has stopped (after
 // ctx ends).
-func startEraseFinisher(ctx context.Context, cfg Config, eng *service.Engine, proj *projection.Projection, log zerolog.Logger) <-chan struct{} {
+func startEraseFinisher(ctx context.Context, cfg Config, eng *service.Engine, runner func() bool, log zerolog.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	if cfg.NoProjection || !eng.CanErase() {
 		close(done)
@@ -95,7 +98,7 @@ func startEraseFinisher(ctx context.Context, cfg Config, eng *service.Engine, pr
 			case <-t.C:
 			}
 			t.Reset(interval)
-			if !proj.Runner() {
+			if !runner() {
 				continue
 			}
 			rep, err := eng.FinishErases(ctx)

@@ -18,9 +18,7 @@ import (
 // probeDeps are what the readiness checks look at.
 type probeDeps struct {
 	nc         *nats.Conn
-	log        *jetstream.Log
-	proj       *projection.Projection
-	write      *writeProbe
+	parts      []*part // the event streams, each with its projection and write probe
 	projecting bool
 	maxLag     uint64 // events the projection may be behind once caught up
 	extra      []health.Check
@@ -183,12 +181,13 @@ func startupCheck(context.Context) error {
 }
 
 // newProbes builds the checker behind /healthz and /readyz: ready means an append and a read succeed now — no
-// start-up wait, the NATS connection up, the event stream with a leader
-// that answered within writeProbeStale (cached, probed in the
-// background), the projection caught up (then within maxLag), plus the
-// extra checks (log integrity, disk, ...), each named in the reply.
+// start-up wait, the NATS connection up, and for each event stream: a
+// leader that answered within writeProbeStale (cached, probed in the
+// background), no acknowledged events missing, the projection caught up
+// (then within maxLag), its log intact; plus the extra checks (disk, ...),
+// each named in the reply. A stream's checks are suffixed with its
+// partition's number when there are several.
 func newProbes(d probeDeps) *health.Checker {
-	var caughtUp atomic.Bool
 	checks := []health.Check{
 		{Name: "startup", Fn: startupCheck},
 		{Name: "nats", Fn: func(context.Context) error {
@@ -197,49 +196,71 @@ func newProbes(d probeDeps) *health.Checker {
 			}
 			return nil
 		}},
-		// A leader that answered is definite: recover after writeProbeHold,
-		// not the checker's 2 s.
-		{Name: "stream", Fn: d.write.check, Hold: writeProbeHold},
 	}
-	// Acknowledged events missing from the log: what
-	// this engine's projection found, or the runner recorded.
-	checks = append(checks, health.Check{Name: "log_damage", Fn: d.proj.Damaged})
-	if d.projecting {
-		checks = append(checks, health.Check{Name: "projection", Fn: func(ctx context.Context) error {
-			last, known := d.write.last()
-			if !d.proj.Runner() {
-				// Standing by: ready while the runner,
-				// in another engine, keeps the views within maxLag.
-				w, wKnown, err := d.write.runnerFolded()
-				if err != nil {
-					return err
-				}
-				if known && wKnown && last > w && last-w > d.maxLag {
-					return fmt.Errorf("standing by: the projection runner has folded %d of %d events, more than %d behind (is a runner alive?)", w, last, d.maxLag)
-				}
-				return nil
-			}
-			if d.proj.CaughtUp() {
-				caughtUp.Store(true)
-				return nil
-			}
-			applied := d.proj.Applied()
-			if !caughtUp.Load() {
-				return fmt.Errorf("projection catching up: folded up to sequence %d", applied)
-			}
-			if known && last > applied && last-applied > d.maxLag {
-				return fmt.Errorf("projection %d events behind the log (folded %d of %d), more than %d", last-applied, applied, last, d.maxLag)
-			}
-			return nil
-		}})
+	for _, p := range d.parts {
+		checks = append(checks,
+			// A leader that answered is definite: recover after
+			// writeProbeHold, not the checker's 2 s.
+			health.Check{Name: p.check("stream"), Fn: p.probe.check, Hold: writeProbeHold},
+			// Acknowledged events missing from the log: what this
+			// engine's projection found, or the runner recorded.
+			health.Check{Name: p.check("log_damage"), Fn: p.proj.Damaged})
+		if d.projecting {
+			checks = append(checks, health.Check{Name: p.check("projection"), Fn: projectionCheck(p, d.maxLag)})
+		}
+		integrity := p.integrity
+		checks = append(checks, health.Check{Name: p.check("log_integrity"), Fn: func(context.Context) error { return integrity() }})
 	}
 	return health.New(health.Config{}, append(checks, d.extra...)...)
 }
 
+// projectionCheck is the readiness of p's projection: caught up once,
+// then within maxLag of the log; standing by, the runner's within maxLag.
+func projectionCheck(p *part, maxLag uint64) func(context.Context) error {
+	var caughtUp atomic.Bool
+	return func(ctx context.Context) error {
+		last, known := p.probe.last()
+		if !p.proj.Runner() {
+			// Standing by: ready while the runner,
+			// in another engine, keeps the views within maxLag.
+			w, wKnown, err := p.probe.runnerFolded()
+			if err != nil {
+				return err
+			}
+			if known && wKnown && last > w && last-w > maxLag {
+				return fmt.Errorf("standing by: the projection runner has folded %d of %d events, more than %d behind (is a runner alive?)", w, last, maxLag)
+			}
+			return nil
+		}
+		if p.proj.CaughtUp() {
+			caughtUp.Store(true)
+			return nil
+		}
+		applied := p.proj.Applied()
+		if !caughtUp.Load() {
+			return fmt.Errorf("projection catching up: folded up to sequence %d", applied)
+		}
+		if known && last > applied && last-applied > maxLag {
+			return fmt.Errorf("projection %d events behind the log (folded %d of %d), more than %d", last-applied, applied, last, maxLag)
+		}
+		return nil
+	}
+}
+
 // liveInfo is what /healthz shows besides ok: informational, it never
 // makes liveness fail.
-func liveInfo(nc *nats.Conn, proj *projection.Projection) func() map[string]any {
+// With several partitions, each stream's figures are listed under
+// "partitions".
+func liveInfo(nc *nats.Conn, parts []*part) func() map[string]any {
 	return func() map[string]any {
-		return map[string]any{"nats": nc.Status().String(), "applied_seq": proj.Applied(), "projection_runner": proj.Runner()}
+		if len(parts) == 1 {
+			proj := parts[0].proj
+			return map[string]any{"nats": nc.Status().String(), "applied_seq": proj.Applied(), "projection_runner": proj.Runner()}
+		}
+		each := make([]map[string]any, len(parts))
+		for i, p := range parts {
+			each[i] = map[string]any{"stream": p.log.StreamName(), "applied_seq": p.proj.Applied(), "projection_runner": p.proj.Runner()}
+		}
+		return map[string]any{"nats": nc.Status().String(), "partitions": each}
 	}
 }

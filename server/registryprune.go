@@ -9,20 +9,19 @@ import (
 
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/metrics"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
 
 // startRegistryPrune starts the pruning of the registry history
 // when cfg.RegistryKeep is positive: once at start-up and after each
 // registry change (the history stream grew; looked at every
-// cfg.RegistryPruneTick), on the engine that runs the projection, it
+// cfg.RegistryPruneTick), on the engine that runs the projection (runner), it
 // keeps the newest cfg.RegistryKeep versions plus every version an open
 // turn or a session's last checkpoint references, and purges the others
 // through the privileged connection of erases. A history stream created
 // with deny_purge (by an engine without erase) is kept whole, with a log line saying why.
 // The returned channel closes when the loop has stopped (after ctx ends).
-func (c *store) startRegistryPrune(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, proj *projection.Projection, m *metrics.Metrics, log zerolog.Logger) <-chan struct{} {
+func (c *store) startRegistryPrune(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, runner func() bool, m *metrics.Metrics, log zerolog.Logger) <-chan struct{} {
 	done := make(chan struct{})
 	if cfg.RegistryKeep <= 0 {
 		log.Debug().Msg("registry history: every version kept (--registry-keep 0)")
@@ -80,7 +79,7 @@ func (c *store) startRegistryPrune(ctx context.Context, cfg Config, url string, 
 	go func() {
 		defer close(done)
 		defer closeEnc()
-		rp.Run(ctx, cfg.RegistryPruneTick, changed, proj.Runner)
+		rp.Run(ctx, cfg.RegistryPruneTick, changed, runner)
 	}()
 	return done
 }

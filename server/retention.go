@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/metrics"
-	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
 
@@ -50,13 +49,14 @@ func ParseRetainDuration(s string) (time.Duration, error) {
 
 // startRetention starts the retention of idle sessions when
 // cfg.RetainIdle is set: every cfg.RetainTick it examines at most
-// cfg.RetainBatch sessions, on the engine that runs the projection (one
+// cfg.RetainBatch sessions, on the engine that runs the projection
+// (runner; one
 // engine of a stream at a time; two at once during a hand-over are
 // harmless, their deletes and compactions are conditional). An erase or
 // compact action without an eraser is refused: the operator asked for
 // data to be purged. The
 // returned channel closes when the loop has stopped (after ctx ends).
-func startRetention(ctx context.Context, cfg Config, eng *service.Engine, proj *projection.Projection, m *metrics.Metrics, log zerolog.Logger) (<-chan struct{}, error) {
+func startRetention(ctx context.Context, cfg Config, eng *service.Engine, runner func() bool, m *metrics.Metrics, log zerolog.Logger) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	if cfg.RetainIdle <= 0 {
 		close(done)
@@ -78,6 +78,6 @@ func startRetention(ctx context.Context, cfg Config, eng *service.Engine, proj *
 	rc := r.Config()
 	log.Info().Str("idle", rc.Idle.String()).Str("action", string(rc.Action)).Int("batch", rc.Batch).
 		Str("tick", cfg.RetainTick.String()).Msg("retention of idle sessions on")
-	go func() { defer close(done); r.Run(ctx, cfg.RetainTick, proj.Runner) }()
+	go func() { defer close(done); r.Run(ctx, cfg.RetainTick, runner) }()
 	return done, nil
 }

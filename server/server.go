@@ -8,9 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/api"
@@ -26,14 +26,16 @@ import (
 type ready struct {
 	NATSURL  string `json:"nats_url"`
 	HTTPAddr string `json:"http_addr"`
-	Stream   string `json:"stream"`
-	PID      int    `json:"pid"`
+	Stream   string `json:"stream"` // the event stream's name; partitions' comma-separated
+
+	PID int `json:"pid"`
 }
 
 // Run is `engine serve`: it opens the HTTP listener first (its probes
 // answer while the engine starts), connects to the store (waiting, with
 // back-off and saying why in /readyz, for an external cluster that is not
-// there yet), opens the log and the views, starts the projection (when
+// there yet), opens the log and the views (of every partition, with
+// cfg.Partitions over one), starts the projection (of each stream, when
 // elected), the NATS micro service, the HTTP API, the write probe, the
 // log-integrity watcher, the disk checks and the acknowledged watermark,
 // logs "engine serving" and serves until ctx ends. It then stops the
@@ -68,18 +70,21 @@ func Run(ctx context.Context, cfg Config) error {
 		defer func() { _ = httpSrv.Close() }()
 	}
 	c.waitNATS = true
-	jlog, url, closeLog, err := c.openLog(ctx, log)
+	logs, url, closeLog, err := c.openLogs(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
+	// The shared buckets (keys, registry, audit, actors, embeddings) are
+	// every partition's: the first stream's log opens them.
+	jlog := logs[0]
 	if err := c.watchAcked(ctx, jlog, log); err != nil {
 		return err
 	}
 	nc := jlog.Conn()
 	m := metrics.New()
 	acfg.Observe = m.ObserveRequest
-	proj, err := openProjection(ctx, jlog, m, c.LeaseOwner(), log)
+	parts, err := openParts(ctx, logs, m, c.LeaseOwner(), log)
 	if err != nil {
 		return err
 	}
@@ -89,20 +94,21 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	// An acknowledged append tells readiness the stream takes writes.
-	wp := newWriteProbe(jlog)
-	pages, closePages := openPagesLog(jlog, log)
+	closePages := openPages(parts, log)
 	defer closePages()
-	eng := newEngine(ctx, jlog, pages, proj, reg, m, wp, cfg.EraseTakeover, log)
+	eng, err := newEngine(ctx, parts, reg, m, cfg.EraseTakeover, log)
+	if err != nil {
+		return err
+	}
 	if err := startActors(ctx, cfg.Actors, jlog, eng, log.With().Str("component", "actors").Logger()); err != nil {
 		return err
 	}
-	stopEraser := c.startEraser(ctx, cfg, url, jlog, eng, log.With().Str("component", "eraser").Logger())
+	stopEraser := c.startEraser(ctx, cfg, url, parts, eng, log.With().Str("component", "eraser").Logger())
 	defer stopEraser()
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-	bg, err := c.startWorkers(runCtx, cfg, url, jlog, eng, proj, regStore, m)
+	bg, err := c.startWorkers(runCtx, cfg, url, parts, eng, regStore, m)
 	defer func() { cancelRun(); bg.wait() }() // no worker outlives the connection
 	if err != nil {
 		return err
@@ -127,26 +133,22 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer stopAPI()
 
-	integrity := watchIntegrity(runCtx, jlog, proj, !cfg.NoProjection, 5*time.Second, log)
+	watchParts(runCtx, parts, !cfg.NoProjection, httpSrv != nil, log)
 	diskReady := diskChecks(runCtx, disk, c.embedded, jlog, log)
 	if httpSrv != nil {
-		if !cfg.NoProjection {
-			wp.watchRunner(proj)
-		}
-		wp.write = proj.Meta().ProbeWrite
-		go wp.run(runCtx)
-		probes := newProbes(probeDeps{nc: nc, log: jlog, proj: proj, write: wp, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
-			extra: append([]health.Check{{Name: "log_integrity", Fn: func(context.Context) error { return integrity() }}, c.ackedCheck()}, diskReady...)})
-		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, proj))))
+		probes := newProbes(probeDeps{nc: nc, parts: parts, projecting: !cfg.NoProjection, maxLag: uint64(max(cfg.MaxProjectionLag, 0)),
+			extra: append([]health.Check{c.ackedCheck()}, diskReady...)})
+		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, parts))))
 	}
+	streams := strings.Join(streamNames(parts), ",")
 	if cfg.ReadyFile != "" {
-		if err := writeReady(cfg.ReadyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: jlog.StreamName(), PID: os.Getpid()}); err != nil {
+		if err := writeReady(cfg.ReadyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: streams, PID: os.Getpid()}); err != nil {
 			return err
 		}
 	}
 	// Shown at every log level but "disabled", as JSON like every other
 	// line.
-	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", jlog.StreamName()).
+	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", streams).
 		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
 
 	<-ctx.Done()
@@ -194,10 +196,12 @@ func (w *workers) wait() {
 
 // startWorkers starts, on ctx, the embeddings, the registry follower
 // (regStore set), retention, the erase finisher, the registry prune and
-// the projection (unless cfg.NoProjection). On an error the workers
-// started so far are in the result, to be waited for after ctx ends.
-func (c *store) startWorkers(ctx context.Context, cfg Config, url string, jlog *jetstream.Log, eng *service.Engine, proj *projection.Projection, regStore *jetstream.RegistryStore, m *metrics.Metrics) (*workers, error) {
+// each stream's projection (unless cfg.NoProjection). On an error the
+// workers started so far are in the result, to be waited for after ctx
+// ends.
+func (c *store) startWorkers(ctx context.Context, cfg Config, url string, parts []*part, eng *service.Engine, regStore *jetstream.RegistryStore, m *metrics.Metrics) (*workers, error) {
 	log := cfg.Logger
+	jlog, run := parts[0].log, runner(parts)
 	w := &workers{}
 	if err := startEmbeddings(ctx, cfg, jlog, eng, m, log.With().Str("component", "embeddings").Logger()); err != nil {
 		return w, err
@@ -207,17 +211,19 @@ func (c *store) startWorkers(ctx context.Context, cfg Config, url string, jlog *
 			return w, err
 		}
 	}
-	retDone, err := startRetention(ctx, cfg, eng, proj, m, log.With().Str("component", "retention").Logger())
+	retDone, err := startRetention(ctx, cfg, eng, run, m, log.With().Str("component", "retention").Logger())
 	if err != nil {
 		return w, err
 	}
 	w.done = append(w.done, retDone,
-		startEraseFinisher(ctx, cfg, eng, proj, log.With().Str("component", "eraser").Logger()),
-		c.startRegistryPrune(ctx, cfg, url, jlog, eng, proj, m, log.With().Str("component", "registry-prune").Logger()))
+		startEraseFinisher(ctx, cfg, eng, run, log.With().Str("component", "eraser").Logger()),
+		c.startRegistryPrune(ctx, cfg, url, jlog, eng, run, m, log.With().Str("component", "registry-prune").Logger()))
 	if !cfg.NoProjection {
-		projDone := make(chan struct{})
-		go func() { defer close(projDone); _ = proj.Run(ctx) }() // returns only when ctx ends
-		w.done = append(w.done, projDone)
+		for _, p := range parts {
+			projDone := make(chan struct{})
+			go func() { defer close(projDone); _ = p.proj.Run(ctx) }() // returns only when ctx ends
+			w.done = append(w.done, projDone)
+		}
 	}
 	return w, nil
 }
@@ -248,62 +254,31 @@ func listenHTTP(cfg Config, h *swapHandler) (*http.Server, string, error) {
 	return srv, addr, nil
 }
 
-// openPagesLog opens the log history pages read through: the same stream
-// on a second connection with the first one's options, so that a page's
-// batch of hundreds of messages never queues ahead of the appends'
-// acknowledgements. Without it (the connection failed, logged) pages read
-// on the log's own connection: nil and a no-op close.
-func openPagesLog(jlog *jetstream.Log, log zerolog.Logger) (*jetstream.Log, func()) {
-	opts := jlog.Conn().Opts
-	opts.Name += "-history"
-	// The copied status handlers would log this connection's events as the
-	// engine's own: these name it.
-	status := func(event string, err error) {
-		log.Warn().Str("event", event).Str("connection", opts.Name).AnErr("error", err).Msg("nats connection for history pages")
-	}
-	opts.DisconnectedErrCB = func(_ *nats.Conn, err error) {
-		if err != nil { // nil: the engine closed it
-			status("disconnected", err)
-		}
-	}
-	opts.ReconnectedCB = func(*nats.Conn) { status("reconnected", nil) }
-	opts.ClosedCB = nil
-	opts.AsyncErrorCB = func(_ *nats.Conn, _ *nats.Subscription, err error) { status("error", err) }
-	nc, err := opts.Connect()
-	var pages *jetstream.Log
-	if err == nil {
-		if pages, err = jlog.OnConn(nc); err != nil {
-			nc.Close()
-		}
-	}
-	if err != nil {
-		log.Warn().Err(err).Msg("no second NATS connection for history pages: they read on the engine's connection")
-		return nil, func() {}
-	}
-	return pages, nc.Close
-}
-
-// newEngine builds the service on the log and the views, with the
-// metrics' hooks and the write probe told of every acknowledged append,
-// and records the registry in its history: every registry version served
-// stays addressable, so any engine rebuilds a turn frozen against it.
-func newEngine(ctx context.Context, jlog, pages *jetstream.Log, proj *projection.Projection, reg *resolver.Registry, m *metrics.Metrics, wp *writeProbe, takeover time.Duration, log zerolog.Logger) *service.Engine {
+// newEngine builds the service on the parts' logs and views, with the
+// metrics' hooks (and, over one stream, its write probe told of every
+// acknowledged append: an append names no partition), and records the
+// registry in its history: every registry version served stays
+// addressable, so any engine rebuilds a turn frozen against it.
+func newEngine(ctx context.Context, parts []*part, reg *resolver.Registry, m *metrics.Metrics, takeover time.Duration, log zerolog.Logger) (*service.Engine, error) {
 	hooks := m.Hooks()
-	if counted := hooks.Appended; counted != nil {
-		hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
-	} else {
-		hooks.Appended = func(int, bool) { wp.appended() }
+	if len(parts) == 1 {
+		wp := parts[0].probe
+		if counted := hooks.Appended; counted != nil {
+			hooks.Appended = func(n int, duplicate bool) { counted(n, duplicate); wp.appended() }
+		} else {
+			hooks.Appended = func(int, bool) { wp.appended() }
+		}
 	}
-	ports := service.JetStreamPorts(jlog, proj)
-	if pages != nil {
-		ports.Pages = pages
+	ports, err := ports(parts)
+	if err != nil {
+		return nil, err
 	}
 	eng := service.NewFromPorts(ports, reg, service.Config{
 		Logger:        log.With().Str("component", "service").Logger(),
 		Hooks:         hooks,
 		EraseTakeover: takeover,
 	})
-	if hist, err := jlog.OpenRegistryHistory(ctx); err != nil {
+	if hist, err := parts[0].log.OpenRegistryHistory(ctx); err != nil {
 		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
 	} else {
 		eng.SetRegistryHistory(hist)
@@ -311,7 +286,7 @@ func newEngine(ctx context.Context, jlog, pages *jetstream.Log, proj *projection
 			log.Warn().Err(err).Msg("record the registry in its history")
 		}
 	}
-	return eng
+	return eng, nil
 }
 
 // followRegistry serves every valid registry stored in the bucket from

@@ -50,13 +50,28 @@ func (c *store) userOf(cr jetstream.Credentials) (string, string) {
 	return cr.Engine.User, cr.Engine.Password
 }
 
-// openLog connects (starting the embedded server on c.Listen when no
-// --nats is given) and opens the event stream. The returned func closes
-// the connection and shuts the embedded server down.
-func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+// openLogs opens the event streams serve serves: those of every
+// partition on an external cluster (waiting for it when c.waitNATS), or
+// the one stream (openLog). The returned func closes the connection and
+// shuts the embedded server down.
+func (c *store) openLogs(ctx context.Context, log zerolog.Logger) ([]*jetstream.Log, string, func(), error) {
 	if c.NATS != "" && c.waitNATS {
 		return c.openLogWaiting(ctx, log)
 	}
+	if c.Partitions > 1 {
+		return nil, "", nil, fmt.Errorf("--partitions %d needs --nats, the URL of a cluster", c.Partitions)
+	}
+	jlog, url, closeLog, err := c.openLog(ctx, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return []*jetstream.Log{jlog}, url, closeLog, nil
+}
+
+// openLog connects (starting the embedded server on c.Listen when no
+// --nats is given) and opens the one event stream. The returned func
+// closes the connection and shuts the embedded server down.
+func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
 	nc, url, shutdown, err := c.connect(ctx, log)
 	if err != nil {
 		return nil, "", nil, err
@@ -66,13 +81,16 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 		shutdown()
 	}
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults}
-	if err := jetstream.CheckLayout(ctx, nc, lc); err != nil {
+	if err := c.layout(ctx, nc, &lc); err != nil {
 		closeLog()
 		return nil, "", nil, err
 	}
-	if err := c.requireStream(ctx, nc); err != nil {
-		closeLog()
-		return nil, "", nil, err
+	// A layout record of partitions is the proof of a store.
+	if lc.Partitions <= 1 {
+		if err := c.requireStream(ctx, nc); err != nil {
+			closeLog()
+			return nil, "", nil, err
+		}
 	}
 	if c.unsaved != nil {
 		if err := jetstream.SaveCredentials(c.Data, *c.unsaved); err != nil {
@@ -90,12 +108,12 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 	return jlog, url, closeLog, nil
 }
 
-// openLogWaiting connects to --nats and opens the event stream, waiting
-// (with back-off, saying why) while no node listens or JetStream cannot
-// answer yet: a supervisor may start the engine before the cluster.
-// It returns early only on a permanent error or when ctx
-// ends.
-func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstream.Log, string, func(), error) {
+// openLogWaiting connects to --nats and opens the event streams (one,
+// or those of every partition), waiting (with back-off, saying why)
+// while no node listens or JetStream cannot answer yet: a supervisor may
+// start the engine before the cluster. It returns early only on a
+// permanent error or when ctx ends.
+func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jetstream.Log, string, func(), error) {
 	var nc *nats.Conn
 	err := waitForNATS(ctx, log, "connect to "+c.NATS, func(actx context.Context) error {
 		var err error
@@ -105,21 +123,52 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) (*jetstr
 	if err != nil {
 		return nil, "", nil, err
 	}
-	var jlog *jetstream.Log
+	var logs []*jetstream.Log
 	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
-		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas}
-		if err := jetstream.CheckLayout(actx, nc, lc); err != nil {
-			return err
+		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
+		if c.Partitions > 1 {
+			var err error
+			logs, err = jetstream.OpenPartitions(actx, nc, lc)
+			return layoutHint(err)
 		}
-		var err error
-		jlog, err = jetstream.OpenLog(actx, nc, lc)
+		if err := jetstream.CheckLayout(actx, nc, lc); err != nil {
+			return layoutHint(err)
+		}
+		jlog, err := jetstream.OpenLog(actx, nc, lc)
+		logs = []*jetstream.Log{jlog}
 		return err
 	})
 	if err != nil {
 		nc.Close()
 		return nil, "", nil, err
 	}
-	return jlog, c.NATS, nc.Close, nil
+	return logs, c.NATS, nc.Close, nil
+}
+
+// layout checks the store's layout against lc's one stream; a command
+// that opens only the shared buckets (c.SharedBuckets) opens a store of
+// partitions as its first partition instead.
+func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConfig) error {
+	if !c.SharedBuckets {
+		return layoutHint(jetstream.CheckLayout(ctx, nc, *lc))
+	}
+	k, err := jetstream.Layout(ctx, nc, *lc)
+	if err != nil {
+		return err
+	}
+	if k > 1 {
+		lc.Partitions, lc.Partition = k, 0
+	}
+	return nil
+}
+
+// layoutHint adds to a refusal of the store's layout (jetstream.ErrLayout)
+// which commands open which layout; other errors pass unchanged.
+func layoutHint(err error) error {
+	if !errors.Is(err, jetstream.ErrLayout) {
+		return err
+	}
+	return fmt.Errorf("%w (engine serve --nats URL --partitions K serves a store of K event streams; the other commands that open the log work on one-stream stores)", err)
 }
 
 // connect opens the engine's NATS connection: to --nats, or to a freshly

@@ -52,6 +52,9 @@ type engineProc struct {
 	exited  chan struct{}
 	exitErr error
 	killed  bool
+	// anonymous: the engine serves an external server that lets anyone
+	// in (a test cluster), not its embedded one with generated users.
+	anonymous bool
 }
 
 // startEngine runs `engine serve` on dataDir with random ports and waits
@@ -105,6 +108,9 @@ func startEngine(t *testing.T, dataDir string, args ...string) *engineProc {
 // connects anonymously).
 func (p *engineProc) natsAuth(t testing.TB) nats.Option {
 	t.Helper()
+	if p.anonymous {
+		return func(*nats.Options) error { return nil }
+	}
 	cr, err := jetstream.ReadCredentials(p.DataDir)
 	if err != nil {
 		t.Fatalf("engine's NATS users: %v", err)

@@ -373,8 +373,16 @@ func boundOf(raw json.RawMessage) (int, int, string) {
 	return len(raw), scaleReplyBound, "reply"
 }
 
-// scaleEvents records the size of every event stored for session.
-func scaleEvents(t *testing.T, s *scaleStats, p *engineProc, session string) {
+// scaleStream names the event stream holding a session and the
+// session's subject in it: a layout of the store.
+type scaleStream func(session string) (stream, subject string)
+
+// oneStream is the layout of one event stream.
+func oneStream(session string) (string, string) { return "TOOLS_EVENTS", "tools.events." + session }
+
+// scaleEvents records the size of every event stored for session, read
+// from the stream layout names; a session without events fails.
+func scaleEvents(t *testing.T, s *scaleStats, p *engineProc, layout scaleStream, session string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -387,17 +395,21 @@ func scaleEvents(t *testing.T, s *scaleStats, p *engineProc, session string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, "TOOLS_EVENTS")
+	name, subject := layout(session)
+	st, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{"tools.events." + session}})
+	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if info.NumPending == 0 {
+		t.Fatalf("stream %s holds no event on %s", name, subject)
 	}
 	for range info.NumPending {
 		m, err := cons.Next(natsjs.FetchMaxWait(10 * time.Second))
@@ -427,7 +439,15 @@ func runScaleMatrix(t *testing.T, size scaleSize) {
 	dir := t.TempDir()
 	// The registry is served from the KV bucket (seeded from the file), so
 	// that a push reaches the engine.
-	p := startEngine(t, dir, "--registry-kv", "--registry", reg)
+	start := func() *engineProc { return startEngine(t, dir, "--registry-kv", "--registry", reg) }
+	runScaleMatrixOn(t, size, reg, tools, start, oneStream)
+}
+
+// runScaleMatrixOn runs the matrix on the engine start starts (again
+// after kill -9), serving reg (tools tools) from the registry bucket,
+// on a store laid out as layout.
+func runScaleMatrixOn(t *testing.T, size scaleSize, reg string, tools int, start func() *engineProc, layout scaleStream) {
+	p := start()
 	s := newScaleStats()
 	trs := scaleTransports(t, p)
 	for _, tr := range trs {
@@ -437,7 +457,7 @@ func runScaleMatrix(t *testing.T, size scaleSize) {
 	// Resume after kill -9 of the engine: each session gets its loaded
 	// tools back.
 	p.Kill()
-	p = startEngine(t, dir, "--registry-kv", "--registry", reg)
+	p = start()
 	trs = scaleTransports(t, p)
 	for _, tr := range trs {
 		session := "scale-" + tr.name
@@ -456,7 +476,7 @@ func runScaleMatrix(t *testing.T, size scaleSize) {
 	scaleInspector(t, s, p, "scale-http")
 	scaleRegistryDiff(t, s, trs, p, reg)
 	for _, tr := range trs {
-		scaleEvents(t, s, p, "scale-"+tr.name)
+		scaleEvents(t, s, p, layout, "scale-"+tr.name)
 		scaleLifecycle(t, s, tr, "scale-"+tr.name)
 	}
 	s.check(t, size, tools)

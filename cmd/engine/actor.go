@@ -95,6 +95,7 @@ func (c *actorForgetCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	c.shared = true // the actor-keys bucket is every partition's
 	jlog, closeLog, err := c.openExisting(ctx, log, true)
 	if err != nil {
 		return err

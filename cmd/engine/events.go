@@ -8,11 +8,14 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/jetstream"
 )
 
 // eventFlags are shared by events and tail: how to reach the stream.
@@ -79,11 +82,40 @@ func decodeLine(seq uint64, subject string, stored time.Time, body []byte) event
 	return l
 }
 
-// stream prints the events on filter from start (0: the first, or with
-// tail, the stream's last tail.n events); with follow it
-// keeps waiting for new ones until ctx ends, otherwise it stops at the
-// last event present when it started.
-func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, start uint64, tail *uint64, follow bool) error {
+// source is one event stream to read and the subjects read from it.
+type source struct{ name, filter string }
+
+// sources are the streams and subjects holding session's events (every
+// session's when session is ""): the one event stream, or, on a store
+// whose layout record names K partitions, the session's partition (every
+// partition).
+func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, js natsjs.JetStream, session string) ([]source, error) {
+	one := strings.ToUpper(f.Prefix) + "_EVENTS"
+	token := session
+	if token == "" {
+		token = "*"
+	}
+	_, err := js.Stream(ctx, one)
+	if err == nil || !errors.Is(err, natsjs.ErrStreamNotFound) {
+		return []source{{one, f.Prefix + ".events." + token}}, nil // a failure is reported by the read
+	}
+	k, lerr := jetstream.Layout(ctx, nc, jetstream.LogConfig{Prefix: f.Prefix})
+	if lerr != nil || k <= 1 {
+		return []source{{one, f.Prefix + ".events." + token}}, nil
+	}
+	var out []source
+	for p := range k {
+		if session != "" && p != events.Partition(session, k) {
+			continue
+		}
+		out = append(out, source{fmt.Sprintf("%s_%d", one, p), fmt.Sprintf("%s.events.%d.%s", f.Prefix, p, token)})
+	}
+	return out, nil
+}
+
+// read prints session's events (every session's when session is "") from
+// each of their streams: one after the other, or, following, all at once.
+func (f eventFlags) read(ctx context.Context, w io.Writer, session string, start uint64, tail *uint64, follow bool) error {
 	nc, err := f.connect(ctx, "nats://"+f.Listen)
 	if err != nil {
 		return err
@@ -93,7 +125,49 @@ func (f eventFlags) stream(ctx context.Context, w io.Writer, filter string, star
 	if err != nil {
 		return err
 	}
-	name := strings.ToUpper(f.Prefix) + "_EVENTS"
+	srcs, err := f.sources(ctx, nc, js, session)
+	if err != nil {
+		return err
+	}
+	lw := &lockedWriter{w: w}
+	errs := make(chan error, len(srcs))
+	for _, src := range srcs {
+		if !follow {
+			if err := streamEvents(ctx, js, lw, src, start, tail, false); err != nil {
+				return err
+			}
+			continue
+		}
+		go func() { errs <- streamEvents(ctx, js, lw, src, start, tail, true) }()
+	}
+	if follow {
+		for range srcs {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lockedWriter writes whole lines from several streams' readers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// streamEvents prints the events of src from start (0: the first, or
+// with tail, the stream's last tail.n events); with follow it keeps
+// waiting for new ones until ctx ends, otherwise it stops at the last
+// event present when it started.
+func streamEvents(ctx context.Context, js natsjs.JetStream, w io.Writer, src source, start uint64, tail *uint64, follow bool) error {
+	name, filter := src.name, src.filter
 	stream, err := js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", name, err)
@@ -169,9 +243,9 @@ func (c *eventsCmd) Run(ctx context.Context) error {
 	if err := events.ValidateSessionID(c.Session); err != nil {
 		return fmt.Errorf("session %q: %w", c.Session, err)
 	}
-	return c.stream(ctx, os.Stdout, c.Prefix+".events."+c.Session, c.From, nil, c.Follow)
+	return c.read(ctx, os.Stdout, c.Session, c.From, nil, c.Follow)
 }
 
 func (c *tailCmd) Run(ctx context.Context) error {
-	return c.stream(ctx, os.Stdout, c.Prefix+".events.*", c.From, &c.Last, true)
+	return c.read(ctx, os.Stdout, "", c.From, &c.Last, true)
 }

@@ -254,6 +254,7 @@ func (c *registryPushCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("registry %s: %w", c.File, err)
 	}
+	c.shared = true // the registry bucket is every partition's
 	jlog, closeLog, err := c.openLog(ctx, log)
 	if err != nil {
 		return err

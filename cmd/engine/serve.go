@@ -40,6 +40,7 @@ type storeFlags struct {
 
 	admin     bool // connect as the admin of the data directory's users (engine stream repair)
 	needStore bool // refuse a data directory without the event stream instead of creating one
+	shared    bool // only the buckets every partition shares are used: a partitioned store opens
 }
 
 // store maps the flags to the server's Store on listen (the embedded
@@ -49,7 +50,7 @@ func (c *storeFlags) store(listen, sync string) server.Store {
 		NATS: c.NATS, NATSUser: c.NATSUser, NATSPassword: c.NATSPassword, NATSCreds: c.NATSCreds, NATSNKey: c.NATSNKey,
 		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey,
 		Data: c.Data, ServerConfig: c.ServerConfig, Prefix: c.Prefix, Replicas: c.Replicas, Listen: listen, Sync: sync,
-		AcceptStoreDamage: c.AcceptStoreDamage, Admin: c.admin, RequireStream: c.needStore,
+		AcceptStoreDamage: c.AcceptStoreDamage, Admin: c.admin, RequireStream: c.needStore, SharedBuckets: c.shared,
 	}
 }
 
@@ -57,6 +58,7 @@ func (c *storeFlags) store(listen, sync string) server.Store {
 func (c *serveCmd) serveStore() server.Store {
 	st := c.store(c.Listen, c.Sync)
 	st.SyncEvery = c.SyncEvery
+	st.Partitions = c.Partitions
 	return st
 }
 
@@ -95,6 +97,7 @@ type serveCmd struct {
 	Listen      string        `name:"listen" default:"127.0.0.1:4222" env:"ENGINE_LISTEN" help:"host:port of the embedded NATS server (port 0: random). A non-loopback host requires --nats-user/--nats-password or --server-config with users."`
 	Sync        string        `name:"sync" env:"ENGINE_SYNC" default:"interval" enum:"interval,always" help:"Embedded server fsync policy: 'interval' (nats-server default, 2m: a power loss can drop recently acknowledged appends) or 'always' (fsync before every acknowledgement)."`
 	SyncEvery   time.Duration `name:"sync-interval" env:"ENGINE_SYNC_INTERVAL" default:"2m" help:"Embedded server's sync interval (nats-server sync_interval): how often it fsyncs under --sync interval, and, under either policy, how often it compacts the message blocks that erases and compactions emptied (the purged bytes leave the disk then)."`
+	Partitions  int           `name:"partitions" env:"ENGINE_PARTITIONS" default:"1" help:"Spread the sessions over this many event streams (<PREFIX>_EVENTS_0 ...), each with its own leader, on the --nats cluster: for a write rate one stream leader cannot take (docs/scaling.md). The first engine on a store records the number; every other engine must give the same one. 1: one event stream, <PREFIX>_EVENTS."`
 	HTTP        string        `name:"http" default:"127.0.0.1:7420" env:"ENGINE_HTTP" help:"HTTP API, /metrics, /healthz, /readyz and the inspector page listen here ('' to disable)."`
 	Registry    string        `name:"registry" type:"existingfile" env:"ENGINE_REGISTRY" help:"Registry file (JSON) overriding the embedded default registry."`
 	RegistryKV  bool          `name:"registry-kv" env:"ENGINE_REGISTRY_KV" help:"Serve the registry stored in the <PREFIX>_REGISTRY KV bucket (seeded with --registry or the default when empty) and follow its changes live: 'engine registry push FILE' updates every engine on the stream. Open turns keep their frozen tools."`

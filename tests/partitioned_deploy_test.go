@@ -1,0 +1,364 @@
+package tests
+
+// A partitioned deployment: `engine serve --partitions 3` on a cluster of
+// three nats-server processes, each partition's event stream replicated
+// three times. The built binary runs the scale matrix's operations, and
+// keeps every acknowledged append through kill -9 of each partition's
+// leader node and of the engine itself; the commands that read the log
+// find a session's events in its partition.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/client"
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
+)
+
+// deployPartitions is the partitioned deployment's number of streams.
+const deployPartitions = 3
+
+// partitionedLayout is the layout of a store of k event streams.
+func partitionedLayout(k int) scaleStream {
+	return func(session string) (string, string) {
+		p := events.Partition(session, k)
+		return fmt.Sprintf("TOOLS_EVENTS_%d", p), fmt.Sprintf("tools.events.%d.%s", p, session)
+	}
+}
+
+// startPartitioned starts `engine serve --partitions 3 --replicas 3` on
+// the cluster with dir as its data directory, plus args.
+func startPartitioned(t *testing.T, c *natstest.ProcessCluster, dir string, args ...string) *engineProc {
+	t.Helper()
+	p := startEngine(t, dir, append([]string{"--nats", c.URLs(), "--replicas", "3", "--partitions", fmt.Sprint(deployPartitions)}, args...)...)
+	p.anonymous = true
+	return p
+}
+
+// The scale matrix's operations (every operation over HTTP and NATS on the
+// MCP registry of 1,095 tools, resume after kill -9 of the engine, the
+// inspector, a registry push, compaction, delete and erase) pass on a
+// partitioned deployment, within the same bounds, and each session's
+// events are in its partition's stream.
+func TestPartitionedDeploymentScaleMatrix(t *testing.T) {
+	layout := partitionedLayout(deployPartitions)
+	spread := map[string]bool{}
+	for _, s := range []string{"scale-http", "scale-nats"} {
+		name, _ := layout(s)
+		spread[name] = true
+	}
+	if len(spread) < 2 {
+		t.Fatalf("the matrix's sessions all live in %v: the test would not cross partitions", spread)
+	}
+	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{})
+	reg, tools := scaleRegistry(t, scale1k)
+	dir := t.TempDir()
+	start := func() *engineProc { return startPartitioned(t, c, dir, "--registry-kv", "--registry", reg) }
+	runScaleMatrixOn(t, scale1k, reg, tools, start, layout)
+}
+
+// pdLoad appends from one writer per session over HTTP to whichever
+// engine url holds, and records each acknowledged sequence.
+type pdLoad struct {
+	url  atomic.Pointer[string]
+	stop atomic.Bool
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	acked map[string][]uint64 // session → acknowledged last sequences
+	at    map[int][]time.Time // partition → acknowledgement times
+	fails atomic.Int64
+	noops atomic.Int64
+}
+
+func pdStartLoad(url string, sessions []string) *pdLoad {
+	l := &pdLoad{acked: map[string][]uint64{}, at: map[int][]time.Time{}}
+	l.url.Store(&url)
+	for w, session := range sessions {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			tools := []string{"bash", "grep"}
+			for i := 0; !l.stop.Load(); i++ {
+				cl := client.NewHTTP(*l.url.Load(), client.WithChannel("web"), client.WithActor(fmt.Sprintf("pd-w%d", w)))
+				cmd := client.DisableTool(tools[i%2])
+				if i%4 >= 2 {
+					cmd = client.EnableTool(tools[i%2])
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				r, err := cl.Append(ctx, client.AppendRequest{Session: session, Commands: []client.Command{cmd}})
+				cancel()
+				if err != nil {
+					l.fails.Add(1)
+					time.Sleep(50 * time.Millisecond) // an engine restarting, or a stream electing
+					continue
+				}
+				if r.LastSeq == 0 {
+					l.noops.Add(1) // the command changed nothing: no event
+					continue
+				}
+				l.mu.Lock()
+				l.acked[session] = append(l.acked[session], r.LastSeq)
+				p := events.Partition(session, deployPartitions)
+				l.at[p] = append(l.at[p], time.Now())
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+func (l *pdLoad) halt() { l.stop.Store(true); l.wg.Wait() }
+
+// since counts each partition's acknowledgements after from.
+func (l *pdLoad) since(from time.Time) [deployPartitions]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n [deployPartitions]int
+	for p, ts := range l.at {
+		for _, at := range ts {
+			if !at.Before(from) {
+				n[p]++
+			}
+		}
+	}
+	return n
+}
+
+// waitEvery waits until every partition has acknowledged n appends since
+// from.
+func (l *pdLoad) waitEvery(t *testing.T, what string, from time.Time, n int) {
+	t.Helper()
+	natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		got := l.since(from)
+		for _, k := range got {
+			if k < n {
+				return fmt.Errorf("%s: acknowledged appends per partition %v, want %d each", what, got, n)
+			}
+		}
+		return nil
+	})
+}
+
+// pdSessions returns per sessions of every partition.
+func pdSessions(per int) []string {
+	var out []string
+	count := map[int]int{}
+	for i := 0; len(out) < per*deployPartitions; i++ {
+		s := fmt.Sprintf("pd-%03d", i)
+		if p := events.Partition(s, deployPartitions); count[p] < per {
+			count[p]++
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Under load on every partition, kill -9 of the node leading each
+// partition's stream in turn (restarted on its store before the next),
+// then kill -9 of the engine (restarted on its data directory), loses no
+// acknowledged append: each acknowledged sequence is in the session's
+// partition stream, on the session's subject, and the restarted engine
+// reads every session at or past its last acknowledged sequence. Each
+// partition takes appends after each fault, and the engine is ready at
+// the end.
+func TestPartitionedDeploymentLeaderKills(t *testing.T) {
+	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{})
+	dir := t.TempDir()
+	p := startPartitioned(t, c, dir)
+	sessions := pdSessions(2)
+	load := pdStartLoad(p.HTTPURL, sessions)
+	defer load.halt()
+	load.waitEvery(t, "warm-up", time.Time{}, 20)
+
+	stream := func(i int) string { return fmt.Sprintf("TOOLS_EVENTS_%d", i) }
+	for i := range deployPartitions {
+		leader := c.WaitLeaderOf(stream(i), 45*time.Second)
+		at := time.Now()
+		t.Logf("kill -9 n%d, leader of %s (acknowledged per partition so far: %v)", leader, stream(i), load.since(time.Time{}))
+		c.Kill(leader)
+		load.waitEvery(t, fmt.Sprintf("after killing the leader of %s", stream(i)), at, 10)
+		c.Start(leader)
+		c.WaitFormed(45 * time.Second)
+		natstest.CheckFor(t, 45*time.Second, 100*time.Millisecond, func() error {
+			for j := range deployPartitions {
+				if !c.StreamCurrent(stream(j)) {
+					return fmt.Errorf("replicas of %s not current", stream(j))
+				}
+			}
+			return nil
+		})
+	}
+
+	at := time.Now()
+	p.Kill()
+	p = startPartitioned(t, c, dir)
+	load.url.Store(&p.HTTPURL)
+	load.waitEvery(t, "after kill -9 of the engine", at, 10)
+	load.halt()
+
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	layout := partitionedLayout(deployPartitions)
+	cl := p.GoClient("web")
+	total := 0
+	for _, s := range sessions {
+		name, subject := layout(s)
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := load.acked[s]
+		for _, seq := range seqs {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatalf("acknowledged append of %s at %s sequence %d: %v", s, name, seq, err)
+			}
+			if m.Subject != subject {
+				t.Fatalf("%s sequence %d holds %s, want the acknowledged append on %s", name, seq, m.Subject, subject)
+			}
+		}
+		total += len(seqs)
+		got, err := cl.Intent(ctx, client.IntentRequest{Session: s, MinSeq: seqs[len(seqs)-1]})
+		if err != nil {
+			t.Fatalf("read %s after the restart: %v", s, err)
+		}
+		if last := seqs[len(seqs)-1]; got.Seq < last {
+			t.Fatalf("%s reads at sequence %d after the restart, before its last acknowledged append %d", s, got.Seq, last)
+		}
+	}
+	t.Logf("partitioned-leader-kills: %d acknowledged appends on %d sessions (per partition %v), every one in its partition's stream; %d failed or unknown during the faults, %d changed nothing",
+		total, len(sessions), load.since(time.Time{}), load.fails.Load(), load.noops.Load())
+	resp, err := http.Get(p.HTTPURL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz %d after the faults", resp.StatusCode)
+	}
+}
+
+// A partitioned layout is refused where it cannot work or does not
+// match, each time naming the bad value and the fix, creating nothing:
+// --partitions without --nats; a one-stream serve, and a serve with
+// another number of partitions, on a store of 3.
+func TestPartitionedServeRefusals(t *testing.T) {
+	out, err := exec.Command(engineBin, "serve", "--data", t.TempDir(), "--http", "", "--partitions", "3").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "--partitions 3 needs --nats") {
+		t.Fatalf("serve --partitions 3 on the embedded server: %v\n%s", err, out)
+	}
+
+	srv := natstest.Server(t)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", "3")
+	if _, err := p.GoClient("web").Append(context.Background(), client.AppendRequest{Session: "s1", Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "not one event stream: open it as 3 event streams"},
+		{[]string{"--partitions", "2"}, "not 2 event streams: open it as 3 event streams"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		out, err := exec.CommandContext(ctx, engineBin, append([]string{"serve", "--nats", srv.ClientURL(), "--data", t.TempDir(), "--http", ""}, tc.args...)...).CombinedOutput()
+		cancel()
+		if !errors.As(err, &exit) || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "--partitions K") {
+			t.Fatalf("serve %v on a store of 3 partitions: %v, want a refusal saying %q and naming --partitions\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	nc := natstest.Connect(t, srv.ClientURL())
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range js.StreamNames(context.Background()).Name() {
+		if name == "TOOLS_EVENTS" || name == "TOOLS_EVENTS_3" {
+			t.Fatalf("a refused serve created stream %s", name)
+		}
+	}
+}
+
+// On a store of 3 partitions, engine events reads a session's events from
+// its partition's stream, engine tail follows every partition, and
+// engine registry push (which needs only the shared registry bucket)
+// stores a registry the serving engine then serves.
+func TestPartitionedStoreCLI(t *testing.T) {
+	srv := natstest.Server(t)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", "3", "--registry-kv")
+	ctx := context.Background()
+	sessions := pdSessions(1)
+	for _, s := range sessions {
+		if _, err := p.GoClient("web").Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layout := partitionedLayout(deployPartitions)
+	for _, s := range sessions {
+		out, err := exec.Command(engineBin, "events", s, "--nats", srv.ClientURL()).CombinedOutput()
+		_, subject := layout(s)
+		if err != nil || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), `"subject":"`+subject+`"`) {
+			t.Fatalf("engine events %s: %v, want its one event on %s\n%s", s, err, subject, out)
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", srv.ClientURL()).Output()
+	for _, s := range sessions {
+		if _, subject := layout(s); !strings.Contains(string(out), `"subject":"`+subject+`"`) {
+			t.Fatalf("engine tail --last 10 printed no event on %s:\n%s", subject, out)
+		}
+	}
+
+	reg := filepath.Join(t.TempDir(), "reg.json")
+	data, err := os.ReadFile("../examples/registry.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	file["version"] = "partitioned-push"
+	data, _ = json.Marshal(file)
+	if err := os.WriteFile(reg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := pushRegistry(reg, srv.ClientURL(), t.TempDir()); err != nil {
+		t.Fatalf("registry push on a partitioned store: %v\n%s", err, out)
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		var info wire.RegistryInfo
+		if err := p.GoClient("web").Do(ctx, wire.OpRegistry, &wire.RegistryRequest{ToolLimit: 1}, &info); err != nil || info.Version != "partitioned-push" {
+			return fmt.Errorf("serving %q (%v), want the pushed partitioned-push", info.Version, err)
+		}
+		return nil
+	})
+}
