@@ -29,7 +29,8 @@ type ConnConfig struct {
 	TLSCAFile, TLSCertFile, TLSKeyFile string
 	// ConnectTimeout bounds the initial connection (default 10s).
 	ConnectTimeout time.Duration
-	// OnStatus, when set, is told about disconnects and reconnects.
+	// OnStatus, when set, is told about disconnects, reconnects, the
+	// close, and asynchronous errors such as a refused publish.
 	OnStatus func(event string, err error)
 }
 
@@ -112,6 +113,9 @@ func Connect(ctx context.Context, cfg ConnConfig) (*nats.Conn, error) {
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { f("disconnected", err) }),
 			nats.ReconnectHandler(func(*nats.Conn) { f("reconnected", nil) }),
 			nats.ClosedHandler(func(*nats.Conn) { f("closed", nil) }),
+			// A refused publish or subscription (permissions) is reported
+			// here rather than printed by the client library.
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { f("error", err) }),
 		)
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)

@@ -69,6 +69,20 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 	return logs, nil
 }
 
+// ClaimLayout checks the store's layout against cfg's (cfg.Partitions;
+// one stream by default) and records it when the store has none, as
+// OpenPartitions does, without opening a log: an engine serving one
+// stream records it, so that a partitioned open of the store is refused
+// even while its stream is empty. A refusal matches ErrLayout.
+func ClaimLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
+	cfg.Partition = 0
+	cfg, js, err := cfg.prepare(nc)
+	if err != nil {
+		return err
+	}
+	return claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
+}
+
 // claimLayout checks the store's layout against cfg's, and records cfg's
 // when the store has none (the first engine to open it decides).
 // l is a log of the layout's configuration (its partition unused).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -28,6 +29,11 @@ type store struct {
 	// existing store, kept out of the data directory until requireStream
 	// finds the event stream they serve.
 	unsaved *jetstream.Credentials
+	// recordLayout records a one-stream layout in the store (serve), so
+	// that a partitioned engine is refused on it; the other commands only
+	// check the layout.
+	recordLayout bool
+	log          zerolog.Logger
 }
 
 // OpenLog connects to the store (starting the embedded server on
@@ -125,18 +131,9 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 	}
 	var logs []*jetstream.Log
 	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
-		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
-		if c.Partitions > 1 {
-			var err error
-			logs, err = jetstream.OpenPartitions(actx, nc, lc)
-			return layoutHint(err)
-		}
-		if err := jetstream.CheckLayout(actx, nc, lc); err != nil {
-			return layoutHint(err)
-		}
-		jlog, err := jetstream.OpenLog(actx, nc, lc)
-		logs = []*jetstream.Log{jlog}
-		return err
+		before := nc.LastError()
+		err := c.openStreams(actx, nc, &logs)
+		return refused(err, before, nc.LastError())
 	})
 	if err != nil {
 		nc.Close()
@@ -145,10 +142,41 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 	return logs, c.NATS, nc.Close, nil
 }
 
+// openStreams opens the event streams of c's layout on nc into logs:
+// those of every partition, or the one stream.
+func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstream.Log) error {
+	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
+	if c.Partitions > 1 {
+		var err error
+		*logs, err = jetstream.OpenPartitions(ctx, nc, lc)
+		return layoutHint(err)
+	}
+	if err := c.layout(ctx, nc, &lc); err != nil {
+		return err
+	}
+	jlog, err := jetstream.OpenLog(ctx, nc, lc)
+	*logs = []*jetstream.Log{jlog}
+	return err
+}
+
+// refused names the cause of a failed open when the server refused one of
+// its publishes meanwhile (the connection's last error changed from
+// before to after to a permissions violation): the request only timed
+// out, and asking again would time out again, so the error is permanent.
+func refused(err, before, after error) error {
+	if err == nil || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
+		return err
+	}
+	return fmt.Errorf("%v: the server refused it: %v: the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's)", err, after)
+}
+
 // layout checks the store's layout against lc's one stream; a command
 // that opens only the shared buckets (c.SharedBuckets) opens a store of
 // partitions as its first partition instead.
 func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConfig) error {
+	if c.recordLayout {
+		return c.claimOneStream(ctx, nc, *lc)
+	}
 	if !c.SharedBuckets {
 		return layoutHint(jetstream.CheckLayout(ctx, nc, *lc))
 	}
@@ -160,6 +188,35 @@ func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConf
 		lc.Partitions, lc.Partition = k, 0
 	}
 	return nil
+}
+
+// claimOneStream records the one-stream layout lc, or checks it against
+// the store's record. When the server refuses the record's publish (a
+// NATS user that may not write the layout bucket: it answers nothing,
+// so the refusal is watched for on the connection) it checks only, and
+// logs what a partitioned engine could then do.
+func (c *store) claimOneStream(ctx context.Context, nc *nats.Conn, lc jetstream.LogConfig) error {
+	before := nc.LastError()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- jetstream.ClaimLayout(rctx, nc, lc) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return layoutHint(err)
+		case <-tick.C:
+		}
+		if after := nc.LastError(); after != before && errors.Is(after, nats.ErrPermissionViolation) {
+			cancel()
+			<-done
+			c.log.Warn().Err(after).Str("bucket", jetstream.LayoutBucket(lc.Prefix)).
+				Msg("the one-stream layout is not recorded (the NATS user may not publish to $KV.<PREFIX>_LAYOUT.>, see deploy/nats-server.conf): an engine started with --partitions on this store while its stream is empty would not be refused")
+			return layoutHint(jetstream.CheckLayout(ctx, nc, lc))
+		}
+	}
 }
 
 // layoutHint adds to a refusal of the store's layout (jetstream.ErrLayout)
@@ -255,7 +312,8 @@ func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, st
 		return nil, "", nil, err
 	}
 	c.embedded = srv
-	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1)}
+	opts := []nats.Option{nats.InProcessServer(srv.Server()), nats.Name("engine"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { status("error", err) })}
 	switch {
 	case creds != nil:
 		opts = append(opts, nats.UserInfo(c.userOf(*creds)))
