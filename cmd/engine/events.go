@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -86,21 +85,20 @@ func decodeLine(seq uint64, subject string, stored time.Time, body []byte) event
 type source struct{ name, filter string }
 
 // sources are the streams and subjects holding session's events (every
-// session's when session is ""): the one event stream, or, on a store
-// whose layout record names K partitions, the session's partition (every
-// partition).
-func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, js natsjs.JetStream, session string) ([]source, error) {
+// session's when session is ""): on a store whose layout record names K
+// partitions, the session's partition (every partition); otherwise the
+// one event stream.
+func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, session string) ([]source, error) {
 	one := strings.ToUpper(f.Prefix) + "_EVENTS"
 	token := session
 	if token == "" {
 		token = "*"
 	}
-	_, err := js.Stream(ctx, one)
-	if err == nil || !errors.Is(err, natsjs.ErrStreamNotFound) {
-		return []source{{one, f.Prefix + ".events." + token}}, nil // a failure is reported by the read
+	k, err := jetstream.Layout(ctx, nc, jetstream.LogConfig{Prefix: f.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("read the store's layout: %w", err)
 	}
-	k, lerr := jetstream.Layout(ctx, nc, jetstream.LogConfig{Prefix: f.Prefix})
-	if lerr != nil || k <= 1 {
+	if k <= 1 {
 		return []source{{one, f.Prefix + ".events." + token}}, nil
 	}
 	var out []source
@@ -114,7 +112,8 @@ func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, js natsjs.JetStr
 }
 
 // read prints session's events (every session's when session is "") from
-// each of their streams: one after the other, or, following, all at once.
+// each of their streams: one after the other, or, following, all at once
+// until ctx ends or one of them fails.
 func (f eventFlags) read(ctx context.Context, w io.Writer, session string, start uint64, tail *uint64, follow bool) error {
 	nc, err := f.connect(ctx, "nats://"+f.Listen)
 	if err != nil {
@@ -125,29 +124,36 @@ func (f eventFlags) read(ctx context.Context, w io.Writer, session string, start
 	if err != nil {
 		return err
 	}
-	srcs, err := f.sources(ctx, nc, js, session)
+	srcs, err := f.sources(ctx, nc, session)
 	if err != nil {
 		return err
 	}
+	if len(srcs) > 1 && start > 0 {
+		return usage(fmt.Errorf("--from %d: the store spreads sessions over %d event streams, each with its own sequences: use --last N (from each stream), or engine events SESSION --from SEQ", start, len(srcs)))
+	}
 	lw := &lockedWriter{w: w}
-	errs := make(chan error, len(srcs))
-	for _, src := range srcs {
-		if !follow {
+	if !follow {
+		for _, src := range srcs {
 			if err := streamEvents(ctx, js, lw, src, start, tail, false); err != nil {
 				return err
 			}
-			continue
 		}
-		go func() { errs <- streamEvents(ctx, js, lw, src, start, tail, true) }()
+		return nil
 	}
-	if follow {
-		for range srcs {
-			if err := <-errs; err != nil {
-				return err
-			}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(srcs))
+	for _, src := range srcs {
+		go func() { errs <- streamEvents(fctx, js, lw, src, start, tail, true) }()
+	}
+	var first error
+	for range srcs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			stop() // the other streams' readers end too
 		}
 	}
-	return nil
+	return first
 }
 
 // lockedWriter writes whole lines from several streams' readers.
@@ -221,8 +227,8 @@ func streamEvents(ctx context.Context, js natsjs.JetStream, w io.Writer, src sou
 	for {
 		m, err := it.Next()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, natsjs.ErrMsgIteratorClosed) {
-				return nil // Ctrl-C
+			if ctx.Err() != nil {
+				return nil // Ctrl-C (the iterator is stopped when ctx ends)
 			}
 			return fmt.Errorf("read %s: %w", filter, err)
 		}
