@@ -8,22 +8,28 @@ package tests
 // find a session's events in its partition.
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
@@ -234,6 +240,9 @@ func TestPartitionedDeploymentLeaderKills(t *testing.T) {
 			t.Fatal(err)
 		}
 		seqs := load.acked[s]
+		if len(seqs) == 0 {
+			t.Fatalf("session %s had no append acknowledged", s)
+		}
 		for _, seq := range seqs {
 			m, err := st.GetMsg(ctx, seq)
 			if err != nil {
@@ -254,25 +263,60 @@ func TestPartitionedDeploymentLeaderKills(t *testing.T) {
 	}
 	t.Logf("partitioned-leader-kills: %d acknowledged appends on %d sessions (per partition %v), every one in its partition's stream; %d failed or unknown during the faults, %d changed nothing",
 		total, len(sessions), load.since(time.Time{}), load.fails.Load(), load.noops.Load())
-	resp, err := http.Get(p.HTTPURL + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/readyz %d after the faults", resp.StatusCode)
-	}
+	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		resp, err := http.Get(p.HTTPURL + "/readyz")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz %d after the faults: %s", resp.StatusCode, body)
+		}
+		return nil
+	})
 }
 
 // A partitioned layout is refused where it cannot work or does not
 // match, each time naming the bad value and the fix, creating nothing:
-// --partitions without --nats; a one-stream serve, and a serve with
-// another number of partitions, on a store of 3.
+// --partitions without --nats; --partitions on a server whose engine user
+// has the one-stream permissions (deploy/nats-server.conf), at once rather
+// than waiting for ever; --partitions beside a one-stream engine serving
+// a still empty store (the one-stream engine records its layout); a
+// one-stream serve, and a serve with another number of partitions, on a
+// store of 3.
 func TestPartitionedServeRefusals(t *testing.T) {
 	out, err := exec.Command(engineBin, "serve", "--data", t.TempDir(), "--http", "", "--partitions", "3").CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || !strings.Contains(string(out), "--partitions 3 needs --nats") {
 		t.Fatalf("serve --partitions 3 on the embedded server: %v\n%s", err, out)
+	}
+
+	conf, err := filepath.Abs(permConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneStream := natstest.ServerWith(t, *opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	out, err = exec.CommandContext(ctx, engineBin, "serve", "--nats", oneStream.ClientURL(), "--nats-user", "engine", "--nats-password", permUsers(t, conf)["engine"].password,
+		"--partitions", "3", "--data", t.TempDir(), "--http", "").CombinedOutput()
+	cancel()
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "refuses the engine's publish to tools.events.0.permission-probe") ||
+		!strings.Contains(string(out), "deploy/partitioned/nats-server.conf") {
+		t.Fatalf("serve --partitions 3 as an engine user with one-stream permissions: %v, want an exit naming the refused subject and the partitioned configuration\n%s", err, out)
+	}
+
+	empty := natstest.Server(t)
+	startEngine(t, t.TempDir(), "--nats", empty.ClientURL())
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	out, err = exec.CommandContext(ctx, engineBin, "serve", "--nats", empty.ClientURL(), "--partitions", "3", "--data", t.TempDir(), "--http", "").CombinedOutput()
+	cancel()
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "over one event stream") {
+		t.Fatalf("serve --partitions 3 beside a one-stream engine serving an empty store: %v, want a refusal naming the one stream\n%s", err, out)
 	}
 
 	srv := natstest.Server(t)
@@ -306,19 +350,37 @@ func TestPartitionedServeRefusals(t *testing.T) {
 	}
 }
 
-// On a store of 3 partitions, engine events reads a session's events from
-// its partition's stream, engine tail follows every partition, and
+// On a store of 3 partitions whose one-stream event stream also exists
+// (empty: a registry push before the first serve creates it), engine
+// events reads a session's events from its partition's stream, engine
+// tail prints each partition's last events and then follows every
+// partition (tail --from, a sequence of one stream, is refused), and
 // engine registry push (which needs only the shared registry bucket)
 // stores a registry the serving engine then serves.
 func TestPartitionedStoreCLI(t *testing.T) {
 	srv := natstest.Server(t)
+	reg := filepath.Join(t.TempDir(), "reg.json")
+	data, err := os.ReadFile("../examples/registry.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(reg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := pushRegistry(reg, srv.ClientURL(), t.TempDir()); err != nil {
+		t.Fatalf("registry push before the first serve: %v\n%s", err, out)
+	}
 	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", "3", "--registry-kv")
 	ctx := context.Background()
 	sessions := pdSessions(1)
-	for _, s := range sessions {
+	append1 := func(s string) {
+		t.Helper()
 		if _, err := p.GoClient("web").Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, s := range sessions {
+		append1(s)
 	}
 	layout := partitionedLayout(deployPartitions)
 	for _, s := range sessions {
@@ -328,20 +390,49 @@ func TestPartitionedStoreCLI(t *testing.T) {
 			t.Fatalf("engine events %s: %v, want its one event on %s\n%s", s, err, subject, out)
 		}
 	}
-	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, _ := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", srv.ClientURL()).Output()
-	for _, s := range sessions {
-		if _, subject := layout(s); !strings.Contains(string(out), `"subject":"`+subject+`"`) {
-			t.Fatalf("engine tail --last 10 printed no event on %s:\n%s", subject, out)
-		}
-	}
 
-	reg := filepath.Join(t.TempDir(), "reg.json")
-	data, err := os.ReadFile("../examples/registry.json")
+	out, err := exec.Command(engineBin, "tail", "--from", "2", "--nats", srv.ClientURL()).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "3 event streams") {
+		t.Fatalf("engine tail --from 2 on 3 partitions: %v, want a refusal naming the streams\n%s", err, out)
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", srv.ClientURL())
+	var stdout lockedBuffer
+	stderr := &lineLog{}
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go stderr.follow(bufio.NewScanner(errPipe))
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for i := range deployPartitions {
+			if at, _ := stderr.find(0, "following", fmt.Sprintf("TOOLS_EVENTS_%d", i)); at < 0 {
+				return fmt.Errorf("tail does not follow TOOLS_EVENTS_%d yet:\n%s", i, stderr)
+			}
+		}
+		return nil
+	})
+	for _, s := range sessions {
+		append1("new-" + s) // a session that did not exist when tail started
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		got := stdout.String()
+		for _, s := range sessions {
+			for _, session := range []string{s, "new-" + s} {
+				if _, subject := layout(session); !strings.Contains(got, `"subject":"`+subject+`"`) {
+					return fmt.Errorf("engine tail printed no event on %s:\n%s\n%s", subject, got, stderr)
+				}
+			}
+		}
+		return nil
+	})
+
 	var file map[string]any
 	if err := json.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
@@ -361,4 +452,149 @@ func TestPartitionedStoreCLI(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The documented configuration of a partitioned deployment
+// (deploy/partitioned/nats-server.conf, 3 partitions) gives each user what
+// it needs and no more: the engine serves every partition as user engine
+// (API on engine-api, purges as eraser); a channel user appends through
+// the API to sessions of every partition; the backend publishes to
+// tools.events.<session> as on one stream, its account's mapping stores
+// the event in the session's partition with the expected-sequence check
+// intact, the engine folds it, and the backend reads it back by direct
+// get; an erase purges the session from its partition; the auditor reads
+// by direct get and may not publish events.
+func TestPartitionedDeployConfigPermissions(t *testing.T) {
+	conf, err := filepath.Abs("../deploy/partitioned/nats-server.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.ServerWith(t, *opts)
+	url := srv.ClientURL()
+	pw := permUsers(t, conf)
+	p := startEngine(t, t.TempDir(), "--nats", url, "--partitions", fmt.Sprint(deployPartitions),
+		"--nats-user", "engine", "--nats-password", pw["engine"].password,
+		"--nats-api-user", "engine-api", "--nats-api-password", pw["engine-api"].password,
+		"--nats-erase-user", "eraser", "--nats-erase-password", pw["eraser"].password)
+	ctx := e2eCtx(t)
+	layout := partitionedLayout(deployPartitions)
+
+	web := permConnect(t, url, "web", pw["web"])
+	sessions := pdSessions(1)
+	for _, s := range sessions {
+		if _, err := newNATSEngineClient(web.nc, client.WithChannel("web")).Append(ctx, s, nil, events.ToolsToggled{Enabled: e2eBool(true)}); err != nil {
+			t.Fatalf("user web: append to %s: %v", s, err)
+		}
+	}
+
+	backend := permConnect(t, url, "backend", pw["backend"])
+	js, err := natsjs.New(backend.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := sessions[len(sessions)-1]
+	stream, subject := layout(bs)
+	publish := func(expected uint64, typ string, data map[string]any) (*natsjs.PubAck, error) {
+		id := ulid.Make().String()
+		msg := nats.NewMsg("tools.events." + bs)
+		msg.Data = e2eWireBody(t, id, bs, "backend", "svc:billing", typ, data)
+		msg.Header.Set("Nats-Msg-Id", id)
+		msg.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(expected))
+		return js.PublishMsg(ctx, msg)
+	}
+	first, err := newNATSEngineClient(web.nc, client.WithChannel("web")).Intent(ctx, bs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := publish(first.Seq, "PresetChosen", map[string]any{"preset": "research"})
+	if err != nil || ack.Stream != stream {
+		t.Fatalf("backend publish to tools.events.%s: %+v, %v, want it stored in %s", bs, ack, err, stream)
+	}
+	if _, err := publish(first.Seq, "ToolDisabled", map[string]any{"name": "web_fetch"}); err == nil || !strings.Contains(err.Error(), "wrong last sequence") {
+		t.Fatalf("backend publish expecting the stale sequence %d: %v, want the stream's wrong-last-sequence refusal", first.Seq, err)
+	}
+	v, err := p.Client("").Intent(ctx, bs, ack.Sequence)
+	if err != nil || v.Intent.Preset != "research" || v.Skipped != 0 {
+		t.Fatalf("backend's event not folded: %+v, %v", v, err)
+	}
+	msgs := permDirectReadFrom(t, backend.nc, stream, subject)
+	if len(msgs) != 2 || permEnvelope(t, msgs[1])["type"] != "PresetChosen" {
+		t.Fatalf("backend direct get of %s in %s: %d messages, want the append and its PresetChosen", subject, stream, len(msgs))
+	}
+
+	auditor := permConnect(t, url, "auditor", pw["auditor"])
+	if got := permDirectReadFrom(t, auditor.nc, stream, subject); len(got) != 2 {
+		t.Fatalf("auditor direct get of %s: %d messages, want 2", subject, len(got))
+	}
+	auditor.deniedPublish(t, subject, []byte("x"))
+
+	if _, err := p.GoClient("ops").SessionDelete(ctx, client.DeleteRequest{Session: bs, Erase: true}); err != nil {
+		t.Fatalf("erase of %s through the eraser user: %v", bs, err)
+	}
+	if got := permDirectReadFrom(t, backend.nc, stream, subject); len(got) != 1 || permEnvelope(t, got[0])["type"] != "SessionDeleted" {
+		t.Fatalf("%s after the erase: %d messages, want its SessionDeleted tombstone only", subject, len(got))
+	}
+	for _, c := range []*permConn{web, backend, auditor} {
+		c.mu.Lock()
+		errs := slices.Clone(c.errs)
+		c.mu.Unlock()
+		if c != auditor && len(errs) > 0 {
+			t.Fatalf("user %s met permission errors: %q", c.user, errs)
+		}
+	}
+}
+
+// An engine user that may not write the layout bucket (a configuration
+// written before the bucket existed) does not stop a one-stream engine:
+// it serves, and logs that the layout is not recorded and what that
+// leaves open, naming the subject to allow.
+func TestOneStreamServeWithoutLayoutPermissionServesAndSaysSo(t *testing.T) {
+	conf, err := filepath.Abs(permConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range opts.Users {
+		if u.Username == "engine" {
+			pub := u.Permissions.Publish
+			n := len(pub.Allow)
+			pub.Allow = slices.DeleteFunc(pub.Allow, func(s string) bool { return s == "$KV.TOOLS_LAYOUT.>" })
+			if len(pub.Allow) != n-1 {
+				t.Fatalf("%s: the engine user's publish allow-list %v has no $KV.TOOLS_LAYOUT.>", conf, pub.Allow)
+			}
+		}
+	}
+	srv := natstest.ServerWith(t, *opts)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--nats-user", "engine", "--nats-password", permUsers(t, conf)["engine"].password)
+	if _, err := p.GoClient("web").Append(context.Background(), client.AppendRequest{Session: "s1", Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+		t.Fatal(err)
+	}
+	if log := p.Stderr.String(); !strings.Contains(log, "the one-stream layout is not recorded") || !strings.Contains(log, "$KV.<PREFIX>_LAYOUT.>") {
+		t.Fatalf("the engine's log does not say the layout is not recorded:\n%s", log)
+	}
 }

@@ -195,6 +195,12 @@ func (c *permConn) deniedPublish(t *testing.T, subject string, body []byte) stri
 // batch, and returns the messages.
 func permDirectRead(t *testing.T, nc *nats.Conn, session string) []*nats.Msg {
 	t.Helper()
+	return permDirectReadFrom(t, nc, "TOOLS_EVENTS", "tools.events."+session)
+}
+
+// permDirectReadFrom is permDirectRead of subject in stream.
+func permDirectReadFrom(t *testing.T, nc *nats.Conn, stream, subject string) []*nats.Msg {
+	t.Helper()
 	var out []*nats.Msg
 	seq := uint64(1)
 	for {
@@ -203,21 +209,21 @@ func permDirectRead(t *testing.T, nc *nats.Conn, session string) []*nats.Msg {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := json.Marshal(map[string]any{"seq": seq, "next_by_subj": "tools.events." + session, "batch": 256})
-		if err := nc.PublishRequest("$JS.API.DIRECT.GET.TOOLS_EVENTS", inbox, req); err != nil {
+		req, _ := json.Marshal(map[string]any{"seq": seq, "next_by_subj": subject, "batch": 256})
+		if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
 		for {
 			m, err := sub.NextMsg(10 * time.Second)
 			if err != nil {
-				t.Fatalf("direct get of %s from seq %d: %v", session, seq, err)
+				t.Fatalf("direct get of %s in %s from seq %d: %v", subject, stream, seq, err)
 			}
 			if st := m.Header.Get("Status"); st != "" {
 				if st == "404" && n == 0 || st == "204" {
 					break // no (more) messages, or end of batch
 				}
-				t.Fatalf("direct get of %s: status %s %s", session, st, m.Header.Get("Description"))
+				t.Fatalf("direct get of %s in %s: status %s %s", subject, stream, st, m.Header.Get("Description"))
 			}
 			n++
 			out = append(out, m)
