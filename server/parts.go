@@ -192,3 +192,54 @@ func checkPublish(ctx context.Context, parts []*part, log zerolog.Logger) error 
 	}
 	return nil
 }
+
+// Leader spreading timing: the first pass soon after start, the next soon
+// after a move (the election settles in about a second), then rarely.
+const (
+	spreadFirst = 3 * time.Second
+	spreadAfter = 5 * time.Second
+	spreadEvery = 30 * time.Second
+)
+
+// startLeaderSpread places the partitions' stream leaders on different
+// servers (jetstream.SpreadLeaders, one step-down per pass), on the engine
+// that runs the first stream's projection (runner), until ctx ends. One
+// stream, or streams of one replica, need nothing. The returned channel
+// closes when the loop has stopped.
+func startLeaderSpread(ctx context.Context, parts []*part, replicas int, runner func() bool, log zerolog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	if len(parts) < 2 || replicas < 2 {
+		close(done)
+		return done
+	}
+	logs := make([]*jetstream.Log, len(parts))
+	for i, p := range parts {
+		logs[i] = p.log
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTimer(spreadFirst)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			next := spreadEvery
+			if runner() {
+				s, err := jetstream.SpreadLeaders(ctx, logs)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					log.Warn().Err(err).Msg("spread the partitions' stream leaders")
+				case s.Moved != "":
+					log.Info().Str("stream", s.Moved).Str("from", s.From).Str("to", s.To).Strs("leaders", s.Leaders).
+						Msg("a partition's stream leader moved to a server leading fewer partitions")
+					next = spreadAfter
+				}
+			}
+			t.Reset(next)
+		}
+	}()
+	return done
+}

@@ -198,8 +198,9 @@ func (w *workers) wait() {
 }
 
 // startWorkers starts, on ctx, the embeddings, the registry follower
-// (regStore set), retention, the erase finisher, the registry prune and
-// each stream's projection (unless cfg.NoProjection). On an error the
+// (regStore set), retention, the erase finisher, the registry prune, the
+// spreading of the partitions' leaders and each stream's projection
+// (unless cfg.NoProjection). On an error the
 // workers started so far are in the result, to be waited for after ctx
 // ends.
 func (c *store) startWorkers(ctx context.Context, cfg Config, url string, parts []*part, eng *service.Engine, regStore *jetstream.RegistryStore, m *metrics.Metrics) (*workers, error) {
@@ -220,7 +221,8 @@ func (c *store) startWorkers(ctx context.Context, cfg Config, url string, parts 
 	}
 	w.done = append(w.done, retDone,
 		startEraseFinisher(ctx, cfg, eng, run, log.With().Str("component", "eraser").Logger()),
-		c.startRegistryPrune(ctx, cfg, url, jlog, eng, run, m, log.With().Str("component", "registry-prune").Logger()))
+		c.startRegistryPrune(ctx, cfg, url, jlog, eng, run, m, log.With().Str("component", "registry-prune").Logger()),
+		startLeaderSpread(ctx, parts, c.Replicas, run, log.With().Str("component", "leaders").Logger()))
 	if !cfg.NoProjection {
 		for _, p := range parts {
 			projDone := make(chan struct{})

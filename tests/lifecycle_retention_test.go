@@ -24,6 +24,13 @@ import (
 // last written then.
 func publishAged(t *testing.T, nc *nats.Conn, session string, at time.Time, p events.Payload) {
 	t.Helper()
+	publishAgedTo(t, nc, "tools.events."+session, session, at, p)
+}
+
+// publishAgedTo is publishAged to the session's subject subject (a
+// partition's).
+func publishAgedTo(t *testing.T, nc *nats.Conn, subject, session string, at time.Time, p events.Payload) {
+	t.Helper()
 	env := events.New(session, "web", "alice", p)
 	env.TimeMs = at.UnixMilli()
 	body, err := events.Encode(env)
@@ -34,7 +41,7 @@ func publishAged(t *testing.T, nc *nats.Conn, session string, at time.Time, p ev
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := nats.NewMsg("tools.events." + session)
+	m := nats.NewMsg(subject)
 	m.Data = body
 	m.Header.Set("Nats-Msg-Id", env.ID)
 	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")

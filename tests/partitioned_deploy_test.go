@@ -176,8 +176,9 @@ func pdSessions(per int) []string {
 	return out
 }
 
-// Under load on every partition, kill -9 of the node leading each
-// partition's stream in turn (restarted on its store before the next),
+// The engine spreads the partitions' leaders over the three nodes. Under
+// load on every partition, kill -9 of the node leading each partition's
+// stream in turn (restarted on its store before the next),
 // then kill -9 of the engine (restarted on its data directory), loses no
 // acknowledged append: each acknowledged sequence is in the session's
 // partition stream, on the session's subject, and the restarted engine
@@ -188,16 +189,31 @@ func TestPartitionedDeploymentLeaderKills(t *testing.T) {
 	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{})
 	dir := t.TempDir()
 	p := startPartitioned(t, c, dir)
+	stream := func(i int) string { return fmt.Sprintf("TOOLS_EVENTS_%d", i) }
+	leaders := func() []int {
+		var out []int
+		for i := range deployPartitions {
+			out = append(out, c.LeaderOf(stream(i), time.Second))
+		}
+		return out
+	}
+	// The engine places each partition's leader on its own node.
+	natstest.CheckFor(t, 90*time.Second, 250*time.Millisecond, func() error {
+		ls := leaders()
+		if slices.Contains(ls, -1) || len(slices.Compact(slices.Sorted(slices.Values(ls)))) != deployPartitions {
+			return fmt.Errorf("partition leaders on nodes %v, want one each on distinct nodes", ls)
+		}
+		return nil
+	})
 	sessions := pdSessions(2)
 	load := pdStartLoad(p.HTTPURL, sessions)
 	defer load.halt()
 	load.waitEvery(t, "warm-up", time.Time{}, 20)
 
-	stream := func(i int) string { return fmt.Sprintf("TOOLS_EVENTS_%d", i) }
 	for i := range deployPartitions {
 		leader := c.WaitLeaderOf(stream(i), 45*time.Second)
 		at := time.Now()
-		t.Logf("kill -9 n%d, leader of %s (acknowledged per partition so far: %v)", leader, stream(i), load.since(time.Time{}))
+		t.Logf("kill -9 n%d, leader of %s (leaders %v; acknowledged per partition so far: %v)", leader, stream(i), leaders(), load.since(time.Time{}))
 		c.Kill(leader)
 		load.waitEvery(t, fmt.Sprintf("after killing the leader of %s", stream(i)), at, 10)
 		c.Start(leader)
@@ -596,5 +612,44 @@ func TestOneStreamServeWithoutLayoutPermissionServesAndSaysSo(t *testing.T) {
 	}
 	if log := p.Stderr.String(); !strings.Contains(log, "the one-stream layout is not recorded") || !strings.Contains(log, "$KV.<PREFIX>_LAYOUT.>") {
 		t.Fatalf("the engine's log does not say the layout is not recorded:\n%s", log)
+	}
+}
+
+// Retention on a store of 3 partitions: the engine running the first
+// partition's projection deletes the idle sessions of every partition,
+// and keeps the fresh ones.
+func TestPartitionedRetentionDeletesIdleSessionsOfEveryPartition(t *testing.T) {
+	srv := natstest.Server(t)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", fmt.Sprint(deployPartitions),
+		"--retain-idle", "90d", "--retain-tick", "200ms")
+	nc := natstest.Connect(t, srv.ClientURL())
+	layout := partitionedLayout(deployPartitions)
+	old := time.Now().Add(-100 * 24 * time.Hour)
+	idle := pdSessions(2)
+	for _, s := range idle {
+		_, subject := layout(s)
+		publishAgedTo(t, nc, subject, s, old, events.ToolsToggled{Enabled: e2eBool(true)})
+	}
+	ctx := context.Background()
+	c := p.GoClient("web")
+	fresh := []string{"fresh-a", "fresh-b", "fresh-c", "fresh-d"}
+	for _, s := range fresh {
+		if _, err := c.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		for _, s := range idle {
+			if _, err := c.Intent(ctx, client.IntentRequest{Session: s}); !errors.Is(err, client.ErrDeleted) {
+				name, _ := layout(s)
+				return fmt.Errorf("idle session %s of %s: %v, want deleted", s, name, err)
+			}
+		}
+		return nil
+	})
+	for _, s := range fresh {
+		if _, err := c.Intent(ctx, client.IntentRequest{Session: s}); err != nil {
+			t.Fatalf("fresh session %s: %v, want kept", s, err)
+		}
 	}
 }
