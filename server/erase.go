@@ -78,38 +78,25 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts [
 // minute). The returned channel closes when the loop has stopped (after
 // ctx ends).
 func startEraseFinisher(ctx context.Context, cfg Config, eng *service.Engine, runner func() bool, log zerolog.Logger) <-chan struct{} {
-	done := make(chan struct{})
 	if cfg.NoProjection || !eng.CanErase() {
-		close(done)
-		return done
+		return paced(ctx, 0, nil)
 	}
 	interval := min(max(cfg.EraseTakeover, time.Second), time.Minute)
 	if cfg.EraseTakeover <= 0 {
 		interval = service.DefaultEraseTakeover
 	}
-	go func() {
-		defer close(done)
-		t := time.NewTimer(min(interval, 2*time.Second))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			t.Reset(interval)
-			if !runner() {
-				continue
-			}
-			rep, err := eng.FinishErases(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				log.Warn().Err(err).Msg("look for erases a crash interrupted")
-			case rep.Finished+rep.Cancelled+rep.Errors > 0:
-				log.Info().Int("finished", rep.Finished).Int("cancelled", rep.Cancelled).Int("errors", rep.Errors).Int("open", rep.Open).
-					Msg("erases a crash interrupted: finished")
-			}
+	return paced(ctx, min(interval, 2*time.Second), func() time.Duration {
+		if !runner() {
+			return interval
 		}
-	}()
-	return done
+		rep, err := eng.FinishErases(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn().Err(err).Msg("look for erases a crash interrupted")
+		case rep.Finished+rep.Cancelled+rep.Errors > 0:
+			log.Info().Int("finished", rep.Finished).Int("cancelled", rep.Cancelled).Int("errors", rep.Errors).Int("open", rep.Open).
+				Msg("erases a crash interrupted: finished")
+		}
+		return interval
+	})
 }

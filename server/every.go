@@ -22,3 +22,29 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 		}
 	}()
 }
+
+// paced calls fn after first, then each time after the wait fn returns,
+// in its own goroutine, until ctx ends; the returned channel closes when
+// the loop has stopped. A closed channel is returned, and nothing runs,
+// when fn is nil.
+func paced(ctx context.Context, first time.Duration, fn func() time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	if fn == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTimer(first)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			t.Reset(fn())
+		}
+	}()
+	return done
+}

@@ -207,39 +207,26 @@ const (
 // stream, or streams of one replica, need nothing. The returned channel
 // closes when the loop has stopped.
 func startLeaderSpread(ctx context.Context, parts []*part, replicas int, runner func() bool, log zerolog.Logger) <-chan struct{} {
-	done := make(chan struct{})
 	if len(parts) < 2 || replicas < 2 {
-		close(done)
-		return done
+		return paced(ctx, 0, nil)
 	}
 	logs := make([]*jetstream.Log, len(parts))
 	for i, p := range parts {
 		logs[i] = p.log
 	}
-	go func() {
-		defer close(done)
-		t := time.NewTimer(spreadFirst)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			next := spreadEvery
-			if runner() {
-				s, err := jetstream.SpreadLeaders(ctx, logs)
-				switch {
-				case err != nil && ctx.Err() == nil:
-					log.Warn().Err(err).Msg("spread the partitions' stream leaders")
-				case s.Moved != "":
-					log.Info().Str("stream", s.Moved).Str("from", s.From).Str("to", s.To).Strs("leaders", s.Leaders).
-						Msg("a partition's stream leader moved to a server leading fewer partitions")
-					next = spreadAfter
-				}
-			}
-			t.Reset(next)
+	return paced(ctx, spreadFirst, func() time.Duration {
+		if !runner() {
+			return spreadEvery
 		}
-	}()
-	return done
+		s, err := jetstream.SpreadLeaders(ctx, logs)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn().Err(err).Msg("spread the partitions' stream leaders")
+		case s.Moved != "":
+			log.Info().Str("stream", s.Moved).Str("from", s.From).Str("to", s.To).Strs("leaders", s.Leaders).
+				Msg("a partition's stream leader moved to a server leading fewer partitions")
+			return spreadAfter
+		}
+		return spreadEvery
+	})
 }
