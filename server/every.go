@@ -5,22 +5,11 @@ import (
 	"time"
 )
 
-// every calls fn each interval, in its own goroutine, until ctx ends: the
-// loop of serve's background checks (log integrity, the acknowledged
-// watermark).
+// every calls fn each interval (the interval counted from the end of
+// the call before), in its own goroutine, until ctx ends: the loop of
+// serve's background checks (log integrity, the acknowledged watermark).
 func every(ctx context.Context, interval time.Duration, fn func()) {
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				fn()
-			}
-		}
-	}()
+	paced(ctx, interval, func() time.Duration { fn(); return interval })
 }
 
 // paced calls fn after first, then each time after the wait fn returns,
