@@ -34,6 +34,7 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -650,6 +651,83 @@ func TestPartitionedRetentionDeletesIdleSessionsOfEveryPartition(t *testing.T) {
 	for _, s := range fresh {
 		if _, err := c.Intent(ctx, client.IntentRequest{Session: s}); err != nil {
 			t.Fatalf("fresh session %s: %v, want kept", s, err)
+		}
+	}
+}
+
+// Erase and compaction on a store of 3 partitions survive a restart of
+// both the engine (kill -9) and the NATS server, after the server has
+// compacted the purged blocks (its sync interval set to 1 s, instead of
+// 2 minutes): the engine starts ready with no damage on any partition,
+// the erased sessions read as deleted, and the compacted ones keep their
+// state and take appends.
+func TestPartitionedEraseAndCompactSurviveRestarts(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *jetstream.Embedded {
+		srv, err := jetstream.StartEmbedded(jetstream.EmbeddedConfig{DataDir: dir, SyncEvery: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	srv := start()
+	args := []string{"--partitions", fmt.Sprint(deployPartitions)}
+	p := startEngine(t, t.TempDir(), append([]string{"--nats", srv.ClientURL()}, args...)...)
+	ctx := context.Background()
+	web, ops := p.GoClient("web"), p.GoClient("ops")
+	sessions := pdSessions(2) // two of each partition, in partition-spread order
+	erased, compacted := map[string]bool{}, map[string]bool{}
+	seen := map[int]bool{}
+	for _, s := range sessions {
+		for _, cmd := range []client.Command{client.DisableTool("bash"), client.EnableTool("bash"), client.DisableTool("grep")} {
+			if _, err := web.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{cmd}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if part := events.Partition(s, deployPartitions); !seen[part] {
+			seen[part] = true
+			if _, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: s, Erase: true}); err != nil {
+				t.Fatalf("erase %s: %v", s, err)
+			}
+			erased[s] = true
+			continue
+		}
+		if _, err := ops.SessionCompact(ctx, client.CompactRequest{Session: s}); err != nil {
+			t.Fatalf("compact %s: %v", s, err)
+		}
+		compacted[s] = true
+	}
+	time.Sleep(3 * time.Second) // the server's sync interval passes: purged blocks are compacted
+
+	p.Kill()
+	srv.Shutdown()
+	srv = start()
+	p = startEngine(t, t.TempDir(), append([]string{"--nats", srv.ClientURL()}, args...)...)
+	web = p.GoClient("web")
+	for s := range erased {
+		if _, err := web.Intent(ctx, client.IntentRequest{Session: s}); !errors.Is(err, client.ErrDeleted) {
+			t.Fatalf("erased %s after the restarts: %v, want deleted", s, err)
+		}
+	}
+	for s := range compacted {
+		v, err := web.Intent(ctx, client.IntentRequest{Session: s})
+		if err != nil || !slices.Contains(v.Intent.Disabled, "grep") || slices.Contains(v.Intent.Disabled, "bash") {
+			t.Fatalf("compacted %s after the restarts: %+v, %v, want grep disabled and bash not", s, v.Intent, err)
+		}
+		if _, err := web.Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{client.DisableTool("bash")}}); err != nil {
+			t.Fatalf("append to compacted %s after the restarts: %v", s, err)
+		}
+	}
+	resp, err := http.Get(p.HTTPURL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for i := range deployPartitions {
+		if want := fmt.Sprintf(`"log_damage_%d":{"ok":true}`, i); !strings.Contains(string(body), want) {
+			t.Fatalf("/readyz after the restarts: %s, want %s", body, want)
 		}
 	}
 }
