@@ -23,18 +23,80 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/partition"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
 // clEngine is one engine process: its own connection, log, projection
-// handle (for reads; at most one runs) and service.
+// handle (for reads; at most one runs) and service. Over a partitioned
+// layout log and proj are the first partition's, and logs and projs hold
+// every partition's.
 type clEngine struct {
-	nc   *nats.Conn
-	log  *jetstream.Log
-	proj *projection.Projection
-	eng  *service.Engine
+	nc    *nats.Conn
+	log   *jetstream.Log
+	proj  *projection.Projection
+	eng   *service.Engine
+	logs  []*jetstream.Log
+	projs []*projection.Projection
+}
+
+// logOf is the log holding session.
+func (e *clEngine) logOf(session string) *jetstream.Log {
+	if len(e.logs) < 2 {
+		return e.log
+	}
+	return e.logs[events.Partition(session, len(e.logs))]
+}
+
+// partLogs are the engine's logs: one, or one per partition.
+func (e *clEngine) partLogs() []*jetstream.Log {
+	if e.logs == nil {
+		return []*jetstream.Log{e.log}
+	}
+	return e.logs
+}
+
+// partProj is the projection handle of partLogs()[i].
+func (e *clEngine) partProj(i int) *projection.Projection {
+	if e.projs == nil {
+		return e.proj
+	}
+	return e.projs[i]
+}
+
+// clOpenPartitioned is clOpenEngine over the lc.Partitions partitions of
+// a layout: a log and a projection handle per partition, one service
+// routing each session to its partition.
+func clOpenPartitioned(t *testing.T, url, name string, lc jetstream.LogConfig, sc service.Config, opts ...nats.Option) *clEngine {
+	t.Helper()
+	nc := natstest.Connect(t, url, append([]nats.Option{nats.Name(name)}, opts...)...)
+	ctx := context.Background()
+	e := &clEngine{nc: nc}
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		var err error
+		e.logs, err = jetstream.OpenPartitions(ctx, nc, lc)
+		return err
+	})
+	ports := make([]service.Ports, len(e.logs))
+	for i, l := range e.logs {
+		var proj *projection.Projection
+		natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+			var err error
+			proj, err = projection.Open(ctx, l, projection.Config{})
+			return err
+		})
+		e.projs = append(e.projs, proj)
+		ports[i] = service.JetStreamPorts(l, proj)
+	}
+	routed, err := partition.NewPorts(ports...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.log, e.proj = e.logs[0], e.projs[0]
+	e.eng = service.NewFromPorts(routed, resolver.Default(), sc)
+	return e
 }
 
 // clOpenEngine connects to url and opens the log, the views and an engine,

@@ -262,11 +262,19 @@ func TestProcessClusterSIGKILL(t *testing.T) {
 		if always {
 			name = fmt.Sprintf("run%d-sync-always", i)
 		}
-		t.Run(name, func(t *testing.T) { pcRun(t, always) })
+		t.Run(name, func(t *testing.T) { pcRun(t, always, 1) })
 	}
 }
 
-func pcRun(t *testing.T, syncAlways bool) pcResult {
+// The same faults on a layout of 3 partitions, aimed at the first
+// partition's stream and views: every acknowledged append is in its
+// session's partition exactly once at the sequence returned, and every
+// session's appends are linearizable.
+func TestProcessClusterSIGKILLPartitioned(t *testing.T) {
+	pcRun(t, false, 3)
+}
+
+func pcRun(t *testing.T, syncAlways bool, partitions int) pcResult {
 	const (
 		nWriters  = 4
 		nSessions = 16
@@ -277,17 +285,28 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 		hold = 15 * time.Second
 	}
 	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{SyncAlways: syncAlways})
-	lc := jetstream.LogConfig{Replicas: 3}
+	lc := jetstream.LogConfig{Replicas: 3, Partitions: partitions}
+	open := clOpenEngine
+	if partitions > 1 {
+		open = clOpenPartitioned
+	}
 	var reconnects atomic.Int64
 	writers := make([]*clEngine, nWriters)
 	for w := range writers {
-		writers[w] = clOpenEngine(t, c.URLsFrom(w%c.N()), fmt.Sprintf("writer-%d", w), lc, service.Config{},
+		writers[w] = open(t, c.URLsFrom(w%c.N()), fmt.Sprintf("writer-%d", w), lc, service.Config{},
 			nats.DontRandomize(), nats.ReconnectHandler(func(*nats.Conn) { reconnects.Add(1) }))
 	}
+	// The faults aim at the first partition's stream and views; every
+	// stream and views bucket must be current after each.
 	stream := writers[0].log.StreamName()
 	views := "KV_" + writers[0].proj.Views().Bucket()
-	_, stopProj := clRunProjection(t, writers[0].proj)
-	defer stopProj()
+	var current []string
+	for i, l := range writers[0].partLogs() {
+		proj := writers[0].partProj(i)
+		current = append(current, l.StreamName(), "KV_"+proj.Views().Bucket())
+		_, stopProj := clRunProjection(t, proj)
+		defer stopProj()
+	}
 	sessions := make([]string, nSessions)
 	for i := range sessions {
 		sessions[i] = fmt.Sprintf("pc-%02d", i)
@@ -370,8 +389,10 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 	waitCurrent := func(what string) {
 		t.Helper()
 		natstest.CheckFor(t, waitBound, 100*time.Millisecond, func() error {
-			if !c.StreamCurrent(stream) || !c.StreamCurrent(views) {
-				return fmt.Errorf("%s: replicas of %s or %s not current", what, stream, views)
+			for _, name := range current {
+				if !c.StreamCurrent(name) {
+					return fmt.Errorf("%s: replicas of %s not current", what, name)
+				}
 			}
 			return nil
 		})
@@ -477,8 +498,11 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 	loadEnd := time.Now()
 
 	// The log, replayed from a fresh connection.
-	verifier := clOpenEngine(t, c.URLs(), "verifier", lc, service.Config{})
-	recs := clReplayAll(t, verifier.log)
+	verifier := open(t, c.URLs(), "verifier", lc, service.Config{})
+	var recs []jetstream.Record
+	for _, l := range verifier.partLogs() {
+		recs = append(recs, clReplayAll(t, l)...)
+	}
 	stored := map[string][]jetstream.Record{}
 	for _, r := range recs {
 		if r.Err != nil {
@@ -595,9 +619,10 @@ func pcRun(t *testing.T, syncAlways bool) pcResult {
 // what the writer knows of the session.
 func pcReadOp(h *pcHistory, eng *clEngine, w int, s string, known map[string]uint64) {
 	op := pcOp{Client: w, Session: s, Kind: pcRead, Call: h.now()}
-	req, _ := json.Marshal(map[string]string{"last_by_subj": eng.log.Subject(s)})
+	l := eng.logOf(s)
+	req, _ := json.Marshal(map[string]string{"last_by_subj": l.Subject(s)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	m, err := eng.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+eng.log.StreamName(), req)
+	m, err := eng.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+l.StreamName(), req)
 	cancel()
 	op.Return = h.now()
 	if err != nil {
