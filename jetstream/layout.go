@@ -73,7 +73,8 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 // one stream by default) and records it when the store has none, as
 // OpenPartitions does, without opening a log: an engine serving one
 // stream records it, so that a partitioned open of the store is refused
-// even while its stream is empty. A refusal matches ErrLayout.
+// even while its stream is empty. A refusal matches ErrLayout; a record
+// the server's permissions refuse, ErrPublishRefused.
 func ClaimLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 	cfg.Partition = 0
 	cfg, js, err := cfg.prepare(nc)
@@ -85,8 +86,15 @@ func ClaimLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 
 // claimLayout checks the store's layout against cfg's, and records cfg's
 // when the store has none (the first engine to open it decides).
-// l is a log of the layout's configuration (its partition unused).
+// l is a log of the layout's configuration (its partition unused). A
+// record the server's permissions refuse matches ErrPublishRefused.
 func claimLayout(ctx context.Context, l *Log) error {
+	subj := "$KV." + LayoutBucket(l.cfg.Prefix) + "." + layoutKey
+	return watchRefusal(ctx, l.nc, subj, func(ctx context.Context) error { return recordLayout(ctx, l) })
+}
+
+// recordLayout is claimLayout's work.
+func recordLayout(ctx context.Context, l *Log) error {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	cfg := l.cfg

@@ -12,77 +12,104 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// ErrPublishRefused is matched by CheckPublish when the server's
-// permissions refuse the connection a publish the engine needs.
+// ErrPublishRefused is matched when the server's permissions refuse the
+// connection a publish the engine needs (CheckPublish, and the layout
+// record of OpenPartitions and ClaimLayout).
 var ErrPublishRefused = errors.New("the server refuses the engine's publish")
 
 // probeTimeout bounds one CheckPublish probe.
 const probeTimeout = 5 * time.Second
 
-// CheckPublish asks whether the log's connection may publish to each of
-// subjects, writing nothing: each probe expects a last stream sequence no
-// stream has, so the stream holding the subject refuses it before it
-// stores anything, and a subject no stream holds answers "no responders".
-// A publish the server's permissions refuse gets no answer; the refusal
-// reaches the connection as an error naming the subject, and ends that
-// probe at once. It returns an error matching ErrPublishRefused that
-// names every refused subject, or the first other failure (a probe
-// unanswered under load: ask again).
-func (l *Log) CheckPublish(ctx context.Context, subjects ...string) error {
+// PublishSubjects are subjects an engine serving cfg's layout publishes
+// to, one of each kind per partition (or for the one stream): a session
+// subject of its event stream, and a key of its views bucket (named
+// views, as projection.Config.Bucket), projection bucket and history
+// bucket. CheckPublish probes them.
+func (c LogConfig) PublishSubjects(views string) []string {
+	c = c.withDefaults()
+	var out []string
+	for p := range c.Partitions {
+		pc := c
+		pc.Partition = p
+		kv := "$KV." + strings.ToUpper(c.Prefix) + "_"
+		sfx := pc.partitionSuffix() + ".permission-probe"
+		out = append(out, pc.subjectBase()+"permission-probe", kv+views+sfx, kv+"PROJECTION"+sfx, kv+"HISTORY"+sfx)
+	}
+	return out
+}
+
+// CheckPublish asks whether nc may publish to each of subjects, writing
+// nothing and needing no stream: each probe expects a last stream
+// sequence no stream has, so a stream holding the subject refuses it
+// before it stores anything, and a subject no stream holds answers "no
+// responders". A publish the server's permissions refuse gets no answer;
+// the refusal reaches the connection as an error naming the subject, and
+// ends that probe at once. Every subject is probed. The result matches
+// ErrPublishRefused and names every refused subject when there is one;
+// otherwise it is the first other failure (a probe unanswered under
+// load: ask again), or nil.
+func CheckPublish(ctx context.Context, nc *nats.Conn, subjects ...string) error {
 	var refused []string
+	var failed error
 	for _, subj := range subjects {
-		ok, err := l.probePublish(ctx, subj)
-		if err != nil {
-			return fmt.Errorf("probe a publish to %s: %w", subj, err)
-		}
-		if !ok {
+		msg := nats.NewMsg(subj)
+		msg.Header.Set("Nats-Expected-Last-Sequence", strconv.FormatUint(math.MaxUint64, 10))
+		err := watchRefusal(ctx, nc, subj, func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			defer cancel()
+			_, err := nc.RequestMsgWithContext(pctx, msg)
+			if errors.Is(err, nats.ErrNoResponders) {
+				return nil // allowed, and no stream holds it yet
+			}
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrPublishRefused):
 			refused = append(refused, subj)
+		case err != nil && failed == nil:
+			failed = fmt.Errorf("probe a publish to %s: %w", subj, err)
 		}
 	}
 	if len(refused) > 0 {
 		return fmt.Errorf("%w to %s", ErrPublishRefused, strings.Join(refused, ", "))
 	}
-	return nil
+	return failed
 }
 
-// probePublish sends one probe to subj: true when a server answered it,
-// false when the permissions refused it.
-func (l *Log) probePublish(ctx context.Context, subj string) (bool, error) {
-	msg := nats.NewMsg(subj)
-	msg.Header.Set("Nats-Expected-Last-Sequence", strconv.FormatUint(math.MaxUint64, 10))
-	before := l.nc.LastError()
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+// watchRefusal runs fn, and ends it early (its context cancelled) when
+// the server refuses nc a publish to subj meanwhile: a refused publish is
+// never answered, so fn would only time out. It then returns an error
+// matching ErrPublishRefused with the server's words; otherwise fn's
+// result, unless the refusal came as fn failed.
+func watchRefusal(ctx context.Context, nc *nats.Conn, subj string, fn func(ctx context.Context) error) error {
+	before := nc.LastError()
+	refused := func() error {
+		last := nc.LastError()
+		if last == nil || last == before || !errors.Is(last, nats.ErrPermissionViolation) ||
+			!strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", subj)) {
+			return nil
+		}
+		return fmt.Errorf("%w to %s: %v", ErrPublishRefused, subj, last)
+	}
+	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() {
-		_, err := l.nc.RequestMsgWithContext(pctx, msg)
-		done <- err
-	}()
+	go func() { done <- fn(fctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
-			if err == nil || errors.Is(err, nats.ErrNoResponders) {
-				return true, nil
+			if r := refused(); err != nil && r != nil {
+				return r
 			}
-			if refusedTo(l.nc.LastError(), before, subj) {
-				return false, nil
-			}
-			return false, err
+			return err
 		case <-tick.C:
-			if refusedTo(l.nc.LastError(), before, subj) {
+			if r := refused(); r != nil {
 				cancel()
 				<-done
-				return false, nil
+				return r
 			}
 		}
 	}
-}
-
-// refusedTo reports whether last, a connection's last error that was
-// before earlier, is a permissions violation of a publish to subj.
-func refusedTo(last, before error, subj string) bool {
-	return last != nil && last != before && errors.Is(last, nats.ErrPermissionViolation) &&
-		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", subj))
 }

@@ -36,6 +36,10 @@ import (
 // DefaultDurable is the feed's consumer name when Config.Durable is empty.
 const DefaultDurable = "views"
 
+// DefaultBucket names the views bucket (<PREFIX>_VIEWS) when Config.Bucket
+// is empty.
+const DefaultBucket = "VIEWS"
+
 // Config configures a projection. The zero value is usable.
 type Config struct {
 	// Durable is the feed's consumer name. Default DefaultDurable.
@@ -100,7 +104,7 @@ func (c Config) withDefaults() Config {
 		c.Durable = DefaultDurable
 	}
 	if c.Bucket == "" {
-		c.Bucket = "VIEWS"
+		c.Bucket = DefaultBucket
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 1000

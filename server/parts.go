@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -172,25 +171,6 @@ func watchParts(ctx context.Context, parts []*part, projecting, probe bool, log 
 		p.probe.write = p.proj.Meta().ProbeWrite
 		go p.probe.run(ctx)
 	}
-}
-
-// checkPublish asks, before serving, whether the engine's NATS user may
-// publish what each part needs: appends to its stream, its views and its
-// projection's lease (jetstream.Log.CheckPublish writes nothing). A
-// refusal stops serve, naming the subjects; a probe left unanswered
-// (under load) is logged and serving goes on.
-func checkPublish(ctx context.Context, parts []*part, log zerolog.Logger) error {
-	for _, p := range parts {
-		err := p.log.CheckPublish(ctx, p.log.Subject("permission-probe"),
-			"$KV."+p.proj.Views().Bucket()+".permission-probe", "$KV."+p.proj.Meta().Bucket()+".permission-probe")
-		switch {
-		case errors.Is(err, jetstream.ErrPublishRefused):
-			return fmt.Errorf("%w: the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's)", err)
-		case err != nil:
-			log.Warn().Err(err).Msg("the engine's publish permissions are not checked")
-		}
-	}
-	return nil
 }
 
 // Leader spreading timing: the first pass soon after start, the next soon

@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if httpSrv != nil {
 		defer func() { _ = httpSrv.Close() }()
 	}
-	c.waitNATS, c.recordLayout, c.log = true, true, log
+	c.waitNATS, c.serving, c.log = true, true, log
 	logs, url, closeLog, err := c.openLogs(ctx, log)
 	if err != nil {
 		return err
@@ -86,9 +86,6 @@ func Run(ctx context.Context, cfg Config) error {
 	acfg.Observe = m.ObserveRequest
 	parts, err := openParts(ctx, logs, m, c.LeaseOwner(), log)
 	if err != nil {
-		return err
-	}
-	if err := checkPublish(ctx, parts, log); err != nil {
 		return err
 	}
 	var regStore *jetstream.RegistryStore

@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 )
 
 // store is an opened Store: its configuration and what serve hooks in.
@@ -29,11 +29,12 @@ type store struct {
 	// existing store, kept out of the data directory until requireStream
 	// finds the event stream they serve.
 	unsaved *jetstream.Credentials
-	// recordLayout records a one-stream layout in the store (serve), so
-	// that a partitioned engine is refused on it; the other commands only
-	// check the layout.
-	recordLayout bool
-	log          zerolog.Logger
+	// serving opens the store to serve it: the engine's publish
+	// permissions are probed first, and a one-stream layout is recorded
+	// (so that a partitioned engine is refused on it); the other commands
+	// only check the layout.
+	serving bool
+	log     zerolog.Logger
 }
 
 // OpenLog connects to the store (starting the embedded server on
@@ -87,6 +88,10 @@ func (c *store) openLog(ctx context.Context, log zerolog.Logger) (*jetstream.Log
 		shutdown()
 	}
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Guard: c.guard, Faults: c.storeFaults}
+	if err := c.probe(ctx, nc, lc); err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
 	if err := c.layout(ctx, nc, &lc); err != nil {
 		closeLog()
 		return nil, "", nil, err
@@ -131,9 +136,7 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 	}
 	var logs []*jetstream.Log
 	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
-		before := nc.LastError()
-		err := c.openStreams(actx, nc, &logs)
-		return refused(err, before, nc.LastError())
+		return c.openStreams(actx, nc, &logs)
 	})
 	if err != nil {
 		nc.Close()
@@ -146,17 +149,44 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 // those of every partition, or the one stream.
 func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstream.Log) error {
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
+	if err := c.probe(ctx, nc, lc); err != nil {
+		return err
+	}
 	if c.Partitions > 1 {
+		before := nc.LastError()
 		var err error
 		*logs, err = jetstream.OpenPartitions(ctx, nc, lc)
-		return layoutHint(err)
+		return refused(layoutHint(err), before, nc.LastError())
 	}
 	if err := c.layout(ctx, nc, &lc); err != nil {
 		return err
 	}
+	before := nc.LastError()
 	jlog, err := jetstream.OpenLog(ctx, nc, lc)
 	*logs = []*jetstream.Log{jlog}
-	return err
+	return refused(err, before, nc.LastError())
+}
+
+// permissionsHint says where the permissions an engine needs are listed.
+const permissionsHint = "the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's)"
+
+// probe asks, when serving, whether the engine's NATS user may publish
+// what serving lc needs (jetstream.CheckPublish: appends, views,
+// projection and history keys of every partition; nothing is written),
+// before anything is created. A refusal is returned, naming the subjects;
+// a probe left unanswered (under load) is logged and the open goes on.
+func (c *store) probe(ctx context.Context, nc *nats.Conn, lc jetstream.LogConfig) error {
+	if !c.serving {
+		return nil
+	}
+	err := jetstream.CheckPublish(ctx, nc, lc.PublishSubjects(projection.DefaultBucket)...)
+	switch {
+	case errors.Is(err, jetstream.ErrPublishRefused):
+		return fmt.Errorf("%w: %s", err, permissionsHint)
+	case err != nil:
+		c.log.Warn().Err(err).Msg("the engine's publish permissions are not checked")
+	}
+	return nil
 }
 
 // refused names the cause of a failed open when the server refused one of
@@ -164,17 +194,17 @@ func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstre
 // before to after to a permissions violation): the request only timed
 // out, and asking again would time out again, so the error is permanent.
 func refused(err, before, after error) error {
-	if err == nil || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
+	if err == nil || errors.Is(err, jetstream.ErrPublishRefused) || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
 		return err
 	}
-	return fmt.Errorf("%v: the server refused it: %v: the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's)", err, after)
+	return fmt.Errorf("%v: the server refused it: %v: %s", err, after, permissionsHint)
 }
 
 // layout checks the store's layout against lc's one stream; a command
 // that opens only the shared buckets (c.SharedBuckets) opens a store of
 // partitions as its first partition instead.
 func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConfig) error {
-	if c.recordLayout {
+	if c.serving {
 		return c.claimOneStream(ctx, nc, *lc)
 	}
 	if !c.SharedBuckets {
@@ -191,32 +221,17 @@ func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConf
 }
 
 // claimOneStream records the one-stream layout lc, or checks it against
-// the store's record. When the server refuses the record's publish (a
-// NATS user that may not write the layout bucket: it answers nothing,
-// so the refusal is watched for on the connection) it checks only, and
-// logs what a partitioned engine could then do.
+// the store's record. When the server refuses the record (a NATS user
+// that may not write the layout bucket) it checks only, and logs what a
+// partitioned engine could then do.
 func (c *store) claimOneStream(ctx context.Context, nc *nats.Conn, lc jetstream.LogConfig) error {
-	before := nc.LastError()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- jetstream.ClaimLayout(rctx, nc, lc) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			return layoutHint(err)
-		case <-tick.C:
-		}
-		if after := nc.LastError(); after != before && errors.Is(after, nats.ErrPermissionViolation) {
-			cancel()
-			<-done
-			c.log.Warn().Err(after).Str("bucket", jetstream.LayoutBucket(lc.Prefix)).
-				Msg("the one-stream layout is not recorded (the NATS user may not publish to $KV.<PREFIX>_LAYOUT.>, see deploy/nats-server.conf): an engine started with --partitions on this store while its stream is empty would not be refused")
-			return layoutHint(jetstream.CheckLayout(ctx, nc, lc))
-		}
+	err := jetstream.ClaimLayout(ctx, nc, lc)
+	if !errors.Is(err, jetstream.ErrPublishRefused) {
+		return layoutHint(err)
 	}
+	c.log.Warn().Err(err).Str("bucket", jetstream.LayoutBucket(lc.Prefix)).
+		Msg("the one-stream layout is not recorded (the NATS user may not publish to $KV.<PREFIX>_LAYOUT.>, see deploy/nats-server.conf): an engine started with --partitions on this store while its stream is empty would not be refused")
+	return layoutHint(jetstream.CheckLayout(ctx, nc, lc))
 }
 
 // layoutHint adds to a refusal of the store's layout (jetstream.ErrLayout)

@@ -177,7 +177,8 @@ func pdSessions(per int) []string {
 	return out
 }
 
-// The engine spreads the partitions' leaders over the three nodes. Under
+// The engine spreads the partitions' leaders, all moved to one node, over
+// the three nodes. Under
 // load on every partition, kill -9 of the node leading each partition's
 // stream in turn (restarted on its store before the next),
 // then kill -9 of the engine (restarted on its data directory), loses no
@@ -198,7 +199,19 @@ func TestPartitionedDeploymentLeaderKills(t *testing.T) {
 		}
 		return out
 	}
-	// The engine places each partition's leader on its own node.
+	// Every partition's leader moved to node 0; the engine places each
+	// on its own node.
+	nc0 := natstest.Connect(t, c.URLs())
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": c.NodeName(0)}})
+	for i := range deployPartitions {
+		natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+			if c.LeaderOf(stream(i), time.Second) == 0 {
+				return nil
+			}
+			_, _ = nc0.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream(i), body, 5*time.Second)
+			return fmt.Errorf("%s not led by n0 yet", stream(i))
+		})
+	}
 	natstest.CheckFor(t, 90*time.Second, 250*time.Millisecond, func() error {
 		ls := leaders()
 		if slices.Contains(ls, -1) || len(slices.Compact(slices.Sorted(slices.Values(ls)))) != deployPartitions {
@@ -326,6 +339,16 @@ func TestPartitionedServeRefusals(t *testing.T) {
 		!strings.Contains(string(out), "deploy/partitioned/nats-server.conf") {
 		t.Fatalf("serve --partitions 3 as an engine user with one-stream permissions: %v, want an exit naming the refused subject and the partitioned configuration\n%s", err, out)
 	}
+	// The refused serve created nothing: a one-stream engine starts there.
+	admin := natstest.Connect(t, oneStream.ClientURL(), nats.UserInfo("admin", permUsers(t, conf)["admin"].password))
+	ajs, err := natsjs.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range ajs.StreamNames(context.Background()).Name() {
+		t.Fatalf("the refused serve created stream %s", name)
+	}
+	startEngine(t, t.TempDir(), "--nats", oneStream.ClientURL(), "--nats-user", "engine", "--nats-password", permUsers(t, conf)["engine"].password)
 
 	empty := natstest.Server(t)
 	startEngine(t, t.TempDir(), "--nats", empty.ClientURL())
