@@ -48,6 +48,29 @@ func OpenLog(ctx context.Context, log zerolog.Logger, s Store) (jlog *jetstream.
 	return c.openLog(ctx, log)
 }
 
+// OpenStreams is OpenLog for the commands that work on every event
+// stream of the store (rebuild, stream repair): the one stream, or each
+// partition's, in partition order, when the store's layout record names
+// partitions. The returned func closes the connection and shuts the
+// embedded server down.
+func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jetstream.Log, url string, closeLog func(), err error) {
+	c := &store{Store: s.withDefaults()}
+	c.SharedBuckets = true // a partitioned store opens as its first partition
+	jlog, url, closeLog, err := c.openLog(ctx, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if _, k := jlog.Partition(); k > 1 {
+		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: k}
+		if logs, err = jetstream.OpenPartitions(ctx, jlog.Conn(), lc); err != nil {
+			closeLog()
+			return nil, "", nil, err
+		}
+		return logs, url, closeLog, nil
+	}
+	return []*jetstream.Log{jlog}, url, closeLog, nil
+}
+
 // userOf picks the user of a data directory's credentials this store
 // connects as.
 func (c *store) userOf(cr jetstream.Credentials) (string, string) {
@@ -235,12 +258,12 @@ func (c *store) claimOneStream(ctx context.Context, nc *nats.Conn, lc jetstream.
 }
 
 // layoutHint adds to a refusal of the store's layout (jetstream.ErrLayout)
-// which commands open which layout; other errors pass unchanged.
+// the flag that serves a partitioned one; other errors pass unchanged.
 func layoutHint(err error) error {
 	if !errors.Is(err, jetstream.ErrLayout) {
 		return err
 	}
-	return fmt.Errorf("%w (engine serve --nats URL --partitions K serves a store of K event streams; the other commands that open the log work on one-stream stores)", err)
+	return fmt.Errorf("%w (engine serve --nats URL --partitions K serves a store of K event streams)", err)
 }
 
 // connect opens the engine's NATS connection: to --nats, or to a freshly

@@ -754,3 +754,69 @@ func TestPartitionedEraseAndCompactSurviveRestarts(t *testing.T) {
 		}
 	}
 }
+
+// engine rebuild and engine stream repair work on every partition of a
+// store of 3: a view deleted from one partition's bucket is written again
+// (each stream's rebuild named in the output), and a partition stream
+// whose configuration was changed is repaired while the others are left
+// as they are.
+func TestPartitionedRebuildAndStreamRepair(t *testing.T) {
+	srv := natstest.Server(t)
+	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", fmt.Sprint(deployPartitions))
+	ctx := context.Background()
+	sessions := pdSessions(1)
+	for _, s := range sessions {
+		for _, cmd := range []client.Command{client.DisableTool("bash"), client.DisableTool("grep")} {
+			if _, err := p.GoClient("web").Append(ctx, client.AppendRequest{Session: s, Commands: []client.Command{cmd}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.Stop(t)
+
+	nc := natstest.Connect(t, srv.ClientURL())
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := sessions[len(sessions)-1]
+	vp := events.Partition(victim, deployPartitions)
+	views, err := js.KeyValue(ctx, fmt.Sprintf("TOOLS_VIEWS_%d", vp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := views.Purge(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(engineBin, "rebuild", "--nats", srv.ClientURL(), "--data", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("engine rebuild of 3 partitions: %v\n%s", err, out)
+	}
+	for i := range deployPartitions {
+		if want := fmt.Sprintf("rebuilt views from 2 events (stream TOOLS_EVENTS_%d,", i); !strings.Contains(string(out), want) {
+			t.Fatalf("engine rebuild output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := views.Get(ctx, victim); err != nil {
+		t.Fatalf("view of %s in TOOLS_VIEWS_%d after the rebuild: %v", victim, vp, err)
+	}
+
+	changed := fmt.Sprintf("TOOLS_EVENTS_%d", vp)
+	st, err := js.Stream(ctx, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	want := cfg.MaxMsgsPerSubject
+	cfg.MaxMsgsPerSubject = 1000
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(engineBin, "stream", "repair", "--nats", srv.ClientURL(), "--data", t.TempDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stream "+changed+": repaired") || strings.Count(string(out), "nothing to repair") != deployPartitions-1 {
+		t.Fatalf("engine stream repair with %s changed: %v, want it repaired and the other two left\n%s", changed, err, out)
+	}
+	if info, err := st.Info(ctx); err != nil || info.Config.MaxMsgsPerSubject != want {
+		t.Fatalf("%s after the repair: max_msgs_per_subject %v, %v, want %v", changed, info.Config.MaxMsgsPerSubject, err, want)
+	}
+}

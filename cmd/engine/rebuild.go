@@ -20,15 +20,29 @@ type rebuildCmd struct {
 func (c *rebuildCmd) Help() string {
 	return "Deletes the projection's durable feed and folds the whole log into the session views again, from the first event, then exits. " +
 		"Views are only ever derived from the log, so this is safe; run it with no engine serving the same data directory " +
-		"(the data directory is locked: rebuild refuses while an engine serves it, and refuses a directory without the event stream) or, against --nats, with the engines' projections stopped. Progress is shown on a terminal."
+		"(the data directory is locked: rebuild refuses while an engine serves it, and refuses a directory without the event stream) or, against --nats, with the engines' projections stopped. " +
+		"On a store of several partitions it rebuilds each partition's views in turn. Progress is shown on a terminal."
 }
 
 func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	jlog, closeLog, err := c.openExisting(ctx, log, false)
+	logs, closeLog, err := c.openStreams(ctx, log, false)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
+	for _, jlog := range logs {
+		if err := c.rebuild(ctx, jlog, log); err != nil {
+			if len(logs) > 1 {
+				err = fmt.Errorf("stream %s: %w", jlog.StreamName(), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuild folds the whole of jlog's stream into its views again.
+func (c *rebuildCmd) rebuild(ctx context.Context, jlog *jetstream.Log, log zerolog.Logger) error {
 	last, err := jlog.LastStreamSeq(ctx)
 	if err != nil {
 		return err
@@ -41,17 +55,18 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 	prog := newProgress()
 	start := time.Now()
 	var p *projection.Projection
+	name := jlog.StreamName()
 	cfg.OnBatch = func(int, time.Duration, uint64) {
 		done := p.Folded()
 		rate := float64(done) / time.Since(start).Seconds()
-		prog.Update("rebuild: %d/%d events folded (%.0f/s)", done, last, rate)
+		prog.Update("rebuild %s: %d/%d events folded (%.0f/s)", name, done, last, rate)
 	}
 	p, err = projection.Open(ctx, jlog, cfg)
 	if err != nil {
 		return err
 	}
 	if _, err := p.Meta().Acquire(ctx, p.Owner(), 5*time.Second); err != nil {
-		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", jlog.StreamName(), err)
+		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", name, err)
 	}
 	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
 		return err
@@ -93,8 +108,8 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 	}
 	el := time.Since(start)
-	prog.Done("rebuild: %d events folded in %s", p.Folded(), el.Round(time.Millisecond))
-	fmt.Printf("rebuilt views from %d events (stream sequence %d) in %s; %d undecodable events skipped, %d events rejected (see docs/semantics.md#events-the-engine-does-not-apply)\n", p.Folded(), last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
+	prog.Done("rebuild %s: %d events folded in %s", name, p.Folded(), el.Round(time.Millisecond))
+	fmt.Printf("rebuilt views from %d events (stream %s, sequence %d) in %s; %d undecodable events skipped, %d events rejected (see docs/semantics.md#events-the-engine-does-not-apply)\n", p.Folded(), name, last, el.Round(time.Millisecond), p.Skipped(), p.Rejected())
 	return nil
 }
 

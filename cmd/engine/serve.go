@@ -79,6 +79,14 @@ func (c *storeFlags) openExisting(ctx context.Context, log zerolog.Logger, admin
 	return c.openLog(ctx, log)
 }
 
+// openStreams is openExisting for the commands that work on every event
+// stream of the store (server.OpenStreams).
+func (c *storeFlags) openStreams(ctx context.Context, log zerolog.Logger, admin bool) ([]*jetstream.Log, func(), error) {
+	c.admin, c.needStore = admin, true
+	logs, _, closeLog, err := server.OpenStreams(ctx, log, c.store("127.0.0.1:0", "interval"))
+	return logs, closeLog, err
+}
+
 // leaseOwner names this process in the projection runner's lease
 // (server.Store.LeaseOwner).
 func (c *storeFlags) leaseOwner() string { return c.store("", "").LeaseOwner() }

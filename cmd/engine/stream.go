@@ -8,7 +8,7 @@ import (
 )
 
 type streamCmd struct {
-	Repair streamRepairCmd `cmd:"" help:"Restore the event stream's configuration (limits, deny delete/purge, ...) that someone changed; needs the admin user."`
+	Repair streamRepairCmd `cmd:"" help:"Restore the event stream's configuration (limits, deny delete/purge, ...) that someone changed, of every partition's stream on a partitioned store; needs the admin user."`
 }
 
 type streamRepairCmd struct {
@@ -22,20 +22,22 @@ func (c *streamRepairCmd) Help() string {
 }
 
 func (c *streamRepairCmd) Run(ctx context.Context, log zerolog.Logger) error {
-	jlog, closeLog, err := c.openExisting(ctx, log, true)
+	logs, closeLog, err := c.openStreams(ctx, log, true)
 	if err != nil {
 		return err
 	}
 	defer closeLog()
-	drift := jlog.CheckStream(ctx)
-	if drift == nil {
-		fmt.Printf("stream %s: configuration as the engine needs it, nothing to repair\n", jlog.StreamName())
-		return nil
+	for _, jlog := range logs {
+		drift := jlog.CheckStream(ctx)
+		if drift == nil {
+			fmt.Printf("stream %s: configuration as the engine needs it, nothing to repair\n", jlog.StreamName())
+			continue
+		}
+		fmt.Printf("stream %s: %v\n", jlog.StreamName(), drift)
+		if err := jlog.RepairStream(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("stream %s: repaired\n", jlog.StreamName())
 	}
-	fmt.Printf("stream %s: %v\n", jlog.StreamName(), drift)
-	if err := jlog.RepairStream(ctx); err != nil {
-		return err
-	}
-	fmt.Printf("stream %s: repaired\n", jlog.StreamName())
 	return nil
 }
