@@ -55,8 +55,18 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 	if err != nil {
 		return nil, err
 	}
-	if err := claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg}); err != nil {
+	at, err := claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
+	if err != nil {
 		return nil, err
+	}
+	// A store recorded a while ago had its streams made then: one missing
+	// now is lost, and is not created empty (its sessions would read as
+	// never written). A younger record may be another engine's start,
+	// still creating them.
+	if time.Since(at) > layoutSettle {
+		if err := CheckPartitionStreams(ctx, nc, cfg); err != nil {
+			return nil, err
+		}
 	}
 	logs := make([]*Log, cfg.Partitions)
 	for p := range logs {
@@ -81,20 +91,32 @@ func ClaimLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
 	if err != nil {
 		return err
 	}
-	return claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
+	_, err = claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
+	return err
 }
 
+// layoutSettle is how long after its layout record a store's streams are
+// taken to exist: the engine that recorded it creates them at once.
+const layoutSettle = time.Minute
+
 // claimLayout checks the store's layout against cfg's, and records cfg's
-// when the store has none (the first engine to open it decides).
-// l is a log of the layout's configuration (its partition unused). A
-// record the server's permissions refuse matches ErrPublishRefused.
-func claimLayout(ctx context.Context, l *Log) error {
+// when the store has none (the first engine to open it decides); it
+// returns when the record was made. l is a log of the layout's
+// configuration (its partition unused). A record the server's
+// permissions refuse matches ErrPublishRefused.
+func claimLayout(ctx context.Context, l *Log) (time.Time, error) {
 	subj := "$KV." + LayoutBucket(l.cfg.Prefix) + "." + layoutKey
-	return watchRefusal(ctx, l.nc, subj, func(ctx context.Context) error { return recordLayout(ctx, l) })
+	var at time.Time
+	err := watchRefusal(ctx, l.nc, subj, func(ctx context.Context) error {
+		var err error
+		at, err = recordLayout(ctx, l)
+		return err
+	})
+	return at, err
 }
 
 // recordLayout is claimLayout's work.
-func recordLayout(ctx context.Context, l *Log) error {
+func recordLayout(ctx context.Context, l *Log) (time.Time, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	cfg := l.cfg
@@ -102,19 +124,21 @@ func recordLayout(ctx context.Context, l *Log) error {
 	k := cfg.Partitions
 	kv, err := l.openSharedBucket(ctx, bucket, "engine layout: how many event streams sessions are spread over")
 	if err != nil {
-		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
+		return time.Time{}, fmt.Errorf("open layout bucket %s: %w", bucket, err)
 	}
 	have, err := readLayout(ctx, l, bucket)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if have == nil {
 		if k > 1 {
 			if err := oneStreamEmpty(ctx, l.js, cfg); err != nil {
-				return err
+				return time.Time{}, err
 			}
 		}
-		v, _ := json.Marshal(layoutRecord{Partitions: k, Time: time.Now().UTC()})
+		rec := layoutRecord{Partitions: k, Time: time.Now().UTC()}
+		v, _ := json.Marshal(rec)
+		have = &rec
 		if _, err = kv.Create(ctx, layoutKey, v); errors.Is(err, jetstream.ErrKeyExists) {
 			have, err = readLayout(ctx, l, bucket) // another engine recorded one meanwhile
 			if err == nil && have == nil {
@@ -122,10 +146,10 @@ func recordLayout(ctx context.Context, l *Log) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("record the layout in %s: %w", bucket, err)
+			return time.Time{}, fmt.Errorf("record the layout in %s: %w", bucket, err)
 		}
 	}
-	return layoutMismatch(bucket, have, k)
+	return have.Time, layoutMismatch(bucket, have, k)
 }
 
 // CheckLayout reports whether the store's recorded layout, if it has
@@ -160,6 +184,41 @@ func Layout(ctx context.Context, nc *nats.Conn, cfg LogConfig) (int, error) {
 		return 0, err
 	}
 	return have.Partitions, nil
+}
+
+// ErrStreamMissing is matched by CheckPartitionStreams when an event
+// stream the store's layout names does not exist.
+var ErrStreamMissing = errors.New("an event stream of the store's layout is missing")
+
+// CheckPartitionStreams reports whether every event stream of cfg's
+// layout (cfg.Partitions of them) exists, creating nothing: an error
+// matching ErrStreamMissing names the missing ones. A command that would
+// otherwise create a missing stream empty (and fold it as if its sessions
+// had never been) asks this first.
+func CheckPartitionStreams(ctx context.Context, nc *nats.Conn, cfg LogConfig) error {
+	cfg.Partition = 0
+	cfg, js, err := cfg.prepare(nc)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for p := range cfg.Partitions {
+		pc := cfg
+		pc.Partition = p
+		name := EventStreamName(cfg.Prefix) + pc.partitionSuffix()
+		_, err := js.Stream(ctx, name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			missing = append(missing, name)
+		case err != nil:
+			return fmt.Errorf("look up stream %s: %w", name, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: the store spreads sessions over %s; missing: %s. Restore them (from a backup or a replica) before opening the store; nothing was created",
+			ErrStreamMissing, streams(cfg.Partitions), strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // layoutMismatch is the refusal of a store laid out as have (nil: no

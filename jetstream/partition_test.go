@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	njs "github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
@@ -361,5 +363,41 @@ func TestPartitionErasedRangesAreThePartitionsOwn(t *testing.T) {
 	}
 	if other, err := logs[1-own].ErasedRanges(ctx); err != nil || len(other) != 0 {
 		t.Fatalf("partition %d erased ranges %v (%v), want none: the erase was partition %d's", 1-own, other, err, own)
+	}
+}
+
+// A partition stream missing from a store whose layout was recorded a
+// while ago is lost, not new: opening the layout refuses, naming it, and
+// creates nothing. Under a record just made (another engine starting the
+// store) the missing streams are created.
+func TestOpenPartitionsRefusesAStreamLostFromAnOldLayout(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	js, err := njs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: jetstream.LayoutBucket("tools")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(map[string]any{"partitions": 3, "time": time.Now().Add(-time.Hour)})
+	if _, err := kv.Create(ctx, "layout", old); err != nil {
+		t.Fatal(err)
+	}
+	_, err = jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 3})
+	if !errors.Is(err, jetstream.ErrStreamMissing) || !strings.Contains(err.Error(), "missing: TOOLS_EVENTS_0, TOOLS_EVENTS_1, TOOLS_EVENTS_2") {
+		t.Fatalf("open of a layout recorded an hour ago without its streams: %v, want ErrStreamMissing naming all three", err)
+	}
+	if _, err := js.Stream(ctx, "TOOLS_EVENTS_0"); !errors.Is(err, njs.ErrStreamNotFound) {
+		t.Fatalf("the refused open created TOOLS_EVENTS_0: %v", err)
+	}
+	young, _ := json.Marshal(map[string]any{"partitions": 3, "time": time.Now()})
+	if _, err := kv.Put(ctx, "layout", young); err != nil {
+		t.Fatal(err)
+	}
+	if logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 3}); err != nil || len(logs) != 3 {
+		t.Fatalf("open under a record just made: %d logs, %v, want the three streams created", len(logs), err)
 	}
 }

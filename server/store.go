@@ -157,6 +157,12 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 	if err != nil {
 		return nil, "", nil, err
 	}
+	// The probe runs once, with its own bounds: a refusal is definite
+	// whatever state the cluster is in.
+	if err := c.probe(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Partitions: c.Partitions}); err != nil {
+		nc.Close()
+		return nil, "", nil, err
+	}
 	var logs []*jetstream.Log
 	err = waitForNATS(ctx, log, "open the event stream", func(actx context.Context) error {
 		return c.openStreams(actx, nc, &logs)
@@ -172,9 +178,6 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 // those of every partition, or the one stream.
 func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstream.Log) error {
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
-	if err := c.probe(ctx, nc, lc); err != nil {
-		return err
-	}
 	if c.Partitions > 1 {
 		before := nc.LastError()
 		var err error
@@ -239,6 +242,9 @@ func (c *store) layout(ctx context.Context, nc *nats.Conn, lc *jetstream.LogConf
 	}
 	if k > 1 {
 		lc.Partitions, lc.Partition = k, 0
+		// The record proves a store, so a missing stream is lost, not
+		// new: it is never created empty here.
+		return jetstream.CheckPartitionStreams(ctx, nc, *lc)
 	}
 	return nil
 }

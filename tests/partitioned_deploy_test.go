@@ -757,9 +757,9 @@ func TestPartitionedEraseAndCompactSurviveRestarts(t *testing.T) {
 
 // engine rebuild and engine stream repair work on every partition of a
 // store of 3: a view deleted from one partition's bucket is written again
-// (each stream's rebuild named in the output), and a partition stream
-// whose configuration was changed is repaired while the others are left
-// as they are.
+// (each stream's rebuild named in the output), a partition stream whose
+// configuration was changed is repaired while the others are left as they
+// are, and a partition stream deleted is named, not created empty.
 func TestPartitionedRebuildAndStreamRepair(t *testing.T) {
 	srv := natstest.Server(t)
 	p := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--partitions", fmt.Sprint(deployPartitions))
@@ -818,5 +818,21 @@ func TestPartitionedRebuildAndStreamRepair(t *testing.T) {
 	}
 	if info, err := st.Info(ctx); err != nil || info.Config.MaxMsgsPerSubject != want {
 		t.Fatalf("%s after the repair: max_msgs_per_subject %v, %v, want %v", changed, info.Config.MaxMsgsPerSubject, err, want)
+	}
+
+	// A partition's stream lost: rebuild and stream repair refuse, naming
+	// it, and do not create it empty.
+	if err := js.DeleteStream(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"rebuild"}, {"stream", "repair"}} {
+		out, err := exec.Command(engineBin, append(args, "--nats", srv.ClientURL(), "--data", t.TempDir())...).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !strings.Contains(string(out), "missing: "+changed) {
+			t.Fatalf("engine %v with %s deleted: %v, want a refusal naming it\n%s", args, changed, err, out)
+		}
+		if _, err := js.Stream(ctx, changed); !errors.Is(err, natsjs.ErrStreamNotFound) {
+			t.Fatalf("engine %v recreated %s: %v", args, changed, err)
+		}
 	}
 }

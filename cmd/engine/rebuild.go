@@ -30,6 +30,14 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer closeLog()
+	// Every stream's runner lease is free before any feed is reset: an
+	// engine still projecting one partition refuses the whole rebuild,
+	// not the partitions after the others were rebuilt.
+	for _, jlog := range logs {
+		if err := c.leaseFree(ctx, jlog); err != nil {
+			return err
+		}
+	}
 	for _, jlog := range logs {
 		if err := c.rebuild(ctx, jlog, log); err != nil {
 			if len(logs) > 1 {
@@ -39,6 +47,20 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// leaseFree reports whether jlog's projection runner lease can be taken
+// now (taking it and giving it back).
+func (c *rebuildCmd) leaseFree(ctx context.Context, jlog *jetstream.Log) error {
+	meta, err := jlog.OpenMeta(ctx)
+	if err != nil {
+		return err
+	}
+	lease, err := meta.Acquire(ctx, c.leaseOwner(), 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", jlog.StreamName(), err)
+	}
+	return meta.Release(ctx, lease)
 }
 
 // rebuild folds the whole of jlog's stream into its views again.
