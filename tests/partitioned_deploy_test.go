@@ -9,7 +9,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,14 +321,7 @@ func TestPartitionedServeRefusals(t *testing.T) {
 		t.Fatalf("serve --partitions 3 on the embedded server: %v\n%s", err, out)
 	}
 
-	conf, err := filepath.Abs(permConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf, opts := configOptions(t, permConfig)
 	oneStream := natstest.ServerWith(t, *opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	out, err = exec.CommandContext(ctx, engineBin, "serve", "--nats", oneStream.ClientURL(), "--nats-user", "engine", "--nats-password", permUsers(t, conf)["engine"].password,
@@ -439,9 +431,11 @@ func TestPartitionedStoreCLI(t *testing.T) {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", srv.ClientURL())
-	var stdout lockedBuffer
-	stderr := &lineLog{}
-	cmd.Stdout = &stdout
+	stdout, stderr := &lineLog{}, &lineLog{}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -449,6 +443,7 @@ func TestPartitionedStoreCLI(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go stdout.follow(bufio.NewScanner(outPipe))
 	go stderr.follow(bufio.NewScanner(errPipe))
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for i := range deployPartitions {
@@ -494,24 +489,6 @@ func TestPartitionedStoreCLI(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The documented configuration of a partitioned deployment
 // (deploy/partitioned/nats-server.conf, 3 partitions) gives each user what
 // it needs and no more: the engine serves every partition as user engine
@@ -523,14 +500,7 @@ func (l *lockedBuffer) String() string {
 // get; an erase purges the session from its partition; the auditor reads
 // by direct get and may not publish events.
 func TestPartitionedDeployConfigPermissions(t *testing.T) {
-	conf, err := filepath.Abs("../deploy/partitioned/nats-server.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf, opts := configOptions(t, "../deploy/partitioned/nats-server.conf")
 	srv := natstest.ServerWith(t, *opts)
 	url := srv.ClientURL()
 	pw := permUsers(t, conf)
@@ -611,14 +581,7 @@ func TestPartitionedDeployConfigPermissions(t *testing.T) {
 // it serves, and logs that the layout is not recorded and what that
 // leaves open, naming the subject to allow.
 func TestOneStreamServeWithoutLayoutPermissionServesAndSaysSo(t *testing.T) {
-	conf, err := filepath.Abs(permConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf, opts := configOptions(t, permConfig)
 	for _, u := range opts.Users {
 		if u.Username == "engine" {
 			pub := u.Permissions.Publish
@@ -835,4 +798,19 @@ func TestPartitionedRebuildAndStreamRepair(t *testing.T) {
 			t.Fatalf("engine %v recreated %s: %v", args, changed, err)
 		}
 	}
+}
+
+// configOptions parses the nats-server configuration at path (includes
+// resolved) and returns its absolute path and the server options.
+func configOptions(t *testing.T, path string) (string, *server.Options) {
+	t.Helper()
+	conf, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("parse %s: %v", conf, err)
+	}
+	return conf, opts
 }
