@@ -60,15 +60,20 @@ func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jets
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if _, k := jlog.Partition(); k > 1 {
-		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: k}
-		if logs, err = jetstream.OpenPartitions(ctx, jlog.Conn(), lc); err != nil {
+	logs = []*jetstream.Log{jlog}
+	// The layout check found every partition's stream (it creates none):
+	// the first is open, the others open beside it.
+	_, k := jlog.Partition()
+	for p := 1; p < k; p++ {
+		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: k, Partition: p}
+		pl, err := jetstream.OpenLog(ctx, jlog.Conn(), lc)
+		if err != nil {
 			closeLog()
-			return nil, "", nil, err
+			return nil, "", nil, fmt.Errorf("open partition %d of %d: %w", p, k, err)
 		}
-		return logs, url, closeLog, nil
+		logs = append(logs, pl)
 	}
-	return []*jetstream.Log{jlog}, url, closeLog, nil
+	return logs, url, closeLog, nil
 }
 
 // userOf picks the user of a data directory's credentials this store
