@@ -107,7 +107,7 @@ const layoutSettle = time.Minute
 func claimLayout(ctx context.Context, l *Log) (time.Time, error) {
 	subj := "$KV." + LayoutBucket(l.cfg.Prefix) + "." + layoutKey
 	var at time.Time
-	err := watchRefusal(ctx, l.nc, subj, func(ctx context.Context) error {
+	err := WatchRefusal(ctx, l.nc, subj, func(ctx context.Context) error {
 		var err error
 		at, err = recordLayout(ctx, l)
 		return err

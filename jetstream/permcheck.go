@@ -54,7 +54,7 @@ func CheckPublish(ctx context.Context, nc *nats.Conn, subjects ...string) error 
 	for _, subj := range subjects {
 		msg := nats.NewMsg(subj)
 		msg.Header.Set("Nats-Expected-Last-Sequence", strconv.FormatUint(math.MaxUint64, 10))
-		err := watchRefusal(ctx, nc, subj, func(ctx context.Context) error {
+		err := WatchRefusal(ctx, nc, subj, func(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
 			_, err := nc.RequestMsgWithContext(pctx, msg)
@@ -76,17 +76,23 @@ func CheckPublish(ctx context.Context, nc *nats.Conn, subjects ...string) error 
 	return failed
 }
 
-// watchRefusal runs fn, and ends it early (its context cancelled) when
-// the server refuses nc a publish to subj meanwhile: a refused publish is
-// never answered, so fn would only time out. It then returns an error
-// matching ErrPublishRefused with the server's words; otherwise fn's
-// result, unless the refusal came as fn failed.
-func watchRefusal(ctx context.Context, nc *nats.Conn, subj string, fn func(ctx context.Context) error) error {
+// WatchRefusal runs fn, and ends it early (its context cancelled) when
+// the server refuses nc a publish to subj meanwhile (any publish when subj
+// is ""): a refused publish or API request is never answered, so fn would
+// only time out. It then returns an error matching ErrPublishRefused with
+// the server's words; otherwise fn's result, unless the refusal came as
+// fn failed.
+func WatchRefusal(ctx context.Context, nc *nats.Conn, subj string, fn func(ctx context.Context) error) error {
 	before := nc.LastError()
 	refused := func() error {
 		last := nc.LastError()
-		if last == nil || last == before || !errors.Is(last, nats.ErrPermissionViolation) ||
-			!strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", subj)) {
+		if last == nil || last == before || !errors.Is(last, nats.ErrPermissionViolation) {
+			return nil
+		}
+		if subj == "" {
+			return fmt.Errorf("%w: %v", ErrPublishRefused, last)
+		}
+		if !strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", subj)) {
 			return nil
 		}
 		return fmt.Errorf("%w to %s: %v", ErrPublishRefused, subj, last)

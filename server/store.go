@@ -181,21 +181,31 @@ func (c *store) openLogWaiting(ctx context.Context, log zerolog.Logger) ([]*jets
 
 // openStreams opens the event streams of c's layout on nc into logs:
 // those of every partition, or the one stream.
+// A request the server's permissions refuse meanwhile ends the open at
+// once: it would only time out, again on every retry.
 func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstream.Log) error {
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: c.Partitions}
-	if c.Partitions > 1 {
-		before := nc.LastError()
+	if c.Partitions <= 1 {
+		// The one-stream layout record may be refused: claimOneStream
+		// carries on without it, so the watch starts after it.
+		if err := c.layout(ctx, nc, &lc); err != nil {
+			return err
+		}
+	}
+	err := jetstream.WatchRefusal(ctx, nc, "", func(ctx context.Context) error {
 		var err error
-		*logs, err = jetstream.OpenPartitions(ctx, nc, lc)
-		return refused(layoutHint(err), before, nc.LastError())
-	}
-	if err := c.layout(ctx, nc, &lc); err != nil {
+		if c.Partitions > 1 {
+			*logs, err = jetstream.OpenPartitions(ctx, nc, lc)
+			return layoutHint(err)
+		}
+		jlog, err := jetstream.OpenLog(ctx, nc, lc)
+		*logs = []*jetstream.Log{jlog}
 		return err
+	})
+	if errors.Is(err, jetstream.ErrPublishRefused) {
+		return fmt.Errorf("%w: %s", err, permissionsHint)
 	}
-	before := nc.LastError()
-	jlog, err := jetstream.OpenLog(ctx, nc, lc)
-	*logs = []*jetstream.Log{jlog}
-	return refused(err, before, nc.LastError())
+	return err
 }
 
 // permissionsHint says where the permissions an engine needs are listed.
@@ -218,17 +228,6 @@ func (c *store) probe(ctx context.Context, nc *nats.Conn, lc jetstream.LogConfig
 		c.log.Warn().Err(err).Msg("the engine's publish permissions are not checked")
 	}
 	return nil
-}
-
-// refused names the cause of a failed open when the server refused one of
-// its publishes meanwhile (the connection's last error changed from
-// before to after to a permissions violation): the request only timed
-// out, and asking again would time out again, so the error is permanent.
-func refused(err, before, after error) error {
-	if err == nil || errors.Is(err, jetstream.ErrPublishRefused) || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
-		return err
-	}
-	return fmt.Errorf("%v: the server refused it: %v: %s", err, after, permissionsHint)
 }
 
 // layout checks the store's layout against lc's one stream; a command
