@@ -93,7 +93,7 @@ func genOverride(t *rapid.T) intent.Override {
 // removing the preset event leaves grep disabled-by-session through the
 // defaults. Rapid finds such logs at once, so the property states what a
 // "last change" guarantees and no more.
-func TestR25PropertyBlameNamesTheLastChange(t *testing.T) {
+func TestPropertyBlameNamesTheLastChange(t *testing.T) {
 	reg, err := resolver.Load([]byte(blameRegistryJSON))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestR25PropertyBlameNamesTheLastChange(t *testing.T) {
 // the master switch; with only enable and web-search off it blames the
 // overlay event too (rule web_search=false). Turning tools on after
 // off+web_search keeps the blame on the overlay event.
-func TestR25BlameWebSearchOff(t *testing.T) {
+func TestBlameWebSearchOff(t *testing.T) {
 	reg := resolver.Default()
 	for _, tc := range []struct {
 		log  []events.Payload

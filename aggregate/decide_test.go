@@ -374,7 +374,7 @@ func TestDecideBadInput(t *testing.T) {
 // read_file,grep then enable resolves to the whole defaults, not 2 tools;
 // and Decide does not treat ToolsToggled{true} as a no-op while a picked
 // list is set, even when enabled is already true.
-func TestR1AllOnClearsPicked(t *testing.T) {
+func TestAllOnClearsPicked(t *testing.T) {
 	reg := resolver.Default()
 	var s State
 	seq := uint64(0)

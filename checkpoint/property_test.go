@@ -146,7 +146,7 @@ func TestPropertyNewRefusesNonDeferred(t *testing.T) {
 // one of its tools (description, permission, schema, or the deferral mark)
 // names exactly that tool as changed, drops that tool if it was loaded
 // (changed, or now resident), and restores every other loaded tool.
-func TestR32PropertyChangedToolDropsOnlyThatTool(t *testing.T) {
+func TestPropertyChangedToolDropsOnlyThatTool(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
 		if len(w.res.Tools) == 0 {
@@ -261,7 +261,7 @@ func changeByte(t *rapid.T, s, alphabet string) string {
 // per-tool hash its checkpoint recorded; the restored set is a subset of
 // the recorded one that a new checkpoint against the current resolution
 // accepts, and every loaded tool has one decision.
-func TestR32PropertyPerToolRestore(t *testing.T) {
+func TestPropertyPerToolRestore(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
 		loaded := drawLoaded(t, w.res)

@@ -53,7 +53,7 @@ func TestResumeOldCheckpointRestoresEmpty(t *testing.T) {
 
 // A changed schema of one loaded tool drops that tool only; the
 // unchanged loaded tool is restored, and the decisions say why per tool.
-func TestR32ResumeSchemaChangeDropsThatTool(t *testing.T) {
+func TestResumeSchemaChangeDropsThatTool(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 5, resolveAll(t, f), "send_message", "web_fetch")
 
@@ -165,7 +165,7 @@ func TestResumeReordered(t *testing.T) {
 
 // A registry version bump with identical tools restores exactly the
 // recorded set, and names both versions.
-func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
+func TestResumeRegistryVersionBumpRestores(t *testing.T) {
 	f := base(t)
 	rec := mustNew(t, 1, resolveAll(t, f), "web_fetch", "send_message")
 	f.Version = "test-2"
@@ -183,7 +183,7 @@ func TestR32ResumeRegistryVersionBumpRestores(t *testing.T) {
 // explain rule that leaves it out; one the registry lost is "removed", one
 // it cannot run is "unavailable"; a name the checkpoint's contract lacks
 // is "not-recorded".
-func TestR32ResumePerToolReasons(t *testing.T) {
+func TestResumePerToolReasons(t *testing.T) {
 	rec := mustNew(t, 1, resolveAll(t, base(t)), "memory_read", "send_message", "web_fetch", "playwright_browser")
 
 	// The session now disables web_fetch and the registry dropped
@@ -339,7 +339,7 @@ func TestResumeNilCurrent(t *testing.T) {
 
 // A checkpoint from another writer that names a tool its own
 // (unchanged) contract does not defer is not trusted at all.
-func TestResumeRefusesCheckpointBreakingR19(t *testing.T) {
+func TestResumeRefusesCheckpointNamingAToolItsContractDoesNotDefer(t *testing.T) {
 	res := resolveAll(t, base(t))
 	for _, bad := range []string{"read_file", "no_such_tool"} {
 		rec := events.CheckpointRecorded{Loaded: []string{"web_fetch", bad}, ContractHash: res.ContractHash, RegistryVersion: res.RegistryVersion}

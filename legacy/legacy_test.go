@@ -58,7 +58,7 @@ func types(ps []events.Payload) []string {
 // list (of that time) plus web_search, because web_search was on, imports
 // as {enabled: true} with the web_search overlay; today it gains the tools
 // added to the defaults since, and nothing is lost.
-func TestR33ImportMaterializedDefaultsWithWebSearch(t *testing.T) {
+func TestImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 	then := thenDefaults(t)
 	d := planOne(t, `{"defaults": `+quoteList(then)+`, "sessions": [{"session": "s1", "web_search": true, "tools": `+quoteList(append(then, "web_search"))+`}]}`)
 	if d.Kind != KindEnabled || !slices.Equal(types(d.Events), []string{"ToolsToggled", "WebSearchSet"}) || !d.Faithful {
@@ -74,7 +74,7 @@ func TestR33ImportMaterializedDefaultsWithWebSearch(t *testing.T) {
 
 // Each stored form imports as the intent that reproduces it, with
 // the shortest faithful intent where no whole list matches.
-func TestR33ImportDecisions(t *testing.T) {
+func TestImportDecisions(t *testing.T) {
 	reg := resolver.Default()
 	defaults := reg.DefaultTools()
 	research, _ := reg.Preset("research")
@@ -140,7 +140,7 @@ func TestR33ImportDecisions(t *testing.T) {
 // whole list and is longer than the picked bound is imported as a preset
 // or the defaults minus a few names, or skipped with the reason; the
 // bound is the engine's (Options.Limits).
-func TestR33ImportRespectsBounds(t *testing.T) {
+func TestImportRespectsBounds(t *testing.T) {
 	reg := resolver.Default()
 	full, _ := reg.Preset("full")
 	// full minus three, plus nothing else: preset-minus.
@@ -160,7 +160,7 @@ func TestR33ImportRespectsBounds(t *testing.T) {
 
 // The file is strict: duplicate sessions, bad ids, unknown keys and
 // wrong types are refused or skipped with a message naming them.
-func TestR33ImportFileErrors(t *testing.T) {
+func TestImportFileErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`{"sessions": [{"session": "a", "tools": [], "model": "x"}]}`, `unknown key "model"`},
 		{`[{"session": "a", "tools": [1]}]`, "tools[0]"},
@@ -191,7 +191,7 @@ func TestR33ImportFileErrors(t *testing.T) {
 
 // The plan is deterministic, and every decision's events, folded
 // through the engine's rules, give the reported intent.
-func TestR33ImportDeterministicAndFolds(t *testing.T) {
+func TestImportDeterministicAndFolds(t *testing.T) {
 	reg := resolver.Default()
 	file := `{"defaults": ` + quoteList(thenDefaults(t)) + `, "presets": {"research": ["read_file", "web_search", "grep"]}, "sessions": [
 	  {"session": "a", "tools": ["read_file", "web_search", "grep"]},

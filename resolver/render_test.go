@@ -107,7 +107,7 @@ func TestRenderByteIdentity(t *testing.T) {
 // (with the cache breakpoint when it is last) and OpenAI's web_search; the
 // bytes are fixed, and the same registry without the native forms renders
 // functions.
-func TestR9NativeWebSearchRendering(t *testing.T) {
+func TestNativeWebSearchRendering(t *testing.T) {
 	reg := mustLoadFile(t, "native_web_search_registry.json")
 	res, err := reg.Resolve(Request{Session: Intent{Enabled: yes, WebSearch: yes}})
 	if err != nil {
@@ -174,7 +174,7 @@ func mustTool(t *testing.T, reg *Registry, name string) Tool {
 // seed §8: a native form is refused when it is not a provider tool object
 // the engine can place: no type, type "function", an Anthropic form that
 // does not name the tool, a cache_control of its own, an unknown provider.
-func TestR11NativeFormRefused(t *testing.T) {
+func TestNativeFormRefused(t *testing.T) {
 	base := string(readTestdata(t, "native_web_search_registry.json"))
 	cases := []struct{ from, to, want string }{
 		{`"type": "web_search"}`, `"kind": "web_search"}`, `native.openai: "type" missing`},

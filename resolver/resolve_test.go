@@ -468,7 +468,7 @@ func TestResolveCacheToolBudget(t *testing.T) {
 // (whose tools list it) resolve to the same tools whether web_search is
 // false or unset; only a ToolDisabled removes it. A UI that saves "off"
 // as its default must not break presets.
-func TestR7WebSearchFalseAddsAndRemovesNothing(t *testing.T) {
+func TestWebSearchFalseAddsAndRemovesNothing(t *testing.T) {
 	reg := Default()
 	cases := []struct {
 		name    string
@@ -516,7 +516,7 @@ func TestR7WebSearchFalseAddsAndRemovesNothing(t *testing.T) {
 // expansion does not use the defaults (a preset, a picked list,
 // enabled=false, a profile's own list) it is refused with a message that
 // names the base and the fix, never silently ignored.
-func TestR11OverrideAllowedNeverIgnored(t *testing.T) {
+func TestOverrideAllowedNeverIgnored(t *testing.T) {
 	reg := Default()
 	_, err := reg.Resolve(Request{Override: Override{Kind: OverrideIntent, Intent: Intent{Preset: "research"}, Allowed: []string{"read_file"}}})
 	if !errors.Is(err, ErrInvalidRequest) {

@@ -392,7 +392,7 @@ func TestHistoryAndExplainSkipRejected(t *testing.T) {
 // explanation of web_search blames the event that switched it off, not
 // the master switch; bash, switched off by hand and then on again, blames
 // the ToolEnabled.
-func TestR25ExplainBlamesLastChange(t *testing.T) {
+func TestExplainBlamesLastChange(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()
@@ -438,7 +438,7 @@ func TestR25ExplainBlamesLastChange(t *testing.T) {
 // others were dropped. A registry version bump with
 // identical tools, or toggling web_search, changes the contract hash but
 // keeps every loaded tool, as a session that did not crash keeps them.
-func TestR32ResumePerTool(t *testing.T) {
+func TestResumeRestoresOrDropsEachLoadedToolOnItsOwn(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t)
 	ctx := context.Background()

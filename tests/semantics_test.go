@@ -48,7 +48,7 @@ func semView(t *testing.T, p *engineProc, args ...string) (wire.TurnView, string
 // the API's object), and resolve exactly as the API does; a session
 // without events says so on stderr instead of silently resolving the
 // defaults.
-func TestR5CLIOverride(t *testing.T) {
+func TestCLIResolveAndTurnBeginTakeEveryOverrideForm(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
 	c := p.Client("cli-test")
@@ -134,7 +134,7 @@ func TestR5CLIOverride(t *testing.T) {
 // into the intent that reproduces them: a dry run prints the plan and
 // writes nothing; --apply writes the events through the API (so every
 // guard applies), and only to sessions without events.
-func TestR33ImportLegacySessions(t *testing.T) {
+func TestCLIImportTurnsLegacySessionsIntoIntent(t *testing.T) {
 	p := startEngine(t, t.TempDir())
 	ctx := e2eCtx(t)
 	c := p.Client("cli-test")
