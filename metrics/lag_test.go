@@ -46,3 +46,17 @@ func value(t *testing.T, c prometheus.Metric) float64 {
 	}
 	return out.GetCounter().GetValue()
 }
+
+// A projection that stops folding (its runner lease went to another
+// engine) takes its last lag out of the gauges: the runner reports it.
+func TestProjectionLagLeavesTheGaugesWhenTheProjectionStandsBy(t *testing.T) {
+	m := New()
+	a := m.ProjectionConfig(projection.Config{})
+	b := m.ProjectionConfig(projection.Config{})
+	a.OnBatch(3, 4*time.Second, 5)
+	b.OnBatch(4, time.Second, 7)
+	a.OnStandby()
+	if got, secs := value(t, m.lagEvents), value(t, m.lagSeconds); got != 7 || secs != 1 {
+		t.Fatalf("after the first stood by: lag %v events, %v s, want the second's 7 and 1", got, secs)
+	}
+}

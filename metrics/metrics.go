@@ -151,7 +151,9 @@ func (m *Metrics) Hooks() service.Hooks {
 
 // ProjectionConfig returns cfg with the projection's hooks set. Each
 // call adds a projection to the gauges (one per partition's stream): the
-// lag in events is their sum, the lag in seconds their largest.
+// lag in events is their sum, the lag in seconds their largest, over the
+// projections this engine runs (a standby's lag is the runner's to
+// report).
 func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
 	m.lagMu.Lock()
 	slot := len(m.lags)
@@ -161,18 +163,25 @@ func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
 	cfg.OnReject = func(jetstream.Record, error) { m.rejected.Inc() }
 	cfg.OnBatch = func(n int, lag time.Duration, pending uint64) {
 		m.folded.Add(float64(n))
-		m.lagMu.Lock()
-		defer m.lagMu.Unlock()
-		m.lags[slot] = projLag{pending, lag}
-		var sum uint64
-		var most time.Duration
-		for _, l := range m.lags {
-			sum, most = sum+l.pending, max(most, l.age)
-		}
-		m.lagEvents.Set(float64(sum))
-		m.lagSeconds.Set(most.Seconds())
+		m.setLag(slot, projLag{pending, lag})
 	}
+	cfg.OnStandby = func() { m.setLag(slot, projLag{}) }
 	return cfg
+}
+
+// setLag records one projection's lag and sets the gauges from all of
+// them.
+func (m *Metrics) setLag(slot int, l projLag) {
+	m.lagMu.Lock()
+	defer m.lagMu.Unlock()
+	m.lags[slot] = l
+	var sum uint64
+	var most time.Duration
+	for _, l := range m.lags {
+		sum, most = sum+l.pending, max(most, l.age)
+	}
+	m.lagEvents.Set(float64(sum))
+	m.lagSeconds.Set(most.Seconds())
 }
 
 // projLag is one projection's lag at its last batch.

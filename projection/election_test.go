@@ -174,3 +174,35 @@ func TestConditionalViewWrite(t *testing.T) {
 		t.Fatalf("view is %q after the refused stale write, want b", data)
 	}
 }
+
+// A runner that stops folding says so through OnStandby, so that the lag
+// it last reported is not kept as its engine's.
+func TestRunnerThatStopsFoldingCallsOnStandby(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	var standbys atomic.Int64
+	p, err := projection.Open(context.Background(), e.log, projection.Config{
+		Elect: true, Owner: "engine-a", LeaseTTL: time.Second, RenewEvery: 300 * time.Millisecond,
+		OnStandby: func() { standbys.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !p.Runner() {
+			return errors.New("not the runner yet")
+		}
+		return nil
+	})
+	if n := standbys.Load(); n != 0 {
+		t.Fatalf("OnStandby called %d times while folding", n)
+	}
+	cancel()
+	<-done
+	if n := standbys.Load(); n != 1 || p.Runner() {
+		t.Fatalf("after Run returned: OnStandby called %d times (want 1), runner %v", n, p.Runner())
+	}
+}

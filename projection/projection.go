@@ -81,6 +81,10 @@ type Config struct {
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
 	OnBatch func(n int, lag time.Duration, pending uint64)
+	// OnStandby, when set, is called when Run stops folding: its lease
+	// was lost or Run returns. The lag OnBatch last reported is then
+	// another engine's to report.
+	OnStandby func()
 	// AcceptGaps folds past sequences that cannot be read from the log,
 	// logging them, instead of stopping with ErrDamagedLog (engine
 	// rebuild, which accepts the loss).
@@ -199,18 +203,8 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 		history: history, anchored: lru.New[string, uint64](cfg.CacheSize)}, nil
 }
 
-// Registries answers which registry was in force when an event was
-// stored; every fold of this projection, and any replay that must give
-// the same verdicts (history, explain), takes events through its Stored.
-func (p *Projection) Registries() *Registries {
-	if p == nil {
-		return nil
-	}
-	return p.regs
-}
-
 // Stored is rec as this projection folds it: with the registry in force
-// when it was stored (Registries().Stored), so a replay gives the
+// when it was stored, so a replay (history, explain) gives the
 // projection's verdicts.
 func (p *Projection) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
 	return p.regs.Stored(ctx, rec)
@@ -338,7 +332,7 @@ func (p *Projection) Interruptions() (uint64, error) {
 func (p *Projection) Run(ctx context.Context) error {
 	if !p.cfg.Elect {
 		p.runner.Store(true)
-		defer p.runner.Store(false)
+		defer p.standBy()
 		return p.runLoop(ctx)
 	}
 	for {
@@ -354,7 +348,7 @@ func (p *Projection) Run(ctx context.Context) error {
 		_ = p.runLoop(lctx)
 		cancel()
 		lease = <-kept
-		p.runner.Store(false)
+		p.standBy()
 		p.caughtUp.Store(false)
 		p.cacheMu.Lock()
 		p.cache, p.revs = newCache(), nil // a standby reads the views the runner writes
@@ -368,6 +362,15 @@ func (p *Projection) Run(ctx context.Context) error {
 			return nil
 		}
 		p.cfg.Logger.Warn().Str("owner", p.cfg.Owner).Msg("projection runner: lease lost, standing by")
+	}
+}
+
+// standBy marks the projection as no longer folding and tells
+// Config.OnStandby.
+func (p *Projection) standBy() {
+	p.runner.Store(false)
+	if p.cfg.OnStandby != nil {
+		p.cfg.OnStandby()
 	}
 }
 
