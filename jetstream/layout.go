@@ -19,14 +19,59 @@ import (
 // look for sessions in streams that do not hold them.
 var ErrLayout = errors.New("the store's event streams are laid out otherwise")
 
+// ErrMigrating is matched by an open of a store whose migration from one
+// stream to partitions has started and not finished (it also matches
+// ErrLayout): engine migrate finishes or aborts it.
+var ErrMigrating = fmt.Errorf("%w: a migration is under way", ErrLayout)
+
 // layoutKey is the key of the layout record in the <PREFIX>_LAYOUT bucket.
 const layoutKey = "layout"
 
 // layoutRecord is what the layout bucket holds: the number of partitions
-// every engine on the store uses, and when the first one recorded it.
+// every engine on the store uses, and when the first one recorded it. It
+// has one of three forms: Partitions (a store laid out so from its
+// start), Migrating (a migration from one stream under way: no engine
+// serves the store) or Migrated (a store of one stream migrated to
+// partitions). An engine that knows only the first form reads the other
+// two as no layout record at all and refuses the store.
 type layoutRecord struct {
-	Partitions int       `json:"partitions"`
+	Partitions int       `json:"partitions,omitempty"`
+	Migrating  int       `json:"migrating,omitempty"`
+	Migrated   *migrated `json:"migrated,omitempty"`
 	Time       time.Time `json:"time"`
+}
+
+// migrated is the layout of a store migrated from one stream: new
+// sessions go to Partitions streams, and the sessions the one stream held
+// at the migration (the set stored as the object SessionsObject of the
+// <PREFIX>_LAYOUT_SESSIONS object store) stay on it.
+type migrated struct {
+	Partitions     int    `json:"partitions"`
+	OneStream      string `json:"one_stream"`
+	LastSeq        uint64 `json:"one_stream_last_seq"`
+	Sessions       int    `json:"sessions"`
+	SessionsObject string `json:"sessions_object"`
+}
+
+// k is the number of partitions the record lays out (0 while migrating).
+func (r *layoutRecord) k() int {
+	if r.Migrated != nil {
+		return r.Migrated.Partitions
+	}
+	return r.Partitions
+}
+
+// valid reports whether the record has exactly one of its three forms.
+func (r *layoutRecord) valid() bool {
+	in := func(k int) bool { return k >= 1 && k <= events.MaxPartitions }
+	switch {
+	case r.Migrated != nil:
+		return r.Partitions == 0 && r.Migrating == 0 && in(r.Migrated.Partitions) && r.Migrated.Partitions > 1 && r.Migrated.SessionsObject != ""
+	case r.Migrating != 0:
+		return r.Partitions == 0 && in(r.Migrating)
+	default:
+		return in(r.Partitions)
+	}
 }
 
 // LayoutBucket is the bucket of a prefix's layout record:
@@ -55,26 +100,47 @@ func OpenPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig) ([]*Log, 
 	if err != nil {
 		return nil, err
 	}
-	at, err := claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
+	rec, err := claimLayout(ctx, &Log{nc: nc, js: js, cfg: cfg})
 	if err != nil {
 		return nil, err
 	}
 	// A store recorded a while ago had its streams made then: one missing
 	// now is lost, and is not created empty (its sessions would read as
 	// never written). A younger record may be another engine's start,
-	// still creating them.
-	if time.Since(at) > layoutSettle {
+	// still creating them. A migrated store's streams were all made by
+	// the migration.
+	if time.Since(rec.Time) > layoutSettle || rec.Migrated != nil {
 		if err := CheckPartitionStreams(ctx, nc, cfg); err != nil {
 			return nil, err
 		}
 	}
-	logs := make([]*Log, cfg.Partitions)
+	if rec.Migrated != nil {
+		// The one stream holds the sessions the migration kept: lost, it
+		// is not created empty either.
+		if _, err := js.Stream(ctx, rec.Migrated.OneStream); err != nil {
+			return nil, fmt.Errorf("%w: stream %s, which holds the sessions the migration to partitions kept on it: %w. Restore it (from a backup or a replica) before opening the store; nothing was created",
+				ErrStreamMissing, rec.Migrated.OneStream, err)
+		}
+		if cfg.OneStreamSessions, err = loadSessionSet(ctx, js, cfg, rec.Migrated); err != nil {
+			return nil, err
+		}
+	}
+	logs := make([]*Log, cfg.Partitions, cfg.Partitions+1)
 	for p := range logs {
 		pc := cfg
 		pc.Partition = p
 		if logs[p], err = OpenLog(ctx, nc, pc); err != nil {
 			return nil, fmt.Errorf("open partition %d of %d: %w", p, cfg.Partitions, err)
 		}
+	}
+	if rec.Migrated != nil {
+		oc := cfg
+		oc.Partitions, oc.Partition = 1, 0
+		one, err := OpenLog(ctx, nc, oc)
+		if err != nil {
+			return nil, fmt.Errorf("open the one stream the migration kept: %w", err)
+		}
+		logs = append(logs, one)
 	}
 	return logs, nil
 }
@@ -101,22 +167,22 @@ const layoutSettle = time.Minute
 
 // claimLayout checks the store's layout against cfg's, and records cfg's
 // when the store has none (the first engine to open it decides); it
-// returns when the record was made. l is a log of the layout's
-// configuration (its partition unused). A record the server's
-// permissions refuse matches ErrPublishRefused.
-func claimLayout(ctx context.Context, l *Log) (time.Time, error) {
+// returns the record. l is a log of the layout's configuration (its
+// partition unused). A record the server's permissions refuse matches
+// ErrPublishRefused.
+func claimLayout(ctx context.Context, l *Log) (*layoutRecord, error) {
 	subj := "$KV." + LayoutBucket(l.cfg.Prefix) + "." + layoutKey
-	var at time.Time
+	var rec *layoutRecord
 	err := WatchRefusal(ctx, l.nc, subj, func(ctx context.Context) error {
 		var err error
-		at, err = recordLayout(ctx, l)
+		rec, err = recordLayout(ctx, l)
 		return err
 	})
-	return at, err
+	return rec, err
 }
 
 // recordLayout is claimLayout's work.
-func recordLayout(ctx context.Context, l *Log) (time.Time, error) {
+func recordLayout(ctx context.Context, l *Log) (*layoutRecord, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	cfg := l.cfg
@@ -124,16 +190,16 @@ func recordLayout(ctx context.Context, l *Log) (time.Time, error) {
 	k := cfg.Partitions
 	kv, err := l.openSharedBucket(ctx, bucket, "engine layout: how many event streams sessions are spread over")
 	if err != nil {
-		return time.Time{}, fmt.Errorf("open layout bucket %s: %w", bucket, err)
+		return nil, fmt.Errorf("open layout bucket %s: %w", bucket, err)
 	}
 	have, err := readLayout(ctx, l, bucket)
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
 	if have == nil {
 		if k > 1 {
 			if err := oneStreamEmpty(ctx, l.js, cfg); err != nil {
-				return time.Time{}, err
+				return nil, err
 			}
 		}
 		rec := layoutRecord{Partitions: k, Time: time.Now().UTC()}
@@ -146,10 +212,10 @@ func recordLayout(ctx context.Context, l *Log) (time.Time, error) {
 			}
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("record the layout in %s: %w", bucket, err)
+			return nil, fmt.Errorf("record the layout in %s: %w", bucket, err)
 		}
 	}
-	return have.Time, layoutMismatch(bucket, have, k)
+	return have, layoutMismatch(bucket, have, k)
 }
 
 // CheckLayout reports whether the store's recorded layout, if it has
@@ -183,7 +249,10 @@ func Layout(ctx context.Context, nc *nats.Conn, cfg LogConfig) (int, error) {
 	if err != nil || have == nil {
 		return 0, err
 	}
-	return have.Partitions, nil
+	if have.Migrating > 0 {
+		return 0, layoutMismatch(LayoutBucket(cfg.Prefix), have, 0)
+	}
+	return have.k(), nil
 }
 
 // ErrStreamMissing is matched by CheckPartitionStreams when an event
@@ -224,8 +293,16 @@ func CheckPartitionStreams(ctx context.Context, nc *nats.Conn, cfg LogConfig) er
 // layoutMismatch is the refusal of a store laid out as have (nil: no
 // record) to an open of k partitions, or nil when they agree.
 func layoutMismatch(bucket string, have *layoutRecord, k int) error {
-	if have == nil || have.Partitions == k {
+	if have == nil || have.k() == k {
 		return nil
+	}
+	if have.Migrating > 0 {
+		return fmt.Errorf("%w: a migration of the store from one event stream to %d (recorded in %s/%s at %s) has not finished, and no engine serves the store meanwhile: run engine migrate --partitions %d again to finish it, or engine migrate --abort to go back to one stream",
+			ErrMigrating, have.Migrating, bucket, layoutKey, have.Time.Format(time.RFC3339), have.Migrating)
+	}
+	if have.Migrated != nil {
+		return fmt.Errorf("%w: the store was migrated from one event stream to %d (recorded in %s/%s at %s), not %s: open it as %d partitions (engine serve --nats URL --partitions %d)",
+			ErrLayout, have.Migrated.Partitions, bucket, layoutKey, have.Time.Format(time.RFC3339), streams(k), have.Migrated.Partitions, have.Migrated.Partitions)
 	}
 	return fmt.Errorf("%w: the store spreads sessions over %s (recorded in %s/%s at %s), not %s: open it as %s; changing the number needs a migration (docs/scaling.md)",
 		ErrLayout, streams(have.Partitions), bucket, layoutKey, have.Time.Format(time.RFC3339), streams(k), streams(have.Partitions))
@@ -250,9 +327,14 @@ func readLayout(ctx context.Context, l *Log, bucket string) (*layoutRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s from its leader: %w", bucket, layoutKey, err)
 	}
+	return parseLayout(bucket, m.data)
+}
+
+// parseLayout decodes a layout record, refusing anything else.
+func parseLayout(bucket string, data []byte) (*layoutRecord, error) {
 	var r layoutRecord
-	if err := json.Unmarshal(m.data, &r); err != nil || r.Partitions < 1 || r.Partitions > events.MaxPartitions {
-		return nil, fmt.Errorf("%w: %s/%s holds %q, not a layout record (want {\"partitions\":K})", ErrLayout, bucket, layoutKey, m.data)
+	if err := json.Unmarshal(data, &r); err != nil || !r.valid() {
+		return nil, fmt.Errorf("%w: %s/%s holds %q, not a layout record (want {\"partitions\":K})", ErrLayout, bucket, layoutKey, data)
 	}
 	return &r, nil
 }

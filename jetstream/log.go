@@ -79,6 +79,13 @@ type LogConfig struct {
 	// 1: one stream, <PREFIX>_EVENTS on <prefix>.events.*.
 	Partitions int
 	Partition  int
+	// OneStreamSessions, on a store migrated from one stream to
+	// partitions, is the set of sessions the migration kept on the one
+	// stream: a partition's log refuses them, and the one stream's log
+	// (Partitions 1) holds only them (ErrWrongPartition either way), so
+	// events stored on the wrong side read back refused on every engine.
+	// OpenPartitions sets it from the store's layout record.
+	OneStreamSessions *SessionSet
 	// Faults, when set, returns a channel closed when the store fails a
 	// write or JetStream is disabled (an embedded server's Faults), or
 	// already closed while such a fault stands. An append waiting for its
@@ -312,6 +319,18 @@ func (l *Log) Partition() (p, partitions int) { return l.cfg.Partition, l.cfg.Pa
 func (l *Log) checkSession(session string) error {
 	if err := events.ValidateSessionID(session); err != nil {
 		return err
+	}
+	if set := l.cfg.OneStreamSessions; set != nil {
+		kept, one := set.Has(session), EventStreamName(l.cfg.Prefix)
+		switch {
+		case kept && l.cfg.Partitions > 1:
+			return &WrongPartitionError{Session: session, Partition: -1, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition, OneStream: one}
+		case kept:
+			return nil
+		case l.cfg.Partitions <= 1:
+			// The log of the kept one stream: the session is a partition's.
+			return &WrongPartitionError{Session: session, Partition: events.Partition(session, 1), Stream: l.name, OneStream: one}
+		}
 	}
 	if p := events.Partition(session, l.cfg.Partitions); p != l.cfg.Partition {
 		return &WrongPartitionError{Session: session, Partition: p, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition}

@@ -38,7 +38,7 @@ func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data
 	if r.Err == nil && r.Envelope.Session != r.Session {
 		r.Err = fmt.Errorf("event %s names session %q but was stored on subject %s: %w", r.Envelope.ID, r.Envelope.Session, subject, events.ErrMalformed)
 	}
-	if r.Err == nil && l.cfg.Partitions > 1 {
+	if r.Err == nil && (l.cfg.Partitions > 1 || l.cfg.OneStreamSessions != nil) {
 		// A publisher that picked the wrong partition's subject: the
 		// session's events live in another stream, so this one is not
 		// folded, on every engine alike.

@@ -155,9 +155,21 @@ type WrongPartitionError struct {
 	Partitions      int // of the layout
 	Stream          string
 	StreamPartition int // the partition Stream holds
+	// OneStream is set on a store migrated from one stream to partitions:
+	// the session is one the migration kept on the one stream (Partition
+	// is then -1), or, asked of that stream, one that is not (a partition's).
+	OneStream string
 }
 
 func (e *WrongPartitionError) Error() string {
+	switch {
+	case e.OneStream != "" && e.Partition < 0:
+		return fmt.Sprintf("session %q is one the migration to partitions kept on stream %s, not one of stream %s: send it to the log of %s",
+			e.Session, e.OneStream, e.Stream, e.OneStream)
+	case e.OneStream != "":
+		return fmt.Sprintf("session %q is not one the migration to partitions kept on stream %s: it belongs to a partition's stream",
+			e.Session, e.OneStream)
+	}
 	return fmt.Sprintf("session %q belongs to partition %d of %d, not to stream %s (partition %d): send it to the log of partition %d",
 		e.Session, e.Partition, e.Partitions, e.Stream, e.StreamPartition, e.Partition)
 }

@@ -1,0 +1,432 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/events"
+)
+
+// ErrServing is matched by a migration refused because an engine still
+// serves the store's one stream.
+var ErrServing = errors.New("an engine serves the store")
+
+// SessionsBucket is the object store holding the session sets of a
+// prefix's migrations: <PREFIX>_LAYOUT_SESSIONS.
+func SessionsBucket(prefix string) string { return LayoutBucket(prefix) + "_SESSIONS" }
+
+// Migration says how Migrate moves a store of one event stream to
+// partitions.
+type Migration struct {
+	// Partitions is the number of partition streams new sessions are
+	// spread over, 2 to events.MaxPartitions. 1 aborts a migration that
+	// has started and not finished, back to one stream.
+	Partitions int
+	// Settle is how long Migrate waits, after recording that a migration
+	// is under way, for engines still serving the one stream to see the
+	// record and stop, before it takes the set of sessions the one stream
+	// holds; and again while the stream still takes events. Default 10s.
+	Settle time.Duration
+	// Progress, when set, is told each step.
+	Progress func(step string)
+}
+
+// MigrationReport is what a migration did.
+type MigrationReport struct {
+	Partitions int
+	OneStream  string   // the stream whose sessions stay on it
+	LastSeq    uint64   // its last sequence when the set was taken
+	Sessions   int      // the sessions kept on it
+	Streams    []string // the partition streams
+	Aborted    bool     // a migration under way was undone
+}
+
+// Migrate moves a store of one event stream to m.Partitions streams
+// without moving an event: every session the one stream holds stays on
+// it (its events and sequences unchanged, reads and writes go on there),
+// and every later session is created in its partition. It runs with
+// every engine stopped:
+//
+//  1. it refuses while an engine's projection holds the one stream's
+//     runner lease (ErrServing);
+//  2. it records that a migration is under way: an engine starting
+//     refuses the store, and an engine serving it stops when it sees the
+//     record;
+//  3. it waits m.Settle, then takes the set of the one stream's sessions,
+//     again until the stream's last sequence holds still across it;
+//  4. it creates the partition streams, stores the set in the
+//     <PREFIX>_LAYOUT_SESSIONS object store, and records the migrated
+//     layout, which engines then serve with --partitions K.
+//
+// Migrate resumes a migration left unfinished, and a store already
+// migrated to m.Partitions reports it and changes nothing. cfg gives the
+// prefix, replicas and timeouts. A refusal names the problem and its fix;
+// nothing is left changed by a refusal of steps 1 and 2.
+func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (MigrationReport, error) {
+	cfg.Partitions, cfg.Partition = 1, 0
+	cfg, js, err := cfg.prepare(nc)
+	if err != nil {
+		return MigrationReport{}, err
+	}
+	if m.Settle <= 0 {
+		m.Settle = 10 * time.Second
+	}
+	say := func(format string, args ...any) {
+		if m.Progress != nil {
+			m.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	one := EventStreamName(cfg.Prefix)
+	rep := MigrationReport{Partitions: m.Partitions, OneStream: one}
+	bucket := LayoutBucket(cfg.Prefix)
+	probe := &Log{nc: nc, js: js, cfg: cfg}
+	kv, err := probe.openSharedBucket(ctx, bucket, "engine layout: how many event streams sessions are spread over")
+	if err != nil {
+		return rep, fmt.Errorf("open layout bucket %s: %w", bucket, err)
+	}
+	have, rev, err := layoutEntry(ctx, kv, bucket)
+	if err != nil {
+		return rep, err
+	}
+	if m.Partitions == 1 {
+		return rep, abortMigration(ctx, kv, bucket, have, rev, &rep)
+	}
+	if m.Partitions < 2 || m.Partitions > events.MaxPartitions {
+		return rep, fmt.Errorf("migrate: %d partitions: want 2 to %d", m.Partitions, events.MaxPartitions)
+	}
+	switch {
+	case have == nil, have.Partitions == 1:
+	case have.Migrated != nil && have.Migrated.Partitions == m.Partitions:
+		rep.LastSeq, rep.Sessions = have.Migrated.LastSeq, have.Migrated.Sessions
+		rep.Streams = partitionStreams(cfg.Prefix, m.Partitions)
+		say("the store was migrated to %d partitions at %s: nothing to do", m.Partitions, have.Time.Format(time.RFC3339))
+		return rep, nil
+	case have.Migrating == m.Partitions:
+		say("resuming the migration to %d partitions recorded at %s", m.Partitions, have.Time.Format(time.RFC3339))
+	case have.Migrating > 0:
+		return rep, fmt.Errorf("%w: a migration to %d partitions is under way (recorded at %s): finish it with --partitions %d, or undo it with --abort", ErrLayout, have.Migrating, have.Time.Format(time.RFC3339), have.Migrating)
+	default:
+		return rep, fmt.Errorf("%w: the store already spreads sessions over %d event streams: only a store of one stream migrates", ErrLayout, have.k())
+	}
+	stream, err := js.Stream(ctx, one)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return rep, fmt.Errorf("%w: the store has no event stream %s: there is nothing to migrate; engine serve --nats URL --partitions %d starts a store of partitions", ErrLayout, one, m.Partitions)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("look up stream %s: %w", one, err)
+	}
+	oneLog, err := OpenLog(ctx, nc, cfg)
+	if err != nil {
+		return rep, err
+	}
+	if have == nil || have.Migrating == 0 {
+		if err := leaseFree(ctx, oneLog); err != nil {
+			return rep, err
+		}
+		at := time.Now().UTC()
+		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: at})
+		if rev, err = putLayout(ctx, kv, bucket, v, have != nil, rev); err != nil {
+			return rep, err
+		}
+		say("recorded that a migration to %d partitions is under way: engines serving %s stop, and none starts", m.Partitions, one)
+	}
+	sessions, last, err := settledSessions(ctx, stream, oneLog, m.Settle, say)
+	if err != nil {
+		return rep, err
+	}
+	rep.LastSeq, rep.Sessions = last, len(sessions)
+	for p := range m.Partitions {
+		pc := cfg
+		pc.Partitions, pc.Partition = m.Partitions, p
+		pl, err := OpenLog(ctx, nc, pc)
+		if err != nil {
+			return rep, fmt.Errorf("create partition %d of %d: %w", p, m.Partitions, err)
+		}
+		rep.Streams = append(rep.Streams, pl.StreamName())
+	}
+	say("created %s", strings.Join(rep.Streams, ", "))
+	set := NewSessionSet(sessions)
+	name := fmt.Sprintf("one-stream-sessions-%d", time.Now().UnixNano())
+	if err := putSessionSet(ctx, js, cfg, name, set); err != nil {
+		return rep, err
+	}
+	say("stored the %d sessions kept on %s as %s/%s", len(sessions), one, SessionsBucket(cfg.Prefix), name)
+	v, _ := json.Marshal(layoutRecord{Time: time.Now().UTC(), Migrated: &migrated{
+		Partitions: m.Partitions, OneStream: one, LastSeq: last, Sessions: len(sessions), SessionsObject: name,
+	}})
+	if _, err := putLayout(ctx, kv, bucket, v, true, rev); err != nil {
+		return rep, err
+	}
+	say("recorded the migrated layout: serve the store with engine serve --nats URL --partitions %d", m.Partitions)
+	return rep, nil
+}
+
+// partitionStreams names the event streams of k partitions.
+func partitionStreams(prefix string, k int) []string {
+	out := make([]string, k)
+	for p := range out {
+		out[p] = fmt.Sprintf("%s_%d", EventStreamName(prefix), p)
+	}
+	return out
+}
+
+// layoutEntry reads the layout record and its revision from the bucket's
+// leader (nil and 0 when there is none).
+func layoutEntry(ctx context.Context, kv jetstream.KeyValue, bucket string) (*layoutRecord, uint64, error) {
+	e, err := kv.Get(ctx, layoutKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s/%s: %w", bucket, layoutKey, err)
+	}
+	r, err := parseLayout(bucket, e.Value())
+	return r, e.Revision(), err
+}
+
+// putLayout writes the layout record: created when the bucket holds none
+// (exists false), else over revision rev only (another writer meanwhile
+// refuses it).
+func putLayout(ctx context.Context, kv jetstream.KeyValue, bucket string, v []byte, exists bool, rev uint64) (uint64, error) {
+	var err error
+	var next uint64
+	if exists {
+		next, err = kv.Update(ctx, layoutKey, v, rev)
+	} else {
+		next, err = kv.Create(ctx, layoutKey, v)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: write %s/%s: %w (another engine or migration wrote it meanwhile: run engine migrate again)", ErrLayout, bucket, layoutKey, err)
+	}
+	return next, nil
+}
+
+// abortMigration puts the one-stream layout back in place of a migration
+// under way.
+func abortMigration(ctx context.Context, kv jetstream.KeyValue, bucket string, have *layoutRecord, rev uint64, rep *MigrationReport) error {
+	if have == nil || have.Migrating == 0 {
+		return fmt.Errorf("%w: no migration is under way to abort (%s/%s: %s)", ErrLayout, bucket, layoutKey, describeLayout(have))
+	}
+	v, _ := json.Marshal(layoutRecord{Partitions: 1, Time: time.Now().UTC()})
+	if _, err := putLayout(ctx, kv, bucket, v, true, rev); err != nil {
+		return err
+	}
+	rep.Aborted = true
+	return nil
+}
+
+// describeLayout says what a layout record lays out.
+func describeLayout(r *layoutRecord) string {
+	switch {
+	case r == nil:
+		return "no record"
+	case r.Migrating > 0:
+		return fmt.Sprintf("a migration to %d partitions under way", r.Migrating)
+	case r.Migrated != nil:
+		return fmt.Sprintf("migrated to %d partitions", r.Migrated.Partitions)
+	}
+	return streams(r.Partitions)
+}
+
+// leaseFree refuses while an engine's projection holds the runner lease
+// of l's stream (taking it and giving it back).
+func leaseFree(ctx context.Context, l *Log) error {
+	meta, err := l.OpenMeta(ctx)
+	if err != nil {
+		return err
+	}
+	lease, err := meta.Acquire(ctx, "engine-migrate", 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("%w: a projection runner is active on stream %s (%w): stop every engine serving the store, then migrate", ErrServing, l.StreamName(), err)
+	}
+	return meta.Release(ctx, lease)
+}
+
+// settledSessions waits settle, then returns the sessions the stream
+// holds and its last sequence, once that sequence held still while they
+// were listed: an engine that has not yet stopped could still add one.
+func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settle time.Duration, say func(string, ...any)) ([]string, uint64, error) {
+	const tries = 5
+	for try := 1; ; try++ {
+		say("waiting %s for engines serving %s to stop", settle, l.StreamName())
+		if err := Sleep(ctx, settle); err != nil {
+			return nil, 0, err
+		}
+		before, err := stream.Info(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("stream %s: %w", l.StreamName(), err)
+		}
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(l.subjBase+"*"))
+		if err != nil {
+			return nil, 0, fmt.Errorf("list the sessions of stream %s: %w", l.StreamName(), err)
+		}
+		last := before.State.LastSeq
+		if info.State.LastSeq == last {
+			sessions := make([]string, 0, len(info.State.Subjects))
+			for subj := range info.State.Subjects {
+				if s := l.SessionOf(subj); s != "" {
+					sessions = append(sessions, s)
+				}
+			}
+			slices.Sort(sessions)
+			say("%s holds %d sessions, last sequence %d", l.StreamName(), len(sessions), last)
+			return sessions, last, nil
+		}
+		if try == tries {
+			return nil, 0, fmt.Errorf("%w: stream %s still takes events (last sequence %d, then %d) after %d waits of %s: stop every engine and publisher writing to it, then run engine migrate again (the migration stays recorded as under way, so no engine starts; --abort undoes it)",
+				ErrServing, l.StreamName(), last, info.State.LastSeq, tries, settle)
+		}
+	}
+}
+
+// putSessionSet stores set as the object name of the prefix's sessions
+// object store, creating the store when it does not exist.
+func putSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, name string, set *SessionSet) error {
+	bucket := SessionsBucket(cfg.Prefix)
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		st := jetstream.FileStorage
+		if cfg.MemoryStorage {
+			st = jetstream.MemoryStorage
+		}
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: bucket, Description: "engine layout: the sessions each migration kept on the one event stream",
+			Replicas: cfg.Replicas, Storage: st,
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("open object store %s: %w", bucket, err)
+	}
+	if _, err := obs.PutBytes(ctx, name, set.marshal()); err != nil {
+		return fmt.Errorf("store the session set %s/%s: %w", bucket, name, err)
+	}
+	return nil
+}
+
+// loadSessionSet reads the set of sessions a migration kept on the one
+// stream, checking it against the layout record.
+func loadSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, mig *migrated) (*SessionSet, error) {
+	bucket := SessionsBucket(cfg.Prefix)
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err == nil {
+		var data []byte
+		if data, err = obs.GetBytes(ctx, mig.SessionsObject); err == nil {
+			var set *SessionSet
+			if set, err = unmarshalSessionSet(data); err == nil && set.Len() > mig.Sessions {
+				err = fmt.Errorf("it holds %d sessions, the layout record %d", set.Len(), mig.Sessions)
+			}
+			if err == nil {
+				return set, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: read the sessions the migration kept on %s (%s/%s): %w; without them no session can be placed: restore the object store from a backup",
+		ErrLayout, mig.OneStream, bucket, mig.SessionsObject, err)
+}
+
+// OneStreamSessions is the set of sessions the migration kept on this
+// log's stream, on a migrated store's one stream (nil otherwise).
+func (l *Log) OneStreamSessions() *SessionSet {
+	if l.cfg.Partitions > 1 {
+		return nil
+	}
+	return l.cfg.OneStreamSessions
+}
+
+// OpenKept opens, on a store migrated from one stream to partitions, the
+// log of that one stream, holding the sessions the migration kept there
+// (OpenPartitions opens it after the partitions); nil on any other store.
+func OpenKept(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
+	set, err := KeptSessions(ctx, nc, cfg)
+	if err != nil || set == nil {
+		return nil, err
+	}
+	cfg.Partitions, cfg.Partition, cfg.OneStreamSessions = 1, 0, set
+	return OpenLog(ctx, nc, cfg)
+}
+
+// KeptSessions returns, on a store migrated from one stream to
+// partitions, the set of sessions the migration kept on that stream,
+// after checking the stream exists; nil on any other store.
+func KeptSessions(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*SessionSet, error) {
+	cfg.Partitions, cfg.Partition = 1, 0
+	cfg, js, err := cfg.prepare(nc)
+	if err != nil {
+		return nil, err
+	}
+	bucket := LayoutBucket(cfg.Prefix)
+	have, err := readLayout(ctx, &Log{nc: nc, js: js, cfg: cfg}, bucket)
+	if err != nil || have == nil || have.Migrated == nil {
+		return nil, err
+	}
+	if _, err := js.Stream(ctx, have.Migrated.OneStream); err != nil {
+		return nil, fmt.Errorf("%w: stream %s, which holds the sessions the migration to partitions kept on it: %w. Restore it (from a backup or a replica) before opening the store; nothing was created",
+			ErrStreamMissing, have.Migrated.OneStream, err)
+	}
+	return loadSessionSet(ctx, js, cfg, have.Migrated)
+}
+
+// WatchLayout calls changed once, with an error matching ErrLayout, when
+// the store's layout record stops being the one an engine opened it with
+// (k partitions, migrated or not): a migration started or finished, or
+// the record was replaced or removed. A serving engine stops then, as it
+// would otherwise go on placing sessions by a layout the store no longer
+// has. It watches until ctx ends; a store without a layout bucket is not
+// watched.
+func WatchLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig, changed func(error)) error {
+	cfg.Partition = 0
+	cfg, js, err := cfg.prepare(nc)
+	if err != nil {
+		return err
+	}
+	bucket := LayoutBucket(cfg.Prefix)
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open layout bucket %s: %w", bucket, err)
+	}
+	w, err := kv.Watch(ctx, layoutKey)
+	if err != nil {
+		return fmt.Errorf("watch %s/%s: %w", bucket, layoutKey, err)
+	}
+	migratedOpen := cfg.OneStreamSessions != nil
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			var e jetstream.KeyValueEntry
+			var open bool
+			select {
+			case <-ctx.Done():
+				return
+			case e, open = <-w.Updates():
+				if !open {
+					return
+				}
+			}
+			if e == nil {
+				continue // the end of the initial values
+			}
+			var now *layoutRecord
+			if e.Operation() == jetstream.KeyValuePut {
+				now, _ = parseLayout(bucket, e.Value())
+			}
+			if now != nil && now.k() == cfg.Partitions && (now.Migrated != nil) == migratedOpen {
+				continue
+			}
+			changed(fmt.Errorf("%w: the store's layout changed while serving it as %s: %s/%s now says %s; restart the engine with the layout the record names",
+				ErrLayout, streams(cfg.Partitions), bucket, layoutKey, describeLayout(now)))
+			return
+		}
+	}()
+	return nil
+}
