@@ -33,9 +33,23 @@ import (
 // name a session).
 var ErrAllSessions = errors.New("a partitioned log answers for one session at a time")
 
-// route picks the part of session among parts.
-func route[T any](parts []T, session string) T {
-	return parts[events.Partition(session, len(parts))]
+// Kept answers whether a session is one a migration from one stream kept
+// on that stream (*jetstream.SessionSet).
+type Kept interface {
+	Has(session string) bool
+}
+
+// route picks the part of session among parts: its partition's, or, on a
+// migrated layout (kept set), the one stream's (the last part) for the
+// sessions the migration kept there.
+func route[T any](parts []T, kept Kept, session string) T {
+	if kept == nil {
+		return parts[events.Partition(session, len(parts))]
+	}
+	if kept.Has(session) {
+		return parts[len(parts)-1]
+	}
+	return parts[events.Partition(session, len(parts)-1)]
 }
 
 // checkParts refuses a layout of no parts or more than events.MaxPartitions.
@@ -50,6 +64,7 @@ func checkParts(what string, n int) error {
 // of partition p of len(parts).
 type Log struct {
 	parts []service.Log
+	kept  Kept
 }
 
 var (
@@ -69,38 +84,38 @@ func NewLog(parts ...service.Log) (*Log, error) {
 
 // Append stores evs on the session's partition (service.Log).
 func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error) {
-	return route(l.parts, session).Append(ctx, session, expected, evs...)
+	return route(l.parts, l.kept, session).Append(ctx, session, expected, evs...)
 }
 
 // LastSeq is the session's last sequence in its partition.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
-	return route(l.parts, session).LastSeq(ctx, session)
+	return route(l.parts, l.kept, session).LastSeq(ctx, session)
 }
 
 // LeaderLastSeq is LastSeq as the session's partition leader holds it.
 func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error) {
-	return route(l.parts, session).LeaderLastSeq(ctx, session)
+	return route(l.parts, l.kept, session).LeaderLastSeq(ctx, session)
 }
 
 // ReadSession reads the session's events from its partition.
 func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
-	return route(l.parts, session).ReadSession(ctx, session, from, upTo)
+	return route(l.parts, l.kept, session).ReadSession(ctx, session, from, upTo)
 }
 
 // ReadSessionThrough is ReadSession through upTo, on the session's
 // partition.
 func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
-	return route(l.parts, session).ReadSessionThrough(ctx, session, from, upTo)
+	return route(l.parts, l.kept, session).ReadSessionThrough(ctx, session, from, upTo)
 }
 
 // ScanSession scans the session's events on its partition.
 func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
-	return route(l.parts, session).ScanSession(ctx, session, from, upTo, fn)
+	return route(l.parts, l.kept, session).ScanSession(ctx, session, from, upTo, fn)
 }
 
 // StoredAt reports whether the session's partition holds ids from first.
 func (l *Log) StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error) {
-	return route(l.parts, session).StoredAt(ctx, session, first, ids)
+	return route(l.parts, l.kept, session).StoredAt(ctx, session, first, ids)
 }
 
 // Watch follows one session's events on its partition (service.LiveLog).
@@ -113,7 +128,7 @@ func (l *Log) Watch(ctx context.Context, session string, afterSeq uint64) (*jets
 		}
 		return nil, fmt.Errorf("%w: watch every session of %d partitions: %w; name a session", service.ErrInvalid, len(l.parts), ErrAllSessions)
 	}
-	return watch(ctx, route(l.parts, session), session, afterSeq)
+	return watch(ctx, route(l.parts, l.kept, session), session, afterSeq)
 }
 
 func watch(ctx context.Context, part service.Log, session string, afterSeq uint64) (*jetstream.Watcher, error) {
@@ -141,6 +156,7 @@ func (l *Log) HasKeys(ctx context.Context) (bool, error) {
 // to the session's partition.
 type Scanner struct {
 	parts []service.SessionScanner
+	kept  Kept
 }
 
 // NewScanner returns the scanner over parts, one per partition, in
@@ -154,13 +170,14 @@ func NewScanner(parts ...service.SessionScanner) (*Scanner, error) {
 
 // ScanSession scans the session's events on its partition.
 func (s *Scanner) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
-	return route(s.parts, session).ScanSession(ctx, session, from, upTo, fn)
+	return route(s.parts, s.kept, session).ScanSession(ctx, session, from, upTo, fn)
 }
 
 // Views are the session views of a partitioned layout: part p folds the
 // stream of partition p.
 type Views struct {
 	parts []service.Views
+	kept  Kept
 }
 
 var _ service.Views = (*Views)(nil)
@@ -176,12 +193,12 @@ func NewViews(parts ...service.Views) (*Views, error) {
 
 // Read returns the session's view from its partition's views.
 func (v *Views) Read(ctx context.Context, session string, opts projection.ReadOptions) (aggregate.State, error) {
-	return route(v.parts, session).Read(ctx, session, opts)
+	return route(v.parts, v.kept, session).Read(ctx, session, opts)
 }
 
 // Stored is rec as the views of its session's partition fold it.
 func (v *Views) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
-	return route(v.parts, rec.Session).Stored(ctx, rec)
+	return route(v.parts, v.kept, rec.Session).Stored(ctx, rec)
 }
 
 // Sessions lists the sessions of every partition that have a view,
@@ -203,7 +220,7 @@ func (v *Views) Sessions(ctx context.Context) ([]string, error) {
 // partition are written, when they can tell (*projection.Projection);
 // views that cannot answer 0 with errors.ErrUnsupported.
 func (v *Views) FoldedFor(ctx context.Context, session string) (uint64, error) {
-	f, ok := route(v.parts, session).(interface {
+	f, ok := route(v.parts, v.kept, session).(interface {
 		FoldedFor(ctx context.Context, session string) (uint64, error)
 	})
 	if !ok {
@@ -252,7 +269,7 @@ func (v *Views) FoldedEach(ctx context.Context) ([]uint64, error) {
 // Handoff gives the session's partition views a writer's acknowledged
 // events; false when those views take none.
 func (v *Views) Handoff(a projection.Acked) bool {
-	h, ok := route(v.parts, a.Session).(interface{ Handoff(projection.Acked) bool })
+	h, ok := route(v.parts, v.kept, a.Session).(interface{ Handoff(projection.Acked) bool })
 	return ok && h.Handoff(a)
 }
 
@@ -266,7 +283,7 @@ type anchors interface {
 // HistoryAnchor returns the session's nearest history anchor at or before
 // atMost from its partition's views; none when they keep no anchors.
 func (v *Views) HistoryAnchor(ctx context.Context, session string, atMost uint64) (projection.Anchor, bool, error) {
-	a, ok := route(v.parts, session).(anchors)
+	a, ok := route(v.parts, v.kept, session).(anchors)
 	if !ok {
 		return projection.Anchor{}, false, nil
 	}
@@ -276,7 +293,7 @@ func (v *Views) HistoryAnchor(ctx context.Context, session string, atMost uint64
 // ForgetAnchors drops the session's history anchors in its partition's
 // views, when they keep any.
 func (v *Views) ForgetAnchors(ctx context.Context, session string, events uint64) error {
-	a, ok := route(v.parts, session).(anchors)
+	a, ok := route(v.parts, v.kept, session).(anchors)
 	if !ok {
 		return nil
 	}
@@ -287,6 +304,7 @@ func (v *Views) ForgetAnchors(ctx context.Context, session string, events uint64
 // audit stream is shared by every partition.
 type Eraser struct {
 	parts []service.Eraser
+	kept  Kept
 }
 
 var (
@@ -305,22 +323,22 @@ func NewEraser(parts ...service.Eraser) (*Eraser, error) {
 
 // Begin records the intent to erase session.
 func (x *Eraser) Begin(ctx context.Context, session string, expected uint64) error {
-	return route(x.parts, session).Begin(ctx, session, expected)
+	return route(x.parts, x.kept, session).Begin(ctx, session, expected)
 }
 
 // Cancel records that a conditional erase of session does not go on.
 func (x *Eraser) Cancel(ctx context.Context, session string) error {
-	return route(x.parts, session).Cancel(ctx, session)
+	return route(x.parts, x.kept, session).Cancel(ctx, session)
 }
 
 // Erase purges the session's events before deleted on its partition.
 func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (jetstream.EraseReport, error) {
-	return route(x.parts, session).Erase(ctx, session, deleted)
+	return route(x.parts, x.kept, session).Erase(ctx, session, deleted)
 }
 
 // Erased reports whether the audit stream records an erase of session.
 func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
-	return route(x.parts, session).Erased(ctx, session)
+	return route(x.parts, x.kept, session).Erased(ctx, session)
 }
 
 // Unfinished reads the shared audit stream after a sequence, through the
@@ -343,11 +361,52 @@ func (x *Eraser) PurgeDenied() bool {
 // Compact purges the session's events below snapshot on its partition
 // (service.Compactor), when the partition's eraser compacts.
 func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (jetstream.CompactReport, error) {
-	c, ok := route(x.parts, session).(service.Compactor)
+	c, ok := route(x.parts, x.kept, session).(service.Compactor)
 	if !ok {
 		return jetstream.CompactReport{}, fmt.Errorf("compact %q: %w", session, service.ErrEraseUnavailable)
 	}
 	return c.Compact(ctx, session, snapshot)
+}
+
+// NewMigratedEraser is NewEraser over a store migrated from one stream:
+// parts are the erasers of each partition and then the one stream's,
+// which erases the sessions kept says the migration kept there.
+func NewMigratedEraser(kept Kept, parts ...service.Eraser) (*Eraser, error) {
+	if err := checkMigrated(kept, len(parts)); err != nil {
+		return nil, err
+	}
+	return &Eraser{parts: slices.Clone(parts), kept: kept}, nil
+}
+
+// checkMigrated refuses a migrated layout without its set, or without a
+// partition beside the one stream.
+func checkMigrated(kept Kept, n int) error {
+	if kept == nil {
+		return errors.New("partition: a migrated layout needs the set of sessions the migration kept on the one stream")
+	}
+	if n < 3 || n > events.MaxPartitions+1 {
+		return fmt.Errorf("partition: %d parts of a migrated layout, want the partitions (2 to %d) and then the one stream", n, events.MaxPartitions)
+	}
+	return nil
+}
+
+// NewMigratedPorts is NewPorts over a store migrated from one stream:
+// parts are each partition's stores and then the one stream's, which
+// serve the sessions kept says the migration kept there; every other
+// session is its partition's.
+func NewMigratedPorts(kept Kept, parts ...service.Ports) (service.Ports, error) {
+	if err := checkMigrated(kept, len(parts)); err != nil {
+		return service.Ports{}, err
+	}
+	out, err := newPorts(parts)
+	if err != nil {
+		return service.Ports{}, err
+	}
+	out.Log.(*Log).kept, out.Views.(*Views).kept = kept, kept
+	if out.Pages != nil {
+		out.Pages.(*Scanner).kept = kept
+	}
+	return out, nil
 }
 
 // NewPorts returns the ports of an engine over a partitioned layout:
@@ -358,6 +417,11 @@ func NewPorts(parts ...service.Ports) (service.Ports, error) {
 	if err := checkParts("ports", len(parts)); err != nil {
 		return service.Ports{}, err
 	}
+	return newPorts(parts)
+}
+
+// newPorts is NewPorts' work, routing by partition alone.
+func newPorts(parts []service.Ports) (service.Ports, error) {
 	logs := make([]service.Log, len(parts))
 	views := make([]service.Views, len(parts))
 	pages := make([]service.SessionScanner, 0, len(parts))
