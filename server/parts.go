@@ -40,7 +40,13 @@ func openParts(ctx context.Context, logs []*jetstream.Log, m *metrics.Metrics, o
 	for i, jlog := range logs {
 		p := &part{log: jlog, probe: newWriteProbe(jlog)}
 		plog := log
-		if len(logs) > 1 {
+		switch {
+		case jlog.OneStreamSessions() != nil:
+			// A migrated store's one stream, holding the sessions the
+			// migration kept on it.
+			p.id = keptID
+			plog = log.With().Str("partition", keptID).Logger()
+		case len(logs) > 1:
 			p.id = strconv.Itoa(i)
 			plog = log.With().Int("partition", i).Logger()
 		}
@@ -51,6 +57,17 @@ func openParts(ctx context.Context, logs []*jetstream.Log, m *metrics.Metrics, o
 		parts[i] = p
 	}
 	return parts, nil
+}
+
+// keptID names, in readiness checks and logs, the one stream of a store
+// migrated to partitions.
+const keptID = "one"
+
+// kept is the set of sessions a migration kept on the parts' one stream,
+// nil when the parts are not of a migrated store (its one stream's log
+// comes last).
+func kept(parts []*part) *jetstream.SessionSet {
+	return parts[len(parts)-1].log.OneStreamSessions()
 }
 
 // check names a readiness check of the part: name, suffixed with the
@@ -128,6 +145,9 @@ func ports(parts []*part) (service.Ports, error) {
 	if len(each) == 1 {
 		return each[0], nil
 	}
+	if set := kept(parts); set != nil {
+		return partition.NewMigratedPorts(set, each...)
+	}
 	return partition.NewPorts(each...)
 }
 
@@ -149,6 +169,9 @@ func newErasers(ctx context.Context, parts []*part, enc *nats.Conn, before func(
 	}
 	if len(xs) == 1 {
 		return xs[0], nil
+	}
+	if set := kept(parts); set != nil {
+		return partition.NewMigratedEraser(set, xs...)
 	}
 	return partition.NewEraser(xs...)
 }

@@ -78,6 +78,18 @@ func Run(ctx context.Context, cfg Config) error {
 	// The shared buckets (keys, registry, audit, actors, embeddings) are
 	// every partition's: the first stream's log opens them.
 	jlog := logs[0]
+	// A layout record that changes under a serving engine (a migration
+	// started) stops it: it would place sessions by a layout the store no
+	// longer has.
+	ctx, stopServing := context.WithCancelCause(ctx)
+	defer stopServing(nil)
+	lc := jetstream.LogConfig{Prefix: c.Prefix, Partitions: max(c.Partitions, 1), OneStreamSessions: logs[len(logs)-1].OneStreamSessions()}
+	if err := jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
+		log.Error().Err(err).Msg("stopping")
+		stopServing(err)
+	}); err != nil {
+		log.Warn().Err(err).Msg("the store's layout record is not watched: an engine migrate would not stop this engine")
+	}
 	if err := c.watchAcked(ctx, jlog, log); err != nil {
 		return err
 	}
@@ -163,6 +175,9 @@ func Run(ctx context.Context, cfg Config) error {
 	bg.wait()
 	c.acked.flush(sctx)
 	_ = nc.Drain()
+	if err := context.Cause(ctx); errors.Is(err, jetstream.ErrLayout) {
+		return err
+	}
 	return nil
 }
 

@@ -51,7 +51,7 @@ func OpenLog(ctx context.Context, log zerolog.Logger, s Store) (jlog *jetstream.
 // OpenStreams is OpenLog for the commands that work on every event
 // stream of the store (rebuild, stream repair): the one stream, or each
 // partition's, in partition order, when the store's layout record names
-// partitions. The returned func closes the connection and shuts the
+// partitions, and then, on a store migrated from one stream, that one. The returned func closes the connection and shuts the
 // embedded server down.
 func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jetstream.Log, url string, closeLog func(), err error) {
 	c := &store{Store: s.withDefaults()}
@@ -72,6 +72,18 @@ func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jets
 			return nil, "", nil, fmt.Errorf("open partition %d of %d: %w", p, k, err)
 		}
 		logs = append(logs, pl)
+	}
+	if k > 1 {
+		// A store migrated from one stream keeps that stream's sessions
+		// on it: its log comes after the partitions'.
+		kl, err := jetstream.OpenKept(ctx, jlog.Conn(), jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+		if err != nil {
+			closeLog()
+			return nil, "", nil, err
+		}
+		if kl != nil {
+			logs = append(logs, kl)
+		}
 	}
 	return logs, url, closeLog, nil
 }
@@ -196,7 +208,20 @@ func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstre
 		var err error
 		if c.Partitions > 1 {
 			*logs, err = jetstream.OpenPartitions(ctx, nc, lc)
-			return layoutHint(err)
+			if err != nil {
+				return layoutHint(err)
+			}
+			// A store migrated from one stream serves that stream too: the
+			// user needs its subjects and buckets as well.
+			if (*logs)[len(*logs)-1].OneStreamSessions() == nil {
+				return nil
+			}
+			err := jetstream.CheckPublish(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix}.PublishSubjects(projection.DefaultBucket)...)
+			if err != nil && !errors.Is(err, jetstream.ErrPublishRefused) {
+				c.log.Warn().Err(err).Msg("the engine's publish permissions on the one stream the migration kept are not checked")
+				return nil
+			}
+			return err
 		}
 		jlog, err := jetstream.OpenLog(ctx, nc, lc)
 		*logs = []*jetstream.Log{jlog}
@@ -209,7 +234,7 @@ func (c *store) openStreams(ctx context.Context, nc *nats.Conn, logs *[]*jetstre
 }
 
 // permissionsHint says where the permissions an engine needs are listed.
-const permissionsHint = "the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's)"
+const permissionsHint = "the NATS user lacks a permission the engine needs (deploy/nats-server.conf lists them; a store of partitions needs deploy/partitioned/nats-server.conf's, which also name the one stream a migration from it kept)"
 
 // probe asks, when serving, whether the engine's NATS user may publish
 // what serving lc needs (jetstream.CheckPublish: appends, views,
@@ -402,3 +427,22 @@ func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error().Msgf(format, 
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error().Msgf(format, v...) }
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug().Msgf(format, v...) }
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Trace().Msgf(format, v...) }
+
+// Migrate moves the store of one event stream on s.NATS to partitions
+// (jetstream.Migrate), connected as s says. The embedded server is
+// refused: its one server would lead every partition.
+func Migrate(ctx context.Context, log zerolog.Logger, s Store, m jetstream.Migration) (jetstream.MigrationReport, error) {
+	c := &store{Store: s.withDefaults()}
+	if c.NATS == "" {
+		return jetstream.MigrationReport{}, errors.New("engine migrate needs --nats, the URL of the cluster serving the store: partitions are for a cluster, and the embedded server serves one stream")
+	}
+	nc, _, closeConn, err := c.connect(ctx, log)
+	if err != nil {
+		return jetstream.MigrationReport{}, err
+	}
+	defer func() {
+		nc.Close()
+		closeConn()
+	}()
+	return jetstream.Migrate(ctx, nc, jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas}, m)
+}

@@ -86,8 +86,8 @@ type source struct{ name, filter string }
 
 // sources are the streams and subjects holding session's events (every
 // session's when session is ""): on a store whose layout record names K
-// partitions, the session's partition (every partition); otherwise the
-// one event stream.
+// partitions, the session's partition (every partition, and the one
+// stream of a store migrated from it); otherwise the one event stream.
 func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, session string) ([]source, error) {
 	one := strings.ToUpper(f.Prefix) + "_EVENTS"
 	token := session
@@ -98,8 +98,17 @@ func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, session string) 
 	if err != nil {
 		return nil, fmt.Errorf("read the store's layout: %w", err)
 	}
+	oneSrc := source{one, f.Prefix + ".events." + token}
 	if k <= 1 {
-		return []source{{one, f.Prefix + ".events." + token}}, nil
+		return []source{oneSrc}, nil
+	}
+	// A store migrated from one stream keeps that stream's sessions on it.
+	kept, err := jetstream.KeptSessions(ctx, nc, jetstream.LogConfig{Prefix: f.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("read the store's layout: %w", err)
+	}
+	if kept != nil && session != "" && kept.Has(session) {
+		return []source{oneSrc}, nil
 	}
 	var out []source
 	for p := range k {
@@ -107,6 +116,9 @@ func (f eventFlags) sources(ctx context.Context, nc *nats.Conn, session string) 
 			continue
 		}
 		out = append(out, source{fmt.Sprintf("%s_%d", one, p), fmt.Sprintf("%s.events.%d.%s", f.Prefix, p, token)})
+	}
+	if kept != nil && session == "" {
+		out = append(out, oneSrc)
 	}
 	return out, nil
 }

@@ -41,6 +41,7 @@ type cli struct {
 	Import      importCmd                    `cmd:"" help:"Import legacy sessions that stored a materialized tool list as the intent that reproduces them (dry run by default; --apply writes)."`
 	Rebuild     rebuildCmd                   `cmd:"" help:"Rebuild every session view from the log (offline), with progress on a terminal."`
 	Stream      streamCmd                    `cmd:"" help:"Check and repair the event stream (admin)."`
+	Migrate     migrateCmd                   `cmd:"" help:"Migrate a store of one event stream to partitions (--nats, every engine stopped): its sessions stay, new ones go to their partition."`
 	Bench       benchCmd                     `cmd:"" help:"Measure the engine against raw JetStream on one embedded server and print a table of ratios."`
 	Budget      budgetCmd                    `cmd:"" help:"Print the resident-token table of a registry with and without deferral, measured with a real BPE tokenizer."`
 	Events      eventsCmd                    `cmd:"" help:"Print a session's events from the stream, decoded, one JSON object per line (--follow: live)."`
