@@ -30,10 +30,10 @@ type Migration struct {
 	// spread over, 2 to events.MaxPartitions. 1 aborts a migration that
 	// has started and not finished, back to one stream.
 	Partitions int
-	// Settle is how long Migrate waits, after recording that a migration
-	// is under way, for engines still serving the one stream to see the
-	// record and stop, before it takes the set of sessions the one stream
-	// holds; and again while the stream still takes events. Default 10s.
+	// Settle is how long the one stream must take no event, after the
+	// migration is recorded as under way (engines still serving it see the
+	// record and stop), before Migrate takes the set of its sessions.
+	// Default 10s.
 	Settle time.Duration
 	// Progress, when set, is told each step.
 	Progress func(step string)
@@ -60,14 +60,17 @@ type MigrationReport struct {
 //  2. it records that a migration is under way: an engine starting
 //     refuses the store, and an engine serving it stops when it sees the
 //     record;
-//  3. it waits m.Settle, then takes the set of the one stream's sessions,
-//     again until the stream's last sequence holds still across it;
+//  3. it takes the set of the one stream's sessions once the stream has
+//     taken no event for m.Settle (five tries, then ErrServing);
 //  4. it creates the partition streams, stores the set in the
 //     <PREFIX>_LAYOUT_SESSIONS object store, and records the migrated
 //     layout, which engines then serve with --partitions K.
 //
 // Migrate resumes a migration left unfinished, and a store already
-// migrated to m.Partitions reports it and changes nothing. cfg gives the
+// migrated to m.Partitions reports it and changes nothing. An event
+// stored on the one stream after the set was taken, for a session the
+// set does not hold, is not served: Migrate then returns ErrServing
+// naming those sessions, the migration recorded. cfg gives the
 // prefix, replicas and timeouts. A refusal names the problem and its fix;
 // nothing is left changed by a refusal of steps 1 and 2.
 func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (MigrationReport, error) {
@@ -166,6 +169,15 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, err
 	}
 	say("recorded the migrated layout: serve the store with engine serve --nats URL --partitions %d", m.Partitions)
+	// An event stored on the one stream after the listing, for a session
+	// it did not hold, is not served: say so, naming the sessions.
+	if late, err := lateSessions(ctx, oneLog, last, set); err != nil || len(late) > 0 {
+		if err == nil {
+			err = fmt.Errorf("%w: after the sessions of %s were listed (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine events reads them)",
+				ErrServing, one, last, len(late), strings.Join(late[:min(len(late), 10)], ", "), one)
+		}
+		return rep, err
+	}
 	return rep, nil
 }
 
@@ -250,19 +262,20 @@ func leaseFree(ctx context.Context, l *Log) error {
 	return meta.Release(ctx, lease)
 }
 
-// settledSessions waits settle, then returns the sessions the stream
-// holds and its last sequence, once that sequence held still while they
-// were listed: an engine that has not yet stopped could still add one.
+// settledSessions returns the sessions the stream holds and its last
+// sequence once the stream took no event for a whole settle: an engine
+// that has not yet stopped, or a publisher, could still add a session.
+// It tries five times, then refuses.
 func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settle time.Duration, say func(string, ...any)) ([]string, uint64, error) {
 	const tries = 5
 	for try := 1; ; try++ {
-		say("waiting %s for engines serving %s to stop", settle, l.StreamName())
-		if err := Sleep(ctx, settle); err != nil {
-			return nil, 0, err
-		}
 		before, err := stream.Info(ctx)
 		if err != nil {
 			return nil, 0, fmt.Errorf("stream %s: %w", l.StreamName(), err)
+		}
+		say("waiting %s for engines serving %s to stop (the stream must take no event meanwhile)", settle, l.StreamName())
+		if err := Sleep(ctx, settle); err != nil {
+			return nil, 0, err
 		}
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(l.subjBase+"*"))
 		if err != nil {
@@ -281,10 +294,23 @@ func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settl
 			return sessions, last, nil
 		}
 		if try == tries {
-			return nil, 0, fmt.Errorf("%w: stream %s still takes events (last sequence %d, then %d) after %d waits of %s: stop every engine and publisher writing to it, then run engine migrate again (the migration stays recorded as under way, so no engine starts; --abort undoes it)",
-				ErrServing, l.StreamName(), last, info.State.LastSeq, tries, settle)
+			return nil, 0, fmt.Errorf("%w: stream %s still takes events (last sequence %d, then %d %s later) after %d waits: stop every engine and publisher writing to it, then run engine migrate again (the migration stays recorded as under way, so no engine starts; --abort undoes it)",
+				ErrServing, l.StreamName(), last, info.State.LastSeq, settle, tries)
 		}
 	}
+}
+
+// lateSessions lists the sessions with an event on l's stream after
+// sequence last that set does not hold.
+func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) ([]string, error) {
+	var late []string
+	err := l.scan(ctx, l.subjBase+"*", last+1, 0, func(r Record) error {
+		if r.Session != "" && !set.Has(r.Session) && !slices.Contains(late, r.Session) {
+			late = append(late, r.Session)
+		}
+		return nil
+	})
+	return late, err
 }
 
 // putSessionSet stores set as the object name of the prefix's sessions

@@ -18,7 +18,7 @@ type migrateCmd struct {
 	storeFlags
 	Partitions int           `name:"partitions" help:"Spread new sessions over this many event streams (2 or more), as engine serve --partitions K then serves them." xor:"what"`
 	Abort      bool          `name:"abort" help:"Undo a migration that started and did not finish: the store is one stream again, as before it." xor:"what"`
-	Settle     time.Duration `name:"settle" default:"10s" help:"How long to wait, after recording that the migration is under way, for engines still serving the store to see it and stop, before the sessions of the one stream are listed."`
+	Settle     time.Duration `name:"settle" default:"10s" help:"How long the one stream must take no event, after the migration is recorded as under way (engines still serving the store see it and stop), before its sessions are listed."`
 }
 
 // Help is kong's long help of the subcommand.
@@ -27,7 +27,7 @@ func (c *migrateCmd) Help() string {
 		"every session the one stream holds stays there (its events and sequences unchanged; reads and writes go on there), " +
 		"and every new session is created in its partition. Stop every engine first: migrate refuses while an engine's projection runs, " +
 		"records that a migration is under way (an engine still serving stops when it sees it, and none starts), waits --settle, " +
-		"lists the one stream's sessions once its last sequence holds still, creates the partition streams and records the migrated layout. " +
+		"lists the one stream's sessions once it has taken no event for a whole --settle, creates the partition streams and records the migrated layout. " +
 		"Then start the engines with engine serve --nats URL --partitions K. Run it as a NATS user that may create streams, " +
 		"write the layout bucket and create the <PREFIX>_LAYOUT_SESSIONS object store (the admin user of deploy/). " +
 		"A migration interrupted part way is finished by running migrate again, or undone with --abort. See docs/scaling.md."
