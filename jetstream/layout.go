@@ -51,6 +51,10 @@ type migrated struct {
 	LastSeq        uint64 `json:"one_stream_last_seq"`
 	Sessions       int    `json:"sessions"`
 	SessionsObject string `json:"sessions_object"`
+	// Hashes and SHA256 are the stored set's number of distinct hashes
+	// and digest, checked when an engine loads it.
+	Hashes int    `json:"session_hashes"`
+	SHA256 string `json:"sessions_sha256"`
 }
 
 // k is the number of partitions the record lays out (0 while migrating).
@@ -66,7 +70,7 @@ func (r *layoutRecord) valid() bool {
 	in := func(k int) bool { return k >= 1 && k <= events.MaxPartitions }
 	switch {
 	case r.Migrated != nil:
-		return r.Partitions == 0 && r.Migrating == 0 && in(r.Migrated.Partitions) && r.Migrated.Partitions > 1 && r.Migrated.SessionsObject != ""
+		return r.Partitions == 0 && r.Migrating == 0 && r.Migrated.Partitions > 1 && r.Migrated.Partitions < events.MaxPartitions && r.Migrated.SessionsObject != "" && r.Migrated.SHA256 != ""
 	case r.Migrating != 0:
 		return r.Partitions == 0 && in(r.Migrating)
 	default:
@@ -250,7 +254,7 @@ func Layout(ctx context.Context, nc *nats.Conn, cfg LogConfig) (int, error) {
 		return 0, err
 	}
 	if have.Migrating > 0 {
-		return 0, layoutMismatch(LayoutBucket(cfg.Prefix), have, 0)
+		return 0, migratingError(LayoutBucket(cfg.Prefix), have)
 	}
 	return have.k(), nil
 }
@@ -297,15 +301,21 @@ func layoutMismatch(bucket string, have *layoutRecord, k int) error {
 		return nil
 	}
 	if have.Migrating > 0 {
-		return fmt.Errorf("%w: a migration of the store from one event stream to %d (recorded in %s/%s at %s) has not finished, and no engine serves the store meanwhile: run engine migrate --partitions %d again to finish it, or engine migrate --abort to go back to one stream",
-			ErrMigrating, have.Migrating, bucket, layoutKey, have.Time.Format(time.RFC3339), have.Migrating)
+		return migratingError(bucket, have)
 	}
 	if have.Migrated != nil {
 		return fmt.Errorf("%w: the store was migrated from one event stream to %d (recorded in %s/%s at %s), not %s: open it as %d partitions (engine serve --nats URL --partitions %d)",
 			ErrLayout, have.Migrated.Partitions, bucket, layoutKey, have.Time.Format(time.RFC3339), streams(k), have.Migrated.Partitions, have.Migrated.Partitions)
 	}
-	return fmt.Errorf("%w: the store spreads sessions over %s (recorded in %s/%s at %s), not %s: open it as %s; changing the number needs a migration (docs/scaling.md)",
+	return fmt.Errorf("%w: the store spreads sessions over %s (recorded in %s/%s at %s), not %s: open it as %s (only a store of one stream migrates, with engine migrate --partitions K)",
 		ErrLayout, streams(have.Partitions), bucket, layoutKey, have.Time.Format(time.RFC3339), streams(k), streams(have.Partitions))
+}
+
+// migratingError is the refusal of a store whose migration from one
+// stream is under way (have.Migrating partitions).
+func migratingError(bucket string, have *layoutRecord) error {
+	return fmt.Errorf("%w: a migration of the store from one event stream to %d (recorded in %s/%s at %s) has not finished, and nothing opens the store meanwhile: run engine migrate --partitions %d again to finish it, or engine migrate --abort to go back to one stream",
+		ErrMigrating, have.Migrating, bucket, layoutKey, have.Time.Format(time.RFC3339), have.Migrating)
 }
 
 // streams names a layout of k partitions.
@@ -351,8 +361,8 @@ func oneStreamEmpty(ctx context.Context, js jetstream.JetStream, cfg LogConfig) 
 		return fmt.Errorf("look up stream %s: %w", name, err)
 	}
 	if n := s.CachedInfo().State.Msgs; n > 0 {
-		return fmt.Errorf("%w: the store's one event stream, %s, holds sessions (messages: %d), so it is not opened as %d partitions: open it as one stream; moving its sessions into partitions needs a migration (docs/scaling.md)",
-			ErrLayout, name, n, cfg.Partitions)
+		return fmt.Errorf("%w: the store's one event stream, %s, holds sessions (messages: %d), so it is not opened as %d partitions: open it as one stream, or stop its engines and run engine migrate --partitions %d (docs/scaling.md)",
+			ErrLayout, name, n, cfg.Partitions, cfg.Partitions)
 	}
 	return nil
 }

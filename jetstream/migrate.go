@@ -102,8 +102,9 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	if m.Partitions == 1 {
 		return rep, abortMigration(ctx, kv, bucket, have, rev, &rep)
 	}
-	if m.Partitions < 2 || m.Partitions > events.MaxPartitions {
-		return rep, fmt.Errorf("migrate: %d partitions: want 2 to %d", m.Partitions, events.MaxPartitions)
+	// The one stream is served beside the partitions, as one more.
+	if m.Partitions < 2 || m.Partitions > events.MaxPartitions-1 {
+		return rep, fmt.Errorf("migrate: %d partitions: want 2 to %d", m.Partitions, events.MaxPartitions-1)
 	}
 	switch {
 	case have == nil, have.Partitions == 1:
@@ -120,22 +121,29 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, fmt.Errorf("%w: the store already spreads sessions over %d event streams: only a store of one stream migrates", ErrLayout, have.k())
 	}
 	stream, err := js.Stream(ctx, one)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && have != nil && have.Migrating > 0:
+		return rep, fmt.Errorf("%w: the store's event stream %s is missing in the middle of its migration: restore it (from a backup or a replica) and run engine migrate again, or undo the migration with engine migrate --abort", ErrStreamMissing, one)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return rep, fmt.Errorf("%w: the store has no event stream %s: there is nothing to migrate; engine serve --nats URL --partitions %d starts a store of partitions", ErrLayout, one, m.Partitions)
-	}
-	if err != nil {
+	case err != nil:
 		return rep, fmt.Errorf("look up stream %s: %w", one, err)
 	}
+	// The partitions and the session set are as durable as the stream
+	// whose sessions they take over.
+	cfg.Replicas = stream.CachedInfo().Config.Replicas
 	oneLog, err := OpenLog(ctx, nc, cfg)
 	if err != nil {
 		return rep, err
 	}
-	if have == nil || have.Migrating == 0 {
+	started := time.Now().UTC()
+	if have != nil && have.Migrating > 0 {
+		started = have.Time
+	} else {
 		if err := leaseFree(ctx, oneLog); err != nil {
 			return rep, err
 		}
-		at := time.Now().UTC()
-		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: at})
+		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: started})
 		if rev, err = putLayout(ctx, kv, bucket, v, have != nil, rev); err != nil {
 			return rep, err
 		}
@@ -155,15 +163,17 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		}
 		rep.Streams = append(rep.Streams, pl.StreamName())
 	}
-	say("created %s", strings.Join(rep.Streams, ", "))
+	say("created %s with %d replicas, as %s", strings.Join(rep.Streams, ", "), cfg.Replicas, one)
 	set := NewSessionSet(sessions)
-	name := fmt.Sprintf("one-stream-sessions-%d", time.Now().UnixNano())
+	// One name per migration: a resumed run writes over its own set.
+	name := fmt.Sprintf("one-stream-sessions-%d", started.UnixNano())
 	if err := putSessionSet(ctx, js, cfg, name, set); err != nil {
 		return rep, err
 	}
 	say("stored the %d sessions kept on %s as %s/%s", len(sessions), one, SessionsBucket(cfg.Prefix), name)
 	v, _ := json.Marshal(layoutRecord{Time: time.Now().UTC(), Migrated: &migrated{
 		Partitions: m.Partitions, OneStream: one, LastSeq: last, Sessions: len(sessions), SessionsObject: name,
+		Hashes: set.Len(), SHA256: set.digest(),
 	}})
 	if _, err := putLayout(ctx, kv, bucket, v, true, rev); err != nil {
 		return rep, err
@@ -277,7 +287,11 @@ func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settl
 		if err := Sleep(ctx, settle); err != nil {
 			return nil, 0, err
 		}
-		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(l.subjBase+"*"))
+		// The server lists a million subjects in pages, each of which can
+		// take longer than a request's default timeout.
+		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		info, err := stream.Info(lctx, jetstream.WithSubjectFilter(l.subjBase+"*"))
+		cancel()
 		if err != nil {
 			return nil, 0, fmt.Errorf("list the sessions of stream %s: %w", l.StreamName(), err)
 		}
@@ -313,6 +327,9 @@ func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) ([]
 	return late, err
 }
 
+// listTimeout bounds the listing of a stream's sessions.
+const listTimeout = 30 * time.Minute
+
 // putSessionSet stores set as the object name of the prefix's sessions
 // object store, creating the store when it does not exist.
 func putSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, name string, set *SessionSet) error {
@@ -346,8 +363,8 @@ func loadSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, 
 		var data []byte
 		if data, err = obs.GetBytes(ctx, mig.SessionsObject); err == nil {
 			var set *SessionSet
-			if set, err = unmarshalSessionSet(data); err == nil && set.Len() > mig.Sessions {
-				err = fmt.Errorf("it holds %d sessions, the layout record %d", set.Len(), mig.Sessions)
+			if set, err = unmarshalSessionSet(data); err == nil && (set.Len() != mig.Hashes || set.digest() != mig.SHA256) {
+				err = fmt.Errorf("it holds %d session hashes with SHA-256 %s, the layout record names %d with %s", set.Len(), set.digest(), mig.Hashes, mig.SHA256)
 			}
 			if err == nil {
 				return set, nil
@@ -365,18 +382,6 @@ func (l *Log) OneStreamSessions() *SessionSet {
 		return nil
 	}
 	return l.cfg.OneStreamSessions
-}
-
-// OpenKept opens, on a store migrated from one stream to partitions, the
-// log of that one stream, holding the sessions the migration kept there
-// (OpenPartitions opens it after the partitions); nil on any other store.
-func OpenKept(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*Log, error) {
-	set, err := KeptSessions(ctx, nc, cfg)
-	if err != nil || set == nil {
-		return nil, err
-	}
-	cfg.Partitions, cfg.Partition, cfg.OneStreamSessions = 1, 0, set
-	return OpenLog(ctx, nc, cfg)
 }
 
 // KeptSessions returns, on a store migrated from one stream to
@@ -405,8 +410,8 @@ func KeptSessions(ctx context.Context, nc *nats.Conn, cfg LogConfig) (*SessionSe
 // (k partitions, migrated or not): a migration started or finished, or
 // the record was replaced or removed. A serving engine stops then, as it
 // would otherwise go on placing sessions by a layout the store no longer
-// has. It watches until ctx ends; a store without a layout bucket is not
-// watched.
+// has. It watches until ctx ends; a store without a layout bucket is
+// refused with an error, and not watched.
 func WatchLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig, changed func(error)) error {
 	cfg.Partition = 0
 	cfg, js, err := cfg.prepare(nc)
@@ -416,7 +421,7 @@ func WatchLayout(ctx context.Context, nc *nats.Conn, cfg LogConfig, changed func
 	bucket := LayoutBucket(cfg.Prefix)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil
+		return fmt.Errorf("the store has no layout bucket %s (the engine's user may not create it)", bucket)
 	}
 	if err != nil {
 		return fmt.Errorf("open layout bucket %s: %w", bucket, err)

@@ -172,3 +172,33 @@ func TestMigrateNamesSessionsWrittenAfterTheListing(t *testing.T) {
 		t.Fatalf("migrate kept %d sessions, want 1 (early)", rep.Sessions)
 	}
 }
+
+// On a 3-node cluster the partitions and the stored session set get the
+// replicas of the one stream whose sessions they take over, whatever
+// the migration's own configuration says.
+func TestMigrateGivesThePartitionsTheOneStreamsReplicas(t *testing.T) {
+	c := natstest.Cluster(t, 3)
+	nc := natstest.Connect(t, c.URLs())
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Append(ctx, "kept", 0, toggled("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 3, Settle: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	js := one.JetStream()
+	for _, name := range []string{"TOOLS_EVENTS_0", "TOOLS_EVENTS_1", "TOOLS_EVENTS_2", "OBJ_" + jetstream.SessionsBucket("")} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("%s has %d replicas, want the one stream's 3", name, r)
+		}
+	}
+}

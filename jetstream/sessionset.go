@@ -1,7 +1,9 @@
 package jetstream
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -60,6 +62,12 @@ func (s *SessionSet) marshal() []byte {
 		binary.BigEndian.PutUint64(out[8*i:], h)
 	}
 	return out
+}
+
+// digest is the hex SHA-256 of the set's stored form.
+func (s *SessionSet) digest() string {
+	sum := sha256.Sum256(s.marshal())
+	return hex.EncodeToString(sum[:])
 }
 
 // unmarshalSessionSet decodes what marshal wrote, refusing anything else.

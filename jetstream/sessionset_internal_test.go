@@ -53,7 +53,7 @@ func TestLayoutRecordForms(t *testing.T) {
 		`{"partitions":1,"time":"2026-12-06T00:00:00Z"}`,
 		`{"partitions":3}`,
 		`{"migrating":3}`,
-		`{"migrated":{"partitions":3,"one_stream":"TOOLS_EVENTS","one_stream_last_seq":9,"sessions":4,"sessions_object":"x"}}`,
+		`{"migrated":{"partitions":3,"one_stream":"TOOLS_EVENTS","one_stream_last_seq":9,"sessions":4,"sessions_object":"x","sessions_sha256":"ab"}}`,
 	} {
 		if _, err := parseLayout("B", []byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)

@@ -384,8 +384,8 @@ func checkMigrated(kept Kept, n int) error {
 	if kept == nil {
 		return errors.New("partition: a migrated layout needs the set of sessions the migration kept on the one stream")
 	}
-	if n < 3 || n > events.MaxPartitions+1 {
-		return fmt.Errorf("partition: %d parts of a migrated layout, want the partitions (2 to %d) and then the one stream", n, events.MaxPartitions)
+	if n < 3 || n > events.MaxPartitions {
+		return fmt.Errorf("partition: %d parts of a migrated layout, want the partitions (2 to %d) and then the one stream", n, events.MaxPartitions-1)
 	}
 	return nil
 }

@@ -51,8 +51,9 @@ func OpenLog(ctx context.Context, log zerolog.Logger, s Store) (jlog *jetstream.
 // OpenStreams is OpenLog for the commands that work on every event
 // stream of the store (rebuild, stream repair): the one stream, or each
 // partition's, in partition order, when the store's layout record names
-// partitions, and then, on a store migrated from one stream, that one. The returned func closes the connection and shuts the
-// embedded server down.
+// partitions, and then, on a store migrated from one stream, that one.
+// The returned func closes the connection and shuts the embedded server
+// down.
 func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jetstream.Log, url string, closeLog func(), err error) {
 	c := &store{Store: s.withDefaults()}
 	c.SharedBuckets = true // a partitioned store opens as its first partition
@@ -61,11 +62,26 @@ func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jets
 		return nil, "", nil, err
 	}
 	logs = []*jetstream.Log{jlog}
-	// The layout check found every partition's stream (it creates none):
-	// the first is open, the others open beside it.
 	_, k := jlog.Partition()
-	for p := 1; p < k; p++ {
-		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: k, Partition: p}
+	if k <= 1 {
+		return logs, url, closeLog, nil
+	}
+	// A store migrated from one stream keeps that stream's sessions on it:
+	// every partition's log refuses them, as the serving engine's do, and
+	// the one stream's log comes after the partitions'.
+	kept, err := jetstream.KeptSessions(ctx, jlog.Conn(), jetstream.LogConfig{Prefix: c.Prefix})
+	if err != nil {
+		closeLog()
+		return nil, "", nil, err
+	}
+	// The layout check found every partition's stream (it creates none):
+	// the first is open, the others open beside it (the first again on a
+	// migrated store, with the kept sessions).
+	if kept != nil {
+		logs = logs[:0]
+	}
+	for p := len(logs); p < k; p++ {
+		lc := jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, Partitions: k, Partition: p, OneStreamSessions: kept}
 		pl, err := jetstream.OpenLog(ctx, jlog.Conn(), lc)
 		if err != nil {
 			closeLog()
@@ -73,17 +89,13 @@ func OpenStreams(ctx context.Context, log zerolog.Logger, s Store) (logs []*jets
 		}
 		logs = append(logs, pl)
 	}
-	if k > 1 {
-		// A store migrated from one stream keeps that stream's sessions
-		// on it: its log comes after the partitions'.
-		kl, err := jetstream.OpenKept(ctx, jlog.Conn(), jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas})
+	if kept != nil {
+		kl, err := jetstream.OpenLog(ctx, jlog.Conn(), jetstream.LogConfig{Prefix: c.Prefix, Replicas: c.Replicas, OneStreamSessions: kept})
 		if err != nil {
 			closeLog()
 			return nil, "", nil, err
 		}
-		if kl != nil {
-			logs = append(logs, kl)
-		}
+		logs = append(logs, kl)
 	}
 	return logs, url, closeLog, nil
 }

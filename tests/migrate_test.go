@@ -188,6 +188,22 @@ func TestMigrateOneStreamStoreToPartitions(t *testing.T) {
 		}
 		p.Stop(t)
 	}
+	// A backend that read kept session old-b from its hash's partition
+	// (nothing there) publishes expecting sequence 0: stored, and refused
+	// by every fold, the rebuild's included.
+	bp := events.Partition("old-b", 3)
+	bev := events.New("old-b", "backend", "u", events.ToolDisabled{Name: "glob"})
+	bdata, err := events.Encode(bev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmsg := nats.NewMsg(fmt.Sprintf("tools.events.%d.old-b", bp))
+	bmsg.Data = bdata
+	bmsg.Header.Set("Nats-Msg-Id", bev.ID)
+	bmsg.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
+	if _, err := js.PublishMsg(ctx, bmsg); err != nil {
+		t.Fatal(err)
+	}
 	// With the engines stopped, rebuild folds the partitions and the one
 	// stream: a view deleted from the one stream's views is written again.
 	views, err := js.KeyValue(ctx, "TOOLS_VIEWS")
@@ -205,6 +221,13 @@ func TestMigrateOneStreamStoreToPartitions(t *testing.T) {
 	}
 	if _, err := views.Get(ctx, "old-a"); err != nil {
 		t.Fatalf("old-a's view in TOOLS_VIEWS after the rebuild: %v\n%s", err, out3)
+	}
+	pviews, err := js.KeyValue(ctx, fmt.Sprintf("TOOLS_VIEWS_%d", bp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pviews.Get(ctx, "old-b"); !errors.Is(err, natsjs.ErrKeyNotFound) {
+		t.Fatalf("kept session old-b has a view in its hash's partition after the rebuild (%v): the rebuild folded an event the serving engines refuse", err)
 	}
 }
 
