@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -188,6 +189,35 @@ func TestMigrateOneStreamStoreToPartitions(t *testing.T) {
 		}
 		p.Stop(t)
 	}
+	// engine tail follows the partitions and the one stream.
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	tail := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", url)
+	tailOut, tailErr := &lineLog{}, &lineLog{}
+	outPipe, err := tail.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := tail.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tail.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go tailOut.follow(bufio.NewScanner(outPipe))
+	go tailErr.follow(bufio.NewScanner(errPipe))
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for _, subject := range []string{"tools.events.old-a", fmt.Sprintf("tools.events.%d.new-0", events.Partition("new-0", 3))} {
+			if at, _ := tailOut.find(0, `"subject":"`+subject+`"`); at < 0 {
+				return fmt.Errorf("engine tail printed no event on %s:\n%s\n%s", subject, tailOut, tailErr)
+			}
+		}
+		return nil
+	})
+	tcancel()
+	_ = tail.Wait()
+
 	// A backend that read kept session old-b from its hash's partition
 	// (nothing there) publishes expecting sequence 0: stored, and refused
 	// by every fold, the rebuild's included.
