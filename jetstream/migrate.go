@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
 )
@@ -71,8 +72,9 @@ type MigrationReport struct {
 // stored on the one stream after the set was taken, for a session the
 // set does not hold, is not served: Migrate then returns ErrServing
 // naming those sessions, the migration recorded. cfg gives the
-// prefix, replicas and timeouts. A refusal names the problem and its fix;
-// nothing is left changed by a refusal of steps 1 and 2.
+// prefix and timeouts; what the migration creates gets the one stream's
+// replicas. A refusal names the problem and its fix; a refusal of steps 1
+// and 2 leaves the layout record as it was.
 func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (MigrationReport, error) {
 	cfg.Partitions, cfg.Partition = 1, 0
 	cfg, js, err := cfg.prepare(nc)
@@ -90,12 +92,19 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	one := EventStreamName(cfg.Prefix)
 	rep := MigrationReport{Partitions: m.Partitions, OneStream: one}
 	bucket := LayoutBucket(cfg.Prefix)
+	// Whatever the migration creates (the layout bucket too, on a store
+	// that has none yet) is as durable as the stream whose sessions it
+	// takes over.
+	stream, streamErr := js.Stream(ctx, one)
+	if streamErr == nil {
+		cfg.Replicas = stream.CachedInfo().Config.Replicas
+	}
 	probe := &Log{nc: nc, js: js, cfg: cfg}
 	kv, err := probe.openSharedBucket(ctx, bucket, "engine layout: how many event streams sessions are spread over")
 	if err != nil {
 		return rep, fmt.Errorf("open layout bucket %s: %w", bucket, err)
 	}
-	have, rev, err := layoutEntry(ctx, kv, bucket)
+	have, rev, err := leaderLayoutEntry(ctx, probe, bucket)
 	if err != nil {
 		return rep, err
 	}
@@ -120,8 +129,7 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	default:
 		return rep, fmt.Errorf("%w: the store already spreads sessions over %d event streams: only a store of one stream migrates", ErrLayout, have.k())
 	}
-	stream, err := js.Stream(ctx, one)
-	switch {
+	switch err := streamErr; {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && have != nil && have.Migrating > 0:
 		return rep, fmt.Errorf("%w: the store's event stream %s is missing in the middle of its migration: restore it (from a backup or a replica) and run engine migrate again, or undo the migration with engine migrate --abort", ErrStreamMissing, one)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -129,21 +137,15 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	case err != nil:
 		return rep, fmt.Errorf("look up stream %s: %w", one, err)
 	}
-	// The partitions and the session set are as durable as the stream
-	// whose sessions they take over.
-	cfg.Replicas = stream.CachedInfo().Config.Replicas
 	oneLog, err := OpenLog(ctx, nc, cfg)
 	if err != nil {
 		return rep, err
 	}
-	started := time.Now().UTC()
-	if have != nil && have.Migrating > 0 {
-		started = have.Time
-	} else {
+	if have == nil || have.Migrating == 0 {
 		if err := leaseFree(ctx, oneLog); err != nil {
 			return rep, err
 		}
-		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: started})
+		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: time.Now().UTC()})
 		if rev, err = putLayout(ctx, kv, bucket, v, have != nil, rev); err != nil {
 			return rep, err
 		}
@@ -164,9 +166,26 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		rep.Streams = append(rep.Streams, pl.StreamName())
 	}
 	say("created %s with %d replicas, as %s", strings.Join(rep.Streams, ", "), cfg.Replicas, one)
+	// A session a writer nobody stopped added since the listing is the
+	// one stream's too: it is kept, with a warning.
+	late, err := lateSessions(ctx, oneLog, last, NewSessionSet(sessions))
+	if err != nil {
+		return rep, err
+	}
+	if len(late) > 0 {
+		say("WARNING: %d sessions were written to %s after its listing (an engine or publisher still writes there: stop it); they are kept on it: %s",
+			len(late), one, strings.Join(late[:min(len(late), 10)], ", "))
+		sessions = append(sessions, late...)
+		rep.Sessions = len(sessions)
+	}
+	if last, err = oneLog.LastStreamSeq(ctx); err != nil {
+		return rep, err
+	}
+	rep.LastSeq = last
 	set := NewSessionSet(sessions)
-	// One name per migration: a resumed run writes over its own set.
-	name := fmt.Sprintf("one-stream-sessions-%d", started.UnixNano())
+	// A name of its own for every run: a run that loses the race to
+	// record its layout never writes over the set another run recorded.
+	name := fmt.Sprintf("one-stream-sessions-%s", strings.ToLower(ulid.Make().String()))
 	if err := putSessionSet(ctx, js, cfg, name, set); err != nil {
 		return rep, err
 	}
@@ -179,11 +198,11 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, err
 	}
 	say("recorded the migrated layout: serve the store with engine serve --nats URL --partitions %d", m.Partitions)
-	// An event stored on the one stream after the listing, for a session
-	// it did not hold, is not served: say so, naming the sessions.
+	// An event stored on the one stream after the set was taken, for a
+	// session it does not hold, is not served: say so, naming them.
 	if late, err := lateSessions(ctx, oneLog, last, set); err != nil || len(late) > 0 {
 		if err == nil {
-			err = fmt.Errorf("%w: after the sessions of %s were listed (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine events reads them)",
+			err = fmt.Errorf("%w: after the sessions of %s were taken (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine tail --last N prints them)",
 				ErrServing, one, last, len(late), strings.Join(late[:min(len(late), 10)], ", "), one)
 		}
 		return rep, err
@@ -200,18 +219,22 @@ func partitionStreams(prefix string, k int) []string {
 	return out
 }
 
-// layoutEntry reads the layout record and its revision from the bucket's
-// leader (nil and 0 when there is none).
-func layoutEntry(ctx context.Context, kv jetstream.KeyValue, bucket string) (*layoutRecord, uint64, error) {
-	e, err := kv.Get(ctx, layoutKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+// leaderLayoutEntry reads the layout record and its revision from the
+// bucket's stream leader (nil and 0 when there is none): a replica behind
+// it could answer a record another run has since replaced.
+func leaderLayoutEntry(ctx context.Context, l *Log, bucket string) (*layoutRecord, uint64, error) {
+	m, err := l.leaderMsg(ctx, "KV_"+bucket, leaderGetRequest{LastBy: "$KV." + bucket + "." + layoutKey})
+	if errors.Is(err, ErrNotStored) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("read %s/%s: %w", bucket, layoutKey, err)
+		return nil, 0, fmt.Errorf("read %s/%s from its leader: %w", bucket, layoutKey, err)
 	}
-	r, err := parseLayout(bucket, e.Value())
-	return r, e.Revision(), err
+	if op := m.header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, m.seq, nil
+	}
+	r, err := parseLayout(bucket, m.data)
+	return r, m.seq, err
 }
 
 // putLayout writes the layout record: created when the bucket holds none
@@ -355,24 +378,43 @@ func putSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, n
 }
 
 // loadSessionSet reads the set of sessions a migration kept on the one
-// stream, checking it against the layout record.
+// stream, checking it against the layout record. A read a replica
+// behind the store's leaders could fail is asked again a few times
+// before the set is taken for lost.
 func loadSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, mig *migrated) (*SessionSet, error) {
 	bucket := SessionsBucket(cfg.Prefix)
-	obs, err := js.ObjectStore(ctx, bucket)
-	if err == nil {
-		var data []byte
-		if data, err = obs.GetBytes(ctx, mig.SessionsObject); err == nil {
-			var set *SessionSet
-			if set, err = unmarshalSessionSet(data); err == nil && (set.Len() != mig.Hashes || set.digest() != mig.SHA256) {
-				err = fmt.Errorf("it holds %d session hashes with SHA-256 %s, the layout record names %d with %s", set.Len(), set.digest(), mig.Hashes, mig.SHA256)
-			}
-			if err == nil {
-				return set, nil
-			}
+	var err error
+	for try := 1; ; try++ {
+		var set *SessionSet
+		if set, err = readSessionSet(ctx, js, bucket, mig); err == nil {
+			return set, nil
+		}
+		if try == 5 {
+			break
+		}
+		if serr := Sleep(ctx, 500*time.Millisecond); serr != nil {
+			return nil, serr
 		}
 	}
 	return nil, fmt.Errorf("%w: read the sessions the migration kept on %s (%s/%s): %w; without them no session can be placed: restore the object store from a backup",
 		ErrLayout, mig.OneStream, bucket, mig.SessionsObject, err)
+}
+
+// readSessionSet is one read of loadSessionSet.
+func readSessionSet(ctx context.Context, js jetstream.JetStream, bucket string, mig *migrated) (*SessionSet, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	data, err := obs.GetBytes(ctx, mig.SessionsObject)
+	if err != nil {
+		return nil, err
+	}
+	set, err := unmarshalSessionSet(data)
+	if err == nil && (set.Len() != mig.Hashes || set.digest() != mig.SHA256) {
+		err = fmt.Errorf("it holds %d session hashes with SHA-256 %s, the layout record names %d with %s", set.Len(), set.digest(), mig.Hashes, mig.SHA256)
+	}
+	return set, err
 }
 
 // OneStreamSessions is the set of sessions the migration kept on this

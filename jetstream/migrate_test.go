@@ -202,3 +202,61 @@ func TestMigrateGivesThePartitionsTheOneStreamsReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A session a writer nobody stopped adds between the listing and the
+// stored set is kept on the one stream (and the run warns); two runs at
+// once leave one recorded set the store opens with.
+func TestMigrateKeepsLateSessionsAndConcurrentRunsLeaveOneSet(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Append(ctx, "early", 0, toggled("early")); err != nil {
+		t.Fatal(err)
+	}
+	var warned atomic.Bool
+	progress := func(step string) {
+		if strings.HasPrefix(step, "created") {
+			if _, err := one.Append(ctx, "between", 0, toggled("between")); err != nil && !errors.Is(err, jetstream.ErrConflict) {
+				t.Error(err)
+			}
+		}
+		if strings.Contains(step, "WARNING") && strings.Contains(step, "between") {
+			warned.Store(true)
+		}
+	}
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	run := func(progress func(string)) {
+		rep, err := jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 3, Settle: 20 * time.Millisecond, Progress: progress})
+		if err == nil && rep.Sessions == 2 {
+			ok.Add(1)
+		} else if err != nil && !errors.Is(err, jetstream.ErrLayout) {
+			t.Errorf("a concurrent migrate failed otherwise than losing the record's race: %v", err)
+		}
+	}
+	// The second run starts once the first recorded the migration: it
+	// resumes it, and both list, store a set and race to record theirs.
+	wg.Go(func() {
+		run(func(step string) {
+			progress(step)
+			if strings.HasPrefix(step, "recorded that a migration") {
+				wg.Go(func() { run(progress) })
+			}
+		})
+	})
+	wg.Wait()
+	if ok.Load() == 0 || !warned.Load() {
+		t.Fatalf("%d runs kept both sessions, warned %v: want at least one, and a warning naming the late session", ok.Load(), warned.Load())
+	}
+	logs, err := jetstream.OpenPartitions(ctx, nc, jetstream.LogConfig{Partitions: 3})
+	if err != nil {
+		t.Fatalf("open after two runs at once: %v", err)
+	}
+	if set := logs[3].OneStreamSessions(); !set.Has("early") || !set.Has("between") {
+		t.Fatal("the recorded set lacks a session the one stream held before the record")
+	}
+}
