@@ -341,3 +341,95 @@ func TestMigrateUnderTheDeployConfigurations(t *testing.T) {
 		}
 	}
 }
+
+// The migration on three nats-server processes, as a deployment runs
+// it: a one-stream engine with 3 replicas takes appends to three
+// sessions, stops, and the store migrates to 3 partitions; an engine
+// serving them takes appends to those kept sessions and to three new
+// ones (one per partition) while the node leading the kept stream, and
+// then the one leading a partition, are killed with -9 and restarted.
+// Every acknowledged append, before and after the migration, is at its
+// sequence on its session's subject, the kept sessions on TOOLS_EVENTS
+// and the new ones in their partition, and the engine reads each session
+// at or past its last acknowledged sequence.
+func TestMigrateOnAThreeNodeClusterUnderLeaderKills(t *testing.T) {
+	c := natstest.StartProcessCluster(t, natstest.ProcessOptions{})
+	one := startEngine(t, t.TempDir(), "--nats", c.URLs(), "--replicas", "3")
+	one.anonymous = true
+	all := pdSessions(2)
+	kept, fresh := all[:deployPartitions], all[deployPartitions:]
+	before := pdStartLoad(one.HTTPURL, kept)
+	before.waitEvery(t, "before the migration", time.Time{}, 10)
+	before.halt()
+	one.Stop(t)
+
+	if out, err := migrateCLI(t, c.URLs(), "--partitions", "3", "--settle", "500ms"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	p := startPartitioned(t, c, t.TempDir())
+	load := pdStartLoad(p.HTTPURL, all)
+	defer load.halt()
+	load.waitEvery(t, "after the migration", time.Time{}, 10)
+	for _, stream := range []string{"TOOLS_EVENTS", "TOOLS_EVENTS_1"} {
+		leader := c.WaitLeaderOf(stream, 45*time.Second)
+		at := time.Now()
+		t.Logf("kill -9 n%d, leader of %s", leader, stream)
+		c.Kill(leader)
+		load.waitEvery(t, "after killing the leader of "+stream, at, 10)
+		c.Start(leader)
+		c.WaitFormed(45 * time.Second)
+		natstest.CheckFor(t, 45*time.Second, 100*time.Millisecond, func() error {
+			for _, s := range []string{"TOOLS_EVENTS", "TOOLS_EVENTS_0", "TOOLS_EVENTS_1", "TOOLS_EVENTS_2"} {
+				if !c.StreamCurrent(s) {
+					return fmt.Errorf("replicas of %s not current", s)
+				}
+			}
+			return nil
+		})
+	}
+	load.halt()
+
+	nc := natstest.Connect(t, c.URLs())
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	layout := partitionedLayout(deployPartitions)
+	where := func(s string) (string, string) {
+		if slices.Contains(kept, s) {
+			return "TOOLS_EVENTS", "tools.events." + s
+		}
+		return layout(s)
+	}
+	total := 0
+	for _, s := range all {
+		name, subject := where(s)
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := append(slices.Clone(before.acked[s]), load.acked[s]...)
+		if len(load.acked[s]) == 0 {
+			t.Fatalf("session %s had no append acknowledged after the migration", s)
+		}
+		for _, seq := range seqs {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatalf("acknowledged append of %s at %s sequence %d: %v", s, name, seq, err)
+			}
+			if m.Subject != subject {
+				t.Fatalf("%s sequence %d holds %s, want the acknowledged append on %s", name, seq, m.Subject, subject)
+			}
+		}
+		total += len(seqs)
+		last := seqs[len(seqs)-1]
+		got, err := p.GoClient("web").Intent(ctx, client.IntentRequest{Session: s, MinSeq: last})
+		if err != nil || got.Seq < last {
+			t.Fatalf("%s reads at sequence %d (%v), before its last acknowledged append %d", s, got.Seq, err, last)
+		}
+	}
+	t.Logf("migration on 3 nodes: %d acknowledged appends on %d sessions (kept %v, new %v), every one at its sequence on its side; %d failed or unknown during the faults",
+		total, len(all), kept, fresh, load.fails.Load())
+}
