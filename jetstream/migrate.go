@@ -313,6 +313,7 @@ func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settl
 		// The server lists a million subjects in pages, each of which can
 		// take longer than a request's default timeout.
 		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		say("listing the %d sessions of %s (the server takes about 14 s a million)", before.State.NumSubjects, l.StreamName())
 		info, err := stream.Info(lctx, jetstream.WithSubjectFilter(l.subjBase+"*"))
 		cancel()
 		if err != nil {
