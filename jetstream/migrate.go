@@ -167,8 +167,9 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	}
 	say("created %s with %d replicas, as %s", strings.Join(rep.Streams, ", "), cfg.Replicas, one)
 	// A session a writer nobody stopped added since the listing is the
-	// one stream's too: it is kept, with a warning.
-	late, err := lateSessions(ctx, oneLog, last, NewSessionSet(sessions))
+	// one stream's too: it is kept, with a warning. The set then holds
+	// every session with an event through end.
+	end, late, err := lateSessions(ctx, oneLog, last, NewSessionSet(sessions))
 	if err != nil {
 		return rep, err
 	}
@@ -178,9 +179,7 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		sessions = append(sessions, late...)
 		rep.Sessions = len(sessions)
 	}
-	if last, err = oneLog.LastStreamSeq(ctx); err != nil {
-		return rep, err
-	}
+	last = end
 	rep.LastSeq = last
 	set := NewSessionSet(sessions)
 	// A name of its own for every run: a run that loses the race to
@@ -200,7 +199,7 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	say("recorded the migrated layout: serve the store with engine serve --nats URL --partitions %d", m.Partitions)
 	// An event stored on the one stream after the set was taken, for a
 	// session it does not hold, is not served: say so, naming them.
-	if late, err := lateSessions(ctx, oneLog, last, set); err != nil || len(late) > 0 {
+	if _, late, err := lateSessions(ctx, oneLog, last, set); err != nil || len(late) > 0 {
 		if err == nil {
 			err = fmt.Errorf("%w: after the sessions of %s were taken (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine tail --last N prints them)",
 				ErrServing, one, last, len(late), strings.Join(late[:min(len(late), 10)], ", "), one)
@@ -338,17 +337,38 @@ func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settl
 	}
 }
 
-// lateSessions lists the sessions with an event on l's stream after
-// sequence last that set does not hold.
-func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) ([]string, error) {
-	var late []string
-	err := l.scan(ctx, l.subjBase+"*", last+1, 0, func(r Record) error {
-		if r.Session != "" && !set.Has(r.Session) && !slices.Contains(late, r.Session) {
-			late = append(late, r.Session)
+// lateSessions reads l's stream after sequence last through its end now
+// (asked of the leader first), and returns that end and the sessions of
+// the events read that set does not hold. The reads may be answered by a
+// replica: one that has not reached the end yet is asked again.
+func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) (uint64, []string, error) {
+	end, err := l.LastStreamSeq(ctx)
+	if err != nil || end <= last {
+		return max(end, last), nil, err
+	}
+	for try := 1; ; try++ {
+		var late []string
+		var reached uint64
+		err := l.scan(ctx, l.subjBase+"*", last+1, end, func(r Record) error {
+			reached = max(reached, r.Seq)
+			if r.Session != "" && !set.Has(r.Session) && !slices.Contains(late, r.Session) {
+				late = append(late, r.Session)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, nil, err
 		}
-		return nil
-	})
-	return late, err
+		if reached == end {
+			return end, late, nil
+		}
+		if try == 5 {
+			return 0, nil, fmt.Errorf("read stream %s through sequence %d: the reads reached %d only (a replica behind its leader?): run engine migrate again", l.StreamName(), end, reached)
+		}
+		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
+			return 0, nil, err
+		}
+	}
 }
 
 // listTimeout bounds the listing of a stream's sessions.

@@ -307,7 +307,7 @@ func (c *store) claimOneStream(ctx context.Context, nc *nats.Conn, lc jetstream.
 // layoutHint adds to a refusal of the store's layout (jetstream.ErrLayout)
 // the flag that serves a partitioned one; other errors pass unchanged.
 func layoutHint(err error) error {
-	if !errors.Is(err, jetstream.ErrLayout) || strings.Contains(err.Error(), "engine serve --nats URL --partitions") {
+	if !errors.Is(err, jetstream.ErrLayout) || errors.Is(err, jetstream.ErrMigrating) || strings.Contains(err.Error(), "engine serve --nats URL --partitions") {
 		return err
 	}
 	return fmt.Errorf("%w (engine serve --nats URL --partitions K serves a store of K event streams)", err)
@@ -318,9 +318,7 @@ func layoutHint(err error) error {
 func (c *store) connect(ctx context.Context, log zerolog.Logger) (*nats.Conn, string, func(), error) {
 	status := func(event string, err error) {
 		ev := log.Warn().Str("event", event)
-		// The engine closes it on a normal exit: closed, after a
-		// disconnect without an error.
-		if event == "closed" || (event == "disconnected" && err == nil) {
+		if event == "closed" { // the engine closes it on a normal exit
 			ev = log.Info().Str("event", event)
 		}
 		if err != nil {
