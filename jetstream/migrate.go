@@ -142,7 +142,9 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, err
 	}
 	if have == nil || have.Migrating == 0 {
-		if err := leaseFree(ctx, oneLog); err != nil {
+		if err := oneLog.RunnerLeaseFree(ctx, "engine-migrate"); errors.Is(err, ErrRunnerActive) {
+			return rep, fmt.Errorf("%w: %w: stop every engine serving the store, then migrate", ErrServing, err)
+		} else if err != nil {
 			return rep, err
 		}
 		v, _ := json.Marshal(layoutRecord{Migrating: m.Partitions, Time: time.Now().UTC()})
@@ -280,16 +282,22 @@ func describeLayout(r *layoutRecord) string {
 	return streams(r.Partitions)
 }
 
-// leaseFree refuses while an engine's projection holds the runner lease
-// of l's stream (taking it and giving it back).
-func leaseFree(ctx context.Context, l *Log) error {
+// ErrRunnerActive is matched by RunnerLeaseFree when an engine's
+// projection holds the runner lease of the log's stream.
+var ErrRunnerActive = errors.New("a projection runner is active")
+
+// RunnerLeaseFree reports whether the projection runner lease of l's
+// stream can be taken now, taking it as owner and giving it back: an
+// error matching ErrRunnerActive, naming the stream, while an engine's
+// projection holds it. Offline commands (rebuild, migrate) ask it first.
+func (l *Log) RunnerLeaseFree(ctx context.Context, owner string) error {
 	meta, err := l.OpenMeta(ctx)
 	if err != nil {
 		return err
 	}
-	lease, err := meta.Acquire(ctx, "engine-migrate", 5*time.Second)
+	lease, err := meta.Acquire(ctx, owner, 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w: a projection runner is active on stream %s (%w): stop every engine serving the store, then migrate", ErrServing, l.StreamName(), err)
+		return fmt.Errorf("%w on stream %s (%w)", ErrRunnerActive, l.StreamName(), err)
 	}
 	return meta.Release(ctx, lease)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,17 +51,13 @@ func (c *rebuildCmd) Run(ctx context.Context, log zerolog.Logger) error {
 }
 
 // leaseFree reports whether jlog's projection runner lease can be taken
-// now (taking it and giving it back).
+// now (jetstream.Log.RunnerLeaseFree), naming the fix when not.
 func (c *rebuildCmd) leaseFree(ctx context.Context, jlog *jetstream.Log) error {
-	meta, err := jlog.OpenMeta(ctx)
-	if err != nil {
-		return err
+	err := jlog.RunnerLeaseFree(ctx, c.leaseOwner())
+	if errors.Is(err, jetstream.ErrRunnerActive) {
+		return fmt.Errorf("%w: stop the engines serving it, or their projections, then rebuild", err)
 	}
-	lease, err := meta.Acquire(ctx, c.leaseOwner(), 5*time.Second)
-	if err != nil {
-		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", jlog.StreamName(), err)
-	}
-	return meta.Release(ctx, lease)
+	return err
 }
 
 // rebuild folds the whole of jlog's stream into its views again.
