@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,21 +191,7 @@ func TestMigrateOneStreamStoreToPartitions(t *testing.T) {
 	// engine tail follows the partitions and the one stream.
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
-	tail := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", url)
-	tailOut, tailErr := &lineLog{}, &lineLog{}
-	outPipe, err := tail.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errPipe, err := tail.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tail.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go tailOut.follow(bufio.NewScanner(outPipe))
-	go tailErr.follow(bufio.NewScanner(errPipe))
+	tail, tailOut, tailErr := startFollowing(tctx, t, "tail", "--last", "10", "--nats", url)
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for _, subject := range []string{"tools.events.old-a", fmt.Sprintf("tools.events.%d.new-0", events.Partition("new-0", 3))} {
 			if at, _ := tailOut.find(0, `"subject":"`+subject+`"`); at < 0 {

@@ -144,3 +144,25 @@ func TestServeWaitsForCluster(t *testing.T) {
 	})
 	t.Logf("serve-wait: appended at %d after waiting; waits logged: %d", res.LastSeq, strings.Count(logs.String(), "waiting for NATS"))
 }
+
+// startFollowing runs engineBin with args until ctx ends, following its
+// standard output and error line by line.
+func startFollowing(ctx context.Context, t *testing.T, args ...string) (cmd *exec.Cmd, stdout, stderr *lineLog) {
+	t.Helper()
+	cmd = exec.CommandContext(ctx, engineBin, args...)
+	stdout, stderr = &lineLog{}, &lineLog{}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go stdout.follow(bufio.NewScanner(outPipe))
+	go stderr.follow(bufio.NewScanner(errPipe))
+	return cmd, stdout, stderr
+}

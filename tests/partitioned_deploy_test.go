@@ -8,7 +8,6 @@ package tests
 // find a session's events in its partition.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -430,21 +429,7 @@ func TestPartitionedStoreCLI(t *testing.T) {
 	}
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(tctx, engineBin, "tail", "--last", "10", "--nats", srv.ClientURL())
-	stdout, stderr := &lineLog{}, &lineLog{}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go stdout.follow(bufio.NewScanner(outPipe))
-	go stderr.follow(bufio.NewScanner(errPipe))
+	_, stdout, stderr := startFollowing(tctx, t, "tail", "--last", "10", "--nats", srv.ClientURL())
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		for i := range deployPartitions {
 			if at, _ := stderr.find(0, "following", fmt.Sprintf("TOOLS_EVENTS_%d", i)); at < 0 {
