@@ -179,7 +179,12 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 		return false, nil
 	}
 	if !nonEmpty {
-		if info, err := x.audit.Info(ctx); err == nil {
+		var info *jetstream.StreamInfo
+		err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+			info, err = x.audit.Info(ctx)
+			return err
+		})
+		if err == nil {
 			x.mu.Lock()
 			if info.State.Msgs == 0 {
 				x.emptyUntil = time.Now().Add(emptyFor)
@@ -203,10 +208,16 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 	return true, nil
 }
 
-// lastRecord reads the last audit record of session's erase.
+// lastRecord reads the last audit record of session's erase, asking
+// again after a reconnect or a second without an answer (a replica that
+// died or went silent never answers).
 func (x *Eraser) lastRecord(ctx context.Context, session string) (AuditRecord, bool, error) {
 	var rec AuditRecord
-	m, err := x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
+	var m *jetstream.RawStreamMsg
+	err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+		m, err = x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return rec, false, nil
 	}
@@ -385,7 +396,11 @@ func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (Era
 func (x *Eraser) countBelow(ctx context.Context, stream jetstream.Stream, session string, seq uint64) (uint64, error) {
 	l := x.log
 	subj := l.Subject(session)
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+	var info *jetstream.StreamInfo
+	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+		info, err = stream.Info(ctx, jetstream.WithSubjectFilter(subj))
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("erase %q: count events: %w", session, err)
 	}
@@ -423,7 +438,11 @@ func (x *Eraser) Unfinished(ctx context.Context, after uint64) (map[string]Audit
 	out := map[string]AuditRecord{}
 	subj := x.subj + "*"
 	for seq := after + 1; ; {
-		m, err := x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		var m *jetstream.RawStreamMsg
+		err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+			m, err = x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out, seq - 1, nil
 		}
@@ -473,7 +492,11 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 	subj := l.cfg.Prefix + ".audit.>" // erases and compactions
 	for seq := uint64(1); ; {
 		var data []byte
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		var m *jetstream.RawStreamMsg
+		err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+			m, err = st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			// A replica behind the audit stream's leader ends the list
 			// early, and a reader would call the sequences of the records

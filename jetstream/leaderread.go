@@ -111,11 +111,17 @@ type storedMsg struct {
 
 // leaderMsg asks the leader of stream (one of the log's streams) for one
 // message (STREAM.MSG.GET); ErrNotStored when it holds none that matches.
+// It asks again after a reconnect or a second without an answer: a
+// request that reached a node as it died is never answered.
 func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	req, _ := json.Marshal(get)
-	m, err := l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
+	var m *nats.Msg
+	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+		m, err = l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
+		return err
+	})
 	if err != nil {
 		return storedMsg{}, err
 	}

@@ -388,15 +388,20 @@ func (l *Log) lock(session string) *sync.Mutex {
 
 // LastSeq returns the stream sequence of the session's last event, 0 when
 // it has none. One direct get, which any replica may answer: one behind
-// the leader answers with a sequence it passed. Callers that act on the
-// answer where a low one is not safe ask LeaderLastSeq.
+// the leader answers with a sequence it passed, and one that died or went
+// silent is asked again a second later. Callers that act on the answer
+// where a low one is not safe ask LeaderLastSeq.
 func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := l.checkSession(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	msg, err := l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
+	var msg *jetstream.RawStreamMsg
+	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+		msg, err = l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

@@ -121,7 +121,11 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
 	subj := h.subject(version)
-	m, err := h.stream.GetLastMsgForSubject(ctx, subj)
+	var m *jetstream.RawStreamMsg
+	err := h.log.retryRead(ctx, func(ctx context.Context) (err error) {
+		m, err = h.stream.GetLastMsgForSubject(ctx, subj)
+		return err
+	})
 	if err == nil && !isTombstone(m.Header) && string(m.Data) == string(data) {
 		return nil
 	}
@@ -152,7 +156,11 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 	defer cancel()
 	var header nats.Header
 	var data []byte
-	m, err := h.stream.GetLastMsgForSubject(ctx, h.subject(version))
+	var m *jetstream.RawStreamMsg
+	err := h.log.retryRead(ctx, func(ctx context.Context) (err error) {
+		m, err = h.stream.GetLastMsgForSubject(ctx, h.subject(version))
+		return err
+	})
 	switch {
 	case err == nil:
 		header, data = m.Header, m.Data

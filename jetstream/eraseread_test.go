@@ -1,0 +1,150 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/jetstream"
+)
+
+// The erase path's reads (whether a session is erased, a session's last
+// sequence, the erased ranges, the unfinished erases) ask again when
+// their request went to a replica cut off without a word, so none waits
+// out its caller's whole deadline. Direct gets are spread over the three
+// replicas: of 10 rounds, some go to the silent follower.
+func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
+	c := natstest.Cluster(t, 3)
+	ctx := context.Background()
+	var (
+		nc  *nats.Conn
+		l   *jetstream.Log
+		x   *jetstream.Eraser
+		err error
+	)
+	nc = natstest.Connect(t, c.ClientURL(0), nats.DontRandomize())
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		if l == nil {
+			if l, err = jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3, AllowDeletes: true}); err != nil {
+				return err
+			}
+		}
+		x, err = l.NewEraser(ctx, nil)
+		return err
+	})
+	var last uint64
+	for _, s := range []string{"gone", "kept"} {
+		r, err := l.Append(ctx, s, 0, events.New(s, "web", "user:alice", events.ToolDisabled{Name: "bash"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Last
+	}
+	if err := x.Begin(ctx, "gone", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Erase(ctx, "gone", closeSession(t, l, "gone", last-1)); err != nil {
+		t.Fatal(err)
+	}
+	audit, events := x.AuditStream(), l.StreamName()
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for i := 0; i < c.N(); i++ {
+			for _, st := range []string{audit, events} {
+				if !c.StreamCurrent(i, "$G", st) {
+					return fmt.Errorf("node %d: %s not current", i, st)
+				}
+			}
+		}
+		return nil
+	})
+	// The silent node leads neither stream (a silent leader stops every
+	// replica's reads until a new one is elected, which is not what this
+	// test is about), and the client is on another node.
+	al := c.WaitStreamLeader("$G", audit, 30*time.Second)
+	el := c.WaitStreamLeader("$G", events, 30*time.Second)
+	silent := 0
+	for silent == al || silent == el {
+		silent++
+	}
+	client := (silent + 1) % c.N()
+	t.Logf("audit leader: node %d; events leader: node %d; silent: node %d; client on node %d", al, el, silent, client)
+	nc2 := natstest.Connect(t, c.ClientURL(client), nats.DontRandomize())
+	l2, err := jetstream.OpenLog(ctx, nc2, jetstream.LogConfig{Replicas: 3, AllowDeletes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2, err := l2.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every replica answers direct gets once it is current: wait until the
+	// silent node does for both streams, so that some reads go to it.
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for _, st := range []string{audit, events} {
+			sz, err := c.Servers()[silent].Subsz(&server.SubszOptions{Account: "$G", Subscriptions: true, Test: "$JS.API.DIRECT.GET." + st + ".x"})
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, d := range sz.Subs {
+				found = found || (d.Queue == "_sys_" && d.Subject == "$JS.API.DIRECT.GET."+st+".>")
+			}
+			if !found {
+				return fmt.Errorf("node %d does not answer direct gets of %s yet", silent, st)
+			}
+		}
+		return nil
+	})
+	c.Blackhole(silent)
+	// Each call has its own deadline, far above the 1 s re-ask: a call
+	// that reads several records may meet the silent node more than once.
+	const deadline = 10 * time.Second
+	call := func(round int, what string, read func(context.Context) error) {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		start := time.Now()
+		if err := read(rctx); err != nil {
+			t.Fatalf("round %d: %s: %v after %s", round, what, err, time.Since(start).Round(time.Millisecond))
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Logf("round %d: %s took %s", round, what, d.Round(time.Millisecond))
+		}
+	}
+	for i := 0; i < 4; i++ {
+		call(i, "erased", func(ctx context.Context) error {
+			erased, err := x2.Erased(ctx, fmt.Sprintf("never-%d", i))
+			if err == nil && erased {
+				err = fmt.Errorf("never-%d reads as erased", i)
+			}
+			return err
+		})
+		call(i, "last sequence", func(ctx context.Context) error {
+			seq, err := l2.LastSeq(ctx, "kept")
+			if err == nil && seq == 0 {
+				err = fmt.Errorf("kept reads as empty")
+			}
+			return err
+		})
+		call(i, "erased ranges", func(ctx context.Context) error {
+			rs, err := l2.ErasedRanges(ctx)
+			if err == nil && len(rs) != 1 {
+				err = fmt.Errorf("%d ranges, want the one erase's", len(rs))
+			}
+			return err
+		})
+		call(i, "audit records", func(ctx context.Context) error {
+			un, _, err := x2.Unfinished(ctx, 0)
+			if err == nil && len(un) != 1 {
+				err = fmt.Errorf("records of %d sessions, want gone's", len(un))
+			}
+			return err
+		})
+	}
+}
