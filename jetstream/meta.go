@@ -262,6 +262,22 @@ func (m *Meta) Release(ctx context.Context, l Lease) error {
 	return err
 }
 
+// ReleaseOwner gives the runner lease up if owner holds it, at whatever
+// revision it now has: a stopping runner's last write (an acquire or a
+// renewal that the stop cut short) may have reached the server without
+// its reply, leaving a revision the runner never learnt. It reports
+// whether it released one.
+func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
+	v, rev, err := m.get(ctx, metaRunner)
+	if err != nil || v == nil || parseLease(v, rev).Owner != owner {
+		return false, err
+	}
+	if err := m.Release(ctx, Lease{Owner: owner, Revision: rev}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // LastSeqRange reports the stream's first and last sequence and its
 // message count.
 func (l *Log) LastSeqRange(ctx context.Context) (first, last, msgs uint64, err error) {

@@ -337,31 +337,43 @@ func (p *Projection) Run(ctx context.Context) error {
 	}
 	for {
 		lease, err := p.acquire(ctx)
-		if err != nil {
-			return nil // ctx ended
+		if err != nil { // ctx ended, perhaps with an acquire on its way
+			p.releaseOnStop(ctx)
+			return nil
 		}
 		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: holding the lease, folding")
 		lctx, cancel := context.WithCancel(ctx)
-		kept := make(chan jetstream.Lease, 1)
-		go func() { kept <- p.keepLease(lctx, lease, cancel) }()
+		kept := make(chan struct{})
+		go func() { p.keepLease(lctx, lease, cancel); close(kept) }()
 		p.runner.Store(true)
 		_ = p.runLoop(lctx)
 		cancel()
-		lease = <-kept
+		<-kept
 		p.standBy()
 		p.caughtUp.Store(false)
 		p.cacheMu.Lock()
 		p.cache, p.revs = newCache(), nil // a standby reads the views the runner writes
 		p.cacheMu.Unlock()
 		if ctx.Err() != nil {
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			if err := p.meta.Release(rctx, lease); err == nil {
-				p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: lease released")
-			}
-			rcancel()
+			p.releaseOnStop(ctx)
 			return nil
 		}
 		p.cfg.Logger.Warn().Str("owner", p.cfg.Owner).Msg("projection runner: lease lost, standing by")
+	}
+}
+
+// releaseOnStop gives the runner lease up, if this projection holds it,
+// as the projection stops (ctx ended): another engine, or engine rebuild,
+// takes over at once instead of after the lease's expiry.
+func (p *Projection) releaseOnStop(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	released, err := p.meta.ReleaseOwner(rctx, p.cfg.Owner)
+	switch {
+	case err != nil:
+		p.cfg.Logger.Warn().Err(err).Str("owner", p.cfg.Owner).Dur("expires_in", p.cfg.LeaseTTL).Msg("projection runner: cannot release the lease: another runner takes over when it expires")
+	case released:
+		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: lease released")
 	}
 }
 
@@ -401,15 +413,14 @@ func (p *Projection) acquire(ctx context.Context) (jetstream.Lease, error) {
 // keepLease renews the lease every RenewEvery until ctx ends; when a
 // renewal fails (someone else took the lease, or NATS cannot be reached)
 // it cancels the folding at once: a runner that cannot renew must stop
-// before its lease expires and another takes over. It returns the lease
-// as last renewed.
-func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cancel context.CancelFunc) jetstream.Lease {
+// before its lease expires and another takes over.
+func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cancel context.CancelFunc) {
 	t := time.NewTicker(p.cfg.RenewEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return lease
+			return
 		case <-t.C:
 		}
 		rctx, rcancel := context.WithTimeout(ctx, p.cfg.RenewEvery)
@@ -420,7 +431,7 @@ func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cance
 				p.cfg.Logger.Warn().Err(err).Str("owner", p.cfg.Owner).Msg("projection runner: cannot renew the lease: stopping folding")
 			}
 			cancel()
-			return lease
+			return
 		}
 		lease = next
 	}

@@ -87,6 +87,12 @@ func (c *rebuildCmd) rebuild(ctx context.Context, jlog *jetstream.Log, log zerol
 	if _, err := p.Meta().Acquire(ctx, p.Owner(), 5*time.Second); err != nil {
 		return fmt.Errorf("a projection runner is active on stream %s (%w): stop the engines serving it, or their projections, then rebuild", name, err)
 	}
+	// However the rebuild ends, an engine started next folds at once.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_, _ = p.Meta().ReleaseOwner(rctx, p.Owner())
+	}()
 	if err := jlog.ResetFeed(ctx, projection.DefaultDurable); err != nil {
 		return err
 	}
