@@ -26,8 +26,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/toolintent/engine/events"
 )
 
@@ -97,19 +95,18 @@ func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (
 	rec := AuditRecord{Kind: AuditCompact, Session: session, Stream: l.name, FirstSeq: snap.FirstSeq, LastSeq: snap.LastSeq, Purged: snap.Count,
 		Time: time.Now().UTC().Truncate(time.Millisecond)}
 	data, _ := json.Marshal(rec)
-	ack, err := x.js.Publish(ctx, x.AuditCompactSubject(session), data,
-		jetstream.WithMsgID(fmt.Sprintf("compact-%s-%d", session, snapshot)), jetstream.WithExpectStream(x.AuditStream()))
+	auditSeq, err := x.publishAudit(ctx, x.AuditCompactSubject(session), data, fmt.Sprintf("compact-%s-%d", session, snapshot))
 	if err != nil {
 		return rep, fmt.Errorf("compact %q: write the audit record: %w", session, err)
 	}
-	rep.AuditSeq = ack.Sequence
-	er := EraseReport{FirstSeq: first.seq, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: ack.Sequence}
+	rep.AuditSeq = auditSeq
+	er := EraseReport{FirstSeq: first.seq, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: auditSeq}
 	if x.BeforePurge != nil {
 		if err := x.BeforePurge(er); err != nil {
 			return rep, fmt.Errorf("compact %q: before the purge: %w (the snapshot and the audit record are written; compact again)", session, err)
 		}
 	}
-	err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(snapshot))
+	err = x.purge(ctx, stream, subj, snapshot)
 	if x.AfterPurge != nil {
 		x.AfterPurge(er, err)
 	}

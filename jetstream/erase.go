@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
 )
@@ -180,7 +181,7 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 	}
 	if !nonEmpty {
 		var info *jetstream.StreamInfo
-		err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+		err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 			info, err = x.audit.Info(ctx)
 			return err
 		})
@@ -214,7 +215,7 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 func (x *Eraser) lastRecord(ctx context.Context, session string) (AuditRecord, bool, error) {
 	var rec AuditRecord
 	var m *jetstream.RawStreamMsg
-	err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		m, err = x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
 		return err
 	})
@@ -244,20 +245,38 @@ func (x *Eraser) forgetErased(session string) {
 }
 
 // record appends rec (its kind, stream and time filled in) to session's
-// audit subject.
+// audit subject, with msgID as its message id ("": one of its own).
 func (x *Eraser) record(ctx context.Context, session string, rec AuditRecord, msgID string) (uint64, error) {
 	rec.Kind, rec.Session, rec.Stream = "erase", session, x.log.name
 	rec.Time = time.Now().UTC().Truncate(time.Millisecond)
 	data, _ := json.Marshal(rec)
-	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(x.AuditStream())}
-	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
+	if msgID == "" {
+		msgID = "audit-" + ulid.Make().String()
 	}
-	ack, err := x.js.Publish(ctx, x.AuditSubject(session), data, opts...)
+	return x.publishAudit(ctx, x.AuditSubject(session), data, msgID)
+}
+
+// publishAudit appends data to the audit stream on subj, sent again
+// (deduplicated by msgID) after a reconnect or a second without an ack.
+func (x *Eraser) publishAudit(ctx context.Context, subj string, data []byte, msgID string) (uint64, error) {
+	var ack *jetstream.PubAck
+	err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
+		ack, err = x.js.Publish(ctx, subj, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(x.AuditStream()))
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
 	return ack.Sequence, nil
+}
+
+// purge purges subj below seq from stream, asked again after a reconnect
+// or a second without an answer (a purge below a sequence is the same
+// purge twice).
+func (x *Eraser) purge(ctx context.Context, stream jetstream.Stream, subj string, seq uint64) error {
+	return x.log.retryIdempotent(ctx, func(ctx context.Context) error {
+		return stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(seq))
+	})
 }
 
 // Begin records the intent to erase session, before anything of it is
@@ -363,7 +382,7 @@ func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (Era
 				return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, err)
 			}
 		}
-		err = stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(deleted))
+		err = x.purge(ctx, stream, subj, deleted)
 		if x.AfterPurge != nil {
 			x.AfterPurge(rep, err)
 		}
@@ -397,7 +416,7 @@ func (x *Eraser) countBelow(ctx context.Context, stream jetstream.Stream, sessio
 	l := x.log
 	subj := l.Subject(session)
 	var info *jetstream.StreamInfo
-	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		info, err = stream.Info(ctx, jetstream.WithSubjectFilter(subj))
 		return err
 	})
@@ -439,7 +458,7 @@ func (x *Eraser) Unfinished(ctx context.Context, after uint64) (map[string]Audit
 	subj := x.subj + "*"
 	for seq := after + 1; ; {
 		var m *jetstream.RawStreamMsg
-		err := x.log.retryRead(ctx, func(ctx context.Context) (err error) {
+		err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 			m, err = x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 			return err
 		})
@@ -493,7 +512,7 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 	for seq := uint64(1); ; {
 		var data []byte
 		var m *jetstream.RawStreamMsg
-		err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+		err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 			m, err = st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 			return err
 		})

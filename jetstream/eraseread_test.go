@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
@@ -146,5 +147,77 @@ func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 			}
 			return err
 		})
+	}
+}
+
+// An erase's audit record sent to a leader that goes silent (its routes
+// stay open and carry nothing) is sent again, deduplicated by its
+// message id, until the replicas left elect a new leader, so the erase
+// goes through within its deadline rather than waiting it out.
+func TestEraseRecordIsSentAgainWhenTheAuditLeaderIsSilent(t *testing.T) {
+	c := natstest.Cluster(t, 3)
+	ctx := context.Background()
+	var (
+		l   *jetstream.Log
+		x   *jetstream.Eraser
+		err error
+	)
+	nc0 := natstest.Connect(t, c.ClientURL(0), nats.DontRandomize())
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		if l == nil {
+			if l, err = jetstream.OpenLog(ctx, nc0, jetstream.LogConfig{Replicas: 3, AllowDeletes: true}); err != nil {
+				return err
+			}
+		}
+		x, err = l.NewEraser(ctx, nil)
+		return err
+	})
+	if _, err := l.Append(ctx, "victim", 0, events.New("victim", "web", "user:alice", events.ToolDisabled{Name: "bash"})); err != nil {
+		t.Fatal(err)
+	}
+	audit, events := x.AuditStream(), l.StreamName()
+	al := c.WaitStreamLeader("$G", audit, 30*time.Second)
+	client := (al + 1) % c.N()
+	if el := c.WaitStreamLeader("$G", events, 30*time.Second); el == al {
+		// The event stream's leader stays up: only the audit stream's
+		// leader goes silent.
+		t.Logf("the audit stream and the event stream share leader node %d; the client is on node %d", al, client)
+	}
+	nc := natstest.Connect(t, c.ClientURL(client), nats.DontRandomize())
+	l2, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3, AllowDeletes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2, err := l2.NewEraser(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Blackhole(al)
+	t.Cleanup(func() { c.Heal(al) })
+	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := x2.Begin(bctx, "victim", 0); err != nil {
+		t.Fatalf("begin the erase with the audit leader (node %d) silent: %v after %s", al, err, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("begun in %s with the audit leader silent", time.Since(start).Round(time.Millisecond))
+	un, _, err := x2.Unfinished(bctx, 0)
+	if err != nil || len(un) != 1 || un["victim"].Phase != jetstream.PhaseBegun {
+		t.Fatalf("audit records after the begin: %v %v, want victim's begun record", un, err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(bctx, audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(bctx, natsjs.WithSubjectFilter(x2.AuditSubject("victim")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[x2.AuditSubject("victim")]; n != 1 {
+		t.Fatalf("the audit stream holds %d records of victim, want the begun record once", n)
 	}
 }

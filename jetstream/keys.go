@@ -368,7 +368,7 @@ func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, e
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	var m *jetstream.RawStreamMsg
-	err := l.retryRead(ctx, func(ctx context.Context) error {
+	err := l.retryIdempotent(ctx, func(ctx context.Context) error {
 		var err error
 		m, err = l.stream.GetMsg(ctx, seq)
 		return err

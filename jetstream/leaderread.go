@@ -118,7 +118,7 @@ func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest
 	defer cancel()
 	req, _ := json.Marshal(get)
 	var m *nats.Msg
-	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		m, err = l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
 		return err
 	})

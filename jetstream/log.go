@@ -398,7 +398,7 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	var msg *jetstream.RawStreamMsg
-	err := l.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		msg, err = l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
 		return err
 	})

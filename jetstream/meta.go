@@ -84,7 +84,7 @@ func (l *Log) openSharedBucket(ctx context.Context, bucket, description string) 
 
 // getEntry reads key from kv within the log's timeout; a missing key is a
 // nil entry and no error. The read is asked again when a reconnect or a
-// silent replica leaves it unanswered (retryRead): a direct get answered
+// silent replica leaves it unanswered (retryIdempotent): a direct get answered
 // by a replica that is cut off or dies after taking the request is never
 // answered, and the caller (the projection's view reads, say) would wait
 // out its whole deadline (writers on the majority stalled 30 s after the
@@ -93,7 +93,7 @@ func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	var e jetstream.KeyValueEntry
-	err := l.retryRead(ctx, func(ctx context.Context) error {
+	err := l.retryIdempotent(ctx, func(ctx context.Context) error {
 		var err error
 		e, err = kv.Get(ctx, key)
 		return err

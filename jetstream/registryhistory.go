@@ -122,7 +122,7 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 	defer cancel()
 	subj := h.subject(version)
 	var m *jetstream.RawStreamMsg
-	err := h.log.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := h.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		m, err = h.stream.GetLastMsgForSubject(ctx, subj)
 		return err
 	})
@@ -157,7 +157,7 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 	var header nats.Header
 	var data []byte
 	var m *jetstream.RawStreamMsg
-	err := h.log.retryRead(ctx, func(ctx context.Context) (err error) {
+	err := h.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
 		m, err = h.stream.GetLastMsgForSubject(ctx, h.subject(version))
 		return err
 	})

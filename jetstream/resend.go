@@ -147,11 +147,12 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 // its reply before it is sent again.
 const resendWait = time.Second
 
-// retryRead runs an idempotent read and asks again, at once, when the
-// connection reconnects before it answered or no answer came within
-// readIdle (a request to a node that died is never answered), while ctx
-// lasts.
-func (l *Log) retryRead(ctx context.Context, read func(context.Context) error) error {
+// retryIdempotent runs an idempotent request (a read, a publish the
+// stream deduplicates by its message id, a purge below a sequence) and
+// asks again, at once, when the connection reconnects before it answered
+// or no answer came within readIdle (a request to a node that died is
+// never answered), while ctx lasts.
+func (l *Log) retryIdempotent(ctx context.Context, read func(context.Context) error) error {
 	for {
 		w := newBatchWait(ctx, l.reconnected())
 		err := read(w.ctx)
