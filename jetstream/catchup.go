@@ -35,7 +35,7 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 		from = 1
 	}
 	// An empty stream past from: nothing to wait for (Next would block).
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("catch up from %d: stream info %s: %w", from, l.name, err)
 	}

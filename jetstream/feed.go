@@ -469,7 +469,7 @@ func (l *Log) FeedPosition(ctx context.Context, durable string) (pos FeedPositio
 func (l *Log) position(ctx context.Context, info *jetstream.ConsumerInfo) (FeedPosition, error) {
 	pos := FeedPosition{AckFloor: info.AckFloor.Stream, Delivered: info.Delivered.Stream, Undelivered: info.NumPending}
 	if info.AckFloor.Consumer == 0 {
-		sinfo, err := l.stream.Info(ctx)
+		sinfo, err := l.streamInfo(ctx)
 		if err != nil {
 			return FeedPosition{}, fmt.Errorf("feed position: stream info %s: %w", l.name, err)
 		}

@@ -303,6 +303,18 @@ func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, l.cfg.Timeout)
 }
 
+// streamInfo asks the event stream's leader for the stream's info, asking
+// again after a reconnect or a second without an answer: a leader that
+// died or went silent never answers, and the replicas left elect another.
+func (l *Log) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	var info *jetstream.StreamInfo
+	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
+		info, err = l.stream.Info(ctx)
+		return err
+	})
+	return info, err
+}
+
 // StreamName is the name of the event stream.
 func (l *Log) StreamName() string { return l.name }
 
@@ -420,7 +432,7 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 func (l *Log) StreamLeader(ctx context.Context) (last uint64, leader string, single bool, err error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return 0, "", false, fmt.Errorf("stream info %s: %w", l.name, err)
 	}
@@ -434,7 +446,7 @@ func (l *Log) StreamLeader(ctx context.Context) (last uint64, leader string, sin
 func (l *Log) LastStreamSeq(ctx context.Context) (uint64, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("stream info %s: %w", l.name, err)
 	}

@@ -283,7 +283,7 @@ func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 func (l *Log) LastSeqRange(ctx context.Context) (first, last, msgs uint64, err error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("stream info %s: %w", l.name, err)
 	}

@@ -257,7 +257,7 @@ func (w *batchWait) stop() {
 // replay that reads fewer events than the leader counts up to its last
 // sequence returns an error matching ErrReplayShort, to be asked again.
 func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) error {
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("replay: stream info %s: %w", l.name, err)
 	}

@@ -110,7 +110,7 @@ type StreamState struct {
 func (l *Log) StreamState(ctx context.Context) (StreamState, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	info, err := l.stream.Info(ctx)
+	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return StreamState{}, fmt.Errorf("stream info %s: %w", l.name, err)
 	}

@@ -221,3 +221,42 @@ func TestEraseRecordIsSentAgainWhenTheAuditLeaderIsSilent(t *testing.T) {
 		t.Fatalf("the audit stream holds %d records of victim, want the begun record once", n)
 	}
 }
+
+// The event stream's info (its last sequence: what a rebuild, a replay
+// and the projection's catch-up start from) asked of a leader that goes
+// silent is asked again until the replicas left elect a new leader, and
+// answers with the stream's last sequence within the caller's deadline.
+func TestStreamInfoIsAskedAgainWhenTheLeaderIsSilent(t *testing.T) {
+	c := natstest.Cluster(t, 3)
+	ctx := context.Background()
+	var (
+		l   *jetstream.Log
+		err error
+	)
+	nc0 := natstest.Connect(t, c.ClientURL(0), nats.DontRandomize())
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		l, err = jetstream.OpenLog(ctx, nc0, jetstream.LogConfig{Replicas: 3})
+		return err
+	})
+	r, err := l.Append(ctx, "s1", 0, events.New("s1", "web", "user:alice", events.ToolDisabled{Name: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.WaitStreamLeader("$G", l.StreamName(), 30*time.Second)
+	client := (leader + 1) % c.N()
+	nc := natstest.Connect(t, c.ClientURL(client), nats.DontRandomize())
+	l2, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Blackhole(leader)
+	t.Cleanup(func() { c.Heal(leader) })
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	last, err := l2.LastStreamSeq(sctx)
+	if err != nil || last != r.Last {
+		t.Fatalf("last sequence with the leader (node %d) silent: %d, %v after %s; want %d", leader, last, err, time.Since(start).Round(time.Millisecond), r.Last)
+	}
+	t.Logf("answered in %s with the leader silent", time.Since(start).Round(time.Millisecond))
+}
