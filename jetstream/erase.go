@@ -180,10 +180,8 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 		return false, nil
 	}
 	if !nonEmpty {
-		var info *jetstream.StreamInfo
-		err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-			info, err = x.audit.Info(ctx)
-			return err
+		info, err := ask(ctx, x.log, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+			return x.audit.Info(ctx)
 		})
 		if err == nil {
 			x.mu.Lock()
@@ -214,10 +212,8 @@ func (x *Eraser) Erased(ctx context.Context, session string) (bool, error) {
 // died or went silent never answers).
 func (x *Eraser) lastRecord(ctx context.Context, session string) (AuditRecord, bool, error) {
 	var rec AuditRecord
-	var m *jetstream.RawStreamMsg
-	err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		m, err = x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
-		return err
+	m, err := ask(ctx, x.log, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return x.audit.GetLastMsgForSubject(ctx, x.AuditSubject(session))
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return rec, false, nil
@@ -259,10 +255,8 @@ func (x *Eraser) record(ctx context.Context, session string, rec AuditRecord, ms
 // publishAudit appends data to the audit stream on subj, sent again
 // (deduplicated by msgID) after a reconnect or a second without an ack.
 func (x *Eraser) publishAudit(ctx context.Context, subj string, data []byte, msgID string) (uint64, error) {
-	var ack *jetstream.PubAck
-	err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		ack, err = x.js.Publish(ctx, subj, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(x.AuditStream()))
-		return err
+	ack, err := ask(ctx, x.log, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return x.js.Publish(ctx, subj, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(x.AuditStream()))
 	})
 	if err != nil {
 		return 0, err
@@ -274,9 +268,10 @@ func (x *Eraser) publishAudit(ctx context.Context, subj string, data []byte, msg
 // or a second without an answer (a purge below a sequence is the same
 // purge twice).
 func (x *Eraser) purge(ctx context.Context, stream jetstream.Stream, subj string, seq uint64) error {
-	return x.log.retryIdempotent(ctx, func(ctx context.Context) error {
-		return stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(seq))
+	_, err := ask(ctx, x.log, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(seq))
 	})
+	return err
 }
 
 // Begin records the intent to erase session, before anything of it is
@@ -415,10 +410,8 @@ func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (Era
 func (x *Eraser) countBelow(ctx context.Context, stream jetstream.Stream, session string, seq uint64) (uint64, error) {
 	l := x.log
 	subj := l.Subject(session)
-	var info *jetstream.StreamInfo
-	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		info, err = stream.Info(ctx, jetstream.WithSubjectFilter(subj))
-		return err
+	info, err := ask(ctx, l, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return stream.Info(ctx, jetstream.WithSubjectFilter(subj))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("erase %q: count events: %w", session, err)
@@ -457,10 +450,8 @@ func (x *Eraser) Unfinished(ctx context.Context, after uint64) (map[string]Audit
 	out := map[string]AuditRecord{}
 	subj := x.subj + "*"
 	for seq := after + 1; ; {
-		var m *jetstream.RawStreamMsg
-		err := x.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-			m, err = x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-			return err
+		m, err := ask(ctx, x.log, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return x.audit.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return out, seq - 1, nil
@@ -511,10 +502,8 @@ func (l *Log) ErasedRanges(ctx context.Context) ([]SeqRange, error) {
 	subj := l.cfg.Prefix + ".audit.>" // erases and compactions
 	for seq := uint64(1); ; {
 		var data []byte
-		var m *jetstream.RawStreamMsg
-		err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-			m, err = st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-			return err
+		m, err := ask(ctx, l, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			// A replica behind the audit stream's leader ends the list

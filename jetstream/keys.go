@@ -367,11 +367,8 @@ func (l *Log) idAt(ctx context.Context, seq uint64) (subject, msgID string, err 
 func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	var m *jetstream.RawStreamMsg
-	err := l.retryIdempotent(ctx, func(ctx context.Context) error {
-		var err error
-		m, err = l.stream.GetMsg(ctx, seq)
-		return err
+	m, err := ask(ctx, l, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return l.stream.GetMsg(ctx, seq)
 	})
 	if err == nil {
 		l.msgsRead.Add(1)

@@ -117,10 +117,8 @@ func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	req, _ := json.Marshal(get)
-	var m *nats.Msg
-	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		m, err = l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
-		return err
+	m, err := ask(ctx, l, func(ctx context.Context) (*nats.Msg, error) {
+		return l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
 	})
 	if err != nil {
 		return storedMsg{}, err

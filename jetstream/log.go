@@ -307,10 +307,8 @@ func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelF
 // again after a reconnect or a second without an answer: a leader that
 // died or went silent never answers, and the replicas left elect another.
 func (l *Log) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
-	var info *jetstream.StreamInfo
-	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		info, err = l.stream.Info(ctx)
-		return err
+	info, err := ask(ctx, l, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return l.stream.Info(ctx)
 	})
 	return info, err
 }
@@ -409,10 +407,8 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	var msg *jetstream.RawStreamMsg
-	err := l.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		msg, err = l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
-		return err
+	msg, err := ask(ctx, l, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil

@@ -84,7 +84,7 @@ func (l *Log) openSharedBucket(ctx context.Context, bucket, description string) 
 
 // getEntry reads key from kv within the log's timeout; a missing key is a
 // nil entry and no error. The read is asked again when a reconnect or a
-// silent replica leaves it unanswered (retryIdempotent): a direct get answered
+// silent replica leaves it unanswered (ask): a direct get answered
 // by a replica that is cut off or dies after taking the request is never
 // answered, and the caller (the projection's view reads, say) would wait
 // out its whole deadline (writers on the majority stalled 30 s after the
@@ -92,11 +92,8 @@ func (l *Log) openSharedBucket(ctx context.Context, bucket, description string) 
 func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	var e jetstream.KeyValueEntry
-	err := l.retryIdempotent(ctx, func(ctx context.Context) error {
-		var err error
-		e, err = kv.Get(ctx, key)
-		return err
+	e, err := ask(ctx, l, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return kv.Get(ctx, key)
 	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
@@ -265,17 +262,26 @@ func (m *Meta) Release(ctx context.Context, l Lease) error {
 // ReleaseOwner gives the runner lease up if owner holds it, at whatever
 // revision it now has: a stopping runner's last write (an acquire or a
 // renewal that the stop cut short) may have reached the server without
-// its reply, leaving a revision the runner never learnt. It reports
-// whether it released one.
+// its reply, leaving a revision the runner never learnt, and may still be
+// on its way (the server answers the read before it stores a write sent
+// earlier, as may a replica behind): a release refused at the revision
+// read reads again, while ctx lasts. It reports whether it released one.
 func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
-	v, rev, err := m.get(ctx, metaRunner)
-	if err != nil || v == nil || parseLease(v, rev).Owner != owner {
-		return false, err
+	ctx, cancel := m.log.withTimeout(ctx)
+	defer cancel()
+	for {
+		v, rev, err := m.get(ctx, metaRunner)
+		if err != nil || v == nil || parseLease(v, rev).Owner != owner {
+			return false, err
+		}
+		err = m.Release(ctx, Lease{Owner: owner, Revision: rev})
+		if err == nil {
+			return true, nil
+		}
+		if serr := Sleep(ctx, 20*time.Millisecond); serr != nil {
+			return false, err
+		}
 	}
-	if err := m.Release(ctx, Lease{Owner: owner, Revision: rev}); err != nil {
-		return false, err
-	}
-	return true, nil
 }
 
 // LastSeqRange reports the stream's first and last sequence and its

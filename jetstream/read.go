@@ -111,6 +111,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 	// prefix or domain like every other request.
 	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
+	idle := readIdle
 	for {
 		// A context ended before a request fails the read: the select
 		// below may otherwise take an already-arrived reply over a done
@@ -142,7 +143,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		got := 0
 		var last uint64
 		done, again := false, false
-		w := newBatchWait(ctx, rc)
+		w := newBatchWait(ctx, rc, idle)
 		for {
 			m, err := w.next(msgs)
 			if errors.Is(err, errReadAgain) {
@@ -189,6 +190,9 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		if again {
 			if last > 0 {
 				from = last + 1
+				idle = readIdle
+			} else {
+				idle = nextIdle(idle)
 			}
 			continue
 		}
@@ -202,23 +206,33 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 // errReadAgain: a direct-get batch stopped arriving; ask again.
 var errReadAgain = errors.New("direct get batch interrupted")
 
-// readIdle is how long a direct-get batch may go without a reply before
-// it is asked again: a replica that dies mid-batch never finishes it.
-const readIdle = time.Second
+// readIdle is how long a request may go without a reply before it is
+// asked again: a replica that dies mid-batch never finishes it, and a
+// node that died or went silent never answers. Each ask in a row that
+// gets nothing waits twice as long, up to maxReadIdle, so that a server
+// slower than readIdle still answers.
+const (
+	readIdle    = time.Second
+	maxReadIdle = 8 * time.Second
+)
 
-// batchWait bounds the wait for one direct-get batch's replies: it ends
-// (errReadAgain) when no reply came for readIdle or the connection
+// nextIdle is the wait after one of idle that got no reply.
+func nextIdle(idle time.Duration) time.Duration { return min(2*idle, maxReadIdle) }
+
+// batchWait bounds the wait for one request's replies: it ends
+// (errReadAgain) when no reply came for its idle time or the connection
 // reconnected (the request went out on the old connection).
 type batchWait struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	idle   time.Duration
 }
 
-func newBatchWait(ctx context.Context, rc <-chan struct{}) *batchWait {
+func newBatchWait(ctx context.Context, rc <-chan struct{}, idle time.Duration) *batchWait {
 	wctx, cancel := context.WithCancelCause(ctx)
-	w := &batchWait{ctx: wctx, cancel: cancel}
-	w.timer = time.AfterFunc(readIdle, func() { cancel(errReadAgain) })
+	w := &batchWait{ctx: wctx, cancel: cancel, idle: idle}
+	w.timer = time.AfterFunc(idle, func() { cancel(errReadAgain) })
 	go func() {
 		select {
 		case <-rc:
@@ -233,7 +247,7 @@ func newBatchWait(ctx context.Context, rc <-chan struct{}) *batchWait {
 func (w *batchWait) next(msgs <-chan *nats.Msg) (*nats.Msg, error) {
 	select {
 	case m := <-msgs:
-		w.timer.Reset(readIdle)
+		w.timer.Reset(w.idle)
 		return m, nil
 	case <-w.ctx.Done():
 		if errors.Is(context.Cause(w.ctx), errReadAgain) {

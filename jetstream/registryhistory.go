@@ -121,10 +121,8 @@ func (h *RegistryHistory) Record(ctx context.Context, version string, data []byt
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
 	subj := h.subject(version)
-	var m *jetstream.RawStreamMsg
-	err := h.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		m, err = h.stream.GetLastMsgForSubject(ctx, subj)
-		return err
+	m, err := ask(ctx, h.log, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return h.stream.GetLastMsgForSubject(ctx, subj)
 	})
 	if err == nil && !isTombstone(m.Header) && string(m.Data) == string(data) {
 		return nil
@@ -156,10 +154,8 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 	defer cancel()
 	var header nats.Header
 	var data []byte
-	var m *jetstream.RawStreamMsg
-	err := h.log.retryIdempotent(ctx, func(ctx context.Context) (err error) {
-		m, err = h.stream.GetLastMsgForSubject(ctx, h.subject(version))
-		return err
+	m, err := ask(ctx, h.log, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return h.stream.GetLastMsgForSubject(ctx, h.subject(version))
 	})
 	switch {
 	case err == nil:

@@ -147,19 +147,57 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 // its reply before it is sent again.
 const resendWait = time.Second
 
-// retryIdempotent runs an idempotent request (a read, a publish the
-// stream deduplicates by its message id, a purge below a sequence) and
-// asks again, at once, when the connection reconnects before it answered
-// or no answer came within readIdle (a request to a node that died is
-// never answered), while ctx lasts.
-func (l *Log) retryIdempotent(ctx context.Context, read func(context.Context) error) error {
+// ask runs an idempotent request (a read, a publish the stream
+// deduplicates by its message id, a purge below a sequence) and returns
+// its first answer. A request handed to a node that died or went silent
+// is never answered, so each readIdle without an answer, and at a
+// reconnect, it asks again; the first ask stays open for the whole of ctx
+// (a healthy server slower than readIdle still answers it) and each
+// re-ask gives up the one before, so at most two are open. ctx without a
+// deadline gets the log's Timeout.
+func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	type answer struct {
+		v   T
+		err error
+		ctx context.Context // the ask's own
+	}
+	answers := make(chan answer)
+	start := func(actx context.Context) {
+		go func() {
+			v, err := req(actx)
+			select {
+			case answers <- answer{v, err, actx}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	start(ctx)
+	giveUp := context.CancelFunc(func() {})
+	defer func() { giveUp() }()
+	idle := time.NewTimer(readIdle)
+	defer idle.Stop()
+	rc := l.reconnected()
 	for {
-		w := newBatchWait(ctx, l.reconnected())
-		err := read(w.ctx)
-		again := err != nil && errors.Is(context.Cause(w.ctx), errReadAgain) && ctx.Err() == nil
-		w.stop()
-		if !again {
-			return err
+		select {
+		case a := <-answers:
+			if a.err != nil && a.ctx != ctx && a.ctx.Err() != nil && ctx.Err() == nil {
+				continue // a re-ask given up for a later one
+			}
+			return a.v, a.err
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		case <-idle.C:
+		case <-rc:
+			rc = l.reconnected()
+			idle.Stop()
 		}
+		giveUp()
+		actx, cancelAsk := context.WithCancel(ctx)
+		giveUp = cancelAsk
+		start(actx)
+		idle.Reset(readIdle)
 	}
 }

@@ -2,7 +2,10 @@ package jetstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +22,8 @@ import (
 // sequence, the erased ranges, the unfinished erases) ask again when
 // their request went to a replica cut off without a word, so none waits
 // out its caller's whole deadline. Direct gets are spread over the three
-// replicas: of 10 rounds, some go to the silent follower.
+// replicas: in 4 rounds of 4 calls, about a third go to the silent
+// follower.
 func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 	c := natstest.Cluster(t, 3)
 	ctx := context.Background()
@@ -104,8 +108,9 @@ func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 	})
 	c.Blackhole(silent)
 	// Each call has its own deadline, far above the 1 s re-ask: a call
-	// that reads several records may meet the silent node more than once.
-	const deadline = 10 * time.Second
+	// that reads several records may meet the silent node more than once,
+	// and each ask in a row that meets it waits twice as long.
+	const deadline = 30 * time.Second
 	call := func(round int, what string, read func(context.Context) error) {
 		t.Helper()
 		rctx, cancel := context.WithTimeout(ctx, deadline)
@@ -259,4 +264,103 @@ func TestStreamInfoIsAskedAgainWhenTheLeaderIsSilent(t *testing.T) {
 		t.Fatalf("last sequence with the leader (node %d) silent: %d, %v after %s; want %d", leader, last, err, time.Since(start).Round(time.Millisecond), r.Last)
 	}
 	t.Logf("answered in %s with the leader silent", time.Since(start).Round(time.Millisecond))
+}
+
+// slowAPI forwards the JetStream API requests made on the prefix
+// SLOW.API to the server; once on, it holds back those whose verb starts
+// with held for delay (forever when delay is negative), and counts them.
+type slowAPI struct {
+	held  string
+	delay time.Duration
+	on    atomic.Bool
+	asked atomic.Int64
+}
+
+func startSlowAPI(t *testing.T, url, held string, delay time.Duration) *slowAPI {
+	t.Helper()
+	nc := natstest.Connect(t, url)
+	s := &slowAPI{held: held, delay: delay}
+	_, err := nc.Subscribe("SLOW.API.>", func(m *nats.Msg) {
+		verb := strings.TrimPrefix(m.Subject, "SLOW.API.")
+		out := &nats.Msg{Subject: "$JS.API." + verb, Reply: m.Reply, Data: m.Data, Header: m.Header}
+		if !s.on.Load() || !strings.HasPrefix(verb, s.held) {
+			_ = nc.PublishMsg(out)
+			return
+		}
+		s.asked.Add(1)
+		if s.delay < 0 {
+			return
+		}
+		time.AfterFunc(s.delay, func() { _ = nc.PublishMsg(out) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A healthy server slower than the re-ask (2.5 s for a stream info or a
+// purge, on a busy machine or a slow disk) still answers: the first ask
+// stays open while the re-asks go out, at most two at a time, so the
+// call returns with the first answer instead of abandoning each ask at
+// one second until its deadline.
+func TestSlowServerAnswersTheFirstAsk(t *testing.T) {
+	for _, verb := range []string{"STREAM.INFO.", "STREAM.PURGE."} {
+		srv := natstest.Server(t)
+		s := startSlowAPI(t, srv.ClientURL(), verb, 2500*time.Millisecond)
+		nc := natstest.Connect(t, srv.ClientURL())
+		ctx := context.Background()
+		l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{APIPrefix: "SLOW.API", AllowDeletes: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := l.NewEraser(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Append(ctx, "gone", 0, events.New("gone", "web", "user:alice", events.ToolDisabled{Name: "bash"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := closeSession(t, l, "gone", r.Last)
+		s.on.Store(true)
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		start := time.Now()
+		if verb == "STREAM.INFO." {
+			last, err := l.LastStreamSeq(cctx)
+			if err != nil || last != deleted {
+				t.Fatalf("stream info answered in 2.5 s: last %d, %v after %s; want %d", last, err, time.Since(start).Round(time.Millisecond), deleted)
+			}
+		} else if rep, err := x.Erase(cctx, "gone", deleted); err != nil || rep.Purged != 1 {
+			t.Fatalf("erase whose purge is answered in 2.5 s: %+v, %v after %s; want 1 event purged", rep, err, time.Since(start).Round(time.Millisecond))
+		}
+		cancel()
+		took := time.Since(start)
+		if took > 5*time.Second || s.asked.Load() > 4 {
+			t.Fatalf("%s answered in 2.5 s: the call took %s and asked %d times; want the first ask's answer", verb, took.Round(time.Millisecond), s.asked.Load())
+		}
+		t.Logf("%s: %s, %d asks", verb, took.Round(time.Millisecond), s.asked.Load())
+	}
+}
+
+// A request never answered, made without a deadline (the projection's
+// catch-up, a replay), fails after the log's Timeout rather than asking
+// again for ever.
+func TestUnansweredRequestWithoutDeadlineFailsAfterTheLogsTimeout(t *testing.T) {
+	srv := natstest.Server(t)
+	s := startSlowAPI(t, srv.ClientURL(), "STREAM.INFO.", -1)
+	nc := natstest.Connect(t, srv.ClientURL())
+	l, err := jetstream.OpenLog(context.Background(), nc, jetstream.LogConfig{APIPrefix: "SLOW.API", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.on.Store(true)
+	start := time.Now()
+	err = l.Replay(context.Background(), 0, func(jetstream.Record) error { return nil })
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 4*time.Second {
+		t.Fatalf("replay with the stream info unanswered: %v after %s; want the 2 s timeout", err, took.Round(time.Millisecond))
+	}
 }

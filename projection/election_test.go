@@ -206,3 +206,54 @@ func TestRunnerThatStopsFoldingCallsOnStandby(t *testing.T) {
 		t.Fatalf("after Run returned: OnStandby called %d times (want 1), runner %v", n, p.Runner())
 	}
 }
+
+// A runner stopped at any moment, a renewal on its way included (renewals
+// every 2 ms make the stop meet one often), leaves the lease free: another
+// owner takes it at once rather than after the lease's 10 s.
+func TestRunnerStoppedMidRenewalLeavesTheLeaseFree(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	m, err := e.log.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 40
+	held := 0
+	for i := 0; i < rounds; i++ {
+		p, err := projection.Open(ctx, e.log, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 2 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = p.Run(rctx); close(done) }()
+		natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			if !p.Runner() {
+				return errors.New("not runner yet")
+			}
+			return nil
+		})
+		time.Sleep(time.Duration(20+rand.IntN(30)) * time.Millisecond)
+		cancel()
+		<-done
+		b, err := m.Acquire(ctx, "engine-b", time.Minute)
+		if errors.Is(err, jetstream.ErrLeaseHeld) {
+			held++
+			t.Logf("round %d: after engine-a stopped: %v", i, err)
+			ok, rerr := m.ReleaseOwner(ctx, "engine-a") // free it for the next round
+			if rerr != nil || !ok {
+				t.Fatalf("cleanup: %v %v", ok, rerr)
+			}
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Release(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held > 0 {
+		t.Errorf("a stopped runner's lease stayed held (10 s) in %d of %d stops", held, rounds)
+	}
+}

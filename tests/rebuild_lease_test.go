@@ -13,10 +13,9 @@ import (
 // A projection runner gives its lease up however it stops: engine rebuild
 // run right after a clean stop, or right after another rebuild, is not
 // refused, and an engine started right after a rebuild folds at once
-// instead of standing by until the lease expires. Each round stops the
-// engine a little later after it is ready, so that the stop meets the
-// projection acquiring, renewing or folding; one stream and three
-// partitions.
+// instead of standing by until the lease expires (its info log would say
+// "standing by"). Each round stops the engine a little later after it is
+// ready; one stream and three partitions.
 func TestRebuildRightAfterAStopOrARebuildIsNotRefused(t *testing.T) {
 	for _, parts := range []string{"1", "3"} {
 		url := natstest.Server(t).ClientURL()
@@ -29,7 +28,7 @@ func TestRebuildRightAfterAStopOrARebuildIsNotRefused(t *testing.T) {
 			}
 		}
 		for round := range 4 {
-			p := startEngine(t, t.TempDir(), "--nats", url, "--partitions", parts)
+			p := startEngine(t, t.TempDir(), "--nats", url, "--partitions", parts, "--log-level", "info")
 			time.Sleep(time.Duration(round) * 100 * time.Millisecond)
 			p.Stop(t)
 			if strings.Contains(p.Stderr.String(), "standing by") {
