@@ -158,6 +158,9 @@ const resendWait = time.Second
 func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	// Returning gives up every ask still open.
+	ctx, giveUpAll := context.WithCancel(ctx)
+	defer giveUpAll()
 	type answer struct {
 		v   T
 		err error
