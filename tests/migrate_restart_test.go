@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -79,21 +77,7 @@ func TestMigratedStoreRestartsAfterErasesCompactionsAndTheServersRewrite(t *test
 	defer cancel()
 	appendN := func(p *engineProc, session string, n int) {
 		t.Helper()
-		web := p.GoClient("web")
-		for n > 0 {
-			k := min(n, 100)
-			cmds := make([]client.Command, k)
-			for i := range cmds {
-				cmds[i] = client.Enable()
-				if i%2 == 1 {
-					cmds[i] = client.Disable()
-				}
-			}
-			if _, err := web.Append(ctx, client.AppendRequest{Session: session, Commands: cmds}); err != nil {
-				t.Fatalf("append %d to %s: %v", k, session, err)
-			}
-			n -= k
-		}
+		appendToggles(ctx, t, p.GoClient("web"), session, n)
 	}
 	one := startEngine(t, t.TempDir(), "--nats", url)
 	appendN(one, "victim", 2)
@@ -140,17 +124,7 @@ func TestMigratedStoreRestartsAfterErasesCompactionsAndTheServersRewrite(t *test
 		}
 	}
 
-	blk := filepath.Join(store, "jetstream", "$G", "streams", "TOOLS_EVENTS", "msgs", "1.blk")
-	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-		fi, err := os.Stat(blk)
-		if err != nil {
-			return err
-		}
-		if fi.Size() > 1<<20 {
-			return fmt.Errorf("1.blk is %d bytes: the server has not rewritten it yet", fi.Size())
-		}
-		return nil
-	})
+	waitFirstBlockRewritten(t, store)
 
 	stage := 0
 	check := func(when string, p *engineProc) {

@@ -45,6 +45,44 @@ func subjectCounts(t *testing.T, nc *nats.Conn) map[string]uint64 {
 	return info.State.Subjects
 }
 
+// appendToggles appends n events to session through c, in requests of
+// 100: Enable and Disable in turn, each about 200 bytes stored.
+func appendToggles(ctx context.Context, t *testing.T, c *client.Client, session string, n int) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 100)
+		cmds := make([]client.Command, k)
+		for i := range cmds {
+			cmds[i] = client.Enable()
+			if i%2 == 1 {
+				cmds[i] = client.Disable()
+			}
+		}
+		if _, err := c.Append(ctx, client.AppendRequest{Session: session, Commands: cmds}); err != nil {
+			t.Fatalf("append %d to %s: %v", k, session, err)
+		}
+		n -= k
+	}
+}
+
+// waitFirstBlockRewritten waits until the server, in store directory
+// dir, has rewritten the event stream's first block without its purged
+// records (under 1 MiB of its sealed 8 MiB).
+func waitFirstBlockRewritten(t *testing.T, dir string) {
+	t.Helper()
+	blk := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "msgs", "1.blk")
+	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		fi, err := os.Stat(blk)
+		if err != nil {
+			return err
+		}
+		if fi.Size() > 1<<20 {
+			return fmt.Errorf("1.blk is %d bytes: the server has not rewritten it yet", fi.Size())
+		}
+		return nil
+	})
+}
+
 // An erase and a compaction, then the server's own rewrite of the purged
 // blocks (nats-server drops the purged records from a sealed block at its
 // sync interval, 1 s here, 2 min by default), then a clean stop, a kill -9
@@ -58,23 +96,7 @@ func TestPurgedBlocksRewrittenThenRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	web, ops := p.GoClient("web"), p.GoClient("ops")
-	appendN := func(session string, n int) {
-		t.Helper()
-		for n > 0 {
-			k := min(n, 100)
-			cmds := make([]client.Command, k)
-			for i := range cmds {
-				cmds[i] = client.Enable()
-				if i%2 == 1 {
-					cmds[i] = client.Disable()
-				}
-			}
-			if _, err := web.Append(ctx, client.AppendRequest{Session: session, Commands: cmds}); err != nil {
-				t.Fatalf("append %d to %s: %v", k, session, err)
-			}
-			n -= k
-		}
-	}
+	appendN := func(session string, n int) { t.Helper(); appendToggles(ctx, t, web, session, n) }
 	appendN("a0", 1)
 	appendN("victim", 2)
 	appendN("keep", 1)
@@ -105,17 +127,7 @@ func TestPurgedBlocksRewrittenThenRestart(t *testing.T) {
 	}
 	nc.Close()
 
-	blk := filepath.Join(dir, "jetstream", "$G", "streams", "TOOLS_EVENTS", "msgs", "1.blk")
-	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-		fi, err := os.Stat(blk)
-		if err != nil {
-			return err
-		}
-		if fi.Size() > 1<<20 {
-			return fmt.Errorf("1.blk is %d bytes: the server has not rewritten it yet", fi.Size())
-		}
-		return nil
-	})
+	waitFirstBlockRewritten(t, dir)
 
 	stage := 0
 	check := func(when string, p *engineProc) {
