@@ -223,7 +223,10 @@ func (m *Meta) Acquire(ctx context.Context, owner string, ttl time.Duration) (Le
 		}
 	}
 	exp := now.Add(ttl)
-	ctx, cancel := m.log.withTimeout(ctx)
+	// The write, once sent, is waited for even when ctx ends meanwhile: a
+	// runner stopped mid-acquire then knows it holds the lease, and gives
+	// it up, rather than leave it held until it expires.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.log.cfg.Timeout)
 	defer cancel()
 	var nrev uint64
 	if v == nil {

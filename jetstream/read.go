@@ -187,10 +187,12 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			}
 		}
 		w.stop()
+		if got > 0 {
+			idle = readIdle
+		}
 		if again {
 			if last > 0 {
 				from = last + 1
-				idle = readIdle
 			} else {
 				idle = nextIdle(idle)
 			}

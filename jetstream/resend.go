@@ -185,7 +185,11 @@ func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error
 	for {
 		select {
 		case a := <-answers:
-			if a.err != nil && a.ctx != ctx && a.ctx.Err() != nil && ctx.Err() == nil {
+			if a.err != nil && a.ctx != ctx && a.ctx.Err() != nil {
+				if err := ctx.Err(); err != nil {
+					var zero T
+					return zero, err // the call's end, not the given-up re-ask's
+				}
 				continue // a re-ask given up for a later one
 			}
 			return a.v, a.err

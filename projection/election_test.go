@@ -257,3 +257,54 @@ func TestRunnerStoppedMidRenewalLeavesTheLeaseFree(t *testing.T) {
 		t.Errorf("a stopped runner's lease stayed held (10 s) in %d of %d stops", held, rounds)
 	}
 }
+
+// A runner stopped while its first acquire of a free lease is on its way
+// (the stop comes 0-0.8 ms after Run starts, mostly before it is the
+// runner) leaves the lease free too: the acquire's write, once sent, is
+// waited for, so the runner knows it holds the lease and gives it up.
+func TestRunnerStoppedMidAcquireLeavesTheLeaseFree(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	m, err := e.log.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 400
+	held, runner := 0, 0
+	for i := 0; i < rounds; i++ {
+		p, err := projection.Open(ctx, e.log, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = p.Run(rctx); close(done) }()
+		time.Sleep(time.Duration(rand.IntN(800)) * time.Microsecond)
+		if p.Runner() {
+			runner++
+		}
+		cancel()
+		<-done
+		b, err := m.Acquire(ctx, "engine-b", time.Minute)
+		if errors.Is(err, jetstream.ErrLeaseHeld) {
+			held++
+			if held <= 3 {
+				t.Logf("round %d: after engine-a stopped: %v", i, err)
+			}
+			if ok, rerr := m.ReleaseOwner(ctx, "engine-a"); rerr != nil || !ok {
+				t.Fatalf("cleanup: %v %v", ok, rerr)
+			}
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Release(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d of %d stops came after the runner was elected", runner, rounds)
+	if held > 0 {
+		t.Errorf("a runner stopped before or during its acquire left the lease held (10 s) in %d of %d stops", held, rounds)
+	}
+}

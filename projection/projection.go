@@ -337,8 +337,7 @@ func (p *Projection) Run(ctx context.Context) error {
 	}
 	for {
 		lease, err := p.acquire(ctx)
-		if err != nil { // ctx ended, perhaps with an acquire on its way
-			p.releaseOnStop(ctx)
+		if err != nil { // ctx ended
 			return nil
 		}
 		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: holding the lease, folding")
