@@ -20,13 +20,8 @@ import (
 // store, one stream or partitioned, until a second run finishes it, or
 // --abort puts the one stream back.
 func TestMigrateUnsettledStaysUnderWayUntilFinishedOrAborted(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	one, nc := openLog(t)
 	ctx := context.Background()
-	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := one.Append(ctx, "s0", 0, toggled("s0")); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +41,7 @@ func TestMigrateUnsettledStaysUnderWayUntilFinishedOrAborted(t *testing.T) {
 			}
 		}
 	})
-	_, err = jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 3, Settle: 50 * time.Millisecond})
+	_, err := jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 3, Settle: 50 * time.Millisecond})
 	close(stop)
 	wg.Wait()
 	if !errors.Is(err, jetstream.ErrServing) || !strings.Contains(err.Error(), "--abort") {
@@ -88,13 +83,8 @@ func TestMigrateUnsettledStaysUnderWayUntilFinishedOrAborted(t *testing.T) {
 // sessions, an event stored on the wrong side reads back refused, and
 // the logs OpenPartitions returns end with the one stream's.
 func TestMigratedLogsRefuseTheOtherSidesSessions(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	one, nc := openLog(t)
 	ctx := context.Background()
-	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := one.Append(ctx, "kept", 0, toggled("kept")); err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +138,8 @@ func TestMigratedLogsRefuseTheOtherSidesSessions(t *testing.T) {
 // sessions were listed, for a session the listing did not hold, is not
 // served after the migration: Migrate says so, naming the session.
 func TestMigrateNamesSessionsWrittenAfterTheListing(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	one, nc := openLog(t)
 	ctx := context.Background()
-	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := one.Append(ctx, "early", 0, toggled("early")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +192,8 @@ func TestMigrateGivesThePartitionsTheOneStreamsReplicas(t *testing.T) {
 // stored set is kept on the one stream (and the run warns); two runs at
 // once leave one recorded set the store opens with.
 func TestMigrateKeepsLateSessionsAndConcurrentRunsLeaveOneSet(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	one, nc := openLog(t)
 	ctx := context.Background()
-	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := one.Append(ctx, "early", 0, toggled("early")); err != nil {
 		t.Fatal(err)
 	}
@@ -266,13 +246,8 @@ func TestMigrateKeepsLateSessionsAndConcurrentRunsLeaveOneSet(t *testing.T) {
 // session with an event through the sequence the read reached, and the
 // final check names the one written after it.
 func TestMigrateNamesASessionWrittenRightAfterTheLateRead(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	one, nc := openLog(t)
 	ctx := context.Background()
-	one, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := one.Append(ctx, "early", 0, toggled("early")); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +258,7 @@ func TestMigrateNamesASessionWrittenRightAfterTheLateRead(t *testing.T) {
 			}
 		}
 	}
-	_, err = jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 2, Settle: time.Millisecond, Progress: func(step string) {
+	_, err := jetstream.Migrate(ctx, nc, jetstream.LogConfig{}, jetstream.Migration{Partitions: 2, Settle: time.Millisecond, Progress: func(step string) {
 		appendOn(step, "created", "between")
 		appendOn(step, "WARNING", "gap")
 	}})

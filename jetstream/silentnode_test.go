@@ -18,22 +18,18 @@ import (
 	"github.com/toolintent/engine/jetstream"
 )
 
-// The erase path's reads (whether a session is erased, a session's last
-// sequence, the erased ranges, the unfinished erases) ask again when
-// their request went to a replica cut off without a word, so none waits
-// out its caller's whole deadline. Direct gets are spread over the three
-// replicas: in 4 rounds of 4 calls, about a third go to the silent
-// follower.
-func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
-	c := natstest.Cluster(t, 3)
+// eraserOnNode opens, on its own connection to node i of c (and no other
+// node), the 3-replica log and its eraser, waiting up to 60 s while the
+// new cluster elects its leaders.
+func eraserOnNode(t *testing.T, c *natstest.JSCluster, i int) (*jetstream.Log, *jetstream.Eraser) {
+	t.Helper()
 	ctx := context.Background()
+	nc := natstest.Connect(t, c.ClientURL(i), nats.DontRandomize())
 	var (
-		nc  *nats.Conn
 		l   *jetstream.Log
 		x   *jetstream.Eraser
 		err error
 	)
-	nc = natstest.Connect(t, c.ClientURL(0), nats.DontRandomize())
 	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
 		if l == nil {
 			if l, err = jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3, AllowDeletes: true}); err != nil {
@@ -43,6 +39,19 @@ func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 		x, err = l.NewEraser(ctx, nil)
 		return err
 	})
+	return l, x
+}
+
+// The erase path's reads (whether a session is erased, a session's last
+// sequence, the erased ranges, the unfinished erases) ask again when
+// their request went to a replica cut off without a word, so none waits
+// out its caller's whole deadline. Direct gets are spread over the three
+// replicas: in 4 rounds of 4 calls, about a third go to the silent
+// follower.
+func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
+	c := natstest.Cluster(t, 3)
+	ctx := context.Background()
+	l, x := eraserOnNode(t, c, 0)
 	var last uint64
 	for _, s := range []string{"gone", "kept"} {
 		r, err := l.Append(ctx, s, 0, events.New(s, "web", "user:alice", events.ToolDisabled{Name: "bash"}))
@@ -79,15 +88,7 @@ func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 	}
 	client := (silent + 1) % c.N()
 	t.Logf("audit leader: node %d; events leader: node %d; silent: node %d; client on node %d", al, el, silent, client)
-	nc2 := natstest.Connect(t, c.ClientURL(client), nats.DontRandomize())
-	l2, err := jetstream.OpenLog(ctx, nc2, jetstream.LogConfig{Replicas: 3, AllowDeletes: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x2, err := l2.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2, x2 := eraserOnNode(t, c, client)
 	// Every replica answers direct gets once it is current: wait until the
 	// silent node does for both streams, so that some reads go to it.
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
@@ -162,21 +163,7 @@ func TestEraseReadsAskAgainWhenReplicaIsSilent(t *testing.T) {
 func TestEraseRecordIsSentAgainWhenTheAuditLeaderIsSilent(t *testing.T) {
 	c := natstest.Cluster(t, 3)
 	ctx := context.Background()
-	var (
-		l   *jetstream.Log
-		x   *jetstream.Eraser
-		err error
-	)
-	nc0 := natstest.Connect(t, c.ClientURL(0), nats.DontRandomize())
-	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
-		if l == nil {
-			if l, err = jetstream.OpenLog(ctx, nc0, jetstream.LogConfig{Replicas: 3, AllowDeletes: true}); err != nil {
-				return err
-			}
-		}
-		x, err = l.NewEraser(ctx, nil)
-		return err
-	})
+	l, x := eraserOnNode(t, c, 0)
 	if _, err := l.Append(ctx, "victim", 0, events.New("victim", "web", "user:alice", events.ToolDisabled{Name: "bash"})); err != nil {
 		t.Fatal(err)
 	}
@@ -188,15 +175,7 @@ func TestEraseRecordIsSentAgainWhenTheAuditLeaderIsSilent(t *testing.T) {
 		// leader goes silent.
 		t.Logf("the audit stream and the event stream share leader node %d; the client is on node %d", al, client)
 	}
-	nc := natstest.Connect(t, c.ClientURL(client), nats.DontRandomize())
-	l2, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{Replicas: 3, AllowDeletes: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x2, err := l2.NewEraser(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2, x2 := eraserOnNode(t, c, client)
 	c.Blackhole(al)
 	t.Cleanup(func() { c.Heal(al) })
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -214,7 +193,7 @@ func TestEraseRecordIsSentAgainWhenTheAuditLeaderIsSilent(t *testing.T) {
 		}
 		return nil
 	})
-	js, err := natsjs.New(nc)
+	js, err := natsjs.New(l2.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,80 +207,27 @@ func TestRunnerThatStopsFoldingCallsOnStandby(t *testing.T) {
 	}
 }
 
-// A runner stopped at any moment, a renewal on its way included (renewals
-// every 2 ms make the stop meet one often), leaves the lease free: another
-// owner takes it at once rather than after the lease's 10 s.
-func TestRunnerStoppedMidRenewalLeavesTheLeaseFree(t *testing.T) {
-	srv := natstest.Server(t)
-	e := open(t, srv.ClientURL())
+// stopsLeavingTheLeaseHeld runs rounds projections on l, each owned by
+// engine-a with a 10 s lease renewed every renew, stops each when
+// beforeStop returns, and counts the stops after which engine-b finds the
+// lease still held (freeing it for the next round); runner counts the
+// stops that came after the projection was the runner.
+func stopsLeavingTheLeaseHeld(t *testing.T, l *jetstream.Log, rounds int, renew time.Duration, beforeStop func(*projection.Projection)) (held, runner int) {
+	t.Helper()
 	ctx := context.Background()
-	m, err := e.log.OpenMeta(ctx)
+	m, err := l.OpenMeta(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rounds = 40
-	held := 0
 	for i := 0; i < rounds; i++ {
-		p, err := projection.Open(ctx, e.log, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 2 * time.Millisecond})
+		p, err := projection.Open(ctx, l, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: renew})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { _ = p.Run(rctx); close(done) }()
-		natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
-			if !p.Runner() {
-				return errors.New("not runner yet")
-			}
-			return nil
-		})
-		time.Sleep(time.Duration(20+rand.IntN(30)) * time.Millisecond)
-		cancel()
-		<-done
-		b, err := m.Acquire(ctx, "engine-b", time.Minute)
-		if errors.Is(err, jetstream.ErrLeaseHeld) {
-			held++
-			t.Logf("round %d: after engine-a stopped: %v", i, err)
-			ok, rerr := m.ReleaseOwner(ctx, "engine-a") // free it for the next round
-			if rerr != nil || !ok {
-				t.Fatalf("cleanup: %v %v", ok, rerr)
-			}
-			continue
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Release(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if held > 0 {
-		t.Errorf("a stopped runner's lease stayed held (10 s) in %d of %d stops", held, rounds)
-	}
-}
-
-// A runner stopped while its first acquire of a free lease is on its way
-// (the stop comes 0-0.8 ms after Run starts, mostly before it is the
-// runner) leaves the lease free too: the acquire's write, once sent, is
-// waited for, so the runner knows it holds the lease and gives it up.
-func TestRunnerStoppedMidAcquireLeavesTheLeaseFree(t *testing.T) {
-	srv := natstest.Server(t)
-	e := open(t, srv.ClientURL())
-	ctx := context.Background()
-	m, err := e.log.OpenMeta(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const rounds = 400
-	held, runner := 0, 0
-	for i := 0; i < rounds; i++ {
-		p, err := projection.Open(ctx, e.log, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { _ = p.Run(rctx); close(done) }()
-		time.Sleep(time.Duration(rand.IntN(800)) * time.Microsecond)
+		beforeStop(p)
 		if p.Runner() {
 			runner++
 		}
@@ -303,6 +250,39 @@ func TestRunnerStoppedMidAcquireLeavesTheLeaseFree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return held, runner
+}
+
+// A runner stopped at any moment, a renewal on its way included (renewals
+// every 2 ms make the stop meet one often), leaves the lease free: another
+// owner takes it at once rather than after the lease's 10 s.
+func TestRunnerStoppedMidRenewalLeavesTheLeaseFree(t *testing.T) {
+	e := open(t, natstest.Server(t).ClientURL())
+	const rounds = 40
+	held, _ := stopsLeavingTheLeaseHeld(t, e.log, rounds, 2*time.Millisecond, func(p *projection.Projection) {
+		natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+			if !p.Runner() {
+				return errors.New("not runner yet")
+			}
+			return nil
+		})
+		time.Sleep(time.Duration(20+rand.IntN(30)) * time.Millisecond)
+	})
+	if held > 0 {
+		t.Errorf("a stopped runner's lease stayed held (10 s) in %d of %d stops", held, rounds)
+	}
+}
+
+// A runner stopped while its first acquire of a free lease is on its way
+// (the stop comes 0-0.8 ms after Run starts, mostly before it is the
+// runner) leaves the lease free too: the acquire's write, once sent, is
+// waited for, so the runner knows it holds the lease and gives it up.
+func TestRunnerStoppedMidAcquireLeavesTheLeaseFree(t *testing.T) {
+	e := open(t, natstest.Server(t).ClientURL())
+	const rounds = 400
+	held, runner := stopsLeavingTheLeaseHeld(t, e.log, rounds, time.Second, func(*projection.Projection) {
+		time.Sleep(time.Duration(rand.IntN(800)) * time.Microsecond)
+	})
 	t.Logf("%d of %d stops came after the runner was elected", runner, rounds)
 	if held > 0 {
 		t.Errorf("a runner stopped before or during its acquire left the lease held (10 s) in %d of %d stops", held, rounds)
