@@ -365,8 +365,6 @@ func (l *Log) idAt(ctx context.Context, seq uint64) (subject, msgID string, err 
 // msgAt reads the message at seq by a direct get (asked again after a
 // reconnect or a silent replica).
 func (l *Log) msgAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
 	m, err := ask(ctx, l, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return l.stream.GetMsg(ctx, seq)
 	})

@@ -114,8 +114,6 @@ type storedMsg struct {
 // It asks again after a reconnect or a second without an answer: a
 // request that reached a node as it died is never answered.
 func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
 	req, _ := json.Marshal(get)
 	m, err := ask(ctx, l, func(ctx context.Context) (*nats.Msg, error) {
 		return l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)

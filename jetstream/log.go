@@ -307,10 +307,9 @@ func (l *Log) withTimeout(ctx context.Context) (context.Context, context.CancelF
 // again after a reconnect or a second without an answer: a leader that
 // died or went silent never answers, and the replicas left elect another.
 func (l *Log) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
-	info, err := ask(ctx, l, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+	return ask(ctx, l, func(ctx context.Context) (*jetstream.StreamInfo, error) {
 		return l.stream.Info(ctx)
 	})
-	return info, err
 }
 
 // StreamName is the name of the event stream.
@@ -405,8 +404,6 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := l.checkSession(session); err != nil {
 		return 0, fmt.Errorf("last sequence of %q: %w", session, err)
 	}
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
 	msg, err := ask(ctx, l, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return l.stream.GetLastMsgForSubject(ctx, l.Subject(session))
 	})

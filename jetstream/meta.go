@@ -90,8 +90,6 @@ func (l *Log) openSharedBucket(ctx context.Context, bucket, description string) 
 // out its whole deadline (writers on the majority stalled 30 s after the
 // stream leader was partitioned).
 func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := l.withTimeout(ctx)
-	defer cancel()
 	e, err := ask(ctx, l, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return kv.Get(ctx, key)
 	})
