@@ -254,8 +254,10 @@ func stopsLeavingTheLeaseHeld(t *testing.T, l *jetstream.Log, rounds int, renew 
 }
 
 // A runner stopped at any moment, a renewal on its way included (renewals
-// every 2 ms make the stop meet one often), leaves the lease free: another
-// owner takes it at once rather than after the lease's 10 s.
+// every 2 ms make the stop meet one often), or while it stands by after a
+// renewal that timed out here but reached the server (each renewal has
+// 2 ms), leaves the lease free: another owner takes it at once rather than
+// after the lease's 10 s.
 func TestRunnerStoppedMidRenewalLeavesTheLeaseFree(t *testing.T) {
 	e := open(t, natstest.Server(t).ClientURL())
 	const rounds = 40
