@@ -158,3 +158,21 @@ func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest
 	l.msgsRead.Add(1)
 	return storedMsg{subject: resp.Message.Subject, seq: resp.Message.Seq, header: h, data: resp.Message.Data, time: resp.Message.Time}, nil
 }
+
+// leaderKV reads key's value and revision in a KV bucket from the bucket
+// stream's leader, where a direct get any replica answers could come from
+// one behind it: nil with revision 0 when the key was never written, nil
+// with the marker's revision when it was deleted or purged.
+func (l *Log) leaderKV(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
+	m, err := l.leaderMsg(ctx, "KV_"+bucket, leaderGetRequest{LastBy: "$KV." + bucket + "." + key})
+	switch {
+	case errors.Is(err, ErrNotStored):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("read %s/%s from its leader: %w", bucket, key, err)
+	}
+	if op := m.header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, m.seq, nil
+	}
+	return m.data, m.seq, nil
+}

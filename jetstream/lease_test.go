@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -40,5 +41,130 @@ func TestReleaseOwnerFreesTheLeaseAtARevisionTheRunnerNeverLearnt(t *testing.T) 
 	}
 	if _, err := m.Acquire(ctx, "engine-c", time.Minute); !errors.Is(err, jetstream.ErrLeaseHeld) {
 		t.Fatalf("engine-c while engine-b holds the lease: %v, want ErrLeaseHeld", err)
+	}
+}
+
+// An owner name may hold spaces (an embedded engine's owner names its data
+// directory): its live lease is held against every other owner, and it
+// renews and releases it.
+func TestLeaseOfAnOwnerWithSpacesInItsNameIsHeldAgainstOthers(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	m, err := l.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spaced = "engine@h:/Users/me/Library/Application Support/My Engine"
+	held, err := m.Acquire(ctx, spaced, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, "engine@k:/data", time.Minute); !errors.Is(err, jetstream.ErrLeaseHeld) {
+		t.Fatalf("another owner while %q holds the lease: %v, want ErrLeaseHeld", spaced, err)
+	}
+	if _, err := m.Acquire(ctx, "engine@k:/other dir", time.Minute); !errors.Is(err, jetstream.ErrLeaseHeld) {
+		t.Fatalf("another spaced owner while %q holds the lease: %v, want ErrLeaseHeld", spaced, err)
+	}
+	if _, err := m.Renew(ctx, held, time.Minute); err != nil {
+		t.Fatalf("renew %q's lease: %v", spaced, err)
+	}
+	if ok, err := m.ReleaseOwner(ctx, spaced); err != nil || !ok {
+		t.Fatalf("release %q's lease: released %v, %v", spaced, ok, err)
+	}
+	if _, err := m.Acquire(ctx, "engine@k:/data", time.Minute); err != nil {
+		t.Fatalf("another owner after the release: %v", err)
+	}
+}
+
+// metaThrough opens the meta bucket of the log on srv through p, with a
+// Timeout (300 ms) shorter than the hold a test arms.
+func metaThrough(t *testing.T, p *natstest.HoldProxy) *jetstream.Meta {
+	t.Helper()
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.URL()), jetstream.LogConfig{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// An acquire whose write is still on its way when it times out here, and
+// is stored after ReleaseOwner has read the lease as free, does not leave
+// the lease held: ReleaseOwner's own write, sent after it, lands after it
+// and makes ReleaseOwner read again and release it.
+func TestReleaseOwnerReleasesAnAcquireStillOnItsWay(t *testing.T) {
+	srv := natstest.Server(t)
+	px := natstest.NewHoldProxy(t, srv.ClientURL())
+	ma := metaThrough(t, px)
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 10
+	held := 0
+	for i := 0; i < rounds; i++ {
+		px.Arm("PUB $KV."+ma.Bucket()+".runner ", natstest.HoldWrites, 500*time.Millisecond)
+		if _, err := ma.Acquire(ctx, "engine-a", 10*time.Second); err == nil {
+			t.Fatal("the acquire held back for 500 ms succeeded within its 300 ms")
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := ma.ReleaseOwner(rctx, "engine-a")
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if _, err := m.Acquire(ctx, "engine-b", time.Minute); errors.Is(err, jetstream.ErrLeaseHeld) {
+			held++
+			t.Logf("round %d: %v", i, err)
+			if ok, err := m.ReleaseOwner(ctx, "engine-a"); err != nil || !ok {
+				t.Fatalf("cleanup: released %v, %v", ok, err)
+			}
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := m.ReleaseOwner(ctx, "engine-b"); err != nil || !ok {
+			t.Fatalf("release engine-b: released %v, %v", ok, err)
+		}
+	}
+	if held > 0 {
+		t.Errorf("engine-a's lease stayed held (10 s) after its ReleaseOwner in %d of %d rounds", held, rounds)
+	}
+}
+
+// ReleaseOwner reads the lease from the bucket's leader: a replica that
+// has not stored it yet (it answers about half the direct gets, "not
+// found") does not make it give up a lease its owner holds.
+func TestReleaseOwnerIsNotMisledByAReplicaBehindTheLeader(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	m, err := l.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ProbeWrite(ctx); err != nil { // the bucket's first message, on a key the lease never uses
+		t.Fatal(err)
+	}
+	natstest.LaggingMirror(t, l.JetStream(), "KV_"+m.Bucket(), "$KV."+m.Bucket()+".probe")
+	const rounds = 20
+	for i := 0; i < rounds; i++ {
+		// Acquire's own read is a direct get: the replica behind makes
+		// some acquires lose a race with the lease they did not see.
+		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			_, err := m.Acquire(ctx, "engine-a", 10*time.Second)
+			return err
+		})
+		if ok, err := m.ReleaseOwner(ctx, "engine-a"); err != nil || !ok {
+			t.Fatalf("round %d: ReleaseOwner with a replica behind: released %v, %v; want the lease released", i, ok, err)
+		}
 	}
 }

@@ -198,8 +198,15 @@ func leaseValue(owner string, exp time.Time) []byte {
 	return []byte(owner + " " + strconv.FormatInt(exp.UnixNano(), 10))
 }
 
+// parseLease splits a lease value at its last space: an owner name may
+// hold spaces (an embedded engine's owner names its data directory), the
+// expiry never does.
 func parseLease(v []byte, rev uint64) Lease {
-	owner, exp, _ := strings.Cut(string(v), " ")
+	s := string(v)
+	owner, exp := s, ""
+	if i := strings.LastIndexByte(s, ' '); i >= 0 {
+		owner, exp = s[:i], s[i+1:]
+	}
 	n, _ := strconv.ParseInt(exp, 10, 64)
 	return Lease{Owner: owner, Revision: rev, Expires: time.Unix(0, n)}
 }
@@ -261,26 +268,41 @@ func (m *Meta) Release(ctx context.Context, l Lease) error {
 }
 
 // ReleaseOwner gives the runner lease up if owner holds it, at whatever
-// revision it now has: a stopping runner's last write (an acquire or a
-// renewal that the stop cut short) may have reached the server without
-// its reply, leaving a revision the runner never learnt, and may still be
-// on its way (the server answers the read before it stores a write sent
-// earlier, as may a replica behind): a release refused at the revision
-// read reads again, while ctx lasts. It reports whether it released one.
+// revision it now has, and reports whether it released one. A stopping
+// runner's last lease write (an acquire or a renewal that a stop or a
+// timeout cut short) may have reached the server without its reply, at a
+// revision the runner never learnt, or may still be on its way: the
+// server can answer a read before it stores a write sent earlier. So the
+// lease is read from the bucket's leader (a replica behind it could
+// answer with an older lease or none), and a release refused at the
+// revision read reads again, while ctx lasts. A lease read as free or
+// expired is written free again at that revision: the connection's
+// earlier writes land before that one, so when it is stored, none of
+// them took the lease. Another owner's live lease is left alone: a write
+// of owner's on its way was made at an older revision, and is refused.
 func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 	ctx, cancel := m.log.withTimeout(ctx)
 	defer cancel()
 	for {
-		v, rev, err := m.get(ctx, metaRunner)
-		if err != nil || v == nil || parseLease(v, rev).Owner != owner {
+		v, rev, err := m.log.leaderKV(ctx, m.bucket, metaRunner)
+		if err != nil {
 			return false, err
 		}
-		err = m.Release(ctx, Lease{Owner: owner, Revision: rev})
-		if err == nil {
-			return true, nil
+		cur := parseLease(v, rev)
+		switch {
+		case v != nil && cur.Owner == owner:
+			if err = m.Release(ctx, cur); err == nil {
+				return true, nil
+			}
+		case v != nil && cur.Owner != "" && time.Now().Before(cur.Expires):
+			return false, nil
+		default:
+			if _, err = m.kv.Update(ctx, metaRunner, leaseValue("", time.Time{}), rev); err == nil {
+				return false, nil
+			}
 		}
 		if serr := Sleep(ctx, 20*time.Millisecond); serr != nil {
-			return false, err
+			return false, fmt.Errorf("release the lease of %s: %w", owner, err)
 		}
 	}
 }

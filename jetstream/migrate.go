@@ -224,18 +224,12 @@ func partitionStreams(prefix string, k int) []string {
 // bucket's stream leader (nil and 0 when there is none): a replica behind
 // it could answer a record another run has since replaced.
 func leaderLayoutEntry(ctx context.Context, l *Log, bucket string) (*layoutRecord, uint64, error) {
-	m, err := l.leaderMsg(ctx, "KV_"+bucket, leaderGetRequest{LastBy: "$KV." + bucket + "." + layoutKey})
-	if errors.Is(err, ErrNotStored) {
-		return nil, 0, nil
+	v, rev, err := l.leaderKV(ctx, bucket, layoutKey)
+	if err != nil || v == nil {
+		return nil, rev, err
 	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("read %s/%s from its leader: %w", bucket, layoutKey, err)
-	}
-	if op := m.header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-		return nil, m.seq, nil
-	}
-	r, err := parseLayout(bucket, m.data)
-	return r, m.seq, err
+	r, err := parseLayout(bucket, v)
+	return r, rev, err
 }
 
 // putLayout writes the layout record: created when the bucket holds none

@@ -290,3 +290,55 @@ func TestRunnerStoppedMidAcquireLeavesTheLeaseFree(t *testing.T) {
 		t.Errorf("a runner stopped before or during its acquire left the lease held (10 s) in %d of %d stops", held, rounds)
 	}
 }
+
+// A projection whose acquire reached the server but whose reply came after
+// the log's Timeout (300 ms here, shorter than the 10 s lease), stopped
+// while it stands by to try again, leaves the lease free.
+func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	m, err := e.log.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := natstest.NewHoldProxy(t, srv.ClientURL())
+	late, err := jetstream.OpenLog(ctx, natstest.Connect(t, px.URL()), jetstream.LogConfig{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 5
+	held := 0
+	for i := 0; i < rounds; i++ {
+		p, err := projection.Open(ctx, late, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		px.Arm("PUB $KV."+m.Bucket()+".runner ", natstest.HoldReplies, 500*time.Millisecond)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = p.Run(rctx); close(done) }()
+		time.Sleep(700 * time.Millisecond) // the acquire timed out; Run stands by for 5 s
+		if p.Runner() {
+			t.Fatal("the projection became runner although its acquire's reply came late")
+		}
+		cancel()
+		<-done
+		if _, err := m.Acquire(ctx, "engine-b", time.Minute); errors.Is(err, jetstream.ErrLeaseHeld) {
+			held++
+			t.Logf("round %d: %v", i, err)
+			if ok, err := m.ReleaseOwner(ctx, "engine-a"); err != nil || !ok {
+				t.Fatalf("cleanup: released %v, %v", ok, err)
+			}
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := m.ReleaseOwner(ctx, "engine-b"); err != nil || !ok {
+			t.Fatalf("release engine-b: released %v, %v", ok, err)
+		}
+	}
+	if held > 0 {
+		t.Errorf("a projection stopped after an acquire whose reply came late left the lease held (10 s) in %d of %d stops", held, rounds)
+	}
+}

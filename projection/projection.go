@@ -335,19 +335,15 @@ func (p *Projection) Run(ctx context.Context) error {
 		defer p.standBy()
 		return p.runLoop(ctx)
 	}
-	held := false
 	for {
 		lease, err := p.acquire(ctx)
 		if err != nil { // ctx ended
-			// A runner that lost its lease and stopped while standing by
-			// may still hold it: a renewal that timed out here can have
-			// reached the server, at a revision this runner never learnt.
-			if held {
-				p.releaseOnStop(ctx)
-			}
+			// A projection stopped while standing by may hold the lease
+			// all the same: an acquire or a renewal that timed out here
+			// can have reached the server.
+			p.releaseOnStop(ctx)
 			return nil
 		}
-		held = true
 		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: holding the lease, folding")
 		lctx, cancel := context.WithCancel(ctx)
 		kept := make(chan struct{})
