@@ -110,11 +110,11 @@ func TestReleaseOwnerReleasesAnAcquireStillOnItsWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rounds = 10
-	held := 0
+	held, inTime := 0, 0
 	for i := 0; i < rounds; i++ {
 		px.Arm("PUB $KV."+ma.Bucket()+".runner ", natstest.HoldWrites, 500*time.Millisecond)
-		if _, err := ma.Acquire(ctx, "engine-a", 10*time.Second); err == nil {
-			t.Fatal("the acquire held back for 500 ms succeeded within its 300 ms")
+		if _, err := ma.Acquire(ctx, "engine-a", 10*time.Second); err == nil { // a machine so busy that the write beat the timeout
+			inTime++
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := ma.ReleaseOwner(rctx, "engine-a")
@@ -135,6 +135,9 @@ func TestReleaseOwnerReleasesAnAcquireStillOnItsWay(t *testing.T) {
 		if ok, err := m.ReleaseOwner(ctx, "engine-b"); err != nil || !ok {
 			t.Fatalf("release engine-b: released %v, %v", ok, err)
 		}
+	}
+	if inTime == rounds {
+		t.Fatalf("every acquire was stored in time (%d rounds): nothing tested", rounds)
 	}
 	if held > 0 {
 		t.Errorf("engine-a's lease stayed held (10 s) after its ReleaseOwner in %d of %d rounds", held, rounds)

@@ -308,7 +308,7 @@ func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *tes
 		t.Fatal(err)
 	}
 	const rounds = 5
-	held := 0
+	held, runner := 0, 0
 	for i := 0; i < rounds; i++ {
 		p, err := projection.Open(ctx, late, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 5 * time.Second})
 		if err != nil {
@@ -319,8 +319,8 @@ func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *tes
 		done := make(chan struct{})
 		go func() { _ = p.Run(rctx); close(done) }()
 		time.Sleep(700 * time.Millisecond) // the acquire timed out; Run stands by for 5 s
-		if p.Runner() {
-			t.Fatal("the projection became runner although its acquire's reply came late")
+		if p.Runner() {                    // a machine so busy that the reply beat the timeout
+			runner++
 		}
 		cancel()
 		<-done
@@ -337,6 +337,9 @@ func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *tes
 		if ok, err := m.ReleaseOwner(ctx, "engine-b"); err != nil || !ok {
 			t.Fatalf("release engine-b: released %v, %v", ok, err)
 		}
+	}
+	if runner == rounds {
+		t.Fatalf("every acquire's reply came in time (%d rounds): nothing tested", rounds)
 	}
 	if held > 0 {
 		t.Errorf("a projection stopped after an acquire whose reply came late left the lease held (10 s) in %d of %d stops", held, rounds)
