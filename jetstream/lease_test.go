@@ -81,14 +81,13 @@ func TestLeaseOfAnOwnerWithSpacesInItsNameIsHeldAgainstOthers(t *testing.T) {
 func metaThrough(t *testing.T, p *natstest.HoldProxy) *jetstream.Meta {
 	t.Helper()
 	ctx := context.Background()
-	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.URL()), jetstream.LogConfig{Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := l.OpenMeta(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := p.OpenLog(t, 300*time.Millisecond)
+	var m *jetstream.Meta
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		var err error
+		m, err = l.OpenMeta(ctx)
+		return err
+	})
 	return m
 }
 

@@ -21,6 +21,12 @@ var ErrDamagedLog = errors.New("damaged log")
 // live lease.
 var ErrLeaseHeld = errors.New("lease held by another owner")
 
+// ErrLeaseUnknown is returned by Meta.Acquire when its write was sent and
+// no answer came (a timeout, a lost connection): the write may have been
+// stored, and the owner may hold the lease. An owner that stops gives it
+// up with Meta.ReleaseOwner.
+var ErrLeaseUnknown = errors.New("the lease write's outcome is unknown")
+
 // Meta is the projection's own bucket <PREFIX>_PROJECTION: the watermark
 // (the highest stream sequence folded into the views), a sticky record of
 // detected log damage, and the projection runner's lease. It is a bucket
@@ -214,7 +220,9 @@ func parseLease(v []byte, rev uint64) Lease {
 // Acquire takes the runner lease for owner for ttl when nobody holds a
 // live one (or owner does), with compare-and-set on the key's revision
 // so that two engines cannot both win. It returns ErrLeaseHeld (wrapped,
-// naming the holder) when another owner's lease has not expired.
+// naming the holder) when another owner's lease has not expired or
+// another write took it first, and ErrLeaseUnknown when its write was
+// not answered.
 func (m *Meta) Acquire(ctx context.Context, owner string, ttl time.Duration) (Lease, error) {
 	v, rev, err := m.get(ctx, metaRunner)
 	if err != nil {
@@ -239,8 +247,11 @@ func (m *Meta) Acquire(ctx context.Context, owner string, ttl time.Duration) (Le
 	} else {
 		nrev, err = m.kv.Update(ctx, metaRunner, leaseValue(owner, exp), rev)
 	}
-	if err != nil {
+	switch {
+	case IsCASConflict(err) || errors.Is(err, jetstream.ErrKeyExists):
 		return Lease{}, fmt.Errorf("%w: lost the race for the lease: %w", ErrLeaseHeld, err)
+	case err != nil:
+		return Lease{}, fmt.Errorf("%w: write the lease: %w", ErrLeaseUnknown, err)
 	}
 	return Lease{Owner: owner, Revision: nrev, Expires: exp}, nil
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
@@ -303,17 +306,16 @@ func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *tes
 		t.Fatal(err)
 	}
 	px := natstest.NewHoldProxy(t, srv.ClientURL())
-	late, err := jetstream.OpenLog(ctx, natstest.Connect(t, px.URL()), jetstream.LogConfig{Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := px.OpenLog(t, 300*time.Millisecond)
 	const rounds = 5
 	held, runner := 0, 0
 	for i := 0; i < rounds; i++ {
-		p, err := projection.Open(ctx, late, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var p *projection.Projection
+		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error { // the 300 ms Timeout applies to its opening too
+			var err error
+			p, err = projection.Open(ctx, late, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: 10 * time.Second, RenewEvery: 5 * time.Second})
+			return err
+		})
 		px.Arm("PUB $KV."+m.Bucket()+".runner ", natstest.HoldReplies, 500*time.Millisecond)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -345,3 +347,53 @@ func TestStandbyStoppedAfterAnAcquireWhoseReplyCameLateLeavesTheLeaseFree(t *tes
 		t.Errorf("a projection stopped after an acquire whose reply came late left the lease held (10 s) in %d of %d stops", held, rounds)
 	}
 }
+
+// A standby that never held the lease, nor sent an acquire that went
+// unanswered, has no lease to give up: stopped after the server went
+// away, it neither waits for the server nor warns about the lease.
+func TestStandbyThatNeverHeldTheLeaseStopsWithoutTouchingIt(t *testing.T) {
+	srv := natstest.Server(t)
+	e := open(t, srv.ClientURL())
+	ctx := context.Background()
+	m, err := e.log.OpenMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Acquire(ctx, "engine-b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := zerolog.New(zerolog.SyncWriter(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	})))
+	p, err := projection.Open(ctx, e.log, projection.Config{Elect: true, Owner: "engine-a", LeaseTTL: time.Minute, RenewEvery: 50 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = p.Run(rctx); close(done) }()
+	time.Sleep(200 * time.Millisecond) // a few refused acquires
+	srv.Shutdown()
+	time.Sleep(200 * time.Millisecond) // and some that fail to reach the server
+	stopped := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not stop within 10 s of its context's end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "release the lease") {
+		t.Errorf("a standby that never held the lease tried to release it at stop (stopped after %v):\n%s", time.Since(stopped), logs.String())
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

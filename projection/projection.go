@@ -335,15 +335,20 @@ func (p *Projection) Run(ctx context.Context) error {
 		defer p.standBy()
 		return p.runLoop(ctx)
 	}
+	// mayHold: a lease write of this projection may have been stored (it
+	// held the lease, or an acquire went unanswered). A projection stopped
+	// while standing by may then hold the lease all the same: an acquire
+	// or a renewal that timed out here can have reached the server.
+	mayHold := false
 	for {
-		lease, err := p.acquire(ctx)
+		lease, err := p.acquire(ctx, &mayHold)
 		if err != nil { // ctx ended
-			// A projection stopped while standing by may hold the lease
-			// all the same: an acquire or a renewal that timed out here
-			// can have reached the server.
-			p.releaseOnStop(ctx)
+			if mayHold {
+				p.releaseOnStop(ctx)
+			}
 			return nil
 		}
+		mayHold = true
 		p.cfg.Logger.Info().Str("owner", p.cfg.Owner).Msg("projection runner: holding the lease, folding")
 		lctx, cancel := context.WithCancel(ctx)
 		kept := make(chan struct{})
@@ -389,13 +394,17 @@ func (p *Projection) standBy() {
 	}
 }
 
-// acquire waits until this projection holds the runner lease, or ctx ends.
-func (p *Projection) acquire(ctx context.Context) (jetstream.Lease, error) {
+// acquire waits until this projection holds the runner lease, or ctx
+// ends; it sets *mayHold when an acquire's write went unanswered.
+func (p *Projection) acquire(ctx context.Context, mayHold *bool) (jetstream.Lease, error) {
 	logged := false
 	for {
 		lease, err := p.meta.Acquire(ctx, p.cfg.Owner, p.cfg.LeaseTTL)
 		if err == nil {
 			return lease, nil
+		}
+		if errors.Is(err, jetstream.ErrLeaseUnknown) {
+			*mayHold = true
 		}
 		if !logged {
 			ev := p.cfg.Logger.Info()

@@ -2,10 +2,13 @@ package natstest
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolintent/engine/jetstream"
 )
 
 // HoldProxy is a TCP proxy in front of a server that, once armed, holds
@@ -62,6 +65,21 @@ func NewHoldProxy(t testing.TB, clientURL string) *HoldProxy {
 
 // URL is the proxy's client URL.
 func (p *HoldProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+
+// OpenLog opens a log through the proxy whose requests time out after
+// timeout, trying again for 10 s: a busy machine can miss a short timeout
+// while the log looks its streams up.
+func (p *HoldProxy) OpenLog(t testing.TB, timeout time.Duration) *jetstream.Log {
+	t.Helper()
+	nc := Connect(t, p.URL())
+	var l *jetstream.Log
+	CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		var err error
+		l, err = jetstream.OpenLog(context.Background(), nc, jetstream.LogConfig{Timeout: timeout})
+		return err
+	})
+	return l
+}
 
 // Arm holds the traffic which names (HoldReplies or HoldWrites) for hold
 // after the next client message whose bytes contain marker.
