@@ -308,7 +308,7 @@ func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 		case v != nil && cur.Owner != "" && time.Now().Before(cur.Expires):
 			return false, nil
 		default:
-			if _, err = m.kv.Update(ctx, metaRunner, leaseValue("", time.Time{}), rev); err == nil {
+			if err = m.Release(ctx, cur); err == nil {
 				return false, nil
 			}
 		}
