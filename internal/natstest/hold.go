@@ -3,6 +3,7 @@ package natstest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -119,4 +120,26 @@ func (p *HoldProxy) pipe(dst, src net.Conn, until *atomic.Int64, fromClient bool
 			return
 		}
 	}
+}
+
+// LeaseLeftHeld reports whether owner left the runner lease in m held:
+// the error another owner's acquire got, nil when that owner took it. It
+// frees the lease either way for the test's next round.
+func LeaseLeftHeld(t testing.TB, m *jetstream.Meta, owner string) error {
+	t.Helper()
+	ctx := context.Background()
+	other, err := m.Acquire(ctx, "other-than-"+owner, time.Minute)
+	if errors.Is(err, jetstream.ErrLeaseHeld) {
+		if ok, rerr := m.ReleaseOwner(ctx, owner); rerr != nil || !ok {
+			t.Fatalf("free %s's lease: released %v, %v", owner, ok, rerr)
+		}
+		return err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Release(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	return nil
 }
