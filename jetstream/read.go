@@ -112,6 +112,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
 	idle := readIdle
+	began, backoff := time.Now(), noResponderBackoff
 	for {
 		// A context ended before a request fails the read: the select
 		// below may otherwise take an already-arrived reply over a done
@@ -142,7 +143,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		}
 		got := 0
 		var last uint64
-		done, again := false, false
+		done, again, unserved := false, false, false
 		w := newBatchWait(ctx, rc, idle)
 		for {
 			m, err := w.next(msgs)
@@ -154,7 +155,16 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 				return fmt.Errorf("from %d: %w", from, err)
 			}
 			if st := statusOnly(m); st != "" {
-				// 204 EOB ends a batch; 404 means nothing (more) to read.
+				// 204 EOB ends a batch; 404 means nothing (more) to read;
+				// 503 with no description is "no responders", asked
+				// again for a while as ask does.
+				if st == "503" && m.Header.Get("Description") == "" {
+					if time.Since(began) < noResponderWait {
+						unserved = true
+						break
+					}
+					return fmt.Errorf("from %d: %w", from, nats.ErrNoResponders)
+				}
 				if st != "204" && st != "404" {
 					return fmt.Errorf("direct get status %s %s", st, m.Header.Get("Description"))
 				}
@@ -187,6 +197,12 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 			}
 		}
 		w.stop()
+		if unserved {
+			if err := Sleep(ctx, min(backoff.Next(), noResponderWait-time.Since(began))); err != nil {
+				return err
+			}
+			continue
+		}
 		if got > 0 {
 			idle = readIdle
 		}

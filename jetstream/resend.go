@@ -147,17 +147,31 @@ func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, at
 // its reply before it is sent again.
 const resendWait = time.Second
 
+// noResponderWait bounds how long ask keeps asking a request that "no
+// responders" answers. A stream just created or just given a new leader
+// can be without direct-get responders on the asking client's server for
+// a few milliseconds, until the replicas' interest reaches it over the
+// routes; a stream that does not exist stays without them, and its
+// caller hears so after this wait.
+const noResponderWait = 2 * time.Second
+
+// noResponderBackoff spaces the asks that "no responders" answered.
+var noResponderBackoff = Backoff{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
+
 // ask runs an idempotent request (a read, a publish the stream
 // deduplicates by its message id, a purge below a sequence) and returns
 // its first answer. A request handed to a node that died or went silent
 // is never answered, so each readIdle without an answer, and at a
 // reconnect, it asks again; the first ask stays open for the whole of ctx
 // (a healthy server slower than readIdle still answers it) and each
-// re-ask gives up the one before, so at most two are open. ctx without a
-// deadline gets the log's Timeout.
+// re-ask gives up the one before, so at most two are open. An answer "no
+// responders" is asked again after a short back-off for up to
+// noResponderWait. ctx without a deadline gets the log's Timeout.
 func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
+	began := time.Now()
+	backoff := noResponderBackoff
 	// Returning gives up every ask still open.
 	ctx, giveUpAll := context.WithCancel(ctx)
 	defer giveUpAll()
@@ -191,6 +205,14 @@ func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error
 					return zero, err // the call's end, not the given-up re-ask's
 				}
 				continue // a re-ask given up for a later one
+			}
+			if errors.Is(a.err, nats.ErrNoResponders) {
+				if wait := noResponderWait - time.Since(began); wait > 0 {
+					// No replica serves the request on this server yet:
+					// ask again soon, not after readIdle.
+					idle.Reset(min(backoff.Next(), wait))
+					continue
+				}
 			}
 			return a.v, a.err
 		case <-ctx.Done():

@@ -347,3 +347,88 @@ func TestUnansweredRequestWithoutDeadlineFailsAfterTheLogsTimeout(t *testing.T) 
 		t.Fatalf("replay with the stream info unanswered: %v after %s; want the 2 s timeout", err, took.Round(time.Millisecond))
 	}
 }
+
+// readsOfALog are a log's reads over its two paths to direct gets: one
+// message asked with ask (LastSeq), and the batched scan (ReadSession).
+var readsOfALog = []struct {
+	name string
+	read func(context.Context, *jetstream.Log) (int, error)
+}{
+	{"last sequence", func(ctx context.Context, l *jetstream.Log) (int, error) {
+		seq, err := l.LastSeq(ctx, "s1")
+		return int(seq), err
+	}},
+	{"session scan", func(ctx context.Context, l *jetstream.Log) (int, error) {
+		recs, err := l.ReadSession(ctx, "s1", 0, 0)
+		return len(recs), err
+	}},
+}
+
+// A read whose stream has no direct-get responder on the server yet (a
+// stream just created, or given a new leader, before the replicas'
+// interest reaches the asking client's server) is asked again shortly
+// and answered once a replica serves it, rather than failing with "no
+// responders". Here the stream is deleted and created again 300 ms after
+// the read starts; the new stream is empty.
+func TestReadAskedBeforeItsStreamServesIsAnsweredOnceItDoes(t *testing.T) {
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	ctx := context.Background()
+	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rd := range readsOfALog {
+		if _, err := l.Append(ctx, "s1", 0, toggled("s1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := js.DeleteStream(ctx, l.StreamName()); err != nil {
+			t.Fatal(err)
+		}
+		created := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+			created <- err
+		}()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := rd.read(rctx, l)
+		cancel()
+		if err := <-created; err != nil {
+			t.Fatalf("create the stream again: %v", err)
+		}
+		if err != nil || n != 0 {
+			t.Fatalf("%s of s1 in the new, empty stream: %d, %v; want 0, nil", rd.name, n, err)
+		}
+	}
+}
+
+// A read whose stream never gets a responder (it does not exist) fails
+// with "no responders" well before its caller's deadline.
+func TestReadOfAMissingStreamFailsWithNoResponders(t *testing.T) {
+	l, nc := openLog(t)
+	ctx := context.Background()
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, l.StreamName()); err != nil {
+		t.Fatal(err)
+	}
+	for _, rd := range readsOfALog {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = rd.read(rctx, l)
+		late := rctx.Err() != nil
+		cancel()
+		if !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("%s in a deleted stream: %v; want no responders", rd.name, err)
+		}
+		if late {
+			t.Fatalf("%s waited out its caller's deadline", rd.name)
+		}
+	}
+}

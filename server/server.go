@@ -102,7 +102,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var regStore *jetstream.RegistryStore
 	if cfg.RegistryKV {
-		if regStore, reg, err = registryFromKV(ctx, jlog, reg, log); err != nil {
+		fallback := reg
+		err := waitForNATS(ctx, log, "read the registry bucket", func(actx context.Context) error {
+			var err error
+			regStore, reg, err = registryFromKV(actx, jlog, fallback, log)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -336,10 +342,6 @@ func writeReady(path string, r ready) error {
 	return nil
 }
 
-// registrySeedWait bounds how long a start waits for a replica to serve
-// the registry another engine seeded.
-const registrySeedWait = 30 * time.Second
-
 // registryFromKV returns the registry stored in the bucket, seeding the
 // bucket with fallback when it holds none.
 func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
@@ -364,12 +366,11 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 			return store, fallback, nil
 		}
 		// Another engine stored one, or a replica behind the bucket's
-		// leader answered the Get: read until a replica has it.
+		// leader answered the Get: read until a replica has it, within
+		// ctx (the caller asks again when it ends).
 		backoff := jetstream.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
-		wctx, cancel := context.WithTimeout(ctx, registrySeedWait)
-		defer cancel()
 		for data == nil {
-			if err := jetstream.Sleep(wctx, backoff.Next()); err != nil {
+			if err := jetstream.Sleep(ctx, backoff.Next()); err != nil {
 				return nil, nil, fmt.Errorf("the registry bucket holds a registry no replica serves yet: %w", err)
 			}
 			if data, rev, err = store.Get(ctx); err != nil {

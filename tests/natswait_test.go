@@ -57,12 +57,13 @@ func (l *lineLog) String() string {
 // it (saying why, with back-off) and never exits on the transient absence:
 // first no node listens, then one node runs without a JetStream meta
 // leader (no quorum of three); when the other two start, the engine opens
-// the stream and an append succeeds.
+// the stream and the registry bucket, each created as the cluster forms,
+// and an append succeeds.
 func TestServeWaitsForCluster(t *testing.T) {
 	c := natstest.NewProcessCluster(t, natstest.ProcessOptions{})
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	cmd := exec.Command(engineBin, "serve", "--nats", c.URLs(), "--replicas", "3", "--data", t.TempDir(),
-		"--http", "127.0.0.1:0", "--ready-file", ready)
+		"--http", "127.0.0.1:0", "--ready-file", ready, "--registry-kv")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
