@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrNotStored is returned by ReadLeader for a sequence the stream's
@@ -112,8 +113,32 @@ type storedMsg struct {
 // leaderMsg asks the leader of stream (one of the log's streams) for one
 // message (STREAM.MSG.GET); ErrNotStored when it holds none that matches.
 // It asks again after a reconnect or a second without an answer: a
-// request that reached a node as it died is never answered.
+// request that reached a node as it died is never answered. Every member
+// of the stream's group gets the request, and one that sees no leader
+// (an election under way, or a member that has not heard from the leader
+// yet) answers 503 at once: that answer is asked again after a short
+// back-off while ctx lasts (the log's Timeout without a deadline), and
+// the last one is returned as a *jetstream.APIError, which Transient
+// accepts.
 func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	defer cancel()
+	backoff := noResponderBackoff
+	for {
+		m, err := l.leaderMsgOnce(ctx, stream, get)
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != 503 {
+			return m, err
+		}
+		if Sleep(ctx, backoff.Next()) != nil {
+			return m, err
+		}
+	}
+}
+
+// leaderMsgOnce is leaderMsg's one request, asked again only while it
+// goes unanswered.
+func (l *Log) leaderMsgOnce(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
 	req, _ := json.Marshal(get)
 	m, err := ask(ctx, l, func(ctx context.Context) (*nats.Msg, error) {
 		return l.nc.RequestWithContext(ctx, l.cfg.apiPrefix()+"STREAM.MSG.GET."+stream, req)
@@ -142,7 +167,7 @@ func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest
 		if resp.Error.Code == 404 {
 			return storedMsg{}, ErrNotStored
 		}
-		return storedMsg{}, fmt.Errorf("%d %s", resp.Error.Code, resp.Error.Desc)
+		return storedMsg{}, &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Desc}
 	}
 	if resp.Message == nil {
 		return storedMsg{}, errors.New("reply without a message")
