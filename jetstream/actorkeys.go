@@ -44,18 +44,28 @@ func (l *Log) OpenActorKeys(ctx context.Context) (*ActorKeys, error) {
 func (k *ActorKeys) Bucket() string { return k.bucket }
 
 // Get returns the wrapped key under id; actor.ErrNoKey when there is none
-// (never created, or destroyed).
+// (never created, or destroyed). A replica behind the bucket's leader may
+// not hold a key another engine has just created (the one whose Create
+// won a race with this engine's), so a key no replica answered is looked
+// for at the leader before it is reported missing.
 func (k *ActorKeys) Get(ctx context.Context, id string) ([]byte, error) {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
-	e, err := k.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, fmt.Errorf("actor key %s: %w", id, actor.ErrNoKey)
-	}
+	e, err := k.log.getEntry(ctx, k.kv, id)
 	if err != nil {
 		return nil, fmt.Errorf("get actor key %s: %w", id, err)
 	}
-	return e.Value(), nil
+	if e != nil {
+		return e.Value(), nil
+	}
+	v, _, err := k.log.leaderKV(ctx, k.bucket, id)
+	if err != nil {
+		return nil, fmt.Errorf("get actor key %s: %w", id, err)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("actor key %s: %w", id, actor.ErrNoKey)
+	}
+	return v, nil
 }
 
 // Create stores wrapped under id unless a key is there (actor.ErrKeyExists):
@@ -74,18 +84,15 @@ func (k *ActorKeys) Create(ctx context.Context, id string, wrapped []byte) error
 	return nil
 }
 
-// Destroy deletes the key under id and purges its revisions (a purge
-// marker with rollup replaces them), so no copy stays readable in the
-// bucket; the bytes leave the disk when JetStream compacts the block.
-// A missing key is not an error.
+// Destroy purges the key under id: a purge marker with rollup replaces
+// its revisions, so no copy stays readable in the bucket; the bytes leave
+// the disk when JetStream compacts the block. A missing key is not an
+// error.
 func (k *ActorKeys) Destroy(ctx context.Context, id string) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
-	if err := k.kv.Delete(ctx, id); err != nil {
-		return fmt.Errorf("destroy actor key %s: delete: %w", id, err)
-	}
-	if err := k.kv.Purge(ctx, id); err != nil {
-		return fmt.Errorf("destroy actor key %s: purge: %w", id, err)
+	if err := k.log.purgeKey(ctx, k.kv, id); err != nil {
+		return fmt.Errorf("destroy actor key %s: %w", id, err)
 	}
 	return nil
 }

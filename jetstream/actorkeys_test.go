@@ -10,6 +10,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/actor"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -100,5 +101,37 @@ func TestActorKeysStore(t *testing.T) {
 	}
 	if err := keys.Create(ctx, id, []byte("new")); err != nil {
 		t.Errorf("create after destroy: %v", err)
+	}
+}
+
+// A key another engine created is found although a replica behind the
+// bucket's leader answers about half the reads without it (the engine
+// that lost a create race then reads the winner's key): never
+// actor.ErrNoKey. A destroyed key is missing everywhere.
+func TestActorKeyIsFoundPastALaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLog(t)
+	keys, err := l.OpenActorKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Create(ctx, "other", []byte("o")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingMirror(t, l.JetStream(), "KV_"+keys.Bucket(), "$KV."+keys.Bucket()+".other")
+	if err := keys.Create(ctx, "person", []byte("wrapped")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		v, err := keys.Get(ctx, "person")
+		if err != nil || string(v) != "wrapped" {
+			t.Fatalf("read %d of the created key: %q, %v", i, v, err)
+		}
+	}
+	if err := keys.Destroy(ctx, "person"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Get(ctx, "person"); !errors.Is(err, actor.ErrNoKey) {
+		t.Fatalf("read of the destroyed key: %v; want actor.ErrNoKey", err)
 	}
 }

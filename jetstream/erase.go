@@ -323,7 +323,9 @@ func (x *Eraser) purgeStream(ctx context.Context, op, session, denied string) (j
 	if l.purgeDenied {
 		return nil, fmt.Errorf("%s %q: stream %s was created with deny_purge %s: %w", op, session, l.name, denied, ErrPurgeDenied)
 	}
-	stream, err := x.js.Stream(ctx, l.name)
+	stream, err := ask(ctx, l, func(ctx context.Context) (jetstream.Stream, error) {
+		return x.js.Stream(ctx, l.name)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: look up stream %s: %w", op, session, l.name, err)
 	}

@@ -102,11 +102,11 @@ func (h *HistoryIndex) SetBase(ctx context.Context, session string, i, seq uint6
 func (h *HistoryIndex) Forget(ctx context.Context, session string, upTo uint64) error {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
-	if err := h.kv.Purge(ctx, baseKey(session)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if err := h.log.purgeKey(ctx, h.kv, baseKey(session)); err != nil {
 		return fmt.Errorf("forget history base of %q: %w", session, err)
 	}
 	for i := uint64(1); i <= upTo; i++ {
-		if err := h.kv.Purge(ctx, anchorKey(session, i)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if err := h.log.purgeKey(ctx, h.kv, anchorKey(session, i)); err != nil {
 			return fmt.Errorf("forget history anchor %d of %q: %w", i, session, err)
 		}
 	}

@@ -163,36 +163,50 @@ func (l *Log) Keys(ctx context.Context) (*Keys, error) {
 	k := &Keys{log: l, kv: kv, bucket: bucket}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	e, err := kv.Get(ctx, keysLegacy)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// Engines that kept no key index wrote one stream: a partitioned
-		// layout has no keys from before the index.
-		var last uint64
-		var lerr error
-		if l.cfg.Partitions <= 1 {
-			last, lerr = l.LastStreamSeq(ctx)
-		}
-		if lerr != nil {
-			return nil, fmt.Errorf("open idempotency key bucket %s: %w", bucket, lerr)
-		}
-		v, _ := json.Marshal(keysBegan{UpTo: last, Time: time.Now().UTC()})
-		if _, err = kv.Create(ctx, keysLegacy, v); errors.Is(err, jetstream.ErrKeyExists) {
-			err = nil // another engine began it meanwhile
-		}
-		if err == nil {
-			e, err = kv.Get(ctx, keysLegacy)
-		}
-	}
+	began, _, err := k.began(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", bucket, keysLegacy, err)
 	}
 	var b keysBegan
-	if err := json.Unmarshal(e.Value(), &b); err != nil {
-		return nil, fmt.Errorf("read %s/%s: %q: %w", bucket, keysLegacy, e.Value(), err)
+	if err := json.Unmarshal(began, &b); err != nil {
+		return nil, fmt.Errorf("read %s/%s: %q: %w", bucket, keysLegacy, began, err)
 	}
 	k.legacyUpTo, k.legacyTime = b.UpTo, b.Time
 	l.keys.keys = k
 	return k, nil
+}
+
+// began returns the record of when the index began (keysBegan as JSON),
+// writing it if the bucket holds none. A bucket just created may not be
+// served by any replica yet, and a replica behind the leader may not hold
+// the record another engine wrote: the record is read with getEntry, which
+// asks again, and, when it is there already, from the bucket's leader.
+func (k *Keys) began(ctx context.Context) ([]byte, uint64, error) {
+	e, err := k.log.getEntry(ctx, k.kv, keysLegacy)
+	if err != nil {
+		return nil, 0, err
+	}
+	if e != nil {
+		return entryValue(e)
+	}
+	// Engines that kept no key index wrote one stream: a partitioned
+	// layout has no keys from before the index.
+	var last uint64
+	if k.log.cfg.Partitions <= 1 {
+		if last, err = k.log.LastStreamSeq(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	v, _ := json.Marshal(keysBegan{UpTo: last, Time: time.Now().UTC()})
+	rev, err := k.kv.Create(ctx, keysLegacy, v)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// Another engine began it meanwhile.
+		return k.log.leaderKV(ctx, k.bucket, keysLegacy)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, rev, nil
 }
 
 // Bucket is the bucket's name.
@@ -406,7 +420,7 @@ func (k *Keys) ForgetSession(ctx context.Context, session string) (int, error) {
 		}
 	}
 	for _, key := range doomed {
-		if err := k.kv.Purge(ctx, key); err != nil {
+		if err := k.log.purgeKey(ctx, k.kv, key); err != nil {
 			return 0, fmt.Errorf("forget idempotency key entry %s of %q: %w", key, session, err)
 		}
 	}
@@ -426,7 +440,9 @@ func (l *Log) HasKeys(ctx context.Context) (bool, error) {
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	_, err := l.js.KeyValue(ctx, strings.ToUpper(l.cfg.Prefix)+"_KEYS")
+	_, err := ask(ctx, l, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return l.js.KeyValue(ctx, strings.ToUpper(l.cfg.Prefix)+"_KEYS")
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return false, nil
 	}

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	njs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -62,5 +65,52 @@ func TestAppendDuplicateOfAnotherSession(t *testing.T) {
 	}
 	if got, err := l.Append(ctx, "a", ra1.Last, two...); err != nil || !got.Duplicate || got.First != ra2.First || got.Last != ra2.Last {
 		t.Fatalf("batch retry on a: %+v %v, want duplicate at %d..%d", got, err, ra2.First, ra2.Last)
+	}
+}
+
+// The idempotency-key index opens on an engine whose bucket reads go
+// half to a replica behind the leader that does not hold the record of
+// when the index began (another engine wrote it): each open finds that
+// record, and keeps its value, rather than failing with "key not found".
+func TestKeyIndexOpensPastALaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	first, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bucket = "TOOLS_KEYS"
+	kv, err := first.JetStream().CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "other", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.LaggingMirror(t, first.JetStream(), "KV_"+bucket, "$KV."+bucket+".other")
+	if _, err := first.Keys(ctx); err != nil {
+		t.Fatalf("first open of the index: %v", err)
+	}
+	// Stream info: the leader's count.
+	st, err := first.JetStream().Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := st.CachedInfo().State.LastSeq
+	for i := 0; i < 20; i++ {
+		l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Keys(ctx); err != nil {
+			t.Fatalf("open %d of the index: %v", i, err)
+		}
+	}
+	if st, err = first.JetStream().Stream(ctx, "KV_"+bucket); err != nil {
+		t.Fatal(err)
+	}
+	if last := st.CachedInfo().State.LastSeq; last != began {
+		t.Fatalf("the bucket's last sequence went from %d to %d: an open rewrote the record of when the index began", began, last)
 	}
 }

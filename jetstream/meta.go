@@ -105,6 +105,19 @@ func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (
 	return e, err
 }
 
+// purgeKey purges key in kv (a purge marker replaces its revisions),
+// asked again as getEntry's reads are: a second marker purges nothing
+// more. A key that is not there is no error.
+func (l *Log) purgeKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
+	_, err := ask(ctx, l, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, kv.Purge(ctx, key)
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
 // Bucket is the bucket's name.
 func (m *Meta) Bucket() string { return m.bucket }
 

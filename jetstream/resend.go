@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
 )
@@ -206,7 +207,7 @@ func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error
 				}
 				continue // a re-ask given up for a later one
 			}
-			if errors.Is(a.err, nats.ErrNoResponders) {
+			if errors.Is(a.err, nats.ErrNoResponders) || errors.Is(a.err, jetstream.ErrNoStreamResponse) {
 				if wait := noResponderWait - time.Since(began); wait > 0 {
 					// No replica serves the request on this server yet:
 					// ask again soon, not after readIdle.

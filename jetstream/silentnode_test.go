@@ -368,7 +368,7 @@ var readsOfALog = []struct {
 // stream just created, or given a new leader, before the replicas'
 // interest reaches the asking client's server) is asked again shortly
 // and answered once a replica serves it, rather than failing with "no
-// responders". Here the stream is deleted and created again 300 ms after
+// responders". Here the stream is deleted and created again 100 ms after
 // the read starts; the new stream is empty.
 func TestReadAskedBeforeItsStreamServesIsAnsweredOnceItDoes(t *testing.T) {
 	srv := natstest.Server(t)
@@ -391,7 +391,7 @@ func TestReadAskedBeforeItsStreamServesIsAnsweredOnceItDoes(t *testing.T) {
 		}
 		created := make(chan error, 1)
 		go func() {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 			_, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
 			created <- err
 		}()
