@@ -64,7 +64,11 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 	if err != nil {
 		return fmt.Errorf("--actor-key-file: %w", err)
 	}
-	keys, err := jlog.OpenActorKeys(ctx)
+	var keys *jetstream.ActorKeys
+	err = waitForNATS(ctx, log, "open the actor key bucket", func(actx context.Context) error {
+		keys, err = jlog.OpenActorKeys(actx)
+		return err
+	})
 	if err != nil {
 		if mode == actor.Encrypt {
 			return fmt.Errorf("--actor-mode encrypt: %w", err)
@@ -82,10 +86,13 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 	if keys != nil {
 		// A wrong key file would otherwise make new keys for
 		// every person and show their earlier actors as ciphertext.
-		if err := s.Check(ctx); err != nil {
-			if mode == actor.Encrypt || errors.Is(err, actor.ErrWrongKey) {
-				return fmt.Errorf("--actor-key-file %s does not open the actor keys in the key bucket (they were made with another key file): start with the key file they were made with: %w", cfg.KeyFile, err)
-			}
+		err := waitForNATS(ctx, log, "check the actor key file", s.Check)
+		switch {
+		case errors.Is(err, actor.ErrWrongKey):
+			return fmt.Errorf("--actor-key-file %s does not open the actor keys in the key bucket (they were made with another key file): start with the key file they were made with: %w", cfg.KeyFile, err)
+		case err != nil && mode == actor.Encrypt:
+			return fmt.Errorf("--actor-mode encrypt: check --actor-key-file %s against the actor key bucket: %w", cfg.KeyFile, err)
+		case err != nil:
 			log.Warn().Err(err).Msg("actor key check failed: encrypted actors of earlier events may be shown as stored")
 		}
 	}

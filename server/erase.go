@@ -43,15 +43,11 @@ func (c *store) eraserConn(ctx context.Context, cfg Config, url string) (*nats.C
 // startEraser gives eng its eraser: each event stream's audit records
 // and purges on the privileged connection, and on an embedded store the
 // watermark lowered and the erased range recorded as accepted before
-// each purge, so an erase never reads as data loss. Without it (a stream
-// or the connection cannot be opened) erases answer that they are
-// unavailable; serving goes on.
+// each purge, so an erase never reads as data loss. It waits for NATS
+// while opening them fails transiently (waitForNATS); without it (a
+// stream or the connection cannot be opened for another reason, such as
+// permissions) erases answer that they are unavailable; serving goes on.
 func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts []*part, eng *service.Engine, log zerolog.Logger) func() {
-	enc, closeEnc, err := c.eraserConn(ctx, cfg, url)
-	if err != nil {
-		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
-		return func() {}
-	}
 	var before func(jetstream.EraseReport) error
 	var after func(jetstream.EraseReport, error)
 	if c.embedded != nil {
@@ -61,9 +57,21 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts [
 		before = func(rep jetstream.EraseReport) error { return c.acked.beforePurge(rep.Purged) }
 		after = func(jetstream.EraseReport, error) { c.acked.afterPurge() }
 	}
-	x, err := newErasers(ctx, parts, enc, before, after)
+	var x service.Eraser
+	var closeEnc func()
+	err := waitForNATS(ctx, log, "open the erase path", func(actx context.Context) error {
+		enc, closeConn, err := c.eraserConn(actx, cfg, url)
+		if err != nil {
+			return err
+		}
+		if x, err = newErasers(actx, parts, enc, before, after); err != nil {
+			closeConn()
+			return err
+		}
+		closeEnc = closeConn
+		return nil
+	})
 	if err != nil {
-		closeEnc()
 		log.Warn().Err(err).Msg("no erase: sessions can be deleted, not erased")
 		return func() {}
 	}

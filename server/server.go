@@ -84,9 +84,13 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Partitions: max(c.Partitions, 1), OneStreamSessions: logs[len(logs)-1].OneStreamSessions()}
-	if err := jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
-		log.Error().Err(err).Msg("stopping")
-		stopServing(err)
+	// The watch lives as long as ctx: each attempt is given ctx, not its
+	// own bounded one, and nats.go bounds its requests.
+	if err := waitForNATS(ctx, log, "watch the layout record", func(context.Context) error {
+		return jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
+			log.Error().Err(err).Msg("stopping")
+			stopServing(err)
+		})
 	}); err != nil {
 		log.Warn().Err(err).Msg("the store's layout record is not watched: an engine migrate would not stop this engine")
 	}
@@ -301,7 +305,13 @@ func newEngine(ctx context.Context, parts []*part, reg *resolver.Registry, m *me
 		Hooks:         hooks,
 		EraseTakeover: takeover,
 	})
-	if hist, err := parts[0].log.OpenRegistryHistory(ctx); err != nil {
+	var hist *jetstream.RegistryHistory
+	err = waitForNATS(ctx, log, "open the registry history", func(actx context.Context) error {
+		var err error
+		hist, err = parts[0].log.OpenRegistryHistory(actx)
+		return err
+	})
+	if err != nil {
 		log.Warn().Err(err).Msg("no registry history: turns rebuild only against registries this engine served")
 	} else {
 		eng.SetRegistryHistory(hist)

@@ -57,8 +57,8 @@ func (l *lineLog) String() string {
 // it (saying why, with back-off) and never exits on the transient absence:
 // first no node listens, then one node runs without a JetStream meta
 // leader (no quorum of three); when the other two start, the engine opens
-// the stream and the registry bucket, each created as the cluster forms,
-// and an append succeeds.
+// the stream, the registry bucket and the erase path, each created as the
+// cluster forms: an append succeeds, and so does an erase.
 func TestServeWaitsForCluster(t *testing.T) {
 	c := natstest.NewProcessCluster(t, natstest.ProcessOptions{})
 	ready := filepath.Join(t.TempDir(), "ready.json")
@@ -143,6 +143,13 @@ func TestServeWaitsForCluster(t *testing.T) {
 		res, err = cl.Append(ctx, client.AppendRequest{Session: "wait-1", Commands: []client.Command{client.DisableTool("bash")}})
 		return err
 	})
+	ops := client.NewHTTP("http://"+info.HTTPAddr, client.WithChannel("ops"), client.WithActor("test"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	del, err := ops.SessionDelete(ctx, client.DeleteRequest{Session: "wait-1", Erase: true, Reason: "test"})
+	if err != nil || !del.Erased || del.Purged == 0 {
+		t.Fatalf("erase on the engine that waited for its cluster: %+v, %v; want the session's events purged", del, err)
+	}
 	t.Logf("serve-wait: appended at %d after waiting; waits logged: %d", res.LastSeq, strings.Count(logs.String(), "waiting for NATS"))
 }
 
