@@ -400,10 +400,15 @@ func TestMigrateOnAThreeNodeClusterUnderLeaderKills(t *testing.T) {
 			t.Fatalf("session %s had no append acknowledged after the migration", s)
 		}
 		for _, seq := range seqs {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatalf("acknowledged append of %s at %s sequence %d: %v", s, name, seq, err)
-			}
+			// A direct get: the replica that answers may not have
+			// applied the last appends yet; a stored one turns up.
+			var m *natsjs.RawStreamMsg
+			natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+				if m, err = st.GetMsg(ctx, seq); err != nil {
+					return fmt.Errorf("acknowledged append of %s at %s sequence %d: %w", s, name, seq, err)
+				}
+				return nil
+			})
 			if m.Subject != subject {
 				t.Fatalf("%s sequence %d holds %s, want the acknowledged append on %s", name, seq, m.Subject, subject)
 			}
