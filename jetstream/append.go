@@ -76,16 +76,23 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	if errors.Is(err, errStoreFault) {
 		return l.afterFault(ctx, session, expected, evs, err)
 	}
-	// A replicated stream's leader acknowledges a write before it stops
-	// counting it in flight (nats-server 2.15 applies the entry, acks,
-	// then clears the subject's in-flight mark), so the session's next
-	// CAS publish can be refused with 10164 although the session is still
-	// at expected: nothing was stored and nobody else wrote. Send the
-	// same messages again (their ids dedupe) a few times before calling
-	// it a conflict; a real conflict moves the session past expected.
-	inFlight := Backoff{First: time.Millisecond, Max: 64 * time.Millisecond}
-	for n := 0; n < inFlightResends && inFlightRefusal(err, expected); n++ {
-		if Sleep(ctx, inFlight.Next()) != nil {
+	// Some refusals do not settle the append; the same messages are sent
+	// again (their ids dedupe) a few times before the refusal is taken:
+	//   - A replicated stream's leader acknowledges a write before it
+	//     stops counting it in flight (nats-server 2.15 applies the entry,
+	//     acks, then clears the subject's in-flight mark), so the session's
+	//     next CAS publish can be refused with 10164 although the session
+	//     is still at expected: nothing was stored and nobody else wrote.
+	//   - Every replica's server gets the publish, and a deposed leader
+	//     that has not learnt it yet (a node whose partition just healed)
+	//     still answers it, at once, from its store behind the current
+	//     leader's: a sequence below expected, or 10164 for a proposal of
+	//     its own that never committed. The current leader stores the
+	//     append meanwhile, and its acknowledgement comes second.
+	// A real conflict moves the session past expected.
+	refused := Backoff{First: time.Millisecond, Max: 256 * time.Millisecond}
+	for n := 0; n < refusalResends && unsettledRefusal(err, expected); n++ {
+		if Sleep(ctx, refused.Next()) != nil {
 			break
 		}
 		res, err = l.resendOnReconnect(ctx, faulted, attempt)
@@ -177,9 +184,22 @@ func (l *Log) storedBefore(ctx context.Context, session string, expected uint64,
 	return AppendResult{}, false, nil
 }
 
-// inFlightResends bounds the re-sends of an append refused because a
-// write to the session was in flight: waits of 1, 2, 4, ... 64 ms.
-const inFlightResends = 7
+// refusalResends bounds the re-sends of an append whose refusal does
+// not settle it (unsettledRefusal): waits of 1, 2, 4, ... 256 ms, about
+// half a second in all.
+const refusalResends = 10
+
+// unsettledRefusal reports a CAS refusal that does not show the session
+// past expected: one for a write in flight while the session is at
+// expected (inFlightRefusal), or one naming a sequence below expected,
+// which the current leader never answers for a session the caller read at
+// expected (a session's last sequence does not go back) but a deposed one
+// does. An expectation truly ahead of the session keeps the latter answer
+// through the re-sends, and is a conflict after them.
+func unsettledRefusal(err error, expected uint64) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && (ce.Actual < expected || ce.Actual == expected && ce.InFlight)
+}
 
 // checkDuplicate verifies the server's "duplicate" answer: the dedupe
 // window is stream-wide (Nats-Msg-Id), so the sequences it names may hold

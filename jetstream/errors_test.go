@@ -50,6 +50,30 @@ func TestInFlightRefusal(t *testing.T) {
 	}
 }
 
+// TestUnsettledRefusal: a refusal for a write in flight at the expected
+// sequence, or one naming a sequence below expected (a deposed leader's
+// answer), is sent again; one naming a sequence past expected is a
+// conflict.
+func TestUnsettledRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 3}, true},
+		{fmt.Errorf("append: %w", &ConflictError{Session: "s", Expected: 7, Actual: 6, InFlight: true}), true},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 9}, false},
+		{&ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
+		{ErrConflict, false},
+		{nil, false},
+	} {
+		if got := unsettledRefusal(tc.err, 7); got != tc.want {
+			t.Errorf("unsettledRefusal(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
 // A re-send refused because an earlier try with the same message id is
 // still being stored (10158, "duplicate message id is in process", as
 // after a leader change) is an unknown outcome the append path re-sends,

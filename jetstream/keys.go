@@ -358,9 +358,7 @@ func (l *Log) StoredAt(ctx context.Context, session string, first uint64, ids []
 // direct get holds nothing there. On a replicated stream a follower applies
 // an entry after the leader acknowledged it, so a writer told "duplicate,
 // stored at seq" (the leader checks ids before the expected sequence) can
-// ask a follower that does not have seq yet: that is no answer (the likely
-// cause of five failed appends of TestProcessClusterFollowerKillPause in
-// the CI run of stop 38, not reproduced in 56 runs here).
+// ask a follower that does not have seq yet: that is no answer.
 func (l *Log) idAt(ctx context.Context, seq uint64) (subject, msgID string, err error) {
 	m, err := l.msgAt(ctx, seq)
 	if err == nil {
