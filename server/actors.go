@@ -65,7 +65,7 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 		return fmt.Errorf("--actor-key-file: %w", err)
 	}
 	var keys *jetstream.ActorKeys
-	err = waitForNATS(ctx, log, "open the actor key bucket", func(actx context.Context) error {
+	err = waitForNATSOn(ctx, log, jlog.Conn(), "open the actor key bucket", func(actx context.Context) error {
 		keys, err = jlog.OpenActorKeys(actx)
 		return err
 	})
@@ -86,7 +86,7 @@ func startActors(ctx context.Context, cfg ActorConfig, jlog *jetstream.Log, eng 
 	if keys != nil {
 		// A wrong key file would otherwise make new keys for
 		// every person and show their earlier actors as ciphertext.
-		err := waitForNATS(ctx, log, "check the actor key file", s.Check)
+		err := waitForNATSOn(ctx, log, jlog.Conn(), "check the actor key file", s.Check)
 		switch {
 		case errors.Is(err, actor.ErrWrongKey):
 			return fmt.Errorf("--actor-key-file %s does not open the actor keys in the key bucket (they were made with another key file): start with the key file they were made with: %w", cfg.KeyFile, err)

@@ -64,7 +64,18 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts [
 		if err != nil {
 			return err
 		}
-		if x, err = newErasers(actx, parts, enc, before, after); err != nil {
+		// The erasers' requests go on the log's connection and on enc.
+		open := func(actx context.Context) error {
+			x, err = newErasers(actx, parts, enc, before, after)
+			return err
+		}
+		err = jetstream.WatchRefusal(actx, parts[0].log.Conn(), "", func(actx context.Context) error {
+			if enc == nil {
+				return open(actx)
+			}
+			return jetstream.WatchRefusal(actx, enc, "", open)
+		})
+		if err != nil {
 			closeConn()
 			return err
 		}

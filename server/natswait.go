@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/jetstream"
@@ -61,6 +62,16 @@ const (
 	// that a cluster without a JetStream meta leader is asked again.
 	natsAttemptTimeout = 5 * time.Second
 )
+
+// waitForNATSOn is waitForNATS for a step that sends requests on nc: a
+// request the server's permissions refuse is never answered, so it would
+// time out on every attempt, for ever; the step ends at once instead,
+// with an error matching jetstream.ErrPublishRefused (not transient).
+func waitForNATSOn(ctx context.Context, log zerolog.Logger, nc *nats.Conn, what string, attempt func(ctx context.Context) error) error {
+	return waitForNATS(ctx, log, what, func(actx context.Context) error {
+		return jetstream.WatchRefusal(actx, nc, "", attempt)
+	})
+}
 
 // waitForNATS calls attempt until it succeeds, returns an error that is
 // not transient (jetstream.Transient), or ctx ends. Between attempts it waits a jittered,

@@ -86,7 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 	lc := jetstream.LogConfig{Prefix: c.Prefix, Partitions: max(c.Partitions, 1), OneStreamSessions: logs[len(logs)-1].OneStreamSessions()}
 	// The watch lives as long as ctx: each attempt is given ctx, not its
 	// own bounded one, and nats.go bounds its requests.
-	if err := waitForNATS(ctx, log, "watch the layout record", func(context.Context) error {
+	if err := waitForNATSOn(ctx, log, jlog.Conn(), "watch the layout record", func(context.Context) error {
 		return jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
 			log.Error().Err(err).Msg("stopping")
 			stopServing(err)
@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var regStore *jetstream.RegistryStore
 	if cfg.RegistryKV {
 		fallback := reg
-		err := waitForNATS(ctx, log, "read the registry bucket", func(actx context.Context) error {
+		err := waitForNATSOn(ctx, log, jlog.Conn(), "read the registry bucket", func(actx context.Context) error {
 			var err error
 			regStore, reg, err = registryFromKV(actx, jlog, fallback, log)
 			return err
@@ -306,7 +306,7 @@ func newEngine(ctx context.Context, parts []*part, reg *resolver.Registry, m *me
 		EraseTakeover: takeover,
 	})
 	var hist *jetstream.RegistryHistory
-	err = waitForNATS(ctx, log, "open the registry history", func(actx context.Context) error {
+	err = waitForNATSOn(ctx, log, parts[0].log.Conn(), "open the registry history", func(actx context.Context) error {
 		var err error
 		hist, err = parts[0].log.OpenRegistryHistory(actx)
 		return err
