@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	njs "github.com/nats-io/nats.go/jetstream"
 
@@ -133,5 +134,47 @@ func TestActorKeyIsFoundPastALaggingReplica(t *testing.T) {
 	}
 	if _, err := keys.Get(ctx, "person"); !errors.Is(err, actor.ErrNoKey) {
 		t.Fatalf("read of the destroyed key: %v; want actor.ErrNoKey", err)
+	}
+}
+
+// A destroy whose purge is answered late is asked again, and the second
+// copy reaches the server after the person's key was made anew (their
+// next write, through another engine): it is refused, and the new key
+// stays. Here the purge's reply is held 1.5 s, past the re-ask after 1 s,
+// and the new key is made at 0.5 s.
+func TestActorKeyMadeAnewSurvivesALateSecondPurge(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Server(t)
+	direct, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := direct.OpenActorKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := natstest.NewHoldProxy(t, srv.ClientURL())
+	keys, err := p.OpenLog(t, 10*time.Second).OpenActorKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Create(ctx, "person", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	p.Arm("KV-Operation: PURGE", natstest.HoldReplies, 1500*time.Millisecond)
+	made := make(chan error, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		made <- other.Create(ctx, "person", []byte("new"))
+	}()
+	if err := keys.Destroy(ctx, "person"); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if err := <-made; err != nil {
+		t.Fatalf("make the key anew after the purge: %v", err)
+	}
+	v, err := other.Get(ctx, "person")
+	if err != nil || string(v) != "new" {
+		t.Fatalf("the key made anew: %q, %v; want it kept", v, err)
 	}
 }

@@ -100,6 +100,10 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 			return l.afterFault(ctx, session, expected, evs, err)
 		}
 	}
+	if unsettledRefusal(err, expected) && ctx.Err() != nil {
+		// The call ended among the re-sends: a copy may be stored.
+		return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+	}
 	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		if dup, done, derr := l.storedBefore(ctx, session, expected, evs, err); done {
 			return dup, derr
@@ -144,6 +148,13 @@ func (l *Log) storedBefore(ctx context.Context, session string, expected uint64,
 	var ce *ConflictError
 	if errors.As(err, &ce) {
 		atLeast = ce.Actual
+		if atLeast < expected {
+			// Still below expected after the re-sends: a deposed leader
+			// may have answered them all; ask the leader again.
+			if n, lerr := l.LeaderLastSeq(ctx, session); lerr == nil && n > atLeast {
+				atLeast = n
+			}
+		}
 	}
 	if errors.Is(err, errDuplicateInBatch) {
 		// 10201 names no sequence: ask the leader where the session

@@ -25,27 +25,29 @@ import (
 // the new leader): the first copy of each publish to subject is answered
 // at once with refusal, from a store behind the current leader's, and
 // reaches the server (the current leader) only after delay. Later copies
-// pass straight through. It speaks the NATS client protocol frame by
+// pass straight through, unless every is set: then each copy is answered
+// and delayed so. It speaks the NATS client protocol frame by
 // frame, so that its answer goes in between the server's frames.
 type deposedProxy struct {
 	ln       net.Listener
 	subject  string
 	refusal  []byte
 	delay    time.Duration
+	every    bool
 	answered atomic.Int64
 
 	mu   sync.Mutex
 	seen map[string]bool // message ids answered
 }
 
-func newDeposedProxy(t *testing.T, serverURL, subject, refusal string, delay time.Duration) *deposedProxy {
+func newDeposedProxy(t *testing.T, serverURL, subject, refusal string, delay time.Duration, every bool) *deposedProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	p := &deposedProxy{ln: ln, subject: subject, refusal: []byte(refusal), delay: delay, seen: map[string]bool{}}
+	p := &deposedProxy{ln: ln, subject: subject, refusal: []byte(refusal), delay: delay, every: every, seen: map[string]bool{}}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -150,7 +152,7 @@ func (p *deposedProxy) firstCopy(payload []byte) bool {
 	id, _, _ := bytes.Cut(rest, []byte("\r\n"))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.seen[string(id)] {
+	if p.seen[string(id)] && !p.every {
 		return false
 	}
 	p.seen[string(id)] = true
@@ -173,6 +175,10 @@ func sidFor(subs *sync.Map, reply string) (string, bool) {
 	return sid, sid != ""
 }
 
+// deposedRefusal is a deposed leader's answer to an append expected at a
+// later sequence than its store holds.
+const deposedRefusal = `{"stream":"TOOLS_EVENTS","error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"}}`
+
 // An append that a deposed leader refuses at once with a sequence below
 // the expected one, while the current leader stores it a moment later, is
 // not answered as a conflict: no current leader gives that answer for a
@@ -192,7 +198,7 @@ func TestAppendRefusedByADeposedLeaderIsNotAConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newDeposedProxy(t, srv.ClientURL(), direct.Subject(session),
-		`{"stream":"TOOLS_EVENTS","error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"}}`, 150*time.Millisecond)
+		deposedRefusal, 150*time.Millisecond, false)
 	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.url()), jetstream.LogConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -226,5 +232,53 @@ func TestAppendRefusedByADeposedLeaderIsNotAConflict(t *testing.T) {
 	}
 	if n := p.answered.Load(); n != rounds {
 		t.Fatalf("the deposed leader answered %d of %d appends", n, rounds)
+	}
+}
+
+// An append that a deposed leader refuses every time it is sent, through
+// all the re-sends, is still not answered as a conflict once the current
+// leader has stored it: the leader's last sequence sends the append
+// looking for its events, and finds them. A call that ends among the
+// re-sends answers that the outcome is unknown.
+func TestAppendRefusedByADeposedLeaderThroughoutIsFoundOrUnknown(t *testing.T) {
+	srv := natstest.Server(t)
+	ctx := context.Background()
+	const session = "deposed"
+	direct, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := direct.Append(ctx, session, 0, events.New(session, "web", "alice", events.ToolDisabled{Name: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newDeposedProxy(t, srv.ClientURL(), direct.Subject(session), deposedRefusal, 50*time.Millisecond, true)
+	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.url()), jetstream.LogConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := first.Last
+	for _, c := range []struct {
+		timeout time.Duration
+		want    error // nil: success
+	}{{20 * time.Second, nil}, {20 * time.Second, nil}, {100 * time.Millisecond, jetstream.ErrOutcomeUnknown}} {
+		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		res, err := l.Append(actx, session, last, events.New(session, "web", "alice", events.ToolEnabled{Name: "grep"}))
+		cancel()
+		time.Sleep(500 * time.Millisecond) // the delayed copies reach the server: not synchronisation
+		now, lerr := direct.LeaderLastSeq(ctx, session)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		if now != last+1 {
+			t.Fatalf("the session went from %d to %d, want one event stored", last, now)
+		}
+		switch {
+		case c.want == nil && (err != nil || res.Last != now):
+			t.Fatalf("append within %v: %+v, %v; want stored at %d", c.timeout, res, err, now)
+		case c.want != nil && !errors.Is(err, c.want):
+			t.Fatalf("append within %v: %+v, %v; want %v (it is stored at %d)", c.timeout, res, err, c.want, now)
+		}
+		last = now
 	}
 }

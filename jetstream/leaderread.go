@@ -117,20 +117,21 @@ type storedMsg struct {
 // of the stream's group gets the request, and one that sees no leader
 // (an election under way, or a member that has not heard from the leader
 // yet) answers 503 at once: that answer is asked again after a short
-// back-off while ctx lasts (the log's Timeout without a deadline), and
-// the last one is returned as a *jetstream.APIError, which Transient
-// accepts.
+// back-off for up to noResponderWait, as a read without responders is,
+// and the last one is returned as a *jetstream.APIError, which Transient
+// accepts (callers that wait out an election retry it).
 func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	backoff := noResponderBackoff
+	began, backoff := time.Now(), noResponderBackoff
 	for {
 		m, err := l.leaderMsgOnce(ctx, stream, get)
 		var apiErr *jetstream.APIError
 		if !errors.As(err, &apiErr) || apiErr.Code != 503 {
 			return m, err
 		}
-		if Sleep(ctx, backoff.Next()) != nil {
+		wait := noResponderWait - time.Since(began)
+		if wait <= 0 || Sleep(ctx, min(backoff.Next(), wait)) != nil {
 			return m, err
 		}
 	}

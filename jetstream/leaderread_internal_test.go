@@ -84,3 +84,21 @@ func TestLeaderReadReturnsTheServersErrorAsAnAPIError(t *testing.T) {
 		t.Fatalf("leader read answered 400: %v after %d asks; want the 400 API error after 1", err, asked.Load())
 	}
 }
+
+// A leader read answered 503 throughout (a group without a leader) fails
+// with that answer after noResponderWait, not at its caller's deadline:
+// callers that can wait (a lease release, a start) retry the transient
+// error themselves, and the others answer at once.
+func TestLeaderReadWithoutALeaderFailsBeforeItsDeadline(t *testing.T) {
+	l := leaderAnswering(t, func(int64) string { return clusterNotAvailable })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l.leaderMsg(ctx, "S", leaderGetRequest{Seq: 7})
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.Code != 503 {
+		t.Fatalf("leader read without a leader: %v; want the 503 API error", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the leader read waited out its caller's deadline")
+	}
+}

@@ -105,15 +105,22 @@ func (l *Log) getEntry(ctx context.Context, kv jetstream.KeyValue, key string) (
 	return e, err
 }
 
-// purgeKey purges key in kv (a purge marker replaces its revisions),
-// asked again as getEntry's reads are: a second marker purges nothing
-// more. A key that is not there is no error.
+// purgeKey purges key in kv (a purge marker replaces its revisions). The
+// purge is made at the key's last revision, read from the bucket's leader,
+// and asked again as getEntry's reads are: a second copy of it, or one
+// that reaches the server after someone made the key anew, is refused
+// rather than purging the new key. A key that was never written is no
+// error.
 func (l *Log) purgeKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
-	_, err := ask(ctx, l, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, kv.Purge(ctx, key)
+	_, rev, err := l.leaderKV(ctx, kv.Bucket(), key)
+	if err != nil || rev == 0 {
+		return err
+	}
+	_, err = ask(ctx, l, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, kv.Purge(ctx, key, jetstream.LastRevision(rev))
 	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
+	if IsCASConflict(err) {
+		return nil // a later revision: this purge stored, or the key made anew after it
 	}
 	return err
 }
@@ -310,6 +317,10 @@ func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 	for {
 		v, rev, err := m.log.leaderKV(ctx, m.bucket, metaRunner)
 		if err != nil {
+			// An election under way: read again while ctx lasts.
+			if Transient(err) && Sleep(ctx, 20*time.Millisecond) == nil {
+				continue
+			}
 			return false, err
 		}
 		cur := parseLease(v, rev)

@@ -112,7 +112,8 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 	apiSubj := l.cfg.apiPrefix() + "DIRECT.GET." + l.name
 	var seen uint64 // the last sequence handed to fn
 	idle := readIdle
-	began, backoff := time.Now(), noResponderBackoff
+	var unservedSince time.Time // the first "no responders" of a run of them
+	backoff := noResponderBackoff
 	for {
 		// A context ended before a request fails the read: the select
 		// below may otherwise take an already-arrived reply over a done
@@ -159,7 +160,10 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 				// 503 with no description is "no responders", asked
 				// again for a while as ask does.
 				if st == "503" && m.Header.Get("Description") == "" {
-					if time.Since(began) < noResponderWait {
+					if unservedSince.IsZero() {
+						unservedSince = time.Now()
+					}
+					if time.Since(unservedSince) < noResponderWait {
 						unserved = true
 						break
 					}
@@ -198,13 +202,14 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		}
 		w.stop()
 		if unserved {
-			if err := Sleep(ctx, min(backoff.Next(), noResponderWait-time.Since(began))); err != nil {
+			if err := Sleep(ctx, min(backoff.Next(), noResponderWait-time.Since(unservedSince))); err != nil {
 				return err
 			}
 			continue
 		}
 		if got > 0 {
 			idle = readIdle
+			unservedSince, backoff = time.Time{}, noResponderBackoff
 		}
 		if again {
 			if last > 0 {
