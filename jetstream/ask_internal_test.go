@@ -3,10 +3,14 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // simulateReconnect does what watchReconnects does at a reconnect: close
@@ -101,5 +105,31 @@ func TestAskReturnsTheDeadlineNotAGivenUpReasksCancel(t *testing.T) {
 	}
 	if leaks > 0 {
 		t.Errorf("a given-up re-ask's error came out of ask in %d of %d calls that ended at their deadline", leaks, rounds)
+	}
+}
+
+// againUnserved runs a read again while it is answered "no responders"
+// (by a request or by a publish to a stream), returns its first other
+// answer, and gives up with "no responders" after noResponderWait.
+func TestAgainUnservedReadsAgainWhileNoOneServes(t *testing.T) {
+	var n int
+	err := againUnserved(context.Background(), func() error {
+		n++
+		switch n {
+		case 1:
+			return fmt.Errorf("registry timeline: %w", nats.ErrNoResponders)
+		case 2:
+			return jetstream.ErrNoStreamResponse
+		}
+		return errors.New("the stream's answer")
+	})
+	if err == nil || err.Error() != "the stream's answer" || n != 3 {
+		t.Fatalf("after two unserved reads: %v after %d reads; want the third read's answer", err, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = againUnserved(ctx, func() error { return nats.ErrNoResponders })
+	if !errors.Is(err, nats.ErrNoResponders) || ctx.Err() != nil {
+		t.Fatalf("a read never served: %v (deadline passed: %v); want no responders before the deadline", err, ctx.Err() != nil)
 	}
 }

@@ -188,6 +188,17 @@ func (h *RegistryHistory) Lookup(ctx context.Context, version string) ([]byte, e
 func (h *RegistryHistory) LookupAll(ctx context.Context, version string) ([][]byte, error) {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
+	var out [][]byte
+	err := againUnserved(ctx, func() error {
+		var err error
+		out, err = h.lookupAll(ctx, version)
+		return err
+	})
+	return out, err
+}
+
+// lookupAll is LookupAll's one read, through a consumer of its own.
+func (h *RegistryHistory) lookupAll(ctx context.Context, version string) ([][]byte, error) {
 	c, err := h.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{h.subject(version)}})
 	if err != nil {
 		return nil, fmt.Errorf("look up registry %q: %w", version, err)
@@ -232,10 +243,25 @@ type RegistryMark struct {
 
 // eachHeader reads every message of the history, oldest first, without
 // the registry files (a headers-only read), and calls fn with each one's
-// version, headers and metadata; what names the read in its errors.
+// version, headers and metadata, once; what names the read in its errors.
+// A read that "no responders" cuts short is read again from the start, and
+// fn is not called again for what it was given.
 func (h *RegistryHistory) eachHeader(ctx context.Context, what string, fn func(version string, hdr nats.Header, md *jetstream.MsgMetadata)) error {
 	ctx, cancel := h.log.withTimeout(ctx)
 	defer cancel()
+	var given uint64 // the last sequence fn was given
+	return againUnserved(ctx, func() error {
+		return h.eachHeaderOnce(ctx, what, func(v string, hdr nats.Header, md *jetstream.MsgMetadata) {
+			if md.Sequence.Stream > given {
+				given = md.Sequence.Stream
+				fn(v, hdr, md)
+			}
+		})
+	})
+}
+
+// eachHeaderOnce is eachHeader's one read, through a consumer of its own.
+func (h *RegistryHistory) eachHeaderOnce(ctx context.Context, what string, fn func(version string, hdr nats.Header, md *jetstream.MsgMetadata)) error {
 	info, err := h.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

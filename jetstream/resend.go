@@ -159,6 +159,30 @@ const noResponderWait = 2 * time.Second
 // noResponderBackoff spaces the asks that "no responders" answered.
 var noResponderBackoff = Backoff{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
 
+// unserved reports the answer "no responders" (to a request, or to a
+// publish to a stream).
+func unserved(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// againUnserved runs read, and runs it again while it fails with "no
+// responders" for up to noResponderWait: a read through a consumer just
+// created can reach the client's server before the consumer's interest
+// does, as a read of a stream just created can (see ask).
+func againUnserved(ctx context.Context, read func() error) error {
+	began, backoff := time.Now(), noResponderBackoff
+	for {
+		err := read()
+		if !unserved(err) {
+			return err
+		}
+		wait := noResponderWait - time.Since(began)
+		if wait <= 0 || Sleep(ctx, min(backoff.Next(), wait)) != nil {
+			return err
+		}
+	}
+}
+
 // ask runs an idempotent request (a read, a publish the stream
 // deduplicates by its message id, a purge below a sequence) and returns
 // its first answer. A request handed to a node that died or went silent
@@ -207,7 +231,7 @@ func ask[T any](ctx context.Context, l *Log, req func(context.Context) (T, error
 				}
 				continue // a re-ask given up for a later one
 			}
-			if errors.Is(a.err, nats.ErrNoResponders) || errors.Is(a.err, jetstream.ErrNoStreamResponse) {
+			if unserved(a.err) {
 				if wait := noResponderWait - time.Since(began); wait > 0 {
 					// No replica serves the request on this server yet:
 					// ask again soon, not after readIdle.
