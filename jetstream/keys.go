@@ -163,7 +163,7 @@ func (l *Log) Keys(ctx context.Context) (*Keys, error) {
 	k := &Keys{log: l, kv: kv, bucket: bucket}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	began, _, err := k.began(ctx)
+	began, err := k.began(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", bucket, keysLegacy, err)
 	}
@@ -181,32 +181,29 @@ func (l *Log) Keys(ctx context.Context) (*Keys, error) {
 // served by any replica yet, and a replica behind the leader may not hold
 // the record another engine wrote: the record is read with getEntry, which
 // asks again, and, when it is there already, from the bucket's leader.
-func (k *Keys) began(ctx context.Context) ([]byte, uint64, error) {
+func (k *Keys) began(ctx context.Context) ([]byte, error) {
 	e, err := k.log.getEntry(ctx, k.kv, keysLegacy)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if e != nil {
-		return entryValue(e)
+		return e.Value(), nil
 	}
 	// Engines that kept no key index wrote one stream: a partitioned
 	// layout has no keys from before the index.
 	var last uint64
 	if k.log.cfg.Partitions <= 1 {
 		if last, err = k.log.LastStreamSeq(ctx); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
 	v, _ := json.Marshal(keysBegan{UpTo: last, Time: time.Now().UTC()})
-	rev, err := k.kv.Create(ctx, keysLegacy, v)
+	_, err = k.kv.Create(ctx, keysLegacy, v)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Another engine began it meanwhile.
-		return k.log.leaderKV(ctx, k.bucket, keysLegacy)
+		v, _, err = k.log.leaderKV(ctx, k.bucket, keysLegacy)
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	return v, rev, nil
+	return v, err
 }
 
 // Bucket is the bucket's name.

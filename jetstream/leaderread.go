@@ -123,18 +123,19 @@ type storedMsg struct {
 func (l *Log) leaderMsg(ctx context.Context, stream string, get leaderGetRequest) (storedMsg, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
-	began, backoff := time.Now(), noResponderBackoff
-	for {
-		m, err := l.leaderMsgOnce(ctx, stream, get)
-		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || apiErr.Code != 503 {
-			return m, err
-		}
-		wait := noResponderWait - time.Since(began)
-		if wait <= 0 || Sleep(ctx, min(backoff.Next(), wait)) != nil {
-			return m, err
-		}
-	}
+	var m storedMsg
+	err := readAgainWhile(ctx, noLeader, func() error {
+		var err error
+		m, err = l.leaderMsgOnce(ctx, stream, get)
+		return err
+	})
+	return m, err
+}
+
+// noLeader reports a JetStream API answer 503: no leader to serve it.
+func noLeader(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // leaderMsgOnce is leaderMsg's one request, asked again only while it

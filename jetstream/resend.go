@@ -170,10 +170,17 @@ func unserved(err error) bool {
 // created can reach the client's server before the consumer's interest
 // does, as a read of a stream just created can (see ask).
 func againUnserved(ctx context.Context, read func() error) error {
+	return readAgainWhile(ctx, unserved, read)
+}
+
+// readAgainWhile runs read, and runs it again while its error is one that
+// again accepts, after noResponderBackoff's waits, for up to
+// noResponderWait; it returns read's last error.
+func readAgainWhile(ctx context.Context, again func(error) bool, read func() error) error {
 	began, backoff := time.Now(), noResponderBackoff
 	for {
 		err := read()
-		if !unserved(err) {
+		if err == nil || !again(err) {
 			return err
 		}
 		wait := noResponderWait - time.Since(began)
