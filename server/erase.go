@@ -59,22 +59,21 @@ func (c *store) startEraser(ctx context.Context, cfg Config, url string, parts [
 	}
 	var x service.Eraser
 	var closeEnc func()
-	err := waitForNATS(ctx, log, "open the erase path", func(actx context.Context) error {
+	// The erasers' requests go on the log's connection and on enc.
+	err := waitForNATSOn(ctx, log, parts[0].log.Conn(), "open the erase path", func(actx context.Context) error {
 		enc, closeConn, err := c.eraserConn(actx, cfg, url)
 		if err != nil {
 			return err
 		}
-		// The erasers' requests go on the log's connection and on enc.
 		open := func(actx context.Context) error {
 			x, err = newErasers(actx, parts, enc, before, after)
 			return err
 		}
-		err = jetstream.WatchRefusal(actx, parts[0].log.Conn(), "", func(actx context.Context) error {
-			if enc == nil {
-				return open(actx)
-			}
-			return jetstream.WatchRefusal(actx, enc, "", open)
-		})
+		if enc != nil {
+			err = jetstream.WatchRefusal(actx, enc, "", open)
+		} else {
+			err = open(actx)
+		}
 		if err != nil {
 			closeConn()
 			return err
