@@ -144,16 +144,12 @@ func TestActorKeyIsFoundPastALaggingReplica(t *testing.T) {
 // and the new key is made at 0.5 s.
 func TestActorKeyMadeAnewSurvivesALateSecondPurge(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	direct, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct, nc := openLog(t)
 	other, err := direct.OpenActorKeys(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := natstest.NewHoldProxy(t, srv.ClientURL())
+	p := natstest.NewHoldProxy(t, nc.ConnectedUrl())
 	keys, err := p.OpenLog(t, 10*time.Second).OpenActorKeys(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -179,6 +179,29 @@ func sidFor(subs *sync.Map, reply string) (string, bool) {
 // later sequence than its store holds.
 const deposedRefusal = `{"stream":"TOOLS_EVENTS","error":{"code":400,"err_code":10071,"description":"wrong last sequence: 0"}}`
 
+// deposedSession is the session the deposed leader's tests append to.
+const deposedSession = "deposed"
+
+// behindADeposedLeader starts a server, appends one event to
+// deposedSession on a log direct to it, and opens a second log through a
+// deposedProxy answering that session's appends (delay, every as
+// newDeposedProxy takes them). It returns both logs, the proxy and the
+// session's last sequence.
+func behindADeposedLeader(t *testing.T, delay time.Duration, every bool) (direct, l *jetstream.Log, p *deposedProxy, last uint64) {
+	t.Helper()
+	ctx := context.Background()
+	direct, nc := openLog(t)
+	first, err := direct.Append(ctx, deposedSession, 0, events.New(deposedSession, "web", "alice", events.ToolDisabled{Name: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = newDeposedProxy(t, nc.ConnectedUrl(), direct.Subject(deposedSession), deposedRefusal, delay, every)
+	if l, err = jetstream.OpenLog(ctx, natstest.Connect(t, p.url()), jetstream.LogConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return direct, l, p, first.Last
+}
+
 // An append that a deposed leader refuses at once with a sequence below
 // the expected one, while the current leader stores it a moment later, is
 // not answered as a conflict: no current leader gives that answer for a
@@ -186,35 +209,19 @@ const deposedRefusal = `{"stream":"TOOLS_EVENTS","error":{"code":400,"err_code":
 // again and the current leader's answer settles the append. Answering
 // "conflict" would tell the caller that nothing was written.
 func TestAppendRefusedByADeposedLeaderIsNotAConflict(t *testing.T) {
-	srv := natstest.Server(t)
 	ctx := context.Background()
-	const session = "deposed"
-	direct, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := direct.Append(ctx, session, 0, events.New(session, "web", "alice", events.ToolDisabled{Name: "bash"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newDeposedProxy(t, srv.ClientURL(), direct.Subject(session),
-		deposedRefusal, 150*time.Millisecond, false)
-	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.url()), jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := first.Last
+	direct, l, p, last := behindADeposedLeader(t, 150*time.Millisecond, false)
 	const rounds = 10
 	for i := 0; i < rounds; i++ {
-		ev := events.New(session, "web", "alice", events.ToolEnabled{Name: "bash"})
+		ev := events.New(deposedSession, "web", "alice", events.ToolEnabled{Name: "bash"})
 		if i%2 == 1 {
-			ev = events.New(session, "web", "alice", events.ToolDisabled{Name: "bash"})
+			ev = events.New(deposedSession, "web", "alice", events.ToolDisabled{Name: "bash"})
 		}
 		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		res, err := l.Append(actx, session, last, ev)
+		res, err := l.Append(actx, deposedSession, last, ev)
 		cancel()
 		time.Sleep(200 * time.Millisecond) // the first copy reaches the server: not synchronisation
-		now, lerr := direct.LeaderLastSeq(ctx, session)
+		now, lerr := direct.LeaderLastSeq(ctx, deposedSession)
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
@@ -241,32 +248,17 @@ func TestAppendRefusedByADeposedLeaderIsNotAConflict(t *testing.T) {
 // looking for its events, and finds them. A call that ends among the
 // re-sends answers that the outcome is unknown.
 func TestAppendRefusedByADeposedLeaderThroughoutIsFoundOrUnknown(t *testing.T) {
-	srv := natstest.Server(t)
 	ctx := context.Background()
-	const session = "deposed"
-	direct, err := jetstream.OpenLog(ctx, natstest.Connect(t, srv.ClientURL()), jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := direct.Append(ctx, session, 0, events.New(session, "web", "alice", events.ToolDisabled{Name: "bash"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newDeposedProxy(t, srv.ClientURL(), direct.Subject(session), deposedRefusal, 50*time.Millisecond, true)
-	l, err := jetstream.OpenLog(ctx, natstest.Connect(t, p.url()), jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := first.Last
+	direct, l, _, last := behindADeposedLeader(t, 50*time.Millisecond, true)
 	for _, c := range []struct {
 		timeout time.Duration
 		want    error // nil: success
 	}{{20 * time.Second, nil}, {20 * time.Second, nil}, {100 * time.Millisecond, jetstream.ErrOutcomeUnknown}} {
 		actx, cancel := context.WithTimeout(ctx, c.timeout)
-		res, err := l.Append(actx, session, last, events.New(session, "web", "alice", events.ToolEnabled{Name: "grep"}))
+		res, err := l.Append(actx, deposedSession, last, events.New(deposedSession, "web", "alice", events.ToolEnabled{Name: "grep"}))
 		cancel()
 		time.Sleep(500 * time.Millisecond) // the delayed copies reach the server: not synchronisation
-		now, lerr := direct.LeaderLastSeq(ctx, session)
+		now, lerr := direct.LeaderLastSeq(ctx, deposedSession)
 		if lerr != nil {
 			t.Fatal(lerr)
 		}

@@ -74,12 +74,7 @@ func TestAppendDuplicateOfAnotherSession(t *testing.T) {
 // record, and keeps its value, rather than failing with "key not found".
 func TestKeyIndexOpensPastALaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
-	first, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, nc := openLog(t)
 	const bucket = "TOOLS_KEYS"
 	kv, err := first.JetStream().CreateKeyValue(ctx, njs.KeyValueConfig{Bucket: bucket, History: 1})
 	if err != nil {

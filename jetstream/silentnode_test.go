@@ -371,17 +371,9 @@ var readsOfALog = []struct {
 // responders". Here the stream is deleted and created again 100 ms after
 // the read starts; the new stream is empty.
 func TestReadAskedBeforeItsStreamServesIsAnsweredOnceItDoes(t *testing.T) {
-	srv := natstest.Server(t)
-	nc := natstest.Connect(t, srv.ClientURL())
+	l, nc := openLog(t)
 	ctx := context.Background()
-	l, err := jetstream.OpenLog(ctx, nc, jetstream.LogConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := l.JetStream()
 	for _, rd := range readsOfALog {
 		if _, err := l.Append(ctx, "s1", 0, toggled("s1")); err != nil {
 			t.Fatal(err)
@@ -410,18 +402,14 @@ func TestReadAskedBeforeItsStreamServesIsAnsweredOnceItDoes(t *testing.T) {
 // A read whose stream never gets a responder (it does not exist) fails
 // with "no responders" well before its caller's deadline.
 func TestReadOfAMissingStreamFailsWithNoResponders(t *testing.T) {
-	l, nc := openLog(t)
+	l, _ := openLog(t)
 	ctx := context.Background()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(ctx, l.StreamName()); err != nil {
+	if err := l.JetStream().DeleteStream(ctx, l.StreamName()); err != nil {
 		t.Fatal(err)
 	}
 	for _, rd := range readsOfALog {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err = rd.read(rctx, l)
+		_, err := rd.read(rctx, l)
 		late := rctx.Err() != nil
 		cancel()
 		if !errors.Is(err, nats.ErrNoResponders) {
