@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/internal/tick"
 )
 
 // catchUpBatch is how many events CatchUp hands on at most at a time and
@@ -68,25 +70,19 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
-		t := time.NewTicker(catchUpIdle / 5)
-		defer t.Stop()
 		seen, idle := received.Load(), time.Duration(0)
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-			}
+		tick.Every(wctx, catchUpIdle/5, func() bool {
 			if n := received.Load(); n != seen || handing.Load() {
 				seen, idle = n, 0
-				continue
+				return true
 			}
 			if idle += catchUpIdle / 5; idle >= catchUpIdle {
 				gaveUp.Store(true)
 				it.Stop()
-				return
+				return false
 			}
-		}
+			return true
+		})
 	}()
 	var last uint64
 	recs := make([]Record, 0, catchUpBatch)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/internal/lru"
+	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -427,14 +428,7 @@ func (p *Projection) acquire(ctx context.Context, mayHold *bool) (jetstream.Leas
 // it cancels the folding at once: a runner that cannot renew must stop
 // before its lease expires and another takes over.
 func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cancel context.CancelFunc) {
-	t := time.NewTicker(p.cfg.RenewEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, p.cfg.RenewEvery, func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, p.cfg.RenewEvery)
 		next, err := p.meta.Renew(rctx, lease, p.cfg.LeaseTTL)
 		rcancel()
@@ -443,10 +437,11 @@ func (p *Projection) keepLease(ctx context.Context, lease jetstream.Lease, cance
 				p.cfg.Logger.Warn().Err(err).Str("owner", p.cfg.Owner).Msg("projection runner: cannot renew the lease: stopping folding")
 			}
 			cancel()
-			return
+			return false
 		}
 		lease = next
-	}
+		return true
+	})
 }
 
 // runLoop folds from the feed until ctx ends, restarting after failures.

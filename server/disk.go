@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/health"
+	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
 )
 
@@ -25,64 +26,56 @@ func diskChecks(ctx context.Context, disk *jetstream.DiskGuard, srv *jetstream.E
 	// room to do so (else a stream fails to load), and again until the
 	// event stream answers.
 	room := max(disk.MinFree, 16<<20)
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		full, restart, unanswered := false, false, false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := disk.Check()
-			switch {
-			case err != nil && !full:
-				log.Error().Err(err).Msg("disk full: appends refused until space returns")
-			case err == nil && full:
-				log.Warn().Msg("disk has space again: appends accepted")
-			}
-			full = err != nil
-			fault := srv.WriteFault()
-			if fault != "" || !srv.JetStreamEnabled() {
-				restart = true
-			}
-			if !restart {
-				continue
-			}
-			if free, ferr := jetstream.StatfsFree(disk.Dir); ferr != nil || free < room {
-				continue
-			}
-			if rerr := srv.ReenableJetStream(); rerr != nil {
-				if !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
-					log.Error().Err(rerr).Str("fault", fault).Msg("the store failed a write (out of space?): cannot restart JetStream")
-				}
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, serr := jlog.LastStreamSeq(cctx)
-			cancel()
-			switch {
-			case serr == nil:
-				restart, unanswered = false, false
-				log.Warn().Str("fault", fault).Msg("the store had failed a write (out of space?): JetStream restarted, appends accepted again")
-			case errors.Is(serr, natsjs.ErrStreamNotFound):
-				// The stream did not load: start JetStream again, once it
-				// has settled (a shutdown right after a start crashes
-				// the server: jetStreamSettle in jetstream/server.go).
-				log.Error().Err(serr).Msg("JetStream restarted after a write fault without the event stream: restarting it again")
-				if rerr := srv.RestartJetStream(); rerr != nil && !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
-					log.Error().Err(rerr).Msg("cannot restart JetStream")
-				}
-			default:
-				// Slow, not gone (CPU load): ask again at the next tick.
-				if !unanswered {
-					log.Warn().Err(serr).Msg("JetStream restarted after a write fault but the event stream does not answer yet: asking again")
-				}
-				unanswered = true
-			}
+	full, restart, unanswered := false, false, false
+	check := func() {
+		err := disk.Check()
+		switch {
+		case err != nil && !full:
+			log.Error().Err(err).Msg("disk full: appends refused until space returns")
+		case err == nil && full:
+			log.Warn().Msg("disk has space again: appends accepted")
 		}
-	}()
+		full = err != nil
+		fault := srv.WriteFault()
+		if fault != "" || !srv.JetStreamEnabled() {
+			restart = true
+		}
+		if !restart {
+			return
+		}
+		if free, ferr := jetstream.StatfsFree(disk.Dir); ferr != nil || free < room {
+			return
+		}
+		if rerr := srv.ReenableJetStream(); rerr != nil {
+			if !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
+				log.Error().Err(rerr).Str("fault", fault).Msg("the store failed a write (out of space?): cannot restart JetStream")
+			}
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, serr := jlog.LastStreamSeq(cctx)
+		cancel()
+		switch {
+		case serr == nil:
+			restart, unanswered = false, false
+			log.Warn().Str("fault", fault).Msg("the store had failed a write (out of space?): JetStream restarted, appends accepted again")
+		case errors.Is(serr, natsjs.ErrStreamNotFound):
+			// The stream did not load: start JetStream again, once it
+			// has settled (a shutdown right after a start crashes
+			// the server: jetStreamSettle in jetstream/server.go).
+			log.Error().Err(serr).Msg("JetStream restarted after a write fault without the event stream: restarting it again")
+			if rerr := srv.RestartJetStream(); rerr != nil && !errors.Is(rerr, jetstream.ErrJetStreamSettling) {
+				log.Error().Err(rerr).Msg("cannot restart JetStream")
+			}
+		default:
+			// Slow, not gone (CPU load): ask again at the next tick.
+			if !unanswered {
+				log.Warn().Err(serr).Msg("JetStream restarted after a write fault but the event stream does not answer yet: asking again")
+			}
+			unanswered = true
+		}
+	}
+	go tick.Every(ctx, time.Second, func() bool { check(); return true })
 	return []health.Check{
 		{Name: "disk", Fn: func(context.Context) error { return disk.Check() }},
 		{Name: "jetstream", Fn: func(context.Context) error {

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"time"
+
+	"github.com/toolintent/engine/internal/tick"
 )
 
 // every calls fn each interval (the interval counted from the end of
@@ -24,16 +26,7 @@ func paced(ctx context.Context, first time.Duration, fn func() time.Duration) <-
 	}
 	go func() {
 		defer close(done)
-		t := time.NewTimer(first)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			t.Reset(fn())
-		}
+		tick.Paced(ctx, first, fn)
 	}()
 	return done
 }

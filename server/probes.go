@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/health"
+	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
@@ -77,16 +78,8 @@ func (p *writeProbe) watchRunner(proj *projection.Projection) {
 
 // run probes until ctx ends.
 func (p *writeProbe) run(ctx context.Context) {
-	t := time.NewTicker(writeProbeEvery)
-	defer t.Stop()
-	for {
-		p.probe(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	p.probe(ctx)
+	tick.Every(ctx, writeProbeEvery, func() bool { p.probe(ctx); return true })
 }
 
 func (p *writeProbe) probe(ctx context.Context) {

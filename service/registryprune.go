@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -328,26 +329,17 @@ func (r *RegistryPrune) Run(ctx context.Context, interval time.Duration, changed
 	if interval <= 0 {
 		interval = DefaultRegistryPruneTick
 	}
-	tk := time.NewTicker(interval)
-	defer tk.Stop()
 	pending := true // a pass is due: at start, after a failure, or a pass left work
-	for n := 0; ; n++ {
-		if n > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-			}
-		}
+	pass := func() bool {
 		if active != nil && !active() {
 			pending = true // the engine that becomes active passes at once
-			continue
+			return true
 		}
 		if changed != nil && changed() {
 			pending = true
 		}
 		if !pending {
-			continue
+			return true
 		}
 		p, err := r.Pass(ctx)
 		log := r.e.cfg.Logger
@@ -356,7 +348,7 @@ func (r *RegistryPrune) Run(ctx context.Context, interval time.Duration, changed
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Msg("registry prune pass")
 			}
-			continue
+			return true
 		}
 		ev := log.Debug()
 		if len(p.Pruned) > 0 {
@@ -364,5 +356,8 @@ func (r *RegistryPrune) Run(ctx context.Context, interval time.Duration, changed
 		}
 		ev.Int("keep", r.cfg.Keep).Int("referenced", p.Referenced).Int("kept", p.Kept).Strs("pruned", p.Pruned).
 			Int("remaining", p.Remaining).Int("conflicts", p.Conflicts).Dur("took", p.Took).Msg("registry prune pass")
+		return true
 	}
+	pass()
+	tick.Every(ctx, interval, pass)
 }

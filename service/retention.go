@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/projection"
 )
@@ -390,22 +391,15 @@ func (r *Retention) Run(ctx context.Context, interval time.Duration, active func
 	if interval <= 0 {
 		interval = DefaultRetentionTick
 	}
-	tk := time.NewTicker(interval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-		}
+	tick.Every(ctx, interval, func() bool {
 		if active != nil && !active() {
-			continue
+			return true
 		}
 		t, err := r.Tick(ctx)
 		log := r.e.cfg.Logger
 		if err != nil && ctx.Err() == nil {
 			log.Warn().Err(err).Msg("retention tick")
-			continue
+			return true
 		}
 		ev := log.Debug()
 		if t.Deleted+t.Erased+t.Compacted > 0 || t.Errors > 0 {
@@ -414,5 +408,6 @@ func (r *Retention) Run(ctx context.Context, interval time.Duration, active func
 		ev.Int("examined", t.Examined).Int("deleted", t.Deleted).Int("erased", t.Erased).Int("compacted", t.Compacted).Int("conflicts", t.Conflicts).
 			Int("errors", t.Errors).Int("remaining", t.Remaining).Dur("took", t.Took).Str("idle_limit", r.cfg.Idle.String()).
 			Msg("retention tick")
-	}
+		return true
+	})
 }

@@ -1,0 +1,43 @@
+// Package tick runs a function on a clock until its context ends: the
+// loop of the engine's background work (lease renewal, retention, probes,
+// disk checks).
+package tick
+
+import (
+	"context"
+	"time"
+)
+
+// Every calls fn at each tick of a time.Ticker of period interval, the
+// first one interval after the call, until ctx ends or fn returns false.
+// Ticks that a slow fn overran are dropped, as the Ticker drops them. It
+// blocks; interval must be positive.
+func Every(ctx context.Context, interval time.Duration, fn func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !fn() {
+			return
+		}
+	}
+}
+
+// Paced calls fn after first, then each time after the wait fn returns
+// (counted from the end of the call), until ctx ends. It blocks.
+func Paced(ctx context.Context, first time.Duration, fn func() time.Duration) {
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		t.Reset(fn())
+	}
+}

@@ -1,0 +1,71 @@
+package tick_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolintent/engine/internal/tick"
+)
+
+func TestEveryCallsEachIntervalUntilFnReturnsFalse(t *testing.T) {
+	start := time.Now()
+	var calls []time.Time
+	tick.Every(context.Background(), 20*time.Millisecond, func() bool {
+		calls = append(calls, time.Now())
+		return len(calls) < 3
+	})
+	if len(calls) != 3 {
+		t.Fatalf("fn called %d times, want 3 (it returned false at the third)", len(calls))
+	}
+	if d := calls[0].Sub(start); d < 20*time.Millisecond {
+		t.Fatalf("first call after %s, want at least one interval, 20ms", d)
+	}
+}
+
+func TestEveryReturnsWhenCtxEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	calls := 0
+	go func() {
+		defer close(done)
+		tick.Every(ctx, time.Millisecond, func() bool { calls++; return true })
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return when ctx ended")
+	}
+	if calls == 0 {
+		t.Fatal("fn never called in 20ms of 1ms ticks")
+	}
+}
+
+func TestPacedWaitsWhatFnReturnsAndStopsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan time.Time, 10)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick.Paced(ctx, 30*time.Millisecond, func() time.Duration {
+			calls <- time.Now()
+			return 50 * time.Millisecond
+		})
+	}()
+	first, second := <-calls, <-calls
+	if d := first.Sub(start); d < 30*time.Millisecond {
+		t.Fatalf("first call after %s, want at least the first wait, 30ms", d)
+	}
+	if d := second.Sub(first); d < 50*time.Millisecond {
+		t.Fatalf("second call %s after the first, want at least the returned 50ms", d)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Paced did not return when ctx ended")
+	}
+}
