@@ -346,12 +346,12 @@ func (h *harness) addQuality(recallName, mrrName string, q searcheval.Quality, m
 // line; the blind third set, the fourth set's dev split and the mcp2
 // held-out queries are in its note, beside plain BM25.
 func (h *harness) heldOutLines() error {
-	d4, q4, err := querySet(searcheval.HeldOut4Docs, searcheval.HeldOut4Queries)
+	d4, q4, err := querySet(searcheval.HeldOut4.Docs, searcheval.HeldOut4.Queries)
 	if err != nil {
 		return err
 	}
 	final, dev := finalSplit(q4)
-	d3, q3, err := querySet(searcheval.HeldOut3Docs, searcheval.HeldOut3Queries)
+	d3, q3, err := querySet(searcheval.HeldOut3.Docs, searcheval.HeldOut3.Queries)
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func (h *harness) heldOutLines() error {
 // final split (mcp5, 119 queries, never tuned on), paraphrases and plain
 // BM25 in the note.
 func (h *harness) heldOut5Lines() error {
-	d5, q5, err := querySet(searcheval.HeldOut5Docs, searcheval.HeldOut5Queries)
+	d5, q5, err := querySet(searcheval.HeldOut5.Docs, searcheval.HeldOut5.Queries)
 	if err != nil {
 		return err
 	}

@@ -28,13 +28,13 @@ func ablationSets(b *testing.B) []struct {
 	must(err)
 	q2, err := searcheval.TuningQueries()
 	must(err)
-	d4, err := searcheval.HeldOut4Docs()
+	d4, err := searcheval.HeldOut4.Docs()
 	must(err)
-	q4, err := searcheval.HeldOut4Queries()
+	q4, err := searcheval.HeldOut4.Queries()
 	must(err)
-	d5, err := searcheval.HeldOut5Docs()
+	d5, err := searcheval.HeldOut5.Docs()
 	must(err)
-	q5, err := searcheval.HeldOut5Queries()
+	q5, err := searcheval.HeldOut5.Queries()
 	must(err)
 	dev := func(qs []searcheval.Query) []searcheval.Query {
 		var out []searcheval.Query

@@ -10,19 +10,19 @@ import (
 // known kind, at least one label, and only labels naming mcp3 tools. It
 // says nothing about ranking quality.
 func TestHeldOut3Loads(t *testing.T) {
-	servers, err := HeldOut3Servers()
+	servers, err := HeldOut3.Servers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := checkServers(t, files3, "testdata/mcp3", servers, Servers, HeldOutServers)
-	docs, err := HeldOut3Docs()
+	names := checkServers(t, blind, "testdata/mcp3", servers, Servers, HeldOutServers)
+	docs, err := HeldOut3.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(docs) != len(names) {
 		t.Fatalf("%d docs for %d tools", len(docs), len(names))
 	}
-	qs, err := HeldOut3Queries()
+	qs, err := HeldOut3.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,19 +13,19 @@ import (
 // of the five, and every label names an mcp4 tool. It says nothing about
 // ranking quality.
 func TestHeldOut4Loads(t *testing.T) {
-	servers, err := HeldOut4Servers()
+	servers, err := HeldOut4.Servers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := checkServers(t, files4, "testdata/mcp4", servers, Servers, HeldOutServers, HeldOut3Servers)
-	docs, err := HeldOut4Docs()
+	names := checkServers(t, blind, "testdata/mcp4", servers, Servers, HeldOutServers, HeldOut3.Servers)
+	docs, err := HeldOut4.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(docs) != len(names) {
 		t.Fatalf("%d docs for %d tools", len(docs), len(names))
 	}
-	qs, err := HeldOut4Queries()
+	qs, err := HeldOut4.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,19 +13,19 @@ import (
 // of the five, and every label names an mcp5 tool. It says nothing about
 // ranking quality.
 func TestHeldOut5Loads(t *testing.T) {
-	servers, err := HeldOut5Servers()
+	servers, err := HeldOut5.Servers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := checkServers(t, files5, "testdata/mcp5", servers, Servers, HeldOutServers, HeldOut3Servers, HeldOut4Servers)
-	docs, err := HeldOut5Docs()
+	names := checkServers(t, blind, "testdata/mcp5", servers, Servers, HeldOutServers, HeldOut3.Servers, HeldOut4.Servers)
+	docs, err := HeldOut5.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(docs) != len(names) {
 		t.Fatalf("%d docs for %d tools", len(docs), len(names))
 	}
-	qs, err := HeldOut5Queries()
+	qs, err := HeldOut5.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,11 +182,11 @@ func ofSplit(qs []Query, split string) []Query {
 // floors hold those. Its final split is judged, never tuned on
 // (TestReportBlindSet).
 func TestHeldOut4DevQuality(t *testing.T) {
-	docs, err := HeldOut4Docs()
+	docs, err := HeldOut4.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := HeldOut4Queries()
+	qs, err := HeldOut4.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,11 +216,11 @@ func TestHeldOut4DevQuality(t *testing.T) {
 // plural 0.767 / 0.706 (paraphrase 0.624). The floors hold those. Its
 // final split is judged, never tuned on (TestReportBlindSet).
 func TestHeldOut5DevQuality(t *testing.T) {
-	docs, err := HeldOut5Docs()
+	docs, err := HeldOut5.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := HeldOut5Queries()
+	qs, err := HeldOut5.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,33 +10,33 @@ import (
 // is set: they judge a ranking once, they are never looked at while
 // tuning.
 func TestReportBlindSet(t *testing.T) {
-	docs, err := HeldOut3Docs()
+	docs, err := HeldOut3.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := HeldOut3Queries()
+	qs, err := HeldOut3.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(docs) == 0 || len(qs) == 0 {
 		t.Fatalf("blind set: %d tools, %d queries; want both non-empty", len(docs), len(qs))
 	}
-	d4, err := HeldOut4Docs()
+	d4, err := HeldOut4.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q4, err := HeldOut4Queries()
+	q4, err := HeldOut4.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ofSplit(q4, "final")) == 0 {
 		t.Fatal("mcp4 has no final queries")
 	}
-	d5, err := HeldOut5Docs()
+	d5, err := HeldOut5.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q5, err := HeldOut5Queries()
+	q5, err := HeldOut5.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}

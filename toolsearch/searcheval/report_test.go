@@ -59,20 +59,20 @@ func TestReport(t *testing.T) {
 	}
 	t.Log("\n" + table("tuning: first corpus", first, firstQs))
 	t.Log("\n" + table("tuning: mcp2 tuning queries", docs, tun))
-	d4, err := HeldOut4Docs()
+	d4, err := HeldOut4.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q4, err := HeldOut4Queries()
+	q4, err := HeldOut4.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table("tuning: mcp4 dev queries", d4, ofSplit(q4, "dev")))
-	d5, err := HeldOut5Docs()
+	d5, err := HeldOut5.Docs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q5, err := HeldOut5Queries()
+	q5, err := HeldOut5.Queries()
 	if err != nil {
 		t.Fatal(err)
 	}
