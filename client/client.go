@@ -32,31 +32,6 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// op is one operation of the API: wire's table, which the engine serves.
-type op = wire.Operation
-
-var (
-	opAppend     = wire.OpAppend
-	opIntent     = wire.OpIntent
-	opResolve    = wire.OpResolve
-	opHistory    = wire.OpHistory
-	opExplain    = wire.OpExplain
-	opResume     = wire.OpResume
-	opBeginTurn  = wire.OpBeginTurn
-	opDiscover   = wire.OpDiscover
-	opDispatch   = wire.OpDispatch
-	opInspect    = wire.OpInspect
-	opCheckpoint = wire.OpCheckpoint
-	opEndTurn    = wire.OpEndTurn
-	opSessions   = wire.OpSessions
-	opDelete     = wire.OpDelete
-	opCompact    = wire.OpCompact
-	opRegistry   = wire.OpRegistry
-	opBudget     = wire.OpBudget
-	opCallCheck  = wire.OpCallCheck
-	opRegDiff    = wire.OpRegistryDiff
-)
-
 // Client calls the engine's API over HTTP (NewHTTP) or NATS (NewNATS).
 type Client struct {
 	t       transport
@@ -65,7 +40,7 @@ type Client struct {
 }
 
 type transport interface {
-	call(ctx context.Context, o op, req, out any, actor string) error
+	call(ctx context.Context, o wire.Operation, req, out any, actor string) error
 }
 
 // Option configures a Client.
@@ -160,20 +135,20 @@ func (c *Client) Append(ctx context.Context, req AppendRequest, opts ...AppendOp
 		o(&req)
 	}
 	var out AppendReply
-	return out, c.Do(ctx, opAppend, &req, &out)
+	return out, c.Do(ctx, wire.OpAppend, &req, &out)
 }
 
 // Intent reads a session's stored intent, loaded tools, turn and last
 // checkpoint; MinSeq reads your writes.
 func (c *Client) Intent(ctx context.Context, req IntentRequest) (Session, error) {
 	var out Session
-	return out, c.Do(ctx, opIntent, &req, &out)
+	return out, c.Do(ctx, wire.OpIntent, &req, &out)
 }
 
 // Resolve resolves a session's tools for a provider request.
 func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.Do(ctx, opResolve, &req, &out)
+	return out, c.Do(ctx, wire.OpResolve, &req, &out)
 }
 
 // HistoryPage returns one page of a session's event timeline: the
@@ -181,7 +156,7 @@ func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (TurnView, err
 // page is after NextAfterSeq.
 func (c *Client) HistoryPage(ctx context.Context, req HistoryRequest) (History, error) {
 	var out History
-	return out, c.Do(ctx, opHistory, &req, &out)
+	return out, c.Do(ctx, wire.OpHistory, &req, &out)
 }
 
 // History returns a session's whole event timeline, read page by page
@@ -212,7 +187,7 @@ func (c *Client) History(ctx context.Context, req HistoryRequest) (History, erro
 // Explain says why a tool is or is not in a session's set.
 func (c *Client) Explain(ctx context.Context, req ExplainRequest) (Explanation, error) {
 	var out Explanation
-	return out, c.Do(ctx, opExplain, &req, &out)
+	return out, c.Do(ctx, wire.OpExplain, &req, &out)
 }
 
 // ExplainBatch explains each of req.Tools (1 to wire.MaxExplainBatch) in
@@ -225,49 +200,49 @@ func (c *Client) ExplainBatch(ctx context.Context, req ExplainBatchRequest) (Exp
 // Resume resumes a session after a crash from its last checkpoint.
 func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
-	return out, c.Do(ctx, opResume, &req, &out)
+	return out, c.Do(ctx, wire.OpResume, &req, &out)
 }
 
 // TurnBegin begins the session's next turn and freezes its tools
 // (operation turn-begin).
 func (c *Client) TurnBegin(ctx context.Context, req BeginTurnRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.Do(ctx, opBeginTurn, &req, &out)
+	return out, c.Do(ctx, wire.OpBeginTurn, &req, &out)
 }
 
 // TurnDiscover is tool_search in the open turn (operation turn-discover):
 // pass the model's input object as Input, or Names.
 func (c *Client) TurnDiscover(ctx context.Context, req DiscoverRequest) (DiscoverReply, error) {
 	var out DiscoverReply
-	return out, c.Do(ctx, opDiscover, &req, &out)
+	return out, c.Do(ctx, wire.OpDiscover, &req, &out)
 }
 
 // TurnDispatch returns the provider request of the open turn and records
 // its classification (operation turn-dispatch).
 func (c *Client) TurnDispatch(ctx context.Context, req DispatchRequest) (TurnView, error) {
 	var out TurnView
-	return out, c.Do(ctx, opDispatch, &req, &out)
+	return out, c.Do(ctx, wire.OpDispatch, &req, &out)
 }
 
 // TurnInspect returns the classification of the session's last dispatch
 // (operation turn-inspect).
 func (c *Client) TurnInspect(ctx context.Context, req TurnRequest) (DispatchRecord, error) {
 	var out DispatchRecord
-	return out, c.Do(ctx, opInspect, &req, &out)
+	return out, c.Do(ctx, wire.OpInspect, &req, &out)
 }
 
 // TurnCheckpoint records a checkpoint of the session's open turn
 // (operation turn-checkpoint).
 func (c *Client) TurnCheckpoint(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
-	return out, c.Do(ctx, opCheckpoint, &req, &out)
+	return out, c.Do(ctx, wire.OpCheckpoint, &req, &out)
 }
 
 // TurnEnd ends the open turn at a safe point: one TurnEnded event carrying
 // the checkpoint (operation turn-end).
 func (c *Client) TurnEnd(ctx context.Context, req TurnRequest) (CheckpointReply, error) {
 	var out CheckpointReply
-	return out, c.Do(ctx, opEndTurn, &req, &out)
+	return out, c.Do(ctx, wire.OpEndTurn, &req, &out)
 }
 
 // SessionCompact rolls a session's log up into one SessionCompacted that
@@ -276,7 +251,7 @@ func (c *Client) TurnEnd(ctx context.Context, req TurnRequest) (CheckpointReply,
 // compact already.
 func (c *Client) SessionCompact(ctx context.Context, req CompactRequest) (CompactReply, error) {
 	var out CompactReply
-	return out, c.Do(ctx, opCompact, &req, &out)
+	return out, c.Do(ctx, wire.OpCompact, &req, &out)
 }
 
 // SessionDelete deletes a session for good (operation session-delete):
@@ -285,25 +260,25 @@ func (c *Client) SessionCompact(ctx context.Context, req CompactRequest) (Compac
 // erase channel only; others get ErrForbidden).
 func (c *Client) SessionDelete(ctx context.Context, req DeleteRequest) (DeleteReply, error) {
 	var out DeleteReply
-	return out, c.Do(ctx, opDelete, &req, &out)
+	return out, c.Do(ctx, wire.OpDelete, &req, &out)
 }
 
 // Sessions lists the sessions that have a view.
 func (c *Client) Sessions(ctx context.Context) (SessionList, error) {
 	var out SessionList
-	return out, c.Do(ctx, opSessions, &struct{}{}, &out)
+	return out, c.Do(ctx, wire.OpSessions, &struct{}{}, &out)
 }
 
 // Registry describes the live registry.
 func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
 	var out RegistryInfo
-	return out, c.Do(ctx, opRegistry, &wire.RegistryRequest{}, &out)
+	return out, c.Do(ctx, wire.OpRegistry, &wire.RegistryRequest{}, &out)
 }
 
 // Budget returns the live registry's per-turn token table.
 func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 	var out BudgetTable
-	return out, c.Do(ctx, opBudget, &struct{}{}, &out)
+	return out, c.Do(ctx, wire.OpBudget, &struct{}{}, &out)
 }
 
 // TurnCallCheck asks, before a tool call the model made executes, whether
@@ -314,7 +289,7 @@ func (c *Client) Budget(ctx context.Context) (BudgetTable, error) {
 // ErrNoTurn.
 func (c *Client) TurnCallCheck(ctx context.Context, req CallCheckRequest) (CallCheckReply, error) {
 	var out CallCheckReply
-	return out, c.Do(ctx, opCallCheck, &req, &out)
+	return out, c.Do(ctx, wire.OpCallCheck, &req, &out)
 }
 
 // RegistryDiff compares a candidate registry (req.Registry, the JSON of a
@@ -324,7 +299,7 @@ func (c *Client) TurnCallCheck(ctx context.Context, req CallCheckRequest) (CallC
 // on resume. It writes nothing.
 func (c *Client) RegistryDiff(ctx context.Context, req RegistryDiffRequest) (RegistryImpact, error) {
 	var out RegistryImpact
-	return out, c.Do(ctx, opRegDiff, &req, &out)
+	return out, c.Do(ctx, wire.OpRegistryDiff, &req, &out)
 }
 
 // fields returns a request's JSON object as a map.
@@ -345,7 +320,7 @@ type httpTransport struct {
 	hc                   *http.Client
 }
 
-func (t *httpTransport) call(ctx context.Context, o op, req, out any, actor string) error {
+func (t *httpTransport) call(ctx context.Context, o wire.Operation, req, out any, actor string) error {
 	m, err := fields(req)
 	if err != nil {
 		return fmt.Errorf("%s: encode request: %w", o.Name, err)
@@ -423,7 +398,7 @@ type natsTransport struct {
 	prefix, channel string
 }
 
-func (t *natsTransport) call(ctx context.Context, o op, req, out any, actor string) error {
+func (t *natsTransport) call(ctx context.Context, o wire.Operation, req, out any, actor string) error {
 	subj := t.prefix + "." + t.channel + "." + o.Subject
 	b, err := json.Marshal(req)
 	if err != nil {
