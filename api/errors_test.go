@@ -21,6 +21,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -366,9 +367,9 @@ func TestErrorOfMapping(t *testing.T) {
 		{service.ErrConflict, 409, wire.CodeConflict},
 		// Outcome unknown and disk full are their own
 		// codes, distinct from refusals and from "unavailable".
-		{fmt.Errorf("append: %w", &jetstream.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, wire.CodeOutcomeUnknown},
-		{fmt.Errorf("append: %w", jetstream.ErrNotSent), 503, CodeUnavailable},
-		{fmt.Errorf("append: %w", jetstream.ErrStorageFull), 507, CodeStorageFull},
+		{fmt.Errorf("append: %w", &logport.OutcomeUnknownError{Session: "s", AfterSeq: 7, Err: context.DeadlineExceeded}), 503, wire.CodeOutcomeUnknown},
+		{fmt.Errorf("append: %w", logport.ErrNotSent), 503, CodeUnavailable},
+		{fmt.Errorf("append: %w", logport.ErrStorageFull), 507, CodeStorageFull},
 	} {
 		if e := errorOf(tc.err); e.Status != tc.status || e.Code != tc.code {
 			t.Errorf("errorOf(%v) = %d %s, want %d %s", tc.err, e.Status, e.Code, tc.status, tc.code)
@@ -405,8 +406,8 @@ func TestKindOfEverySentinel(t *testing.T) {
 		err  error
 		want service.Kind
 	}{
-		{&jetstream.ConflictError{Session: "s", Expected: 1, Actual: 2}, service.KindConflict},
-		{fmt.Errorf("append: %w", &jetstream.KeyInUseError{}), service.KindKeyInUse},
+		{&logport.ConflictError{Session: "s", Expected: 1, Actual: 2}, service.KindConflict},
+		{fmt.Errorf("append: %w", &logport.KeyInUseError{}), service.KindKeyInUse},
 		{aggregate.ErrInvalidCommand, service.KindInvalid},
 		{aggregate.ErrMaterialized, service.KindInvalid},
 		{aggregate.ErrUnknownTool, service.KindInvalid},
@@ -426,7 +427,7 @@ func TestKindOfEverySentinel(t *testing.T) {
 			t.Errorf("KindOf(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
-	e := errorOf(fmt.Errorf("append: %w", &jetstream.ConflictError{Session: "s", Expected: 1, Actual: 2}))
+	e := errorOf(fmt.Errorf("append: %w", &logport.ConflictError{Session: "s", Expected: 1, Actual: 2}))
 	if e.Status != 409 || e.Code != wire.CodeConflict || e.Expected != 1 || e.Actual != 2 {
 		t.Errorf("conflict: %+v", e)
 	}

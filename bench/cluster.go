@@ -17,6 +17,7 @@ import (
 	njs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -101,7 +102,7 @@ func openRetry[T any](ctx context.Context, open func(context.Context) (T, error)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var v T
-	every := jetstream.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
+	every := logport.Backoff{First: 250 * time.Millisecond, Max: 250 * time.Millisecond}
 	notLayout := func(err error) bool { return !errors.Is(err, jetstream.ErrLayout) }
 	err := jetstream.Retry(ctx, every, notLayout, func(ctx context.Context) error {
 		// Each attempt has its own deadline: a request sent before the

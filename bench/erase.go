@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -246,7 +247,7 @@ func (r *eraseRun) foldAll(ctx context.Context, e *eraseEngine) error {
 
 // reading is the heap after the settle wait.
 func (r *eraseRun) reading(ctx context.Context) (uint64, error) {
-	if err := jetstream.Sleep(ctx, r.settle); err != nil {
+	if err := logport.Sleep(ctx, r.settle); err != nil {
 		return 0, err
 	}
 	return heapScavenged(), nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -54,7 +55,7 @@ func (h *harness) memory(ctx context.Context) error {
 		if _, err := h.rjs.Publish(ctx, "$KV."+p.Views().Bucket()+".m-warm-view", []byte("warm")); err != nil {
 			return err
 		}
-		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+		if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			return err
 		}
 		heap0, rss0 := heapAfterGC(), h.rss()
@@ -65,7 +66,7 @@ func (h *harness) memory(ctx context.Context) error {
 			return err
 		}
 		pub := time.Since(start)
-		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+		if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			return err
 		}
 		heap1 := heapAfterGC()
@@ -84,7 +85,7 @@ func (h *harness) memory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+		if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			stop()
 			return err
 		}
@@ -194,14 +195,14 @@ func (h *harness) storePerKey(ctx context.Context, prefix string, n int, idleFro
 	if !idleFrom.IsZero() {
 		wait := time.Until(idleFrom.Add(h.cfg.MemoryIdle + max(0, h.cfg.MemorySettle)))
 		h.progress("memory at %s sessions: waiting %.0f s for the event stream to be idle for %s", sessionsLabel(n), max(0, wait.Seconds()), h.cfg.MemoryIdle+max(0, h.cfg.MemorySettle))
-		if err := jetstream.Sleep(ctx, wait); err != nil {
+		if err := logport.Sleep(ctx, wait); err != nil {
 			return 0, err
 		}
 		before := heapAfterGC()
 		if err := h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix)); err != nil {
 			return 0, fmt.Errorf("memory: delete the event stream: %w", err)
 		}
-		if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+		if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 			return 0, err
 		}
 		idle := (float64(before) - float64(heapAfterGC())) / float64(n)
@@ -210,14 +211,14 @@ func (h *harness) storePerKey(ctx context.Context, prefix string, n int, idleFro
 	} else if err := h.rjs.DeleteStream(ctx, jetstream.EventStreamName(prefix)); err != nil {
 		return 0, fmt.Errorf("memory: delete the event stream: %w", err)
 	}
-	if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+	if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 		return 0, err
 	}
 	before := heapAfterGC()
 	if err := h.rjs.DeleteKeyValue(ctx, strings.ToUpper(prefix)+"_VIEWS"); err != nil {
 		return 0, fmt.Errorf("memory: delete the views bucket: %w", err)
 	}
-	if err := jetstream.Sleep(ctx, h.cfg.MemorySettle); err != nil {
+	if err := logport.Sleep(ctx, h.cfg.MemorySettle); err != nil {
 		return 0, err
 	}
 	return (float64(before) - float64(heapAfterGC())) / float64(n), nil

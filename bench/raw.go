@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // rawData is the body of every event type of the bench as a plain msgpack
@@ -145,7 +146,7 @@ func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.St
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	backoff := jetstream.Backoff{First: time.Millisecond, Max: 50 * time.Millisecond}
+	backoff := logport.Backoff{First: time.Millisecond, Max: 50 * time.Millisecond}
 	for {
 		seq, err := w.sendAsync(wctx, js, m, last)
 		if err == nil || !jetstream.IsCASConflict(err) {
@@ -156,7 +157,7 @@ func (w *rawWriter) publishNext(ctx context.Context, js njs.JetStream, st njs.St
 		if gerr == nil && got.Sequence > last {
 			return got.Sequence, nil
 		}
-		if serr := jetstream.Sleep(wctx, backoff.Next()); serr != nil {
+		if serr := logport.Sleep(wctx, backoff.Next()); serr != nil {
 			return 0, errors.Join(err, gerr, fmt.Errorf("%s did not move past %d: %w", w.subj, last, serr))
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/metrics"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -269,14 +270,14 @@ func tcPhaseOf(t events.Type) int {
 // tcGroup is the events one phase of one turn appended.
 type tcGroup struct {
 	phase int
-	recs  []jetstream.Record
+	recs  []logport.Record
 }
 
 // tcGroups reads a session's events and groups them by the phase of the
 // turn that wrote them.
 func (h *harness) tcGroups(ctx context.Context, session string) ([]tcGroup, error) {
 	var out []tcGroup
-	err := h.elog.ScanSession(ctx, session, 1, 0, func(r jetstream.Record) error {
+	err := h.elog.ScanSession(ctx, session, 1, 0, func(r logport.Record) error {
 		if r.Err != nil {
 			return fmt.Errorf("turn cycle: event %d of %s: %w", r.Seq, session, r.Err)
 		}
@@ -285,7 +286,7 @@ func (h *harness) tcGroups(ctx context.Context, session string) ([]tcGroup, erro
 			return nil
 		}
 		newTurn := r.Envelope.Type == events.TypeTurnStarted && len(out) > 0 && out[len(out)-1].phase == tcBegin &&
-			slices.ContainsFunc(out[len(out)-1].recs, func(x jetstream.Record) bool { return x.Envelope.Type == events.TypeTurnStarted })
+			slices.ContainsFunc(out[len(out)-1].recs, func(x logport.Record) bool { return x.Envelope.Type == events.TypeTurnStarted })
 		if len(out) == 0 || out[len(out)-1].phase != p || newTurn {
 			out = append(out, tcGroup{phase: p})
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // The batched direct gets go to the log's API prefix or
@@ -59,7 +60,7 @@ func TestLogOnDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []uint64
-	if err := l.ScanSession(ctx, "s1", 1, 0, func(r Record) error { got = append(got, r.Seq); return r.Err }); err != nil {
+	if err := l.ScanSession(ctx, "s1", 1, 0, func(r logport.Record) error { got = append(got, r.Seq); return r.Err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // Append writes events to a session, all or nothing, provided the
@@ -22,30 +23,30 @@ import (
 // Duplicate.
 //
 // Appends to one session are serialized within this process.
-func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error) {
+func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error) {
 	if err := l.checkSession(session); err != nil {
-		return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+		return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 	}
 	if len(evs) == 0 {
-		return AppendResult{}, errors.New("append: no events given")
+		return logport.AppendResult{}, errors.New("append: no events given")
 	}
-	if len(evs) > MaxBatch {
-		return AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), MaxBatch)
+	if len(evs) > logport.MaxBatch {
+		return logport.AppendResult{}, fmt.Errorf("append: %d events exceed the atomic batch limit %d: split the command", len(evs), logport.MaxBatch)
 	}
 	if len(evs) > 1 && !l.atomic {
-		return AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, ErrBatchUnsupported)
+		return logport.AppendResult{}, fmt.Errorf("append %d events to %q: %w (server or stream has no atomic publish; upgrade nats-server to 2.12+ or append one event at a time)", len(evs), session, logport.ErrBatchUnsupported)
 	}
 	// Asked before the guard: a fault recorded after the guard passed
 	// closes this channel.
 	faulted := l.faults()
 	if l.cfg.Guard != nil {
 		if err := l.cfg.Guard(); err != nil {
-			return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+			return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 		}
 	}
 	msgs, err := l.appendMsgs(session, evs)
 	if err != nil {
-		return AppendResult{}, err
+		return logport.AppendResult{}, err
 	}
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
@@ -58,15 +59,15 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 		// nothing is sent yet, so a refusal is definite.
 		if l.cfg.Guard != nil {
 			if err := l.cfg.Guard(); err != nil {
-				return AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
+				return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, err)
 			}
 		}
 		if faulted = l.faults(); isClosed(faulted) {
-			return AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, ErrStorageFull)
+			return logport.AppendResult{}, fmt.Errorf("append to %q: %w: the store failed a write or JetStream is disabled: nothing was sent; retry when the disk has space again", session, logport.ErrStorageFull)
 		}
 	default:
 	}
-	attempt := func(ctx context.Context, abort abortOn) (AppendResult, error) {
+	attempt := func(ctx context.Context, abort abortOn) (logport.AppendResult, error) {
 		if len(msgs) == 1 {
 			return l.appendOne(ctx, session, expected, msgs[0], abort)
 		}
@@ -90,9 +91,9 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	//     its own that never committed. The current leader stores the
 	//     append meanwhile, and its acknowledgement comes second.
 	// A real conflict moves the session past expected.
-	refused := Backoff{First: time.Millisecond, Max: 256 * time.Millisecond}
+	refused := logport.Backoff{First: time.Millisecond, Max: 256 * time.Millisecond}
 	for n := 0; n < refusalResends && unsettledRefusal(err, expected); n++ {
-		if Sleep(ctx, refused.Next()) != nil {
+		if logport.Sleep(ctx, refused.Next()) != nil {
 			break
 		}
 		res, err = l.resendOnReconnect(ctx, faulted, attempt)
@@ -102,9 +103,9 @@ func (l *Log) Append(ctx context.Context, session string, expected uint64, evs .
 	}
 	if unsettledRefusal(err, expected) && ctx.Err() != nil {
 		// The call ended among the re-sends: a copy may be stored.
-		return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+		return logport.AppendResult{}, &logport.OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
 	}
-	if err != nil && (errors.Is(err, ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
+	if err != nil && (errors.Is(err, logport.ErrConflict) || errors.Is(err, errDuplicateInBatch)) {
 		if dup, done, derr := l.storedBefore(ctx, session, expected, evs, err); done {
 			return dup, derr
 		}
@@ -143,9 +144,9 @@ func (l *Log) appendMsgs(session string, evs []events.Envelope) ([]*nats.Msg, er
 // retry of an append that was stored fails so. It looks for the events
 // after expected; done reports that (res, rerr) is the append's answer,
 // otherwise err stands.
-func (l *Log) storedBefore(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (res AppendResult, done bool, rerr error) {
+func (l *Log) storedBefore(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (res logport.AppendResult, done bool, rerr error) {
 	var atLeast uint64 // the leader's last sequence of the session
-	var ce *ConflictError
+	var ce *logport.ConflictError
 	if errors.As(err, &ce) {
 		atLeast = ce.Actual
 		if atLeast < expected {
@@ -164,7 +165,7 @@ func (l *Log) storedBefore(ctx context.Context, session string, expected uint64,
 		// knowing is an unknown outcome, never "another session's".
 		n, lerr := l.LeaderLastSeq(ctx, session)
 		if lerr != nil {
-			return AppendResult{}, true, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: errors.Join(err, lerr)}
+			return logport.AppendResult{}, true, &logport.OutcomeUnknownError{Session: session, AfterSeq: expected, Err: errors.Join(err, lerr)}
 		}
 		atLeast = n
 	}
@@ -177,10 +178,10 @@ func (l *Log) storedBefore(ctx context.Context, session string, expected uint64,
 	// When the session is at or below expected, nothing after
 	// expected is stored: the conflict is the answer (without this,
 	// an expectation ahead of the session read until the timeout).
-	reread := Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+	reread := logport.Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 	for !ok && expected < atLeast && seen < atLeast {
-		if err := Sleep(ctx, reread.Next()); err != nil {
-			return AppendResult{}, true, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
+		if err := logport.Sleep(ctx, reread.Next()); err != nil {
+			return logport.AppendResult{}, true, fmt.Errorf("append to %q: the session is at sequence %d but reads reach only %d: cannot tell whether this append was stored: %w", session, atLeast, seen, err)
 		}
 		dup, ok, seen = l.findStored(ctx, session, expected, evs)
 	}
@@ -190,9 +191,9 @@ func (l *Log) storedBefore(ctx context.Context, session string, expected uint64,
 	if errors.Is(err, errDuplicateInBatch) {
 		// The ids are in the dedupe window but not on this session
 		// after expected: another session's events hold them.
-		return AppendResult{}, true, fmt.Errorf("append batch to %q: %w (%w)", session, &KeyInUseError{Key: evs[0].ID, Session: session}, err)
+		return logport.AppendResult{}, true, fmt.Errorf("append batch to %q: %w (%w)", session, &logport.KeyInUseError{Key: evs[0].ID, Session: session}, err)
 	}
-	return AppendResult{}, false, nil
+	return logport.AppendResult{}, false, nil
 }
 
 // refusalResends bounds the re-sends of an append whose refusal does
@@ -208,7 +209,7 @@ const refusalResends = 10
 // does. An expectation truly ahead of the session keeps the latter answer
 // through the re-sends, and is a conflict after them.
 func unsettledRefusal(err error, expected uint64) bool {
-	var ce *ConflictError
+	var ce *logport.ConflictError
 	return errors.As(err, &ce) && (ce.Actual < expected || ce.Actual == expected && ce.InFlight)
 }
 
@@ -219,20 +220,20 @@ func unsettledRefusal(err error, expected uint64) bool {
 // otherwise the append is refused (ErrKeyInUse) and nothing is returned
 // for the caller to fold (handing another session's sequence
 // to the session's state wedged it).
-func (l *Log) checkDuplicate(ctx context.Context, session string, res AppendResult, evs []events.Envelope) (AppendResult, error) {
+func (l *Log) checkDuplicate(ctx context.Context, session string, res logport.AppendResult, evs []events.Envelope) (logport.AppendResult, error) {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
 	}
 	if res.Last-res.First+1 != uint64(len(evs)) {
-		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+		return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, &logport.KeyInUseError{Key: ids[0], Session: session})
 	}
 	ok, err := l.StoredAt(ctx, session, res.First, ids)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to %q: the server says event %s is stored at sequence %d: %w", session, ids[0], res.First, err)
+		return logport.AppendResult{}, fmt.Errorf("append to %q: the server says event %s is stored at sequence %d: %w", session, ids[0], res.First, err)
 	}
 	if !ok {
-		return AppendResult{}, fmt.Errorf("append to %q: %w", session, &KeyInUseError{Key: ids[0], Session: session})
+		return logport.AppendResult{}, fmt.Errorf("append to %q: %w", session, &logport.KeyInUseError{Key: ids[0], Session: session})
 	}
 	return res, nil
 }
@@ -246,10 +247,10 @@ const codeBatchDuplicateID jetstream.ErrorCode = 10201
 // findStored reports whether every event of evs is stored on the session
 // after seq expected, in order and contiguously, and where; seen is the
 // highest sequence of the session the read reached.
-func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res AppendResult, found bool, seen uint64) {
+func (l *Log) findStored(ctx context.Context, session string, expected uint64, evs []events.Envelope) (res logport.AppendResult, found bool, seen uint64) {
 	i := 0
 	broken := false // a foreign event between two of ours: not ours as a whole
-	err := l.ScanSession(ctx, session, expected+1, 0, func(r Record) error {
+	err := l.ScanSession(ctx, session, expected+1, 0, func(r logport.Record) error {
 		seen = r.Seq
 		if broken || i == len(evs) {
 			return nil
@@ -266,19 +267,19 @@ func (l *Log) findStored(ctx context.Context, session string, expected uint64, e
 		return nil
 	})
 	if err != nil {
-		return AppendResult{}, false, seen
+		return logport.AppendResult{}, false, seen
 	}
 	res.Duplicate = true
 	return res, !broken && i == len(evs), seen
 }
 
-func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg, abort abortOn) (AppendResult, error) {
+func (l *Log) appendOne(ctx context.Context, session string, expected uint64, m *nats.Msg, abort abortOn) (logport.AppendResult, error) {
 	m.Header[headerExpectedSeq] = []string{strconv.FormatUint(expected, 10)}
 	ack, err := l.publish(ctx, session, expected, m, abort)
 	if err != nil {
-		return AppendResult{}, err
+		return logport.AppendResult{}, err
 	}
-	return AppendResult{First: ack.Seq, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+	return logport.AppendResult{First: ack.Seq, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
 
 // publish sends an append's message (its only one, or its batch's commit)
@@ -300,7 +301,7 @@ func (l *Log) publish(ctx context.Context, session string, expected uint64, m *n
 	return ack, nil
 }
 
-func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg, abort abortOn) (AppendResult, error) {
+func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, msgs []*nats.Msg, abort abortOn) (logport.AppendResult, error) {
 	id := msgs[0].Header.Get(headerMsgID)
 	n := len(msgs)
 	for i, m := range msgs {
@@ -312,7 +313,7 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 		if i < n-1 {
 			if err := l.nc.PublishMsg(m); err != nil {
 				// Nothing is committed before the last message.
-				return AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, notSent(err))
+				return logport.AppendResult{}, fmt.Errorf("append batch to %q: publish event %d of %d: %w", session, i+1, n, notSent(err))
 			}
 		}
 	}
@@ -320,9 +321,9 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 	last.Header.Set(headerBatchCommit, "1")
 	ack, err := l.publish(ctx, session, expected, last, abort)
 	if err != nil {
-		return AppendResult{}, err
+		return logport.AppendResult{}, err
 	}
-	return AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
+	return logport.AppendResult{First: ack.Seq - uint64(n) + 1, Last: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
 
 // inFlightRefusal reports a CAS refusal after which the session is still
@@ -330,7 +331,7 @@ func (l *Log) appendBatch(ctx context.Context, session string, expected uint64, 
 // to the subject was still in flight (10164), not because the session
 // moved.
 func inFlightRefusal(err error, expected uint64) bool {
-	var ce *ConflictError
+	var ce *logport.ConflictError
 	return errors.As(err, &ce) && ce.Actual == expected && ce.InFlight
 }
 
@@ -344,10 +345,10 @@ func (l *Log) publishError(ctx context.Context, session string, expected uint64,
 		// (a re-send after a timeout or a leader change): its outcome is
 		// not known yet, and a later re-send learns it (the stored
 		// sequence as a duplicate, or a store once the leader changed).
-		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+		return &logport.OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
 	}
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqConstant) {
-		ce := &ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
+		ce := &logport.ConflictError{Session: session, Expected: expected, InFlight: apiErr.ErrorCode == codeWrongLastSeqConstant}
 		if _, after, ok := strings.Cut(apiErr.Description, "wrong last sequence: "); ok {
 			if n, perr := strconv.ParseUint(strings.TrimSpace(after), 10, 64); perr == nil {
 				ce.Actual = n
@@ -379,7 +380,7 @@ func transportError(session string, expected uint64, err error) error {
 		return fmt.Errorf("append to %q: %w", session, notSent(err))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
-		return &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+		return &logport.OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
 	}
 	return fmt.Errorf("append to %q: %w", session, err)
 }
@@ -387,7 +388,7 @@ func transportError(session string, expected uint64, err error) error {
 // notSent marks a publish refused before it left the process.
 func notSent(err error) error {
 	if errors.Is(err, nats.ErrReconnectBufExceeded) {
-		return fmt.Errorf("%w (%w)", ErrNotSent, err)
+		return fmt.Errorf("%w (%w)", logport.ErrNotSent, err)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/internal/tick"
+	"github.com/toolintent/engine/logport"
 )
 
 // catchUpBatch is how many events CatchUp hands on at most at a time and
@@ -32,7 +33,7 @@ const catchUpBatch = 4096
 // folds the backlog this way, then starts its durable feed past it
 // (FeedConfig.StartAfter). Sequences the stream no longer holds (an
 // erase's purge) are skipped as the consumer skips them.
-func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, pending uint64) error) (uint64, error) {
+func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []logport.Record, pending uint64) error) (uint64, error) {
 	if from == 0 {
 		from = 1
 	}
@@ -85,7 +86,7 @@ func (l *Log) CatchUp(ctx context.Context, from uint64, fn func(recs []Record, p
 		})
 	}()
 	var last uint64
-	recs := make([]Record, 0, catchUpBatch)
+	recs := make([]logport.Record, 0, catchUpBatch)
 	for {
 		recs = recs[:0]
 		var pending uint64

@@ -18,6 +18,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // deposedProxy stands between a client and a server and plays a deposed
@@ -230,7 +231,7 @@ func TestAppendRefusedByADeposedLeaderIsNotAConflict(t *testing.T) {
 		}
 		switch {
 		case err == nil && res.Last == now:
-		case errors.Is(err, jetstream.ErrOutcomeUnknown):
+		case errors.Is(err, logport.ErrOutcomeUnknown):
 			// Allowed: the caller re-sends the same events.
 		default:
 			t.Fatalf("round %d: append answered %+v, %v; it is stored at %d", i, res, err, now)
@@ -253,7 +254,7 @@ func TestAppendRefusedByADeposedLeaderThroughoutIsFoundOrUnknown(t *testing.T) {
 	for _, c := range []struct {
 		timeout time.Duration
 		want    error // nil: success
-	}{{20 * time.Second, nil}, {20 * time.Second, nil}, {100 * time.Millisecond, jetstream.ErrOutcomeUnknown}} {
+	}{{20 * time.Second, nil}, {20 * time.Second, nil}, {100 * time.Millisecond, logport.ErrOutcomeUnknown}} {
 		actx, cancel := context.WithTimeout(ctx, c.timeout)
 		res, err := l.Append(actx, deposedSession, last, events.New(deposedSession, "web", "alice", events.ToolEnabled{Name: "grep"}))
 		cancel()

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // DefaultMinFree is the free space the engine keeps on its store's disk by
@@ -66,7 +68,7 @@ func (g *DiskGuard) Check() error {
 	g.checked = time.Now()
 	g.last = nil
 	if err == nil && n < g.MinFree {
-		g.last = fmt.Errorf("%w: %d bytes free under %s, need --min-free %d", ErrStorageFull, n, g.Dir, g.MinFree)
+		g.last = fmt.Errorf("%w: %d bytes free under %s, need --min-free %d", logport.ErrStorageFull, n, g.Dir, g.MinFree)
 	}
 	return g.last
 }

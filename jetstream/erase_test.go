@@ -15,6 +15,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // rawSubject reads every message of subject from stream by direct gets,
@@ -81,7 +82,7 @@ func TestEraseSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, s := range map[string]string{"k-victim": "victim", "k-by1": "by1"} {
-		if _, _, err := keys.Claim(ctx, k, jetstream.KeyClaim{Session: s, Channel: "web"}); err != nil {
+		if _, _, err := keys.Claim(ctx, k, logport.KeyClaim{Session: s, Channel: "web"}); err != nil {
 			t.Fatal(err)
 		}
 	}

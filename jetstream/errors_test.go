@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // TestIsCASConflict: both of JetStream's expected-sequence refusals are
@@ -37,11 +39,11 @@ func TestInFlightRefusal(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{&ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
-		{fmt.Errorf("append: %w", &ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}), true},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
-		{ErrConflict, false},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
+		{fmt.Errorf("append: %w", &logport.ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}), true},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
+		{logport.ErrConflict, false},
 		{nil, false},
 	} {
 		if got := inFlightRefusal(tc.err, 7); got != tc.want {
@@ -59,13 +61,13 @@ func TestUnsettledRefusal(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{&ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 3}, true},
-		{fmt.Errorf("append: %w", &ConflictError{Session: "s", Expected: 7, Actual: 6, InFlight: true}), true},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 9}, false},
-		{&ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
-		{ErrConflict, false},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 7, InFlight: true}, true},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 3}, true},
+		{fmt.Errorf("append: %w", &logport.ConflictError{Session: "s", Expected: 7, Actual: 6, InFlight: true}), true},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 7}, false},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 9}, false},
+		{&logport.ConflictError{Session: "s", Expected: 7, Actual: 9, InFlight: true}, false},
+		{logport.ErrConflict, false},
 		{nil, false},
 	} {
 		if got := unsettledRefusal(tc.err, 7); got != tc.want {
@@ -81,10 +83,10 @@ func TestUnsettledRefusal(t *testing.T) {
 func TestMsgIDInProcessIsOutcomeUnknown(t *testing.T) {
 	l := &Log{}
 	err := l.publishError(context.Background(), "s1", 7, &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"})
-	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrConflict) {
+	if !errors.Is(err, logport.ErrOutcomeUnknown) || errors.Is(err, logport.ErrConflict) {
 		t.Fatalf("10158: %v, want ErrOutcomeUnknown and no conflict", err)
 	}
-	var ou *OutcomeUnknownError
+	var ou *logport.OutcomeUnknownError
 	if !errors.As(err, &ou) || ou.Session != "s1" || ou.AfterSeq != 7 {
 		t.Fatalf("10158: %#v, want the session and the expected sequence", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // The log on an embedded server: append with an expected sequence, and see
@@ -39,8 +40,8 @@ func ExampleLog_Append() {
 	res, _ := log.Append(ctx, "s1", 0, events.New("s1", "web", "alice", events.ToolsToggled{Enabled: &on}))
 	fmt.Println("stored at", res.Last)
 	_, err = log.Append(ctx, "s1", 0, events.New("s1", "tui", "bob", events.ToolDisabled{Name: "bash"}))
-	var ce *jetstream.ConflictError
-	fmt.Println(errors.Is(err, jetstream.ErrConflict), errors.As(err, &ce) && ce.Actual == 1)
+	var ce *logport.ConflictError
+	fmt.Println(errors.Is(err, logport.ErrConflict), errors.As(err, &ce) && ce.Actual == 1)
 	// Output:
 	// stored at 1
 	// true true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 func closed(c <-chan struct{}) bool {
@@ -85,13 +86,13 @@ func TestAppendInFlightStopsAtStoreFault(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = l.Append(actx, "fault-s1", 0, toggled("fault-s1"))
-	var ou *jetstream.OutcomeUnknownError
+	var ou *logport.OutcomeUnknownError
 	if !errors.As(err, &ou) || ou.Session != "fault-s1" || ou.AfterSeq != 0 || !strings.Contains(err.Error(), "the store failed a write") || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("append in flight at a store fault: %v, want outcome unknown after 0 naming the fault", err)
 	}
 	t.Logf("answered %v after the append started (fault at 200ms): %v", time.Since(start).Round(time.Millisecond), err)
 	_, err = l.Append(ctx, "fault-s2", 0, toggled("fault-s2"))
-	if !errors.Is(err, jetstream.ErrStorageFull) || errors.Is(err, jetstream.ErrOutcomeUnknown) {
+	if !errors.Is(err, logport.ErrStorageFull) || errors.Is(err, logport.ErrOutcomeUnknown) {
 		t.Fatalf("append while the fault stands: %v, want storage full", err)
 	}
 	t.Logf("while the fault stands: %v", err)

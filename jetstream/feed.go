@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // FeedConfig configures a durable feed.
@@ -63,7 +64,7 @@ type FeedConfig struct {
 	// that sets Skip must not trust the acknowledged position alone on
 	// its next start (the projection starts from its watermark). It runs
 	// on the feed's pull goroutine and must be cheap.
-	Skip func(from uint64, limit int) (run []Record, next uint64)
+	Skip func(from uint64, limit int) (run []logport.Record, next uint64)
 	// DownAfter is how long a feed whose consumer answers its pulls only
 	// with "no responders" (503) or a conflict (409), or stops its
 	// heartbeats, waits before it fails with ErrFeedDown (the consumer
@@ -175,7 +176,7 @@ type feedMsg struct {
 	raw *nats.Msg
 	// skip is a run of records the feed's Skip gave up, handed on without
 	// a delivery, with the estimate of the events pending after it.
-	skip    []Record
+	skip    []logport.Record
 	pending uint64
 	// err fails the feed when it comes.
 	err error
@@ -237,7 +238,7 @@ func (f *Feed) Skipped() uint64 { return f.skipped.Load() }
 
 // Batch is a run of records from a feed.
 type Batch struct {
-	Records []Record
+	Records []logport.Record
 	// Pending is the number of events the server still holds for the feed
 	// after this batch (0: caught up at the time of the last message).
 	Pending uint64
@@ -271,7 +272,7 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 				take = take[:room]
 			}
 			if b.Records == nil {
-				b.Records = make([]Record, 0, min(max, len(take)+len(f.ch)))
+				b.Records = make([]logport.Record, 0, min(max, len(take)+len(f.ch)))
 			}
 			b.Records = append(b.Records, take...)
 			b.Pending = m.pending
@@ -289,16 +290,16 @@ func (f *Feed) NextWithin(ctx context.Context, max int, wait time.Duration) (Bat
 			// and the next feed restores the consumer's configuration.
 			return fmt.Errorf("feed: event %d arrived without its body (the consumer was reconfigured headers_only): %w", seq, ErrDrift)
 		}
-		var r Record
+		var r logport.Record
 		if session, id := f.log.SessionOf(m.Subject()), h.Get(headerMsgID); f.held != nil && f.held(session, seq, id) {
-			r = Record{Seq: seq, Subject: m.Subject(), Session: session, Time: ts, MsgID: id, Data: m.Data(), Held: true}
+			r = logport.Record{Seq: seq, Subject: m.Subject(), Session: session, Time: ts, MsgID: id, Data: m.Data(), Held: true}
 		} else {
 			r = f.log.record(seq, m.Subject(), ts, id, m.Data())
 		}
 		r.First = firstOfSubject(h)
 		if b.Records == nil {
 			// One allocation for what is already received.
-			b.Records = make([]Record, 0, min(max, len(f.ch)+1))
+			b.Records = make([]logport.Record, 0, min(max, len(f.ch)+1))
 		}
 		b.Records = append(b.Records, r)
 		b.Pending = pending

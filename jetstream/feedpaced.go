@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // startPull starts a paced feed: no-wait pull requests on one inbox,
@@ -29,7 +31,7 @@ import (
 // its way to the writer), and then no more than the sequences up to the
 // next handed-over one. cursor is the sequence the consumer delivers
 // next.
-func (f *Feed) startPull(durable string, pace, downAfter time.Duration, skip func(uint64, int) ([]Record, uint64), cursor uint64) error {
+func (f *Feed) startPull(durable string, pace, downAfter time.Duration, skip func(uint64, int) ([]logport.Record, uint64), cursor uint64) error {
 	nc := f.log.nc
 	p := &pacedPull{
 		f: f, nc: nc, skip: skip, durable: durable,
@@ -87,7 +89,7 @@ type pacedPull struct {
 	f                 *Feed
 	nc                *nats.Conn
 	durable           string
-	skip              func(uint64, int) ([]Record, uint64)
+	skip              func(uint64, int) ([]logport.Record, uint64)
 	inbox, resetInbox string
 	next, resetSubj   string // the consumer's pull and reset subjects
 	full              []byte // the pull request for a whole batch

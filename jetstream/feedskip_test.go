@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // A paced feed with Skip hands on the runs Skip gives up without the
@@ -40,12 +41,12 @@ func TestFeedSkipsHandedRuns(t *testing.T) {
 	// Sequences 3-6 and 8-10 were "handed over"; 1, 2 and 7 were not.
 	var mu sync.Mutex
 	handed := map[uint64]bool{3: true, 4: true, 5: true, 6: true, 8: true, 9: true, 10: true}
-	skip := func(from uint64, limit int) ([]jetstream.Record, uint64) {
+	skip := func(from uint64, limit int) ([]logport.Record, uint64) {
 		mu.Lock()
 		defer mu.Unlock()
-		var run []jetstream.Record
+		var run []logport.Record
 		for seq := from; handed[seq] && len(run) < limit; seq++ {
-			run = append(run, jetstream.Record{Seq: seq, Session: sessions[seq], Held: true})
+			run = append(run, logport.Record{Seq: seq, Session: sessions[seq], Held: true})
 			delete(handed, seq)
 		}
 		if len(run) > 0 {
@@ -71,7 +72,7 @@ func TestFeedSkipsHandedRuns(t *testing.T) {
 	// holds whatever the timing: every sequence arrives, the others
 	// delivered and decoded, the handed ones skipped (held, no data) or
 	// delivered and decoded, and the runs are skipped at all.
-	first := map[uint64]jetstream.Record{}
+	first := map[uint64]logport.Record{}
 	var next uint64 = 1
 	for next <= n {
 		b, err := f.Next(ctx, 100)
@@ -155,12 +156,12 @@ func TestFeedWithoutResetLosesNothing(t *testing.T) {
 	add(6)
 	var mu sync.Mutex
 	handed := map[uint64]bool{1: true, 2: true, 3: true}
-	skip := func(from uint64, limit int) ([]jetstream.Record, uint64) {
+	skip := func(from uint64, limit int) ([]logport.Record, uint64) {
 		mu.Lock()
 		defer mu.Unlock()
-		var run []jetstream.Record
+		var run []logport.Record
 		for seq := from; handed[seq] && len(run) < limit; seq++ {
-			run = append(run, jetstream.Record{Seq: seq, Session: "s", Held: true})
+			run = append(run, logport.Record{Seq: seq, Session: "s", Held: true})
 			delete(handed, seq)
 		}
 		return run, 0

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // KeyMismatchError names the key, the commands it was first used with and
@@ -36,7 +38,7 @@ func (e *KeyMismatchError) Error() string {
 // Is makes errors.Is(err, ErrKeyMismatch) and errors.Is(err, ErrKeyInUse)
 // true.
 func (e *KeyMismatchError) Is(target error) bool {
-	return target == ErrKeyMismatch || target == ErrKeyInUse
+	return target == logport.ErrKeyMismatch || target == logport.ErrKeyInUse
 }
 
 // keyIDDomain separates the hash of KeyEventIDs from any other use of
@@ -221,7 +223,7 @@ func (k *Keys) Legacy(t time.Time) uint64 {
 // Claim claims key for c.Session. When the key is claimed already, it
 // returns the existing claim and claimed false; the caller decides (another
 // session: refuse; this one: look where the events are).
-func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim, claimed bool, err error) {
+func (k *Keys) Claim(ctx context.Context, key string, c logport.KeyClaim) (got logport.KeyClaim, claimed bool, err error) {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
 	v, _ := json.Marshal(c)
@@ -244,7 +246,7 @@ func (k *Keys) Claim(ctx context.Context, key string, c KeyClaim) (got KeyClaim,
 }
 
 // Get returns the claim of key; found is false when there is none.
-func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err error) {
+func (k *Keys) Get(ctx context.Context, key string) (c logport.KeyClaim, found bool, err error) {
 	e, err := k.log.getEntry(ctx, k.kv, indexKey(key))
 	if err != nil {
 		return c, false, fmt.Errorf("get idempotency key %s: %w", key, err)
@@ -264,7 +266,7 @@ func (k *Keys) Get(ctx context.Context, key string) (c KeyClaim, found bool, err
 // call settled or released it), Settle reads it again: settled for the
 // session already, it is done; pending, it settles it; gone, it claims
 // the key settled.
-func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64, count int) error {
+func (k *Keys) Settle(ctx context.Context, key string, c logport.KeyClaim, first uint64, count int) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
 	session := c.Session
@@ -286,9 +288,9 @@ func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64,
 		case err != nil:
 			return fmt.Errorf("settle idempotency key %s at %d: %w", key, first, err)
 		case !found:
-			c = KeyClaim{Session: session}
+			c = logport.KeyClaim{Session: session}
 		case c.Session != session:
-			return fmt.Errorf("settle idempotency key %s at %d: %w", key, first, &KeyInUseError{Key: key, Session: session})
+			return fmt.Errorf("settle idempotency key %s at %d: %w", key, first, &logport.KeyInUseError{Key: key, Session: session})
 		case !c.Pending():
 			return nil
 		}
@@ -300,7 +302,7 @@ func (k *Keys) Settle(ctx context.Context, key string, c KeyClaim, first uint64,
 // session up to it and found nothing of the key, so later searches start
 // there (a replica that answers holds every message of the stream up to
 // the last it returned). It does nothing when the claim changed meanwhile.
-func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64) error {
+func (k *Keys) Advance(ctx context.Context, key string, c logport.KeyClaim, after uint64) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
 	if !c.Pending() || after <= c.After {
@@ -317,7 +319,7 @@ func (k *Keys) Advance(ctx context.Context, key string, c KeyClaim, after uint64
 // Release drops a pending claim whose append certainly stored nothing (it
 // was refused), so that the key is free again. It does nothing when the
 // claim changed meanwhile.
-func (k *Keys) Release(ctx context.Context, key string, c KeyClaim) error {
+func (k *Keys) Release(ctx context.Context, key string, c logport.KeyClaim) error {
 	ctx, cancel := k.log.withTimeout(ctx)
 	defer cancel()
 	if err := k.kv.Delete(ctx, indexKey(key), jetstream.LastRevision(c.Rev)); err != nil {
@@ -409,7 +411,7 @@ func (k *Keys) ForgetSession(ctx context.Context, session string) (int, error) {
 		if e.Key() == keysLegacy {
 			continue
 		}
-		var c KeyClaim
+		var c logport.KeyClaim
 		if json.Unmarshal(e.Value(), &c) == nil && c.Session == session {
 			doomed = append(doomed, e.Key())
 		}

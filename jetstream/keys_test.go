@@ -11,6 +11,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // The stream's dedupe window is stream-wide, so an event id
@@ -45,7 +46,7 @@ func TestAppendDuplicateOfAnotherSession(t *testing.T) {
 	}
 	for name, evs := range map[string][]events.Envelope{"one event": onB(one), "batch": onB(two...)} {
 		res, err := l.Append(ctx, "b", 4, evs...)
-		if !errors.Is(err, jetstream.ErrKeyInUse) {
+		if !errors.Is(err, logport.ErrKeyInUse) {
 			t.Fatalf("%s: A's ids on B: %+v %v, want ErrKeyInUse", name, res, err)
 		}
 		if !strings.Contains(err.Error(), evs[0].ID) || strings.Contains(err.Error(), `"a"`) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // ErrNotStored is returned by ReadLeader for a sequence the stream's
@@ -22,13 +24,13 @@ var ErrNotStored = errors.New("no event stored at this sequence")
 // events the leader acknowledged; a reader whose direct gets came up short
 // asks the leader before it calls the events lost. ErrNotStored when the
 // leader has none there.
-func (l *Log) ReadLeader(ctx context.Context, seq uint64) (Record, error) {
+func (l *Log) ReadLeader(ctx context.Context, seq uint64) (logport.Record, error) {
 	r, err := l.leaderGet(ctx, leaderGetRequest{Seq: seq})
 	if err != nil {
-		return Record{}, fmt.Errorf("read event %d from the stream leader: %w", seq, err)
+		return logport.Record{}, fmt.Errorf("read event %d from the stream leader: %w", seq, err)
 	}
 	if r.Seq != seq {
-		return Record{}, fmt.Errorf("read event %d from the stream leader: reply without that message", seq)
+		return logport.Record{}, fmt.Errorf("read event %d from the stream leader: reply without that message", seq)
 	}
 	return r, nil
 }
@@ -58,7 +60,7 @@ func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error)
 // when the direct gets end before upTo (a replica behind the leader
 // answered them), the rest is read from the stream's leader, one event a
 // request. Events erased meanwhile are not asked for again.
-func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]Record, error) {
+func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
 	recs, err := l.ReadSession(ctx, session, from, upTo)
 	if err != nil || upTo == 0 {
 		return recs, err
@@ -91,10 +93,10 @@ type leaderGetRequest struct {
 
 // leaderGet asks the event stream's leader for one event; ErrNotStored
 // when it holds none that matches.
-func (l *Log) leaderGet(ctx context.Context, get leaderGetRequest) (Record, error) {
+func (l *Log) leaderGet(ctx context.Context, get leaderGetRequest) (logport.Record, error) {
 	m, err := l.leaderMsg(ctx, l.name, get)
 	if err != nil {
-		return Record{}, err
+		return logport.Record{}, err
 	}
 	r := l.record(m.seq, m.subject, m.time, m.header.Get(headerMsgID), m.data)
 	r.First = firstOfSubject(m.header)

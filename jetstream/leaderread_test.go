@@ -9,6 +9,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // ReadLeader reads an event as the direct-get reads do (same
@@ -24,8 +25,8 @@ func TestReadLeaderMatchesDirectReads(t *testing.T) {
 	if _, err := l.Append(ctx, "lr2", 0, toggled("lr2"), toggled("lr2")); err != nil {
 		t.Fatal(err)
 	}
-	var direct []jetstream.Record
-	if err := l.ScanRange(ctx, 1, 3, func(r jetstream.Record) error { direct = append(direct, r); return nil }); err != nil || len(direct) != 3 {
+	var direct []logport.Record
+	if err := l.ScanRange(ctx, 1, 3, func(r logport.Record) error { direct = append(direct, r); return nil }); err != nil || len(direct) != 3 {
 		t.Fatalf("direct reads: %d records, %v", len(direct), err)
 	}
 	for _, d := range direct {

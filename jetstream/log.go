@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // JetStream error codes that mean "the expected last subject sequence did
@@ -333,16 +334,16 @@ func (l *Log) checkSession(session string) error {
 		kept, one := set.Has(session), EventStreamName(l.cfg.Prefix)
 		switch {
 		case kept && l.cfg.Partitions > 1:
-			return &WrongPartitionError{Session: session, Partition: -1, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition, OneStream: one}
+			return &logport.WrongPartitionError{Session: session, Partition: -1, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition, OneStream: one}
 		case kept:
 			return nil
 		case l.cfg.Partitions <= 1:
 			// The log of the kept one stream: the session is a partition's.
-			return &WrongPartitionError{Session: session, Partition: events.Partition(session, 1), Stream: l.name, OneStream: one}
+			return &logport.WrongPartitionError{Session: session, Partition: events.Partition(session, 1), Stream: l.name, OneStream: one}
 		}
 	}
 	if p := events.Partition(session, l.cfg.Partitions); p != l.cfg.Partition {
-		return &WrongPartitionError{Session: session, Partition: p, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition}
+		return &logport.WrongPartitionError{Session: session, Partition: p, Partitions: l.cfg.Partitions, Stream: l.name, StreamPartition: l.cfg.Partition}
 	}
 	return nil
 }

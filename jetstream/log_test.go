@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 func openLog(t testing.TB) (*jetstream.Log, *nats.Conn) {
@@ -49,8 +50,8 @@ func TestAppendConflict(t *testing.T) {
 		t.Fatalf("append s2: %v", err)
 	}
 	_, err = l.Append(ctx, "s1", 0, toggled("s1"))
-	var ce *jetstream.ConflictError
-	if !errors.Is(err, jetstream.ErrConflict) || !errors.As(err, &ce) {
+	var ce *logport.ConflictError
+	if !errors.Is(err, logport.ErrConflict) || !errors.As(err, &ce) {
 		t.Fatalf("stale append error = %v, want ErrConflict", err)
 	}
 	if ce.Expected != 0 || ce.Actual != 1 || ce.Session != "s1" {
@@ -119,7 +120,7 @@ func TestAppendBatchAtomic(t *testing.T) {
 	}
 	// A stale batch writes nothing at all.
 	stale := []events.Envelope{toggled("s1"), toggled("s1")}
-	if _, err := l.Append(ctx, "s1", 1, stale...); !errors.Is(err, jetstream.ErrConflict) {
+	if _, err := l.Append(ctx, "s1", 1, stale...); !errors.Is(err, logport.ErrConflict) {
 		t.Fatalf("stale batch error = %v, want conflict", err)
 	}
 	recs, err := l.ReadSession(ctx, "s1", 0, 0)
@@ -180,7 +181,7 @@ func TestAppendRace(t *testing.T) {
 						return
 					}
 					r, err := l.Append(ctx, "hot", last, e)
-					if errors.Is(err, jetstream.ErrConflict) {
+					if errors.Is(err, logport.ErrConflict) {
 						mu.Lock()
 						conflicts++
 						mu.Unlock()
@@ -253,7 +254,7 @@ func TestReadSessionAndReplay(t *testing.T) {
 	}
 	var total int
 	var prev uint64
-	err = l.Replay(ctx, 0, func(r jetstream.Record) error {
+	err = l.Replay(ctx, 0, func(r logport.Record) error {
 		if r.Seq != prev+1 {
 			return fmt.Errorf("replay jumped from %d to %d", prev, r.Seq)
 		}
@@ -343,7 +344,7 @@ func TestReadCarriesMsgID(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{one.ID, b1.ID, b2.ID, "", "someone-else"}
-	check := func(path string, recs []jetstream.Record) {
+	check := func(path string, recs []logport.Record) {
 		t.Helper()
 		var got []string
 		for _, r := range recs {
@@ -359,7 +360,7 @@ func TestReadCarriesMsgID(t *testing.T) {
 	}
 	check("direct get", recs)
 	recs = nil
-	if err := l.Replay(ctx, 0, func(r jetstream.Record) error { recs = append(recs, r); return nil }); err != nil {
+	if err := l.Replay(ctx, 0, func(r logport.Record) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	check("replay", recs)

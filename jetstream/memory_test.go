@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // (last paragraph: 100k sessions grew the engine by ~4.2 KB of RSS
@@ -29,7 +29,7 @@ func TestScanSessionAllocatesPerBatchNotPerChannelDefault(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		n := 0
 		for range reads {
-			if err := l.ScanSession(ctx, session, 1, 0, func(jetstream.Record) error { n++; return nil }); err != nil {
+			if err := l.ScanSession(ctx, session, 1, 0, func(logport.Record) error { n++; return nil }); err != nil {
 				t.Fatalf("scan %s: %v", session, err)
 			}
 		}

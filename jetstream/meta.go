@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // ErrDamagedLog is matched (errors.Is) when the event stream holds less
@@ -318,7 +320,7 @@ func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 		v, rev, err := m.log.leaderKV(ctx, m.bucket, metaRunner)
 		if err != nil {
 			// An election under way: read again while ctx lasts.
-			if Transient(err) && Sleep(ctx, 20*time.Millisecond) == nil {
+			if Transient(err) && logport.Sleep(ctx, 20*time.Millisecond) == nil {
 				continue
 			}
 			return false, err
@@ -336,7 +338,7 @@ func (m *Meta) ReleaseOwner(ctx context.Context, owner string) (bool, error) {
 				return false, nil
 			}
 		}
-		if serr := Sleep(ctx, 20*time.Millisecond); serr != nil {
+		if serr := logport.Sleep(ctx, 20*time.Millisecond); serr != nil {
 			return false, fmt.Errorf("release the lease of %s: %w", owner, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // ErrServing is matched by a migration refused because an engine still
@@ -308,7 +309,7 @@ func settledSessions(ctx context.Context, stream jetstream.Stream, l *Log, settl
 			return nil, 0, fmt.Errorf("stream %s: %w", l.StreamName(), err)
 		}
 		say("waiting %s for engines serving %s to stop (the stream must take no event meanwhile)", settle, l.StreamName())
-		if err := Sleep(ctx, settle); err != nil {
+		if err := logport.Sleep(ctx, settle); err != nil {
 			return nil, 0, err
 		}
 		// The server lists a million subjects in pages, each of which can
@@ -351,7 +352,7 @@ func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) (ui
 	for try := 1; ; try++ {
 		var late []string
 		var reached uint64
-		err := l.scan(ctx, l.subjBase+"*", last+1, end, func(r Record) error {
+		err := l.scan(ctx, l.subjBase+"*", last+1, end, func(r logport.Record) error {
 			reached = max(reached, r.Seq)
 			if r.Session != "" && !set.Has(r.Session) && !slices.Contains(late, r.Session) {
 				late = append(late, r.Session)
@@ -367,7 +368,7 @@ func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) (ui
 		if try == 5 {
 			return 0, nil, fmt.Errorf("read stream %s through sequence %d: the reads reached %d only (a replica behind its leader?): run engine migrate again", l.StreamName(), end, reached)
 		}
-		if err := Sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := logport.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -415,7 +416,7 @@ func loadSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, 
 		if try == 5 {
 			break
 		}
-		if serr := Sleep(ctx, 500*time.Millisecond); serr != nil {
+		if serr := logport.Sleep(ctx, 500*time.Millisecond); serr != nil {
 			return nil, serr
 		}
 	}

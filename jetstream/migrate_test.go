@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // A migration that cannot settle (a writer keeps appending to the one
@@ -99,10 +100,10 @@ func TestMigratedLogsRefuseTheOtherSidesSessions(t *testing.T) {
 		t.Fatalf("OpenPartitions of a migrated store: %d logs, last %s, want the 3 partitions and then TOOLS_EVENTS", len(logs), logs[len(logs)-1].StreamName())
 	}
 	kept, part := logs[3], logs[events.Partition("kept", 3)]
-	if _, err := part.Append(ctx, "kept", 0, toggled("kept")); !errors.Is(err, jetstream.ErrWrongPartition) || !strings.Contains(err.Error(), "TOOLS_EVENTS") {
+	if _, err := part.Append(ctx, "kept", 0, toggled("kept")); !errors.Is(err, logport.ErrWrongPartition) || !strings.Contains(err.Error(), "TOOLS_EVENTS") {
 		t.Fatalf("append of the kept session to its hash's partition: %v, want ErrWrongPartition naming TOOLS_EVENTS", err)
 	}
-	if _, err := kept.Append(ctx, "fresh", 0, toggled("fresh")); !errors.Is(err, jetstream.ErrWrongPartition) {
+	if _, err := kept.Append(ctx, "fresh", 0, toggled("fresh")); !errors.Is(err, logport.ErrWrongPartition) {
 		t.Fatalf("append of a new session to the one stream: %v, want ErrWrongPartition", err)
 	}
 	if r, err := kept.Append(ctx, "kept", 1, toggled("kept")); err != nil || r.Last <= 1 {
@@ -121,8 +122,8 @@ func TestMigratedLogsRefuseTheOtherSidesSessions(t *testing.T) {
 		t.Fatalf("the kept session's events: %d, %v, want 2", len(recs), err)
 	}
 	var refused int
-	if err := kept.ScanRange(ctx, 1, 0, func(rec jetstream.Record) error {
-		if rec.Session == "rogue" && errors.Is(rec.Err, jetstream.ErrWrongPartition) {
+	if err := kept.ScanRange(ctx, 1, 0, func(rec logport.Record) error {
+		if rec.Session == "rogue" && errors.Is(rec.Err, logport.ErrWrongPartition) {
 			refused++
 		}
 		return nil
@@ -200,7 +201,7 @@ func TestMigrateKeepsLateSessionsAndConcurrentRunsLeaveOneSet(t *testing.T) {
 	var warned atomic.Bool
 	progress := func(step string) {
 		if strings.HasPrefix(step, "created") {
-			if _, err := one.Append(ctx, "between", 0, toggled("between")); err != nil && !errors.Is(err, jetstream.ErrConflict) {
+			if _, err := one.Append(ctx, "between", 0, toggled("between")); err != nil && !errors.Is(err, logport.ErrConflict) {
 				t.Error(err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // proxy is a TCP relay between the engine and a real nats-server that can
@@ -139,7 +140,7 @@ func TestAppendNotBufferedAcrossReconnect(t *testing.T) {
 	start := time.Now()
 	_, err := l.Append(actx, "outage-s1", 0, toggled("outage-s1"))
 	cancel()
-	if !errors.Is(err, jetstream.ErrNotSent) || errors.Is(err, jetstream.ErrOutcomeUnknown) {
+	if !errors.Is(err, logport.ErrNotSent) || errors.Is(err, logport.ErrOutcomeUnknown) {
 		t.Fatalf("append while disconnected: %v, want ErrNotSent", err)
 	}
 	t.Logf("append while disconnected failed as not sent in %v", time.Since(start).Round(time.Microsecond))
@@ -166,8 +167,8 @@ func TestAppendOutcomeUnknown(t *testing.T) {
 	actx, cancel := context.WithTimeout(ctx, time.Second)
 	_, err := l.Append(actx, "unknown-s1", 0, env)
 	cancel()
-	var ou *jetstream.OutcomeUnknownError
-	if !errors.As(err, &ou) || !errors.Is(err, jetstream.ErrOutcomeUnknown) || errors.Is(err, jetstream.ErrConflict) {
+	var ou *logport.OutcomeUnknownError
+	if !errors.As(err, &ou) || !errors.Is(err, logport.ErrOutcomeUnknown) || errors.Is(err, logport.ErrConflict) {
 		t.Fatalf("append with a lost ack: %v, want *OutcomeUnknownError", err)
 	}
 	if ou.Session != "unknown-s1" || ou.AfterSeq != 0 {
@@ -206,7 +207,7 @@ func TestAppendDiskFull(t *testing.T) {
 	free.Store(10 << 20)
 	start := time.Now()
 	_, err = l.Append(ctx, "disk-s1", 1, toggled("disk-s1"))
-	if !errors.Is(err, jetstream.ErrStorageFull) || !strings.Contains(err.Error(), "disk full: 10485760 bytes free under /data, need --min-free 67108864") {
+	if !errors.Is(err, logport.ErrStorageFull) || !strings.Contains(err.Error(), "disk full: 10485760 bytes free under /data, need --min-free 67108864") {
 		t.Fatalf("append on a full disk: %v", err)
 	}
 	t.Logf("disk full refused in %v: %v", time.Since(start).Round(time.Microsecond), err)

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // partitionIDs are session ids of every form the engine takes: ULIDs,
@@ -145,7 +146,7 @@ func TestPartitionLogRefusesOtherPartitionsSessions(t *testing.T) {
 		"Watch":              func() error { _, err := other.Watch(ctx, session, 0); return err },
 		"ReadSessionThrough": func() error { _, err := other.ReadSessionThrough(ctx, session, 0, 1); return err },
 		"ScanSession": func() error {
-			return other.ScanSession(ctx, session, 0, 0, func(jetstream.Record) error { return nil })
+			return other.ScanSession(ctx, session, 0, 0, func(logport.Record) error { return nil })
 		},
 		"StoredAt": func() error { _, err := other.StoredAt(ctx, session, 1, []string{"x"}); return err },
 	}
@@ -159,8 +160,8 @@ func TestPartitionLogRefusesOtherPartitionsSessions(t *testing.T) {
 	calls["Eraser.Compact"] = func() error { _, err := x.Compact(ctx, session, 1); return err }
 	for name, call := range calls {
 		err := call()
-		var wp *jetstream.WrongPartitionError
-		if !errors.Is(err, jetstream.ErrWrongPartition) || !errors.As(err, &wp) || wp.Partition != own {
+		var wp *logport.WrongPartitionError
+		if !errors.Is(err, logport.ErrWrongPartition) || !errors.As(err, &wp) || wp.Partition != own {
 			t.Fatalf("%s of a session of partition %d on partition %d's log: %v, want ErrWrongPartition naming partition %d", name, own, (own+1)%3, err, own)
 		}
 		if !strings.Contains(err.Error(), fmt.Sprintf("partition %d of 3", own)) {
@@ -212,11 +213,11 @@ func TestPartitionEventOnAnotherPartitionsSubjectIsRefusedOnRead(t *testing.T) {
 	}
 	wrong := 1 - own
 	publish(fmt.Sprintf("tools.events.%d.%s", wrong, session))
-	var got []jetstream.Record
-	if err := logs[wrong].ScanRange(ctx, 1, 0, func(r jetstream.Record) error { got = append(got, r); return nil }); err != nil {
+	var got []logport.Record
+	if err := logs[wrong].ScanRange(ctx, 1, 0, func(r logport.Record) error { got = append(got, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !errors.Is(got[0].Err, jetstream.ErrWrongPartition) {
+	if len(got) != 1 || !errors.Is(got[0].Err, logport.ErrWrongPartition) {
 		t.Fatalf("the event on partition %d's subjects read back as %+v, want one record with ErrWrongPartition", wrong, got)
 	}
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // Decode returns r decoded when the feed left it undecoded (Held); any
 // other record is returned as it is.
-func (l *Log) Decode(r Record) Record {
+func (l *Log) Decode(r logport.Record) logport.Record {
 	if !r.Held {
 		return r
 	}
@@ -32,8 +33,8 @@ func firstOfSubject(h nats.Header) bool {
 	return h.Get(headerExpectedSeq) == "0" && h.Get(jetstream.ExpectedLastSubjSeqSubjHeader) == ""
 }
 
-func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data []byte) Record {
-	r := Record{Seq: seq, Subject: subject, Session: l.SessionOf(subject), Time: t, MsgID: msgID, Data: data}
+func (l *Log) record(seq uint64, subject string, t time.Time, msgID string, data []byte) logport.Record {
+	r := logport.Record{Seq: seq, Subject: subject, Session: l.SessionOf(subject), Time: t, MsgID: msgID, Data: data}
 	r.Envelope, r.Err = events.Decode(data)
 	if r.Err == nil && r.Envelope.Session != r.Session {
 		r.Err = fmt.Errorf("event %s names session %q but was stored on subject %s: %w", r.Envelope.ID, r.Envelope.Session, subject, events.ErrMalformed)
@@ -55,9 +56,9 @@ const readBatch = 256
 // ReadSession returns the session's events with stream sequence in
 // [from, upTo] (upTo 0: to the end), in order, using batched direct gets
 // (no consumer is created).
-func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]Record, error) {
-	var out []Record
-	err := l.ScanSession(ctx, session, from, upTo, func(r Record) error {
+func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
+	var out []logport.Record
+	err := l.ScanSession(ctx, session, from, upTo, func(r logport.Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -73,7 +74,7 @@ type directGetRequest struct {
 
 // ScanSession calls fn for each of the session's events with sequence in
 // [from, upTo] (upTo 0: to the end at the time of the call), in order.
-func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error {
+func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
 	if err := l.checkSession(session); err != nil {
 		return fmt.Errorf("read session %q: %w", session, err)
 	}
@@ -85,7 +86,7 @@ func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64
 
 // ScanRange calls fn for every event of the stream with sequence in
 // [from, upTo] (upTo 0: to the end), in order, using batched direct gets.
-func (l *Log) ScanRange(ctx context.Context, from, upTo uint64, fn func(Record) error) error {
+func (l *Log) ScanRange(ctx context.Context, from, upTo uint64, fn func(logport.Record) error) error {
 	if err := l.scan(ctx, l.subjBase+"*", from, upTo, fn); err != nil {
 		return fmt.Errorf("read events %d..%d: %w", from, upTo, err)
 	}
@@ -94,7 +95,7 @@ func (l *Log) ScanRange(ctx context.Context, from, upTo uint64, fn func(Record) 
 
 // scan reads the messages on filter with sequence in [from, upTo] by
 // batched direct gets. Errors returned by fn are returned as they are.
-func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn func(Record) error) error {
+func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn func(logport.Record) error) error {
 	ctx, cancel := l.withTimeout(ctx)
 	defer cancel()
 	if from == 0 {
@@ -202,7 +203,7 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		}
 		w.stop()
 		if unserved {
-			if err := Sleep(ctx, min(backoff.Next(), noResponderWait-time.Since(unservedSince))); err != nil {
+			if err := logport.Sleep(ctx, min(backoff.Next(), noResponderWait-time.Since(unservedSince))); err != nil {
 				return err
 			}
 			continue
@@ -293,7 +294,7 @@ func (w *batchWait) stop() {
 // (after a partition heals), which holds fewer events: a whole-stream
 // replay that reads fewer events than the leader counts up to its last
 // sequence returns an error matching ErrReplayShort, to be asked again.
-func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) error {
+func (l *Log) Replay(ctx context.Context, from uint64, fn func(logport.Record) error) error {
 	info, err := l.streamInfo(ctx)
 	if err != nil {
 		return fmt.Errorf("replay: stream info %s: %w", l.name, err)
@@ -308,7 +309,7 @@ func (l *Log) Replay(ctx context.Context, from uint64, fn func(Record) error) er
 	}
 	var read uint64
 	var fnErr error
-	_, err = l.CatchUp(ctx, from, func(recs []Record, _ uint64) error {
+	_, err = l.CatchUp(ctx, from, func(recs []logport.Record, _ uint64) error {
 		for _, r := range recs {
 			if r.Seq > last {
 				return errReplayEnd // appended after the call

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/logport"
 )
 
 // errStoreFault cancels an append attempt whose store failed a write or
@@ -57,7 +58,7 @@ func isClosed(c <-chan struct{}) bool {
 //
 // Either of the last two answers outcome unknown (503, "read the session
 // at seq N"), at once instead of after the whole try.
-func (l *Log) afterFault(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (AppendResult, error) {
+func (l *Log) afterFault(ctx context.Context, session string, expected uint64, evs []events.Envelope, err error) (logport.AppendResult, error) {
 	rctx, cancel := context.WithTimeout(ctx, faultReadWait)
 	defer cancel()
 	if res, found, _ := l.findStored(rctx, session, expected, evs); found {
@@ -66,14 +67,14 @@ func (l *Log) afterFault(ctx context.Context, session string, expected uint64, e
 			return res, nil
 		}
 	}
-	var ou *OutcomeUnknownError
+	var ou *logport.OutcomeUnknownError
 	if errors.As(err, &ou) {
 		err = ou.Err // not "outcome unknown" twice
 	}
 	if !errors.Is(err, errStoreFault) {
 		err = fmt.Errorf("%w: %w", errStoreFault, err)
 	}
-	return AppendResult{}, &OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
+	return logport.AppendResult{}, &logport.OutcomeUnknownError{Session: session, AfterSeq: expected, Err: err}
 }
 
 // errReconnected cancels an append attempt whose connection reconnected
@@ -121,7 +122,7 @@ func (l *Log) reconnected() <-chan struct{} {
 // A store fault (faulted closed) abandons the attempt too, and the error
 // returned then matches errStoreFault. The attempt's wait selects on
 // these signals itself (abortOn): no context or goroutine per append.
-func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context, abortOn) (AppendResult, error)) (AppendResult, error) {
+func (l *Log) resendOnReconnect(ctx context.Context, faulted <-chan struct{}, attempt func(context.Context, abortOn) (logport.AppendResult, error)) (logport.AppendResult, error) {
 	for n := 0; ; n++ {
 		abort := abortOn{reconnected: l.reconnected(), faulted: faulted}
 		if n > 0 {
@@ -157,7 +158,7 @@ const resendWait = time.Second
 const noResponderWait = 2 * time.Second
 
 // noResponderBackoff spaces the asks that "no responders" answered.
-var noResponderBackoff = Backoff{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
+var noResponderBackoff = logport.Backoff{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
 
 // unserved reports the answer "no responders" (to a request, or to a
 // publish to a stream).
@@ -184,7 +185,7 @@ func readAgainWhile(ctx context.Context, again func(error) bool, read func() err
 			return err
 		}
 		wait := noResponderWait - time.Since(began)
-		if wait <= 0 || Sleep(ctx, min(backoff.Next(), wait)) != nil {
+		if wait <= 0 || logport.Sleep(ctx, min(backoff.Next(), wait)) != nil {
 			return err
 		}
 	}

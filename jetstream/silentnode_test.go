@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // eraserOnNode opens, on its own connection to node i of c (and no other
@@ -342,7 +343,7 @@ func TestUnansweredRequestWithoutDeadlineFailsAfterTheLogsTimeout(t *testing.T) 
 	}
 	s.on.Store(true)
 	start := time.Now()
-	err = l.Replay(context.Background(), 0, func(jetstream.Record) error { return nil })
+	err = l.Replay(context.Background(), 0, func(logport.Record) error { return nil })
 	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 4*time.Second {
 		t.Fatalf("replay with the stream info unanswered: %v after %s; want the 2 s timeout", err, took.Round(time.Millisecond))
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // defaultPrefix is the subject prefix of a LogConfig that names none.
@@ -67,7 +69,7 @@ func Transient(err error) bool {
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrServerShutdown) ||
 		errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, ErrNotSent) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, logport.ErrNotSent) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout())
 }
@@ -78,7 +80,7 @@ func Transient(err error) bool {
 // attempt by its own timeout inside attempt when one may hang. It returns
 // attempt's last error, or ctx's error joined with it when ctx ended
 // first.
-func Retry(ctx context.Context, b Backoff, retry func(error) bool, attempt func(context.Context) error) error {
+func Retry(ctx context.Context, b logport.Backoff, retry func(error) bool, attempt func(context.Context) error) error {
 	if retry == nil {
 		retry = Transient
 	}
@@ -87,7 +89,7 @@ func Retry(ctx context.Context, b Backoff, retry func(error) bool, attempt func(
 		if err == nil || !retry(err) {
 			return err
 		}
-		if serr := Sleep(ctx, b.Next()); serr != nil {
+		if serr := logport.Sleep(ctx, b.Next()); serr != nil {
 			return errors.Join(err, serr)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // Start-up waits out a cluster that is not there
@@ -23,9 +25,9 @@ func TestTransient(t *testing.T) {
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{fmt.Errorf("create stream: %w", &jetstream.APIError{Code: 500, ErrorCode: 10023, Description: "insufficient resources"}), true},
 		{fmt.Errorf("create stream TOOLS_EVENTS: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}), true},
-		{fmt.Errorf("append to %q: %w", "s1", ErrNotSent), true},
+		{fmt.Errorf("append to %q: %w", "s1", logport.ErrNotSent), true},
 		{jetstream.ErrServerShutdown, true},
-		{fmt.Errorf("append to %q: %w", "s1", &ConflictError{Session: "s1"}), false},
+		{fmt.Errorf("append to %q: %w", "s1", &logport.ConflictError{Session: "s1"}), false},
 		{fmt.Errorf("connect: %w", nats.ErrAuthorization), false},
 		{errors.New("stream TOOLS_EVENTS exists with subjects [x], want [y]"), false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"}, false},
@@ -39,7 +41,7 @@ func TestTransient(t *testing.T) {
 // The back-off doubles from First up to Max; with Jitter each
 // wait lies in [d/2, 1.5·d).
 func TestBackoff(t *testing.T) {
-	b := Backoff{First: 10 * time.Millisecond, Max: 35 * time.Millisecond}
+	b := logport.Backoff{First: 10 * time.Millisecond, Max: 35 * time.Millisecond}
 	var got []time.Duration
 	for range 5 {
 		got = append(got, b.Next())
@@ -50,7 +52,7 @@ func TestBackoff(t *testing.T) {
 			t.Fatalf("waits = %v, want %v ms", got, want)
 		}
 	}
-	j := Backoff{First: 100 * time.Millisecond, Max: time.Second, Jitter: true}
+	j := logport.Backoff{First: 100 * time.Millisecond, Max: time.Second, Jitter: true}
 	for _, d := range []time.Duration{100, 200, 400, 800, 1000} {
 		d *= time.Millisecond
 		if w := j.Next(); w < d/2 || w >= d+d/2 {
@@ -63,7 +65,7 @@ func TestBackoff(t *testing.T) {
 // permanent one, and stops when ctx ends.
 func TestRetry(t *testing.T) {
 	n := 0
-	err := Retry(context.Background(), Backoff{First: time.Millisecond}, nil, func(context.Context) error {
+	err := Retry(context.Background(), logport.Backoff{First: time.Millisecond}, nil, func(context.Context) error {
 		n++
 		if n < 3 {
 			return nats.ErrNoServers
@@ -74,13 +76,13 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("Retry = %v after %d attempts, want nil after 3", err, n)
 	}
 	n = 0
-	err = Retry(context.Background(), Backoff{First: time.Millisecond}, nil, func(context.Context) error { n++; return nats.ErrAuthorization })
+	err = Retry(context.Background(), logport.Backoff{First: time.Millisecond}, nil, func(context.Context) error { n++; return nats.ErrAuthorization })
 	if !errors.Is(err, nats.ErrAuthorization) || n != 1 {
 		t.Fatalf("permanent error: Retry = %v after %d attempts, want it after 1", err, n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	err = Retry(ctx, Backoff{First: time.Millisecond, Max: 2 * time.Millisecond}, nil, func(context.Context) error { return nats.ErrNoServers })
+	err = Retry(ctx, logport.Backoff{First: time.Millisecond, Max: 2 * time.Millisecond}, nil, func(context.Context) error { return nats.ErrNoServers })
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, nats.ErrNoServers) {
 		t.Fatalf("ctx ended: Retry = %v, want the deadline and the last error", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolintent/engine/logport"
 )
 
 // ErrWatchStopped is what Watcher.Next returns once the watcher was
@@ -21,7 +23,7 @@ const watchBuffer = 64
 // or of every session, in stream order, as they are appended. Next and
 // Stop may be called from different goroutines; Next from one at a time.
 type Watcher struct {
-	ch     chan Record
+	ch     chan logport.Record
 	done   chan struct{} // closed when the pump ended; err is set then
 	err    error
 	cancel context.CancelFunc
@@ -58,7 +60,7 @@ func (l *Log) Watch(ctx context.Context, session string, afterSeq uint64) (*Watc
 		return nil, fmt.Errorf("watch %s: %w", filter, err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{ch: make(chan Record, watchBuffer), done: make(chan struct{}), cancel: cancel}
+	w := &Watcher{ch: make(chan logport.Record, watchBuffer), done: make(chan struct{}), cancel: cancel}
 	stop := context.AfterFunc(wctx, it.Stop)
 	go func() {
 		defer close(w.done)
@@ -96,7 +98,7 @@ func (l *Log) Watch(ctx context.Context, session string, afterSeq uint64) (*Watc
 // returns ctx's error when ctx ends first (the watcher stays usable), and
 // once the watch ended, why: ErrWatchStopped after Stop or the end of
 // Watch's context, otherwise the read error.
-func (w *Watcher) Next(ctx context.Context) (Record, error) {
+func (w *Watcher) Next(ctx context.Context) (logport.Record, error) {
 	select {
 	case r := <-w.ch:
 		return r, nil
@@ -111,9 +113,9 @@ func (w *Watcher) Next(ctx context.Context) (Record, error) {
 			return r, nil
 		default:
 		}
-		return Record{}, w.err
+		return logport.Record{}, w.err
 	case <-ctx.Done():
-		return Record{}, ctx.Err()
+		return logport.Record{}, ctx.Err()
 	}
 }
 

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // next reads one event from w, failing the test after a generous bound
 // (a hang guard, not a timed assertion).
-func next(t *testing.T, w *jetstream.Watcher) jetstream.Record {
+func next(t *testing.T, w *jetstream.Watcher) logport.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolintent/engine/internal/buildinfo"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
@@ -159,8 +159,8 @@ func (m *Metrics) ProjectionConfig(cfg projection.Config) projection.Config {
 	slot := len(m.lags)
 	m.lags = append(m.lags, projLag{})
 	m.lagMu.Unlock()
-	cfg.OnSkip = func(jetstream.Record) { m.undecodable.Inc() }
-	cfg.OnReject = func(jetstream.Record, error) { m.rejected.Inc() }
+	cfg.OnSkip = func(logport.Record) { m.undecodable.Inc() }
+	cfg.OnReject = func(logport.Record, error) { m.rejected.Inc() }
 	cfg.OnBatch = func(n int, lag time.Duration, pending uint64) {
 		m.folded.Add(float64(n))
 		m.setLag(slot, projLag{pending, lag})

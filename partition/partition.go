@@ -23,6 +23,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/service"
 )
@@ -83,7 +84,7 @@ func NewLog(parts ...service.Log) (*Log, error) {
 }
 
 // Append stores evs on the session's partition (service.Log).
-func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error) {
+func (l *Log) Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error) {
 	return route(l.parts, l.kept, session).Append(ctx, session, expected, evs...)
 }
 
@@ -98,18 +99,18 @@ func (l *Log) LeaderLastSeq(ctx context.Context, session string) (uint64, error)
 }
 
 // ReadSession reads the session's events from its partition.
-func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
+func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
 	return route(l.parts, l.kept, session).ReadSession(ctx, session, from, upTo)
 }
 
 // ReadSessionThrough is ReadSession through upTo, on the session's
 // partition.
-func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
+func (l *Log) ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
 	return route(l.parts, l.kept, session).ReadSessionThrough(ctx, session, from, upTo)
 }
 
 // ScanSession scans the session's events on its partition.
-func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+func (l *Log) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
 	return route(l.parts, l.kept, session).ScanSession(ctx, session, from, upTo, fn)
 }
 
@@ -169,7 +170,7 @@ func NewScanner(parts ...service.SessionScanner) (*Scanner, error) {
 }
 
 // ScanSession scans the session's events on its partition.
-func (s *Scanner) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+func (s *Scanner) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
 	return route(s.parts, s.kept, session).ScanSession(ctx, session, from, upTo, fn)
 }
 
@@ -197,7 +198,7 @@ func (v *Views) Read(ctx context.Context, session string, opts projection.ReadOp
 }
 
 // Stored is rec as the views of its session's partition fold it.
-func (v *Views) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
+func (v *Views) Stored(ctx context.Context, rec logport.Record) (aggregate.Stored, error) {
 	return route(v.parts, v.kept, rec.Session).Stored(ctx, rec)
 }
 

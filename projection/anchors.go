@@ -18,7 +18,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // AnchorEvery is how many applied events of a session lie between two
@@ -302,7 +302,7 @@ func gallop(g, lo, hi uint64, early func(uint64) (Anchor, bool, error)) (Anchor,
 }
 
 // compactedIn reports whether rec is a SessionCompacted.
-func compactedIn(rec *jetstream.Record) bool {
+func compactedIn(rec *logport.Record) bool {
 	if rec.Err != nil {
 		return false
 	}

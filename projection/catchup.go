@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // orderedCatchUpMin is the smallest backlog a rebuilding projection folds
@@ -64,7 +65,7 @@ func (p *Projection) catchUpOrdered(ctx context.Context) (uint64, error) {
 	u := unflushed{dirty: make(map[string]time.Time), compacted: make(map[string]uint64)}
 	var pipe flushPipe
 	next := st.FirstSeq
-	last, err := p.log.CatchUp(ctx, st.FirstSeq, func(recs []jetstream.Record, pending uint64) error {
+	last, err := p.log.CatchUp(ctx, st.FirstSeq, func(recs []logport.Record, pending uint64) error {
 		// Sequences the stream no longer holds (an erase) are skipped by
 		// the consumer: fillGaps tells them from lost ones, as for the
 		// feed's deliveries.

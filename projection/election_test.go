@@ -18,6 +18,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -99,7 +100,7 @@ func TestRunnerElectionTakeover(t *testing.T) {
 			s := fmt.Sprintf("s%03d", r.IntN(30))
 			seq, err := w.log.LastSeq(ctx, s)
 			if err == nil {
-				var res jetstream.AppendResult
+				var res logport.AppendResult
 				res, err = w.log.Append(ctx, s, seq, events.New(s, "web", "u", randomPayload(r)))
 				mid = max(mid, res.Last)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -143,8 +144,8 @@ func (p *Projection) foldUnacknowledged(ctx context.Context, feed *jetstream.Fee
 		// (a crash, or a shutdown mid-window); the server redelivers them
 		// only after AckWait. Fold them from the log now: catch-up must
 		// not wait for that timer.
-		var recs []jetstream.Record
-		err := p.log.ScanRange(ctx, next, pos.Delivered, func(r jetstream.Record) error {
+		var recs []logport.Record
+		err := p.log.ScanRange(ctx, next, pos.Delivered, func(r logport.Record) error {
 			recs = append(recs, r)
 			return nil
 		})
@@ -220,7 +221,7 @@ func (p *Projection) follow(ctx context.Context, feed *jetstream.Feed, next uint
 // Pace ago: the wait for the pull counts toward the window, so that
 // pacing does not add to the time from an append to its view. (A
 // server clock ahead of this one counts as now.)
-func (p *Projection) windowStart(rec jetstream.Record, pending uint64) time.Time {
+func (p *Projection) windowStart(rec logport.Record, pending uint64) time.Time {
 	now := time.Now()
 	if p.cfg.Pace <= 0 || pending >= catchUpPending || rec.Time.After(now) {
 		return now
@@ -301,8 +302,8 @@ type unflushed struct {
 	anchors []anchorJob
 	events  int
 	since   time.Time
-	last    jetstream.Record // last folded record
-	batch   jetstream.Batch  // last delivered batch: acknowledging it covers all
+	last    logport.Record  // last folded record
+	batch   jetstream.Batch // last delivered batch: acknowledging it covers all
 	pending uint64
 	// holdApplied: the flush does not move Applied (an ordered catch-up's
 	// last window, see catchUpOrdered).
@@ -440,7 +441,7 @@ func (p *Projection) setApplied(seq uint64) {
 }
 
 // fold applies records to the cached views and marks the touched ones.
-func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflushed) error {
+func (p *Projection) fold(ctx context.Context, recs []logport.Record, u *unflushed) error {
 	// Load the views of sessions not cached, and the registries in force
 	// for the events whose verdict needs one, outside the lock.
 	if err := p.loadAll(ctx, recs); err != nil {
@@ -504,7 +505,7 @@ func (p *Projection) fold(ctx context.Context, recs []jetstream.Record, u *unflu
 // misplaced reports whether rec was stored in a partition its session does
 // not belong to (a publisher that picked the wrong stream): the fold skips
 // it without touching a view, on every engine alike.
-func misplaced(rec jetstream.Record) bool { return errors.Is(rec.Err, jetstream.ErrWrongPartition) }
+func misplaced(rec logport.Record) bool { return errors.Is(rec.Err, logport.ErrWrongPartition) }
 
 // heldCovered decodes, in place, the records the feed left undecoded
 // (Held) whose handed-over fold the cache no longer holds (the session
@@ -512,7 +513,7 @@ func misplaced(rec jetstream.Record) bool { return errors.Is(rec.Err, jetstream.
 // without a delivery, and fails when a delivered event was not the one
 // handed over. Only the feed's goroutine evicts, so a record covered
 // here stays covered until fold has run.
-func (p *Projection) heldCovered(ctx context.Context, recs []jetstream.Record) error {
+func (p *Projection) heldCovered(ctx context.Context, recs []logport.Record) error {
 	p.hand.mu.Lock()
 	err := p.hand.mismatch
 	p.hand.mu.Unlock()
@@ -552,7 +553,7 @@ func (p *Projection) heldCovered(ctx context.Context, recs []jetstream.Record) e
 }
 
 // report logs and counts an event the fold did not apply.
-func (p *Projection) report(rec jetstream.Record, err error) {
+func (p *Projection) report(rec logport.Record, err error) {
 	ev := p.cfg.Logger.Warn().Uint64("seq", rec.Seq).Str("session", rec.Session).Str("id", rec.Envelope.ID).Err(err)
 	if errors.Is(err, aggregate.ErrRejected) {
 		p.rejected.Add(1)

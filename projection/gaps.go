@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // fillGaps returns the records to fold from a delivered batch, in stream
 // order from next on: redeliveries below next are dropped and missing
 // sequences are read from the log.
-func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jetstream.Record) ([]jetstream.Record, error) {
+func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []logport.Record) ([]logport.Record, error) {
 	if len(delivered) > 0 && delivered[0].Seq == next && delivered[len(delivered)-1].Seq == next+uint64(len(delivered))-1 {
 		return delivered, nil // contiguous from next, as almost always: no copy
 	}
-	out := make([]jetstream.Record, 0, len(delivered))
+	out := make([]logport.Record, 0, len(delivered))
 	for _, r := range delivered {
 		if r.Seq < next {
 			continue
@@ -52,11 +53,11 @@ func (p *Projection) fillGaps(ctx context.Context, next uint64, delivered []jets
 // that cannot be read is damage: reported (ErrDamagedLog), not skipped,
 // unless AcceptGaps. A replica may lag a moment behind the leader: the
 // read is tried again for about two seconds first.
-func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.Record, error) {
-	var out []jetstream.Record
+func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]logport.Record, error) {
+	var out []logport.Record
 	for wait := 50 * time.Millisecond; ; wait *= 2 {
 		out = out[:0]
-		err := p.log.ScanRange(ctx, from, to, func(g jetstream.Record) error {
+		err := p.log.ScanRange(ctx, from, to, func(g logport.Record) error {
 			out = append(out, g)
 			return nil
 		})
@@ -100,8 +101,8 @@ func (p *Projection) readGap(ctx context.Context, from, to uint64) ([]jetstream.
 // read, in order) with the missing ones read from the stream's leader,
 // and returns all of [from, to] in order; ErrNotStored (wrapped) when the
 // leader lacks one too.
-func (p *Projection) readGapLeader(ctx context.Context, from, to uint64, out []jetstream.Record) ([]jetstream.Record, error) {
-	full := make([]jetstream.Record, 0, to-from+1)
+func (p *Projection) readGapLeader(ctx context.Context, from, to uint64, out []logport.Record) ([]logport.Record, error) {
+	full := make([]logport.Record, 0, to-from+1)
 	k := 0
 	for seq := from; seq <= to; seq++ {
 		for k < len(out) && out[k].Seq < seq {
@@ -123,7 +124,7 @@ func (p *Projection) readGapLeader(ctx context.Context, from, to uint64, out []j
 
 // erasedGap reports whether every sequence of [from, to] missing from out
 // was purged by an erase the audit stream records.
-func (p *Projection) erasedGap(ctx context.Context, from, to uint64, out []jetstream.Record) bool {
+func (p *Projection) erasedGap(ctx context.Context, from, to uint64, out []logport.Record) bool {
 	rs, err := p.log.ErasedRanges(ctx)
 	if err != nil || len(rs) == 0 {
 		return false

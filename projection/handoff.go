@@ -23,7 +23,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // Acked is an append the log acknowledged: Events were stored at stream
@@ -127,7 +127,7 @@ func (h *handed) held(session string, seq uint64, msgID string) bool {
 // as held, and otherwise reports the lowest handed sequence above from.
 // The records carry no data: the log acknowledged each at its sequence
 // with its id, and Handoff folded it already.
-func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint64) {
+func (h *handed) skip(from uint64, limit int) (run []logport.Record, next uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.skipping || len(h.bySeq) == 0 {
@@ -158,9 +158,9 @@ func (h *handed) skip(from uint64, limit int) (run []jetstream.Record, next uint
 			break
 		}
 		if run == nil {
-			run = make([]jetstream.Record, 0, min(limit, len(h.bySeq)))
+			run = make([]logport.Record, 0, min(limit, len(h.bySeq)))
 		}
-		run = append(run, jetstream.Record{Seq: seq, Session: session, Time: evs[i].at, MsgID: evs[i].id, Held: true})
+		run = append(run, logport.Record{Seq: seq, Session: session, Time: evs[i].at, MsgID: evs[i].id, Held: true})
 		h.remove(session, evs, i)
 	}
 	if len(run) > 0 {
@@ -254,7 +254,7 @@ func (p *Projection) Handoff(a Acked) bool {
 	for i, env := range a.Events {
 		seq := a.First + uint64(i)
 		if err := st.ApplyStored(aggregate.Stored{Seq: seq, MsgID: env.ID, Envelope: env}); err != nil {
-			p.report(jetstream.Record{Seq: seq, Session: a.Session, MsgID: env.ID, Envelope: env}, err)
+			p.report(logport.Record{Seq: seq, Session: a.Session, MsgID: env.ID, Envelope: env}, err)
 		}
 		p.hand.bySession[a.Session] = append(p.hand.bySession[a.Session], handedEvent{seq: seq, id: env.ID, at: now})
 		p.hand.bySeq[seq] = a.Session

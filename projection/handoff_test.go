@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -20,7 +21,7 @@ import (
 // process does: in one append conditional on the session's last
 // sequence, then handed over. It returns the append and whether the
 // projection took it.
-func handAppend(t *testing.T, l *jetstream.Log, p *projection.Projection, session string, pls ...events.Payload) (jetstream.AppendResult, bool) {
+func handAppend(t *testing.T, l *jetstream.Log, p *projection.Projection, session string, pls ...events.Payload) (logport.AppendResult, bool) {
 	t.Helper()
 	ctx := context.Background()
 	seq, err := l.LastSeq(ctx, session)

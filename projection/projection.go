@@ -32,6 +32,7 @@ import (
 	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/internal/tick"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // DefaultDurable is the feed's consumer name when Config.Durable is empty.
@@ -75,10 +76,10 @@ type Config struct {
 	Logger zerolog.Logger
 	// OnSkip, when set, is called for each event that cannot be folded
 	// (undecodable, unknown type, future version).
-	OnSkip func(rec jetstream.Record)
+	OnSkip func(rec logport.Record)
 	// OnReject, when set, is called for each event the fold rejects
 	// because it breaks a fold rule, with the reason.
-	OnReject func(rec jetstream.Record, reason error)
+	OnReject func(rec logport.Record, reason error)
 	// OnBatch, when set, is called after each acknowledged batch with the
 	// number of events and the age of the newest one.
 	OnBatch func(n int, lag time.Duration, pending uint64)
@@ -207,7 +208,7 @@ func Open(ctx context.Context, log *jetstream.Log, cfg Config) (*Projection, err
 // Stored is rec as this projection folds it: with the registry in force
 // when it was stored, so a replay (history, explain) gives the
 // projection's verdicts.
-func (p *Projection) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
+func (p *Projection) Stored(ctx context.Context, rec logport.Record) (aggregate.Stored, error) {
 	return p.regs.Stored(ctx, rec)
 }
 

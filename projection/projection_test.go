@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -309,7 +310,7 @@ func TestProjectionRejectsBrokenRules(t *testing.T) {
 	e := open(t, srv.ClientURL())
 	var mu sync.Mutex
 	reported := map[uint64]string{}
-	p, err := projection.Open(context.Background(), e.log, projection.Config{OnReject: func(rec jetstream.Record, reason error) {
+	p, err := projection.Open(context.Background(), e.log, projection.Config{OnReject: func(rec logport.Record, reason error) {
 		mu.Lock()
 		reported[rec.Seq] = reason.Error()
 		mu.Unlock()

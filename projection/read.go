@@ -27,7 +27,7 @@ import (
 // the first event and never evicted it. The views of the others are read
 // concurrently, loadWorkers at a time; while rebuilding, only a view the
 // rebuild wrote is a base (rebuiltView).
-func (p *Projection) loadAll(ctx context.Context, recs []jetstream.Record) error {
+func (p *Projection) loadAll(ctx context.Context, recs []logport.Record) error {
 	type miss struct {
 		session string
 		st      *aggregate.State
@@ -207,7 +207,7 @@ func newCache() *lru.Cache[string, *aggregate.State] {
 // foldLog folds the session's events after st.LastSeq, up to upTo (0: the
 // end), into st.
 func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.State, upTo uint64) (aggregate.State, error) {
-	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r jetstream.Record) error {
+	err := p.log.ScanSession(ctx, session, st.LastSeq+1, upTo, func(r logport.Record) error {
 		return p.foldRecord(ctx, &st, r)
 	})
 	return st, err
@@ -215,7 +215,7 @@ func (p *Projection) foldLog(ctx context.Context, session string, st aggregate.S
 
 // foldRecord folds one stored event into st, with the registry in force
 // when it was stored.
-func (p *Projection) foldRecord(ctx context.Context, st *aggregate.State, r jetstream.Record) error {
+func (p *Projection) foldRecord(ctx context.Context, st *aggregate.State, r logport.Record) error {
 	ev, err := p.regs.Stored(ctx, r)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 )
 
@@ -149,7 +150,7 @@ func (r *Registries) version(ctx context.Context, v string) (*resolver.Registry,
 
 // Stored returns rec as the fold takes it: with the registry in force when
 // it was stored when its verdict needs one (aggregate.NeedsRegistry).
-func (r *Registries) Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error) {
+func (r *Registries) Stored(ctx context.Context, rec logport.Record) (aggregate.Stored, error) {
 	s := aggregate.StoredRecord(rec)
 	if r == nil || rec.Err != nil || !aggregate.NeedsRegistry(rec.Envelope) {
 		return s, nil

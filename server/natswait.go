@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // startupState says what `engine serve` is doing before it serves: the
@@ -78,7 +79,7 @@ func waitForNATSOn(ctx context.Context, log zerolog.Logger, nc *nats.Conn, what 
 // doubling back-off capped at natsWaitCap, logs why, and keeps the reason
 // in engineStartup. Each attempt gets its own timeout.
 func waitForNATS(ctx context.Context, log zerolog.Logger, what string, attempt func(ctx context.Context) error) error {
-	backoff := jetstream.Backoff{First: natsWaitFirst, Max: natsWaitCap, Jitter: true}
+	backoff := logport.Backoff{First: natsWaitFirst, Max: natsWaitCap, Jitter: true}
 	for n := 1; ; n++ {
 		actx, cancel := context.WithTimeout(ctx, natsAttemptTimeout)
 		err := attempt(actx)
@@ -104,7 +105,7 @@ func waitForNATS(ctx context.Context, log zerolog.Logger, what string, attempt f
 		engineStartup.set(reason)
 		d := backoff.Next() // [wait/2, 1.5·wait), wait doubling up to natsWaitCap
 		log.Warn().Err(err).Int("attempt", n).Dur("retry_in", d).Msgf("waiting for NATS: %s", what)
-		if err := jetstream.Sleep(ctx, d); err != nil {
+		if err := logport.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}

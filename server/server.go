@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/metrics"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -378,9 +379,9 @@ func registryFromKV(ctx context.Context, jlog *jetstream.Log, fallback *resolver
 		// Another engine stored one, or a replica behind the bucket's
 		// leader answered the Get: read until a replica has it, within
 		// ctx (the caller asks again when it ends).
-		backoff := jetstream.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+		backoff := logport.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
 		for data == nil {
-			if err := jetstream.Sleep(ctx, backoff.Next()); err != nil {
+			if err := logport.Sleep(ctx, backoff.Next()); err != nil {
 				return nil, nil, fmt.Errorf("the registry bucket holds a registry no replica serves yet: %w", err)
 			}
 			if data, rev, err = store.Get(ctx); err != nil {

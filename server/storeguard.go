@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolintent/engine/health"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 )
 
 // appendGuard is asked before each append to the embedded store: the
@@ -27,10 +28,10 @@ func (c *store) appendGuard(disk *jetstream.DiskGuard) func() error {
 		}
 		if srv := c.embedded; srv != nil {
 			if f := srv.WriteFault(); f != "" {
-				return fmt.Errorf("%w: the store failed a write (%s): appends are refused until the disk has space again and the engine restarts JetStream", jetstream.ErrStorageFull, f)
+				return fmt.Errorf("%w: the store failed a write (%s): appends are refused until the disk has space again and the engine restarts JetStream", logport.ErrStorageFull, f)
 			}
 			if !srv.JetStreamEnabled() {
-				return fmt.Errorf("%w: JetStream is disabled on the embedded server (out of space or resources): appends are refused until the disk has space again and the engine enables it", jetstream.ErrStorageFull)
+				return fmt.Errorf("%w: JetStream is disabled on the embedded server (out of space or resources): appends are refused until the disk has space again and the engine enables it", logport.ErrStorageFull)
 			}
 		}
 		if err := c.acked.refuse(); err != nil {
@@ -75,11 +76,11 @@ func (c *store) ackedCheck() health.Check {
 }
 
 // storeRefusal refuses an append as the store's (matching
-// jetstream.ErrStorageFull: 507, definite) with its own message.
+// logport.ErrStorageFull: 507, definite) with its own message.
 type storeRefusal struct{ err error }
 
 func (r storeRefusal) Error() string   { return r.err.Error() }
-func (r storeRefusal) Unwrap() []error { return []error{jetstream.ErrStorageFull, r.err} }
+func (r storeRefusal) Unwrap() []error { return []error{logport.ErrStorageFull, r.err} }
 
 // checkConfigLogin refuses, before the embedded server starts, a
 // --server-config whose users require a login when no --nats-user names

@@ -19,12 +19,13 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/wire"
 )
 
 // ErrTurnOpen: a compaction was asked while a turn is open; the open turn
 // is rebuilt from its TurnStarted, which compaction would remove. It
-// matches jetstream.ErrConflict too (KindConflict): compact after the turn
+// matches logport.ErrConflict too (KindConflict): compact after the turn
 // ends.
 var ErrTurnOpen = aggregate.ErrTurnOpen
 
@@ -49,7 +50,7 @@ type CompactResult = wire.CompactReply
 // events (ErrNotFound) and one in an open turn (ErrTurnOpen, a conflict);
 // a session whose events were compacted and that has no event after its
 // snapshot answers Already, writing nothing. A concurrent write makes it
-// fail with a conflict (jetstream.ErrConflict) and nothing is purged;
+// fail with a conflict (logport.ErrConflict) and nothing is purged;
 // compacting again then folds the new event in. Without a compactor it is
 // ErrEraseUnavailable.
 func (e *Engine) Compact(ctx context.Context, session string, origin Origin, reason string) (CompactResult, error) {
@@ -102,7 +103,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 		return res, err
 	}
 	if expected != nil && *expected != st.LastSeq {
-		return res, &jetstream.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
+		return res, &logport.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
 	}
 	if count == 0 {
 		if err := e.erasedID(ctx, session, st); err != nil {
@@ -134,7 +135,7 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	c := aggregate.Compacted{FirstSeq: first.Seq, LastSeq: last.Seq, Count: count, FirstMs: recordMs(first), LastMs: recordMs(last), Reason: reason}
 	snap, err := aggregate.Compaction(st, g, c)
 	if errors.Is(err, aggregate.ErrTurnOpen) {
-		return res, fmt.Errorf("%w: %w", err, jetstream.ErrConflict)
+		return res, fmt.Errorf("%w: %w", err, logport.ErrConflict)
 	}
 	if err != nil {
 		return res, fmt.Errorf("compact %q: %w", session, err)
@@ -172,9 +173,9 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 type compactFold struct {
 	st               aggregate.State
 	g                aggregate.Grants
-	first, last      jetstream.Record
+	first, last      logport.Record
 	count            uint64
-	lastSnap, forged *jetstream.Record
+	lastSnap, forged *logport.Record
 }
 
 // compactionFold folds session's whole log as the projection does (the
@@ -182,7 +183,7 @@ type compactFold struct {
 func (e *Engine) compactionFold(ctx context.Context, session string) (compactFold, error) {
 	f := compactFold{st: aggregate.State{Session: session}}
 	st, g := &f.st, &f.g
-	err := e.scanSession(ctx, session, 0, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, 0, func(r logport.Record) error {
 		ev, err := e.storedOf(ctx, r)
 		if err != nil {
 			return err
@@ -221,7 +222,7 @@ func (e *Engine) compactionFold(ctx context.Context, session string) (compactFol
 
 // recordMs is the write time of r in unix milliseconds: the envelope's,
 // else the stream's timestamp.
-func recordMs(r jetstream.Record) int64 {
+func recordMs(r logport.Record) int64 {
 	if r.Err == nil && r.Envelope.TimeMs > 0 {
 		return r.Envelope.TimeMs
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -25,7 +26,7 @@ import (
 var compactor = service.Origin{Channel: "engine", Actor: "engine:compact"}
 
 // storedOf turns log records into what the fold takes.
-func storedOf(recs []jetstream.Record) []aggregate.Stored {
+func storedOf(recs []logport.Record) []aggregate.Stored {
 	out := make([]aggregate.Stored, len(recs))
 	for i, r := range recs {
 		out[i] = aggregate.Stored{Seq: r.Seq, MsgID: r.MsgID, Envelope: r.Envelope, Err: r.Err}
@@ -108,7 +109,7 @@ func TestCompactColdLoadReadsSnapshotAndTail(t *testing.T) {
 		t.Fatalf("cold load read %d messages (%d records, first %s), want the snapshot and 1 tail event", cold.MessagesRead(), len(recs), recs[0].Envelope.Type)
 	}
 	got := aggregate.Fold("long", storedOf(recs))
-	whole := aggregate.Fold("long", storedOf(append(append([]jetstream.Record(nil), orig...), recs...)))
+	whole := aggregate.Fold("long", storedOf(append(append([]logport.Record(nil), orig...), recs...)))
 	if !reflect.DeepEqual(got, whole) {
 		t.Fatalf("cold fold differs from the whole history's:\n got %+v\nwant %+v", got, whole)
 	}
@@ -155,7 +156,7 @@ type scanThenWrite struct {
 	t       *testing.T
 }
 
-func (w *scanThenWrite) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
+func (w *scanThenWrite) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
 	err := w.Log.ScanSession(ctx, session, from, upTo, fn)
 	if session == w.session && from <= 1 {
 		w.once.Do(func() { appendAged(w.t, w.Log, session, timeNow(), events.ToolDisabled{Name: "web_search"}) })
@@ -183,7 +184,7 @@ func TestCompactConcurrentWriteConflicts(t *testing.T) {
 	}
 	e.SetEraser(x)
 	_, err = e.Compact(ctx, "busy", compactor, "")
-	if !errors.Is(err, jetstream.ErrConflict) || service.KindOf(err) != service.KindConflict {
+	if !errors.Is(err, logport.ErrConflict) || service.KindOf(err) != service.KindConflict {
 		t.Fatalf("compaction during a write: %v (kind %v), want a conflict", err, service.KindOf(err))
 	}
 	after := rawEvents(t, log, "busy")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	lrucache "github.com/toolintent/engine/internal/lru"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -88,20 +88,20 @@ const readWait = 5 * time.Second
 // event it saw until it reaches the mark, bounded by readWait; then it
 // fails with projection.ErrNotCaughtUp rather than return a short history.
 // An error of fn ends the scan and is returned wrapped.
-func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, fn func(jetstream.Record) error) error {
+func (e *Engine) scanSession(ctx context.Context, session string, upTo uint64, fn func(logport.Record) error) error {
 	return e.scanSessionFrom(ctx, session, 1, upTo, fn)
 }
 
 // scanSessionFrom is scanSession from stream sequence start on.
-func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
+func (e *Engine) scanSessionFrom(ctx context.Context, session string, start, upTo uint64, fn func(logport.Record) error) error {
 	return e.scanFrom(ctx, e.log, session, start, upTo, fn)
 }
 
 // scanFrom is scanSessionFrom through r.
-func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string, start, upTo uint64, fn func(jetstream.Record) error) error {
+func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string, start, upTo uint64, fn func(logport.Record) error) error {
 	last := start - 1
 	scan := func(from uint64) error {
-		return r.ScanSession(ctx, session, from, upTo, func(rec jetstream.Record) error {
+		return r.ScanSession(ctx, session, from, upTo, func(rec logport.Record) error {
 			last = rec.Seq
 			return fn(rec)
 		})
@@ -116,12 +116,12 @@ func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string,
 		return nil
 	}
 	deadline := time.Now().Add(readWait)
-	wait := jetstream.Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+	wait := logport.Backoff{First: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 	for last < want {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("read session %q: the log answered up to sequence %d, not %d, after %s: %w", session, last, want, readWait, projection.ErrNotCaughtUp)
 		}
-		if err := jetstream.Sleep(ctx, wait.Next()); err != nil {
+		if err := logport.Sleep(ctx, wait.Next()); err != nil {
 			return fmt.Errorf("read session %q up to %d (have %d): %w: %w", session, want, last, projection.ErrNotCaughtUp, err)
 		}
 		if err := scan(last + 1); err != nil {

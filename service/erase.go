@@ -20,6 +20,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -241,7 +242,7 @@ func (e *Engine) closeForErase(ctx context.Context, x Eraser, it *eraseItem) err
 				return err
 			}
 			return fmt.Errorf("erase %q: the session moved from %d to %d since it was examined; it is kept: %w", it.session, it.expected, st.LastSeq,
-				&jetstream.ConflictError{Session: it.session, Expected: it.expected, Actual: st.LastSeq})
+				&logport.ConflictError{Session: it.session, Expected: it.expected, Actual: st.LastSeq})
 		}
 		if it.deleted, err = e.tombstone(ctx, it.session, it.origin, it.reason, st, it.expected); err != nil {
 			return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -34,12 +34,12 @@ func (e *Engine) Explain(ctx context.Context, session, tool string, until Until,
 	if err := events.ValidateSessionID(session); err != nil {
 		return wire.Explanation{}, fmt.Errorf("%w: session %q: %w", ErrInvalid, session, err)
 	}
-	var recs []jetstream.Record
+	var recs []logport.Record
 	var evs []aggregate.Stored
 	st := aggregate.State{Session: session}
 	version := ""
 	stop := errors.New("stop")
-	err := e.scanSession(ctx, session, until.Seq, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, until.Seq, func(r logport.Record) error {
 		if until.stops(r) {
 			return stop
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
@@ -335,7 +336,7 @@ func (e *Engine) rebuildTurn(ctx context.Context, st aggregate.State) (*openTurn
 // discoveries are the names the DeferredLoaded events of st's open turn
 // among recs loaded, in log order, each once; only names the fold kept
 // in the loaded set count (a rejected event loads nothing).
-func discoveries(recs []jetstream.Record, st aggregate.State) []string {
+func discoveries(recs []logport.Record, st aggregate.State) []string {
 	var out []string
 	for _, r := range recs {
 		p, ok := r.Envelope.Payload.(events.DeferredLoaded)

@@ -2,7 +2,7 @@ package service
 
 import (
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -18,7 +18,7 @@ type handoffViews interface {
 // skips decoding and folding them when it delivers them. A duplicate (the
 // events were stored by an earlier try) is not handed over: the feed
 // folds it as before.
-func (e *Engine) handoff(session string, expected uint64, ar jetstream.AppendResult, envs []events.Envelope) {
+func (e *Engine) handoff(session string, expected uint64, ar logport.AppendResult, envs []events.Envelope) {
 	h, ok := e.proj.(handoffViews)
 	if !ok || ar.Duplicate || ar.Last-ar.First+1 != uint64(len(envs)) {
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
@@ -24,7 +25,7 @@ type Until struct {
 	Time time.Time
 }
 
-func (u Until) stops(r jetstream.Record) bool {
+func (u Until) stops(r logport.Record) bool {
 	return (u.Seq != 0 && r.Seq > u.Seq) || (!u.Time.IsZero() && r.Time.After(u.Time))
 }
 
@@ -197,7 +198,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 	var last uint64 // the last entry emitted
 	stop := errors.New("stop")
 	reveal := e.actorRevealer(ctx)
-	err = e.scanFrom(ctx, e.pager, session, from, until.Seq, func(r jetstream.Record) error {
+	err = e.scanFrom(ctx, e.pager, session, from, until.Seq, func(r logport.Record) error {
 		if until.stops(r) {
 			return stop
 		}
@@ -257,7 +258,7 @@ func (e *Engine) historyPage(ctx context.Context, session string, until Until, r
 // so far (the event, its actor revealed when shown, its verdict, a
 // compaction's record) and the state after it; a turn's start is
 // resolved as it was, a discovery loads into the replayed turn.
-func (e *Engine) foldEntry(ctx context.Context, regs *registriesAt, rp *historyResume, r jetstream.Record, req ResolveRequest, show bool, reveal func(string) string) (HistoryEntry, aggregate.State, error) {
+func (e *Engine) foldEntry(ctx context.Context, regs *registriesAt, rp *historyResume, r logport.Record, req ResolveRequest, show bool, reveal func(string) string) (HistoryEntry, aggregate.State, error) {
 	h := HistoryEntry{EventRef: refOf(r)}
 	if show {
 		h.Actor = reveal(h.Actor) // A sealed actor reads back (or as erased)
@@ -291,7 +292,7 @@ func (e *Engine) foldEntry(ctx context.Context, regs *registriesAt, rp *historyR
 			rp.turn, rp.provider = t, p.Provider
 		case events.DeferredLoaded:
 			if rp.turn != nil && rp.turn.turn != nil {
-				load(rp.turn.turn, discoveries([]jetstream.Record{r}, st))
+				load(rp.turn.turn, discoveries([]logport.Record{r}, st))
 			}
 		}
 	}
@@ -309,7 +310,7 @@ func (e *Engine) foldEntry(ctx context.Context, regs *registriesAt, rp *historyR
 // st): the resolution, its hashes and dispatch, what was gained and lost
 // since the point before, and why the prompt prefix changed; it moves the
 // replay's point before to this one.
-func (e *Engine) describeEntry(ctx context.Context, session string, regs *registriesAt, rp *historyResume, r jetstream.Record, st aggregate.State, req ResolveRequest, h *HistoryEntry) {
+func (e *Engine) describeEntry(ctx context.Context, session string, regs *registriesAt, rp *historyResume, r logport.Record, st aggregate.State, req ResolveRequest, h *HistoryEntry) {
 	p := e.pointOf(ctx, regs, st, rp.turn, r.Time, rp.request(req))
 	if h.Error == "" {
 		h.Error = p.Error
@@ -429,15 +430,15 @@ func dispatchOf(turn uint64, contractHash string, classes []deferral.Class) chec
 // storedOf is r as the fold takes it: with the registry in force when it
 // was stored, as the projection folds it, so a replay gives the
 // projection's verdicts.
-func (e *Engine) storedOf(ctx context.Context, r jetstream.Record) (aggregate.Stored, error) {
+func (e *Engine) storedOf(ctx context.Context, r logport.Record) (aggregate.Stored, error) {
 	return e.proj.Stored(ctx, r)
 }
 
-func refOf(r jetstream.Record) wire.EventRef {
+func refOf(r logport.Record) wire.EventRef {
 	return wire.EventRef{Seq: r.Seq, ID: r.Envelope.ID, Type: string(r.Envelope.Type), Channel: r.Envelope.Channel, Actor: r.Envelope.Actor, Time: r.Time}
 }
 
-func causeOf(r jetstream.Record) string {
+func causeOf(r logport.Record) string {
 	switch r.Envelope.Payload.(type) {
 	case events.DeferredLoaded:
 		return "discovery"

@@ -14,6 +14,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -25,8 +26,8 @@ type countingLog struct {
 	scanned atomic.Int64
 }
 
-func (c *countingLog) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error {
-	return c.Log.ScanSession(ctx, session, from, upTo, func(r jetstream.Record) error {
+func (c *countingLog) ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error {
+	return c.Log.ScanSession(ctx, session, from, upTo, func(r logport.Record) error {
 		c.scanned.Add(1)
 		return fn(r)
 	})

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -26,7 +26,7 @@ var ErrCompacted = errors.New("events compacted")
 type Compaction = wire.Compaction
 
 // compactionOf describes r when it is a decoded SessionCompacted.
-func compactionOf(r jetstream.Record) (*Compaction, bool) {
+func compactionOf(r logport.Record) (*Compaction, bool) {
 	p, ok := r.Envelope.Payload.(events.SessionCompacted)
 	if !ok || r.Err != nil {
 		return nil, false
@@ -66,9 +66,9 @@ func (e *Engine) compactedBefore(ctx context.Context, session string, until Unti
 	if until.Seq == 0 && until.Time.IsZero() {
 		return nil
 	}
-	var first *jetstream.Record
+	var first *logport.Record
 	stop := errors.New("stop")
-	err := e.pager.ScanSession(ctx, session, 0, 0, func(r jetstream.Record) error {
+	err := e.pager.ScanSession(ctx, session, 0, 0, func(r logport.Record) error {
 		first = &r
 		return stop
 	})

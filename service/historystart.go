@@ -16,7 +16,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/lru"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -149,7 +149,7 @@ func (e *Engine) forgetAnchors(ctx context.Context, session string) {
 }
 
 // compacted reports whether r is a SessionCompacted.
-func compacted(r jetstream.Record) bool {
+func compacted(r logport.Record) bool {
 	if r.Err != nil {
 		return false
 	}

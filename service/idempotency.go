@@ -13,16 +13,17 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/clip"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/wire"
 )
 
 // KeyMismatchError refuses an idempotency key this session used before
 // with other commands; it matches ErrKeyMismatch and, being a
-// kind of key in use, jetstream.ErrKeyInUse (KindKeyInUse).
+// kind of key in use, logport.ErrKeyInUse (KindKeyInUse).
 type KeyMismatchError = jetstream.KeyMismatchError
 
 // ErrKeyMismatch is matched by a *KeyMismatchError.
-var ErrKeyMismatch = jetstream.ErrKeyMismatch
+var ErrKeyMismatch = logport.ErrKeyMismatch
 
 // KeyedIDs returns the ids of the n events an append with idempotency key
 // key stores on session (jetstream.KeyEventIDs): a hash of the
@@ -57,12 +58,12 @@ func commandsDigest(cmds []events.Payload) (digest, types string, err error) {
 // the first call stored its events returns where they are (Duplicate, the
 // original sequences and ids) and writes nothing, whether the retry comes
 // within the log's dedupe window or long after it; the same key with other
-// commands is refused (jetstream.ErrKeyMismatch, which is also
+// commands is refused (logport.ErrKeyMismatch, which is also
 // ErrKeyInUse) and writes nothing. An empty key is Apply.
 //
 // A key belongs to the session and the channel it was first used by:
 // sent on another session, or by another channel, it is refused
-// (jetstream.ErrKeyInUse) and nothing of the session that holds it is
+// (logport.ErrKeyInUse) and nothing of the session that holds it is
 // returned or folded.
 //
 // The key is found through the index (jetstream.Keys, one get), never by reading the session from its start. The key is claimed
@@ -100,16 +101,16 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 	if err != nil {
 		return CommandResult{}, err
 	}
-	claim, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: session, Channel: origin.Channel, After: after,
-		IDs: jetstream.KeyIDsV1, Digest: digest, Commands: types})
+	claim, claimed, err := keys.Claim(ctx, key, logport.KeyClaim{Session: session, Channel: origin.Channel, After: after,
+		IDs: logport.KeyIDsV1, Digest: digest, Commands: types})
 	if err != nil {
 		return CommandResult{}, err
 	}
 	switch {
 	case !claimed && claim.Session != session:
-		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session}
+		return CommandResult{}, &logport.KeyInUseError{Key: key, Session: session}
 	case !claimed && claim.Channel != "" && claim.Channel != origin.Channel:
-		return CommandResult{}, &jetstream.KeyInUseError{Key: key, Session: session, Channel: origin.Channel}
+		return CommandResult{}, &logport.KeyInUseError{Key: key, Session: session, Channel: origin.Channel}
 	case !claimed && claim.Digest != "" && claim.Digest != digest:
 		return CommandResult{}, &jetstream.KeyMismatchError{Key: key, Was: claim.Commands, Now: types}
 	case !claimed:
@@ -167,7 +168,7 @@ func (e *Engine) ApplyKeyed(ctx context.Context, session string, origin Origin, 
 
 // claimIDs are the ids of the first n events of a claim: KeyEventIDs, or
 // for a claim of an engine the key and key+1, ...
-func claimIDs(session, key string, claim jetstream.KeyClaim, n int) []string {
+func claimIDs(session, key string, claim logport.KeyClaim, n int) []string {
 	if claim.IDs == "" {
 		if ids, ok := jetstream.LegacyKeyEventIDs(key, n); ok {
 			return ids
@@ -178,16 +179,16 @@ func claimIDs(session, key string, claim jetstream.KeyClaim, n int) []string {
 
 // refused reports an append error that certainly stored nothing.
 func refused(err error) bool {
-	if errors.Is(err, jetstream.ErrOutcomeUnknown) {
+	if errors.Is(err, logport.ErrOutcomeUnknown) {
 		return false
 	}
-	return errors.Is(err, ErrInvalid) || errors.Is(err, jetstream.ErrConflict) || errors.Is(err, jetstream.ErrKeyInUse) ||
+	return errors.Is(err, ErrInvalid) || errors.Is(err, logport.ErrConflict) || errors.Is(err, logport.ErrKeyInUse) ||
 		errors.Is(err, events.ErrInvalidSession) || errors.Is(err, ErrNoTurn)
 }
 
 // settle records where the key's events are; a failure leaves the claim
 // pending, which a later retry resolves by reading the events after it.
-func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim, res CommandResult) {
+func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, claim logport.KeyClaim, res CommandResult) {
 	if err := keys.Settle(ctx, key, claim, res.First, len(res.EventIDs)); err != nil {
 		e.cfg.Logger.Warn().Str("session", session).Str("key", key).Err(err).Msg("idempotency key stored but its index entry left pending: a retry reads the session after it")
 	}
@@ -197,7 +198,7 @@ func (e *Engine) settle(ctx context.Context, keys Keys, session, key string, cla
 // settled claim says (checked against the log), or, for a pending claim,
 // looked for after the sequence it was claimed at (seen: the last
 // sequence of the session that search read).
-func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string, claim jetstream.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
+func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string, claim logport.KeyClaim) (res CommandResult, found bool, seen uint64, err error) {
 	if claim.Pending() {
 		// Search up to where the stream's leader says the session is: a
 		// replica behind it ends the search before the key's events, and
@@ -242,7 +243,7 @@ func (e *Engine) findClaimed(ctx context.Context, keys Keys, session, key string
 func (e *Engine) findKeyed(ctx context.Context, session, key, first string, from, upTo uint64) (res CommandResult, found bool, seen uint64, err error) {
 	next := first
 	stop := errors.New("stop")
-	err = e.scanSessionFrom(ctx, session, max(from, 1), upTo, func(r jetstream.Record) error {
+	err = e.scanSessionFrom(ctx, session, max(from, 1), upTo, func(r logport.Record) error {
 		seen = r.Seq
 		id := r.MsgID
 		if r.Err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
@@ -152,7 +153,7 @@ func bulk(t *testing.T, e *service.Engine, s string, n int) uint64 {
 		t.Fatal(err)
 	}
 	for n > 0 {
-		evs := make([]events.Envelope, min(n, jetstream.MaxBatch))
+		evs := make([]events.Envelope, min(n, logport.MaxBatch))
 		for i := range evs {
 			evs[i] = events.New(s, "web", "alice", events.ToolsToggled{Enabled: on(i%2 == 0)})
 		}
@@ -312,7 +313,7 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	}
 	crashed := events.NewID()
 	after, _ := e.Log().LastSeq(ctx, s)
-	if _, claimed, err := keys.Claim(ctx, crashed, jetstream.KeyClaim{Session: s, Channel: web.Channel, After: after}); err != nil || !claimed {
+	if _, claimed, err := keys.Claim(ctx, crashed, logport.KeyClaim{Session: s, Channel: web.Channel, After: after}); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	env := events.New(s, web.Channel, web.Actor, events.ToolDisabled{Name: "grep"})
@@ -351,7 +352,7 @@ func TestApplyKeyedAfterWindowAndCrash(t *testing.T) {
 	// command is refused stores nothing and moves the claim's search start
 	// past what it read; the next retry stores the events, once.
 	lost := events.NewID()
-	if _, claimed, err := keys.Claim(ctx, lost, jetstream.KeyClaim{Session: s, Channel: web.Channel, After: 1}); err != nil || !claimed {
+	if _, claimed, err := keys.Claim(ctx, lost, logport.KeyClaim{Session: s, Channel: web.Channel, After: 1}); err != nil || !claimed {
 		t.Fatal(claimed, err)
 	}
 	if _, err := e.ApplyKeyed(ctx, s, web, nil, lost, events.ToolDisabled{Name: "no-such-tool"}); !errors.Is(err, service.ErrInvalid) {
@@ -391,7 +392,7 @@ func TestApplyKeyedOpaqueKeys(t *testing.T) {
 	}
 	_, err = e.ApplyKeyed(ctx, s, web, nil, uuid, events.ToolEnabled{Name: "bash"}, events.ToolDisabled{Name: "grep"})
 	var me *jetstream.KeyMismatchError
-	if !errors.Is(err, jetstream.ErrKeyMismatch) || !errors.Is(err, jetstream.ErrKeyInUse) || !errors.As(err, &me) ||
+	if !errors.Is(err, logport.ErrKeyMismatch) || !errors.Is(err, logport.ErrKeyInUse) || !errors.As(err, &me) ||
 		!strings.Contains(err.Error(), "ToolDisabled") || !strings.Contains(err.Error(), "ToolEnabled,ToolDisabled") || !strings.Contains(err.Error(), uuid) {
 		t.Fatalf("same key, other commands: %v, want ErrKeyMismatch naming the key and both commands", err)
 	}
@@ -440,7 +441,7 @@ func TestApplyKeyedPendingPastLaggingReplica(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		s := fmt.Sprintf("keyed-%d", i)
 		key := events.NewID()
-		if _, claimed, err := keys.Claim(ctx, key, jetstream.KeyClaim{Session: s, Channel: web.Channel, IDs: jetstream.KeyIDsV1}); err != nil || !claimed {
+		if _, claimed, err := keys.Claim(ctx, key, logport.KeyClaim{Session: s, Channel: web.Channel, IDs: logport.KeyIDsV1}); err != nil || !claimed {
 			t.Fatal(claimed, err)
 		}
 		env := events.New(s, web.Channel, web.Actor, events.ToolDisabled{Name: "grep"})

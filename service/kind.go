@@ -10,6 +10,7 @@ import (
 	"github.com/toolintent/engine/checkpoint"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
@@ -81,11 +82,11 @@ func (k Kind) String() string {
 
 // ConflictError is the conflict of an append with an expected sequence:
 // errors.As gives the session, the expected and the actual sequence.
-type ConflictError = jetstream.ConflictError
+type ConflictError = logport.ConflictError
 
 // KeyInUseError says why an idempotency key may not be used here; its
 // Error names no other session.
-type KeyInUseError = jetstream.KeyInUseError
+type KeyInUseError = logport.KeyInUseError
 
 // invalidErrs are the sentinels of a request the engine cannot accept.
 var invalidErrs = []error{
@@ -113,11 +114,11 @@ func KindOf(err error) Kind {
 		return KindForbidden
 	case errors.Is(err, ErrNoTurn):
 		return KindNoTurn
-	case errors.Is(err, jetstream.ErrOutcomeUnknown):
+	case errors.Is(err, logport.ErrOutcomeUnknown):
 		return KindOutcomeUnknown
-	case errors.Is(err, jetstream.ErrStorageFull):
+	case errors.Is(err, logport.ErrStorageFull):
 		return KindStorageFull
-	case errors.Is(err, jetstream.ErrKeyInUse):
+	case errors.Is(err, logport.ErrKeyInUse):
 		return KindKeyInUse
 	case isAny(err, invalidErrs):
 		return KindInvalid

@@ -8,6 +8,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -49,7 +50,7 @@ func TestApplyNoopWithStaleExpectationConflicts(t *testing.T) {
 	}
 	stale := uint64(1)
 	res, err := b.Apply(ctx, "s", web, &stale, events.ToolDisabled{Name: "bash"})
-	var ce *jetstream.ConflictError
+	var ce *logport.ConflictError
 	if !errors.As(err, &ce) || ce.Expected != 1 || ce.Actual != 2 {
 		t.Fatalf("Apply(expected 1) on a session at 2 = %+v, %v; want a conflict 1 vs 2", res, err)
 	}

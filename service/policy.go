@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/wire"
 )
@@ -29,7 +29,7 @@ func (e *Engine) grantsWhere(ctx context.Context, session string, upTo uint64, k
 	}
 	st := aggregate.State{Session: session}
 	var g aggregate.Grants
-	err := e.scanSession(ctx, session, upTo, func(r jetstream.Record) error {
+	err := e.scanSession(ctx, session, upTo, func(r logport.Record) error {
 		ev, err := e.storedOf(ctx, r)
 		if err != nil {
 			return err

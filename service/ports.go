@@ -7,6 +7,7 @@ import (
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -25,20 +26,20 @@ import (
 //     events are read back in the order they were appended.
 //   - Append stores evs (all for session) all or nothing, provided the
 //     session's last sequence is expected (0: no events yet); otherwise it
-//     returns a *jetstream.ConflictError (errors.Is ErrConflict) naming
+//     returns a *logport.ConflictError (errors.Is ErrConflict) naming
 //     the session's actual sequence and stores nothing.
 //   - An append of envelopes whose ids are already stored on the session
 //     (a re-send) stores nothing and returns their sequences with
 //     Duplicate set, whether or not the expectation still holds; ids
 //     stored on another session are refused (errors.Is
-//     jetstream.ErrKeyInUse).
+//     logport.ErrKeyInUse).
 //   - A session id that is not one subject token fails every method with
 //     an error matching events.ErrInvalidSession.
 //   - A done context fails the call with an error matching ctx.Err()
 //     (for Append, possibly an outcome-unknown error wrapping it).
 type Log interface {
 	// Append stores evs on session if its last sequence is expected.
-	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (jetstream.AppendResult, error)
+	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error)
 	// LastSeq is the sequence of the session's last event, 0 for none;
 	// on a replicated stream it may come from a replica behind the leader.
 	LastSeq(ctx context.Context, session string) (uint64, error)
@@ -48,15 +49,15 @@ type Log interface {
 	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
 	// ReadSession returns the session's events with sequence in
 	// [from, upTo] (from 0 is 1; upTo 0: to the end), in order.
-	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error)
+	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
 	// ReadSessionThrough is ReadSession for a caller that knows the
 	// session holds an event at upTo (a sequence the log acknowledged or
 	// a state folded): it reads through upTo even when the replica first
 	// asked lags the stream's leader, where ReadSession may end early.
-	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error)
+	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
 	// ScanSession calls fn for each event ReadSession would return, in
 	// order, and stops at fn's first error, which it returns (wrapped).
-	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error
+	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error
 	// StoredAt reports whether the events at sequences first, first+1, ...
 	// are the session's events with ids, in order.
 	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
@@ -67,13 +68,13 @@ type Log interface {
 type Keys interface {
 	// Claim stores c under key unless the key is claimed; it returns the
 	// claim in force and whether this call made it.
-	Claim(ctx context.Context, key string, c jetstream.KeyClaim) (got jetstream.KeyClaim, claimed bool, err error)
+	Claim(ctx context.Context, key string, c logport.KeyClaim) (got logport.KeyClaim, claimed bool, err error)
 	// Settle records where the keyed events were stored.
-	Settle(ctx context.Context, key string, c jetstream.KeyClaim, first uint64, count int) error
+	Settle(ctx context.Context, key string, c logport.KeyClaim, first uint64, count int) error
 	// Advance moves a pending claim's read position past after.
-	Advance(ctx context.Context, key string, c jetstream.KeyClaim, after uint64) error
+	Advance(ctx context.Context, key string, c logport.KeyClaim, after uint64) error
 	// Release drops a pending claim whose write was refused.
-	Release(ctx context.Context, key string, c jetstream.KeyClaim) error
+	Release(ctx context.Context, key string, c logport.KeyClaim) error
 	// Legacy is the sequence up to which keys from before the store
 	// existed (written at t) must be looked for in the log; 0: none.
 	Legacy(t time.Time) uint64
@@ -87,7 +88,7 @@ type Views interface {
 	// Stored is rec as the views fold it: with the registry in force
 	// when it was stored, for the folds that judge it against one, so a
 	// replay gives the views' verdicts.
-	Stored(ctx context.Context, rec jetstream.Record) (aggregate.Stored, error)
+	Stored(ctx context.Context, rec logport.Record) (aggregate.Stored, error)
 	// Sessions lists the sessions that have a view, sorted.
 	Sessions(ctx context.Context) ([]string, error)
 }
@@ -110,7 +111,7 @@ type Ports struct {
 
 // SessionScanner reads a session's events in order, as Log.ScanSession.
 type SessionScanner interface {
-	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(jetstream.Record) error) error
+	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error
 }
 
 // Compile-time checks that the JetStream adapter and the projection

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/memlog"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -77,7 +77,7 @@ func TestApplyKeyedOnMemoryPorts(t *testing.T) {
 		t.Fatalf("the key's claim: %+v found %v, %v; want it settled at %d", c, found, err, first.First)
 	}
 	_, err = e.ApplyKeyed(ctx, "other", web, nil, key, events.ToolDisabled{Name: "bash"})
-	if !errors.Is(err, jetstream.ErrKeyInUse) {
+	if !errors.Is(err, logport.ErrKeyInUse) {
 		t.Fatalf("the key on another session: %v, want ErrKeyInUse", err)
 	}
 }

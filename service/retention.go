@@ -26,7 +26,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/tick"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -373,7 +373,7 @@ func (r *Retention) lastEventTime(ctx context.Context, session string, seq uint6
 // recordTime is rec's envelope time, or its stored time when the envelope
 // has none; for a SessionCompacted, the time of the last event it
 // replaced.
-func recordTime(rec jetstream.Record) time.Time {
+func recordTime(rec logport.Record) time.Time {
 	if p, ok := rec.Envelope.Payload.(events.SessionCompacted); ok && rec.Err == nil && p.LastMs > 0 {
 		return time.UnixMilli(p.LastMs)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -197,7 +198,7 @@ type writeBetween struct {
 	t       *testing.T
 }
 
-func (w *writeBetween) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]jetstream.Record, error) {
+func (w *writeBetween) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
 	recs, err := w.Log.ReadSession(ctx, session, from, upTo)
 	if session == w.session && from == upTo && from != 0 {
 		w.once.Do(func() { appendAged(w.t, w.Log, session, time.Now(), events.WebSearchSet{Enabled: on(true)}) })

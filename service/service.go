@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/events"
 	lrucache "github.com/toolintent/engine/internal/lru"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 )
@@ -33,7 +34,7 @@ import (
 var (
 	// ErrConflict: the session moved past the expected sequence and the
 	// command was not safe to retry (or the caller pinned a sequence).
-	ErrConflict = jetstream.ErrConflict
+	ErrConflict = logport.ErrConflict
 	// ErrNoTurn: a turn operation on a session with no open turn.
 	ErrNoTurn = errors.New("no open turn")
 	// ErrInvalid: the request itself is wrong (bad session id, bad names).
@@ -289,7 +290,7 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 				continue
 			}
 			e.onConflict(false)
-			return res, &jetstream.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
+			return res, &logport.ConflictError{Session: session, Expected: *expected, Actual: st.LastSeq}
 		}
 		envs, next, err := e.decide(st, origin, cmds)
 		if err != nil {
@@ -325,9 +326,9 @@ func (e *Engine) apply(ctx context.Context, session string, origin Origin, expec
 			}
 		}
 		ar, err := e.appendResend(ctx, session, st.LastSeq, envs)
-		if errors.Is(err, jetstream.ErrConflict) {
+		if errors.Is(err, logport.ErrConflict) {
 			e.forget(session)
-			var ce *jetstream.ConflictError
+			var ce *logport.ConflictError
 			if errors.As(err, &ce) {
 				atLeast = ce.Actual
 			}
@@ -401,12 +402,12 @@ func (e *Engine) decide(st aggregate.State, origin Origin, cmds []events.Payload
 // again are re-sent: jetstream.Transient's, and an outcome the log could
 // not learn (the same ids make the re-send safe); a conflict, a bad
 // session, a full disk or a refused key is the log's answer.
-func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (jetstream.AppendResult, error) {
-	backoff := jetstream.Backoff{First: 50 * time.Millisecond, Max: time.Second}
+func (e *Engine) appendResend(ctx context.Context, session string, expected uint64, envs []events.Envelope) (logport.AppendResult, error) {
+	backoff := logport.Backoff{First: 50 * time.Millisecond, Max: time.Second}
 	// A try whose outcome is unknown stays unknown until a later try
 	// learns it (stored, or a conflict: the session moved on without
 	// these events).
-	var unknown *jetstream.OutcomeUnknownError
+	var unknown *logport.OutcomeUnknownError
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		e.lastAppend.Store(time.Now().UnixNano())
@@ -422,7 +423,7 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 			return ar, stillUnknown(unknown, err)
 		}
 		e.cfg.Logger.Warn().Str("session", session).Err(err).Int("try", try+1).Msg("append failed: re-sending the same events")
-		if serr := jetstream.Sleep(ctx, backoff.Next()); serr != nil {
+		if serr := logport.Sleep(ctx, backoff.Next()); serr != nil {
 			return ar, stillUnknown(unknown, fmt.Errorf("append to %q: %w (last error: %w)", session, serr, err))
 		}
 	}
@@ -432,23 +433,23 @@ func (e *Engine) appendResend(ctx context.Context, session string, expected uint
 // same events for: a transient one or an unknown outcome, never a
 // conflict (the log's answer, which settles an unknown outcome).
 func resendable(err error) bool {
-	return (jetstream.Transient(err) || errors.Is(err, jetstream.ErrOutcomeUnknown)) && !errors.Is(err, jetstream.ErrConflict)
+	return (jetstream.Transient(err) || errors.Is(err, logport.ErrOutcomeUnknown)) && !errors.Is(err, logport.ErrConflict)
 }
 
 // stillUnknown returns err, as an outcome-unknown error when an earlier
 // try's outcome was never learnt.
-func stillUnknown(unknown *jetstream.OutcomeUnknownError, err error) error {
-	if unknown == nil || errors.Is(err, jetstream.ErrOutcomeUnknown) {
+func stillUnknown(unknown *logport.OutcomeUnknownError, err error) error {
+	if unknown == nil || errors.Is(err, logport.ErrOutcomeUnknown) {
 		return err
 	}
-	return &jetstream.OutcomeUnknownError{Session: unknown.Session, AfterSeq: unknown.AfterSeq, Err: err}
+	return &logport.OutcomeUnknownError{Session: unknown.Session, AfterSeq: unknown.AfterSeq, Err: err}
 }
 
 // stillUnknownUnlessStored is stillUnknown for a definite answer: a
 // conflict or success settles an earlier unknown try (the log looks for
 // the events' ids on a conflict); a disk-full refusal does not.
-func stillUnknownUnlessStored(unknown *jetstream.OutcomeUnknownError, err error) error {
-	if errors.Is(err, jetstream.ErrStorageFull) {
+func stillUnknownUnlessStored(unknown *logport.OutcomeUnknownError, err error) error {
+	if errors.Is(err, logport.ErrStorageFull) {
 		return stillUnknown(unknown, err)
 	}
 	return err

@@ -17,6 +17,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -133,7 +134,7 @@ func TestApplyConflictAndRetry(t *testing.T) {
 	}
 	stale := uint64(0)
 	_, err := a.Apply(ctx, "s", web, &stale, events.PresetChosen{Preset: "research"})
-	var ce *jetstream.ConflictError
+	var ce *logport.ConflictError
 	if !errors.As(err, &ce) || ce.Actual != 1 {
 		t.Fatalf("error = %v, want conflict at 1", err)
 	}

@@ -10,13 +10,14 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
 // turnEndSession begins a turn on session s, loads send_message and
 // returns the session's records so far.
-func turnEndSession(ctx context.Context, t *testing.T, e *service.Engine, log *jetstream.Log, s string) []jetstream.Record {
+func turnEndSession(ctx context.Context, t *testing.T, e *service.Engine, log *jetstream.Log, s string) []logport.Record {
 	t.Helper()
 	if _, err := e.BeginTurn(ctx, s, web, service.ResolveRequest{Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func turnEndSession(ctx context.Context, t *testing.T, e *service.Engine, log *j
 }
 
 // newRecords reads s's records after the first n.
-func newRecords(ctx context.Context, t *testing.T, log *jetstream.Log, s string, n int) []jetstream.Record {
+func newRecords(ctx context.Context, t *testing.T, log *jetstream.Log, s string, n int) []logport.Record {
 	t.Helper()
 	recs, err := log.ReadSession(ctx, s, 0, 0)
 	if err != nil {

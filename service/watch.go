@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -28,7 +29,7 @@ var ErrWatchStopped = jetstream.ErrWatchStopped
 
 // WatchedEvent is one event a Watch delivers: the stored record, with Err
 // set when the engine cannot decode it.
-type WatchedEvent = jetstream.Record
+type WatchedEvent = logport.Record
 
 // ErrWatchEnded is what Watch.Next returns after a watched session's
 // SessionDeleted: the session takes no more events.

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
-	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/memlog"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 )
 
-func watchNext(t *testing.T, w *service.Watch) (jetstream.Record, error) {
+func watchNext(t *testing.T, w *service.Watch) (logport.Record, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()

@@ -23,6 +23,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/partition"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
@@ -141,15 +142,15 @@ func clRunProjection(t *testing.T, p *projection.Projection) (interruptions func
 }
 
 // clReplayAll reads the whole log with the ordered consumer.
-func clReplayAll(t *testing.T, l *jetstream.Log) []jetstream.Record {
+func clReplayAll(t *testing.T, l *jetstream.Log) []logport.Record {
 	t.Helper()
-	var recs []jetstream.Record
+	var recs []logport.Record
 	var err error
 	natstest.CheckFor(t, 30*time.Second, 500*time.Millisecond, func() error {
 		recs = recs[:0]
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err = l.Replay(ctx, 0, func(r jetstream.Record) error {
+		err = l.Replay(ctx, 0, func(r logport.Record) error {
 			recs = append(recs, r)
 			return nil
 		})
@@ -161,7 +162,7 @@ func clReplayAll(t *testing.T, l *jetstream.Log) []jetstream.Record {
 // clStatesMatchLog checks that each returned state equals the fold of its session's
 // log up to the sequence it was returned for: what Apply reports is what
 // the log holds. want maps session → sequence → state returned there.
-func clStatesMatchLog(recs []jetstream.Record, want map[string]map[uint64]aggregate.State) (checked, bad int, first string) {
+func clStatesMatchLog(recs []logport.Record, want map[string]map[uint64]aggregate.State) (checked, bad int, first string) {
 	sts := map[string]aggregate.State{}
 	for _, r := range recs {
 		st, ok := sts[r.Session]
@@ -206,7 +207,7 @@ func clViewsEqualFold(ctx context.Context, p *projection.Projection, want map[st
 }
 
 // clViewsDiffer counts the sessions whose stored view differs from the fold.
-func clViewsDiffer(t *testing.T, p *projection.Projection, want map[string]aggregate.State, recs []jetstream.Record) int {
+func clViewsDiffer(t *testing.T, p *projection.Projection, want map[string]aggregate.State, recs []logport.Record) int {
 	t.Helper()
 	n := 0
 	for s, w := range want {
@@ -232,8 +233,8 @@ func clViewsDiffer(t *testing.T, p *projection.Projection, want map[string]aggre
 
 // clMissingFrom finds which one event of the session, left out of the fold,
 // yields the view (a diagnostic: "the projection skipped event N").
-func clMissingFrom(recs []jetstream.Record, session string, view aggregate.State) []uint64 {
-	var mine []jetstream.Record
+func clMissingFrom(recs []logport.Record, session string, view aggregate.State) []uint64 {
+	var mine []logport.Record
 	for _, r := range recs {
 		if r.Session == session {
 			mine = append(mine, r)
@@ -560,7 +561,7 @@ func TestClusterLeaderKillUnderLoad(t *testing.T) {
 
 	verifier := clOpenEngine(t, c.URLs(), "verifier", lc, service.Config{})
 	recs := clReplayAll(t, verifier.log)
-	byActor := map[string][]jetstream.Record{}
+	byActor := map[string][]logport.Record{}
 	byULID := map[string]int{}
 	undecodable := 0
 	for _, r := range recs {
@@ -865,7 +866,7 @@ func TestConcurrentHotSessions(t *testing.T) {
 					t.Errorf("%s: %s Apply on %s: %v", origin.Actor, kind, s, err)
 				case kind == "stale":
 					staleTried++
-					var ce *jetstream.ConflictError
+					var ce *logport.ConflictError
 					if !errors.As(err, &ce) || ce.Actual <= *expected {
 						t.Errorf("%s: stale conflict %v does not carry the session's sequence", origin.Actor, err)
 					}
@@ -925,7 +926,7 @@ func TestConcurrentHotSessions(t *testing.T) {
 		last := res.Last
 		stale := before
 		_, err = coda(b, "slack", "coda7-"+s, s, &stale, events.ToolEnabled{Name: "browser_open"})
-		var ce *jetstream.ConflictError
+		var ce *logport.ConflictError
 		if !errors.Is(err, service.ErrConflict) || !errors.As(err, &ce) || ce.Actual != last {
 			t.Fatalf("coda 7: stale expected %d (session at %d) = %v; want a conflict at %d", stale, last, err, last)
 		}
@@ -937,7 +938,7 @@ func TestConcurrentHotSessions(t *testing.T) {
 
 	// Every stored event belongs to an acknowledged Apply, at the
 	// sequences it was acknowledged at, and no ULID is stored twice.
-	bySeq := map[uint64]jetstream.Record{}
+	bySeq := map[uint64]logport.Record{}
 	ids := map[string]bool{}
 	for _, r := range recs {
 		if r.Err != nil {

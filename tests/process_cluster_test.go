@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/service"
 )
 
@@ -356,7 +357,7 @@ func pcRun(t *testing.T, syncAlways bool, partitions int) pcResult {
 					ackTimes = append(ackTimes, now)
 					perW[w] = append(perW[w], now)
 					mu.Unlock()
-				case errors.Is(err, jetstream.ErrConflict):
+				case errors.Is(err, logport.ErrConflict):
 					op.Outcome = pcConflict
 					pcReadOp(h, eng, w, s, known)
 				default:
@@ -499,11 +500,11 @@ func pcRun(t *testing.T, syncAlways bool, partitions int) pcResult {
 
 	// The log, replayed from a fresh connection.
 	verifier := open(t, c.URLs(), "verifier", lc, service.Config{})
-	var recs []jetstream.Record
+	var recs []logport.Record
 	for _, l := range verifier.partLogs() {
 		recs = append(recs, clReplayAll(t, l)...)
 	}
-	stored := map[string][]jetstream.Record{}
+	stored := map[string][]logport.Record{}
 	for _, r := range recs {
 		if r.Err != nil {
 			t.Errorf("record %d undecodable: %v", r.Seq, r.Err)

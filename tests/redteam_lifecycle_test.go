@@ -21,6 +21,7 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
@@ -298,7 +299,7 @@ func TestRedteamLifecycleCompactWhileOtherEngineTurn(t *testing.T) {
 	rtlSession(ctx, t, b, session, true)
 	nc := natstest.Connect(t, url)
 	before := rawSubject(t, nc, "tools.events."+session)
-	if _, err := a.Compact(ctx, session, rtlWeb, ""); !errors.Is(err, service.ErrTurnOpen) || !errors.Is(err, jetstream.ErrConflict) {
+	if _, err := a.Compact(ctx, session, rtlWeb, ""); !errors.Is(err, service.ErrTurnOpen) || !errors.Is(err, logport.ErrConflict) {
 		t.Fatalf("compaction during b's open turn: %v, want a turn-open conflict", err)
 	}
 	if got := rawSubject(t, nc, "tools.events."+session); strings.Join(got, ",") != strings.Join(before, ",") {
@@ -712,7 +713,7 @@ func TestRedteamLifecycleStaleCacheAfterCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := want.LastSeq
-	if _, err := b.Apply(ctx, session, rtlWeb, &old, events.WebSearchSet{Enabled: e2eBool(true)}); !errors.Is(err, jetstream.ErrConflict) {
+	if _, err := b.Apply(ctx, session, rtlWeb, &old, events.WebSearchSet{Enabled: e2eBool(true)}); !errors.Is(err, logport.ErrConflict) {
 		t.Errorf("write expecting the sequence before the compaction: %v, want a conflict", err)
 	}
 	w, err := b.Apply(ctx, session, rtlWeb, nil, events.ToolEnabled{Name: "grep"})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
 )
 
@@ -82,7 +83,7 @@ func FoldLog(t testing.TB, l *jetstream.Log) map[string]aggregate.State {
 		t.Fatalf("fold the log: %v", err)
 	}
 	out := map[string]aggregate.State{}
-	err = l.Replay(ctx, 0, func(r jetstream.Record) error {
+	err = l.Replay(ctx, 0, func(r logport.Record) error {
 		ev, err := regs.Stored(ctx, r)
 		if err != nil {
 			return err
@@ -103,7 +104,7 @@ func FoldLog(t testing.TB, l *jetstream.Log) map[string]aggregate.State {
 
 // FoldRecords folds records read from the log, per session, in order,
 // without a registry (the rules that need one are not checked).
-func FoldRecords(recs []jetstream.Record) map[string]aggregate.State {
+func FoldRecords(recs []logport.Record) map[string]aggregate.State {
 	out := map[string]aggregate.State{}
 	for _, r := range recs {
 		st, ok := out[r.Session]
