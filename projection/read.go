@@ -68,37 +68,23 @@ func (p *Projection) loadAll(ctx context.Context, recs []logport.Record) error {
 	if len(misses) == 0 {
 		return nil
 	}
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-		errs = make([]error, loadWorkers)
-	)
-	for w := range loadWorkers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(misses) {
-					return
-				}
-				m := &misses[i]
-				if !m.read {
-					continue
-				}
-				read := p.viewRev
-				if m.rebuilt {
-					read = p.rebuiltView
-				}
-				s, r, err := read(ctx, m.session)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				m.st, m.rev, m.known = &s, r, true
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := eachView(ctx, len(misses), func(i int) error {
+		m := &misses[i]
+		if !m.read {
+			return nil
+		}
+		read := p.viewRev
+		if m.rebuilt {
+			read = p.rebuiltView
+		}
+		s, r, err := read(ctx, m.session)
+		if err != nil {
+			return err
+		}
+		m.st, m.rev, m.known = &s, r, true
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	p.cacheMu.Lock()
@@ -117,6 +103,38 @@ func (p *Projection) loadAll(ctx context.Context, recs []logport.Record) error {
 
 // loadWorkers bounds the concurrent view reads of one batch.
 const loadWorkers = 32
+
+// eachView calls fn(i) for each i in [0, n) on up to loadWorkers
+// goroutines: view reads and leader requests are round trips, so they
+// overlap. The first error stops the other workers; it returns the errors
+// joined, or ctx's error when ctx ended first.
+func eachView(ctx context.Context, n int, fn func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make([]error, loadWorkers)
+	)
+	for w := range loadWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					errs[w] = err
+					next.Store(int64(n)) // the others stop too
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
 
 // viewOf reads a session's view (see viewRev).
 func (p *Projection) viewOf(ctx context.Context, session string) (aggregate.State, error) {
@@ -383,36 +401,15 @@ func (p *Projection) Reconcile(ctx context.Context) (int, error) {
 	}
 	// Each view costs a view read and a request to the stream leader:
 	// loadWorkers at a time, as a fold's view reads.
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		fixed atomic.Int64
-		errs  = make([]error, loadWorkers)
-	)
-	for w := range loadWorkers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(keys) || ctx.Err() != nil {
-					return
-				}
-				ok, err := p.reconcileView(ctx, keys[i])
-				if err != nil {
-					errs[w] = err
-					next.Store(int64(len(keys))) // the others stop too
-					return
-				}
-				if ok {
-					fixed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return int(fixed.Load()), err
-	}
-	return int(fixed.Load()), ctx.Err()
+	var fixed atomic.Int64
+	err = eachView(ctx, len(keys), func(i int) error {
+		ok, err := p.reconcileView(ctx, keys[i])
+		if ok {
+			fixed.Add(1)
+		}
+		return err
+	})
+	return int(fixed.Load()), err
 }
 
 // reconcileView corrects session's view when it claims a sequence beyond
