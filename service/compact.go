@@ -78,14 +78,9 @@ func (e *Engine) compact(ctx context.Context, session string, origin Origin, rea
 	if origin.Actor == "" {
 		origin.Actor = Anonymous
 	}
-	sealed, err := e.sealActor(ctx, origin.Actor) // the snapshot's actor is sealed like any event's
+	unlock, err := e.beginWrite(ctx, session, &origin, "compact") // the snapshot's actor is sealed like any event's
 	if err != nil {
 		return res, err
-	}
-	origin.Actor = sealed
-	unlock, err := e.writes.lock(ctx, session)
-	if err != nil {
-		return res, fmt.Errorf("compact %q: wait for the session's other writes: %w", session, err)
 	}
 	defer unlock()
 

@@ -392,14 +392,7 @@ func (e *Engine) erasedID(ctx context.Context, session string, st aggregate.Stat
 	if x == nil {
 		return nil
 	}
-	erased, err := x.Erased(ctx, session)
-	if err != nil {
-		return err
-	}
-	if erased {
-		return fmt.Errorf("session %q was erased; an erased id starts no new session: %w", session, ErrDeleted)
-	}
-	return nil
+	return refuseErased(ctx, x, session, "; an erased id starts no new session")
 }
 
 // erasedHistory is ErrDeleted for an erased session: its events are
@@ -414,12 +407,18 @@ func (e *Engine) erasedHistory(ctx context.Context, session string) error {
 	if err != nil || st.LastSeq != 0 && !st.Deleted() {
 		return nil
 	}
+	return refuseErased(ctx, x, session, ": its events are purged and it has no history")
+}
+
+// refuseErased asks x whether session was erased: ErrDeleted, its message
+// ending in why, when it was.
+func refuseErased(ctx context.Context, x Eraser, session, why string) error {
 	erased, err := x.Erased(ctx, session)
 	if err != nil {
 		return err
 	}
 	if erased {
-		return fmt.Errorf("session %q was erased: its events are purged and it has no history: %w", session, ErrDeleted)
+		return fmt.Errorf("session %q was erased%s: %w", session, why, ErrDeleted)
 	}
 	return nil
 }

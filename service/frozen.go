@@ -246,19 +246,27 @@ func (e *Engine) replayTurn(ctx context.Context, ts events.TurnStarted, channel 
 		return res, reg, req, err
 	}
 	rq := resolver.Request{Override: req.Override, Session: intentOf(ts.Intent), Profile: ts.Profile, Channel: channel}
+	res, reg, err := e.resolveRecorded(ctx, ts.RegistryVersion, ts.ContractHash, rq)
+	if err != nil {
+		return nil, nil, req, fmt.Errorf("rebuild turn %d of session %q: %w", ts.Turn, st.Session, err)
+	}
+	return res, reg, req, nil
+}
+
+// resolveRecorded resolves rq against a registry of the version a turn or
+// a checkpoint recorded (see registryOf) whose resolution has the recorded
+// contract hash, and returns both.
+func (e *Engine) resolveRecorded(ctx context.Context, version, contractHash string, rq resolver.Request) (*resolver.Resolution, *resolver.Registry, error) {
 	var res *resolver.Resolution
-	reg, err := e.registryOf(ctx, ts.RegistryVersion, func(r *resolver.Registry) bool {
+	reg, err := e.registryOf(ctx, version, func(r *resolver.Registry) bool {
 		out, err := r.Resolve(rq)
-		if err != nil || out.ContractHash != ts.ContractHash {
+		if err != nil || out.ContractHash != contractHash {
 			return false
 		}
 		res = out
 		return true
 	})
-	if err != nil {
-		return nil, nil, req, fmt.Errorf("rebuild turn %d of session %q: %w", ts.Turn, st.Session, err)
-	}
-	return res, reg, req, nil
+	return res, reg, err
 }
 
 // latest reads the session as the log holds it now (at least minSeq and

@@ -344,16 +344,26 @@ func (q *Requests) Explain(ctx context.Context, r *wire.ExplainRequest, o Origin
 	if err := events.ValidateToolName(r.Tool); err != nil {
 		return wire.Explanation{}, wire.BadRequest("tool: %v", err)
 	}
-	until, err := parseUntil(r.Until)
+	until, rr, err := explainAt(r.Until, r.Profile, r.Override, o)
 	if err != nil {
 		return wire.Explanation{}, err
 	}
-	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
-	if err != nil {
-		return wire.Explanation{}, err
-	}
-	rr.Channel = o.Channel // Explain names the caller's channel policy
 	return q.eng.Explain(ctx, r.Session, r.Tool, until, rr)
+}
+
+// explainAt is the point and the request of an explain: until parsed,
+// and the profile and override under the caller's channel policy.
+func explainAt(u wire.Until, profile string, ov *wire.Override, o Origin) (Until, ResolveRequest, error) {
+	until, err := parseUntil(u)
+	if err != nil {
+		return Until{}, ResolveRequest{}, err
+	}
+	rr, err := resolveRequest(profile, "", ov, 0)
+	if err != nil {
+		return Until{}, ResolveRequest{}, err
+	}
+	rr.Channel = o.Channel
+	return until, rr, nil
 }
 
 // ExplainBatch explains up to wire.MaxExplainBatch tools in one request
@@ -368,15 +378,10 @@ func (q *Requests) ExplainBatch(ctx context.Context, r *wire.ExplainBatchRequest
 			return wire.ExplainBatchReply{}, wire.BadRequest("tools[%d]: %v", i, err)
 		}
 	}
-	until, err := parseUntil(r.Until)
+	until, rr, err := explainAt(r.Until, r.Profile, r.Override, o)
 	if err != nil {
 		return wire.ExplainBatchReply{}, err
 	}
-	rr, err := resolveRequest(r.Profile, "", r.Override, 0)
-	if err != nil {
-		return wire.ExplainBatchReply{}, err
-	}
-	rr.Channel = o.Channel
 	out := wire.ExplainBatchReply{Session: r.Session, Explanations: make([]wire.Explanation, 0, len(r.Tools))}
 	for _, name := range r.Tools {
 		ex, err := q.eng.Explain(ctx, r.Session, name, until, rr)

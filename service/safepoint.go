@@ -179,16 +179,8 @@ func (e *Engine) recordedContract(ctx context.Context, st aggregate.State, rec *
 			}
 		}
 	}
-	var res *resolver.Resolution
 	rq := resolver.Request{Override: req.Override, Session: st.Intent, Profile: req.Profile, Channel: req.Channel}
-	_, err := e.registryOf(ctx, rec.RegistryVersion, func(r *resolver.Registry) bool {
-		out, err := r.Resolve(rq)
-		if err != nil || out.ContractHash != rec.ContractHash {
-			return false
-		}
-		res = out
-		return true
-	})
+	res, _, err := e.resolveRecorded(ctx, rec.RegistryVersion, rec.ContractHash, rq)
 	if err != nil {
 		return nil
 	}

@@ -262,18 +262,29 @@ func checkWrite(session string, cmds []events.Payload) error {
 	return nil
 }
 
+// beginWrite seals origin's actor (the log stores it sealed) and waits
+// for this engine's other writes of the session; what names the write in
+// the error ("append to", "compact").
+func (e *Engine) beginWrite(ctx context.Context, session string, origin *Origin, what string) (unlock func(), err error) {
+	sealed, err := e.sealActor(ctx, origin.Actor)
+	if err != nil {
+		return nil, err
+	}
+	origin.Actor = sealed
+	unlock, err = e.writes.lock(ctx, session)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: wait for the session's other writes: %w", what, session, err)
+	}
+	return unlock, nil
+}
+
 // apply is Apply after checkWrite; ids, when set, names the i-th event
 // decided (a client's idempotency key, see ApplyKeyed).
 func (e *Engine) apply(ctx context.Context, session string, origin Origin, expected *uint64, ids func(i int) string, cmds []events.Payload) (CommandResult, error) {
 	var res CommandResult
-	sealed, err := e.sealActor(ctx, origin.Actor) // The log stores the sealed actor
+	unlock, err := e.beginWrite(ctx, session, &origin, "append to")
 	if err != nil {
 		return res, err
-	}
-	origin.Actor = sealed
-	unlock, err := e.writes.lock(ctx, session)
-	if err != nil {
-		return res, fmt.Errorf("append to %q: wait for the session's other writes: %w", session, err)
 	}
 	defer unlock()
 	strong := false
