@@ -101,14 +101,9 @@ func (x *Eraser) Compact(ctx context.Context, session string, snapshot uint64) (
 	}
 	rep.AuditSeq = auditSeq
 	er := EraseReport{FirstSeq: first.seq, LastSeq: snapshot - 1, Purged: snap.Count, AuditSeq: auditSeq}
-	if x.BeforePurge != nil {
-		if err := x.BeforePurge(er); err != nil {
-			return rep, fmt.Errorf("compact %q: before the purge: %w (the snapshot and the audit record are written; compact again)", session, err)
-		}
-	}
-	err = x.purge(ctx, stream, subj, snapshot)
-	if x.AfterPurge != nil {
-		x.AfterPurge(er, err)
+	refused, err := x.hookedPurge(ctx, stream, subj, snapshot, er)
+	if refused != nil {
+		return rep, fmt.Errorf("compact %q: before the purge: %w (the snapshot and the audit record are written; compact again)", session, refused)
 	}
 	if err != nil {
 		if isPurgeDenied(err) {

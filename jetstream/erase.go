@@ -274,6 +274,22 @@ func (x *Eraser) purge(ctx context.Context, stream jetstream.Stream, subj string
 	return err
 }
 
+// hookedPurge purges subj below seq between the BeforePurge and
+// AfterPurge hooks, which see rep; refused is BeforePurge's error, when it
+// refused and nothing was purged.
+func (x *Eraser) hookedPurge(ctx context.Context, stream jetstream.Stream, subj string, seq uint64, rep EraseReport) (refused, err error) {
+	if x.BeforePurge != nil {
+		if err := x.BeforePurge(rep); err != nil {
+			return err, nil
+		}
+	}
+	err = x.purge(ctx, stream, subj, seq)
+	if x.AfterPurge != nil {
+		x.AfterPurge(rep, err)
+	}
+	return nil, err
+}
+
 // Begin records the intent to erase session, before anything of it is
 // deleted or purged: from then on, until Erase or Cancel records its end,
 // Unfinished lists it, and any engine may finish it. expected, when not
@@ -374,14 +390,9 @@ func (x *Eraser) Erase(ctx context.Context, session string, deleted uint64) (Era
 		}
 		rep.AuditSeq = seq
 		x.remember(session)
-		if x.BeforePurge != nil {
-			if err := x.BeforePurge(rep); err != nil {
-				return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, err)
-			}
-		}
-		err = x.purge(ctx, stream, subj, deleted)
-		if x.AfterPurge != nil {
-			x.AfterPurge(rep, err)
+		refused, err := x.hookedPurge(ctx, stream, subj, deleted, rep)
+		if refused != nil {
+			return rep, fmt.Errorf("erase %q: before the purge: %w (the audit record is written; erase again)", session, refused)
 		}
 		if err != nil {
 			if isPurgeDenied(err) {
