@@ -46,23 +46,15 @@ func RenderAnthropicFrozen(tools []Tool, frozen int) []byte {
 	if frozen >= 1 && frozen <= len(tools) {
 		bp = frozen - 1
 	}
-	b := make([]byte, 0, renderSize(tools, 96))
-	b = append(b, '[')
-	for i := range tools {
-		t := &tools[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return renderArray(tools, 96, func(b []byte, i int, t *Tool) []byte {
 		if native := t.Native.Anthropic; len(native) > 0 {
 			// The server tool object as the registry gives it (canonical),
 			// with the breakpoint added when it is last.
 			if i == bp {
 				b = append(b, native[:len(native)-1]...)
-				b = append(b, `,"cache_control":{"type":"ephemeral"}}`...)
-			} else {
-				b = append(b, native...)
+				return append(b, `,"cache_control":{"type":"ephemeral"}}`...)
 			}
-			continue
+			return append(b, native...)
 		}
 		b = append(b, `{"name":`...)
 		b = appendJSONString(b, t.Name)
@@ -73,7 +65,21 @@ func RenderAnthropicFrozen(tools []Tool, frozen int) []byte {
 		if i == bp {
 			b = append(b, `,"cache_control":{"type":"ephemeral"}`...)
 		}
-		b = append(b, '}')
+		return append(b, '}')
+	})
+}
+
+// renderArray renders tools as a JSON array, each element appended by
+// elem; perTool is the bytes an element takes beside its schema, for the
+// buffer's size.
+func renderArray(tools []Tool, perTool int, elem func(b []byte, i int, t *Tool) []byte) []byte {
+	b := make([]byte, 0, renderSize(tools, perTool))
+	b = append(b, '[')
+	for i := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, i, &tools[i])
 	}
 	return append(b, ']')
 }
@@ -88,16 +94,9 @@ func RenderAnthropicFrozen(tools []Tool, frozen int) []byte {
 // A tool with a native OpenAI form (Tool.Native, seed §8) is emitted as that
 // built-in tool object instead, e.g. {"type":"web_search"}.
 func RenderOpenAI(tools []Tool) []byte {
-	b := make([]byte, 0, renderSize(tools, 80))
-	b = append(b, '[')
-	for i := range tools {
-		t := &tools[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return renderArray(tools, 80, func(b []byte, _ int, t *Tool) []byte {
 		if native := t.Native.OpenAI; len(native) > 0 {
-			b = append(b, native...)
-			continue
+			return append(b, native...)
 		}
 		b = append(b, `{"type":"function","name":`...)
 		b = appendJSONString(b, t.Name)
@@ -105,7 +104,6 @@ func RenderOpenAI(tools []Tool) []byte {
 		b = appendJSONString(b, t.Description)
 		b = append(b, `,"parameters":`...)
 		b = append(b, schemaBytes(t)...)
-		b = append(b, `,"strict":false}`...)
-	}
-	return append(b, ']')
+		return append(b, `,"strict":false}`...)
+	})
 }
