@@ -1,9 +1,9 @@
-// Package logport is the event log's vocabulary, free of NATS: what an
-// append returns, the record a read returns, the conflicts and other
-// conditions callers test, an idempotency key's claim, and the back-off of
-// retries. The service's ports, the JetStream log (package jetstream, which
-// aliases these names), the in-memory log (memlog) and the conformance
-// suite (logtest) share it; only events is below it.
+// Package logport is the event log's port, free of NATS: the Log
+// interface and its contract, what an append returns, the record a read
+// returns, the conflicts and other conditions callers test, an
+// idempotency key's claim, and the back-off of retries. The service, the
+// JetStream log (package jetstream), the in-memory log (memlog) and the
+// conformance suite (logtest) share it; only events is below it.
 package logport
 
 import (
@@ -282,4 +282,50 @@ type ReadOptions struct {
 	MinSeq uint64
 	// Latest folds whatever the log holds after the view (strong read).
 	Latest bool
+}
+
+// Log is the session event log: one ordered stream of events, each
+// session's events a subsequence of it. Implementations are safe for
+// concurrent use.
+//
+// The contract, checked by logtest.Run:
+//   - Sequences are stream-wide, start at 1 and only grow; a session's
+//     events are read back in the order they were appended.
+//   - Append stores evs (all for session) all or nothing, provided the
+//     session's last sequence is expected (0: no events yet); otherwise it
+//     returns a *ConflictError (errors.Is ErrConflict) naming
+//     the session's actual sequence and stores nothing.
+//   - An append of envelopes whose ids are already stored on the session
+//     (a re-send) stores nothing and returns their sequences with
+//     Duplicate set, whether or not the expectation still holds; ids
+//     stored on another session are refused (errors.Is
+//     ErrKeyInUse).
+//   - A session id that is not one subject token fails every method with
+//     an error matching events.ErrInvalidSession.
+//   - A done context fails the call with an error matching ctx.Err()
+//     (for Append, possibly an outcome-unknown error wrapping it).
+type Log interface {
+	// Append stores evs on session if its last sequence is expected.
+	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (AppendResult, error)
+	// LastSeq is the sequence of the session's last event, 0 for none;
+	// on a replicated stream it may come from a replica behind the leader.
+	LastSeq(ctx context.Context, session string) (uint64, error)
+	// LeaderLastSeq is LastSeq as the stream's leader holds it, for the
+	// answers that must not rest on a replica behind it (a refusal that
+	// the session has no events); it may cost more than LastSeq.
+	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
+	// ReadSession returns the session's events with sequence in
+	// [from, upTo] (from 0 is 1; upTo 0: to the end), in order.
+	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]Record, error)
+	// ReadSessionThrough is ReadSession for a caller that knows the
+	// session holds an event at upTo (a sequence the log acknowledged or
+	// a state folded): it reads through upTo even when the replica first
+	// asked lags the stream's leader, where ReadSession may end early.
+	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]Record, error)
+	// ScanSession calls fn for each event ReadSession would return, in
+	// order, and stops at fn's first error, which it returns (wrapped).
+	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(Record) error) error
+	// StoredAt reports whether the events at sequences first, first+1, ...
+	// are the session's events with ids, in order.
+	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
 }

@@ -1,5 +1,5 @@
 // Package logtest is the conformance suite of the event log (the
-// contract service.Log states), in the pattern of testing/slogtest: every
+// contract logport.Log states), in the pattern of testing/slogtest: every
 // implementation (the JetStream log, memlog) runs the same cases, so the
 // engine can rely on one contract. It needs no NATS.
 //
@@ -20,17 +20,8 @@ import (
 	"github.com/toolintent/engine/logport"
 )
 
-// Log is the log under test: the method set of service.Log, over the
-// log's vocabulary (package logport).
-type Log interface {
-	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error)
-	LastSeq(ctx context.Context, session string) (uint64, error)
-	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
-	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
-	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
-	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error
-	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
-}
+// Log is the log under test (logport.Log).
+type Log = logport.Log
 
 // Run runs every case as a subtest, each on a fresh, empty log from
 // newLog (which registers its own cleanup with t).

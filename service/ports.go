@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/aggregate"
-	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/logport"
 	"github.com/toolintent/engine/projection"
@@ -13,55 +12,14 @@ import (
 
 // The ports of the engine: what it needs from the event log,
 // the idempotency-key store and the session views, declared here, by their
-// consumer. *jetstream.Log, *jetstream.Keys and *projection.Projection
-// implement them (checked below); memlog.Log is an in-memory Log, and
-// logtest.Run is the conformance suite every Log passes.
+// consumer, but for Log, whose contract package logport states beside the
+// log's vocabulary. *jetstream.Log, *jetstream.Keys and
+// *projection.Projection implement them (checked below); memlog.Log is an
+// in-memory Log, and logtest.Run is the conformance suite every Log passes.
 
-// Log is the session event log: one ordered stream of events, each
-// session's events a subsequence of it. Implementations are safe for
-// concurrent use.
-//
-// The contract, checked by logtest.Run:
-//   - Sequences are stream-wide, start at 1 and only grow; a session's
-//     events are read back in the order they were appended.
-//   - Append stores evs (all for session) all or nothing, provided the
-//     session's last sequence is expected (0: no events yet); otherwise it
-//     returns a *logport.ConflictError (errors.Is ErrConflict) naming
-//     the session's actual sequence and stores nothing.
-//   - An append of envelopes whose ids are already stored on the session
-//     (a re-send) stores nothing and returns their sequences with
-//     Duplicate set, whether or not the expectation still holds; ids
-//     stored on another session are refused (errors.Is
-//     logport.ErrKeyInUse).
-//   - A session id that is not one subject token fails every method with
-//     an error matching events.ErrInvalidSession.
-//   - A done context fails the call with an error matching ctx.Err()
-//     (for Append, possibly an outcome-unknown error wrapping it).
-type Log interface {
-	// Append stores evs on session if its last sequence is expected.
-	Append(ctx context.Context, session string, expected uint64, evs ...events.Envelope) (logport.AppendResult, error)
-	// LastSeq is the sequence of the session's last event, 0 for none;
-	// on a replicated stream it may come from a replica behind the leader.
-	LastSeq(ctx context.Context, session string) (uint64, error)
-	// LeaderLastSeq is LastSeq as the stream's leader holds it, for the
-	// answers that must not rest on a replica behind it (a refusal that
-	// the session has no events); it may cost more than LastSeq.
-	LeaderLastSeq(ctx context.Context, session string) (uint64, error)
-	// ReadSession returns the session's events with sequence in
-	// [from, upTo] (from 0 is 1; upTo 0: to the end), in order.
-	ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
-	// ReadSessionThrough is ReadSession for a caller that knows the
-	// session holds an event at upTo (a sequence the log acknowledged or
-	// a state folded): it reads through upTo even when the replica first
-	// asked lags the stream's leader, where ReadSession may end early.
-	ReadSessionThrough(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error)
-	// ScanSession calls fn for each event ReadSession would return, in
-	// order, and stops at fn's first error, which it returns (wrapped).
-	ScanSession(ctx context.Context, session string, from, upTo uint64, fn func(logport.Record) error) error
-	// StoredAt reports whether the events at sequences first, first+1, ...
-	// are the session's events with ids, in order.
-	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
-}
+// Log is the session event log, as package logport states its contract
+// (checked by logtest.Run).
+type Log = logport.Log
 
 // Keys is the idempotency-key store of ApplyKeyed: a claim per client key
 // naming the session, the channel and where the keyed events landed.

@@ -15,15 +15,7 @@ import (
 func Every(ctx context.Context, interval time.Duration, fn func() bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !fn() {
-			return
-		}
+	for wait(ctx, t.C) && fn() {
 	}
 }
 
@@ -32,12 +24,18 @@ func Every(ctx context.Context, interval time.Duration, fn func() bool) {
 func Paced(ctx context.Context, first time.Duration, fn func() time.Duration) {
 	t := time.NewTimer(first)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for wait(ctx, t.C) {
 		t.Reset(fn())
+	}
+}
+
+// wait blocks until c delivers or ctx ends, and reports whether c
+// delivered.
+func wait(ctx context.Context, c <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c:
+		return true
 	}
 }
