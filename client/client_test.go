@@ -135,11 +135,11 @@ func TestEveryOperationBothTransports(t *testing.T) {
 
 // A program that imports the client does not pull in the embedded NATS
 // server, the tokenizer or any engine package but the stdlib-only wire
-// vocabulary and the stdlib-only intent leaf whose Intent the wire
-// carries, so it stays small (the size
-// of a 20-line client is logged).
+// vocabulary, the stdlib-only intent leaf whose Intent the wire carries
+// and the stdlib-only internal/clip, so it stays small (the size of a
+// 20-line client is logged).
 func TestClientDependenciesAreLight(t *testing.T) {
-	lightDeps := []string{"github.com/toolintent/engine/client", "github.com/toolintent/engine/wire", "github.com/toolintent/engine/intent"}
+	lightDeps := []string{"github.com/toolintent/engine/client", "github.com/toolintent/engine/wire", "github.com/toolintent/engine/intent", "github.com/toolintent/engine/internal/clip"}
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)

@@ -1,8 +1,8 @@
 // Package client is a light Go client of the tool-configuration engine's
 // API, over HTTP or over NATS, for backend authors. Beside the standard
 // library it imports nats.go, github.com/goccy/go-json (DecodeReply) and
-// the engine's wire and intent packages, which import only the standard
-// library; never the engine, its embedded nats-server or its tokenizer,
+// the engine's wire, intent and internal/clip packages, which import only
+// the standard library; never the engine, its embedded nats-server or its tokenizer,
 // so a program built with it stays small.
 //
 // One method per operation of docs/api.md, named after it (turn-begin is

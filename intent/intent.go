@@ -4,7 +4,8 @@
 // events record them, the resolver expands them, the aggregate folds them
 // and the wire carries them.
 //
-// The package is a leaf: it imports only the standard library. Its
+// The package is a leaf: it imports only the standard library and
+// internal/clip (itself standard library only). Its
 // struct tags are part of the wire: the msgpack keys are the keys events
 // and snapshots are written with, the JSON names are the API's.
 package intent
@@ -16,8 +17,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // ErrInvalid reports an override kind that is not one of the constants.
@@ -249,7 +250,7 @@ func (o *Override) UnmarshalJSON(b []byte) error {
 	}
 	var k OverrideKind
 	if err := k.UnmarshalText([]byte(*raw.Kind)); err != nil {
-		return overrideError(fmt.Sprintf("override kind %q is unknown: use one of none, empty, intent, names", clipKind(*raw.Kind)))
+		return overrideError(fmt.Sprintf("override kind %q is unknown: use one of none, empty, intent, names", clip.String(*raw.Kind, clip.Max)))
 	}
 	out := Override{Kind: k}
 	switch k {
@@ -276,22 +277,6 @@ func (o *Override) UnmarshalJSON(b []byte) error {
 	}
 	*o = out
 	return nil
-}
-
-// clipKind shortens an unknown kind for its error message, like
-// internal/clip.String at 80 bytes (this leaf imports only the standard
-// library).
-func clipKind(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\ufffd")
-	n := min(max, len(s))
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
 
 // Clone returns a deep copy of o; nil lists stay nil.

@@ -127,8 +127,8 @@ func TestArchitectureImportTableIsTrue(t *testing.T) {
 
 // TestClientDependenciesAsDocumented keeps client/doc.go's claim true:
 // beside the standard library the Go client links nats.go (with the
-// modules nats.go itself needs), goccy/go-json and the engine's wire and
-// intent packages, nothing else of the engine.
+// modules nats.go itself needs), goccy/go-json and the engine's wire,
+// intent and internal/clip packages, nothing else of the engine.
 func TestClientDependenciesAsDocumented(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{.Module.Path}} {{.ImportPath}}{{end}}", "./client")
 	cmd.Dir = ".."
@@ -141,12 +141,12 @@ func TestClientDependenciesAsDocumented(t *testing.T) {
 		"github.com/klauspost/compress": true, "golang.org/x/crypto": true, "golang.org/x/sys": true, // nats.go's own
 		"github.com/goccy/go-json": true,
 	}
-	engine := map[string]bool{modulePath + "/client": true, modulePath + "/wire": true, modulePath + "/intent": true}
+	engine := map[string]bool{modulePath + "/client": true, modulePath + "/wire": true, modulePath + "/intent": true, modulePath + "/internal/clip": true}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		mod, pkg, _ := strings.Cut(line, " ")
 		switch {
 		case mod == modulePath && !engine[pkg]:
-			t.Errorf("client links the engine package %s; client/doc.go says it links only wire and intent", pkg)
+			t.Errorf("client links the engine package %s; client/doc.go says it links only wire, intent and internal/clip", pkg)
 		case mod != modulePath && !allowed[mod]:
 			t.Errorf("client links %s (module %s), which client/doc.go does not name", pkg, mod)
 		}

@@ -15,9 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/toolintent/engine/intent"
+	"github.com/toolintent/engine/internal/clip"
 )
 
 // Strict decoding of requests, the same for every transport and for any
@@ -115,7 +115,7 @@ func BindPath(req any, name, value string) error {
 		return nil
 	}
 	if cur := f.String(); cur != "" && cur != value {
-		return BadRequest("%s %q in the body differs from %q in the path", name, clipString(cur), clipString(value))
+		return BadRequest("%s %q in the body differs from %q in the path", name, clip.String(cur, clip.Max), clip.String(value, clip.Max))
 	}
 	f.SetString(value)
 	return nil
@@ -135,7 +135,7 @@ func BindQuery(req any, q url.Values, pathNames []string) error {
 		vals := q[k]
 		f, ok := field(req, k)
 		if !ok || slices.Contains(pathNames, k) {
-			return BadRequest("unknown query parameter %q: this operation takes %s", clipString(k), queryList(req, pathNames))
+			return BadRequest("unknown query parameter %q: this operation takes %s", clip.String(k, clip.Max), queryList(req, pathNames))
 		}
 		if len(vals) != 1 {
 			return BadRequest("query parameter %q is given %d times, give it once", k, len(vals))
@@ -168,21 +168,21 @@ func setString(f reflect.Value, name, s string) error {
 	case reflect.Uint64, reflect.Uint32, reflect.Uint:
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return BadRequest("query parameter %q must be a non-negative integer, got %q", name, clipString(s))
+			return BadRequest("query parameter %q must be a non-negative integer, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetUint(n)
 		return nil
 	case reflect.Int, reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return BadRequest("query parameter %q must be an integer, got %q", name, clipString(s))
+			return BadRequest("query parameter %q must be an integer, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetInt(n)
 		return nil
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return BadRequest("query parameter %q must be true or false, got %q", name, clipString(s))
+			return BadRequest("query parameter %q must be true or false, got %q", name, clip.String(s, clip.Max))
 		}
 		f.SetBool(b)
 		return nil
@@ -247,9 +247,9 @@ func DecodeJSON(data []byte, req any) error {
 // is the key as first sent and where the object it is in.
 func DuplicateKeyError(prev, key, where string) error {
 	if prev == key {
-		return BadRequest("request body: key %q appears twice in %s: send each field once", clipString(key), where)
+		return BadRequest("request body: key %q appears twice in %s: send each field once", clip.String(key, clip.Max), where)
 	}
-	return BadRequest("request body: keys %q and %q of %s name the same field: send it once", clipString(prev), clipString(key), where)
+	return BadRequest("request body: keys %q and %q of %s name the same field: send it once", clip.String(prev, clip.Max), clip.String(key, clip.Max), where)
 }
 
 // duplicateKey refuses a JSON body in which an object names a key twice
@@ -356,7 +356,7 @@ func (f *jsonFrame) path() string {
 	if f.in == nil {
 		parts = append(parts, "the top-level object")
 	} else {
-		parts = append(parts, fmt.Sprintf("object %q", clipString(f.key)))
+		parts = append(parts, fmt.Sprintf("object %q", clip.String(f.key, clip.Max)))
 	}
 	return strings.Join(parts, " of ")
 }
@@ -479,23 +479,4 @@ func WantsMsgpack(accept string) bool {
 		}
 	}
 	return false
-}
-
-// clipString shortens s for an error message as internal/clip.String does
-// at clip.Max (80 bytes, cut on a rune boundary, then "..."): wire imports
-// the standard library only.
-func clipString(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\ufffd")
-	if len(s) <= max {
-		return s + "..."
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
