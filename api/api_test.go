@@ -20,24 +20,24 @@ import (
 // outcome is everything a scenario observed, for comparison across
 // transports.
 type outcome struct {
-	Append       AppendResponse
-	Intent       SessionView
+	Append       wire.AppendReply
+	Intent       wire.Session
 	Resolve      wire.TurnView
 	Begin        wire.TurnView
 	Discover     wire.DiscoverReply
 	Dispatch     wire.TurnView
-	Inspect      DispatchRecord
+	Inspect      wire.DispatchRecord
 	CallCheck    wire.CallCheckReply
 	CallUnknown  wire.CallCheckReply
-	Checkpoint   CheckpointResponse
-	End          CheckpointResponse
-	Resume       ResumeResponse
-	History      HistoryResponse
-	HistoryUntil HistoryResponse
+	Checkpoint   wire.CheckpointReply
+	End          wire.CheckpointReply
+	Resume       wire.ResumeReply
+	History      wire.HistoryOf[*service.Command]
+	HistoryUntil wire.HistoryOf[*service.Command]
 	Explain      wire.Explanation
 	ExplainThen  wire.Explanation
 	ExplainBatch wire.ExplainBatchReply
-	Registry     RegistryInfo
+	Registry     wire.RegistryInfo
 	Budget       deferral.BudgetTable
 	RegistryDiff wire.RegistryDiff // the impact's counts depend on the other sessions
 }
@@ -67,12 +67,12 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	if in := o.Intent.Intent; in.Enabled == nil || !*in.Enabled || in.WebSearch == nil || !*in.WebSearch || !slices.Equal(in.Disabled, []string{"bash"}) {
 		t.Fatalf("intent = %+v", in)
 	}
-	o.Resolve, err = c.Resolve(ctx, ResolveRequest{Session: s, MinSeq: o.Append.LastSeq})
+	o.Resolve, err = c.Resolve(ctx, wire.ResolveRequest{Session: s, MinSeq: o.Append.LastSeq})
 	must("resolve", err)
 	if slices.Contains(o.Resolve.Tools, "bash") || !slices.Contains(o.Resolve.Provider, "web_search") || !slices.Contains(o.Resolve.Catalog, "send_message") {
 		t.Fatalf("resolve: tools %v provider %v catalog %v", o.Resolve.Tools, o.Resolve.Provider, o.Resolve.Catalog)
 	}
-	o.Begin, err = c.BeginTurn(ctx, BeginTurnRequest{Session: s})
+	o.Begin, err = c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s})
 	must("begin turn", err)
 	if !o.Begin.Frozen || o.Begin.Turn != 1 {
 		t.Fatalf("begin: frozen %v turn %d", o.Begin.Frozen, o.Begin.Turn)
@@ -109,19 +109,19 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 	}
 	o.End, err = c.EndTurn(ctx, s)
 	must("end turn", err)
-	o.Resume, err = c.Resume(ctx, ResumeRequest{Session: s})
+	o.Resume, err = c.Resume(ctx, wire.ResumeRequest{Session: s})
 	must("resume", err)
 	if !o.Resume.Outcome.OK || !slices.Equal(o.Resume.Outcome.Restored, []string{"send_message"}) {
 		t.Fatalf("resume = %+v", o.Resume)
 	}
-	o.History, err = c.History(ctx, HistoryRequest{Session: s})
+	o.History, err = c.History(ctx, wire.HistoryRequest{Session: s})
 	must("history", err)
-	o.HistoryUntil, err = c.History(ctx, HistoryRequest{Session: s, Until: wire.UntilSeq(firstWrite + 1)})
+	o.HistoryUntil, err = c.History(ctx, wire.HistoryRequest{Session: s, Until: wire.UntilSeq(firstWrite + 1)})
 	must("history until", err)
 	if n := len(o.HistoryUntil.Entries); n != 2 || o.HistoryUntil.State.Intent.WebSearch != nil {
 		t.Fatalf("history until %d: %d entries, state %+v", firstWrite+1, n, o.HistoryUntil.State)
 	}
-	o.Explain, err = c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash"})
+	o.Explain, err = c.Explain(ctx, wire.ExplainRequest{Session: s, Tool: "bash"})
 	must("explain", err)
 	if o.Explain.Included || o.Explain.Rule != "disabled-by-session" || o.Explain.Event == nil || o.Explain.Event.Type != "ToolDisabled" {
 		t.Fatalf("explain = %+v", o.Explain)
@@ -134,7 +134,7 @@ func scenario(t *testing.T, c *Client, s string) outcome {
 		o.ExplainBatch.Explanations[1].Tool != "read_file" || !o.ExplainBatch.Explanations[1].Included {
 		t.Fatalf("explain batch = %+v, want explain's answer for bash then read_file included", o.ExplainBatch)
 	}
-	o.ExplainThen, err = c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Until: wire.UntilSeq(firstWrite)})
+	o.ExplainThen, err = c.Explain(ctx, wire.ExplainRequest{Session: s, Tool: "bash", Until: wire.UntilSeq(firstWrite)})
 	must("explain until", err)
 	if !o.ExplainThen.Included {
 		t.Fatalf("explain at %d = %+v", firstWrite, o.ExplainThen)
@@ -249,11 +249,11 @@ func TestEveryOperationBothTransports(t *testing.T) {
 	// One session read both ways: byte-identical replies.
 	ctx := ctxT(t)
 	for _, s := range []string{"s-http", "s-nats"} {
-		r1, err := e.httpClient().Resolve(ctx, ResolveRequest{Session: s, Profile: "assistant"})
+		r1, err := e.httpClient().Resolve(ctx, wire.ResolveRequest{Session: s, Profile: "assistant"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r2, err := e.natsClient().Resolve(ctx, ResolveRequest{Session: s, Profile: "assistant"})
+		r2, err := e.natsClient().Resolve(ctx, wire.ResolveRequest{Session: s, Profile: "assistant"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,23 +274,23 @@ func TestOverride(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.PresetChosen{Preset: "research"}); err != nil {
 			t.Fatal(err)
 		}
-		v, err := c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file", "nosuch"}}})
+		v, err := c.Resolve(ctx, wire.ResolveRequest{Session: s, Override: &wire.Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file", "nosuch"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(v.Tools, []string{"grep", "read_file"}) || !slices.Equal(v.Unknown, []string{"nosuch"}) || v.Source != "override-names" {
 			t.Fatalf("names override: tools %v unknown %v source %s", v.Tools, v.Unknown, v.Source)
 		}
-		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideEmpty}})
+		v, err = c.Resolve(ctx, wire.ResolveRequest{Session: s, Override: &wire.Override{Kind: intent.OverrideEmpty}})
 		if err != nil || len(v.Tools) != 0 || v.Source != "override-empty" {
 			t.Fatalf("empty override: %v %v %s", err, v.Tools, v.Source)
 		}
-		v, err = c.Resolve(ctx, ResolveRequest{Session: s, Override: &Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "minimal"}}})
+		v, err = c.Resolve(ctx, wire.ResolveRequest{Session: s, Override: &wire.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "minimal"}}})
 		if err != nil || !slices.Equal(v.Tools, []string{"read_file", "edit_file", "bash", "tool_search"}) {
 			t.Fatalf("intent override: %v %v", err, v.Tools)
 		}
 		// History and explain take the override too (GET: JSON in the query).
-		ex, err := c.Explain(ctx, ExplainRequest{Session: s, Tool: "bash", Override: &Override{Kind: intent.OverrideEmpty}})
+		ex, err := c.Explain(ctx, wire.ExplainRequest{Session: s, Tool: "bash", Override: &wire.Override{Kind: intent.OverrideEmpty}})
 		if err != nil || ex.Included || ex.Rule != "override-empty" {
 			t.Fatalf("explain with override: %v %+v", err, ex)
 		}

@@ -56,7 +56,7 @@ curl -s -X POST -H 'Content-Type: application/json' -H 'Engine-Channel: web' \
 ` + "```" + `
 
 Unknown fields and unknown query parameters are refused (` + "`invalid`" + `), naming the field.
-A request body is at most 1 MiB (` + "`too_large`" + `, 413) and holds at most ` + strconv.Itoa(MaxCommands) + ` commands
+A request body is at most 1 MiB (` + "`too_large`" + `, 413) and holds at most ` + strconv.Itoa(wire.MaxCommands) + ` commands
 (` + "`invalid`" + `, 400 beyond).
 
 ## Headers
@@ -151,7 +151,7 @@ A ` + "`history`" + ` or ` + "`explain`" + ` whose ` + "`until`" + ` falls on a 
 the compacted range and where history starts now.
 
 **The erase channel.** Only one channel may purge events: erase (` + "`session-delete`" + ` with
-` + "`erase=true`" + `) and ` + "`session-compact`" + `. It is ` + "`" + DefaultEraseChannel + "`" + ` unless the engine serves with
+` + "`erase=true`" + `) and ` + "`session-compact`" + `. It is ` + "`" + service.DefaultEraseChannel + "`" + ` unless the engine serves with
 ` + "`--erase-channel NAME`" + `; any other channel gets ` + "`forbidden`" + ` (403). Over HTTP the channel is the
 ` + "`Engine-Channel`" + ` header (or the token's); over NATS, the subject's channel token.
 
@@ -186,7 +186,7 @@ and that event type's fields, named as in the wire format (` + "`{\"type\":\"Too
 every type with its fields:
 
 ` + commandTable() + `
-An ` + "`append`" + ` holds at most ` + strconv.Itoa(MaxCommands) + ` commands. A command that changes nothing (enabling tools
+An ` + "`append`" + ` holds at most ` + strconv.Itoa(wire.MaxCommands) + ` commands. A command that changes nothing (enabling tools
 that are already enabled, disabling a tool that is already off) writes no event: an append
 whose every command is such a no-op writes nothing and answers ` + "`first_seq`" + ` = ` + "`last_seq`" + ` = 0 with no
 ` + "`event_ids`" + `, and ` + "`state`" + ` is the session as it stands.

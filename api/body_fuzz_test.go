@@ -67,13 +67,13 @@ func TestDecodeBodyHostileMsgpack(t *testing.T) {
 		"trailing bytes":                {append(append([]byte{}, good...), 0xc0), "trailing bytes"},
 		"integer keys":                  {[]byte{0x81, 0x01, 0xc0}, "not a string"},
 	} {
-		var req IntentRequest
+		var req wire.IntentRequest
 		err := msgpackjson.DecodeBody(c.data, wire.MIMEMsgpack, &req)
 		if !errors.Is(err, ErrBadRequest) || !bytes.Contains([]byte(err.Error()), []byte(c.mention)) {
 			t.Errorf("%s: %v, want a bad request mentioning %q", name, err, c.mention)
 		}
 	}
-	var req IntentRequest
+	var req wire.IntentRequest
 	if err := msgpackjson.DecodeBody(good, wire.MIMEMsgpack, &req); err != nil || req.Session != "s1" {
 		t.Fatalf("good msgpack body: %+v, %v", req, err)
 	}

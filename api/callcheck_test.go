@@ -59,7 +59,7 @@ func TestCallCheckBothTransports(t *testing.T) {
 		}
 		_, err := c.CallCheck(ctx, s, "bash")
 		asAPIError(t, err, http.StatusConflict, wire.CodeNoTurn)
-		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s}); err != nil {
+		if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := c.CallCheck(ctx, s, "bash")
@@ -146,7 +146,7 @@ func TestRegistryDiffBothTransports(t *testing.T) {
 	if _, err := c0.Append(ctx, "rd-with", nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c0.BeginTurn(ctx, BeginTurnRequest{Session: "rd-with"}); err != nil {
+	if _, err := c0.BeginTurn(ctx, wire.BeginTurnRequest{Session: "rd-with"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c0.Discover(ctx, "rd-with", "", "send_message"); err != nil {

@@ -78,34 +78,34 @@ func call[Out any](ctx context.Context, c *Client, op wire.Operation, req any) (
 }
 
 // AppendKeyed is Append with an idempotency key.
-func (c *Client) AppendKeyed(ctx context.Context, session, key string, expected *uint64, cmds ...events.Payload) (AppendResponse, error) {
-	return call[AppendResponse](ctx, c, wire.OpAppend, &AppendRequest{Session: session, ExpectedSeq: expected, Commands: cmds, EventID: key})
+func (c *Client) AppendKeyed(ctx context.Context, session, key string, expected *uint64, cmds ...events.Payload) (wire.AppendReply, error) {
+	return call[wire.AppendReply](ctx, c, wire.OpAppend, &service.AppendRequest{Session: session, ExpectedSeq: expected, Commands: cmds, EventID: key})
 }
 
 // Append appends commands to a session.
-func (c *Client) Append(ctx context.Context, session string, expected *uint64, cmds ...events.Payload) (AppendResponse, error) {
+func (c *Client) Append(ctx context.Context, session string, expected *uint64, cmds ...events.Payload) (wire.AppendReply, error) {
 	return c.AppendKeyed(ctx, session, "", expected, cmds...)
 }
 
 // Intent reads a session's stored state; minSeq > 0 reads your writes.
-func (c *Client) Intent(ctx context.Context, session string, minSeq uint64) (SessionView, error) {
-	return call[SessionView](ctx, c, wire.OpIntent, &IntentRequest{Session: session, MinSeq: minSeq})
+func (c *Client) Intent(ctx context.Context, session string, minSeq uint64) (wire.Session, error) {
+	return call[wire.Session](ctx, c, wire.OpIntent, &wire.IntentRequest{Session: session, MinSeq: minSeq})
 }
 
 // Resolve resolves a session's tools.
-func (c *Client) Resolve(ctx context.Context, req ResolveRequest) (wire.TurnView, error) {
+func (c *Client) Resolve(ctx context.Context, req wire.ResolveRequest) (wire.TurnView, error) {
 	return call[wire.TurnView](ctx, c, wire.OpResolve, &req)
 }
 
 // HistoryPage returns one page of a session's timeline.
-func (c *Client) HistoryPage(ctx context.Context, req HistoryRequest) (HistoryResponse, error) {
-	return call[HistoryResponse](ctx, c, wire.OpHistory, &req)
+func (c *Client) HistoryPage(ctx context.Context, req wire.HistoryRequest) (wire.HistoryOf[*service.Command], error) {
+	return call[wire.HistoryOf[*service.Command]](ctx, c, wire.OpHistory, &req)
 }
 
 // HistoryPages calls fn with each page of a session's timeline up to
 // req.Until, from the one after req.AfterSeq to the last; it stops at the
 // first error of a call or of fn.
-func (c *Client) HistoryPages(ctx context.Context, req HistoryRequest, fn func(HistoryResponse) error) error {
+func (c *Client) HistoryPages(ctx context.Context, req wire.HistoryRequest, fn func(wire.HistoryOf[*service.Command]) error) error {
 	for {
 		page, err := c.HistoryPage(ctx, req)
 		if err != nil {
@@ -126,26 +126,26 @@ func (c *Client) HistoryPages(ctx context.Context, req HistoryRequest, fn func(H
 
 // History returns a session's whole timeline up to req.Until (from after
 // req.AfterSeq), page by page; More is false.
-func (c *Client) History(ctx context.Context, req HistoryRequest) (HistoryResponse, error) {
-	var out HistoryResponse
-	err := c.HistoryPages(ctx, req, func(page HistoryResponse) error {
+func (c *Client) History(ctx context.Context, req wire.HistoryRequest) (wire.HistoryOf[*service.Command], error) {
+	var out wire.HistoryOf[*service.Command]
+	err := c.HistoryPages(ctx, req, func(page wire.HistoryOf[*service.Command]) error {
 		entries := append(out.Entries, page.Entries...)
 		out = page
 		out.Entries = entries
 		return nil
 	})
 	if err != nil {
-		return HistoryResponse{}, err
+		return wire.HistoryOf[*service.Command]{}, err
 	}
 	out.More, out.NextAfterSeq = false, 0
 	if out.Entries == nil {
-		out.Entries = []HistoryEntry{}
+		out.Entries = []wire.HistoryEntryOf[*service.Command]{}
 	}
 	return out, nil
 }
 
 // Explain says why req.Tool is or is not in the session's set.
-func (c *Client) Explain(ctx context.Context, req ExplainRequest) (wire.Explanation, error) {
+func (c *Client) Explain(ctx context.Context, req wire.ExplainRequest) (wire.Explanation, error) {
 	return call[wire.Explanation](ctx, c, wire.OpExplain, &req)
 }
 
@@ -155,38 +155,38 @@ func (c *Client) ExplainBatch(ctx context.Context, req wire.ExplainBatchRequest)
 }
 
 // Checkpoint records a safe point of the session's open turn.
-func (c *Client) Checkpoint(ctx context.Context, session string) (CheckpointResponse, error) {
-	return call[CheckpointResponse](ctx, c, wire.OpCheckpoint, &TurnRequest{Session: session})
+func (c *Client) Checkpoint(ctx context.Context, session string) (wire.CheckpointReply, error) {
+	return call[wire.CheckpointReply](ctx, c, wire.OpCheckpoint, &wire.TurnRequest{Session: session})
 }
 
 // Resume resumes a session after a crash.
-func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeResponse, error) {
-	return call[ResumeResponse](ctx, c, wire.OpResume, &req)
+func (c *Client) Resume(ctx context.Context, req wire.ResumeRequest) (wire.ResumeReply, error) {
+	return call[wire.ResumeReply](ctx, c, wire.OpResume, &req)
 }
 
 // BeginTurn begins the session's next turn.
-func (c *Client) BeginTurn(ctx context.Context, req BeginTurnRequest) (wire.TurnView, error) {
+func (c *Client) BeginTurn(ctx context.Context, req wire.BeginTurnRequest) (wire.TurnView, error) {
 	return call[wire.TurnView](ctx, c, wire.OpBeginTurn, &req)
 }
 
 // Discover is tool_search in the open turn, for exact names.
 func (c *Client) Discover(ctx context.Context, session, provider string, names ...string) (wire.DiscoverReply, error) {
-	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Names: names, Provider: provider})
+	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &wire.DiscoverRequest{Session: session, Names: names, Provider: provider})
 }
 
 // ToolSearch is tool_search in the open turn with the model's input.
 func (c *Client) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (wire.DiscoverReply, error) {
-	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &DiscoverRequest{Session: session, Input: input, Provider: provider})
+	return call[wire.DiscoverReply](ctx, c, wire.OpDiscover, &wire.DiscoverRequest{Session: session, Input: input, Provider: provider})
 }
 
 // Dispatch returns the provider request of the open turn.
 func (c *Client) Dispatch(ctx context.Context, session, provider string) (wire.TurnView, error) {
-	return call[wire.TurnView](ctx, c, wire.OpDispatch, &DispatchRequest{Session: session, Provider: provider})
+	return call[wire.TurnView](ctx, c, wire.OpDispatch, &wire.DispatchRequest{Session: session, Provider: provider})
 }
 
 // LastDispatch returns the classification of the session's last dispatch.
-func (c *Client) LastDispatch(ctx context.Context, session string) (DispatchRecord, error) {
-	return call[DispatchRecord](ctx, c, wire.OpInspect, &TurnRequest{Session: session})
+func (c *Client) LastDispatch(ctx context.Context, session string) (wire.DispatchRecord, error) {
+	return call[wire.DispatchRecord](ctx, c, wire.OpInspect, &wire.TurnRequest{Session: session})
 }
 
 // CallCheck asks whether a call of tool may execute in the open turn.
@@ -200,8 +200,8 @@ func (c *Client) RegistryDiff(ctx context.Context, registry json.RawMessage) (wi
 }
 
 // EndTurn ends the open turn at a safe point.
-func (c *Client) EndTurn(ctx context.Context, session string) (CheckpointResponse, error) {
-	return call[CheckpointResponse](ctx, c, wire.OpEndTurn, &TurnRequest{Session: session})
+func (c *Client) EndTurn(ctx context.Context, session string) (wire.CheckpointReply, error) {
+	return call[wire.CheckpointReply](ctx, c, wire.OpEndTurn, &wire.TurnRequest{Session: session})
 }
 
 // Delete deletes (or, with req.Erase, erases) a session.
@@ -216,16 +216,16 @@ func (c *Client) Compact(ctx context.Context, req wire.CompactRequest) (wire.Com
 
 // Sessions lists the sessions that have a view.
 func (c *Client) Sessions(ctx context.Context) ([]string, error) {
-	out, err := call[SessionsResponse](ctx, c, wire.OpSessions, &Empty{})
+	out, err := call[wire.SessionList](ctx, c, wire.OpSessions, &wire.Empty{})
 	return out.Sessions, err
 }
 
 // Registry describes the live registry.
-func (c *Client) Registry(ctx context.Context) (RegistryInfo, error) {
-	return call[RegistryInfo](ctx, c, wire.OpRegistry, &Empty{})
+func (c *Client) Registry(ctx context.Context) (wire.RegistryInfo, error) {
+	return call[wire.RegistryInfo](ctx, c, wire.OpRegistry, &wire.Empty{})
 }
 
 // Budget returns the live registry's token table.
 func (c *Client) Budget(ctx context.Context) (deferral.BudgetTable, error) {
-	return call[deferral.BudgetTable](ctx, c, wire.OpBudget, &Empty{})
+	return call[deferral.BudgetTable](ctx, c, wire.OpBudget, &wire.Empty{})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
 )
 
 func TestDecodeCommand(t *testing.T) {
@@ -34,7 +35,7 @@ func TestDecodeCommand(t *testing.T) {
 		{`{"type":"CheckpointRecorded","contract_hash":"h","registry_version":"v","contract":[{"name":"a","hash":"x"}]}`,
 			events.CheckpointRecorded{ContractHash: "h", RegistryVersion: "v", Contract: []events.ContractEntry{{Name: "a", Hash: "x"}}}},
 	} {
-		got, err := DecodeCommand([]byte(tc.in))
+		got, err := service.DecodeCommand([]byte(tc.in))
 		if err != nil {
 			t.Errorf("%s: %v", tc.in, err)
 			continue
@@ -42,11 +43,11 @@ func TestDecodeCommand(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %#v, want %#v", tc.in, got, tc.want)
 		}
-		enc, err := EncodeCommand(got)
+		enc, err := service.EncodeCommand(got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := DecodeCommand(enc)
+		again, err := service.DecodeCommand(enc)
 		if err != nil || !reflect.DeepEqual(again, got) {
 			t.Errorf("%s: round trip through %s gives %#v, %v", tc.in, enc, again, err)
 		}
@@ -72,7 +73,7 @@ func TestDecodeCommandErrors(t *testing.T) {
 		{`{"type":"ToolsToggled","enabled":true} x`, `unexpected data after the object`},
 		{`{"type":"ToolsToggled",`, `not valid JSON`},
 	} {
-		_, err := DecodeCommand([]byte(tc.in))
+		_, err := service.DecodeCommand([]byte(tc.in))
 		if err == nil {
 			t.Errorf("%s: no error", tc.in)
 			continue
@@ -94,17 +95,17 @@ func TestEncodeCommandEveryType(t *testing.T) {
 	}
 	// A compaction snapshot is written by the engine, never sent as
 	// a command.
-	if _, err := DecodeCommand([]byte(`{"type":"SessionCompacted"}`)); !errors.Is(err, ErrBadRequest) {
+	if _, err := service.DecodeCommand([]byte(`{"type":"SessionCompacted"}`)); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("SessionCompacted decoded as a command: %v", err)
 	}
-	if _, err := EncodeCommand(nil); err == nil {
+	if _, err := service.EncodeCommand(nil); err == nil {
 		t.Error("EncodeCommand(nil) succeeded")
 	}
-	b, _ := EncodeCommand(&events.ToolDisabled{Name: "bash"})
+	b, _ := service.EncodeCommand(&events.ToolDisabled{Name: "bash"})
 	if string(b) != `{"type":"ToolDisabled","name":"bash"}` {
 		t.Errorf("pointer payload encodes as %s", b)
 	}
-	b, _ = EncodeCommand(events.TurnStarted{Turn: 2})
+	b, _ = service.EncodeCommand(events.TurnStarted{Turn: 2})
 	if string(b) != `{"type":"TurnStarted","turn":2}` {
 		t.Errorf("TurnStarted encodes as %s", b)
 	}
@@ -120,7 +121,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := DecodeCommand(data)
+		p, err := service.DecodeCommand(data)
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) || err.Error() == "" {
 				t.Fatalf("error %v does not match ErrBadRequest", err)
@@ -130,14 +131,14 @@ func FuzzDecodeCommand(f *testing.F) {
 		if _, ok := events.PayloadValue(p); !ok {
 			t.Fatalf("decoded %T is not a payload", p)
 		}
-		enc, err := EncodeCommand(p)
+		enc, err := service.EncodeCommand(p)
 		if err != nil {
 			t.Fatalf("encode %#v: %v", p, err)
 		}
 		if !json.Valid(enc) {
 			t.Fatalf("encoding %q is not JSON", enc)
 		}
-		again, err := DecodeCommand(enc)
+		again, err := service.DecodeCommand(enc)
 		if err != nil {
 			t.Fatalf("decode own encoding %s: %v", enc, err)
 		}

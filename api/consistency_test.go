@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // Within one engine a client reads its own acknowledged write without
@@ -70,7 +71,7 @@ func TestReadYourWritesWithinOneEngine(t *testing.T) {
 						t.Errorf("%s intent after write at %d: disabled %v, want %v", s, wr.LastSeq, v.Intent.Disabled, disabled)
 						return
 					}
-					r, err := tr.c.Resolve(ctx, ResolveRequest{Session: s})
+					r, err := tr.c.Resolve(ctx, wire.ResolveRequest{Session: s})
 					if err != nil {
 						t.Errorf("%s resolve: %v", s, err)
 						return
@@ -80,7 +81,7 @@ func TestReadYourWritesWithinOneEngine(t *testing.T) {
 						return
 					}
 					if i%25 == 24 { // a history replays the whole session: not every round
-						h, err := tr.c.History(ctx, HistoryRequest{Session: s})
+						h, err := tr.c.History(ctx, wire.HistoryRequest{Session: s})
 						if err != nil {
 							t.Errorf("%s history: %v", s, err)
 							return
@@ -92,7 +93,7 @@ func TestReadYourWritesWithinOneEngine(t *testing.T) {
 					if i%10 != 9 {
 						continue
 					}
-					bt, err := tr.c.BeginTurn(ctx, BeginTurnRequest{Session: s})
+					bt, err := tr.c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s})
 					if err != nil {
 						t.Errorf("%s begin turn: %v", s, err)
 						return

@@ -40,18 +40,18 @@ func appendOf(session string, n int) string {
 // commands are stored, one more is invalid, over both transports.
 func TestCommandsLimitAsDocumented(t *testing.T) {
 	doc := readAPIDoc(t)
-	if want := "holds at most " + strconv.Itoa(MaxCommands) + " commands"; !strings.Contains(doc, want) {
+	if want := "holds at most " + strconv.Itoa(wire.MaxCommands) + " commands"; !strings.Contains(doc, want) {
 		t.Errorf("docs/api.md does not say %q", want)
 	}
 	env := newEnv(t, Config{})
 	for _, transport := range []string{"nats", "http"} {
-		body, status := callDocumented(t, env, transport, "append", appendOf("lim-"+transport, MaxCommands))
+		body, status := callDocumented(t, env, transport, "append", appendOf("lim-"+transport, wire.MaxCommands))
 		if status != http.StatusOK {
-			t.Errorf("%d commands over %s: status %d: %s", MaxCommands, transport, status, clip.Raw(body))
+			t.Errorf("%d commands over %s: status %d: %s", wire.MaxCommands, transport, status, clip.Raw(body))
 		}
-		body, status = callDocumented(t, env, transport, "append", appendOf("lim-"+transport, MaxCommands+1))
+		body, status = callDocumented(t, env, transport, "append", appendOf("lim-"+transport, wire.MaxCommands+1))
 		if status != http.StatusBadRequest || apiError(t, body).Code != CodeInvalid {
-			t.Errorf("%d commands over %s: status %d, want 400 invalid: %s", MaxCommands+1, transport, status, clip.Raw(body))
+			t.Errorf("%d commands over %s: status %d, want 400 invalid: %s", wire.MaxCommands+1, transport, status, clip.Raw(body))
 		}
 	}
 }

@@ -90,7 +90,7 @@ func TestDeletedSessionAsDocumented(t *testing.T) {
 	for _, transport := range []string{"http", "nats"} {
 		req := `{"session":"dd1"}`
 		body, status := callDocumented(t, e, transport, "history", req)
-		var h HistoryResponse
+		var h wire.HistoryOf[*service.Command]
 		if status != http.StatusOK || json.Unmarshal(body, &h) != nil || len(h.Entries) == 0 || h.Entries[len(h.Entries)-1].Type != "SessionDeleted" {
 			t.Fatalf("history of a deleted session over %s: %d %s, want 200 ending with its SessionDeleted", transport, status, body)
 		}
@@ -237,8 +237,8 @@ func TestMsgpackAsDocumented(t *testing.T) {
 // MaxCommands (TestCommandsLimitAsDocumented checks the engine's side).
 func TestCommandsBoundsInOpenAPI(t *testing.T) {
 	cmds := RequestSchema("append")["properties"].(Schema)["commands"].(Schema)
-	if cmds["minItems"] != 1 || cmds["maxItems"] != MaxCommands {
-		t.Fatalf("append commands: minItems %v maxItems %v, want 1 and %d", cmds["minItems"], cmds["maxItems"], MaxCommands)
+	if cmds["minItems"] != 1 || cmds["maxItems"] != wire.MaxCommands {
+		t.Fatalf("append commands: minItems %v maxItems %v, want 1 and %d", cmds["minItems"], cmds["maxItems"], wire.MaxCommands)
 	}
 	e := newEnv(t, Config{})
 	if st, _, b := rawHTTP(t, http.MethodPost, e.httpURL+"/v1/sessions/cb/events", `{"commands":[]}`); st != http.StatusBadRequest || apiError(t, b).Code != wire.CodeInvalid {

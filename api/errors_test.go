@@ -85,23 +85,23 @@ func TestInvalidNamesTheBadValue(t *testing.T) {
 				return err
 			}, []string{"no_such_tool"}},
 			{"unknown profile", func() error {
-				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Profile: "ghost"})
+				_, err := c.Resolve(ctx, wire.ResolveRequest{Session: "s1", Profile: "ghost"})
 				return err
 			}, []string{`"ghost"`, "coder"}},
 			{"unknown provider", func() error {
-				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Provider: "gemini"})
+				_, err := c.Resolve(ctx, wire.ResolveRequest{Session: "s1", Provider: "gemini"})
 				return err
 			}, []string{`"gemini"`, "anthropic"}},
 			{"override field of another kind", func() error {
-				_, err := c.Resolve(ctx, ResolveRequest{Session: "s1", Override: &Override{Kind: intent.OverrideEmpty, Names: []string{"bash"}}})
+				_, err := c.Resolve(ctx, wire.ResolveRequest{Session: "s1", Override: &wire.Override{Kind: intent.OverrideEmpty, Names: []string{"bash"}}})
 				return err
 			}, []string{`"empty"`}},
 			{"bad until", func() error {
-				_, err := c.History(ctx, HistoryRequest{Session: "s1", Until: "yesterday"})
+				_, err := c.History(ctx, wire.HistoryRequest{Session: "s1", Until: "yesterday"})
 				return err
 			}, []string{`"yesterday"`, "RFC 3339"}},
 			{"bad tool name", func() error {
-				_, err := c.Explain(ctx, ExplainRequest{Session: "s1", Tool: "1bash"})
+				_, err := c.Explain(ctx, wire.ExplainRequest{Session: "s1", Tool: "1bash"})
 				return err
 			}, []string{`"1bash"`}},
 			{"no commands", func() error {
@@ -335,7 +335,7 @@ func TestBodyTooLarge(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	e := newEnv(t, Config{RequestTimeout: 2 * time.Second})
 	e.engNC.Close()
-	_, err := e.httpClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
+	_, err := e.httpClient().Resolve(ctxT(t), wire.ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 	_, err = e.httpClient().Append(ctxT(t), "s1", nil, events.ToolsToggled{Enabled: ptr(true)})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
@@ -349,7 +349,7 @@ func TestUnavailable(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = e.natsClient().Resolve(ctxT(t), ResolveRequest{Session: "s1"})
+	_, err = e.natsClient().Resolve(ctxT(t), wire.ResolveRequest{Session: "s1"})
 	asAPIError(t, err, http.StatusServiceUnavailable, CodeUnavailable)
 }
 

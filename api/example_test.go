@@ -3,16 +3,16 @@ package api_test
 import (
 	"fmt"
 
-	"github.com/toolintent/engine/api"
+	"github.com/toolintent/engine/service"
 )
 
 // Commands in JSON decode strictly into event payloads.
 func ExampleDecodeCommand() {
-	p, err := api.DecodeCommand([]byte(`{"type":"ToolDisabled","name":"bash"}`))
+	p, err := service.DecodeCommand([]byte(`{"type":"ToolDisabled","name":"bash"}`))
 	fmt.Printf("%#v %v\n", p, err)
-	_, err = api.DecodeCommand([]byte(`{"type":"ToolzToggled","enabled":true}`))
+	_, err = service.DecodeCommand([]byte(`{"type":"ToolzToggled","enabled":true}`))
 	fmt.Println(err)
-	_, err = api.DecodeCommand([]byte(`{"type":"ToolsToggled","enabled":"on"}`))
+	_, err = service.DecodeCommand([]byte(`{"type":"ToolsToggled","enabled":"on"}`))
 	fmt.Println(err)
 	// Output:
 	// events.ToolDisabled{Name:"bash"} <nil>

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/tokens"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -126,7 +127,7 @@ func TestHTTPCrossSiteAndContentType(t *testing.T) {
 		if status != c.status || (c.code != "" && env.Error.Code != c.code) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, status, b, c.status, c.code)
 		}
-		var res AppendResponse
+		var res wire.AppendReply
 		if status == 200 && json.Unmarshal(b, &res) == nil {
 			last = res.LastSeq
 		}
@@ -168,7 +169,7 @@ func TestHTTPTokens(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("read-only history: %d %s", status, b)
 	}
-	var h HistoryResponse
+	var h wire.HistoryOf[*service.Command]
 	if err := json.Unmarshal(b, &h); err != nil || len(h.Entries) != 2 || h.Entries[0].Channel != "web" || h.Entries[1].Channel != "slack" || h.Entries[1].Actor != "bot" {
 		t.Fatalf("history: %+v %v", h.Entries, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -18,7 +19,7 @@ func historySession(t *testing.T, c *Client, session string, n int) []uint64 {
 	var seqs []uint64
 	for len(seqs) < n {
 		var cmds []events.Payload
-		for i := 0; i < MaxCommands && len(seqs)+len(cmds) < n; i++ {
+		for i := 0; i < wire.MaxCommands && len(seqs)+len(cmds) < n; i++ {
 			if (len(seqs)+i)%2 == 0 {
 				cmds = append(cmds, events.ToolDisabled{Name: "bash"})
 			} else {
@@ -49,7 +50,7 @@ func TestHistoryPaged(t *testing.T) {
 
 	// A request without paging parameters gets one bounded page.
 	status, _, body := rawHTTP(t, "GET", e.httpURL+"/v1/sessions/hp5k/history", "")
-	var first HistoryResponse
+	var first wire.HistoryOf[*service.Command]
 	if status != http.StatusOK || json.Unmarshal(body, &first) != nil {
 		t.Fatalf("GET history: %d %.200s", status, body)
 	}
@@ -61,25 +62,25 @@ func TestHistoryPaged(t *testing.T) {
 		t.Fatalf("state of the first page at seq %d, want the page's last entry %d", first.State.Seq, first.NextAfterSeq)
 	}
 	// The largest page is bounded in bytes as well as entries.
-	status, _, body = rawHTTP(t, "GET", fmt.Sprintf("%s/v1/sessions/hp5k/history?limit=%d", e.httpURL, MaxHistoryPage), "")
-	var big HistoryResponse
+	status, _, body = rawHTTP(t, "GET", fmt.Sprintf("%s/v1/sessions/hp5k/history?limit=%d", e.httpURL, wire.MaxHistoryPage), "")
+	var big wire.HistoryOf[*service.Command]
 	if status != http.StatusOK || json.Unmarshal(body, &big) != nil {
-		t.Fatalf("GET history limit %d: %d %.200s", MaxHistoryPage, status, body)
+		t.Fatalf("GET history limit %d: %d %.200s", wire.MaxHistoryPage, status, body)
 	}
-	t.Logf("history-page: limit %d: %d entries, %d bytes", MaxHistoryPage, len(big.Entries), len(body))
-	if len(big.Entries) > MaxHistoryPage || len(body) > wire.MaxHistoryPageBytes+64<<10 || !big.More {
-		t.Fatalf("limit %d page: %d entries, %d bytes, more %v", MaxHistoryPage, len(big.Entries), len(body), big.More)
+	t.Logf("history-page: limit %d: %d entries, %d bytes", wire.MaxHistoryPage, len(big.Entries), len(body))
+	if len(big.Entries) > wire.MaxHistoryPage || len(body) > wire.MaxHistoryPageBytes+64<<10 || !big.More {
+		t.Fatalf("limit %d page: %d entries, %d bytes, more %v", wire.MaxHistoryPage, len(big.Entries), len(body), big.More)
 	}
-	status, _, body = rawHTTP(t, "GET", fmt.Sprintf("%s/v1/sessions/hp5k/history?limit=%d", e.httpURL, MaxHistoryPage+1), "")
+	status, _, body = rawHTTP(t, "GET", fmt.Sprintf("%s/v1/sessions/hp5k/history?limit=%d", e.httpURL, wire.MaxHistoryPage+1), "")
 	if status != http.StatusBadRequest || !strings.Contains(apiError(t, body).Message, "limit") {
-		t.Fatalf("limit %d: %d %s, want 400 naming the limit", MaxHistoryPage+1, status, body)
+		t.Fatalf("limit %d: %d %s, want 400 naming the limit", wire.MaxHistoryPage+1, status, body)
 	}
 
 	transports(t, e, func(t *testing.T, c *Client) {
-		for _, limit := range []int{0, 333, MaxHistoryPage} {
+		for _, limit := range []int{0, 333, wire.MaxHistoryPage} {
 			var got []uint64
 			pages := 0
-			err := c.HistoryPages(ctxT(t), HistoryRequest{Session: "hp5k", Limit: limit}, func(p HistoryResponse) error {
+			err := c.HistoryPages(ctxT(t), wire.HistoryRequest{Session: "hp5k", Limit: limit}, func(p wire.HistoryOf[*service.Command]) error {
 				pages++
 				max := limit
 				if max == 0 {
@@ -101,13 +102,13 @@ func TestHistoryPaged(t *testing.T) {
 			}
 			t.Logf("history-page: limit %d: %d pages", limit, pages)
 		}
-		whole, err := c.History(ctxT(t), HistoryRequest{Session: "hp5k"})
+		whole, err := c.History(ctxT(t), wire.HistoryRequest{Session: "hp5k"})
 		if err != nil || len(whole.Entries) != n || whole.More || whole.State.Seq != seqs[n-1] || whole.State.Events != n {
 			t.Fatalf("History: %d entries, more %v, state seq %d events %d, %v; want %d, the last seq %d", len(whole.Entries), whole.More, whole.State.Seq, whole.State.Events, err, n, seqs[n-1])
 		}
 		// Until still bounds the pages: the last page ends at it.
 		cut := seqs[250]
-		part, err := c.History(ctxT(t), HistoryRequest{Session: "hp5k", Until: wire.UntilSeq(cut)})
+		part, err := c.History(ctxT(t), wire.HistoryRequest{Session: "hp5k", Until: wire.UntilSeq(cut)})
 		if err != nil || len(part.Entries) != 251 || part.State.Seq != cut {
 			t.Fatalf("History until %d: %d entries, state %d, %v; want 251", cut, len(part.Entries), part.State.Seq, err)
 		}

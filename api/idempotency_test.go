@@ -39,9 +39,9 @@ func TestIdempotencyEventIDsAgree(t *testing.T) {
 // 422 idempotency_key_mismatch.
 func TestAppendIdempotencyKey(t *testing.T) {
 	e := newEnv(t, Config{})
-	decode := func(t *testing.T, body []byte) AppendResponse {
+	decode := func(t *testing.T, body []byte) wire.AppendReply {
 		t.Helper()
-		var r AppendResponse
+		var r wire.AppendReply
 		if err := json.Unmarshal(body, &r); err != nil {
 			t.Fatalf("decode %s: %v", body, err)
 		}

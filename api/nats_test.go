@@ -172,7 +172,7 @@ func TestOriginRecorded(t *testing.T) {
 	if msg.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("append: %s", msg.Data)
 	}
-	h, err := e.httpClient().History(ctx, HistoryRequest{Session: "origin"})
+	h, err := e.httpClient().History(ctx, wire.HistoryRequest{Session: "origin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestHistoryUntilTime(t *testing.T) {
 	if _, err := c.Append(ctx, "tt", nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := c.History(ctx, HistoryRequest{Session: "tt"})
+	h, err := c.History(ctx, wire.HistoryRequest{Session: "tt"})
 	if err != nil || len(h.Entries) != 1 {
 		t.Fatalf("history: %v %d", err, len(h.Entries))
 	}
@@ -209,25 +209,25 @@ func TestHistoryUntilTime(t *testing.T) {
 	}
 	// The second event must be stored after the cut for the test to mean
 	// anything (a precondition checked, not a sleep).
-	if h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: wire.UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
+	if h, err := c.History(ctx, wire.HistoryRequest{Session: "tt", Until: wire.UntilSeq(w.LastSeq)}); err != nil || len(h.Entries) != 2 || !h.Entries[1].Time.After(cut) {
 		t.Fatalf("precondition: the second event stored after %s: %v %+v", cut, err, h.Entries)
 	}
 	transports(t, e, func(t *testing.T, c *Client) {
-		h, err := c.History(ctx, HistoryRequest{Session: "tt", Until: wire.UntilTime(cut)})
+		h, err := c.History(ctx, wire.HistoryRequest{Session: "tt", Until: wire.UntilTime(cut)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(h.Entries) != 1 || h.State.Intent.Preset != "" {
 			t.Fatalf("until %s: %d entries, preset %q", cut, len(h.Entries), h.State.Intent.Preset)
 		}
-		full, err := c.History(ctx, HistoryRequest{Session: "tt"})
+		full, err := c.History(ctx, wire.HistoryRequest{Session: "tt"})
 		if err != nil || len(full.Entries) != 2 || full.Entries[1].Cause != "intent" || !slices.Contains(full.Entries[1].Lost, "bash") {
 			t.Fatalf("full history: %v %+v", err, full.Entries)
 		}
 	})
 	// A JSON number works as until over NATS.
 	msg := rawNATS(t, e.nc, "tools.api.web.session.history", `{"session":"tt","until":`+jsonUint(h.Entries[0].Seq)+`}`)
-	var hr HistoryResponse
+	var hr wire.HistoryOf[*service.Command]
 	if err := json.Unmarshal(msg.Data, &hr); err != nil || len(hr.Entries) != 1 {
 		t.Fatalf("until as number: %v %s", err, msg.Data)
 	}
@@ -294,7 +294,7 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatalf("async errors %q, want publish permission violations %q", got.String(), want)
 		}
 	}
-	h, err := e.httpClient().History(ctxT(t), HistoryRequest{Session: "perm"})
+	h, err := e.httpClient().History(ctxT(t), wire.HistoryRequest{Session: "perm"})
 	if err != nil {
 		t.Fatal(err)
 	}

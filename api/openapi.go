@@ -20,9 +20,9 @@ type Schema = openapi.Schema
 // a reply carries it (a command object, or a SessionCompacted's fields)
 // and an append's commands.
 var schemaTypes = openapi.Types{
-	reflect.TypeFor[Command](): openapi.PayloadSchema,
+	reflect.TypeFor[service.Command](): openapi.PayloadSchema,
 	reflect.TypeFor[service.Commands](): func() Schema {
-		return Schema{"type": "array", "items": openapi.CommandSchema(), "minItems": 1, "maxItems": MaxCommands}
+		return Schema{"type": "array", "items": openapi.CommandSchema(), "minItems": 1, "maxItems": wire.MaxCommands}
 	},
 }
 

@@ -195,7 +195,7 @@ const (
 func (c Config) withDefaults() Config {
 	orDefault(&c.SubjectPrefix, "tools.api")
 	orDefault(&c.HTTPChannel, "http")
-	orDefault(&c.EraseChannel, DefaultEraseChannel)
+	orDefault(&c.EraseChannel, service.DefaultEraseChannel)
 	orDefault(&c.MaxBodyBytes, 1<<20)
 	orDefault(&c.RequestTimeout, 30*time.Second)
 	orDefault(&c.MaxInFlightPerChannel, DefaultMaxInFlightPerChannel)

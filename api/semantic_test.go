@@ -29,7 +29,7 @@ func embeddedRegistryJSON(t *testing.T) []byte {
 // discoverVec is turn.discover with the model's input and a query vector.
 func discoverVec(t *testing.T, c *Client, s string, input string, vec []float32) (wire.DiscoverReply, error) {
 	t.Helper()
-	return call[wire.DiscoverReply](ctxT(t), c, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(input), Provider: service.ProviderAnthropicEngine, QueryVector: vec})
+	return call[wire.DiscoverReply](ctxT(t), c, wire.OpDiscover, &wire.DiscoverRequest{Session: s, Input: json.RawMessage(input), Provider: service.ProviderAnthropicEngine, QueryVector: vec})
 }
 
 // Turn.discover takes a query vector beside the model's input, on
@@ -51,7 +51,7 @@ func TestToolSearchQueryVector(t *testing.T) {
 			if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
+			if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
 				t.Fatal(err)
 			}
 			r, err := discoverVec(t, c, s, `{"query":"blorft zmiv quuxify"}`, vec)
@@ -67,7 +67,7 @@ func TestToolSearchQueryVector(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
+		if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
 			t.Fatal(err)
 		}
 		_, err := discoverVec(t, c, s, `{"query":"blorft zmiv quuxify"}`, []float32{1, 0, 0})
@@ -108,7 +108,7 @@ func TestToolSearchQueryVectorWithoutEmbeddings(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
+		if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := discoverVec(t, c, s, `{"query":"take a screenshot of the web page","max_results":1}`, []float32{0, 0, 0, 1})

@@ -24,7 +24,7 @@ func TestToolSearchForms(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: ptr(true)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.BeginTurn(ctx, BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
+		if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s, Provider: service.ProviderAnthropicEngine}); err != nil {
 			t.Fatal(err)
 		}
 		// All names unknown: 200, not found, nothing loaded.
@@ -85,7 +85,7 @@ func TestToolSearchForms(t *testing.T) {
 		}
 		// input and names together are refused.
 		var both struct{}
-		err = c.c.Do(ctx, wire.OpDiscover, &DiscoverRequest{Session: s, Input: json.RawMessage(`{}`), Names: []string{"a"}}, &both)
+		err = c.c.Do(ctx, wire.OpDiscover, &wire.DiscoverRequest{Session: s, Input: json.RawMessage(`{}`), Names: []string{"a"}}, &both)
 		asAPIError(t, err, http.StatusBadRequest, CodeInvalid)
 	})
 }

@@ -95,7 +95,7 @@ func TestViewListsPage(t *testing.T) {
 	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatal(err)
 	}
-	all, err := e.httpClient().Resolve(context.Background(), ResolveRequest{Session: "p1"})
+	all, err := e.httpClient().Resolve(context.Background(), wire.ResolveRequest{Session: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}

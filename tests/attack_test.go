@@ -36,6 +36,7 @@ import (
 	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // attackEnv is `engine serve` with the deploy configuration, the backend
@@ -53,7 +54,7 @@ type attackEnv struct {
 	projB *projection.Projection
 	engB  *service.Engine
 	// bystander is a session no attack touches, as read before them.
-	bystander api.SessionView
+	bystander wire.Session
 }
 
 const (
@@ -104,13 +105,13 @@ func attackStart(t *testing.T) *attackEnv {
 
 // prepare writes a victim session through the API: intent, turn 1 begun
 // and, unless open, ended (with its checkpoint). It returns the view.
-func (a *attackEnv) prepare(t *testing.T, open bool) api.SessionView {
+func (a *attackEnv) prepare(t *testing.T, open bool) wire.Session {
 	t.Helper()
 	ctx := e2eCtx(t)
 	if _, err := a.hc.Append(ctx, attackVictim, nil, events.ToolsToggled{Enabled: e2eBool(true)}, events.ToolDisabled{Name: "grep"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.hc.BeginTurn(ctx, api.BeginTurnRequest{Session: attackVictim}); err != nil {
+	if _, err := a.hc.BeginTurn(ctx, wire.BeginTurnRequest{Session: attackVictim}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.hc.Discover(ctx, attackVictim, "", "send_message"); err != nil {
@@ -121,7 +122,7 @@ func (a *attackEnv) prepare(t *testing.T, open bool) api.SessionView {
 			t.Fatal(err)
 		}
 	}
-	h, err := a.hc.History(ctx, api.HistoryRequest{Session: attackVictim})
+	h, err := a.hc.History(ctx, wire.HistoryRequest{Session: attackVictim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ type attackReport struct {
 	Checkpoint               uint64
 }
 
-func attackReportOfView(v api.SessionView) attackReport {
+func attackReportOfView(v wire.Session) attackReport {
 	in, _ := json.Marshal(v.Intent)
 	r := attackReport{Seq: v.Seq, Events: v.Events, Skipped: v.Skipped, Rejects: v.Rejected, Intent: string(in),
 		Loaded: crashNonNil(v.Loaded), Turn: v.Turn, InTurn: v.InTurn}
@@ -204,7 +205,7 @@ func attackReportOfState(st aggregate.State) attackReport {
 
 // check verifies what a bad event published after the victim's view
 // before must leave unchanged.
-func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad) {
+func (a *attackEnv) check(t *testing.T, before wire.Session, bad ...attackBad) {
 	t.Helper()
 	ctx := e2eCtx(t)
 	last := bad[len(bad)-1].seq
@@ -254,20 +255,20 @@ func (a *attackEnv) check(t *testing.T, before api.SessionView, bad ...attackBad
 	if bv, err := bc.Intent(ctx, attackVictim, last); err != nil || !reflect.DeepEqual(attackReportOfView(bv), got) {
 		t.Errorf("the backend's read of the view: %+v, %v", bv, err)
 	}
-	if bh, err := bc.History(ctx, api.HistoryRequest{Session: attackVictim}); err != nil || !reflect.DeepEqual(attackReportOfView(bh.State), got) {
+	if bh, err := bc.History(ctx, wire.HistoryRequest{Session: attackVictim}); err != nil || !reflect.DeepEqual(attackReportOfView(bh.State), got) {
 		t.Errorf("the backend's read of the history: %+v, %v", bh.State, err)
 	}
 
 	// The same report from a fresh replay over direct gets (history),
 	// whose entries name the reason too.
-	h, err := a.hc.History(ctx, api.HistoryRequest{Session: attackVictim})
+	h, err := a.hc.History(ctx, wire.HistoryRequest{Session: attackVictim})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if hr := attackReportOfView(h.State); !reflect.DeepEqual(hr, got) {
 		t.Errorf("history's fold:\n got %+v\nwant %+v", hr, got)
 	}
-	entries := map[uint64]api.HistoryEntry{}
+	entries := map[uint64]wire.HistoryEntryOf[*service.Command]{}
 	for _, e := range h.Entries {
 		entries[e.Seq] = e
 	}
@@ -363,7 +364,7 @@ func attackBody(t *testing.T, id, typ string, data map[string]any) []byte {
 }
 
 // attackOne publishes one bad event (Nats-Msg-Id = its id) and checks it.
-func (a *attackEnv) attackOne(t *testing.T, before api.SessionView, typ string, data map[string]any, reason string) {
+func (a *attackEnv) attackOne(t *testing.T, before wire.Session, typ string, data map[string]any, reason string) {
 	t.Helper()
 	id := ulid.Make().String()
 	body := attackBody(t, id, typ, data)
@@ -453,7 +454,7 @@ func TestAttackDirectPublishTurnWrap(t *testing.T) {
 	if _, err := a.hc.Intent(ctx, attackVictim, seq); err != nil {
 		t.Fatal(err)
 	}
-	turn, err := a.hc.BeginTurn(ctx, api.BeginTurnRequest{Session: attackVictim})
+	turn, err := a.hc.BeginTurn(ctx, wire.BeginTurnRequest{Session: attackVictim})
 	if err != nil || turn.Turn != 2 {
 		t.Fatalf("begin turn after the attack: turn %d, %v; want 2", turn.Turn, err)
 	}

@@ -28,6 +28,8 @@ import (
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // Crash tests: the built `engine` binary runs as a child process, two
@@ -382,7 +384,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 			fail("resolve: %v", herr)
 		}
 		s.pending = &crashPending{op: op, types: []events.Type{events.TypeTurnStarted}}
-		v, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: s.id})
+		v, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s.id})
 		if err != nil {
 			return err
 		}
@@ -487,7 +489,7 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 		}
 		s.pending = &crashPending{op: op, types: types}
 		var (
-			r   api.CheckpointResponse
+			r   wire.CheckpointReply
 			err error
 		)
 		if op == "end" {
@@ -531,11 +533,11 @@ func crashRun(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.
 // against the model: every acknowledged event is there with its type, no
 // event appears that nothing wrote, and an in-flight call stored all of its
 // events or none (then the model takes them). It returns the fold's state.
-func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) api.HistoryResponse {
+func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) wire.HistoryOf[*service.Command] {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
-	h, err := c.History(ctx, api.HistoryRequest{Session: s.id})
+	h, err := c.History(ctx, wire.HistoryRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: history: %v", s.id, err)
 	}
@@ -560,7 +562,7 @@ func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *reso
 			t.Errorf("%s: seq %d is %s in the log, acknowledged as %s", s.id, seq, got, typ)
 		}
 	}
-	var extra []api.HistoryEntry
+	var extra []wire.HistoryEntryOf[*service.Command]
 	for _, e := range h.Entries {
 		switch {
 		case e.Seq > s.maxSeq:
@@ -616,7 +618,7 @@ func crashCheckLog(ctx context.Context, t *testing.T, c *engineClient, reg *reso
 
 // crashExplain looks for the one event of the history whose absence from
 // the fold gives the view, to say which event a wrong view is missing.
-func crashExplain(h api.HistoryResponse, view api.SessionView) string {
+func crashExplain(h wire.HistoryOf[*service.Command], view wire.Session) string {
 	fold := func(skip int) aggregate.State {
 		st := aggregate.State{Session: h.Session}
 		for i, e := range h.Entries {
@@ -652,7 +654,7 @@ func crashCheckpointOf(p events.Payload) (events.CheckpointRecorded, bool) {
 }
 
 // crashTakePending applies an in-flight call that did store its events.
-func crashTakePending(t *testing.T, reg *resolver.Registry, s *crashSession, p *crashPending, extra []api.HistoryEntry) {
+func crashTakePending(t *testing.T, reg *resolver.Registry, s *crashSession, p *crashPending, extra []wire.HistoryEntryOf[*service.Command]) {
 	t.Helper()
 	for _, e := range extra {
 		s.acked[e.Seq] = events.Type(e.Type)
@@ -693,7 +695,7 @@ func crashTakePending(t *testing.T, reg *resolver.Registry, s *crashSession, p *
 }
 
 // crashViewEq compares a projection read with the fold's state.
-func crashViewEq(got, want api.SessionView) error {
+func crashViewEq(got, want wire.Session) error {
 	if got.Seq != want.Seq || got.Events != want.Events || !crashIntentEq(got.Intent, want.Intent) ||
 		!slices.Equal(crashNonNil(got.Loaded), crashNonNil(want.Loaded)) || got.Turn != want.Turn || got.InTurn != want.InTurn {
 		return fmt.Errorf("view seq %d events %d intent %s loaded %v turn %d in-turn %v; fold seq %d events %d intent %s loaded %v turn %d in-turn %v",
@@ -712,7 +714,7 @@ func crashViewEq(got, want api.SessionView) error {
 
 // crashCheckProjection polls until the projection's view (a KV read, no
 // min_seq) equals the fold.
-func crashCheckProjection(t *testing.T, c *engineClient, s *crashSession, h api.HistoryResponse, st *crashStats) {
+func crashCheckProjection(t *testing.T, c *engineClient, s *crashSession, h wire.HistoryOf[*service.Command], st *crashStats) {
 	t.Helper()
 	want := h.State
 	start := time.Now()
@@ -735,7 +737,7 @@ func crashCheckProjection(t *testing.T, c *engineClient, s *crashSession, h api.
 // crashResume resumes s and checks the outcome against the last
 // acknowledged checkpoint and the contract the test computes for the
 // session's intent; then it resumes again (nothing more happens).
-func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) api.ResumeResponse {
+func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolver.Registry, s *crashSession, st *crashStats) wire.ResumeReply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
@@ -743,7 +745,7 @@ func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolv
 	if err != nil {
 		t.Fatalf("%s: resolve: %v", s.id, err)
 	}
-	r, err := c.Resume(ctx, api.ResumeRequest{Session: s.id})
+	r, err := c.Resume(ctx, wire.ResumeRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: resume: %v", s.id, err)
 	}
@@ -803,7 +805,7 @@ func crashResume(ctx context.Context, t *testing.T, c *engineClient, reg *resolv
 	s.loaded, s.inTurn = restored, false
 
 	// Resuming again changes nothing.
-	r2, err := c.Resume(ctx, api.ResumeRequest{Session: s.id})
+	r2, err := c.Resume(ctx, wire.ResumeRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: second resume: %v", s.id, err)
 	}
@@ -1139,7 +1141,7 @@ func crashResumesPerTool(ctx context.Context, t *testing.T, c *engineClient, reg
 	ctx, cancel := context.WithTimeout(ctx, crashTimeout)
 	defer cancel()
 	newV := reg2.Version()
-	r, err := c.Resume(ctx, api.ResumeRequest{Session: s.id})
+	r, err := c.Resume(ctx, wire.ResumeRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: resume: %v", s.id, err)
 	}
@@ -1190,7 +1192,7 @@ func crashResumesPerTool(ctx context.Context, t *testing.T, c *engineClient, reg
 	s.cp = &crashCP{loaded: want, hash: hash, seq: r.Seq}
 	s.loaded = want
 	// The new checkpoint holds the new contract: resuming again is OK.
-	r2, err := c.Resume(ctx, api.ResumeRequest{Session: s.id})
+	r2, err := c.Resume(ctx, wire.ResumeRequest{Session: s.id})
 	if err != nil {
 		t.Fatalf("%s: second resume: %v", s.id, err)
 	}
@@ -1225,7 +1227,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	appendCmd := func(cmd events.Payload) crashOp { return crashOp{op: "append", cmds: []events.Payload{cmd}} }
 	// restart kills the engine (already killed: waits), restarts it, and
 	// resumes every session, checking the log and the projection around it.
-	restart := func(pre func(*engineClient), sessions ...*crashSession) map[string]api.ResumeResponse {
+	restart := func(pre func(*engineClient), sessions ...*crashSession) map[string]wire.ResumeReply {
 		t.Helper()
 		p.Kill()
 		p = startEngine(t, dir)
@@ -1233,7 +1235,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 		if pre != nil {
 			pre(c)
 		}
-		out := map[string]api.ResumeResponse{}
+		out := map[string]wire.ResumeReply{}
 		for _, s := range sessions {
 			v := crashCheckLog(ctx, t, c, reg, s, st)
 			crashCheckProjection(t, c, s, v, st)
@@ -1246,7 +1248,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 		}
 		return out
 	}
-	restored := func(r api.ResumeResponse, ok bool, want ...string) {
+	restored := func(r wire.ResumeReply, ok bool, want ...string) {
 		t.Helper()
 		if r.Outcome.OK != ok || !slices.Equal(crashNonNil(r.Outcome.Restored), crashNonNil(want)) {
 			t.Errorf("%s: resume ok %v restored %v (%s), want ok %v restored %v", r.Session, r.Outcome.OK, r.Outcome.Restored, r.Outcome.Reason, ok, want)
@@ -1320,7 +1322,7 @@ func TestCrashResumeKillPoints(t *testing.T) {
 	t.Logf("end turn at the kill: %v", endErr)
 	endStored := false
 	rs = restart(func(c *engineClient) {
-		h, err := c.History(ctx, api.HistoryRequest{Session: pj.id})
+		h, err := c.History(ctx, wire.HistoryRequest{Session: pj.id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
 )
 
 // Under the documented server config (deploy/nats-server.conf): the
@@ -58,7 +58,7 @@ func TestDeployConfigCompactAndActors(t *testing.T) {
 	if env := lastRaw(t, admin.nc, "sealed"); !strings.HasPrefix(env.Actor, "e1:") {
 		t.Fatalf("stored actor %q, want an e1: value", env.Actor)
 	}
-	h, err := p.Client("").History(ctx, api.HistoryRequest{Session: "sealed"})
+	h, err := p.Client("").History(ctx, wire.HistoryRequest{Session: "sealed"})
 	if err != nil || len(h.Entries) != 1 || h.Entries[0].Seq != res.LastSeq || h.Entries[0].Actor != "alice@web" {
 		t.Fatalf("history of the sealed session: %+v %v, want actor alice@web", h.Entries, err)
 	}

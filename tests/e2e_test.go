@@ -20,10 +20,10 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -176,7 +176,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 	// (a) The CLI.
 	var lastCLI uint64
 	for _, change := range [][]string{{"enable"}, {"web-search", "on"}, {"disable", "bash"}} {
-		var res api.AppendResponse
+		var res wire.AppendReply
 		e2eCLIJSON(t, p, &res, append([]string{"emit", "s-cli"}, change...)...)
 		if res.LastSeq == 0 || res.LastSeq <= lastCLI {
 			t.Fatalf("engine emit s-cli %v: %+v, want a new sequence after %d", change, res, lastCLI)
@@ -262,7 +262,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 			var ref wire.TurnView
 			var refRendering []byte
 			for _, sess := range []string{"s-cli", "s-http", "s-js"} {
-				hv, err := hc.Resolve(ctx, api.ResolveRequest{Session: sess, Provider: provider})
+				hv, err := hc.Resolve(ctx, wire.ResolveRequest{Session: sess, Provider: provider})
 				if err != nil {
 					t.Fatalf("HTTP resolve %s: %v", sess, err)
 				}
@@ -311,7 +311,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 
 	// Every event records the channel it was written on.
 	for sess, ch := range map[string]string{"s-cli": "cli", "s-http": "web", "s-js": "backend"} {
-		h, err := hc.History(ctx, api.HistoryRequest{Session: sess})
+		h, err := hc.History(ctx, wire.HistoryRequest{Session: sess})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +324,7 @@ func TestSameResolutionEachWay(t *testing.T) {
 
 	// The history reports the skipped message at its sequence, and
 	// the events after it still applied.
-	var h api.HistoryResponse
+	var h wire.HistoryOf[*service.Command]
 	e2eCLIJSON(t, p, &h, "history", s)
 	if len(h.Entries) != 4 {
 		t.Fatalf("history of %s: %d entries, want 4: %+v", s, len(h.Entries), h.Entries)
@@ -415,13 +415,13 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		}
 	}
 
-	var full api.HistoryResponse
+	var full wire.HistoryOf[*service.Command]
 	e2eCLIJSON(t, p, &full, "history", s)
 	if len(full.Entries) != len(cmds) {
 		t.Fatalf("history: %d entries, want %d", len(full.Entries), len(cmds))
 	}
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 9, 10} {
-		var h api.HistoryResponse
+		var h wire.HistoryOf[*service.Command]
 		e2eCLIJSON(t, p, &h, "history", s, "--until", strconv.Itoa(n))
 		if len(h.Entries) != n {
 			t.Fatalf("history --until %d: %d entries, want %d", n, len(h.Entries), n)
@@ -459,7 +459,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 	}
 	cut := t4.Add(t5.Sub(t4) / 2)
 	for _, form := range []string{cut.UTC().Format(time.RFC3339Nano), cut.In(time.FixedZone("", 2*3600)).Format(time.RFC3339Nano)} {
-		var h api.HistoryResponse
+		var h wire.HistoryOf[*service.Command]
 		if err := e2eCLITry(t, p, &h, "history", s, "--until", form); err != nil {
 			t.Error(err)
 			continue
@@ -469,7 +469,7 @@ func TestExplainAndHistoryUntil(t *testing.T) {
 		}
 	}
 	// A time before the first event: nothing.
-	var none api.HistoryResponse
+	var none wire.HistoryOf[*service.Command]
 	if err := e2eCLITry(t, p, &none, "history", s, "--until", full.Entries[0].Time.Add(-time.Millisecond).UTC().Format(time.RFC3339Nano)); err != nil {
 		t.Error(err)
 	} else if len(none.Entries) != 0 || none.State.Seq != 0 {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/embedtest"
 	"github.com/toolintent/engine/internal/natstest"
@@ -67,7 +66,7 @@ func openSearchTurn(t *testing.T, p *engineProc, session string) {
 	if _, err := c.Append(ctx, session, nil, events.ToolsToggled{Enabled: &on}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: session, Provider: service.ProviderAnthropicEngine}); err != nil {
+	if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: session, Provider: service.ProviderAnthropicEngine}); err != nil {
 		t.Fatal(err)
 	}
 }

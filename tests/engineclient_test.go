@@ -77,34 +77,34 @@ func engineCall[Out any](ctx context.Context, c *engineClient, op wire.Operation
 }
 
 // AppendKeyed is Append with an idempotency key.
-func (c *engineClient) AppendKeyed(ctx context.Context, session, key string, expected *uint64, cmds ...events.Payload) (api.AppendResponse, error) {
-	return engineCall[api.AppendResponse](ctx, c, wire.OpAppend, &api.AppendRequest{Session: session, ExpectedSeq: expected, Commands: cmds, EventID: key})
+func (c *engineClient) AppendKeyed(ctx context.Context, session, key string, expected *uint64, cmds ...events.Payload) (wire.AppendReply, error) {
+	return engineCall[wire.AppendReply](ctx, c, wire.OpAppend, &service.AppendRequest{Session: session, ExpectedSeq: expected, Commands: cmds, EventID: key})
 }
 
 // Append appends commands to a session.
-func (c *engineClient) Append(ctx context.Context, session string, expected *uint64, cmds ...events.Payload) (api.AppendResponse, error) {
+func (c *engineClient) Append(ctx context.Context, session string, expected *uint64, cmds ...events.Payload) (wire.AppendReply, error) {
 	return c.AppendKeyed(ctx, session, "", expected, cmds...)
 }
 
 // Intent reads a session's stored state; minSeq > 0 reads your writes.
-func (c *engineClient) Intent(ctx context.Context, session string, minSeq uint64) (api.SessionView, error) {
-	return engineCall[api.SessionView](ctx, c, wire.OpIntent, &api.IntentRequest{Session: session, MinSeq: minSeq})
+func (c *engineClient) Intent(ctx context.Context, session string, minSeq uint64) (wire.Session, error) {
+	return engineCall[wire.Session](ctx, c, wire.OpIntent, &wire.IntentRequest{Session: session, MinSeq: minSeq})
 }
 
 // Resolve resolves a session's tools.
-func (c *engineClient) Resolve(ctx context.Context, req api.ResolveRequest) (wire.TurnView, error) {
+func (c *engineClient) Resolve(ctx context.Context, req wire.ResolveRequest) (wire.TurnView, error) {
 	return engineCall[wire.TurnView](ctx, c, wire.OpResolve, &req)
 }
 
 // HistoryPage returns one page of a session's timeline.
-func (c *engineClient) HistoryPage(ctx context.Context, req api.HistoryRequest) (api.HistoryResponse, error) {
-	return engineCall[api.HistoryResponse](ctx, c, wire.OpHistory, &req)
+func (c *engineClient) HistoryPage(ctx context.Context, req wire.HistoryRequest) (wire.HistoryOf[*service.Command], error) {
+	return engineCall[wire.HistoryOf[*service.Command]](ctx, c, wire.OpHistory, &req)
 }
 
 // HistoryPages calls fn with each page of a session's timeline up to
 // req.Until, from the one after req.AfterSeq to the last; it stops at the
 // first error of a call or of fn.
-func (c *engineClient) HistoryPages(ctx context.Context, req api.HistoryRequest, fn func(api.HistoryResponse) error) error {
+func (c *engineClient) HistoryPages(ctx context.Context, req wire.HistoryRequest, fn func(wire.HistoryOf[*service.Command]) error) error {
 	for {
 		page, err := c.HistoryPage(ctx, req)
 		if err != nil {
@@ -125,81 +125,81 @@ func (c *engineClient) HistoryPages(ctx context.Context, req api.HistoryRequest,
 
 // History returns a session's whole timeline up to req.Until (from after
 // req.AfterSeq), page by page; More is false.
-func (c *engineClient) History(ctx context.Context, req api.HistoryRequest) (api.HistoryResponse, error) {
-	var out api.HistoryResponse
-	err := c.HistoryPages(ctx, req, func(page api.HistoryResponse) error {
+func (c *engineClient) History(ctx context.Context, req wire.HistoryRequest) (wire.HistoryOf[*service.Command], error) {
+	var out wire.HistoryOf[*service.Command]
+	err := c.HistoryPages(ctx, req, func(page wire.HistoryOf[*service.Command]) error {
 		entries := append(out.Entries, page.Entries...)
 		out = page
 		out.Entries = entries
 		return nil
 	})
 	if err != nil {
-		return api.HistoryResponse{}, err
+		return wire.HistoryOf[*service.Command]{}, err
 	}
 	out.More, out.NextAfterSeq = false, 0
 	if out.Entries == nil {
-		out.Entries = []api.HistoryEntry{}
+		out.Entries = []wire.HistoryEntryOf[*service.Command]{}
 	}
 	return out, nil
 }
 
 // Explain says why req.Tool is or is not in the session's set.
-func (c *engineClient) Explain(ctx context.Context, req api.ExplainRequest) (wire.Explanation, error) {
+func (c *engineClient) Explain(ctx context.Context, req wire.ExplainRequest) (wire.Explanation, error) {
 	return engineCall[wire.Explanation](ctx, c, wire.OpExplain, &req)
 }
 
 // Checkpoint records a safe point of the session's open turn.
-func (c *engineClient) Checkpoint(ctx context.Context, session string) (api.CheckpointResponse, error) {
-	return engineCall[api.CheckpointResponse](ctx, c, wire.OpCheckpoint, &api.TurnRequest{Session: session})
+func (c *engineClient) Checkpoint(ctx context.Context, session string) (wire.CheckpointReply, error) {
+	return engineCall[wire.CheckpointReply](ctx, c, wire.OpCheckpoint, &wire.TurnRequest{Session: session})
 }
 
 // Resume resumes a session after a crash.
-func (c *engineClient) Resume(ctx context.Context, req api.ResumeRequest) (api.ResumeResponse, error) {
-	return engineCall[api.ResumeResponse](ctx, c, wire.OpResume, &req)
+func (c *engineClient) Resume(ctx context.Context, req wire.ResumeRequest) (wire.ResumeReply, error) {
+	return engineCall[wire.ResumeReply](ctx, c, wire.OpResume, &req)
 }
 
 // BeginTurn begins the session's next turn.
-func (c *engineClient) BeginTurn(ctx context.Context, req api.BeginTurnRequest) (wire.TurnView, error) {
+func (c *engineClient) BeginTurn(ctx context.Context, req wire.BeginTurnRequest) (wire.TurnView, error) {
 	return engineCall[wire.TurnView](ctx, c, wire.OpBeginTurn, &req)
 }
 
 // Discover is tool_search in the open turn, for exact names.
 func (c *engineClient) Discover(ctx context.Context, session, provider string, names ...string) (wire.DiscoverReply, error) {
-	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Names: names, Provider: provider})
+	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &wire.DiscoverRequest{Session: session, Names: names, Provider: provider})
 }
 
 // ToolSearch is tool_search in the open turn with the model's input.
 func (c *engineClient) ToolSearch(ctx context.Context, session, provider string, input json.RawMessage) (wire.DiscoverReply, error) {
-	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &api.DiscoverRequest{Session: session, Input: input, Provider: provider})
+	return engineCall[wire.DiscoverReply](ctx, c, wire.OpDiscover, &wire.DiscoverRequest{Session: session, Input: input, Provider: provider})
 }
 
 // Dispatch returns the provider request of the open turn.
 func (c *engineClient) Dispatch(ctx context.Context, session, provider string) (wire.TurnView, error) {
-	return engineCall[wire.TurnView](ctx, c, wire.OpDispatch, &api.DispatchRequest{Session: session, Provider: provider})
+	return engineCall[wire.TurnView](ctx, c, wire.OpDispatch, &wire.DispatchRequest{Session: session, Provider: provider})
 }
 
 // LastDispatch returns the classification of the session's last dispatch.
-func (c *engineClient) LastDispatch(ctx context.Context, session string) (api.DispatchRecord, error) {
-	return engineCall[api.DispatchRecord](ctx, c, wire.OpInspect, &api.TurnRequest{Session: session})
+func (c *engineClient) LastDispatch(ctx context.Context, session string) (wire.DispatchRecord, error) {
+	return engineCall[wire.DispatchRecord](ctx, c, wire.OpInspect, &wire.TurnRequest{Session: session})
 }
 
 // EndTurn ends the open turn at a safe point.
-func (c *engineClient) EndTurn(ctx context.Context, session string) (api.CheckpointResponse, error) {
-	return engineCall[api.CheckpointResponse](ctx, c, wire.OpEndTurn, &api.TurnRequest{Session: session})
+func (c *engineClient) EndTurn(ctx context.Context, session string) (wire.CheckpointReply, error) {
+	return engineCall[wire.CheckpointReply](ctx, c, wire.OpEndTurn, &wire.TurnRequest{Session: session})
 }
 
 // Sessions lists the sessions that have a view.
 func (c *engineClient) Sessions(ctx context.Context) ([]string, error) {
-	out, err := engineCall[api.SessionsResponse](ctx, c, wire.OpSessions, &api.Empty{})
+	out, err := engineCall[wire.SessionList](ctx, c, wire.OpSessions, &wire.Empty{})
 	return out.Sessions, err
 }
 
 // Registry describes the live registry.
-func (c *engineClient) Registry(ctx context.Context) (api.RegistryInfo, error) {
-	return engineCall[api.RegistryInfo](ctx, c, wire.OpRegistry, &api.Empty{})
+func (c *engineClient) Registry(ctx context.Context) (wire.RegistryInfo, error) {
+	return engineCall[wire.RegistryInfo](ctx, c, wire.OpRegistry, &wire.Empty{})
 }
 
 // Budget returns the live registry's token table.
 func (c *engineClient) Budget(ctx context.Context) (deferral.BudgetTable, error) {
-	return engineCall[deferral.BudgetTable](ctx, c, wire.OpBudget, &api.Empty{})
+	return engineCall[deferral.BudgetTable](ctx, c, wire.OpBudget, &wire.Empty{})
 }

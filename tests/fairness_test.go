@@ -16,6 +16,7 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/service"
 )
 
 // 300 HTTP GETs with an unreachable min_seq, each with a
@@ -107,7 +108,7 @@ func TestFairnessMadeUpHTTPChannels(t *testing.T) {
 			t.Errorf("/metrics has a series for the made-up channel %q", ch)
 		}
 	}
-	if !labels[api.OtherChannels] || series > 10 {
-		t.Errorf("engine_api_requests_total: %d series, channels %v; want at most 10, the made-up channels as %q", series, labels, api.OtherChannels)
+	if !labels[service.OtherChannels] || series > 10 {
+		t.Errorf("engine_api_requests_total: %d series, channels %v; want at most 10, the made-up channels as %q", series, labels, service.OtherChannels)
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // `engine history` pages through a long session by itself: a
@@ -29,7 +30,7 @@ func TestCLIHistoryPagesThrough(t *testing.T) {
 	var seqs []uint64
 	for len(seqs) < n {
 		var cmds []events.Payload
-		for i := 0; i < api.MaxCommands; i++ {
+		for i := 0; i < wire.MaxCommands; i++ {
 			if (len(seqs)+i)%2 == 0 {
 				cmds = append(cmds, events.ToolDisabled{Name: "bash"})
 			} else {
@@ -85,7 +86,7 @@ func TestCLIHistoryPagesThrough(t *testing.T) {
 	dec := json.NewDecoder(strings.NewReader(out))
 	got, pages := nil, 0
 	for {
-		var h api.HistoryResponse
+		var h wire.HistoryOf[*service.Command]
 		if err := dec.Decode(&h); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {

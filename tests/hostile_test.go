@@ -19,9 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
 )
 
 // post sends a raw body to the HTTP API and returns status and body.
@@ -63,7 +63,7 @@ func TestHostileInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.Resolve(ctx, api.ResolveRequest{Session: "victim", MinSeq: victim.LastSeq})
+	before, err := c.Resolve(ctx, wire.ResolveRequest{Session: "victim", MinSeq: victim.LastSeq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestHostileInput(t *testing.T) {
 	if v.Skipped != uint64(len(bad)) || v.Intent.Preset != "research" {
 		t.Fatalf("h2 after bad events: skipped %d (want %d), preset %q (want research)", v.Skipped, len(bad), v.Intent.Preset)
 	}
-	hist, err := c.History(ctx, api.HistoryRequest{Session: "h2"})
+	hist, err := c.History(ctx, wire.HistoryRequest{Session: "h2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestHostileInput(t *testing.T) {
 	}
 
 	// The bystander session is unchanged, and the engine still serves.
-	after, err := c.Resolve(ctx, api.ResolveRequest{Session: "victim"})
+	after, err := c.Resolve(ctx, wire.ResolveRequest{Session: "victim"})
 	if err != nil {
 		t.Fatal(err)
 	}

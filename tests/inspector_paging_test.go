@@ -11,8 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // The inspector reads a long session's timeline page by page
@@ -30,7 +30,7 @@ func TestInspectorPagesHistory(t *testing.T) {
 	var seqs []uint64
 	for len(seqs) < n {
 		var cmds []events.Payload
-		for i := 0; i < api.MaxCommands && len(seqs)+len(cmds) < n; i++ {
+		for i := 0; i < wire.MaxCommands && len(seqs)+len(cmds) < n; i++ {
 			if (len(seqs)+i)%2 == 0 {
 				cmds = append(cmds, events.ToolDisabled{Name: "bash"})
 			} else {
@@ -75,7 +75,7 @@ func TestInspectorPagesHistory(t *testing.T) {
 	calls := historyCalls() - before
 	t.Logf("inspector-history: %d events in %v history requests", n, calls)
 	if calls < 2 {
-		t.Fatalf("the inspector read %d events in %v history request(s): want pages (at most %d entries each)", n, calls, api.MaxHistoryPage)
+		t.Fatalf("the inspector read %d events in %v history request(s): want pages (at most %d entries each)", n, calls, wire.MaxHistoryPage)
 	}
 	// Time travel to an event of the second page.
 	at := seqs[1100]

@@ -17,8 +17,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // chromiumPath is Debian's chromium, the browser of the inspector test.
@@ -108,7 +108,7 @@ func TestInspectorPage(t *testing.T) {
 	must("web search on", err)
 	noBash, err := c.Append(ctx, sid, nil, events.ToolDisabled{Name: "bash"})
 	must("disable bash", err)
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid})
+	_, err = c.BeginTurn(ctx, wire.BeginTurnRequest{Session: sid})
 	must("begin turn", err)
 	_, err = c.Discover(ctx, sid, "", "playwright_browser")
 	must("discover", err)
@@ -117,11 +117,11 @@ func TestInspectorPage(t *testing.T) {
 	// Read our writes, so the projection (the session list) has them.
 	_, err = c.Intent(ctx, sid, end.Seq)
 	must("intent", err)
-	hist, err := c.History(ctx, api.HistoryRequest{Session: sid})
+	hist, err := c.History(ctx, wire.HistoryRequest{Session: sid})
 	must("history", err)
 	// The page shows the session as its backend sends it: in the provider
 	// its turn was begun for, else the API's default (native deferral).
-	live, err := c.Resolve(ctx, api.ResolveRequest{Session: sid})
+	live, err := c.Resolve(ctx, wire.ResolveRequest{Session: sid})
 	must("resolve", err)
 	nEvents := len(hist.Entries) // enable, web, disable, turn start, loaded, turn end carrying the checkpoint
 	if nEvents != 6 {

@@ -14,9 +14,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // inspFitJS reports every place the timeline card does not fit: the
@@ -68,7 +69,7 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	// catalog mode, which the turn records and the page shows, a cache
 	// break of cause discovery inside the turn (in the default native
 	// mode a discovery changes nothing of the cached prefix).
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
+	_, err = c.BeginTurn(ctx, wire.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 1", err)
 	_, err = c.Discover(ctx, sid, "", "playwright_browser", "enter_plan_mode", "exit_plan_mode")
 	must("discover", err)
@@ -78,18 +79,18 @@ func TestInspectorTimelineAndTurns(t *testing.T) {
 	// the cache, caused by the ToolDisabled.
 	noBash, err := c.Append(ctx, sid, nil, events.ToolDisabled{Name: "bash"})
 	must("disable bash", err)
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
+	_, err = c.BeginTurn(ctx, wire.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 2", err)
 	end2, err := c.EndTurn(ctx, sid)
 	must("end 2", err)
 	// Turn 3 with nothing changed: its request keeps the prefix.
-	_, err = c.BeginTurn(ctx, api.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
+	_, err = c.BeginTurn(ctx, wire.BeginTurnRequest{Session: sid, Provider: "anthropic-engine"})
 	must("begin 3", err)
 	_, err = c.Intent(ctx, sid, end2.Seq)
 	must("intent", err)
-	hist, err := c.History(ctx, api.HistoryRequest{Session: sid})
+	hist, err := c.History(ctx, wire.HistoryRequest{Session: sid})
 	must("history", err)
-	var starts, loads []api.HistoryEntry
+	var starts, loads []wire.HistoryEntryOf[*service.Command]
 	for _, e := range hist.Entries {
 		switch e.Type {
 		case "TurnStarted":
@@ -177,7 +178,7 @@ func TestInspectorSessionPages(t *testing.T) {
 	defer cancel()
 	c := p.Client("web")
 	on := true
-	var last api.AppendResponse
+	var last wire.AppendReply
 	var err error
 	for i := range 120 {
 		if last, err = c.Append(ctx, fmt.Sprintf("s%03d", i), nil, events.ToolsToggled{Enabled: &on}); err != nil {
@@ -360,7 +361,7 @@ func TestInspectorPolicyCard(t *testing.T) {
 	}
 
 	// A turn begun on "tui": bash asks, kill_shell is denied.
-	_, err = tui.BeginTurn(ctx, api.BeginTurnRequest{Session: "pol"})
+	_, err = tui.BeginTurn(ctx, wire.BeginTurnRequest{Session: "pol"})
 	must("begin on tui", err)
 	open("pol@now")
 	if ch := text(t, bctx, "#policy-channel"); !strings.Contains(ch, "channel tui") {
@@ -398,7 +399,7 @@ func TestInspectorPolicyCard(t *testing.T) {
 	pub := p.Client("public")
 	res, err = pub.Append(ctx, "pol-public", nil, events.ToolsToggled{Enabled: &on})
 	must("enable on public", err)
-	_, err = pub.BeginTurn(ctx, api.BeginTurnRequest{Session: "pol-public"})
+	_, err = pub.BeginTurn(ctx, wire.BeginTurnRequest{Session: "pol-public"})
 	must("begin on public", err)
 	session = "pol-public"
 	open("pol-public@now")

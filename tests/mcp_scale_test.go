@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/wire"
 )
 
 // End to end, with the built binary: `engine registry import`
@@ -41,14 +41,14 @@ func TestMCPScaleBinary(t *testing.T) {
 	if _, err := c.Append(ctx, "mcp1", nil, events.ToolsToggled{Enabled: &yes}, events.ToolDisabled{Name: "mcp__jira__*"}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.Resolve(ctx, api.ResolveRequest{Session: "mcp1"})
+	v, err := c.Resolve(ctx, wire.ResolveRequest{Session: "mcp1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(v.CatalogText, "too many to name") || strings.Contains(v.CatalogText, "- jira (") || v.Lists.Catalog < 1000 {
 		t.Fatalf("engine catalog of %d names:\n%.400s", v.Lists.Catalog, v.CatalogText)
 	}
-	begin, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "mcp1", Provider: "openai-native"})
+	begin, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: "mcp1", Provider: "openai-native"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
 )
 
 // permConfig is the documented server configuration with per-channel users.
@@ -294,7 +295,7 @@ func TestChannelPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("user %s: append on tools.api.%s.events.append: %v", ch, ch, err)
 		}
-		h, err := hc.History(ctx, api.HistoryRequest{Session: session})
+		h, err := hc.History(ctx, wire.HistoryRequest{Session: session})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +357,7 @@ func TestChannelPermissions(t *testing.T) {
 		c.violation(t, from, "Subscription", "tools.api."+other+".>")
 
 		// Nothing of the refused attempts was written.
-		h2, err := hc.History(ctx, api.HistoryRequest{Session: session})
+		h2, err := hc.History(ctx, wire.HistoryRequest{Session: session})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +414,7 @@ func TestChannelPermissions(t *testing.T) {
 			t.Fatalf("auditor read %s seq %s: %v", s, msgs[0].Header.Get("Nats-Sequence"), env)
 		}
 	}
-	ah, err := newNATSEngineClient(auditor.nc, client.WithChannel("audit")).History(ctx, api.HistoryRequest{Session: bs})
+	ah, err := newNATSEngineClient(auditor.nc, client.WithChannel("audit")).History(ctx, wire.HistoryRequest{Session: bs})
 	if err != nil || len(ah.Entries) != 2 || ah.Entries[0].Channel != "backend" || ah.Entries[0].Actor != "svc:billing" {
 		t.Fatalf("auditor history of %s over tools.api.audit: %+v, %v", bs, ah.Entries, err)
 	}
@@ -482,7 +483,7 @@ func TestChannelPermissions(t *testing.T) {
 	// The auditor is "read-only" (deploy/nats-server.conf, docs/security.md): it may
 	// not write events through the API either.
 	t.Run("auditor cannot append through the API", func(t *testing.T) {
-		var res api.AppendResponse
+		var res wire.AppendReply
 		violation, err := auditor.attempt(t, "tools.api.audit.events.append", func(ctx context.Context) error {
 			var err error
 			res, err = newNATSEngineClient(auditor.nc, client.WithChannel("audit"), client.WithActor("eve")).

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/wire"
 )
 
 // Against the built binary over HTTP: preset full, a turn that
@@ -26,7 +26,7 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 	if _, err := ca.Append(ctx, "c1", nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
+	if _, err := ca.BeginTurn(ctx, wire.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"memory_read", "send_message"} {
@@ -44,7 +44,7 @@ func TestTurnBoundaryKeepsPrefixBinary(t *testing.T) {
 	if _, err := ca.EndTurn(ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.BeginTurn(ctx, api.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
+	if _, err := ca.BeginTurn(ctx, wire.BeginTurnRequest{Session: "c1", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := ca.Dispatch(ctx, "c1", "anthropic-engine")
@@ -79,7 +79,7 @@ func TestSearchLoadsBinary(t *testing.T) {
 	if _, err := c.Append(ctx, "c4", nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c4", Provider: "anthropic-engine"}); err != nil {
+	if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: "c4", Provider: "anthropic-engine"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Append(ctx, "c4", nil, events.ToolDisabled{Name: "send_message"}); err != nil {
@@ -114,7 +114,7 @@ func TestLastDispatchAfterKill(t *testing.T) {
 	if _, err := c.Append(ctx, "c6", nil, events.PresetChosen{Preset: "full"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "c6"}); err != nil {
+	if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: "c6"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Discover(ctx, "c6", "", "memory_read"); err != nil {
@@ -131,7 +131,7 @@ func TestLastDispatchAfterKill(t *testing.T) {
 	if before.Turn != 1 || !slices.Equal(before.Loaded, []string{"memory_read"}) || before.ContractHash != v.ContractHash {
 		t.Fatalf("last dispatch before the kill: %+v", before)
 	}
-	same := func(what string, got api.DispatchRecord) {
+	same := func(what string, got wire.DispatchRecord) {
 		t.Helper()
 		if got.Turn != before.Turn || got.ContractHash != before.ContractHash || !slices.Equal(got.Resident, before.Resident) ||
 			!slices.Equal(got.Deferred, before.Deferred) || !slices.Equal(got.Loaded, before.Loaded) || got.AtMs == 0 {

@@ -31,10 +31,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
+	"github.com/toolintent/engine/service"
+	"github.com/toolintent/engine/wire"
 )
 
 // rtDeploy starts the engine on the documented per-user configuration.
@@ -166,7 +167,7 @@ func (b *bystander) check(t *testing.T) {
 	if !bytes.Equal(got, b.history) {
 		t.Fatalf("bystander's history changed:\nbefore %s\nafter  %s", b.history, got)
 	}
-	var h api.HistoryResponse
+	var h wire.HistoryOf[*service.Command]
 	if err := json.Unmarshal(got, &h); err != nil {
 		t.Fatal(err)
 	}
@@ -835,7 +836,7 @@ func TestAttackEngineChannelSpoofWithTokens(t *testing.T) {
 	// The read-only token reads.
 	rtGet(t, p.HTTPURL+"/v1/sessions/bystander/history", "Authorization", "Bearer audit-secret-token-01")
 	by.check(t)
-	var h api.HistoryResponse
+	var h wire.HistoryOf[*service.Command]
 	if err := json.Unmarshal(rtGet(t, p.HTTPURL+"/v1/sessions/after1/history", "Authorization", "Bearer audit-secret-token-01"), &h); err != nil || len(h.Entries) != 1 || h.Entries[0].Channel != "web" {
 		t.Fatalf("event written with the web token: %+v %v, want channel web", h.Entries, err)
 	}

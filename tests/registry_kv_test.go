@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // changedRegistryFile writes the default registry with tool's description
@@ -64,7 +64,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 	if _, err := c.Append(ctx, "r1", nil, events.ToolsToggled{Enabled: &on}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "r1"}); err != nil {
+	if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Discover(ctx, "r1", "", "send_message"); err != nil {
@@ -83,7 +83,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 		t.Fatalf("registry push: %v\n%s", err, out)
 	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		v, err := c.Resolve(ctx, api.ResolveRequest{Session: "r1"})
+		v, err := c.Resolve(ctx, wire.ResolveRequest{Session: "r1"})
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 	if m[`engine_tool_prefix_changes_total{cause="registry"}`] != 1 {
 		t.Fatalf("prefix changes by registry = %v, want 1", m[`engine_tool_prefix_changes_total{cause="registry"}`])
 	}
-	r, err := c.Resume(ctx, api.ResumeRequest{Session: "r1"})
+	r, err := c.Resume(ctx, wire.ResumeRequest{Session: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestRegistryFromKVLive(t *testing.T) {
 	}
 	p.Stop(t)
 	p2 := startEngine(t, dir, "--registry-kv")
-	v, err := p2.Client("web").Resolve(ctx, api.ResolveRequest{Session: "r1"})
+	v, err := p2.Client("web").Resolve(ctx, wire.ResolveRequest{Session: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
 	"github.com/toolintent/engine/resolver"
+	"github.com/toolintent/engine/wire"
 )
 
 // ToolsPicked whose names are the research preset, published
@@ -176,11 +177,11 @@ func TestFrozenPresetCopyRejectedAcrossRegistryPush(t *testing.T) {
 		_, err := hist.Lookup(ctx, version)
 		return err
 	})
-	res, err := c.Resolve(ctx, api.ResolveRequest{Session: "chooser"})
+	res, err := c.Resolve(ctx, wire.ResolveRequest{Session: "chooser"})
 	if err != nil || res.RegistryVersion != version || !slices.Contains(res.Tools, tool) {
 		t.Fatalf("the preset's session after the push: %+v, %v; want %s from %s", res, err, tool, version)
 	}
-	res, err = c.Resolve(ctx, api.ResolveRequest{Session: "copier"})
+	res, err = c.Resolve(ctx, wire.ResolveRequest{Session: "copier"})
 	if err != nil || res.RegistryVersion != version {
 		t.Fatalf("copier after the push: %+v, %v", res, err)
 	}
@@ -199,11 +200,11 @@ func TestFrozenPresetCopyRejectedAcrossRegistryPush(t *testing.T) {
 			!strings.Contains(v3.Rejections[0].Reason, `the whole preset "research" of registry `+version) {
 			t.Fatalf("%s: the new research list stored under %s: %+v, %v; want rejected naming the version", when, version, v3, err)
 		}
-		h, err := c.History(ctx, api.HistoryRequest{Session: "copier3"})
+		h, err := c.History(ctx, wire.HistoryRequest{Session: "copier3"})
 		if err != nil || len(h.Entries) != 1 || !h.Entries[0].Rejected || !strings.Contains(h.Entries[0].Error, version) {
 			t.Fatalf("%s: history of copier3: %+v, %v", when, h.Entries, err)
 		}
-		h, err = c.History(ctx, api.HistoryRequest{Session: "copier"})
+		h, err = c.History(ctx, wire.HistoryRequest{Session: "copier"})
 		if err != nil || len(h.Entries) != 1 || !h.Entries[0].Rejected || !strings.Contains(h.Entries[0].Error, resolver.Default().Version()) {
 			t.Fatalf("%s: history of copier: %+v, %v", when, h.Entries, err)
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
@@ -54,7 +53,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 	if _, err := c.Append(ctx, "sem", nil, events.ToolsToggled{Enabled: &on}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: "sem"}); err != nil {
+	if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: "sem"}); err != nil {
 		t.Fatal(err)
 	}
 	// Before: the registry has no embeddings; a vector is unused, said so.
@@ -106,7 +105,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 		if _, err := c.Append(ctx, s, nil, events.ToolsToggled{Enabled: &on}); err != nil {
 			return err
 		}
-		if _, err := c.BeginTurn(ctx, api.BeginTurnRequest{Session: s}); err != nil {
+		if _, err := c.BeginTurn(ctx, wire.BeginTurnRequest{Session: s}); err != nil {
 			return err
 		}
 		r, err := gc.TurnDiscover(ctx, client.DiscoverRequest{Session: s, Input: json.RawMessage(`{"query":"blorft zmiv quuxify"}`), QueryVector: vec})
@@ -131,7 +130,7 @@ func TestSemanticSearchRegistryPush(t *testing.T) {
 	if after.PrefixHash != before.PrefixHash || after.ContractHash != before.ContractHash {
 		t.Errorf("embeddings changed the session's tools: prefix %s -> %s, contract %s -> %s", before.PrefixHash, after.PrefixHash, before.ContractHash, after.ContractHash)
 	}
-	res, err := c.Resume(ctx, api.ResumeRequest{Session: "sem"})
+	res, err := c.Resume(ctx, wire.ResumeRequest{Session: "sem"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/resolver"
@@ -59,14 +58,14 @@ func TestCLIResolveAndTurnBeginTakeEveryOverrideForm(t *testing.T) {
 	research, _ := resolver.Default().Preset("research")
 	cases := []struct {
 		flag   string
-		api    api.Override
+		api    wire.Override
 		source string
 		want   []string
 	}{
-		{"empty", api.Override{Kind: intent.OverrideEmpty}, resolver.SourceOverrideEmpty, nil},
-		{"names:grep,read_file", api.Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file"}}, resolver.SourceOverrideNames, []string{"grep", "read_file"}},
-		{`intent:{"preset":"research"}`, api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
-		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
+		{"empty", wire.Override{Kind: intent.OverrideEmpty}, resolver.SourceOverrideEmpty, nil},
+		{"names:grep,read_file", wire.Override{Kind: intent.OverrideNames, Names: []string{"grep", "read_file"}}, resolver.SourceOverrideNames, []string{"grep", "read_file"}},
+		{`intent:{"preset":"research"}`, wire.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Preset: "research"}}, resolver.SourceOverrideIntent, research},
+		{`{"kind":"intent","intent":{"enabled":true},"allowed":["grep","bash"]}`, wire.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Enabled: &on}, Allowed: []string{"grep", "bash"}}, resolver.SourceOverrideIntent, []string{"grep", "bash"}},
 	}
 	for _, tc := range cases {
 		v, stderr := semView(t, p, "resolve", "s1", "--override", tc.flag)
@@ -74,7 +73,7 @@ func TestCLIResolveAndTurnBeginTakeEveryOverrideForm(t *testing.T) {
 			t.Errorf("--override %s: source %s tools %v stderr %q; want %s %v", tc.flag, v.Source, v.Tools, stderr, tc.source, tc.want)
 		}
 		o := tc.api
-		viaAPI, err := c.Resolve(ctx, api.ResolveRequest{Session: "s1", Override: &o})
+		viaAPI, err := c.Resolve(ctx, wire.ResolveRequest{Session: "s1", Override: &o})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +196,7 @@ func TestCLIImportTurnsLegacySessionsIntoIntent(t *testing.T) {
 	if s := dry.Sessions[0]; !s.Faithful || !slices.Equal(s.Gained, []string{"list_sessions", "send_message"}) {
 		t.Fatalf("old1: faithful %v gains %v; want the two tools added since", s.Faithful, s.Gained)
 	}
-	if v, _ := c.Resolve(ctx, api.ResolveRequest{Session: "old1"}); v.Seq != 0 {
+	if v, _ := c.Resolve(ctx, wire.ResolveRequest{Session: "old1"}); v.Seq != 0 {
 		t.Fatalf("the dry run wrote to old1 (seq %d)", v.Seq)
 	}
 
@@ -219,14 +218,14 @@ func TestCLIImportTurnsLegacySessionsIntoIntent(t *testing.T) {
 			t.Errorf("%s: not written: %+v", s.Session, s.Applied)
 		}
 	}
-	v, err := c.Resolve(ctx, api.ResolveRequest{Session: "old1", MinSeq: applied.Sessions[0].Applied.LastSeq})
+	v, err := c.Resolve(ctx, wire.ResolveRequest{Session: "old1", MinSeq: applied.Sessions[0].Applied.LastSeq})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(v.Tools, "send_message") || !slices.Contains(v.Tools, resolver.WebSearch) || v.Intent.Picked != nil || v.Intent.Enabled == nil || !*v.Intent.Enabled {
 		t.Fatalf("old1 after import: intent %+v tools %v; want {enabled:true, web_search:true} with send_message", v.Intent, v.Tools)
 	}
-	v, _ = c.Resolve(ctx, api.ResolveRequest{Session: "old2", MinSeq: applied.Sessions[1].Applied.LastSeq})
+	v, _ = c.Resolve(ctx, wire.ResolveRequest{Session: "old2", MinSeq: applied.Sessions[1].Applied.LastSeq})
 	if v.Intent.Preset != "research" || len(v.Tools) != len(research) {
 		t.Fatalf("old2 after import: %+v %v", v.Intent, v.Tools)
 	}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/deferral"
 	"github.com/toolintent/engine/intent"
 	"github.com/toolintent/engine/internal/natstest"
@@ -56,7 +55,7 @@ func TestTurnSurvivesEngineKill(t *testing.T) {
 	a := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--registry", turnRegistryFile(t))
 	b := startEngine(t, t.TempDir(), "--nats", srv.ClientURL(), "--no-projection")
 	ca, cb := a.Client("web"), b.Client("web")
-	begin := api.BeginTurnRequest{Session: "killed", Provider: "anthropic-engine", Profile: "coder", Override: &api.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
+	begin := wire.BeginTurnRequest{Session: "killed", Provider: "anthropic-engine", Profile: "coder", Override: &wire.Override{Kind: intent.OverrideIntent, Intent: intent.Intent{Disabled: []string{"bash"}}}}
 	begun, err := ca.BeginTurn(ctx, begin)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@
 //	curl -X POST 127.0.0.1:7420/v1/sessions/s1/turn/discover \
 //	  -d '{"input":{"query":"github create issue","max_results":3},"provider":"anthropic-native"}'
 //
-// Commands are JSON objects with a "type" (see api.DecodeCommand), e.g.
+// Commands are JSON objects with a "type" (see service.DecodeCommand), e.g.
 //
 //	curl -X POST 127.0.0.1:7420/v1/sessions/s1/events -H 'Content-Type: application/json' \
 //	  -d '{"commands":[{"type":"ToolsToggled","enabled":true},{"type":"ToolDisabled","name":"bash"}]}'

@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
+	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
 )
 
@@ -84,7 +84,7 @@ func (c *historyCmd) Run(ctx context.Context) error {
 		pctx, cancel := c.ctx(ctx)
 		// The engine's own command type, so that commands print as the
 		// engine wrote them (a client.Command map would sort their keys).
-		var page api.HistoryResponse
+		var page wire.HistoryOf[*service.Command]
 		err := cl.Do(pctx, wire.OpHistory, &req, &page)
 		cancel()
 		if err != nil {
@@ -126,7 +126,7 @@ type historyTable struct {
 	rows       int
 }
 
-func (t *historyTable) write(w io.Writer, h api.HistoryResponse) {
+func (t *historyTable) write(w io.Writer, h wire.HistoryOf[*service.Command]) {
 	header := []string{"SEQ", "TIME", "CHANNEL/ACTOR", "TOOLS", "PREFIX"}
 	var rows [][]string
 	var evs []string
@@ -177,7 +177,7 @@ func (t *historyTable) write(w io.Writer, h api.HistoryResponse) {
 
 // end closes the table with the intent after the last row printed, and
 // with --page the sequence the next page starts after.
-func (t *historyTable) end(w io.Writer, h api.HistoryResponse, onePage bool) {
+func (t *historyTable) end(w io.Writer, h wire.HistoryOf[*service.Command], onePage bool) {
 	if t.widths == nil {
 		t.write(w, h) // the header of an empty timeline
 	}
@@ -196,7 +196,7 @@ func (t *historyTable) end(w io.Writer, h api.HistoryResponse, onePage bool) {
 
 // summary is a one-line rendering of a command for tables: the JSON form,
 // with a checkpoint's per-tool contract reduced to its size.
-func summary(c *api.Command) string {
+func summary(c *service.Command) string {
 	if cp, ok := c.Payload.(events.CheckpointRecorded); ok {
 		return fmt.Sprintf("CheckpointRecorded turn %d loaded [%s] contract %s (%d tools, registry %s)",
 			cp.Turn, strings.Join(cp.Loaded, ","), short(cp.ContractHash), len(cp.Contract), cp.RegistryVersion)

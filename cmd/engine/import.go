@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/toolintent/engine/aggregate"
-	"github.com/toolintent/engine/api"
 	"github.com/toolintent/engine/client"
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/legacy"
+	"github.com/toolintent/engine/service"
 )
 
 type importCmd struct {
@@ -28,7 +28,7 @@ type importCmd struct {
 // importLine is one session of the import report as printed with --json.
 type importLine struct {
 	legacy.Decision
-	Events []api.Command `json:"events"`
+	Events []service.Command `json:"events"`
 	// Applied says what --apply did: the sequences written, or why not.
 	Applied *importApplied `json:"applied,omitempty"`
 }
@@ -62,9 +62,9 @@ func (c *importCmd) Run(ctx context.Context) error {
 	plan := legacy.Plan(reg, f, legacy.Options{Limits: aggregate.Limits{MaxPicked: c.MaxPicked, MaxDisabled: c.MaxDisabled}})
 	rep := importReport{RegistryVersion: plan.RegistryVersion, Applied: c.Apply, Notes: plan.Notes}
 	for _, d := range plan.Decisions {
-		line := importLine{Decision: d, Events: []api.Command{}}
+		line := importLine{Decision: d, Events: []service.Command{}}
 		for _, p := range d.Events {
-			line.Events = append(line.Events, api.Command{Payload: p})
+			line.Events = append(line.Events, service.Command{Payload: p})
 		}
 		rep.Sessions = append(rep.Sessions, line)
 	}
