@@ -57,12 +57,9 @@ const readBatch = 256
 // [from, upTo] (upTo 0: to the end), in order, using batched direct gets
 // (no consumer is created).
 func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
-	var out []logport.Record
-	err := l.ScanSession(ctx, session, from, upTo, func(r logport.Record) error {
-		out = append(out, r)
-		return nil
+	return logport.Collect(func(fn func(logport.Record) error) error {
+		return l.ScanSession(ctx, session, from, upTo, fn)
 	})
-	return out, err
 }
 
 type directGetRequest struct {

@@ -329,3 +329,15 @@ type Log interface {
 	// are the session's events with ids, in order.
 	StoredAt(ctx context.Context, session string, first uint64, ids []string) (bool, error)
 }
+
+// Collect returns the records scan hands its fn, in order: ReadSession
+// over ScanSession. On scan's error it returns the records handed before
+// it with the error.
+func Collect(scan func(fn func(Record) error) error) ([]Record, error) {
+	var out []Record
+	err := scan(func(r Record) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}

@@ -148,12 +148,9 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 // ReadSession returns the session's events with sequence in [from, upTo]
 // (from 0 is 1; upTo 0: to the end), in order.
 func (l *Log) ReadSession(ctx context.Context, session string, from, upTo uint64) ([]logport.Record, error) {
-	var out []logport.Record
-	err := l.ScanSession(ctx, session, from, upTo, func(r logport.Record) error {
-		out = append(out, r)
-		return nil
+	return logport.Collect(func(fn func(logport.Record) error) error {
+		return l.ScanSession(ctx, session, from, upTo, fn)
 	})
-	return out, err
 }
 
 // LeaderLastSeq is LastSeq: the memory log has no replicas to lag behind.
