@@ -96,15 +96,20 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 		ex.Rule = "unavailable"
 		ex.Detail = fmt.Sprintf("%s, but %q is not available in registry %s", why, tool, r.version)
 	}
+	// overlay includes the tool by the web_search overlay, or says it is
+	// unavailable: why is the rule's reason, detail the inclusion's.
+	overlay := func(why, detail string) {
+		if !available {
+			unavailable(why)
+			return
+		}
+		ex.Included, ex.Rule, ex.Detail = true, "web_search-overlay", detail
+	}
 
 	if in.Enabled != nil && !*in.Enabled {
 		if isWS && wsOn {
-			if !available {
-				unavailable("the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (see docs/semantics.md#master-switch)")
-				return
-			}
-			ex.Included, ex.Rule = true, "web_search-overlay"
-			ex.Detail = "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (see docs/semantics.md#master-switch)"
+			why := "the " + who + " has enabled=false with web_search=true, which yields exactly [web_search] (see docs/semantics.md#master-switch)"
+			overlay(why, why)
 			return
 		}
 		if wsOn {
@@ -123,12 +128,8 @@ func (r *Registry) explainIntent(ex *Explanation, in *Intent, allowed []string, 
 	}
 	if isWS {
 		if wsOn && (!base.in || containsMatch(in.Disabled, tool)) {
-			if !available {
-				unavailable("the " + who + " has web_search=true, which adds web_search (see docs/semantics.md#overlay)")
-				return
-			}
-			ex.Included, ex.Rule = true, "web_search-overlay"
-			ex.Detail = "the " + who + " has web_search=true, which adds web_search when the expansion lacks it (see docs/semantics.md#overlay)"
+			overlay("the "+who+" has web_search=true, which adds web_search (see docs/semantics.md#overlay)",
+				"the "+who+" has web_search=true, which adds web_search when the expansion lacks it (see docs/semantics.md#overlay)")
 			return
 		}
 	}

@@ -95,7 +95,7 @@ func fillArrays(v reflect.Value, depth int) (reflect.Value, bool) {
 			return out, true
 		}
 		return v, false
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return v, false
 		}
@@ -103,18 +103,12 @@ func fillArrays(v reflect.Value, depth int) (reflect.Value, bool) {
 		if !ch {
 			return v, false
 		}
-		p := reflect.New(t.Elem())
-		p.Elem().Set(e)
-		return p, true
-	case reflect.Interface:
-		if v.IsNil() {
-			return v, false
+		if t.Kind() == reflect.Pointer {
+			p := reflect.New(t.Elem()) // a new pointer to the filled copy
+			p.Elem().Set(e)
+			return p, true
 		}
-		e, ch := fillArrays(v.Elem(), depth+1)
-		if !ch {
-			return v, false
-		}
-		out := reflect.New(t).Elem()
+		out := reflect.New(t).Elem() // an interface holding the filled copy
 		out.Set(e)
 		return out, true
 	case reflect.Struct:
