@@ -88,18 +88,10 @@ func (p *parser) value(depth int) (any, error) {
 		_ = p.d.DecodeNil()
 		return nil, nil
 	case c == msgpcode.True || c == msgpcode.False:
-		v, err := p.d.DecodeBool()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		return v, nil
+		return p.scalar(p.d.DecodeBool())
 	case msgpcode.IsFixedNum(c) || c == msgpcode.Int8 || c == msgpcode.Int16 || c == msgpcode.Int32 || c == msgpcode.Int64 ||
 		c == msgpcode.Uint8 || c == msgpcode.Uint16 || c == msgpcode.Uint32:
-		v, err := p.d.DecodeInt64()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		return v, nil
+		return p.scalar(p.d.DecodeInt64())
 	case c == msgpcode.Uint64:
 		v, err := p.d.DecodeUint64()
 		if err != nil {
@@ -110,11 +102,7 @@ func (p *parser) value(depth int) (any, error) {
 		}
 		return v, nil
 	case c == msgpcode.Float || c == msgpcode.Double:
-		v, err := p.d.DecodeFloat64()
-		if err != nil {
-			return nil, p.malformed(err)
-		}
-		return v, nil
+		return p.scalar(p.d.DecodeFloat64())
 	case msgpcode.IsString(c) || msgpcode.IsBin(c):
 		return p.str()
 	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
@@ -125,6 +113,14 @@ func (p *parser) value(depth int) (any, error) {
 		return p.ext()
 	}
 	return nil, fmt.Errorf("byte 0x%02x is not a msgpack type: %w", c, ErrMalformed)
+}
+
+// scalar is a decoded scalar v, or err as a malformed-input error.
+func (p *parser) scalar(v any, err error) (any, error) {
+	if err != nil {
+		return nil, p.malformed(err)
+	}
+	return v, nil
 }
 
 // array reads an array's elements, one level deeper.

@@ -339,47 +339,51 @@ func (l *loader) residentTools(r *Registry, root *jnode, defaultNames []string) 
 func (l *loader) presets(r *Registry, root *jnode) {
 	r.presets = map[string][]int32{}
 	r.presetNames = []string{}
-	if n := root.get("presets"); n != nil && n.kind != jNull {
-		if n.kind != jObject {
-			l.addf("presets: is %s; want an object of preset name to tool list", n.kind)
-		} else {
-			for _, k := range sortedKeys(n) {
-				name := n.keys[k]
-				path := "presets." + name
-				if !validName(name) {
-					l.addf("presets: name %q must match %s; rename it", name, namePatternText)
-					continue
-				}
-				list, ok := l.strList(path, n.vals[k])
-				if !ok {
-					continue
-				}
-				if list != nil {
-					list = l.expand(r, path, list, nil)
-				}
-				if list == nil {
-					l.addf("%s: is null; want an array of tool names ([] for none)", path)
-					continue
-				}
-				r.presets[name] = l.refs(path, list, r.index)
-				r.presetNames = append(r.presetNames, name)
-			}
+	l.entries(root, "presets", "an object of preset name to tool list", func(name string, v *jnode) {
+		path := "presets." + name
+		if !validName(name) {
+			l.addf("presets: name %q must match %s; rename it", name, namePatternText)
+			return
 		}
-	}
+		list, ok := l.strList(path, v)
+		if !ok {
+			return
+		}
+		if list != nil {
+			list = l.expand(r, path, list, nil)
+		}
+		if list == nil {
+			l.addf("%s: is null; want an array of tool names ([] for none)", path)
+			return
+		}
+		r.presets[name] = l.refs(path, list, r.index)
+		r.presetNames = append(r.presetNames, name)
+	})
 }
 
 // profiles reads the profiles, whose tools may name the defaults.
 func (l *loader) profiles(r *Registry, root *jnode, defaultNames []string) {
 	r.profiles = map[string]*profileEntry{}
 	r.profileNames = []string{}
-	if n := root.get("profiles"); n != nil && n.kind != jNull {
-		if n.kind != jObject {
-			l.addf("profiles: is %s; want an object of profile name to profile", n.kind)
-		} else {
-			for _, k := range sortedKeys(n) {
-				l.profile(r, n.keys[k], n.vals[k], defaultNames)
-			}
-		}
+	l.entries(root, "profiles", "an object of profile name to profile", func(name string, v *jnode) {
+		l.profile(r, name, v, defaultNames)
+	})
+}
+
+// entries calls fn for each entry of root's object field key, in key
+// order. An absent or null field has none; a field that is not an object
+// is reported, want saying what it should be.
+func (l *loader) entries(root *jnode, key, want string, fn func(name string, v *jnode)) {
+	n := root.get(key)
+	if n == nil || n.kind == jNull {
+		return
+	}
+	if n.kind != jObject {
+		l.addf("%s: is %s; want %s", key, n.kind, want)
+		return
+	}
+	for _, k := range sortedKeys(n) {
+		fn(n.keys[k], n.vals[k])
 	}
 }
 
