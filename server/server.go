@@ -79,22 +79,10 @@ func Run(ctx context.Context, cfg Config) error {
 	// The shared buckets (keys, registry, audit, actors, embeddings) are
 	// every partition's: the first stream's log opens them.
 	jlog := logs[0]
-	// A layout record that changes under a serving engine (a migration
-	// started) stops it: it would place sessions by a layout the store no
-	// longer has.
+	// A layout record that changes under a serving engine stops it.
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
-	lc := jetstream.LogConfig{Prefix: c.Prefix, Partitions: max(c.Partitions, 1), OneStreamSessions: logs[len(logs)-1].OneStreamSessions()}
-	// The watch lives as long as ctx: each attempt is given ctx, not its
-	// own bounded one, and nats.go bounds its requests.
-	if err := waitForNATSOn(ctx, log, jlog.Conn(), "watch the layout record", func(context.Context) error {
-		return jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
-			log.Error().Err(err).Msg("stopping")
-			stopServing(err)
-		})
-	}); err != nil {
-		log.Warn().Err(err).Msg("the store's layout record is not watched: an engine migrate would not stop this engine")
-	}
+	c.watchLayout(ctx, logs, stopServing, log)
 	if err := c.watchAcked(ctx, jlog, log); err != nil {
 		return err
 	}
@@ -105,17 +93,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var regStore *jetstream.RegistryStore
-	if cfg.RegistryKV {
-		fallback := reg
-		err := waitForNATSOn(ctx, log, jlog.Conn(), "read the registry bucket", func(actx context.Context) error {
-			var err error
-			regStore, reg, err = registryFromKV(actx, jlog, fallback, log)
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	regStore, reg, err := servedRegistry(ctx, cfg.RegistryKV, jlog, reg, log)
+	if err != nil {
+		return err
 	}
 	closePages := openPages(parts, log)
 	defer closePages()
@@ -163,16 +143,9 @@ func Run(ctx context.Context, cfg Config) error {
 			extra: append([]health.Check{c.ackedCheck()}, diskReady...)})
 		httpSwap.set(protect(a, httpHandler(a, m, probes, liveInfo(nc, parts))))
 	}
-	streams := strings.Join(streamNames(parts), ",")
-	if cfg.ReadyFile != "" {
-		if err := writeReady(cfg.ReadyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: streams, PID: os.Getpid()}); err != nil {
-			return err
-		}
+	if err := announce(cfg.ReadyFile, url, httpAddr, streamNames(parts), reg, log); err != nil {
+		return err
 	}
-	// Shown at every log level but "disabled", as JSON like every other
-	// line.
-	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", streams).
-		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
 
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
@@ -190,6 +163,58 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return nil
+}
+
+// servedRegistry is the registry to serve: with kv, the registry bucket's
+// (stored first from fallback when the bucket is empty), waiting for NATS
+// as the log's opening does, with the store that pushes to it; else
+// fallback.
+func servedRegistry(ctx context.Context, kv bool, jlog *jetstream.Log, fallback *resolver.Registry, log zerolog.Logger) (*jetstream.RegistryStore, *resolver.Registry, error) {
+	if !kv {
+		return nil, fallback, nil
+	}
+	var regStore *jetstream.RegistryStore
+	reg := fallback
+	err := waitForNATSOn(ctx, log, jlog.Conn(), "read the registry bucket", func(actx context.Context) error {
+		var err error
+		regStore, reg, err = registryFromKV(actx, jlog, fallback, log)
+		return err
+	})
+	return regStore, reg, err
+}
+
+// announce writes the ready file (when readyFile is set) and logs
+// "engine serving": the engine takes requests from now on.
+func announce(readyFile, url, httpAddr string, streamNames []string, reg *resolver.Registry, log zerolog.Logger) error {
+	streams := strings.Join(streamNames, ",")
+	if readyFile != "" {
+		if err := writeReady(readyFile, ready{NATSURL: url, HTTPAddr: httpAddr, Stream: streams, PID: os.Getpid()}); err != nil {
+			return err
+		}
+	}
+	// Shown at every log level but "disabled", as JSON like every other
+	// line.
+	log.Log().Str("level", "info").Str("nats", url).Str("http", orNone(httpAddr)).Str("stream", streams).
+		Str("registry", reg.Version()).Msg("engine serving (Ctrl-C stops)")
+	return nil
+}
+
+// watchLayout stops serving (stop, with the watch's error) when the
+// store's layout record changes under the engine: a migration started,
+// and sessions would be placed by a layout the store no longer has. The
+// watch lives as long as ctx: each attempt is given ctx, not its own
+// bounded one, and nats.go bounds its requests.
+func (c *store) watchLayout(ctx context.Context, logs []*jetstream.Log, stop context.CancelCauseFunc, log zerolog.Logger) {
+	jlog := logs[0]
+	lc := jetstream.LogConfig{Prefix: c.Prefix, Partitions: max(c.Partitions, 1), OneStreamSessions: logs[len(logs)-1].OneStreamSessions()}
+	if err := waitForNATSOn(ctx, log, jlog.Conn(), "watch the layout record", func(context.Context) error {
+		return jetstream.WatchLayout(ctx, jlog.Conn(), lc, func(err error) {
+			log.Error().Err(err).Msg("stopping")
+			stop(err)
+		})
+	}); err != nil {
+		log.Warn().Err(err).Msg("the store's layout record is not watched: an engine migrate would not stop this engine")
+	}
 }
 
 // openProjection opens the views of jlog's stream, waiting for NATS as
