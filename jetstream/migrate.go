@@ -130,13 +130,8 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 	default:
 		return rep, fmt.Errorf("%w: the store already spreads sessions over %d event streams: only a store of one stream migrates", ErrLayout, have.k())
 	}
-	switch err := streamErr; {
-	case errors.Is(err, jetstream.ErrStreamNotFound) && have != nil && have.Migrating > 0:
-		return rep, fmt.Errorf("%w: the store's event stream %s is missing in the middle of its migration: restore it (from a backup or a replica) and run engine migrate again, or undo the migration with engine migrate --abort", ErrStreamMissing, one)
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return rep, fmt.Errorf("%w: the store has no event stream %s: there is nothing to migrate; engine serve --nats URL --partitions %d starts a store of partitions", ErrLayout, one, m.Partitions)
-	case err != nil:
-		return rep, fmt.Errorf("look up stream %s: %w", one, err)
+	if err := oneStreamLookup(streamErr, have, one, m.Partitions); err != nil {
+		return rep, err
 	}
 	oneLog, err := OpenLog(ctx, nc, cfg)
 	if err != nil {
@@ -159,14 +154,8 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, err
 	}
 	rep.LastSeq, rep.Sessions = last, len(sessions)
-	for p := range m.Partitions {
-		pc := cfg
-		pc.Partitions, pc.Partition = m.Partitions, p
-		pl, err := OpenLog(ctx, nc, pc)
-		if err != nil {
-			return rep, fmt.Errorf("create partition %d of %d: %w", p, m.Partitions, err)
-		}
-		rep.Streams = append(rep.Streams, pl.StreamName())
+	if rep.Streams, err = createPartitions(ctx, nc, cfg, m.Partitions); err != nil {
+		return rep, err
 	}
 	say("created %s with %d replicas, as %s", strings.Join(rep.Streams, ", "), cfg.Replicas, one)
 	// A session a writer nobody stopped added since the listing is the
@@ -200,16 +189,49 @@ func Migrate(ctx context.Context, nc *nats.Conn, cfg LogConfig, m Migration) (Mi
 		return rep, err
 	}
 	say("recorded the migrated layout: serve the store with engine serve --nats URL --partitions %d", m.Partitions)
-	// An event stored on the one stream after the set was taken, for a
-	// session it does not hold, is not served: say so, naming them.
-	if _, late, err := lateSessions(ctx, oneLog, last, set); err != nil || len(late) > 0 {
-		if err == nil {
-			err = fmt.Errorf("%w: after the sessions of %s were taken (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine tail --last N prints them)",
-				ErrServing, one, last, len(late), strings.Join(late[:min(len(late), 10)], ", "), one)
-		}
-		return rep, err
+	return rep, unservedLate(ctx, oneLog, one, last, set)
+}
+
+// oneStreamLookup names what the one stream's look-up error (err) means
+// for a migration to k partitions; nil when the stream was found.
+func oneStreamLookup(err error, have *layoutRecord, one string, k int) error {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && have != nil && have.Migrating > 0:
+		return fmt.Errorf("%w: the store's event stream %s is missing in the middle of its migration: restore it (from a backup or a replica) and run engine migrate again, or undo the migration with engine migrate --abort", ErrStreamMissing, one)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("%w: the store has no event stream %s: there is nothing to migrate; engine serve --nats URL --partitions %d starts a store of partitions", ErrLayout, one, k)
+	case err != nil:
+		return fmt.Errorf("look up stream %s: %w", one, err)
 	}
-	return rep, nil
+	return nil
+}
+
+// createPartitions creates (or opens) the event streams of k partitions
+// and returns their names.
+func createPartitions(ctx context.Context, nc *nats.Conn, cfg LogConfig, k int) ([]string, error) {
+	var names []string
+	for p := range k {
+		pc := cfg
+		pc.Partitions, pc.Partition = k, p
+		pl, err := OpenLog(ctx, nc, pc)
+		if err != nil {
+			return names, fmt.Errorf("create partition %d of %d: %w", p, k, err)
+		}
+		names = append(names, pl.StreamName())
+	}
+	return names, nil
+}
+
+// unservedLate refuses, naming them, the sessions that got an event on
+// the one stream (oneLog, named one) after the set was taken (through
+// last) and that the set does not hold: they are not served.
+func unservedLate(ctx context.Context, oneLog *Log, one string, last uint64, set *SessionSet) error {
+	_, late, err := lateSessions(ctx, oneLog, last, set)
+	if err != nil || len(late) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: after the sessions of %s were taken (through sequence %d), events were stored there for %d sessions the migration did not keep, which are not served: %s; an engine or publisher still writes to %s: stop it (engine tail --last N prints them)",
+		ErrServing, one, last, len(late), strings.Join(late[:min(len(late), 10)], ", "), one)
 }
 
 // partitionStreams names the event streams of k partitions.

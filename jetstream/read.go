@@ -119,25 +119,11 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// A fresh inbox per request: the replies of a request given up
-		// on (see below) cannot mix with the next one's.
-		if sub != nil {
-			_ = sub.Unsubscribe()
-		}
-		inbox := l.nc.NewRespInbox()
-		// One batch's replies at most arrive on this inbox (readBatch
-		// messages and the end-of-batch status): a channel that holds
-		// them all, not SubscribeSync's 64k-slot one (512 KiB per read,
-		// allocated twice for a write to a new session: at 24 writers
-		// the heap's churn held ~4 KB of RSS per session).
-		msgs := make(chan *nats.Msg, readBatch+1)
-		var err error
-		if sub, err = l.nc.ChanSubscribe(inbox, msgs); err != nil {
-			return err
-		}
 		rc := l.reconnected()
-		req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: filter, Batch: readBatch, UpTo: upTo})
-		if err := l.nc.PublishRequest(apiSubj, inbox, req); err != nil {
+		var msgs chan *nats.Msg
+		var err error
+		sub, msgs, err = l.requestBatch(sub, apiSubj, directGetRequest{Seq: from, NextFor: filter, Batch: readBatch, UpTo: upTo})
+		if err != nil {
 			return err
 		}
 		got := 0
@@ -222,6 +208,32 @@ func (l *Log) scan(ctx context.Context, filter string, from, upTo uint64, fn fun
 		}
 		from = last + 1
 	}
+}
+
+// requestBatch sends one batched direct get, req, to apiSubj on a fresh
+// inbox, and returns the inbox's subscription and the channel its replies
+// arrive on. It first ends old, the subscription of the request before:
+// the replies of a request given up on cannot mix with the next one's.
+func (l *Log) requestBatch(old *nats.Subscription, apiSubj string, req directGetRequest) (*nats.Subscription, chan *nats.Msg, error) {
+	if old != nil {
+		_ = old.Unsubscribe()
+	}
+	inbox := l.nc.NewRespInbox()
+	// One batch's replies at most arrive on this inbox (readBatch
+	// messages and the end-of-batch status): a channel that holds them
+	// all, not SubscribeSync's 64k-slot one (512 KiB per read, allocated
+	// twice for a write to a new session: at 24 writers the heap's churn
+	// held ~4 KB of RSS per session).
+	msgs := make(chan *nats.Msg, readBatch+1)
+	sub, err := l.nc.ChanSubscribe(inbox, msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, _ := json.Marshal(req)
+	if err := l.nc.PublishRequest(apiSubj, inbox, body); err != nil {
+		return sub, nil, err
+	}
+	return sub, msgs, nil
 }
 
 // errReadAgain: a direct-get batch stopped arriving; ask again.
