@@ -68,6 +68,8 @@ func (p *Projection) loadAll(ctx context.Context, recs []logport.Record) error {
 	if len(misses) == 0 {
 		return nil
 	}
+	// A failed read or an ended ctx stops the batch's other reads: the
+	// batch is not acknowledged, so it comes again.
 	err := eachView(ctx, len(misses), func(i int) error {
 		m := &misses[i]
 		if !m.read {

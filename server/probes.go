@@ -78,8 +78,7 @@ func (p *writeProbe) watchRunner(proj *projection.Projection) {
 
 // run probes until ctx ends.
 func (p *writeProbe) run(ctx context.Context) {
-	p.probe(ctx)
-	tick.Every(ctx, writeProbeEvery, func() bool { p.probe(ctx); return true })
+	tick.EveryNow(ctx, writeProbeEvery, func() bool { p.probe(ctx); return true })
 }
 
 func (p *writeProbe) probe(ctx context.Context) {

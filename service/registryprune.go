@@ -358,6 +358,5 @@ func (r *RegistryPrune) Run(ctx context.Context, interval time.Duration, changed
 			Int("remaining", p.Remaining).Int("conflicts", p.Conflicts).Dur("took", p.Took).Msg("registry prune pass")
 		return true
 	}
-	pass()
-	tick.Every(ctx, interval, pass)
+	tick.EveryNow(ctx, interval, pass)
 }

@@ -19,6 +19,16 @@ func Every(ctx context.Context, interval time.Duration, fn func() bool) {
 	}
 }
 
+// EveryNow is Every with a first call at once. The ticker starts before
+// that call, so a first call that overran an interval is followed by the
+// next one at once.
+func EveryNow(ctx context.Context, interval time.Duration, fn func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for ok := fn(); ok && wait(ctx, t.C); ok = fn() {
+	}
+}
+
 // Paced calls fn after first, then each time after the wait fn returns
 // (counted from the end of the call), until ctx ends. It blocks.
 func Paced(ctx context.Context, first time.Duration, fn func() time.Duration) {

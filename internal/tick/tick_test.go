@@ -23,6 +23,31 @@ func TestEveryCallsEachIntervalUntilFnReturnsFalse(t *testing.T) {
 	}
 }
 
+func TestEveryNowCallsAtOnceThenEachInterval(t *testing.T) {
+	start := time.Now()
+	var calls []time.Time
+	tick.EveryNow(context.Background(), 20*time.Millisecond, func() bool {
+		calls = append(calls, time.Now())
+		return len(calls) < 3
+	})
+	if len(calls) != 3 {
+		t.Fatalf("fn called %d times, want 3 (it returned false at the third)", len(calls))
+	}
+	if d := calls[1].Sub(start); d < 20*time.Millisecond {
+		t.Fatalf("second call after %s, want at least one interval, 20ms", d)
+	}
+}
+
+// The first call does not wait for a tick: with an hour's interval and
+// fn returning false, EveryNow returns at once.
+func TestEveryNowCallsOnceWhenFnReturnsFalse(t *testing.T) {
+	calls := 0
+	tick.EveryNow(context.Background(), time.Hour, func() bool { calls++; return false })
+	if calls != 1 {
+		t.Fatalf("fn called %d times, want 1", calls)
+	}
+}
+
 func TestEveryReturnsWhenCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
