@@ -50,21 +50,28 @@ func TestEveryNowCallsOnceWhenFnReturnsFalse(t *testing.T) {
 
 func TestEveryReturnsWhenCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan struct{}, 1)
 	done := make(chan struct{})
-	calls := 0
 	go func() {
 		defer close(done)
-		tick.Every(ctx, time.Millisecond, func() bool { calls++; return true })
+		tick.Every(ctx, time.Millisecond, func() bool {
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+			return true
+		})
 	}()
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fn not called within 10s of 1ms ticks")
+	}
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Every did not return when ctx ended")
-	}
-	if calls == 0 {
-		t.Fatal("fn never called in 20ms of 1ms ticks")
 	}
 }
 
