@@ -8,31 +8,31 @@ import (
 	"github.com/toolintent/engine/internal/tick"
 )
 
-func TestEveryCallsEachIntervalUntilFnReturnsFalse(t *testing.T) {
+// threeCalls runs loop with an fn that returns false at its third call,
+// and returns when loop began and the times of the calls.
+func threeCalls(t *testing.T, loop func(fn func() bool)) (time.Time, []time.Time) {
+	t.Helper()
 	start := time.Now()
 	var calls []time.Time
-	tick.Every(context.Background(), 20*time.Millisecond, func() bool {
+	loop(func() bool {
 		calls = append(calls, time.Now())
 		return len(calls) < 3
 	})
 	if len(calls) != 3 {
 		t.Fatalf("fn called %d times, want 3 (it returned false at the third)", len(calls))
 	}
+	return start, calls
+}
+
+func TestEveryCallsEachIntervalUntilFnReturnsFalse(t *testing.T) {
+	start, calls := threeCalls(t, func(fn func() bool) { tick.Every(context.Background(), 20*time.Millisecond, fn) })
 	if d := calls[0].Sub(start); d < 20*time.Millisecond {
 		t.Fatalf("first call after %s, want at least one interval, 20ms", d)
 	}
 }
 
 func TestEveryNowCallsAtOnceThenEachInterval(t *testing.T) {
-	start := time.Now()
-	var calls []time.Time
-	tick.EveryNow(context.Background(), 20*time.Millisecond, func() bool {
-		calls = append(calls, time.Now())
-		return len(calls) < 3
-	})
-	if len(calls) != 3 {
-		t.Fatalf("fn called %d times, want 3 (it returned false at the third)", len(calls))
-	}
+	start, calls := threeCalls(t, func(fn func() bool) { tick.EveryNow(context.Background(), 20*time.Millisecond, fn) })
 	if d := calls[1].Sub(start); d < 20*time.Millisecond {
 		t.Fatalf("second call after %s, want at least one interval, 20ms", d)
 	}
