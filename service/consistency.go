@@ -130,3 +130,63 @@ func (e *Engine) scanFrom(ctx context.Context, r SessionScanner, session string,
 	}
 	return nil
 }
+
+// foldProgress is what views offer that can say, for each stream they
+// fold, where its log ends and how far they have written it
+// (*projection.Projection: one stream; partitioned views: one per
+// partition, in the same order).
+type foldProgress interface {
+	LogEnds(ctx context.Context) ([]uint64, error)
+	FoldedEach(ctx context.Context) ([]uint64, error)
+}
+
+// viewsCaughtUp waits, at most bound, until the views have folded each
+// stream of the log up to the last event it held when the call began: a
+// pass over every view (Sessions, then each view) then sees every event
+// acknowledged before it, including the first event of a session whose
+// view the projection has not written yet. Views that cannot say how far
+// they are (not foldProgress) are taken as they are. When the views stay
+// behind, the error wraps projection.ErrNotCaughtUp and names both
+// positions.
+func (e *Engine) viewsCaughtUp(ctx context.Context, bound time.Duration) error {
+	pv, ok := e.proj.(foldProgress)
+	if !ok {
+		return nil
+	}
+	last, err := pv.LogEnds(ctx)
+	if err != nil {
+		return fmt.Errorf("the log's last event: %w", err)
+	}
+	deadline := time.Now().Add(bound)
+	for {
+		folded, err := pv.FoldedEach(ctx)
+		if err == nil && reached(folded, last) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the views have not said how far they have folded the log after %s (is a projection running?): %w: %w", bound, projection.ErrNotCaughtUp, err)
+			}
+			return fmt.Errorf("the views have folded the log up to %v, not %v (its last event), after %s (is a projection running?): %w", folded, last, bound, projection.ErrNotCaughtUp)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the views to fold the log up to %v (its last event): %w: %w", last, projection.ErrNotCaughtUp, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// reached reports whether each stream's folded position is at least its
+// last event.
+func reached(folded, last []uint64) bool {
+	if len(folded) != len(last) {
+		return false
+	}
+	for i := range last {
+		if folded[i] < last[i] {
+			return false
+		}
+	}
+	return true
+}

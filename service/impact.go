@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/toolintent/engine/aggregate"
 	"github.com/toolintent/engine/checkpoint"
@@ -37,9 +38,18 @@ const MaxRegistryBytes = jetstream.MaxRegistryBytes
 // prefix_hash and references_hash and the history's prefix changes say
 // of the same change. CheckpointLosses are sorted by session. It writes
 // nothing.
+//
+// It first waits (impactCatchUp at most) for the views to fold the log up
+// to its last event: a summary from views that lag would leave out the
+// sessions and checkpoints stored since, and a push checked against it
+// could pass a threshold it is over. Views still behind after the wait
+// are an error wrapping projection.ErrNotCaughtUp, not a short summary.
 func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (wire.RegistryImpact, error) {
 	if cand == nil {
 		return wire.RegistryImpact{}, fmt.Errorf("%w: no candidate registry: load the file with resolver.LoadFile first", ErrInvalid)
+	}
+	if err := e.viewsCaughtUp(ctx, impactCatchUp); err != nil {
+		return wire.RegistryImpact{}, fmt.Errorf("impact: %w; no summary from views behind the log, ask again", err)
 	}
 	cur := e.Registry()
 	out := wire.RegistryImpact{Diff: resolver.Diff(cur, cand)}
@@ -74,6 +84,11 @@ func (e *Engine) Impact(ctx context.Context, cand *resolver.Registry) (wire.Regi
 	}
 	return out, nil
 }
+
+// impactCatchUp bounds Impact's wait for the views to reach the log's
+// last event: below the clients' 30 s request timeout, so that a caller
+// gets the reason rather than a timeout.
+const impactCatchUp = 10 * time.Second
 
 // impactChannels is "" (any other channel) followed by every channel
 // either registry's channel policy names, sorted: the requests whose

@@ -6,13 +6,17 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolintent/engine/events"
 	"github.com/toolintent/engine/internal/natstest"
 	"github.com/toolintent/engine/jetstream"
+	"github.com/toolintent/engine/projection"
 	"github.com/toolintent/engine/resolver"
 	"github.com/toolintent/engine/service"
 	"github.com/toolintent/engine/wire"
@@ -186,4 +190,78 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// A session and its checkpoint stored while no projection has written
+// their view yet still count: Impact waits for the views to fold the log
+// up to its last event before it lists them.
+func TestImpactWaitsForTheViewsToReachTheLog(t *testing.T) {
+	t.Parallel()
+	const tool = "playwright_browser"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := natstest.Server(t).ClientURL()
+	e, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
+	var last uint64
+	for _, p := range []events.Payload{events.ToolsToggled{Enabled: on(true)}, events.TurnStarted{Turn: 1}, events.DeferredLoaded{Names: []string{tool}, Turn: 1}} {
+		ar, err := log.Append(ctx, "lagging", last, events.New("lagging", "web", "alice", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ar.Last
+	}
+	if _, err := e.EndTurn(ctx, "lagging", web); err != nil {
+		t.Fatal(err)
+	}
+	if listed, err := e.Sessions(ctx); err != nil || len(listed) != 0 {
+		t.Fatalf("with no projection running the views list %v (%v); want none", listed, err)
+	}
+
+	// The projection starts only after Impact is asked.
+	runner, err := projection.Open(ctx, log, projection.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-time.After(300 * time.Millisecond):
+			_ = runner.Run(rctx)
+		case <-rctx.Done():
+		}
+	}()
+	defer func() { stop(); <-done }()
+
+	im, err := e.Impact(ctx, editedRegistry(t, tool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []wire.CheckpointLoss{{Session: "lagging", Lost: []string{tool}}}
+	if im.Sessions != 1 || im.Checkpoints != 1 || fmt.Sprint(im.CheckpointLosses) != fmt.Sprint(want) {
+		t.Fatalf("impact examined %d sessions, %d checkpoints, losses %v; want 1, 1, %v", im.Sessions, im.Checkpoints, im.CheckpointLosses, want)
+	}
+}
+
+// With no projection folding the log, Impact returns an error wrapping
+// projection.ErrNotCaughtUp that names how far the views are, not a
+// summary that leaves out what they have not folded.
+func TestImpactRefusesWhileTheViewsAreBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := natstest.Server(t).ClientURL()
+	e, log := stackOn(t, url, jetstream.LogConfig{}, resolver.Default(), service.Config{}, false)
+	if _, err := log.Append(ctx, "unfolded", 0, events.New("unfolded", "web", "alice", events.ToolsToggled{Enabled: on(true)})); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	im, err := e.Impact(wctx, editedRegistry(t, "playwright_browser"))
+	if !errors.Is(err, projection.ErrNotCaughtUp) || !strings.Contains(err.Error(), "up to [1]") {
+		t.Fatalf("impact with the views behind: %+v, %v; want an error wrapping ErrNotCaughtUp naming the log's last event", im, err)
+	}
+	if im.Sessions != 0 || im.Diff.Changed != nil {
+		t.Fatalf("impact with the views behind returned a summary: %+v", im)
+	}
 }

@@ -250,55 +250,13 @@ func (r *RegistryPrune) Pass(ctx context.Context) (pass RegistryPrunePass, err e
 	return pass, nil
 }
 
-// foldProgress is what views offer that can say, for each stream they
-// fold, where its log ends and how far they have written it
-// (*projection.Projection: one stream; partitioned views: one per
-// partition, in the same order).
-type foldProgress interface {
-	LogEnds(ctx context.Context) ([]uint64, error)
-	FoldedEach(ctx context.Context) ([]uint64, error)
-}
-
-// caughtUp waits until the views have folded each stream of the log up to
-// the last event it held when the pass began, when the views can say so.
+// caughtUp waits (CatchUp at most) until the views have folded each
+// stream of the log up to the last event it held when the pass began.
 func (r *RegistryPrune) caughtUp(ctx context.Context) error {
-	pv, ok := r.e.proj.(foldProgress)
-	if !ok {
-		return nil
+	if err := r.e.viewsCaughtUp(ctx, r.cfg.CatchUp); err != nil {
+		return fmt.Errorf("registry prune: %w: nothing pruned", err)
 	}
-	last, err := pv.LogEnds(ctx)
-	if err != nil {
-		return fmt.Errorf("registry prune: the log's last event: %w", err)
-	}
-	deadline := time.Now().Add(r.cfg.CatchUp)
-	for {
-		folded, err := pv.FoldedEach(ctx)
-		if err == nil && reached(folded, last) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("registry prune: the views have folded the log up to %v, not %v (its last event): nothing pruned (err %v)", folded, last, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// reached reports whether each stream's folded position is at least its
-// last event.
-func reached(folded, last []uint64) bool {
-	if len(folded) != len(last) {
-		return false
-	}
-	for i := range last {
-		if folded[i] < last[i] {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // forgetRegistries drops the pruned versions from this engine's memory

@@ -112,7 +112,7 @@ var (
 	OpBudget = Operation{Name: "budget", Subject: "registry.budget", Methods: []string{get}, Path: "/v1/budget",
 		Summary: "The default session's per-turn token table with and without deferral, by a real BPE tokenizer."}
 	OpRegistryDiff = Operation{Name: "registry-diff", Subject: "registry.diff", Methods: []string{post}, Path: "/v1/registry/diff",
-		Summary: "Compare a candidate registry with the live one before pushing it: tools added, removed and changed, presets and profiles whose expansion changes, the sessions whose tools prefix would change (prompt-cache misses) and the checkpoints that would lose tools on resume. Writes nothing."}
+		Summary: "Compare a candidate registry with the live one before pushing it: tools added, removed and changed, presets and profiles whose expansion changes, the sessions whose tools prefix would change (prompt-cache misses) and the checkpoints that would lose tools on resume. Counts every event stored before the request: it waits (10 s at most) for the views to fold the log up to its last event, and answers 503 when they stay behind. Writes nothing."}
 )
 
 // Operations returns the API's operations in a fixed order (a fresh copy).
