@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,13 +49,59 @@ type engineProc struct {
 	NATSURL string
 	HTTPURL string
 	DataDir string
-	Stderr  *strings.Builder
+	Stderr  *logBuffer
 	exited  chan struct{}
 	exitErr error
 	killed  bool
 	// anonymous: the engine serves an external server that lets anyone
 	// in (a test cluster), not its embedded one with generated users.
 	anonymous bool
+}
+
+// logBuffer holds an engine's stderr. The exec package's goroutine copies
+// the engine's writes into it while the test reads it, so both sides
+// lock.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitLog waits (10 s at most) until the engine's stderr holds every one
+// of want. A line the engine wrote before an answer the test saw may
+// still be in the pipe to the test: a running engine's log is waited
+// for, never read once.
+func (p *engineProc) waitLog(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := p.Stderr.String()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine's log does not say %q after 10 s:\n%s", missing, tail(s))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // startEngine runs `engine serve` on dataDir with random ports and waits
@@ -65,7 +112,7 @@ func startEngine(t *testing.T, dataDir string, args ...string) *engineProc {
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	argv := append([]string{"serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--ready-file", ready}, args...)
 	cmd := exec.Command(engineBin, argv...)
-	p := &engineProc{cmd: cmd, DataDir: dataDir, Stderr: &strings.Builder{}, exited: make(chan struct{})}
+	p := &engineProc{cmd: cmd, DataDir: dataDir, Stderr: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start engine: %v", err)

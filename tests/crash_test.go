@@ -1395,7 +1395,7 @@ func crashServe(t *testing.T, dir string, round int) *engineProc {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	cmd := exec.Command(engineBin, "serve", "--data", dir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--ready-file", ready)
-	p := &engineProc{cmd: cmd, DataDir: dir, Stderr: &strings.Builder{}, exited: make(chan struct{})}
+	p := &engineProc{cmd: cmd, DataDir: dir, Stderr: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start engine: %v", err)

@@ -104,10 +104,7 @@ func TestEmbeddingsBinary10kWithinDeadline(t *testing.T) {
 			t.Errorf("a request of %d inputs; want batches of at most 256", n)
 		}
 	}
-	log := p.Stderr.String()
-	if !strings.Contains(log, "tool embeddings: progress") || !strings.Contains(log, "tool embeddings ready") {
-		t.Errorf("the log lacks the embedding progress:\n%.3000s", log)
-	}
+	p.waitLog(t, "tool embeddings: progress", "tool embeddings ready")
 
 	openSearchTurn(t, p, "big")
 	r, took := toolSearch(t, p, "big", "blorft zmiv")
@@ -199,9 +196,7 @@ func TestEmbeddingsBinaryOutageDegradesToKeywords(t *testing.T) {
 		t.Errorf("outage metrics: search error %v, unavailable %v, query requests failed %v; want 1 each",
 			m[`engine_tool_search_embedding_total{outcome="error"}`], m[`engine_tool_search_embedding_total{outcome="unavailable"}`], m[`engine_embedding_requests_total{kind="query",outcome="error"}`])
 	}
-	if !strings.Contains(p.Stderr.String(), "query embedding failed") {
-		t.Errorf("the outage is not logged:\n%.2000s", p.Stderr.String())
-	}
+	p.waitLog(t, "query embedding failed")
 	s.Fail(0, false)
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		r, _ := toolSearch(t, p, "outage", fmt.Sprintf("set the volume %d", time.Now().UnixNano()))

@@ -313,7 +313,7 @@ func startEngineUnready(t *testing.T, dataDir string, args ...string) *enginePro
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	cmd := exec.Command(engineBin, append([]string{"serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--ready-file", ready}, args...)...)
-	p := &engineProc{cmd: cmd, DataDir: dataDir, Stderr: &strings.Builder{}, exited: make(chan struct{})}
+	p := &engineProc{cmd: cmd, DataDir: dataDir, Stderr: &logBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
