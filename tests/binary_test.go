@@ -84,24 +84,15 @@ func (l *logBuffer) String() string {
 // for, never read once.
 func (p *engineProc) waitLog(t *testing.T, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		s := p.Stderr.String()
-		missing := ""
 		for _, w := range want {
 			if !strings.Contains(s, w) {
-				missing = w
-				break
+				return fmt.Errorf("the engine's log does not say %q:\n%s", w, tail(s))
 			}
 		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the engine's log does not say %q after 10 s:\n%s", missing, tail(s))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // startEngine runs `engine serve` on dataDir with random ports and waits
