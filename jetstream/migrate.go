@@ -400,28 +400,50 @@ func lateSessions(ctx context.Context, l *Log, last uint64, set *SessionSet) (ui
 const listTimeout = 30 * time.Minute
 
 // putSessionSet stores set as the object name of the prefix's sessions
-// object store, creating the store when it does not exist.
+// object store, creating the store when it does not exist. A replicated
+// store created a moment ago has no leader yet (its publish finds no
+// responders), and a failover leaves it without one for as long: while
+// the error is transient the whole step is asked again, putSetWait at
+// most. A put under the same name replaces the object, so a retry after
+// a put that did land stores the same set.
 func putSessionSet(ctx context.Context, js jetstream.JetStream, cfg LogConfig, name string, set *SessionSet) error {
 	bucket := SessionsBucket(cfg.Prefix)
-	obs, err := js.ObjectStore(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		st := jetstream.FileStorage
-		if cfg.MemoryStorage {
-			st = jetstream.MemoryStorage
+	data := set.marshal()
+	pctx, cancel := context.WithTimeout(ctx, putSetWait)
+	defer cancel()
+	return Retry(pctx, logport.Backoff{First: 50 * time.Millisecond, Max: time.Second}, nil, func(ctx context.Context) error {
+		// A request sent while the cluster has no leader to answer it
+		// may get no reply at all: each attempt has its own bound.
+		ctx, cancel := context.WithTimeout(ctx, putSetAttempt)
+		defer cancel()
+		obs, err := js.ObjectStore(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			st := jetstream.FileStorage
+			if cfg.MemoryStorage {
+				st = jetstream.MemoryStorage
+			}
+			obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+				Bucket: bucket, Description: "engine layout: the sessions each migration kept on the one event stream",
+				Replicas: cfg.Replicas, Storage: st,
+			})
 		}
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: bucket, Description: "engine layout: the sessions each migration kept on the one event stream",
-			Replicas: cfg.Replicas, Storage: st,
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("open object store %s: %w", bucket, err)
-	}
-	if _, err := obs.PutBytes(ctx, name, set.marshal()); err != nil {
-		return fmt.Errorf("store the session set %s/%s: %w", bucket, name, err)
-	}
-	return nil
+		if err != nil {
+			return fmt.Errorf("open object store %s: %w", bucket, err)
+		}
+		if _, err := obs.PutBytes(ctx, name, data); err != nil {
+			return fmt.Errorf("store the session set %s/%s: %w", bucket, name, err)
+		}
+		return nil
+	})
 }
+
+// putSetWait bounds putSessionSet's retries, and putSetAttempt each
+// attempt: the wait is longer than a replicated store's leader election
+// after a node is lost.
+const (
+	putSetWait    = time.Minute
+	putSetAttempt = 5 * time.Second
+)
 
 // loadSessionSet reads the set of sessions a migration kept on the one
 // stream, checking it against the layout record. A read a replica
